@@ -1,0 +1,254 @@
+"""The thin shell around the planner: read everything, plan, write statuses, then act on Ray."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from reconciler import planner
+from reconciler.history import ResourceHistory
+from reconciler.planner import Observation, Plan, PlanOptions, TaskInput
+from reconciler.ray_types import (
+    Capacity,
+    JobConflict,
+    JobNotFound,
+    RayAdapter,
+    RayError,
+    RayRequestError,
+    RayUnavailable,
+)
+from reconciler.settings import Settings
+from specs.store import FolderUnavailable, TaskStore
+
+log = logging.getLogger("rayqueue.loop")
+
+
+@dataclass
+class LoopState:
+    """What the loop last saw; read by the HTTP API and health checks."""
+
+    last_pass_at: float | None = None
+    last_ray_ok_at: float | None = None
+    ray_error: str | None = None
+    folder_error: str | None = None
+    capacity: Capacity | None = None
+    used: Capacity = field(default_factory=Capacity)
+    queued: int = 0
+    starting: int = 0
+    running: int = 0
+    passes: int = 0
+
+
+def plan_options(settings: Settings) -> PlanOptions:
+    return PlanOptions(
+        queue_id=settings.resolved_queue_id,
+        policy=settings.policy,
+        max_inflight=settings.max_inflight,
+        start_timeout_seconds=settings.start_timeout_seconds,
+        lost_grace_seconds=settings.lost_grace_seconds,
+        max_stops_per_pass=settings.max_stops_per_pass,
+        allow_mass_delete=settings.allow_mass_delete,
+        count_foreign_jobs=settings.count_foreign_jobs,
+    )
+
+
+def tail(text: str, lines: int) -> str:
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+
+class Reconciler:
+    def __init__(
+        self,
+        settings: Settings,
+        store: TaskStore,
+        ray: RayAdapter,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.ray = ray
+        self.clock = clock
+        self.options = plan_options(settings)
+        self.state = LoopState()
+        self.history = ResourceHistory(
+            settings.resolved_state_dir / "resource_history.jsonl", settings.history_max_bytes
+        )
+        self.wake = threading.Event()
+        self._failures = 0
+        self._ray_retry_at = 0.0
+        self._lock = threading.Lock()  # one pass at a time, whoever calls it
+
+    # -- one pass ------------------------------------------------------------------------------
+    def observe(self) -> Observation:
+        """One job listing and one capacity read, or the reason we could not have them."""
+        now = self.clock()
+        if now < self._ray_retry_at:
+            return Observation(None, None, f"backing off after: {self.state.ray_error}")
+        try:
+            jobs = self.ray.list_jobs()
+            capacity = self.ray.capacity()
+        except RayError as exc:
+            self._failures += 1
+            delay = min(
+                self.settings.interval_seconds * 2**self._failures,
+                self.settings.max_backoff_seconds,
+            )
+            self._ray_retry_at = now + delay
+            if self.state.ray_error is None:
+                log.warning("Ray unavailable (%s); nothing will be stopped; retrying", exc)
+            self.state.ray_error = str(exc) or type(exc).__name__
+            return Observation(None, None, self.state.ray_error)
+        if self.state.ray_error is not None:
+            log.info("Ray is reachable again")
+        self._failures, self._ray_retry_at = 0, 0.0
+        self.state.ray_error, self.state.last_ray_ok_at = None, now
+        self.state.capacity = capacity
+        return Observation({job.submission_id: job for job in jobs}, capacity)
+
+    def read_specs(self) -> dict[str, TaskInput] | None:
+        try:
+            entries = self.store.scan()
+        except FolderUnavailable as exc:
+            if self.state.folder_error is None:
+                log.error("tasks folder unavailable (%s); nothing is stopped until it is back", exc)
+            self.state.folder_error = str(exc)
+            return None
+        if self.state.folder_error is not None:
+            log.info("tasks folder is back")
+            self.state.folder_error = None
+        return {
+            name: TaskInput(name, e.task, str(e.error) if e.error else None, e.last_valid)
+            for name, e in entries.items()
+        }
+
+    def run_pass(self) -> Plan | None:
+        with self._lock:
+            return self._run_pass()
+
+    def _run_pass(self) -> Plan | None:
+        specs = self.read_specs()
+        if specs is None:
+            self.state.last_pass_at = self.clock()
+            return None  # a vanished folder is never read as "delete everything"
+        statuses = self.store.read_statuses()
+        observed = self.observe()
+        now = datetime.fromtimestamp(self.clock(), UTC)
+        plan = planner.plan(specs, statuses, observed, now, self.options)
+        self._fetch_log_tails(plan)
+        for line in plan.events:
+            (log.warning if line.startswith("REFUSING") else log.info)("%s", line)
+
+        # Statuses first: a run's submission id is on disk before Ray ever hears of it.
+        unwritten = set()
+        for name, status in plan.statuses.items():
+            try:
+                self.store.write_status(name, status)
+            except OSError as exc:
+                unwritten.add(name)
+                log.error("cannot write status of %s: %s", name, exc)
+        self._submit(plan, unwritten, now)
+        self._stop(plan)
+        for name in plan.delete_statuses:
+            try:
+                self.store.delete_status(name)
+            except OSError as exc:
+                log.error("cannot remove status of deleted task %s: %s", name, exc)
+        self._record(plan, observed)
+        return plan
+
+    def _fetch_log_tails(self, plan: Plan) -> None:
+        for name in plan.fetch_logs:
+            status = plan.statuses[name]
+            sid = status.status.submission_id
+            if not sid:
+                continue
+            try:
+                text = tail(self.ray.logs(sid), self.settings.log_tail_lines)
+            except RayError as exc:
+                log.warning("no log for failed %s: %s", name, exc)
+                continue
+            body = status.status.model_copy(update={"log_tail": text})
+            plan.statuses[name] = status.model_copy(update={"status": body})
+
+    def _submit(self, plan: Plan, unwritten: set[str], now: datetime) -> None:
+        for submit in plan.submits:
+            if submit.task in unwritten:
+                continue  # never submit an id we could not record
+            try:
+                self.ray.submit(submit.request)
+            except JobConflict:
+                # Already in Ray: submitted before a crash. The next pass adopts it.
+                log.info("%s already in Ray; adopting", submit.request.submission_id)
+            except RayUnavailable as exc:
+                log.warning("submit of %s deferred: %s", submit.task, exc)
+                return
+            except RayRequestError as exc:
+                log.error("Ray refused %s: %s", submit.task, exc)
+                failed = planner.submit_failed(plan.statuses[submit.task], str(exc), now)
+                plan.statuses[submit.task] = failed
+                try:
+                    self.store.write_status(submit.task, failed)
+                except OSError as write_exc:
+                    log.error("cannot write status of %s: %s", submit.task, write_exc)
+
+    def _stop(self, plan: Plan) -> None:
+        for stop in plan.stops:
+            try:
+                self.ray.stop(stop.submission_id)
+                log.info(
+                    "stop requested for %s (%s): %s", stop.task, stop.submission_id, stop.reason
+                )
+            except JobNotFound:
+                pass  # gone already: what we wanted
+            except RayError as exc:
+                log.warning("stop of %s failed, will retry: %s", stop.submission_id, exc)
+
+    def _record(self, plan: Plan, observed: Observation) -> None:
+        summary = plan.summary
+        now = self.clock()
+        self.state.last_pass_at = now
+        self.state.passes += 1
+        if summary is None:
+            return
+        self.state.used = summary.used
+        self.state.queued, self.state.starting, self.state.running = (
+            summary.queued,
+            summary.starting,
+            summary.running,
+        )
+        cap = summary.capacity
+        record = {
+            "time": datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"),
+            "ray_available": observed.available,
+            "capacity": None
+            if cap is None
+            else {"cpu": cap.cpu, "gpu": cap.gpu, "memory": cap.memory},
+            "used": {
+                "cpu": summary.used.cpu,
+                "gpu": summary.used.gpu,
+                "memory": summary.used.memory,
+            },
+            "queued": summary.queued,
+            "starting": summary.starting,
+            "running": summary.running,
+        }
+        try:
+            self.history.append(record)
+        except OSError as exc:
+            log.warning("cannot append resource history: %s", exc)
+
+    # -- the loop ------------------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> None:
+        """Pass, then sleep until woken by a file event or the interval passes."""
+        while not stop.is_set():
+            self.wake.clear()
+            try:
+                self.run_pass()
+            except Exception:  # the loop must outlive any single bad pass
+                log.exception("reconcile pass failed")
+            self.wake.wait(self.settings.interval_seconds)

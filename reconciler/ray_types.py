@@ -1,0 +1,121 @@
+"""What the reconciler knows of Ray: plain values and typed errors. No `ray` import here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+# Ray's job statuses, verbatim.
+PENDING = "PENDING"
+RUNNING = "RUNNING"
+SUCCEEDED = "SUCCEEDED"
+FAILED = "FAILED"
+STOPPED = "STOPPED"
+TERMINAL_STATUSES = frozenset({SUCCEEDED, FAILED, STOPPED})
+
+# Keys we put into each job's metadata, so our jobs can be told from foreign ones.
+META_QUEUE = "rayqueue.queue"
+META_TASK = "rayqueue.task"
+META_UID = "rayqueue.uid"
+META_SPEC_HASH = "rayqueue.specHash"
+META_RUN = "rayqueue.run"
+META_CPU = "rayqueue.cpu"
+META_GPU = "rayqueue.gpu"
+META_MEMORY = "rayqueue.memory"
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Resources as Ray counts them: CPUs, GPUs and bytes of memory."""
+
+    cpu: float = 0.0
+    gpu: float = 0.0
+    memory: float = 0.0
+
+    def __add__(self, other: Capacity) -> Capacity:
+        return Capacity(self.cpu + other.cpu, self.gpu + other.gpu, self.memory + other.memory)
+
+    def __sub__(self, other: Capacity) -> Capacity:
+        return Capacity(self.cpu - other.cpu, self.gpu - other.gpu, self.memory - other.memory)
+
+    def fits_in(self, other: Capacity) -> bool:
+        eps = 1e-9
+        return (
+            self.cpu <= other.cpu + eps
+            and self.gpu <= other.gpu + eps
+            and self.memory <= other.memory + eps
+        )
+
+
+@dataclass(frozen=True)
+class RayJob:
+    """One Ray job as listed by the dashboard. Times are Unix seconds."""
+
+    submission_id: str
+    status: str
+    entrypoint: str = ""
+    message: str = ""
+    start_time: float | None = None
+    end_time: float | None = None
+    metadata: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STATUSES
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    submission_id: str
+    entrypoint: str
+    runtime_env: Mapping[str, object] | None
+    metadata: Mapping[str, str]
+
+
+class RayError(Exception):
+    """Base of everything the Ray adapter raises."""
+
+
+class RayUnavailable(RayError):
+    """The dashboard could not be reached or timed out; worth retrying with backoff."""
+
+
+class JobNotFound(RayError):
+    """Ray has no job with this submission id."""
+
+
+class JobConflict(RayError):
+    """A job with this submission id already exists (Ray rejects reused ids)."""
+
+
+class RayRequestError(RayError):
+    """Ray answered, but refused the request for another reason (bad runtime_env, ...)."""
+
+
+class RayAdapter(Protocol):
+    """The reconciler's whole view of a Ray cluster. Every call has a timeout."""
+
+    def list_jobs(self) -> Sequence[RayJob]:
+        """All jobs with a submission id, in one call."""
+        ...
+
+    def capacity(self) -> Capacity:
+        """Sum of total CPU, GPU and memory over alive nodes, in one call."""
+        ...
+
+    def submit(self, request: SubmitRequest) -> None:
+        """Submit a job. Raises JobConflict if the id exists already."""
+        ...
+
+    def stop(self, submission_id: str) -> None:
+        """Ask Ray to stop a job. Succeeds if the job has already ended; JobNotFound if absent."""
+        ...
+
+    def delete(self, submission_id: str) -> None:
+        """Remove a finished job from Ray's history. JobNotFound if absent."""
+        ...
+
+    def logs(self, submission_id: str) -> str:
+        """The job's whole log so far. JobNotFound if absent."""
+        ...

@@ -1,0 +1,51 @@
+"""Atomic file replacement: a reader sees the old file or the new one, never half of either."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+# mkstemp creates 0600 files; specs and sidecars are meant to be read by other users and tools.
+_DEFAULT_MODE = 0o644
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` via a fsynced temp file in the same directory and os.replace."""
+    parent = path.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mode = _DEFAULT_MODE
+    # Same directory, so os.replace is a rename on one filesystem; the leading "." hides the
+    # temp file from the store's scan.
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+    try:
+        with os.fdopen(fd, "wb") as tmp:
+            tmp.write(data)
+            tmp.flush()
+            os.fchmod(tmp.fileno(), mode)
+            os.fsync(tmp.fileno())
+        os.replace(tmp_name, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp_name)
+        raise
+    _fsync_dir(parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Persist the rename itself. Best effort: some filesystems refuse to open directories."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

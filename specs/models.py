@@ -1,0 +1,185 @@
+"""The rayqueue/v1 resource types: the Task spec a user writes and the TaskStatus we write back."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from specs.quantity import format_memory, parse_memory
+
+API_VERSION = "rayqueue/v1"
+RESTARTED_AT = "rayqueue/restartedAt"
+
+
+def _iso(value: datetime) -> str:
+    """RFC 3339 UTC with milliseconds: sortable, and fine enough to be a FIFO key."""
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+Timestamp = Annotated[datetime, PlainSerializer(_iso, return_type=str)]
+MemoryBytes = Annotated[int, PlainSerializer(format_memory, return_type=str)]
+Finite = Annotated[float, Field(ge=0, allow_inf_nan=False, le=1e9)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+    )
+
+
+class Resources(_Model):
+    """What a task declares it will use while it runs. A reservation, not a Ray limit."""
+
+    cpu: Finite = 0.0
+    gpu: Finite = 0.0
+    memory: MemoryBytes = Field(default=0, description="bytes; YAML takes 4Gi, 512Mi, 2G or GiB")
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _memory(cls, value: object) -> int:
+        return parse_memory(value)
+
+    def is_empty(self) -> bool:
+        return self.cpu == 0 and self.gpu == 0 and self.memory == 0
+
+
+class Metadata(_Model):
+    name: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class TaskSpec(_Model):
+    entrypoint: str = Field(min_length=1)
+    runtime_env: dict[str, Any] | None = None
+    priority: int = Field(default=0, ge=0, le=9)
+    resources: Resources = Field(default_factory=Resources)
+    timeout_seconds: float = Field(default=0, ge=0, allow_inf_nan=False, le=1e9)
+    suspend: bool = False
+    submission_id: str | None = Field(default=None, min_length=1, max_length=200)
+    max_lost_restarts: int = Field(default=1, ge=0, le=100)
+
+    @field_validator("entrypoint")
+    @classmethod
+    def _entrypoint(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("entrypoint must not be blank")
+        return value
+
+    @model_validator(mode="after")
+    def _some_resource(self) -> TaskSpec:
+        # The old service's rule, kept word for word.
+        if self.resources.is_empty():
+            raise ValueError("task must request at least one resource")
+        return self
+
+
+class Task(_Model):
+    api_version: Literal["rayqueue/v1"] = Field(alias="apiVersion")
+    kind: Literal["Task"]
+    metadata: Metadata = Field(default_factory=Metadata)
+    spec: TaskSpec
+
+    def spec_hash(self) -> str:
+        """Hash of the run-defining fields; a change to any of them means a new run."""
+        defining = {
+            "entrypoint": self.spec.entrypoint,
+            "runtimeEnv": self.spec.runtime_env,
+            "resources": self.spec.resources.model_dump(by_alias=True),
+            "restartedAt": self.metadata.annotations.get(RESTARTED_AT),
+        }
+        blob = json.dumps(defining, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def to_document(self) -> dict[str, Any]:
+        """The plain dict to write as YAML, without defaults the user did not set."""
+        return self.model_dump(by_alias=True, exclude_defaults=True, mode="json") | {
+            "apiVersion": API_VERSION,
+            "kind": "Task",
+        }
+
+
+class Phase(StrEnum):
+    QUEUED = "Queued"
+    STARTING = "Starting"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    TIMED_OUT = "TimedOut"
+    STOPPED = "Stopped"
+    SUSPENDED = "Suspended"
+    INVALID = "Invalid"
+    UNSCHEDULABLE = "Unschedulable"
+    LOST = "Lost"
+
+    @property
+    def active(self) -> bool:
+        """A run is in Ray and holds its declared resources."""
+        return self in (Phase.STARTING, Phase.RUNNING)
+
+    @property
+    def finished(self) -> bool:
+        return self in FINISHED
+
+
+FINISHED = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.TIMED_OUT, Phase.STOPPED, Phase.LOST})
+
+
+class Condition(_Model):
+    """An abnormal state a task is in, Kubernetes style; listed only while it holds."""
+
+    type: str
+    status: Literal["True", "False", "Unknown"] = "True"
+    reason: str
+    message: str = ""
+    last_transition_time: Timestamp
+
+
+class TaskStatusBody(_Model):
+    model_config = ConfigDict(extra="ignore")  # old sidecars with extra fields still load
+
+    phase: Phase
+    reason: str | None = None
+    message: str | None = None
+    queue_position: int | None = None
+    estimated_start_at: Timestamp | None = None
+    uid: str | None = None  # fixed at first sight; keeps ids unique if a task is re-created
+    run: int = 0  # runs started so far; part of each run's submission id
+    submission_id: str | None = None
+    spec_hash: str | None = None
+    ray_status: str | None = None
+    queued_at: Timestamp | None = None
+    submitted_at: Timestamp | None = None
+    started_at: Timestamp | None = None
+    finished_at: Timestamp | None = None
+    lost_restarts: int = 0
+    log_tail: str | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class TaskStatus(_Model):
+    model_config = ConfigDict(extra="ignore")
+
+    api_version: Literal["rayqueue/v1"] = Field(default=API_VERSION, alias="apiVersion")
+    kind: Literal["TaskStatus"] = "TaskStatus"
+    metadata: Metadata
+    status: TaskStatusBody
+
+    def to_document(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")

@@ -1,0 +1,477 @@
+"""YAML in and out for tasks and statuses, with errors that name the file, field, line and column.
+
+Every failure, including ones we did not foresee, comes out as SpecParseError: one bad file must
+never crash the reconcile loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from specs.models import Task, TaskStatus
+
+log = logging.getLogger("rayqueue.parse")
+
+MAX_FILE_BYTES = 1 << 20
+# Expanded size of the node graph (aliases counted each time they are used). Real specs have
+# tens of nodes; this stops "billion laughs" before anything walks the expanded structure.
+MAX_NODES = 100_000
+# Deeper structures would later overflow recursive code (json.dumps, Ray's runtime_env).
+MAX_DEPTH = 100
+# libyaml's composer recurses in C and segfaults on ~50k nested collections; above this crude
+# bound we use the pure-Python loader, which fails with a clean RecursionError instead.
+_C_SAFE_NESTING = 2000
+
+_FastLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_FastDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_NULL_TAG = "tag:yaml.org,2002:null"
+# Characters the YAML spec allows; checked up front for a precise line and column.
+_NOT_PRINTABLE = re.compile(
+    "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+)
+# Model-level (not field-level) validator errors, pinned on the field they are about.
+_MODEL_ERROR_FIELDS: dict[tuple[str | int, ...], str] = {("spec",): "resources"}
+_PREFIXES = ("Input should ", "String should ", "Value should ", "List should ")
+_TYPE_MESSAGES = {
+    "missing": "required field is missing",
+    "extra_forbidden": "unknown field",
+    "model_type": "must be a mapping",
+    "model_attributes_type": "must be a mapping",
+    "dict_type": "must be a mapping",
+}
+_MAX_ERRORS = 20
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class SpecError:
+    """One problem in one file, located as precisely as we can."""
+
+    file: str
+    field: str | None
+    line: int | None
+    column: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        parts = [where, self.field, self.message]
+        return ": ".join(p for p in parts if p)
+
+
+class SpecParseError(ValueError):
+    """A file is not a valid task (or status); `errors` lists every problem found."""
+
+    def __init__(self, errors: Sequence[SpecError]) -> None:
+        self.errors = list(errors)
+        super().__init__("\n".join(str(e) for e in self.errors))
+
+
+class _Found(Exception):
+    """Internal: stop at the first fatal problem."""
+
+    def __init__(self, error: SpecError) -> None:
+        self.error = error
+
+
+def parse_task(text: str | bytes, *, file: str, expected_name: str | None = None) -> Task:
+    """Parse one task document. `expected_name`, if given, must match metadata.name when set."""
+    return _guarded(file, lambda: _parse_task(text, file, expected_name))
+
+
+def parse_tasks(text: str | bytes, *, file: str) -> list[Task]:
+    """Parse a multi-document stream (CLI `apply -f`); every task must carry metadata.name."""
+    return _guarded(file, lambda: _parse_tasks(text, file))
+
+
+def parse_status(text: str | bytes, *, file: str = "<status>") -> TaskStatus:
+    """Parse a status sidecar."""
+    return _guarded(file, lambda: _parse_single(text, file, TaskStatus)[0])
+
+
+def dump_task(task: Task) -> str:
+    return _dump(task.to_document())
+
+
+def dump_status(status: TaskStatus) -> str:
+    return _dump(status.to_document())
+
+
+# --- parsing ------------------------------------------------------------------------------
+
+
+T = TypeVar("T")
+
+
+def _guarded(file: str, parse: Callable[[], T]) -> T:
+    """The boundary: whatever goes wrong below becomes a SpecParseError."""
+    try:
+        return parse()
+    except SpecParseError:
+        raise
+    except _Found as found:
+        raise SpecParseError([found.error]) from None
+    except RecursionError:
+        raise SpecParseError([_doc_error(file, "nesting is too deep")]) from None
+    except Exception as exc:
+        log.debug("unexpected error parsing %s", file, exc_info=True)
+        message = f"could not parse: {type(exc).__name__}: {exc}"
+        raise SpecParseError([_doc_error(file, message)]) from None
+
+
+def _parse_task(text: str | bytes, file: str, expected_name: str | None) -> Task:
+    task, node = _parse_single(text, file, Task)
+    name = task.metadata.name
+    if expected_name is not None and name is not None and name != expected_name:
+        message = f'metadata.name "{name}" must equal the file\'s stem "{expected_name}"'
+        raise SpecParseError(
+            [_node_error(file, "metadata.name", _find(node, "metadata", "name"), message)]
+        )
+    return task
+
+
+def _parse_single(text: str | bytes, file: str, model: type[M]) -> tuple[M, Node]:
+    docs = _load(_decode(text, file), file, single=True)
+    if not docs:
+        raise _Found(_doc_error(file, "empty file"))
+    node, data = docs[0]
+    return _validate(model, node, data, file), node
+
+
+def _parse_tasks(text: str | bytes, file: str) -> list[Task]:
+    docs = _load(_decode(text, file), file, single=False)
+    if not docs:
+        raise _Found(_doc_error(file, "empty file"))
+    tasks: list[Task] = []
+    errors: list[SpecError] = []
+    seen: dict[str, int] = {}
+    for node, data in docs:
+        try:
+            task = _validate(Task, node, data, file)
+        except SpecParseError as exc:
+            errors.extend(exc.errors)
+            continue
+        name = task.metadata.name
+        name_node = _find(node, "metadata", "name")
+        if name is None:
+            at = _find(node, "metadata") or node
+            errors.append(_node_error(file, "metadata.name", at, "required field is missing"))
+        elif name in seen:
+            message = f'task "{name}" is defined twice (first on line {seen[name]})'
+            errors.append(_node_error(file, "metadata.name", name_node, message))
+        else:
+            seen[name] = _line(name_node) or 0
+            tasks.append(task)
+    if errors:
+        raise SpecParseError(errors[:_MAX_ERRORS])
+    return tasks
+
+
+def _decode(text: str | bytes, file: str) -> str:
+    """Bytes to str, enforcing the size limit before any parsing and rejecting bad characters."""
+    too_big = f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
+    if isinstance(text, bytes | bytearray):
+        data = bytes(text)
+        if len(data) > MAX_FILE_BYTES:
+            raise _Found(_doc_error(file, too_big))
+        try:
+            result = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            line_start = data.rfind(b"\n", 0, exc.start) + 1
+            line = data.count(b"\n", 0, exc.start) + 1
+            column = len(data[line_start : exc.start].decode("utf-8", "replace")) + 1
+            message = f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+            raise _Found(SpecError(file, None, line, column, message)) from None
+    else:
+        if (
+            len(text) > MAX_FILE_BYTES
+            or len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES
+        ):
+            raise _Found(_doc_error(file, too_big))
+        result = text.removeprefix("\ufeff")
+    bad = _NOT_PRINTABLE.search(result)
+    if bad is not None:
+        line_start = result.rfind("\n", 0, bad.start()) + 1
+        line = result.count("\n", 0, bad.start()) + 1
+        message = f"character U+{ord(bad.group()):04X} is not allowed in YAML"
+        raise _Found(SpecError(file, None, line, bad.start() - line_start + 1, message))
+    return result
+
+
+def _load(text: str, file: str, *, single: bool) -> list[tuple[Node, Any]]:
+    """Compose once, check the node graph, then construct: nodes give marks, data gives values."""
+    nesting_bound = sum(text.count(c) for c in "[{-:?")
+    loader_cls = _FastLoader if nesting_bound <= _C_SAFE_NESTING else yaml.SafeLoader
+    loader = None
+    try:
+        loader = loader_cls(text)
+        nodes: list[Node] = []
+        if single:
+            node = loader.get_single_node()
+            if node is not None:
+                nodes.append(node)
+        else:
+            while loader.check_node():
+                node = loader.get_node()
+                if not _is_empty(node):  # a stray "---" at the end, as kubectl allows
+                    nodes.append(node)
+        budget = MAX_NODES
+        for node in nodes:
+            budget -= _check_graph(node, file, budget)
+        # construct_document mutates nodes (merge keys), so it runs after the checks.
+        return [(node, loader.construct_document(node)) for node in nodes]
+    except yaml.MarkedYAMLError as exc:
+        raise _Found(_yaml_error(file, exc, single=single)) from None
+    except yaml.YAMLError as exc:
+        raise _Found(_doc_error(file, str(exc))) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _is_empty(node: Node) -> bool:
+    return isinstance(node, ScalarNode) and node.tag == _NULL_TAG and node.value in ("", "~")
+
+
+def _yaml_error(file: str, exc: yaml.MarkedYAMLError, *, single: bool) -> SpecError:
+    mark = exc.problem_mark or exc.context_mark
+    if (
+        single
+        and isinstance(exc, yaml.composer.ComposerError)
+        and "single document" in str(exc.context)
+    ):
+        message = "expected one document, found several"
+    elif exc.problem and exc.context:
+        message = f"{exc.problem} ({exc.context})"
+    else:
+        message = exc.problem or exc.context or "invalid YAML"
+    if mark is None:
+        return _doc_error(file, message)
+    return SpecError(file, None, mark.line + 1, mark.column + 1, message)
+
+
+def _children(node: Node) -> Iterator[tuple[str | int | None, Node]]:
+    """Child nodes with their path segment (None for mapping keys)."""
+    if isinstance(node, MappingNode):
+        for key, value in node.value:
+            yield None, key
+            label = key.value if isinstance(key, ScalarNode) else "?"
+            yield label, value
+    elif isinstance(node, SequenceNode):
+        yield from enumerate(node.value)
+
+
+def _check_graph(root: Node, file: str, budget: int) -> int:
+    """Reject alias bombs, cycles, deep nesting, duplicate and non-string keys.
+
+    Returns the expanded node count. Iterative, memoized by node id, so an alias used a million
+    times costs one visit.
+    """
+    size: dict[int, int] = {}
+    height: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    errors: list[SpecError] = []
+    stack: list[tuple[Node, tuple[str | int, ...], bool]] = [(root, (), False)]
+    while stack:
+        node, path, finished = stack.pop()
+        nid = id(node)
+        if finished:
+            kids = [child for _, child in _children(node)]
+            size[nid] = 1 + sum(size[id(k)] for k in kids)
+            height[nid] = 1 + max((height[id(k)] for k in kids), default=0)
+            open_nodes.discard(nid)
+            if size[nid] > budget:
+                raise _Found(
+                    _node_error(file, None, node, "document is too large once aliases are expanded")
+                )
+            if height[nid] > MAX_DEPTH:
+                message = f"nesting is deeper than {MAX_DEPTH} levels"
+                raise _Found(_node_error(file, _dotted(path), node, message))
+            continue
+        if nid in size:
+            continue
+        if nid in open_nodes:
+            raise _Found(_node_error(file, _dotted(path), node, "an alias refers to itself"))
+        open_nodes.add(nid)
+        if len(open_nodes) + len(size) > budget:
+            raise _Found(_node_error(file, None, node, f"document has more than {budget} nodes"))
+        if isinstance(node, MappingNode) and len(errors) < _MAX_ERRORS:
+            errors.extend(_check_keys(node, path, file))
+        stack.append((node, path, True))
+        for segment, child in _children(node):
+            stack.append((child, path if segment is None else (*path, segment), False))
+    if errors:
+        raise SpecParseError(errors[:_MAX_ERRORS])
+    return size[id(root)]
+
+
+def _check_keys(node: MappingNode, path: tuple[str | int, ...], file: str) -> list[SpecError]:
+    errors: list[SpecError] = []
+    first_line: dict[str, int] = {}
+    for key, _ in node.value:
+        if key.tag == _MERGE_TAG:
+            continue  # "<<: *defaults" is flattened by the constructor
+        if not isinstance(key, ScalarNode) or key.tag != _STR_TAG:
+            shown = f" {key.value}" if isinstance(key, ScalarNode) else ""
+            message = f"mapping key{shown} must be a string (quote it)"
+            errors.append(_node_error(file, _dotted(path), key, message))
+            continue
+        line = _line(key) or 0
+        if key.value in first_line:
+            message = f'duplicate key "{key.value}" (lines {first_line[key.value]} and {line})'
+            errors.append(_node_error(file, _dotted((*path, key.value)), key, message))
+        else:
+            first_line[key.value] = line
+    return errors
+
+
+def _validate(model: type[M], node: Node, data: Any, file: str) -> M:
+    if not isinstance(data, dict):
+        message = "expected a mapping with apiVersion, kind, metadata and spec"
+        if model is TaskStatus:
+            message = "expected a mapping with apiVersion, kind, metadata and status"
+        raise SpecParseError([_node_error(file, None, node, message)])
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = [_pydantic_error(file, node, err) for err in exc.errors()]
+        raise SpecParseError(errors[:_MAX_ERRORS]) from None
+
+
+def _pydantic_error(file: str, root: Node, err: Any) -> SpecError:
+    loc: tuple[str | int, ...] = tuple(err["loc"])
+    kind: str = err["type"]
+    if kind == "value_error" and loc in _MODEL_ERROR_FIELDS:
+        loc = (*loc, _MODEL_ERROR_FIELDS[loc])
+        kind = "value_error_model"
+    path, node, key = _locate(root, loc)
+    if kind == "extra_forbidden" and key is not None:
+        node = key  # the typo itself, on its own line
+    if kind in ("missing", "value_error_model") and len(path) < len(loc):
+        path = loc[: len(path) + 1]  # name the absent field; point at its parent
+    return _node_error(file, _dotted(path) or None, node, _message(err))
+
+
+def _locate(
+    root: Node, loc: tuple[str | int, ...]
+) -> tuple[tuple[str | int, ...], Node, Node | None]:
+    """Follow `loc` down the node tree as far as it goes: (matched path, node, its key node)."""
+    node: Node = root
+    key_node: Node | None = None
+    matched: list[str | int] = []
+    for segment in loc:
+        child: tuple[Node | None, Node] | None = None
+        if isinstance(node, MappingNode) and isinstance(segment, str):
+            for key, value in node.value:
+                if isinstance(key, ScalarNode) and key.value == segment:
+                    child = (key, value)
+        elif (
+            isinstance(node, SequenceNode)
+            and isinstance(segment, int)
+            and 0 <= segment < len(node.value)
+        ):
+            child = (None, node.value[segment])
+        if child is None:
+            break  # union tags and the like: stop at the deepest real node
+        key_node, node = child
+        matched.append(segment)
+    return tuple(matched), node, key_node
+
+
+def _message(err: Any) -> str:
+    kind: str = err["type"]
+    if kind in _TYPE_MESSAGES:
+        return _TYPE_MESSAGES[kind]
+    message: str = err["msg"]
+    if kind == "value_error":
+        return message.removeprefix("Value error, ")
+    for prefix in _PREFIXES:
+        if message.startswith(prefix):
+            message = "must " + message.removeprefix(prefix)
+            break
+    value = err.get("input")
+    if isinstance(value, bool | int | float | str) or value is None:
+        shown = repr(value) if not isinstance(value, str) or len(value) <= 40 else "a long string"
+        message += f" (got {shown})"
+    return message
+
+
+def _find(node: Node | None, *keys: str) -> Node | None:
+    for key in keys:
+        if not isinstance(node, MappingNode):
+            return None
+        node = next(
+            (v for k, v in node.value if isinstance(k, ScalarNode) and k.value == key), None
+        )
+    return node
+
+
+def _dotted(path: Sequence[str | int]) -> str:
+    out = ""
+    for segment in path:
+        out += f"[{segment}]" if isinstance(segment, int) else (f".{segment}" if out else segment)
+    return out
+
+
+def _line(node: Node | None) -> int | None:
+    return None if node is None else node.start_mark.line + 1
+
+
+def _node_error(file: str, field: str | None, node: Node | None, message: str) -> SpecError:
+    if node is None:
+        return SpecError(file, field, None, None, message)
+    mark = node.start_mark
+    return SpecError(file, field, mark.line + 1, mark.column + 1, message)
+
+
+def _doc_error(file: str, message: str) -> SpecError:
+    return SpecError(file, None, None, None, message)
+
+
+# --- dumping ------------------------------------------------------------------------------
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    # Multi-line text (log tails) reads best as a literal block; the emitter falls back to
+    # quoting by itself when a block cannot hold the string exactly.
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar(_STR_TAG, data, style=style)
+
+
+class _Dumper(_FastDumper):  # type: ignore[misc, valid-type]
+    yaml_representers: ClassVar[dict[Any, Any]] = {
+        **_FastDumper.yaml_representers,
+        str: _represent_str,
+    }
+
+
+_TOP_ORDER = ("apiVersion", "kind", "metadata", "spec", "status")
+
+
+def _dump(document: dict[str, Any]) -> str:
+    ordered = {k: document[k] for k in _TOP_ORDER if k in document}
+    ordered.update((k, v) for k, v in document.items() if k not in ordered)
+    return yaml.dump(
+        ordered,
+        Dumper=_Dumper,
+        sort_keys=False,
+        default_flow_style=False,
+        allow_unicode=True,
+        width=10_000,  # long entrypoints stay on one line
+    )
