@@ -1,22 +1,87 @@
-"""The HTTP API's app factory. Nothing happens at import; everything is built in create_app."""
+"""The HTTP API's app factory. Nothing happens at import; everything is built in create_app.
+
+The API never asks Ray to create, change or cancel anything. It writes and edits spec files in
+the tasks folder and reads the sidecars; the reconcile loop does the rest. Ray is only read
+(job logs), and the loop's last observations are shown as they are.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import ipaddress
+import logging
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
+from api.errors import install_handlers
+from api.middleware import MAX_BODY_BYTES, BearerAuth, BodyLimit
+from api.routes import cluster, legacy, tasks
+from api.service import TaskService
+from reconciler.loop import Reconciler
+from reconciler.ray_types import RayAdapter
 from reconciler.settings import Settings
+from specs.store import TaskStore
+
+log = logging.getLogger("rayqueue.api")
+
+TOKEN_ENV = "RAYQUEUE_API_TOKEN"
+UNAUTHENTICATED_PATHS = frozenset({"/healthz"})
 
 
-def create_app(settings: Settings, *, reconciler: Any = None, ray: Any = None) -> FastAPI:
-    app = FastAPI(title="rayqueue", version="0.1.0")
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name: assume it is reachable from elsewhere
+
+
+def api_token(settings: Settings) -> str | None:
+    """From settings.extra["api_token"], else $RAYQUEUE_API_TOKEN; empty means none."""
+    token = settings.extra.get("api_token") or os.environ.get(TOKEN_ENV) or ""
+    return token or None
+
+
+def create_app(
+    settings: Settings,
+    *,
+    reconciler: Reconciler | None = None,
+    ray: RayAdapter | None = None,
+) -> FastAPI:
+    """Build the app. With no reconciler, cluster answers are unknown and /readyz is 503."""
+    token = api_token(settings)
+    store = TaskStore(settings.tasks_dir, settings.status_dir)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if token is None and not is_loopback(settings.host):
+            log.warning(
+                "the HTTP API listens on %s without a token: anyone who can reach it can "
+                "create, change and delete tasks. Set %s to require a bearer token.",
+                settings.host,
+                TOKEN_ENV,
+            )
+        log.info("HTTP API ready (tasks folder %s)", settings.tasks_dir)
+        yield
+
+    app = FastAPI(
+        title="rayqueue",
+        version="0.1.0",
+        summary="A job queue in front of a shared Ray cluster; specs are files.",
+        lifespan=lifespan,
+    )
     app.state.settings = settings
     app.state.reconciler = reconciler
-    app.state.ray = ray
-
-    @app.get("/healthz")
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
-
+    app.state.service = TaskService(settings, store, reconciler=reconciler, ray=ray)
+    install_handlers(app)
+    app.include_router(legacy.router)
+    app.include_router(tasks.router)
+    app.include_router(cluster.router)
+    # Added last, so it runs first: a refused request is never read or routed.
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    if token is not None:
+        app.add_middleware(BearerAuth, token=token, exempt=UNAUTHENTICATED_PATHS)
     return app

@@ -23,39 +23,91 @@ def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         description="Watch a folder of task specs and keep a Ray cluster in line with it. "
         "With no Ray address, a private local Ray head is started on loopback.",
     )
-    p.add_argument("--dir", type=Path, default=None,
-                   help="tasks folder (default: $RAYQUEUE_DIR or ./tasks)")
-    p.add_argument("--address", default=None,
-                   help="Ray dashboard address, e.g. http://head:8265 (default: "
-                   "$RAY_DASHBOARD_ADDRESS, then $RAY_ADDRESS, else a local Ray head)")
-    p.add_argument("--status-dir", type=Path, default=None,
-                   help="write status sidecars into this parallel tree instead of beside specs")
-    p.add_argument("--state-dir", type=Path, default=None,
-                   help="folder for resource history and the lock (default: <dir>/.rayqueue)")
-    p.add_argument("--queue-id", default=None,
-                   help="tag for this queue's Ray jobs (default: derived from the folder path)")
+    p.add_argument(
+        "--dir", type=Path, default=None, help="tasks folder (default: $RAYQUEUE_DIR or ./tasks)"
+    )
+    p.add_argument(
+        "--address",
+        default=None,
+        help="Ray dashboard address, e.g. http://head:8265 (default: "
+        "$RAY_DASHBOARD_ADDRESS, then $RAY_ADDRESS, else a local Ray head)",
+    )
+    p.add_argument(
+        "--status-dir",
+        type=Path,
+        default=None,
+        help="write status sidecars into this parallel tree instead of beside specs",
+    )
+    p.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help="folder for resource history and the lock (default: <dir>/.rayqueue)",
+    )
+    p.add_argument(
+        "--queue-id",
+        default=None,
+        help="tag for this queue's Ray jobs (default: derived from the folder path)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port ({DEFAULT_PORT})")
     p.add_argument("--no-api", action="store_true", help="run the loop without the HTTP API")
-    p.add_argument("--policy", choices=["strict", "besteffort"], default="strict",
-                   help="admission policy (default strict: the head of the queue is never "
-                   "overtaken)")
-    p.add_argument("--interval", type=float, default=1.0, dest="interval_seconds",
-                   help="seconds between full passes (default 1)")
-    p.add_argument("--max-inflight", type=int, default=32,
-                   help="jobs that may be Starting at once (default 32)")
-    p.add_argument("--start-timeout", type=float, default=600.0, dest="start_timeout_seconds",
-                   help="seconds a job may stay PENDING in Ray (default 600)")
-    p.add_argument("--lost-grace", type=float, default=60.0, dest="lost_grace_seconds",
-                   help="seconds a running job may be missing from Ray before it is Lost")
-    p.add_argument("--max-stops-per-pass", type=int, default=10,
-                   help="most jobs stopped in one pass for deleted specs (0: no limit)")
-    p.add_argument("--allow-mass-delete", action="store_true",
-                   help="carry out deletions beyond --max-stops-per-pass")
-    p.add_argument("--count-foreign-jobs", action="store_true",
-                   help="subtract other clients' Ray jobs from free capacity")
-    p.add_argument("--num-cpus", type=float, default=None, dest="local_num_cpus",
-                   help="CPUs the embedded local Ray head declares")
+    p.add_argument(
+        "--policy",
+        choices=["strict", "besteffort"],
+        default="strict",
+        help="admission policy (default strict: the head of the queue is never overtaken)",
+    )
+    p.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        dest="interval_seconds",
+        help="seconds between full passes (default 1)",
+    )
+    p.add_argument(
+        "--max-inflight",
+        type=int,
+        default=32,
+        help="jobs that may be Starting at once (default 32)",
+    )
+    p.add_argument(
+        "--start-timeout",
+        type=float,
+        default=600.0,
+        dest="start_timeout_seconds",
+        help="seconds a job may stay PENDING in Ray (default 600)",
+    )
+    p.add_argument(
+        "--lost-grace",
+        type=float,
+        default=60.0,
+        dest="lost_grace_seconds",
+        help="seconds a running job may be missing from Ray before it is Lost",
+    )
+    p.add_argument(
+        "--max-stops-per-pass",
+        type=int,
+        default=10,
+        help="most jobs stopped in one pass for deleted specs (0: no limit)",
+    )
+    p.add_argument(
+        "--allow-mass-delete",
+        action="store_true",
+        help="carry out deletions beyond --max-stops-per-pass",
+    )
+    p.add_argument(
+        "--count-foreign-jobs",
+        action="store_true",
+        help="subtract other clients' Ray jobs from free capacity",
+    )
+    p.add_argument(
+        "--num-cpus",
+        type=float,
+        default=None,
+        dest="local_num_cpus",
+        help="CPUs the embedded local Ray head declares",
+    )
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     p.set_defaults(func=_cmd_serve)
 

@@ -42,7 +42,7 @@ _NAMED_PORTS = (
 _WORKER_OFFSET = 16
 _WORKER_PORTS = 100
 _PORT_RANGE = (20000, 59000)
-_LOCK_DIR = Path(tempfile.gettempdir()) / "rq-ray-ports"
+_LOCK_DIR = Path("/tmp/rq-ray-ports")
 
 # Set in the head's environment; every Ray process and job driver inherits it, even those
 # that Ray puts into sessions of their own, so stop() can find them all.
@@ -156,7 +156,13 @@ class LocalRayHead:
 
         env = dict(os.environ)
         env["RAY_USAGE_STATS_ENABLED"] = "0"
+        # On SIGTERM, Ray 2.60 first drains the node for up to 30 s, waiting for running
+        # jobs; a private head has nobody to drain for, so tear down at once.
+        env["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"] = "0"
         env[_MARKER_ENV] = str(self._temp_dir)
+        # Python's own temp files (the dashboard's multiprocessing `pymp-*` dirs, which a
+        # killed process leaves behind) then land in our temp dir and go with it.
+        env["TMPDIR"] = str(self._temp_dir)
         # The private head must not be steered towards another cluster by the caller's env.
         for name in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS"):
             env.pop(name, None)
@@ -216,13 +222,15 @@ class LocalRayHead:
         Idempotent, lock-free and tolerant of a half-finished earlier call, so a signal
         handler may call it even while another stop() is under way.
         """
-        proc, self._proc = self._proc, None
-        self._address = None
+        # Nothing is cleared until the end: a stop() from a signal handler that interrupts
+        # this one must still find the process and wait for it, not return early.
+        proc = self._proc
         marker = str(self._temp_dir) if self._temp_dir is not None else None
         if proc is not None:
             pgid = proc.pid  # start_new_session made the child its group's leader
-            # TERM to `ray start` alone: it tears the head down in order within seconds.
-            # TERM to the whole group makes the raylet hang on its dead GCS for 10+ s.
+            # TERM to `ray start` alone: it tears the head down in order in ~2 s, while
+            # TERM to the whole group leaves the raylet hanging on its dead GCS for 10+ s.
+            # Whatever is left after the grace gets KILL, group-wide.
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
             deadline = time.monotonic() + max(grace_seconds, 0)
@@ -247,7 +255,9 @@ class LocalRayHead:
             self._lock_file = None
         if self._temp_dir is not None:
             shutil.rmtree(self._temp_dir, ignore_errors=True)
-            self._temp_dir = None
+        self._proc = None
+        self._address = None
+        self._temp_dir = None
 
     def __enter__(self) -> Self:
         if self._proc is None:
@@ -276,7 +286,10 @@ class LocalRayHead:
         slots = list(range(low, high - _SLOT_SIZE, _SLOT_SIZE))
         random.shuffle(slots)
         for base in slots:
-            lock = open(_LOCK_DIR / f"{base}.lock", "wb")  # noqa: SIM115 - held until stop()
+            try:
+                lock = open(_LOCK_DIR / f"{base}.lock", "ab")  # noqa: SIM115 - held until stop()
+            except OSError:  # e.g. another user's lock file
+                continue
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:

@@ -436,11 +436,14 @@ def _new_run(
     )
 
 
+_VERB = {Phase.TIMED_OUT: "timed out", Phase.SUSPENDED: "suspended", Phase.FAILED: "failed"}
+
+
 def _end_run(
     ctx: _Ctx, name: str, body: TaskStatusBody, phase: Phase, reason: str, message: str
 ) -> TaskStatusBody:
     """Record the end first; the stray-job sweep then stops the job until Ray says it ended."""
-    ctx.plan.events.append(f"{phase.value.lower()} {name}: {message}")
+    ctx.plan.events.append(f"{_VERB.get(phase, phase.value.lower())} {name}: {message}")
     return body.model_copy(
         update={
             "phase": phase,

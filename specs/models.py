@@ -18,7 +18,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from specs.quantity import format_memory, parse_memory
+from specs.quantity import QuantityError, format_memory, parse_memory
 
 API_VERSION = "rayqueue/v1"
 RESTARTED_AT = "rayqueue/restartedAt"
@@ -53,7 +53,12 @@ class Resources(_Model):
     @field_validator("memory", mode="before")
     @classmethod
     def _memory(cls, value: object) -> int:
-        return parse_memory(value)
+        try:
+            return parse_memory(value)
+        except OverflowError:
+            # parse_memory lets float() overflow on absurd numbers (10**400, "9" * 400);
+            # pydantic only turns ValueError into a validation error, so convert it here.
+            raise QuantityError("is larger than any cluster could hold") from None
 
     def is_empty(self) -> bool:
         return self.cpu == 0 and self.gpu == 0 and self.memory == 0
@@ -182,4 +187,6 @@ class TaskStatus(_Model):
     status: TaskStatusBody
 
     def to_document(self) -> dict[str, Any]:
-        return self.model_dump(by_alias=True, exclude_none=True, mode="json")
+        # Defaults (empty conditions, zero counters) are left out to keep sidecars short.
+        doc = self.model_dump(by_alias=True, exclude_defaults=True, mode="json")
+        return {"apiVersion": API_VERSION, "kind": "TaskStatus", **doc}

@@ -1,0 +1,190 @@
+"""The old scheduler's endpoints, word for word. They only write spec files.
+
+POST /add_task writes a new spec whose first run's Ray submission id is the old-style task id;
+/change_task_priority and /cancel_task edit that spec (priority, or suspend: true).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
+
+from api.deps import LegacyParams, ReconcilerDep, Service
+from api.errors import BadRequest, NotFound
+from api.models import (
+    AddTaskRequest,
+    AddTaskResponse,
+    ChangePriorityRequest,
+    LegacyTaskState,
+    TaskIdRequest,
+)
+from api.service import TaskService
+from api.views import legacy_state
+from api.yamledit import dump_document
+from reconciler.loop import Reconciler
+from specs.models import API_VERSION
+from specs.quantity import GIB, format_memory, human_memory
+from specs.store import MAX_NAME_LENGTH, InvalidName, validate_name
+
+router = APIRouter(tags=["legacy (old scheduler API)"])
+
+LEGACY_LABEL = "rayqueue/api"
+LEGACY_NAME = "rayqueue/legacyName"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_MAX_SUBMISSION_ID = 200  # specs.models.TaskSpec.submission_id
+
+
+def file_name_for(task_id: str) -> str:
+    """The spec's task name: the id itself when it is a valid name, else a cleaned-up form.
+
+    Old names may hold spaces or other characters a file name should not; the uuid at the end
+    keeps cleaned names unique.
+    """
+    try:
+        return validate_name(task_id)
+    except InvalidName:
+        pass
+    cleaned = _UNSAFE.sub("-", task_id).strip("-.") or "task"
+    if len(cleaned) > MAX_NAME_LENGTH:
+        cleaned = cleaned[: MAX_NAME_LENGTH - 37] + "-" + cleaned[-36:]  # keep the uuid
+    return cleaned.removesuffix(".status")
+
+
+def _check_capacity(body: AddTaskRequest, reconciler: Reconciler | None) -> None:
+    """The old rejections: nothing requested, or more than the whole cluster has."""
+    if body.cpu == 0 and body.gpu == 0 and body.memory == 0:
+        raise BadRequest("task must request at least one resource")
+    capacity = reconciler.state.capacity if reconciler is not None else None
+    if capacity is None:
+        return  # not seen yet: accept; the loop marks it Unschedulable if it never fits
+    if body.cpu > capacity.cpu:
+        raise BadRequest(
+            f"task requests {body.cpu} cpu, more than the whole cluster has ({capacity.cpu:g} cpu)"
+        )
+    if body.gpu > capacity.gpu:
+        raise BadRequest(
+            f"task requests {body.gpu} gpu, more than the whole cluster has ({capacity.gpu:g} gpu)"
+        )
+    if body.memory * GIB > capacity.memory:
+        raise BadRequest(
+            f"task requests {body.memory} GB memory, more than the whole cluster has "
+            f"({human_memory(capacity.memory)})"
+        )
+
+
+def _spec_document(body: AddTaskRequest, task_id: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"entrypoint": body.entrypoint}
+    if body.runtime_env:
+        spec["runtimeEnv"] = body.runtime_env
+    spec |= {
+        "priority": body.priority,
+        "resources": {
+            "cpu": body.cpu,
+            "gpu": body.gpu,
+            "memory": format_memory(body.memory * GIB),
+        },
+        "timeoutSeconds": body.timeout,
+        "submissionId": task_id,
+    }
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Task",
+        "metadata": {
+            "labels": {LEGACY_LABEL: "legacy"},
+            "annotations": {LEGACY_NAME: body.name},
+        },
+        "spec": spec,
+    }
+
+
+@router.post("/add_task", response_model=AddTaskResponse)
+def add_task(body: AddTaskRequest, service: Service, reconciler: ReconcilerDep) -> AddTaskResponse:
+    """Queue a task (old body). Writes a spec file; the reconciler submits it in its turn."""
+    _check_capacity(body, reconciler)
+    task_id = (
+        f"mlumina-{body.name}-priority-{body.priority}-{body.cpu}cpu-{body.gpu}gpu-"
+        f"{body.memory}memory-{uuid.uuid4()}"
+    )
+    if len(task_id) > _MAX_SUBMISSION_ID:
+        too_long = len(task_id) - _MAX_SUBMISSION_ID
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ("body", "name"),
+                    "msg": f"name is {too_long} characters too long for a task id",
+                    "type": "value_error",
+                }
+            ]
+        )
+    name = file_name_for(task_id)
+    header = f"# Created by POST /add_task (the old scheduler API). Task id: {task_id}\n"
+    service.create(name, (header + dump_document(_spec_document(body, task_id))).encode())
+    return AddTaskResponse(task_id=task_id, task=name)
+
+
+def _validated(model: type[BaseModel], values: dict[str, Any]) -> Any:
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_context=False)
+        raise RequestValidationError(errors) from None
+
+
+def _lookup(service: TaskService, task_id: str) -> str:
+    try:
+        name = service.find_by_task_id(task_id, file_name_for(task_id))
+    except InvalidName:
+        name = None
+    if name is None:
+        raise NotFound(f"no task with id {task_id}")
+    return name
+
+
+def _legacy_body(model: type[BaseModel]) -> dict[str, Any]:
+    # The handlers read the body themselves (JSON or query); this documents it in OpenAPI.
+    return {
+        "requestBody": {
+            "required": False,
+            "content": {"application/json": {"schema": model.model_json_schema()}},
+        }
+    }
+
+
+@router.post(
+    "/change_task_priority",
+    response_model=LegacyTaskState,
+    openapi_extra=_legacy_body(ChangePriorityRequest),
+)
+def change_task_priority(
+    service: Service,
+    params: LegacyParams,
+    task_id: Annotated[str | None, Query(description="or in the JSON body")] = None,
+    priority: Annotated[int | None, Query(ge=0, le=9, description="or in the JSON body")] = None,
+) -> LegacyTaskState:
+    """Set the priority of a task by its id. Only `spec.priority` changes in the file."""
+    del task_id, priority  # documented here; read (query or body) through `params`
+    request: ChangePriorityRequest = _validated(ChangePriorityRequest, params)
+    name = _lookup(service, request.task_id)
+    spec = service.patch(name, {"spec": {"priority": request.priority}})
+    return LegacyTaskState(**legacy_state(request.task_id, name, spec, service.status(name)))
+
+
+@router.post(
+    "/cancel_task", response_model=LegacyTaskState, openapi_extra=_legacy_body(TaskIdRequest)
+)
+def cancel_task(
+    service: Service,
+    params: LegacyParams,
+    task_id: Annotated[str | None, Query(description="or in the JSON body")] = None,
+) -> LegacyTaskState:
+    """Cancel a task by its id: sets `spec.suspend: true`. Queued never runs; running stops."""
+    del task_id
+    request: TaskIdRequest = _validated(TaskIdRequest, params)
+    name = _lookup(service, request.task_id)
+    spec = service.patch(name, {"spec": {"suspend": True}})
+    return LegacyTaskState(**legacy_state(request.task_id, name, spec, service.status(name)))

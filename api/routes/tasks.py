@@ -1,0 +1,274 @@
+"""The resource API: specs as resources, named by their path under the tasks folder."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from api.deps import (
+    JSON_TYPES,
+    YAML_TYPES,
+    IfMatch,
+    IfNoneMatch,
+    MediaType,
+    RawBody,
+    Service,
+    parse_json,
+)
+from api.errors import ApiError, BadRequest, NotFound, Unprocessable
+from api.models import TaskList, TaskRow
+from api.service import SpecFile, TaskService, quote_etag
+from api.views import human_age, resources, status_body, task_object
+from api.yamledit import dump_document
+from reconciler.ray_types import JobNotFound
+from specs.models import Phase, TaskStatus
+
+router = APIRouter(prefix="/tasks", tags=["tasks"])
+
+_SPEC_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {"type": "object", "description": "a rayqueue/v1 Task document"}
+            },
+            "application/yaml": {"schema": {"type": "string", "description": "a Task as YAML"}},
+        },
+    }
+}
+_PATCH_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/merge-patch+json": {
+                "schema": {"type": "object", "description": "RFC 7386 merge patch"},
+                "example": {"spec": {"priority": 7}},
+            },
+            "application/json": {"schema": {"type": "object"}},
+        },
+    }
+}
+_LABEL_KEY = re.compile(r"[A-Za-z0-9._/-]+")
+
+
+# --- label selectors --------------------------------------------------------------------------
+
+
+def parse_selector(selector: str) -> list[tuple[str, str, str | None]]:
+    """`a=b,c!=d,e,!f` into (op, key, value) terms: =, !=, exists, !exists."""
+    terms: list[tuple[str, str, str | None]] = []
+    for raw in selector.split(","):
+        term = raw.strip()
+        if not term:
+            continue
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+            op = "!="
+        elif "=" in term:
+            key, value = term.split("=", 1)
+            value = value.removeprefix("=")  # "==" is the same as "="
+            op = "="
+        elif term.startswith("!"):
+            key, value, op = term[1:], None, "!exists"
+        else:
+            key, value, op = term, None, "exists"
+        key = key.strip()
+        if not _LABEL_KEY.fullmatch(key):
+            raise BadRequest(f"invalid labelSelector term {term!r}")
+        terms.append((op, key, value.strip() if value is not None else None))
+    return terms
+
+
+def matches(labels: dict[str, str], terms: list[tuple[str, str, str | None]]) -> bool:
+    for op, key, value in terms:
+        ok = {
+            "=": labels.get(key) == value,
+            "!=": labels.get(key) != value,
+            "exists": key in labels,
+            "!exists": key not in labels,
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _object_response(service: TaskService, spec: SpecFile, status_code: int = 200) -> JSONResponse:
+    body = task_object(spec, service.status(spec.name))
+    return JSONResponse(body, status_code, headers={"ETag": quote_etag(spec.etag)})
+
+
+def _age(service: TaskService, status: TaskStatus | None, spec: SpecFile | None) -> float:
+    queued = status.status.queued_at if status is not None else None
+    if queued is not None:
+        return service.clock() - queued.timestamp()
+    if spec is not None:
+        try:
+            return service.clock() - spec.path.stat().st_mtime
+        except OSError:
+            return 0.0
+    return 0.0
+
+
+# --- routes -----------------------------------------------------------------------------------
+
+
+@router.get("", response_model=TaskList)
+def list_tasks(
+    service: Service,
+    phase: Annotated[
+        str | None, Query(description="comma-separated phases, e.g. Queued,Running")
+    ] = None,
+    labelSelector: Annotated[  # Kubernetes' parameter name
+        str | None, Query(description="key=value,key2!=value2,key3,!key4")
+    ] = None,
+) -> TaskList:
+    """Every spec with its status: phase, priority, queue position, resources and age."""
+    wanted: set[str | None] | None = None
+    if phase:
+        known = {p.value.lower(): p.value for p in Phase}
+        wanted = set()
+        for item in phase.split(","):
+            key = item.strip().lower()
+            if key not in known:
+                choices = ", ".join(known.values())
+                raise BadRequest(f"unknown phase {item.strip()!r}; one of {choices}")
+            wanted.add(known[key])
+    terms = parse_selector(labelSelector or "")
+    entries = service.store.scan()
+    statuses = service.store.read_statuses()
+    rows = []
+    for name in sorted(entries):
+        entry = entries[name]
+        task = entry.task or entry.last_valid
+        status = statuses.get(name)
+        errors = [entry.error] if entry.error is not None else []
+        body = status_body(status, errors)
+        labels = dict(task.metadata.labels) if task is not None else {}
+        if wanted is not None and body.get("phase") not in wanted:
+            continue
+        if terms and not matches(labels, terms):
+            continue
+        spec = SpecFile(name, entry.path, b"", entry.task)
+        age = _age(service, status, spec)
+        rows.append(
+            TaskRow(
+                name=name,
+                phase=body.get("phase"),
+                reason=body.get("reason"),
+                message=body.get("message"),
+                priority=task.spec.priority if task is not None else None,
+                position=body.get("queuePosition"),
+                resources=resources(task),
+                suspend=task.spec.suspend if task is not None else None,
+                labels=labels,
+                submissionId=body.get("submissionId"),
+                age=human_age(age),
+                ageSeconds=round(age, 3),
+            )
+        )
+    return TaskList(items=rows)
+
+
+@router.get("/{name:path}/logs", response_class=PlainTextResponse)
+def task_logs(
+    name: str,
+    service: Service,
+    tail: Annotated[int | None, Query(ge=1, le=100_000, description="the last N lines")] = None,
+) -> Response:
+    """The Ray log of the task's current or last run; 404 if it never ran."""
+    spec = service.read(name)
+    status = service.status(name)
+    if spec is None and status is None:
+        # A task whose own name ends in "/logs" is still reachable here.
+        inner = service.read(f"{name}/logs")
+        if inner is not None:
+            return _object_response(service, inner)
+        raise NotFound(f"no task {name}")
+    submission_id = status.status.submission_id if status is not None else None
+    if not submission_id:
+        raise NotFound(f"task {name} has not run yet")
+    if service.ray is None:
+        raise ApiError(503, "no Ray connection in this process")
+    try:
+        text = service.ray.logs(submission_id)
+    except JobNotFound:
+        raise NotFound(f"Ray has no job {submission_id} (any more)") from None
+    if tail is not None:
+        text = "\n".join(text.splitlines()[-tail:]) + ("\n" if text else "")
+    return PlainTextResponse(text)
+
+
+@router.get("/{name:path}")
+def get_task(name: str, service: Service) -> Response:
+    """The spec as written, and its status. The ETag header is the file's hash (for If-Match)."""
+    return _object_response(service, service.require(name))
+
+
+@router.put("/{name:path}", openapi_extra=_SPEC_BODY)
+def put_task(
+    name: str,
+    service: Service,
+    body: RawBody,
+    kind: MediaType,
+    if_match: IfMatch = None,
+    if_none_match: IfNoneMatch = None,
+) -> Response:
+    """Create (201) or replace (200) a spec; JSON, or YAML with Content-Type application/yaml.
+
+    Validated with the reconciler's own parser before anything is written (422 names the
+    field). A YAML body is written byte for byte, comments included.
+    """
+    service.store.spec_path(name)  # a bad name is a 400 before the body is even looked at
+    from_json = kind in JSON_TYPES or kind.endswith("+json")
+    if from_json:
+        document = parse_json(body)
+        if not isinstance(document, dict):
+            raise Unprocessable("the JSON body must be an object (a Task document)")
+        document.pop("status", None)  # what GET returns can be sent back as is
+        data = dump_document(document).encode()
+    elif kind in YAML_TYPES or kind in ("", "text/plain"):
+        data = body
+    else:
+        raise ApiError(415, f"send application/json or application/yaml, not {kind}")
+    spec, created = service.put(
+        name, data, from_json=from_json, if_match=if_match, if_none_match=if_none_match
+    )
+    return _object_response(service, spec, 201 if created else 200)
+
+
+@router.patch("/{name:path}", openapi_extra=_PATCH_BODY)
+def patch_task(
+    name: str, service: Service, body: RawBody, kind: MediaType, if_match: IfMatch = None
+) -> Response:
+    """JSON merge patch (RFC 7386) of the spec document, e.g. `{"spec": {"priority": 7}}`.
+
+    Only the values the patch changes are edited in the file; comments stay. `null` removes
+    a field. The result is validated before it is written.
+    """
+    service.store.spec_path(name)
+    if kind in YAML_TYPES:
+        raise ApiError(415, "send a JSON merge patch (application/merge-patch+json)")
+    if kind and kind not in JSON_TYPES and not kind.endswith("+json"):
+        raise ApiError(415, f"send application/merge-patch+json, not {kind}")
+    patch: Any = parse_json(body)
+    if not isinstance(patch, dict):
+        raise Unprocessable("a merge patch must be a JSON object")
+    patch.pop("status", None)  # status belongs to the reconciler
+    spec = service.patch(name, patch, if_match=if_match)
+    return _object_response(service, spec)
+
+
+@router.delete("/{name:path}")
+def delete_task(name: str, service: Service, if_match: IfMatch = None) -> dict[str, Any]:
+    """Remove the spec. The reconciler then stops its job, if it runs, and drops the sidecar."""
+    service.delete(name, if_match=if_match)
+    return {"name": name, "deleted": True, "status": status_body(service.status(name), [])}
+
+
+__all__ = ["router"]

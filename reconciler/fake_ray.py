@@ -1,0 +1,220 @@
+"""An in-memory RayAdapter for fast tests and benchmarks, faithful to Ray's observable rules."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+
+from reconciler.ray_types import (
+    FAILED,
+    PENDING,
+    RUNNING,
+    STOPPED,
+    SUCCEEDED,
+    TERMINAL_STATUSES,
+    Capacity,
+    JobConflict,
+    JobNotFound,
+    RayJob,
+    RayRequestError,
+    RayUnavailable,
+    SubmitRequest,
+)
+
+METHODS = frozenset(
+    {"list_jobs", "capacity", "submit", "stop", "delete", "logs", "job_info", "tail_logs"}
+)
+
+# The messages Ray 2.60 shows for each status, so status text in sidecars looks the same.
+_MESSAGES = {
+    PENDING: "Job has not started yet.",
+    RUNNING: "Job is currently running.",
+    SUCCEEDED: "Job finished successfully.",
+    FAILED: "Job entrypoint command failed.",
+    STOPPED: "Job was intentionally stopped.",
+}
+_NEXT_STEP = {PENDING: RUNNING, RUNNING: SUCCEEDED}
+
+
+class FakeRay:
+    """A Ray cluster in a dict.
+
+    Like Ray, `start_time` is the submission time (Ray does not update it when the job
+    starts running) and `end_time` is set when the job reaches a terminal status.
+
+    - `available = False` makes every call raise RayUnavailable (the call is still counted).
+    - `fail_next(method, exc)` makes the next call of `method` raise `exc`; failures queue up.
+    - `auto_advance = True`: each list_jobs() returns the current state, then moves every
+      job one step PENDING -> RUNNING -> SUCCEEDED, so a loop sees each status once.
+    - `async_stop = True`: stop() only records the request, and the job turns STOPPED at the
+      next list_jobs(), as on a real cluster where stopping takes seconds.
+    """
+
+    def __init__(
+        self,
+        capacity: Capacity = Capacity(4, 0, 16 * 2**30),  # noqa: B008 - frozen, safe to share
+        *,
+        clock: Callable[[], float] = time.time,
+        auto_advance: bool = False,
+        async_stop: bool = False,
+    ) -> None:
+        self.cluster_capacity = capacity
+        self.clock = clock
+        self.auto_advance = auto_advance
+        self.async_stop = async_stop
+        self.available = True
+        self.jobs: dict[str, RayJob] = {}
+        self.job_logs: dict[str, str] = {}
+        self.submitted: list[SubmitRequest] = []
+        self.stop_requested: set[str] = set()
+        self.calls: Counter[str] = Counter()
+        self._failures: dict[str, deque[Exception]] = {}
+        # Re-entrant so test hooks may be called from inside other fake methods.
+        self._lock = threading.RLock()
+
+    # --- test hooks -----------------------------------------------------------------------
+
+    def fail_next(self, method: str, exc: Exception) -> None:
+        """Make the next call of `method` raise `exc` (and do nothing else)."""
+        if method not in METHODS:
+            raise ValueError(f"FakeRay has no method {method!r}")
+        with self._lock:
+            self._failures.setdefault(method, deque()).append(exc)
+
+    def set_status(
+        self, submission_id: str, status: str, *, now: float | None = None, message: str = ""
+    ) -> RayJob:
+        """Move a job to `status`, setting end_time for terminal ones as Ray does."""
+        with self._lock:
+            job = self._get(submission_id)
+            t = self.clock() if now is None else now
+            job = replace(
+                job,
+                status=status,
+                message=message or _MESSAGES.get(status, ""),
+                start_time=job.start_time if job.start_time is not None else t,
+                end_time=t if status in TERMINAL_STATUSES else None,
+            )
+            self.jobs[submission_id] = job
+            if status in TERMINAL_STATUSES:
+                self.stop_requested.discard(submission_id)
+            return job
+
+    def set_logs(self, submission_id: str, text: str) -> None:
+        with self._lock:
+            self._get(submission_id)
+            self.job_logs[submission_id] = text
+
+    def add_job(self, job: RayJob, logs: str = "") -> None:
+        """Put a job in directly, e.g. a foreign job without our metadata."""
+        with self._lock:
+            self.jobs[job.submission_id] = job
+            self.job_logs[job.submission_id] = logs
+
+    def clear(self) -> None:
+        """Forget every job, as a head restarted without fault tolerance would."""
+        with self._lock:
+            self.jobs.clear()
+            self.job_logs.clear()
+            self.stop_requested.clear()
+
+    # --- the RayAdapter protocol ----------------------------------------------------------
+
+    def list_jobs(self) -> Sequence[RayJob]:
+        with self._lock:
+            self._enter("list_jobs")
+            for sid in sorted(self.stop_requested):
+                if sid in self.jobs and not self.jobs[sid].terminal:
+                    self.set_status(sid, STOPPED)
+            self.stop_requested.clear()
+            snapshot = [replace(j, metadata=dict(j.metadata)) for j in self.jobs.values()]
+            if self.auto_advance:
+                for sid, job in list(self.jobs.items()):
+                    if job.status in _NEXT_STEP:
+                        self.set_status(sid, _NEXT_STEP[job.status])
+            return snapshot
+
+    def capacity(self) -> Capacity:
+        with self._lock:
+            self._enter("capacity")
+            return self.cluster_capacity
+
+    def submit(self, request: SubmitRequest) -> None:
+        with self._lock:
+            self._enter("submit")
+            sid = request.submission_id
+            if sid in self.jobs:
+                raise JobConflict(f"a job with submission id {sid} already exists")
+            self.submitted.append(request)
+            self.jobs[sid] = RayJob(
+                submission_id=sid,
+                status=PENDING,
+                entrypoint=request.entrypoint,
+                message=_MESSAGES[PENDING],
+                start_time=self.clock(),
+                metadata=dict(request.metadata),
+            )
+            self.job_logs[sid] = ""
+
+    def stop(self, submission_id: str) -> None:
+        with self._lock:
+            self._enter("stop")
+            job = self._get(submission_id)
+            if job.terminal:
+                return
+            if self.async_stop:
+                self.stop_requested.add(submission_id)
+            else:
+                self.set_status(submission_id, STOPPED)
+
+    def delete(self, submission_id: str) -> None:
+        with self._lock:
+            self._enter("delete")
+            job = self._get(submission_id)
+            if not job.terminal:
+                raise RayRequestError(
+                    f"cannot delete job {submission_id}: it is in a non-terminal state {job.status}"
+                )
+            del self.jobs[submission_id]
+            self.job_logs.pop(submission_id, None)
+
+    def logs(self, submission_id: str) -> str:
+        with self._lock:
+            self._enter("logs")
+            self._get(submission_id)
+            return self.job_logs.get(submission_id, "")
+
+    # --- extras of RayJobsAdapter ---------------------------------------------------------
+
+    def job_info(self, submission_id: str) -> RayJob:
+        with self._lock:
+            self._enter("job_info")
+            job = self._get(submission_id)
+            return replace(job, metadata=dict(job.metadata))
+
+    def tail_logs(self, submission_id: str) -> Iterator[str]:
+        """The stored log in one chunk (the fake's jobs do not produce output over time)."""
+        with self._lock:
+            self._enter("tail_logs")
+            self._get(submission_id)
+            text = self.job_logs.get(submission_id, "")
+        return iter([text] if text else [])
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _enter(self, method: str) -> None:
+        self.calls[method] += 1
+        if not self.available:
+            raise RayUnavailable(f"fake Ray is unavailable ({method})")
+        queued = self._failures.get(method)
+        if queued:
+            raise queued.popleft()
+
+    def _get(self, submission_id: str) -> RayJob:
+        try:
+            return self.jobs[submission_id]
+        except KeyError:
+            raise JobNotFound(f"Ray has no job {submission_id}") from None

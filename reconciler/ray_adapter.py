@@ -1,0 +1,351 @@
+"""The real RayAdapter: Ray's job REST API through the SDK, with timeouts and typed errors.
+
+This is the only module of rayqueue that imports `ray`.
+
+How the SDK (Ray 2.60) reports failures, and what we make of them:
+- Every non-200 answer goes through `SubmissionClient._raise_error`, which raises a bare
+  RuntimeError with the status code inside the message. We override that one method to raise
+  `_HTTPStatusError` carrying the status code and body, so nothing below parses messages
+  to find a status.
+- Connection refused/reset and timeouts are `requests` exceptions -> RayUnavailable, as are
+  502, 503 and 504 from a proxy in front of the dashboard.
+- An unknown job is a 404 ("Job X does not exist") on the per-job endpoints -> JobNotFound.
+- A reused submission id is a 500 whose body is the job agent's traceback ending in
+  "ValueError: Job with submission_id X already exists". See `submit` for how we detect it.
+- 401/403 become `ray.exceptions.AuthenticationError` inside the SDK -> RayRequestError.
+- Anything else (4xx/5xx, a bad runtime_env rejected client-side, an unparsable answer)
+  -> RayRequestError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, NoReturn, TypeVar
+
+import aiohttp
+import ray
+import requests
+from ray.dashboard.modules.dashboard_sdk import SubmissionClient
+from ray.job_submission import JobDetails, JobSubmissionClient
+
+from reconciler.ray_types import (
+    Capacity,
+    JobConflict,
+    JobNotFound,
+    RayError,
+    RayJob,
+    RayRequestError,
+    RayUnavailable,
+    SubmitRequest,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
+# The state API caps `limit` at 10,000 by default; ask for all of it so big clusters count.
+_NODES_LIMIT = 10_000
+
+
+class _HTTPStatusError(Exception):
+    """A non-200 answer from the dashboard, with its status code kept as a number."""
+
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"HTTP {status}: {_shorten(body)}")
+        self.status = status
+        self.body = body
+
+
+class _Client(JobSubmissionClient):
+    """JobSubmissionClient with a default timeout on every request and status-coded errors."""
+
+    def __init__(
+        self, address: str, *, timeout_seconds: float, headers: dict[str, Any] | None
+    ) -> None:
+        # JobSubmissionClient.__init__ is skipped on purpose: it lets RAY_ADDRESS or
+        # RAY_API_SERVER_ADDRESS silently replace `address` (so a private head could end up
+        # talking to a shared cluster), and it makes two untimed version checks.
+        # SubmissionClient.__init__ does no I/O; we make one timed version check ourselves.
+        self._timeout_seconds = timeout_seconds
+        self._client_ray_version = ray.__version__
+        SubmissionClient.__init__(self, address=address, headers=dict(headers or {}))
+        response = self._do_request("GET", "/api/version")
+        if response.status_code != 200:
+            self._raise_error(response)
+        try:
+            self._server_ray_version = str(response.json()["ray_version"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise RayRequestError(f"{address} does not look like a Ray dashboard") from exc
+
+    def _do_request(
+        self,
+        method: str,
+        endpoint: str,
+        *,
+        data: bytes | None = None,
+        json_data: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> requests.Response:
+        # The SDK passes no timeout, so `requests` would wait forever on a hung dashboard.
+        kwargs.setdefault("timeout", self._timeout_seconds)
+        return super()._do_request(method, endpoint, data=data, json_data=json_data, **kwargs)
+
+    def _raise_error(self, r: requests.Response) -> NoReturn:
+        raise _HTTPStatusError(r.status_code, r.text)
+
+
+class RayJobsAdapter:
+    """RayAdapter over a Ray dashboard address such as http://127.0.0.1:8265.
+
+    Thread-safe: every call is one or two independent HTTP requests; only the lazy creation
+    of the SDK client is guarded by a lock.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        timeout_seconds: float = 10.0,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        if "://" not in address:
+            address = f"http://{address}"
+        scheme = address.split("://", 1)[0]
+        if scheme not in ("http", "https"):
+            raise ValueError(f"the Ray dashboard address must be http(s)://..., got {address}")
+        if timeout_seconds <= 0:
+            raise ValueError("timeout_seconds must be positive")
+        self.address = address.rstrip("/")
+        self.timeout_seconds = timeout_seconds
+        self._headers = dict(headers or {})
+        self._client: _Client | None = None
+        self._client_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"RayJobsAdapter({self.address!r}, timeout_seconds={self.timeout_seconds})"
+
+    # --- the RayAdapter protocol -------------------------------------------------------
+
+    def list_jobs(self) -> Sequence[RayJob]:
+        details = self._call("list jobs", lambda c: c.list_jobs())
+        # Driver-only jobs (a script that called ray.init) have no submission id.
+        return [_to_ray_job(d) for d in details if d.submission_id]
+
+    def capacity(self) -> Capacity:
+        # The state API's node list: one call, with resources_total per node and a
+        # server-side filter to alive nodes (dead ones stay listed for a while).
+        endpoint = (
+            f"/api/v0/nodes?detail=1&limit={_NODES_LIMIT}"
+            f"&timeout={max(1, math.ceil(self.timeout_seconds))}"
+            "&filter_keys=state&filter_predicates=%3D&filter_values=ALIVE"
+        )
+
+        def read(c: _Client) -> Any:
+            response = c._do_request("GET", endpoint)
+            if response.status_code != 200:
+                c._raise_error(response)
+            return response.json()
+
+        payload = self._call("read capacity", read)
+        try:
+            if not payload.get("result", False):
+                raise RayRequestError(f"node listing failed: {payload.get('msg', '')}")
+            nodes = payload["data"]["result"]["result"]
+            total = Capacity()
+            for node in nodes:
+                if node.get("state") != "ALIVE":
+                    continue
+                res = node.get("resources_total") or {}
+                total += Capacity(
+                    float(res.get("CPU", 0.0)),
+                    float(res.get("GPU", 0.0)),
+                    float(res.get("memory", 0.0)),  # bytes since Ray 2.0
+                )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise RayRequestError(f"unexpected node listing from {self.address}") from exc
+        return total
+
+    def submit(self, request: SubmitRequest) -> None:
+        """Submit a job; JobConflict if the submission id exists already.
+
+        Ray answers a reused id with HTTP 500 and a traceback. We recognise it in two ways:
+        first the message Ray 2.x writes ("Job with submission_id X already exists"); if
+        that text ever changes, any other refusal (4xx/5xx) is followed by a look-up of the
+        id: if a job with that id exists, the refusal was a conflict. The look-up is a
+        fallback only, so a healthy submit stays one call. We do not compare metadata: any
+        job holding the id is a conflict, and the caller decides whether to adopt it.
+        """
+        sid = request.submission_id
+
+        def submit(c: _Client) -> None:
+            c.submit_job(
+                entrypoint=request.entrypoint,
+                submission_id=sid,
+                runtime_env=dict(request.runtime_env) if request.runtime_env else None,
+                # A copy: the SDK merges its default metadata into the dict it is given.
+                metadata=dict(request.metadata),
+            )
+
+        try:
+            self._call(f"submit {sid}", submit, raw_status=True)
+        except _HTTPStatusError as exc:
+            if f"submission_id {sid} already exists" in exc.body:
+                raise JobConflict(f"a job with submission id {sid} already exists") from exc
+            if self._exists(sid):
+                raise JobConflict(f"a job with submission id {sid} already exists") from exc
+            raise RayRequestError(f"submit {sid}: {exc}") from exc
+
+    def stop(self, submission_id: str) -> None:
+        # Ray answers 200 with stopped=false for a job that has already ended: a success.
+        self._call("stop", lambda c: c.stop_job(submission_id), job=submission_id)
+
+    def delete(self, submission_id: str) -> None:
+        self._call("delete", lambda c: c.delete_job(submission_id), job=submission_id)
+
+    def logs(self, submission_id: str) -> str:
+        logs = self._call("logs", lambda c: c.get_job_logs(submission_id), job=submission_id)
+        return str(logs)
+
+    # --- extras ---------------------------------------------------------------------------
+
+    def job_info(self, submission_id: str) -> RayJob:
+        details = self._call("job info", lambda c: c.get_job_info(submission_id), job=submission_id)
+        return _to_ray_job(details)
+
+    def tail_logs(self, submission_id: str) -> Iterator[str]:
+        """Yield chunks of the job's log as it grows, until the job ends.
+
+        A sync generator over the SDK's async websocket tail, driven by a private event
+        loop; call it from a thread that is not running an event loop. Close the generator
+        to stop following (this closes the websocket).
+        """
+        # A timed look-up first, so an unknown id or a dead dashboard fails with a typed
+        # error before the (untimed) websocket is opened.
+        self.job_info(submission_id)
+        client = self._get_client()
+        loop = asyncio.new_event_loop()
+        chunks = client.tail_job_logs(submission_id)
+        try:
+            while True:
+                try:
+                    chunk = loop.run_until_complete(anext(chunks))
+                except StopAsyncIteration:
+                    return
+                except Exception as exc:
+                    raise _tail_error(submission_id, exc) from exc
+                yield chunk
+        finally:
+            try:
+                loop.run_until_complete(chunks.aclose())  # closes the aiohttp session
+            except Exception:
+                log.debug("closing the log tail of %s failed", submission_id, exc_info=True)
+            finally:
+                loop.close()
+
+    # --- plumbing -------------------------------------------------------------------------
+
+    def _get_client(self) -> _Client:
+        with self._client_lock:
+            if self._client is None:
+                try:
+                    self._client = _Client(
+                        self.address, timeout_seconds=self.timeout_seconds, headers=self._headers
+                    )
+                except Exception as exc:
+                    raise _map_error(exc, job=None, what=f"connect to {self.address}") from exc
+            return self._client
+
+    def _forget_client(self) -> None:
+        # The dashboard may come back as a different Ray version: redo the version check.
+        with self._client_lock:
+            self._client = None
+
+    def _call(
+        self,
+        what: str,
+        fn: Callable[[_Client], T],
+        *,
+        job: str | None = None,
+        raw_status: bool = False,
+    ) -> T:
+        """Run one SDK call with typed errors; raw_status lets the caller see HTTP errors."""
+        try:
+            return fn(self._get_client())
+        except Exception as exc:
+            if (
+                raw_status
+                and isinstance(exc, _HTTPStatusError)
+                and exc.status not in _UNAVAILABLE_STATUSES
+            ):
+                raise
+            mapped = _map_error(exc, job=job, what=what)
+            if isinstance(mapped, RayUnavailable):
+                self._forget_client()
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+    def _exists(self, submission_id: str) -> bool:
+        try:
+            self.job_info(submission_id)
+        except JobNotFound:
+            return False
+        return True
+
+
+def _map_error(exc: BaseException, *, job: str | None, what: str) -> RayError:
+    where = f"{what} {job}" if job else what
+    if isinstance(exc, RayError):
+        return exc
+    if isinstance(exc, _HTTPStatusError):
+        if exc.status == 404 and job is not None:
+            return JobNotFound(f"Ray has no job {job}")
+        if exc.status in _UNAVAILABLE_STATUSES:
+            return RayUnavailable(f"{where}: {exc}")
+        return RayRequestError(f"{where}: {exc}")
+    # requests.ConnectionError covers refused/reset/DNS and ConnectTimeout; Timeout covers
+    # ReadTimeout; a connection cut mid-body surfaces as ChunkedEncodingError.
+    if isinstance(
+        exc,
+        requests.ConnectionError
+        | requests.Timeout
+        | requests.exceptions.ChunkedEncodingError
+        | ConnectionError
+        | TimeoutError,
+    ):
+        return RayUnavailable(f"{where}: cannot reach the Ray dashboard: {exc}")
+    return RayRequestError(f"{where}: {type(exc).__name__}: {_shorten(str(exc))}")
+
+
+def _tail_error(submission_id: str, exc: Exception) -> RayError:
+    if isinstance(exc, aiohttp.WSServerHandshakeError) and exc.status == 404:
+        return JobNotFound(f"Ray has no job {submission_id}")
+    # The SDK raises RuntimeError only when the websocket closes abnormally or errors.
+    if isinstance(exc, aiohttp.ClientError | asyncio.TimeoutError | RuntimeError):
+        return RayUnavailable(f"log tail of {submission_id} broke: {exc}")
+    return _map_error(exc, job=submission_id, what="log tail")
+
+
+def _to_ray_job(d: JobDetails) -> RayJob:
+    status = d.status.value if hasattr(d.status, "value") else str(d.status)
+    return RayJob(
+        submission_id=str(d.submission_id),
+        status=str(status),
+        entrypoint=d.entrypoint or "",
+        message=d.message or "",
+        # Ray keeps milliseconds; start_time is when the job was submitted, not when it ran.
+        start_time=d.start_time / 1000 if d.start_time else None,
+        end_time=d.end_time / 1000 if d.end_time else None,
+        metadata=dict(d.metadata or {}),
+    )
+
+
+def _shorten(text: str, limit: int = 500) -> str:
+    """Ray puts whole tracebacks into error bodies; keep the end, where the cause is."""
+    text = text.strip()
+    return text if len(text) <= limit else "..." + text[-limit:]

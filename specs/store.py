@@ -1,0 +1,515 @@
+"""The tasks folder as a database: specs in, status sidecars out.
+
+A task is `<name>.yaml` (or `.yml`) under the root; its name is the relative path without the
+extension. Sidecars are `<name>.status.yaml`, beside the spec or in a parallel `status_dir`.
+Parsing is cached by (st_mtime_ns, st_size, st_ino), so a steady rescan costs one stat per file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import stat
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from specs.atomic import write_atomic
+from specs.models import Task, TaskStatus
+from specs.parse import (
+    MAX_FILE_BYTES,
+    SpecError,
+    SpecParseError,
+    dump_status,
+    dump_task,
+    parse_status,
+    parse_task,
+)
+
+log = logging.getLogger("rayqueue.store")
+
+TASK_SUFFIXES = (".yaml", ".yml")
+STATUS_SUFFIX = ".status.yaml"
+SIDECAR_SUFFIXES = (".status.yaml", ".status.yml")
+EDITOR_SUFFIXES = ("~", ".swp", ".swx")
+MAX_NAME_LENGTH = 200
+# A cap on directories per walk, so a web of symlinked directories cannot explode the scan.
+MAX_DIRECTORIES = 100_000
+
+_SEGMENT = re.compile(r"[A-Za-z0-9._-]+")
+
+StatKey = tuple[int, int, int]
+
+
+class FolderUnavailable(Exception):
+    """The tasks folder (or status folder) is missing, not a directory, or unreadable."""
+
+
+class InvalidName(ValueError):
+    """A task name from the API or CLI is not acceptable."""
+
+
+def validate_name(name: str) -> str:
+    """Check a task name given by a user (API, CLI); return it unchanged.
+
+    Stricter than what a scan accepts: the filesystem may hold any name, but names we create
+    must be portable and safe in URLs and Ray metadata.
+    """
+    if not name:
+        raise InvalidName("task name must not be empty")
+    if "\x00" in name:
+        raise InvalidName("task name must not contain NUL")
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidName(f"task name is {len(name)} characters long; the limit is 200")
+    if name.startswith("/"):
+        raise InvalidName(f"task name {name!r} must be relative (no leading '/')")
+    for segment in name.split("/"):
+        if not segment:
+            raise InvalidName(f"task name {name!r} has an empty segment ('//' or a trailing '/')")
+        if segment in (".", ".."):
+            raise InvalidName(f"task name {name!r} must not contain '.' or '..' segments")
+        if segment.startswith("."):
+            raise InvalidName(f"task name {name!r}: segment {segment!r} would be a hidden file")
+        if not _SEGMENT.fullmatch(segment):
+            raise InvalidName(
+                f"task name {name!r} may only contain ASCII letters, digits, '.', '_', '-',"
+                " and '/' between segments"
+            )
+    if name.endswith(".status"):
+        raise InvalidName(f"task name {name!r} must not end with '.status' (sidecar names)")
+    return name
+
+
+@dataclass(frozen=True)
+class SpecEntry:
+    """One task as found on disk in the latest scan."""
+
+    name: str  # relative path without extension, "/" separated: team-a/train
+    path: Path  # under the root as given (not resolved), so it survives a git-sync swap
+    task: Task | None  # None when invalid
+    error: SpecError | None  # first error when invalid; str(error) is the status message
+    last_valid: Task | None  # last good parse of this name in this process
+    raw_hash: str  # sha256 of the file bytes; "" when the file was too large to read
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    key: StatKey
+    task: Task | None
+    error: SpecError | None
+    raw_hash: str
+
+
+@dataclass(frozen=True)
+class _Sidecar:
+    key: StatKey
+    status: TaskStatus | None  # None: unparsable, counts as absent
+    data: bytes  # the bytes on disk, to skip identical rewrites
+
+
+@dataclass
+class _Walk:
+    files: list[tuple[str, os.DirEntry[str]]]  # (relative path, entry), regular files only
+    unreadable: list[str]  # relative files and "dir/" prefixes we could not read
+
+
+class TaskStore:
+    """Specs and sidecars under `root`. Safe to share between threads; no I/O until used."""
+
+    def __init__(self, root: Path, status_dir: Path | None = None) -> None:
+        self.root = Path(root)
+        self.status_dir = None if status_dir is None else Path(status_dir)
+        self._lock = threading.Lock()
+        self._parsed: dict[str, _Parsed] = {}  # by real path as walked
+        self._entries: dict[str, SpecEntry] = {}
+        self._last_valid: dict[str, Task] = {}
+        self._sidecars: dict[str, _Sidecar] = {}  # by task name
+        self._warned: set[tuple[str, str]] = set()
+
+    # --- specs ---------------------------------------------------------------------------
+
+    def scan(self) -> dict[str, SpecEntry]:
+        """Every task file under the root, parsed (or taken from the cache if unchanged)."""
+        with self._lock:
+            top = self._real_dir(self.root)
+            skip = _dir_id(self.status_dir) if self.status_dir is not None else None
+            walk = self._walk(top, _is_spec_file, skip)
+            by_name: dict[str, list[tuple[str, os.DirEntry[str]]]] = {}
+            for rel, entry in walk.files:
+                by_name.setdefault(_strip(rel, TASK_SUFFIXES), []).append((rel, entry))
+            parsed: dict[str, _Parsed] = {}
+            entries: dict[str, SpecEntry] = {}
+            unreadable = list(walk.unreadable)
+            for name, files in by_name.items():
+                files.sort(key=lambda f: f[0].endswith(".yml"))  # .yaml wins
+                rel, entry = files[0]
+                result = self._load_spec(rel, entry, name)
+                if result is None:
+                    unreadable.append(rel)
+                    continue
+                parsed[entry.path] = result
+                entries[name] = self._entry(name, rel, result, [f[0] for f in files[1:]])
+            # An unreadable file or folder keeps its last entry: a permissions hiccup must not
+            # look like a deletion, which would stop running jobs.
+            for name, old in self._entries.items():
+                if name not in entries and _under_any(_rel_of(old), unreadable):
+                    entries[name] = old
+            self._parsed = parsed
+            self._entries = entries
+            self._last_valid = {n: t for n, t in self._last_valid.items() if n in entries}
+            return dict(entries)
+
+    def spec_path(self, name: str) -> Path:
+        """The existing `name.yaml` or `name.yml`, else where `name.yaml` would go."""
+        validate_name(name)
+        candidates = [self.root / f"{name}{suffix}" for suffix in TASK_SUFFIXES]
+        path = next((p for p in candidates if p.exists()), candidates[0])
+        self._check_inside(path, name)
+        return path
+
+    def write_spec(self, name: str, task: Task) -> Path:
+        """Create or replace a spec atomically (HTTP API and CLI)."""
+        path = self.spec_path(name)
+        stem = name.rsplit("/", 1)[-1]
+        if task.metadata.name is not None and task.metadata.name != stem:
+            raise InvalidName(
+                f'metadata.name "{task.metadata.name}" must equal the file\'s stem "{stem}"'
+            )
+        write_atomic(path, dump_task(task).encode())
+        return path
+
+    def read_spec_text(self, name: str) -> bytes | None:
+        """The spec's bytes, or None if there is no such (regular) file."""
+        return _read_regular(self.spec_path(name))
+
+    def delete_spec(self, name: str) -> bool:
+        """Remove every file that defines the task (.yaml and .yml); True if any existed."""
+        validate_name(name)
+        removed = False
+        for suffix in TASK_SUFFIXES:
+            path = self.root / f"{name}{suffix}"
+            self._check_inside(path, name)
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                continue
+            removed = True
+        return removed
+
+    # --- statuses ------------------------------------------------------------------------
+
+    def status_path(self, name: str) -> Path:
+        """Where the sidecar of `name` lives. Names from a scan are trusted; only the shape of
+        the path is checked, since scanned names need not pass validate_name."""
+        _check_relative(name)
+        base = self.root if self.status_dir is None else self.status_dir
+        return base / f"{name}{STATUS_SUFFIX}"
+
+    def read_statuses(self) -> dict[str, TaskStatus]:
+        """Every readable sidecar by task name, including orphans whose spec is gone."""
+        with self._lock:
+            try:
+                top = self._real_dir(self.root if self.status_dir is None else self.status_dir)
+            except FolderUnavailable:
+                if self.status_dir is None or os.path.lexists(self.status_dir):
+                    raise
+                self._sidecars = {}  # no status folder yet: nothing written so far
+                return {}
+            walk = self._walk(top, lambda n: n.endswith(STATUS_SUFFIX), None)
+            sidecars: dict[str, _Sidecar] = {}
+            for rel, entry in walk.files:
+                name = rel.removesuffix(STATUS_SUFFIX)
+                sidecar = self._load_sidecar(name, rel, entry)
+                if sidecar is None:
+                    walk.unreadable.append(rel)
+                else:
+                    sidecars[name] = sidecar
+            for name, old in self._sidecars.items():
+                if name not in sidecars and _under_any(name + STATUS_SUFFIX, walk.unreadable):
+                    sidecars[name] = old
+            self._sidecars = sidecars
+            return {n: s.status for n, s in sidecars.items() if s.status is not None}
+
+    def write_status(self, name: str, status: TaskStatus) -> bool:
+        """Write the sidecar atomically; False (and no write) if the bytes are unchanged."""
+        path = self.status_path(name)
+        data = dump_status(status).encode()
+        with self._lock:
+            key = _stat_key(path)
+            if key is not None:
+                cached = self._sidecars.get(name)
+                on_disk = cached.data if cached and cached.key == key else _read_regular(path)
+                if on_disk == data:
+                    self._sidecars[name] = _Sidecar(key, status, data)
+                    return False
+            write_atomic(path, data)
+            key = _stat_key(path)
+            if key is not None:
+                self._sidecars[name] = _Sidecar(key, status, data)
+            return True
+
+    def delete_status(self, name: str) -> None:
+        """Remove the sidecar; a missing one is fine."""
+        path = self.status_path(name)
+        with self._lock:
+            self._sidecars.pop(name, None)
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            if self.status_dir is not None:
+                # The parallel tree is ours: prune folders it no longer needs.
+                _prune_empty_parents(path.parent, self.status_dir)
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _real_dir(self, directory: Path) -> str:
+        """Resolve on every call: git-sync swaps the root symlink to a new worktree."""
+        real = os.path.realpath(directory)
+        try:
+            st = os.stat(real)
+        except FileNotFoundError as exc:
+            raise FolderUnavailable(f"folder {directory} does not exist") from exc
+        except OSError as exc:
+            raise FolderUnavailable(f"folder {directory} is unreadable: {exc.strerror}") from exc
+        if not stat.S_ISDIR(st.st_mode):
+            raise FolderUnavailable(f"folder {directory} is not a directory")
+        return real
+
+    def _walk(self, top: str, accept: Callable[[str], bool], skip: tuple[int, int] | None) -> _Walk:
+        """Iterative walk yielding accepted regular files; follows symlinks only within `top`."""
+        walk = _Walk([], [])
+        top_id = _dir_id(top)
+        stack: list[tuple[str, str, frozenset[tuple[int, int] | None]]] = [
+            (top, "", frozenset({top_id}))
+        ]
+        visited = 0
+        while stack:
+            directory, rel, ancestors = stack.pop()
+            visited += 1
+            if visited > MAX_DIRECTORIES:
+                self._warn_once(top, f"more than {MAX_DIRECTORIES} folders; the rest is skipped")
+                walk.unreadable.append(rel)
+                continue
+            try:
+                with os.scandir(directory) as listing:
+                    children = list(listing)
+            except FileNotFoundError:
+                if not rel:
+                    raise FolderUnavailable(f"folder {top} disappeared") from None
+                continue
+            except OSError as exc:
+                if not rel:
+                    raise FolderUnavailable(f"folder {top} is unreadable: {exc.strerror}") from exc
+                self._warn_once(directory, f"cannot list folder: {exc.strerror}")
+                walk.unreadable.append(rel)
+                continue
+            for child in children:
+                if child.name.startswith("."):
+                    continue  # hidden: .git, .rayqueue, editor temp files, our temp files
+                child_rel = rel + child.name
+                try:
+                    if child.is_symlink() and not _inside(os.path.realpath(child.path), top):
+                        self._warn_once(child.path, "symlink points outside the folder; ignored")
+                        continue
+                    if child.is_dir():
+                        st = child.stat()
+                        ident = (st.st_dev, st.st_ino)
+                        if ident == skip:
+                            continue
+                        if ident in ancestors:
+                            self._warn_once(child.path, "symlink loop; not followed")
+                            continue
+                        stack.append((child.path, child_rel + "/", ancestors | {ident}))
+                    elif child.is_file() and accept(child.name):
+                        walk.files.append((child_rel, child))
+                except FileNotFoundError:
+                    continue  # deleted while we looked
+                except OSError as exc:
+                    self._warn_once(child.path, f"cannot read: {exc.strerror}")
+                    walk.unreadable.append(child_rel)
+        return walk
+
+    def _load_spec(self, rel: str, entry: os.DirEntry[str], name: str) -> _Parsed | None:
+        """Parse a spec file, or reuse the cached parse if its stat is unchanged."""
+        try:
+            st = entry.stat()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self._warn_once(entry.path, f"cannot read: {exc.strerror}")
+            return None
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        cached = self._parsed.get(entry.path)
+        if cached is not None and cached.key == key:
+            return cached
+        if st.st_size > MAX_FILE_BYTES:
+            message = f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
+            return _Parsed(key, None, SpecError(rel, None, None, None, message), "")
+        try:
+            data = _read_regular(entry.path, limit=MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            self._warn_once(entry.path, f"cannot read: {exc.strerror}")
+            return None
+        if data is None:  # replaced by a non-regular file, or deleted, since the listing
+            return None
+        stem = name.rsplit("/", 1)[-1]
+        try:
+            task: Task | None = parse_task(data, file=rel, expected_name=stem)
+            error = None
+        except SpecParseError as exc:
+            task, error = None, exc.errors[0]
+        return _Parsed(key, task, error, hashlib.sha256(data).hexdigest())
+
+    def _entry(self, name: str, rel: str, result: _Parsed, others: list[str]) -> SpecEntry:
+        task, error = result.task, result.error
+        if others:
+            # Names are the keys, so only one entry can stand; it carries the conflict.
+            files = " and ".join([rel, *others])
+            task, error = None, SpecError(rel, None, None, None, f"both {files} define task {name}")
+        if task is not None:
+            self._last_valid[name] = task
+        last_valid = self._last_valid.get(name)
+        old = self._entries.get(name)
+        # Reuse the old object when nothing changed: identity checks keep steady passes cheap.
+        if (
+            old is not None
+            and old.task is task
+            and old.error is error
+            and old.last_valid is last_valid
+            and old.raw_hash == result.raw_hash
+            and _rel_of(old) == rel
+        ):
+            return old
+        return SpecEntry(name, self.root / rel, task, error, last_valid, result.raw_hash)
+
+    def _load_sidecar(self, name: str, rel: str, entry: os.DirEntry[str]) -> _Sidecar | None:
+        try:
+            st = entry.stat()
+        except OSError:
+            return None
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        cached = self._sidecars.get(name)
+        if cached is not None and cached.key == key:
+            return cached
+        try:
+            data = _read_regular(entry.path, limit=MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            self._warn_once(entry.path, f"cannot read sidecar: {exc.strerror}")
+            return None
+        if data is None:
+            return None
+        try:
+            status: TaskStatus | None = parse_status(data, file=rel)
+        except SpecParseError as exc:
+            # Counts as absent: the reconciler rebuilds status from the world.
+            log.warning("ignoring unreadable sidecar %s: %s", entry.path, exc.errors[0])
+            status = None
+        return _Sidecar(key, status, data)
+
+    def _check_inside(self, path: Path, name: str) -> None:
+        root = os.path.realpath(self.root)
+        if not _inside(os.path.realpath(path), root):
+            raise InvalidName(f"task name {name!r} resolves outside the tasks folder")
+
+    def _warn_once(self, path: str, message: str) -> None:
+        if (path, message) not in self._warned:
+            self._warned.add((path, message))
+            log.warning("%s: %s", path, message)
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def _is_spec_file(filename: str) -> bool:
+    if filename.endswith(EDITOR_SUFFIXES) or (filename.startswith("#") and filename.endswith("#")):
+        return False
+    if filename.endswith(SIDECAR_SUFFIXES):
+        return False
+    return filename.endswith(TASK_SUFFIXES) and _strip(filename, TASK_SUFFIXES) != ""
+
+
+def _strip(rel: str, suffixes: Iterable[str]) -> str:
+    for suffix in suffixes:
+        if rel.endswith(suffix):
+            return rel[: -len(suffix)]
+    return rel
+
+
+def _rel_of(entry: SpecEntry) -> str:
+    return entry.name + entry.path.suffix
+
+
+def _under_any(rel: str, prefixes: list[str]) -> bool:
+    """`rel` is one of the unreadable files, or inside an unreadable "dir/" (or the root, "")."""
+    return any(rel == p or (p.endswith("/") and rel.startswith(p)) or p == "" for p in prefixes)
+
+
+def _inside(real_path: str, real_top: str) -> bool:
+    return real_path == real_top or real_path.startswith(real_top.rstrip(os.sep) + os.sep)
+
+
+def _dir_id(path: str | Path | None) -> tuple[int, int] | None:
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _stat_key(path: Path) -> StatKey | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _check_relative(name: str) -> None:
+    """Path safety for any name, including scanned ones that validate_name would refuse."""
+    if not name or "\x00" in name or name.startswith("/"):
+        raise InvalidName(f"task name {name!r} is not a relative path")
+    if any(segment in ("", ".", "..") for segment in name.split("/")):
+        raise InvalidName(f"task name {name!r} must not contain empty, '.' or '..' segments")
+
+
+def _read_regular(path: str | Path, limit: int = -1) -> bytes | None:
+    """Read a regular file; None if missing or not regular. O_NONBLOCK: a FIFO never blocks us.
+
+    At most `limit` bytes (if >= 0) are read, sized by fstat: a buffered read(limit) would
+    allocate the whole limit for every small file.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        chunks: list[bytes] = []
+        total = 0
+        want = st.st_size + 1  # one byte more, to see EOF (or growth) in the same call
+        while limit < 0 or total < limit:
+            chunk = os.read(fd, want if limit < 0 else min(want, limit - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            want = 1 << 16
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _prune_empty_parents(directory: Path, stop: Path) -> None:
+    while directory != stop and stop in directory.parents:
+        try:
+            directory.rmdir()
+        except OSError:
+            return  # not empty (or gone): stop climbing
+        directory = directory.parent

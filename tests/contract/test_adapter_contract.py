@@ -1,0 +1,352 @@
+"""One contract, two implementations: FakeRay and RayJobsAdapter on a real local Ray head.
+
+Whatever the reconciler may rely on is asserted here for both, so the fake cannot drift.
+Where a real cluster makes progress by itself (a job starts, finishes), the fake is driven
+with set_status; what the adapter itself must do (stop, delete, ...) is never driven.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from reconciler.fake_ray import FakeRay
+from reconciler.ray_adapter import RayJobsAdapter
+from reconciler.ray_types import (
+    META_TASK,
+    META_UID,
+    PENDING,
+    RUNNING,
+    STOPPED,
+    SUCCEEDED,
+    TERMINAL_STATUSES,
+    Capacity,
+    JobConflict,
+    JobNotFound,
+    RayAdapter,
+    RayJob,
+    RayUnavailable,
+    SubmitRequest,
+)
+from tests.conftest import RAY_HEAD_CPUS, RAY_HEAD_MEMORY
+
+WAIT_SECONDS = 60
+LONG_JOB = "sleep 120"
+
+
+@dataclass
+class Env:
+    """An adapter under test and what the test needs to know about its world."""
+
+    adapter: FakeRay | RayJobsAdapter
+    unreachable: Callable[[], FakeRay | RayJobsAdapter]
+    started: list[str] = field(default_factory=list)
+
+    @property
+    def fake(self) -> FakeRay | None:
+        return self.adapter if isinstance(self.adapter, FakeRay) else None
+
+    def submit(self, entrypoint: str, **metadata: str) -> str:
+        sid = f"contract-{uuid.uuid4().hex[:12]}"
+        meta = {META_TASK: "contract/test", META_UID: sid, **metadata}
+        self.adapter.submit(SubmitRequest(sid, entrypoint, None, meta))
+        self.started.append(sid)
+        return sid
+
+    def output(self, sid: str, text: str) -> None:
+        """What the entrypoint printed: the real cluster produces it, the fake is told."""
+        if self.fake is not None:
+            self.fake.set_logs(sid, text)
+
+
+def find(adapter: RayAdapter, sid: str) -> RayJob | None:
+    return next((j for j in adapter.list_jobs() if j.submission_id == sid), None)
+
+
+def wait_for_status(
+    adapter: RayAdapter, sid: str, statuses: set[str], *, drive: bool = True
+) -> RayJob:
+    """Wait until the job's status is one of `statuses`.
+
+    On the fake, with `drive`, moves the job there (as the real cluster would by itself);
+    without it, the fake must already be there. On the real one, polls for up to 60 s.
+    """
+    if isinstance(adapter, FakeRay):
+        job = find(adapter, sid)
+        assert job is not None, f"{sid} is not listed"
+        if job.status not in statuses and drive:
+            job = adapter.set_status(sid, sorted(statuses)[0])
+        assert job.status in statuses, f"{sid} is {job.status}, expected one of {statuses}"
+        return job
+    deadline = time.monotonic() + WAIT_SECONDS
+    last: RayJob | None = None
+    while time.monotonic() < deadline:
+        last = find(adapter, sid)
+        if last is not None and last.status in statuses:
+            return last
+        time.sleep(0.2)
+    status = last.status if last else "absent"
+    raise AssertionError(f"{sid} is {status} after {WAIT_SECONDS} s, expected {statuses}")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(params=["fake", pytest.param("ray", marks=pytest.mark.ray)])
+def env(request: pytest.FixtureRequest) -> Iterator[Env]:
+    if request.param == "fake":
+
+        def unreachable_fake() -> FakeRay:
+            fake = FakeRay()
+            fake.available = False
+            return fake
+
+        yield Env(FakeRay(Capacity(RAY_HEAD_CPUS, 0, RAY_HEAD_MEMORY)), unreachable_fake)
+        return
+    adapter: RayJobsAdapter = request.getfixturevalue("ray_adapter")
+
+    def unreachable_ray() -> RayJobsAdapter:
+        return RayJobsAdapter(f"http://127.0.0.1:{free_port()}", timeout_seconds=2)
+
+    e = Env(adapter, unreachable_ray)
+    yield e
+    # The head is shared by the session: leave no job running behind.
+    for sid in e.started:
+        with contextlib.suppress(JobNotFound):
+            adapter.stop(sid)
+
+
+def test_submit_then_list_shows_the_job_with_our_metadata(env: Env) -> None:
+    before = time.time()
+    sid = env.submit("echo listed", **{"rayqueue.specHash": "abc123"})
+    job = find(env.adapter, sid)
+    assert job is not None
+    assert job.entrypoint == "echo listed"
+    assert job.status in {PENDING, RUNNING, SUCCEEDED}
+    assert dict(job.metadata) == {
+        META_TASK: "contract/test",
+        META_UID: sid,
+        "rayqueue.specHash": "abc123",
+    }
+    # Seconds, not Ray's milliseconds.
+    assert job.start_time is not None and before - 5 <= job.start_time <= time.time() + 5
+
+
+def test_duplicate_submit_is_a_conflict_and_leaves_the_job_alone(env: Env) -> None:
+    sid = env.submit("echo first")
+    with pytest.raises(JobConflict):
+        env.adapter.submit(SubmitRequest(sid, "echo second", None, {META_TASK: "other"}))
+    job = find(env.adapter, sid)
+    assert job is not None and job.entrypoint == "echo first"
+    assert job.metadata[META_TASK] == "contract/test"
+
+
+def test_stop_of_a_running_job_ends_in_stopped(env: Env) -> None:
+    sid = env.submit(LONG_JOB)
+    wait_for_status(env.adapter, sid, {RUNNING})
+    env.adapter.stop(sid)
+    job = wait_for_status(env.adapter, sid, {STOPPED}, drive=False)
+    assert job.end_time is not None and job.start_time is not None
+    assert job.end_time >= job.start_time
+
+
+def test_stop_of_a_pending_job_ends_in_stopped(env: Env) -> None:
+    sid = env.submit(LONG_JOB)
+    env.adapter.stop(sid)  # usually still PENDING on the real cluster too
+    wait_for_status(env.adapter, sid, {STOPPED}, drive=False)
+
+
+def test_stop_of_a_finished_job_succeeds_and_changes_nothing(env: Env) -> None:
+    sid = env.submit("echo done")
+    wait_for_status(env.adapter, sid, {SUCCEEDED})
+    env.adapter.stop(sid)
+    env.adapter.stop(sid)
+    job = find(env.adapter, sid)
+    assert job is not None and job.status == SUCCEEDED
+
+
+@pytest.mark.parametrize("method", ["stop", "logs", "delete", "job_info"])
+def test_unknown_id_is_job_not_found(env: Env, method: str) -> None:
+    with pytest.raises(JobNotFound):
+        getattr(env.adapter, method)(f"contract-missing-{uuid.uuid4().hex[:12]}")
+
+
+def test_delete_of_a_finished_job_removes_it(env: Env) -> None:
+    sid = env.submit("echo bye")
+    wait_for_status(env.adapter, sid, TERMINAL_STATUSES)
+    env.adapter.delete(sid)
+    assert find(env.adapter, sid) is None
+    with pytest.raises(JobNotFound):
+        env.adapter.job_info(sid)
+    with pytest.raises(JobNotFound):
+        env.adapter.delete(sid)
+
+
+def test_logs_hold_the_job_output(env: Env) -> None:
+    word = f"hello-{uuid.uuid4().hex}"
+    sid = env.submit(f"echo {word}")
+    wait_for_status(env.adapter, sid, {SUCCEEDED})
+    env.output(sid, f"{word}\n")
+    assert word in env.adapter.logs(sid)
+
+
+def test_capacity_sums_the_cluster(env: Env) -> None:
+    assert env.adapter.capacity() == Capacity(RAY_HEAD_CPUS, 0, RAY_HEAD_MEMORY)
+
+
+def test_job_info_matches_the_listing(env: Env) -> None:
+    sid = env.submit("echo info")
+    job = wait_for_status(env.adapter, sid, {SUCCEEDED})
+    info = env.adapter.job_info(sid)
+    assert info == job
+    assert info.terminal and info.end_time is not None
+
+
+@pytest.mark.parametrize("method", ["list_jobs", "capacity"])
+def test_unreachable_cluster_is_unavailable_quickly(env: Env, method: str) -> None:
+    adapter = env.unreachable()
+    started = time.monotonic()
+    with pytest.raises(RayUnavailable):
+        getattr(adapter, method)()
+    assert time.monotonic() - started < 3
+
+
+# --- the real adapter only -----------------------------------------------------------------
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A TCP port that accepts connections and never answers."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        sock.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(sock.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    stop.set()
+    thread.join()
+    for conn in accepted:
+        conn.close()
+    sock.close()
+
+
+@pytest.mark.parametrize("method", ["list_jobs", "capacity"])
+def test_real_adapter_times_out_on_a_silent_dashboard(silent_server: str, method: str) -> None:
+    adapter = RayJobsAdapter(silent_server, timeout_seconds=0.5)
+    started = time.monotonic()
+    with pytest.raises(RayUnavailable):
+        getattr(adapter, method)()
+    assert time.monotonic() - started < 3
+
+
+def test_real_adapter_does_no_io_when_built() -> None:
+    started = time.monotonic()
+    RayJobsAdapter(f"http://127.0.0.1:{free_port()}", timeout_seconds=30)
+    assert time.monotonic() - started < 0.5
+
+
+@pytest.mark.ray
+def test_real_adapter_ignores_ray_address_in_the_environment(
+    ray_head: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The SDK would let these override the explicit address; ours must not.
+    monkeypatch.setenv("RAY_ADDRESS", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("RAY_API_SERVER_ADDRESS", f"http://127.0.0.1:{free_port()}")
+    assert RayJobsAdapter(ray_head).capacity().cpu == RAY_HEAD_CPUS
+
+
+@pytest.mark.ray
+def test_real_adapter_recovers_after_being_unavailable(ray_head: str) -> None:
+    adapter = RayJobsAdapter(ray_head, timeout_seconds=5)
+    adapter.list_jobs()
+    real_address = adapter.address
+    adapter.address = f"http://127.0.0.1:{free_port()}"
+    adapter._forget_client()  # as if the dashboard had gone away
+    with pytest.raises(RayUnavailable):
+        adapter.list_jobs()
+    adapter.address = real_address
+    assert adapter.capacity().cpu == RAY_HEAD_CPUS
+
+
+@pytest.mark.ray
+def test_conflict_is_found_even_if_ray_rewords_its_error(
+    ray_adapter: RayJobsAdapter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reconciler import ray_adapter as module
+
+    def reworded(self: object, r: object) -> None:
+        raise module._HTTPStatusError(500, "Internal Server Error")
+
+    monkeypatch.setattr(module._Client, "_raise_error", reworded)
+    sid = f"contract-{uuid.uuid4().hex[:12]}"
+    request = SubmitRequest(sid, "echo once", None, {META_TASK: "contract/test"})
+    ray_adapter.submit(request)
+    try:
+        with pytest.raises(JobConflict):
+            ray_adapter.submit(request)
+    finally:
+        wait_for_status(ray_adapter, sid, TERMINAL_STATUSES)
+
+
+@pytest.mark.ray
+def test_tail_logs_follows_a_job_to_its_end(ray_adapter: RayJobsAdapter) -> None:
+    word = f"tail-{uuid.uuid4().hex}"
+    sid = f"contract-{uuid.uuid4().hex[:12]}"
+    ray_adapter.submit(SubmitRequest(sid, f"echo {word}; sleep 1; echo end-{word}", None, {}))
+    text = "".join(ray_adapter.tail_logs(sid))  # returns when the job has ended
+    assert word in text and f"end-{word}" in text
+    with pytest.raises(JobNotFound):
+        next(iter(ray_adapter.tail_logs(f"contract-missing-{uuid.uuid4().hex[:12]}")))
+
+
+# --- the fake only -------------------------------------------------------------------------
+
+
+def test_fake_counts_calls_and_injects_failures() -> None:
+    fake = FakeRay()
+    fake.fail_next("list_jobs", RayUnavailable("boom"))
+    with pytest.raises(RayUnavailable):
+        fake.list_jobs()
+    assert fake.list_jobs() == []
+    assert fake.calls["list_jobs"] == 2
+    with pytest.raises(ValueError):
+        fake.fail_next("no_such_method", RuntimeError())
+
+
+def test_fake_auto_advance_and_async_stop() -> None:
+    now = [1000.0]
+    fake = FakeRay(clock=lambda: now[0], auto_advance=True, async_stop=True)
+    fake.submit(SubmitRequest("a", "x", None, {}))
+    fake.submit(SubmitRequest("b", "x", None, {}))
+    assert [j.status for j in fake.list_jobs()] == [PENDING, PENDING]
+    fake.stop("b")
+    now[0] = 1010.0
+    listed = {j.submission_id: j for j in fake.list_jobs()}
+    assert listed["a"].status == RUNNING and listed["b"].status == STOPPED
+    assert listed["b"].start_time == 1000.0 and listed["b"].end_time == 1010.0
+    assert {j.submission_id: j.status for j in fake.list_jobs()} == {
+        "a": SUCCEEDED,
+        "b": STOPPED,
+    }
+    assert [r.submission_id for r in fake.submitted] == ["a", "b"]

@@ -1,0 +1,144 @@
+"""The loop shell with the fake Ray adapter and a real folder: ordering and failure handling."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reconciler.fake_ray import FakeRay
+from reconciler.loop import Reconciler
+from reconciler.ray_types import RUNNING, Capacity, RayRequestError, RayUnavailable
+from reconciler.settings import Settings
+from specs.store import TaskStore
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def spec(entrypoint: str = "echo hi", cpu: float = 1, **extra: object) -> str:
+    doc = {
+        "apiVersion": "rayqueue/v1",
+        "kind": "Task",
+        "spec": {"entrypoint": entrypoint, "resources": {"cpu": cpu}, **extra},
+    }
+    return yaml.safe_dump(doc)
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> tuple[Reconciler, FakeRay, Path, Clock]:
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    clock = Clock()
+    ray = FakeRay(Capacity(4, 0, 16 * 2**30), clock=clock)
+    settings = Settings(tasks_dir=tasks, queue_id="q", api=False)
+    return Reconciler(settings, TaskStore(tasks), ray, clock=clock), ray, tasks, clock
+
+
+def status(tasks: Path, name: str) -> dict[str, object]:
+    return yaml.safe_load((tasks / f"{name}.status.yaml").read_text())["status"]
+
+
+def test_submission_id_is_on_disk_before_submit(world, monkeypatch) -> None:
+    rec, ray, tasks, _ = world
+    (tasks / "a.yaml").write_text(spec())
+    seen_on_disk: list[object] = []
+    real_submit = ray.submit
+
+    def submit(request):
+        seen_on_disk.append(status(tasks, "a").get("submissionId"))
+        return real_submit(request)
+
+    monkeypatch.setattr(ray, "submit", submit)
+    rec.run_pass()
+    assert seen_on_disk == [ray.submitted[0].submission_id]
+
+
+def test_unwritable_status_means_no_submit(world, monkeypatch) -> None:
+    rec, ray, tasks, _ = world
+    (tasks / "a.yaml").write_text(spec())
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(rec.store, "write_status", fail)
+    rec.run_pass()
+    assert ray.submitted == []
+
+
+def test_refused_submission_fails_the_run_once(world) -> None:
+    rec, ray, tasks, _ = world
+    (tasks / "a.yaml").write_text(spec())
+    ray.fail_next("submit", RayRequestError("working_dir /nope does not exist"))
+    rec.run_pass()
+    st = status(tasks, "a")
+    assert st["phase"] == "Failed" and st["reason"] == "SubmitFailed"
+    assert "/nope" in str(st["message"])
+    rec.run_pass()
+    assert ray.calls["submit"] == 1  # a permanent error is not retried
+
+
+def test_ray_down_backs_off_and_recovers(world) -> None:
+    rec, ray, tasks, clock = world
+    (tasks / "a.yaml").write_text(spec())
+    ray.available = False
+    rec.run_pass()
+    assert status(tasks, "a")["conditions"][0]["type"] == "ClusterUnavailable"
+    calls = ray.calls["list_jobs"]
+    rec.run_pass()  # within the backoff window: Ray is not asked again
+    assert ray.calls["list_jobs"] == calls
+    ray.available = True
+    clock.now += 60
+    rec.run_pass()
+    assert len(ray.submitted) == 1 and "conditions" not in status(tasks, "a")
+
+
+def test_missing_folder_stops_nothing(world) -> None:
+    rec, ray, tasks, clock = world
+    (tasks / "a.yaml").write_text(spec())
+    rec.run_pass()
+    sid = ray.submitted[0].submission_id
+    ray.set_status(sid, RUNNING)
+    rec.run_pass()
+    shutil.rmtree(tasks)
+    for _ in range(3):
+        clock.now += 1
+        assert rec.run_pass() is None
+    assert ray.calls["stop"] == 0 and ray.jobs[sid].status == RUNNING
+    assert rec.state.folder_error is not None
+
+
+def test_stop_failures_are_retried_next_pass(world) -> None:
+    rec, ray, tasks, clock = world
+    (tasks / "a.yaml").write_text(spec())
+    rec.run_pass()
+    sid = ray.submitted[0].submission_id
+    ray.set_status(sid, RUNNING)
+    rec.run_pass()
+    (tasks / "a.yaml").unlink()
+    ray.fail_next("stop", RayUnavailable("timeout"))
+    rec.run_pass()
+    assert ray.jobs[sid].status == RUNNING
+    clock.now += 1
+    rec.run_pass()
+    assert ray.jobs[sid].status == "STOPPED"
+    rec.run_pass()
+    assert not (tasks / "a.status.yaml").exists()
+
+
+def test_resource_history_has_one_line_per_pass(world) -> None:
+    rec, _, tasks, _ = world
+    (tasks / "a.yaml").write_text(spec())
+    for _ in range(3):
+        rec.run_pass()
+    lines = (tasks / ".rayqueue" / "resource_history.jsonl").read_text().splitlines()
+    assert len(lines) == 3
+    first = yaml.safe_load(lines[0])
+    assert first["capacity"]["cpu"] == 4 and first["used"]["cpu"] == 1
