@@ -247,19 +247,17 @@ class TaskService:
 
     def find_by_task_id(self, task_id: str, file_name: str | None) -> str | None:
         """The task whose first run is `task_id` (a legacy id), or whose name it is."""
-        for candidate in (task_id, file_name):
-            if not candidate:
-                continue
-            try:
-                validate_name(candidate)
-                spec = self.read(candidate)
-            except ValueError:
-                continue
-            if spec is None:
-                continue
-            task = spec.task
-            if candidate == task_id or task is None or task.spec.submission_id == task_id:
-                return candidate
+        try:
+            if self.read(validate_name(task_id)) is not None:
+                return task_id
+        except ValueError:  # InvalidName: not a name, so only an id
+            pass
+        if file_name and file_name != task_id:
+            # Where /add_task put it when the id is not a valid name; the id must match, so
+            # a cleaned-up lookalike never points at some other task.
+            spec = self.read(file_name)
+            if spec is not None and spec.task and spec.task.spec.submission_id == task_id:
+                return file_name
         for name, entry in self.store.scan().items():
             task = entry.task or entry.last_valid
             if task is not None and task.spec.submission_id == task_id:

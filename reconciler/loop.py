@@ -82,6 +82,7 @@ class Reconciler:
         self._failures = 0
         self._ray_retry_at = 0.0
         self._lock = threading.Lock()  # one pass at a time, whoever calls it
+        self._inputs: dict[str, tuple[object, TaskInput]] = {}
 
     # -- one pass ------------------------------------------------------------------------------
     def observe(self) -> Observation:
@@ -121,10 +122,21 @@ class Reconciler:
         if self.state.folder_error is not None:
             log.info("tasks folder is back")
             self.state.folder_error = None
-        return {
-            name: TaskInput(name, e.task, str(e.error) if e.error else None, e.last_valid)
-            for name, e in entries.items()
+        inputs: dict[str, TaskInput] = {}
+        for name, entry in entries.items():
+            cached = self._inputs.get(name)
+            if cached is None or cached[0] is not entry:  # the store reuses unchanged entries
+                error = str(entry.error) if entry.error else None
+                spec_hash = entry.task.spec_hash() if entry.task is not None else None
+                task_input = TaskInput(name, entry.task, error, entry.last_valid, spec_hash)
+                cached = (entry, task_input)
+            inputs[name] = cached[1]
+        self._inputs = {
+            name: (cached_entry, value)
+            for name, value in inputs.items()
+            for cached_entry in (entries[name],)
         }
+        return inputs
 
     def run_pass(self) -> Plan | None:
         with self._lock:
@@ -146,6 +158,8 @@ class Reconciler:
         # Statuses first: a run's submission id is on disk before Ray ever hears of it.
         unwritten = set()
         for name, status in plan.statuses.items():
+            if statuses.get(name) is status:
+                continue  # the planner hands back the very object it was given: unchanged
             try:
                 self.store.write_status(name, status)
             except OSError as exc:

@@ -46,6 +46,10 @@ class TaskInput:
     task: Task | None
     error: str | None = None
     last_valid: Task | None = None  # keeps a running job going while its file is broken
+    spec_hash: str | None = None  # of `task`, computed once per parse by the shell
+
+    def hash_of(self, task: Task) -> str:
+        return self.spec_hash if task is self.task and self.spec_hash else task.spec_hash()
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,15 @@ class Plan:
     events: list[str] = field(default_factory=list)  # one line per decision, for the log
     held_deletions: int = 0
     summary: Summary | None = None
+
+
+def _set(body: TaskStatusBody, update: Mapping[str, object]) -> TaskStatusBody:
+    """model_copy only if a field really changes: unchanged statuses keep their identity,
+    which lets the shell skip them cheaply."""
+    for key, value in update.items():
+        if getattr(body, key) != value:
+            return body.model_copy(update=dict(update))
+    return body
 
 
 def _ts(now: float) -> datetime:
@@ -236,14 +249,14 @@ def plan(
 
     for name, body in ctx.bodies.items():
         prev = statuses.get(name)
-        body = body.model_copy(
-            update={
-                "conditions": _conditions(
-                    prev.status.conditions if prev else [], ctx.conds.get(name, {}), ctx.now
-                )
-            }
-        )
-        ctx.plan.statuses[name] = TaskStatus(metadata=Metadata(name=name), status=body)
+        wanted = ctx.conds.get(name, {})
+        if wanted or body.conditions:
+            old = prev.status.conditions if prev else []
+            body = _set(body, {"conditions": _conditions(old, wanted, ctx.now)})
+        if prev is not None and prev.status is body:
+            ctx.plan.statuses[name] = prev  # unchanged: same object, nothing to write
+        else:
+            ctx.plan.statuses[name] = TaskStatus(metadata=Metadata(name=name), status=body)
 
     phases = [s.status.phase for s in ctx.plan.statuses.values()]
     ctx.plan.summary = Summary(
@@ -278,14 +291,15 @@ def _reconcile_task(
         message = spec.error or "invalid spec"
         if body is None or not body.phase.active:
             base = body or TaskStatusBody(phase=Phase.INVALID)
-            ctx.bodies[name] = base.model_copy(
-                update={
+            ctx.bodies[name] = _set(
+                base,
+                {
                     "phase": Phase.INVALID,
                     "reason": "InvalidSpec",
                     "message": message,
                     "queue_position": None,
                     "estimated_start_at": None,
-                }
+                },
             )
             return
         # A broken file never stops a healthy job: it runs on under the last valid spec.
@@ -297,9 +311,9 @@ def _reconcile_task(
         task = spec.last_valid
 
     if body is None:
-        body = _first_sight(ctx, name, task, task_jobs)
+        body = _first_sight(ctx, name, task, spec.hash_of(task), task_jobs)
 
-    spec_hash = task.spec_hash()
+    spec_hash = spec.hash_of(task)
     job = ours.get(body.submission_id) if body.submission_id else None
     if job is None and body.submission_id and ctx.obs.jobs is not None:
         job = ctx.obs.jobs.get(body.submission_id)  # present but not ours: an id conflict
@@ -308,7 +322,7 @@ def _reconcile_task(
         # Without Ray we can only keep what we had; never act, never re-derive phases.
         if body.phase.active:
             _keep_active(ctx, body, task, ours)
-        ctx.bodies[name] = body.model_copy(update={"spec_hash": body.spec_hash or spec_hash})
+        ctx.bodies[name] = _set(body, {"spec_hash": body.spec_hash or spec_hash})
         return
 
     if body.phase.active:
@@ -332,31 +346,33 @@ def _reconcile_task(
         and body.submission_id
     ):
         # Fixed back to the spec of a run that already ended: its outcome stands.
-        body = body.model_copy(update=_outcome(job))
+        body = _set(body, _outcome(job))
     elif body.phase.finished or body.phase is Phase.INVALID:
         if body.spec_hash != spec_hash or body.phase is Phase.INVALID:
             if task.spec.suspend:
-                body = body.model_copy(
-                    update={
+                body = _set(
+                    body,
+                    {
                         "phase": Phase.SUSPENDED,
                         "reason": "Suspended",
                         "message": "suspended by spec",
                         "spec_hash": spec_hash,
-                    }
+                    },
                 )
             else:
                 body = _new_run(body, spec_hash, now, "SpecChanged", "spec changed; new run queued")
     elif body.phase in (Phase.QUEUED, Phase.UNSCHEDULABLE):
-        body = body.model_copy(update={"spec_hash": spec_hash})
+        body = _set(body, {"spec_hash": spec_hash})
         if task.spec.suspend:
-            body = body.model_copy(
-                update={
+            body = _set(
+                body,
+                {
                     "phase": Phase.SUSPENDED,
                     "reason": "Suspended",
                     "message": "suspended by spec",
                     "queue_position": None,
                     "estimated_start_at": None,
-                }
+                },
             )
 
     if body.phase.active:
@@ -366,17 +382,15 @@ def _reconcile_task(
     if body.phase in (Phase.QUEUED, Phase.UNSCHEDULABLE):
         body = _enqueue(ctx, name, task, body)
     elif job is not None and body.phase.finished and body.ray_status != job.status:
-        body = body.model_copy(update={"ray_status": job.status})  # e.g. STOPPED after a timeout
+        body = _set(body, {"ray_status": job.status})  # e.g. STOPPED after a timeout
     ctx.bodies[name] = body
 
 
-def _first_sight(ctx: _Ctx, name: str, task: Task, task_jobs: Sequence[RayJob]) -> TaskStatusBody:
+def _first_sight(
+    ctx: _Ctx, name: str, task: Task, spec_hash: str, task_jobs: Sequence[RayJob]
+) -> TaskStatusBody:
     """A task with no sidecar: adopt its live job if Ray has one, else queue it."""
-    live = [
-        j
-        for j in task_jobs
-        if not j.terminal and j.metadata.get(META_SPEC_HASH) == task.spec_hash()
-    ]
+    live = [j for j in task_jobs if not j.terminal and j.metadata.get(META_SPEC_HASH) == spec_hash]
     if live:
         job = max(live, key=lambda j: j.start_time or 0)
         run = int(job.metadata.get(META_RUN, "1") or 1)
@@ -390,7 +404,7 @@ def _first_sight(ctx: _Ctx, name: str, task: Task, task_jobs: Sequence[RayJob]) 
             uid=job.metadata.get(META_UID),
             run=run,
             submission_id=job.submission_id,
-            spec_hash=task.spec_hash(),
+            spec_hash=spec_hash,
             ray_status=job.status,
             queued_at=_ts(job.start_time or ctx.now),
             submitted_at=_ts(job.start_time or ctx.now),
@@ -403,7 +417,7 @@ def _first_sight(ctx: _Ctx, name: str, task: Task, task_jobs: Sequence[RayJob]) 
         message="queued",
         uid=make_uid(ctx.options.queue_id, name, first),
         run=0,
-        spec_hash=task.spec_hash(),
+        spec_hash=spec_hash,
         queued_at=first,
     )
 
@@ -417,8 +431,9 @@ def _new_run(
     *,
     keep_queued_at: bool = False,
 ) -> TaskStatusBody:
-    return body.model_copy(
-        update={
+    return _set(
+        body,
+        {
             "phase": Phase.QUEUED,
             "reason": reason,
             "message": message,
@@ -432,7 +447,7 @@ def _new_run(
             "log_tail": None,
             "queue_position": None,
             "estimated_start_at": None,
-        }
+        },
     )
 
 
@@ -444,15 +459,16 @@ def _end_run(
 ) -> TaskStatusBody:
     """Record the end first; the stray-job sweep then stops the job until Ray says it ended."""
     ctx.plan.events.append(f"{_VERB.get(phase, phase.value.lower())} {name}: {message}")
-    return body.model_copy(
-        update={
+    return _set(
+        body,
+        {
             "phase": phase,
             "reason": reason,
             "message": message,
             "finished_at": _ts(ctx.now),
             "queue_position": None,
             "estimated_start_at": None,
-        }
+        },
     )
 
 
@@ -461,15 +477,16 @@ def _observe_run(
 ) -> TaskStatusBody:
     now, sid = ctx.now, body.submission_id or ""
     if job is not None and job.metadata.get(META_UID) not in (None, body.uid):
-        return body.model_copy(
-            update={
+        return _set(
+            body,
+            {
                 "phase": Phase.FAILED,
                 "reason": "SubmissionIdConflict",
                 "message": f"Ray already has a job {sid} that is not this task's; "
                 "choose another spec.submissionId",
                 "finished_at": _ts(now),
                 "ray_status": None,
-            }
+            },
         )
     if job is None:
         if body.phase is Phase.STARTING:
@@ -479,13 +496,14 @@ def _observe_run(
             return body
         missing_since = _epoch(body.finished_at) if body.reason == "JobMissing" else None
         if missing_since is None:
-            return body.model_copy(
-                update={
+            return _set(
+                body,
+                {
                     "reason": "JobMissing",
                     "message": f"Ray no longer lists job {sid}; waiting "
                     f"{ctx.options.lost_grace_seconds:g}s before declaring it lost",
                     "finished_at": _ts(now),
-                }
+                },
             )
         if now - missing_since < ctx.options.lost_grace_seconds:
             return body
@@ -499,15 +517,16 @@ def _observe_run(
                 f"job {sid} vanished from Ray (head restart?); queued again",
                 keep_queued_at=True,
             )
-            return lost.model_copy(update={"lost_restarts": body.lost_restarts + 1})
+            return _set(lost, {"lost_restarts": body.lost_restarts + 1})
         ctx.plan.events.append(f"lost {name}: job {sid} vanished")
-        return body.model_copy(
-            update={
+        return _set(
+            body,
+            {
                 "phase": Phase.LOST,
                 "reason": "JobLost",
                 "message": f"job {sid} vanished from Ray and restarts are used up",
                 "finished_at": _ts(now),
-            }
+            },
         )
 
     update: dict[str, object] = {"ray_status": job.status}
@@ -531,7 +550,7 @@ def _observe_run(
         if update["phase"] is Phase.FAILED:
             ctx.plan.fetch_logs.append(name)
         ctx.plan.events.append(f"{str(update['phase']).lower()} {name} (job {sid})")
-    return body.model_copy(update=update)
+    return _set(body, update)
 
 
 def _outcome(job: RayJob) -> dict[str, object]:
@@ -664,19 +683,20 @@ def _enqueue(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> TaskStat
     assert capacity is not None
     too_big = _unschedulable(req, capacity)
     if too_big is not None:
-        return body.model_copy(
-            update={
+        return _set(
+            body,
+            {
                 "phase": Phase.UNSCHEDULABLE,
                 "reason": "ExceedsCluster",
                 "message": too_big,
                 "queue_position": None,
                 "estimated_start_at": None,
-            }
+            },
         )
     key = (-task.spec.priority, _epoch(body.queued_at) or ctx.now, name)
     ctx.queue.append((key, policies.Candidate(name, req, task.spec.timeout_seconds)))
     ctx.tasks[name] = task
-    return body.model_copy(update={"phase": Phase.QUEUED})
+    return _set(body, {"phase": Phase.QUEUED})
 
 
 def _submit_request(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> SubmitRequest:
@@ -723,8 +743,9 @@ def _admit(ctx: _Ctx) -> None:
             uid = body.uid or make_uid(ctx.options.queue_id, name, _ts(ctx.now))
             task = ctx.tasks[name]
             sid = submission_id_for(name, uid, run, task.spec.submission_id)
-            body = body.model_copy(
-                update={
+            body = _set(
+                body,
+                {
                     "phase": Phase.STARTING,
                     "reason": "Submitted",
                     "uid": uid,
@@ -735,7 +756,7 @@ def _admit(ctx: _Ctx) -> None:
                     "queue_position": None,
                     "estimated_start_at": None,
                     "ray_status": None,
-                }
+                },
             )
             ctx.bodies[name] = body
             ctx.used = ctx.used + candidate.request
@@ -747,8 +768,9 @@ def _admit(ctx: _Ctx) -> None:
         else:
             waiting = admission.waiting.get(name)
             position += 1
-            ctx.bodies[name] = body.model_copy(
-                update={
+            ctx.bodies[name] = _set(
+                body,
+                {
                     "phase": Phase.QUEUED,
                     "queue_position": position,
                     "reason": waiting.reason if waiting else "Queued",
@@ -756,18 +778,19 @@ def _admit(ctx: _Ctx) -> None:
                     "estimated_start_at": _ts(waiting.estimated_start)
                     if waiting and waiting.estimated_start
                     else None,
-                }
+                },
             )
 
 
 def submit_failed(status: TaskStatus, message: str, now: datetime) -> TaskStatus:
     """Ray refused the submission for good (bad runtime_env, ...): the run failed, not retried."""
-    body = status.status.model_copy(
-        update={
+    body = _set(
+        status.status,
+        {
             "phase": Phase.FAILED,
             "reason": "SubmitFailed",
             "message": f"Ray refused the job: {message}",
             "finished_at": now,
-        }
+        },
     )
     return status.model_copy(update={"status": body})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from reconciler.ray_types import Capacity
 from specs.quantity import human_memory
@@ -15,6 +16,7 @@ from specs.quantity import human_memory
 WAITING_FOR_RESOURCES = "WaitingForResources"
 INFLIGHT_LIMIT = "InflightLimit"
 BLOCKED_BY_HIGHER = "WaitingBehindHigherPriority"
+BLOCKED_BY_RESERVATION = "WaitingBehindReservation"
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,131 @@ def besteffort(
     return admission
 
 
+@dataclass(frozen=True)
+class Reservation:
+    """When the blocked head is sure to fit, and what is left over for others at that time."""
+
+    start: float  # the shadow time: every claim the head needs has ended by then
+    extra: Capacity  # free at `start` beyond the head's request; may be held past `start`
+
+
+def reserve(
+    request: Capacity, free: Capacity, claims: Sequence[Claim], now: float
+) -> Reservation | None:
+    """The earliest time `request` fits if every bounded claim runs to its bound.
+
+    Unbounded claims count as held for ever, which is still a true upper bound; None when the
+    request needs resources only unbounded claims hold, so no time can be promised.
+    """
+    available = free
+    bounded = sorted((c for c in claims if c.ends_by is not None), key=lambda c: c.ends_by or 0)
+    index = 0
+    while index < len(bounded):
+        shadow = bounded[index].ends_by
+        assert shadow is not None
+        # Claims ending at the same moment all release at once; take them together.
+        while index < len(bounded) and bounded[index].ends_by == shadow:
+            available = available + bounded[index].request
+            index += 1
+        if request.fits_in(available):
+            return Reservation(max(shadow, now), available - request)
+    return None
+
+
+def _clock(when: float) -> str:
+    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def backfill(
+    queue: Sequence[Candidate], free: Capacity, claims: Sequence[Claim], now: float, slots: int
+) -> Admission:
+    """EASY backfilling, as Slurm does it.
+
+    Start the head while it fits, as strict does. The first task that does not fit gets a
+    reservation: the earliest time it fits with every running claim held to its declared bound
+    (`reserve`). A later task may start now only if it fits in the free resources and either
+    ends by its own timeoutSeconds before that time, or uses only the reservation's spare
+    resources. A task without a timeout can only use the spare. If no reservation can be
+    computed (the head needs what unbounded claims hold), the pass falls back to strict.
+    """
+    admission = Admission()
+    # Jobs started in this pass hold resources too; without them the shadow time would be early.
+    claims = list(claims)
+    index = 0
+    while index < len(queue) and slots > 0 and queue[index].request.fits_in(free):
+        task = queue[index]
+        admission.start.append(task.name)
+        free = free - task.request
+        slots -= 1
+        ends_by = now + task.timeout_seconds if task.timeout_seconds > 0 else None
+        claims.append(Claim(task.request, ends_by))
+        index += 1
+    if index == len(queue):
+        return admission
+    head = queue[index]
+    if slots <= 0:
+        for task in queue[index:]:
+            admission.waiting[task.name] = Waiting(
+                INFLIGHT_LIMIT,
+                f"too many jobs starting at once; {_ahead(len(admission.waiting))}",
+            )
+        return admission
+
+    shortfall = describe_shortfall(head.request, free)
+    reservation = reserve(head.request, free, claims, now)
+    if reservation is None:
+        # Some resource the head needs is held by a job without timeoutSeconds: no promise is
+        # possible, so nobody may overtake it (strict for this pass).
+        admission.waiting[head.name] = Waiting(
+            WAITING_FOR_RESOURCES,
+            f"{shortfall}; first in queue; no start estimate: a running job has no timeoutSeconds",
+        )
+        for task in queue[index + 1 :]:
+            admission.waiting[task.name] = Waiting(
+                BLOCKED_BY_HIGHER, f"waits behind {head.name}; {_ahead(len(admission.waiting))}"
+            )
+        return admission
+
+    shadow, extra = reservation.start, reservation.extra
+    admission.waiting[head.name] = Waiting(
+        WAITING_FOR_RESOURCES,
+        f"{shortfall}; first in queue; resources reserved, starts by {_clock(shadow)}",
+        estimated_start=shadow,
+    )
+    for task in queue[index + 1 :]:
+        ahead = _ahead(len(admission.waiting))
+        if slots <= 0:
+            admission.waiting[task.name] = Waiting(
+                INFLIGHT_LIMIT, f"too many jobs starting at once; {ahead}"
+            )
+        elif not task.request.fits_in(free):
+            admission.waiting[task.name] = Waiting(
+                WAITING_FOR_RESOURCES, f"{describe_shortfall(task.request, free)}; {ahead}"
+            )
+        elif task.timeout_seconds > 0 and now + task.timeout_seconds <= shadow:
+            # Ends before the head's reserved start, so it cannot delay it.
+            admission.start.append(task.name)
+            free = free - task.request
+            slots -= 1
+        elif task.request.fits_in(extra):
+            # May run past the reserved start, but only on what the head leaves over.
+            admission.start.append(task.name)
+            free = free - task.request
+            extra = extra - task.request
+            slots -= 1
+        else:
+            bound = (
+                f"its timeoutSeconds={task.timeout_seconds:g} ends after"
+                if task.timeout_seconds > 0
+                else "it has no timeoutSeconds and would hold resources past"
+            )
+            admission.waiting[task.name] = Waiting(
+                BLOCKED_BY_RESERVATION,
+                f"fits now, but {bound} {head.name}'s reserved start at {_clock(shadow)}; {ahead}",
+            )
+    return admission
+
+
 Policy = Callable[[Sequence[Candidate], Capacity, Sequence[Claim], float, int], Admission]
 
-POLICIES: dict[str, Policy] = {"strict": strict, "besteffort": besteffort}
+POLICIES: dict[str, Policy] = {"strict": strict, "backfill": backfill, "besteffort": besteffort}

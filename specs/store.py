@@ -111,6 +111,10 @@ class _Sidecar:
     data: bytes  # the bytes on disk, to skip identical rewrites
 
 
+class _Unreadable(Exception):
+    """A file exists but cannot be read right now: keep what we knew of it."""
+
+
 @dataclass
 class _Walk:
     files: list[tuple[str, os.DirEntry[str]]]  # (relative path, entry), regular files only
@@ -147,9 +151,12 @@ class TaskStore:
             for name, files in by_name.items():
                 files.sort(key=lambda f: f[0].endswith(".yml"))  # .yaml wins
                 rel, entry = files[0]
-                result = self._load_spec(rel, entry, name)
-                if result is None:
+                try:
+                    result = self._load_spec(rel, entry, name)
+                except _Unreadable:
                     unreadable.append(rel)
+                    continue
+                if result is None:  # gone since the listing
                     continue
                 parsed[entry.path] = result
                 entries[name] = self._entry(name, rel, result, [f[0] for f in files[1:]])
@@ -223,10 +230,12 @@ class TaskStore:
             sidecars: dict[str, _Sidecar] = {}
             for rel, entry in walk.files:
                 name = rel.removesuffix(STATUS_SUFFIX)
-                sidecar = self._load_sidecar(name, rel, entry)
-                if sidecar is None:
+                try:
+                    sidecar = self._load_sidecar(name, rel, entry)
+                except _Unreadable:
                     walk.unreadable.append(rel)
-                else:
+                    continue
+                if sidecar is not None:
                     sidecars[name] = sidecar
             for name, old in self._sidecars.items():
                 if name not in sidecars and _under_any(name + STATUS_SUFFIX, walk.unreadable):
@@ -329,7 +338,7 @@ class TaskStore:
                     continue  # deleted while we looked
                 except OSError as exc:
                     self._warn_once(child.path, f"cannot read: {exc.strerror}")
-                    walk.unreadable.append(child_rel)
+                    walk.unreadable += [child_rel, child_rel + "/"]  # a file, or a folder
         return walk
 
     def _load_spec(self, rel: str, entry: os.DirEntry[str], name: str) -> _Parsed | None:
@@ -340,7 +349,7 @@ class TaskStore:
             return None
         except OSError as exc:
             self._warn_once(entry.path, f"cannot read: {exc.strerror}")
-            return None
+            raise _Unreadable from exc
         key = (st.st_mtime_ns, st.st_size, st.st_ino)
         cached = self._parsed.get(entry.path)
         if cached is not None and cached.key == key:
@@ -352,7 +361,7 @@ class TaskStore:
             data = _read_regular(entry.path, limit=MAX_FILE_BYTES + 1)
         except OSError as exc:
             self._warn_once(entry.path, f"cannot read: {exc.strerror}")
-            return None
+            raise _Unreadable from exc
         if data is None:  # replaced by a non-regular file, or deleted, since the listing
             return None
         stem = name.rsplit("/", 1)[-1]
@@ -388,8 +397,11 @@ class TaskStore:
     def _load_sidecar(self, name: str, rel: str, entry: os.DirEntry[str]) -> _Sidecar | None:
         try:
             st = entry.stat()
-        except OSError:
+        except FileNotFoundError:
             return None
+        except OSError as exc:
+            self._warn_once(entry.path, f"cannot read sidecar: {exc.strerror}")
+            raise _Unreadable from exc
         key = (st.st_mtime_ns, st.st_size, st.st_ino)
         cached = self._sidecars.get(name)
         if cached is not None and cached.key == key:
@@ -398,7 +410,7 @@ class TaskStore:
             data = _read_regular(entry.path, limit=MAX_FILE_BYTES + 1)
         except OSError as exc:
             self._warn_once(entry.path, f"cannot read sidecar: {exc.strerror}")
-            return None
+            raise _Unreadable from exc
         if data is None:
             return None
         try:

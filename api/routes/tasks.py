@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
@@ -103,16 +104,15 @@ def _object_response(service: TaskService, spec: SpecFile, status_code: int = 20
     return JSONResponse(body, status_code, headers={"ETag": quote_etag(spec.etag)})
 
 
-def _age(service: TaskService, status: TaskStatus | None, spec: SpecFile | None) -> float:
+def _age(service: TaskService, status: TaskStatus | None, path: Path) -> float:
+    """Since the loop first queued the task; before that, since the file was written."""
     queued = status.status.queued_at if status is not None else None
     if queued is not None:
         return service.clock() - queued.timestamp()
-    if spec is not None:
-        try:
-            return service.clock() - spec.path.stat().st_mtime
-        except OSError:
-            return 0.0
-    return 0.0
+    try:
+        return service.clock() - path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 # --- routes -----------------------------------------------------------------------------------
@@ -154,8 +154,7 @@ def list_tasks(
             continue
         if terms and not matches(labels, terms):
             continue
-        spec = SpecFile(name, entry.path, b"", entry.task)
-        age = _age(service, status, spec)
+        age = _age(service, status, entry.path)
         rows.append(
             TaskRow(
                 name=name,

@@ -399,3 +399,20 @@ def test_change_priority_reorders_the_queue(make_world) -> None:
     world.ray.set_status(filler["task_id"], "SUCCEEDED")
     world.step()
     assert [r.submission_id for r in world.ray.submitted][-1] == later["task_id"]
+
+
+def test_a_cleaned_up_lookalike_is_not_matched(client: TestClient, tasks_dir: Path) -> None:
+    # "../../etc/passwd" is not a name; its cleaned-up form "etc-passwd" names a task that
+    # was not created under that id, so the id matches nothing.
+    client.put(
+        "/tasks/etc-passwd",
+        json={
+            "apiVersion": "rayqueue/v1",
+            "kind": "Task",
+            "spec": {"entrypoint": "echo", "resources": {"cpu": 1}},
+        },
+    )
+    before = snapshot(tasks_dir)
+    response = client.post("/cancel_task", json={"task_id": "../../etc/passwd"})
+    assert response.status_code == 404
+    assert snapshot(tasks_dir) == before

@@ -224,11 +224,14 @@ def test_ignored_files(root: Path) -> None:
     assert list(TaskStore(root).scan()) == ["kept"]
 
 
-def test_fifo_and_socket_are_ignored_without_being_opened(root: Path) -> None:
+def test_fifo_and_socket_are_ignored_without_being_opened(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     os.mkfifo(root / "pipe.yaml")  # opening this for reading would block forever
+    monkeypatch.chdir(root)  # a relative socket path: AF_UNIX paths are limited to ~100 bytes
     server = socket.socket(socket.AF_UNIX)
     try:
-        server.bind(str(root / "sock.yaml"))
+        server.bind("sock.yaml")
         put(root, "real.yaml", spec_text())
         assert list(TaskStore(root).scan()) == ["real"]
     finally:
@@ -643,6 +646,18 @@ def test_unparsable_sidecar_counts_as_absent(root: Path, caplog: pytest.LogCaptu
         statuses = TaskStore(root).read_statuses()
     assert list(statuses) == ["c"]
     assert sum("unreadable sidecar" in r.getMessage() for r in caplog.records) == 2
+
+
+def test_unreadable_sidecar_keeps_its_last_status(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task_store = TaskStore(root)
+    task_store.write_status("a", status(Phase.RUNNING))
+    assert list(task_store.read_statuses()) == ["a"]
+    bump_mtime(root / "a.status.yaml")
+    deny(monkeypatch, "open", lambda p: os.fspath(p).endswith("a.status.yaml"))
+    # Losing the status of a running task would make the reconciler treat it as new.
+    assert task_store.read_statuses()["a"].status.phase is Phase.RUNNING
 
 
 def test_delete_status(root: Path) -> None:

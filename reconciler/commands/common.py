@@ -1,0 +1,163 @@
+"""What every command shares: exit codes, the folder and address options, errors, and tables."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from reconciler.settings import address_from_env
+from specs.store import TaskStore
+
+if TYPE_CHECKING:
+    from reconciler.ray_adapter import RayJobsAdapter
+
+EXIT_OK = 0
+EXIT_ERROR = 1  # invalid input, not found, Ray unreachable
+EXIT_USAGE = 2  # bad flags; argparse uses the same code
+
+Subparsers = argparse._SubParsersAction  # the type argparse gives add_subparsers()
+
+
+class CliError(Exception):
+    """A failure the user can act on; main() prints `error: <message>` and exits with `code`."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the line breaks of descriptions and epilogs (the examples in --help)."""
+
+
+def folder_parent() -> argparse.ArgumentParser:
+    """--dir and --status-dir for a subcommand.
+
+    The default is SUPPRESS so that the same flags given before the subcommand
+    (`rayqueue --dir X get`) are not overwritten by the subcommand's defaults.
+    """
+    parent = argparse.ArgumentParser(add_help=False)
+    add_folder_options(parent, default=argparse.SUPPRESS)
+    return parent
+
+
+def add_folder_options(parser: argparse.ArgumentParser, default: object = None) -> None:
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=default,
+        metavar="DIR",
+        help="the tasks folder (default: $RAYQUEUE_DIR, else ./tasks)",
+    )
+    parser.add_argument(
+        "--status-dir",
+        type=Path,
+        default=default,
+        metavar="DIR",
+        help="where sidecars live if not beside the specs (as given to `rayqueue serve`)",
+    )
+
+
+def add_address_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--address",
+        default=None,
+        help="Ray dashboard address, e.g. http://head:8265 "
+        "(default: $RAY_DASHBOARD_ADDRESS, then $RAY_ADDRESS)",
+    )
+
+
+def tasks_dir(value: Path | None) -> Path:
+    """--dir, then $RAYQUEUE_DIR, then ./tasks."""
+    if value is not None:
+        return value
+    env = os.environ.get("RAYQUEUE_DIR")
+    return Path(env) if env else Path("tasks")
+
+
+def open_store(args: argparse.Namespace) -> TaskStore:
+    return TaskStore(tasks_dir(args.dir), args.status_dir)
+
+
+def address_of(args: argparse.Namespace) -> str | None:
+    """--address, then $RAY_DASHBOARD_ADDRESS, then $RAY_ADDRESS; None if none is set."""
+    return getattr(args, "address", None) or address_from_env()
+
+
+def require_address(args: argparse.Namespace, command: str) -> str:
+    address = address_of(args)
+    if address is None:
+        raise CliError(
+            f"`rayqueue {command}` needs the Ray dashboard address: pass --address "
+            "http://HOST:8265 or set RAY_DASHBOARD_ADDRESS (`rayqueue serve` logs the "
+            "address of the Ray head it started)"
+        )
+    return address
+
+
+def make_adapter(address: str, timeout_seconds: float = 10.0) -> RayJobsAdapter:
+    """The Ray adapter for read-only commands. Imported late: `ray` takes a second to import.
+
+    Tests replace this function to hand in a fake.
+    """
+    from reconciler.ray_adapter import RayJobsAdapter
+
+    try:
+        return RayJobsAdapter(address, timeout_seconds=timeout_seconds)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def dashboard_link(address: str, submission_id: str) -> str:
+    base = address if "://" in address else f"http://{address}"
+    return f"{base.rstrip('/')}/#/jobs/{submission_id}"
+
+
+# --- formatting ------------------------------------------------------------------------------
+
+
+def iso(value: datetime) -> str:
+    """RFC 3339 UTC, as the sidecars write it."""
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def human_age(seconds: float) -> str:
+    """kubectl's style: 45s, 12m, 3h, 5d (the larger unit once it reads at least 2)."""
+    seconds = max(seconds, 0.0)
+    if seconds >= 2 * 86400:
+        return f"{int(seconds // 86400)}d"
+    if seconds >= 2 * 3600:
+        return f"{int(seconds // 3600)}h"
+    if seconds >= 60:
+        return f"{int(seconds // 60)}m"
+    return f"{int(seconds)}s"
+
+
+def number(value: float) -> str:
+    return f"{value:g}"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns padded to their widest cell, three spaces apart, as kubectl prints them."""
+    widths = [len(h) for h in header]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], len(cell))
+    lines = []
+    for row in [header, *rows]:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row)]
+        lines.append("   ".join(cells).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def one_line(text: str | None, limit: int | None = None) -> str:
+    if not text:
+        return ""
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    if limit is not None and len(first) > limit:
+        return first[: limit - 1] + "…"
+    return first

@@ -1,0 +1,217 @@
+"""The discrete-event simulator: the real planner, a virtual clock and a simulated Ray cluster.
+
+Each step builds the planner's inputs (TaskInput, TaskStatus, Observation), calls
+`reconciler.planner.plan`, and applies its submits and stops to a dictionary of RayJob values,
+as the loop and Ray would. Admission, ordering, timeouts and statuses are the planner's; the
+simulator only decides when Ray jobs start and end. A submitted job runs at once (no PENDING
+time), so start time = submit time and wait = submit time - arrival.
+
+The clock jumps from event to event (an arrival, a job's end, a timeout coming due). At each
+event time it runs passes until one changes nothing in Ray: the pass after a submit is the one
+that sees the job RUNNING and records startedAt, and it may admit more when the in-flight limit
+held tasks back. Only live tasks (queued or running) are handed to the planner; a task leaves
+the inputs once its status is final and its job has ended, which keeps each pass O(live tasks).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+
+from reconciler.planner import Observation, Plan, PlanOptions, TaskInput, plan
+from reconciler.ray_types import RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
+from reconciler.sim.workload import Job
+from specs.models import Phase, Task, TaskStatus
+
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+"""Virtual time 0. Workload times are whole seconds from here."""
+
+MEMORY_BYTES = 1024 * 2**30
+"""The simulated cluster's memory. Jobs ask for CPUs only, so this never binds."""
+
+MAX_PASSES_PER_INSTANT = 10_000
+"""A guard: the planner must settle at one instant; a livelock would otherwise hang the run."""
+
+END, TIMEOUT = 0, 1  # event kinds; an end sorts before a timeout due at the same second
+
+
+@dataclass
+class JobRecord:
+    """What happened to one job."""
+
+    job: Job
+    start: float | None = None  # virtual seconds; None if it never started
+    end: float | None = None
+    phase: Phase | None = None  # final phase as the planner recorded it
+
+    @property
+    def wait(self) -> float | None:
+        return None if self.start is None else self.start - self.job.arrival
+
+
+@dataclass
+class SimResult:
+    policy: str
+    capacity_cpu: float
+    records: list[JobRecord]
+    passes: int = 0
+    plan_seconds: float = 0.0  # time spent inside plan()
+    wall_seconds: float = 0.0  # the whole simulation
+    max_live: int = 0  # most tasks handed to one pass
+    live_task_passes: int = 0  # sum over passes of the tasks handed in, for a per-task cost
+    unfinished: int = 0
+
+    @property
+    def pass_ms(self) -> float:
+        return 1000 * self.plan_seconds / self.passes if self.passes else 0.0
+
+    @property
+    def task_us(self) -> float:
+        """Planner time per task per pass, in microseconds."""
+        return 1e6 * self.plan_seconds / self.live_task_passes if self.live_task_passes else 0.0
+
+
+PassObserver = Callable[[float, Plan], None]
+"""Called after every pass with the virtual time and the plan (tests check statuses here)."""
+
+
+def to_task(job: Job) -> Task:
+    return Task.model_validate(
+        {
+            "apiVersion": "rayqueue/v1",
+            "kind": "Task",
+            "spec": {
+                "entrypoint": f"sim {job.name}",
+                "priority": job.priority,
+                "resources": {"cpu": job.cpu},
+                "timeoutSeconds": job.timeout,
+            },
+        }
+    )
+
+
+@dataclass
+class _Cluster:
+    """The simulated Ray cluster and the planner's persistent state (the sidecars)."""
+
+    options: PlanOptions
+    capacity: Capacity
+    specs: dict[str, TaskInput] = field(default_factory=dict)
+    statuses: dict[str, TaskStatus] = field(default_factory=dict)
+    jobs: dict[str, RayJob] = field(default_factory=dict)
+    events: list[tuple[float, int, str]] = field(default_factory=list)  # (time, kind, sid)
+
+
+def simulate(
+    workload: Sequence[Job],
+    policy: str,
+    *,
+    capacity_cpu: float = 256,
+    options: PlanOptions | None = None,
+    observer: PassObserver | None = None,
+) -> SimResult:
+    """Run `workload` through the real planner under `policy`. Deterministic: no clock, no RNG."""
+    began = time.perf_counter()
+    options = replace(options or PlanOptions(), policy=policy)
+    cluster = _Cluster(options, Capacity(capacity_cpu, 0, MEMORY_BYTES))
+    arrivals = sorted(workload, key=lambda j: (j.arrival, j.name))
+    records = {job.name: JobRecord(job) for job in arrivals}
+    result = SimResult(policy, capacity_cpu, list(records.values()))
+    next_arrival = 0
+
+    while next_arrival < len(arrivals) or cluster.events:
+        now = min(
+            arrivals[next_arrival].arrival if next_arrival < len(arrivals) else float("inf"),
+            cluster.events[0][0] if cluster.events else float("inf"),
+        )
+        changed = False
+        while next_arrival < len(arrivals) and arrivals[next_arrival].arrival <= now:
+            job = arrivals[next_arrival]
+            cluster.specs[job.name] = TaskInput(job.name, to_task(job))
+            next_arrival += 1
+            changed = True
+        while cluster.events and cluster.events[0][0] <= now:
+            _, kind, sid = heapq.heappop(cluster.events)
+            job_now = cluster.jobs.get(sid)
+            if job_now is None or job_now.terminal:
+                continue  # stale: the job was stopped, or ended, before this event
+            if kind == END:
+                cluster.jobs[sid] = replace(job_now, status=SUCCEEDED, end_time=_unix(now))
+            changed = True  # a timeout needs a pass to be noticed; the planner stops the job
+        if changed:
+            _settle(cluster, now, records, result, observer)
+
+    result.unfinished = sum(1 for r in records.values() if r.end is None)
+    result.wall_seconds = time.perf_counter() - began
+    return result
+
+
+def _unix(seconds: float) -> float:
+    return EPOCH.timestamp() + seconds
+
+
+def _settle(
+    cluster: _Cluster,
+    now: float,
+    records: dict[str, JobRecord],
+    result: SimResult,
+    observer: PassObserver | None,
+) -> None:
+    """Run passes at one instant until the planner neither submits nor stops anything."""
+    when = EPOCH + timedelta(seconds=now)
+    for _ in range(MAX_PASSES_PER_INSTANT):
+        observed = Observation(cluster.jobs, cluster.capacity)
+        live = len(cluster.specs)
+        began = time.perf_counter()
+        p = plan(cluster.specs, cluster.statuses, observed, when, cluster.options)
+        result.plan_seconds += time.perf_counter() - began
+        result.passes += 1
+        result.live_task_passes += live
+        result.max_live = max(result.max_live, live)
+        cluster.statuses.update(p.statuses)
+        if observer is not None:
+            observer(now, p)
+
+        for submit in p.submits:
+            sid = submit.request.submission_id
+            record = records[submit.task]
+            # Ray runs the job at once; the next pass sees it RUNNING and records startedAt.
+            cluster.jobs[sid] = RayJob(
+                sid,
+                RUNNING,
+                submit.request.entrypoint,
+                start_time=_unix(now),
+                metadata=dict(submit.request.metadata),
+            )
+            record.start = now
+            heapq.heappush(cluster.events, (now + record.job.run, END, sid))
+            timeout = record.job.timeout
+            if 0 < timeout < record.job.run:
+                # The planner times a job out once it ran *longer* than its timeout.
+                heapq.heappush(cluster.events, (now + timeout + 1, TIMEOUT, sid))
+        for stop in p.stops:
+            job = cluster.jobs.get(stop.submission_id)
+            if job is not None and not job.terminal:
+                cluster.jobs[stop.submission_id] = replace(job, status=STOPPED, end_time=_unix(now))
+
+        for name, status in p.statuses.items():
+            body = status.status
+            if not body.phase.finished:
+                continue
+            sid = body.submission_id
+            job = cluster.jobs.get(sid) if sid else None
+            if job is not None and not job.terminal:
+                continue  # still holds resources in Ray until our stop lands
+            record = records[name]
+            record.phase = body.phase
+            record.end = (job.end_time - EPOCH.timestamp()) if job and job.end_time else now
+            del cluster.specs[name], cluster.statuses[name]
+            if sid:
+                cluster.jobs.pop(sid, None)
+
+        if not p.submits and not p.stops:
+            return
+    raise RuntimeError(f"planner did not settle at t={now}s after {MAX_PASSES_PER_INSTANT} passes")

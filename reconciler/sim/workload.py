@@ -1,0 +1,123 @@
+"""Workloads for the simulator: jobs read from an SWF trace, or drawn by a seeded generator.
+
+Every random draw comes from a `random.Random(seed)` made here, so a seed fixes the workload.
+All times are whole seconds, which keeps the virtual clock exact when it becomes a datetime.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+TIMEOUT_FACTOR = (1.0, 5.0)
+"""Declared timeoutSeconds = run time x a factor drawn uniformly from this range."""
+
+PRIORITIES = 10
+"""Priorities 0..9, drawn uniformly: the trace has none, and a uniform draw keeps every level
+about equally full, so each level's percentiles rest on as many jobs as the others'."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One task of a workload: when it arrives, what it declares, and how long it really runs."""
+
+    name: str
+    arrival: float  # seconds from the start of the workload
+    run: float  # actual run time in seconds, once started
+    cpu: float
+    priority: int
+    timeout: float  # declared timeoutSeconds; 0 means none (unbounded)
+
+
+def declared_timeout(run: float, rng: random.Random) -> float:
+    """Run time x U[1, 5], rounded up so a job always ends within its own bound."""
+    return float(math.ceil(run * rng.uniform(*TIMEOUT_FACTOR)))
+
+
+def read_swf(
+    path: Path, *, limit: int | None = None, seed: int = 0, capacity_cpu: int = 256
+) -> list[Job]:
+    """Jobs from a Standard Workload Format trace: one job a line, ';' starts a header comment.
+
+    Fields used (1-based): 2 submit time, 4 run time, 5 allocated processors (8, requested,
+    when 5 is -1). One processor is one CPU. Jobs with no run time or no processors are
+    skipped, as are jobs wider than `capacity_cpu`. Arrivals are shifted to start at 0.
+    """
+    rng = random.Random(seed)
+    jobs: list[Job] = []
+    first: float | None = None
+    with path.open() as lines:
+        for line in lines:
+            fields = line.split()
+            if not fields or fields[0].startswith(";"):
+                continue
+            submit, run = float(fields[1]), float(fields[3])
+            procs = int(fields[4]) if int(fields[4]) > 0 else int(fields[7])
+            if run <= 0 or procs <= 0 or procs > capacity_cpu:
+                continue
+            first = submit if first is None else first
+            # Draw in a fixed order per job so a prefix of the trace gets the same values.
+            timeout = declared_timeout(run, rng)
+            priority = rng.randrange(PRIORITIES)
+            jobs.append(
+                Job(f"swf-{int(fields[0]):06d}", submit - first, run, procs, priority, timeout)
+            )
+            if limit is not None and len(jobs) >= limit:
+                break
+    return jobs
+
+
+# Job sizes of the synthetic workload: (share of jobs, smallest CPUs, largest CPUs). Many small
+# jobs and a few that need half or all of the cluster: the mix on which strict idles and
+# besteffort starves.
+SIZE_CLASSES = ((0.50, 1, 1), (0.30, 2, 8), (0.15, 16, 64), (0.05, 128, 256))
+RUN_SECONDS = (10.0, 4 * 3600.0)  # log-uniform
+
+
+def synthetic(
+    count: int, *, seed: int = 0, capacity_cpu: int = 256, load: float = 0.9
+) -> list[Job]:
+    """`count` jobs with Poisson arrivals at a rate that offers `load` x capacity on average.
+
+    Sizes follow SIZE_CLASSES (capped at the capacity), run times are log-uniform in
+    RUN_SECONDS, priorities uniform in 0..9, timeouts as for traces.
+    """
+    rng = random.Random(seed)
+    shapes: list[tuple[float, float, int, float]] = []
+    for _ in range(count):
+        low, high = _pick(rng)
+        cpu = float(min(capacity_cpu, _log_uniform_int(rng, low, high)))
+        run = float(round(math.exp(rng.uniform(*map(math.log, RUN_SECONDS)))))
+        shapes.append((cpu, run, rng.randrange(PRIORITIES), declared_timeout(run, rng)))
+    # The arrival rate follows from the drawn jobs, so the offered load is `load` exactly.
+    work = sum(cpu * run for cpu, run, _, _ in shapes)
+    mean_gap = work / (load * capacity_cpu * max(count, 1))
+    jobs = []
+    clock = 0.0
+    for index, (cpu, run, priority, timeout) in enumerate(shapes):
+        jobs.append(Job(f"syn-{index:06d}", float(round(clock)), run, cpu, priority, timeout))
+        clock += rng.expovariate(1.0 / mean_gap)
+    return jobs
+
+
+def _pick(rng: random.Random) -> tuple[int, int]:
+    draw = rng.random()
+    for share, low, high in SIZE_CLASSES:
+        if draw < share:
+            return low, high
+        draw -= share
+    return SIZE_CLASSES[-1][1:]
+
+
+def _log_uniform_int(rng: random.Random, low: int, high: int) -> int:
+    return round(math.exp(rng.uniform(math.log(low), math.log(high))))
+
+
+def offered_load(jobs: list[Job], capacity_cpu: float) -> float:
+    """Declared CPU-seconds of the actual runs over capacity x the arrival span."""
+    if len(jobs) < 2:
+        return 0.0
+    span = jobs[-1].arrival - jobs[0].arrival
+    return sum(j.cpu * j.run for j in jobs) / (capacity_cpu * span) if span > 0 else 0.0

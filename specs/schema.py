@@ -1,0 +1,112 @@
+"""The JSON Schema of a task spec, generated from the pydantic models for editors and CI.
+
+`specs/task.schema.json` is the committed output of `render_schema()`; a test fails when the
+two differ, so run `rayqueue schema > specs/task.schema.json` after changing the models.
+
+The schema is draft-07 with `definitions`, the dialect every YAML language server understands.
+A few rules live in validators rather than in field types (memory quantities, "at least one
+resource", a non-blank entrypoint); they are described here so editors can flag them too.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic.json_schema import GenerateJsonSchema
+
+from specs import quantity
+from specs.models import API_VERSION, RESTARTED_AT, Task
+
+SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"
+
+# Hover texts, by definition and property. Kept here so the models stay about validation.
+_DESCRIPTIONS: dict[str, dict[str, str]] = {
+    "Task": {
+        "apiVersion": f"Always {API_VERSION}.",
+        "kind": "Always Task.",
+        "metadata": "Name, labels and annotations.",
+        "spec": "What to run, how urgently, and what it reserves.",
+    },
+    "Metadata": {
+        "name": "Optional. If present it must equal the file's stem (train.yaml: train).",
+        "labels": "String to string; select with `rayqueue get -l key=value`.",
+        "annotations": (
+            f"String to string. A new value of `{RESTARTED_AT}` starts a new run "
+            "(`rayqueue rerun NAME` sets it)."
+        ),
+    },
+    "TaskSpec": {
+        "entrypoint": "Shell command run by the Ray job, as for `ray job submit`. Required.",
+        "runtimeEnv": (
+            "Handed to Ray as runtime_env, unchanged. A relative working_dir is resolved "
+            "against the directory `rayqueue serve` runs in."
+        ),
+        "priority": "0..9, default 0; 9 runs first. Changes apply in place, without a new run.",
+        "resources": (
+            "The reservation for the whole job, counted against the cluster's capacity. "
+            "At least one of cpu, gpu and memory must be more than 0."
+        ),
+        "timeoutSeconds": "Stop the job after this many seconds of running; 0: no timeout.",
+        "suspend": "true: do not run, and stop the job if it runs. Back to false: a new run.",
+        "submissionId": "Ray submission id of the first run; later runs add -2, -3, ...",
+        "maxLostRestarts": "How often a run that vanished from Ray is queued again (default 1).",
+    },
+    "Resources": {
+        "cpu": "CPUs, may be fractional.",
+        "gpu": "GPUs, may be fractional.",
+        "memory": "A quantity (512Mi, 4Gi, 2G, 1024B) or a bare number of GiB.",
+    },
+}
+
+
+class _Generator(GenerateJsonSchema):
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        # Titles derived from field names ("Timeoutseconds") read worse than no title.
+        return False
+
+
+def task_schema() -> dict[str, Any]:
+    """The JSON Schema (draft-07) of a rayqueue/v1 Task document."""
+    schema = Task.model_json_schema(
+        by_alias=True,
+        mode="validation",
+        ref_template="#/definitions/{model}",
+        schema_generator=_Generator,
+    )
+    definitions: dict[str, Any] = schema.pop("$defs")
+    definitions["Task"] = schema
+    for model, texts in _DESCRIPTIONS.items():
+        properties = definitions[model]["properties"]
+        for prop, text in texts.items():
+            properties[prop]["description"] = text
+
+    memory = definitions["Resources"]["properties"]["memory"]
+    # The field holds bytes, but a spec writes a number of GiB or a quantity string.
+    memory.pop("type")
+    memory["anyOf"] = [
+        {"type": "number", "minimum": 0},
+        {"type": "string", "pattern": quantity._QUANTITY.pattern},
+    ]
+    spec = definitions["TaskSpec"]
+    spec["properties"]["entrypoint"]["pattern"] = r"\S"  # not blank
+    # A task with no resources is invalid, so an editor should ask for the block.
+    spec["required"] = [*spec["required"], "resources"]
+    definitions["Resources"]["minProperties"] = 1
+
+    top = definitions.pop("Task")
+    return {
+        "$schema": SCHEMA_DIALECT,
+        "title": "rayqueue Task",
+        "description": (
+            "One task of the rayqueue job queue: a YAML file in the tasks folder. "
+            "Generated from specs/models.py by specs/schema.py; do not edit."
+        ),
+        **{k: v for k, v in top.items() if k != "title"},
+        "definitions": dict(sorted(definitions.items())),
+    }
+
+
+def render_schema() -> str:
+    """The schema as committed in specs/task.schema.json: stable key order, trailing newline."""
+    return json.dumps(task_schema(), indent=2, ensure_ascii=False) + "\n"
