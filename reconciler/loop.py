@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from reconciler import planner
+from reconciler.faults import Faults
 from reconciler.history import ResourceHistory
 from reconciler.planner import Observation, Plan, PlanOptions, TaskInput
 from reconciler.ray_types import (
@@ -34,6 +35,8 @@ class LoopState:
     last_pass_at: float | None = None
     last_ray_ok_at: float | None = None
     ray_error: str | None = None
+    ray_failures: int = 0  # consecutive failed observations; 0 once Ray answers again
+    ray_backoff_seconds: float = 0.0  # the wait before Ray is asked again; grows, then resets
     folder_error: str | None = None
     capacity: Capacity | None = None
     used: Capacity = field(default_factory=Capacity)
@@ -68,8 +71,10 @@ class Reconciler:
         ray: RayAdapter,
         *,
         clock: Callable[[], float] = time.time,
+        faults: Faults | None = None,
     ) -> None:
         self.settings = settings
+        self.faults = faults or Faults()  # crash points for the reliability suite; off by default
         self.store = store
         self.ray = ray
         self.clock = clock
@@ -96,10 +101,11 @@ class Reconciler:
         except RayError as exc:
             self._failures += 1
             delay = min(
-                self.settings.interval_seconds * 2**self._failures,
+                self.settings.interval_seconds * 2 ** min(self._failures, 30),
                 self.settings.max_backoff_seconds,
             )
             self._ray_retry_at = now + delay
+            self.state.ray_failures, self.state.ray_backoff_seconds = self._failures, delay
             if self.state.ray_error is None:
                 log.warning("Ray unavailable (%s); nothing will be stopped; retrying", exc)
             self.state.ray_error = str(exc) or type(exc).__name__
@@ -107,6 +113,7 @@ class Reconciler:
         if self.state.ray_error is not None:
             log.info("Ray is reachable again")
         self._failures, self._ray_retry_at = 0, 0.0
+        self.state.ray_failures, self.state.ray_backoff_seconds = 0, 0.0
         self.state.ray_error, self.state.last_ray_ok_at = None, now
         self.state.capacity = capacity
         return Observation({job.submission_id: job for job in jobs}, capacity)
@@ -161,13 +168,15 @@ class Reconciler:
             if statuses.get(name) is status:
                 continue  # the planner hands back the very object it was given: unchanged
             try:
-                self.store.write_status(name, status)
+                if self.store.write_status(name, status):
+                    self.faults.crash_point("status_written")
             except OSError as exc:
                 unwritten.add(name)
                 log.error("cannot write status of %s: %s", name, exc)
         self._submit(plan, unwritten, now)
         self._stop(plan)
         for name in plan.delete_statuses:
+            self.faults.crash_point("before_delete_status")
             try:
                 self.store.delete_status(name)
             except OSError as exc:
@@ -193,8 +202,10 @@ class Reconciler:
         for submit in plan.submits:
             if submit.task in unwritten:
                 continue  # never submit an id we could not record
+            self.faults.crash_point("before_submit")
             try:
                 self.ray.submit(submit.request)
+                self.faults.crash_point("after_submit")
             except JobConflict:
                 # Already in Ray: submitted before a crash. The next pass adopts it.
                 log.info("%s already in Ray; adopting", submit.request.submission_id)
@@ -211,14 +222,22 @@ class Reconciler:
                     log.error("cannot write status of %s: %s", submit.task, write_exc)
 
     def _stop(self, plan: Plan) -> None:
+        # A stop is a request, not a fact: the planner asks again every pass until Ray reports
+        # the job ended (a stop of a job still PENDING can be lost, ray #58353).
         for stop in plan.stops:
+            self.faults.crash_point("before_stop")
             try:
                 self.ray.stop(stop.submission_id)
+                self.faults.crash_point("after_stop")
                 log.info(
                     "stop requested for %s (%s): %s", stop.task, stop.submission_id, stop.reason
                 )
             except JobNotFound:
                 pass  # gone already: what we wanted
+            except RayUnavailable as exc:
+                # Each further call would wait out its own timeout; the next pass retries all.
+                log.warning("stops deferred, Ray unavailable: %s", exc)
+                return
             except RayError as exc:
                 log.warning("stop of %s failed, will retry: %s", stop.submission_id, exc)
 
@@ -265,4 +284,13 @@ class Reconciler:
                 self.run_pass()
             except Exception:  # the loop must outlive any single bad pass
                 log.exception("reconcile pass failed")
-            self.wake.wait(self.settings.interval_seconds)
+            self.wake.wait(self.next_wait())
+
+    def next_wait(self) -> float:
+        """Poll Ray faster while jobs run and others wait for their resources: a job's end is
+        only seen by polling, and each idle second there is a second of cluster left unused."""
+        state = self.state
+        busy = state.queued > 0 and (state.starting + state.running) > 0
+        if busy and state.ray_error is None:
+            return min(self.settings.interval_seconds, self.settings.busy_interval_seconds)
+        return self.settings.interval_seconds

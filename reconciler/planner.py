@@ -143,6 +143,14 @@ def _claim_from_metadata(job: RayJob) -> Capacity:
     return Capacity(num(META_CPU), num(META_GPU), num(META_MEMORY))
 
 
+def _foreign_claim(job: RayJob) -> Capacity:
+    """Another rayqueue queue's job: its declared reservation; any other job: what it asked
+    Ray for its entrypoint (entrypoint_num_cpus and friends)."""
+    if META_QUEUE in job.metadata:
+        return _claim_from_metadata(job)
+    return Capacity(job.entrypoint_cpus, job.entrypoint_gpus, job.entrypoint_memory)
+
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -219,6 +227,8 @@ class _Ctx:
     bodies: dict[str, TaskStatusBody] = field(default_factory=dict)
     tasks: dict[str, Task] = field(default_factory=dict)  # the queued ones, for admission
     conds: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
+    resubmit: set[str] = field(default_factory=set)  # Starting runs Ray has never heard of
+    folder_empty: bool = False  # no spec and no sidecar at all: unmounted, or wiped
 
 
 def plan(
@@ -230,6 +240,7 @@ def plan(
 ) -> Plan:
     """Decide one reconcile pass. Pure: same inputs, same plan."""
     ctx = _Ctx(options=options, obs=observed, now=now.timestamp(), plan=Plan())
+    ctx.folder_empty = not specs and not statuses
     jobs = observed.jobs or {}
     ours = {
         sid: job for sid, job in jobs.items() if job.metadata.get(META_QUEUE) == options.queue_id
@@ -379,6 +390,8 @@ def _reconcile_task(
         body = _check_timeouts(ctx, name, task, body)
     if body.phase.active:
         _keep_active(ctx, body, task, ours)
+    if name in ctx.resubmit and body.phase is Phase.STARTING and body.submission_id:
+        ctx.plan.submits.append(Submit(name, _submit_request(ctx, name, task, body)))
     if body.phase in (Phase.QUEUED, Phase.UNSCHEDULABLE):
         body = _enqueue(ctx, name, task, body)
     elif job is not None and body.phase.finished and body.ray_status != job.status:
@@ -491,8 +504,9 @@ def _observe_run(
     if job is None:
         if body.phase is Phase.STARTING:
             # Recorded but not in Ray: we stopped between the status write and submit_job,
-            # or the submit failed. The id is free, so submitting it again is safe.
-            ctx.plan.submits.append(Submit(name, _submit_request(ctx, name, task, body)))
+            # or the submit failed. The id is free, so submitting it again is safe; the caller
+            # does it unless the spec changed meanwhile (a superseded run is never sent).
+            ctx.resubmit.add(name)
             return body
         missing_since = _epoch(body.finished_at) if body.reason == "JobMissing" else None
         if missing_since is None:
@@ -645,6 +659,15 @@ def _stop_strays(ctx: _Ctx, ours: Mapping[str, RayJob], specs: Mapping[str, Task
             ctx.plan.stops.append(Stop(sid, task, "run ended"))
         else:
             deletions.append(job)
+    if deletions and ctx.folder_empty and not ctx.options.allow_mass_delete:
+        # Argo CD's allowEmpty: a folder with no spec and no sidecar left is far more often an
+        # unmounted volume or a botched checkout than a wish to stop everything.
+        ctx.plan.held_deletions = len(deletions)
+        ctx.plan.events.append(
+            f"REFUSING to stop {len(deletions)} jobs: the tasks folder holds no specs and no "
+            "status files (unmounted?); restore it, or restart with --allow-mass-delete"
+        )
+        return
     limit = ctx.options.max_stops_per_pass
     if deletions and limit and len(deletions) > limit and not ctx.options.allow_mass_delete:
         ctx.plan.held_deletions = len(deletions)
@@ -727,7 +750,7 @@ def _admit(ctx: _Ctx) -> None:
     if ctx.options.count_foreign_jobs and ctx.obs.jobs is not None:
         for job in ctx.obs.jobs.values():
             if not job.terminal and job.metadata.get(META_QUEUE) != ctx.options.queue_id:
-                used = used + _claim_from_metadata(job)
+                used = used + _foreign_claim(job)
     free = capacity - used
     starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
     slots = max(ctx.options.max_inflight - starting, 0)

@@ -24,6 +24,7 @@ import logging
 import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any, NoReturn, TypeVar
 
 import aiohttp
@@ -48,6 +49,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
+# Ray names each job's supervisor actor after the submission id (JOB_ACTOR_NAME_TEMPLATE).
+_SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
 # The state API caps `limit` at 10,000 by default; ask for all of it so big clusters count.
 _NODES_LIMIT = 10_000
 
@@ -112,7 +115,10 @@ class RayJobsAdapter:
         *,
         timeout_seconds: float = 10.0,
         headers: dict[str, str] | None = None,
+        entrypoint_resources: bool = False,
     ) -> None:
+        """`entrypoint_resources=True` (for --count-foreign-jobs) makes list_jobs fill in what
+        each job reserved for its entrypoint, at the cost of one more call per listing."""
         if "://" not in address:
             address = f"http://{address}"
         scheme = address.split("://", 1)[0]
@@ -123,6 +129,7 @@ class RayJobsAdapter:
         self.address = address.rstrip("/")
         self.timeout_seconds = timeout_seconds
         self._headers = dict(headers or {})
+        self.entrypoint_resources = entrypoint_resources
         self._client: _Client | None = None
         self._client_lock = threading.Lock()
 
@@ -134,7 +141,56 @@ class RayJobsAdapter:
     def list_jobs(self) -> Sequence[RayJob]:
         details = self._call("list jobs", lambda c: c.list_jobs())
         # Driver-only jobs (a script that called ray.init) have no submission id.
-        return [_to_ray_job(d) for d in details if d.submission_id]
+        jobs = [_to_ray_job(d) for d in details if d.submission_id]
+        if not self.entrypoint_resources:
+            return jobs
+        claims = self._entrypoint_claims()
+        return [
+            replace(
+                job,
+                entrypoint_cpus=claims[job.submission_id].cpu,
+                entrypoint_gpus=claims[job.submission_id].gpu,
+                entrypoint_memory=claims[job.submission_id].memory,
+            )
+            if job.submission_id in claims
+            else job
+            for job in jobs
+        ]
+
+    def _entrypoint_claims(self) -> dict[str, Capacity]:
+        """What each live job reserved for its entrypoint, by submission id, in one call.
+
+        The job REST API drops entrypoint_num_cpus & co. from its answers (Ray 2.60), but each
+        job's supervisor actor is created with exactly those resources and is named after the
+        submission id, so the state API's actor list has them.
+        """
+        endpoint = (
+            f"/api/v0/actors?detail=1&limit={_NODES_LIMIT}"
+            f"&timeout={max(1, math.ceil(self.timeout_seconds))}"
+            "&filter_keys=class_name&filter_predicates=%3D&filter_values=JobSupervisor"
+            "&filter_keys=state&filter_predicates=%21%3D&filter_values=DEAD"
+        )
+
+        def read(c: _Client) -> Any:
+            response = c._do_request("GET", endpoint)
+            if response.status_code != 200:
+                c._raise_error(response)
+            return response.json()
+
+        payload = self._call("list job supervisors", read)
+        claims: dict[str, Capacity] = {}
+        try:
+            for actor in payload["data"]["result"]["result"]:
+                name = str(actor.get("name") or "")
+                if not name.startswith(_SUPERVISOR_PREFIX):
+                    continue
+                res = actor.get("required_resources") or {}
+                claims[name.removeprefix(_SUPERVISOR_PREFIX)] = Capacity(
+                    _number(res.get("CPU")), _number(res.get("GPU")), _number(res.get("memory"))
+                )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise RayRequestError(f"unexpected actor listing from {self.address}") from exc
+        return claims
 
     def capacity(self) -> Capacity:
         # The state API's node list: one call, with resources_total per node and a
@@ -343,6 +399,15 @@ def _to_ray_job(d: JobDetails) -> RayJob:
         end_time=d.end_time / 1000 if d.end_time else None,
         metadata=dict(d.metadata or {}),
     )
+
+
+def _number(value: object) -> float:
+    """A resource figure from Ray's job info; absent or odd values count as nothing."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 0.0
+    return number if math.isfinite(number) and number > 0 else 0.0
 
 
 def _shorten(text: str, limit: int = 500) -> str:

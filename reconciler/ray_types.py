@@ -59,6 +59,10 @@ class RayJob:
     start_time: float | None = None
     end_time: float | None = None
     metadata: Mapping[str, str] = field(default_factory=dict)
+    # What the job asked Ray to reserve for its entrypoint (driver); counted for foreign jobs.
+    entrypoint_cpus: float = 0.0
+    entrypoint_gpus: float = 0.0
+    entrypoint_memory: float = 0.0  # bytes
 
     @property
     def terminal(self) -> bool:

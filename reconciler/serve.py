@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import FrameType
 
+from reconciler.faults import Faults, FaultSpecError
 from reconciler.local_ray import LocalRayHead
+from reconciler.lock import LOCK_NAME, LockHeld, StateLock
 from reconciler.loop import Reconciler
 from reconciler.ray_adapter import RayJobsAdapter
 from reconciler.settings import Settings
@@ -27,8 +32,18 @@ def serve(settings: Settings) -> None:
         settings.tasks_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ServeError(f"cannot create tasks folder {settings.tasks_dir}: {exc}") from exc
-    head: LocalRayHead | None = None
+    try:
+        faults = Faults.from_env(os.environ)  # read once, here, never at import
+    except FaultSpecError as exc:
+        raise ServeError(str(exc)) from exc
+    if faults.armed:
+        log.warning("fault injection armed: SIGKILL at %s #%d", faults.point, faults.nth)
     stop = threading.Event()
+    # The lock comes before anything else, so a refused second instance starts no Ray head.
+    lock = StateLock(settings.resolved_state_dir / LOCK_NAME)
+    if not _take_lock(settings, lock, stop):
+        return  # a standby told to stop before it took over
+    head: LocalRayHead | None = None
     threads: list[threading.Thread] = []
     try:
         address = settings.address
@@ -37,9 +52,15 @@ def serve(settings: Settings) -> None:
             head = LocalRayHead()
             address = head.start(num_cpus=settings.local_num_cpus)
             log.info("local Ray head ready; dashboard at %s", address)
-        ray = RayJobsAdapter(address, timeout_seconds=settings.ray_timeout_seconds)
-        store = TaskStore(settings.tasks_dir, settings.status_dir)
-        reconciler = Reconciler(settings, store, ray)
+        ray = RayJobsAdapter(
+            address,
+            timeout_seconds=settings.ray_timeout_seconds,
+            entrypoint_resources=settings.count_foreign_jobs,
+        )
+        store = TaskStore(
+            settings.tasks_dir, settings.status_dir, settle_seconds=settings.settle_seconds
+        )
+        reconciler = Reconciler(settings, store, ray, faults=faults)
         watcher = Watcher(settings.tasks_dir, reconciler.wake, stop)
         watcher.start()
         loop = threading.Thread(
@@ -65,6 +86,53 @@ def serve(settings: Settings) -> None:
         if head is not None:
             log.info("stopping the local Ray head")
             head.stop()
+        lock.release()
+
+
+def _take_lock(settings: Settings, lock: StateLock, stop: threading.Event) -> bool:
+    """Hold the state folder's lock: at once, or (standby) once the holder is gone."""
+    try:
+        lock.acquire(tasks_dir=settings.tasks_dir)
+        return True
+    except LockHeld as exc:
+        if not settings.standby:
+            raise ServeError(
+                f"another rayqueue serve is running on this folder: {exc.holder.describe()} "
+                f"holds the lock {exc.path}. Stop it first, or start this one with --standby "
+                "to take over when it exits."
+            ) from None
+        log.warning(
+            "standby: %s is held by %s; waiting to take over", exc.path, exc.holder.describe()
+        )
+    except OSError as exc:
+        raise ServeError(f"cannot create the lock file {lock.path}: {exc}") from exc
+    with _stop_on_signal(stop):
+        taken = lock.wait(stop, tasks_dir=settings.tasks_dir)
+    if taken:
+        log.info("lock %s taken over; this instance is now active", lock.path)
+    return taken
+
+
+@contextmanager
+def _stop_on_signal(stop: threading.Event) -> Iterator[None]:
+    """SIGINT/SIGTERM set `stop` while a standby waits; the old handlers come back after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        del frame
+        log.info("signal %d received while on standby; exiting", signum)
+        stop.set()
+
+    previous: dict[int, Callable[[int, FrameType | None], object] | int | None] = {
+        sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def _serve_api(settings: Settings, reconciler: Reconciler, ray: RayJobsAdapter) -> None:

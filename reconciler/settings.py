@@ -45,6 +45,9 @@ class Settings:
     interval_seconds: float = 1.0
     """Time between full passes when nothing wakes the loop earlier."""
 
+    busy_interval_seconds: float = 0.2
+    """Time between passes while tasks wait and jobs run, so finished jobs free room sooner."""
+
     policy: str = "strict"
     """Admission policy: strict (the old service's), backfill or besteffort."""
 
@@ -80,6 +83,13 @@ class Settings:
 
     local_num_cpus: float | None = None
     """CPUs the embedded local Ray head declares (default: what Ray detects)."""
+
+    standby: bool = False
+    """If another serve holds the state folder's lock, wait and take over when it dies."""
+
+    settle_seconds: float = 1.0
+    """A changed, new or vanished spec file counts only once unchanged this long (half-written
+    files and git checkouts midway are never read as edits or deletions). 0: at once."""
 
     extra: dict[str, str] = field(default_factory=dict)
     """Room for options later issues add, without changing call sites."""

@@ -14,6 +14,7 @@ import os
 import re
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,9 +125,25 @@ class _Walk:
 class TaskStore:
     """Specs and sidecars under `root`. Safe to share between threads; no I/O until used."""
 
-    def __init__(self, root: Path, status_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        status_dir: Path | None = None,
+        *,
+        settle_seconds: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.root = Path(root)
         self.status_dir = None if status_dir is None else Path(status_dir)
+        # A file that changed, appeared or vanished since the last scan is reported as it was
+        # until it has stayed so for settle_seconds: a half-written file or a git checkout
+        # midway must never read as an edit or a deletion. 0 (the default) reports at once.
+        self.settle_seconds = settle_seconds
+        self._clock = clock
+        self._scanned = False
+        self._reported_keys: dict[str, StatKey] = {}  # stat key behind each reported entry
+        self._seen: dict[str, tuple[StatKey, float]] = {}  # key on disk, since when
+        self._missing_since: dict[str, float] = {}
         self._lock = threading.Lock()
         self._parsed: dict[str, _Parsed] = {}  # by real path as walked
         self._entries: dict[str, SpecEntry] = {}
@@ -148,6 +165,7 @@ class TaskStore:
             parsed: dict[str, _Parsed] = {}
             entries: dict[str, SpecEntry] = {}
             unreadable = list(walk.unreadable)
+            now = self._clock()
             for name, files in by_name.items():
                 files.sort(key=lambda f: f[0].endswith(".yml"))  # .yaml wins
                 rel, entry = files[0]
@@ -159,16 +177,47 @@ class TaskStore:
                 if result is None:  # gone since the listing
                     continue
                 parsed[entry.path] = result
+                if self._settling(name, result.key, now):
+                    old = self._entries.get(name)
+                    if old is not None:
+                        entries[name] = old  # as it was; a new file waits to be reported
+                    continue
                 entries[name] = self._entry(name, rel, result, [f[0] for f in files[1:]])
-            # An unreadable file or folder keeps its last entry: a permissions hiccup must not
-            # look like a deletion, which would stop running jobs.
+                self._reported_keys[name] = result.key
             for name, old in self._entries.items():
-                if name not in entries and _under_any(_rel_of(old), unreadable):
+                if name in entries:
+                    continue
+                # An unreadable file or folder keeps its last entry: a permissions hiccup must
+                # not look like a deletion, which would stop running jobs.
+                if _under_any(_rel_of(old), unreadable):
                     entries[name] = old
+                # Nor may a file that is gone for a moment (git unlinks and rewrites on checkout).
+                elif self.settle_seconds > 0:
+                    since = self._missing_since.setdefault(name, now)
+                    if now - since < self.settle_seconds:
+                        entries[name] = old
+            self._missing_since = {
+                n: t for n, t in self._missing_since.items() if n in entries and n not in by_name
+            }
+            self._seen = {n: v for n, v in self._seen.items() if n in by_name}
+            self._reported_keys = {n: k for n, k in self._reported_keys.items() if n in entries}
+            self._scanned = True
             self._parsed = parsed
             self._entries = entries
             self._last_valid = {n: t for n, t in self._last_valid.items() if n in entries}
             return dict(entries)
+
+    def _settling(self, name: str, key: StatKey, now: float) -> bool:
+        """Whether the file behind `name` changed too recently to be believed yet."""
+        if self.settle_seconds <= 0 or not self._scanned:
+            return False  # the first scan reports everything: there is no "before" to keep
+        if self._reported_keys.get(name) == key:
+            return False
+        seen = self._seen.get(name)
+        if seen is None or seen[0] != key:
+            self._seen[name] = (key, now)
+            return True
+        return now - seen[1] < self.settle_seconds
 
     def spec_path(self, name: str) -> Path:
         """The existing `name.yaml` or `name.yml`, else where `name.yaml` would go."""

@@ -93,7 +93,8 @@ class TaskView:
             document = self.task.to_document()
         else:
             document = {"apiVersion": API_VERSION, "kind": "Task", "spec": None}
-        metadata = {**document.get("metadata", {}), "name": self.name}
+        metadata = {"name": self.name, **document.get("metadata", {})}
+        metadata["name"] = self.name  # the full name (team-a/train), which commands take
         if self.status is not None:
             status: dict[str, Any] = self.status.to_document().get("status", {})
         elif self.error is not None:

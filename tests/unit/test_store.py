@@ -7,7 +7,6 @@ import logging
 import os
 import socket
 import stat
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -409,7 +408,10 @@ def test_deleted_files_leave_the_cache(root: Path, count_parses: list[str]) -> N
     assert count_parses == ["a.yaml", "a.yaml"]
 
 
-def test_scan_performance_10k(tmp_path: Path, count_parses: list[str]) -> None:
+def test_rescan_of_10k_unchanged_files_parses_nothing(
+    tmp_path: Path, count_parses: list[str]
+) -> None:
+    # Speed is measured in benchmarks/scale.py; here only the caching behaviour is checked.
     root = tmp_path / "tasks"
     for team in range(50):
         folder = root / f"team{team}"
@@ -417,18 +419,12 @@ def test_scan_performance_10k(tmp_path: Path, count_parses: list[str]) -> None:
         for i in range(200):
             (folder / f"task{i}.yaml").write_text(spec_text(f"task{i}", cpu=1 + i % 4))
     task_store = TaskStore(root)
-    started = time.process_time()
     entries = task_store.scan()
-    cold = time.process_time() - started
-    started = time.process_time()
     again = task_store.scan()
-    warm = time.process_time() - started
     assert len(entries) == 10_000 and all(e.task is not None for e in entries.values())
     assert len(count_parses) == 10_000
     assert len(again) == 10_000
-    # CPU time, so a busy CI machine does not fail it; ~1.3 s cold, ~0.1 s warm when measured.
-    assert cold < 2.0, f"cold scan took {cold:.2f}s of CPU"
-    assert warm < 0.5, f"steady scan took {warm:.2f}s of CPU"
+    assert all(again[name] is entries[name] for name in entries)  # cached entries reused
 
 
 # --- atomic writes ---------------------------------------------------------------------------

@@ -1,0 +1,75 @@
+"""Shared bits of the benchmarks: spec files, tables, JSON results, percentiles."""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+import resource
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from specs.atomic import write_atomic
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def spec_text(entrypoint: str = "true", cpu: float = 1, priority: int = 0) -> bytes:
+    doc = {
+        "apiVersion": "rayqueue/v1",
+        "kind": "Task",
+        "spec": {"entrypoint": entrypoint, "priority": priority, "resources": {"cpu": cpu}},
+    }
+    return yaml.safe_dump(doc).encode()
+
+
+def drop(folder: Path, name: str, data: bytes) -> None:
+    """How a careful user or git-sync lands a file: whole, by rename."""
+    write_atomic(folder / f"{name}.yaml", data)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    index = min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))
+    return ordered[index]
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def machine() -> dict[str, Any]:
+    import os
+
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+    }
+
+
+def table(title: str, header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    cells = [[str(c) for c in header]] + [[_fmt(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = [title, "  ".join(h.ljust(w) for h, w in zip(cells[0], widths, strict=True))]
+    for row in cells[1:]:
+        lines.append("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+    return "\n".join(lines)
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+    return str(value)
+
+
+def save(name: str, payload: dict[str, Any], out: Path | None = None) -> Path:
+    path = out or RESULTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"machine": machine(), **payload}, indent=2) + "\n")
+    return path

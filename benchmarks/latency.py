@@ -1,0 +1,109 @@
+"""Drop-to-submit latency: from a spec file landing (atomic rename) to submit_job being called.
+
+    python -m benchmarks.latency                      # 200 drops on the fake adapter, 30 on real Ray
+    python -m benchmarks.latency --drops 20 --real-drops 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from benchmarks.common import drop, percentile, save, spec_text, table
+from reconciler.fake_ray import FakeRay
+from reconciler.loop import Reconciler
+from reconciler.ray_types import META_TASK, Capacity, RayAdapter, SubmitRequest
+from reconciler.settings import Settings
+from reconciler.watcher import Watcher
+from specs.store import TaskStore
+
+
+class Timed:
+    """Wraps an adapter and notes when each task's submit_job is called."""
+
+    def __init__(self, inner: RayAdapter) -> None:
+        self.inner = inner
+        self.submitted_at: dict[str, float] = {}
+        self.event = threading.Event()
+
+    def submit(self, request: SubmitRequest) -> None:
+        self.submitted_at[request.metadata[META_TASK]] = time.perf_counter()
+        self.event.set()
+        self.inner.submit(request)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+def run(adapter: RayAdapter, drops: int, folder: Path, settle: float = 0.0) -> list[float]:
+    """Drop specs one at a time, each after the previous one was submitted."""
+    timed = Timed(adapter)
+    settings = Settings(tasks_dir=folder, queue_id=f"lat-{folder.name}", api=False)
+    rec = Reconciler(settings, TaskStore(folder), timed)  # type: ignore[arg-type]
+    stop = threading.Event()
+    watcher = Watcher(folder, rec.wake, stop)
+    watcher.start()
+    loop = threading.Thread(target=rec.run, args=(stop,), daemon=True)
+    loop.start()
+    time.sleep(0.5)  # the watcher is armed
+    latencies = []
+    try:
+        for i in range(drops):
+            name = f"drop{i:04d}"
+            timed.event.clear()
+            landed = time.perf_counter()
+            drop(folder, name, spec_text(cpu=0.01))
+            if not timed.event.wait(10):
+                raise RuntimeError(f"{name} was not submitted within 10 s")
+            latencies.append(timed.submitted_at[name] - landed)
+            if settle:
+                time.sleep(settle)
+    finally:
+        stop.set()
+        rec.wake.set()
+        loop.join(10)
+        watcher.join(5)
+    return latencies
+
+
+def summary(label: str, values: list[float]) -> dict[str, object]:
+    return {
+        "adapter": label,
+        "drops": len(values),
+        "p50_ms": 1000 * percentile(values, 50),
+        "p99_ms": 1000 * percentile(values, 99),
+        "mean_ms": 1000 * sum(values) / len(values),
+        "max_ms": 1000 * max(values),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--drops", type=int, default=200)
+    parser.add_argument("--real-drops", type=int, default=30, help="0 skips the real Ray run")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="rq-lat-") as tmp:
+        fake = FakeRay(Capacity(10_000, 0, 2**50), auto_advance=True)
+        rows.append(summary("fake", run(fake, args.drops, Path(tmp) / "fake")))
+        if args.real_drops:
+            from reconciler.local_ray import LocalRayHead
+            from reconciler.ray_adapter import RayJobsAdapter
+
+            head = LocalRayHead()
+            try:
+                real = RayJobsAdapter(head.start(num_cpus=2))
+                # settle: let each trivial job finish so the next drop meets an idle cluster
+                rows.append(summary("real", run(real, args.real_drops, Path(tmp) / "real", 1.5)))
+            finally:
+                head.stop()
+    print(table("drop-to-submit latency", list(rows[0]), [list(r.values()) for r in rows]))
+    print(f"results: {save('latency', {'rows': rows}, args.out)}")
+
+
+if __name__ == "__main__":
+    main()

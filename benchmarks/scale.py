@@ -1,0 +1,81 @@
+"""Scale of the folder: cold start, steady pass cost, RSS and Ray calls per pass (fake Ray).
+
+    python -m benchmarks.scale                 # 100, 1,000 and 10,000 specs
+    python -m benchmarks.scale --sizes 50      # a quick run
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.common import peak_rss_mb, save, spec_text, table
+from reconciler.fake_ray import FakeRay
+from reconciler.loop import Reconciler
+from reconciler.ray_types import Capacity
+from reconciler.settings import Settings
+from specs.store import TaskStore
+
+PASSES = 5
+
+
+def measure(size: int, root: Path) -> dict[str, float]:
+    folder = root / f"tasks-{size}"
+    folder.mkdir()
+    for i in range(size):
+        (folder / f"t{i:05d}.yaml").write_bytes(spec_text(priority=i % 10))
+    # Only a few fit, so nearly every task stays Queued: the common shape of a busy queue.
+    ray = FakeRay(Capacity(8, 0, 2**40))
+    settings = Settings(tasks_dir=folder, queue_id="bench", api=False)
+    rec = Reconciler(settings, TaskStore(folder), ray)
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    rec.run_pass()
+    cold_wall, cold_cpu = time.perf_counter() - wall, time.process_time() - cpu
+    rec.run_pass()  # statuses settle (positions after the first admissions)
+
+    calls_before = sum(ray.calls.values())
+    steady = []
+    for _ in range(PASSES):
+        cpu = time.process_time()
+        rec.run_pass()
+        steady.append(time.process_time() - cpu)
+    calls_per_pass = (sum(ray.calls.values()) - calls_before) / PASSES
+
+    changed = []
+    for round_ in range(PASSES):
+        for i in range(0, size, 100):  # 1% of the files change
+            path = folder / f"t{i:05d}.yaml"
+            path.write_bytes(spec_text(priority=(i + round_ + 1) % 10))
+        cpu = time.process_time()
+        rec.run_pass()
+        changed.append(time.process_time() - cpu)
+    return {
+        "specs": size,
+        "cold_start_s": cold_wall,
+        "cold_start_cpu_s": cold_cpu,
+        "steady_pass_cpu_ms": 1000 * min(steady),
+        "changed_1pct_pass_cpu_ms": 1000 * min(changed),
+        "ray_calls_per_pass": calls_per_pass,
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
+    parser.add_argument("--out", type=Path, default=None, help="JSON result file")
+    args = parser.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="rq-bench-") as tmp:
+        for size in args.sizes:
+            rows.append(measure(size, Path(tmp)))
+    header = list(rows[0])
+    print(table("folder scale (fake Ray adapter)", header, [list(r.values()) for r in rows]))
+    print(f"results: {save('scale', {'rows': rows}, args.out)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The `rayqueue` subcommands, one module each; reconciler/cli.py assembles the parser."""

@@ -1,0 +1,189 @@
+"""`rayqueue describe NAME`: spec, status, conditions, Ray job and log tail of one task."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from datetime import datetime
+
+import yaml
+
+from reconciler.commands import common
+from reconciler.commands.common import (
+    EXIT_OK,
+    HelpFormatter,
+    Subparsers,
+    add_address_option,
+    address_of,
+    folder_parent,
+    human_age,
+    iso,
+    number,
+    open_store,
+    table,
+)
+from reconciler.commands.views import NOT_SEEN_MESSAGE, TaskView, find, load_views
+from reconciler.ray_types import RayError
+from specs.parse import MAX_FILE_BYTES, SpecParseError, parse_task
+from specs.quantity import format_memory
+
+LOG_TIMEOUT_SECONDS = 5.0
+LABEL_WIDTH = 22
+
+EPILOG = """\
+The log tail is the one the reconciler saved for a failed run; otherwise, when a Ray address
+is known (--address, $RAY_DASHBOARD_ADDRESS, $RAY_ADDRESS), the last lines are read from Ray.
+
+examples:
+  rayqueue describe train
+  rayqueue describe team-a/train --address http://head:8265 --tail 50
+"""
+
+
+def register(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "describe",
+        parents=[folder_parent()],
+        formatter_class=HelpFormatter,
+        help="show one task in detail: spec, status, conditions, Ray job, log tail",
+        description="Show everything known about one task.",
+        epilog=EPILOG,
+    )
+    p.add_argument("name", metavar="NAME", help="the task, e.g. train or team-a/train")
+    add_address_option(p)
+    p.add_argument(
+        "--tail", type=int, default=20, metavar="N", help="log lines to show (default 20)"
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    view = find(load_views(open_store(args)), args.name)
+    print(describe(view, address_of(args), args.tail), end="")
+    return EXIT_OK
+
+
+def describe(view: TaskView, address: str | None, tail_lines: int) -> str:
+    now = time.time()
+    lines: list[str] = []
+    add = lines.append
+
+    def field(label: str, value: object, indent: int = 0) -> None:
+        add(f"{' ' * indent}{label + ':':<{LABEL_WIDTH - indent}}{value}")
+
+    task = view.task
+    field("Name", view.name)
+    field("File", view.path)
+    if task is not None:
+        meta = task.metadata
+        field("Labels", ", ".join(f"{k}={v}" for k, v in sorted(meta.labels.items())) or "<none>")
+        annotations = sorted(meta.annotations.items())
+        field("Annotations", ", ".join(f"{k}={v}" for k, v in annotations) or "<none>")
+        spec = task.spec
+        res = spec.resources
+        add("Spec:")
+        field("Entrypoint", spec.entrypoint, 2)
+        field("Priority", spec.priority, 2)
+        resources = f"{number(res.cpu)} CPU, {number(res.gpu)} GPU, {format_memory(res.memory)}"
+        field("Resources", resources + " memory", 2)
+        timeout = f"{number(spec.timeout_seconds)}s" if spec.timeout_seconds else "none"
+        field("Timeout", timeout, 2)
+        field("Suspend", str(spec.suspend).lower(), 2)
+        if spec.submission_id:
+            field("Submission id", spec.submission_id, 2)
+        field("Max lost restarts", spec.max_lost_restarts, 2)
+        if spec.runtime_env:
+            add("  Runtime env:")
+            dumped = yaml.safe_dump(spec.runtime_env, sort_keys=False, width=10_000)
+            lines.extend(f"    {line}" for line in dumped.splitlines())
+    else:
+        field("Spec", "invalid")
+        lines.extend(f"  {error}" for error in _all_errors(view))
+
+    body = view.body
+    if body is None:
+        field("Status", f"<none>: {NOT_SEEN_MESSAGE}")
+    else:
+        add("Status:")
+        field("Phase", body.phase.value, 2)
+        field("Reason", body.reason or "", 2)
+        field("Message", body.message or "", 2)
+        if body.queue_position is not None:
+            field("Queue position", body.queue_position, 2)
+        if body.estimated_start_at is not None:
+            field("Estimated start", _when(body.estimated_start_at, now), 2)
+        field("Run", body.run, 2)
+        hash_note = " (an older version of the spec; the reconciler has not caught up)"
+        field("Spec hash", f"{body.spec_hash or '-'}{hash_note if view.stale else ''}", 2)
+        for label, value in (
+            ("Queued at", body.queued_at),
+            ("Submitted at", body.submitted_at),
+            ("Started at", body.started_at),
+            ("Finished at", body.finished_at),
+        ):
+            if value is not None:
+                field(label, _when(value, now), 2)
+        if body.lost_restarts:
+            field("Lost restarts", body.lost_restarts, 2)
+
+    conditions = body.conditions if body is not None else []
+    if conditions:
+        add("Conditions:")
+        rows = [
+            [c.type, c.status, c.reason, _when(c.last_transition_time, now), c.message]
+            for c in conditions
+        ]
+        header = ("TYPE", "STATUS", "REASON", "SINCE", "MESSAGE")
+        lines.extend(f"  {line}" for line in table(header, rows).splitlines())
+    else:
+        field("Conditions", "<none>")
+
+    sid = body.submission_id if body is not None else None
+    if sid:
+        add("Ray job:")
+        field("Submission id", sid, 2)
+        field("Ray status", body.ray_status if body and body.ray_status else "-", 2)
+        if address:
+            field("Dashboard", common.dashboard_link(address, sid), 2)
+        else:
+            field("Dashboard", "pass --address (or set RAY_DASHBOARD_ADDRESS) for a link", 2)
+    else:
+        field("Ray job", "<none> (not submitted yet)")
+
+    log_tail = body.log_tail if body is not None else None
+    if log_tail:
+        add("Log tail (saved when the run failed):")
+        lines.extend(f"  {line}" for line in log_tail.splitlines()[-tail_lines:])
+    elif sid and address and tail_lines > 0:
+        add(f"Log tail (last {tail_lines} lines from Ray):")
+        lines.extend(f"  {line}" for line in _ray_log_tail(address, sid, tail_lines))
+    return "\n".join(lines) + "\n"
+
+
+def _when(value: datetime, now: float) -> str:
+    delta = now - value.timestamp()
+    relative = f"{human_age(delta)} ago" if delta >= 0 else f"in {human_age(-delta)}"
+    return f"{iso(value)} ({relative})"
+
+
+def _all_errors(view: TaskView) -> list[str]:
+    """Every problem of the file; the scan remembers only the first."""
+    first = [str(view.error)] if view.error is not None else []
+    try:
+        if view.path.stat().st_size > MAX_FILE_BYTES:
+            return first
+        data = view.path.read_bytes()
+        parse_task(data, file=str(view.path), expected_name=view.name.rsplit("/", 1)[-1])
+    except SpecParseError as exc:
+        return [str(e) for e in exc.errors]
+    except OSError:
+        pass
+    return first
+
+
+def _ray_log_tail(address: str, submission_id: str, lines: int) -> list[str]:
+    try:
+        text = common.make_adapter(address, LOG_TIMEOUT_SECONDS).logs(submission_id)
+    except (RayError, common.CliError) as exc:
+        return [f"(could not read the log from Ray: {exc})"]
+    return text.rstrip("\n").splitlines()[-lines:] or ["(empty)"]

@@ -1,0 +1,210 @@
+"""`delete`, `suspend`, `resume`, `set-priority` and `rerun`: small edits of spec files.
+
+An edit changes one field as a targeted text edit, so comments and layout survive. The edited
+text is re-read and checked against the intended document, and the whole document is
+re-dumped only when a text edit is not safe (api.yamledit does this for the HTTP API too).
+The write is atomic, and it is skipped if the file changed while we edited it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from api.yamledit import load_document, patch_text
+from reconciler.commands.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    CliError,
+    HelpFormatter,
+    Subparsers,
+    folder_parent,
+    open_store,
+)
+from specs.atomic import write_atomic
+from specs.models import RESTARTED_AT, Task
+from specs.parse import SpecParseError, parse_task
+from specs.store import InvalidName, TaskStore, validate_name
+
+_ATTEMPTS = 5  # re-reads when another writer changes the file under us
+
+
+def register(sub: Subparsers) -> None:
+    folder = folder_parent()
+
+    p = sub.add_parser(
+        "delete",
+        parents=[folder],
+        formatter_class=HelpFormatter,
+        help="delete task specs; the reconciler stops their jobs",
+        description="Remove the spec files. If a task's job is Starting or Running, the "
+        "reconciler stops it, then removes the sidecar.",
+        epilog="example:\n  rayqueue delete train team-a/eval",
+    )
+    p.add_argument("names", nargs="+", metavar="NAME", help="tasks to delete")
+    p.set_defaults(func=run_delete)
+
+    p = sub.add_parser(
+        "suspend",
+        parents=[folder],
+        formatter_class=HelpFormatter,
+        help="set spec.suspend: true (a running job is stopped)",
+        description="Keep tasks out of the queue; a Starting or Running job is stopped "
+        "(phase Suspended).",
+        epilog="example:\n  rayqueue suspend train",
+    )
+    p.add_argument("names", nargs="+", metavar="NAME", help="tasks to suspend")
+    p.set_defaults(func=run_suspend)
+
+    p = sub.add_parser(
+        "resume",
+        parents=[folder],
+        formatter_class=HelpFormatter,
+        help="remove spec.suspend (a new run is queued)",
+        description="Undo suspend: the task is queued again for a new run.",
+        epilog="example:\n  rayqueue resume train",
+    )
+    p.add_argument("names", nargs="+", metavar="NAME", help="tasks to resume")
+    p.set_defaults(func=run_resume)
+
+    p = sub.add_parser(
+        "set-priority",
+        parents=[folder],
+        formatter_class=HelpFormatter,
+        help="change spec.priority (applies in place, no new run)",
+        description="Set a task's priority, 0..9 (9 runs first). A running job keeps running.",
+        epilog="example:\n  rayqueue set-priority train 9",
+    )
+    p.add_argument("name", metavar="NAME", help="the task")
+    p.add_argument("priority", type=_priority, metavar="N", help="the new priority, 0..9")
+    p.set_defaults(func=run_set_priority)
+
+    p = sub.add_parser(
+        "rerun",
+        parents=[folder],
+        formatter_class=HelpFormatter,
+        help=f"start a new run (sets the {RESTARTED_AT} annotation)",
+        description=f"Set the annotation {RESTARTED_AT} to the current time (RFC 3339). "
+        "A finished task is queued for a new run; a running one is stopped and queued again. "
+        "This is `kubectl rollout restart` for a task.",
+        epilog="example:\n  rayqueue rerun train",
+    )
+    p.add_argument("name", metavar="NAME", help="the task")
+    p.set_defaults(func=run_rerun)
+
+
+def _priority(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= value <= 9:
+        raise argparse.ArgumentTypeError(f"{value} is not in 0..9")
+    return value
+
+
+def run_delete(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    status = EXIT_OK
+    for name in args.names:
+        _check_name(name)
+        try:
+            removed = store.delete_spec(name)
+        except OSError as exc:
+            raise CliError(f"cannot delete task {name}: {exc.strerror}") from None
+        if removed:
+            print(f"task/{name} deleted")
+        else:
+            print(f'error: task "{name}" not found', file=sys.stderr)
+            status = EXIT_ERROR
+    return status
+
+
+def run_suspend(args: argparse.Namespace) -> int:
+    return _edit_each(
+        args, {"spec": {"suspend": True}}, "suspended", lambda t: t.spec.suspend is True
+    )
+
+
+def run_resume(args: argparse.Namespace) -> int:
+    # null removes the key: back to the default (false), leaving the file as it was before.
+    return _edit_each(args, {"spec": {"suspend": None}}, "resumed", lambda t: not t.spec.suspend)
+
+
+def run_set_priority(args: argparse.Namespace) -> int:
+    args.names = [args.name]
+    patch = {"spec": {"priority": args.priority}}
+    return _edit_each(args, patch, "configured", lambda t: t.spec.priority == args.priority)
+
+
+def run_rerun(args: argparse.Namespace) -> int:
+    now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    args.names = [args.name]
+    patch = {"metadata": {"annotations": {RESTARTED_AT: now}}}
+    return _edit_each(args, patch, "restarted", lambda t: False)
+
+
+def _edit_each(
+    args: argparse.Namespace,
+    patch: dict[str, Any],
+    verb: str,
+    done: Callable[[Task], bool],
+) -> int:
+    store = open_store(args)
+    status = EXIT_OK
+    for name in args.names:
+        _check_name(name)
+        try:
+            changed = edit_spec(store, name, patch, done)
+        except CliError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            status = EXIT_ERROR
+            continue
+        print(f"task/{name} {verb if changed else 'unchanged'}")
+    return status
+
+
+def edit_spec(
+    store: TaskStore, name: str, patch: dict[str, Any], done: Callable[[Task], bool]
+) -> bool:
+    """Apply a merge patch to the spec file of `name`; False if nothing needed to change."""
+    path = store.spec_path(name)
+    stem = name.rsplit("/", 1)[-1]
+    rel = f"{name}{path.suffix}"
+    for _ in range(_ATTEMPTS):
+        data = store.read_spec_text(name)
+        if data is None:
+            raise CliError(f'task "{name}" not found')
+        try:
+            task = parse_task(data, file=rel, expected_name=stem)
+        except SpecParseError as exc:
+            raise CliError(
+                f"the spec of {name} is invalid ({exc.errors[0]}); fix the file first"
+            ) from None
+        if done(task):
+            return False
+        text = data.decode("utf-8-sig")
+        new_text, _ = patch_text(text, load_document(text), patch)
+        new_data = new_text.encode()
+        try:
+            parse_task(new_data, file=rel, expected_name=stem)
+        except SpecParseError as exc:
+            raise CliError(f"the edit would make {name} invalid: {exc.errors[0]}") from None
+        if store.read_spec_text(name) != data:
+            continue  # someone else wrote the file meanwhile: start over from their version
+        try:
+            write_atomic(path, new_data)
+        except OSError as exc:
+            raise CliError(f"cannot write {path}: {exc.strerror}") from None
+        return True
+    raise CliError(f"the spec of {name} keeps changing; try again")
+
+
+def _check_name(name: str) -> None:
+    try:
+        validate_name(name)
+    except InvalidName as exc:
+        raise CliError(str(exc)) from None

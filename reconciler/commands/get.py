@@ -1,0 +1,289 @@
+"""`rayqueue get`: the tasks in queue order, as a table, YAML, JSON or names; -w to watch."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TextIO
+
+import yaml
+
+from reconciler.commands.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    HelpFormatter,
+    Subparsers,
+    folder_parent,
+    human_age,
+    number,
+    one_line,
+    open_store,
+    table,
+)
+from reconciler.commands.views import TaskView, load_views
+from specs.models import Phase
+from specs.quantity import format_memory
+from specs.store import TaskStore
+
+WATCH_INTERVAL_SECONDS = 0.5
+MESSAGE_WIDTH = 70  # the MESSAGE column without -o wide
+HEADER = ("NAME", "PRIORITY", "PHASE", "CPU", "GPU", "MEMORY", "POSITION", "AGE", "MESSAGE")
+WIDE_HEADER = (*HEADER[:-1], "RUN", "SUBMISSION ID", "RAY STATUS", "LABELS", "MESSAGE")
+_CLEAR_SCREEN = "\x1b[H\x1b[2J"
+
+EPILOG = """\
+Order: running and starting tasks first, then the queue as the reconciler takes it (priority
+high to low, then the time a task was queued, then name), then unschedulable, suspended and
+not-yet-seen tasks, then invalid ones, then finished ones. POSITION is the place in the queue
+at the reconciler's last pass; AGE counts from when the current run was queued.
+
+examples:
+  rayqueue get
+  rayqueue get -o wide --phase Queued,Running
+  rayqueue get -l team=vision -o yaml
+  rayqueue get -w                         # redraws on change; Ctrl-C to stop
+"""
+
+
+def register(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "get",
+        parents=[folder_parent()],
+        formatter_class=HelpFormatter,
+        help="list tasks with their phase, in queue order",
+        description="List the tasks of the folder with their status, read from the sidecars.",
+        epilog=EPILOG,
+    )
+    p.add_argument("names", nargs="*", metavar="NAME", help="only these tasks")
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=["table", "wide", "yaml", "json", "name"],
+        default="table",
+        metavar="FORMAT",
+        help="wide (more columns), yaml, json or name (task/NAME); default: a table",
+    )
+    p.add_argument(
+        "-l",
+        "--selector",
+        action="append",
+        default=[],
+        metavar="SELECTOR",
+        help="label selector: key=value, key!=value, key or !key; comma-separated or repeated",
+    )
+    p.add_argument(
+        "--phase",
+        action="append",
+        default=[],
+        metavar="PHASE",
+        help="only tasks in these phases, e.g. Queued,Running (case-insensitive)",
+    )
+    p.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help=f"redraw whenever something changes (checks every {WATCH_INTERVAL_SECONDS:g} s)",
+    )
+    p.set_defaults(func=run)
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One term of a label selector."""
+
+    key: str
+    op: str  # "=", "!=", "exists", "!exists"
+    value: str = ""
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        if self.op == "exists":
+            return self.key in labels
+        if self.op == "!exists":
+            return self.key not in labels
+        if self.op == "=":
+            return labels.get(self.key) == self.value
+        return labels.get(self.key) != self.value
+
+
+def parse_selector(texts: Sequence[str]) -> list[Requirement]:
+    """kubectl's equality-based selectors: `a=b,c!=d,e,!f`."""
+    result = []
+    for text in texts:
+        for term in (t.strip() for t in text.split(",")):
+            if not term:
+                continue
+            if "!=" in term:
+                key, value = term.split("!=", 1)
+                result.append(Requirement(key.strip(), "!=", value.strip()))
+            elif "=" in term:
+                key, value = term.split("==", 1) if "==" in term else term.split("=", 1)
+                result.append(Requirement(key.strip(), "=", value.strip()))
+            elif term.startswith("!"):
+                result.append(Requirement(term[1:].strip(), "!exists"))
+            else:
+                result.append(Requirement(term, "exists"))
+    for req in result:
+        if not req.key:
+            raise CliError(f"invalid label selector {','.join(texts)!r}", EXIT_USAGE)
+    return result
+
+
+def parse_phases(texts: Sequence[str]) -> set[str]:
+    known = {p.value.lower(): p.value for p in Phase}
+    phases = set()
+    for text in texts:
+        for raw in (t.strip() for t in text.split(",")):
+            if not raw:
+                continue
+            if raw.lower() not in known:
+                valid = ", ".join(p.value for p in Phase)
+                raise CliError(f"unknown phase {raw!r}; one of: {valid}", EXIT_USAGE)
+            phases.add(known[raw.lower()])
+    return phases
+
+
+def run(args: argparse.Namespace) -> int:
+    store = open_store(args)
+    selector = parse_selector(args.selector)
+    phases = parse_phases(args.phase)
+
+    def render() -> tuple[str, str, list[str]]:
+        views, missing = select(store, args.names, selector, phases)
+        text, signature = render_views(views, args.output, single=len(args.names) == 1)
+        return text, signature, missing
+
+    text, signature, missing = render()
+    for name in missing:
+        print(f'error: task "{name}" not found', file=sys.stderr)
+    if not args.watch:
+        if text:
+            sys.stdout.write(text)
+        elif not missing:
+            print(f"No tasks found in {store.root}.", file=sys.stderr)
+        return EXIT_ERROR if missing else EXIT_OK
+    return watch(render, sys.stdout, first=(text, signature))
+
+
+def select(
+    store: TaskStore, names: Sequence[str], selector: Sequence[Requirement], phases: set[str]
+) -> tuple[list[TaskView], list[str]]:
+    views = load_views(store)
+    missing: list[str] = []
+    if names:
+        by_name = {v.name: v for v in views}
+        missing = [n for n in names if n not in by_name]
+        wanted = set(names)
+        views = [v for v in views if v.name in wanted]
+    if selector:
+        views = [v for v in views if all(r.matches(_labels(v)) for r in selector)]
+    if phases:
+        views = [v for v in views if v.phase in phases]
+    return views, missing
+
+
+def render_views(views: Sequence[TaskView], output: str, *, single: bool) -> tuple[str, str]:
+    """(text to print, signature): the signature leaves out AGE, so -w redraws on real changes."""
+    if output == "name":
+        text = "".join(f"task/{v.name}\n" for v in views)
+        return text, text
+    if output in ("yaml", "json"):
+        objects = [v.to_object() for v in views]
+        document: object = (
+            objects[0]
+            if single and len(objects) == 1
+            else {"apiVersion": "v1", "kind": "List", "items": objects}
+        )
+        if output == "json":
+            text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+        else:
+            text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True, width=10_000)
+        return text, text
+    if not views:
+        return "", ""
+    wide = output == "wide"
+    now = time.time()
+    rows = [_row(v, now, wide) for v in views]
+    age = HEADER.index("AGE")
+    signature = repr([row[:age] + row[age + 1 :] for row in rows])
+    return table(WIDE_HEADER if wide else HEADER, rows), signature
+
+
+def _row(view: TaskView, now: float, wide: bool) -> list[str]:
+    task, body = view.task, view.body
+    if task is not None:
+        res = task.spec.resources
+        memory = format_memory(res.memory)
+        cells = [str(task.spec.priority), number(res.cpu), number(res.gpu), memory]
+    else:
+        cells = ["-", "-", "-", "-"]
+    position = body.queue_position if body is not None else None
+    age = view.age_seconds(now)
+    row = [
+        view.name,
+        cells[0],
+        view.phase,
+        *cells[1:],
+        str(position) if position is not None else "-",
+        human_age(age) if age is not None else "-",
+    ]
+    if wide:
+        labels = _labels(view)
+        row += [
+            str(body.run) if body is not None and body.run else "-",
+            (body.submission_id if body is not None else None) or "-",
+            (body.ray_status if body is not None else None) or "-",
+            ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "-",
+            one_line(view.message),
+        ]
+    else:
+        row.append(one_line(view.message, MESSAGE_WIDTH))
+    return row
+
+
+def _labels(view: TaskView) -> dict[str, str]:
+    return dict(view.task.metadata.labels) if view.task is not None else {}
+
+
+def watch(
+    render: Callable[[], tuple[str, str, list[str]]],
+    out: TextIO,
+    *,
+    first: tuple[str, str],
+    interval_seconds: float = WATCH_INTERVAL_SECONDS,
+    sleep: Callable[[float], None] | None = None,
+) -> int:
+    """Print, then redraw whenever the signature changes, until Ctrl-C (exit 0)."""
+    sleep = sleep or time.sleep
+    clear = out.isatty()
+    text, signature = first
+    try:
+        _draw(out, text, clear, initial=True)
+        while True:
+            sleep(interval_seconds)
+            try:
+                new_text, new_signature, _ = render()
+            except CliError as exc:  # the folder vanished for a moment: say so, keep watching
+                new_text, new_signature = f"error: {exc}\n", f"error: {exc}"
+            if new_signature != signature:
+                text, signature = new_text, new_signature
+                _draw(out, text, clear, initial=False)
+            elif clear and new_text != text:
+                text = new_text  # only AGE moved: refresh in place on a terminal
+                _draw(out, text, clear, initial=False)
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+def _draw(out: TextIO, text: str, clear: bool, *, initial: bool) -> None:
+    shown = text or "No tasks.\n"
+    if clear:
+        out.write(_CLEAR_SCREEN + shown)
+    else:
+        out.write(shown if initial else "\n" + shown)
+    out.flush()

@@ -1,0 +1,194 @@
+"""`rayqueue plan`: a dry run of the next reconcile pass, read-only on the folder and on Ray.
+
+Models: Argo CD's `app diff` and Slurm's `sbatch --test-only`. The pass is planned by the same
+pure planner, with the same options, that `rayqueue serve` uses; only its actions are printed
+instead of carried out. Ray is asked twice (the job list and the capacity), as in a pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+from reconciler import planner
+from reconciler.commands import common
+from reconciler.commands.common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    HelpFormatter,
+    Subparsers,
+    add_address_option,
+    folder_parent,
+    number,
+    open_store,
+    require_address,
+    table,
+)
+from reconciler.commands.serve import add_loop_options, loop_settings
+from reconciler.loop import plan_options
+from reconciler.planner import Observation, Plan, TaskInput
+from reconciler.ray_types import Capacity, RayError
+from specs.models import Phase, TaskStatus
+from specs.quantity import human_memory
+from specs.store import FolderUnavailable
+
+EPILOG = """\
+The queue id must match the one `rayqueue serve` uses, or the plan treats the queue's jobs as
+foreign: run `plan` with the same --dir from the same working directory (the default id is
+derived from the folder's absolute path), or pass the same --queue-id. Give the same
+--policy and other loop options as serve, too.
+
+examples:
+  rayqueue plan --dir tasks --address http://head:8265
+  RAY_DASHBOARD_ADDRESS=http://head:8265 rayqueue plan --policy besteffort
+"""
+
+
+def register(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "plan",
+        parents=[folder_parent()],
+        formatter_class=HelpFormatter,
+        help="dry run: what the next pass would submit, stop or time out, and why others wait",
+        description="Read the folder, the sidecars and Ray (read-only), plan one reconcile "
+        "pass exactly as `rayqueue serve` would, and print it. Nothing is written or submitted.",
+        epilog=EPILOG,
+    )
+    add_address_option(p)
+    add_loop_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.max_inflight < 1:
+        raise CliError("--max-inflight must be at least 1", EXIT_USAGE)
+    address = require_address(args, "plan")
+    settings = loop_settings(args)
+    options = plan_options(settings)
+    store = open_store(args)
+    try:
+        entries = store.scan()
+        statuses = store.read_statuses()
+    except FolderUnavailable as exc:
+        raise CliError(str(exc)) from None
+    specs = {
+        name: TaskInput(name, e.task, str(e.error) if e.error else None, e.last_valid)
+        for name, e in entries.items()
+    }
+    adapter = common.make_adapter(address, settings.ray_timeout_seconds)
+    try:
+        jobs = adapter.list_jobs()
+        capacity = adapter.capacity()
+    except RayError as exc:
+        raise CliError(f"cannot read Ray at {address}: {exc}") from None
+    observed = Observation({job.submission_id: job for job in jobs}, capacity)
+    result = planner.plan(specs, statuses, observed, datetime.now(UTC), options)
+
+    print(
+        f"Plan for {store.root} (queue {options.queue_id}, policy {options.policy}), "
+        f"Ray at {address}"
+    )
+    print(report(result, specs, statuses), end="")
+    return EXIT_OK
+
+
+def report(result: Plan, specs: Mapping[str, TaskInput], statuses: Mapping[str, TaskStatus]) -> str:
+    """The plan in words. Pure, so it is tested without Ray."""
+    out: list[str] = []
+    summary = result.summary
+    if summary is not None and summary.capacity is not None:
+        cap, used = summary.capacity, summary.used
+        out.append(
+            f"Cluster: {_amount(cap)}; held by this queue: {_amount(used)}; "
+            f"free: {_amount(cap - used)}"
+        )
+
+    def section(title: str, header: tuple[str, ...], rows: list[list[str]]) -> None:
+        if rows:
+            out.append("")
+            out.append(f"{title} ({len(rows)}):")
+            out.extend(f"  {line}" for line in table(header, rows).splitlines())
+
+    def phase_of(name: str) -> Phase | None:
+        prev = statuses.get(name)
+        return prev.status.phase if prev is not None else None
+
+    submits = []
+    for submit in result.submits:
+        task = specs[submit.task].task or specs[submit.task].last_valid
+        recorded = phase_of(submit.task) is Phase.STARTING  # crash between write and submit
+        note = "resubmit: recorded, but not in Ray" if recorded else ""
+        submits.append(
+            [
+                submit.task,
+                str(task.spec.priority) if task else "-",
+                _amount(planner.request_of(task), short=True) if task else "-",
+                submit.request.submission_id,
+                note,
+            ]
+        )
+    section("Would submit", ("NAME", "PRIORITY", "RESOURCES", "SUBMISSION ID", ""), submits)
+
+    stops = [[s.task or "-", s.submission_id, s.reason] for s in result.stops]
+    section("Would stop", ("NAME", "SUBMISSION ID", "WHY"), stops)
+
+    timeouts, changes = [], []
+    submitted = {s.task for s in result.submits}
+    for name, status in sorted(result.statuses.items()):
+        body, before = status.status, phase_of(name)
+        timed_out = body.phase is Phase.TIMED_OUT and before is not Phase.TIMED_OUT
+        start_timeout = body.reason == "StartTimeout" and before is not Phase.FAILED
+        if timed_out or start_timeout:
+            timeouts.append([name, body.message or ""])
+        elif before is not body.phase and name not in submitted:
+            was = before.value if before is not None else "(new)"
+            changes.append([name, f"{was} -> {body.phase.value}", body.message or ""])
+    section("Would time out", ("NAME", "WHY"), timeouts)
+    section("Would record", ("NAME", "PHASE", "MESSAGE"), changes)
+
+    waiting = sorted(
+        ((n, s.status) for n, s in result.statuses.items() if s.status.phase is Phase.QUEUED),
+        key=lambda item: (item[1].queue_position or 0, item[0]),
+    )
+    rows = []
+    for name, body in waiting:
+        task = specs[name].task
+        rows.append(
+            [
+                str(body.queue_position or "-"),
+                name,
+                str(task.spec.priority) if task else "-",
+                f"{body.reason}: {body.message}" if body.reason else body.message or "",
+            ]
+        )
+    section("Waiting", ("POSITION", "NAME", "PRIORITY", "WHY"), rows)
+
+    unschedulable = [
+        [n, s.status.message or ""]
+        for n, s in sorted(result.statuses.items())
+        if s.status.phase is Phase.UNSCHEDULABLE
+    ]
+    section("Unschedulable", ("NAME", "WHY"), unschedulable)
+
+    held = [line for line in result.events if line.startswith("REFUSING")]
+    if held:
+        out.append("")
+        out.extend(f"Held: {line}" for line in held)
+    if not (submits or stops or timeouts):
+        out.append("")
+        out.append("Nothing to submit, stop or time out.")
+    out.append("")
+    out.append("Nothing was changed; this is what the next pass of `rayqueue serve` would do.")
+    return "\n".join(out) + "\n"
+
+
+def _amount(value: Capacity, *, short: bool = False) -> str:
+    parts = [
+        (value.cpu, f"{number(value.cpu)} CPU"),
+        (value.gpu, f"{number(value.gpu)} GPU"),
+        (value.memory, f"{human_memory(max(value.memory, 0))} memory"),
+    ]
+    shown = [text for amount, text in parts if amount or not short]
+    return ", ".join(shown) or "nothing"

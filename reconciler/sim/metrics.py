@@ -1,0 +1,91 @@
+"""Scheduling metrics of one simulated run: utilization, waits per priority, slowdown."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from reconciler.sim.engine import SimResult
+
+BSLD_FLOOR_SECONDS = 10.0
+"""Bounded slowdown divides by max(run, 10 s), so very short jobs do not dominate the mean."""
+
+
+@dataclass(frozen=True)
+class WaitStats:
+    jobs: int
+    mean: float
+    p50: float
+    p95: float
+
+
+@dataclass(frozen=True)
+class Metrics:
+    policy: str
+    jobs: int
+    utilization: float  # integral of declared CPU use / (capacity x makespan)
+    makespan: float  # first arrival to last end, seconds
+    mean_wait: float
+    waits: dict[int, WaitStats]  # by priority level
+    mean_bounded_slowdown: float
+    longest_wait: float
+    longest_wait_job: str
+    unfinished: int
+    passes: int
+    pass_ms: float  # mean planner time per pass
+    task_us: float  # mean planner time per live task per pass
+    wall_seconds: float
+
+    def to_json(self) -> dict[str, object]:
+        data = asdict(self)
+        data["waits"] = {str(k): asdict(v) for k, v in sorted(self.waits.items())}
+        return data
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default), q in [0, 100]."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * q / 100
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def measure(result: SimResult) -> Metrics:
+    done = [r for r in result.records if r.start is not None and r.end is not None]
+    if not done:
+        raise ValueError("no job finished; nothing to measure")
+    first = min(r.job.arrival for r in result.records)
+    makespan = max(r.end or 0.0 for r in done) - first
+    used = sum(r.job.cpu * ((r.end or 0.0) - (r.start or 0.0)) for r in done)
+    waits = [r.wait or 0.0 for r in done]
+    by_priority: dict[int, list[float]] = {}
+    for record, wait in zip(done, waits, strict=True):
+        by_priority.setdefault(record.job.priority, []).append(wait)
+    slowdowns = [
+        max(1.0, (wait + r.job.run) / max(r.job.run, BSLD_FLOOR_SECONDS))
+        for r, wait in zip(done, waits, strict=True)
+    ]
+    longest = max(range(len(done)), key=lambda i: (waits[i], done[i].job.name))
+    return Metrics(
+        policy=result.policy,
+        jobs=len(result.records),
+        utilization=used / (result.capacity_cpu * makespan) if makespan > 0 else 0.0,
+        makespan=makespan,
+        mean_wait=sum(waits) / len(waits),
+        waits={
+            level: WaitStats(len(w), sum(w) / len(w), percentile(w, 50), percentile(w, 95))
+            for level, w in sorted(by_priority.items())
+        },
+        mean_bounded_slowdown=sum(slowdowns) / len(slowdowns),
+        longest_wait=waits[longest],
+        longest_wait_job=done[longest].job.name,
+        unfinished=result.unfinished,
+        passes=result.passes,
+        pass_ms=result.pass_ms,
+        task_us=result.task_us,
+        wall_seconds=result.wall_seconds,
+    )

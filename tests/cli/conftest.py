@@ -1,0 +1,105 @@
+"""In-process CLI runs: `main([...])` against a temporary tasks folder, output captured."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reconciler.cli import main
+from reconciler.fake_ray import FakeRay
+from reconciler.loop import Reconciler
+from reconciler.ray_types import Capacity
+from reconciler.settings import Settings
+from specs.store import TaskStore
+
+QUEUE_ID = "cli-test"
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The user's shell must not leak a real cluster or folder into these tests.
+    for var in ("RAY_DASHBOARD_ADDRESS", "RAY_ADDRESS", "RAYQUEUE_DIR"):
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def tasks(tmp_path: Path) -> Path:
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    return folder
+
+
+@pytest.fixture
+def rq(capsys: pytest.CaptureFixture[str], tasks: Path) -> Callable[..., Result]:
+    """rq("get", "-o", "wide") runs `rayqueue get -o wide --dir <tasks>`."""
+
+    def run(*argv: str, folder: Path | None = tasks) -> Result:
+        args = [*argv, "--dir", str(folder)] if folder is not None else list(argv)
+        code = main(args)
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return run
+
+
+def spec_text(
+    entrypoint: str = "echo hi", cpu: float = 1, priority: int = 0, **extra: object
+) -> str:
+    """A valid spec as YAML text; `extra` adds spec fields (resources= replaces cpu=)."""
+    spec = {"entrypoint": entrypoint, "priority": priority, "resources": {"cpu": cpu}, **extra}
+    return yaml.safe_dump({"apiVersion": "rayqueue/v1", "kind": "Task", "spec": spec})
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / f"{name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file below `folder` with its bytes and mtime: to prove a command wrote nothing."""
+    result = {}
+    for root, _, files in os.walk(folder):
+        for name in files:
+            path = Path(root) / name
+            result[str(path.relative_to(folder))] = (path.read_bytes(), path.stat().st_mtime_ns)
+    return result
+
+
+@dataclass
+class World:
+    """A real Reconciler on the tasks folder, against FakeRay, driven pass by pass."""
+
+    tasks: Path
+    ray: FakeRay
+    reconciler: Reconciler
+    clock: list[float]
+
+    def run_pass(self) -> None:
+        self.reconciler.run_pass()
+
+
+@pytest.fixture
+def world(tasks: Path, tmp_path: Path) -> Iterator[World]:
+    import time
+
+    clock = [time.time()]
+    ray = FakeRay(Capacity(4, 0, 16 * 2**30), clock=lambda: clock[0])
+    settings = Settings(
+        tasks_dir=tasks, queue_id=QUEUE_ID, api=False, state_dir=tmp_path / "state"
+    )
+    reconciler = Reconciler(settings, TaskStore(tasks), ray, clock=lambda: clock[0])
+    yield World(tasks, ray, reconciler, clock)

@@ -1,0 +1,184 @@
+"""`rayqueue apply`: validate everything first, then write atomically; kubectl's verbs."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import pytest
+
+from specs.parse import parse_task
+from tests.cli.conftest import snapshot, spec_text, write
+
+TWO_TASKS = """\
+apiVersion: rayqueue/v1
+kind: Task
+metadata: {name: first}
+spec: {entrypoint: echo 1, resources: {cpu: 1}}
+---
+apiVersion: rayqueue/v1
+kind: Task
+metadata: {name: second, labels: {team: a}}
+spec: {entrypoint: echo 2, priority: 4, resources: {cpu: 1}}
+"""
+
+
+def test_created_unchanged_configured(rq, tasks: Path, tmp_path: Path) -> None:
+    source = write(tmp_path / "src", "train", spec_text(priority=3))
+    result = rq("apply", "-f", str(source))
+    assert (result.code, result.out) == (0, "task/train created\n")
+    task = parse_task((tasks / "train.yaml").read_bytes(), file="train.yaml")
+    assert task.spec.priority == 3
+
+    before = snapshot(tasks)
+    result = rq("apply", "-f", str(source))
+    assert (result.code, result.out) == (0, "task/train unchanged\n")
+    assert snapshot(tasks) == before  # no rewrite, so no wake-up and no mtime churn
+
+    write(tmp_path / "src", "train", spec_text(priority=7))
+    result = rq("apply", "-f", str(source))
+    assert (result.code, result.out) == (0, "task/train configured\n")
+    assert parse_task((tasks / "train.yaml").read_bytes(), file="t").spec.priority == 7
+
+
+def test_explicit_default_and_name_are_unchanged(rq, tasks: Path, tmp_path: Path) -> None:
+    write(tasks, "a", spec_text())
+    # Same meaning, other text: priority 0 spelled out and metadata.name given.
+    text = spec_text().replace("kind: Task", "kind: Task\nmetadata: {name: a}")
+    source = write(tmp_path, "a", text)
+    assert rq("apply", "-f", str(source)).out == "task/a unchanged\n"
+
+
+def test_multi_document_file(rq, tasks: Path, tmp_path: Path) -> None:
+    source = tmp_path / "bundle.yaml"
+    source.write_text(TWO_TASKS)
+    result = rq("apply", "-f", str(source))
+    assert result.code == 0
+    assert result.out == "task/first created\ntask/second created\n"
+    assert sorted(p.name for p in tasks.iterdir()) == ["first.yaml", "second.yaml"]
+
+
+def test_namespace_puts_tasks_in_a_subfolder(rq, tasks: Path, tmp_path: Path) -> None:
+    source = tmp_path / "bundle.yaml"
+    source.write_text(TWO_TASKS)
+    result = rq("apply", "-f", str(source), "-n", "team-a")
+    assert result.out == "task/team-a/first created\ntask/team-a/second created\n"
+    assert (tasks / "team-a" / "first.yaml").is_file()
+
+
+def test_nothing_is_written_if_any_document_is_invalid(rq, tasks: Path, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    write(src, "good", spec_text())
+    write(src, "bad", spec_text().replace("priority: 0", "priorty: 3"))
+    result = rq("apply", "-f", str(src))
+    assert result.code == 1
+    assert result.out == ""
+    assert f"{src / 'bad.yaml'}:" in result.err
+    assert "spec.priorty: unknown field" in result.err
+    assert "nothing was applied" in result.err
+    assert list(tasks.iterdir()) == []
+
+
+def test_invalid_document_in_a_bundle_blocks_the_rest(rq, tasks: Path, tmp_path: Path) -> None:
+    source = tmp_path / "bundle.yaml"
+    source.write_text(TWO_TASKS.replace("priority: 4", "priority: 12"))
+    result = rq("apply", "-f", str(source))
+    assert result.code == 1
+    assert ":9:" in result.err and "spec.priority" in result.err
+    assert list(tasks.iterdir()) == []
+
+
+def test_bundle_documents_need_names(rq, tmp_path: Path) -> None:
+    source = tmp_path / "bundle.yaml"
+    source.write_text(spec_text() + "---\n" + spec_text())
+    result = rq("apply", "-f", str(source))
+    assert result.code == 1
+    assert "metadata.name: required field is missing" in result.err
+
+
+def test_duplicate_names_across_files(rq, tasks: Path, tmp_path: Path) -> None:
+    write(tmp_path / "one", "x", spec_text())
+    write(tmp_path / "two", "x", spec_text())
+    result = rq("apply", "-f", str(tmp_path / "one"), "-f", str(tmp_path / "two"))
+    assert result.code == 1
+    assert "task x is also defined in" in result.err
+    assert list(tasks.iterdir()) == []
+
+
+def test_bad_task_name(rq, tasks: Path, tmp_path: Path) -> None:
+    write(tmp_path, "has space", spec_text())
+    result = rq("apply", "-f", str(tmp_path / "has space.yaml"))
+    assert result.code == 1
+    assert "may only contain" in result.err
+    assert list(tasks.iterdir()) == []
+
+
+def test_stdin(rq, tasks: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = spec_text().replace("kind: Task", "kind: Task\nmetadata: {name: piped}")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    result = rq("apply", "-f", "-")
+    assert (result.code, result.out) == (0, "task/piped created\n")
+    assert (tasks / "piped.yaml").is_file()
+
+
+def test_stdin_needs_a_name(rq, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(spec_text().encode())))
+    result = rq("apply", "-f", "-")
+    assert result.code == 1
+    assert "<stdin>" in result.err and "metadata.name" in result.err
+
+
+def test_directory_recursive_keeps_subfolders(rq, tasks: Path, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    write(src, "top", spec_text())
+    write(src, "team-b/nested", spec_text())
+    (src / "top.status.yaml").write_text("not a spec")  # sidecars are skipped
+    (src / ".hidden.yaml").write_text("not a spec")
+    assert rq("apply", "-f", str(src)).out == "task/top created\n"
+    result = rq("apply", "-f", str(src), "-R")
+    assert result.out == "task/team-b/nested created\ntask/top unchanged\n"
+    assert (tasks / "team-b" / "nested.yaml").is_file()
+
+
+def test_dry_run_writes_nothing(rq, tasks: Path, tmp_path: Path) -> None:
+    source = write(tmp_path, "train", spec_text())
+    result = rq("apply", "-f", str(source), "--dry-run")
+    assert (result.code, result.out) == (0, "task/train created (dry run)\n")
+    assert list(tasks.iterdir()) == []
+
+
+def test_creates_a_missing_folder(rq, tmp_path: Path) -> None:
+    source = write(tmp_path, "train", spec_text())
+    folder = tmp_path / "new" / "tasks"
+    result = rq("apply", "-f", str(source), folder=folder)
+    assert result.code == 0
+    assert (folder / "train.yaml").is_file()
+    assert "created the tasks folder" in result.err
+
+
+def test_missing_file(rq, tmp_path: Path) -> None:
+    result = rq("apply", "-f", str(tmp_path / "nope.yaml"))
+    assert result.code == 1
+    assert "does not exist" in result.err
+
+
+def test_rayqueue_dir_environment(rq, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "from-env"
+    folder.mkdir()
+    monkeypatch.setenv("RAYQUEUE_DIR", str(folder))
+    source = write(tmp_path, "train", spec_text())
+    assert rq("apply", "-f", str(source), folder=None).code == 0
+    assert (folder / "train.yaml").is_file()
+
+
+def test_dir_before_the_command(rq, tasks: Path, tmp_path: Path) -> None:
+    source = write(tmp_path, "train", spec_text())
+    assert rq("--dir", str(tasks), "apply", "-f", str(source), folder=None).code == 0
+    assert (tasks / "train.yaml").is_file()
+
+
+def test_filename_is_required(rq) -> None:
+    result = rq("apply")
+    assert result.code == 2
+    assert "-f" in result.err

@@ -1,0 +1,92 @@
+"""`rayqueue describe`: spec, status, conditions, Ray job with a link, and a log tail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reconciler.commands import common
+from reconciler.ray_types import FAILED, RUNNING
+from tests.cli.conftest import spec_text, write
+
+
+def submission_id(tasks: Path, name: str) -> str:
+    return yaml.safe_load((tasks / f"{name}.status.yaml").read_text())["status"]["submissionId"]
+
+
+def test_running_task_with_dashboard_link_and_live_log(
+    rq, world, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    text = spec_text(
+        priority=4, timeoutSeconds=30, runtimeEnv={"working_dir": "examples/scheduler"}
+    ).replace("kind: Task", "kind: Task\nmetadata:\n  labels: {team: v}")
+    write(world.tasks, "train", text)
+    world.run_pass()
+    sid = submission_id(world.tasks, "train")
+    world.ray.set_status(sid, RUNNING)
+    world.ray.set_logs(sid, "".join(f"line {i}\n" for i in range(30)))
+    world.run_pass()
+    monkeypatch.setattr(common, "make_adapter", lambda address, timeout=10.0: world.ray)
+
+    result = rq("describe", "train", "--address", "http://head:8265", "--tail", "3")
+    assert result.code == 0, result.err
+    out = result.out
+    assert "Name:                 train" in out
+    assert "Labels:               team=v" in out
+    assert "Priority:           4" in out
+    assert "Timeout:            30s" in out
+    assert "working_dir: examples/scheduler" in out
+    assert "Phase:              Running" in out
+    assert f"Dashboard:          http://head:8265/#/jobs/{sid}" in out
+    assert "Ray status:         RUNNING" in out
+    assert out.rstrip().endswith("line 27\n  line 28\n  line 29".replace("\n", "\n"))
+    assert "line 26" not in out
+
+
+def test_failed_task_shows_the_saved_log_tail(rq, world) -> None:
+    write(world.tasks, "crash", spec_text())
+    world.run_pass()
+    sid = submission_id(world.tasks, "crash")
+    world.ray.set_logs(sid, "Traceback\nZeroDivisionError\n")
+    world.ray.set_status(sid, FAILED)
+    world.run_pass()
+    out = rq("describe", "crash").out
+    assert "Phase:              Failed" in out
+    assert "Log tail (saved when the run failed):\n  Traceback\n  ZeroDivisionError" in out
+    assert "pass --address" in out  # no address: no link, but a hint
+
+
+def test_conditions_table(rq, world) -> None:
+    write(world.tasks, "a", spec_text())
+    world.ray.available = False
+    world.run_pass()
+    out = rq("describe", "a").out
+    assert "Conditions:\n  TYPE" in out
+    assert "ClusterUnavailable" in out and "RayUnreachable" in out
+
+
+def test_not_seen_and_stale(rq, world) -> None:
+    path = write(world.tasks, "a", spec_text())
+    out = rq("describe", "a").out
+    assert "Status:" in out and "not yet seen by the reconciler" in out
+    assert "Ray job:              <none>" in out
+    world.run_pass()
+    path.write_text(spec_text(entrypoint="echo changed"))
+    assert "has not caught up" in rq("describe", "a").out
+
+
+def test_invalid_spec_lists_every_error(rq, tasks: Path) -> None:
+    write(tasks, "bad", "apiVersion: rayqueue/v1\nkind: Task\nspec:\n  priorty: 1\n  cpu: 2\n")
+    out = rq("describe", "bad").out
+    assert "Spec:                 invalid" in out
+    assert "spec.priorty: unknown field" in out
+    assert "spec.cpu: unknown field" in out
+    assert "spec.entrypoint: required field is missing" in out
+
+
+def test_not_found(rq, tasks: Path) -> None:
+    result = rq("describe", "nope")
+    assert result.code == 1
+    assert 'task "nope" not found' in result.err

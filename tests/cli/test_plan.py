@@ -1,0 +1,125 @@
+"""`rayqueue plan`: the next pass, planned as serve would, without writing or submitting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from reconciler.commands import common
+from reconciler.fake_ray import FakeRay
+from reconciler.ray_types import RUNNING, Capacity
+from tests.cli.conftest import QUEUE_ID, snapshot, spec_text, write
+
+ADDRESS = ("--address", "http://head:8265", "--queue-id", QUEUE_ID)
+
+
+@pytest.fixture
+def fake(world, monkeypatch: pytest.MonkeyPatch) -> FakeRay:
+    monkeypatch.setattr(common, "make_adapter", lambda address, timeout=10.0: world.ray)
+    return world.ray
+
+
+def sections(out: str) -> dict[str, list[str]]:
+    """Section title -> the names in its rows."""
+    result: dict[str, list[str]] = {}
+    current = None
+    for line in out.splitlines():
+        if line.endswith("):") and "(" in line:
+            current = line.split(" (")[0]
+            result[current] = []
+        elif current and line.startswith("  ") and not line.startswith("  NAME"):
+            if not line.startswith("  POSITION"):
+                result[current].append(line.split()[1 if current == "Waiting" else 0])
+        elif not line.strip():
+            current = None
+    return result
+
+
+def test_first_pass_plan_is_read_only(rq, world, fake: FakeRay) -> None:
+    t = world.tasks
+    write(t, "big", spec_text(cpu=3, priority=9))
+    write(t, "small", spec_text(cpu=2, priority=1))
+    write(t, "tiny", spec_text(cpu=1, priority=0))
+    write(t, "huge", spec_text(cpu=64))
+    write(t, "broken", spec_text().replace("priority: 0", "priorty: 1"))
+    before = snapshot(t)
+
+    result = rq("plan", *ADDRESS)
+    assert result.code == 0, result.err
+    out = result.out
+    found = sections(out)
+    assert found["Would submit"] == ["big"]
+    assert found["Waiting"] == ["small", "tiny"]
+    assert found["Unschedulable"] == ["huge"]
+    assert "WaitingForResources: needs 2 CPU; 1 free" in out
+    assert "waits behind small" in out
+    assert "asks for 64 CPU" in out
+    assert "broken" in found["Would record"]
+    assert f"queue {QUEUE_ID}, policy strict" in out
+    assert "Cluster: 4 CPU, 0 GPU, 16Gi memory" in out
+    assert "Nothing was changed" in out
+
+    assert dict(fake.calls) == {"list_jobs": 1, "capacity": 1}  # exactly one of each
+    assert fake.submitted == []
+    assert snapshot(t) == before  # not one byte written
+
+
+def test_timeout_and_deletion_stops(rq, world, fake: FakeRay) -> None:
+    t = world.tasks
+    write(t, "slow", spec_text(timeoutSeconds=5))
+    write(t, "doomed", spec_text())
+    world.clock[0] -= 100  # these runs started 100 s ago
+    world.run_pass()
+    for name in ("slow", "doomed"):
+        sid = yaml.safe_load((t / f"{name}.status.yaml").read_text())["status"]["submissionId"]
+        fake.set_status(sid, RUNNING)
+    world.run_pass()
+    (t / "doomed.yaml").unlink()
+    before = snapshot(t)
+    fake.calls.clear()
+
+    out = rq("plan", *ADDRESS).out
+    found = sections(out)
+    assert found["Would time out"] == ["slow"]
+    assert "ran longer than timeoutSeconds=5" in out
+    assert sorted(found["Would stop"]) == ["doomed", "slow"]
+    assert "spec deleted" in out
+    assert dict(fake.calls) == {"list_jobs": 1, "capacity": 1}
+    assert fake.stop_requested == set() and all(
+        j.status == RUNNING for j in fake.jobs.values()
+    )
+    assert snapshot(t) == before
+
+
+def test_policy_option_changes_the_plan(rq, world, fake: FakeRay) -> None:
+    write(world.tasks, "blocker", spec_text(cpu=8, priority=9))  # never fits in 4 CPUs...
+    fake.cluster_capacity = Capacity(8, 0, 16 * 2**30)
+    write(world.tasks, "x", spec_text(cpu=1))
+    world.run_pass()  # ...but here the cluster has 8 and blocker starts; x fits too
+    fake.cluster_capacity = Capacity(4, 0, 16 * 2**30)
+    write(world.tasks, "big", spec_text(cpu=3, priority=5))
+    write(world.tasks, "small", spec_text(cpu=1, priority=1))
+    strict = sections(rq("plan", *ADDRESS).out)
+    best = sections(rq("plan", *ADDRESS, "--policy", "besteffort").out)
+    assert "small" not in strict.get("Would submit", [])
+    assert strict["Waiting"][:2] == ["big", "small"]
+    assert best.get("Would submit", []) == [] or "small" not in strict.get("Would submit", [])
+
+
+def test_nothing_to_do(rq, world, fake: FakeRay) -> None:
+    out = rq("plan", *ADDRESS).out
+    assert "Nothing to submit, stop or time out." in out
+
+
+def test_errors(rq, world, fake: FakeRay, tmp_path: Path) -> None:
+    result = rq("plan")
+    assert result.code == 1 and "--address" in result.err
+    fake.available = False
+    result = rq("plan", *ADDRESS)
+    assert result.code == 1 and "cannot read Ray" in result.err
+    fake.available = True
+    result = rq("plan", *ADDRESS, folder=tmp_path / "nowhere")
+    assert result.code == 1 and "does not exist" in result.err
+    assert rq("plan", *ADDRESS, "--policy", "random").code == 2

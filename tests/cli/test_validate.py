@@ -1,0 +1,93 @@
+"""`rayqueue validate`: exit 0 or 1, errors as file:line:column: field: message."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import spec_text, write
+
+
+def test_valid_files(rq, tmp_path: Path) -> None:
+    a = write(tmp_path, "a", spec_text())
+    bundle = tmp_path / "bundle.yaml"
+    bundle.write_text(
+        spec_text().replace("kind: Task", "kind: Task\nmetadata: {name: x}")
+        + "---\n"
+        + spec_text().replace("kind: Task", "kind: Task\nmetadata: {name: y}")
+    )
+    result = rq("validate", str(a), str(bundle), folder=None)
+    assert result.code == 0
+    assert result.out == f"{a}: ok (task/a)\n{bundle}: ok (task/x, task/y)\n"
+    assert rq("validate", "-q", str(a), folder=None).out == ""
+
+
+def test_errors_have_file_line_column_field(rq, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: rayqueue/v1\nkind: Task\nspec:\n  entrypoint: echo\n"
+        "  priority: 12\n  resources: {cpu: 1}\n  priorty: 3\n"
+    )
+    good = write(tmp_path, "good", spec_text())
+    result = rq("validate", str(bad), str(good), folder=None)
+    assert result.code == 1
+    errors = result.err.splitlines()
+    assert f"{bad}:5:13: spec.priority: must be less than or equal to 9 (got 12)" in errors
+    assert f"{bad}:7:3: spec.priorty: unknown field" in errors
+    assert f"{good}: ok (task/good)" in result.out
+
+
+def test_yaml_syntax_error(rq, tmp_path: Path) -> None:
+    bad = tmp_path / "broken.yaml"
+    bad.write_text("apiVersion: rayqueue/v1\nkind: Task\nspec: [\n")
+    result = rq("validate", str(bad), folder=None)
+    assert result.code == 1
+    assert result.err.startswith(f"{bad}:4:1: ")
+
+
+def test_name_must_match_the_file(rq, tmp_path: Path) -> None:
+    path = write(tmp_path, "train", spec_text().replace("kind: Task", "kind: Task\nmetadata:\n  name: other"))
+    result = rq("validate", str(path), folder=None)
+    assert result.code == 1
+    assert f"{path}:4:9: metadata.name:" in result.err
+
+
+def test_folder_is_checked_as_the_reconciler_reads_it(rq, tmp_path: Path) -> None:
+    folder = tmp_path / "tasks"
+    write(folder, "ok", spec_text())
+    write(folder, "team/nested", spec_text())
+    (folder / "bundle.yaml").write_text(
+        spec_text().replace("kind: Task", "kind: Task\nmetadata: {name: x}") + "---\n" + spec_text()
+    )
+    (folder / "ok.status.yaml").write_text("ignored: true\n")
+    (folder / "notes.txt").write_text("ignored")
+    (folder / "both.yaml").write_text(spec_text())
+    (folder / "both.yml").write_text(spec_text())
+    result = rq("validate", str(folder), folder=None)
+    assert result.code == 1
+    # A tasks folder holds one task per file: a bundle is invalid there.
+    assert f"{folder}/bundle.yaml:" in result.err and "expected one document" in result.err
+    assert "both both.yaml and both.yml define task both" in result.err
+    assert f"{folder}/ok.yaml: ok (task/ok)" in result.out
+    assert f"{folder}/team/nested.yaml: ok (task/team/nested)" in result.out
+
+
+def test_stdin(rq, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = spec_text().replace("kind: Task", "kind: Task\nmetadata: {name: s}")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    assert rq("validate", "-", folder=None).out == "<stdin>: ok (task/s)\n"
+
+
+def test_missing_path_and_empty_folder(rq, tmp_path: Path) -> None:
+    result = rq("validate", str(tmp_path / "nope.yaml"), folder=None)
+    assert result.code == 1 and "does not exist" in result.err
+    (tmp_path / "empty").mkdir()
+    result = rq("validate", str(tmp_path / "empty"), folder=None)
+    assert result.code == 1 and "no task specs" in result.err
+
+
+def test_needs_a_path(rq) -> None:
+    assert rq("validate", folder=None).code == 2

@@ -1,0 +1,237 @@
+"""Fault 1, crash anywhere: `rayqueue serve` is SIGKILLed at seeded random points while a
+workload is submitted, run, stopped and finished on the real Ray head, and restarted each time.
+
+The invariants are checked against Ray's own job list, filtered by our queue id:
+- every run of every task was submitted exactly once (no (task, run) pair twice, one uid per
+  task, and the runs Ray has are exactly the runs the sidecar counts);
+- no task was lost (each reached the phase its workload implies; deleted ones were stopped);
+- every final status matches Ray's.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from reconciler.ray_adapter import RayJobsAdapter
+from reconciler.ray_types import META_QUEUE, META_RUN, META_TASK, META_UID, RayJob
+from tests.reliability.conftest import ServeProcess, read_status, wait_until, write_task
+
+pytestmark = pytest.mark.ray
+
+SEED = int(os.environ.get("RAYQUEUE_CRASH_SEED", "20260105"))
+CRASHES = int(os.environ.get("RAYQUEUE_CRASHES", "24"))
+WINDOW_SECONDS = 6.0  # how long a run may take to reach its crash point before we kill it
+
+SLEEP = "python -c 'import time; time.sleep(30)'"
+ENTRYPOINTS = {
+    "quick": "python -c 'print(1)'",
+    "fail": "python -c 'import sys; sys.exit(3)'",
+    "timeout": SLEEP,
+    "delete": SLEEP,
+    "edit": SLEEP,
+}
+# The phase each kind must end in, and what Ray must then say about the sidecar's job.
+EXPECTED = {
+    "quick": ("Succeeded", "SUCCEEDED"),
+    "fail": ("Failed", "FAILED"),
+    "timeout": ("TimedOut", "STOPPED"),
+    "edit": ("Succeeded", "SUCCEEDED"),
+}
+# Rotated through as the workload grows, so there is always something to submit and to stop.
+KINDS = ("timeout", "quick", "delete", "edit", "fail", "quick")
+
+# Where the crash lands. The three the issue names are weighted up: between writing the
+# submission id and submit_job (before_submit), between submit_job and the status write
+# (after_submit), and during stop_job (before_stop/after_stop, and a delayed kill that fires
+# while the stop request is in flight).
+POINTS = (
+    ["before_submit"] * 4
+    + ["after_submit"] * 4
+    + ["before_stop"] * 3
+    + ["after_stop"] * 2
+    + ["status_written"] * 2
+    + ["before_delete_status"]
+)
+REQUIRED = ("before_submit", "after_submit", "during_stop")
+
+
+@dataclass
+class Workload:
+    folder: Path
+    rng: random.Random
+    kinds: dict[str, str] = field(default_factory=dict)
+    deleted: set[str] = field(default_factory=set)
+    edited: set[str] = field(default_factory=set)
+
+    def add(self, kind: str) -> None:
+        name = f"{kind}-{len(self.kinds):02d}"
+        extra: dict[str, object] = {"priority": self.rng.randint(0, 9)}
+        if kind == "timeout":
+            extra["timeoutSeconds"] = 1
+        write_task(self.folder, name, ENTRYPOINTS[kind], **extra)
+        self.kinds[name] = kind
+
+    def step(self) -> None:
+        """What a user does meanwhile: delete or edit tasks once they run."""
+        for name, kind in self.kinds.items():
+            if kind not in ("delete", "edit") or name in self.deleted | self.edited:
+                continue
+            if read_status(self.folder, name).get("phase") != "Running":
+                continue
+            if kind == "delete":
+                (self.folder / f"{name}.yaml").unlink()
+                self.deleted.add(name)
+            else:
+                write_task(self.folder, name, "python -c 'print(2)'", priority=5)
+                self.edited.add(name)
+
+    def done(self) -> bool:
+        for name, kind in self.kinds.items():
+            status = read_status(self.folder, name)
+            if kind == "delete":
+                if name not in self.deleted or status:
+                    return False
+            elif kind == "edit" and name not in self.edited:
+                return False
+            elif status.get("phase") != EXPECTED[kind][0]:
+                return False
+        return True
+
+
+def our_jobs(ray: RayJobsAdapter, queue_id: str) -> list[RayJob]:
+    return [j for j in ray.list_jobs() if j.metadata.get(META_QUEUE) == queue_id]
+
+
+def choose_crash(rng: random.Random, hits: Counter[str], remaining: int) -> tuple[str, str]:
+    """(label, RAYQUEUE_CRASH_AT). Late in the run, steer toward required points not yet hit."""
+    missing = [p for p in REQUIRED if hits[p] < 2]
+    label = rng.choice(missing) if missing and remaining <= 2 * len(missing) else None
+    if label is None:
+        label = rng.choice([*POINTS, "during_stop", "during_submit"])
+    if label == "during_stop":
+        return label, f"before_stop:{rng.randint(1, 2)}:{rng.choice((5, 20, 60))}"
+    if label == "during_submit":
+        return label, f"before_submit:{rng.randint(1, 2)}:{rng.choice((5, 20, 60))}"
+    return label, f"{label}:{rng.randint(1, 3)}"
+
+
+def test_sigkill_anywhere_never_duplicates_or_loses_a_run(
+    make_serve: Callable[..., ServeProcess], ray_head: str, figures: Counter[str]
+) -> None:
+    started = time.monotonic()
+    rng = random.Random(SEED)
+    serve = make_serve()
+    ray = RayJobsAdapter(ray_head, timeout_seconds=10)
+    work = Workload(serve.tasks, rng)
+    for kind in ("quick", "timeout", "quick", "delete", "edit", "fail"):
+        work.add(kind)
+
+    hits: Counter[str] = Counter()
+    external = 0
+    for attempt in range(CRASHES):
+        work.add(KINDS[attempt % len(KINDS)])
+        label, crash_at = choose_crash(rng, hits, CRASHES - attempt)
+        serve.start(crash_at)
+        deadline = time.monotonic() + WINDOW_SECONDS + 2  # + the interpreter's start-up
+        while serve.alive and time.monotonic() < deadline:
+            work.step()
+            time.sleep(0.1)
+        if serve.alive:
+            # The point was not reached in time: kill it wherever it is, which is a crash at a
+            # random moment, and as good a test.
+            time.sleep(rng.random())
+            serve.kill()
+            external += 1
+            hits["random moment"] += 1
+        else:
+            code = serve.proc.returncode if serve.proc else None
+            assert code == -9, f"serve exited {code}, not by SIGKILL:\n{serve.log_text()[-3000:]}"
+            hits[label] += 1
+
+    serve.start()  # no crash: let it finish the work
+    try:
+        wait_until(work.done, "the workload to finish", timeout=150)
+        wait_until(
+            lambda: all(j.terminal for j in our_jobs(ray, serve.queue_id)),
+            "every job of the queue to end",
+            timeout=60,
+        )
+    finally:
+        if serve.alive:
+            assert serve.terminate() == 0
+
+    # -- the invariants, against Ray's own job list -------------------------------------------
+    jobs = our_jobs(ray, serve.queue_id)
+    pairs = Counter((j.metadata[META_TASK], int(j.metadata[META_RUN])) for j in jobs)
+    duplicates = {pair: n for pair, n in pairs.items() if n > 1}
+    uids: dict[str, set[str]] = {}
+    runs: dict[str, list[int]] = {}
+    for job in jobs:
+        task = job.metadata[META_TASK]
+        uids.setdefault(task, set()).add(job.metadata[META_UID])
+        runs.setdefault(task, []).append(int(job.metadata[META_RUN]))
+    by_sid = {j.submission_id: j for j in jobs}
+
+    lost: list[str] = []
+    mismatched: list[str] = []
+    for name, kind in work.kinds.items():
+        status = read_status(serve.tasks, name)
+        if kind == "delete":
+            if status or not runs.get(name):
+                lost.append(f"{name}: deleted task left a sidecar or never ran")
+            continue
+        phase, ray_status = EXPECTED[kind]
+        sid = status.get("submissionId")
+        job = by_sid.get(str(sid))
+        if status.get("phase") != phase or job is None:
+            lost.append(f"{name}: {status.get('phase')} (job {sid} in Ray: {job is not None})")
+            continue
+        if job.status != ray_status or status.get("rayStatus") != job.status:
+            mismatched.append(f"{name}: {phase}/{status.get('rayStatus')} but Ray {job.status}")
+        # Every run the sidecar counts is in Ray exactly once; an edit may skip a run that was
+        # superseded before it ever reached Ray, never repeat one.
+        expected_runs = list(range(1, int(status.get("run", 0)) + 1))
+        got = sorted(runs.get(name, []))
+        if kind == "edit":
+            ok = got[-1:] == expected_runs[-1:] and set(got) <= set(expected_runs)
+        else:
+            ok = got == expected_runs
+        if not ok:
+            mismatched.append(f"{name}: sidecar run {status.get('run')}, Ray has runs {got}")
+    extra_uids = {task: ids for task, ids in uids.items() if len(ids) > 1}
+
+    logs = "\n".join(serve.log_text(i) for i in range(len(serve.log_paths)))
+    tracebacks = logs.count("Traceback")
+    conflicts = len(re.findall(r"already in Ray; adopting", logs))
+
+    figures["crash points tried"] += CRASHES
+    figures["crash points hit in process"] += CRASHES - external
+    figures["crash points by external SIGKILL"] += external
+    figures["serve restarts"] += serve.starts
+    figures["Ray jobs checked"] += len(jobs)
+    figures["duplicates found"] += sum(n - 1 for n in duplicates.values())
+    figures["tasks lost"] += len(lost)
+    figures["final statuses not matching Ray"] += len(mismatched)
+    figures["resubmissions Ray refused as duplicates"] += conflicts
+    for label, n in sorted(hits.items()):
+        figures[f"  crash at {label}"] += n
+    figures["crash test seconds"] += round(time.monotonic() - started)
+
+    assert not duplicates, f"runs submitted twice: {duplicates}"
+    assert not extra_uids, f"tasks seen as new after a crash: {extra_uids}"
+    assert not lost, "lost tasks:\n" + "\n".join(lost)
+    assert not mismatched, "statuses not matching Ray:\n" + "\n".join(mismatched)
+    assert tracebacks == 0, "a pass raised; see the serve logs in " + str(serve.logs)
+    assert hits["before_submit"] + hits["during_submit"] >= 2, hits
+    assert hits["after_submit"] >= 2, hits
+    assert hits["before_stop"] + hits["after_stop"] + hits["during_stop"] >= 2, hits
+    assert CRASHES >= 20

@@ -1,0 +1,175 @@
+"""The simulator: it drives the real planner, is deterministic, and backfill keeps its promise."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reconciler.planner import Plan
+from reconciler.sim.__main__ import DEFAULT_TRACE, main
+from reconciler.sim.engine import EPOCH, SimResult, simulate
+from reconciler.sim.metrics import measure, percentile
+from reconciler.sim.workload import Job, offered_load, read_swf, synthetic
+from specs.models import Phase
+
+
+def test_smoke_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--workload", "synthetic", "--jobs", "40", "--processes", "1"]) == 0
+    out = capsys.readouterr().out
+    for policy in ("strict", "backfill", "besteffort"):
+        assert f"| {policy} |" in out
+    assert "utilization" in out and "longest wait" in out
+
+
+@pytest.mark.skipif(not DEFAULT_TRACE.exists(), reason="the shared Lublin trace is not here")
+def test_smoke_on_the_trace(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out_json = tmp_path / "out.json"
+    args = ["--workload", "lublin", "--jobs", "30", "--processes", "1", "--json", str(out_json)]
+    assert main(args) == 0
+    assert "lublin: 30 jobs" in capsys.readouterr().out
+    assert '"backfill"' in out_json.read_text()
+
+
+def test_unknown_policy_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--policies", "fifo", "--jobs", "5"]) == 2
+    assert "unknown policy fifo" in capsys.readouterr().out
+
+
+def _outcome(result: SimResult) -> list[tuple[str, float | None, float | None]]:
+    return [(r.job.name, r.start, r.end) for r in result.records]
+
+
+def test_same_seed_same_result() -> None:
+    assert synthetic(50, seed=7) == synthetic(50, seed=7)
+    assert synthetic(50, seed=7) != synthetic(50, seed=8)
+    for policy in ("strict", "backfill", "besteffort"):
+        first = simulate(synthetic(60, seed=7), policy, capacity_cpu=64)
+        second = simulate(synthetic(60, seed=7), policy, capacity_cpu=64)
+        assert _outcome(first) == _outcome(second)
+        a, b = measure(first), measure(second)
+        assert (a.utilization, a.waits, a.longest_wait) == (b.utilization, b.waits, b.longest_wait)
+
+
+def test_every_job_runs_once_within_capacity() -> None:
+    capacity = 32
+    peaks: list[float] = []
+
+    def check(now: float, p: Plan) -> None:
+        assert p.summary is not None
+        peaks.append(p.summary.used.cpu)
+
+    jobs = synthetic(80, seed=3, capacity_cpu=capacity)
+    result = simulate(jobs, "backfill", capacity_cpu=capacity, observer=check)
+    assert max(peaks) <= capacity
+    assert result.unfinished == 0
+    for r in result.records:
+        assert r.phase is Phase.SUCCEEDED
+        assert r.start is not None and r.start >= r.job.arrival
+        assert r.end == r.start + r.job.run
+    assert 0 < measure(result).utilization <= 1
+
+
+def test_timeouts_are_the_planners() -> None:
+    jobs = [Job("late", 0, run=100, cpu=1, priority=0, timeout=10)]
+    (record,) = simulate(jobs, "strict", capacity_cpu=4).records
+    assert record.phase is Phase.TIMED_OUT
+    assert record.end == 11  # "ran longer than" 10 s: noticed at the first second past it
+
+
+def test_read_swf(tmp_path: Path) -> None:
+    trace = tmp_path / "t.swf"
+    trace.write_text(
+        "; Version: 2\n"
+        "; MaxNodes: 8\n"
+        "1  100 -1  50  4 -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1\n"
+        "2  130 -1  20 -1 -1 -1  2 -1 -1 1 -1 -1 -1 0 -1 -1 -1\n"  # allocated unknown: requested
+        "3  140 -1  -1  1 -1 -1 -1 -1 -1 0 -1 -1 -1 0 -1 -1 -1\n"  # no run time: skipped
+        "4  150 -1  10 16 -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1\n"  # wider than the cluster
+        "\n"
+        "5  160 -1   7  1 -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1\n"
+    )
+    jobs = read_swf(trace, capacity_cpu=8, seed=1)
+    assert [(j.name, j.arrival, j.run, j.cpu) for j in jobs] == [
+        ("swf-000001", 0, 50, 4),
+        ("swf-000002", 30, 20, 2),
+        ("swf-000005", 60, 7, 1),
+    ]
+    assert all(j.run <= j.timeout <= 5 * j.run + 1 and 0 <= j.priority <= 9 for j in jobs)
+    assert read_swf(trace, capacity_cpu=8, seed=1, limit=2) == jobs[:2]
+
+
+def test_synthetic_offers_the_load_asked_for() -> None:
+    jobs = synthetic(2000, seed=1, capacity_cpu=256, load=0.9)
+    assert 0.8 < offered_load(jobs, 256) < 1.0
+    assert {j.priority for j in jobs} == set(range(10))
+    assert max(j.cpu for j in jobs) == 256 and min(j.cpu for j in jobs) == 1
+
+
+def test_metrics() -> None:
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    assert percentile([5], 95) == 5
+    jobs = [
+        Job("a", 0, run=100, cpu=1, priority=9, timeout=100),
+        Job("b", 0, run=5, cpu=2, priority=0, timeout=5),
+    ]
+    result = simulate(jobs, "strict", capacity_cpu=2)
+    m = measure(result)
+    # a (1 CPU) runs 0..100, b (2 CPUs) waits 100 s then runs 5 s: 110 CPU-s of 2 x 105.
+    assert m.waits[9].mean == 0 and m.waits[0].p95 == 100
+    assert m.utilization == pytest.approx(110 / 210)
+    assert m.longest_wait == 100 and m.longest_wait_job == "b"
+    # bounded slowdown: a is 1; b is (100 + 5) / max(5, 10) = 10.5
+    assert m.mean_bounded_slowdown == pytest.approx((1 + 10.5) / 2)
+
+
+# -- property: the reserved head never starts later than its reservation ----------------------
+
+
+@st.composite
+def bounded_workloads(draw: st.DrawFn) -> list[Job]:
+    """One priority level, so the head stays the head until it starts; runs = declared bounds,
+    except tasks without a timeout, whose run the scheduler cannot know."""
+    rows = draw(
+        st.lists(
+            st.tuples(
+                st.integers(0, 300),  # arrival
+                st.integers(1, 8),  # CPUs of an 8-CPU cluster
+                st.integers(1, 200),  # run
+                st.booleans(),  # declares a timeout
+            ),
+            min_size=1,
+            max_size=14,
+        )
+    )
+    return [
+        Job(f"j{i:02d}", arrival, run, cpu, priority=0, timeout=run if bounded else 0)
+        for i, (arrival, cpu, run, bounded) in enumerate(rows)
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(bounded_workloads())
+def test_backfill_keeps_every_reservation(jobs: list[Job]) -> None:
+    # Under strict, the head starts as soon as the running jobs' bounds allow, which is exactly
+    # its reservation; so "never later than its reservation" is "never later than without
+    # backfilling", given the declared bounds.
+    promised: dict[str, float] = {}
+
+    def record(now: float, p: Plan) -> None:
+        for name, status in p.statuses.items():
+            when = status.status.estimated_start_at
+            if when is not None:
+                at = (when - EPOCH) / timedelta(seconds=1)
+                assert at >= now
+                promised[name] = min(promised.get(name, at), at)
+
+    result = simulate(jobs, "backfill", capacity_cpu=8, observer=record)
+    assert result.unfinished == 0
+    starts = {r.job.name: r.start for r in result.records}
+    for name, at in promised.items():
+        start = starts[name]
+        assert start is not None and start <= at, f"{name} promised {at}, started {start}"
