@@ -44,11 +44,19 @@ def measure(history: int, retention: float | None, root: Path) -> dict[str, obje
     queue = "hist"
     for i in range(history):  # finished runs of tasks long gone
         sid = f"old-{i}"
-        ray.add_job(RayJob(sid, SUCCEEDED, "true", start_time=clock.now - 86_400,
-                           end_time=clock.now - 86_000,
-                           metadata={META_QUEUE: queue, META_TASK: f"gone-{i}"}))
-    settings = Settings(tasks_dir=folder, queue_id=queue, api=False,
-                        ray_history_retention_seconds=retention)
+        ray.add_job(
+            RayJob(
+                sid,
+                SUCCEEDED,
+                "true",
+                start_time=clock.now - 86_400,
+                end_time=clock.now - 86_000,
+                metadata={META_QUEUE: queue, META_TASK: f"gone-{i}"},
+            )
+        )
+    settings = Settings(
+        tasks_dir=folder, queue_id=queue, api=False, ray_history_retention_seconds=retention
+    )
     rec = Reconciler(settings, TaskStore(folder), ray, clock=clock)
     for _ in range(3):  # settle; with retention on, old jobs get deleted in these passes
         rec.run_pass()
@@ -77,7 +85,9 @@ def main(argv: list[str] | None = None) -> None:
         for retention in (None, 3600.0):
             for size in args.history:
                 rows.append(measure(size, retention, Path(tmp)))
-    print(table("pass cost as Ray's history grows", list(rows[0]), [list(r.values()) for r in rows]))
+    print(
+        table("pass cost as Ray's history grows", list(rows[0]), [list(r.values()) for r in rows])
+    )
     print(f"results: {save('history', {'rows': rows}, args.out)}")
 
 

@@ -1,7 +1,7 @@
 """Drop-to-submit latency: from a spec file landing (atomic rename) to submit_job being called.
 
-    python -m benchmarks.latency                      # 200 drops on the fake adapter, 30 on real Ray
-    python -m benchmarks.latency --drops 20 --real-drops 0
+python -m benchmarks.latency                      # 200 drops on the fake adapter, 30 on real Ray
+python -m benchmarks.latency --drops 20 --real-drops 0
 """
 
 from __future__ import annotations
@@ -84,6 +84,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--drops", type=int, default=200)
     parser.add_argument("--real-drops", type=int, default=30, help="0 skips the real Ray run")
+    parser.add_argument(
+        "--address", default=None, help="real runs use this Ray dashboard instead of a private head"
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     rows = []
@@ -94,13 +97,15 @@ def main(argv: list[str] | None = None) -> None:
             from reconciler.local_ray import LocalRayHead
             from reconciler.ray_adapter import RayJobsAdapter
 
-            head = LocalRayHead()
+            head = LocalRayHead() if args.address is None else None
             try:
-                real = RayJobsAdapter(head.start(num_cpus=2))
+                address = args.address or head.start(num_cpus=2)  # type: ignore[union-attr]
+                real = RayJobsAdapter(address)
                 # settle: let each trivial job finish so the next drop meets an idle cluster
                 rows.append(summary("real", run(real, args.real_drops, Path(tmp) / "real", 1.5)))
             finally:
-                head.stop()
+                if head is not None:
+                    head.stop()
     print(table("drop-to-submit latency", list(rows[0]), [list(r.values()) for r in rows]))
     print(f"results: {save('latency', {'rows': rows}, args.out)}")
 

@@ -1,7 +1,7 @@
 """Scale of the folder: cold start, steady pass cost, RSS and Ray calls per pass (fake Ray).
 
-    python -m benchmarks.scale                 # 100, 1,000 and 10,000 specs
-    python -m benchmarks.scale --sizes 50      # a quick run
+python -m benchmarks.scale                 # 100, 1,000 and 10,000 specs
+python -m benchmarks.scale --sizes 50      # a quick run
 """
 
 from __future__ import annotations

@@ -79,21 +79,31 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=40)
     parser.add_argument("--cpus", type=int, default=2, help="CPUs of the private Ray head")
+    parser.add_argument(
+        "--address", default=None, help="use this Ray dashboard instead of starting a private head"
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
-    head = LocalRayHead()
+    head = LocalRayHead() if args.address is None else None
     tmp = ""
     try:
-        ray = RayJobsAdapter(head.start(num_cpus=args.cpus))
+        address = args.address or head.start(num_cpus=args.cpus)  # type: ignore[union-attr]
+        ray = RayJobsAdapter(address)
         tmp = tempfile.mkdtemp(prefix="rq-tp-")
         side_a(ray, min(args.jobs, 2), args.cpus)  # warm-up: first job start is slow
         a = side_a(ray, args.jobs, args.cpus)
         b = side_b(ray, args.jobs, Path(tmp) / "tasks")
     finally:
-        head.stop()
+        if head is not None:
+            head.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    row = {"jobs": args.jobs, "cpus": args.cpus, "raw_jobs_per_s": args.jobs / a,
-           "rayqueue_jobs_per_s": args.jobs / b, "ratio_b_over_a": a / b}
+    row = {
+        "jobs": args.jobs,
+        "cpus": args.cpus,
+        "raw_jobs_per_s": args.jobs / a,
+        "rayqueue_jobs_per_s": args.jobs / b,
+        "ratio_b_over_a": a / b,
+    }
     print(table("throughput against raw Ray", list(row), [list(row.values())]))
     print(f"results: {save('throughput', {'rows': [row]}, args.out)}")
 

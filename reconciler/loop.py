@@ -162,7 +162,8 @@ class Reconciler:
         for line in plan.events:
             (log.warning if line.startswith("REFUSING") else log.info)("%s", line)
 
-        # Statuses first: a run's submission id is on disk before Ray ever hears of it.
+        self._submit(plan, set(), now)  # MUTANT: Ray first, statuses after
+        plan.submits.clear()
         unwritten = set()
         for name, status in plan.statuses.items():
             if statuses.get(name) is status:
@@ -208,7 +209,9 @@ class Reconciler:
                 self.faults.crash_point("after_submit")
             except JobConflict:
                 # Already in Ray: submitted before a crash. The next pass adopts it.
-                log.info("%s already in Ray; adopting", submit.request.submission_id)
+                log.info(
+                    "%s is already in Ray; the next pass looks at it", submit.request.submission_id
+                )
             except RayUnavailable as exc:
                 log.warning("submit of %s deferred: %s", submit.task, exc)
                 return

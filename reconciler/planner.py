@@ -489,7 +489,12 @@ def _observe_run(
     ctx: _Ctx, name: str, task: Task, body: TaskStatusBody, job: RayJob | None
 ) -> TaskStatusBody:
     now, sid = ctx.now, body.submission_id or ""
-    if job is not None and job.metadata.get(META_UID) not in (None, body.uid):
+    # The id is held by a job that is not this run's: another queue's, a foreign one (never
+    # adopted), or an earlier incarnation of a re-created task.
+    if job is not None and (
+        job.metadata.get(META_QUEUE) != ctx.options.queue_id
+        or job.metadata.get(META_UID) not in (None, body.uid)
+    ):
         return _set(
             body,
             {

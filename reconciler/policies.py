@@ -190,11 +190,12 @@ def backfill(
     shortfall = describe_shortfall(head.request, free)
     reservation = reserve(head.request, free, claims, now)
     if reservation is None:
-        # Some resource the head needs is held by a job without timeoutSeconds: no promise is
-        # possible, so nobody may overtake it (strict for this pass).
+        # The head needs resources held by jobs with no declared end (no timeoutSeconds): no
+        # promise is possible, so nobody may overtake it (strict for this pass).
         admission.waiting[head.name] = Waiting(
             WAITING_FOR_RESOURCES,
-            f"{shortfall}; first in queue; no start estimate: a running job has no timeoutSeconds",
+            f"{shortfall}; first in queue; no start estimate: it needs resources held by "
+            "jobs without timeoutSeconds",
         )
         for task in queue[index + 1 :]:
             admission.waiting[task.name] = Waiting(

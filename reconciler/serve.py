@@ -8,6 +8,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from types import FrameType
 
 from reconciler.faults import Faults, FaultSpecError
@@ -39,54 +40,74 @@ def serve(settings: Settings) -> None:
     if faults.armed:
         log.warning("fault injection armed: SIGKILL at %s #%d", faults.point, faults.nth)
     stop = threading.Event()
-    # The lock comes before anything else, so a refused second instance starts no Ray head.
     lock = StateLock(settings.resolved_state_dir / LOCK_NAME)
-    if not _take_lock(settings, lock, stop):
-        return  # a standby told to stop before it took over
-    head: LocalRayHead | None = None
-    threads: list[threading.Thread] = []
+    running = _Running()
     try:
-        address = settings.address
-        if address is None:
-            log.info("no Ray address given; starting a private local Ray head on loopback")
-            head = LocalRayHead()
-            address = head.start(num_cpus=settings.local_num_cpus)
-            log.info("local Ray head ready; dashboard at %s", address)
-        ray = RayJobsAdapter(
-            address,
-            timeout_seconds=settings.ray_timeout_seconds,
-            entrypoint_resources=settings.count_foreign_jobs,
-        )
-        store = TaskStore(
-            settings.tasks_dir, settings.status_dir, settle_seconds=settings.settle_seconds
-        )
-        reconciler = Reconciler(settings, store, ray, faults=faults)
-        watcher = Watcher(settings.tasks_dir, reconciler.wake, stop)
-        watcher.start()
-        loop = threading.Thread(
-            target=reconciler.run, args=(stop,), name="rayqueue-loop", daemon=True
-        )
-        loop.start()
-        threads.append(loop)
-        log.info(
-            "watching %s (queue %s, policy %s, Ray %s)",
-            settings.tasks_dir,
-            settings.resolved_queue_id,
-            settings.policy,
-            address,
-        )
-        if settings.api:
-            _serve_api(settings, reconciler, ray)
-        else:
-            _wait_for_signal(stop)
+        # A signal during start-up (a standby's wait, the Ray head's boot) must still end in
+        # the clean shutdown below, not in a default death that leaks the head.
+        with _stop_on_signal(stop):
+            # The lock comes first, so a refused second instance starts no Ray head.
+            if not _take_lock(settings, lock, stop):
+                return  # a standby told to stop before it took over
+            ray, reconciler, address = _start(settings, faults, stop, running)
+            if stop.is_set():
+                return
+            log.info(
+                "watching %s (queue %s, policy %s, Ray %s)",
+                settings.tasks_dir,
+                settings.resolved_queue_id,
+                settings.policy,
+                address,
+            )
+            if not settings.api:
+                while not stop.wait(0.5):
+                    pass
+                return
+        # uvicorn installs its own SIGINT/SIGTERM handlers and returns when told to stop.
+        _serve_api(settings, reconciler, ray)
     finally:
         stop.set()
-        for thread in threads:
+        for thread in running.threads:
             thread.join(timeout=30)
-        if head is not None:
+        if running.head is not None:
             log.info("stopping the local Ray head")
-            head.stop()
+            running.head.stop()
         lock.release()
+
+
+@dataclass
+class _Running:
+    """What start-up has started so far, for the shutdown to undo."""
+
+    head: LocalRayHead | None = None
+    threads: list[threading.Thread] = field(default_factory=list)
+
+
+def _start(
+    settings: Settings, faults: Faults, stop: threading.Event, running: _Running
+) -> tuple[RayJobsAdapter, Reconciler, str]:
+    """Ray (a private head if no address), the store, and the loop and watcher threads."""
+    address = settings.address
+    if address is None:
+        log.info("no Ray address given; starting a private local Ray head on loopback")
+        running.head = LocalRayHead()
+        address = running.head.start(num_cpus=settings.local_num_cpus)
+        log.info("local Ray head ready; dashboard at %s", address)
+    ray = RayJobsAdapter(
+        address,
+        timeout_seconds=settings.ray_timeout_seconds,
+        entrypoint_resources=settings.count_foreign_jobs,
+    )
+    store = TaskStore(
+        settings.tasks_dir, settings.status_dir, settle_seconds=settings.settle_seconds
+    )
+    reconciler = Reconciler(settings, store, ray, faults=faults)
+    watcher = Watcher(settings.tasks_dir, reconciler.wake, stop)
+    watcher.start()
+    loop = threading.Thread(target=reconciler.run, args=(stop,), name="rayqueue-loop", daemon=True)
+    loop.start()
+    running.threads.append(loop)
+    return ray, reconciler, address
 
 
 def _take_lock(settings: Settings, lock: StateLock, stop: threading.Event) -> bool:
@@ -106,8 +127,7 @@ def _take_lock(settings: Settings, lock: StateLock, stop: threading.Event) -> bo
         )
     except OSError as exc:
         raise ServeError(f"cannot create the lock file {lock.path}: {exc}") from exc
-    with _stop_on_signal(stop):
-        taken = lock.wait(stop, tasks_dir=settings.tasks_dir)
+    taken = lock.wait(stop, tasks_dir=settings.tasks_dir)
     if taken:
         log.info("lock %s taken over; this instance is now active", lock.path)
     return taken
@@ -115,14 +135,14 @@ def _take_lock(settings: Settings, lock: StateLock, stop: threading.Event) -> bo
 
 @contextmanager
 def _stop_on_signal(stop: threading.Event) -> Iterator[None]:
-    """SIGINT/SIGTERM set `stop` while a standby waits; the old handlers come back after."""
+    """SIGINT/SIGTERM set `stop` inside the block; the old handlers come back after."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers can only be set from the main thread
         return
 
     def handler(signum: int, frame: FrameType | None) -> None:
         del frame
-        log.info("signal %d received while on standby; exiting", signum)
+        log.info("signal %d received; shutting down", signum)
         stop.set()
 
     previous: dict[int, Callable[[int, FrameType | None], object] | int | None] = {
@@ -142,17 +162,4 @@ def _serve_api(settings: Settings, reconciler: Reconciler, ray: RayJobsAdapter) 
 
     app = create_app(settings, reconciler=reconciler, ray=ray)
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info")
-    # uvicorn installs its own SIGINT/SIGTERM handlers and returns when told to stop.
     uvicorn.Server(config).run()
-
-
-def _wait_for_signal(stop: threading.Event) -> None:
-    def handler(signum: int, frame: FrameType | None) -> None:
-        del frame
-        log.info("signal %d received; shutting down", signum)
-        stop.set()
-
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
-    while not stop.wait(0.5):
-        pass

@@ -99,7 +99,9 @@ def require_address(args: argparse.Namespace, command: str) -> str:
     return address
 
 
-def make_adapter(address: str, timeout_seconds: float = 10.0) -> RayJobsAdapter:
+def make_adapter(
+    address: str, timeout_seconds: float = 10.0, *, entrypoint_resources: bool = False
+) -> RayJobsAdapter:
     """The Ray adapter for read-only commands. Imported late: `ray` takes a second to import.
 
     Tests replace this function to hand in a fake.
@@ -107,7 +109,9 @@ def make_adapter(address: str, timeout_seconds: float = 10.0) -> RayJobsAdapter:
     from reconciler.ray_adapter import RayJobsAdapter
 
     try:
-        return RayJobsAdapter(address, timeout_seconds=timeout_seconds)
+        return RayJobsAdapter(
+            address, timeout_seconds=timeout_seconds, entrypoint_resources=entrypoint_resources
+        )
     except ValueError as exc:
         raise CliError(str(exc)) from exc
 

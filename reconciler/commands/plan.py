@@ -73,11 +73,21 @@ def run(args: argparse.Namespace) -> int:
         statuses = store.read_statuses()
     except FolderUnavailable as exc:
         raise CliError(str(exc)) from None
+    # As Reconciler.read_specs builds them.
     specs = {
-        name: TaskInput(name, e.task, str(e.error) if e.error else None, e.last_valid)
+        name: TaskInput(
+            name,
+            e.task,
+            str(e.error) if e.error else None,
+            e.last_valid,
+            e.task.spec_hash() if e.task is not None else None,
+        )
         for name, e in entries.items()
     }
-    adapter = common.make_adapter(address, settings.ray_timeout_seconds)
+    # --count-foreign-jobs needs each job's entrypoint resources, as in serve.
+    adapter = common.make_adapter(
+        address, settings.ray_timeout_seconds, entrypoint_resources=settings.count_foreign_jobs
+    )
     try:
         jobs = adapter.list_jobs()
         capacity = adapter.capacity()
@@ -101,7 +111,7 @@ def report(result: Plan, specs: Mapping[str, TaskInput], statuses: Mapping[str, 
     if summary is not None and summary.capacity is not None:
         cap, used = summary.capacity, summary.used
         out.append(
-            f"Cluster: {_amount(cap)}; held by this queue: {_amount(used)}; "
+            f"Cluster: {_amount(cap)}; after this pass, held by this queue: {_amount(used)}, "
             f"free: {_amount(cap - used)}"
         )
 
@@ -142,7 +152,7 @@ def report(result: Plan, specs: Mapping[str, TaskInput], statuses: Mapping[str, 
         start_timeout = body.reason == "StartTimeout" and before is not Phase.FAILED
         if timed_out or start_timeout:
             timeouts.append([name, body.message or ""])
-        elif before is not body.phase and name not in submitted:
+        elif before is not body.phase and name not in submitted and body.phase not in _LISTED:
             was = before.value if before is not None else "(new)"
             changes.append([name, f"{was} -> {body.phase.value}", body.message or ""])
     section("Would time out", ("NAME", "WHY"), timeouts)
@@ -182,6 +192,10 @@ def report(result: Plan, specs: Mapping[str, TaskInput], statuses: Mapping[str, 
     out.append("")
     out.append("Nothing was changed; this is what the next pass of `rayqueue serve` would do.")
     return "\n".join(out) + "\n"
+
+
+# Phases with their own section below ("Waiting", "Unschedulable").
+_LISTED = frozenset({Phase.QUEUED, Phase.UNSCHEDULABLE})
 
 
 def _amount(value: Capacity, *, short: bool = False) -> str:

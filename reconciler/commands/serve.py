@@ -120,12 +120,6 @@ def register(sub: Subparsers) -> None:
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port ({DEFAULT_PORT})")
     p.add_argument("--no-api", action="store_true", help="run the loop without the HTTP API")
     p.add_argument(
-        "--standby",
-        action="store_true",
-        help="if another serve holds the folder's lock, wait and take over when it exits "
-        "(default: refuse to start)",
-    )
-    p.add_argument(
         "--interval",
         type=float,
         default=1.0,
@@ -139,6 +133,11 @@ def register(sub: Subparsers) -> None:
         default=None,
         dest="local_num_cpus",
         help="CPUs the embedded local Ray head declares",
+    )
+    p.add_argument(
+        "--standby",
+        action="store_true",
+        help="if another serve holds this folder's lock, wait and take over when it exits",
     )
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     p.set_defaults(func=run)

@@ -79,25 +79,26 @@ def table(name: str, jobs: Sequence[Job], capacity: int, rows: Sequence[Metrics]
         f"{name}: {len(jobs)} jobs, {capacity} CPUs, offered load "
         f"{offered_load(list(jobs), capacity):.2f}",
         "",
-        f"| policy | utilization | p95 wait, priority {levels} | mean wait | "
-        "mean bounded slowdown | longest wait |",
-        "|---|---|---|---|---|---|",
+        f"| policy | utilization | p95 wait, priority {levels} | longest wait, priority "
+        f"{TABLE_LEVELS[0]} | mean wait | mean bounded slowdown | longest wait |",
+        "|---|---|---|---|---|---|---|",
     ]
     for m in rows:
         p95 = " / ".join(
             duration(m.waits[level].p95) if level in m.waits else "-" for level in TABLE_LEVELS
         )
         lines.append(
-            f"| {m.policy} | {m.utilization:.1%} | {p95} | {duration(m.mean_wait)} | "
+            f"| {m.policy} | {m.utilization:.1%} | {p95} | {duration(m.top_longest_wait)} | "
+            f"{duration(m.mean_wait)} | "
             f"{m.mean_bounded_slowdown:.1f} | {duration(m.longest_wait)} |"
         )
     all_levels = sorted({level for m in rows for level in m.waits}, reverse=True)
     lines += [
         "",
-        "p95 (mean) wait by priority:",
+        "p95 (mean) wait by priority, and of wide jobs (at least half the cluster):",
         "",
-        "| policy | " + " | ".join(str(level) for level in all_levels) + " |",
-        "|---|" + "---|" * len(all_levels),
+        "| policy | " + " | ".join(str(level) for level in all_levels) + " | wide |",
+        "|---|" + "---|" * (len(all_levels) + 1),
     ]
     for m in rows:
         cells = [
@@ -106,6 +107,7 @@ def table(name: str, jobs: Sequence[Job], capacity: int, rows: Sequence[Metrics]
             else "-"
             for level in all_levels
         ]
+        cells.append(f"{duration(m.wide.p95)} ({duration(m.wide.mean)})" if m.wide.jobs else "-")
         lines.append(f"| {m.policy} | " + " | ".join(cells) + " |")
     lines += ["", "planner cost:", ""]
     for m in rows:
@@ -132,15 +134,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         metrics = [_run(run) for run in runs]
 
-    report: dict[str, object] = {"seed": args.seed, "capacity": args.capacity, "workloads": {}}
+    results: dict[str, object] = {}
     for index, (name, jobs) in enumerate(loads.items()):
         rows = metrics[index * len(policies) : (index + 1) * len(policies)]
         print(table(name, jobs, args.capacity, rows), end="\n\n")
-        report["workloads"][name] = {  # type: ignore[index]
+        results[name] = {
             "jobs": len(jobs),
             "offered_load": offered_load(jobs, args.capacity),
             "policies": {m.policy: m.to_json() for m in rows},
         }
+    report = {"seed": args.seed, "capacity": args.capacity, "workloads": results}
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0

@@ -28,9 +28,11 @@ class Metrics:
     makespan: float  # first arrival to last end, seconds
     mean_wait: float
     waits: dict[int, WaitStats]  # by priority level
+    wide: WaitStats  # jobs asking for at least half the cluster: the ones besteffort starves
     mean_bounded_slowdown: float
     longest_wait: float
     longest_wait_job: str
+    top_longest_wait: float  # longest wait at the highest priority level
     unfinished: int
     passes: int
     pass_ms: float  # mean planner time per pass
@@ -40,6 +42,7 @@ class Metrics:
     def to_json(self) -> dict[str, object]:
         data = asdict(self)
         data["waits"] = {str(k): asdict(v) for k, v in sorted(self.waits.items())}
+        data["wide"] = asdict(self.wide)
         return data
 
 
@@ -52,6 +55,14 @@ def percentile(values: Sequence[float], q: float) -> float:
     low = math.floor(rank)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def _stats(waits: Sequence[float]) -> WaitStats:
+    if not waits:
+        return WaitStats(0, math.nan, math.nan, math.nan)
+    return WaitStats(
+        len(waits), sum(waits) / len(waits), percentile(waits, 50), percentile(waits, 95)
+    )
 
 
 def measure(result: SimResult) -> Metrics:
@@ -76,13 +87,14 @@ def measure(result: SimResult) -> Metrics:
         utilization=used / (result.capacity_cpu * makespan) if makespan > 0 else 0.0,
         makespan=makespan,
         mean_wait=sum(waits) / len(waits),
-        waits={
-            level: WaitStats(len(w), sum(w) / len(w), percentile(w, 50), percentile(w, 95))
-            for level, w in sorted(by_priority.items())
-        },
+        waits={level: _stats(w) for level, w in sorted(by_priority.items())},
+        wide=_stats(
+            [w for r, w in zip(done, waits, strict=True) if 2 * r.job.cpu >= result.capacity_cpu]
+        ),
         mean_bounded_slowdown=sum(slowdowns) / len(slowdowns),
         longest_wait=waits[longest],
         longest_wait_job=done[longest].job.name,
+        top_longest_wait=max(by_priority[max(by_priority)]),
         unfinished=result.unfinished,
         passes=result.passes,
         pass_ms=result.pass_ms,

@@ -98,8 +98,6 @@ def world(tasks: Path, tmp_path: Path) -> Iterator[World]:
 
     clock = [time.time()]
     ray = FakeRay(Capacity(4, 0, 16 * 2**30), clock=lambda: clock[0])
-    settings = Settings(
-        tasks_dir=tasks, queue_id=QUEUE_ID, api=False, state_dir=tmp_path / "state"
-    )
+    settings = Settings(tasks_dir=tasks, queue_id=QUEUE_ID, api=False, state_dir=tmp_path / "state")
     reconciler = Reconciler(settings, TaskStore(tasks), ray, clock=lambda: clock[0])
     yield World(tasks, ray, reconciler, clock)

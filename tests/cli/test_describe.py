@@ -28,7 +28,7 @@ def test_running_task_with_dashboard_link_and_live_log(
     world.ray.set_status(sid, RUNNING)
     world.ray.set_logs(sid, "".join(f"line {i}\n" for i in range(30)))
     world.run_pass()
-    monkeypatch.setattr(common, "make_adapter", lambda address, timeout=10.0: world.ray)
+    monkeypatch.setattr(common, "make_adapter", lambda address, *args, **kwargs: world.ray)
 
     result = rq("describe", "train", "--address", "http://head:8265", "--tail", "3")
     assert result.code == 0, result.err

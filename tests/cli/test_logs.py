@@ -23,7 +23,7 @@ def running(world, monkeypatch: pytest.MonkeyPatch):
     world.ray.set_logs(sid, "one\ntwo\nthree\n")
     addresses = []
 
-    def adapter(address: str, timeout: float = 10.0):
+    def adapter(address: str, *args: object, **kwargs: object):
         addresses.append(address)
         return world.ray
 

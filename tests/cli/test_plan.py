@@ -9,7 +9,7 @@ import yaml
 
 from reconciler.commands import common
 from reconciler.fake_ray import FakeRay
-from reconciler.ray_types import RUNNING, Capacity
+from reconciler.ray_types import RUNNING
 from tests.cli.conftest import QUEUE_ID, snapshot, spec_text, write
 
 ADDRESS = ("--address", "http://head:8265", "--queue-id", QUEUE_ID)
@@ -17,7 +17,7 @@ ADDRESS = ("--address", "http://head:8265", "--queue-id", QUEUE_ID)
 
 @pytest.fixture
 def fake(world, monkeypatch: pytest.MonkeyPatch) -> FakeRay:
-    monkeypatch.setattr(common, "make_adapter", lambda address, timeout=10.0: world.ray)
+    monkeypatch.setattr(common, "make_adapter", lambda address, *args, **kwargs: world.ray)
     return world.ray
 
 
@@ -87,25 +87,21 @@ def test_timeout_and_deletion_stops(rq, world, fake: FakeRay) -> None:
     assert sorted(found["Would stop"]) == ["doomed", "slow"]
     assert "spec deleted" in out
     assert dict(fake.calls) == {"list_jobs": 1, "capacity": 1}
-    assert fake.stop_requested == set() and all(
-        j.status == RUNNING for j in fake.jobs.values()
-    )
+    assert fake.stop_requested == set() and all(j.status == RUNNING for j in fake.jobs.values())
     assert snapshot(t) == before
 
 
 def test_policy_option_changes_the_plan(rq, world, fake: FakeRay) -> None:
-    write(world.tasks, "blocker", spec_text(cpu=8, priority=9))  # never fits in 4 CPUs...
-    fake.cluster_capacity = Capacity(8, 0, 16 * 2**30)
-    write(world.tasks, "x", spec_text(cpu=1))
-    world.run_pass()  # ...but here the cluster has 8 and blocker starts; x fits too
-    fake.cluster_capacity = Capacity(4, 0, 16 * 2**30)
+    write(world.tasks, "holder", spec_text(cpu=2, priority=9))
+    world.run_pass()  # holder takes 2 of the 4 CPUs
     write(world.tasks, "big", spec_text(cpu=3, priority=5))
     write(world.tasks, "small", spec_text(cpu=1, priority=1))
     strict = sections(rq("plan", *ADDRESS).out)
+    assert "Would submit" not in strict  # big does not fit, and nothing overtakes it
+    assert strict["Waiting"] == ["big", "small"]
     best = sections(rq("plan", *ADDRESS, "--policy", "besteffort").out)
-    assert "small" not in strict.get("Would submit", [])
-    assert strict["Waiting"][:2] == ["big", "small"]
-    assert best.get("Would submit", []) == [] or "small" not in strict.get("Would submit", [])
+    assert best["Would submit"] == ["small"]
+    assert best["Waiting"] == ["big"]
 
 
 def test_nothing_to_do(rq, world, fake: FakeRay) -> None:
@@ -123,3 +119,18 @@ def test_errors(rq, world, fake: FakeRay, tmp_path: Path) -> None:
     result = rq("plan", *ADDRESS, folder=tmp_path / "nowhere")
     assert result.code == 1 and "does not exist" in result.err
     assert rq("plan", *ADDRESS, "--policy", "random").code == 2
+
+
+def test_count_foreign_jobs_reads_entrypoint_resources_as_serve_does(
+    rq, world, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made = []
+
+    def adapter(address: str, *args: object, **kwargs: object):
+        made.append(kwargs)
+        return world.ray
+
+    monkeypatch.setattr(common, "make_adapter", adapter)
+    assert rq("plan", *ADDRESS).code == 0
+    assert rq("plan", *ADDRESS, "--count-foreign-jobs").code == 0
+    assert [m["entrypoint_resources"] for m in made] == [False, True]

@@ -49,7 +49,9 @@ def test_yaml_syntax_error(rq, tmp_path: Path) -> None:
 
 
 def test_name_must_match_the_file(rq, tmp_path: Path) -> None:
-    path = write(tmp_path, "train", spec_text().replace("kind: Task", "kind: Task\nmetadata:\n  name: other"))
+    path = write(
+        tmp_path, "train", spec_text().replace("kind: Task", "kind: Task\nmetadata:\n  name: other")
+    )
     result = rq("validate", str(path), folder=None)
     assert result.code == 1
     assert f"{path}:4:9: metadata.name:" in result.err

@@ -3,6 +3,7 @@ run as a real subprocess that can be killed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -141,7 +142,8 @@ class World:
             self.reconciler.run_pass()
 
     def status(self, name: str) -> dict[str, Any]:
-        return read_status(self.tasks, name)
+        path = self.reconciler.store.status_path(name)
+        return read_status(path.parent, path.name.removesuffix(".status.yaml"))
 
     def write(self, name: str, entrypoint: str = "echo hi", **spec: Any) -> Path:
         return write_task(self.tasks, name, entrypoint, **spec)
@@ -243,6 +245,17 @@ class ServeProcess:
             raise AssertionError("serve did not stop on SIGTERM")
         return code
 
+    def wait_ready(self, timeout: float = 60) -> None:
+        """Until the loop runs (its "watching ..." line), or fail if the process died."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if "watching " in self.log_text():
+                return
+            if not self.alive:
+                raise AssertionError(f"serve exited early:\n{self.log_text()[-3000:]}")
+            time.sleep(0.1)
+        raise AssertionError(f"serve not ready after {timeout:g}s:\n{self.log_text()[-3000:]}")
+
     def log_text(self, index: int = -1) -> str:
         try:
             return self.log_paths[index].read_text(errors="replace")
@@ -255,17 +268,14 @@ def stop_queue_jobs(ray: RayJobsAdapter, queue_id: str, timeout: float = 30) -> 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         live = [
-            j
-            for j in ray.list_jobs()
-            if j.metadata.get(META_QUEUE) == queue_id and not j.terminal
+            j for j in ray.list_jobs() if j.metadata.get(META_QUEUE) == queue_id and not j.terminal
         ]
         if not live:
             return
         for job in live:
-            try:
+            # Best effort: teardown must not mask the test's own failure.
+            with contextlib.suppress(Exception):
                 ray.stop(job.submission_id)
-            except Exception:  # best effort: teardown must not mask the test's own failure
-                pass
         time.sleep(0.3)
 
 

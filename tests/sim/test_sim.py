@@ -151,7 +151,7 @@ def bounded_workloads(draw: st.DrawFn) -> list[Job]:
     ]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(bounded_workloads())
 def test_backfill_keeps_every_reservation(jobs: list[Job]) -> None:
     # Under strict, the head starts as soon as the running jobs' bounds allow, which is exactly

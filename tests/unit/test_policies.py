@@ -133,7 +133,7 @@ def test_unbounded_claim_the_head_needs_falls_back_to_strict() -> None:
     admission = backfill(queue, cpu(2), claims, NOW, 32)
     assert admission.start == []
     assert admission.waiting["head"].estimated_start is None
-    assert "no timeoutSeconds" in admission.waiting["head"].message
+    assert "without timeoutSeconds" in admission.waiting["head"].message
     assert admission.waiting["short"].reason == BLOCKED_BY_HIGHER
 
 

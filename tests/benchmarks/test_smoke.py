@@ -1,0 +1,46 @@
+"""Each benchmark starts and prints its table on a tiny size. Speed itself is not asserted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import history, latency, scale, throughput
+
+
+def test_scale_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "scale.json"
+    scale.main(["--sizes", "20", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert "folder scale" in printed and "steady_pass_cpu_ms" in printed
+    rows = json.loads(out.read_text())["rows"]
+    assert rows[0]["specs"] == 20 and rows[0]["ray_calls_per_pass"] == 2
+
+
+def test_history_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "history.json"
+    history.main(["--history", "0", "30", "--out", str(out)])
+    assert "Ray's history" in capsys.readouterr().out
+    rows = json.loads(out.read_text())["rows"]
+    kept = {(r["retention"], r["history_jobs"]): r["jobs_left_in_ray"] for r in rows}
+    assert kept[("off", 30)] > kept[("3600s", 30)]  # retention deleted the old jobs
+
+
+def test_latency_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "latency.json"
+    latency.main(["--drops", "3", "--real-drops", "0", "--out", str(out)])
+    assert "drop-to-submit latency" in capsys.readouterr().out
+    assert json.loads(out.read_text())["rows"][0]["drops"] == 3
+
+
+@pytest.mark.ray
+def test_throughput_smoke(
+    ray_head: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "throughput.json"
+    throughput.main(["--jobs", "2", "--address", ray_head, "--out", str(out)])
+    assert "throughput against raw Ray" in capsys.readouterr().out
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["jobs"] == 2 and row["ratio_b_over_a"] > 0

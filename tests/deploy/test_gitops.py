@@ -1,0 +1,110 @@
+"""examples/gitops: the manifests parse and fit together, and the rayqueue args are valid."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from reconciler.cli import build_parser
+from tests.deploy.conftest import ROOT
+
+GITOPS = ROOT / "examples" / "gitops"
+
+
+@pytest.fixture(scope="module")
+def manifests() -> dict[str, dict[str, Any]]:
+    by_kind: dict[str, dict[str, Any]] = {}
+    for path in sorted(GITOPS.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            assert doc["apiVersion"] and doc["kind"], path
+            assert doc["kind"] not in by_kind, f"two {doc['kind']}s"
+            by_kind[doc["kind"]] = doc
+    return by_kind
+
+
+def test_kustomization_lists_every_manifest(manifests) -> None:
+    listed = set(manifests["Kustomization"]["resources"])
+    files = {p.name for p in GITOPS.glob("*.yaml")} - {"kustomization.yaml"}
+    assert listed == files
+
+
+def pod(manifests) -> dict[str, Any]:
+    return manifests["Deployment"]["spec"]["template"]["spec"]
+
+
+def container(manifests, name: str) -> dict[str, Any]:
+    return next(c for c in pod(manifests)["containers"] if c["name"] == name)
+
+
+def test_one_replica_never_overlapping(manifests) -> None:
+    spec = manifests["Deployment"]["spec"]
+    assert spec["replicas"] == 1
+    assert spec["strategy"]["type"] == "Recreate"
+    labels = spec["template"]["metadata"]["labels"]
+    assert spec["selector"]["matchLabels"].items() <= labels.items()
+    assert manifests["Service"]["spec"]["selector"].items() <= labels.items()
+
+
+def test_rayqueue_args(manifests) -> None:
+    rq = container(manifests, "rayqueue")
+    argv = [*rq["command"], *rq["args"]]
+    assert argv[:2] == ["rayqueue", "serve"]
+    args = build_parser().parse_args(argv[1:])
+    assert str(args.dir) == "/git/repo/tasks"
+    assert str(args.status_dir) == "/status"
+    assert args.address.startswith("http://") and args.address.endswith("-head-svc:8265")
+    assert args.host == "0.0.0.0"
+    # The state (resource history, lock) is kept with the statuses, not in the checkout.
+    assert str(args.state_dir).startswith("/status/")
+
+
+def test_git_sync_feeds_the_tasks_folder(manifests) -> None:
+    rq_args = build_parser().parse_args(
+        [*container(manifests, "rayqueue")["command"], *container(manifests, "rayqueue")["args"]][
+            1:
+        ]
+    )
+    syncers = [container(manifests, "git-sync"), *pod(manifests)["initContainers"]]
+    for sync in syncers:
+        flags = dict(a.removeprefix("--").split("=", 1) for a in sync["args"] if "=" in a)
+        assert sync["image"].startswith("registry.k8s.io/git-sync/git-sync:v4")
+        link = f"{flags['root']}/{flags['link']}"
+        assert str(rq_args.dir).startswith(link + "/")
+        mounts = {m["name"]: m["mountPath"] for m in sync["volumeMounts"]}
+        assert mounts["git"] == flags["root"]
+    assert "--one-time" in pod(manifests)["initContainers"][0]["args"]
+
+
+def test_volumes(manifests) -> None:
+    volumes = {v["name"]: v for v in pod(manifests)["volumes"]}
+    assert "emptyDir" in volumes["git"]
+    claim = volumes["status"]["persistentVolumeClaim"]["claimName"]
+    assert claim == manifests["PersistentVolumeClaim"]["metadata"]["name"]
+    mounts = {m["name"]: m for m in container(manifests, "rayqueue")["volumeMounts"]}
+    assert mounts["git"]["mountPath"] == "/git" and mounts["git"]["readOnly"] is True
+    assert mounts["status"]["mountPath"] == "/status"
+    for c in [*pod(manifests)["containers"], *pod(manifests)["initContainers"]]:
+        for mount in c.get("volumeMounts", []):
+            assert mount["name"] in volumes
+
+
+def test_probes_and_service_port(manifests) -> None:
+    rq = container(manifests, "rayqueue")
+    args = build_parser().parse_args([*rq["command"], *rq["args"]][1:])
+    (port,) = rq["ports"]
+    assert port["containerPort"] == args.port == 8264
+    assert rq["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port["name"]}
+    assert rq["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port["name"]}
+    (service_port,) = manifests["Service"]["spec"]["ports"]
+    assert service_port["port"] == 8264
+    assert service_port["targetPort"] == port["name"]
+
+
+def test_probe_paths_exist_in_the_api() -> None:
+    from api.app import create_app
+    from reconciler.settings import Settings
+
+    app = create_app(Settings(tasks_dir=ROOT / "examples" / "tasks"))
+    assert {"/healthz", "/readyz"} <= set(app.openapi()["paths"])

@@ -1,0 +1,233 @@
+"""The HTTP API on a real server (uvicorn on a loopback port), with a token set: schemathesis
+generates requests from our own OpenAPI schema, positive and negative, and none may be a 500.
+Then, by hand: path traversal in every name-taking route, oversized bodies (declared and
+chunked), and a missing or wrong token. Nothing may be written outside the tasks folder."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import schemathesis
+import uvicorn
+from schemathesis import GenerationMode
+from schemathesis.checks import not_a_server_error
+
+from api.app import create_app
+from reconciler.fake_ray import FakeRay
+from reconciler.loop import Reconciler
+from reconciler.ray_types import Capacity
+from reconciler.settings import Settings
+from specs.store import TaskStore
+from tests.reliability.conftest import GIB, snapshot, task_yaml
+
+TOKEN = "rel-token-5f2c"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+EXAMPLES = int(os.environ.get("RAYQUEUE_API_EXAMPLES", "100"))
+
+
+@dataclass
+class Server:
+    url: str
+    host: str
+    port: int
+    tasks: Path
+    outside: Path
+    before_outside: dict[str, bytes]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    root = tmp_path_factory.mktemp("api")
+    tasks, outside = root / "tasks", root / "outside"
+    tasks.mkdir()
+    outside.mkdir()
+    (outside / "secret.yaml").write_text("not yours\n")
+    (tasks / "existing.yaml").write_text(task_yaml("python train.py"))
+    (tasks / "team-a").mkdir()
+    (tasks / "team-a" / "train.yaml").write_text(task_yaml("python train.py", priority=3))
+    port = _free_port()
+    settings = Settings(
+        tasks_dir=tasks,
+        interval_seconds=0.5,
+        queue_id="q-api-fuzz",
+        host="127.0.0.1",
+        port=port,
+        extra={"api_token": TOKEN},
+    )
+    ray = FakeRay(Capacity(4, 0, 16 * GIB))
+    reconciler = Reconciler(settings, TaskStore(tasks), ray)
+    reconciler.run_pass()  # statuses and loop state exist, so the read routes have content
+    stop = threading.Event()
+    loop = threading.Thread(target=reconciler.run, args=(stop,), daemon=True)
+    loop.start()  # a live loop, as under `rayqueue serve`: /readyz is ready, specs get run
+    app = create_app(settings, reconciler=reconciler, ray=ray)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
+    # Not the main thread: uvicorn must not install signal handlers here.
+    server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started, "uvicorn did not start"
+    yield Server(f"http://127.0.0.1:{port}", "127.0.0.1", port, tasks, outside, snapshot(outside))
+    server.should_exit = True
+    thread.join(10)
+    stop.set()
+    reconciler.wake.set()
+    loop.join(10)
+
+
+@pytest.fixture(scope="module")
+def api_schema(api_server: Server) -> Any:
+    schema = schemathesis.openapi.from_url(f"{api_server.url}/openapi.json", headers=AUTH)
+    schema.config.generation.update(
+        modes=[GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
+        max_examples=EXAMPLES,
+        database="none",
+    )
+    return schema
+
+
+schema = schemathesis.pytest.from_fixture("api_schema")
+
+
+@schema.parametrize()
+def test_no_generated_request_is_a_server_error(
+    case: Any, api_server: Server, figures: Counter[str]
+) -> None:
+    figures["schemathesis cases"] += 1
+    figures["HTTP 500s"] += 0  # listed even when it stays 0
+    response = case.call(base_url=api_server.url, headers=AUTH, timeout=10)
+    if response.status_code >= 500:
+        figures["HTTP 500s"] += 1
+    case.validate_response(response, checks=[not_a_server_error])
+
+
+def raw(
+    server: Server,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, bytes]:
+    """One request exactly as written: no client-side normalisation of `..` or encoding."""
+    conn = http.client.HTTPConnection(server.host, server.port, timeout=10)
+    try:
+        conn.putrequest(method, path, skip_accept_encoding=True)
+        sent = {"Content-Type": "application/yaml", **AUTH, **(headers or {})}
+        if body is not None and "Transfer-Encoding" not in sent:
+            sent["Content-Length"] = str(len(body))
+        for key, value in sent.items():
+            if value:
+                conn.putheader(key, value)
+        conn.endheaders()
+        if body is not None:
+            if sent.get("Transfer-Encoding") == "chunked":
+                for start in range(0, len(body), 1 << 16):
+                    chunk = body[start : start + (1 << 16)]
+                    conn.send(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                conn.send(b"0\r\n\r\n")
+            else:
+                conn.send(body)
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+TRAVERSALS = [
+    "../outside/secret",
+    "..%2Foutside%2Fsecret",
+    "%2e%2e/%2e%2e/etc/passwd",
+    "team-a/../../outside/secret",
+    "team-a/%2e%2e/%2e%2e/outside/secret",
+    "..",
+    ".hidden",
+    "a%00b",
+    "%2Fetc%2Fpasswd",
+    "....//....//outside/secret",
+    "team-a\\..\\..\\outside\\secret",
+]
+
+
+def name_routes(server: Server) -> list[tuple[str, str]]:
+    """(method, path template) of every route that takes a task name in its path."""
+    import json
+
+    status, data = raw(server, "GET", "/openapi.json")
+    assert status == 200
+    routes = []
+    for template, item in json.loads(data)["paths"].items():
+        if "{name" not in template:
+            continue
+        for method in item:
+            routes.append((method.upper(), template))
+    assert routes, "the schema lists no name-taking route"
+    return routes
+
+
+def test_path_traversal_in_every_name_taking_route(
+    api_server: Server, figures: Counter[str]
+) -> None:
+    body = task_yaml("python evil.py").encode()
+    tried = 0
+    for method, template in name_routes(api_server):
+        for name in TRAVERSALS:
+            path = template.replace("{name}", name).replace("{name:path}", name)
+            send = body if method in ("PUT", "PATCH", "POST") else None
+            headers = {"Content-Type": "application/merge-patch+json"} if method == "PATCH" else {}
+            status, data = raw(
+                api_server, method, path, b'{"spec": {"priority": 1}}' if headers else send, headers
+            )
+            tried += 1
+            assert status < 500, (method, path, status, data[:300])
+            assert not (200 <= status < 300 and method != "GET"), (method, path, status, data)
+    figures["path traversal requests"] += tried
+    assert snapshot(api_server.outside) == api_server.before_outside
+    assert not list(api_server.tasks.parent.glob("*.yaml"))  # nothing beside the folder
+    assert not (Path("/etc") / "passwd.yaml").exists()
+
+
+def test_oversized_bodies_are_refused(api_server: Server, figures: Counter[str]) -> None:
+    big = b"# " + b"x" * (2 << 20) + b"\n"
+    status, _ = raw(api_server, "PUT", "/tasks/huge", big)
+    assert status == 413
+    status, _ = raw(api_server, "PUT", "/tasks/huge", big, {"Transfer-Encoding": "chunked"})
+    assert status == 413
+    status, _ = raw(api_server, "POST", "/add_task", big, {"Content-Type": "application/json"})
+    assert status == 413
+    figures["oversized bodies refused"] += 3
+    assert not (api_server.tasks / "huge.yaml").exists()
+
+
+def test_missing_or_wrong_token_is_401(api_server: Server, figures: Counter[str]) -> None:
+    paths = ["/tasks", "/tasks/existing", "/cluster", "/openapi.json", "/docs"]
+    for path in paths:
+        for auth in ("", "Bearer wrong", f"Basic {TOKEN}", f"Bearer {TOKEN}x", TOKEN):
+            status, data = raw(api_server, "GET", path, headers={"Authorization": auth})
+            assert status == 401, (path, auth, status)
+            assert TOKEN.encode() not in data
+    status, _ = raw(api_server, "PUT", "/tasks/sneaky", task_yaml().encode(), {"Authorization": ""})
+    assert status == 401 and not (api_server.tasks / "sneaky.yaml").exists()
+    status, _ = raw(api_server, "GET", "/healthz", headers={"Authorization": ""})
+    assert status == 200  # the one unauthenticated route, for probes
+    figures["unauthenticated requests refused"] += len(paths) * 5 + 1

@@ -1,0 +1,331 @@
+"""Faults 5-7: the folder vanishes or half-changes, a spec turns invalid while its job runs,
+and files are read while half-written. None of them may stop (or change) a running job."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from reconciler.fake_ray import FakeRay
+from reconciler.loop import Reconciler
+from reconciler.ray_adapter import RayJobsAdapter
+from reconciler.ray_types import META_QUEUE, RUNNING, STOPPED, Capacity
+from reconciler.settings import Settings
+from reconciler.watcher import Watcher
+from specs.store import TaskStore
+from tests.reliability.conftest import (
+    GIB,
+    ServeProcess,
+    World,
+    read_status,
+    task_yaml,
+    wait_until,
+    write_task,
+)
+
+
+def run_all(world: World, names: list[str]) -> dict[str, str]:
+    """Submit the named tasks and make them RUNNING; their submission ids by name."""
+    for name in names:
+        world.write(name, f"python {name}.py")
+    world.step()
+    sids = {n: world.status(n)["submissionId"] for n in names}
+    for sid in sids.values():
+        world.ray.set_status(sid, RUNNING)
+    world.step()
+    return sids
+
+
+def still_running(world: World, sids: dict[str, str]) -> bool:
+    return all(world.ray.jobs[sid].status == RUNNING for sid in sids.values())
+
+
+# --- 5. the folder vanishes or half-changes ---------------------------------------------------
+
+
+def test_removed_folder_stops_nothing_and_is_adopted_back(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    sids = run_all(world, ["a", "b"])
+    saved = {n: (world.tasks / f"{n}.yaml").read_bytes() for n in sids}
+    shutil.rmtree(world.tasks)  # sidecars gone with it
+    for _ in range(5):
+        world.step(seconds=30)
+    assert world.reconciler.state.folder_error is not None
+    assert world.ray.calls["stop"] == 0 and still_running(world, sids)
+    world.tasks.mkdir()
+    for name, data in saved.items():  # back from git: specs only, no sidecars
+        (world.tasks / f"{name}.yaml").write_bytes(data)
+    world.step()
+    for name, sid in sids.items():
+        status = world.status(name)
+        assert status["submissionId"] == sid and status["phase"] == "Running"
+    assert world.ray.calls["stop"] == 0 and len(world.ray.submitted) == 2
+
+
+def test_unmounted_folder_is_not_read_as_delete_everything(
+    make_world: Callable[..., World], caplog: pytest.LogCaptureFixture
+) -> None:
+    world = make_world()
+    sids = run_all(world, ["a", "b", "c"])
+    # An unmounted volume leaves its mount point behind: an empty folder.
+    mounted = world.tasks.with_name("volume")
+    world.tasks.rename(mounted)
+    world.tasks.mkdir()
+    with caplog.at_level(logging.WARNING, "rayqueue.loop"):
+        for _ in range(3):
+            world.step(seconds=10)
+    assert world.ray.calls["stop"] == 0 and still_running(world, sids)
+    assert "REFUSING to stop 3 jobs" in caplog.text and "unmounted" in caplog.text
+    shutil.rmtree(world.tasks)  # our history file went into the mount point meanwhile
+    mounted.rename(world.tasks)  # mounted again
+    world.step(passes=2)
+    assert world.ray.calls["stop"] == 0 and still_running(world, sids)
+    assert {world.status(n)["submissionId"] for n in sids} == set(sids.values())
+
+
+def test_emptied_folder_is_carried_out_with_allow_mass_delete(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world(allow_mass_delete=True)
+    sids = run_all(world, ["a", "b"])
+    for path in world.tasks.glob("*.yaml"):
+        path.unlink()
+    world.step(passes=2)
+    assert all(world.ray.jobs[sid].status == STOPPED for sid in sids.values())
+
+
+def swap_symlink(link: Path, target: Path) -> None:
+    """What git-sync does: a new symlink beside the old one, renamed over it in one step."""
+    tmp = link.with_name(f".{link.name}.tmp")
+    tmp.symlink_to(target)
+    os.replace(tmp, link)
+
+
+def test_symlink_swap_reconciles_new_content_stops_nothing_in_between(
+    make_world: Callable[..., World], tmp_path: Path
+) -> None:
+    rev1, rev2 = tmp_path / "rev1", tmp_path / "rev2"
+    for rev in (rev1, rev2):
+        rev.mkdir()
+    link = tmp_path / "tasks"
+    link.symlink_to(rev1)
+    world = make_world(tasks=link, status_dir=tmp_path / "status")
+    sids = run_all(world, ["keep", "drop"])
+
+    # Mid-swap: the link points at a worktree that is not there (yet).
+    swap_symlink(link, tmp_path / "rev-missing")
+    world.step(passes=3)
+    assert world.ray.calls["stop"] == 0 and still_running(world, sids)
+
+    (rev2 / "keep.yaml").write_bytes((rev1 / "keep.yaml").read_bytes())  # unchanged
+    (rev2 / "new.yaml").write_text(task_yaml("python new.py"))  # added; drop.yaml removed
+    swap_symlink(link, rev2)
+    world.step(passes=2)
+    assert world.ray.jobs[sids["drop"]].status == STOPPED
+    assert world.ray.jobs[sids["keep"]].status == RUNNING
+    assert world.status("keep")["submissionId"] == sids["keep"]
+    new = read_status(tmp_path / "status", "new")
+    assert new["phase"] in ("Starting", "Running")
+    assert not (tmp_path / "status" / "drop.status.yaml").exists()
+
+
+@pytest.mark.ray
+def test_symlink_swap_under_real_serve(make_serve: Callable[..., ServeProcess], ray_head: str):
+    """The same with the real `rayqueue serve` (watcher, settle time, rescans) and real Ray."""
+    root = make_serve().tasks.parent / "sync"
+    rev1, rev2 = root / "rev1", root / "rev2"
+    rev1.mkdir(parents=True)
+    rev2.mkdir()
+    link = root / "tasks"
+    link.symlink_to(rev1)
+    sleep = "python -c 'import time; time.sleep(60)'"
+    write_task(rev1, "keep", sleep)
+    write_task(rev1, "drop", sleep)
+    serve = make_serve(tasks=link, args=("--interval", "0.2", "--status-dir", str(root / "st")))
+    serve.start()
+    serve.wait_ready()
+    status_dir = root / "st"
+    ray = RayJobsAdapter(ray_head, timeout_seconds=10)
+    wait_until(
+        lambda: all(read_status(status_dir, n).get("phase") == "Running" for n in ("keep", "drop")),
+        "both tasks to run",
+    )
+    sids = {n: read_status(status_dir, n)["submissionId"] for n in ("keep", "drop")}
+
+    swap_symlink(link, root / "rev-missing")  # the folder vanishes for a while
+    time.sleep(3)
+    assert all(ray.job_info(s).status == RUNNING for s in sids.values())
+
+    write_task(rev2, "keep", sleep)
+    write_task(rev2, "new", "python -c 'print(1)'")
+    swap_symlink(link, rev2)
+    wait_until(lambda: read_status(status_dir, "new").get("phase") == "Succeeded", "new to run")
+    wait_until(lambda: ray.job_info(sids["drop"]).status == STOPPED, "drop to be stopped")
+    assert ray.job_info(sids["keep"]).status == RUNNING
+    assert read_status(status_dir, "keep")["submissionId"] == sids["keep"]
+    assert serve.terminate() == 0
+    ours = [j for j in ray.list_jobs() if j.metadata.get(META_QUEUE) == serve.queue_id]
+    assert len(ours) == 3  # keep, drop and new: nothing submitted twice
+
+
+def test_mass_deletion_is_held_until_confirmed(
+    make_world: Callable[..., World], caplog: pytest.LogCaptureFixture
+) -> None:
+    world = make_world(capacity=Capacity(16, 0, 64 * GIB), max_stops_per_pass=10)
+    names = [f"t{i:02d}" for i in range(15)]
+    sids = run_all(world, names)
+    saved = {n: (world.tasks / f"{n}.yaml").read_bytes() for n in names}
+    for name in names[:12]:
+        (world.tasks / f"{name}.yaml").unlink()  # e.g. a bad merge; the sidecars stay
+    with caplog.at_level(logging.WARNING, "rayqueue.loop"):
+        world.step(passes=3)
+    assert world.ray.calls["stop"] == 0 and still_running(world, sids)
+    assert "REFUSING to stop 12 jobs" in caplog.text and "--allow-mass-delete" in caplog.text
+    assert all((world.tasks / f"{n}.status.yaml").exists() for n in names)
+    assert world.reconciler.state.passes == 5  # the loop carries on meanwhile
+
+    for name, data in saved.items():  # restored: nothing happened
+        (world.tasks / f"{name}.yaml").write_bytes(data)
+    world.step()
+    assert world.ray.calls["stop"] == 0 and len(world.ray.submitted) == 15
+
+    # A deletion within the limit goes ahead at once.
+    for name in names[:3]:
+        (world.tasks / f"{name}.yaml").unlink()
+    world.step()
+    assert world.ray.calls["stop"] == 3
+
+    # Confirmed: the same reconciler restarted with --allow-mass-delete carries it out.
+    for name in names[3:]:
+        (world.tasks / f"{name}.yaml").unlink()
+    world.step(passes=2)
+    assert world.ray.calls["stop"] == 3
+    settings = Settings(tasks_dir=world.tasks, queue_id="q-rel", api=False, allow_mass_delete=True)
+    confirmed = Reconciler(settings, TaskStore(world.tasks), world.ray, clock=world.clock)
+    world.clock.advance(1)
+    confirmed.run_pass()
+    assert all(world.ray.jobs[sid].status == STOPPED for sid in sids.values())
+
+
+# --- 6. a spec turns invalid while its job runs ----------------------------------------------
+
+
+def test_invalid_spec_keeps_the_job_running_under_the_last_valid_one(
+    make_world: Callable[..., World],
+) -> None:
+    world = make_world()
+    sids = run_all(world, ["train"])
+    good = (world.tasks / "train.yaml").read_text()
+    (world.tasks / "train.yaml").write_text(good.replace("priority", "priorty") + "  oops: 1\n")
+    world.step(passes=2)
+    status = world.status("train")
+    assert status["phase"] == "Running" and status["submissionId"] == sids["train"]
+    condition = status["conditions"][0]
+    assert condition["type"] == "SpecInvalid" and "oops" in condition["message"]
+    assert "keeps running" in condition["message"]
+    assert world.ray.calls["stop"] == 0
+
+    # A restart forgets the last valid spec; the broken file still stops nothing.
+    fresh = Reconciler(
+        world.reconciler.settings, TaskStore(world.tasks), world.ray, clock=world.clock
+    )
+    world.clock.advance(1)
+    fresh.run_pass()
+    assert world.status("train")["phase"] == "Running" and world.ray.calls["stop"] == 0
+
+    (world.tasks / "train.yaml").write_text(good)  # fixed as it was: same run, no condition
+    world.step()
+    status = world.status("train")
+    assert status["submissionId"] == sids["train"] and "conditions" not in status
+    world.write("train", "python train.py --fixed")  # fixed differently: normal rules
+    world.step()
+    assert world.ray.calls["stop"] == 1 and world.status("train")["run"] == 2
+
+
+# --- 7. half-written files --------------------------------------------------------------------
+
+ORIGINAL = """apiVersion: rayqueue/v1
+kind: Task
+spec:
+  resources: {cpu: 1}
+  priority: 3
+  entrypoint: python train.py --epochs 3
+"""
+# Cut points that leave a *valid* spec with another entrypoint, the worst case.
+CUTS = ("  entrypoint: pyth", "  entrypoint: python train.py --ep", "  entrypoint: python train")
+
+
+def write_in_pieces(path: Path, text: str, pause: float) -> None:
+    """As an editor without atomic save, or cp, does: truncate, then write piece by piece."""
+    marks = sorted({text.index(c) + len(c) for c in CUTS if c in text} | {len(text)})
+    with path.open("w") as f:  # truncates: for a moment the file is empty
+        f.flush()
+        time.sleep(pause)
+        start = 0
+        for mark in marks:
+            f.write(text[start:mark])
+            f.flush()
+            os.fsync(f.fileno())
+            start = mark
+            time.sleep(pause)
+
+
+def test_half_written_spec_never_stops_or_changes_a_running_job(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    ray = FakeRay(Capacity(4, 0, 16 * GIB))
+    settings = Settings(tasks_dir=tasks, queue_id="q-half", api=False, interval_seconds=0.05)
+    store = TaskStore(tasks, settle_seconds=1.0)
+    reconciler = Reconciler(settings, store, ray)
+    (tasks / "train.yaml").write_text(ORIGINAL)
+    stop = threading.Event()
+    loop = threading.Thread(target=reconciler.run, args=(stop,), daemon=True)
+    Watcher(tasks, reconciler.wake, stop).start()  # wakes the loop on every piece written
+    loop.start()
+    try:
+        wait_until(lambda: ray.submitted, "the first submission", timeout=10)
+        first = ray.submitted[0].submission_id
+        ray.set_status(first, RUNNING)
+        wait_until(lambda: read_status(tasks, "train").get("phase") == "Running", "Running")
+        hashes: set[str] = set()
+        sampler_done = threading.Event()
+
+        def sample() -> None:
+            while not sampler_done.is_set():
+                hashes.add(str(read_status(tasks, "train").get("specHash")))
+                time.sleep(0.01)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        # Rewritten in place with the same content, pausing well inside the settle time.
+        write_in_pieces(tasks / "train.yaml", ORIGINAL, pause=0.3)
+        time.sleep(1.5)  # settled: read again, found unchanged
+        sampler_done.set()
+        sampler.join()
+        assert ray.calls["stop"] == 0 and len(ray.submitted) == 1
+        assert ray.jobs[first].status == RUNNING
+        assert len(hashes) == 1, f"the run's spec changed mid-write: {hashes}"
+
+        # A real edit, written the same way: only its final content counts, once.
+        final = ORIGINAL.replace("--epochs 3", "--epochs 5")
+        write_in_pieces(tasks / "train.yaml", final, pause=0.3)
+        wait_until(lambda: len(ray.submitted) == 2, "the edited run", timeout=10)
+        time.sleep(1.5)
+        assert [r.entrypoint for r in ray.submitted] == [
+            "python train.py --epochs 3",
+            "python train.py --epochs 5",
+        ]
+        assert ray.jobs[first].status == STOPPED and ray.calls["stop"] == 1
+    finally:
+        stop.set()
+        reconciler.wake.set()
+        loop.join(10)
