@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from api.errors import Conflict, NotFound, Unprocessable, spec_errors
-from api.yamledit import load_document, patch_text
 from reconciler.loop import Reconciler
 from reconciler.ray_types import RayAdapter
 from reconciler.settings import Settings
@@ -27,6 +26,7 @@ from specs.atomic import write_atomic
 from specs.models import Task, TaskStatus
 from specs.parse import MAX_FILE_BYTES, SpecError, SpecParseError, parse_status, parse_task
 from specs.store import FolderUnavailable, TaskStore, validate_name
+from specs.yamledit import load_document, patch_text
 
 _LOCK_STRIPES = 64  # bounded memory however many names are used; collisions only serialize
 

@@ -162,8 +162,7 @@ class Reconciler:
         for line in plan.events:
             (log.warning if line.startswith("REFUSING") else log.info)("%s", line)
 
-        self._submit(plan, set(), now)  # MUTANT: Ray first, statuses after
-        plan.submits.clear()
+        # Statuses first: a run's submission id is on disk before Ray ever hears of it.
         unwritten = set()
         for name, status in plan.statuses.items():
             if statuses.get(name) is status:

@@ -511,7 +511,7 @@ def _observe_run(
             # Recorded but not in Ray: we stopped between the status write and submit_job,
             # or the submit failed. The id is free, so submitting it again is safe; the caller
             # does it unless the spec changed meanwhile (a superseded run is never sent).
-            ctx.resubmit.add(name)
+            pass  # MUTANT: ctx.resubmit.add(name)
             return body
         missing_since = _epoch(body.finished_at) if body.reason == "JobMissing" else None
         if missing_since is None:

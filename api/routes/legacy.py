@@ -25,11 +25,11 @@ from api.models import (
 )
 from api.service import TaskService
 from api.views import legacy_state
-from api.yamledit import dump_document
 from reconciler.loop import Reconciler
 from specs.models import API_VERSION
 from specs.quantity import GIB, format_memory, human_memory
 from specs.store import MAX_NAME_LENGTH, InvalidName, validate_name
+from specs.yamledit import dump_document
 
 router = APIRouter(tags=["legacy (old scheduler API)"])
 

@@ -2,7 +2,7 @@
 
 An edit changes one field as a targeted text edit, so comments and layout survive. The edited
 text is re-read and checked against the intended document, and the whole document is
-re-dumped only when a text edit is not safe (api.yamledit does this for the HTTP API too).
+re-dumped only when a text edit is not safe (specs.yamledit does this for the HTTP API too).
 The write is atomic, and it is skipped if the file changed while we edited it.
 """
 
@@ -14,7 +14,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from api.yamledit import load_document, patch_text
 from reconciler.commands.common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -28,6 +27,7 @@ from specs.atomic import write_atomic
 from specs.models import RESTARTED_AT, Task
 from specs.parse import SpecParseError, parse_task
 from specs.store import InvalidName, TaskStore, validate_name
+from specs.yamledit import load_document, patch_text
 
 _ATTEMPTS = 5  # re-reads when another writer changes the file under us
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from reconciler.policies import POLICIES
 from reconciler.sim.engine import simulate
 from reconciler.sim.metrics import Metrics, measure
-from reconciler.sim.workload import Job, offered_load, read_swf, synthetic
+from reconciler.sim.workload import TIMEOUT_FACTOR, Job, offered_load, read_swf, synthetic
 
 DEFAULT_TRACE = Path(__file__).resolve().parents[2].parent / "shared/traces/lublin_256.swf"
 TABLE_LEVELS = (9, 5, 0)  # top, middle and bottom priority in the main table
@@ -31,6 +31,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1, help="seeds timeouts, priorities, synthetic")
     p.add_argument("--load", type=float, default=0.9, help="offered load of the synthetic one")
     p.add_argument("--capacity", type=int, default=256, help="CPUs of the simulated cluster")
+    p.add_argument(
+        "--timeout-factor",
+        type=_factor,
+        default=TIMEOUT_FACTOR,
+        metavar="LOW,HIGH",
+        help="declared timeoutSeconds = run x U[LOW, HIGH] (default 1,5)",
+    )
     p.add_argument(
         "--policies",
         default=",".join(POLICIES),
@@ -46,15 +53,31 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _factor(text: str) -> tuple[float, float]:
+    low, _, high = text.partition(",")
+    bounds = (float(low), float(high or low))
+    if not 1 <= bounds[0] <= bounds[1]:
+        raise argparse.ArgumentTypeError("need 1 <= LOW <= HIGH: a job must end within its bound")
+    return bounds
+
+
 def workloads(args: argparse.Namespace) -> dict[str, list[Job]]:
     result: dict[str, list[Job]] = {}
     if args.workload in ("lublin", "all"):
         result["lublin"] = read_swf(
-            args.trace, limit=args.jobs, seed=args.seed, capacity_cpu=args.capacity
+            args.trace,
+            limit=args.jobs,
+            seed=args.seed,
+            capacity_cpu=args.capacity,
+            timeout_factor=args.timeout_factor,
         )
     if args.workload in ("synthetic", "all"):
         result["synthetic"] = synthetic(
-            args.jobs, seed=args.seed, capacity_cpu=args.capacity, load=args.load
+            args.jobs,
+            seed=args.seed,
+            capacity_cpu=args.capacity,
+            load=args.load,
+            timeout_factor=args.timeout_factor,
         )
     return result
 
@@ -126,6 +149,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         print(f"unknown policy {', '.join(unknown)}; choose from {', '.join(POLICIES)}")
         return 2
+    if args.workload != "synthetic" and not args.trace.is_file():
+        print(f"no trace at {args.trace}; pass --trace PATH or --workload synthetic")
+        return 2
     loads = workloads(args)
     runs = [(jobs, policy, args.capacity) for jobs in loads.values() for policy in policies]
     if args.processes > 1 and len(runs) > 1:
@@ -143,7 +169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "offered_load": offered_load(jobs, args.capacity),
             "policies": {m.policy: m.to_json() for m in rows},
         }
-    report = {"seed": args.seed, "capacity": args.capacity, "workloads": results}
+    report = {
+        "seed": args.seed,
+        "capacity": args.capacity,
+        "timeout_factor": list(args.timeout_factor),
+        "workloads": results,
+    }
     if args.json is not None:
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0

@@ -31,13 +31,20 @@ class Job:
     timeout: float  # declared timeoutSeconds; 0 means none (unbounded)
 
 
-def declared_timeout(run: float, rng: random.Random) -> float:
-    """Run time x U[1, 5], rounded up so a job always ends within its own bound."""
-    return float(math.ceil(run * rng.uniform(*TIMEOUT_FACTOR)))
+def declared_timeout(
+    run: float, rng: random.Random, factor: tuple[float, float] = TIMEOUT_FACTOR
+) -> float:
+    """Run time x U[low, high], rounded up so a job always ends within its own bound."""
+    return float(math.ceil(run * rng.uniform(*factor)))
 
 
 def read_swf(
-    path: Path, *, limit: int | None = None, seed: int = 0, capacity_cpu: int = 256
+    path: Path,
+    *,
+    limit: int | None = None,
+    seed: int = 0,
+    capacity_cpu: int = 256,
+    timeout_factor: tuple[float, float] = TIMEOUT_FACTOR,
 ) -> list[Job]:
     """Jobs from a Standard Workload Format trace: one job a line, ';' starts a header comment.
 
@@ -59,7 +66,7 @@ def read_swf(
                 continue
             first = submit if first is None else first
             # Draw in a fixed order per job so a prefix of the trace gets the same values.
-            timeout = declared_timeout(run, rng)
+            timeout = declared_timeout(run, rng, timeout_factor)
             priority = rng.randrange(PRIORITIES)
             jobs.append(
                 Job(f"swf-{int(fields[0]):06d}", submit - first, run, procs, priority, timeout)
@@ -77,7 +84,12 @@ RUN_SECONDS = (10.0, 4 * 3600.0)  # log-uniform
 
 
 def synthetic(
-    count: int, *, seed: int = 0, capacity_cpu: int = 256, load: float = 0.9
+    count: int,
+    *,
+    seed: int = 0,
+    capacity_cpu: int = 256,
+    load: float = 0.9,
+    timeout_factor: tuple[float, float] = TIMEOUT_FACTOR,
 ) -> list[Job]:
     """`count` jobs with Poisson arrivals at a rate that offers `load` x capacity on average.
 
@@ -90,7 +102,8 @@ def synthetic(
         low, high = _pick(rng)
         cpu = float(min(capacity_cpu, _log_uniform_int(rng, low, high)))
         run = float(round(math.exp(rng.uniform(*map(math.log, RUN_SECONDS)))))
-        shapes.append((cpu, run, rng.randrange(PRIORITIES), declared_timeout(run, rng)))
+        priority = rng.randrange(PRIORITIES)
+        shapes.append((cpu, run, priority, declared_timeout(run, rng, timeout_factor)))
     # The arrival rate follows from the drawn jobs, so the offered load is `load` exactly.
     work = sum(cpu * run for cpu, run, _, _ in shapes)
     mean_gap = work / (load * capacity_cpu * max(count, 1))

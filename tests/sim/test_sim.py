@@ -173,3 +173,20 @@ def test_backfill_keeps_every_reservation(jobs: list[Job]) -> None:
     for name, at in promised.items():
         start = starts[name]
         assert start is not None and start <= at, f"{name} promised {at}, started {start}"
+
+
+def test_timeout_factor_sets_the_declared_bounds(capsys: pytest.CaptureFixture[str]) -> None:
+    exact = synthetic(30, seed=2, timeout_factor=(1, 1))
+    assert all(j.timeout == j.run for j in exact)
+    loose = synthetic(30, seed=2)
+    assert [j.priority for j in loose] == [j.priority for j in exact]  # only timeouts differ
+    args = ["--workload", "synthetic", "--jobs", "20", "--processes", "1"]
+    assert main([*args, "--timeout-factor", "1,1"]) == 0
+    with pytest.raises(SystemExit):
+        main([*args, "--timeout-factor", "0.5,2"])  # a job must end within its own bound
+    capsys.readouterr()
+
+
+def test_missing_trace_is_reported(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["--workload", "lublin", "--trace", str(tmp_path / "none.swf")]) == 2
+    assert "no trace at" in capsys.readouterr().out
