@@ -56,6 +56,7 @@ def plan_options(settings: Settings) -> PlanOptions:
         max_stops_per_pass=settings.max_stops_per_pass,
         allow_mass_delete=settings.allow_mass_delete,
         count_foreign_jobs=settings.count_foreign_jobs,
+        history_retention_seconds=settings.ray_history_retention_seconds,
     )
 
 
@@ -175,6 +176,7 @@ class Reconciler:
                 log.error("cannot write status of %s: %s", name, exc)
         self._submit(plan, unwritten, now)
         self._stop(plan)
+        self._expire(plan)
         for name in plan.delete_statuses:
             self.faults.crash_point("before_delete_status")
             try:
@@ -207,7 +209,8 @@ class Reconciler:
                 self.ray.submit(submit.request)
                 self.faults.crash_point("after_submit")
             except JobConflict:
-                # Already in Ray: submitted before a crash. The next pass adopts it.
+                # Already in Ray: this run, submitted before a crash (the next pass follows it),
+                # or someone else's job (the next pass fails the run: SubmissionIdConflict).
                 log.info(
                     "%s is already in Ray; the next pass looks at it", submit.request.submission_id
                 )
@@ -242,6 +245,21 @@ class Reconciler:
                 return
             except RayError as exc:
                 log.warning("stop of %s failed, will retry: %s", stop.submission_id, exc)
+
+    def _expire(self, plan: Plan) -> None:
+        """Drop finished jobs from Ray's history (--ray-history-retention); best effort."""
+        for sid in plan.deletes:
+            try:
+                self.ray.delete(sid)
+            except JobNotFound:
+                pass
+            except RayUnavailable as exc:
+                log.warning("history clean-up deferred, Ray unavailable: %s", exc)
+                return
+            except RayError as exc:
+                log.warning("cannot delete finished job %s from Ray: %s", sid, exc)
+        if plan.deletes:
+            log.info("deleted %d finished jobs from Ray's history", len(plan.deletes))
 
     def _record(self, plan: Plan, observed: Observation) -> None:
         summary = plan.summary

@@ -75,6 +75,8 @@ class PlanOptions:
     max_stops_per_pass: int = 10  # for deletions; 0 means no limit
     allow_mass_delete: bool = False
     count_foreign_jobs: bool = False
+    history_retention_seconds: float | None = None  # None: never delete finished jobs from Ray
+    max_deletes_per_pass: int = 100
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ class Plan:
     stops: list[Stop] = field(default_factory=list)
     delete_statuses: list[str] = field(default_factory=list)
     fetch_logs: list[str] = field(default_factory=list)  # tasks whose failed run needs a logTail
+    deletes: list[str] = field(default_factory=list)  # finished jobs to drop from Ray's history
     events: list[str] = field(default_factory=list)  # one line per decision, for the log
     held_deletions: int = 0
     summary: Summary | None = None
@@ -256,6 +259,7 @@ def plan(
     if observed.available:
         _stop_strays(ctx, ours, specs)
         _admit(ctx)
+        _expire_history(ctx, ours, statuses)
     _orphan_sidecars(ctx, specs, statuses, ours)
 
     for name, body in ctx.bodies.items():
@@ -511,7 +515,7 @@ def _observe_run(
             # Recorded but not in Ray: we stopped between the status write and submit_job,
             # or the submit failed. The id is free, so submitting it again is safe; the caller
             # does it unless the spec changed meanwhile (a superseded run is never sent).
-            pass  # MUTANT: ctx.resubmit.add(name)
+            ctx.resubmit.add(name)
             return body
         missing_since = _epoch(body.finished_at) if body.reason == "JobMissing" else None
         if missing_since is None:
@@ -683,6 +687,31 @@ def _stop_strays(ctx: _Ctx, ours: Mapping[str, RayJob], specs: Mapping[str, Task
         return
     for job in deletions:
         ctx.plan.stops.append(Stop(job.submission_id, job.metadata.get(META_TASK), "spec deleted"))
+
+
+def _expire_history(
+    ctx: _Ctx, ours: Mapping[str, RayJob], statuses: Mapping[str, TaskStatus]
+) -> None:
+    """Ray lists every job it ever ran, so each pass grows with history. A finished job of ours
+    may go once the retention time has passed and no sidecar on disk still waits for its
+    outcome (a run whose status file says it is active has not recorded its end yet)."""
+    retention = ctx.options.history_retention_seconds
+    if retention is None:
+        return
+    awaited = {
+        s.status.submission_id
+        for s in statuses.values()
+        if s.status.submission_id and s.status.phase.active
+    }
+    expired = sorted(
+        (job.end_time, sid)
+        for sid, job in ours.items()
+        if job.terminal
+        and job.end_time is not None
+        and ctx.now - job.end_time > retention
+        and sid not in awaited
+    )
+    ctx.plan.deletes = [sid for _, sid in expired[: ctx.options.max_deletes_per_pass]]
 
 
 def _orphan_sidecars(

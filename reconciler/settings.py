@@ -69,6 +69,10 @@ class Settings:
     count_foreign_jobs: bool = False
     """Subtract other clients' jobs (their declared entrypoint resources) from free capacity."""
 
+    ray_history_retention_seconds: float | None = None
+    """Delete our finished jobs from Ray this long after they ended, once their outcome is in
+    the sidecar; keeps list_jobs (and so every pass) from growing with history. None: keep."""
+
     ray_timeout_seconds: float = 10.0
     """Timeout of every single call to the Ray dashboard."""
 

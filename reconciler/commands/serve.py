@@ -82,6 +82,15 @@ def add_loop_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="subtract other clients' Ray jobs from free capacity",
     )
+    p.add_argument(
+        "--ray-history-retention",
+        type=float,
+        default=None,
+        dest="ray_history_retention_seconds",
+        metavar="SECONDS",
+        help="delete this queue's finished jobs from Ray this long after they ended, once the "
+        "outcome is in the sidecar (default: keep them; Ray's job list then grows forever)",
+    )
 
 
 def loop_settings(args: argparse.Namespace, **extra: object) -> Settings:
@@ -99,6 +108,7 @@ def loop_settings(args: argparse.Namespace, **extra: object) -> Settings:
         max_stops_per_pass=args.max_stops_per_pass,
         allow_mass_delete=args.allow_mass_delete,
         count_foreign_jobs=args.count_foreign_jobs,
+        ray_history_retention_seconds=args.ray_history_retention_seconds,
         **extra,  # type: ignore[arg-type]
     )
 

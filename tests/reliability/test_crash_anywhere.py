@@ -25,7 +25,8 @@ from reconciler.ray_adapter import RayJobsAdapter
 from reconciler.ray_types import META_QUEUE, META_RUN, META_TASK, META_UID, RayJob
 from tests.reliability.conftest import ServeProcess, read_status, write_task
 
-pytestmark = pytest.mark.ray
+# Room for a broken build to finish and report its losses instead of hitting the default 300 s.
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(540)]
 
 SEED = int(os.environ.get("RAYQUEUE_CRASH_SEED", "20260105"))
 CRASHES = int(os.environ.get("RAYQUEUE_CRASHES", "24"))

@@ -552,3 +552,30 @@ def test_no_status_churn_when_nothing_changes() -> None:
     first = dict(w.statuses)
     w.step(seconds=30)
     assert w.step().statuses == first
+
+
+def test_history_retention_deletes_only_recorded_old_jobs() -> None:
+    w = World({"a": task(), "b": task()}, options=PlanOptions(history_retention_seconds=60))
+    w.step()
+    w.ray("a", SUCCEEDED)
+    w.ray("b", RUNNING)
+    w.step()
+    assert w.phase("a") is Phase.SUCCEEDED
+    w.jobs["foreign"] = RayJob("foreign", SUCCEEDED, end_time=0.0, metadata={})
+    assert w.step().deletes == []  # too recent
+    w.now += timedelta(seconds=120)
+    p = w.step()
+    assert p.deletes == [w.status("a").submission_id]  # not b (live), not the foreign job
+
+
+def test_history_retention_waits_for_the_sidecar() -> None:
+    w = World({"a": task()}, options=PlanOptions(history_retention_seconds=0))
+    w.step()
+    w.ray("a", SUCCEEDED)
+    w.now += timedelta(seconds=5)
+    # The sidecar on disk still says Starting: the outcome is not recorded yet.
+    p = plan(w.inputs(), w.statuses, w.observe(), w.now, w.options)
+    assert p.deletes == []
+    w.statuses.update(p.statuses)
+    p = plan(w.inputs(), w.statuses, w.observe(), w.now, w.options)
+    assert p.deletes == [w.status("a").submission_id]
