@@ -51,6 +51,7 @@ def side_a(ray: RayJobsAdapter, jobs: int, slots: int) -> float:
 
 def side_b(ray: RayJobsAdapter, jobs: int, folder: Path) -> float:
     """rayqueue: the same jobs as spec files, reconciled by the real loop and watcher."""
+    folder.mkdir(parents=True, exist_ok=True)
     settings = Settings(tasks_dir=folder, queue_id=f"tp-{uuid.uuid4().hex[:8]}", api=False)
     rec = Reconciler(settings, TaskStore(folder), ray)
     stop = threading.Event()

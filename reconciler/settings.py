@@ -45,7 +45,7 @@ class Settings:
     interval_seconds: float = 1.0
     """Time between full passes when nothing wakes the loop earlier."""
 
-    busy_interval_seconds: float = 0.2
+    busy_interval_seconds: float = 0.1
     """Time between passes while tasks wait and jobs run, so finished jobs free room sooner."""
 
     policy: str = "strict"

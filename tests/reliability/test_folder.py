@@ -22,6 +22,7 @@ from reconciler.watcher import Watcher
 from specs.store import TaskStore
 from tests.reliability.conftest import (
     GIB,
+    Clock,
     ServeProcess,
     World,
     read_status,
@@ -329,3 +330,39 @@ def test_half_written_spec_never_stops_or_changes_a_running_job(tmp_path: Path) 
         stop.set()
         reconciler.wake.set()
         loop.join(10)
+
+
+def test_store_believes_a_change_only_once_it_has_settled(tmp_path: Path) -> None:
+    """The settle rule itself, on a fake clock: edits, new files and deletions all wait."""
+    clock = Clock()
+    store = TaskStore(tmp_path, settle_seconds=1.0, clock=clock)
+    write_task(tmp_path, "a", "python one.py")
+    assert store.scan()["a"].task is not None  # the first scan reports what it finds
+
+    def entrypoint() -> str | None:
+        entry = store.scan().get("a")
+        return entry.task.spec.entrypoint if entry and entry.task else None
+
+    (tmp_path / "a.yaml").write_text("apiVersion: rayqueue/v1\nkind: Task\nspec:\n  entry")
+    clock.advance(0.5)
+    assert entrypoint() == "python one.py"  # half-written: the old content stands
+    write_task(tmp_path, "a", "python two.py")
+    clock.advance(0.9)
+    assert entrypoint() == "python one.py"  # changed again: the wait starts over
+    clock.advance(1.0)
+    assert entrypoint() == "python two.py"
+
+    write_task(tmp_path, "b", "python b.py")
+    assert "b" not in store.scan()
+    clock.advance(1.0)
+    assert "b" in store.scan()
+
+    (tmp_path / "b.yaml").unlink()
+    assert "b" in store.scan()  # gone for a moment (a checkout midway) is not gone
+    clock.advance(0.5)
+    write_task(tmp_path, "b", "python b.py")  # back: no deletion ever seen
+    assert "b" in store.scan()
+    (tmp_path / "b.yaml").unlink()
+    store.scan()
+    clock.advance(1.0)
+    assert "b" not in store.scan()
