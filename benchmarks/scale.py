@@ -15,6 +15,7 @@ from benchmarks.common import peak_rss_mb, save, spec_text, table
 from reconciler.fake_ray import FakeRay
 from reconciler.loop import Reconciler
 from reconciler.ray_types import Capacity
+from reconciler.runtime import tune_gc
 from reconciler.settings import Settings
 from specs.store import TaskStore
 
@@ -30,6 +31,7 @@ def measure(size: int, root: Path) -> dict[str, float]:
     ray = FakeRay(Capacity(8, 0, 2**40))
     settings = Settings(tasks_dir=folder, queue_id="bench", api=False)
     rec = Reconciler(settings, TaskStore(folder), ray)
+    tune_gc()  # as `rayqueue serve` does
 
     wall, cpu = time.perf_counter(), time.process_time()
     rec.run_pass()

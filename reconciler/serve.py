@@ -16,6 +16,7 @@ from reconciler.local_ray import LocalRayHead
 from reconciler.lock import LOCK_NAME, LockHeld, StateLock
 from reconciler.loop import Reconciler
 from reconciler.ray_adapter import RayJobsAdapter
+from reconciler.runtime import tune_gc
 from reconciler.settings import Settings
 from reconciler.watcher import Watcher
 from specs.store import TaskStore
@@ -101,6 +102,7 @@ def _start(
     store = TaskStore(
         settings.tasks_dir, settings.status_dir, settle_seconds=settings.settle_seconds
     )
+    tune_gc()
     reconciler = Reconciler(settings, store, ray, faults=faults)
     watcher = Watcher(settings.tasks_dir, reconciler.wake, stop)
     watcher.start()
