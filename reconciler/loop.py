@@ -23,7 +23,7 @@ from reconciler.ray_types import (
     RayUnavailable,
 )
 from reconciler.settings import Settings
-from specs.store import FolderUnavailable, TaskStore
+from specs.store import FolderUnavailable, SpecEntry, TaskStore
 
 log = logging.getLogger("rayqueue.loop")
 
@@ -58,6 +58,13 @@ def plan_options(settings: Settings) -> PlanOptions:
         count_foreign_jobs=settings.count_foreign_jobs,
         history_retention_seconds=settings.ray_history_retention_seconds,
     )
+
+
+def task_input(entry: SpecEntry) -> TaskInput:
+    """What the planner needs of one scanned file; the spec hash is computed once per parse."""
+    error = str(entry.error) if entry.error else None
+    spec_hash = entry.task.spec_hash() if entry.task is not None else None
+    return TaskInput(entry.name, entry.task, error, entry.last_valid, spec_hash)
 
 
 def tail(text: str, lines: int) -> str:
@@ -131,19 +138,14 @@ class Reconciler:
             log.info("tasks folder is back")
             self.state.folder_error = None
         inputs: dict[str, TaskInput] = {}
+        cache: dict[str, tuple[object, TaskInput]] = {}
         for name, entry in entries.items():
             cached = self._inputs.get(name)
             if cached is None or cached[0] is not entry:  # the store reuses unchanged entries
-                error = str(entry.error) if entry.error else None
-                spec_hash = entry.task.spec_hash() if entry.task is not None else None
-                task_input = TaskInput(name, entry.task, error, entry.last_valid, spec_hash)
-                cached = (entry, task_input)
+                cached = (entry, task_input(entry))
+            cache[name] = cached
             inputs[name] = cached[1]
-        self._inputs = {
-            name: (cached_entry, value)
-            for name, value in inputs.items()
-            for cached_entry in (entries[name],)
-        }
+        self._inputs = cache
         return inputs
 
     def run_pass(self) -> Plan | None:

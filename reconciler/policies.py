@@ -64,11 +64,11 @@ def _ahead(count: int) -> str:
     return "1 task ahead" if count == 1 else f"{count} tasks ahead"
 
 
-def strict(
-    queue: Sequence[Candidate], free: Capacity, claims: Sequence[Claim], now: float, slots: int
+def _in_order(
+    queue: Sequence[Candidate], free: Capacity, slots: int, *, blocking: bool
 ) -> Admission:
-    """The old service's rule: start the head while it fits; the first misfit blocks the rest."""
-    del claims, now  # strict needs no estimate of when running jobs end
+    """Walk the queue in order, starting what fits. `blocking`: the first task that cannot
+    start holds back everything behind it (strict); otherwise later tasks may overtake."""
     admission = Admission()
     blocked_by: str | None = None
     for task in queue:
@@ -77,21 +77,29 @@ def strict(
             admission.waiting[task.name] = Waiting(
                 BLOCKED_BY_HIGHER, f"waits behind {blocked_by}; {_ahead(index)}"
             )
-        elif slots <= 0:
-            admission.waiting[task.name] = Waiting(
-                INFLIGHT_LIMIT, f"too many jobs starting at once; {_ahead(index)}"
-            )
-            blocked_by = task.name
+            continue
+        if slots <= 0:
+            waiting = Waiting(INFLIGHT_LIMIT, f"too many jobs starting at once; {_ahead(index)}")
         elif task.request.fits_in(free):
             admission.start.append(task.name)
             free = free - task.request
             slots -= 1
+            continue
         else:
-            admission.waiting[task.name] = Waiting(
-                WAITING_FOR_RESOURCES, f"{describe_shortfall(task.request, free)}; {_ahead(index)}"
-            )
+            shortfall = describe_shortfall(task.request, free)
+            waiting = Waiting(WAITING_FOR_RESOURCES, f"{shortfall}; {_ahead(index)}")
+        admission.waiting[task.name] = waiting
+        if blocking:
             blocked_by = task.name
     return admission
+
+
+def strict(
+    queue: Sequence[Candidate], free: Capacity, claims: Sequence[Claim], now: float, slots: int
+) -> Admission:
+    """The old service's rule: start the head while it fits; the first misfit blocks the rest."""
+    del claims, now  # strict needs no estimate of when running jobs end
+    return _in_order(queue, free, slots, blocking=True)
 
 
 def besteffort(
@@ -99,22 +107,7 @@ def besteffort(
 ) -> Admission:
     """Kueue's BestEffortFIFO: anything that fits starts, in queue order. Can starve big tasks."""
     del claims, now
-    admission = Admission()
-    for task in queue:
-        index = len(admission.waiting)
-        if slots <= 0:
-            admission.waiting[task.name] = Waiting(
-                INFLIGHT_LIMIT, f"too many jobs starting at once; {_ahead(index)}"
-            )
-        elif task.request.fits_in(free):
-            admission.start.append(task.name)
-            free = free - task.request
-            slots -= 1
-        else:
-            admission.waiting[task.name] = Waiting(
-                WAITING_FOR_RESOURCES, f"{describe_shortfall(task.request, free)}; {_ahead(index)}"
-            )
-    return admission
+    return _in_order(queue, free, slots, blocking=False)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from reconciler.commands.common import (
     table,
 )
 from reconciler.commands.serve import add_loop_options, loop_settings
-from reconciler.loop import plan_options
+from reconciler.loop import plan_options, task_input
 from reconciler.planner import Observation, Plan, TaskInput
 from reconciler.ray_types import Capacity, RayError
 from specs.models import Phase, TaskStatus
@@ -73,17 +73,7 @@ def run(args: argparse.Namespace) -> int:
         statuses = store.read_statuses()
     except FolderUnavailable as exc:
         raise CliError(str(exc)) from None
-    # As Reconciler.read_specs builds them.
-    specs = {
-        name: TaskInput(
-            name,
-            e.task,
-            str(e.error) if e.error else None,
-            e.last_valid,
-            e.task.spec_hash() if e.task is not None else None,
-        )
-        for name, e in entries.items()
-    }
+    specs = {name: task_input(entry) for name, entry in entries.items()}
     # --count-foreign-jobs needs each job's entrypoint resources, as in serve.
     adapter = common.make_adapter(
         address, settings.ray_timeout_seconds, entrypoint_resources=settings.count_foreign_jobs
