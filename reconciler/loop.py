@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -23,6 +24,7 @@ from reconciler.ray_types import (
     RayUnavailable,
 )
 from reconciler.settings import Settings
+from specs.models import TaskStatus
 from specs.store import FolderUnavailable, SpecEntry, TaskStore
 
 log = logging.getLogger("rayqueue.loop")
@@ -96,6 +98,7 @@ class Reconciler:
         self._ray_retry_at = 0.0
         self._lock = threading.Lock()  # one pass at a time, whoever calls it
         self._inputs: dict[str, tuple[object, TaskInput]] = {}
+        self._capacity_read: tuple[float, Capacity] | None = None
 
     # -- one pass ------------------------------------------------------------------------------
     def observe(self) -> Observation:
@@ -105,7 +108,7 @@ class Reconciler:
             return Observation(None, None, f"backing off after: {self.state.ray_error}")
         try:
             jobs = self.ray.list_jobs()
-            capacity = self.ray.capacity()
+            capacity = self._capacity(now)
         except RayError as exc:
             self._failures += 1
             delay = min(
@@ -113,6 +116,7 @@ class Reconciler:
                 self.settings.max_backoff_seconds,
             )
             self._ray_retry_at = now + delay
+            self._capacity_read = None
             self.state.ray_failures, self.state.ray_backoff_seconds = self._failures, delay
             if self.state.ray_error is None:
                 log.warning("Ray unavailable (%s); nothing will be stopped; retrying", exc)
@@ -125,6 +129,16 @@ class Reconciler:
         self.state.ray_error, self.state.last_ray_ok_at = None, now
         self.state.capacity = capacity
         return Observation({job.submission_id: job for job in jobs}, capacity)
+
+    def _capacity(self, now: float) -> Capacity:
+        """Nodes come and go far more slowly than jobs end, and the dashboard's node listing
+        is its costliest call: while the loop polls fast, reuse a capacity read a few seconds."""
+        cached = self._capacity_read
+        if cached is not None and now - cached[0] < self.settings.capacity_refresh_seconds:
+            return cached[1]
+        capacity = self.ray.capacity()
+        self._capacity_read = (now, capacity)
+        return capacity
 
     def read_specs(self) -> dict[str, TaskInput] | None:
         try:
@@ -165,18 +179,13 @@ class Reconciler:
         for line in plan.events:
             (log.warning if line.startswith("REFUSING") else log.info)("%s", line)
 
-        # Statuses first: a run's submission id is on disk before Ray ever hears of it.
-        unwritten = set()
-        for name, status in plan.statuses.items():
-            if statuses.get(name) is status:
-                continue  # the planner hands back the very object it was given: unchanged
-            try:
-                if self.store.write_status(name, status):
-                    self.faults.crash_point("status_written")
-            except OSError as exc:
-                unwritten.add(name)
-                log.error("cannot write status of %s: %s", name, exc)
+        # A run's submission id is on disk before Ray ever hears of it: the statuses of the
+        # tasks being submitted go first, then the submits, then every other status (queue
+        # positions and such, which need not delay a start), and only then the stops.
+        submitting = {submit.task for submit in plan.submits}
+        unwritten = self._write_statuses(plan, statuses, only=submitting)
         self._submit(plan, unwritten, now)
+        self._write_statuses(plan, statuses, skip=submitting)
         self._stop(plan)
         self._expire(plan)
         for name in plan.delete_statuses:
@@ -187,6 +196,29 @@ class Reconciler:
                 log.error("cannot remove status of deleted task %s: %s", name, exc)
         self._record(plan, observed)
         return plan
+
+    def _write_statuses(
+        self,
+        plan: Plan,
+        before: Mapping[str, TaskStatus],
+        *,
+        only: AbstractSet[str] | None = None,
+        skip: AbstractSet[str] = frozenset(),
+    ) -> set[str]:
+        """Write the statuses that changed; return the names whose write failed."""
+        unwritten: set[str] = set()
+        names = plan.statuses if only is None else [n for n in plan.statuses if n in only]
+        for name in names:
+            status = plan.statuses[name]
+            if name in skip or before.get(name) is status:
+                continue  # the planner hands back the very object it was given: unchanged
+            try:
+                if self.store.write_status(name, status):
+                    self.faults.crash_point("status_written")
+            except OSError as exc:
+                unwritten.add(name)
+                log.error("cannot write status of %s: %s", name, exc)
+        return unwritten
 
     def _fetch_log_tails(self, plan: Plan) -> None:
         for name in plan.fetch_logs:
@@ -302,11 +334,14 @@ class Reconciler:
         """Pass, then sleep until woken by a file event or the interval passes."""
         while not stop.is_set():
             self.wake.clear()
+            started = time.monotonic()
             try:
                 self.run_pass()
             except Exception:  # the loop must outlive any single bad pass
                 log.exception("reconcile pass failed")
-            self.wake.wait(self.next_wait())
+            # Passes start on a steady beat: the interval counts from the start of a pass.
+            elapsed = time.monotonic() - started
+            self.wake.wait(max(self.next_wait() - elapsed, 0.01))
 
     def next_wait(self) -> float:
         """Poll Ray faster while jobs run and others wait for their resources: a job's end is

@@ -48,6 +48,9 @@ class Settings:
     busy_interval_seconds: float = 0.1
     """Time between passes while tasks wait and jobs run, so finished jobs free room sooner."""
 
+    capacity_refresh_seconds: float = 0.9
+    """A capacity read is reused this long, so fast polling does not re-list the nodes."""
+
     policy: str = "strict"
     """Admission policy: strict (the old service's), backfill or besteffort."""
 

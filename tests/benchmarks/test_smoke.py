@@ -16,7 +16,8 @@ def test_scale_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     printed = capsys.readouterr().out
     assert "folder scale" in printed and "steady_pass_cpu_ms" in printed
     rows = json.loads(out.read_text())["rows"]
-    assert rows[0]["specs"] == 20 and rows[0]["ray_calls_per_pass"] == 2
+    # one job listing, and a capacity read unless a recent one is reused
+    assert rows[0]["specs"] == 20 and 1 <= rows[0]["ray_calls_per_pass"] <= 2
 
 
 def test_history_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
