@@ -64,8 +64,12 @@ def serve(settings: Settings) -> None:
                 while not stop.wait(0.5):
                     pass
                 return
-        # uvicorn installs its own SIGINT/SIGTERM handlers and returns when told to stop.
-        _serve_api(settings, reconciler, ray)
+        # uvicorn installs its own SIGINT/SIGTERM handlers, shuts down, then restores the
+        # previous handlers and raises the signal again. With the default ones that re-raise
+        # killed the process before the clean-up below and leaked the Ray head; ours only
+        # set `stop`.
+        with _stop_on_signal(stop):
+            _serve_api(settings, reconciler, ray)
     finally:
         stop.set()
         for thread in running.threads:
