@@ -40,8 +40,8 @@ def is_loopback(host: str) -> bool:
 
 
 def api_token(settings: Settings) -> str | None:
-    """From settings.extra["api_token"], else $RAYQUEUE_API_TOKEN; empty means none."""
-    token = settings.extra.get("api_token") or os.environ.get(TOKEN_ENV) or ""
+    """From settings.api_token, else $RAYQUEUE_API_TOKEN; empty means none."""
+    token = settings.api_token or os.environ.get(TOKEN_ENV) or ""
     return token or None
 
 

@@ -32,6 +32,7 @@ from reconciler.ray_types import (
     SubmitRequest,
 )
 from specs.models import Condition, Metadata, Phase, Task, TaskStatus, TaskStatusBody
+from specs.quantity import human_memory
 
 COND_SPEC_INVALID = "SpecInvalid"
 COND_CLUSTER_UNAVAILABLE = "ClusterUnavailable"
@@ -172,8 +173,6 @@ def submission_id_for(name: str, uid: str, run: int, explicit: str | None) -> st
 
 
 def _resources_text(req: Capacity) -> str:
-    from specs.quantity import human_memory
-
     parts = []
     if req.cpu:
         parts.append(f"{req.cpu:g} CPU")
@@ -185,8 +184,6 @@ def _resources_text(req: Capacity) -> str:
 
 
 def _unschedulable(req: Capacity, capacity: Capacity) -> str | None:
-    from specs.quantity import human_memory
-
     if req.cpu > capacity.cpu + 1e-9:
         return f"asks for {req.cpu:g} CPU; the whole cluster has {capacity.cpu:g}"
     if req.gpu > capacity.gpu + 1e-9:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_PORT = 8264  # the old scheduler's port, kept so old clients need no change
@@ -98,8 +98,8 @@ class Settings:
     """A changed, new or vanished spec file counts only once unchanged this long (half-written
     files and git checkouts midway are never read as edits or deletions). 0: at once."""
 
-    extra: dict[str, str] = field(default_factory=dict)
-    """Room for options later issues add, without changing call sites."""
+    api_token: str | None = None
+    """Bearer token the HTTP API requires; None: $RAYQUEUE_API_TOKEN, or no auth if unset."""
 
     @property
     def resolved_state_dir(self) -> Path:

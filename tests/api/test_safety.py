@@ -135,7 +135,7 @@ def test_unknown_routes_and_methods_answer_json(client: TestClient) -> None:
 
 @pytest.fixture
 def secured(tasks_dir: Path) -> Iterator[TestClient]:
-    settings = Settings(tasks_dir=tasks_dir, extra={"api_token": "s3cret-token"})
+    settings = Settings(tasks_dir=tasks_dir, api_token="s3cret-token")
     with TestClient(create_app(settings)) as client:
         yield client
 
@@ -214,8 +214,7 @@ def test_token_from_the_environment(tasks_dir: Path, monkeypatch: pytest.MonkeyP
 def test_public_bind_without_token_warns_at_startup(
     tasks_dir: Path, caplog: pytest.LogCaptureFixture, host: str, token: str | None, warned: bool
 ) -> None:
-    extra = {"api_token": token} if token else {}
-    app = create_app(Settings(tasks_dir=tasks_dir, host=host, extra=extra))
+    app = create_app(Settings(tasks_dir=tasks_dir, host=host, api_token=token))
     with caplog.at_level(logging.WARNING, logger="rayqueue.api"):
         assert caplog.records == []
         with TestClient(app):

@@ -68,7 +68,7 @@ def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         queue_id="q-api-fuzz",
         host="127.0.0.1",
         port=port,
-        extra={"api_token": TOKEN},
+        api_token=TOKEN,
     )
     ray = FakeRay(Capacity(4, 0, 16 * GIB))
     reconciler = Reconciler(settings, TaskStore(tasks), ray)
