@@ -172,7 +172,9 @@ def test_sigkill_anywhere_never_duplicates_or_loses_a_run(
         serve.wait_ready()
         # Not asserted here: whatever did not finish shows up below as a lost task, with the
         # duplicate and Ray checks still made.
-        settle(work.done, timeout=120)
+        # The user keeps acting too: a delete/edit task that reaches Running only now must
+        # still be deleted or edited, or it could never count as done.
+        settle(lambda: (work.step(), work.done())[1], timeout=120)
         settle(lambda: all(j.terminal for j in our_jobs(ray, serve.queue_id)), timeout=60)
     finally:
         if serve.alive:
