@@ -780,7 +780,26 @@ def test_builder_agrees_with_yaml_safe_load(value: Any) -> None:
 )
 def test_builder_agrees_with_yaml_safe_load_on_tricky_scalars(text: str) -> None:
     nodes = parse._load(text, "t", single=True)
-    assert repr(nodes[0][1]) == repr(yaml.safe_load(text))
+    assert _typed(nodes[0][1]) == _typed(yaml.safe_load(text))
+
+
+def _typed(value: Any) -> Any:
+    """A comparable form that keeps every value *and its type* (1, 1.0 and True differ, NaN
+    equals NaN) but not mapping order: a spec's meaning never depends on key order, and
+    PyYAML 6.0.4 changed the order in which merge keys (`<<`) land."""
+    if isinstance(value, dict):
+        return ("map", sorted((repr(_typed(k)), _typed(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return ("seq", [_typed(v) for v in value])
+    return (type(value).__name__, repr(value))
+
+
+def test_typed_comparison_sees_values_and_types_but_not_order() -> None:
+    assert _typed({"x": 0, "z": 4}) == _typed({"z": 4, "x": 0})
+    assert _typed({"x": 1}) != _typed({"x": 1.0})
+    assert _typed({"x": 1}) != _typed({"x": True})
+    assert _typed({"x": [1, 2]}) != _typed({"x": [2, 1]})
+    assert _typed(float("nan")) == _typed(float("nan"))
 
 
 @FUZZ
