@@ -20,8 +20,8 @@ from api.middleware import MAX_BODY_BYTES, BearerAuth, BodyLimit
 from api.routes import cluster, legacy, tasks
 from api.service import TaskService
 from reconciler.loop import Reconciler
-from reconciler.ray_types import RayAdapter
-from reconciler.settings import Settings
+from specs.cluster import RayAdapter
+from specs.settings import Settings
 from specs.store import TaskStore
 
 log = logging.getLogger("rayqueue.api")

@@ -12,7 +12,7 @@ from fastapi import Depends, Header, Request
 from api.errors import ApiError, Unprocessable
 from api.service import TaskService
 from reconciler.loop import Reconciler
-from reconciler.settings import Settings
+from specs.settings import Settings
 
 JSON_TYPES = frozenset({"application/json", "application/merge-patch+json"})
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"})

@@ -13,7 +13,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from reconciler.ray_types import JobNotFound, RayError, RayUnavailable
+from specs.cluster import JobNotFound, RayError, RayUnavailable
 from specs.parse import SpecError, SpecParseError
 from specs.store import FolderUnavailable, InvalidName
 

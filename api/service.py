@@ -20,11 +20,11 @@ from typing import Any
 
 from api.errors import Conflict, NotFound, Unprocessable, spec_errors
 from reconciler.loop import Reconciler
-from reconciler.ray_types import RayAdapter
-from reconciler.settings import Settings
 from specs.atomic import write_atomic
+from specs.cluster import RayAdapter
 from specs.models import Task, TaskStatus
 from specs.parse import MAX_FILE_BYTES, SpecError, SpecParseError, parse_status, parse_task
+from specs.settings import Settings
 from specs.store import FolderUnavailable, TaskStore, validate_name
 from specs.yamledit import load_document, patch_text
 

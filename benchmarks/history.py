@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 from benchmarks.common import save, spec_text, table
-from reconciler.fake_ray import FakeRay
 from reconciler.loop import Reconciler
-from reconciler.ray_types import META_QUEUE, META_TASK, SUCCEEDED, Capacity, RayJob
-from reconciler.settings import Settings
+from reconciler.raycluster.fake import FakeRay
+from specs.cluster import META_QUEUE, META_TASK, SUCCEEDED, Capacity, RayJob
+from specs.settings import Settings
 from specs.store import TaskStore
 
 LIVE_TASKS = 100

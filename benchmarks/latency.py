@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 from benchmarks.common import drop, percentile, save, spec_text, table
-from reconciler.fake_ray import FakeRay
 from reconciler.loop import Reconciler
-from reconciler.ray_types import META_TASK, Capacity, RayAdapter, SubmitRequest
-from reconciler.settings import Settings
+from reconciler.raycluster.fake import FakeRay
 from reconciler.watcher import Watcher
+from specs.cluster import META_TASK, Capacity, RayAdapter, SubmitRequest
+from specs.settings import Settings
 from specs.store import TaskStore
 
 
@@ -94,8 +94,8 @@ def main(argv: list[str] | None = None) -> None:
         fake = FakeRay(Capacity(10_000, 0, 2**50), auto_advance=True)
         rows.append(summary("fake", run(fake, args.drops, Path(tmp) / "fake")))
         if args.real_drops:
-            from reconciler.local_ray import LocalRayHead
-            from reconciler.ray_adapter import RayJobsAdapter
+            from reconciler.raycluster.adapter import RayJobsAdapter
+            from reconciler.raycluster.local_head import LocalRayHead
 
             head = LocalRayHead() if args.address is None else None
             try:

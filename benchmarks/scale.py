@@ -12,11 +12,11 @@ import time
 from pathlib import Path
 
 from benchmarks.common import peak_rss_mb, save, spec_text, table
-from reconciler.fake_ray import FakeRay
 from reconciler.loop import Reconciler
-from reconciler.ray_types import Capacity
+from reconciler.raycluster.fake import FakeRay
 from reconciler.runtime import tune_gc
-from reconciler.settings import Settings
+from specs.cluster import Capacity
+from specs.settings import Settings
 from specs.store import TaskStore
 
 PASSES = 5

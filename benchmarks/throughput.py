@@ -19,12 +19,12 @@ import uuid
 from pathlib import Path
 
 from benchmarks.common import drop, save, spec_text, table
-from reconciler.local_ray import LocalRayHead
 from reconciler.loop import Reconciler
-from reconciler.ray_adapter import RayJobsAdapter
-from reconciler.ray_types import META_QUEUE, SubmitRequest
-from reconciler.settings import Settings
+from reconciler.raycluster.adapter import RayJobsAdapter
+from reconciler.raycluster.local_head import LocalRayHead
 from reconciler.watcher import Watcher
+from specs.cluster import META_QUEUE, SubmitRequest
+from specs.settings import Settings
 from specs.store import TaskStore
 
 ENTRYPOINT = "true"

@@ -14,7 +14,7 @@ from reconciler import planner
 from reconciler.faults import Faults
 from reconciler.history import ResourceHistory
 from reconciler.planner import Observation, Plan, PlanOptions, TaskInput
-from reconciler.ray_types import (
+from specs.cluster import (
     Capacity,
     JobConflict,
     JobNotFound,
@@ -23,8 +23,8 @@ from reconciler.ray_types import (
     RayRequestError,
     RayUnavailable,
 )
-from reconciler.settings import Settings
 from specs.models import TaskStatus
+from specs.settings import Settings
 from specs.store import FolderUnavailable, SpecEntry, TaskStore
 
 log = logging.getLogger("rayqueue.loop")

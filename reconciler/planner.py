@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from reconciler import policies
-from reconciler.ray_types import (
+from specs.cluster import (
     META_CPU,
     META_GPU,
     META_MEMORY,

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from reconciler.ray_types import Capacity
+from specs.cluster import Capacity
 from specs.quantity import human_memory
 
 WAITING_FOR_RESOURCES = "WaitingForResources"

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from reconciler.local_ray import LocalRayHead, find_ray_executable
-from reconciler.ray_adapter import RayJobsAdapter
+from reconciler.raycluster.adapter import RayJobsAdapter
+from reconciler.raycluster.local_head import LocalRayHead, find_ray_executable
 
 RAY_HEAD_CPUS = 4
 RAY_HEAD_MEMORY = 8 * 2**30

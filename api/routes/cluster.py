@@ -10,8 +10,8 @@ from fastapi.responses import JSONResponse
 from api.deps import ReconcilerDep, SettingsDep
 from api.models import ClusterView, Health, Readiness, Resources
 from reconciler.loop import Reconciler
-from reconciler.ray_types import Capacity
-from reconciler.settings import Settings
+from specs.cluster import Capacity
+from specs.settings import Settings
 
 router = APIRouter(tags=["cluster"])
 

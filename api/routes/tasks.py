@@ -23,7 +23,7 @@ from api.errors import ApiError, BadRequest, NotFound, Unprocessable
 from api.models import TaskList, TaskRow
 from api.service import SpecFile, TaskService, quote_etag
 from api.views import human_age, resources, status_body, task_object
-from reconciler.ray_types import JobNotFound
+from specs.cluster import JobNotFound
 from specs.models import Phase, TaskStatus
 from specs.yamledit import dump_document
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from reconciler.planner import Observation, Plan, PlanOptions, TaskInput, plan
-from reconciler.ray_types import RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
 from reconciler.sim.workload import Job
+from specs.cluster import RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
 from specs.models import Phase, Task, TaskStatus
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)

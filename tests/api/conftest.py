@@ -22,10 +22,10 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from api.app import TOKEN_ENV, create_app
-from reconciler.fake_ray import FakeRay
 from reconciler.loop import Reconciler
-from reconciler.ray_types import Capacity
-from reconciler.settings import Settings
+from reconciler.raycluster.fake import FakeRay
+from specs.cluster import Capacity
+from specs.settings import Settings
 from specs.store import TaskStore
 
 SEED_BODY = {

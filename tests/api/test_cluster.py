@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from reconciler.ray_types import Capacity
+from specs.cluster import Capacity
 from tests.api.conftest import task_yaml
 
 GIB = 2**30

@@ -23,9 +23,9 @@ import uvicorn
 
 from api.app import create_app
 from reconciler.loop import Reconciler
-from reconciler.ray_adapter import RayJobsAdapter
-from reconciler.ray_types import META_QUEUE, RUNNING, STOPPED, SUCCEEDED, JobNotFound, RayJob
-from reconciler.settings import Settings
+from reconciler.raycluster.adapter import RayJobsAdapter
+from specs.cluster import META_QUEUE, RUNNING, STOPPED, SUCCEEDED, JobNotFound, RayJob
+from specs.settings import Settings
 from specs.store import TaskStore
 
 pytestmark = pytest.mark.ray

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from reconciler.ray_types import RUNNING, STOPPED, Capacity
+from specs.cluster import RUNNING, STOPPED, Capacity
 from tests.api.conftest import SEED_BODY, snapshot
 
 TASK_ID = re.compile(

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from reconciler.ray_types import RUNNING, RayUnavailable
+from specs.cluster import RUNNING, RayUnavailable
 from tests.api.conftest import snapshot, task_json, task_yaml
 
 YAML = {"content-type": "application/yaml"}

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.cli import main
-from reconciler.fake_ray import FakeRay
+from reconciler.cli.main import main
 from reconciler.loop import Reconciler
-from reconciler.ray_types import Capacity
-from reconciler.settings import Settings
+from reconciler.raycluster.fake import FakeRay
+from specs.cluster import Capacity
+from specs.settings import Settings
 from specs.store import TaskStore
 
 QUEUE_ID = "cli-test"

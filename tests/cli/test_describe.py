@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.commands import common
-from reconciler.ray_types import FAILED, RUNNING
+from reconciler.cli import common
+from specs.cluster import FAILED, RUNNING
 from tests.cli.conftest import spec_text, write
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.commands import edit
+from reconciler.cli import edit
 from specs.models import RESTARTED_AT
 from specs.parse import parse_task
 from tests.cli.conftest import spec_text, write

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.commands import get
-from reconciler.ray_types import RUNNING
+from reconciler.cli import get
+from specs.cluster import RUNNING
 from tests.cli.conftest import spec_text, write
 
 

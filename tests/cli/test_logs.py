@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.commands import common
-from reconciler.ray_types import RUNNING, RayUnavailable
+from reconciler.cli import common
+from specs.cluster import RUNNING, RayUnavailable
 from tests.cli.conftest import spec_text, write
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.commands import common
-from reconciler.fake_ray import FakeRay
-from reconciler.ray_types import RUNNING
+from reconciler.cli import common
+from reconciler.raycluster.fake import FakeRay
+from specs.cluster import RUNNING
 from tests.cli.conftest import QUEUE_ID, snapshot, spec_text, write
 
 ADDRESS = ("--address", "http://head:8265", "--queue-id", QUEUE_ID)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.ray_adapter import RayJobsAdapter
-from reconciler.ray_types import META_QUEUE, SubmitRequest
+from reconciler.raycluster.adapter import RayJobsAdapter
+from specs.cluster import META_QUEUE, SubmitRequest
 from specs.models import Metadata, Phase, TaskStatus, TaskStatusBody
 from specs.store import TaskStore
 from tests.cli.conftest import snapshot, spec_text, write

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from reconciler.fake_ray import FakeRay
-from reconciler.ray_adapter import RayJobsAdapter
-from reconciler.ray_types import (
+from reconciler.raycluster.adapter import RayJobsAdapter
+from reconciler.raycluster.fake import FakeRay
+from specs.cluster import (
     META_TASK,
     META_UID,
     PENDING,
@@ -293,7 +293,7 @@ def test_real_adapter_recovers_after_being_unavailable(ray_head: str) -> None:
 def test_conflict_is_found_even_if_ray_rewords_its_error(
     ray_adapter: RayJobsAdapter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from reconciler import ray_adapter as module
+    from reconciler.raycluster import adapter as module
 
     def reworded(self: object, r: object) -> None:
         raise module._HTTPStatusError(500, "Internal Server Error")

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.cli import build_parser
-from reconciler.settings import DEFAULT_PORT
+from reconciler.cli.main import build_parser
+from specs.settings import DEFAULT_PORT
 from tests.deploy.conftest import ROOT, dockerfile, exec_form, ray_pin
 
 DASHBOARD_PORT = 8265

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 import tomllib
 
-from reconciler.cli import build_parser
-from reconciler.settings import DEFAULT_PORT
+from reconciler.cli.main import build_parser
+from specs.settings import DEFAULT_PORT
 from tests.deploy.conftest import ROOT, dockerfile, exec_form, ray_pin
 
 ENTRYPOINT = ["rayqueue", "serve", "--dir", "/tasks", "--host", "0.0.0.0"]

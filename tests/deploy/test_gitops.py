@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.cli import build_parser
+from reconciler.cli.main import build_parser
 from tests.deploy.conftest import ROOT
 
 GITOPS = ROOT / "examples" / "gitops"
@@ -104,7 +104,7 @@ def test_probes_and_service_port(manifests) -> None:
 
 def test_probe_paths_exist_in_the_api() -> None:
     from api.app import create_app
-    from reconciler.settings import Settings
+    from specs.settings import Settings
 
     app = create_app(Settings(tasks_dir=ROOT / "examples" / "tasks"))
     assert {"/healthz", "/readyz"} <= set(app.openapi()["paths"])

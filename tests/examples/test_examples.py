@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.cli import main
-from reconciler.commands.files import Source, parse_source
+from reconciler.cli.files import Source, parse_source
+from reconciler.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

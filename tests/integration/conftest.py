@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from reconciler.loop import Reconciler
-from reconciler.ray_adapter import RayJobsAdapter
-from reconciler.ray_types import META_QUEUE, RayJob
-from reconciler.settings import Settings
+from reconciler.raycluster.adapter import RayJobsAdapter
 from specs.atomic import write_atomic
+from specs.cluster import META_QUEUE, RayJob
+from specs.settings import Settings
 from specs.store import TaskStore
 
 

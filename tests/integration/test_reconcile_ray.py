@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from reconciler.ray_types import STOPPED
+from specs.cluster import STOPPED
 
 pytestmark = pytest.mark.ray
 

@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.fake_ray import FakeRay
 from reconciler.faults import ENV as CRASH_ENV
 from reconciler.loop import Reconciler
-from reconciler.ray_adapter import RayJobsAdapter
-from reconciler.ray_types import META_QUEUE, Capacity, RayJob
-from reconciler.settings import Settings
+from reconciler.raycluster.adapter import RayJobsAdapter
+from reconciler.raycluster.fake import FakeRay
 from specs.atomic import write_atomic
+from specs.cluster import META_QUEUE, Capacity, RayJob
+from specs.settings import Settings
 from specs.store import TaskStore
 
 REPO = Path(__file__).resolve().parents[2]

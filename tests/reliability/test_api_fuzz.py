@@ -23,10 +23,10 @@ import uvicorn
 from schemathesis import GenerationMode
 
 from api.app import create_app
-from reconciler.fake_ray import FakeRay
 from reconciler.loop import Reconciler
-from reconciler.ray_types import Capacity
-from reconciler.settings import Settings
+from reconciler.raycluster.fake import FakeRay
+from specs.cluster import Capacity
+from specs.settings import Settings
 from specs.store import TaskStore
 from tests.reliability.conftest import GIB, snapshot, task_yaml
 
@@ -117,8 +117,7 @@ def _check_operation(operation: Any, mode: GenerationMode, server: Server) -> in
         cases += 1
         response = case.call(base_url=server.url, headers=AUTH, timeout=10)
         assert response.status_code < 500, (
-            f"{case.method} {case.formatted_path} -> {response.status_code}: "
-            f"{response.text[:300]}"
+            f"{case.method} {case.formatted_path} -> {response.status_code}: {response.text[:300]}"
         )
 
     run()

@@ -25,12 +25,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import specs.store
-from reconciler.fake_ray import FakeRay
 from reconciler.loop import Reconciler
-from reconciler.ray_types import RUNNING, Capacity
-from reconciler.settings import Settings
+from reconciler.raycluster.fake import FakeRay
+from specs.cluster import RUNNING, Capacity
 from specs.models import Task
 from specs.parse import MAX_FILE_BYTES, SpecParseError, parse_task
+from specs.settings import Settings
 from specs.store import TaskStore
 from tests.reliability.conftest import GIB, World, snapshot, task_doc
 

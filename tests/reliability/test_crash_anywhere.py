@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.ray_adapter import RayJobsAdapter
-from reconciler.ray_types import META_QUEUE, META_RUN, META_TASK, META_UID, RayJob
+from reconciler.raycluster.adapter import RayJobsAdapter
+from specs.cluster import META_QUEUE, META_RUN, META_TASK, META_UID, RayJob
 from tests.reliability.conftest import ServeProcess, read_status, write_task
 
 # Room for a broken build to finish and report its losses instead of hitting the default 300 s.

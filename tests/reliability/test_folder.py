@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.fake_ray import FakeRay
 from reconciler.loop import Reconciler
-from reconciler.ray_adapter import RayJobsAdapter
-from reconciler.ray_types import META_QUEUE, RUNNING, STOPPED, Capacity
-from reconciler.settings import Settings
+from reconciler.raycluster.adapter import RayJobsAdapter
+from reconciler.raycluster.fake import FakeRay
 from reconciler.watcher import Watcher
+from specs.cluster import META_QUEUE, RUNNING, STOPPED, Capacity
+from specs.settings import Settings
 from specs.store import TaskStore
 from tests.reliability.conftest import (
     GIB,
@@ -236,9 +236,7 @@ def test_invalid_spec_keeps_the_job_running_under_the_last_valid_one(
     assert world.ray.calls["stop"] == 0
 
     # A restart forgets the last valid spec; the broken file still stops nothing.
-    fresh = Reconciler(
-        world.reconciler.settings, TaskStore(world.tasks), world.ray, clock=world.clock
-    )
+    fresh = Reconciler(world.specs.settings, TaskStore(world.tasks), world.ray, clock=world.clock)
     world.clock.advance(1)
     fresh.run_pass()
     assert world.status("train")["phase"] == "Running" and world.ray.calls["stop"] == 0

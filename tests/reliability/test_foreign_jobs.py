@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from reconciler.loop import Reconciler
-from reconciler.ray_adapter import RayJobsAdapter
-from reconciler.ray_types import META_QUEUE, META_TASK, RUNNING, Capacity, RayJob
-from reconciler.settings import Settings
+from reconciler.raycluster.adapter import RayJobsAdapter
+from specs.cluster import META_QUEUE, META_TASK, RUNNING, Capacity, RayJob
+from specs.settings import Settings
 from specs.store import TaskStore
 from tests.reliability.conftest import World, read_status, stop_queue_jobs, write_task
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.ray_adapter import RayJobsAdapter
-from reconciler.ray_types import RUNNING, STOPPED, RayUnavailable
+from reconciler.raycluster.adapter import RayJobsAdapter
+from specs.cluster import RUNNING, STOPPED, RayUnavailable
 from tests.reliability.conftest import World, snapshot
 
 

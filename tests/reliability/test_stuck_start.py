@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from reconciler.fake_ray import FakeRay
-from reconciler.ray_types import PENDING, RUNNING, STOPPED, Capacity
+from reconciler.raycluster.fake import FakeRay
+from specs.cluster import PENDING, RUNNING, STOPPED, Capacity
 from tests.reliability.conftest import GIB, World
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.lock import LOCK_NAME, LockHeld, StateLock
-from reconciler.ray_adapter import RayJobsAdapter
-from reconciler.ray_types import META_QUEUE
+from reconciler.raycluster.adapter import RayJobsAdapter
+from specs.cluster import META_QUEUE
 from tests.reliability.conftest import ServeProcess, read_status, wait_until, write_task
 
 

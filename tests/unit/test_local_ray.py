@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.local_ray import LocalRayError, LocalRayHead
-from reconciler.ray_adapter import RayJobsAdapter
+from reconciler.raycluster.adapter import RayJobsAdapter
+from reconciler.raycluster.local_head import LocalRayError, LocalRayHead
 from tests.conftest import RAY_HEAD_CPUS
 
 

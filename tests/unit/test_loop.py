@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.fake_ray import FakeRay
 from reconciler.loop import Reconciler
-from reconciler.ray_types import RUNNING, Capacity, RayRequestError, RayUnavailable
-from reconciler.settings import Settings
+from reconciler.raycluster.fake import FakeRay
+from specs.cluster import RUNNING, Capacity, RayRequestError, RayUnavailable
+from specs.settings import Settings
 from specs.store import TaskStore
 
 

@@ -17,7 +17,7 @@ from reconciler.planner import (
     TaskInput,
     plan,
 )
-from reconciler.ray_types import (
+from specs.cluster import (
     FAILED,
     META_QUEUE,
     META_TASK,

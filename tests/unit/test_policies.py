@@ -23,7 +23,7 @@ from reconciler.policies import (
     reserve,
     strict,
 )
-from reconciler.ray_types import RUNNING, SUCCEEDED, Capacity
+from specs.cluster import RUNNING, SUCCEEDED, Capacity
 from specs.models import Phase
 from tests.unit.test_planner import World, task
 

@@ -12,7 +12,7 @@ from typing import TextIO
 
 import yaml
 
-from reconciler.commands.common import (
+from reconciler.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
     EXIT_USAGE,
@@ -26,7 +26,7 @@ from reconciler.commands.common import (
     open_store,
     table,
 )
-from reconciler.commands.views import TaskView, load_views
+from reconciler.cli.views import TaskView, load_views
 from specs.models import Phase
 from specs.quantity import format_memory
 from specs.store import TaskStore

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from types import FrameType
 
 from reconciler.faults import Faults, FaultSpecError
-from reconciler.local_ray import LocalRayHead
 from reconciler.lock import LOCK_NAME, LockHeld, StateLock
 from reconciler.loop import Reconciler
-from reconciler.ray_adapter import RayJobsAdapter
+from reconciler.raycluster.adapter import RayJobsAdapter
+from reconciler.raycluster.local_head import LocalRayHead
 from reconciler.runtime import tune_gc
-from reconciler.settings import Settings
 from reconciler.watcher import Watcher
+from specs.settings import Settings
 from specs.store import TaskStore
 
 log = logging.getLogger("rayqueue.serve")

@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reconciler.settings import address_from_env
+from specs.settings import address_from_env
 from specs.store import TaskStore
 
 if TYPE_CHECKING:
-    from reconciler.ray_adapter import RayJobsAdapter
+    from reconciler.raycluster.adapter import RayJobsAdapter
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # invalid input, not found, Ray unreachable
@@ -106,7 +106,7 @@ def make_adapter(
 
     Tests replace this function to hand in a fake.
     """
-    from reconciler.ray_adapter import RayJobsAdapter
+    from reconciler.raycluster.adapter import RayJobsAdapter
 
     try:
         return RayJobsAdapter(

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.commands.common import CliError
+from reconciler.cli.common import CliError
 from specs.models import Task
 from specs.parse import MAX_FILE_BYTES, SpecParseError, parse_task, parse_tasks
 from specs.store import SIDECAR_SUFFIXES

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from reconciler import policies
-from reconciler.commands.common import (
+from reconciler.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
     EXIT_USAGE,
@@ -18,7 +18,7 @@ from reconciler.commands.common import (
     folder_parent,
     tasks_dir,
 )
-from reconciler.settings import DEFAULT_PORT, Settings, address_from_env
+from specs.settings import DEFAULT_PORT, Settings, address_from_env
 
 # The policy modules import nothing heavy, so listing them keeps `--help` fast and in step.
 POLICIES = tuple(policies.POLICIES)
@@ -158,7 +158,7 @@ def register(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from reconciler.serve import ServeError, serve
+    from reconciler.daemon import ServeError, serve
 
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

@@ -1,4 +1,4 @@
-"""The `rayqueue` command line: builds the parser; each command lives in reconciler/commands/.
+"""The `rayqueue` command line: builds the parser; each command lives in reconciler/cli/.
 
 The folder is the database: every command but `serve`, `logs` and `plan` works on the tasks
 folder alone, without a server. Exit codes: 0 ok, 1 error (invalid, not found, Ray
@@ -11,7 +11,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from reconciler.commands import (
+from reconciler.cli import (
     apply,
     describe,
     edit,
@@ -22,7 +22,7 @@ from reconciler.commands import (
     serve,
     validate,
 )
-from reconciler.commands.common import (
+from reconciler.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
     EXIT_USAGE,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.commands.common import CliError
+from reconciler.cli.common import CliError
 from specs.models import API_VERSION, Phase, Task, TaskStatus, TaskStatusBody
 from specs.parse import SpecError
 from specs.store import FolderUnavailable, TaskStore

@@ -8,7 +8,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
-from reconciler.ray_types import (
+from specs.cluster import (
     FAILED,
     PENDING,
     RUNNING,

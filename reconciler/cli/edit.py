@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.commands.common import (
+from reconciler.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
     CliError,

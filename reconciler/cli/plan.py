@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from reconciler import planner
-from reconciler.commands import common
-from reconciler.commands.common import (
+from reconciler.cli import common
+from reconciler.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
     CliError,
@@ -26,10 +26,10 @@ from reconciler.commands.common import (
     require_address,
     table,
 )
-from reconciler.commands.serve import add_loop_options, loop_settings
+from reconciler.cli.serve import add_loop_options, loop_settings
 from reconciler.loop import plan_options, task_input
 from reconciler.planner import Observation, Plan, TaskInput
-from reconciler.ray_types import Capacity, RayError
+from specs.cluster import Capacity, RayError
 from specs.models import Phase, TaskStatus
 from specs.quantity import human_memory
 from specs.store import FolderUnavailable

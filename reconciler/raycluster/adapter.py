@@ -33,7 +33,7 @@ import requests
 from ray.dashboard.modules.dashboard_sdk import SubmissionClient
 from ray.job_submission import JobDetails, JobSubmissionClient
 
-from reconciler.ray_types import (
+from specs.cluster import (
     Capacity,
     JobConflict,
     JobNotFound,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from reconciler.commands import common
-from reconciler.commands.common import (
+from reconciler.cli import common
+from reconciler.cli.common import (
     EXIT_OK,
     CliError,
     HelpFormatter,
@@ -16,7 +16,7 @@ from reconciler.commands.common import (
     open_store,
     require_address,
 )
-from reconciler.ray_types import JobNotFound, RayError
+from specs.cluster import JobNotFound, RayError
 from specs.parse import SpecParseError, parse_status
 from specs.store import InvalidName, validate_name
 

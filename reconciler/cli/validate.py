@@ -8,8 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from reconciler.commands.common import EXIT_ERROR, EXIT_OK, CliError, HelpFormatter, Subparsers
-from reconciler.commands.files import STDIN, Source, parse_source, read_sources
+from reconciler.cli.common import EXIT_ERROR, EXIT_OK, CliError, HelpFormatter, Subparsers
+from reconciler.cli.files import STDIN, Source, parse_source, read_sources
 from specs.parse import MAX_FILE_BYTES, SpecError, SpecParseError, parse_task
 from specs.store import FolderUnavailable, TaskStore
 

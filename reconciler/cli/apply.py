@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from reconciler.commands.common import (
+from reconciler.cli.common import (
     EXIT_OK,
     CliError,
     HelpFormatter,
@@ -14,7 +14,7 @@ from reconciler.commands.common import (
     folder_parent,
     open_store,
 )
-from reconciler.commands.files import parse_source, read_sources
+from reconciler.cli.files import parse_source, read_sources
 from specs.models import Task
 from specs.parse import SpecParseError, parse_task
 from specs.store import InvalidName, TaskStore, validate_name

@@ -8,8 +8,8 @@ from datetime import datetime
 
 import yaml
 
-from reconciler.commands import common
-from reconciler.commands.common import (
+from reconciler.cli import common
+from reconciler.cli.common import (
     EXIT_OK,
     HelpFormatter,
     Subparsers,
@@ -22,8 +22,8 @@ from reconciler.commands.common import (
     open_store,
     table,
 )
-from reconciler.commands.views import NOT_SEEN_MESSAGE, TaskView, find, load_views
-from reconciler.ray_types import RayError
+from reconciler.cli.views import NOT_SEEN_MESSAGE, TaskView, find, load_views
+from specs.cluster import RayError
 from specs.parse import MAX_FILE_BYTES, SpecParseError, parse_task
 from specs.quantity import format_memory
 

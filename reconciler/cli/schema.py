@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from reconciler.commands.common import EXIT_OK, HelpFormatter, Subparsers
+from reconciler.cli.common import EXIT_OK, HelpFormatter, Subparsers
 from specs.schema import render_schema
 
 EPILOG = """\

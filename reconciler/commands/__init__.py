@@ -1,1 +1,0 @@
-"""The `rayqueue` subcommands, one module each; reconciler/cli.py assembles the parser."""
