@@ -20,16 +20,11 @@ from reconciler.watcher import Watcher
 from specs.cluster import META_QUEUE, RUNNING, STOPPED, Capacity
 from specs.settings import Settings
 from specs.store import TaskStore
-from tests.reliability.conftest import (
-    GIB,
-    Clock,
-    ServeProcess,
-    World,
-    read_status,
-    task_yaml,
-    wait_until,
-    write_task,
-)
+from tests.reliability.conftest import ServeProcess
+from tests.support.clock import FakeClock
+from tests.support.specs import read_status, task_yaml, write_task
+from tests.support.waiting import wait_until
+from tests.support.world import GIB, World
 
 
 def run_all(world: World, names: list[str]) -> dict[str, str]:
@@ -236,7 +231,9 @@ def test_invalid_spec_keeps_the_job_running_under_the_last_valid_one(
     assert world.ray.calls["stop"] == 0
 
     # A restart forgets the last valid spec; the broken file still stops nothing.
-    fresh = Reconciler(world.specs.settings, TaskStore(world.tasks), world.ray, clock=world.clock)
+    fresh = Reconciler(
+        world.reconciler.settings, TaskStore(world.tasks), world.ray, clock=world.clock
+    )
     world.clock.advance(1)
     fresh.run_pass()
     assert world.status("train")["phase"] == "Running" and world.ray.calls["stop"] == 0
@@ -332,7 +329,7 @@ def test_half_written_spec_never_stops_or_changes_a_running_job(tmp_path: Path) 
 
 def test_store_believes_a_change_only_once_it_has_settled(tmp_path: Path) -> None:
     """The settle rule itself, on a fake clock: edits, new files and deletions all wait."""
-    clock = Clock()
+    clock = FakeClock()
     store = TaskStore(tmp_path, settle_seconds=1.0, clock=clock)
     write_task(tmp_path, "a", "python one.py")
     assert store.scan()["a"].task is not None  # the first scan reports what it finds
