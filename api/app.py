@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -17,10 +18,10 @@ from fastapi import FastAPI
 
 from api.errors import install_handlers
 from api.middleware import MAX_BODY_BYTES, BearerAuth, BodyLimit
+from api.ports import Loop
 from api.routes import cluster, legacy, tasks
-from api.service import TaskService
-from reconciler.loop import Reconciler
 from specs.cluster import RayAdapter
+from specs.service import TaskService
 from specs.settings import Settings
 from specs.store import TaskStore
 
@@ -48,10 +49,14 @@ def api_token(settings: Settings) -> str | None:
 def create_app(
     settings: Settings,
     *,
-    reconciler: Reconciler | None = None,
+    reconciler: Loop | None = None,
     ray: RayAdapter | None = None,
 ) -> FastAPI:
-    """Build the app. With no reconciler, cluster answers are unknown and /readyz is 503."""
+    """Build the app. With no reconciler, cluster answers are unknown and /readyz is 503.
+
+    `reconciler` is the running loop (anything shaped like api.ports.Loop); `ray` reads job
+    logs, by default through the loop's adapter.
+    """
     token = api_token(settings)
     store = TaskStore(settings.tasks_dir, settings.status_dir)
 
@@ -75,7 +80,13 @@ def create_app(
     )
     app.state.settings = settings
     app.state.reconciler = reconciler
-    app.state.service = TaskService(settings, store, reconciler=reconciler, ray=ray)
+    app.state.ray = ray if ray is not None else (reconciler.ray if reconciler else None)
+    app.state.service = TaskService(
+        store,
+        on_write=reconciler.wake.set if reconciler is not None else None,
+        # Ages are measured on the loop's clock, the one that stamped queuedAt.
+        clock=reconciler.clock if reconciler is not None else time.time,
+    )
     install_handlers(app)
     app.include_router(legacy.router)
     app.include_router(tasks.router)

@@ -10,8 +10,9 @@ from urllib.parse import parse_qsl
 from fastapi import Depends, Header, Request
 
 from api.errors import ApiError, Unprocessable
-from api.service import TaskService
-from reconciler.loop import Reconciler
+from api.ports import Loop
+from specs.cluster import RayAdapter
+from specs.service import TaskService
 from specs.settings import Settings
 
 JSON_TYPES = frozenset({"application/json", "application/merge-patch+json"})
@@ -30,9 +31,14 @@ def get_settings(request: Request) -> Settings:
     return settings
 
 
-def get_reconciler(request: Request) -> Reconciler | None:
-    reconciler: Reconciler | None = request.app.state.reconciler
+def get_reconciler(request: Request) -> Loop | None:
+    reconciler: Loop | None = request.app.state.reconciler
     return reconciler
+
+
+def get_ray(request: Request) -> RayAdapter | None:
+    ray: RayAdapter | None = request.app.state.ray
+    return ray
 
 
 def media_type(request: Request) -> str:
@@ -111,7 +117,8 @@ async def legacy_params(request: Request) -> dict[str, Any]:
 
 Service = Annotated[TaskService, Depends(get_service)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
-ReconcilerDep = Annotated[Reconciler | None, Depends(get_reconciler)]
+ReconcilerDep = Annotated[Loop | None, Depends(get_reconciler)]
+RayDep = Annotated[RayAdapter | None, Depends(get_ray)]
 MediaType = Annotated[str, Depends(media_type)]
 RawBody = Annotated[bytes, Depends(raw_body)]
 LegacyParams = Annotated[dict[str, Any], Depends(legacy_params)]

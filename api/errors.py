@@ -15,6 +15,8 @@ from fastapi.responses import JSONResponse
 
 from specs.cluster import JobNotFound, RayError, RayUnavailable
 from specs.parse import SpecError, SpecParseError
+from specs.service import Conflict as EditConflict
+from specs.service import QueryError, SpecBroken, SpecRejected, TaskNotFound
 from specs.store import FolderUnavailable, InvalidName
 
 log = logging.getLogger("rayqueue.api")
@@ -86,6 +88,27 @@ def install_handlers(app: FastAPI) -> None:
     @app.exception_handler(SpecParseError)
     async def _spec_invalid(request: Request, exc: SpecParseError) -> JSONResponse:
         return JSONResponse({"detail": spec_errors(exc.errors)}, 422)
+
+    # The task service's own errors, in HTTP words.
+    @app.exception_handler(TaskNotFound)
+    async def _not_found(request: Request, exc: TaskNotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, 404)
+
+    @app.exception_handler(EditConflict)
+    async def _conflict(request: Request, exc: EditConflict) -> JSONResponse:
+        detail = str(exc)
+        if isinstance(exc, SpecBroken):
+            detail += "; replace it with PUT or delete it"
+        return JSONResponse({"detail": detail}, 409)
+
+    @app.exception_handler(SpecRejected)
+    async def _rejected(request: Request, exc: SpecRejected) -> JSONResponse:
+        detail = spec_errors(exc.errors, with_position=exc.with_position)
+        return JSONResponse({"detail": detail}, 422)
+
+    @app.exception_handler(QueryError)
+    async def _query(request: Request, exc: QueryError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, 400)
 
     @app.exception_handler(FolderUnavailable)
     async def _folder(request: Request, exc: FolderUnavailable) -> JSONResponse:

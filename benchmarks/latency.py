@@ -42,6 +42,7 @@ def run(adapter: RayAdapter, drops: int, folder: Path, settle: float = 0.0) -> l
     """Drop specs one at a time, each after the previous one was submitted."""
     timed = Timed(adapter)
     settings = Settings(tasks_dir=folder, queue_id=f"lat-{folder.name}", api=False)
+    # Timed forwards everything but submit() through __getattr__, which mypy cannot see.
     rec = Reconciler(settings, TaskStore(folder), timed)  # type: ignore[arg-type]
     stop = threading.Event()
     watcher = Watcher(folder, rec.wake, stop)
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
 
             head = LocalRayHead() if args.address is None else None
             try:
-                address = args.address or head.start(num_cpus=2)  # type: ignore[union-attr]
+                address = args.address if head is None else head.start(num_cpus=2)
                 real = RayJobsAdapter(address)
                 # settle: let each trivial job finish so the next drop meets an idle cluster
                 rows.append(summary("real", run(real, args.real_drops, Path(tmp) / "real", 1.5)))

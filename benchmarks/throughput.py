@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     head = LocalRayHead() if args.address is None else None
     tmp = ""
     try:
-        address = args.address or head.start(num_cpus=args.cpus)  # type: ignore[union-attr]
+        address = args.address if head is None else head.start(num_cpus=args.cpus)
         ray = RayJobsAdapter(address)
         tmp = tempfile.mkdtemp(prefix="rq-tp-")
         side_a(ray, min(args.jobs, 2), args.cpus)  # warm-up: first job start is slow

@@ -10,16 +10,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from reconciler.faults import Faults, FaultSpecError
 from reconciler.lock import LOCK_NAME, LockHeld, StateLock
 from reconciler.loop import Reconciler
-from reconciler.raycluster.adapter import RayJobsAdapter
-from reconciler.raycluster.local_head import LocalRayHead
 from reconciler.runtime import tune_gc
 from reconciler.watcher import Watcher
 from specs.settings import Settings
 from specs.store import TaskStore
+
+if TYPE_CHECKING:
+    from reconciler.raycluster.adapter import RayJobsAdapter
+    from reconciler.raycluster.local_head import LocalRayHead
 
 log = logging.getLogger("rayqueue.serve")
 
@@ -68,8 +71,11 @@ def serve(settings: Settings) -> None:
         # previous handlers and raises the signal again. With the default ones that re-raise
         # killed the process before the clean-up below and leaked the Ray head; ours only
         # set `stop`.
+        # Imported here: only api/ imports the web stack, and --no-api never loads it.
+        from api.server import serve_api
+
         with _stop_on_signal(stop):
-            _serve_api(settings, reconciler, ray)
+            serve_api(settings, reconciler, ray)
     finally:
         stop.set()
         for thread in running.threads:
@@ -92,6 +98,11 @@ def _start(
     settings: Settings, faults: Faults, stop: threading.Event, running: _Running
 ) -> tuple[RayJobsAdapter, Reconciler, str]:
     """Ray (a private head if no address), the store, and the loop and watcher threads."""
+    # Imported here, not at the top: importing Ray costs about a second and needs Ray
+    # installed, which the CLI's other commands and the pure tests do not.
+    from reconciler.raycluster.adapter import RayJobsAdapter
+    from reconciler.raycluster.local_head import LocalRayHead
+
     address = settings.address
     if address is None:
         log.info("no Ray address given; starting a private local Ray head on loopback")
@@ -159,13 +170,3 @@ def _stop_on_signal(stop: threading.Event) -> Iterator[None]:
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
-
-
-def _serve_api(settings: Settings, reconciler: Reconciler, ray: RayJobsAdapter) -> None:
-    import uvicorn
-
-    from api.app import create_app
-
-    app = create_app(settings, reconciler=reconciler, ray=ray)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level="info")
-    uvicorn.Server(config).run()

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from reconciler import planner
 from reconciler.faults import Faults
 from reconciler.history import ResourceHistory
-from reconciler.planner import Observation, Plan, PlanOptions, TaskInput
+from reconciler.planner import Observation, Plan, TaskInput
 from specs.cluster import (
     Capacity,
     JobConflict,
@@ -24,7 +24,7 @@ from specs.cluster import (
     RayUnavailable,
 )
 from specs.models import TaskStatus
-from specs.settings import Settings
+from specs.settings import PlanOptions, Settings
 from specs.store import FolderUnavailable, SpecEntry, TaskStore
 
 log = logging.getLogger("rayqueue.loop")
@@ -49,17 +49,7 @@ class LoopState:
 
 
 def plan_options(settings: Settings) -> PlanOptions:
-    return PlanOptions(
-        queue_id=settings.resolved_queue_id,
-        policy=settings.policy,
-        max_inflight=settings.max_inflight,
-        start_timeout_seconds=settings.start_timeout_seconds,
-        lost_grace_seconds=settings.lost_grace_seconds,
-        max_stops_per_pass=settings.max_stops_per_pass,
-        allow_mass_delete=settings.allow_mass_delete,
-        count_foreign_jobs=settings.count_foreign_jobs,
-        history_retention_seconds=settings.ray_history_retention_seconds,
-    )
+    return settings.plan_options()
 
 
 def task_input(entry: SpecEntry) -> TaskInput:
@@ -67,6 +57,35 @@ def task_input(entry: SpecEntry) -> TaskInput:
     error = str(entry.error) if entry.error else None
     spec_hash = entry.task.spec_hash() if entry.task is not None else None
     return TaskInput(entry.name, entry.task, error, entry.last_valid, spec_hash)
+
+
+def scan_specs(
+    store: TaskStore, cache: dict[str, tuple[SpecEntry, TaskInput]] | None = None
+) -> dict[str, TaskInput]:
+    """The folder as planner inputs; raises FolderUnavailable. `cache`, updated in place, keeps
+    the TaskInput of every entry the store handed back unchanged (same object)."""
+    entries = store.scan()
+    previous = dict(cache) if cache is not None else {}
+    inputs: dict[str, TaskInput] = {}
+    kept: dict[str, tuple[SpecEntry, TaskInput]] = {}
+    for name, entry in entries.items():
+        cached = previous.get(name)
+        if cached is None or cached[0] is not entry:  # the store reuses unchanged entries
+            cached = (entry, task_input(entry))
+        kept[name] = cached
+        inputs[name] = cached[1]
+    if cache is not None:
+        cache.clear()
+        cache.update(kept)
+    return inputs
+
+
+def observe_ray(ray: RayAdapter, capacity: Callable[[], Capacity] | None = None) -> Observation:
+    """What one pass asks of Ray: one job listing, then one capacity read (`capacity` may
+    serve a cached one). Raises RayError."""
+    jobs = ray.list_jobs()
+    cap = capacity() if capacity is not None else ray.capacity()
+    return Observation({job.submission_id: job for job in jobs}, cap)
 
 
 def tail(text: str, lines: int) -> str:
@@ -97,7 +116,7 @@ class Reconciler:
         self._failures = 0
         self._ray_retry_at = 0.0
         self._lock = threading.Lock()  # one pass at a time, whoever calls it
-        self._inputs: dict[str, tuple[object, TaskInput]] = {}
+        self._inputs: dict[str, tuple[SpecEntry, TaskInput]] = {}
         self._capacity_read: tuple[float, Capacity] | None = None
 
     # -- one pass ------------------------------------------------------------------------------
@@ -107,8 +126,7 @@ class Reconciler:
         if now < self._ray_retry_at:
             return Observation(None, None, f"backing off after: {self.state.ray_error}")
         try:
-            jobs = self.ray.list_jobs()
-            capacity = self._capacity(now)
+            observed = observe_ray(self.ray, lambda: self._capacity(now))
         except RayError as exc:
             self._failures += 1
             delay = min(
@@ -127,8 +145,8 @@ class Reconciler:
         self._failures, self._ray_retry_at = 0, 0.0
         self.state.ray_failures, self.state.ray_backoff_seconds = 0, 0.0
         self.state.ray_error, self.state.last_ray_ok_at = None, now
-        self.state.capacity = capacity
-        return Observation({job.submission_id: job for job in jobs}, capacity)
+        self.state.capacity = observed.capacity
+        return observed
 
     def _capacity(self, now: float) -> Capacity:
         """Nodes come and go far more slowly than jobs end, and the dashboard's node listing
@@ -142,7 +160,7 @@ class Reconciler:
 
     def read_specs(self) -> dict[str, TaskInput] | None:
         try:
-            entries = self.store.scan()
+            inputs = scan_specs(self.store, self._inputs)
         except FolderUnavailable as exc:
             if self.state.folder_error is None:
                 log.error("tasks folder unavailable (%s); nothing is stopped until it is back", exc)
@@ -151,15 +169,6 @@ class Reconciler:
         if self.state.folder_error is not None:
             log.info("tasks folder is back")
             self.state.folder_error = None
-        inputs: dict[str, TaskInput] = {}
-        cache: dict[str, tuple[object, TaskInput]] = {}
-        for name, entry in entries.items():
-            cached = self._inputs.get(name)
-            if cached is None or cached[0] is not entry:  # the store reuses unchanged entries
-                cached = (entry, task_input(entry))
-            cache[name] = cached
-            inputs[name] = cached[1]
-        self._inputs = cache
         return inputs
 
     def run_pass(self) -> Plan | None:
@@ -176,8 +185,8 @@ class Reconciler:
         now = datetime.fromtimestamp(self.clock(), UTC)
         plan = planner.plan(specs, statuses, observed, now, self.options)
         self._fetch_log_tails(plan)
-        for line in plan.events:
-            (log.warning if line.startswith("REFUSING") else log.info)("%s", line)
+        for event in plan.events:
+            log.log(event.level, "%s", event.message)
 
         # A run's submission id is on disk before Ray ever hears of it: the statuses of the
         # tasks being submitted go first, then the submits, then every other status (queue

@@ -2,18 +2,21 @@
 
 No I/O, no clock, no randomness. Everything the loop does is decided here, so it can be tested
 table-driven and driven by the simulator. The shell (loop.py) writes the returned statuses
-*before* it submits, which is what makes submission ids safe across crashes.
+*before* it submits, which is what makes submission ids safe across crashes. Which phase follows
+which is not decided here but in `reconciler.lifecycle`: this module says *when* a trigger fires.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from reconciler import policies
+from reconciler import lifecycle, policies
+from reconciler.lifecycle import set_fields
 from specs.cluster import (
     META_CPU,
     META_GPU,
@@ -25,13 +28,11 @@ from specs.cluster import (
     META_UID,
     PENDING,
     RUNNING,
-    STOPPED,
-    SUCCEEDED,
     Capacity,
     RayJob,
     SubmitRequest,
 )
-from specs.models import Condition, Metadata, Phase, Task, TaskStatus, TaskStatusBody
+from specs.models import Condition, Metadata, Phase, Reason, Task, TaskStatus, TaskStatusBody
 from specs.quantity import human_memory
 
 COND_SPEC_INVALID = "SpecInvalid"
@@ -66,18 +67,7 @@ class Observation:
         return self.jobs is not None and self.capacity is not None
 
 
-@dataclass(frozen=True)
-class PlanOptions:
-    queue_id: str = "default"
-    policy: str = "strict"
-    max_inflight: int = 32
-    start_timeout_seconds: float = 600.0
-    lost_grace_seconds: float = 60.0
-    max_stops_per_pass: int = 10  # for deletions; 0 means no limit
-    allow_mass_delete: bool = False
-    count_foreign_jobs: bool = False
-    history_retention_seconds: float | None = None  # None: never delete finished jobs from Ray
-    max_deletes_per_pass: int = 100
+from specs.settings import PlanOptions  # noqa: E402  (declared once, beside Settings)
 
 
 @dataclass(frozen=True)
@@ -94,6 +84,34 @@ class Submit:
 
 
 @dataclass(frozen=True)
+class TimeOut:
+    """A run ended by a time limit this pass; its job is among the stops."""
+
+    task: str
+    submission_id: str
+    reason: Reason  # TimeoutExceeded (spec.timeoutSeconds) or StartTimeout (pending too long)
+    message: str
+
+
+@dataclass(frozen=True)
+class HeldDeletions:
+    """Jobs whose specs vanished, left running because the vanishing looks like an accident."""
+
+    count: int
+    reason: Reason
+    message: str
+
+
+@dataclass(frozen=True)
+class Event:
+    """One decision, for the log."""
+
+    level: int  # a logging level: INFO, or WARNING for what needs a human
+    reason: Reason
+    message: str
+
+
+@dataclass(frozen=True)
 class Summary:
     capacity: Capacity | None
     used: Capacity
@@ -107,21 +125,16 @@ class Plan:
     statuses: dict[str, TaskStatus] = field(default_factory=dict)
     submits: list[Submit] = field(default_factory=list)
     stops: list[Stop] = field(default_factory=list)
+    timeouts: list[TimeOut] = field(default_factory=list)
     delete_statuses: list[str] = field(default_factory=list)
     fetch_logs: list[str] = field(default_factory=list)  # tasks whose failed run needs a logTail
     deletes: list[str] = field(default_factory=list)  # finished jobs to drop from Ray's history
-    events: list[str] = field(default_factory=list)  # one line per decision, for the log
-    held_deletions: int = 0
+    events: list[Event] = field(default_factory=list)
+    held_deletions: HeldDeletions | None = None
     summary: Summary | None = None
 
-
-def _set(body: TaskStatusBody, update: Mapping[str, object]) -> TaskStatusBody:
-    """model_copy only if a field really changes: unchanged statuses keep their identity,
-    which lets the shell skip them cheaply."""
-    for key, value in update.items():
-        if getattr(body, key) != value:
-            return body.model_copy(update=dict(update))
-    return body
+    def note(self, reason: Reason, message: str, level: int = logging.INFO) -> None:
+        self.events.append(Event(level, reason, message))
 
 
 def _ts(now: float) -> datetime:
@@ -230,6 +243,10 @@ class _Ctx:
     resubmit: set[str] = field(default_factory=set)  # Starting runs Ray has never heard of
     folder_empty: bool = False  # no spec and no sidecar at all: unmounted, or wiped
 
+    @property
+    def stamp(self) -> datetime:
+        return _ts(self.now)
+
 
 def plan(
     specs: Mapping[str, TaskInput],
@@ -258,27 +275,33 @@ def plan(
         _admit(ctx)
         _expire_history(ctx, ours, statuses)
     _orphan_sidecars(ctx, specs, statuses, ours)
+    _collect_statuses(ctx, statuses)
+    ctx.plan.summary = _summary(ctx)
+    return ctx.plan
 
+
+def _collect_statuses(ctx: _Ctx, statuses: Mapping[str, TaskStatus]) -> None:
     for name, body in ctx.bodies.items():
         prev = statuses.get(name)
         wanted = ctx.conds.get(name, {})
         if wanted or body.conditions:
             old = prev.status.conditions if prev else []
-            body = _set(body, {"conditions": _conditions(old, wanted, ctx.now)})
+            body = set_fields(body, {"conditions": _conditions(old, wanted, ctx.now)})
         if prev is not None and prev.status is body:
             ctx.plan.statuses[name] = prev  # unchanged: same object, nothing to write
         else:
             ctx.plan.statuses[name] = TaskStatus(metadata=Metadata(name=name), status=body)
 
+
+def _summary(ctx: _Ctx) -> Summary:
     phases = [s.status.phase for s in ctx.plan.statuses.values()]
-    ctx.plan.summary = Summary(
-        capacity=observed.capacity,
+    return Summary(
+        capacity=ctx.obs.capacity,
         used=ctx.used,
         queued=phases.count(Phase.QUEUED),
         starting=phases.count(Phase.STARTING),
         running=phases.count(Phase.RUNNING),
     )
-    return ctx.plan
 
 
 def _reconcile_task(
@@ -288,105 +311,117 @@ def _reconcile_task(
     ours: Mapping[str, RayJob],
     task_jobs: Sequence[RayJob],
 ) -> None:
-    name, now = spec.name, ctx.now
+    name = spec.name
     body = prev.status if prev is not None else None
-    conds: dict[str, tuple[str, str]] = {}
-    ctx.conds[name] = conds
+    ctx.conds[name] = {}
     if not ctx.obs.available:
-        conds[COND_CLUSTER_UNAVAILABLE] = (
-            "RayUnreachable",
+        ctx.conds[name][COND_CLUSTER_UNAVAILABLE] = (
+            Reason.RAY_UNREACHABLE,
             f"Ray could not be asked: {ctx.obs.error or 'unavailable'}; nothing is stopped",
         )
-
-    task = spec.task
+    task = _usable_task(ctx, spec, body, ours)
     if task is None:
-        message = spec.error or "invalid spec"
-        if body is None or not body.phase.active:
-            base = body or TaskStatusBody(phase=Phase.INVALID)
-            ctx.bodies[name] = _set(
-                base,
-                {
-                    "phase": Phase.INVALID,
-                    "reason": "InvalidSpec",
-                    "message": message,
-                    "queue_position": None,
-                    "estimated_start_at": None,
-                },
-            )
-            return
-        # A broken file never stops a healthy job: it runs on under the last valid spec.
-        conds[COND_SPEC_INVALID] = ("SpecInvalid", f"{message}; the job keeps running")
-        if spec.last_valid is None:  # nothing remembered (we restarted): leave it untouched
-            _keep_active(ctx, body, None, ours)
-            ctx.bodies[name] = body
-            return
-        task = spec.last_valid
-
-    if body is None:
-        body = _first_sight(ctx, name, task, spec.hash_of(task), task_jobs)
-
+        return
     spec_hash = spec.hash_of(task)
-    job = ours.get(body.submission_id) if body.submission_id else None
-    if job is None and body.submission_id and ctx.obs.jobs is not None:
-        job = ctx.obs.jobs.get(body.submission_id)  # present but not ours: an id conflict
+    if body is None:
+        body = _first_sight(ctx, name, task, spec_hash, task_jobs)
+    job = _job_of(ctx, body, ours)
 
     if not ctx.obs.available:
         # Without Ray we can only keep what we had; never act, never re-derive phases.
         if body.phase.active:
             _keep_active(ctx, body, task, ours)
-        ctx.bodies[name] = _set(body, {"spec_hash": body.spec_hash or spec_hash})
+        ctx.bodies[name] = set_fields(body, {"spec_hash": body.spec_hash or spec_hash})
         return
 
     if body.phase.active:
         body = _observe_run(ctx, name, task, body, job)
+    body = _follow_spec(ctx, name, task, body, job, spec_hash, edited=spec.task is not None)
+    _settle(ctx, name, task, body, job, ours)
 
-    # A run-defining change, a suspend, or a re-run request all end the current run.
-    if body.phase.active:
-        if task.spec.suspend:
-            body = _end_run(ctx, name, body, Phase.SUSPENDED, "Suspended", "suspended by spec")
-        elif body.spec_hash != spec_hash and spec.task is not None:
-            ctx.plan.events.append(f"spec of {name} changed while running; stopping old run")
-            body = _new_run(body, spec_hash, now, "SpecChanged", "spec changed; new run queued")
-    elif body.phase is Phase.SUSPENDED:
-        if not task.spec.suspend:
-            body = _new_run(body, spec_hash, now, "Resumed", "resumed; new run queued")
-    elif (
-        body.phase is Phase.INVALID
-        and body.spec_hash == spec_hash
-        and job is not None
-        and job.terminal
-        and body.submission_id
-    ):
-        # Fixed back to the spec of a run that already ended: its outcome stands.
-        body = _set(body, _outcome(job))
-    elif body.phase.finished or body.phase is Phase.INVALID:
-        if body.spec_hash != spec_hash or body.phase is Phase.INVALID:
-            if task.spec.suspend:
-                body = _set(
-                    body,
-                    {
-                        "phase": Phase.SUSPENDED,
-                        "reason": "Suspended",
-                        "message": "suspended by spec",
-                        "spec_hash": spec_hash,
-                    },
-                )
-            else:
-                body = _new_run(body, spec_hash, now, "SpecChanged", "spec changed; new run queued")
-    elif body.phase in (Phase.QUEUED, Phase.UNSCHEDULABLE):
-        body = _set(body, {"spec_hash": spec_hash})
-        if task.spec.suspend:
-            body = _set(
-                body,
-                {
-                    "phase": Phase.SUSPENDED,
-                    "reason": "Suspended",
-                    "message": "suspended by spec",
-                    "queue_position": None,
-                    "estimated_start_at": None,
-                },
+
+def _usable_task(
+    ctx: _Ctx, spec: TaskInput, body: TaskStatusBody | None, ours: Mapping[str, RayJob]
+) -> Task | None:
+    """The spec to plan with; None when the task is settled already (its file is broken)."""
+    if spec.task is not None:
+        return spec.task
+    name, message = spec.name, spec.error or "invalid spec"
+    if body is None or not body.phase.active:
+        ctx.bodies[name] = lifecycle.invalidate(body, message)
+        return None
+    # A broken file never stops a healthy job: it runs on under the last valid spec.
+    ctx.conds[name][COND_SPEC_INVALID] = (Reason.SPEC_INVALID, f"{message}; the job keeps running")
+    if spec.last_valid is None:  # nothing remembered (we restarted): leave it untouched
+        _keep_active(ctx, body, None, ours)
+        ctx.bodies[name] = body
+    return spec.last_valid
+
+
+def _job_of(ctx: _Ctx, body: TaskStatusBody, ours: Mapping[str, RayJob]) -> RayJob | None:
+    if not body.submission_id:
+        return None
+    job = ours.get(body.submission_id)
+    if job is None and ctx.obs.jobs is not None:
+        job = ctx.obs.jobs.get(body.submission_id)  # present but not ours: an id conflict
+    return job
+
+
+def _follow_spec(
+    ctx: _Ctx,
+    name: str,
+    task: Task,
+    body: TaskStatusBody,
+    job: RayJob | None,
+    spec_hash: str,
+    *,
+    edited: bool,  # False: planning under the last valid spec of a broken file
+) -> TaskStatusBody:
+    """A run-defining change, a suspend, or a re-run request all end the current run."""
+    suspend, now, phase = task.spec.suspend, ctx.stamp, body.phase
+    if phase.active:
+        if suspend:
+            suspended = lifecycle.suspend(body, body.spec_hash, now)
+            return _ended(ctx, name, suspended, Reason.SUSPENDED)
+        if body.spec_hash != spec_hash and edited:
+            ctx.plan.note(
+                Reason.SPEC_CHANGED, f"spec of {name} changed while running; stopping old run"
             )
+            return lifecycle.restart(body, spec_hash, now)
+        return body
+    if phase is Phase.SUSPENDED:
+        return body if suspend else lifecycle.resume(body, spec_hash, now)
+    if phase is Phase.INVALID and _outcome_stands(body, job, spec_hash):
+        assert job is not None
+        return lifecycle.end_run(body, job)
+    if phase.finished or phase is Phase.INVALID:
+        if body.spec_hash == spec_hash and phase is not Phase.INVALID:
+            return body
+        if suspend:
+            return lifecycle.suspend(body, spec_hash, now)
+        return lifecycle.restart(body, spec_hash, now)
+    if phase in (Phase.QUEUED, Phase.UNSCHEDULABLE):
+        body = set_fields(body, {"spec_hash": spec_hash})
+        return lifecycle.suspend(body, spec_hash, now) if suspend else body
+    return body
 
+
+def _outcome_stands(body: TaskStatusBody, job: RayJob | None, spec_hash: str) -> bool:
+    """Fixed back to the spec of a run that already ended: its outcome stands."""
+    return bool(
+        body.spec_hash == spec_hash and job is not None and job.terminal and body.submission_id
+    )
+
+
+def _settle(
+    ctx: _Ctx,
+    name: str,
+    task: Task,
+    body: TaskStatusBody,
+    job: RayJob | None,
+    ours: Mapping[str, RayJob],
+) -> None:
+    """Time limits, resources held, resubmits and the queue, for the task's final phase."""
     if body.phase.active:
         body = _check_timeouts(ctx, name, task, body)
     if body.phase.active:
@@ -396,7 +431,7 @@ def _reconcile_task(
     if body.phase in (Phase.QUEUED, Phase.UNSCHEDULABLE):
         body = _enqueue(ctx, name, task, body)
     elif job is not None and body.phase.finished and body.ray_status != job.status:
-        body = _set(body, {"ray_status": job.status})  # e.g. STOPPED after a timeout
+        body = set_fields(body, {"ray_status": job.status})  # e.g. STOPPED after a timeout
     ctx.bodies[name] = body
 
 
@@ -407,229 +442,102 @@ def _first_sight(
     live = [j for j in task_jobs if not j.terminal and j.metadata.get(META_SPEC_HASH) == spec_hash]
     if live:
         job = max(live, key=lambda j: j.start_time or 0)
-        run = int(job.metadata.get(META_RUN, "1") or 1)
-        ctx.plan.events.append(
-            f"adopted {name}: Ray job {job.submission_id} (status file was missing)"
+        ctx.plan.note(
+            Reason.ADOPTED, f"adopted {name}: Ray job {job.submission_id} (status file was missing)"
         )
-        return TaskStatusBody(
-            phase=Phase.RUNNING if job.status == RUNNING else Phase.STARTING,
-            reason="Adopted",
-            message=f"adopted Ray job {job.submission_id}",
-            uid=job.metadata.get(META_UID),
-            run=run,
-            submission_id=job.submission_id,
-            spec_hash=spec_hash,
-            ray_status=job.status,
-            queued_at=_ts(job.start_time or ctx.now),
-            submitted_at=_ts(job.start_time or ctx.now),
-            started_at=_ts(job.start_time) if job.status == RUNNING and job.start_time else None,
-        )
-    first = _ts(ctx.now)
-    return TaskStatusBody(
-        phase=Phase.QUEUED,
-        reason="Queued",
-        message="queued",
-        uid=make_uid(ctx.options.queue_id, name, first),
-        run=0,
-        spec_hash=spec_hash,
-        queued_at=first,
-    )
-
-
-def _new_run(
-    body: TaskStatusBody,
-    spec_hash: str,
-    now: float,
-    reason: str,
-    message: str,
-    *,
-    keep_queued_at: bool = False,
-) -> TaskStatusBody:
-    return _set(
-        body,
-        {
-            "phase": Phase.QUEUED,
-            "reason": reason,
-            "message": message,
-            "submission_id": None,
-            "spec_hash": spec_hash,
-            "ray_status": None,
-            "queued_at": body.queued_at if keep_queued_at else _ts(now),
-            "submitted_at": None,
-            "started_at": None,
-            "finished_at": None,
-            "log_tail": None,
-            "queue_position": None,
-            "estimated_start_at": None,
-        },
-    )
+        return lifecycle.adopted(job, spec_hash, ctx.stamp)
+    uid = make_uid(ctx.options.queue_id, name, ctx.stamp)
+    return lifecycle.first_queued(uid, spec_hash, ctx.stamp)
 
 
 _VERB = {Phase.TIMED_OUT: "timed out", Phase.SUSPENDED: "suspended", Phase.FAILED: "failed"}
 
 
-def _end_run(
-    ctx: _Ctx, name: str, body: TaskStatusBody, phase: Phase, reason: str, message: str
-) -> TaskStatusBody:
-    """Record the end first; the stray-job sweep then stops the job until Ray says it ended."""
-    ctx.plan.events.append(f"{_VERB.get(phase, phase.value.lower())} {name}: {message}")
-    return _set(
-        body,
-        {
-            "phase": phase,
-            "reason": reason,
-            "message": message,
-            "finished_at": _ts(ctx.now),
-            "queue_position": None,
-            "estimated_start_at": None,
-        },
-    )
+def _ended(ctx: _Ctx, name: str, body: TaskStatusBody, reason: Reason) -> TaskStatusBody:
+    """Log a run we ended; the stray-job sweep then stops its job until Ray says it ended."""
+    verb = _VERB.get(body.phase, body.phase.value.lower())
+    ctx.plan.note(reason, f"{verb} {name}: {body.message}")
+    return body
 
 
 def _observe_run(
     ctx: _Ctx, name: str, task: Task, body: TaskStatusBody, job: RayJob | None
 ) -> TaskStatusBody:
-    now, sid = ctx.now, body.submission_id or ""
-    # The id is held by a job that is not this run's: another queue's, a foreign one (never
-    # adopted), or an earlier incarnation of a re-created task.
-    if job is not None and (
-        job.metadata.get(META_QUEUE) != ctx.options.queue_id
-        or job.metadata.get(META_UID) not in (None, body.uid)
-    ):
-        return _set(
-            body,
-            {
-                "phase": Phase.FAILED,
-                "reason": "SubmissionIdConflict",
-                "message": f"Ray already has a job {sid} that is not this task's; "
-                "choose another spec.submissionId",
-                "finished_at": _ts(now),
-                "ray_status": None,
-            },
-        )
+    """Follow an active run by what Ray says of its job."""
+    if job is not None and not _is_this_run(ctx, body, job):
+        return lifecycle.conflict(body, ctx.stamp)
     if job is None:
-        if body.phase is Phase.STARTING:
-            # Recorded but not in Ray: we stopped between the status write and submit_job,
-            # or the submit failed. The id is free, so submitting it again is safe; the caller
-            # does it unless the spec changed meanwhile (a superseded run is never sent).
-            ctx.resubmit.add(name)
-            return body
-        missing_since = _epoch(body.finished_at) if body.reason == "JobMissing" else None
-        if missing_since is None:
-            return _set(
-                body,
-                {
-                    "reason": "JobMissing",
-                    "message": f"Ray no longer lists job {sid}; waiting "
-                    f"{ctx.options.lost_grace_seconds:g}s before declaring it lost",
-                    "finished_at": _ts(now),
-                },
-            )
-        if now - missing_since < ctx.options.lost_grace_seconds:
-            return body
-        if body.lost_restarts < task.spec.max_lost_restarts:
-            ctx.plan.events.append(f"lost {name}: job {sid} vanished; queued again")
-            lost = _new_run(
-                body,
-                body.spec_hash or task.spec_hash(),
-                now,
-                "Requeued",
-                f"job {sid} vanished from Ray (head restart?); queued again",
-                keep_queued_at=True,
-            )
-            return _set(lost, {"lost_restarts": body.lost_restarts + 1})
-        ctx.plan.events.append(f"lost {name}: job {sid} vanished")
-        return _set(
-            body,
-            {
-                "phase": Phase.LOST,
-                "reason": "JobLost",
-                "message": f"job {sid} vanished from Ray and restarts are used up",
-                "finished_at": _ts(now),
-            },
-        )
-
-    update: dict[str, object] = {"ray_status": job.status}
+        return _job_missing(ctx, name, task, body)
     if job.status == PENDING:
-        update |= {
-            "phase": Phase.STARTING,
-            "reason": "Pending",
-            "message": f"Ray job {sid} is pending",
-        }
-    elif job.status == RUNNING:
-        update |= {
-            "phase": Phase.RUNNING,
-            "reason": "Running",
-            "message": f"Ray job {sid} is running",
-            "finished_at": None,
-            "started_at": body.started_at or _ts(now),
-        }
-    else:
-        update |= _outcome(job)
-        update["started_at"] = body.started_at or (_ts(job.start_time) if job.start_time else None)
-        if update["phase"] is Phase.FAILED:
-            ctx.plan.fetch_logs.append(name)
-        ctx.plan.events.append(f"{str(update['phase']).lower()} {name} (job {sid})")
-    return _set(body, update)
+        return lifecycle.observe_pending(body, job)
+    if job.status == RUNNING:
+        return lifecycle.observe_running(body, job, ctx.stamp)
+    ended = lifecycle.end_run(body, job)
+    if ended.phase is Phase.FAILED:
+        ctx.plan.fetch_logs.append(name)
+    sid = body.submission_id or ""
+    # end_run of an active run always writes a Reason member; the fallback only satisfies types.
+    reason = ended.reason if isinstance(ended.reason, Reason) else Reason.JOB_FAILED
+    ctx.plan.note(reason, f"{ended.phase.value.lower()} {name} (job {sid})")
+    return ended
 
 
-def _outcome(job: RayJob) -> dict[str, object]:
-    """The status fields of a run that ended in Ray."""
-    update: dict[str, object] = {
-        "ray_status": job.status,
-        "finished_at": _ts(job.end_time) if job.end_time else None,
-    }
-    if job.status == SUCCEEDED:
-        update |= {"phase": Phase.SUCCEEDED, "reason": "Succeeded", "message": "job succeeded"}
-    elif job.status == STOPPED:
-        update |= {
-            "phase": Phase.STOPPED,
-            "reason": "StoppedInRay",
-            "message": "the job was stopped outside rayqueue",
-        }
-    else:
-        update |= {
-            "phase": Phase.FAILED,
-            "reason": "JobFailed",
-            "message": job.message or "job failed",
-        }
-    return update
+def _is_this_run(ctx: _Ctx, body: TaskStatusBody, job: RayJob) -> bool:
+    """False if the id is held by another queue's job, a foreign one (never adopted), or an
+    earlier incarnation of a re-created task."""
+    ours = job.metadata.get(META_QUEUE) == ctx.options.queue_id
+    return ours and job.metadata.get(META_UID) in (None, body.uid)
+
+
+def _job_missing(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> TaskStatusBody:
+    """Ray does not list the run's job (any more)."""
+    if body.phase is Phase.STARTING:
+        # Recorded but not in Ray: we stopped between the status write and submit_job,
+        # or the submit failed. The id is free, so submitting it again is safe; the caller
+        # does it unless the spec changed meanwhile (a superseded run is never sent).
+        ctx.resubmit.add(name)
+        return body
+    grace = ctx.options.lost_grace_seconds
+    since = lifecycle.missing_since(body)
+    if since is None:
+        return lifecycle.note_missing(body, grace, ctx.stamp)
+    if ctx.now - since.timestamp() < grace:
+        return body
+    sid = body.submission_id or ""
+    if body.lost_restarts < task.spec.max_lost_restarts:
+        ctx.plan.note(Reason.REQUEUED, f"lost {name}: job {sid} vanished; queued again")
+        return lifecycle.requeue(body, body.spec_hash or task.spec_hash())
+    ctx.plan.note(Reason.JOB_LOST, f"lost {name}: job {sid} vanished")
+    return lifecycle.lose(body, ctx.stamp)
 
 
 def _check_timeouts(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> TaskStatusBody:
-    now = ctx.now
     timeout = task.spec.timeout_seconds
     started = _epoch(body.started_at)
     if (
         body.phase is Phase.RUNNING
         and timeout > 0
         and started is not None
-        and now - started > timeout
+        and ctx.now - started > timeout
     ):
-        return _end_run(
-            ctx,
-            name,
-            body,
-            Phase.TIMED_OUT,
-            "TimeoutExceeded",
-            f"ran longer than timeoutSeconds={timeout:g}; stopped",
-        )
+        timed_out = lifecycle.time_out(body, timeout, ctx.stamp)
+        return _timed_out(ctx, name, timed_out, Reason.TIMEOUT_EXCEEDED)
+    limit = ctx.options.start_timeout_seconds
     submitted = _epoch(body.submitted_at)
     if (
         body.phase is Phase.STARTING
         and body.ray_status == PENDING
         and submitted is not None
-        and now - submitted > ctx.options.start_timeout_seconds
+        and ctx.now - submitted > limit
     ):
-        return _end_run(
-            ctx,
-            name,
-            body,
-            Phase.FAILED,
-            "StartTimeout",
-            f"pending in Ray for over {ctx.options.start_timeout_seconds:g}s; stopped",
-        )
+        timed_out = lifecycle.start_timed_out(body, limit, ctx.stamp)
+        return _timed_out(ctx, name, timed_out, Reason.START_TIMEOUT)
     return body
+
+
+def _timed_out(ctx: _Ctx, name: str, body: TaskStatusBody, reason: Reason) -> TaskStatusBody:
+    ctx.plan.timeouts.append(TimeOut(name, body.submission_id or "", reason, body.message or ""))
+    return _ended(ctx, name, body, reason)
 
 
 def _keep_active(
@@ -665,25 +573,37 @@ def _stop_strays(ctx: _Ctx, ours: Mapping[str, RayJob], specs: Mapping[str, Task
             ctx.plan.stops.append(Stop(sid, task, "run ended"))
         else:
             deletions.append(job)
-    if deletions and ctx.folder_empty and not ctx.options.allow_mass_delete:
-        # Argo CD's allowEmpty: a folder with no spec and no sidecar left is far more often an
-        # unmounted volume or a botched checkout than a wish to stop everything.
-        ctx.plan.held_deletions = len(deletions)
-        ctx.plan.events.append(
-            f"REFUSING to stop {len(deletions)} jobs: the tasks folder holds no specs and no "
-            "status files (unmounted?); restore it, or restart with --allow-mass-delete"
-        )
-        return
-    limit = ctx.options.max_stops_per_pass
-    if deletions and limit and len(deletions) > limit and not ctx.options.allow_mass_delete:
-        ctx.plan.held_deletions = len(deletions)
-        ctx.plan.events.append(
-            f"REFUSING to stop {len(deletions)} jobs whose specs disappeared in one pass "
-            f"(limit {limit}); restore the specs, or restart with --allow-mass-delete"
-        )
+    held = _hold_deletions(ctx, len(deletions)) if deletions else None
+    if held is not None:
+        ctx.plan.held_deletions = held
+        ctx.plan.note(held.reason, held.message, logging.WARNING)
         return
     for job in deletions:
         ctx.plan.stops.append(Stop(job.submission_id, job.metadata.get(META_TASK), "spec deleted"))
+
+
+def _hold_deletions(ctx: _Ctx, count: int) -> HeldDeletions | None:
+    """Deletions that look like an accident are held until a human says otherwise."""
+    if ctx.options.allow_mass_delete:
+        return None
+    if ctx.folder_empty:
+        # Argo CD's allowEmpty: a folder with no spec and no sidecar left is far more often an
+        # unmounted volume or a botched checkout than a wish to stop everything.
+        return HeldDeletions(
+            count,
+            Reason.FOLDER_EMPTY,
+            f"REFUSING to stop {count} jobs: the tasks folder holds no specs and no "
+            "status files (unmounted?); restore it, or restart with --allow-mass-delete",
+        )
+    limit = ctx.options.max_stops_per_pass
+    if limit and count > limit:
+        return HeldDeletions(
+            count,
+            Reason.TOO_MANY_DELETIONS,
+            f"REFUSING to stop {count} jobs whose specs disappeared in one pass "
+            f"(limit {limit}); restore the specs, or restart with --allow-mass-delete",
+        )
+    return None
 
 
 def _expire_history(
@@ -726,31 +646,24 @@ def _orphan_sidecars(
         job = ours.get(sid) if sid else None
         if not ctx.obs.available or (job is not None and not job.terminal) or sid in stopping:
             continue
-        if ctx.plan.held_deletions:
+        if ctx.plan.held_deletions is not None:
             continue
         ctx.plan.delete_statuses.append(name)
 
 
 def _enqueue(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> TaskStatusBody:
+    """Into the admission queue, unless it could never fit. Its phase and place in the queue
+    are written by _admit, which always follows."""
     req = request_of(task)
     capacity = ctx.obs.capacity
     assert capacity is not None
     too_big = _unschedulable(req, capacity)
     if too_big is not None:
-        return _set(
-            body,
-            {
-                "phase": Phase.UNSCHEDULABLE,
-                "reason": "ExceedsCluster",
-                "message": too_big,
-                "queue_position": None,
-                "estimated_start_at": None,
-            },
-        )
+        return lifecycle.unschedulable(body, too_big)
     key = (-task.spec.priority, _epoch(body.queued_at) or ctx.now, name)
     ctx.queue.append((key, policies.Candidate(name, req, task.spec.timeout_seconds)))
     ctx.tasks[name] = task
-    return _set(body, {"phase": Phase.QUEUED})
+    return body
 
 
 def _submit_request(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> SubmitRequest:
@@ -773,78 +686,58 @@ def _submit_request(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> S
 
 
 def _admit(ctx: _Ctx) -> None:
-    capacity = ctx.obs.capacity
-    assert capacity is not None
+    """Let the policy pick who starts now; everyone else waits, numbered in queue order."""
     ctx.queue.sort(key=lambda item: item[0])
     queue = [candidate for _, candidate in ctx.queue]
+    starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
+    slots = max(ctx.options.max_inflight - starting, 0)
+    policy = policies.POLICIES[ctx.options.policy]
+    admission = policy(queue, _free(ctx), ctx.claims, ctx.now, slots)
+    started = set(admission.start)
+    position = 0
+    for candidate in queue:
+        if candidate.name in started:
+            _start(ctx, candidate)
+            continue
+        position += 1
+        waiting = admission.waiting.get(candidate.name)
+        eta = waiting.estimated_start if waiting else None
+        ctx.bodies[candidate.name] = lifecycle.queue(
+            ctx.bodies[candidate.name],
+            position,
+            waiting.reason if waiting else Reason.QUEUED,
+            waiting.message if waiting else "queued",
+            _ts(eta) if eta else None,
+        )
+
+
+def _free(ctx: _Ctx) -> Capacity:
+    capacity = ctx.obs.capacity
+    assert capacity is not None
     used = ctx.used
     if ctx.options.count_foreign_jobs and ctx.obs.jobs is not None:
         for job in ctx.obs.jobs.values():
             if not job.terminal and job.metadata.get(META_QUEUE) != ctx.options.queue_id:
                 used = used + _foreign_claim(job)
-    free = capacity - used
-    starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
-    slots = max(ctx.options.max_inflight - starting, 0)
-    policy = policies.POLICIES[ctx.options.policy]
-    admission = policy(queue, free, ctx.claims, ctx.now, slots)
-    started = set(admission.start)
-    position = 0
-    for candidate in queue:
-        name = candidate.name
-        body = ctx.bodies[name]
-        if name in started:
-            run = body.run + 1
-            uid = body.uid or make_uid(ctx.options.queue_id, name, _ts(ctx.now))
-            task = ctx.tasks[name]
-            sid = submission_id_for(name, uid, run, task.spec.submission_id)
-            body = _set(
-                body,
-                {
-                    "phase": Phase.STARTING,
-                    "reason": "Submitted",
-                    "uid": uid,
-                    "message": f"submitting Ray job {sid}",
-                    "run": run,
-                    "submission_id": sid,
-                    "submitted_at": _ts(ctx.now),
-                    "queue_position": None,
-                    "estimated_start_at": None,
-                    "ray_status": None,
-                },
-            )
-            ctx.bodies[name] = body
-            ctx.used = ctx.used + candidate.request
-            ctx.plan.submits.append(Submit(name, _submit_request(ctx, name, task, body)))
-            ctx.plan.events.append(
-                f"submitted {name} (priority {task.spec.priority}, "
-                f"{_resources_text(candidate.request)}) as {sid}"
-            )
-        else:
-            waiting = admission.waiting.get(name)
-            position += 1
-            ctx.bodies[name] = _set(
-                body,
-                {
-                    "phase": Phase.QUEUED,
-                    "queue_position": position,
-                    "reason": waiting.reason if waiting else "Queued",
-                    "message": waiting.message if waiting else "queued",
-                    "estimated_start_at": _ts(waiting.estimated_start)
-                    if waiting and waiting.estimated_start
-                    else None,
-                },
-            )
+    return capacity - used
+
+
+def _start(ctx: _Ctx, candidate: policies.Candidate) -> None:
+    name, body, task = candidate.name, ctx.bodies[candidate.name], ctx.tasks[candidate.name]
+    uid = body.uid or make_uid(ctx.options.queue_id, name, ctx.stamp)
+    sid = submission_id_for(name, uid, body.run + 1, task.spec.submission_id)
+    body = lifecycle.start_run(body, uid, sid, ctx.stamp)
+    ctx.bodies[name] = body
+    ctx.used = ctx.used + candidate.request
+    ctx.plan.submits.append(Submit(name, _submit_request(ctx, name, task, body)))
+    ctx.plan.note(
+        Reason.SUBMITTED,
+        f"submitted {name} (priority {task.spec.priority}, "
+        f"{_resources_text(candidate.request)}) as {sid}",
+    )
 
 
 def submit_failed(status: TaskStatus, message: str, now: datetime) -> TaskStatus:
     """Ray refused the submission for good (bad runtime_env, ...): the run failed, not retried."""
-    body = _set(
-        status.status,
-        {
-            "phase": Phase.FAILED,
-            "reason": "SubmitFailed",
-            "message": f"Ray refused the job: {message}",
-            "finished_at": now,
-        },
-    )
+    body = lifecycle.refuse_submit(status.status, message, now)
     return status.model_copy(update={"status": body})

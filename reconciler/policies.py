@@ -11,12 +11,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from specs.cluster import Capacity
+from specs.models import Reason
 from specs.quantity import human_memory
 
-WAITING_FOR_RESOURCES = "WaitingForResources"
-INFLIGHT_LIMIT = "InflightLimit"
-BLOCKED_BY_HIGHER = "WaitingBehindHigherPriority"
-BLOCKED_BY_RESERVATION = "WaitingBehindReservation"
+WAITING_FOR_RESOURCES = Reason.WAITING_FOR_RESOURCES
+INFLIGHT_LIMIT = Reason.INFLIGHT_LIMIT
+BLOCKED_BY_HIGHER = Reason.WAITING_BEHIND_HIGHER_PRIORITY
+BLOCKED_BY_RESERVATION = Reason.WAITING_BEHIND_RESERVATION
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import hashlib
 import json
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -20,7 +20,7 @@ from pydantic.alias_generators import to_camel
 
 from specs.quantity import QuantityError, format_memory, parse_memory
 
-API_VERSION = "rayqueue/v1"
+API_VERSION: Final = "rayqueue/v1"
 RESTARTED_AT = "rayqueue/restartedAt"
 
 
@@ -146,6 +146,47 @@ class Phase(StrEnum):
 FINISHED = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.TIMED_OUT, Phase.STOPPED, Phase.LOST})
 
 
+class Reason(StrEnum):
+    """Why a task is in its phase, in CamelCase. Status files keep `reason` a plain string, so a
+    file written by a newer version still loads; code compares against these members only."""
+
+    # the life of a run
+    QUEUED = "Queued"
+    ADOPTED = "Adopted"
+    SUBMITTED = "Submitted"
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    JOB_FAILED = "JobFailed"
+    STOPPED_IN_RAY = "StoppedInRay"
+    TIMEOUT_EXCEEDED = "TimeoutExceeded"
+    START_TIMEOUT = "StartTimeout"
+    SUBMIT_FAILED = "SubmitFailed"
+    SUBMISSION_ID_CONFLICT = "SubmissionIdConflict"
+    JOB_MISSING = "JobMissing"
+    JOB_LOST = "JobLost"
+    REQUEUED = "Requeued"
+    # what the spec asks for
+    SPEC_CHANGED = "SpecChanged"
+    RESUMED = "Resumed"
+    SUSPENDED = "Suspended"
+    INVALID_SPEC = "InvalidSpec"
+    EXCEEDS_CLUSTER = "ExceedsCluster"
+    # why a queued task waits (the admission policies)
+    WAITING_FOR_RESOURCES = "WaitingForResources"
+    INFLIGHT_LIMIT = "InflightLimit"
+    WAITING_BEHIND_HIGHER_PRIORITY = "WaitingBehindHigherPriority"
+    WAITING_BEHIND_RESERVATION = "WaitingBehindReservation"
+    # conditions
+    SPEC_INVALID = "SpecInvalid"
+    RAY_UNREACHABLE = "RayUnreachable"
+    # a task the loop has not looked at yet (API and CLI views)
+    NOT_YET_RECONCILED = "NotYetReconciled"
+    # deletions the loop refuses to carry out (log events, never a task's status)
+    FOLDER_EMPTY = "FolderEmpty"
+    TOO_MANY_DELETIONS = "TooManyDeletions"
+
+
 class Condition(_Model):
     """An abnormal state a task is in, Kubernetes style; listed only while it holds."""
 
@@ -173,6 +214,9 @@ class TaskStatusBody(_Model):
     submitted_at: Timestamp | None = None
     started_at: Timestamp | None = None
     finished_at: Timestamp | None = None
+    # When Ray stopped listing the running job; cleared by every other transition. Older files
+    # kept this time in finishedAt (with reason JobMissing): see lifecycle.missing_since.
+    missing_since: Timestamp | None = None
     lost_restarts: int = 0
     log_tail: str | None = None
     conditions: list[Condition] = Field(default_factory=list)

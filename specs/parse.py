@@ -238,9 +238,10 @@ def _load(text: str, file: str, *, single: bool) -> list[tuple[Node, Any]]:
                 nodes.append(node)
         else:
             while loader.check_node():
-                node = loader.get_node()
-                if not _is_empty(node):  # a stray "---" at the end, as kubectl allows
-                    nodes.append(node)
+                more = loader.get_node()
+                # A stray "---" at the end is an empty document, as kubectl allows.
+                if more is not None and not _is_empty(more):
+                    nodes.append(more)
         builder = _Builder(loader, file)
         return [(node, builder.document(node)) for node in nodes]
     except yaml.MarkedYAMLError as exc:
@@ -321,6 +322,7 @@ class _Builder:
             message = f"nesting is deeper than {MAX_DEPTH} levels"
             raise _Found(_node_error(self.file, _dotted(path[:3]) or None, node, message))
         self.open.add(nid)
+        value: dict[str, Any] | list[Any]
         if isinstance(node, MappingNode) and node.tag == _MAP_TAG:
             value, size = self._mapping(node, path, depth)
         elif isinstance(node, SequenceNode) and node.tag == _SEQ_TAG:
@@ -525,6 +527,7 @@ def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
     return dumper.represent_scalar(_STR_TAG, data, style=style)
 
 
+# mypy cannot subclass a base chosen at run time (C dumper if built, else the pure one).
 class _Dumper(_FastDumper):  # type: ignore[misc, valid-type]
     yaml_representers: ClassVar[dict[Any, Any]] = {
         **_FastDumper.yaml_representers,

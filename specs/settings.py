@@ -1,19 +1,75 @@
-"""Settings for one rayqueue process: built once by the CLI and passed down, never global."""
+"""Settings for one rayqueue process: built once by the CLI and passed down, never global.
+
+Every knob is declared once, here: its type and default (the dataclass field), and in the
+field's metadata its command-line flag, help text and the range of values it accepts. The CLI
+derives its flags from this declaration (reconciler/cli/flags.py), the planner's PlanOptions
+take their defaults from it, and Settings checks the ranges when it is built, so a bad value
+is refused in one place with one message, whether it came from a flag or from code.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
-from dataclasses import dataclass
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import NoneType, UnionType
+from typing import Any
 
 DEFAULT_PORT = 8264  # the old scheduler's port, kept so old clients need no change
+
+# Which commands take a knob as a flag. `plan` plans exactly as `serve` would, so it takes
+# every option that decides what a pass does.
+SERVE = ("serve",)
+LOOP = ("serve", "plan")
 
 
 def address_from_env(environ: dict[str, str] | None = None) -> str | None:
     """The old service's RAY_DASHBOARD_ADDRESS first, then Ray's own RAY_ADDRESS."""
     env = os.environ if environ is None else environ
     return env.get("RAY_DASHBOARD_ADDRESS") or env.get("RAY_ADDRESS") or None
+
+
+@dataclass(frozen=True)
+class Knob:
+    """How one setting is given on the command line and which values it accepts."""
+
+    flag: str | None = None  # None: not a command-line option
+    help: str = ""
+    commands: tuple[str, ...] = SERVE
+    metavar: str | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+
+    def label(self, name: str) -> str:
+        return self.flag or name
+
+    def problem(self, name: str, value: object) -> str | None:
+        """Why `value` is refused, in words that name the flag; None if it is fine."""
+        if value is None or isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        low, high = self.minimum, self.maximum
+        if low is not None and high is not None and not low <= value <= high:
+            return f"{self.label(name)} must be between {low:g} and {high:g}, not {value:g}"
+        if low is not None and value < low:
+            return f"{self.label(name)} must be at least {low:g}, not {value:g}"
+        return None
+
+
+def knob(
+    help: str = "",
+    *,
+    flag: str | None = None,
+    commands: tuple[str, ...] = SERVE,
+    metavar: str | None = None,
+    minimum: float | None = None,
+    maximum: float | None = None,
+) -> dict[str, Knob]:
+    """The metadata of a Settings field: `field(default=..., metadata=knob(...))`."""
+    return {"knob": Knob(flag, help, commands, metavar, minimum, maximum)}
 
 
 @dataclass(frozen=True)
@@ -27,79 +83,183 @@ class Settings:
     status_dir: Path | None = None
     """Where sidecars go instead of beside the specs (for read-only git checkouts)."""
 
-    state_dir: Path | None = None
+    state_dir: Path | None = field(
+        default=None,
+        metadata=knob(
+            "folder for resource history and the lock (default: <dir>/.rayqueue)",
+            flag="--state-dir",
+        ),
+    )
     """Our own files (resource history, lock). Default: <tasks_dir>/.rayqueue."""
 
-    queue_id: str | None = None
+    queue_id: str | None = field(
+        default=None,
+        metadata=knob(
+            "tag for this queue's Ray jobs (default: derived from the folder path)",
+            flag="--queue-id",
+            commands=LOOP,
+        ),
+    )
     """Marks this queue's Ray jobs. Default: derived from the tasks folder's absolute path."""
 
-    host: str = "127.0.0.1"
+    host: str = field(
+        default="127.0.0.1", metadata=knob("HTTP bind address (default 127.0.0.1)", flag="--host")
+    )
     """HTTP API bind address."""
 
-    port: int = DEFAULT_PORT
+    port: int = field(
+        default=DEFAULT_PORT,
+        metadata=knob(f"HTTP port ({DEFAULT_PORT})", flag="--port", minimum=1, maximum=65535),
+    )
     """HTTP API port."""
 
-    api: bool = True
+    api: bool = field(
+        default=True, metadata=knob("run the loop without the HTTP API", flag="--no-api")
+    )
     """Serve the HTTP API beside the loop."""
 
-    interval_seconds: float = 1.0
+    interval_seconds: float = field(
+        default=1.0,
+        metadata=knob("seconds between full passes (default 1)", flag="--interval", minimum=0),
+    )
     """Time between full passes when nothing wakes the loop earlier."""
 
-    busy_interval_seconds: float = 0.1
+    busy_interval_seconds: float = field(default=0.1, metadata=knob(minimum=0))
     """Time between passes while tasks wait and jobs run, so finished jobs free room sooner."""
 
-    capacity_refresh_seconds: float = 0.9
+    capacity_refresh_seconds: float = field(default=0.9, metadata=knob(minimum=0))
     """A capacity read is reused this long, so fast polling does not re-list the nodes."""
 
-    policy: str = "strict"
-    """Admission policy: strict (the old service's), backfill or besteffort."""
+    policy: str = field(
+        default="strict",
+        metadata=knob(
+            "admission policy (default strict: the head of the queue is never overtaken; "
+            "backfill: EASY backfilling, later tasks start only if they cannot delay the head; "
+            "besteffort: anything that fits starts). See docs/scheduling.md",
+            flag="--policy",
+            commands=LOOP,
+        ),
+    )
+    """Admission policy: strict (the old service's), backfill or besteffort. The names are
+    checked against reconciler.policies by the CLI: specs imports nothing of ours."""
 
-    max_inflight: int = 32
+    max_inflight: int = field(
+        default=32,
+        metadata=knob(
+            "jobs that may be Starting at once (default 32)",
+            flag="--max-inflight",
+            commands=LOOP,
+            minimum=1,
+        ),
+    )
     """Jobs that may be Starting at once; each holds a ~85 MB supervisor actor on the head."""
 
-    start_timeout_seconds: float = 600.0
+    start_timeout_seconds: float = field(
+        default=600.0,
+        metadata=knob(
+            "seconds a job may stay PENDING in Ray (default 600)",
+            flag="--start-timeout",
+            commands=LOOP,
+            minimum=0,
+        ),
+    )
     """A job PENDING in Ray longer than this is stopped and marked Failed (StartTimeout)."""
 
-    lost_grace_seconds: float = 60.0
+    lost_grace_seconds: float = field(
+        default=60.0,
+        metadata=knob(
+            "seconds a running job may be missing from Ray before it is Lost",
+            flag="--lost-grace",
+            commands=LOOP,
+            minimum=0,
+        ),
+    )
     """How long a Running job may be missing from Ray before it counts as Lost."""
 
-    max_stops_per_pass: int = 10
+    max_stops_per_pass: int = field(
+        default=10,
+        metadata=knob(
+            "most jobs stopped in one pass for deleted specs (0: no limit)",
+            flag="--max-stops-per-pass",
+            commands=LOOP,
+            minimum=0,
+        ),
+    )
     """Most jobs stopped in one pass because their specs vanished; 0 means no limit."""
 
-    allow_mass_delete: bool = False
+    allow_mass_delete: bool = field(
+        default=False,
+        metadata=knob(
+            "carry out deletions beyond --max-stops-per-pass",
+            flag="--allow-mass-delete",
+            commands=LOOP,
+        ),
+    )
     """Carry out deletions beyond max_stops_per_pass instead of holding them."""
 
-    count_foreign_jobs: bool = False
+    count_foreign_jobs: bool = field(
+        default=False,
+        metadata=knob(
+            "subtract other clients' Ray jobs from free capacity",
+            flag="--count-foreign-jobs",
+            commands=LOOP,
+        ),
+    )
     """Subtract other clients' jobs (their declared entrypoint resources) from free capacity."""
 
-    ray_history_retention_seconds: float | None = None
+    ray_history_retention_seconds: float | None = field(
+        default=None,
+        metadata=knob(
+            "delete this queue's finished jobs from Ray this long after they ended, once the "
+            "outcome is in the sidecar (default: keep them; Ray's job list then grows forever)",
+            flag="--ray-history-retention",
+            commands=LOOP,
+            metavar="SECONDS",
+            minimum=0,
+        ),
+    )
     """Delete our finished jobs from Ray this long after they ended, once their outcome is in
     the sidecar; keeps list_jobs (and so every pass) from growing with history. None: keep."""
 
-    ray_timeout_seconds: float = 10.0
+    ray_timeout_seconds: float = field(default=10.0, metadata=knob(minimum=0))
     """Timeout of every single call to the Ray dashboard."""
 
-    max_backoff_seconds: float = 30.0
+    max_backoff_seconds: float = field(default=30.0, metadata=knob(minimum=0))
     """Ceiling of the exponential backoff while Ray is unreachable."""
 
-    history_max_bytes: int = 10 * 2**20
+    history_max_bytes: int = field(default=10 * 2**20, metadata=knob(minimum=0))
     """resource_history.jsonl is rotated past this size (three old files are kept)."""
 
-    log_tail_lines: int = 50
+    log_tail_lines: int = field(default=50, metadata=knob(minimum=0))
     """Lines of a failed job's log kept in its status."""
 
-    local_num_cpus: float | None = None
+    local_num_cpus: float | None = field(
+        default=None,
+        metadata=knob("CPUs the embedded local Ray head declares", flag="--num-cpus", minimum=0),
+    )
     """CPUs the embedded local Ray head declares (default: what Ray detects)."""
 
-    standby: bool = False
+    standby: bool = field(
+        default=False,
+        metadata=knob(
+            "if another serve holds this folder's lock, wait and take over when it exits",
+            flag="--standby",
+        ),
+    )
     """If another serve holds the state folder's lock, wait and take over when it dies."""
 
-    settle_seconds: float = 1.0
+    settle_seconds: float = field(default=1.0, metadata=knob(minimum=0))
     """A changed, new or vanished spec file counts only once unchanged this long (half-written
     files and git checkouts midway are never read as edits or deletions). 0: at once."""
 
     api_token: str | None = None
     """Bearer token the HTTP API requires; None: $RAYQUEUE_API_TOKEN, or no auth if unset."""
+
+    def __post_init__(self) -> None:
+        for name, knob in knobs():
+            problem = knob.problem(name, getattr(self, name))
+            if problem is not None:
+                raise ValueError(problem)
 
     @property
     def resolved_state_dir(self) -> Path:
@@ -111,3 +271,56 @@ class Settings:
             return self.queue_id
         digest = hashlib.sha256(str(self.tasks_dir.absolute()).encode()).hexdigest()
         return f"q-{digest[:10]}"
+
+    def plan_options(self) -> PlanOptions:
+        """What the planner needs of these settings."""
+        return PlanOptions(
+            queue_id=self.resolved_queue_id,
+            policy=self.policy,
+            max_inflight=self.max_inflight,
+            start_timeout_seconds=self.start_timeout_seconds,
+            lost_grace_seconds=self.lost_grace_seconds,
+            max_stops_per_pass=self.max_stops_per_pass,
+            allow_mass_delete=self.allow_mass_delete,
+            count_foreign_jobs=self.count_foreign_jobs,
+            history_retention_seconds=self.ray_history_retention_seconds,
+        )
+
+
+def knobs() -> Iterator[tuple[str, Knob]]:
+    """(field name, Knob) of every declared knob, in declaration order."""
+    for f in dataclasses.fields(Settings):
+        knob = f.metadata.get("knob")
+        if isinstance(knob, Knob):
+            yield f.name, knob
+
+
+def value_type(name: str) -> type:
+    """The type a knob's value has, without `| None` (int, float, str, bool or Path)."""
+    hint = typing.get_type_hints(Settings)[name]
+    if isinstance(hint, UnionType):
+        hint = next(arg for arg in typing.get_args(hint) if arg is not NoneType)
+    if not isinstance(hint, type):
+        raise TypeError(f"setting {name} has no simple type: {hint!r}")
+    return hint
+
+
+def _default(name: str) -> Any:
+    return Settings.__dataclass_fields__[name].default
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """The planner's options. Defaults come from the Settings declaration above."""
+
+    queue_id: str = "default"
+    policy: str = _default("policy")
+    max_inflight: int = _default("max_inflight")
+    start_timeout_seconds: float = _default("start_timeout_seconds")
+    lost_grace_seconds: float = _default("lost_grace_seconds")
+    max_stops_per_pass: int = _default("max_stops_per_pass")  # for deletions; 0: no limit
+    allow_mass_delete: bool = _default("allow_mass_delete")
+    count_foreign_jobs: bool = _default("count_foreign_jobs")
+    # None: never delete finished jobs from Ray
+    history_retention_seconds: float | None = _default("ray_history_retention_seconds")
+    max_deletes_per_pass: int = 100

@@ -1,42 +1,9 @@
-"""Shared fixtures: one private local Ray head for the whole session, on free loopback ports."""
+"""Root conftest: registers the shared plugins, and imports nothing that imports `ray`.
+
+pytest allows `pytest_plugins` only here, so the Ray-head fixtures are registered for every
+suite; the plugin itself imports the Ray adapter only when a test asks for it.
+"""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-
-import pytest
-
-from reconciler.raycluster.adapter import RayJobsAdapter
-from reconciler.raycluster.local_head import LocalRayHead, find_ray_executable
-
-RAY_HEAD_CPUS = 4
-RAY_HEAD_MEMORY = 8 * 2**30
-
-
-@pytest.fixture(scope="session")
-def ray_head(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The dashboard address of a LocalRayHead with 4 CPUs and 8 GiB, shared by the session."""
-    if find_ray_executable() is None:
-        pytest.skip("the `ray` executable is not installed")
-    head = LocalRayHead()
-    # Registered before start(): a head that fails halfway is still torn down.
-    request.addfinalizer(head.stop)
-    started = time.monotonic()
-    address = head.start(num_cpus=RAY_HEAD_CPUS, memory_bytes=RAY_HEAD_MEMORY)
-    request.config.stash[_startup_key] = time.monotonic() - started
-    yield address
-
-
-@pytest.fixture
-def ray_adapter(ray_head: str) -> RayJobsAdapter:
-    return RayJobsAdapter(ray_head, timeout_seconds=10)
-
-
-_startup_key = pytest.StashKey[float]()
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    seconds = terminalreporter.config.stash.get(_startup_key, None)
-    if seconds is not None:
-        terminalreporter.write_line(f"local Ray head started in {seconds:.1f} s")
+pytest_plugins = ["tests.support.ray_head"]

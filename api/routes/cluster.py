@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from api.deps import ReconcilerDep, SettingsDep
 from api.models import ClusterView, Health, Readiness, Resources
-from reconciler.loop import Reconciler
+from api.ports import Loop
 from specs.cluster import Capacity
 from specs.settings import Settings
+from specs.views import rfc3339
 
 router = APIRouter(tags=["cluster"])
 
 
 def _iso(epoch: float | None) -> str | None:
-    if epoch is None:
-        return None
-    return (
-        datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    )
+    return rfc3339(epoch) if epoch is not None else None
 
 
 def _resources(value: Capacity | None) -> Resources | None:
@@ -74,7 +69,7 @@ def healthz() -> Health:
     return Health(status="ok")
 
 
-def readiness(settings: Settings, reconciler: Reconciler | None) -> dict[str, str]:
+def readiness(settings: Settings, reconciler: Loop | None) -> dict[str, str]:
     """Failed checks by name; empty when ready."""
     if reconciler is None:
         return {"loop": "no reconcile loop in this process"}

@@ -23,11 +23,11 @@ from api.models import (
     LegacyTaskState,
     TaskIdRequest,
 )
-from api.service import TaskService
+from api.ports import Loop
 from api.views import legacy_state
-from reconciler.loop import Reconciler
 from specs.models import API_VERSION
 from specs.quantity import GIB, format_memory, human_memory
+from specs.service import TaskService
 from specs.store import MAX_NAME_LENGTH, InvalidName, validate_name
 from specs.yamledit import dump_document
 
@@ -55,7 +55,7 @@ def file_name_for(task_id: str) -> str:
     return cleaned.removesuffix(".status")
 
 
-def _check_capacity(body: AddTaskRequest, reconciler: Reconciler | None) -> None:
+def _check_capacity(body: AddTaskRequest, reconciler: Loop | None) -> None:
     """The old rejections: nothing requested, or more than the whole cluster has."""
     if body.cpu == 0 and body.gpu == 0 and body.memory == 0:
         raise BadRequest("task must request at least one resource")
@@ -170,7 +170,7 @@ def change_task_priority(
     del task_id, priority  # documented here; read (query or body) through `params`
     request: ChangePriorityRequest = _validated(ChangePriorityRequest, params)
     name = _lookup(service, request.task_id)
-    spec = service.patch(name, {"spec": {"priority": request.priority}})
+    spec, _ = service.patch(name, {"spec": {"priority": request.priority}})
     return LegacyTaskState(**legacy_state(request.task_id, name, spec, service.status(name)))
 
 
@@ -186,5 +186,5 @@ def cancel_task(
     del task_id
     request: TaskIdRequest = _validated(TaskIdRequest, params)
     name = _lookup(service, request.task_id)
-    spec = service.patch(name, {"spec": {"suspend": True}})
+    spec, _ = service.patch(name, {"spec": {"suspend": True}})
     return LegacyTaskState(**legacy_state(request.task_id, name, spec, service.status(name)))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
@@ -16,15 +14,15 @@ from api.deps import (
     IfNoneMatch,
     MediaType,
     RawBody,
+    RayDep,
     Service,
     parse_json,
 )
-from api.errors import ApiError, BadRequest, NotFound, Unprocessable
+from api.errors import ApiError, NotFound, Unprocessable
 from api.models import TaskList, TaskRow
-from api.service import SpecFile, TaskService, quote_etag
-from api.views import human_age, resources, status_body, task_object
 from specs.cluster import JobNotFound
-from specs.models import Phase, TaskStatus
+from specs.service import TaskService, parse_phases, parse_selector, quote_etag, select
+from specs.views import SpecFile, TaskView, human_age, resources, status_body, task_object
 from specs.yamledit import dump_document
 
 router = APIRouter(prefix="/tasks", tags=["tasks"])
@@ -52,48 +50,6 @@ _PATCH_BODY = {
         },
     }
 }
-_LABEL_KEY = re.compile(r"[A-Za-z0-9._/-]+")
-
-
-# --- label selectors --------------------------------------------------------------------------
-
-
-def parse_selector(selector: str) -> list[tuple[str, str, str | None]]:
-    """`a=b,c!=d,e,!f` into (op, key, value) terms: =, !=, exists, !exists."""
-    terms: list[tuple[str, str, str | None]] = []
-    for raw in selector.split(","):
-        term = raw.strip()
-        if not term:
-            continue
-        if "!=" in term:
-            key, value = term.split("!=", 1)
-            op = "!="
-        elif "=" in term:
-            key, value = term.split("=", 1)
-            value = value.removeprefix("=")  # "==" is the same as "="
-            op = "="
-        elif term.startswith("!"):
-            key, value, op = term[1:], None, "!exists"
-        else:
-            key, value, op = term, None, "exists"
-        key = key.strip()
-        if not _LABEL_KEY.fullmatch(key):
-            raise BadRequest(f"invalid labelSelector term {term!r}")
-        terms.append((op, key, value.strip() if value is not None else None))
-    return terms
-
-
-def matches(labels: dict[str, str], terms: list[tuple[str, str, str | None]]) -> bool:
-    for op, key, value in terms:
-        ok = {
-            "=": labels.get(key) == value,
-            "!=": labels.get(key) != value,
-            "exists": key in labels,
-            "!exists": key not in labels,
-        }[op]
-        if not ok:
-            return False
-    return True
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -104,15 +60,10 @@ def _object_response(service: TaskService, spec: SpecFile, status_code: int = 20
     return JSONResponse(body, status_code, headers={"ETag": quote_etag(spec.etag)})
 
 
-def _age(service: TaskService, status: TaskStatus | None, path: Path) -> float:
-    """Since the loop first queued the task; before that, since the file was written."""
-    queued = status.status.queued_at if status is not None else None
-    if queued is not None:
-        return service.clock() - queued.timestamp()
-    try:
-        return service.clock() - path.stat().st_mtime
-    except OSError:
-        return 0.0
+def _known_labels(view: TaskView) -> dict[str, str]:
+    # While a file is broken the loop keeps its last good spec; so does the listing.
+    task = view.known
+    return dict(task.metadata.labels) if task is not None else {}
 
 
 # --- routes -----------------------------------------------------------------------------------
@@ -129,35 +80,19 @@ def list_tasks(
     ] = None,
 ) -> TaskList:
     """Every spec with its status: phase, priority, queue position, resources and age."""
-    wanted: set[str | None] | None = None
-    if phase:
-        known = {p.value.lower(): p.value for p in Phase}
-        wanted = set()
-        for item in phase.split(","):
-            key = item.strip().lower()
-            if key not in known:
-                choices = ", ".join(known.values())
-                raise BadRequest(f"unknown phase {item.strip()!r}; one of {choices}")
-            wanted.add(known[key])
-    terms = parse_selector(labelSelector or "")
-    entries = service.store.scan()
-    statuses = service.store.read_statuses()
+    phases = parse_phases(phase or "")  # QueryError: 400
+    selector = parse_selector(labelSelector or "")
+    views = select(service.views(), selector, phases, labels=_known_labels)
+    now = service.clock()
     rows = []
-    for name in sorted(entries):
-        entry = entries[name]
-        task = entry.task or entry.last_valid
-        status = statuses.get(name)
-        errors = [entry.error] if entry.error is not None else []
-        body = status_body(status, errors)
-        labels = dict(task.metadata.labels) if task is not None else {}
-        if wanted is not None and body.get("phase") not in wanted:
-            continue
-        if terms and not matches(labels, terms):
-            continue
-        age = _age(service, status, entry.path)
+    for view in sorted(views, key=lambda v: v.name):
+        task = view.known
+        body = status_body(view.status, [view.error] if view.error is not None else [])
+        age = view.age_seconds(now)
+        age = age if age is not None else 0.0
         rows.append(
             TaskRow(
-                name=name,
+                name=view.name,
                 phase=body.get("phase"),
                 reason=body.get("reason"),
                 message=body.get("message"),
@@ -165,7 +100,7 @@ def list_tasks(
                 position=body.get("queuePosition"),
                 resources=resources(task),
                 suspend=task.spec.suspend if task is not None else None,
-                labels=labels,
+                labels=_known_labels(view),
                 submissionId=body.get("submissionId"),
                 age=human_age(age),
                 ageSeconds=round(age, 3),
@@ -178,6 +113,7 @@ def list_tasks(
 def task_logs(
     name: str,
     service: Service,
+    ray: RayDep,
     tail: Annotated[int | None, Query(ge=1, le=100_000, description="the last N lines")] = None,
 ) -> Response:
     """The Ray log of the task's current or last run; 404 if it never ran."""
@@ -192,10 +128,10 @@ def task_logs(
     submission_id = status.status.submission_id if status is not None else None
     if not submission_id:
         raise NotFound(f"task {name} has not run yet")
-    if service.ray is None:
+    if ray is None:
         raise ApiError(503, "no Ray connection in this process")
     try:
-        text = service.ray.logs(submission_id)
+        text = ray.logs(submission_id)
     except JobNotFound:
         raise NotFound(f"Ray has no job {submission_id} (any more)") from None
     if tail is not None:
@@ -259,7 +195,7 @@ def patch_task(
     if not isinstance(patch, dict):
         raise Unprocessable("a merge patch must be a JSON object")
     patch.pop("status", None)  # status belongs to the reconciler
-    spec = service.patch(name, patch, if_match=if_match)
+    spec, _ = service.patch(name, patch, if_match=if_match)
     return _object_response(service, spec)
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
-from datetime import UTC, datetime
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from specs.service import TaskService
 from specs.settings import address_from_env
-from specs.store import TaskStore
+from specs.store import FolderUnavailable, TaskStore
+from specs.views import TaskView
 
 if TYPE_CHECKING:
     from reconciler.raycluster.adapter import RayJobsAdapter
@@ -19,7 +20,11 @@ EXIT_OK = 0
 EXIT_ERROR = 1  # invalid input, not found, Ray unreachable
 EXIT_USAGE = 2  # bad flags; argparse uses the same code
 
-Subparsers = argparse._SubParsersAction  # the type argparse gives add_subparsers()
+# The type argparse gives add_subparsers(); generic only in the stubs, not at run time.
+if TYPE_CHECKING:
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+else:
+    Subparsers = argparse._SubParsersAction
 
 
 class CliError(Exception):
@@ -83,6 +88,25 @@ def open_store(args: argparse.Namespace) -> TaskStore:
     return TaskStore(tasks_dir(args.dir), args.status_dir)
 
 
+def open_service(args: argparse.Namespace) -> TaskService:
+    return TaskService(open_store(args))
+
+
+def load_views(service: TaskService) -> list[TaskView]:
+    """Every task in the folder with its sidecar, in queue order."""
+    try:
+        return service.views()
+    except FolderUnavailable as exc:
+        raise CliError(f"{exc} (pass --dir, or set RAYQUEUE_DIR)") from None
+
+
+def find_view(views: Iterable[TaskView], name: str) -> TaskView:
+    for view in views:
+        if view.name == name:
+            return view
+    raise CliError(f'task "{name}" not found')
+
+
 def address_of(args: argparse.Namespace) -> str | None:
     """--address, then $RAY_DASHBOARD_ADDRESS, then $RAY_ADDRESS; None if none is set."""
     return getattr(args, "address", None) or address_from_env()
@@ -122,23 +146,6 @@ def dashboard_link(address: str, submission_id: str) -> str:
 
 
 # --- formatting ------------------------------------------------------------------------------
-
-
-def iso(value: datetime) -> str:
-    """RFC 3339 UTC, as the sidecars write it."""
-    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def human_age(seconds: float) -> str:
-    """kubectl's style: 45s, 12m, 3h, 5d (the larger unit once it reads at least 2)."""
-    seconds = max(seconds, 0.0)
-    if seconds >= 2 * 86400:
-        return f"{int(seconds // 86400)}d"
-    if seconds >= 2 * 3600:
-        return f"{int(seconds // 3600)}h"
-    if seconds >= 60:
-        return f"{int(seconds // 60)}m"
-    return f"{int(seconds)}s"
 
 
 def number(value: float) -> str:

@@ -15,17 +15,17 @@ from reconciler.cli.common import (
     Subparsers,
     add_address_option,
     address_of,
+    find_view,
     folder_parent,
-    human_age,
-    iso,
+    load_views,
     number,
-    open_store,
+    open_service,
     table,
 )
-from reconciler.cli.views import NOT_SEEN_MESSAGE, TaskView, find, load_views
 from specs.cluster import RayError
 from specs.parse import MAX_FILE_BYTES, SpecParseError, parse_task
 from specs.quantity import format_memory
+from specs.views import NOT_SEEN_MESSAGE, TaskView, human_age, rfc3339
 
 LOG_TIMEOUT_SECONDS = 5.0
 LABEL_WIDTH = 22
@@ -58,7 +58,7 @@ def register(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    view = find(load_views(open_store(args)), args.name)
+    view = find_view(load_views(open_service(args)), args.name)
     print(describe(view, address_of(args), args.tail), end="")
     return EXIT_OK
 
@@ -163,7 +163,7 @@ def describe(view: TaskView, address: str | None, tail_lines: int) -> str:
 def _when(value: datetime, now: float) -> str:
     delta = now - value.timestamp()
     relative = f"{human_age(delta)} ago" if delta >= 0 else f"in {human_age(-delta)}"
-    return f"{iso(value)} ({relative})"
+    return f"{rfc3339(value)} ({relative})"
 
 
 def _all_errors(view: TaskView) -> list[str]:

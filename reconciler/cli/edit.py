@@ -1,9 +1,8 @@
 """`delete`, `suspend`, `resume`, `set-priority` and `rerun`: small edits of spec files.
 
-An edit changes one field as a targeted text edit, so comments and layout survive. The edited
-text is re-read and checked against the intended document, and the whole document is
-re-dumped only when a text edit is not safe (specs.yamledit does this for the HTTP API too).
-The write is atomic, and it is skipped if the file changed while we edited it.
+An edit changes one field as a targeted text edit, so comments and layout survive. The edit is
+made by specs.service, the same code the HTTP API uses: validated before it is written,
+written atomically, and redone from the new text if the file changed while we edited it.
 """
 
 from __future__ import annotations
@@ -21,15 +20,13 @@ from reconciler.cli.common import (
     HelpFormatter,
     Subparsers,
     folder_parent,
+    open_service,
     open_store,
 )
-from specs.atomic import write_atomic
 from specs.models import RESTARTED_AT, Task
-from specs.parse import SpecParseError, parse_task
+from specs.service import Conflict, SpecBroken, SpecRejected, TaskNotFound, TaskService
 from specs.store import InvalidName, TaskStore, validate_name
-from specs.yamledit import load_document, patch_text
-
-_ATTEMPTS = 5  # re-reads when another writer changes the file under us
+from specs.views import rfc3339
 
 
 def register(sub: Subparsers) -> None:
@@ -107,19 +104,19 @@ def _priority(text: str) -> int:
 
 
 def run_delete(args: argparse.Namespace) -> int:
-    store = open_store(args)
+    service = open_service(args)
     status = EXIT_OK
     for name in args.names:
         _check_name(name)
         try:
-            removed = store.delete_spec(name)
-        except OSError as exc:
-            raise CliError(f"cannot delete task {name}: {exc.strerror}") from None
-        if removed:
-            print(f"task/{name} deleted")
-        else:
+            service.delete(name)
+        except TaskNotFound:
             print(f'error: task "{name}" not found', file=sys.stderr)
             status = EXIT_ERROR
+            continue
+        except OSError as exc:
+            raise CliError(f"cannot delete task {name}: {exc.strerror}") from None
+        print(f"task/{name} deleted")
     return status
 
 
@@ -141,7 +138,7 @@ def run_set_priority(args: argparse.Namespace) -> int:
 
 
 def run_rerun(args: argparse.Namespace) -> int:
-    now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    now = rfc3339(datetime.now(UTC), timespec="seconds")
     args.names = [args.name]
     patch = {"metadata": {"annotations": {RESTARTED_AT: now}}}
     return _edit_each(args, patch, "restarted", lambda t: False)
@@ -171,36 +168,18 @@ def edit_spec(
     store: TaskStore, name: str, patch: dict[str, Any], done: Callable[[Task], bool]
 ) -> bool:
     """Apply a merge patch to the spec file of `name`; False if nothing needed to change."""
-    path = store.spec_path(name)
-    stem = name.rsplit("/", 1)[-1]
-    rel = f"{name}{path.suffix}"
-    for _ in range(_ATTEMPTS):
-        data = store.read_spec_text(name)
-        if data is None:
-            raise CliError(f'task "{name}" not found')
-        try:
-            task = parse_task(data, file=rel, expected_name=stem)
-        except SpecParseError as exc:
-            raise CliError(
-                f"the spec of {name} is invalid ({exc.errors[0]}); fix the file first"
-            ) from None
-        if done(task):
-            return False
-        text = data.decode("utf-8-sig")
-        new_text, _ = patch_text(text, load_document(text), patch)
-        new_data = new_text.encode()
-        try:
-            parse_task(new_data, file=rel, expected_name=stem)
-        except SpecParseError as exc:
-            raise CliError(f"the edit would make {name} invalid: {exc.errors[0]}") from None
-        if store.read_spec_text(name) != data:
-            continue  # someone else wrote the file meanwhile: start over from their version
-        try:
-            write_atomic(path, new_data)
-        except OSError as exc:
-            raise CliError(f"cannot write {path}: {exc.strerror}") from None
-        return True
-    raise CliError(f"the spec of {name} keeps changing; try again")
+    try:
+        _, changed = TaskService(store).patch(name, patch, done=done)
+    except TaskNotFound:
+        raise CliError(f'task "{name}" not found') from None
+    except SpecBroken as exc:
+        first = exc.errors[0] if exc.errors else "not a mapping"
+        raise CliError(f"the spec of {name} is invalid ({first}); fix the file first") from None
+    except (SpecRejected, Conflict) as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"cannot write {store.spec_path(name)}: {exc.strerror}") from None
+    return changed
 
 
 def _check_name(name: str) -> None:

@@ -7,7 +7,6 @@ import json
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TextIO
 
 import yaml
@@ -20,16 +19,23 @@ from reconciler.cli.common import (
     HelpFormatter,
     Subparsers,
     folder_parent,
-    human_age,
+    load_views,
     number,
     one_line,
     open_store,
     table,
 )
-from reconciler.cli.views import TaskView, load_views
-from specs.models import Phase
 from specs.quantity import format_memory
+from specs.service import (
+    QueryError,
+    Requirement,
+    TaskService,
+    parse_phases,
+    parse_selector,
+    select,
+)
 from specs.store import TaskStore
+from specs.views import TaskView, human_age
 
 WATCH_INTERVAL_SECONDS = 0.5
 MESSAGE_WIDTH = 70  # the MESSAGE column without -o wide
@@ -93,68 +99,16 @@ def register(sub: Subparsers) -> None:
     p.set_defaults(func=run)
 
 
-@dataclass(frozen=True)
-class Requirement:
-    """One term of a label selector."""
-
-    key: str
-    op: str  # "=", "!=", "exists", "!exists"
-    value: str = ""
-
-    def matches(self, labels: dict[str, str]) -> bool:
-        if self.op == "exists":
-            return self.key in labels
-        if self.op == "!exists":
-            return self.key not in labels
-        if self.op == "=":
-            return labels.get(self.key) == self.value
-        return labels.get(self.key) != self.value
-
-
-def parse_selector(texts: Sequence[str]) -> list[Requirement]:
-    """kubectl's equality-based selectors: `a=b,c!=d,e,!f`."""
-    result = []
-    for text in texts:
-        for term in (t.strip() for t in text.split(",")):
-            if not term:
-                continue
-            if "!=" in term:
-                key, value = term.split("!=", 1)
-                result.append(Requirement(key.strip(), "!=", value.strip()))
-            elif "=" in term:
-                key, value = term.split("==", 1) if "==" in term else term.split("=", 1)
-                result.append(Requirement(key.strip(), "=", value.strip()))
-            elif term.startswith("!"):
-                result.append(Requirement(term[1:].strip(), "!exists"))
-            else:
-                result.append(Requirement(term, "exists"))
-    for req in result:
-        if not req.key:
-            raise CliError(f"invalid label selector {','.join(texts)!r}", EXIT_USAGE)
-    return result
-
-
-def parse_phases(texts: Sequence[str]) -> set[str]:
-    known = {p.value.lower(): p.value for p in Phase}
-    phases = set()
-    for text in texts:
-        for raw in (t.strip() for t in text.split(",")):
-            if not raw:
-                continue
-            if raw.lower() not in known:
-                valid = ", ".join(p.value for p in Phase)
-                raise CliError(f"unknown phase {raw!r}; one of: {valid}", EXIT_USAGE)
-            phases.add(known[raw.lower()])
-    return phases
-
-
 def run(args: argparse.Namespace) -> int:
     store = open_store(args)
-    selector = parse_selector(args.selector)
-    phases = parse_phases(args.phase)
+    try:
+        selector = parse_selector(args.selector)
+        phases = parse_phases(args.phase)
+    except QueryError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
 
     def render() -> tuple[str, str, list[str]]:
-        views, missing = select(store, args.names, selector, phases)
+        views, missing = select_views(store, args.names, selector, phases)
         text, signature = render_views(views, args.output, single=len(args.names) == 1)
         return text, signature, missing
 
@@ -170,21 +124,18 @@ def run(args: argparse.Namespace) -> int:
     return watch(render, sys.stdout, first=(text, signature))
 
 
-def select(
+def select_views(
     store: TaskStore, names: Sequence[str], selector: Sequence[Requirement], phases: set[str]
 ) -> tuple[list[TaskView], list[str]]:
-    views = load_views(store)
+    """The named tasks (all without names) that match; and the names not found."""
+    views = load_views(TaskService(store))
     missing: list[str] = []
     if names:
         by_name = {v.name: v for v in views}
         missing = [n for n in names if n not in by_name]
         wanted = set(names)
         views = [v for v in views if v.name in wanted]
-    if selector:
-        views = [v for v in views if all(r.matches(_labels(v)) for r in selector)]
-    if phases:
-        views = [v for v in views if v.phase in phases]
-    return views, missing
+    return select(views, selector, phases), missing
 
 
 def render_views(views: Sequence[TaskView], output: str, *, single: bool) -> tuple[str, str]:
@@ -233,7 +184,7 @@ def _row(view: TaskView, now: float, wide: bool) -> list[str]:
         human_age(age) if age is not None else "-",
     ]
     if wide:
-        labels = _labels(view)
+        labels = view.labels
         row += [
             str(body.run) if body is not None and body.run else "-",
             (body.submission_id if body is not None else None) or "-",
@@ -244,10 +195,6 @@ def _row(view: TaskView, now: float, wide: bool) -> list[str]:
     else:
         row.append(one_line(view.message, MESSAGE_WIDTH))
     return row
-
-
-def _labels(view: TaskView) -> dict[str, str]:
-    return dict(view.task.metadata.labels) if view.task is not None else {}
 
 
 def watch(

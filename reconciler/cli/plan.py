@@ -15,7 +15,6 @@ from reconciler import planner
 from reconciler.cli import common
 from reconciler.cli.common import (
     EXIT_OK,
-    EXIT_USAGE,
     CliError,
     HelpFormatter,
     Subparsers,
@@ -27,8 +26,8 @@ from reconciler.cli.common import (
     table,
 )
 from reconciler.cli.serve import add_loop_options, loop_settings
-from reconciler.loop import plan_options, task_input
-from reconciler.planner import Observation, Plan, TaskInput
+from reconciler.loop import observe_ray, plan_options, scan_specs
+from reconciler.planner import Plan, TaskInput
 from specs.cluster import Capacity, RayError
 from specs.models import Phase, TaskStatus
 from specs.quantity import human_memory
@@ -62,28 +61,23 @@ def register(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.max_inflight < 1:
-        raise CliError("--max-inflight must be at least 1", EXIT_USAGE)
     address = require_address(args, "plan")
     settings = loop_settings(args)
     options = plan_options(settings)
     store = open_store(args)
     try:
-        entries = store.scan()
+        specs = scan_specs(store)
         statuses = store.read_statuses()
     except FolderUnavailable as exc:
         raise CliError(str(exc)) from None
-    specs = {name: task_input(entry) for name, entry in entries.items()}
     # --count-foreign-jobs needs each job's entrypoint resources, as in serve.
     adapter = common.make_adapter(
         address, settings.ray_timeout_seconds, entrypoint_resources=settings.count_foreign_jobs
     )
     try:
-        jobs = adapter.list_jobs()
-        capacity = adapter.capacity()
+        observed = observe_ray(adapter)
     except RayError as exc:
         raise CliError(f"cannot read Ray at {address}: {exc}") from None
-    observed = Observation({job.submission_id: job for job in jobs}, capacity)
     result = planner.plan(specs, statuses, observed, datetime.now(UTC), options)
 
     print(
@@ -134,15 +128,12 @@ def report(result: Plan, specs: Mapping[str, TaskInput], statuses: Mapping[str, 
     stops = [[s.task or "-", s.submission_id, s.reason] for s in result.stops]
     section("Would stop", ("NAME", "SUBMISSION ID", "WHY"), stops)
 
-    timeouts, changes = [], []
-    submitted = {s.task for s in result.submits}
+    timeouts = [[t.task, t.message] for t in sorted(result.timeouts, key=lambda t: t.task)]
+    changes = []
+    shown = {s.task for s in result.submits} | {t.task for t in result.timeouts}
     for name, status in sorted(result.statuses.items()):
         body, before = status.status, phase_of(name)
-        timed_out = body.phase is Phase.TIMED_OUT and before is not Phase.TIMED_OUT
-        start_timeout = body.reason == "StartTimeout" and before is not Phase.FAILED
-        if timed_out or start_timeout:
-            timeouts.append([name, body.message or ""])
-        elif before is not body.phase and name not in submitted and body.phase not in _LISTED:
+        if before is not body.phase and name not in shown and body.phase not in _LISTED:
             was = before.value if before is not None else "(new)"
             changes.append([name, f"{was} -> {body.phase.value}", body.message or ""])
     section("Would time out", ("NAME", "WHY"), timeouts)
@@ -172,10 +163,9 @@ def report(result: Plan, specs: Mapping[str, TaskInput], statuses: Mapping[str, 
     ]
     section("Unschedulable", ("NAME", "WHY"), unschedulable)
 
-    held = [line for line in result.events if line.startswith("REFUSING")]
-    if held:
+    if result.held_deletions is not None:
         out.append("")
-        out.extend(f"Held: {line}" for line in held)
+        out.append(f"Held: {result.held_deletions.message}")
     if not (submits or stops or timeouts):
         out.append("")
         out.append("Nothing to submit, stop or time out.")

@@ -73,7 +73,7 @@ def _check_folder(root: Path) -> list[tuple[str, list[str], list[SpecError]]]:
         raise CliError(str(exc)) from None
     if not entries:
         raise CliError(f"no task specs in {root}")
-    results = []
+    results: list[tuple[str, list[str], list[SpecError]]] = []
     for name, entry in sorted(entries.items()):
         display = os.path.join(str(root), name + entry.path.suffix)
         if entry.error is None:

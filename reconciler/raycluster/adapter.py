@@ -23,9 +23,9 @@ import asyncio
 import logging
 import math
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from dataclasses import replace
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, SupportsFloat, SupportsIndex, TypeVar
 
 import aiohttp
 import ray
@@ -297,7 +297,10 @@ class RayJobsAdapter:
                 yield chunk
         finally:
             try:
-                loop.run_until_complete(chunks.aclose())  # closes the aiohttp session
+                # Ray types the tail as an AsyncIterator; it is a generator that owns an
+                # aiohttp session, and only aclose() releases it.
+                if isinstance(chunks, AsyncGenerator):
+                    loop.run_until_complete(chunks.aclose())
             except Exception:
                 log.debug("closing the log tail of %s failed", submission_id, exc_info=True)
             finally:
@@ -403,8 +406,10 @@ def _to_ray_job(d: JobDetails) -> RayJob:
 
 def _number(value: object) -> float:
     """A resource figure from Ray's job info; absent or odd values count as nothing."""
+    if not isinstance(value, str | bytes | SupportsFloat | SupportsIndex):
+        return 0.0
     try:
-        number = float(value)  # type: ignore[arg-type]
+        number = float(value)
     except (TypeError, ValueError):
         return 0.0
     return number if math.isfinite(number) and number > 0 else 0.0

@@ -1,6 +1,7 @@
 """python -m reconciler.sim: run workloads through the real planner and print the results table.
 
-python -m reconciler.sim                         # Lublin trace prefix + synthetic, 3 policies
+python -m reconciler.sim                                   # synthetic workload, 3 policies
+python -m reconciler.sim --trace lublin_256.swf            # trace prefix + synthetic
 python -m reconciler.sim --workload synthetic --jobs 500 --policies strict,backfill
 """
 
@@ -19,14 +20,19 @@ from reconciler.sim.engine import simulate
 from reconciler.sim.metrics import Metrics, measure
 from reconciler.sim.workload import TIMEOUT_FACTOR, Job, offered_load, read_swf, synthetic
 
-DEFAULT_TRACE = Path(__file__).resolve().parents[2].parent / "shared/traces/lublin_256.swf"
 TABLE_LEVELS = (9, 5, 0)  # top, middle and bottom priority in the main table
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m reconciler.sim", description=__doc__.split("\n")[0])
-    p.add_argument("--workload", choices=["lublin", "synthetic", "all"], default="all")
-    p.add_argument("--trace", type=Path, default=DEFAULT_TRACE, help="SWF trace for lublin")
+    p.add_argument(
+        "--workload",
+        choices=["lublin", "synthetic", "all"],
+        default=None,
+        help="default: all with --trace, synthetic without",
+    )
+    # No default path: the trace is data outside the repository, so the caller names it.
+    p.add_argument("--trace", type=Path, default=None, metavar="PATH", help="SWF trace for lublin")
     p.add_argument("--jobs", type=int, default=2000, help="trace prefix / synthetic job count")
     p.add_argument("--seed", type=int, default=1, help="seeds timeouts, priorities, synthetic")
     p.add_argument("--load", type=float, default=0.9, help="offered load of the synthetic one")
@@ -148,6 +154,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [p for p in policies if p not in POLICIES]
     if unknown:
         print(f"unknown policy {', '.join(unknown)}; choose from {', '.join(POLICIES)}")
+        return 2
+    if args.workload is None:
+        args.workload = "synthetic" if args.trace is None else "all"
+    if args.workload != "synthetic" and args.trace is None:
+        print(f"workload {args.workload} reads a trace; pass --trace PATH (an SWF file)")
         return 2
     if args.workload != "synthetic" and not args.trace.is_file():
         print(f"no trace at {args.trace}; pass --trace PATH or --workload synthetic")

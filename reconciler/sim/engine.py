@@ -21,10 +21,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from reconciler.planner import Observation, Plan, PlanOptions, TaskInput, plan
+from reconciler.planner import Observation, Plan, TaskInput, plan
 from reconciler.sim.workload import Job
 from specs.cluster import RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
 from specs.models import Phase, Task, TaskStatus
+from specs.settings import PlanOptions
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 """Virtual time 0. Workload times are whole seconds from here."""
@@ -201,16 +202,16 @@ def _settle(
             body = status.status
             if not body.phase.finished:
                 continue
-            sid = body.submission_id
-            job = cluster.jobs.get(sid) if sid else None
+            run_id = body.submission_id
+            job = cluster.jobs.get(run_id) if run_id else None
             if job is not None and not job.terminal:
                 continue  # still holds resources in Ray until our stop lands
             record = records[name]
             record.phase = body.phase
             record.end = (job.end_time - EPOCH.timestamp()) if job and job.end_time else now
             del cluster.specs[name], cluster.statuses[name]
-            if sid:
-                cluster.jobs.pop(sid, None)
+            if run_id:
+                cluster.jobs.pop(run_id, None)
 
         if not p.submits and not p.stops:
             return

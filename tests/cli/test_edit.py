@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.cli import edit
+from specs import service
 from specs.models import RESTARTED_AT
 from specs.parse import parse_task
 from tests.cli.conftest import spec_text, write
@@ -106,7 +107,7 @@ def test_edit_retries_when_the_file_changes_underneath(
 
     store = TaskStore(tasks)
     path = write(tasks, "train", COMMENTED)
-    real_patch = edit.patch_text
+    real_patch = service.patch_text
     calls = []
 
     def racing_patch(text, document, patch):
@@ -115,7 +116,7 @@ def test_edit_retries_when_the_file_changes_underneath(
             path.write_text(COMMENTED.replace("cpu: 2", "cpu: 3"))
         return real_patch(text, document, patch)
 
-    monkeypatch.setattr(edit, "patch_text", racing_patch)
+    monkeypatch.setattr(service, "patch_text", racing_patch)
     assert edit.edit_spec(store, "train", {"spec": {"priority": 1}}, lambda t: False)
     task = task_of(path)
     assert (task.spec.priority, task.spec.resources.cpu) == (1, 3)  # both changes kept

@@ -35,7 +35,7 @@ from specs.cluster import (
     RayUnavailable,
     SubmitRequest,
 )
-from tests.conftest import RAY_HEAD_CPUS, RAY_HEAD_MEMORY
+from tests.support.ray_head import RAY_HEAD_CPUS, RAY_HEAD_MEMORY
 
 WAIT_SECONDS = 60
 LONG_JOB = "sleep 120"

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -18,6 +19,8 @@ from specs.atomic import write_atomic
 from specs.cluster import META_QUEUE, RayJob
 from specs.settings import Settings
 from specs.store import TaskStore
+from tests.support.specs import read_status
+from tests.support.waiting import wait_until
 
 
 @dataclass
@@ -54,20 +57,10 @@ class Queue:
         write_atomic(self.dir / f"{name}.yaml", yaml.safe_dump(doc).encode())
 
     def status(self, name: str) -> dict[str, object]:
-        path = self.dir / f"{name}.status.yaml"
-        try:
-            doc = yaml.safe_load(path.read_text())
-        except (FileNotFoundError, yaml.YAMLError):
-            return {}
-        return doc.get("status", {}) if isinstance(doc, dict) else {}
+        return read_status(self.dir, name)
 
     def wait_for(self, predicate: Callable[[], object], what: str, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}")
+        wait_until(predicate, what, timeout)
 
     def wait_phase(self, name: str, phases: set[str], timeout: float = 60) -> dict[str, object]:
         self.wait_for(
@@ -88,15 +81,15 @@ def make_queue(ray_head: str, tmp_path: Path) -> Iterator[Callable[..., Queue]]:
     """Build queues; at teardown stop their loops and every job they left in Ray."""
     made: list[Queue] = []
 
-    def factory(**overrides: object) -> Queue:
-        fields: dict[str, object] = {
+    def factory(**overrides: Any) -> Queue:
+        fields: dict[str, Any] = {
             "tasks_dir": tmp_path / f"tasks-{len(made)}",
             "address": ray_head,
             "queue_id": f"test-{uuid.uuid4().hex[:8]}",
             "interval_seconds": 0.2,
             "api": False,
         }
-        settings = Settings(**(fields | overrides))  # type: ignore[arg-type]
+        settings = Settings(**(fields | overrides))
         settings.tasks_dir.mkdir(parents=True, exist_ok=True)
         queue = Queue(settings, RayJobsAdapter(ray_head, timeout_seconds=10))
         made.append(queue)

@@ -1,5 +1,6 @@
 """Shared pieces of the reliability suite: its figures, a FakeRay world, and `rayqueue serve`
-run as a real subprocess that can be killed."""
+run as a real subprocess that can be killed. Spec files, the world, the clock and wait_until
+are in tests.support."""
 
 from __future__ import annotations
 
@@ -17,19 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from reconciler.faults import ENV as CRASH_ENV
-from reconciler.loop import Reconciler
 from reconciler.raycluster.adapter import RayJobsAdapter
 from reconciler.raycluster.fake import FakeRay
-from specs.atomic import write_atomic
-from specs.cluster import META_QUEUE, Capacity, RayJob
-from specs.settings import Settings
-from specs.store import TaskStore
+from specs.cluster import META_QUEUE, Capacity
+from tests.support.world import GIB, World
 
 REPO = Path(__file__).resolve().parents[2]
-GIB = 2**30
 
 # --- the suite's own figures ------------------------------------------------------------------
 
@@ -74,83 +70,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"{name:<{width}}  {counts[name]}")
 
 
-# --- specs ------------------------------------------------------------------------------------
-
-
-def task_doc(entrypoint: str = "echo hi", cpu: float = 1, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "rayqueue/v1",
-        "kind": "Task",
-        "spec": {"entrypoint": entrypoint, "resources": {"cpu": cpu}, **spec},
-    }
-
-
-def task_yaml(entrypoint: str = "echo hi", cpu: float = 1, **spec: Any) -> str:
-    return yaml.safe_dump(task_doc(entrypoint, cpu, **spec), sort_keys=False)
-
-
-def write_task(folder: Path, name: str, entrypoint: str = "echo hi", **spec: Any) -> Path:
-    path = folder / f"{name}.yaml"
-    write_atomic(path, task_yaml(entrypoint, **spec).encode())
-    return path
-
-
-def read_status(folder: Path, name: str) -> dict[str, Any]:
-    """The status body of a sidecar, or {} if there is none (or it is unreadable)."""
-    try:
-        doc = yaml.safe_load((folder / f"{name}.status.yaml").read_text())
-    except (FileNotFoundError, yaml.YAMLError):
-        return {}
-    return doc.get("status", {}) if isinstance(doc, dict) else {}
-
-
-def snapshot(root: Path) -> dict[str, bytes]:
-    """Every regular file under root by relative path, to prove what did (not) change."""
-    out: dict[str, bytes] = {}
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            path = Path(dirpath) / name
-            if path.is_file():
-                out[str(path.relative_to(root))] = path.read_bytes()
-    return out
-
-
 # --- a Reconciler over FakeRay, pass by pass, with a fake clock -------------------------------
-
-
-class Clock:
-    def __init__(self, start: float = 1_800_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@dataclass
-class World:
-    tasks: Path
-    ray: FakeRay
-    clock: Clock
-    reconciler: Reconciler
-
-    def step(self, passes: int = 1, seconds: float = 1.0) -> None:
-        for _ in range(passes):
-            self.clock.advance(seconds)
-            self.reconciler.run_pass()
-
-    def status(self, name: str) -> dict[str, Any]:
-        path = self.reconciler.store.status_path(name)
-        return read_status(path.parent, path.name.removesuffix(".status.yaml"))
-
-    def write(self, name: str, entrypoint: str = "echo hi", **spec: Any) -> Path:
-        return write_task(self.tasks, name, entrypoint, **spec)
-
-    def our_jobs(self) -> list[RayJob]:
-        queue = self.reconciler.options.queue_id
-        return [j for j in self.ray.jobs.values() if j.metadata.get(META_QUEUE) == queue]
 
 
 @pytest.fixture
@@ -170,13 +90,10 @@ def make_world(tmp_path: Path) -> Callable[..., World]:
         count += 1
         folder = tasks if tasks is not None else tmp_path / f"tasks-{count}"
         folder.mkdir(parents=True, exist_ok=True)
-        clock = Clock()
-        fake = ray if ray is not None else FakeRay(capacity, clock=clock)
-        fake.clock = clock
-        fields: dict[str, Any] = {"queue_id": "q-rel", "api": False, "interval_seconds": 1.0}
-        settings = Settings(tasks_dir=folder, **(fields | options))
-        store = TaskStore(folder, settings.status_dir, settle_seconds=settle_seconds, clock=clock)
-        return World(folder, fake, clock, Reconciler(settings, store, fake, clock=clock))
+        fields: dict[str, Any] = {"queue_id": "q-rel", "interval_seconds": 1.0}
+        return World.build(
+            folder, capacity, ray=ray, settle_seconds=settle_seconds, **(fields | options)
+        )
 
     return factory
 
@@ -304,12 +221,3 @@ def make_serve(ray_head: str, tmp_path: Path) -> Iterator[Callable[..., ServePro
         serve.kill()
     for queue in {s.queue_id for s in made}:
         stop_queue_jobs(adapter, queue)
-
-
-def wait_until(predicate: Callable[[], object], what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")

@@ -28,7 +28,8 @@ from reconciler.raycluster.fake import FakeRay
 from specs.cluster import Capacity
 from specs.settings import Settings
 from specs.store import TaskStore
-from tests.reliability.conftest import GIB, snapshot, task_yaml
+from tests.support.specs import snapshot, task_yaml
+from tests.support.world import GIB
 
 TOKEN = "rel-token-5f2c"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -80,7 +81,8 @@ def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     server = uvicorn.Server(
         uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
     )
-    # Not the main thread: uvicorn must not install signal handlers here.
+    # Not the main thread: uvicorn must not install signal handlers here. The ignore: mypy
+    # refuses to replace a method on an instance, which is the point here.
     server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -32,7 +32,8 @@ from specs.models import Task
 from specs.parse import MAX_FILE_BYTES, SpecParseError, parse_task
 from specs.settings import Settings
 from specs.store import TaskStore
-from tests.reliability.conftest import GIB, World, snapshot, task_doc
+from tests.support.specs import snapshot, task_doc
+from tests.support.world import GIB, World
 
 FUZZ = settings(
     max_examples=int(os.environ.get("RAYQUEUE_FUZZ_EXAMPLES", "1000")),

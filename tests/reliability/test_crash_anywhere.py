@@ -23,7 +23,8 @@ import pytest
 
 from reconciler.raycluster.adapter import RayJobsAdapter
 from specs.cluster import META_QUEUE, META_RUN, META_TASK, META_UID, RayJob
-from tests.reliability.conftest import ServeProcess, read_status, write_task
+from tests.reliability.conftest import ServeProcess
+from tests.support.specs import read_status, write_task
 
 # Room for a broken build to finish and report its losses instead of hitting the default 300 s.
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(540)]

@@ -15,7 +15,9 @@ from reconciler.raycluster.adapter import RayJobsAdapter
 from specs.cluster import META_QUEUE, META_TASK, RUNNING, Capacity, RayJob
 from specs.settings import Settings
 from specs.store import TaskStore
-from tests.reliability.conftest import World, read_status, stop_queue_jobs, write_task
+from tests.reliability.conftest import stop_queue_jobs
+from tests.support.specs import read_status, write_task
+from tests.support.world import World
 
 
 def foreign(sid: str, cpu: float = 0, **metadata: str) -> RayJob:

@@ -17,7 +17,8 @@ import pytest
 
 from reconciler.raycluster.adapter import RayJobsAdapter
 from specs.cluster import RUNNING, STOPPED, RayUnavailable
-from tests.reliability.conftest import World, snapshot
+from tests.support.specs import snapshot
+from tests.support.world import World
 
 
 def free_port() -> int:

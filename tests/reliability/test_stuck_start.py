@@ -7,18 +7,19 @@ acknowledges but does not carry out (ray #58353). At most --max-inflight jobs ar
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from reconciler.raycluster.fake import FakeRay
 from specs.cluster import PENDING, RUNNING, STOPPED, Capacity
-from tests.reliability.conftest import GIB, World
+from tests.support.world import GIB, World
 
 
 class ForgetfulRay(FakeRay):
     """Acknowledges the first `ignore` stops without doing anything, like a stop sent to a
     PENDING job whose supervisor does not exist yet."""
 
-    def __init__(self, ignore: int, **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, ignore: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.ignore = ignore
         self.stop_calls: list[str] = []
 

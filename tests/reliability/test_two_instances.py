@@ -17,7 +17,9 @@ import pytest
 from reconciler.lock import LOCK_NAME, LockHeld, StateLock
 from reconciler.raycluster.adapter import RayJobsAdapter
 from specs.cluster import META_QUEUE
-from tests.reliability.conftest import ServeProcess, read_status, wait_until, write_task
+from tests.reliability.conftest import ServeProcess
+from tests.support.specs import read_status, write_task
+from tests.support.waiting import wait_until
 
 
 def test_lock_names_its_holder_and_is_released(tmp_path: Path) -> None:

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.raycluster.adapter import RayJobsAdapter
 from reconciler.raycluster.local_head import LocalRayError, LocalRayHead
-from tests.conftest import RAY_HEAD_CPUS
+from tests.support.ray_head import RAY_HEAD_CPUS
 
 
 def answers(address: str) -> bool:
@@ -37,6 +36,8 @@ def live_members(pgid: int) -> list[int]:
 
 @pytest.mark.ray
 def test_two_heads_side_by_side(ray_head: str) -> None:
+    from reconciler.raycluster.adapter import RayJobsAdapter  # imports ray: only when it runs
+
     second = LocalRayHead()
     try:
         address = second.start(num_cpus=1, memory_bytes=2**30)

@@ -11,16 +11,8 @@ import yaml
 from reconciler.loop import Reconciler
 from reconciler.raycluster.fake import FakeRay
 from specs.cluster import RUNNING, Capacity, RayRequestError, RayUnavailable
-from specs.settings import Settings
-from specs.store import TaskStore
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.support.clock import FakeClock
+from tests.support.world import World
 
 
 def spec(entrypoint: str = "echo hi", cpu: float = 1, **extra: object) -> str:
@@ -33,13 +25,11 @@ def spec(entrypoint: str = "echo hi", cpu: float = 1, **extra: object) -> str:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> tuple[Reconciler, FakeRay, Path, Clock]:
+def world(tmp_path: Path) -> tuple[Reconciler, FakeRay, Path, FakeClock]:
     tasks = tmp_path / "tasks"
     tasks.mkdir()
-    clock = Clock()
-    ray = FakeRay(Capacity(4, 0, 16 * 2**30), clock=clock)
-    settings = Settings(tasks_dir=tasks, queue_id="q", api=False)
-    return Reconciler(settings, TaskStore(tasks), ray, clock=clock), ray, tasks, clock
+    w = World.build(tasks, Capacity(4, 0, 16 * 2**30), queue_id="q")
+    return w.reconciler, w.ray, w.tasks, w.clock
 
 
 def status(tasks: Path, name: str) -> dict[str, object]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,6 +16,7 @@ from reconciler.planner import (
     Plan,
     PlanOptions,
     TaskInput,
+    TimeOut,
     plan,
 )
 from specs.cluster import (
@@ -28,7 +30,7 @@ from specs.cluster import (
     Capacity,
     RayJob,
 )
-from specs.models import Phase, Task, TaskStatus
+from specs.models import Phase, Reason, Task, TaskStatus
 
 GIB = 2**30
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -505,7 +507,8 @@ def test_mass_deletion_is_held() -> None:
     w.step()
     w.specs.clear()
     p = w.step()
-    assert p.stops == [] and p.held_deletions == 12 and p.delete_statuses == []
+    assert p.stops == [] and p.held_deletions is not None and p.held_deletions.count == 12
+    assert p.delete_statuses == []
     w.options = PlanOptions(max_stops_per_pass=10, allow_mass_delete=True)
     p = w.step()
     assert len(p.stops) == 12
@@ -579,3 +582,64 @@ def test_history_retention_waits_for_the_sidecar() -> None:
     w.statuses.update(p.statuses)
     p = plan(w.inputs(), w.statuses, w.observe(), w.now, w.options)
     assert p.deletes == [w.status("a").submission_id]
+
+
+# -- typed output -----------------------------------------------------------------------------
+
+
+def test_events_are_typed_and_refusals_are_warnings() -> None:
+    w = World(
+        {f"t{i}": task(0, 0.1) for i in range(12)}, options=PlanOptions(max_stops_per_pass=10)
+    )
+    p = w.step()
+    assert [e.reason for e in p.events] == [Reason.SUBMITTED] * 12
+    assert all(e.level == logging.INFO for e in p.events)
+    w.specs.clear()
+    p = w.step()
+    held = p.held_deletions
+    assert held is not None and held.reason == Reason.TOO_MANY_DELETIONS
+    assert [(e.level, e.reason, e.message) for e in p.events] == [
+        (logging.WARNING, held.reason, held.message)
+    ]
+
+
+def test_timeouts_are_actions_of_the_plan() -> None:
+    w = World({"a": task(timeoutSeconds=10), "b": task()})
+    w.step()
+    w.ray("a", RUNNING)
+    w.step()
+    sid = w.status("a").submission_id
+    w.now += timedelta(seconds=20)
+    p = w.step()
+    assert p.timeouts == [TimeOut("a", sid, Reason.TIMEOUT_EXCEEDED, w.status("a").message)]
+    assert [s.submission_id for s in p.stops] == [sid]
+    assert w.step().timeouts == []  # reported once, when it happens
+
+
+def test_missing_job_timer_is_its_own_field() -> None:
+    w = World({"a": task()}, options=PlanOptions(lost_grace_seconds=30))
+    w.step()
+    w.ray("a", RUNNING)
+    w.step()
+    del w.jobs[w.status("a").submission_id]
+    w.step()
+    assert w.status("a").missing_since is not None and w.status("a").finished_at is None
+
+
+def test_old_sidecar_with_missing_timer_in_finished_at_still_counts() -> None:
+    w = World({"a": task()}, options=PlanOptions(lost_grace_seconds=30))
+    w.step()
+    w.ray("a", RUNNING)
+    w.step()
+    del w.jobs[w.status("a").submission_id]
+    # As written before missingSince existed: the timer in finishedAt, 31 s ago.
+    old = w.status("a").model_copy(
+        update={
+            "reason": "JobMissing",
+            "finished_at": w.now - timedelta(seconds=31),
+            "missing_since": None,
+        }
+    )
+    w.statuses["a"] = w.statuses["a"].model_copy(update={"status": old})
+    p = w.step()
+    assert w.status("a").lost_restarts == 1 and started(p) == ["a"]

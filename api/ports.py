@@ -1,0 +1,54 @@
+"""What the HTTP API needs of the reconcile loop, as Protocols.
+
+The API reads the loop's last observations, its clock, wakes it after a write and reads job
+logs through its Ray adapter; nothing more. Typing against these, not the loop's classes,
+keeps `api` below `reconciler`: the composition root (reconciler/daemon.py) hands the real
+loop in, and any object of the same shape (a test double) does as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from specs.cluster import Capacity, RayAdapter
+
+
+class LoopState(Protocol):
+    """The loop's last pass, as it recorded it."""
+
+    @property
+    def last_pass_at(self) -> float | None: ...
+    @property
+    def last_ray_ok_at(self) -> float | None: ...
+    @property
+    def ray_error(self) -> str | None: ...
+    @property
+    def folder_error(self) -> str | None: ...
+    @property
+    def capacity(self) -> Capacity | None: ...
+    @property
+    def used(self) -> Capacity: ...
+    @property
+    def queued(self) -> int: ...
+    @property
+    def starting(self) -> int: ...
+    @property
+    def running(self) -> int: ...
+
+
+class Wake(Protocol):
+    def set(self) -> None: ...
+
+
+class Loop(Protocol):
+    """A running reconcile loop (reconciler.loop.Reconciler satisfies this)."""
+
+    @property
+    def state(self) -> LoopState: ...
+    @property
+    def clock(self) -> Callable[[], float]: ...
+    @property
+    def wake(self) -> Wake: ...
+    @property
+    def ray(self) -> RayAdapter: ...

@@ -1,0 +1,380 @@
+"""The task state machine: which phase may follow which, and the status body each step writes.
+
+Pure: no I/O and no clock (the caller passes `now`). The planner decides *when* a trigger
+fires; only this module decides what the phase becomes and which fields change with it.
+
+Every transition function looks its `(phase, trigger)` pair up in `TRANSITIONS`. A pair that
+is not there leaves the status unchanged and returns the very same object, rather than
+raising: the planner must stay a total function even over a sidecar someone edited by hand,
+and "nothing changed" is the safe answer (the loop skips writing it). tests/unit/
+test_lifecycle.py walks every pair to prove that.
+
+All transitions also keep the identity rule of `set_fields`: a status whose fields do not
+really change is returned as the same object, which is how the loop knows not to write it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from enum import Enum, auto
+
+from specs.cluster import META_RUN, META_UID, RUNNING, STOPPED, SUCCEEDED, RayJob
+from specs.models import FINISHED, Phase, Reason, TaskStatusBody
+
+
+class Trigger(Enum):
+    """What happened to a task, as far as its phase is concerned."""
+
+    INVALIDATE = auto()  # the spec no longer parses, and no run is active
+    SPEC_CHANGED = auto()  # a run-defining field changed (or the spec was fixed): a new run
+    SUSPEND = auto()
+    RESUME = auto()
+    QUEUE = auto()  # waits in the queue: its place, and why
+    UNSCHEDULABLE = auto()  # asks for more than the whole cluster has
+    ADMIT = auto()  # the policy starts it: a new run is submitted
+    SUBMIT_REFUSED = auto()  # Ray refused the submission for good
+    RAY_PENDING = auto()
+    RAY_RUNNING = auto()
+    RAY_SUCCEEDED = auto()
+    RAY_FAILED = auto()
+    RAY_STOPPED = auto()  # stopped by someone other than rayqueue
+    ID_CONFLICT = auto()  # the submission id is held by a job that is not this run's
+    JOB_MISSING = auto()  # Ray no longer lists the running job: the grace period starts
+    REQUEUE_LOST = auto()  # it stayed missing; restarts are left: queued again
+    LOSE = auto()  # it stayed missing; no restarts left
+    TIME_OUT = auto()  # ran longer than spec.timeoutSeconds
+    START_TIMEOUT = auto()  # pending in Ray for longer than the start timeout
+
+
+_ACTIVE = (Phase.STARTING, Phase.RUNNING)
+_WAITING = (Phase.QUEUED, Phase.UNSCHEDULABLE)
+_OUTCOMES = {
+    Trigger.RAY_SUCCEEDED: Phase.SUCCEEDED,
+    Trigger.RAY_FAILED: Phase.FAILED,
+    Trigger.RAY_STOPPED: Phase.STOPPED,
+}
+
+
+Key = tuple[Phase, Trigger]
+
+
+def _edges(sources: Iterable[Phase], trigger: Trigger, target: Phase) -> dict[Key, Phase]:
+    return {(source, trigger): target for source in sources}
+
+
+TRANSITIONS: Mapping[Key, Phase] = {
+    **_edges([p for p in Phase if not p.active], Trigger.INVALIDATE, Phase.INVALID),
+    **_edges([*_ACTIVE, *FINISHED, Phase.INVALID], Trigger.SPEC_CHANGED, Phase.QUEUED),
+    **_edges([*_ACTIVE, *_WAITING, *FINISHED, Phase.INVALID], Trigger.SUSPEND, Phase.SUSPENDED),
+    (Phase.SUSPENDED, Trigger.RESUME): Phase.QUEUED,
+    **_edges(_WAITING, Trigger.QUEUE, Phase.QUEUED),
+    **_edges(_WAITING, Trigger.UNSCHEDULABLE, Phase.UNSCHEDULABLE),
+    **_edges(_WAITING, Trigger.ADMIT, Phase.STARTING),
+    (Phase.STARTING, Trigger.SUBMIT_REFUSED): Phase.FAILED,
+    **_edges(_ACTIVE, Trigger.RAY_PENDING, Phase.STARTING),
+    **_edges(_ACTIVE, Trigger.RAY_RUNNING, Phase.RUNNING),
+    # From Invalid too: a spec fixed back to the run that ended meanwhile keeps its outcome.
+    **{
+        key: target
+        for trigger, target in _OUTCOMES.items()
+        for key in _edges([*_ACTIVE, Phase.INVALID], trigger, target)
+    },
+    **_edges(_ACTIVE, Trigger.ID_CONFLICT, Phase.FAILED),
+    # A Starting run missing from Ray is submitted again instead: its id is still free.
+    (Phase.RUNNING, Trigger.JOB_MISSING): Phase.RUNNING,
+    (Phase.RUNNING, Trigger.REQUEUE_LOST): Phase.QUEUED,
+    (Phase.RUNNING, Trigger.LOSE): Phase.LOST,
+    (Phase.RUNNING, Trigger.TIME_OUT): Phase.TIMED_OUT,
+    (Phase.STARTING, Trigger.START_TIMEOUT): Phase.FAILED,
+}
+
+
+def set_fields(body: TaskStatusBody, update: Mapping[str, object]) -> TaskStatusBody:
+    """model_copy only if a field really changes: unchanged statuses keep their identity,
+    which lets the shell skip them cheaply."""
+    for key, value in update.items():
+        if getattr(body, key) != value:
+            return body.model_copy(update=dict(update))
+    return body
+
+
+def _fire(body: TaskStatusBody, trigger: Trigger, update: Mapping[str, object]) -> TaskStatusBody:
+    target = TRANSITIONS.get((body.phase, trigger))
+    if target is None:
+        return body
+    # The missing-job timer belongs to the one state it times; any other step ends it.
+    timer = {} if trigger is Trigger.JOB_MISSING else {"missing_since": None}
+    return set_fields(body, {"phase": target, **timer, **update})
+
+
+def _ts(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, UTC)
+
+
+_OFF_QUEUE: Mapping[str, object] = {"queue_position": None, "estimated_start_at": None}
+_NOTHING: Mapping[str, object] = {}
+
+
+# -- a task seen for the first time (no previous phase) ---------------------------------------
+def first_queued(uid: str, spec_hash: str, now: datetime) -> TaskStatusBody:
+    return TaskStatusBody(
+        phase=Phase.QUEUED,
+        reason=Reason.QUEUED,
+        message="queued",
+        uid=uid,
+        run=0,
+        spec_hash=spec_hash,
+        queued_at=now,
+    )
+
+
+def adopted(job: RayJob, spec_hash: str, now: datetime) -> TaskStatusBody:
+    """The live Ray job of a task whose status file was lost."""
+    since = _ts(job.start_time) if job.start_time else now
+    return TaskStatusBody(
+        phase=Phase.RUNNING if job.status == RUNNING else Phase.STARTING,
+        reason=Reason.ADOPTED,
+        message=f"adopted Ray job {job.submission_id}",
+        uid=job.metadata.get(META_UID),
+        run=int(job.metadata.get(META_RUN, "1") or 1),
+        submission_id=job.submission_id,
+        spec_hash=spec_hash,
+        ray_status=job.status,
+        queued_at=since,
+        submitted_at=since,
+        started_at=_ts(job.start_time) if job.status == RUNNING and job.start_time else None,
+    )
+
+
+# -- the spec -------------------------------------------------------------------------------
+def invalidate(body: TaskStatusBody | None, message: str) -> TaskStatusBody:
+    """The spec does not parse. A task never seen valid starts out Invalid."""
+    base = body if body is not None else TaskStatusBody(phase=Phase.INVALID)
+    update = {"reason": Reason.INVALID_SPEC, "message": message, **_OFF_QUEUE}
+    if body is None:
+        return set_fields(base, update)
+    return _fire(base, Trigger.INVALIDATE, update)
+
+
+def _new_run(
+    body: TaskStatusBody,
+    trigger: Trigger,
+    reason: Reason,
+    message: str,
+    spec_hash: str,
+    queued_at: datetime | None,
+    extra: Mapping[str, object] = _NOTHING,
+) -> TaskStatusBody:
+    return _fire(
+        body,
+        trigger,
+        {
+            **extra,
+            "reason": reason,
+            "message": message,
+            "submission_id": None,
+            "spec_hash": spec_hash,
+            "ray_status": None,
+            "queued_at": queued_at,
+            "submitted_at": None,
+            "started_at": None,
+            "finished_at": None,
+            "log_tail": None,
+            **_OFF_QUEUE,
+        },
+    )
+
+
+def restart(body: TaskStatusBody, spec_hash: str, now: datetime) -> TaskStatusBody:
+    """The run-defining spec changed: the current run (if any) ends, a new one is queued."""
+    message = "spec changed; new run queued"
+    return _new_run(body, Trigger.SPEC_CHANGED, Reason.SPEC_CHANGED, message, spec_hash, now)
+
+
+def resume(body: TaskStatusBody, spec_hash: str, now: datetime) -> TaskStatusBody:
+    message = "resumed; new run queued"
+    return _new_run(body, Trigger.RESUME, Reason.RESUMED, message, spec_hash, now)
+
+
+def suspend(body: TaskStatusBody, spec_hash: str | None, now: datetime) -> TaskStatusBody:
+    """The one way to suspend. An active run ends now; a waiting task leaves the queue."""
+    return _fire(
+        body,
+        Trigger.SUSPEND,
+        {
+            "reason": Reason.SUSPENDED,
+            "message": "suspended by spec",
+            "spec_hash": spec_hash,
+            "finished_at": now if body.phase.active else body.finished_at,
+            **_OFF_QUEUE,
+        },
+    )
+
+
+# -- the queue ------------------------------------------------------------------------------
+def queue(
+    body: TaskStatusBody,
+    position: int,
+    reason: str,
+    message: str,
+    estimated_start_at: datetime | None,
+) -> TaskStatusBody:
+    """Waits at `position` (1-based) for the reason the admission policy gave."""
+    return _fire(
+        body,
+        Trigger.QUEUE,
+        {
+            "queue_position": position,
+            "reason": reason,
+            "message": message,
+            "estimated_start_at": estimated_start_at,
+        },
+    )
+
+
+def unschedulable(body: TaskStatusBody, message: str) -> TaskStatusBody:
+    update = {"reason": Reason.EXCEEDS_CLUSTER, "message": message, **_OFF_QUEUE}
+    return _fire(body, Trigger.UNSCHEDULABLE, update)
+
+
+def start_run(body: TaskStatusBody, uid: str, submission_id: str, now: datetime) -> TaskStatusBody:
+    """Admitted: run number `body.run + 1` is recorded under `submission_id` before submit."""
+    return _fire(
+        body,
+        Trigger.ADMIT,
+        {
+            "reason": Reason.SUBMITTED,
+            "uid": uid,
+            "message": f"submitting Ray job {submission_id}",
+            "run": body.run + 1,
+            "submission_id": submission_id,
+            "submitted_at": now,
+            "ray_status": None,
+            **_OFF_QUEUE,
+        },
+    )
+
+
+def refuse_submit(body: TaskStatusBody, message: str, now: datetime) -> TaskStatusBody:
+    """Ray refused the submission for good (bad runtime_env, ...): failed, not retried."""
+    update = {
+        "reason": Reason.SUBMIT_FAILED,
+        "message": f"Ray refused the job: {message}",
+        "finished_at": now,
+    }
+    return _fire(body, Trigger.SUBMIT_REFUSED, update)
+
+
+# -- what Ray reports -----------------------------------------------------------------------
+def observe_pending(body: TaskStatusBody, job: RayJob) -> TaskStatusBody:
+    update = {
+        "ray_status": job.status,
+        "reason": Reason.PENDING,
+        "message": f"Ray job {body.submission_id or ''} is pending",
+    }
+    return _fire(body, Trigger.RAY_PENDING, update)
+
+
+def observe_running(body: TaskStatusBody, job: RayJob, now: datetime) -> TaskStatusBody:
+    update = {
+        "ray_status": job.status,
+        "reason": Reason.RUNNING,
+        "message": f"Ray job {body.submission_id or ''} is running",
+        "finished_at": None,
+        "started_at": body.started_at or now,
+    }
+    return _fire(body, Trigger.RAY_RUNNING, update)
+
+
+def end_run(body: TaskStatusBody, job: RayJob) -> TaskStatusBody:
+    """Ray says the run ended: Succeeded, Stopped (by someone else) or Failed."""
+    update: dict[str, object] = {
+        "ray_status": job.status,
+        "finished_at": _ts(job.end_time) if job.end_time else None,
+    }
+    if job.status == SUCCEEDED:
+        trigger = Trigger.RAY_SUCCEEDED
+        update |= {"reason": Reason.SUCCEEDED, "message": "job succeeded"}
+    elif job.status == STOPPED:
+        trigger = Trigger.RAY_STOPPED
+        update |= {
+            "reason": Reason.STOPPED_IN_RAY,
+            "message": "the job was stopped outside rayqueue",
+        }
+    else:
+        trigger = Trigger.RAY_FAILED
+        update |= {"reason": Reason.JOB_FAILED, "message": job.message or "job failed"}
+    if body.phase.active:
+        # Seen ending: record when it started. An outcome restored after a broken spec was
+        # fixed keeps its record as it stood.
+        started = _ts(job.start_time) if job.start_time else None
+        update["started_at"] = body.started_at or started
+    return _fire(body, trigger, update)
+
+
+def conflict(body: TaskStatusBody, now: datetime) -> TaskStatusBody:
+    """The submission id is held by a job that is not this run's."""
+    message = (
+        f"Ray already has a job {body.submission_id or ''} that is not this task's; "
+        "choose another spec.submissionId"
+    )
+    update = {
+        "reason": Reason.SUBMISSION_ID_CONFLICT,
+        "message": message,
+        "finished_at": now,
+        "ray_status": None,
+    }
+    return _fire(body, Trigger.ID_CONFLICT, update)
+
+
+def missing_since(body: TaskStatusBody) -> datetime | None:
+    """When Ray stopped listing the run, or None while it is listed."""
+    if body.missing_since is not None:
+        return body.missing_since
+    # Status files written before missingSince existed kept the timer in finishedAt.
+    return body.finished_at if body.reason == Reason.JOB_MISSING else None
+
+
+def note_missing(body: TaskStatusBody, grace_seconds: float, now: datetime) -> TaskStatusBody:
+    """Ray no longer lists the running job: still Running while the grace period lasts."""
+    message = (
+        f"Ray no longer lists job {body.submission_id or ''}; waiting "
+        f"{grace_seconds:g}s before declaring it lost"
+    )
+    update = {"reason": Reason.JOB_MISSING, "message": message, "missing_since": now}
+    return _fire(body, Trigger.JOB_MISSING, update)
+
+
+def requeue(body: TaskStatusBody, spec_hash: str) -> TaskStatusBody:
+    """The run vanished from Ray for good and a restart is left: queued again, in its old
+    place (queuedAt is kept)."""
+    message = f"job {body.submission_id or ''} vanished from Ray (head restart?); queued again"
+    restarts = {"lost_restarts": body.lost_restarts + 1}
+    trigger, reason = Trigger.REQUEUE_LOST, Reason.REQUEUED
+    return _new_run(body, trigger, reason, message, spec_hash, body.queued_at, restarts)
+
+
+def lose(body: TaskStatusBody, now: datetime) -> TaskStatusBody:
+    message = f"job {body.submission_id or ''} vanished from Ray and restarts are used up"
+    update = {"reason": Reason.JOB_LOST, "message": message, "finished_at": now}
+    return _fire(body, Trigger.LOSE, update)
+
+
+def time_out(body: TaskStatusBody, timeout_seconds: float, now: datetime) -> TaskStatusBody:
+    """Ran longer than spec.timeoutSeconds. Recorded first; the planner then stops the job."""
+    message = f"ran longer than timeoutSeconds={timeout_seconds:g}; stopped"
+    update = {
+        "reason": Reason.TIMEOUT_EXCEEDED,
+        "message": message,
+        "finished_at": now,
+        **_OFF_QUEUE,
+    }
+    return _fire(body, Trigger.TIME_OUT, update)
+
+
+def start_timed_out(body: TaskStatusBody, limit_seconds: float, now: datetime) -> TaskStatusBody:
+    """Pending in Ray for longer than the start timeout (no node will take it)."""
+    message = f"pending in Ray for over {limit_seconds:g}s; stopped"
+    update = {"reason": Reason.START_TIMEOUT, "message": message, "finished_at": now, **_OFF_QUEUE}
+    return _fire(body, Trigger.START_TIMEOUT, update)

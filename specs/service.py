@@ -1,0 +1,397 @@
+"""The tasks folder as a service, for the CLI and the HTTP API alike: query, read and edit.
+
+Query: list tasks in queue order, filtered by phase and label selector. Edit: create, replace,
+merge-patch and delete spec files. Every write validates with the reconciler's own parser,
+holds a per-task lock around read-check-write (two requests on one task never interleave),
+checks If-Match against the hash of the file's bytes, re-reads the file just before writing
+(another process may have written it meanwhile), writes atomically, and calls `on_write` so
+a loop in the same process reacts at once.
+
+The errors are this module's own; each front end turns them into its words (an exit code and
+a line on stderr, or an HTTP status and a JSON detail).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specs.atomic import write_atomic
+from specs.models import Phase, Task, TaskStatus
+from specs.parse import MAX_FILE_BYTES, SpecError, SpecParseError, parse_status, parse_task
+from specs.store import FolderUnavailable, TaskStore, validate_name
+from specs.views import SpecFile, TaskView
+from specs.yamledit import patch_text
+
+_LOCK_STRIPES = 64  # bounded memory however many names are used; collisions only serialize
+_ATTEMPTS = 5  # re-reads when another process changes the file under us
+_LABEL_KEY = re.compile(r"[A-Za-z0-9._/-]+")
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+class TaskNotFound(LookupError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no task {name}")
+        self.name = name
+
+
+class Conflict(Exception):
+    """The edit cannot be made as asked: the file changed, exists, or is broken."""
+
+
+class SpecBroken(Conflict):
+    """The spec file is invalid now, so a patch has nothing to apply to."""
+
+    def __init__(self, name: str, errors: list[SpecError]) -> None:
+        problems = "; ".join(str(e) for e in errors) or "not a mapping"
+        super().__init__(f"the spec file of {name} is invalid ({problems})")
+        self.name = name
+        self.errors = errors
+
+
+class SpecRejected(ValueError):
+    """The new content would be an invalid spec; nothing was written."""
+
+    def __init__(self, name: str, errors: list[SpecError], *, with_position: bool) -> None:
+        super().__init__(f"the edit would make {name} invalid: {errors[0]}")
+        self.name = name
+        self.errors = errors
+        self.with_position = with_position  # YAML bodies have lines; JSON ones do not
+
+
+class QueryError(ValueError):
+    """A label selector or phase list that cannot be understood."""
+
+
+# --- query -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One term of a label selector."""
+
+    key: str
+    op: str  # "=", "!=", "exists", "!exists"
+    value: str = ""
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.op == "exists":
+            return self.key in labels
+        if self.op == "!exists":
+            return self.key not in labels
+        if self.op == "=":
+            return labels.get(self.key) == self.value
+        return labels.get(self.key) != self.value
+
+
+def parse_selector(texts: str | Sequence[str]) -> list[Requirement]:
+    """Kubernetes' equality-based selectors: `a=b,c!=d,e,!f` (`==` is `=`); comma-separated
+    or several texts."""
+    result = []
+    for text in [texts] if isinstance(texts, str) else texts:
+        for term in (t.strip() for t in text.split(",")):
+            if not term:
+                continue
+            if "!=" in term:
+                key, value = term.split("!=", 1)
+                req = Requirement(key.strip(), "!=", value.strip())
+            elif "=" in term:
+                key, value = term.split("==", 1) if "==" in term else term.split("=", 1)
+                req = Requirement(key.strip(), "=", value.strip())
+            elif term.startswith("!"):
+                req = Requirement(term[1:].strip(), "!exists")
+            else:
+                req = Requirement(term, "exists")
+            if not _LABEL_KEY.fullmatch(req.key):
+                raise QueryError(f"invalid label selector term {term!r}")
+            result.append(req)
+    return result
+
+
+def parse_phases(texts: str | Sequence[str]) -> set[str]:
+    """Phase names, comma-separated or several texts, case-insensitive."""
+    known = {p.value.lower(): p.value for p in Phase}
+    phases = set()
+    for text in [texts] if isinstance(texts, str) else texts:
+        for raw in (t.strip() for t in text.split(",")):
+            if not raw:
+                continue
+            if raw.lower() not in known:
+                valid = ", ".join(p.value for p in Phase)
+                raise QueryError(f"unknown phase {raw!r}; one of: {valid}")
+            phases.add(known[raw.lower()])
+    return phases
+
+
+def select(
+    views: Iterable[TaskView],
+    selector: Sequence[Requirement] = (),
+    phases: Iterable[str] = (),
+    *,
+    labels: Callable[[TaskView], Mapping[str, str]] = lambda v: v.labels,
+) -> list[TaskView]:
+    """The views whose labels match every requirement and whose phase is one of `phases`
+    (no phases: any)."""
+    wanted = set(phases)
+    return [
+        v
+        for v in views
+        if all(r.matches(labels(v)) for r in selector) and (not wanted or v.phase in wanted)
+    ]
+
+
+# --- If-Match ----------------------------------------------------------------------------------
+
+
+def quote_etag(etag: str) -> str:
+    return f'"{etag}"'
+
+
+def etag_matches(header: str, etag: str | None) -> bool:
+    """If-Match semantics: `*` matches any existing file; weak or strong, quoted or bare."""
+    for raw in header.split(","):
+        candidate = raw.strip()
+        if candidate == "*":
+            return etag is not None
+        candidate = candidate.removeprefix("W/").strip('"')
+        if etag is not None and candidate == etag:
+            return True
+    return False
+
+
+# --- the service -------------------------------------------------------------------------------
+
+
+class TaskService:
+    def __init__(
+        self,
+        store: TaskStore,
+        *,
+        on_write: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.on_write = on_write
+        self.clock = clock  # ages are measured on the loop's clock, the one that stamps queuedAt
+        self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def views(self) -> list[TaskView]:
+        """Every task in the folder with its sidecar, in queue order. FolderUnavailable if the
+        folder is gone."""
+        entries = self.store.scan()
+        statuses = self.store.read_statuses()
+        views = [
+            TaskView(name, e.path, e.task, e.error, statuses.get(name), e.last_valid)
+            for name, e in entries.items()
+        ]
+        return sorted(views, key=TaskView.sort_key)
+
+    @contextmanager
+    def lock(self, name: str) -> Iterator[None]:
+        digest = hashlib.blake2b(name.encode(), digest_size=4).digest()
+        with self._locks[int.from_bytes(digest) % _LOCK_STRIPES]:
+            yield
+
+    def read(self, name: str) -> SpecFile | None:
+        """The spec `name` now, or None. Raises InvalidName for names we refuse."""
+        path = self.store.spec_path(name)
+        try:
+            st = os.stat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        rel = _rel(name, path)
+        if st.st_size > MAX_FILE_BYTES:
+            message = f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
+            return SpecFile(name, path, b"", None, [SpecError(rel, None, None, None, message)])
+        data = self.store.read_spec_text(name)
+        if data is None:
+            return None
+        try:
+            task = parse_task(data, file=rel, expected_name=_stem(name))
+        except SpecParseError as exc:
+            return SpecFile(name, path, data, None, exc.errors)
+        return SpecFile(name, path, data, task)
+
+    def require(self, name: str) -> SpecFile:
+        spec = self.read(name)
+        if spec is None:
+            raise TaskNotFound(name)
+        return spec
+
+    def status(self, name: str) -> TaskStatus | None:
+        """The reconciler's sidecar for `name`; unreadable counts as absent, as in the store."""
+        path = self.store.status_path(name)
+        try:
+            st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+                return None
+            data = path.read_bytes()
+        except OSError:
+            return None
+        try:
+            return parse_status(data, file=str(path.name))
+        except SpecParseError:
+            return None
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def put(
+        self,
+        name: str,
+        data: bytes,
+        *,
+        from_json: bool,
+        if_match: str | None,
+        if_none_match: str | None,
+    ) -> tuple[SpecFile, bool]:
+        """Create or replace; returns (the spec now, created?)."""
+        path = self.store.spec_path(name)
+        self.validate(name, data, path=path, with_position=not from_json)
+        with self.lock(name):
+            current = self.read(name)
+            _preconditions(name, current, if_match, if_none_match)
+            if current is not None and current.data == data:
+                return current, False  # no rewrite, no mtime churn for the watcher
+            self._write(path, data)
+        return self.require(name), current is None
+
+    def create(self, name: str, data: bytes) -> SpecFile:
+        """Create a new spec; Conflict if the name is taken."""
+        path = self.store.spec_path(name)
+        self.validate(name, data, path=path, with_position=False)
+        with self.lock(name):
+            if self.read(name) is not None:
+                raise Conflict(f"task {name} already exists")
+            self._write(path, data)
+        return self.require(name)
+
+    def patch(
+        self,
+        name: str,
+        patch: Mapping[str, Any],
+        *,
+        if_match: str | None = None,
+        done: Callable[[Task], bool] | None = None,
+    ) -> tuple[SpecFile, bool]:
+        """RFC 7386 merge patch of the spec document, validated before it is written; returns
+        (the spec now, changed?). Only the values that change are edited in the text, so
+        comments and layout survive. `done(task)` true: already as wanted, nothing is written.
+        """
+        with self.lock(name):
+            for _ in range(_ATTEMPTS):
+                current = self.require(name)
+                _preconditions(name, current, if_match, None)
+                document = current.document()
+                if current.task is None or document is None:
+                    raise SpecBroken(name, current.errors)
+                if done is not None and done(current.task):
+                    return current, False
+                text, _ = patch_text(current.text, document, dict(patch))
+                if text == current.text:
+                    return current, False
+                data = text.encode()
+                self.validate(name, data, path=current.path, with_position=False)
+                if self.store.read_spec_text(name) != current.data:
+                    continue  # another process wrote meanwhile: start over from its version
+                self._write(current.path, data)
+                return self.require(name), True
+        raise Conflict(f"the spec of {name} keeps changing; try again")
+
+    def delete(self, name: str, *, if_match: str | None = None) -> SpecFile:
+        with self.lock(name):
+            current = self.require(name)
+            _preconditions(name, current, if_match, None)
+            self.store.delete_spec(name)
+        self._written()
+        return current
+
+    def validate(self, name: str, data: bytes, *, path: Path, with_position: bool) -> Task:
+        try:
+            return parse_task(data, file=_rel(name, path), expected_name=_stem(name))
+        except SpecParseError as exc:
+            raise SpecRejected(name, exc.errors, with_position=with_position) from None
+
+    def _write(self, path: Path, data: bytes) -> None:
+        root = self.store.root
+        if not root.is_dir():
+            # Never recreate a vanished (unmounted?) folder: the loop waits for it to return.
+            raise FolderUnavailable(f"folder {root} does not exist")
+        write_atomic(path, data)
+        self._written()
+
+    def _written(self) -> None:
+        # The watcher would notice the file too; this makes the reaction immediate.
+        if self.on_write is not None:
+            self.on_write()
+
+    # --- legacy ids ---------------------------------------------------------------------------
+
+    def find_by_task_id(self, task_id: str, file_name: str | None) -> str | None:
+        """The task whose first run is `task_id` (a legacy id), or whose name it is."""
+        try:
+            if self.read(validate_name(task_id)) is not None:
+                return task_id
+        except ValueError:  # InvalidName: not a name, so only an id
+            pass
+        if file_name and file_name != task_id:
+            # Where /add_task put it when the id is not a valid name; the id must match, so
+            # a cleaned-up lookalike never points at some other task.
+            spec = self.read(file_name)
+            if spec is not None and spec.task and spec.task.spec.submission_id == task_id:
+                return file_name
+        for name, entry in self.store.scan().items():
+            task = entry.task or entry.last_valid
+            if task is not None and task.spec.submission_id == task_id:
+                return name
+        return None
+
+
+def _preconditions(
+    name: str, current: SpecFile | None, if_match: str | None, if_none_match: str | None
+) -> None:
+    etag = current.etag if current is not None else None
+    if if_match is not None and not etag_matches(if_match, etag):
+        if current is None:
+            raise Conflict(f"If-Match given, but task {name} does not exist")
+        raise Conflict(f"task {name} has changed: its hash is {etag}, not {if_match}")
+    if if_none_match is not None and etag_matches(if_none_match, etag):
+        raise Conflict(f"task {name} already exists")
+
+
+def _rel(name: str, path: Path | None = None) -> str:
+    return f"{name}{path.suffix if path is not None else '.yaml'}"
+
+
+def _stem(name: str) -> str:
+    return name.rsplit("/", 1)[-1]
+
+
+__all__ = [
+    "Conflict",
+    "QueryError",
+    "Requirement",
+    "SpecBroken",
+    "SpecRejected",
+    "TaskNotFound",
+    "TaskService",
+    "etag_matches",
+    "parse_phases",
+    "parse_selector",
+    "quote_etag",
+    "select",
+]

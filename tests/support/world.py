@@ -1,0 +1,63 @@
+"""A real Reconciler on a real folder over FakeRay, driven pass by pass on a fake clock."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reconciler.loop import Reconciler
+from reconciler.raycluster.fake import FakeRay
+from specs.cluster import META_QUEUE, Capacity, RayJob
+from specs.settings import Settings
+from specs.store import TaskStore
+from tests.support.clock import FakeClock
+from tests.support.specs import read_status, write_task
+
+GIB = 2**30
+DEFAULT_CAPACITY = Capacity(4, 0, 16 * GIB)
+
+
+@dataclass
+class World:
+    tasks: Path
+    ray: FakeRay
+    clock: FakeClock
+    reconciler: Reconciler
+
+    @classmethod
+    def build(
+        cls,
+        tasks: Path,
+        capacity: Capacity = DEFAULT_CAPACITY,
+        *,
+        ray: FakeRay | None = None,
+        settle_seconds: float = 0.0,
+        **settings: Any,
+    ) -> World:
+        """Reconciler, store and FakeRay all on one new FakeClock; `settings` are Settings
+        fields (queue_id defaults to "q-test", the API is off)."""
+        clock = FakeClock()
+        fake = ray if ray is not None else FakeRay(capacity, clock=clock)
+        fake.clock = clock  # a FakeRay passed in follows the same clock
+        fields: dict[str, Any] = {"queue_id": "q-test", "api": False} | settings
+        config = Settings(tasks_dir=tasks, **fields)
+        store = TaskStore(tasks, config.status_dir, settle_seconds=settle_seconds, clock=clock)
+        return cls(tasks, fake, clock, Reconciler(config, store, fake, clock=clock))
+
+    def step(self, passes: int = 1, seconds: float = 1.0) -> None:
+        """`passes` reconcile passes, each `seconds` after the one before."""
+        for _ in range(passes):
+            self.clock.advance(seconds)
+            self.reconciler.run_pass()
+
+    def status(self, name: str) -> dict[str, Any]:
+        path = self.reconciler.store.status_path(name)
+        return read_status(path.parent, path.name.removesuffix(".status.yaml"))
+
+    def write(self, name: str, entrypoint: str = "echo hi", **spec: Any) -> Path:
+        return write_task(self.tasks, name, entrypoint, **spec)
+
+    def our_jobs(self) -> list[RayJob]:
+        queue = self.reconciler.options.queue_id
+        return [j for j in self.ray.jobs.values() if j.metadata.get(META_QUEUE) == queue]

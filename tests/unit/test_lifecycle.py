@@ -1,0 +1,143 @@
+"""The task state machine: every (phase, trigger) pair is either a transition in the table, or
+leaves the status exactly as it was (the same object)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from reconciler import lifecycle
+from reconciler.lifecycle import TRANSITIONS, Trigger
+from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, RayJob
+from specs.models import Phase, Reason, TaskStatusBody
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+NOW = T0 + timedelta(minutes=5)
+SID = "rq-a-1234abcd-1"
+
+
+def job(status: str) -> RayJob:
+    end = NOW.timestamp() if status in (SUCCEEDED, FAILED, STOPPED) else None
+    return RayJob(SID, status, "python job.py", start_time=T0.timestamp(), end_time=end)
+
+
+Fire = Callable[[TaskStatusBody], TaskStatusBody]
+
+# One way to fire each trigger, with plausible arguments.
+FIRE: dict[Trigger, Fire] = {
+    Trigger.INVALIDATE: lambda b: lifecycle.invalidate(b, "a.yaml:1:1: broken"),
+    Trigger.SPEC_CHANGED: lambda b: lifecycle.restart(b, "new-hash", NOW),
+    Trigger.SUSPEND: lambda b: lifecycle.suspend(b, "new-hash", NOW),
+    Trigger.RESUME: lambda b: lifecycle.resume(b, "new-hash", NOW),
+    Trigger.QUEUE: lambda b: lifecycle.queue(b, 3, Reason.WAITING_FOR_RESOURCES, "needs 1", None),
+    Trigger.UNSCHEDULABLE: lambda b: lifecycle.unschedulable(b, "asks for 64 CPU"),
+    Trigger.ADMIT: lambda b: lifecycle.start_run(b, "1234abcd", "rq-a-1234abcd-2", NOW),
+    Trigger.SUBMIT_REFUSED: lambda b: lifecycle.refuse_submit(b, "bad runtime_env", NOW),
+    Trigger.RAY_PENDING: lambda b: lifecycle.observe_pending(b, job(PENDING)),
+    Trigger.RAY_RUNNING: lambda b: lifecycle.observe_running(b, job(RUNNING), NOW),
+    Trigger.RAY_SUCCEEDED: lambda b: lifecycle.end_run(b, job(SUCCEEDED)),
+    Trigger.RAY_FAILED: lambda b: lifecycle.end_run(b, job(FAILED)),
+    Trigger.RAY_STOPPED: lambda b: lifecycle.end_run(b, job(STOPPED)),
+    Trigger.ID_CONFLICT: lambda b: lifecycle.conflict(b, NOW),
+    Trigger.JOB_MISSING: lambda b: lifecycle.note_missing(b, 60, NOW),
+    Trigger.REQUEUE_LOST: lambda b: lifecycle.requeue(b, "old-hash"),
+    Trigger.LOSE: lambda b: lifecycle.lose(b, NOW),
+    Trigger.TIME_OUT: lambda b: lifecycle.time_out(b, 30, NOW),
+    Trigger.START_TIMEOUT: lambda b: lifecycle.start_timed_out(b, 600, NOW),
+}
+
+
+def body_in(phase: Phase) -> TaskStatusBody:
+    """A status as it could be found in `phase`, from a previous run."""
+    return TaskStatusBody(
+        phase=phase,
+        reason="Whatever",
+        message="before",
+        queue_position=2 if phase is Phase.QUEUED else None,
+        uid="1234abcd",
+        run=1,
+        submission_id=SID,
+        spec_hash="old-hash",
+        ray_status=RUNNING if phase.active else None,
+        queued_at=T0,
+        submitted_at=T0,
+        started_at=T0 if phase is Phase.RUNNING else None,
+        finished_at=T0 if phase.finished else None,
+    )
+
+
+def test_every_trigger_can_be_fired() -> None:
+    assert set(FIRE) == set(Trigger)
+
+
+@pytest.mark.parametrize("trigger", list(Trigger), ids=lambda t: t.name)
+@pytest.mark.parametrize("phase", list(Phase), ids=lambda p: p.value)
+def test_every_pair_is_a_transition_or_changes_nothing(phase: Phase, trigger: Trigger) -> None:
+    before = body_in(phase)
+    after = FIRE[trigger](before)
+    target = TRANSITIONS.get((phase, trigger))
+    if target is None:
+        assert after is before
+    else:
+        assert after.phase is target
+        assert after is not before  # every transition writes its reason at least
+        assert after.reason != "Whatever" and isinstance(after.reason, Reason)
+
+
+def test_an_unchanged_transition_keeps_the_same_object() -> None:
+    once = lifecycle.observe_running(body_in(Phase.STARTING), job(RUNNING), NOW)
+    assert lifecycle.observe_running(once, job(RUNNING), NOW + timedelta(seconds=1)) is once
+
+
+@pytest.mark.parametrize("phase", [Phase.QUEUED, Phase.UNSCHEDULABLE, Phase.RUNNING])
+def test_suspend_is_written_one_way(phase: Phase) -> None:
+    body = body_in(phase).model_copy(update={"estimated_start_at": NOW})
+    suspended = lifecycle.suspend(body, "h", NOW)
+    assert suspended.phase is Phase.SUSPENDED and suspended.reason == Reason.SUSPENDED
+    assert suspended.queue_position is None and suspended.estimated_start_at is None
+    # Only a run that was active ends now.
+    assert suspended.finished_at == (NOW if phase.active else body.finished_at)
+
+
+def test_missing_job_timer_has_its_own_field_and_ends_with_the_state() -> None:
+    running = lifecycle.observe_running(body_in(Phase.STARTING), job(RUNNING), T0)
+    missing = lifecycle.note_missing(running, 60, NOW)
+    assert missing.phase is Phase.RUNNING and missing.reason == Reason.JOB_MISSING
+    assert missing.missing_since == NOW and missing.finished_at is None
+    assert lifecycle.missing_since(missing) == NOW
+    seen_again = lifecycle.observe_running(missing, job(RUNNING), NOW)
+    assert seen_again.missing_since is None and lifecycle.missing_since(seen_again) is None
+
+
+def test_old_sidecar_keeps_its_missing_timer_in_finished_at() -> None:
+    # Written before missingSince existed: the timer was kept in finishedAt.
+    old = TaskStatusBody.model_validate(
+        {"phase": "Running", "reason": "JobMissing", "finishedAt": "2026-01-01T00:00:00.000Z"}
+    )
+    assert lifecycle.missing_since(old) == T0
+    finished = TaskStatusBody(phase=Phase.SUCCEEDED, reason=Reason.SUCCEEDED, finished_at=T0)
+    assert lifecycle.missing_since(finished) is None
+
+
+def test_requeue_keeps_the_queue_place_and_counts_the_restart() -> None:
+    missing = lifecycle.note_missing(body_in(Phase.RUNNING), 60, NOW)
+    again = lifecycle.requeue(missing, "old-hash")
+    assert again.phase is Phase.QUEUED and again.queued_at == T0
+    assert again.lost_restarts == 1 and again.submission_id is None
+    assert again.missing_since is None
+
+
+def test_a_new_task_can_start_out_invalid() -> None:
+    body = lifecycle.invalidate(None, "broken")
+    assert body.phase is Phase.INVALID and body.reason == Reason.INVALID_SPEC
+
+
+def test_restored_outcome_keeps_its_record() -> None:
+    # A spec fixed back to a run that ended while the file was broken: no new start time.
+    invalid = body_in(Phase.INVALID)
+    restored = lifecycle.end_run(invalid, job(SUCCEEDED))
+    assert restored.phase is Phase.SUCCEEDED and restored.started_at is None
+    seen = lifecycle.end_run(body_in(Phase.STARTING), job(SUCCEEDED))
+    assert seen.started_at == T0

@@ -1,0 +1,121 @@
+"""Each setting is declared once (specs.settings); the CLI's flags and the planner's options
+are derived from it, and a bad value is refused in one place, with one message."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+import reconciler.daemon
+from reconciler import policies
+from reconciler.cli.flags import settings_from_args
+from reconciler.cli.main import build_parser, main
+from specs.settings import PlanOptions, Settings, knobs, value_type
+
+
+def _subparser(command: str) -> argparse.ArgumentParser:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    result: argparse.ArgumentParser = sub.choices[command]
+    return result
+
+
+def _actions(command: str) -> dict[str, argparse.Action]:
+    return {a.dest: a for a in _subparser(command)._actions}
+
+
+@pytest.mark.parametrize("command", ["serve", "plan"])
+def test_every_flagged_knob_has_its_flag_default_and_help(command: str) -> None:
+    actions = _actions(command)
+    expected = [(n, k) for n, k in knobs() if k.flag is not None and command in k.commands]
+    assert expected, "no knob for this command"
+    for name, knob in expected:
+        action = actions[name]
+        assert action.option_strings == [knob.flag]
+        assert action.help == knob.help
+        default = Settings.__dataclass_fields__[name].default
+        if value_type(name) is bool:
+            assert action.default is default
+        else:
+            assert action.default == default
+
+
+def test_every_flag_of_serve_beyond_the_folder_options_is_a_knob() -> None:
+    derived = {k.flag for _, k in knobs() if k.flag is not None and "serve" in k.commands}
+    own = {"-h", "--help", "--dir", "--status-dir", "--address", "-v", "--verbose"}
+    flags = {s for a in _subparser("serve")._actions for s in a.option_strings}
+    assert flags - own == derived
+
+
+def test_plan_takes_only_the_loop_knobs() -> None:
+    actions = _actions("plan")
+    assert "max_inflight" in actions and "policy" in actions
+    assert "port" not in actions and "standby" not in actions
+
+
+def test_the_policy_choices_are_the_registry() -> None:
+    assert tuple(_actions("serve")["policy"].choices or ()) == tuple(policies.POLICIES)
+    assert tuple(_actions("plan")["policy"].choices or ()) == tuple(policies.POLICIES)
+
+
+def test_defaults_parse_back_to_default_settings() -> None:
+    args = build_parser().parse_args(["serve", "--dir", "/t", "--address", "http://h:8265"])
+    assert settings_from_args(args) == Settings(tasks_dir=Path("/t"), address="http://h:8265")
+
+
+def test_plan_options_defaults_come_from_settings() -> None:
+    settings = Settings(tasks_dir=Path("/t"), queue_id="q")
+    options = settings.plan_options()
+    assert options == dataclasses.replace(PlanOptions(), queue_id="q")
+    assert PlanOptions().max_inflight == Settings.__dataclass_fields__["max_inflight"].default
+    changed = Settings(tasks_dir=Path("/t"), ray_history_retention_seconds=5, max_inflight=3)
+    assert changed.plan_options().history_retention_seconds == 5
+    assert changed.plan_options().max_inflight == 3
+
+
+BAD = [
+    ("max_inflight", 0, "--max-inflight", "--max-inflight must be at least 1, not 0"),
+    ("port", 70000, "--port", "--port must be between 1 and 65535, not 70000"),
+    ("port", 0, "--port", "--port must be between 1 and 65535, not 0"),
+    ("start_timeout_seconds", -1, "--start-timeout", "--start-timeout must be at least 0"),
+    ("lost_grace_seconds", -2.5, "--lost-grace", "--lost-grace must be at least 0, not -2.5"),
+    ("ray_history_retention_seconds", -1, "--ray-history-retention", "must be at least 0"),
+    ("max_stops_per_pass", -1, "--max-stops-per-pass", "must be at least 0, not -1"),
+    ("local_num_cpus", -1, "--num-cpus", "--num-cpus must be at least 0, not -1"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "flag", "message"), BAD)
+def test_a_bad_value_is_refused_the_same_way_by_settings_and_the_cli(
+    name: str,
+    value: float,
+    flag: str,
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(ValueError, match="^" + flag) as raised:
+        Settings(tasks_dir=Path("/t"), **{name: value})  # type: ignore[arg-type]
+    assert message in str(raised.value)
+
+    served: list[Settings] = []
+    monkeypatch.setattr(reconciler.daemon, "serve", served.append)
+    assert main(["serve", "--dir", "/t", flag, str(value)]) == 2
+    assert served == []
+    assert f"error: {raised.value}" in capsys.readouterr().err
+
+
+def test_plan_refuses_a_bad_value_with_the_same_message(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["plan", "--address", "http://h:8265", "--lost-grace", "-1"]) == 2
+    assert "--lost-grace must be at least 0, not -1" in capsys.readouterr().err
+
+
+def test_knobs_without_a_flag_are_checked_too() -> None:
+    with pytest.raises(ValueError, match="ray_timeout_seconds must be at least 0"):
+        Settings(tasks_dir=Path("/t"), ray_timeout_seconds=-1)
+    assert Settings(tasks_dir=Path("/t"), settle_seconds=0).settle_seconds == 0
