@@ -1,32 +1,33 @@
-"""In-process API fixtures: a TestClient over a temporary tasks folder, optionally with a real
-Reconciler driven pass by pass against FakeRay and a fake clock."""
+"""In-process API fixtures: a TestClient over a temporary tasks folder, optionally wired to the
+shared test World (a real Reconciler driven pass by pass against FakeRay and a fake clock)."""
 
 from __future__ import annotations
 
 import os
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import starlette.exceptions
 import yaml
-from starlette.exceptions import StarletteDeprecationWarning
 
 with warnings.catch_warnings():
     # Starlette >= 1.0 prefers the httpx2 package and warns once, at import, when it finds
     # httpx (our test dependency) instead. The client works the same; the warning would
     # otherwise be an error under `filterwarnings = error`.
-    warnings.simplefilter("ignore", StarletteDeprecationWarning)
+    # (Starlette before 1.0, which our lower bound allows, has neither the class nor the warning.)
+    warnings.simplefilter(
+        "ignore",
+        getattr(starlette.exceptions, "StarletteDeprecationWarning", DeprecationWarning),
+    )
     from fastapi.testclient import TestClient
 
 from api.app import TOKEN_ENV, create_app
-from reconciler.loop import Reconciler
-from reconciler.raycluster.fake import FakeRay
 from specs.cluster import Capacity
 from specs.settings import Settings
-from specs.store import TaskStore
+from tests.support.world import DEFAULT_CAPACITY, World
 
 SEED_BODY = {
     "name": "my_job",
@@ -38,14 +39,6 @@ SEED_BODY = {
     "memory": 4,
     "timeout": 300,
 }
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
@@ -99,40 +92,18 @@ def client(settings: Settings) -> Iterator[TestClient]:
         yield test_client
 
 
-@dataclass
-class World:
-    """An app wired to a Reconciler over FakeRay; call `step()` to run one reconcile pass."""
-
-    client: TestClient
-    reconciler: Reconciler
-    ray: FakeRay
-    clock: Clock
-    tasks: Path
-
-    def step(self, passes: int = 1) -> None:
-        for _ in range(passes):
-            self.reconciler.run_pass()
-
-    def status(self, name: str) -> dict[str, Any]:
-        path = self.tasks / f"{name}.status.yaml"
-        if not path.exists():
-            return {}
-        result: dict[str, Any] = yaml.safe_load(path.read_text())["status"]
-        return result
-
-
 @pytest.fixture
-def make_world(tasks_dir: Path) -> Iterator[Callable[..., World]]:
+def make_world(tasks_dir: Path) -> Iterator[Callable[..., tuple[World, TestClient]]]:
+    """`world, api = make_world(capacity, **settings)`: the app wired to a World's Reconciler
+    and FakeRay. `world.step()` runs a pass without moving the clock; tests move it."""
     clients: list[TestClient] = []
 
-    def factory(capacity: Capacity = Capacity(4, 0, 16 * 2**30), **options: Any) -> World:  # noqa: B008
-        clock = Clock()
-        ray = FakeRay(capacity, clock=clock)
-        settings = Settings(tasks_dir=tasks_dir, queue_id="q-test", **options)
-        reconciler = Reconciler(settings, TaskStore(tasks_dir), ray, clock=clock)
-        test_client = TestClient(create_app(settings, reconciler=reconciler, ray=ray))
+    def factory(capacity: Capacity = DEFAULT_CAPACITY, **options: Any) -> tuple[World, TestClient]:
+        world = World.build(tasks_dir, capacity, tick=0.0, api=True, **options)
+        app = create_app(world.reconciler.settings, reconciler=world.reconciler, ray=world.ray)
+        test_client = TestClient(app)
         clients.append(test_client)
-        return World(test_client, reconciler, ray, clock, tasks_dir)
+        return world, test_client
 
     yield factory
     for test_client in clients:

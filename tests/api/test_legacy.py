@@ -69,12 +69,12 @@ def test_each_add_gets_a_new_id_and_file(client: TestClient, tasks_dir: Path) ->
 
 
 def test_first_run_uses_task_id_as_submission_id(make_world) -> None:
-    world = make_world()
-    task_id = add(world.client)["task_id"]
+    world, api = make_world()
+    task_id = add(api)["task_id"]
     world.step()
     assert [r.submission_id for r in world.ray.submitted] == [task_id]
     assert world.ray.jobs[task_id].status == "PENDING"
-    state = world.client.post("/cancel_task", json={"task_id": task_id}).json()
+    state = api.post("/cancel_task", json={"task_id": task_id}).json()
     assert state["submission_id"] == task_id
 
 
@@ -108,10 +108,10 @@ def test_no_resources_is_rejected_with_the_old_message(client: TestClient, tasks
 def test_more_than_the_cluster_has_is_rejected(
     make_world, tasks_dir: Path, field: str, value: int, resource: str, capacity: str
 ) -> None:
-    world = make_world(Capacity(4, 0, 16 * 2**30))
+    world, api = make_world(Capacity(4, 0, 16 * 2**30))
     world.step()  # the loop has seen the capacity
     before = snapshot(tasks_dir)
-    response = world.client.post("/add_task", json={**SEED_BODY, field: value})
+    response = api.post("/add_task", json={**SEED_BODY, field: value})
     assert response.status_code == 400
     detail = response.json()["detail"]
     assert resource in detail and capacity in detail, detail
@@ -119,8 +119,8 @@ def test_more_than_the_cluster_has_is_rejected(
 
 
 def test_capacity_not_seen_yet_accepts_and_loop_marks_unschedulable(make_world) -> None:
-    world = make_world(Capacity(4, 0, 16 * 2**30))
-    body = add(world.client, cpu=64)  # no pass yet: nothing known, so accepted
+    world, api = make_world(Capacity(4, 0, 16 * 2**30))
+    body = add(api, cpu=64)  # no pass yet: nothing known, so accepted
     world.step()
     assert world.status(body["task"])["phase"] == "Unschedulable"
 
@@ -352,13 +352,13 @@ def test_cancel_unknown_is_404_and_missing_id_is_422(client: TestClient, tasks_d
 
 
 def test_cancel_keeps_a_queued_task_from_running(make_world) -> None:
-    world = make_world(Capacity(2, 0, 16 * 2**30))
-    first = add(world.client, cpu=2)
+    world, api = make_world(Capacity(2, 0, 16 * 2**30))
+    first = add(api, cpu=2)
     world.step()
-    second = add(world.client, cpu=2)
+    second = add(api, cpu=2)
     world.step()
     assert world.status(second["task"])["phase"] == "Queued"
-    state = world.client.post("/cancel_task", json={"task_id": second["task_id"]}).json()
+    state = api.post("/cancel_task", json={"task_id": second["task_id"]}).json()
     assert state["phase"] == "Queued"  # the loop has not acted yet; the answer says so
     world.step()
     assert world.status(second["task"])["phase"] == "Suspended"
@@ -368,32 +368,32 @@ def test_cancel_keeps_a_queued_task_from_running(make_world) -> None:
 
 
 def test_cancel_stops_a_running_task(make_world) -> None:
-    world = make_world()
-    task_id = add(world.client)["task_id"]
+    world, api = make_world()
+    task_id = add(api)["task_id"]
     world.step()
     world.ray.set_status(task_id, RUNNING)
     world.step()
-    response = world.client.post("/cancel_task", params={"task_id": task_id})
+    response = api.post("/cancel_task", params={"task_id": task_id})
     assert response.json()["phase"] == "Running"
     world.step()
     assert world.ray.jobs[task_id].status == STOPPED
-    state = world.client.post("/cancel_task", json={"task_id": task_id}).json()
+    state = api.post("/cancel_task", json={"task_id": task_id}).json()
     assert state["phase"] == "Suspended"
 
 
 def test_change_priority_reorders_the_queue(make_world) -> None:
-    world = make_world(Capacity(2, 0, 16 * 2**30))
-    filler = add(world.client, cpu=2)
+    world, api = make_world(Capacity(2, 0, 16 * 2**30))
+    filler = add(api, cpu=2)
     world.step()
-    low = add(world.client, cpu=2, name="low")
+    low = add(api, cpu=2, name="low")
     world.clock.now += 1
     world.step()
-    later = add(world.client, cpu=2, name="later")
+    later = add(api, cpu=2, name="later")
     world.clock.now += 1
     world.step()
     assert world.status(low["task"])["queuePosition"] == 1
     assert world.status(later["task"])["queuePosition"] == 2
-    world.client.post("/change_task_priority", json={"task_id": later["task_id"], "priority": 5})
+    api.post("/change_task_priority", json={"task_id": later["task_id"], "priority": 5})
     world.step()
     assert world.status(later["task"])["queuePosition"] == 1
     world.ray.set_status(filler["task_id"], "SUCCEEDED")

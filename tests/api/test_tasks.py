@@ -232,10 +232,10 @@ def test_get_invalid_file_shows_the_errors(client: TestClient, tasks_dir: Path) 
 
 
 def test_get_shows_the_reconciler_status(make_world) -> None:
-    world = make_world()
-    put_yaml(world.client, "a", task_yaml(priority=2))
+    world, api = make_world()
+    put_yaml(api, "a", task_yaml(priority=2))
     world.step()
-    status = world.client.get("/tasks/a").json()["status"]
+    status = api.get("/tasks/a").json()["status"]
     assert status["phase"] == "Starting"
     assert status["submissionId"].startswith("rq-a-")
 
@@ -341,13 +341,13 @@ def test_delete_removes_the_spec(client: TestClient, tasks_dir: Path) -> None:
 
 
 def test_delete_stops_the_running_job(make_world) -> None:
-    world = make_world()
-    put_yaml(world.client, "a", task_yaml())
+    world, api = make_world()
+    put_yaml(api, "a", task_yaml())
     world.step()
     sid = world.status("a")["submissionId"]
     world.ray.set_status(sid, RUNNING)
     world.step()
-    world.client.delete("/tasks/a")
+    api.delete("/tasks/a")
     world.step()
     assert world.ray.jobs[sid].status == "STOPPED"
 
@@ -361,8 +361,7 @@ def _names(response: Any) -> list[str]:
 
 
 def test_list_shows_phase_priority_position_resources_age(make_world) -> None:
-    world = make_world()
-    c = world.client
+    world, c = make_world()
     put_yaml(c, "big", task_yaml(cpu=4, priority=1))
     world.step()
     world.clock.now += 90
@@ -415,30 +414,30 @@ def test_list_with_missing_folder_is_503(client: TestClient, tasks_dir: Path) ->
 
 
 def test_logs_of_a_run(make_world) -> None:
-    world = make_world()
-    put_yaml(world.client, "a", task_yaml())
-    assert world.client.get("/tasks/a/logs").status_code == 404  # never ran
+    world, api = make_world()
+    put_yaml(api, "a", task_yaml())
+    assert api.get("/tasks/a/logs").status_code == 404  # never ran
     world.step()
     sid = world.status("a")["submissionId"]
     world.ray.set_logs(sid, "line 1\nline 2\nline 3\n")
-    response = world.client.get("/tasks/a/logs")
+    response = api.get("/tasks/a/logs")
     assert response.status_code == 200
     assert response.text == "line 1\nline 2\nline 3\n"
     assert response.headers["content-type"].startswith("text/plain")
-    assert world.client.get("/tasks/a/logs", params={"tail": 2}).text == "line 2\nline 3\n"
+    assert api.get("/tasks/a/logs", params={"tail": 2}).text == "line 2\nline 3\n"
 
 
 def test_logs_errors(make_world, client: TestClient) -> None:
     assert client.get("/tasks/nope/logs").status_code == 404
-    world = make_world()
-    put_yaml(world.client, "a", task_yaml())
+    world, api = make_world()
+    put_yaml(api, "a", task_yaml())
     world.step()
     world.ray.fail_next("logs", RayUnavailable("dashboard down"))
-    response = world.client.get("/tasks/a/logs")
+    response = api.get("/tasks/a/logs")
     assert response.status_code == 503
     assert "dashboard down" in response.json()["detail"]
     world.ray.jobs.clear()  # a head restarted without its history
-    assert world.client.get("/tasks/a/logs").status_code == 404
+    assert api.get("/tasks/a/logs").status_code == 404
 
 
 def test_logs_without_ray_is_503(client: TestClient, tasks_dir: Path) -> None:

@@ -1,9 +1,11 @@
-"""In-process CLI runs: `main([...])` against a temporary tasks folder, output captured."""
+"""In-process CLI runs: `main([...])` against a temporary tasks folder, output captured, beside
+the shared test World (a real Reconciler over FakeRay) to put tasks into known states."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,11 +13,7 @@ import pytest
 import yaml
 
 from reconciler.cli.main import main
-from reconciler.loop import Reconciler
-from reconciler.raycluster.fake import FakeRay
-from specs.cluster import Capacity
-from specs.settings import Settings
-from specs.store import TaskStore
+from tests.support.world import World
 
 QUEUE_ID = "cli-test"
 
@@ -79,25 +77,13 @@ def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
     return result
 
 
-@dataclass
-class World:
-    """A real Reconciler on the tasks folder, against FakeRay, driven pass by pass."""
-
-    tasks: Path
-    ray: FakeRay
-    reconciler: Reconciler
-    clock: list[float]
-
-    def run_pass(self) -> None:
-        self.reconciler.run_pass()
-
-
 @pytest.fixture
-def world(tasks: Path, tmp_path: Path) -> Iterator[World]:
-    import time
+def world(tasks: Path, tmp_path: Path) -> World:
+    """The tasks folder under a Reconciler; `world.step()` runs a pass without moving the clock.
 
-    clock = [time.time()]
-    ray = FakeRay(Capacity(4, 0, 16 * 2**30), clock=lambda: clock[0])
-    settings = Settings(tasks_dir=tasks, queue_id=QUEUE_ID, api=False, state_dir=tmp_path / "state")
-    reconciler = Reconciler(settings, TaskStore(tasks), ray, clock=lambda: clock[0])
-    yield World(tasks, ray, reconciler, clock)
+    The clock starts at the real time, because the CLI measures ages and timeouts against
+    `time.time()`; tests move it by hand.
+    """
+    return World.build(
+        tasks, start=time.time(), tick=0.0, queue_id=QUEUE_ID, state_dir=tmp_path / "state"
+    )

@@ -23,11 +23,11 @@ def test_running_task_with_dashboard_link_and_live_log(
         priority=4, timeoutSeconds=30, runtimeEnv={"working_dir": "examples/scheduler"}
     ).replace("kind: Task", "kind: Task\nmetadata:\n  labels: {team: v}")
     write(world.tasks, "train", text)
-    world.run_pass()
+    world.step()
     sid = submission_id(world.tasks, "train")
     world.ray.set_status(sid, RUNNING)
     world.ray.set_logs(sid, "".join(f"line {i}\n" for i in range(30)))
-    world.run_pass()
+    world.step()
     monkeypatch.setattr(common, "make_adapter", lambda address, *args, **kwargs: world.ray)
 
     result = rq("describe", "train", "--address", "http://head:8265", "--tail", "3")
@@ -47,11 +47,11 @@ def test_running_task_with_dashboard_link_and_live_log(
 
 def test_failed_task_shows_the_saved_log_tail(rq, world) -> None:
     write(world.tasks, "crash", spec_text())
-    world.run_pass()
+    world.step()
     sid = submission_id(world.tasks, "crash")
     world.ray.set_logs(sid, "Traceback\nZeroDivisionError\n")
     world.ray.set_status(sid, FAILED)
-    world.run_pass()
+    world.step()
     out = rq("describe", "crash").out
     assert "Phase:              Failed" in out
     assert "Log tail (saved when the run failed):\n  Traceback\n  ZeroDivisionError" in out
@@ -61,7 +61,7 @@ def test_failed_task_shows_the_saved_log_tail(rq, world) -> None:
 def test_conditions_table(rq, world) -> None:
     write(world.tasks, "a", spec_text())
     world.ray.available = False
-    world.run_pass()
+    world.step()
     out = rq("describe", "a").out
     assert "Conditions:\n  TYPE" in out
     assert "ClusterUnavailable" in out and "RayUnreachable" in out
@@ -72,7 +72,7 @@ def test_not_seen_and_stale(rq, world) -> None:
     out = rq("describe", "a").out
     assert "Status:" in out and "not yet seen by the reconciler" in out
     assert "Ray job:              <none>" in out
-    world.run_pass()
+    world.step()
     path.write_text(spec_text(entrypoint="echo changed"))
     assert "has not caught up" in rq("describe", "a").out
 

@@ -21,16 +21,16 @@ def names(table: str) -> list[str]:
 def test_table_columns_and_queue_order(rq, world) -> None:
     t = world.tasks
     write(t, "runs", spec_text(cpu=3))
-    world.run_pass()
+    world.step()
     sid = yaml.safe_load((t / "runs.status.yaml").read_text())["status"]["submissionId"]
     world.ray.set_status(sid, RUNNING)
-    world.run_pass()
+    world.step()
     write(t, "waits-high", spec_text(cpu=2, priority=9))
     write(t, "waits-low", spec_text(priority=2, resources={"cpu": 2, "memory": "512Mi"}))
     write(t, "huge", spec_text(cpu=64, priority=5))
     write(t, "paused", spec_text(priority=8, suspend=True))
     write(t, "broken", spec_text().replace("priority: 0", "priorty: 1"))
-    world.run_pass()
+    world.step()
     write(t, "unseen", spec_text(priority=3))  # no pass since: no sidecar yet
 
     result = rq("get")
@@ -63,12 +63,12 @@ def test_table_columns_and_queue_order(rq, world) -> None:
 
 def test_finished_tasks_come_last(rq, world) -> None:
     write(world.tasks, "done", spec_text(priority=9))
-    world.run_pass()
+    world.step()
     sid = yaml.safe_load((world.tasks / "done.status.yaml").read_text())["status"]["submissionId"]
     world.ray.set_status(sid, "SUCCEEDED")
-    world.run_pass()
+    world.step()
     write(world.tasks, "later", spec_text(cpu=64))
-    world.run_pass()
+    world.step()
     out = rq("get").out
     assert names(out) == ["later", "done"]
     assert "Succeeded" in out.splitlines()[2]
@@ -77,8 +77,8 @@ def test_finished_tasks_come_last(rq, world) -> None:
 def test_wide_adds_run_and_ray_columns(rq, world) -> None:
     labelled = spec_text().replace("kind: Task", "kind: Task\nmetadata:\n  labels: {team: x}")
     write(world.tasks, "a", labelled)
-    world.run_pass()
-    world.run_pass()  # the second pass sees the job in Ray
+    world.step()
+    world.step()  # the second pass sees the job in Ray
     out = rq("get", "-o", "wide").out
     header = out.splitlines()[0]
     for column in ("RUN", "SUBMISSION ID", "RAY STATUS", "LABELS", "MESSAGE"):
@@ -89,7 +89,7 @@ def test_wide_adds_run_and_ray_columns(rq, world) -> None:
 def test_yaml_json_and_name(rq, world) -> None:
     write(world.tasks, "a", spec_text(priority=2))
     write(world.tasks, "team/b", spec_text())
-    world.run_pass()
+    world.step()
 
     listing = yaml.safe_load(rq("get", "-o", "yaml").out)
     assert listing["kind"] == "List"
@@ -117,7 +117,7 @@ def test_selectors_and_phase(rq, world) -> None:
     labelled = spec_text().replace("kind: Task", "kind: Task\nmetadata:\n  labels: {team: v}")
     write(t, "vision", labelled)
     write(t, "other", spec_text(cpu=64))
-    world.run_pass()
+    world.step()
     assert names(rq("get", "-l", "team=v").out) == ["vision"]
     assert names(rq("get", "-l", "team!=v").out) == ["other"]
     assert names(rq("get", "-l", "team").out) == ["vision"]

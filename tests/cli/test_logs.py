@@ -16,7 +16,7 @@ from tests.cli.conftest import spec_text, write
 @pytest.fixture
 def running(world, monkeypatch: pytest.MonkeyPatch):
     write(world.tasks, "train", spec_text())
-    world.run_pass()
+    world.step()
     status = yaml.safe_load((world.tasks / "train.status.yaml").read_text())["status"]
     sid = status["submissionId"]
     world.ray.set_status(sid, RUNNING)
@@ -115,6 +115,6 @@ def test_tail_and_follow_conflict(rq, running) -> None:
 
 def test_not_an_http_address(rq, world, tasks: Path) -> None:
     write(tasks, "train", spec_text())
-    world.run_pass()
+    world.step()
     result = rq("logs", "train", "--address", "ray://head:10001")
     assert result.code == 1 and "http(s)://" in result.err

@@ -70,12 +70,12 @@ def test_timeout_and_deletion_stops(rq, world, fake: FakeRay) -> None:
     t = world.tasks
     write(t, "slow", spec_text(timeoutSeconds=5))
     write(t, "doomed", spec_text())
-    world.clock[0] -= 100  # these runs started 100 s ago
-    world.run_pass()
+    world.clock.now -= 100  # these runs started 100 s ago
+    world.step()
     for name in ("slow", "doomed"):
         sid = yaml.safe_load((t / f"{name}.status.yaml").read_text())["status"]["submissionId"]
         fake.set_status(sid, RUNNING)
-    world.run_pass()
+    world.step()
     (t / "doomed.yaml").unlink()
     before = snapshot(t)
     fake.calls.clear()
@@ -93,7 +93,7 @@ def test_timeout_and_deletion_stops(rq, world, fake: FakeRay) -> None:
 
 def test_policy_option_changes_the_plan(rq, world, fake: FakeRay) -> None:
     write(world.tasks, "holder", spec_text(cpu=2, priority=9))
-    world.run_pass()  # holder takes 2 of the 4 CPUs
+    world.step()  # holder takes 2 of the 4 CPUs
     write(world.tasks, "big", spec_text(cpu=3, priority=5))
     write(world.tasks, "small", spec_text(cpu=1, priority=1))
     strict = sections(rq("plan", *ADDRESS).out)

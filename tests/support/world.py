@@ -11,7 +11,7 @@ from reconciler.raycluster.fake import FakeRay
 from specs.cluster import META_QUEUE, Capacity, RayJob
 from specs.settings import Settings
 from specs.store import TaskStore
-from tests.support.clock import FakeClock
+from tests.support.clock import DEFAULT_START, FakeClock
 from tests.support.specs import read_status, write_task
 
 GIB = 2**30
@@ -24,6 +24,7 @@ class World:
     ray: FakeRay
     clock: FakeClock
     reconciler: Reconciler
+    tick: float = 1.0  # seconds the clock moves before each pass of step()
 
     @classmethod
     def build(
@@ -33,22 +34,24 @@ class World:
         *,
         ray: FakeRay | None = None,
         settle_seconds: float = 0.0,
+        start: float = DEFAULT_START,
+        tick: float = 1.0,
         **settings: Any,
     ) -> World:
-        """Reconciler, store and FakeRay all on one new FakeClock; `settings` are Settings
-        fields (queue_id defaults to "q-test", the API is off)."""
-        clock = FakeClock()
+        """Reconciler, store and FakeRay all on one new FakeClock set to `start`; `settings`
+        are Settings fields (queue_id defaults to "q-test", the API is off)."""
+        clock = FakeClock(start)
         fake = ray if ray is not None else FakeRay(capacity, clock=clock)
         fake.clock = clock  # a FakeRay passed in follows the same clock
         fields: dict[str, Any] = {"queue_id": "q-test", "api": False} | settings
         config = Settings(tasks_dir=tasks, **fields)
         store = TaskStore(tasks, config.status_dir, settle_seconds=settle_seconds, clock=clock)
-        return cls(tasks, fake, clock, Reconciler(config, store, fake, clock=clock))
+        return cls(tasks, fake, clock, Reconciler(config, store, fake, clock=clock), tick)
 
-    def step(self, passes: int = 1, seconds: float = 1.0) -> None:
-        """`passes` reconcile passes, each `seconds` after the one before."""
+    def step(self, passes: int = 1, seconds: float | None = None) -> None:
+        """`passes` reconcile passes, each `seconds` (by default `tick`) after the one before."""
         for _ in range(passes):
-            self.clock.advance(seconds)
+            self.clock.advance(self.tick if seconds is None else seconds)
             self.reconciler.run_pass()
 
     def status(self, name: str) -> dict[str, Any]:

@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 import pytest
 
 from reconciler.planner import (
     COND_CLUSTER_UNAVAILABLE,
     COND_SPEC_INVALID,
-    Observation,
     Plan,
     PlanOptions,
-    TaskInput,
     TimeOut,
     plan,
 )
@@ -23,104 +19,14 @@ from specs.cluster import (
     FAILED,
     META_QUEUE,
     META_TASK,
-    PENDING,
     RUNNING,
     STOPPED,
     SUCCEEDED,
     Capacity,
     RayJob,
 )
-from specs.models import Phase, Reason, Task, TaskStatus
-
-GIB = 2**30
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def task(priority: int = 0, cpu: float = 1, **spec: Any) -> Task:
-    body = {
-        "entrypoint": spec.pop("entrypoint", "python job.py"),
-        "priority": priority,
-        "resources": {"cpu": cpu, **spec.pop("resources", {})},
-        **spec,
-    }
-    annotations = body.pop("annotations", {})
-    return Task.model_validate(
-        {
-            "apiVersion": "rayqueue/v1",
-            "kind": "Task",
-            "metadata": {"annotations": annotations},
-            "spec": body,
-        }
-    )
-
-
-@dataclass
-class World:
-    """Applies plans the way the loop and Ray would, so tests can run several passes."""
-
-    specs: dict[str, Task | None]
-    capacity: Capacity | None = field(default_factory=lambda: Capacity(4, 0, 16 * GIB))
-    jobs: dict[str, RayJob] = field(default_factory=dict)
-    statuses: dict[str, TaskStatus] = field(default_factory=dict)
-    now: datetime = T0
-    options: PlanOptions = field(default_factory=PlanOptions)
-    available: bool = True
-    errors: dict[str, str] = field(default_factory=dict)
-    last_valid: dict[str, Task] = field(default_factory=dict)
-    submitted: list[str] = field(default_factory=list)
-    stopped: list[str] = field(default_factory=list)
-
-    def inputs(self) -> dict[str, TaskInput]:
-        result = {}
-        for name, t in self.specs.items():
-            result[name] = TaskInput(name, t, self.errors.get(name), self.last_valid.get(name))
-            if t is not None:
-                self.last_valid[name] = t
-        return result
-
-    def observe(self) -> Observation:
-        if not self.available:
-            return Observation(None, None, "connection refused")
-        return Observation(dict(self.jobs), self.capacity)
-
-    def step(self, seconds: float = 1.0) -> Plan:
-        p = plan(self.inputs(), dict(self.statuses), self.observe(), self.now, self.options)
-        self.statuses.update(p.statuses)
-        for s in p.submits:
-            sid = s.request.submission_id
-            assert sid not in self.jobs, f"duplicate submission of {sid}"
-            self.jobs[sid] = RayJob(
-                sid,
-                PENDING,
-                s.request.entrypoint,
-                start_time=self.now.timestamp(),
-                metadata=dict(s.request.metadata),
-            )
-            self.submitted.append(sid)
-        for stop in p.stops:
-            job = self.jobs[stop.submission_id]
-            if not job.terminal:
-                self.jobs[stop.submission_id] = replace(
-                    job, status=STOPPED, end_time=self.now.timestamp()
-                )
-            self.stopped.append(stop.submission_id)
-        for name in p.delete_statuses:
-            del self.statuses[name]
-        self.now += timedelta(seconds=seconds)
-        return p
-
-    def ray(self, name: str, status: str) -> None:
-        """Move the task's current job in Ray."""
-        sid = self.status(name).submission_id
-        assert sid is not None
-        end = self.now.timestamp() if status in (SUCCEEDED, FAILED, STOPPED) else None
-        self.jobs[sid] = replace(self.jobs[sid], status=status, end_time=end)
-
-    def status(self, name: str) -> Any:
-        return self.statuses[name].status
-
-    def phase(self, name: str) -> Phase:
-        return self.status(name).phase
+from specs.models import Phase, Reason
+from tests.support.planner_world import GIB, PlanWorld, task
 
 
 def started(p: Plan) -> list[str]:
@@ -150,7 +56,7 @@ def started(p: Plan) -> list[str]:
 def test_admission_order_and_fit(
     tasks: dict[str, tuple[int, float]], capacity: float, policy: str, expected: list[str]
 ) -> None:
-    w = World(
+    w = PlanWorld(
         {n: task(p, c) for n, (p, c) in tasks.items()},
         capacity=Capacity(capacity, 0, 64 * GIB),
         options=PlanOptions(policy=policy),
@@ -160,7 +66,7 @@ def test_admission_order_and_fit(
 
 
 def test_strict_head_blocks_and_reports_position() -> None:
-    w = World({"head": task(9, 3), "a": task(5, 1), "b": task(1, 1)})
+    w = PlanWorld({"head": task(9, 3), "a": task(5, 1), "b": task(1, 1)})
     w.specs["running"] = task(9, 2)
     w.specs.pop("head")
     w.step()  # running takes 2 CPUs
@@ -175,7 +81,7 @@ def test_strict_head_blocks_and_reports_position() -> None:
 
 
 def test_fifo_within_priority_uses_first_seen_time() -> None:
-    w = World({"z-first": task(5, 4)})
+    w = PlanWorld({"z-first": task(5, 4)})
     w.step()
     w.specs["a-later"] = task(5, 4)
     w.step()
@@ -185,7 +91,7 @@ def test_fifo_within_priority_uses_first_seen_time() -> None:
 
 
 def test_unschedulable_does_not_block_and_is_rechecked() -> None:
-    w = World({"huge": task(9, 64), "small": task(1, 1)})
+    w = PlanWorld({"huge": task(9, 64), "small": task(1, 1)})
     p = w.step()
     assert started(p) == ["small"]
     assert w.phase("huge") is Phase.UNSCHEDULABLE
@@ -196,14 +102,16 @@ def test_unschedulable_does_not_block_and_is_rechecked() -> None:
 
 
 def test_unschedulable_names_gpu_and_memory() -> None:
-    w = World({"g": task(0, 1, resources={"gpu": 2}), "m": task(0, 1, resources={"memory": "1Ti"})})
+    w = PlanWorld(
+        {"g": task(0, 1, resources={"gpu": 2}), "m": task(0, 1, resources={"memory": "1Ti"})}
+    )
     w.step()
     assert "GPU" in w.status("g").message
     assert "memory" in w.status("m").message
 
 
 def test_inflight_limit_caps_starting_jobs() -> None:
-    w = World({f"t{i}": task(0, 0.1) for i in range(5)}, options=PlanOptions(max_inflight=2))
+    w = PlanWorld({f"t{i}": task(0, 0.1) for i in range(5)}, options=PlanOptions(max_inflight=2))
     p = w.step()
     assert len(started(p)) == 2
     waiting = [n for n in w.specs if w.phase(n) is Phase.QUEUED]
@@ -216,7 +124,7 @@ def test_inflight_limit_caps_starting_jobs() -> None:
     assert len(started(p)) == 2
 
 
-def started_names(w: World) -> list[str]:
+def started_names(w: PlanWorld) -> list[str]:
     return [n for n in w.specs if w.phase(n) is Phase.STARTING]
 
 
@@ -224,7 +132,7 @@ def started_names(w: World) -> list[str]:
 
 
 def test_run_to_success_and_never_again() -> None:
-    w = World({"a": task()})
+    w = PlanWorld({"a": task()})
     w.step()
     assert w.phase("a") is Phase.STARTING
     w.ray("a", RUNNING)
@@ -239,7 +147,7 @@ def test_run_to_success_and_never_again() -> None:
 
 
 def test_failed_job_asks_for_log_tail() -> None:
-    w = World({"a": task()})
+    w = PlanWorld({"a": task()})
     w.step()
     w.ray("a", FAILED)
     p = w.step()
@@ -249,7 +157,7 @@ def test_failed_job_asks_for_log_tail() -> None:
 
 
 def test_timeout_stops_running_job() -> None:
-    w = World({"a": task(timeoutSeconds=10)})
+    w = PlanWorld({"a": task(timeoutSeconds=10)})
     w.step()
     w.ray("a", RUNNING)
     w.step(seconds=5)  # observed running at t=1
@@ -263,7 +171,7 @@ def test_timeout_stops_running_job() -> None:
 
 
 def test_stop_is_repeated_until_ray_reports_terminal() -> None:
-    w = World({"a": task(timeoutSeconds=1)})
+    w = PlanWorld({"a": task(timeoutSeconds=1)})
     w.step()
     w.ray("a", RUNNING)
     w.step(seconds=5)
@@ -276,7 +184,7 @@ def test_stop_is_repeated_until_ray_reports_terminal() -> None:
 
 
 def test_deleting_spec_stops_job_then_removes_sidecar() -> None:
-    w = World({"a": task()})
+    w = PlanWorld({"a": task()})
     w.step()
     w.ray("a", RUNNING)
     w.step()
@@ -290,7 +198,7 @@ def test_deleting_spec_stops_job_then_removes_sidecar() -> None:
 
 
 def test_suspend_running_then_resume_is_a_new_run() -> None:
-    w = World({"a": task()})
+    w = PlanWorld({"a": task()})
     w.step()
     w.ray("a", RUNNING)
     w.step()
@@ -305,7 +213,7 @@ def test_suspend_running_then_resume_is_a_new_run() -> None:
 
 
 def test_suspended_while_queued_never_runs() -> None:
-    w = World({"a": task(suspend=True)})
+    w = PlanWorld({"a": task(suspend=True)})
     for _ in range(3):
         assert w.step().submits == []
     assert w.phase("a") is Phase.SUSPENDED
@@ -313,7 +221,7 @@ def test_suspended_while_queued_never_runs() -> None:
 
 @pytest.mark.parametrize("phase", ["Queued", "Starting", "Running", "Succeeded", "Failed"])
 def test_run_defining_change_in_each_phase(phase: str) -> None:
-    w = World({"blocker": task(9, 4), "a": task(0, 1)})
+    w = PlanWorld({"blocker": task(9, 4), "a": task(0, 1)})
     if phase == "Queued":
         w.step()
         assert w.phase("a") is Phase.QUEUED
@@ -340,7 +248,7 @@ def test_run_defining_change_in_each_phase(phase: str) -> None:
 
 
 def test_priority_and_timeout_apply_in_place() -> None:
-    w = World({"a": task(1)})
+    w = PlanWorld({"a": task(1)})
     w.step()
     w.ray("a", RUNNING)
     w.step()
@@ -351,7 +259,7 @@ def test_priority_and_timeout_apply_in_place() -> None:
 
 
 def test_restarted_at_annotation_reruns_finished_task() -> None:
-    w = World({"a": task()})
+    w = PlanWorld({"a": task()})
     w.step()
     w.ray("a", SUCCEEDED)
     w.step()
@@ -364,7 +272,7 @@ def test_restarted_at_annotation_reruns_finished_task() -> None:
 
 
 def test_crash_between_status_write_and_submit_resubmits_same_id() -> None:
-    w = World({"a": task()})
+    w = PlanWorld({"a": task()})
     p = plan(w.inputs(), {}, w.observe(), w.now, w.options)
     w.statuses.update(p.statuses)  # status written ... crash before submit_job
     sid = w.status("a").submission_id
@@ -375,7 +283,7 @@ def test_crash_between_status_write_and_submit_resubmits_same_id() -> None:
 
 
 def test_crash_after_submit_adopts_without_second_submission() -> None:
-    w = World({"a": task()})
+    w = PlanWorld({"a": task()})
     w.step()  # status written and submitted
     for _ in range(3):
         assert w.step().submits == []
@@ -383,7 +291,7 @@ def test_crash_after_submit_adopts_without_second_submission() -> None:
 
 
 def test_lost_sidecar_adopts_live_job() -> None:
-    w = World({"a": task()})
+    w = PlanWorld({"a": task()})
     w.step()
     w.ray("a", RUNNING)
     sid = w.status("a").submission_id
@@ -394,7 +302,7 @@ def test_lost_sidecar_adopts_live_job() -> None:
 
 
 def test_ids_unique_across_runs_and_recreation() -> None:
-    w = World({"a": task()})
+    w = PlanWorld({"a": task()})
     w.step()
     w.ray("a", SUCCEEDED)
     w.step()
@@ -410,7 +318,7 @@ def test_ids_unique_across_runs_and_recreation() -> None:
 
 
 def test_explicit_submission_id_is_first_run_id() -> None:
-    w = World({"a": task(submissionId="mlumina-a-1234")})
+    w = PlanWorld({"a": task(submissionId="mlumina-a-1234")})
     w.step()
     assert w.submitted == ["mlumina-a-1234"]
     w.ray("a", SUCCEEDED)
@@ -421,7 +329,7 @@ def test_explicit_submission_id_is_first_run_id() -> None:
 
 
 def test_foreign_jobs_are_never_stopped_or_adopted() -> None:
-    w = World({"a": task()})
+    w = PlanWorld({"a": task()})
     w.jobs["foreign"] = RayJob("foreign", RUNNING, metadata={})
     w.jobs["other-queue"] = RayJob(
         "other-queue", RUNNING, metadata={META_QUEUE: "elsewhere", META_TASK: "a"}
@@ -433,7 +341,7 @@ def test_foreign_jobs_are_never_stopped_or_adopted() -> None:
 
 
 def test_plan_is_pure() -> None:
-    w = World({"a": task(9), "b": task(1, 3), "c": task(5, resources={"gpu": 1})})
+    w = PlanWorld({"a": task(9), "b": task(1, 3), "c": task(5, resources={"gpu": 1})})
     w.step()
     args = (w.inputs(), dict(w.statuses), w.observe(), w.now, w.options)
     assert plan(*args) == plan(*args)
@@ -443,7 +351,7 @@ def test_plan_is_pure() -> None:
 
 
 def test_ray_unavailable_changes_nothing_and_says_so() -> None:
-    w = World({"a": task(), "b": task()})
+    w = PlanWorld({"a": task(), "b": task()})
     w.step()
     w.ray("a", RUNNING)
     w.step()
@@ -462,14 +370,16 @@ def test_ray_unavailable_changes_nothing_and_says_so() -> None:
 
 
 def test_invalid_spec_is_invalid_and_does_not_affect_others() -> None:
-    w = World({"bad": None, "good": task()}, errors={"bad": "bad.yaml:3:5: spec.priorty: unknown"})
+    w = PlanWorld(
+        {"bad": None, "good": task()}, errors={"bad": "bad.yaml:3:5: spec.priorty: unknown"}
+    )
     p = w.step()
     assert w.phase("bad") is Phase.INVALID and "priorty" in w.status("bad").message
     assert started(p) == ["good"]
 
 
 def test_spec_turning_invalid_keeps_running_job() -> None:
-    w = World({"a": task(timeoutSeconds=100)})
+    w = PlanWorld({"a": task(timeoutSeconds=100)})
     w.step()
     w.ray("a", RUNNING)
     w.step()
@@ -486,7 +396,7 @@ def test_spec_turning_invalid_keeps_running_job() -> None:
 
 
 def test_invalid_then_fixed_to_same_spec_keeps_outcome() -> None:
-    w = World({"a": task()})
+    w = PlanWorld({"a": task()})
     w.step()
     w.ray("a", SUCCEEDED)
     w.step()
@@ -501,7 +411,7 @@ def test_invalid_then_fixed_to_same_spec_keeps_outcome() -> None:
 
 
 def test_mass_deletion_is_held() -> None:
-    w = World(
+    w = PlanWorld(
         {f"t{i}": task(0, 0.1) for i in range(12)}, options=PlanOptions(max_stops_per_pass=10)
     )
     w.step()
@@ -515,7 +425,7 @@ def test_mass_deletion_is_held() -> None:
 
 
 def test_vanished_job_becomes_lost_after_grace_and_requeues_once() -> None:
-    w = World({"a": task()}, options=PlanOptions(lost_grace_seconds=30))
+    w = PlanWorld({"a": task()}, options=PlanOptions(lost_grace_seconds=30))
     w.step()
     w.ray("a", RUNNING)
     w.step()
@@ -538,7 +448,7 @@ def test_vanished_job_becomes_lost_after_grace_and_requeues_once() -> None:
 
 
 def test_stuck_pending_job_hits_start_timeout() -> None:
-    w = World({"a": task()}, options=PlanOptions(start_timeout_seconds=60))
+    w = PlanWorld({"a": task()}, options=PlanOptions(start_timeout_seconds=60))
     w.step()
     w.step()
     w.now += timedelta(seconds=61)
@@ -548,7 +458,7 @@ def test_stuck_pending_job_hits_start_timeout() -> None:
 
 
 def test_no_status_churn_when_nothing_changes() -> None:
-    w = World({"a": task(9, 4), "b": task()})
+    w = PlanWorld({"a": task(9, 4), "b": task()})
     w.step()
     w.ray("a", RUNNING)
     w.step()
@@ -558,7 +468,7 @@ def test_no_status_churn_when_nothing_changes() -> None:
 
 
 def test_history_retention_deletes_only_recorded_old_jobs() -> None:
-    w = World({"a": task(), "b": task()}, options=PlanOptions(history_retention_seconds=60))
+    w = PlanWorld({"a": task(), "b": task()}, options=PlanOptions(history_retention_seconds=60))
     w.step()
     w.ray("a", SUCCEEDED)
     w.ray("b", RUNNING)
@@ -572,7 +482,7 @@ def test_history_retention_deletes_only_recorded_old_jobs() -> None:
 
 
 def test_history_retention_waits_for_the_sidecar() -> None:
-    w = World({"a": task()}, options=PlanOptions(history_retention_seconds=0))
+    w = PlanWorld({"a": task()}, options=PlanOptions(history_retention_seconds=0))
     w.step()
     w.ray("a", SUCCEEDED)
     w.now += timedelta(seconds=5)
@@ -588,7 +498,7 @@ def test_history_retention_waits_for_the_sidecar() -> None:
 
 
 def test_events_are_typed_and_refusals_are_warnings() -> None:
-    w = World(
+    w = PlanWorld(
         {f"t{i}": task(0, 0.1) for i in range(12)}, options=PlanOptions(max_stops_per_pass=10)
     )
     p = w.step()
@@ -604,7 +514,7 @@ def test_events_are_typed_and_refusals_are_warnings() -> None:
 
 
 def test_timeouts_are_actions_of_the_plan() -> None:
-    w = World({"a": task(timeoutSeconds=10), "b": task()})
+    w = PlanWorld({"a": task(timeoutSeconds=10), "b": task()})
     w.step()
     w.ray("a", RUNNING)
     w.step()
@@ -617,7 +527,7 @@ def test_timeouts_are_actions_of_the_plan() -> None:
 
 
 def test_missing_job_timer_is_its_own_field() -> None:
-    w = World({"a": task()}, options=PlanOptions(lost_grace_seconds=30))
+    w = PlanWorld({"a": task()}, options=PlanOptions(lost_grace_seconds=30))
     w.step()
     w.ray("a", RUNNING)
     w.step()
@@ -627,7 +537,7 @@ def test_missing_job_timer_is_its_own_field() -> None:
 
 
 def test_old_sidecar_with_missing_timer_in_finished_at_still_counts() -> None:
-    w = World({"a": task()}, options=PlanOptions(lost_grace_seconds=30))
+    w = PlanWorld({"a": task()}, options=PlanOptions(lost_grace_seconds=30))
     w.step()
     w.ray("a", RUNNING)
     w.step()

@@ -25,7 +25,7 @@ from reconciler.policies import (
 )
 from specs.cluster import RUNNING, SUCCEEDED, Capacity
 from specs.models import Phase
-from tests.unit.test_planner import World, task
+from tests.support.planner_world import PlanWorld, task
 
 NOW = 1_000.0
 
@@ -172,7 +172,9 @@ def test_every_queued_task_gets_a_reason() -> None:
 
 
 def test_planner_reports_estimated_start_and_backfills() -> None:
-    w = World({"running": task(9, 2, timeoutSeconds=100)}, options=PlanOptions(policy="backfill"))
+    w = PlanWorld(
+        {"running": task(9, 2, timeoutSeconds=100)}, options=PlanOptions(policy="backfill")
+    )
     w.step()
     w.ray("running", RUNNING)
     w.step()  # observed Running: its claim ends by startedAt + 100 s

@@ -1,0 +1,105 @@
+"""The pure planner's harness: Task builders and a PlanWorld that applies each plan the way the
+loop and Ray would, so a test can run several passes on a datetime clock without a Reconciler.
+(The Reconciler-level harness is `tests.support.world.World`.)"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from reconciler.planner import Observation, Plan, TaskInput, plan
+from specs.cluster import FAILED, PENDING, STOPPED, SUCCEEDED, Capacity, RayJob
+from specs.models import Phase, Task, TaskStatus, TaskStatusBody
+from specs.settings import PlanOptions
+
+GIB = 2**30
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def task(priority: int = 0, cpu: float = 1, **spec: Any) -> Task:
+    """A valid Task; `spec` adds spec fields, `resources` merges, `annotations` go to metadata."""
+    body = {
+        "entrypoint": spec.pop("entrypoint", "python job.py"),
+        "priority": priority,
+        "resources": {"cpu": cpu, **spec.pop("resources", {})},
+        **spec,
+    }
+    annotations = body.pop("annotations", {})
+    return Task.model_validate(
+        {
+            "apiVersion": "rayqueue/v1",
+            "kind": "Task",
+            "metadata": {"annotations": annotations},
+            "spec": body,
+        }
+    )
+
+
+@dataclass
+class PlanWorld:
+    """Applies plans the way the loop and Ray would, so tests can run several passes."""
+
+    specs: dict[str, Task | None]
+    capacity: Capacity | None = field(default_factory=lambda: Capacity(4, 0, 16 * GIB))
+    jobs: dict[str, RayJob] = field(default_factory=dict)
+    statuses: dict[str, TaskStatus] = field(default_factory=dict)
+    now: datetime = T0
+    options: PlanOptions = field(default_factory=PlanOptions)
+    available: bool = True
+    errors: dict[str, str] = field(default_factory=dict)
+    last_valid: dict[str, Task] = field(default_factory=dict)
+    submitted: list[str] = field(default_factory=list)
+    stopped: list[str] = field(default_factory=list)
+
+    def inputs(self) -> dict[str, TaskInput]:
+        result: dict[str, TaskInput] = {}
+        for name, t in self.specs.items():
+            result[name] = TaskInput(name, t, self.errors.get(name), self.last_valid.get(name))
+            if t is not None:
+                self.last_valid[name] = t
+        return result
+
+    def observe(self) -> Observation:
+        if not self.available:
+            return Observation(None, None, "connection refused")
+        return Observation(dict(self.jobs), self.capacity)
+
+    def step(self, seconds: float = 1.0) -> Plan:
+        p = plan(self.inputs(), dict(self.statuses), self.observe(), self.now, self.options)
+        self.statuses.update(p.statuses)
+        for s in p.submits:
+            sid = s.request.submission_id
+            assert sid not in self.jobs, f"duplicate submission of {sid}"
+            self.jobs[sid] = RayJob(
+                sid,
+                PENDING,
+                s.request.entrypoint,
+                start_time=self.now.timestamp(),
+                metadata=dict(s.request.metadata),
+            )
+            self.submitted.append(sid)
+        for stop in p.stops:
+            job = self.jobs[stop.submission_id]
+            if not job.terminal:
+                self.jobs[stop.submission_id] = replace(
+                    job, status=STOPPED, end_time=self.now.timestamp()
+                )
+            self.stopped.append(stop.submission_id)
+        for name in p.delete_statuses:
+            del self.statuses[name]
+        self.now += timedelta(seconds=seconds)
+        return p
+
+    def ray(self, name: str, status: str) -> None:
+        """Move the task's current job in Ray."""
+        sid = self.status(name).submission_id
+        assert sid is not None
+        end = self.now.timestamp() if status in (SUCCEEDED, FAILED, STOPPED) else None
+        self.jobs[sid] = replace(self.jobs[sid], status=status, end_time=end)
+
+    def status(self, name: str) -> TaskStatusBody:
+        return self.statuses[name].status
+
+    def phase(self, name: str) -> Phase:
+        return self.status(name).phase
