@@ -27,7 +27,7 @@ from tests.reliability.conftest import ServeProcess
 from tests.support.specs import read_status, write_task
 
 # Room for a broken build to finish and report its losses instead of hitting the default 300 s.
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(540)]
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(1200)]
 
 SEED = int(os.environ.get("RAYQUEUE_CRASH_SEED", "20260105"))
 CRASHES = int(os.environ.get("RAYQUEUE_CRASHES", "24"))
