@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 
@@ -125,7 +126,8 @@ def test_the_worst_dependency_gives_the_reason_and_all_are_named() -> None:
         ({"a": ["a"]}, {"a": "a -> a"}),
         ({"a": ["b"], "b": ["a"]}, {"a": "a -> b -> a", "b": "a -> b -> a"}),
         # A task that depends on a cycle is not in it.
-        ({"x": ["a"], "a": ["b"], "b": ["c"], "c": ["a"]}, dict.fromkeys("abc", "a -> b -> c -> a")),
+        ({"x": ["a"], "a": ["b"], "b": ["c"], "c": ["a"]},
+         dict.fromkeys("abc", "a -> b -> c -> a")),
         # Two separate cycles, and edges to tasks that do not exist.
         ({"a": ["b", "zz"], "b": ["a"], "p": ["q"], "q": ["p"], "r": ["p"]},
          {"a": "a -> b -> a", "b": "a -> b -> a", "p": "p -> q -> p", "q": "p -> q -> p"}),
@@ -173,7 +175,7 @@ def test_cycles_agree_with_brute_force(edges: dict[str, list[str]]) -> None:
     for name, message in found.items():
         path = message.removeprefix("dependency cycle: ").split(" (")[0].split(" -> ")
         assert path[0] == path[-1]
-        assert all(b in edges[a] for a, b in zip(path, path[1:], strict=False))
+        assert all(b in edges[a] for a, b in itertools.pairwise(path))
         # The shown cycle and this task are in one component: they reach each other.
         assert name == path[0] or (path[0] in _reachable(edges, name))
     components = strongly_connected(edges)
