@@ -37,6 +37,7 @@ _STR_TAG = "tag:yaml.org,2002:str"
 _NULL_TAG = "tag:yaml.org,2002:null"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _VALUE_TAG = "tag:yaml.org,2002:value"
+_BOOL_TAG = "tag:yaml.org,2002:bool"
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 # Timestamps stay text (as in Kubernetes): everything we build must be JSON for Ray, and
@@ -45,6 +46,10 @@ _TEXT_TAGS = frozenset({_STR_TAG, "tag:yaml.org,2002:timestamp"})
 _PLAIN_TAGS = frozenset(
     {_NULL_TAG, "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"}
 )
+# Field names that YAML 1.1 reads as booleans when unquoted, accepted as text where our schema
+# has such a field (`spec.retry.on`, spelled as GitHub Actions spells `on:`). Elsewhere an
+# unquoted `on:` key stays an error, since Ray would get the key True.
+_WORD_KEYS: dict[tuple[str | int, ...], frozenset[str]] = {("spec", "retry"): frozenset({"on"})}
 # Characters the YAML spec allows; checked up front for a precise line and column.
 _NOT_PRINTABLE = re.compile(
     "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
@@ -362,7 +367,9 @@ class _Builder:
                 merged.extend(sources)
                 size += merged_size
                 continue
-            if not isinstance(key, ScalarNode) or key.tag not in (_STR_TAG, _VALUE_TAG):
+            if not isinstance(key, ScalarNode) or (
+                key.tag not in (_STR_TAG, _VALUE_TAG) and not self._word_key(key, path)
+            ):
                 shown = f" {key.value}" if isinstance(key, ScalarNode) else ""
                 message = f"mapping key{shown} must be a string (quote it)"
                 self.errors.append(_node_error(self.file, _dotted(path) or None, key, message))
@@ -383,6 +390,10 @@ class _Builder:
             combined.update(source)
         combined.update(result)
         return combined, size
+
+    @staticmethod
+    def _word_key(key: ScalarNode, path: tuple[str | int, ...]) -> bool:
+        return key.tag == _BOOL_TAG and key.value in _WORD_KEYS.get(path, ())
 
     def _merge_sources(
         self, value: Node, path: tuple[str | int, ...], depth: int
