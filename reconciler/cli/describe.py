@@ -91,7 +91,7 @@ def describe(view: TaskView, address: str | None, tail_lines: int) -> str:
         field("Suspend", str(spec.suspend).lower(), 2)
         if spec.submission_id:
             field("Submission id", spec.submission_id, 2)
-        field("Max lost restarts", spec.max_lost_restarts, 2)
+        field("Max lost restarts", spec.max_lost_restarts, 2)  # deprecated; None if not given
         if spec.runtime_env:
             add("  Runtime env:")
             dumped = yaml.safe_dump(spec.runtime_env, sort_keys=False, width=10_000)
