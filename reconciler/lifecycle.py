@@ -206,6 +206,17 @@ def restart(body: TaskStatusBody, spec_hash: str, now: datetime) -> TaskStatusBo
     return _new_run(body, trigger, reason, message, spec_hash, now, _FRESH)
 
 
+def fresh_series(body: TaskStatusBody) -> TaskStatusBody:
+    """A waiting task's spec changed: retries start again from 0, and a backoff ends. Not a
+    transition (the phase stays Queued), so it needs no trigger."""
+    if body.retries == 0 and body.lost_restarts == 0 and body.next_retry_at is None:
+        return body
+    update: dict[str, object] = dict(_FRESH)
+    if body.reason == Reason.RETRY_BACKOFF:
+        update |= {"reason": Reason.SPEC_CHANGED, "message": "spec changed; retries start again"}
+    return set_fields(body, update)
+
+
 def resume(body: TaskStatusBody, spec_hash: str, now: datetime) -> TaskStatusBody:
     message = "resumed; new run queued"
     return _new_run(body, Trigger.RESUME, Reason.RESUMED, message, spec_hash, now, _FRESH)

@@ -405,6 +405,8 @@ def _follow_spec(
             return lifecycle.suspend(body, spec_hash, now)
         return lifecycle.restart(body, spec_hash, now)
     if phase in (Phase.QUEUED, Phase.UNSCHEDULABLE):
+        if body.spec_hash != spec_hash:
+            body = lifecycle.fresh_series(body)  # a fixed spec need not sit out a backoff
         body = set_fields(body, {"spec_hash": spec_hash})
         return lifecycle.suspend(body, spec_hash, now) if suspend else body
     return body
@@ -754,7 +756,9 @@ def _gate_dependencies(ctx: _Ctx, specs: Mapping[str, TaskInput]) -> None:
 
     Only tasks that have not started are judged: a running or finished dependent is never
     stopped because a dependency starts a new run."""
-    if not any(ctx.tasks[candidate.name].spec.depends_on for _, candidate in ctx.queue):
+    if not any(
+        ctx.tasks[c.name].spec.depends_on or _in_cycle(ctx.bodies[c.name]) for _, c in ctx.queue
+    ):
         return
     graph = {
         name: task.spec.depends_on
@@ -762,23 +766,27 @@ def _gate_dependencies(ctx: _Ctx, specs: Mapping[str, TaskInput]) -> None:
         if (task := spec.task or spec.last_valid) is not None and task.spec.depends_on
     }
     cycles = dependencies.find_cycles({n: [d.name for d in deps] for n, deps in graph.items()})
+    kept: list[tuple[tuple[int, float, str], policies.Candidate]] = []
+    for key, candidate in ctx.queue:  # cycles first, so dependents see them as they end up
+        name = candidate.name
+        if name in cycles:
+            ctx.bodies[name] = lifecycle.dependency_cycle(ctx.bodies[name], cycles[name])
+        else:
+            kept.append((key, candidate))
     views = {
         name: dependencies.RunView(body.phase, _epoch(body.finished_at))
         for name, body in ctx.bodies.items()
     }
-    kept: list[tuple[tuple[int, float, str], policies.Candidate]] = []
+    ctx.queue, kept = kept, []
     for key, candidate in ctx.queue:
         name = candidate.name
         deps = ctx.tasks[name].spec.depends_on
         body = ctx.bodies[name]
+        if _in_cycle(body):
+            body = ctx.bodies[name] = lifecycle.cycle_resolved(body)
         if not deps:
             kept.append((key, candidate))
             continue
-        if name in cycles:
-            ctx.bodies[name] = lifecycle.dependency_cycle(body, cycles[name])
-            continue
-        if _in_cycle(body):
-            body = lifecycle.cycle_resolved(body)
         judgement = dependencies.judge(deps, views)
         if not judgement.met:
             reason = _GATE_REASONS[judgement.gate]
@@ -854,6 +862,11 @@ def _start(ctx: _Ctx, candidate: policies.Candidate) -> None:
     uid = body.uid or make_uid(ctx.options.queue_id, name, ctx.stamp)
     sid = submission_id_for(name, uid, body.run + 1, task.spec.submission_id)
     body = lifecycle.start_run(body, uid, sid, ctx.stamp)
+    if body.phase is not Phase.STARTING:
+        # The state machine refused the start: submitting would send a run with no id.
+        message = f"not starting {name}: it was admitted while {body.phase.value}"
+        ctx.plan.note(Reason.QUEUED, message, logging.ERROR)
+        return
     ctx.bodies[name] = body
     ctx.used = ctx.used + candidate.request
     ctx.plan.submits.append(Submit(name, _submit_request(ctx, name, task, body)))

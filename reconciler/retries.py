@@ -102,9 +102,7 @@ DEFAULT_LOST_RESTARTS = 1  # maxLostRestarts when neither it nor retry is given
 def policy_for(retry: RetrySpec | None, max_lost_restarts: int | None) -> RetryPolicy:
     """The task's effective policy: `spec.retry` if given, else the deprecated Lost-only one."""
     if retry is None:
-        return lost_only(
-            DEFAULT_LOST_RESTARTS if max_lost_restarts is None else max_lost_restarts
-        )
+        return lost_only(DEFAULT_LOST_RESTARTS if max_lost_restarts is None else max_lost_restarts)
     return RetryPolicy(
         limit=retry.limit,
         backoff_seconds=retry.backoff_seconds,

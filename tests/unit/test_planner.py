@@ -552,4 +552,4 @@ def test_old_sidecar_with_missing_timer_in_finished_at_still_counts() -> None:
     )
     w.statuses["a"] = w.statuses["a"].model_copy(update={"status": old})
     p = w.step()
-    assert w.status("a").lost_restarts == 1 and started(p) == ["a"]
+    assert w.status("a").retries == 1 and started(p) == ["a"]
