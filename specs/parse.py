@@ -104,9 +104,16 @@ class _Found(Exception):
         self.error = error
 
 
-def parse_task(text: str | bytes, *, file: str, expected_name: str | None = None) -> Task:
-    """Parse one task document. `expected_name`, if given, must match metadata.name when set."""
-    return _guarded(file, lambda: _parse_task(text, file, expected_name))
+def parse_task(
+    text: str | bytes,
+    *,
+    file: str,
+    expected_name: str | None = None,
+    task_name: str | None = None,
+) -> Task:
+    """Parse one task document. `expected_name`, if given, must match metadata.name when set.
+    `task_name` (the full name, team-a/train) lets dependsOn be checked against the task itself."""
+    return _guarded(file, lambda: _parse_task(text, file, expected_name, task_name))
 
 
 def parse_tasks(text: str | bytes, *, file: str) -> list[Task]:
@@ -149,8 +156,17 @@ def _guarded(file: str, parse: Callable[[], T]) -> T:
         raise SpecParseError([_doc_error(file, message)]) from None
 
 
-def _parse_task(text: str | bytes, file: str, expected_name: str | None) -> Task:
+def _parse_task(
+    text: str | bytes, file: str, expected_name: str | None, task_name: str | None
+) -> Task:
     task, node = _parse_single(text, file, Task)
+    for index, dep in enumerate(task.spec.depends_on):
+        if dep.name == task_name:
+            at = _find(node, "spec", "dependsOn")
+            item = at.value[index] if isinstance(at, SequenceNode) else at
+            field = f"spec.dependsOn[{index}].name"
+            message = f'a task cannot depend on itself ("{dep.name}")'
+            raise SpecParseError([_node_error(file, field, _find(item, "name") or item, message)])
     name = task.metadata.name
     if expected_name is not None and name is not None and name != expected_name:
         message = f'metadata.name "{name}" must equal the file\'s stem "{expected_name}"'
