@@ -278,6 +278,7 @@ def start_run(body: TaskStatusBody, uid: str, submission_id: str, now: datetime)
             "ray_status": None,
             "exit_code": None,
             "next_retry_at": None,
+            "log_tail": None,  # a retry's run must not show the failed run's log as its own
             **_OFF_QUEUE,
         },
     )
