@@ -100,9 +100,9 @@ def test_dependencies_with_their_state_retry_policy_and_exit_code(rq, world) -> 
         "  dependsOn:\n    - name: prep\n    - name: ghost\n      condition: Finished\n",
     )
     write(world.tasks, "train", train)
-    world.run_pass()
+    world.step()
     world.ray.set_status(submission_id(world.tasks, "prep"), FAILED, exit_code=2)
-    world.run_pass()
+    world.step()
     out = rq("describe", "train").out
     assert (
         "Retry:              limit 3, on Failed, Lost, after 10s, 20s, 40s; final exit codes 2"

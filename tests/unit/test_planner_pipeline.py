@@ -11,17 +11,18 @@ import pytest
 from reconciler.planner import PlanOptions
 from specs.cluster import FAILED, RUNNING, STOPPED, SUCCEEDED, Capacity
 from specs.models import Phase, Reason, Task
-from tests.unit.test_planner import GIB, World, started, task
+from tests.support.planner_world import GIB, PlanWorld, task
+from tests.unit.test_planner import started
 
 
-def end(w: World, name: str, status: str, code: int | None = None) -> None:
+def end(w: PlanWorld, name: str, status: str, code: int | None = None) -> None:
     """The task's current job ends in Ray, with the driver's exit code."""
     w.ray(name, status)
     sid = w.status(name).submission_id
     w.jobs[sid] = replace(w.jobs[sid], exit_code=code)
 
 
-def run_to_end(w: World, name: str, status: str = FAILED, code: int | None = 1) -> None:
+def run_to_end(w: PlanWorld, name: str, status: str = FAILED, code: int | None = 1) -> None:
     """Step until `name` has a job, let it run and end; one more pass records the end."""
     for _ in range(200):
         if name in w.statuses and w.phase(name) in (Phase.STARTING, Phase.RUNNING):
@@ -41,7 +42,7 @@ def retrying(limit: int = 3, **retry: Any) -> Task:
 
 
 def test_backoff_schedule_10_20_40_then_backoff_limit_exceeded() -> None:
-    w = World({"a": retrying(3)})
+    w = PlanWorld({"a": retrying(3)})
     delays = []
     for _ in range(3):
         run_to_end(w, "a")
@@ -63,7 +64,7 @@ def test_backoff_schedule_10_20_40_then_backoff_limit_exceeded() -> None:
 
 
 def test_a_retry_keeps_its_place_by_the_original_queued_at() -> None:
-    w = World({"a": retrying(1, backoffSeconds=5), "hog": task(cpu=4)},
+    w = PlanWorld({"a": retrying(1, backoffSeconds=5), "hog": task(cpu=4)},
               capacity=Capacity(4, 0, 16 * GIB))  # fmt: skip
     w.step()
     first_queued = w.status("a").queued_at
@@ -88,14 +89,14 @@ def test_a_retry_keeps_its_place_by_the_original_queued_at() -> None:
 def test_non_retryable_exit_codes(
     codes: list[int], exit_code: int | None, phase: Phase, reason: Reason, runs: int
 ) -> None:
-    w = World({"a": retrying(3, nonRetryableExitCodes=codes)})
+    w = PlanWorld({"a": retrying(3, nonRetryableExitCodes=codes)})
     run_to_end(w, "a", FAILED, exit_code)
     body = w.status("a")
     assert (body.phase, body.reason, body.run, body.exit_code) == (phase, reason, runs, exit_code)
 
 
 def test_limit_0_is_no_retry_and_the_failure_stands() -> None:
-    w = World({"a": retrying(0), "b": task()})
+    w = PlanWorld({"a": retrying(0), "b": task()})
     run_to_end(w, "a", FAILED, 1)
     run_to_end(w, "b", SUCCEEDED, 0)
     assert (w.phase("a"), w.status("a").reason, w.status("a").exit_code) == (
@@ -107,7 +108,7 @@ def test_limit_0_is_no_retry_and_the_failure_stands() -> None:
 
 
 def test_timed_out_is_retried_only_when_on_says_so() -> None:
-    w = World({
+    w = PlanWorld({
         "t": task(timeoutSeconds=5, retry={"limit": 1, "on": ["TimedOut"]}),
         "f": task(timeoutSeconds=5, retry={"limit": 1, "on": ["Failed"]}),
     })  # fmt: skip
@@ -122,7 +123,7 @@ def test_timed_out_is_retried_only_when_on_says_so() -> None:
 
 
 def test_what_counts_against_the_limit() -> None:
-    w = World({"a": retrying(2, backoffSeconds=1)})
+    w = PlanWorld({"a": retrying(2, backoffSeconds=1)})
     run_to_end(w, "a")
     assert w.status("a").retries == 1
     # A stop the user asked for (suspend, then resume) is a fresh start: nothing counted.
@@ -150,7 +151,7 @@ def test_what_counts_against_the_limit() -> None:
 def test_a_run_lost_in_an_outage_is_retried_for_free(
     outage: bool, retries_after: int, reason: Reason
 ) -> None:
-    w = World({"a": retrying(1, backoffSeconds=0)}, options=PlanOptions(lost_grace_seconds=30))
+    w = PlanWorld({"a": retrying(1, backoffSeconds=0)}, options=PlanOptions(lost_grace_seconds=30))
     w.step()
     w.ray("a", RUNNING)
     w.step()
@@ -187,7 +188,7 @@ def dep_task(*deps: str | tuple[str, str], **spec: Any) -> Task:
     ],
 )
 def test_conditions_against_the_dependency(condition: str, outcome: str, runs: bool) -> None:
-    w = World({"prep": task(), "train": dep_task(("prep", condition))})
+    w = PlanWorld({"prep": task(), "train": dep_task(("prep", condition))})
     w.step()
     assert w.status("train").reason == Reason.WAITING_FOR_DEPENDENCY
     assert w.status("train").message == "waits for prep (Queued)"  # as it was before admission
@@ -202,7 +203,7 @@ def test_conditions_against_the_dependency(condition: str, outcome: str, runs: b
 
 
 def test_a_failed_dependency_rerun_then_succeeding_lets_the_dependent_go() -> None:
-    w = World({"prep": task(), "train": dep_task("prep")})
+    w = PlanWorld({"prep": task(), "train": dep_task("prep")})
     run_to_end(w, "prep", FAILED, 1)
     w.step()
     assert w.status("train").reason == Reason.DEPENDENCY_FAILED
@@ -215,7 +216,7 @@ def test_a_failed_dependency_rerun_then_succeeding_lets_the_dependent_go() -> No
 
 
 def test_a_retrying_dependency_is_not_yet_failed() -> None:
-    w = World({"prep": retrying(1, backoffSeconds=5), "after": dep_task(("prep", "Failed"))})
+    w = PlanWorld({"prep": retrying(1, backoffSeconds=5), "after": dep_task(("prep", "Failed"))})
     run_to_end(w, "prep", FAILED, 1)
     w.step()
     assert w.status("after").reason == Reason.WAITING_FOR_DEPENDENCY  # prep is retried
@@ -228,7 +229,7 @@ def test_a_retrying_dependency_is_not_yet_failed() -> None:
 def test_fifo_age_of_a_dependent_starts_when_its_last_dependency_is_met() -> None:
     # One CPU: one task at a time. `late` is dropped in after `train`, but before `prep` ends,
     # so it was waiting for resources longer than train was waiting for resources.
-    w = World({"prep": task(), "train": dep_task("prep")}, capacity=Capacity(1, 0, GIB))
+    w = PlanWorld({"prep": task(), "train": dep_task("prep")}, capacity=Capacity(1, 0, GIB))
     w.step()
     w.ray("prep", RUNNING)
     w.now += timedelta(seconds=5)
@@ -244,7 +245,7 @@ def test_fifo_age_of_a_dependent_starts_when_its_last_dependency_is_met() -> Non
 
 
 def test_a_cycle_is_invalid_and_stays_put_until_fixed() -> None:
-    w = World({"a": dep_task("b"), "b": dep_task("c"), "c": dep_task("a"), "x": dep_task("a")})
+    w = PlanWorld({"a": dep_task("b"), "b": dep_task("c"), "c": dep_task("a"), "x": dep_task("a")})
     w.step()
     for name in "abc":
         body = w.status(name)
@@ -262,7 +263,7 @@ def test_a_cycle_is_invalid_and_stays_put_until_fixed() -> None:
 
 
 def test_a_missing_dependency_waits_until_it_is_dropped_in() -> None:
-    w = World({"train": dep_task("team-a/prep")})
+    w = PlanWorld({"train": dep_task("team-a/prep")})
     w.step()
     body = w.status("train")
     assert (body.phase, body.reason) == (Phase.QUEUED, Reason.DEPENDENCY_MISSING)
@@ -273,7 +274,7 @@ def test_a_missing_dependency_waits_until_it_is_dropped_in() -> None:
 
 
 def test_a_dependency_rerun_holds_waiting_dependents_but_never_stops_started_ones() -> None:
-    w = World({"prep": task(), "running": dep_task("prep"),
+    w = PlanWorld({"prep": task(), "running": dep_task("prep"),
                "waiting": dep_task("prep", cpu=8)}, capacity=Capacity(8, 0, GIB))  # fmt: skip
     run_to_end(w, "prep", SUCCEEDED, 0)
     w.step()
