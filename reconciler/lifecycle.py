@@ -45,6 +45,10 @@ class Trigger(Enum):
     LOSE = auto()  # it stayed missing; no restarts left
     TIME_OUT = auto()  # ran longer than spec.timeoutSeconds
     START_TIMEOUT = auto()  # pending in Ray for longer than the start timeout
+    RETRY = auto()  # a failed or timed-out run is tried again (spec.retry)
+    GIVE_UP = auto()  # no retry: the limit is used up, or the exit code is final
+    DEPENDENCY_CYCLE = auto()  # a waiting task is part of a dependency cycle
+    CYCLE_RESOLVED = auto()  # ... and no longer is: back into the queue
 
 
 _ACTIVE = (Phase.STARTING, Phase.RUNNING)
@@ -87,6 +91,11 @@ TRANSITIONS: Mapping[Key, Phase] = {
     (Phase.RUNNING, Trigger.LOSE): Phase.LOST,
     (Phase.RUNNING, Trigger.TIME_OUT): Phase.TIMED_OUT,
     (Phase.STARTING, Trigger.START_TIMEOUT): Phase.FAILED,
+    **_edges([Phase.FAILED, Phase.TIMED_OUT], Trigger.RETRY, Phase.QUEUED),
+    # Running: a lost run whose retries are used up (it is still Running while missing).
+    **_edges([Phase.FAILED, Phase.TIMED_OUT, Phase.RUNNING], Trigger.GIVE_UP, Phase.FAILED),
+    **_edges([*_WAITING, Phase.INVALID], Trigger.DEPENDENCY_CYCLE, Phase.INVALID),
+    (Phase.INVALID, Trigger.CYCLE_RESOLVED): Phase.QUEUED,
 }
 
 
@@ -186,15 +195,31 @@ def _new_run(
     )
 
 
+# A run the user asks for starts a fresh series of retries.
+_FRESH: Mapping[str, object] = {"retries": 0, "lost_restarts": 0, "next_retry_at": None}
+
+
 def restart(body: TaskStatusBody, spec_hash: str, now: datetime) -> TaskStatusBody:
     """The run-defining spec changed: the current run (if any) ends, a new one is queued."""
     message = "spec changed; new run queued"
-    return _new_run(body, Trigger.SPEC_CHANGED, Reason.SPEC_CHANGED, message, spec_hash, now)
+    trigger, reason = Trigger.SPEC_CHANGED, Reason.SPEC_CHANGED
+    return _new_run(body, trigger, reason, message, spec_hash, now, _FRESH)
+
+
+def fresh_series(body: TaskStatusBody) -> TaskStatusBody:
+    """A waiting task's spec changed: retries start again from 0, and a backoff ends. Not a
+    transition (the phase stays Queued), so it needs no trigger."""
+    if body.retries == 0 and body.lost_restarts == 0 and body.next_retry_at is None:
+        return body
+    update: dict[str, object] = dict(_FRESH)
+    if body.reason == Reason.RETRY_BACKOFF:
+        update |= {"reason": Reason.SPEC_CHANGED, "message": "spec changed; retries start again"}
+    return set_fields(body, update)
 
 
 def resume(body: TaskStatusBody, spec_hash: str, now: datetime) -> TaskStatusBody:
     message = "resumed; new run queued"
-    return _new_run(body, Trigger.RESUME, Reason.RESUMED, message, spec_hash, now)
+    return _new_run(body, Trigger.RESUME, Reason.RESUMED, message, spec_hash, now, _FRESH)
 
 
 def suspend(body: TaskStatusBody, spec_hash: str | None, now: datetime) -> TaskStatusBody:
@@ -251,6 +276,9 @@ def start_run(body: TaskStatusBody, uid: str, submission_id: str, now: datetime)
             "submission_id": submission_id,
             "submitted_at": now,
             "ray_status": None,
+            "exit_code": None,
+            "next_retry_at": None,
+            "log_tail": None,  # a retry's run must not show the failed run's log as its own
             **_OFF_QUEUE,
         },
     )
@@ -292,6 +320,7 @@ def end_run(body: TaskStatusBody, job: RayJob) -> TaskStatusBody:
     update: dict[str, object] = {
         "ray_status": job.status,
         "finished_at": _ts(job.end_time) if job.end_time else None,
+        "exit_code": job.exit_code,
     }
     if job.status == SUCCEEDED:
         trigger = Trigger.RAY_SUCCEEDED
@@ -336,23 +365,74 @@ def missing_since(body: TaskStatusBody) -> datetime | None:
     return body.finished_at if body.reason == Reason.JOB_MISSING else None
 
 
-def note_missing(body: TaskStatusBody, grace_seconds: float, now: datetime) -> TaskStatusBody:
-    """Ray no longer lists the running job: still Running while the grace period lasts."""
+def note_missing(
+    body: TaskStatusBody, grace_seconds: float, now: datetime, *, after_outage: bool = False
+) -> TaskStatusBody:
+    """Ray no longer lists the running job: still Running while the grace period lasts.
+    `after_outage`: first seen missing when Ray came back from being unreachable; the reason
+    keeps that fact until the grace period ends (such a loss is no retry's fault)."""
     message = (
-        f"Ray no longer lists job {body.submission_id or ''}; waiting "
+        f"Ray no longer lists job {body.submission_id or ''}"
+        f"{' after it was unreachable' if after_outage else ''}; waiting "
         f"{grace_seconds:g}s before declaring it lost"
     )
-    update = {"reason": Reason.JOB_MISSING, "message": message, "missing_since": now}
+    reason = Reason.JOB_MISSING_AFTER_OUTAGE if after_outage else Reason.JOB_MISSING
+    update = {"reason": reason, "message": message, "missing_since": now}
     return _fire(body, Trigger.JOB_MISSING, update)
 
 
-def requeue(body: TaskStatusBody, spec_hash: str) -> TaskStatusBody:
-    """The run vanished from Ray for good and a restart is left: queued again, in its old
-    place (queuedAt is kept)."""
-    message = f"job {body.submission_id or ''} vanished from Ray (head restart?); queued again"
-    restarts = {"lost_restarts": body.lost_restarts + 1}
-    trigger, reason = Trigger.REQUEUE_LOST, Reason.REQUEUED
-    return _new_run(body, trigger, reason, message, spec_hash, body.queued_at, restarts)
+def requeue(
+    body: TaskStatusBody,
+    spec_hash: str,
+    retries: int,
+    next_retry_at: datetime | None = None,
+    message: str | None = None,
+) -> TaskStatusBody:
+    """The run vanished from Ray for good and a retry is left: queued again, in its old
+    place (queuedAt is kept), after the backoff if there is one."""
+    words = f"job {body.submission_id or ''} vanished from Ray (head restart?); queued again"
+    reason = Reason.RETRY_BACKOFF if next_retry_at is not None else Reason.REQUEUED
+    extra = {"retries": retries, "lost_restarts": 0, "next_retry_at": next_retry_at}
+    trigger = Trigger.REQUEUE_LOST
+    return _new_run(body, trigger, reason, message or words, spec_hash, body.queued_at, extra)
+
+
+def retry(
+    body: TaskStatusBody, spec_hash: str, retries: int, next_retry_at: datetime, message: str
+) -> TaskStatusBody:
+    """A failed or timed-out run is tried again: queued in its old place (queuedAt kept), to
+    start no earlier than `next_retry_at`. The run's exit code stays on show meanwhile."""
+    extra = {"retries": retries, "lost_restarts": 0, "next_retry_at": next_retry_at}
+    trigger, reason = Trigger.RETRY, Reason.RETRY_BACKOFF
+    return _new_run(body, trigger, reason, message, spec_hash, body.queued_at, extra)
+
+
+def give_up(body: TaskStatusBody, reason: Reason, message: str, now: datetime) -> TaskStatusBody:
+    """No retry (BackoffLimitExceeded, NonRetryableExitCode): Failed for good."""
+    update = {
+        "reason": reason,
+        "message": message,
+        "finished_at": body.finished_at or now,
+        "next_retry_at": None,
+        **_OFF_QUEUE,
+    }
+    return _fire(body, Trigger.GIVE_UP, update)
+
+
+def dependency_cycle(body: TaskStatusBody, message: str) -> TaskStatusBody:
+    update = {"reason": Reason.DEPENDENCY_CYCLE, "message": message, **_OFF_QUEUE}
+    return _fire(body, Trigger.DEPENDENCY_CYCLE, update)
+
+
+def cycle_resolved(body: TaskStatusBody) -> TaskStatusBody:
+    update = {"reason": Reason.QUEUED, "message": "queued", **_OFF_QUEUE}
+    return _fire(body, Trigger.CYCLE_RESOLVED, update)
+
+
+def hold(body: TaskStatusBody, reason: str, message: str) -> TaskStatusBody:
+    """Waits off the queue (no place in it): for a retry's backoff, or for dependencies."""
+    update = {"reason": reason, "message": message, **_OFF_QUEUE}
+    return _fire(body, Trigger.QUEUE, update)
 
 
 def lose(body: TaskStatusBody, now: datetime) -> TaskStatusBody:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from reconciler import lifecycle, policies
+from reconciler import dependencies, lifecycle, policies, retries
 from reconciler.lifecycle import set_fields
 from specs.cluster import (
     META_CPU,
@@ -272,6 +272,7 @@ def plan(
 
     if observed.available:
         _stop_strays(ctx, ours, specs)
+        _gate_dependencies(ctx, specs)
         _admit(ctx)
         _expire_history(ctx, ours, statuses)
     _orphan_sidecars(ctx, specs, statuses, ours)
@@ -391,6 +392,9 @@ def _follow_spec(
         return body
     if phase is Phase.SUSPENDED:
         return body if suspend else lifecycle.resume(body, spec_hash, now)
+    if _in_cycle(body) and body.spec_hash == spec_hash:
+        # Invalid only through its dependencies: it waits; the dependency gate judges it anew.
+        return lifecycle.suspend(body, spec_hash, now) if suspend else body
     if phase is Phase.INVALID and _outcome_stands(body, job, spec_hash):
         assert job is not None
         return lifecycle.end_run(body, job)
@@ -401,9 +405,15 @@ def _follow_spec(
             return lifecycle.suspend(body, spec_hash, now)
         return lifecycle.restart(body, spec_hash, now)
     if phase in (Phase.QUEUED, Phase.UNSCHEDULABLE):
+        if body.spec_hash != spec_hash:
+            body = lifecycle.fresh_series(body)  # a fixed spec need not sit out a backoff
         body = set_fields(body, {"spec_hash": spec_hash})
         return lifecycle.suspend(body, spec_hash, now) if suspend else body
     return body
+
+
+def _in_cycle(body: TaskStatusBody) -> bool:
+    return body.phase is Phase.INVALID and body.reason == Reason.DEPENDENCY_CYCLE
 
 
 def _outcome_stands(body: TaskStatusBody, job: RayJob | None, spec_hash: str) -> bool:
@@ -428,8 +438,11 @@ def _settle(
         _keep_active(ctx, body, task, ours)
     if name in ctx.resubmit and body.phase is Phase.STARTING and body.submission_id:
         ctx.plan.submits.append(Submit(name, _submit_request(ctx, name, task, body)))
-    if body.phase in (Phase.QUEUED, Phase.UNSCHEDULABLE):
-        body = _enqueue(ctx, name, task, body)
+    if body.phase in (Phase.QUEUED, Phase.UNSCHEDULABLE) or _in_cycle(body):
+        if retries.is_due(_epoch(body.next_retry_at), ctx.now):
+            body = _enqueue(ctx, name, task, body)
+        else:
+            body = lifecycle.hold(body, Reason.RETRY_BACKOFF, body.message or "retry backoff")
     elif job is not None and body.phase.finished and body.ray_status != job.status:
         body = set_fields(body, {"ray_status": job.status})  # e.g. STOPPED after a timeout
     ctx.bodies[name] = body
@@ -479,6 +492,51 @@ def _observe_run(
     # end_run of an active run always writes a Reason member; the fallback only satisfies types.
     reason = ended.reason if isinstance(ended.reason, Reason) else Reason.JOB_FAILED
     ctx.plan.note(reason, f"{ended.phase.value.lower()} {name} (job {sid})")
+    if ended.phase is Phase.FAILED:
+        return _maybe_retry(ctx, name, task, ended, retries.RunEnd("Failed", job.exit_code))
+    return ended
+
+
+def _policy(task: Task) -> retries.RetryPolicy:
+    return retries.policy_for(task.spec.retry, task.spec.max_lost_restarts)
+
+
+def _retries_used(body: TaskStatusBody) -> int:
+    # Sidecars written before `retries` existed counted lost restarts in lostRestarts.
+    return max(body.retries, body.lost_restarts)
+
+
+def _maybe_retry(
+    ctx: _Ctx, name: str, task: Task, ended: TaskStatusBody, end: retries.RunEnd
+) -> TaskStatusBody:
+    """A run of this task ended badly (Failed, TimedOut): try it again, or say why not."""
+    policy = _policy(task)
+    decision = retries.decide(policy, end, _retries_used(ended))
+    if decision.retried:
+        at = _ts(ctx.now + decision.delay_seconds)
+        message = retries.backoff_message(end, decision.retries, policy.limit,
+                                          decision.delay_seconds)  # fmt: skip
+        ctx.plan.note(Reason.RETRY_BACKOFF, f"retrying {name}: {message}")
+        spec_hash = ended.spec_hash or task.spec_hash()
+        return lifecycle.retry(ended, spec_hash, decision.retries, at, message)
+    return _give_up(ctx, name, ended, end, decision, policy)
+
+
+def _give_up(
+    ctx: _Ctx,
+    name: str,
+    ended: TaskStatusBody,
+    end: retries.RunEnd,
+    decision: retries.Decision,
+    policy: retries.RetryPolicy,
+) -> TaskStatusBody:
+    if decision.verdict is retries.Verdict.EXHAUSTED:
+        message = retries.exhausted_message(end, decision.retries + 1, policy.limit)
+        ctx.plan.note(Reason.BACKOFF_LIMIT_EXCEEDED, f"gave up on {name}: {message}")
+        return lifecycle.give_up(ended, Reason.BACKOFF_LIMIT_EXCEEDED, message, ctx.stamp)
+    if decision.verdict is retries.Verdict.NON_RETRYABLE:
+        message = retries.non_retryable_message(end)
+        return lifecycle.give_up(ended, Reason.NON_RETRYABLE_EXIT_CODE, message, ctx.stamp)
     return ended
 
 
@@ -500,14 +558,31 @@ def _job_missing(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> Task
     grace = ctx.options.lost_grace_seconds
     since = lifecycle.missing_since(body)
     if since is None:
-        return lifecycle.note_missing(body, grace, ctx.stamp)
+        # The conditions are last pass's: Ray was unreachable then, so the job went with it.
+        outage = any(c.type == COND_CLUSTER_UNAVAILABLE for c in body.conditions)
+        return lifecycle.note_missing(body, grace, ctx.stamp, after_outage=outage)
     if ctx.now - since.timestamp() < grace:
         return body
     sid = body.submission_id or ""
-    if body.lost_restarts < task.spec.max_lost_restarts:
+    outage = body.reason == Reason.JOB_MISSING_AFTER_OUTAGE
+    end = retries.RunEnd("Lost", None, retries.Cause.OUTAGE if outage else retries.Cause.RUN)
+    policy = _policy(task)
+    decision = retries.decide(policy, end, _retries_used(body))
+    if decision.retried:
         ctx.plan.note(Reason.REQUEUED, f"lost {name}: job {sid} vanished; queued again")
-        return lifecycle.requeue(body, body.spec_hash or task.spec_hash())
+        spec_hash = body.spec_hash or task.spec_hash()
+        if decision.delay_seconds > 0:
+            at = _ts(ctx.now + decision.delay_seconds)
+            message = (
+                f"job {sid} vanished from Ray; "
+                f"retry {decision.retries} of {policy.limit} in {decision.delay_seconds:g}s"
+            )
+            return lifecycle.requeue(body, spec_hash, decision.retries, at, message)
+        return lifecycle.requeue(body, spec_hash, decision.retries)
     ctx.plan.note(Reason.JOB_LOST, f"lost {name}: job {sid} vanished")
+    if decision.verdict is retries.Verdict.EXHAUSTED and task.spec.retry is not None:
+        message = retries.exhausted_message(end, decision.retries + 1, policy.limit)
+        return lifecycle.give_up(body, Reason.BACKOFF_LIMIT_EXCEEDED, message, ctx.stamp)
     return lifecycle.lose(body, ctx.stamp)
 
 
@@ -521,7 +596,8 @@ def _check_timeouts(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> T
         and ctx.now - started > timeout
     ):
         timed_out = lifecycle.time_out(body, timeout, ctx.stamp)
-        return _timed_out(ctx, name, timed_out, Reason.TIMEOUT_EXCEEDED)
+        timed_out = _timed_out(ctx, name, timed_out, Reason.TIMEOUT_EXCEEDED)
+        return _maybe_retry(ctx, name, task, timed_out, retries.RunEnd("TimedOut"))
     limit = ctx.options.start_timeout_seconds
     submitted = _epoch(body.submitted_at)
     if (
@@ -531,7 +607,8 @@ def _check_timeouts(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> T
         and ctx.now - submitted > limit
     ):
         timed_out = lifecycle.start_timed_out(body, limit, ctx.stamp)
-        return _timed_out(ctx, name, timed_out, Reason.START_TIMEOUT)
+        timed_out = _timed_out(ctx, name, timed_out, Reason.START_TIMEOUT)
+        return _maybe_retry(ctx, name, task, timed_out, retries.RunEnd("Failed"))
     return body
 
 
@@ -666,6 +743,64 @@ def _enqueue(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> TaskStat
     return body
 
 
+_GATE_REASONS = {
+    dependencies.Gate.WAITING: Reason.WAITING_FOR_DEPENDENCY,
+    dependencies.Gate.MISSING: Reason.DEPENDENCY_MISSING,
+    dependencies.Gate.FAILED: Reason.DEPENDENCY_FAILED,
+}
+
+
+def _gate_dependencies(ctx: _Ctx, specs: Mapping[str, TaskInput]) -> None:
+    """Take out of the queue whatever waits for dependencies; date the rest's FIFO age from
+    when their last dependency was met, so a task dropped in early does not jump the queue.
+
+    Only tasks that have not started are judged: a running or finished dependent is never
+    stopped because a dependency starts a new run."""
+    if not any(
+        ctx.tasks[c.name].spec.depends_on or _in_cycle(ctx.bodies[c.name]) for _, c in ctx.queue
+    ):
+        return
+    graph = {
+        name: task.spec.depends_on
+        for name, spec in specs.items()
+        if (task := spec.task or spec.last_valid) is not None and task.spec.depends_on
+    }
+    cycles = dependencies.find_cycles({n: [d.name for d in deps] for n, deps in graph.items()})
+    kept: list[tuple[tuple[int, float, str], policies.Candidate]] = []
+    for key, candidate in ctx.queue:  # cycles first, so dependents see them as they end up
+        name = candidate.name
+        if name in cycles:
+            ctx.bodies[name] = lifecycle.dependency_cycle(ctx.bodies[name], cycles[name])
+        else:
+            kept.append((key, candidate))
+    views = {
+        name: dependencies.RunView(body.phase, _epoch(body.finished_at))
+        for name, body in ctx.bodies.items()
+    }
+    ctx.queue, kept = kept, []
+    for key, candidate in ctx.queue:
+        name = candidate.name
+        deps = ctx.tasks[name].spec.depends_on
+        body = ctx.bodies[name]
+        if _in_cycle(body):
+            body = ctx.bodies[name] = lifecycle.cycle_resolved(body)
+        if not deps:
+            kept.append((key, candidate))
+            continue
+        judgement = dependencies.judge(deps, views)
+        if not judgement.met:
+            reason = _GATE_REASONS[judgement.gate]
+            ctx.bodies[name] = lifecycle.hold(body, reason, judgement.message)
+            continue
+        queued = _epoch(body.queued_at) or ctx.now
+        if judgement.met_at is not None and judgement.met_at > queued:
+            queued = judgement.met_at
+            body = set_fields(body, {"queued_at": _ts(queued)})
+        ctx.bodies[name] = body
+        kept.append(((key[0], queued, key[2]), candidate))
+    ctx.queue = kept
+
+
 def _submit_request(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> SubmitRequest:
     req = request_of(task)
     return SubmitRequest(
@@ -727,6 +862,11 @@ def _start(ctx: _Ctx, candidate: policies.Candidate) -> None:
     uid = body.uid or make_uid(ctx.options.queue_id, name, ctx.stamp)
     sid = submission_id_for(name, uid, body.run + 1, task.spec.submission_id)
     body = lifecycle.start_run(body, uid, sid, ctx.stamp)
+    if body.phase is not Phase.STARTING:
+        # The state machine refused the start: submitting would send a run with no id.
+        message = f"not starting {name}: it was admitted while {body.phase.value}"
+        ctx.plan.note(Reason.QUEUED, message, logging.ERROR)
+        return
     ctx.bodies[name] = body
     ctx.used = ctx.used + candidate.request
     ctx.plan.submits.append(Submit(name, _submit_request(ctx, name, task, body)))

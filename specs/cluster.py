@@ -63,6 +63,9 @@ class RayJob:
     entrypoint_cpus: float = 0.0
     entrypoint_gpus: float = 0.0
     entrypoint_memory: float = 0.0  # bytes
+    # The driver's exit code once it has exited by itself (0 for SUCCEEDED); None while it
+    # runs, for a stopped job, and when Ray could not start it at all.
+    exit_code: int | None = None
 
     @property
     def terminal(self) -> bool:

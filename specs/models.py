@@ -13,11 +13,13 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
 
+from specs.pipeline import MAX_DEPENDENCIES, DependencySpec, RetrySpec
 from specs.quantity import QuantityError, format_memory, parse_memory
 
 API_VERSION: Final = "rayqueue/v1"
@@ -78,7 +80,11 @@ class TaskSpec(_Model):
     timeout_seconds: float = Field(default=0, ge=0, allow_inf_nan=False, le=1e9)
     suspend: bool = False
     submission_id: str | None = Field(default=None, min_length=1, max_length=200)
-    max_lost_restarts: int = Field(default=1, ge=0, le=100)
+    # Deprecated: a Lost-only retry policy (reconciler.retries.lost_only), 1 when not given;
+    # use `retry`. None tells "not given" apart, since the two may not be combined.
+    max_lost_restarts: int | None = Field(default=None, ge=0, le=100)
+    retry: RetrySpec | None = None
+    depends_on: list[DependencySpec] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
 
     @field_validator("entrypoint")
     @classmethod
@@ -93,6 +99,25 @@ class TaskSpec(_Model):
         if self.resources.is_empty():
             raise ValueError("task must request at least one resource")
         return self
+
+    @field_validator("retry")
+    @classmethod
+    def _one_retry_policy(cls, value: RetrySpec | None, info: ValidationInfo) -> RetrySpec | None:
+        if value is not None and info.data.get("max_lost_restarts") is not None:
+            raise ValueError(
+                "cannot be combined with the deprecated maxLostRestarts; "
+                "put Lost into retry.on instead"
+            )
+        return value
+
+    @field_validator("depends_on")
+    @classmethod
+    def _distinct_dependencies(cls, value: list[DependencySpec]) -> list[DependencySpec]:
+        names = [d.name for d in value]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"dependsOn names {', '.join(twice)} more than once")
+        return value
 
 
 class Task(_Model):
@@ -164,8 +189,18 @@ class Reason(StrEnum):
     SUBMIT_FAILED = "SubmitFailed"
     SUBMISSION_ID_CONFLICT = "SubmissionIdConflict"
     JOB_MISSING = "JobMissing"
+    JOB_MISSING_AFTER_OUTAGE = "JobMissingAfterOutage"
     JOB_LOST = "JobLost"
     REQUEUED = "Requeued"
+    # retries (spec.retry)
+    RETRY_BACKOFF = "RetryBackoff"
+    BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+    NON_RETRYABLE_EXIT_CODE = "NonRetryableExitCode"
+    # dependencies (spec.dependsOn)
+    WAITING_FOR_DEPENDENCY = "WaitingForDependency"
+    DEPENDENCY_FAILED = "DependencyFailed"
+    DEPENDENCY_MISSING = "DependencyMissing"
+    DEPENDENCY_CYCLE = "DependencyCycle"
     # what the spec asks for
     SPEC_CHANGED = "SpecChanged"
     RESUMED = "Resumed"
@@ -217,7 +252,10 @@ class TaskStatusBody(_Model):
     # When Ray stopped listing the running job; cleared by every other transition. Older files
     # kept this time in finishedAt (with reason JobMissing): see lifecycle.missing_since.
     missing_since: Timestamp | None = None
-    lost_restarts: int = 0
+    lost_restarts: int = 0  # old sidecars only: the retries of maxLostRestarts before `retries`
+    retries: int = 0  # retries used since the user last asked for a run
+    next_retry_at: Timestamp | None = None  # during RetryBackoff: the retry's earliest start
+    exit_code: int | None = None  # the driver's, of the finished run (Ray's driver_exit_code)
     log_tail: str | None = None
     conditions: list[Condition] = Field(default_factory=list)
 

@@ -37,6 +37,7 @@ _STR_TAG = "tag:yaml.org,2002:str"
 _NULL_TAG = "tag:yaml.org,2002:null"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 _VALUE_TAG = "tag:yaml.org,2002:value"
+_BOOL_TAG = "tag:yaml.org,2002:bool"
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 # Timestamps stay text (as in Kubernetes): everything we build must be JSON for Ray, and
@@ -45,6 +46,10 @@ _TEXT_TAGS = frozenset({_STR_TAG, "tag:yaml.org,2002:timestamp"})
 _PLAIN_TAGS = frozenset(
     {_NULL_TAG, "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"}
 )
+# Field names that YAML 1.1 reads as booleans when unquoted, accepted as text where our schema
+# has such a field (`spec.retry.on`, spelled as GitHub Actions spells `on:`). Elsewhere an
+# unquoted `on:` key stays an error, since Ray would get the key True.
+_WORD_KEYS: dict[tuple[str | int, ...], frozenset[str]] = {("spec", "retry"): frozenset({"on"})}
 # Characters the YAML spec allows; checked up front for a precise line and column.
 _NOT_PRINTABLE = re.compile(
     "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
@@ -99,9 +104,16 @@ class _Found(Exception):
         self.error = error
 
 
-def parse_task(text: str | bytes, *, file: str, expected_name: str | None = None) -> Task:
-    """Parse one task document. `expected_name`, if given, must match metadata.name when set."""
-    return _guarded(file, lambda: _parse_task(text, file, expected_name))
+def parse_task(
+    text: str | bytes,
+    *,
+    file: str,
+    expected_name: str | None = None,
+    task_name: str | None = None,
+) -> Task:
+    """Parse one task document. `expected_name`, if given, must match metadata.name when set.
+    `task_name` (the full name, team-a/train) lets dependsOn be checked against the task itself."""
+    return _guarded(file, lambda: _parse_task(text, file, expected_name, task_name))
 
 
 def parse_tasks(text: str | bytes, *, file: str) -> list[Task]:
@@ -144,8 +156,17 @@ def _guarded(file: str, parse: Callable[[], T]) -> T:
         raise SpecParseError([_doc_error(file, message)]) from None
 
 
-def _parse_task(text: str | bytes, file: str, expected_name: str | None) -> Task:
+def _parse_task(
+    text: str | bytes, file: str, expected_name: str | None, task_name: str | None
+) -> Task:
     task, node = _parse_single(text, file, Task)
+    for index, dep in enumerate(task.spec.depends_on):
+        if dep.name == task_name:
+            at = _find(node, "spec", "dependsOn")
+            item = at.value[index] if isinstance(at, SequenceNode) else at
+            field = f"spec.dependsOn[{index}].name"
+            message = f'a task cannot depend on itself ("{dep.name}")'
+            raise SpecParseError([_node_error(file, field, _find(item, "name") or item, message)])
     name = task.metadata.name
     if expected_name is not None and name is not None and name != expected_name:
         message = f'metadata.name "{name}" must equal the file\'s stem "{expected_name}"'
@@ -362,7 +383,9 @@ class _Builder:
                 merged.extend(sources)
                 size += merged_size
                 continue
-            if not isinstance(key, ScalarNode) or key.tag not in (_STR_TAG, _VALUE_TAG):
+            if not isinstance(key, ScalarNode) or (
+                key.tag not in (_STR_TAG, _VALUE_TAG) and not self._word_key(key, path)
+            ):
                 shown = f" {key.value}" if isinstance(key, ScalarNode) else ""
                 message = f"mapping key{shown} must be a string (quote it)"
                 self.errors.append(_node_error(self.file, _dotted(path) or None, key, message))
@@ -383,6 +406,10 @@ class _Builder:
             combined.update(source)
         combined.update(result)
         return combined, size
+
+    @staticmethod
+    def _word_key(key: ScalarNode, path: tuple[str | int, ...]) -> bool:
+        return key.tag == _BOOL_TAG and key.value in _WORD_KEYS.get(path, ())
 
     def _merge_sources(
         self, value: Node, path: tuple[str | int, ...], depth: int

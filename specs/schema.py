@@ -50,7 +50,30 @@ _DESCRIPTIONS: dict[str, dict[str, str]] = {
         "timeoutSeconds": "Stop the job after this many seconds of running; 0: no timeout.",
         "suspend": "true: do not run, and stop the job if it runs. Back to false: a new run.",
         "submissionId": "Ray submission id of the first run; later runs add -2, -3, ...",
-        "maxLostRestarts": "How often a run that vanished from Ray is queued again (default 1).",
+        "maxLostRestarts": (
+            "Deprecated: a retry policy for lost runs only (default 1, no delay, every lost "
+            "run counts). Use retry, with Lost in retry.on; the two cannot be combined."
+        ),
+        "retry": "Retries with backoff: which outcomes are tried again, how often, how late.",
+        "dependsOn": (
+            "Tasks whose latest run must end first (all of them). Editing this list never "
+            "restarts a run."
+        ),
+    },
+    "RetrySpec": {
+        "limit": "Runs after the first; 0 (default): none.",
+        "backoffSeconds": "Delay before the first retry (default 10).",
+        "factor": "Each further delay is multiplied by this (default 2; at least 1).",
+        "maxBackoffSeconds": "No delay is longer than this (default 600).",
+        "on": "Outcomes that are retried: Failed, Lost, TimedOut (default Failed and Lost).",
+        "nonRetryableExitCodes": "A run whose driver exits with one of these is final.",
+    },
+    "DependencySpec": {
+        "name": "A task name, as `rayqueue get` shows it (team-a/preprocess).",
+        "condition": (
+            "Succeeded (default), Failed (any end but success) or Finished (any end) of "
+            "the dependency's latest run."
+        ),
     },
     "Resources": {
         "cpu": "CPUs, may be fractional.",

@@ -222,7 +222,7 @@ class TaskService:
         if data is None:
             return None
         try:
-            task = parse_task(data, file=rel, expected_name=_stem(name))
+            task = parse_task(data, file=rel, expected_name=_stem(name), task_name=name)
         except SpecParseError as exc:
             return SpecFile(name, path, data, None, exc.errors)
         return SpecFile(name, path, data, task)
@@ -322,7 +322,9 @@ class TaskService:
 
     def validate(self, name: str, data: bytes, *, path: Path, with_position: bool) -> Task:
         try:
-            return parse_task(data, file=_rel(name, path), expected_name=_stem(name))
+            return parse_task(
+                data, file=_rel(name, path), expected_name=_stem(name), task_name=name
+            )
         except SpecParseError as exc:
             raise SpecRejected(name, exc.errors, with_position=with_position) from None
 

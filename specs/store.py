@@ -415,7 +415,7 @@ class TaskStore:
             return None
         stem = name.rsplit("/", 1)[-1]
         try:
-            task: Task | None = parse_task(data, file=rel, expected_name=stem)
+            task: Task | None = parse_task(data, file=rel, expected_name=stem, task_name=name)
             error = None
         except SpecParseError as exc:
             task, error = None, exc.errors[0]

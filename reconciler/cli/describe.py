@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from datetime import datetime
 
 import yaml
@@ -22,6 +23,8 @@ from reconciler.cli.common import (
     open_service,
     table,
 )
+from reconciler.dependencies import RunView, judge
+from reconciler.retries import policy_for
 from specs.cluster import RayError
 from specs.parse import MAX_FILE_BYTES, SpecParseError, parse_task
 from specs.quantity import format_memory
@@ -58,12 +61,25 @@ def register(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    view = find_view(load_views(open_service(args)), args.name)
-    print(describe(view, address_of(args), args.tail), end="")
+    views = load_views(open_service(args))
+    view = find_view(views, args.name)
+    print(describe(view, address_of(args), args.tail, others=views), end="")
     return EXIT_OK
 
 
-def describe(view: TaskView, address: str | None, tail_lines: int) -> str:
+def _run_views(views: Sequence[TaskView]) -> dict[str, RunView]:
+    """Every task's phase and end, as the dependency gate sees them."""
+    result: dict[str, RunView] = {}
+    for v in views:
+        if v.body is not None:
+            ended = v.body.finished_at
+            result[v.name] = RunView(v.body.phase, ended.timestamp() if ended else None)
+    return result
+
+
+def describe(
+    view: TaskView, address: str | None, tail_lines: int, others: Sequence[TaskView] = ()
+) -> str:
     now = time.time()
     lines: list[str] = []
     add = lines.append
@@ -91,7 +107,24 @@ def describe(view: TaskView, address: str | None, tail_lines: int) -> str:
         field("Suspend", str(spec.suspend).lower(), 2)
         if spec.submission_id:
             field("Submission id", spec.submission_id, 2)
-        field("Max lost restarts", spec.max_lost_restarts, 2)
+        if spec.retry is not None:
+            retry = spec.retry
+            delays = policy_for(retry, None).schedule()
+            shown = ", ".join(f"{number(d)}s" for d in delays[:6]) + (", ..." if delays[6:] else "")
+            final = retry.non_retryable_exit_codes
+            field(
+                "Retry",
+                f"limit {retry.limit}, on {', '.join(retry.on) or 'nothing'}"
+                + (f", after {shown}" if delays else "")
+                + (f"; final exit codes {', '.join(map(str, final))}" if final else ""),
+                2,
+            )
+        elif spec.max_lost_restarts is not None:
+            field("Max lost restarts", f"{spec.max_lost_restarts} (deprecated: use retry)", 2)
+        if spec.depends_on:
+            add("  Depends on:")
+            judgement = judge(spec.depends_on, _run_views(others))
+            lines.extend(f"    {state.describe()}" for state in judgement.states)
         if spec.runtime_env:
             add("  Runtime env:")
             dumped = yaml.safe_dump(spec.runtime_env, sort_keys=False, width=10_000)
@@ -123,8 +156,12 @@ def describe(view: TaskView, address: str | None, tail_lines: int) -> str:
         ):
             if value is not None:
                 field(label, _when(value, now), 2)
-        if body.lost_restarts:
-            field("Lost restarts", body.lost_restarts, 2)
+        if body.exit_code is not None:
+            field("Exit code", body.exit_code, 2)
+        if body.retries or body.lost_restarts:
+            field("Retries", max(body.retries, body.lost_restarts), 2)
+        if body.next_retry_at is not None:
+            field("Next retry at", _when(body.next_retry_at, now), 2)
 
     conditions = body.conditions if body is not None else []
     if conditions:

@@ -58,7 +58,12 @@ def parse_source(source: Source) -> list[tuple[str, Task]]:
     """(task name, task) for each document; raises SpecParseError listing every problem."""
     if source.stem is not None:
         try:
-            task = parse_task(source.data, file=source.display, expected_name=source.stem)
+            task = parse_task(
+                source.data,
+                file=source.display,
+                expected_name=source.stem,
+                task_name=source.prefix + source.stem,
+            )
         except SpecParseError as exc:
             if not any(e.message == _SEVERAL for e in exc.errors):
                 raise

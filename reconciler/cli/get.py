@@ -40,7 +40,15 @@ from specs.views import TaskView, human_age
 WATCH_INTERVAL_SECONDS = 0.5
 MESSAGE_WIDTH = 70  # the MESSAGE column without -o wide
 HEADER = ("NAME", "PRIORITY", "PHASE", "CPU", "GPU", "MEMORY", "POSITION", "AGE", "MESSAGE")
-WIDE_HEADER = (*HEADER[:-1], "RUN", "SUBMISSION ID", "RAY STATUS", "LABELS", "MESSAGE")
+WIDE_HEADER = (
+    *HEADER[:-1],
+    "RUN",
+    "SUBMISSION ID",
+    "RAY STATUS",
+    "DEPENDS",
+    "LABELS",
+    "MESSAGE",
+)
 _CLEAR_SCREEN = "\x1b[H\x1b[2J"
 
 EPILOG = """\
@@ -189,12 +197,23 @@ def _row(view: TaskView, now: float, wide: bool) -> list[str]:
             str(body.run) if body is not None and body.run else "-",
             (body.submission_id if body is not None else None) or "-",
             (body.ray_status if body is not None else None) or "-",
+            _depends(view),
             ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "-",
             one_line(view.message),
         ]
     else:
         row.append(one_line(view.message, MESSAGE_WIDTH))
     return row
+
+
+def _depends(view: TaskView) -> str:
+    """train, or train(Finished) for a condition other than the default Succeeded."""
+    if view.task is None or not view.task.spec.depends_on:
+        return "-"
+    return ",".join(
+        d.name if d.condition == "Succeeded" else f"{d.name}({d.condition})"
+        for d in view.task.spec.depends_on
+    )
 
 
 def watch(

@@ -83,7 +83,9 @@ def _check_folder(root: Path) -> list[tuple[str, list[str], list[SpecError]]]:
         try:
             if entry.path.stat().st_size <= MAX_FILE_BYTES:
                 stem = name.rsplit("/", 1)[-1]
-                parse_task(entry.path.read_bytes(), file=display, expected_name=stem)
+                parse_task(
+                    entry.path.read_bytes(), file=display, expected_name=stem, task_name=name
+                )
         except SpecParseError as exc:
             errors = exc.errors  # all of them, where the scan keeps the first
         except OSError:

@@ -401,7 +401,15 @@ def _to_ray_job(d: JobDetails) -> RayJob:
         start_time=d.start_time / 1000 if d.start_time else None,
         end_time=d.end_time / 1000 if d.end_time else None,
         metadata=dict(d.metadata or {}),
+        exit_code=_exit_code(getattr(d, "driver_exit_code", None)),
     )
+
+
+def _exit_code(value: object) -> int | None:
+    """JobDetails.driver_exit_code (Ray 2.60); getattr'd, so an older Ray just gives None."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
 
 
 def _number(value: object) -> float:

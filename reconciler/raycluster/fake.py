@@ -7,6 +7,8 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from enum import Enum
+from typing import Literal
 
 from specs.cluster import (
     FAILED,
@@ -37,6 +39,14 @@ _MESSAGES = {
     STOPPED: "Job was intentionally stopped.",
 }
 _NEXT_STEP = {PENDING: RUNNING, RUNNING: SUCCEEDED}
+# The driver exit code Ray reports when a job reaches a status by itself.
+_EXIT_CODES = {SUCCEEDED: 0, FAILED: 1}
+
+
+class _Default(Enum):
+    """`exit_code` not given (None is a value: the driver never ran, or was stopped)."""
+
+    EXIT_CODE = 0
 
 
 class FakeRay:
@@ -85,9 +95,20 @@ class FakeRay:
             self._failures.setdefault(method, deque()).append(exc)
 
     def set_status(
-        self, submission_id: str, status: str, *, now: float | None = None, message: str = ""
+        self,
+        submission_id: str,
+        status: str,
+        *,
+        now: float | None = None,
+        message: str = "",
+        exit_code: int | Literal[_Default.EXIT_CODE] | None = _Default.EXIT_CODE,
     ) -> RayJob:
-        """Move a job to `status`, setting end_time for terminal ones as Ray does."""
+        """Move a job to `status`, setting end_time for terminal ones as Ray does.
+
+        `exit_code` is the driver's; by default 0 for SUCCEEDED and 1 for FAILED, as a driver
+        that ran and ended would report, and None otherwise (a stopped job has none).
+        """
+        code = _EXIT_CODES.get(status) if exit_code is _Default.EXIT_CODE else exit_code
         with self._lock:
             job = self._get(submission_id)
             t = self.clock() if now is None else now
@@ -97,6 +118,7 @@ class FakeRay:
                 message=message or _MESSAGES.get(status, ""),
                 start_time=job.start_time if job.start_time is not None else t,
                 end_time=t if status in TERMINAL_STATUSES else None,
+                exit_code=code,
             )
             self.jobs[submission_id] = job
             if status in TERMINAL_STATUSES:

@@ -90,3 +90,30 @@ def test_not_found(rq, tasks: Path) -> None:
     result = rq("describe", "nope")
     assert result.code == 1
     assert 'task "nope" not found' in result.err
+
+
+def test_dependencies_with_their_state_retry_policy_and_exit_code(rq, world) -> None:
+    write(world.tasks, "prep", spec_text())
+    train = spec_text().replace(
+        "spec:\n",
+        "spec:\n  retry: {limit: 3, nonRetryableExitCodes: [2]}\n"
+        "  dependsOn:\n    - name: prep\n    - name: ghost\n      condition: Finished\n",
+    )
+    write(world.tasks, "train", train)
+    world.step()
+    world.ray.set_status(submission_id(world.tasks, "prep"), FAILED, exit_code=2)
+    world.step()
+    out = rq("describe", "train").out
+    assert (
+        "Retry:              limit 3, on Failed, Lost, after 10s, 20s, 40s; final exit codes 2"
+        in out
+    )
+    assert "    prep (Succeeded): Failed, cannot be met" in out
+    assert "    ghost (Finished): missing, waiting" in out
+    assert "DependencyFailed" in out
+    prep = rq("describe", "prep").out
+    assert "Exit code:          2" in prep
+    wide = rq("get", "-o", "wide").out
+    header = wide.splitlines()[0]
+    assert "DEPENDS" in header
+    assert "prep,ghost(Finished)" in wide

@@ -20,6 +20,7 @@ import pytest
 from reconciler.raycluster.adapter import RayJobsAdapter
 from reconciler.raycluster.fake import FakeRay
 from specs.cluster import (
+    FAILED,
     META_TASK,
     META_UID,
     PENDING,
@@ -158,6 +159,7 @@ def test_stop_of_a_running_job_ends_in_stopped(env: Env) -> None:
     job = wait_for_status(env.adapter, sid, {STOPPED}, drive=False)
     assert job.end_time is not None and job.start_time is not None
     assert job.end_time >= job.start_time
+    assert job.exit_code is None  # the driver was killed, it did not exit by itself
 
 
 def test_stop_of_a_pending_job_ends_in_stopped(env: Env) -> None:
@@ -173,6 +175,18 @@ def test_stop_of_a_finished_job_succeeds_and_changes_nothing(env: Env) -> None:
     env.adapter.stop(sid)
     job = find(env.adapter, sid)
     assert job is not None and job.status == SUCCEEDED
+
+
+@pytest.mark.parametrize(("code", "status"), [(0, SUCCEEDED), (3, FAILED), (1, FAILED)])
+def test_a_finished_job_reports_its_driver_exit_code(env: Env, code: int, status: str) -> None:
+    sid = env.submit(f'python -c "import sys, time; time.sleep(1); sys.exit({code})"')
+    running = find(env.adapter, sid)
+    assert running is not None and running.exit_code is None
+    if env.fake is not None:  # the real driver exits by itself; the fake is told how
+        env.fake.set_status(sid, status, **({"exit_code": code} if code != 1 else {}))
+    job = wait_for_status(env.adapter, sid, TERMINAL_STATUSES, drive=False)
+    assert (job.status, job.exit_code) == (status, code)
+    assert env.adapter.job_info(sid).exit_code == code
 
 
 @pytest.mark.parametrize("method", ["stop", "logs", "delete", "job_info"])
@@ -209,6 +223,7 @@ def test_job_info_matches_the_listing(env: Env) -> None:
     job = wait_for_status(env.adapter, sid, {SUCCEEDED})
     info = env.adapter.job_info(sid)
     assert info == job
+    assert info.exit_code == 0
     assert info.terminal and info.end_time is not None
 
 

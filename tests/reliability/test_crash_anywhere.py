@@ -40,16 +40,21 @@ ENTRYPOINTS = {
     "timeout": SLEEP,
     "delete": SLEEP,
     "edit": SLEEP,
+    "retry": "python -c 'import sys; sys.exit(1)'",
 }
+# retry: one retry, 2 s after the first run fails. A crash during the backoff must neither
+# retry early nor forget the count; one around the retry's submission must submit it once.
+RETRY = {"limit": 1, "backoffSeconds": 2}
 # The phase each kind must end in, and what Ray must then say about the sidecar's job.
 EXPECTED = {
     "quick": ("Succeeded", "SUCCEEDED"),
     "fail": ("Failed", "FAILED"),
     "timeout": ("TimedOut", "STOPPED"),
     "edit": ("Succeeded", "SUCCEEDED"),
+    "retry": ("Failed", "FAILED"),
 }
 # Rotated through as the workload grows, so there is always something to submit and to stop.
-KINDS = ("timeout", "quick", "delete", "edit", "fail", "quick")
+KINDS = ("timeout", "quick", "delete", "edit", "fail", "retry", "quick")
 
 # Where the crash lands. The three the issue names are weighted up: between writing the
 # submission id and submit_job (before_submit), between submit_job and the status write
@@ -79,6 +84,8 @@ class Workload:
         extra: dict[str, object] = {"priority": self.rng.randint(0, 9)}
         if kind == "timeout":
             extra["timeoutSeconds"] = 1
+        if kind == "retry":
+            extra["retry"] = RETRY
         write_task(self.folder, name, ENTRYPOINTS[kind], **extra)
         self.kinds[name] = kind
 
@@ -221,6 +228,15 @@ def test_sigkill_anywhere_never_duplicates_or_loses_a_run(
             ok = got == expected_runs
         if not ok:
             mismatched.append(f"{name}: sidecar run {status.get('run')}, Ray has runs {got}")
+        if kind == "retry":
+            ends = sorted(
+                (int(j.metadata[META_RUN]), j.start_time or 0.0, j.end_time or 0.0)
+                for j in jobs
+                if j.metadata[META_TASK] == name
+            )
+            early = len(ends) == 2 and ends[1][1] - ends[0][2] < RETRY["backoffSeconds"]
+            if status.get("reason") != "BackoffLimitExceeded" or got != [1, 2] or early:
+                mismatched.append(f"{name}: {status.get('reason')}, runs {got}, Ray {ends}")
     extra_uids = {task: ids for task, ids in uids.items() if len(ids) > 1}
     live = [j.submission_id for j in jobs if not j.terminal]
 

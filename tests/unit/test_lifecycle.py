@@ -42,10 +42,14 @@ FIRE: dict[Trigger, Fire] = {
     Trigger.RAY_STOPPED: lambda b: lifecycle.end_run(b, job(STOPPED)),
     Trigger.ID_CONFLICT: lambda b: lifecycle.conflict(b, NOW),
     Trigger.JOB_MISSING: lambda b: lifecycle.note_missing(b, 60, NOW),
-    Trigger.REQUEUE_LOST: lambda b: lifecycle.requeue(b, "old-hash"),
+    Trigger.REQUEUE_LOST: lambda b: lifecycle.requeue(b, "old-hash", 1),
     Trigger.LOSE: lambda b: lifecycle.lose(b, NOW),
     Trigger.TIME_OUT: lambda b: lifecycle.time_out(b, 30, NOW),
     Trigger.START_TIMEOUT: lambda b: lifecycle.start_timed_out(b, 600, NOW),
+    Trigger.RETRY: lambda b: lifecycle.retry(b, "old-hash", 1, NOW, "retry 1 of 3 in 10s"),
+    Trigger.GIVE_UP: lambda b: lifecycle.give_up(b, Reason.BACKOFF_LIMIT_EXCEEDED, "3 runs", NOW),
+    Trigger.DEPENDENCY_CYCLE: lambda b: lifecycle.dependency_cycle(b, "a -> b -> a"),
+    Trigger.CYCLE_RESOLVED: lambda b: lifecycle.cycle_resolved(b),
 }
 
 
@@ -123,10 +127,23 @@ def test_old_sidecar_keeps_its_missing_timer_in_finished_at() -> None:
 
 def test_requeue_keeps_the_queue_place_and_counts_the_restart() -> None:
     missing = lifecycle.note_missing(body_in(Phase.RUNNING), 60, NOW)
-    again = lifecycle.requeue(missing, "old-hash")
+    again = lifecycle.requeue(missing, "old-hash", 1)
     assert again.phase is Phase.QUEUED and again.queued_at == T0
-    assert again.lost_restarts == 1 and again.submission_id is None
-    assert again.missing_since is None
+    assert again.retries == 1 and again.submission_id is None
+    assert again.missing_since is None and again.next_retry_at is None
+    assert again.reason == Reason.REQUEUED
+
+
+def test_retry_keeps_the_queue_place_and_the_exit_code_and_sets_the_backoff() -> None:
+    failed = body_in(Phase.FAILED).model_copy(update={"exit_code": 1, "retries": 1})
+    again = lifecycle.retry(failed, "old-hash", 2, NOW, "retry 2 of 3 in 20s")
+    assert (again.phase, again.reason) == (Phase.QUEUED, Reason.RETRY_BACKOFF)
+    assert again.queued_at == T0 and again.next_retry_at == NOW and again.retries == 2
+    assert again.exit_code == 1 and again.submission_id is None and again.run == 1
+    started = lifecycle.start_run(again, "1234abcd", "rq-a-1234abcd-2", NOW)
+    assert started.exit_code is None and started.next_retry_at is None and started.retries == 2
+    # A run the user asks for starts a fresh series.
+    assert lifecycle.restart(failed, "new-hash", NOW).retries == 0
 
 
 def test_a_new_task_can_start_out_invalid() -> None:

@@ -435,7 +435,7 @@ def test_vanished_job_becomes_lost_after_grace_and_requeues_once() -> None:
     assert w.phase("a") is Phase.RUNNING and w.status("a").reason == "JobMissing"
     w.now += timedelta(seconds=31)
     p = w.step()
-    assert w.status("a").lost_restarts == 1
+    assert w.status("a").retries == 1  # maxLostRestarts (default 1): a counted retry
     assert started(p) == ["a"] and w.status("a").submission_id != first
     second = w.status("a").submission_id
     w.ray("a", RUNNING)
@@ -552,4 +552,4 @@ def test_old_sidecar_with_missing_timer_in_finished_at_still_counts() -> None:
     )
     w.statuses["a"] = w.statuses["a"].model_copy(update={"status": old})
     p = w.step()
-    assert w.status("a").lost_restarts == 1 and started(p) == ["a"]
+    assert w.status("a").retries == 1 and started(p) == ["a"]

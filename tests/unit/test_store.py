@@ -73,9 +73,15 @@ def count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     real = store.parse_task
 
-    def counting(text: str | bytes, *, file: str, expected_name: str | None = None) -> Task:
+    def counting(
+        text: str | bytes,
+        *,
+        file: str,
+        expected_name: str | None = None,
+        task_name: str | None = None,
+    ) -> Task:
         calls.append(file)
-        return real(text, file=file, expected_name=expected_name)
+        return real(text, file=file, expected_name=expected_name, task_name=task_name)
 
     monkeypatch.setattr(store, "parse_task", counting)
     return calls
