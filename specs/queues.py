@@ -10,6 +10,7 @@ the model, so the pure planner can use it without the parser.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
@@ -171,3 +172,13 @@ def check_queue_name(name: str) -> None:
 def is_reserved(file_name: str) -> bool:
     """Whether a file name (no folders) is reserved for configuration."""
     return file_name.startswith(RESERVED_PREFIX)
+
+
+def config_path(tasks_dir: Path, queues_path: Path | None) -> Path:
+    """`--queues PATH`, else `<tasks>/_queues.yaml`."""
+    return queues_path or tasks_dir / CONFIG_FILE
+
+
+def status_path(config: Path, status_dir: Path | None) -> Path:
+    """`_queues.status.yaml`: under --status-dir if given, else beside the configuration."""
+    return (status_dir or config.parent) / STATUS_FILE

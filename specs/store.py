@@ -429,8 +429,8 @@ class TaskStore:
                 f"file names starting with '_' are reserved for configuration (like "
                 f"{CONFIG_FILE}), so this is not run as a task; rename it to drop the '_'"
             )
-            error = SpecError(rel, None, None, None, message)
-            return _Parsed(key, None, error, hashlib.sha256(data).hexdigest())
+            reserved = SpecError(rel, None, None, None, message)
+            return _Parsed(key, None, reserved, hashlib.sha256(data).hexdigest())
         try:
             task: Task | None = parse_task(data, file=rel, expected_name=stem, task_name=name)
             error = None
