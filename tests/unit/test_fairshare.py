@@ -305,3 +305,44 @@ def test_no_pass_admits_beyond_quotas_lenders_or_cluster(
     # and every task is either started or told why it waits
     assert set(result.start) | set(result.waiting) == set(request)
     assert not set(result.start) & set(result.waiting)
+
+
+@pytest.mark.parametrize(
+    ("reservation", "b_starts"),
+    [(fairshare.STRICT_RESERVATION, False), (fairshare.NO_RESERVATION, True)],
+)
+def test_a_borrower_may_not_take_what_the_least_served_head_waits_for(
+    reservation: str, b_starts: bool
+) -> None:
+    queues = [
+        Q("a", cpu(4), [task("a/wide", cpu(8))]),  # share 0; needs 8, 6 free
+        Q("b", cpu(4), [task("b/more", cpu(1))], usage=cpu(10)),  # borrowing 6 already
+        Q("default", cpu(8)),
+    ]
+    result = admit(CLUSTER, cpu(6), [q.demand() for q in queues], [], 0.0, 10, reservation)
+    assert ("b/more" in result.start) is b_starts
+    assert "a/wide" not in result.start
+    if not b_starts:
+        held = result.waiting["b/more"]
+        assert held.reason == "WaitingBehindReservation"
+        assert "kept for a/wide" in held.message
+
+
+def test_backfill_hold_lets_a_borrower_run_that_ends_before_the_reserved_start() -> None:
+    # of b's 10 CPUs, 2 are free again by t=100 (then a/wide fits, with 1 to spare); 8 never
+    running = [fairshare.Claim(cpu(2), 100.0), fairshare.Claim(cpu(8), None)]
+    queues = [
+        Q("a", cpu(4), [task("a/wide", cpu(8))], policy="backfill"),
+        Q(
+            "b",
+            cpu(4),
+            [task("b/short", cpu(1), 50), task("b/long", cpu(2), 500)],
+            usage=cpu(10),
+            policy="backfill",
+        ),
+        Q("default", cpu(8)),
+    ]
+    demands = [q.demand() for q in queues]
+    result = admit(CLUSTER, cpu(6), demands, running, 0.0, 10, fairshare.BACKFILL_RESERVATION)
+    assert result.start == ["b/short"]
+    assert result.waiting["b/long"].reason == "WaitingBehindReservation"
