@@ -66,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="fair-sharing weight per team (default all 1)",
     )
     p.add_argument(
+        "--team-quota",
+        choices=["equal", "none"],
+        default="equal",
+        help="nominal quota per team: an equal split of the cluster (default), or none, so "
+        "that every start borrows and the weights alone divide the cluster",
+    )
+    p.add_argument(
         "--idle-team-until",
         type=float,
         default=None,
@@ -105,6 +112,7 @@ class Teams:
     count: int
     weights: tuple[float, ...]
     idle_until: float | None = None
+    quota: bool = True
 
 
 def workloads(args: argparse.Namespace) -> dict[str, list[Job]]:
@@ -132,7 +140,9 @@ def _run(job: tuple[list[Job], str, int, Teams | None]) -> Metrics:
     workload, policy, capacity, teams = job
     if teams is None:
         return measure(simulate(workload, policy, capacity_cpu=capacity))
-    config = team_split.team_config(teams.count, teams.weights, capacity, MEMORY_BYTES)
+    config = team_split.team_config(
+        teams.count, teams.weights, capacity, MEMORY_BYTES, quota=teams.quota
+    )
     result = simulate(workload, policy, capacity_cpu=capacity, queues=config)
     fair = team_split.fairness(result.records, teams.count, teams.weights, capacity)
     metrics = replace(
@@ -255,7 +265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(weights) != args.teams:
             print(f"--weights gives {len(weights)} weights for {args.teams} teams")
             return 2
-        teams = Teams(args.teams, weights, args.idle_team_until)
+        teams = Teams(args.teams, weights, args.idle_team_until, args.team_quota == "equal")
         loads = {name: team_split.split(jobs, args.teams) for name, jobs in loads.items()}
         if args.idle_team_until is not None:
             idle = team_split.team_name(0)

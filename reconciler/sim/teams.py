@@ -31,9 +31,17 @@ def split(workload: Sequence[Job], teams: int) -> list[Job]:
 
 
 def team_config(
-    teams: int, weights: Sequence[float], capacity_cpu: float, memory: float
+    teams: int,
+    weights: Sequence[float],
+    capacity_cpu: float,
+    memory: float,
+    *,
+    quota: bool = True,
 ) -> QueueConfig:
-    """Equal nominal quotas, no borrowing or lending limits, the given weights."""
+    """Equal nominal quotas (none with `quota=False`: all capacity is then the default
+    queue's, idle and lent, so every start is a borrow ordered by weighted share), no borrowing
+    or lending limits, the given weights."""
+    share = 1 / teams if quota else 0.0
     return QueueConfig.model_validate(
         {
             "apiVersion": "rayqueue/v1",
@@ -43,8 +51,8 @@ def team_config(
                     {
                         "name": team_name(k),
                         "nominalQuota": {
-                            "cpu": capacity_cpu / teams,
-                            "memory": f"{int(memory // teams)}B",
+                            "cpu": capacity_cpu * share,
+                            "memory": f"{int(memory * share)}B",
                         },
                         "weight": weights[k],
                     }
