@@ -139,32 +139,39 @@ def reclaim(
     records: Sequence[JobRecord], team: str, nominal: float, teams: int, until: float
 ) -> Reclaim:
     names = [team_name(k) for k in range(teams)]
-    events: list[tuple[float, int, str, float]] = []  # (time, order, team, cpu change)
+    # (time, order, team, cpu change, waiting change); at one instant ends come first, so
+    # freed CPUs are what a start can take, and arrivals last
+    events: list[tuple[float, int, str, float, int]] = []
     for record in records:
+        owner = team_of(record.job.name)
+        if owner == team:
+            events.append((record.job.arrival, 2, owner, 0.0, 1))
         if record.start is None:
             continue
         end = record.end if record.end is not None else record.start
-        # ends before starts at one instant: freed CPUs are what a start can take
-        events += [(record.start, 1, team_of(record.job.name), record.job.cpu)]
-        events += [(end, 0, team_of(record.job.name), -record.job.cpu)]
+        events.append((record.start, 1, owner, record.job.cpu, -1 if owner == team else 0))
+        events.append((end, 0, owner, -record.job.cpu, 0))
     events.sort(key=lambda e: (e[0], e[1]))
     returned = min(
         (r.job.arrival for r in records if team_of(r.job.name) == team and r.job.arrival >= until),
         default=until,
     )
     held = dict.fromkeys(names, 0.0)
+    waiting = 0
     regained: float | None = None
     meanwhile = 0.0
     at_return: float | None = None
-    for time, _, owner, change in events:
-        if at_return is None and time > returned:
+    for time, _, owner, change, arrived in events:
+        if at_return is None and time >= returned:
             at_return = sum(max(0.0, held[t] - nominal) for t in names if t != team)
         before = held[owner]
         held[owner] += change
+        waiting += arrived
         if time < returned or regained is not None:
             continue
         if owner == team and held[team] >= nominal - 1e-9:
             regained = time
-        elif owner != team and change > 0:
+        elif owner != team and change > 0 and waiting > 0:
+            # another team borrowed while this one was below its quota with work waiting
             meanwhile += max(0.0, held[owner] - max(before, nominal))
     return Reclaim(returned, regained, meanwhile, at_return or 0.0)
