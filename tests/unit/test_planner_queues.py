@@ -3,16 +3,14 @@ quotas across passes, and nothing changed without a config."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
-from reconciler.planner import Plan, PlanOptions, plan
+from reconciler.planner import Plan
 from specs.cluster import RUNNING, SUCCEEDED, Capacity
 from specs.models import Phase
 from specs.parse import parse_queue_config
-from specs.queues import QueueConfig
-from tests.unit.test_planner import GIB, World, started, task
+from specs.settings import PlanOptions
+from tests.support.planner_world import GIB, PlanWorld, task
 
 CONFIG = """\
 apiVersion: rayqueue/v1
@@ -27,27 +25,12 @@ spec:
 """
 
 
-@dataclass
-class QueuedWorld(World):
-    queues: QueueConfig | None = None
-
-    def step(self, seconds: float = 1.0) -> Plan:
-        original = plan
-
-        def with_queues(*args: object, **kwargs: object) -> Plan:
-            return original(*args, queues=self.queues, **kwargs)  # type: ignore[arg-type]
-
-        import tests.unit.test_planner as module
-
-        module.plan = with_queues  # type: ignore[assignment]
-        try:
-            return super().step(seconds)
-        finally:
-            module.plan = original
+def started(p: Plan) -> list[str]:
+    return [s.task for s in p.submits]
 
 
 def world(specs: dict[str, tuple[int, float]], config: str | None = CONFIG, **kw: object):
-    return QueuedWorld(
+    return PlanWorld(
         specs={name: task(priority, cpu) for name, (priority, cpu) in specs.items()},
         capacity=Capacity(8, 0, 16 * GIB),
         queues=parse_queue_config(config) if config else None,
@@ -57,7 +40,7 @@ def world(specs: dict[str, tuple[int, float]], config: str | None = CONFIG, **kw
 
 def test_without_a_config_statuses_are_exactly_as_before() -> None:
     specs = {f"team-a/t{i}": (0, 2) for i in range(6)} | {"hello": (5, 1)}
-    plain, configured = World(specs={n: task(*v) for n, v in specs.items()}), world(specs, None)
+    plain, configured = PlanWorld({n: task(*v) for n, v in specs.items()}), world(specs, None)
     plain.capacity = configured.capacity
     for _ in range(3):
         a, b = plain.step(), configured.step()
