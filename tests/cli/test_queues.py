@@ -34,7 +34,7 @@ def test_table_after_a_pass(rq, world) -> None:
         write(t, f"team-b/b{i}", spec_text(cpu=1))
     write(t, "team-a/a0", spec_text(cpu=1))
     write(t, "loose", spec_text(cpu=1))
-    world.run_pass()
+    world.step()
 
     head = yaml.safe_load((t / "team-b/b2.status.yaml").read_text())["status"]
     assert head["queue"] == "team-b" and head["reason"] == "QuotaExceeded"
@@ -70,10 +70,10 @@ def test_a_bad_edit_keeps_the_last_good_config(rq, world, caplog) -> None:
     (t / "_queues.yaml").write_text(CONFIG)
     for i in range(3):
         write(t, f"team-b/b{i}", spec_text(cpu=1))
-    world.run_pass()
+    world.step()
     (t / "_queues.yaml").write_text(CONFIG.replace("borrowingLimit", "borowingLimit"))
     write(t, "team-b/late", spec_text(cpu=1, priority=9))
-    world.run_pass()
+    world.step()
 
     state = _status(t)["config"]
     assert state["valid"] is False and state["inForce"] is True
@@ -87,13 +87,13 @@ def test_a_bad_edit_keeps_the_last_good_config(rq, world, caplog) -> None:
     assert result.code == 0 and "is invalid (the last good one is in force)" in result.err
 
     (t / "_queues.yaml").write_text(CONFIG)
-    world.run_pass()
+    world.step()
     assert _status(t)["config"] == {"file": str(t / "_queues.yaml"), "valid": True, "inForce": True}
 
 
 def test_without_a_config_there_are_no_queues(rq, world) -> None:
     write(world.tasks, "team-a/a0", spec_text(cpu=1))
-    world.run_pass()
+    world.step()
     assert not (world.tasks / "_queues.status.yaml").exists()
     status = yaml.safe_load((world.tasks / "team-a/a0.status.yaml").read_text())["status"]
     assert "queue" not in status
@@ -105,10 +105,10 @@ def test_removing_the_config_goes_back_to_one_queue(world) -> None:
     t = world.tasks
     (t / "_queues.yaml").write_text(CONFIG)
     write(t, "team-a/a0", spec_text(cpu=1))
-    world.run_pass()
+    world.step()
     assert (t / "_queues.status.yaml").exists()
     (t / "_queues.yaml").unlink()
-    world.run_pass()
+    world.step()
     assert not (t / "_queues.status.yaml").exists()
     status = yaml.safe_load((t / "team-a/a0.status.yaml").read_text())["status"]
     assert "queue" not in status
