@@ -19,7 +19,7 @@ from fastapi import FastAPI
 from api.errors import install_handlers
 from api.middleware import MAX_BODY_BYTES, BearerAuth, BodyLimit
 from api.ports import Loop
-from api.routes import cluster, legacy, tasks
+from api.routes import cluster, legacy, queues, tasks
 from specs.cluster import RayAdapter
 from specs.service import TaskService
 from specs.settings import Settings
@@ -91,6 +91,7 @@ def create_app(
     app.include_router(legacy.router)
     app.include_router(tasks.router)
     app.include_router(cluster.router)
+    app.include_router(queues.router)
     # Added last, so it runs first: a refused request is never read or routed.
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     if token is not None:

@@ -84,6 +84,9 @@ class TaskRow(BaseModel):
     reason: str | None = None
     message: str | None = None
     priority: int | None
+    queue: str | None = Field(
+        default=None, description="the team queue (with _queues.yaml); null without queues"
+    )
     position: int | None = Field(description="place in the queue (1 = next); null if not queued")
     resources: dict[str, Any] | None
     suspend: bool | None

@@ -10,10 +10,11 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from reconciler import planner
+from reconciler import planner, queueing
 from reconciler.faults import Faults
 from reconciler.history import ResourceHistory
 from reconciler.planner import Observation, Plan, TaskInput
+from reconciler.queuefile import Loaded, QueueFile
 from specs.cluster import (
     Capacity,
     JobConflict,
@@ -24,6 +25,7 @@ from specs.cluster import (
     RayUnavailable,
 )
 from specs.models import TaskStatus
+from specs.queues import CONFIG_FILE
 from specs.settings import PlanOptions, Settings
 from specs.store import FolderUnavailable, SpecEntry, TaskStore
 
@@ -46,6 +48,7 @@ class LoopState:
     starting: int = 0
     running: int = 0
     passes: int = 0
+    queues: dict[str, object] | None = None  # the latest _queues.status.yaml document
 
 
 def plan_options(settings: Settings) -> PlanOptions:
@@ -88,6 +91,12 @@ def observe_ray(ray: RayAdapter, capacity: Callable[[], Capacity] | None = None)
     return Observation({job.submission_id: job for job in jobs}, cap)
 
 
+def queue_file(settings: Settings) -> QueueFile:
+    """`--queues PATH`, else `<tasks>/_queues.yaml`; its status beside it or in --status-dir."""
+    path = settings.queues_path or settings.tasks_dir / CONFIG_FILE
+    return QueueFile(path, settings.status_dir)
+
+
 def tail(text: str, lines: int) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
@@ -118,6 +127,7 @@ class Reconciler:
         self._lock = threading.Lock()  # one pass at a time, whoever calls it
         self._inputs: dict[str, tuple[SpecEntry, TaskInput]] = {}
         self._capacity_read: tuple[float, Capacity] | None = None
+        self.queue_file = queue_file(settings)
 
     # -- one pass ------------------------------------------------------------------------------
     def observe(self) -> Observation:
@@ -183,7 +193,8 @@ class Reconciler:
         statuses = self.store.read_statuses()
         observed = self.observe()
         now = datetime.fromtimestamp(self.clock(), UTC)
-        plan = planner.plan(specs, statuses, observed, now, self.options)
+        queues = self.queue_file.load()
+        plan = planner.plan(specs, statuses, observed, now, self.options, queues=queues.config)
         self._fetch_log_tails(plan)
         for event in plan.events:
             log.log(event.level, "%s", event.message)
@@ -204,7 +215,27 @@ class Reconciler:
             except OSError as exc:
                 log.error("cannot remove status of deleted task %s: %s", name, exc)
         self._record(plan, observed)
+        self._write_queue_status(plan, queues)
         return plan
+
+    def _write_queue_status(self, plan: Plan, queues: Loaded) -> None:
+        """_queues.status.yaml: each queue's quota, use and counts, and the config's validity."""
+        if queues.state is None:
+            self.state.queues = None
+            return
+        admission = plan.summary.queues if plan.summary is not None else None
+        if admission is None and queues.config is not None:
+            return  # Ray was not asked this pass: keep the last figures
+        phases = {n: (s.status.queue, s.status.phase.value) for n, s in plan.statuses.items()}
+        document = queueing.status_document(
+            queues.state,
+            admission.states if admission is not None else {},
+            admission.weights if admission is not None else {},
+            queueing.counts_by_queue(phases),
+            admission.oversubscribed if admission is not None else None,
+        )
+        self.state.queues = document
+        self.queue_file.write_status(document)
 
     def _write_statuses(
         self,

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from reconciler import dependencies, lifecycle, policies, retries
+from reconciler import dependencies, fairshare, lifecycle, policies, queueing, retries
 from reconciler.lifecycle import set_fields
 from specs.cluster import (
     META_CPU,
@@ -34,6 +34,7 @@ from specs.cluster import (
 )
 from specs.models import Condition, Metadata, Phase, Reason, Task, TaskStatus, TaskStatusBody
 from specs.quantity import human_memory
+from specs.queues import QueueConfig
 
 COND_SPEC_INVALID = "SpecInvalid"
 COND_CLUSTER_UNAVAILABLE = "ClusterUnavailable"
@@ -118,6 +119,7 @@ class Summary:
     queued: int
     starting: int
     running: int
+    queues: queueing.QueueAdmission | None = None  # per-queue state, when queues are configured
 
 
 @dataclass
@@ -242,6 +244,9 @@ class _Ctx:
     conds: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
     resubmit: set[str] = field(default_factory=set)  # Starting runs Ray has never heard of
     folder_empty: bool = False  # no spec and no sidecar at all: unmounted, or wiped
+    queues: QueueConfig | None = None  # team queues with quotas; None: one queue, as before
+    held: dict[str, Capacity] = field(default_factory=dict)  # by task: jobs holding resources
+    queue_admission: queueing.QueueAdmission | None = None
 
     @property
     def stamp(self) -> datetime:
@@ -254,9 +259,12 @@ def plan(
     observed: Observation,
     now: datetime,
     options: PlanOptions = PlanOptions(),
+    *,
+    queues: QueueConfig | None = None,
 ) -> Plan:
-    """Decide one reconcile pass. Pure: same inputs, same plan."""
-    ctx = _Ctx(options=options, obs=observed, now=now.timestamp(), plan=Plan())
+    """Decide one reconcile pass. Pure: same inputs, same plan. With `queues`, each team
+    folder is its own queue with a quota, and the queues share the cluster fairly."""
+    ctx = _Ctx(options=options, obs=observed, now=now.timestamp(), plan=Plan(), queues=queues)
     ctx.folder_empty = not specs and not statuses
     jobs = observed.jobs or {}
     ours = {
@@ -288,6 +296,9 @@ def _collect_statuses(ctx: _Ctx, statuses: Mapping[str, TaskStatus]) -> None:
         if wanted or body.conditions:
             old = prev.status.conditions if prev else []
             body = set_fields(body, {"conditions": _conditions(old, wanted, ctx.now)})
+        if ctx.queues is not None or body.queue is not None:
+            queue = ctx.queues.queue_of(name) if ctx.queues is not None else None
+            body = set_fields(body, {"queue": queue})
         if prev is not None and prev.status is body:
             ctx.plan.statuses[name] = prev  # unchanged: same object, nothing to write
         else:
@@ -302,6 +313,7 @@ def _summary(ctx: _Ctx) -> Summary:
         queued=phases.count(Phase.QUEUED),
         starting=phases.count(Phase.STARTING),
         running=phases.count(Phase.RUNNING),
+        queues=ctx.queue_admission,
     )
 
 
@@ -331,7 +343,7 @@ def _reconcile_task(
     if not ctx.obs.available:
         # Without Ray we can only keep what we had; never act, never re-derive phases.
         if body.phase.active:
-            _keep_active(ctx, body, task, ours)
+            _keep_active(ctx, name, body, task, ours)
         ctx.bodies[name] = set_fields(body, {"spec_hash": body.spec_hash or spec_hash})
         return
 
@@ -354,7 +366,7 @@ def _usable_task(
     # A broken file never stops a healthy job: it runs on under the last valid spec.
     ctx.conds[name][COND_SPEC_INVALID] = (Reason.SPEC_INVALID, f"{message}; the job keeps running")
     if spec.last_valid is None:  # nothing remembered (we restarted): leave it untouched
-        _keep_active(ctx, body, None, ours)
+        _keep_active(ctx, name, body, None, ours)
         ctx.bodies[name] = body
     return spec.last_valid
 
@@ -435,7 +447,7 @@ def _settle(
     if body.phase.active:
         body = _check_timeouts(ctx, name, task, body)
     if body.phase.active:
-        _keep_active(ctx, body, task, ours)
+        _keep_active(ctx, name, body, task, ours)
     if name in ctx.resubmit and body.phase is Phase.STARTING and body.submission_id:
         ctx.plan.submits.append(Submit(name, _submit_request(ctx, name, task, body)))
     if body.phase in (Phase.QUEUED, Phase.UNSCHEDULABLE) or _in_cycle(body):
@@ -618,7 +630,7 @@ def _timed_out(ctx: _Ctx, name: str, body: TaskStatusBody, reason: Reason) -> Ta
 
 
 def _keep_active(
-    ctx: _Ctx, body: TaskStatusBody, task: Task | None, ours: Mapping[str, RayJob]
+    ctx: _Ctx, name: str, body: TaskStatusBody, task: Task | None, ours: Mapping[str, RayJob]
 ) -> None:
     sid = body.submission_id
     if sid is None:
@@ -632,6 +644,7 @@ def _keep_active(
     else:
         req = Capacity()
     ctx.used = ctx.used + req
+    ctx.held[name] = ctx.held.get(name, Capacity()) + req
     timeout = task.spec.timeout_seconds if task is not None else 0
     started = _epoch(body.started_at) or _epoch(body.submitted_at) or ctx.now
     ctx.claims.append(policies.Claim(req, started + timeout if timeout > 0 else None))
@@ -646,6 +659,7 @@ def _stop_strays(ctx: _Ctx, ours: Mapping[str, RayJob], specs: Mapping[str, Task
             continue
         ctx.used = ctx.used + _claim_from_metadata(job)  # still holds resources until it ends
         task = job.metadata.get(META_TASK, "")
+        ctx.held[task] = ctx.held.get(task, Capacity()) + _claim_from_metadata(job)
         if task in specs:
             ctx.plan.stops.append(Stop(sid, task, "run ended"))
         else:
@@ -827,19 +841,38 @@ def _admit(ctx: _Ctx) -> None:
     starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
     slots = max(ctx.options.max_inflight - starting, 0)
     policy = policies.POLICIES[ctx.options.policy]
-    admission = policy(queue, _free(ctx), ctx.claims, ctx.now, slots)
+    admission: policies.Admission | queueing.QueueAdmission
+    if ctx.queues is None:
+        admission = policy(queue, _free(ctx), ctx.claims, ctx.now, slots)
+    else:
+        capacity = ctx.obs.capacity
+        assert capacity is not None
+        admission = queueing.admit_by_queue(
+            ctx.queues,
+            capacity,
+            _free(ctx),
+            queue,
+            ctx.held,
+            ctx.claims,
+            ctx.now,
+            slots,
+            policy,
+            fairshare.RESERVATION_OF_POLICY.get(ctx.options.policy, fairshare.STRICT_RESERVATION),
+        )
+        ctx.queue_admission = admission
     started = set(admission.start)
-    position = 0
+    positions: dict[str, int] = {}  # per queue with queues; one count without
     for candidate in queue:
         if candidate.name in started:
             _start(ctx, candidate)
             continue
-        position += 1
+        owner = ctx.queues.queue_of(candidate.name) if ctx.queues is not None else ""
+        positions[owner] = positions.get(owner, 0) + 1
         waiting = admission.waiting.get(candidate.name)
         eta = waiting.estimated_start if waiting else None
         ctx.bodies[candidate.name] = lifecycle.queue(
             ctx.bodies[candidate.name],
-            position,
+            positions[owner],
             waiting.reason if waiting else Reason.QUEUED,
             waiting.message if waiting else "queued",
             _ts(eta) if eta else None,

@@ -212,6 +212,7 @@ class Reason(StrEnum):
     INFLIGHT_LIMIT = "InflightLimit"
     WAITING_BEHIND_HIGHER_PRIORITY = "WaitingBehindHigherPriority"
     WAITING_BEHIND_RESERVATION = "WaitingBehindReservation"
+    QUOTA_EXCEEDED = "QuotaExceeded"  # its team queue's quota, not the cluster, holds it back
     # conditions
     SPEC_INVALID = "SpecInvalid"
     RAY_UNREACHABLE = "RayUnreachable"
@@ -238,6 +239,7 @@ class TaskStatusBody(_Model):
     phase: Phase
     reason: str | None = None
     message: str | None = None
+    queue: str | None = None  # the team queue, when _queues.yaml configures queues
     queue_position: int | None = None
     estimated_start_at: Timestamp | None = None
     uid: str | None = None  # fixed at first sight; keeps ids unique if a task is re-created

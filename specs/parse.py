@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from specs.models import Task, TaskStatus
+from specs.queues import CONFIG_FILE, QueueConfig
 
 log = logging.getLogger("rayqueue.parse")
 
@@ -576,3 +577,53 @@ def _dump(document: dict[str, Any]) -> str:
         allow_unicode=True,
         width=10_000,  # long entrypoints stay on one line
     )
+
+
+# --- other documents ------------------------------------------------------------------------
+
+Problem = tuple[tuple[str | int, ...], str]
+"""A problem found after validation: the field's path in the document, and what is wrong."""
+
+
+def parse_document(
+    text: str | bytes,
+    *,
+    file: str,
+    model: type[M],
+    check: Callable[[M], Sequence[Problem]] | None = None,
+) -> M:
+    """Parse a one-document file into `model`, with the same file:line:column errors as tasks.
+
+    `check` finds what a model cannot see field by field (duplicates across a list); each
+    problem is pinned on the line of the field it names.
+    """
+
+    def parse() -> M:
+        value, node = _parse_single(text, file, model)
+        problems = check(value) if check is not None else ()
+        if problems:
+            errors = []
+            for loc, message in problems[:_MAX_ERRORS]:
+                at = _locate(node, loc)[1]
+                errors.append(_node_error(file, _dotted(loc) or None, at, message))
+            raise SpecParseError(errors)
+        return value
+
+    return _guarded(file, parse)
+
+
+def _check_queues(config: QueueConfig) -> Sequence[Problem]:
+    problems: list[Problem] = []
+    first: dict[str, int] = {}
+    for index, entry in enumerate(config.spec.queues):
+        if entry.name in first:
+            message = f'queue "{entry.name}" is listed twice (first as queues[{first[entry.name]}])'
+            problems.append((("spec", "queues", index, "name"), message))
+        else:
+            first[entry.name] = index
+    return problems
+
+
+def parse_queue_config(text: str | bytes, *, file: str = CONFIG_FILE) -> QueueConfig:
+    """Parse `_queues.yaml`; raises SpecParseError naming file, line and field."""
+    return parse_document(text, file=file, model=QueueConfig, check=_check_queues)

@@ -92,6 +92,19 @@ class Settings:
     )
     """Our own files (resource history, lock). Default: <tasks_dir>/.rayqueue."""
 
+    queues_path: Path | None = field(
+        default=None,
+        metadata=knob(
+            "team queues with quotas and fair sharing (kind QueueConfig; default: "
+            "<dir>/_queues.yaml if it exists). See README, Team queues",
+            flag="--queues",
+            commands=LOOP,
+            metavar="PATH",
+        ),
+    )
+    """The team queues' configuration. Default: <tasks_dir>/_queues.yaml; with no such file
+    there is one queue for all tasks, as before queues existed."""
+
     queue_id: str | None = field(
         default=None,
         metadata=knob(

@@ -30,6 +30,7 @@ from specs.parse import (
     parse_status,
     parse_task,
 )
+from specs.queues import CONFIG_FILE, STATUS_FILE, is_reserved
 
 log = logging.getLogger("rayqueue.store")
 
@@ -41,6 +42,7 @@ MAX_NAME_LENGTH = 200
 # A cap on directories per walk, so a web of symlinked directories cannot explode the scan.
 MAX_DIRECTORIES = 100_000
 
+_CONFIG_NAME = CONFIG_FILE.removesuffix(".yaml")
 _SEGMENT = re.compile(r"[A-Za-z0-9._-]+")
 
 StatKey = tuple[int, int, int]
@@ -82,6 +84,10 @@ def validate_name(name: str) -> str:
             )
     if name.endswith(".status"):
         raise InvalidName(f"task name {name!r} must not end with '.status' (sidecar names)")
+    if is_reserved(name.rsplit("/", 1)[-1]):
+        raise InvalidName(
+            f"task name {name!r}: names starting with '_' are reserved for configuration"
+        )
     return name
 
 
@@ -161,6 +167,8 @@ class TaskStore:
             walk = self._walk(top, _is_spec_file, skip)
             by_name: dict[str, list[tuple[str, os.DirEntry[str]]]] = {}
             for rel, entry in walk.files:
+                if _strip(rel, TASK_SUFFIXES) == _CONFIG_NAME:
+                    continue  # the queue configuration, read by the loop, not a task
                 by_name.setdefault(_strip(rel, TASK_SUFFIXES), []).append((rel, entry))
             parsed: dict[str, _Parsed] = {}
             entries: dict[str, SpecEntry] = {}
@@ -279,6 +287,8 @@ class TaskStore:
             sidecars: dict[str, _Sidecar] = {}
             for rel, entry in walk.files:
                 name = rel.removesuffix(STATUS_SUFFIX)
+                if rel == STATUS_FILE:
+                    continue  # the queues' status, not a task's
                 try:
                     sidecar = self._load_sidecar(name, rel, entry)
                 except _Unreadable:
@@ -414,6 +424,13 @@ class TaskStore:
         if data is None:  # replaced by a non-regular file, or deleted, since the listing
             return None
         stem = name.rsplit("/", 1)[-1]
+        if is_reserved(stem):
+            message = (
+                f"file names starting with '_' are reserved for configuration (like "
+                f"{CONFIG_FILE}), so this is not run as a task; rename it to drop the '_'"
+            )
+            reserved = SpecError(rel, None, None, None, message)
+            return _Parsed(key, None, reserved, hashlib.sha256(data).hexdigest())
         try:
             task: Task | None = parse_task(data, file=rel, expected_name=stem, task_name=name)
             error = None

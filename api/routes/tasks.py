@@ -78,11 +78,16 @@ def list_tasks(
     labelSelector: Annotated[  # Kubernetes' parameter name
         str | None, Query(description="key=value,key2!=value2,key3,!key4")
     ] = None,
+    queue: Annotated[
+        str | None, Query(description="only the tasks of this team queue, e.g. team-a")
+    ] = None,
 ) -> TaskList:
-    """Every spec with its status: phase, priority, queue position, resources and age."""
+    """Every spec with its status: phase, priority, queue, queue position, resources and age."""
     phases = parse_phases(phase or "")  # QueryError: 400
     selector = parse_selector(labelSelector or "")
     views = select(service.views(), selector, phases, labels=_known_labels)
+    if queue is not None:
+        views = [v for v in views if v.status is not None and v.status.status.queue == queue]
     now = service.clock()
     rows = []
     for view in sorted(views, key=lambda v: v.name):
@@ -97,6 +102,7 @@ def list_tasks(
                 reason=body.get("reason"),
                 message=body.get("message"),
                 priority=task.spec.priority if task is not None else None,
+                queue=body.get("queue"),
                 position=body.get("queuePosition"),
                 resources=resources(task),
                 suspend=task.spec.suspend if task is not None else None,

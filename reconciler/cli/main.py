@@ -18,6 +18,7 @@ from reconciler.cli import (
     get,
     logs,
     plan,
+    queues,
     schema,
     serve,
     validate,
@@ -61,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (serve, apply, get, describe):
         module.register(sub)
     edit.register(sub)  # delete, suspend, resume, set-priority, rerun
-    for module in (logs, validate, plan, schema):
+    for module in (queues, logs, validate, plan, schema):
         module.register(sub)
     return parser
 

@@ -8,6 +8,7 @@ instead of carried out. Ray is asked twice (the job list and the capacity), as i
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
@@ -26,7 +27,7 @@ from reconciler.cli.common import (
     table,
 )
 from reconciler.cli.serve import add_loop_options, loop_settings
-from reconciler.loop import observe_ray, plan_options, scan_specs
+from reconciler.loop import observe_ray, plan_options, queue_file, scan_specs
 from reconciler.planner import Plan, TaskInput
 from specs.cluster import Capacity, RayError
 from specs.models import Phase, TaskStatus
@@ -78,7 +79,13 @@ def run(args: argparse.Namespace) -> int:
         observed = observe_ray(adapter)
     except RayError as exc:
         raise CliError(f"cannot read Ray at {address}: {exc}") from None
-    result = planner.plan(specs, statuses, observed, datetime.now(UTC), options)
+    # The same queues serve would use; reading them writes nothing.
+    queues = queue_file(settings)
+    loaded = queues.load()
+    if loaded.state is not None and not loaded.state.valid:
+        print(f"warning: {queues.path} is invalid: {loaded.state.error}", file=sys.stderr)
+    now = datetime.now(UTC)
+    result = planner.plan(specs, statuses, observed, now, options, queues=loaded.config)
 
     print(
         f"Plan for {store.root} (queue {options.queue_id}, policy {options.policy}), "

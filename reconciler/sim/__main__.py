@@ -3,6 +3,7 @@
 python -m reconciler.sim                                   # synthetic workload, 3 policies
 python -m reconciler.sim --trace lublin_256.swf            # trace prefix + synthetic
 python -m reconciler.sim --workload synthetic --jobs 500 --policies strict,backfill
+python -m reconciler.sim --teams 4 --weights 1,1,1,3   # team folders with fair-share queues
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ import os
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from reconciler.policies import POLICIES
-from reconciler.sim.engine import simulate
+from reconciler.sim import teams as team_split
+from reconciler.sim.engine import MEMORY_BYTES, simulate
 from reconciler.sim.metrics import Metrics, measure
 from reconciler.sim.workload import TIMEOUT_FACTOR, Job, offered_load, read_swf, synthetic
 
@@ -49,6 +52,33 @@ def build_parser() -> argparse.ArgumentParser:
         default=",".join(POLICIES),
         help=f"comma-separated, from {', '.join(POLICIES)} (default all)",
     )
+    p.add_argument(
+        "--teams",
+        type=int,
+        default=0,
+        help="split the workload over N team folders (job i to team i mod N), one queue each",
+    )
+    p.add_argument(
+        "--weights",
+        type=_weights,
+        default=None,
+        metavar="W1,W2,...",
+        help="fair-sharing weight per team (default all 1)",
+    )
+    p.add_argument(
+        "--team-quota",
+        choices=["equal", "none"],
+        default="equal",
+        help="nominal quota per team: an equal split of the cluster (default), or none, so "
+        "that every start borrows and the weights alone divide the cluster",
+    )
+    p.add_argument(
+        "--idle-team-until",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="team-0 sends no work before this time: its quota is lent, then must come back",
+    )
     p.add_argument("--json", type=Path, default=None, help="also write the metrics here")
     p.add_argument(
         "--processes",
@@ -65,6 +95,24 @@ def _factor(text: str) -> tuple[float, float]:
     if not 1 <= bounds[0] <= bounds[1]:
         raise argparse.ArgumentTypeError("need 1 <= LOW <= HIGH: a job must end within its bound")
     return bounds
+
+
+def _weights(text: str) -> list[float]:
+    try:
+        weights = [float(w) for w in text.split(",") if w.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError("weights are numbers, e.g. 1,1,3") from None
+    if not weights or any(w <= 0 for w in weights):
+        raise argparse.ArgumentTypeError("weights must be > 0")
+    return weights
+
+
+@dataclass(frozen=True)
+class Teams:
+    count: int
+    weights: tuple[float, ...]
+    idle_until: float | None = None
+    quota: bool = True
 
 
 def workloads(args: argparse.Namespace) -> dict[str, list[Job]]:
@@ -88,9 +136,54 @@ def workloads(args: argparse.Namespace) -> dict[str, list[Job]]:
     return result
 
 
-def _run(job: tuple[list[Job], str, int]) -> Metrics:
-    workload, policy, capacity = job
-    return measure(simulate(workload, policy, capacity_cpu=capacity))
+def _run(job: tuple[list[Job], str, int, Teams | None]) -> Metrics:
+    workload, policy, capacity, teams = job
+    if teams is None:
+        return measure(simulate(workload, policy, capacity_cpu=capacity))
+    config = team_split.team_config(
+        teams.count, teams.weights, capacity, MEMORY_BYTES, quota=teams.quota
+    )
+    result = simulate(workload, policy, capacity_cpu=capacity, queues=config)
+    fair = team_split.fairness(result.records, teams.count, teams.weights, capacity)
+    metrics = replace(
+        measure(result),
+        jain_index=fair.jain_index,
+        team_shares=fair.team_shares,
+        contended_seconds=fair.contended_seconds,
+    )
+    if teams.idle_until is not None:
+        back = team_split.reclaim(
+            result.records,
+            team_split.team_name(0),
+            capacity / teams.count,
+            teams.count,
+            teams.idle_until,
+        )
+        metrics = replace(metrics, reclaim=asdict(back))
+    return metrics
+
+
+def _team_lines(rows: Sequence[Metrics]) -> list[str]:
+    lines = ["", "teams (weight-normalised CPU share while every team had waiting work):", ""]
+    for m in rows:
+        if m.team_shares is None:
+            continue
+        shares = ", ".join(f"{t} {v:.3f}" for t, v in m.team_shares.items())
+        lines.append(
+            f"- {m.policy}: Jain {m.jain_index:.3f}; {shares}; "
+            f"contended {duration(m.contended_seconds or 0)}"
+        )
+        if m.reclaim is not None:
+            r = m.reclaim
+            regained = r["regained_at"]
+            returned = r["returned_at"] or 0.0
+            lines.append(
+                f"  team-0 returned at {duration(returned)}, others then borrowed "
+                f"{r['borrowed_at_return']:g} CPUs; nominal regained "
+                + (f"{duration(regained - returned)} later" if regained is not None else "never")
+                + f"; CPUs others borrowed meanwhile: {r['borrowed_meanwhile']:g}"
+            )
+    return lines
 
 
 def duration(seconds: float) -> str:
@@ -145,6 +238,8 @@ def table(name: str, jobs: Sequence[Job], capacity: int, rows: Sequence[Metrics]
             f"{m.task_us:.0f} us per live task per pass; simulation {m.wall_seconds:.1f} s"
             + (f"; {m.unfinished} jobs unfinished" if m.unfinished else "")
         )
+    if any(m.team_shares is not None for m in rows):
+        lines += _team_lines(rows)
     return "\n".join(lines)
 
 
@@ -164,7 +259,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"no trace at {args.trace}; pass --trace PATH or --workload synthetic")
         return 2
     loads = workloads(args)
-    runs = [(jobs, policy, args.capacity) for jobs in loads.values() for policy in policies]
+    teams: Teams | None = None
+    if args.teams > 0:
+        weights = tuple(args.weights or [1.0] * args.teams)
+        if len(weights) != args.teams:
+            print(f"--weights gives {len(weights)} weights for {args.teams} teams")
+            return 2
+        teams = Teams(args.teams, weights, args.idle_team_until, args.team_quota == "equal")
+        loads = {name: team_split.split(jobs, args.teams) for name, jobs in loads.items()}
+        if args.idle_team_until is not None:
+            idle = team_split.team_name(0)
+            loads = {
+                name: team_split.drop_until(jobs, idle, args.idle_team_until)
+                for name, jobs in loads.items()
+            }
+    runs = [(jobs, policy, args.capacity, teams) for jobs in loads.values() for policy in policies]
     if args.processes > 1 and len(runs) > 1:
         with ProcessPoolExecutor(max_workers=args.processes) as pool:
             metrics = list(pool.map(_run, runs))
@@ -184,6 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "seed": args.seed,
         "capacity": args.capacity,
         "timeout_factor": list(args.timeout_factor),
+        "teams": None if teams is None else asdict(teams),
         "workloads": results,
     }
     if args.json is not None:

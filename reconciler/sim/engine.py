@@ -25,6 +25,7 @@ from reconciler.planner import Observation, Plan, TaskInput, plan
 from reconciler.sim.workload import Job
 from specs.cluster import RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
 from specs.models import Phase, Task, TaskStatus
+from specs.queues import QueueConfig
 from specs.settings import PlanOptions
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
@@ -100,6 +101,7 @@ class _Cluster:
 
     options: PlanOptions
     capacity: Capacity
+    queues: QueueConfig | None = None
     specs: dict[str, TaskInput] = field(default_factory=dict)
     statuses: dict[str, TaskStatus] = field(default_factory=dict)
     jobs: dict[str, RayJob] = field(default_factory=dict)
@@ -113,11 +115,13 @@ def simulate(
     capacity_cpu: float = 256,
     options: PlanOptions | None = None,
     observer: PassObserver | None = None,
+    queues: QueueConfig | None = None,
 ) -> SimResult:
-    """Run `workload` through the real planner under `policy`. Deterministic: no clock, no RNG."""
+    """Run `workload` through the real planner under `policy`. Deterministic: no clock, no RNG.
+    With `queues`, tasks are admitted per queue (team folders) with fair sharing."""
     began = time.perf_counter()
     options = replace(options or PlanOptions(), policy=policy)
-    cluster = _Cluster(options, Capacity(capacity_cpu, 0, MEMORY_BYTES))
+    cluster = _Cluster(options, Capacity(capacity_cpu, 0, MEMORY_BYTES), queues)
     arrivals = sorted(workload, key=lambda j: (j.arrival, j.name))
     records = {job.name: JobRecord(job) for job in arrivals}
     result = SimResult(policy, capacity_cpu, list(records.values()))
@@ -167,7 +171,9 @@ def _settle(
         observed = Observation(cluster.jobs, cluster.capacity)
         live = len(cluster.specs)
         began = time.perf_counter()
-        p = plan(cluster.specs, cluster.statuses, observed, when, cluster.options)
+        p = plan(
+            cluster.specs, cluster.statuses, observed, when, cluster.options, queues=cluster.queues
+        )
         result.plan_seconds += time.perf_counter() - began
         result.passes += 1
         result.live_task_passes += live

@@ -38,6 +38,12 @@ class Metrics:
     pass_ms: float  # mean planner time per pass
     task_us: float  # mean planner time per live task per pass
     wall_seconds: float
+    # With teams (--teams): Jain's index of the weight-normalised team shares, and the shares,
+    # averaged over the seconds in which every team had waiting work; and the reclaim test.
+    jain_index: float | None = None
+    team_shares: dict[str, float] | None = None
+    contended_seconds: float | None = None
+    reclaim: dict[str, float | None] | None = None
 
     def to_json(self) -> dict[str, object]:
         data = asdict(self)

@@ -11,6 +11,7 @@ from typing import Any
 from reconciler.planner import Observation, Plan, TaskInput, plan
 from specs.cluster import FAILED, PENDING, STOPPED, SUCCEEDED, Capacity, RayJob
 from specs.models import Phase, Task, TaskStatus, TaskStatusBody
+from specs.queues import QueueConfig
 from specs.settings import PlanOptions
 
 GIB = 2**30
@@ -51,6 +52,7 @@ class PlanWorld:
     last_valid: dict[str, Task] = field(default_factory=dict)
     submitted: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)
+    queues: QueueConfig | None = None  # team queues (_queues.yaml); None: one queue
 
     def inputs(self) -> dict[str, TaskInput]:
         result: dict[str, TaskInput] = {}
@@ -66,7 +68,14 @@ class PlanWorld:
         return Observation(dict(self.jobs), self.capacity)
 
     def step(self, seconds: float = 1.0) -> Plan:
-        p = plan(self.inputs(), dict(self.statuses), self.observe(), self.now, self.options)
+        p = plan(
+            self.inputs(),
+            dict(self.statuses),
+            self.observe(),
+            self.now,
+            self.options,
+            queues=self.queues,
+        )
         self.statuses.update(p.statuses)
         for s in p.submits:
             sid = s.request.submission_id

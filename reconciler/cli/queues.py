@@ -1,0 +1,113 @@
+"""`rayqueue queues`: each team queue's quota, use and counts, from `_queues.status.yaml`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reconciler.cli.common import (
+    EXIT_OK,
+    CliError,
+    HelpFormatter,
+    Subparsers,
+    folder_parent,
+    table,
+    tasks_dir,
+)
+from reconciler.queuefile import read_status
+from specs.queues import CONFIG_FILE, STATUS_FILE
+
+HEADER = ("NAME", "NOMINAL", "USED", "BORROWED", "SHARE", "PENDING", "RUNNING")
+
+EPILOG = f"""\
+The figures are the reconciler's at its last pass, read from {STATUS_FILE} (beside the
+configuration, or under --status-dir). SHARE is the weighted dominant share: the largest of
+CPU, GPU and memory used over the cluster's capacity, divided by the queue's weight. RUNNING
+counts Starting and Running tasks.
+
+examples:
+  rayqueue queues
+  rayqueue queues -o yaml
+  rayqueue queues --queues /etc/rayqueue/queues.yaml
+"""
+
+
+def register(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "queues",
+        parents=[folder_parent()],
+        formatter_class=HelpFormatter,
+        help="list the team queues with quota, use and counts",
+        description="List the team queues defined in _queues.yaml, with their quota and use.",
+        epilog=EPILOG,
+    )
+    p.add_argument(
+        "--queues",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help=f"the queue configuration, as given to serve (default: <dir>/{CONFIG_FILE})",
+    )
+    p.add_argument("-o", "--output", choices=["table", "yaml", "json"], default="table")
+    p.set_defaults(func=run)
+
+
+def status_path(args: argparse.Namespace) -> tuple[Path, Path]:
+    """(the config, its status file), as serve places them."""
+    config = args.queues or tasks_dir(getattr(args, "dir", None)) / CONFIG_FILE
+    status_dir = getattr(args, "status_dir", None)
+    return config, (status_dir or config.parent) / STATUS_FILE
+
+
+def run(args: argparse.Namespace) -> int:
+    config, path = status_path(args)
+    document = read_status(path)
+    if document is None:
+        if not config.exists():
+            raise CliError(f"no queues are configured: there is no {config}")
+        raise CliError(f"no queue status at {path} yet: is `rayqueue serve` running?")
+    if args.output == "yaml":
+        sys.stdout.write(yaml.safe_dump(document, sort_keys=False))
+        return EXIT_OK
+    if args.output == "json":
+        print(json.dumps(document, indent=2))
+        return EXIT_OK
+    body = document.get("status", {})
+    state = body.get("config", {})
+    if not state.get("valid", True):
+        kept = "the last good one is in force" if state.get("inForce") else "no queues in force"
+        print(f"warning: {config} is invalid ({kept}): {state.get('error')}", file=sys.stderr)
+    if body.get("warning"):
+        print(f"warning: {body['warning']}", file=sys.stderr)
+    rows = [
+        (
+            str(q.get("name")),
+            amounts(q.get("nominalQuota")),
+            amounts(q.get("usage")),
+            amounts(q.get("borrowed")),
+            f"{float(q.get('weightedShare', 0)):.3f}",
+            str(q.get("pending", 0)),
+            str(q.get("admitted", 0)),
+        )
+        for q in body.get("queues", [])
+    ]
+    print(table(HEADER, rows))
+    return EXIT_OK
+
+
+def amounts(value: Any) -> str:
+    """`64 CPU, 8 GPU, 256Gi`; resources at zero are left out; `0` if all are."""
+    if not isinstance(value, dict):
+        return "-"
+    parts = []
+    for key, unit in (("cpu", " CPU"), ("gpu", " GPU"), ("memory", "")):
+        amount = value.get(key)
+        if amount in (None, 0, 0.0, "0"):
+            continue
+        parts.append(f"{amount:g}{unit}" if isinstance(amount, int | float) else f"{amount}")
+    return ", ".join(parts) or "0"

@@ -1,0 +1,560 @@
+"""Admission across queues: nominal quotas, borrowing and lending within limits, fair sharing.
+
+Pure functions of their arguments. Each queue keeps its own order and policy (strict, backfill,
+besteffort from `reconciler.policies`); this module decides, one admission at a time, which
+queue's next pick goes first and how much each queue may take:
+
+- Within its nominal quota a queue is bounded only by what the cluster has free.
+- Above nominal it borrows: at most its `borrowingLimit` in total, and only from idle quota the
+  other queues lend. A queue lends `min(lendingLimit, nominal - usage - its head's request)`
+  when its head fits within its nominal: a queue whose work comes back is not idle, so its
+  quota stops being lent at once and returns to it as borrowed jobs end.
+- Picks within nominal go first; then the queue with the lowest weighted dominant share
+  (max over cpu, gpu, memory of usage / capacity, divided by weight). Shares are recomputed
+  after every admission, so one pass can never hand a queue more than its turn (kueue #9345).
+- A queue's blocked head stops only that queue (kueue #4809); a budget is per resource, and a
+  task that needs none of a blocked resource does not see it (kueue #8309).
+
+Why the pool stays sound: with the listed nominals summing to at most the cluster (the default
+queue gets the rest), total borrowed <= total lendable implies that what is free always covers
+the heads that are guaranteed, so no borrower can take a returning team's quota.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from reconciler import policies
+from reconciler.policies import (
+    BLOCKED_BY_HIGHER,
+    BLOCKED_BY_RESERVATION,
+    INFLIGHT_LIMIT,
+    WAITING_FOR_RESOURCES,
+    Candidate,
+    Claim,
+    Policy,
+    Waiting,
+    describe_shortfall,
+    reserve,
+)
+from specs.cluster import Capacity
+from specs.models import Reason
+from specs.quantity import human_memory
+from specs.queues import DEFAULT_QUEUE, UNLIMITED, QueueConfig
+
+QUOTA_EXCEEDED = Reason.QUOTA_EXCEEDED
+RESOURCES = ("cpu", "gpu", "memory")
+NO_LIMIT = Capacity(UNLIMITED, UNLIMITED, UNLIMITED)
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class QueueQuota:
+    """One queue's configuration, resolved against the cluster's capacity."""
+
+    name: str
+    nominal: Capacity
+    borrowing_limit: Capacity = NO_LIMIT
+    lending_limit: Capacity = NO_LIMIT
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class Quotas:
+    queues: tuple[QueueQuota, ...]
+    oversubscribed: str | None = None  # why the listed quotas cannot all be honoured
+
+
+def resolve(config: QueueConfig, capacity: Capacity) -> Quotas:
+    """Listed queues as configured; `default` gets what the cluster has beyond them (>= 0)."""
+    listed = tuple(
+        QueueQuota(
+            q.name,
+            q.nominal_quota.capacity(),
+            q.borrowing_limit.capacity(),
+            q.lending_limit.capacity(),
+            q.weight,
+        )
+        for q in config.spec.queues
+    )
+    total = Capacity()
+    for q in listed:
+        total = total + q.nominal
+    rest = capacity - total
+    default = config.spec.default
+    default_quota = QueueQuota(
+        DEFAULT_QUEUE,
+        _pos(rest),
+        default.borrowing_limit.capacity(),
+        default.lending_limit.capacity(),
+        default.weight,
+    )
+    over = [
+        f"{_amount(r, _of(total, r))} {_unit(r)} > {_amount(r, _of(capacity, r))}"
+        for r in RESOURCES
+        if _of(rest, r) < -_EPS
+    ]
+    warning = None
+    if over:
+        warning = (
+            "the listed nominal quotas add up to more than the cluster has ("
+            + ", ".join(over)
+            + "); they are honoured only as far as resources are free"
+        )
+    return Quotas((*listed, default_quota), warning)
+
+
+@dataclass(frozen=True)
+class QueueDemand:
+    """One queue going into a pass: its quota, what it holds, and its waiting tasks in order."""
+
+    quota: QueueQuota
+    usage: Capacity
+    candidates: Sequence[Candidate]
+    policy: Policy
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """One queue after a pass."""
+
+    name: str
+    nominal: Capacity
+    usage: Capacity
+    borrowed: Capacity
+    lent: Capacity
+    share: float  # weighted dominant share
+    admitted: tuple[str, ...]  # started in this pass, in order
+
+
+@dataclass
+class FairAdmission:
+    start: list[str] = field(default_factory=list)  # in admission order, across queues
+    waiting: dict[str, Waiting] = field(default_factory=dict)
+    queues: dict[str, QueueState] = field(default_factory=dict)
+
+
+# --- per-resource arithmetic on Capacity ---------------------------------------------------
+
+
+def _map2(a: Capacity, b: Capacity, op: Callable[[float, float], float]) -> Capacity:
+    return Capacity(op(a.cpu, b.cpu), op(a.gpu, b.gpu), op(a.memory, b.memory))
+
+
+def _pos(a: Capacity) -> Capacity:
+    return _map2(a, Capacity(), max)
+
+
+def _min(a: Capacity, b: Capacity) -> Capacity:
+    return _map2(a, b, min)
+
+
+def _scale(a: Capacity, factor: Capacity) -> Capacity:
+    return Capacity(a.cpu * factor.cpu, a.gpu * factor.gpu, a.memory * factor.memory)
+
+
+def _of(amounts: Capacity, resource: str) -> float:
+    return float(getattr(amounts, resource))
+
+
+def _amount(resource: str, value: float) -> str:
+    if resource == "memory":
+        return "unlimited" if math.isinf(value) else human_memory(value)
+    return "unlimited" if math.isinf(value) else f"{value:g}"
+
+
+def _unit(resource: str) -> str:
+    return {"cpu": "CPU", "gpu": "GPU", "memory": "memory"}[resource]
+
+
+def weighted_share(usage: Capacity, capacity: Capacity, weight: float) -> float:
+    """max over resources of usage / capacity, divided by the weight (resources absent from
+    the cluster do not count)."""
+    ratios = [_of(usage, r) / _of(capacity, r) for r in RESOURCES if _of(capacity, r) > 0]
+    return max([0.0, *ratios]) / weight
+
+
+# --- the pass -------------------------------------------------------------------------------
+
+
+STRICT_RESERVATION = "strict"
+BACKFILL_RESERVATION = "backfill"
+NO_RESERVATION = "none"
+RESERVATION_OF_POLICY = {
+    "strict": STRICT_RESERVATION,
+    "backfill": BACKFILL_RESERVATION,
+    "besteffort": NO_RESERVATION,
+}
+
+
+@dataclass(frozen=True)
+class _Hold:
+    """Resources kept for the least-served queue's head, and what may still be borrowed."""
+
+    queue: str
+    head: str
+    spare: Capacity  # free now beyond the head's request (negative: none)
+    shadow: float | None  # backfill: when the head is sure to fit
+    extra: Capacity | None  # backfill: free at that time beyond the head's request
+
+    def allows(self, candidate: Candidate, now: float) -> bool:
+        if _fits_needed(candidate.request, self.spare):
+            return True
+        if self.shadow is None or self.extra is None:
+            return False
+        ends = candidate.timeout_seconds
+        if ends > 0 and now + ends <= self.shadow:
+            return True
+        return _fits_needed(candidate.request, self.extra)
+
+
+def _fits_needed(request: Capacity, room: Capacity) -> bool:
+    """Fits, counting only the resources it asks for (a blocked GPU does not stop CPU work)."""
+    return all(_of(request, r) <= _of(room, r) + _EPS for r in RESOURCES if _of(request, r) > 0)
+
+
+def _first_strict(queue: Sequence[Candidate], budget: Capacity) -> Candidate | None:
+    return queue[0] if queue and queue[0].request.fits_in(budget) else None
+
+
+def _first_besteffort(queue: Sequence[Candidate], budget: Capacity) -> Candidate | None:
+    return next((c for c in queue if c.request.fits_in(budget)), None)
+
+
+_FIRST_START: dict[Policy, Callable[[Sequence[Candidate], Capacity], Candidate | None]] = {
+    policies.strict: _first_strict,
+    policies.besteffort: _first_besteffort,
+}
+
+
+@dataclass
+class _Queue:
+    quota: QueueQuota
+    usage: Capacity
+    remaining: list[Candidate]
+    policy: Policy
+    admitted: list[str] = field(default_factory=list)
+    memo: tuple[object, list[str]] | None = None  # (inputs, the policy's starts) of last ask
+
+    @property
+    def borrowed(self) -> Capacity:
+        return _pos(self.usage - self.quota.nominal)
+
+    def idle(self) -> Capacity:
+        """Unused nominal quota, without what its head needs if the head is guaranteed."""
+        unused = _pos(self.quota.nominal - self.usage)
+        if self.remaining:
+            head = self.remaining[0].request
+            if (self.usage + head).fits_in(self.quota.nominal):
+                unused = _pos(unused - head)
+        return unused
+
+    def lendable(self) -> Capacity:
+        return _min(self.quota.lending_limit, self.idle())
+
+
+class _Pass:
+    def __init__(
+        self,
+        capacity: Capacity,
+        free: Capacity,
+        queues: Sequence[QueueDemand],
+        claims: Sequence[Claim],
+        now: float,
+        slots: int,
+        reservation: str,
+    ) -> None:
+        self.capacity = capacity
+        self.free = free
+        self.claims = list(claims)
+        self.now = now
+        self.slots = slots
+        self.queues = [_Queue(d.quota, d.usage, list(d.candidates), d.policy) for d in queues]
+        self.result = FairAdmission()
+        self.unfit: dict[str, Waiting] = {}
+        self.reservation = reservation
+        self.held_back: dict[str, _Hold] = {}  # queues whose borrowing a hold stopped
+        # Caches, valid while `version` (bumped by every admission) stands.
+        self.version = 0
+        self.totals: tuple[int, Capacity, Capacity] | None = None
+        self.budgets: dict[str, tuple[int, Capacity]] = {}
+
+    def slack_for(self, queue: _Queue) -> Capacity:
+        """What the other queues lend and nobody has borrowed yet (negative: over-borrowed)."""
+        lend, borrowed = self._totals()
+        return (lend - queue.lendable()) - (borrowed - queue.borrowed)
+
+    def _totals(self) -> tuple[Capacity, Capacity]:
+        """Lendable and borrowed over all queues; they change only when a task is admitted."""
+        if self.totals is None or self.totals[0] != self.version:
+            lend, borrowed = Capacity(), Capacity()
+            for other in self.queues:
+                lend = lend + other.lendable()
+                borrowed = borrowed + other.borrowed
+            self.totals = (self.version, lend, borrowed)
+        return self.totals[1], self.totals[2]
+
+    def above_nominal(self, queue: _Queue) -> Capacity:
+        """Per resource: the most the queue may hold above its nominal quota right now."""
+        return _pos(_min(queue.quota.borrowing_limit, self.slack_for(queue)))
+
+    def can_borrow(self, queue: _Queue) -> Capacity:
+        """Per resource: how much more it may borrow now."""
+        return _pos(self.above_nominal(queue) - queue.borrowed)
+
+    def quota_limit(self, queue: _Queue) -> Capacity:
+        """Per resource: what its quota alone lets the next admission take."""
+        return _pos(queue.quota.nominal - queue.usage + self.above_nominal(queue))
+
+    def budget(self, queue: _Queue) -> Capacity:
+        """Per resource: the most its next admission may take."""
+        cached = self.budgets.get(queue.quota.name)
+        if cached is not None and cached[0] == self.version:
+            return cached[1]
+        budget = _min(_pos(self.free), self.quota_limit(queue))
+        self.budgets[queue.quota.name] = (self.version, budget)
+        return budget
+
+    def pick(self, queue: _Queue) -> Candidate | None:
+        """The task the queue's own policy would start next within its budget."""
+        if not queue.remaining:
+            return None
+        budget = self.budget(queue)
+        fast = _FIRST_START.get(queue.policy)
+        if fast is not None:  # strict and besteffort need neither claims nor the whole walk
+            return fast(queue.remaining, budget) if self.slots > 0 else None
+        key = (budget, len(queue.remaining), self.slots, len(self.claims))
+        if queue.memo is None or queue.memo[0] != key:
+            admission = queue.policy(queue.remaining, budget, self.claims, self.now, self.slots)
+            queue.memo = (key, admission.start)
+        starts = queue.memo[1]
+        if not starts:
+            return None
+        return next(c for c in queue.remaining if c.name == starts[0])
+
+    def run(self) -> FairAdmission:
+        for queue in self.queues:
+            self._drop_never_fitting(queue)
+        while self.slots > 0:
+            best: tuple[tuple[bool, float, str], _Queue, Candidate] | None = None
+            hold: _Hold | None = None
+            self.held_back = {}
+            for queue in sorted(self.queues, key=self._share_key):
+                candidate = self.pick(queue)
+                if candidate is None:
+                    if hold is None:
+                        hold = self._hold_for(queue)
+                    continue
+                borrows = not (queue.usage + candidate.request).fits_in(queue.quota.nominal)
+                if borrows and hold is not None and not hold.allows(candidate, self.now):
+                    self.held_back[queue.quota.name] = hold
+                    continue
+                key = (borrows, *self._share_key(queue))
+                if best is None or key < best[0]:
+                    best = (key, queue, candidate)
+            if best is None:
+                break
+            _, queue, candidate = best
+            self._admit(queue, candidate)
+        self._explain()
+        return self.result
+
+    def _share_key(self, queue: _Queue) -> tuple[float, str]:
+        return weighted_share(queue.usage, self.capacity, queue.quota.weight), queue.quota.name
+
+    def _hold_for(self, queue: _Queue) -> _Hold | None:
+        """The least-served queue whose head waits for the cluster (not for its quota) keeps
+        what is freed for that head: queues above it in share may not borrow it away, or the
+        queue with the lowest share would stay lowest for ever. Their nominal stays theirs."""
+        if self.reservation == NO_RESERVATION or not queue.remaining:
+            return None
+        head = queue.remaining[0]
+        free = _pos(self.free)
+        # Room it will have once the others' borrowed jobs end: borrowed resources come back
+        # to the pool, but nobody's nominal use does.
+        lend, _ = self._totals()
+        others = _pos(_min(queue.quota.borrowing_limit, lend - queue.lendable()))
+        quota_room = _pos(queue.quota.nominal - queue.usage + others)
+        if head.request.fits_in(free) or not head.request.fits_in(quota_room):
+            return None
+        spare = free - head.request
+        if self.reservation == BACKFILL_RESERVATION:
+            booked = reserve(head.request, free, self.claims, self.now)
+            if booked is not None:
+                return _Hold(queue.quota.name, head.name, spare, booked.start, booked.extra)
+        return _Hold(queue.quota.name, head.name, spare, None, None)
+
+    def _admit(self, queue: _Queue, candidate: Candidate) -> None:
+        self.version += 1
+        queue.remaining.remove(candidate)
+        queue.admitted.append(candidate.name)
+        queue.usage = queue.usage + candidate.request
+        self.free = self.free - candidate.request
+        self.slots -= 1
+        ends_by = self.now + candidate.timeout_seconds if candidate.timeout_seconds > 0 else None
+        self.claims.append(Claim(candidate.request, ends_by))
+        self.result.start.append(candidate.name)
+
+    def _drop_never_fitting(self, queue: _Queue) -> None:
+        """A task bigger than nominal + borrowingLimit can never start while the config
+        stands; like a task bigger than the cluster, it must not block its queue."""
+        ceiling = queue.quota.nominal + queue.quota.borrowing_limit
+        for candidate in list(queue.remaining):
+            request = candidate.request
+            for r in RESOURCES:
+                if _of(request, r) > _of(ceiling, r) + _EPS:
+                    name = queue.quota.name
+                    self.unfit[candidate.name] = Waiting(
+                        QUOTA_EXCEEDED,
+                        f"asks for {_amount(r, _of(request, r))} {_unit(r)}; {name} may "
+                        f"hold at most {_amount(r, _of(ceiling, r))} (nominal "
+                        f"{_amount(r, _of(queue.quota.nominal, r))} + borrowingLimit "
+                        f"{_amount(r, _of(queue.quota.borrowing_limit, r))}); it cannot "
+                        "start unless the quota changes",
+                    )
+                    queue.remaining.remove(candidate)
+                    break
+
+    def _explain(self) -> None:
+        borrowed_total, lend_total = Capacity(), Capacity()
+        for queue in self.queues:
+            borrowed_total = borrowed_total + queue.borrowed
+            lend_total = lend_total + _min(
+                queue.quota.lending_limit, _pos(queue.quota.nominal - queue.usage)
+            )
+        # Who lent what is not tracked per loan; lenders share the total in proportion.
+        fraction = Capacity(
+            *(
+                min(1.0, _of(borrowed_total, r) / _of(lend_total, r))
+                if _of(lend_total, r) > 0
+                else 0.0
+                for r in RESOURCES
+            )
+        )
+        for queue in self.queues:
+            name = queue.quota.name
+            offered = _min(queue.quota.lending_limit, _pos(queue.quota.nominal - queue.usage))
+            self.result.queues[name] = QueueState(
+                name=name,
+                nominal=queue.quota.nominal,
+                usage=queue.usage,
+                borrowed=queue.borrowed,
+                lent=_scale(offered, fraction),
+                share=weighted_share(queue.usage, self.capacity, queue.quota.weight),
+                admitted=tuple(queue.admitted),
+            )
+            self._waiting(queue)
+        self.result.waiting.update(self.unfit)
+
+    def _waiting(self, queue: _Queue) -> None:
+        if not queue.remaining:
+            return
+        budget = self.budget(queue)
+        admission = queue.policy(queue.remaining, budget, self.claims, self.now, self.slots)
+        for candidate in queue.remaining:
+            waiting = admission.waiting.get(candidate.name)
+            if waiting is None:
+                hold = self.held_back.get(queue.quota.name)
+                if hold is not None:
+                    waiting = Waiting(
+                        BLOCKED_BY_RESERVATION,
+                        f"fits now, but {queue.quota.name} is above its nominal quota and "
+                        f"{hold.queue} has a lower share; the free resources are kept for "
+                        f"{hold.head}",
+                    )
+                else:  # its policy would start it, but nothing more fit in this pass
+                    waiting = Waiting(WAITING_FOR_RESOURCES, "waits for the next pass")
+            self.result.waiting[candidate.name] = self._reword(queue, candidate, waiting)
+
+    def _reword(self, queue: _Queue, candidate: Candidate, waiting: Waiting) -> Waiting:
+        """Name the queue, and tell a full quota from a full cluster."""
+        name = queue.quota.name
+        message = _in_queue(waiting.message, name)
+        if waiting.reason != WAITING_FOR_RESOURCES:
+            return Waiting(waiting.reason, message, waiting.estimated_start)
+        request = candidate.request
+        # The policy measured the shortfall against the budget; the rest of its message (place,
+        # reservation) still holds.
+        rest = message.split("; ", 2)[2] if message.count("; ") >= 2 else message
+        if request.fits_in(self.quota_limit(queue)):  # the quota allows it: the cluster is full
+            shortfall = describe_shortfall(request, _pos(self.free))
+            return Waiting(WAITING_FOR_RESOURCES, f"{shortfall}; {rest}", waiting.estimated_start)
+        return Waiting(
+            QUOTA_EXCEEDED, f"{self._quota_text(queue, request)}; {rest}", waiting.estimated_start
+        )
+
+    def _quota_text(self, queue: _Queue, request: Capacity) -> str:
+        budget = self.quota_limit(queue)
+        r = next((r for r in RESOURCES if _of(request, r) > _of(budget, r) + _EPS), "cpu")
+        quota = queue.quota
+        used = _amount(r, _of(queue.usage, r))
+        nominal = _amount(r, _of(quota.nominal, r))
+        borrow = _amount(r, _of(self.can_borrow(queue), r))
+        slack = _of(self.slack_for(queue), r) - _of(queue.borrowed, r)
+        if _of(quota.borrowing_limit, r) <= _of(self.slack_for(queue), r):
+            why = f"borrowingLimit {_amount(r, _of(quota.borrowing_limit, r))}"
+        else:
+            why = "no other queue has idle quota to lend"
+            if slack > _EPS:
+                why = f"other queues lend {_amount(r, slack)} more"
+        return (
+            f"{quota.name} uses {used}/{nominal} {_unit(r)} of its quota; "
+            f"can borrow {borrow} more ({why})"
+        )
+
+
+_AHEAD = re.compile(r"(\d+ tasks? ahead)")
+
+
+def _in_queue(message: str, queue: str) -> str:
+    """Policies count places within the queue they were given; say which queue that is."""
+    message = message.replace("first in queue", f"first in {queue}")
+    return _AHEAD.sub(rf"\1 in {queue}", message)
+
+
+def admit(
+    capacity: Capacity,
+    free: Capacity,
+    queues: Sequence[QueueDemand],
+    claims: Sequence[Claim],
+    now: float,
+    slots: int,
+    reservation: str = STRICT_RESERVATION,
+) -> FairAdmission:
+    """Decide one pass across queues. `free` is what the cluster physically has free now;
+    `claims` are every running job's (for backfill's estimates); `slots` caps starts.
+    `reservation`: how the least-served queue's blocked head holds back borrowers: `strict`
+    (only spare resources may be borrowed), `backfill` (also what ends before the head's
+    reserved start), `none` (besteffort: no hold)."""
+    return _Pass(capacity, free, queues, claims, now, slots, reservation).run()
+
+
+def usage_by_queue(
+    held: Mapping[str, Capacity], queue_of: Mapping[str, str], names: Sequence[str]
+) -> dict[str, Capacity]:
+    """Sum what each task holds into its queue."""
+    usage = {name: Capacity() for name in names}
+    for task, request in held.items():
+        queue = queue_of[task]
+        usage[queue] = usage.get(queue, Capacity()) + request
+    return usage
+
+
+__all__ = [
+    "BLOCKED_BY_HIGHER",
+    "BLOCKED_BY_RESERVATION",
+    "INFLIGHT_LIMIT",
+    "QUOTA_EXCEEDED",
+    "WAITING_FOR_RESOURCES",
+    "FairAdmission",
+    "QueueDemand",
+    "QueueQuota",
+    "QueueState",
+    "Quotas",
+    "admit",
+    "resolve",
+    "weighted_share",
+]

@@ -1,0 +1,123 @@
+"""The queue configuration on disk: read `_queues.yaml` when it changes, keep the last good one,
+and write `_queues.status.yaml`. The shell side of queues; the decisions are in fairshare.py."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reconciler.queueing import ConfigState
+from specs.atomic import write_atomic
+from specs.parse import MAX_FILE_BYTES, SpecParseError, parse_queue_config
+from specs.queues import CONFIG_FILE, STATUS_FILE, QueueConfig
+
+log = logging.getLogger("rayqueue.queues")
+
+StatKey = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    config: QueueConfig | None  # in force: the last good one; None: no queues
+    state: ConfigState | None  # None: there is no config file at all
+
+
+class QueueFile:
+    """`path` is `<tasks>/_queues.yaml` unless `--queues` names another file. The status goes
+    beside it, or under `status_dir` (for read-only checkouts and ConfigMaps)."""
+
+    def __init__(self, path: Path, status_dir: Path | None = None) -> None:
+        self.path = Path(path)
+        self.status_path = (status_dir or self.path.parent) / STATUS_FILE
+        self._key: StatKey | None = None
+        self._good: QueueConfig | None = None
+        self._state: ConfigState | None = None
+        self._written: bytes | None = None
+        self._status_warned = False
+
+    @classmethod
+    def beside(cls, tasks: Path, status_dir: Path | None = None) -> QueueFile:
+        return cls(Path(tasks) / CONFIG_FILE, status_dir)
+
+    def load(self) -> Loaded:
+        """Cheap when nothing changed: one stat."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            if self._key is not None or self._state is not None:
+                log.info("%s is gone: one queue for all tasks again", self.path)
+                self._remove_status()
+            self._key, self._good, self._state = None, None, None
+            return Loaded(None, None)
+        except OSError as exc:
+            return self._keep(f"cannot read: {exc.strerror}")
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if key == self._key:
+            return Loaded(self._good, self._state)
+        self._key = key
+        try:
+            if st.st_size > MAX_FILE_BYTES:
+                raise SpecParseError([])  # reported below with the size
+            data = self.path.read_bytes()
+            config = parse_queue_config(data, file=self.path.name)
+        except SpecParseError as exc:
+            message = str(exc) or f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
+            return self._keep(message)
+        except OSError as exc:
+            return self._keep(f"cannot read: {exc.strerror}")
+        if self._good is None or self._good != config:
+            log.info("queues from %s: %s", self.path, ", ".join(config.queue_names()))
+        self._good = config
+        self._state = ConfigState(str(self.path), valid=True)
+        return Loaded(config, self._state)
+
+    def _keep(self, error: str) -> Loaded:
+        """A bad edit: the last good configuration stays in force."""
+        kept = "keeping the last good configuration" if self._good else "no queues in force"
+        if self._state is None or self._state.error != error:
+            log.error("queue configuration %s is invalid (%s): %s", self.path, kept, error)
+        self._state = ConfigState(
+            str(self.path), valid=False, error=error, in_force=self._good is not None
+        )
+        return Loaded(self._good, self._state)
+
+    def write_status(self, document: dict[str, Any]) -> bool:
+        """Atomically, and only when the content changes; False if nothing was written."""
+        data = yaml.safe_dump(document, sort_keys=False, default_flow_style=False).encode()
+        if data == self._written:
+            return False
+        try:
+            self.status_path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.status_path, data)
+        except OSError as exc:
+            if not self._status_warned:
+                log.warning("cannot write %s: %s", self.status_path, exc)
+                self._status_warned = True
+            return False
+        self._written = data
+        return True
+
+    def _remove_status(self) -> None:
+        self._written = None
+        with contextlib.suppress(OSError):
+            self.status_path.unlink()
+
+
+def read_status(path: Path) -> dict[str, Any] | None:
+    """`_queues.status.yaml` as written by serve (CLI and API); None if absent or unreadable."""
+    try:
+        data = yaml.safe_load(path.read_bytes())
+    except (OSError, yaml.YAMLError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def to_json(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2)

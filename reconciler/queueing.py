@@ -1,0 +1,139 @@
+"""The planner's bridge to fair sharing: one ordered queue of tasks in, per-queue admission out,
+and the queues' status document (`_queues.status.yaml`). Pure, like the planner."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from reconciler import fairshare
+from reconciler.policies import Candidate, Claim, Policy, Waiting
+from specs.cluster import Capacity
+from specs.quantity import format_memory
+from specs.queues import QueueConfig
+
+
+@dataclass
+class QueueAdmission:
+    start: list[str] = field(default_factory=list)
+    waiting: dict[str, Waiting] = field(default_factory=dict)
+    queue_of: dict[str, str] = field(default_factory=dict)  # every candidate's queue
+    states: dict[str, fairshare.QueueState] = field(default_factory=dict)
+    weights: dict[str, float] = field(default_factory=dict)
+    oversubscribed: str | None = None
+
+
+def admit_by_queue(
+    config: QueueConfig,
+    capacity: Capacity,
+    free: Capacity,
+    queue: Sequence[Candidate],
+    held: Mapping[str, Capacity],
+    claims: Sequence[Claim],
+    now: float,
+    slots: int,
+    policy: Policy,
+    reservation: str = fairshare.STRICT_RESERVATION,
+) -> QueueAdmission:
+    """`queue` in global order (priority, queuedAt, name); `held`: what each task with a live
+    job holds, by task name. Each queue keeps that order and runs `policy` within itself."""
+    quotas = fairshare.resolve(config, capacity)
+    names = [q.name for q in quotas.queues]
+    usage = {name: Capacity() for name in names}
+    for task, request in held.items():
+        owner = config.queue_of(task)
+        usage[owner] = usage[owner] + request
+    members: dict[str, list[Candidate]] = {name: [] for name in names}
+    queue_of: dict[str, str] = {}
+    for candidate in queue:
+        owner = config.queue_of(candidate.name)
+        queue_of[candidate.name] = owner
+        members[owner].append(candidate)
+    demands = [
+        fairshare.QueueDemand(quota, usage[quota.name], members[quota.name], policy)
+        for quota in quotas.queues
+    ]
+    result = fairshare.admit(capacity, free, demands, claims, now, slots, reservation)
+    return QueueAdmission(
+        start=result.start,
+        waiting=result.waiting,
+        queue_of=queue_of,
+        states=result.queues,
+        weights={q.name: q.weight for q in quotas.queues},
+        oversubscribed=quotas.oversubscribed,
+    )
+
+
+# --- _queues.status.yaml ------------------------------------------------------------------
+
+
+def _amounts(value: Capacity) -> dict[str, Any]:
+    return {
+        "cpu": round(value.cpu, 6),
+        "gpu": round(value.gpu, 6),
+        "memory": format_memory(round(value.memory)),
+    }
+
+
+@dataclass(frozen=True)
+class ConfigState:
+    """Which configuration is in force, and whether the file on disk is good."""
+
+    file: str
+    valid: bool
+    error: str | None = None  # the file's latest problem; the last good config stays in force
+    in_force: bool = True  # False: no good config was ever read, so there are no queues
+
+
+def status_document(
+    config: ConfigState,
+    states: Mapping[str, fairshare.QueueState],
+    weights: Mapping[str, float],
+    counts: Mapping[str, tuple[int, int]],
+    oversubscribed: str | None,
+) -> dict[str, Any]:
+    """The queues' status: one entry per queue, in config order. `counts`: (pending, admitted)
+    by queue, where admitted means Starting or Running."""
+    queues = []
+    for name, state in states.items():
+        pending, admitted = counts.get(name, (0, 0))
+        queues.append(
+            {
+                "name": name,
+                "nominalQuota": _amounts(state.nominal),
+                "usage": _amounts(state.usage),
+                "borrowed": _amounts(state.borrowed),
+                "lent": _amounts(state.lent),
+                "weight": weights.get(name, 1.0),
+                "weightedShare": round(state.share, 4),
+                "pending": pending,
+                "admitted": admitted,
+            }
+        )
+    body: dict[str, Any] = {
+        "config": {"file": config.file, "valid": config.valid, "inForce": config.in_force},
+        "queues": queues,
+    }
+    if config.error:
+        body["config"]["error"] = config.error
+    if oversubscribed:
+        body["warning"] = oversubscribed
+    return {"apiVersion": "rayqueue/v1", "kind": "QueueStatus", "status": body}
+
+
+def counts_by_queue(
+    phases: Mapping[str, tuple[str | None, str]],
+) -> dict[str, tuple[int, int]]:
+    """(pending, admitted) per queue from each task's (queue, phase)."""
+    counts: dict[str, tuple[int, int]] = {}
+    for queue, phase in phases.values():
+        if queue is None:
+            continue
+        pending, admitted = counts.get(queue, (0, 0))
+        if phase == "Queued":
+            pending += 1
+        elif phase in ("Starting", "Running"):
+            admitted += 1
+        counts[queue] = (pending, admitted)
+    return counts

@@ -1,0 +1,177 @@
+"""Teams in the simulator: split a workload over team folders, give each a queue, and measure
+how fairly the cluster was shared.
+
+Job i goes to team i mod N (folder `team-<k>/`). Each team's nominal quota is an equal split of
+the cluster, lending and borrowing are unlimited, and each team has its own weight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from reconciler.sim.engine import JobRecord
+from reconciler.sim.workload import Job
+from specs.queues import QueueConfig
+
+
+def team_name(index: int) -> str:
+    return f"team-{index}"
+
+
+def team_of(job_name: str) -> str:
+    return job_name.split("/", 1)[0]
+
+
+def split(workload: Sequence[Job], teams: int) -> list[Job]:
+    """Job i (in workload order) to team i mod `teams`."""
+    return [
+        replace(job, name=f"{team_name(i % teams)}/{job.name}") for i, job in enumerate(workload)
+    ]
+
+
+def team_config(
+    teams: int,
+    weights: Sequence[float],
+    capacity_cpu: float,
+    memory: float,
+    *,
+    quota: bool = True,
+) -> QueueConfig:
+    """Equal nominal quotas (none with `quota=False`: all capacity is then the default
+    queue's, idle and lent, so every start is a borrow ordered by weighted share), no borrowing
+    or lending limits, the given weights."""
+    share = 1 / teams if quota else 0.0
+    return QueueConfig.model_validate(
+        {
+            "apiVersion": "rayqueue/v1",
+            "kind": "QueueConfig",
+            "spec": {
+                "queues": [
+                    {
+                        "name": team_name(k),
+                        "nominalQuota": {
+                            "cpu": capacity_cpu * share,
+                            "memory": f"{int(memory * share)}B",
+                        },
+                        "weight": weights[k],
+                    }
+                    for k in range(teams)
+                ]
+            },
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Fairness:
+    jain_index: float  # of the teams' weight-normalised shares; 1 is perfectly fair
+    team_shares: dict[str, float]  # mean CPU share / weight over the contended seconds
+    contended_seconds: float  # simulated seconds in which every team had waiting work
+
+
+def jain(values: Sequence[float]) -> float:
+    """Jain's index: (sum x)^2 / (n sum x^2); 1 when all equal, 1/n when one takes all."""
+    total = sum(values)
+    squares = sum(v * v for v in values)
+    return total * total / (len(values) * squares) if squares > 0 else 1.0
+
+
+def fairness(
+    records: Sequence[JobRecord], teams: int, weights: Sequence[float], capacity_cpu: float
+) -> Fairness:
+    """Each team's CPU share of the cluster divided by its weight, averaged over the seconds in
+    which every team had work waiting (arrived, not yet started): only then is a fair split
+    owed. Only CPUs are simulated, so the dominant share is the CPU share."""
+    names = [team_name(k) for k in range(teams)]
+    # (time, team, change in waiting count, change in CPUs held)
+    deltas: list[tuple[float, str, int, float]] = []
+    for record in records:
+        team = team_of(record.job.name)
+        arrival = record.job.arrival
+        if record.start is None:
+            deltas.append((arrival, team, 1, 0.0))
+            continue
+        if record.start > arrival:
+            deltas += [(arrival, team, 1, 0.0), (record.start, team, -1, 0.0)]
+        end = record.end if record.end is not None else record.start
+        deltas += [(record.start, team, 0, record.job.cpu), (end, team, 0, -record.job.cpu)]
+    deltas.sort(key=lambda d: d[0])
+    waiting = dict.fromkeys(names, 0)
+    held = dict.fromkeys(names, 0.0)
+    integral = dict.fromkeys(names, 0.0)
+    contended = 0.0
+    index = 0
+    while index < len(deltas):
+        now = deltas[index][0]
+        while index < len(deltas) and deltas[index][0] == now:
+            _, team, dw, dc = deltas[index]
+            waiting[team] += dw
+            held[team] += dc
+            index += 1
+        if index == len(deltas):
+            break
+        span = deltas[index][0] - now
+        if span > 0 and all(waiting[t] > 0 for t in names):
+            contended += span
+            for k, t in enumerate(names):
+                integral[t] += span * held[t] / capacity_cpu / weights[k]
+    shares = {t: (integral[t] / contended if contended else 0.0) for t in names}
+    return Fairness(jain(list(shares.values())), shares, contended)
+
+
+def drop_until(workload: Sequence[Job], team: str, until: float) -> list[Job]:
+    """`team` is idle until `until`: its jobs that arrive earlier are left out."""
+    return [j for j in workload if team_of(j.name) != team or j.arrival >= until]
+
+
+@dataclass(frozen=True)
+class Reclaim:
+    """How a team's lent quota came back when its work returned."""
+
+    returned_at: float  # its first arrival after being idle
+    regained_at: float | None  # when it first held its nominal quota (None: never)
+    borrowed_meanwhile: float  # CPUs others started above their nominal in between: should be 0
+    borrowed_at_return: float  # CPUs other teams held above their nominal when it returned
+
+
+def reclaim(
+    records: Sequence[JobRecord], team: str, nominal: float, teams: int, until: float
+) -> Reclaim:
+    names = [team_name(k) for k in range(teams)]
+    # (time, order, team, cpu change, waiting change); at one instant ends come first, so
+    # freed CPUs are what a start can take, and arrivals last
+    events: list[tuple[float, int, str, float, int]] = []
+    for record in records:
+        owner = team_of(record.job.name)
+        if owner == team:
+            events.append((record.job.arrival, 2, owner, 0.0, 1))
+        if record.start is None:
+            continue
+        end = record.end if record.end is not None else record.start
+        events.append((record.start, 1, owner, record.job.cpu, -1 if owner == team else 0))
+        events.append((end, 0, owner, -record.job.cpu, 0))
+    events.sort(key=lambda e: (e[0], e[1]))
+    returned = min(
+        (r.job.arrival for r in records if team_of(r.job.name) == team and r.job.arrival >= until),
+        default=until,
+    )
+    held = dict.fromkeys(names, 0.0)
+    waiting = 0
+    regained: float | None = None
+    meanwhile = 0.0
+    at_return: float | None = None
+    for time, _, owner, change, arrived in events:
+        if at_return is None and time >= returned:
+            at_return = sum(max(0.0, held[t] - nominal) for t in names if t != team)
+        before = held[owner]
+        held[owner] += change
+        waiting += arrived
+        if time < returned or regained is not None:
+            continue
+        if owner == team and held[team] >= nominal - 1e-9:
+            regained = time
+        elif owner != team and change > 0 and waiting > 0:
+            # another team borrowed while this one was below its quota with work waiting
+            meanwhile += max(0.0, held[owner] - max(before, nominal))
+    return Reclaim(returned, regained, meanwhile, at_return or 0.0)

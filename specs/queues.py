@@ -1,0 +1,184 @@
+"""The QueueConfig document (`_queues.yaml`): one queue per team folder, with quotas and weights.
+
+The file is the admin's, not a team's: it lives at the root of the tasks folder (or anywhere,
+given `--queues PATH`), and names like `_queues.yaml` are reserved, so no team can drop a task
+that looks like one. `specs.parse.parse_queue_config` reads it with the task parser's
+machinery, so errors read `_queues.yaml:7:9: spec.queues[1].name: ...`. This module holds only
+the model, so the pure planner can use it without the parser.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic.alias_generators import to_camel
+
+from specs.cluster import Capacity
+from specs.quantity import QuantityError, parse_memory
+
+CONFIG_FILE = "_queues.yaml"
+STATUS_FILE = "_queues.status.yaml"
+DEFAULT_QUEUE = "default"
+RESERVED_PREFIX = "_"
+"""File names starting with this are configuration, never tasks."""
+
+UNLIMITED = float("inf")
+
+_SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_MAX_NAME = 200
+
+Amount = Annotated[float, Field(ge=0, allow_inf_nan=False, le=1e9)]
+
+
+def _memory(value: object) -> int:
+    try:
+        return parse_memory(value)
+    except OverflowError:  # float() overflow on absurd numbers; pydantic wants a ValueError
+        raise QuantityError("is larger than any cluster could hold") from None
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True
+    )
+
+
+class Quota(_Model):
+    """A nominal quota: a resource left out is 0."""
+
+    cpu: Amount = 0.0
+    gpu: Amount = 0.0
+    memory: int = Field(default=0, description="bytes; YAML takes 256Gi, 512Mi, 2G or GiB")
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _parse_memory(cls, value: object) -> int:
+        return _memory(value)
+
+    def capacity(self) -> Capacity:
+        return Capacity(self.cpu, self.gpu, float(self.memory))
+
+
+class Limit(_Model):
+    """A borrowing or lending limit: a resource left out has no limit."""
+
+    cpu: Amount | None = None
+    gpu: Amount | None = None
+    memory: int | None = Field(default=None, description="bytes; as in nominalQuota")
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _parse_memory(cls, value: object) -> int | None:
+        return None if value is None else _memory(value)
+
+    def capacity(self) -> Capacity:
+        def bound(value: float | None) -> float:
+            return UNLIMITED if value is None else float(value)
+
+        return Capacity(bound(self.cpu), bound(self.gpu), bound(self.memory))
+
+
+NO_LIMIT = Limit()
+
+
+class _Sharing(_Model):
+    borrowing_limit: Limit = Field(default=NO_LIMIT, description="most it may use above nominal")
+    lending_limit: Limit = Field(default=NO_LIMIT, description="most of its idle quota lent")
+    weight: float = Field(default=1.0, gt=0, le=1e6, allow_inf_nan=False)
+
+
+class QueueEntry(_Sharing):
+    """One team folder's queue."""
+
+    name: str
+    nominal_quota: Quota = Field(default_factory=Quota)
+
+    @field_validator("name")
+    @classmethod
+    def _folder(cls, name: str) -> str:
+        check_queue_name(name)
+        return name
+
+
+class DefaultQueue(_Sharing):
+    """Tasks outside every listed folder; its nominal quota is what no other queue holds."""
+
+
+class QueueConfigSpec(_Model):
+    queues: list[QueueEntry] = Field(default_factory=list)
+    default: DefaultQueue = Field(default_factory=DefaultQueue)
+
+
+class ConfigMetadata(_Model):
+    name: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class QueueConfig(_Model):
+    api_version: Literal["rayqueue/v1"] = Field(alias="apiVersion")
+    kind: Literal["QueueConfig"]
+    metadata: ConfigMetadata = Field(default_factory=ConfigMetadata)
+    spec: QueueConfigSpec = Field(default_factory=QueueConfigSpec)
+    _queue_of: dict[str, str] = PrivateAttr(default_factory=dict)  # memo: asked every pass
+
+    def queue_names(self) -> list[str]:
+        """Every queue, listed ones first in file order, then `default`."""
+        return [q.name for q in self.spec.queues] + [DEFAULT_QUEUE]
+
+    def queue_of(self, task: str) -> str:
+        """The queue of a task name: the longest listed folder it lies under, else default."""
+        known = self._queue_of.get(task)
+        if known is not None:
+            return known
+        best = DEFAULT_QUEUE
+        length = -1
+        for entry in self.spec.queues:
+            if task.startswith(entry.name + "/") and len(entry.name) > length:
+                best, length = entry.name, len(entry.name)
+        if len(self._queue_of) > 100_000:  # bounded: task names come and go
+            self._queue_of.clear()
+        self._queue_of[task] = best
+        return best
+
+
+def check_queue_name(name: str) -> None:
+    """A queue name is a relative folder path: `team-a` or `org/team-a`."""
+    if not name:
+        raise ValueError("queue name must not be empty")
+    if len(name) > _MAX_NAME:
+        raise ValueError(f"queue name is {len(name)} characters long; the limit is {_MAX_NAME}")
+    if name == DEFAULT_QUEUE:
+        raise ValueError('"default" is the queue of unlisted folders; set it under spec.default')
+    if "\\" in name:
+        raise ValueError(f"queue name {name!r} must use '/' between folders, not '\\'")
+    if name.startswith("/") or name.endswith("/"):
+        raise ValueError(f"queue name {name!r} must be a relative folder path without '/' at ends")
+    for segment in name.split("/"):
+        if segment in ("", ".", ".."):
+            raise ValueError(
+                f"queue name {name!r} must be a folder path: no empty, '.' or '..' segments"
+            )
+        if not _SEGMENT.fullmatch(segment):
+            raise ValueError(
+                f"queue name {name!r}: folder {segment!r} may use ASCII letters, digits, '.', "
+                "'_' and '-', and must start with a letter or digit"
+            )
+
+
+def is_reserved(file_name: str) -> bool:
+    """Whether a file name (no folders) is reserved for configuration."""
+    return file_name.startswith(RESERVED_PREFIX)
+
+
+def config_path(tasks_dir: Path, queues_path: Path | None) -> Path:
+    """`--queues PATH`, else `<tasks>/_queues.yaml`."""
+    return queues_path or tasks_dir / CONFIG_FILE
+
+
+def status_path(config: Path, status_dir: Path | None) -> Path:
+    """`_queues.status.yaml`: under --status-dir if given, else beside the configuration."""
+    return (status_dir or config.parent) / STATUS_FILE

@@ -1,0 +1,114 @@
+"""`rayqueue queues`, and the loop behind it: _queues.yaml read, bad edits kept out, the
+queues' status written beside the config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from tests.cli.conftest import spec_text, write
+
+CONFIG = """\
+apiVersion: rayqueue/v1
+kind: QueueConfig
+spec:
+  queues:
+    - name: team-a
+      nominalQuota: {cpu: 2}
+    - name: team-b
+      nominalQuota: {cpu: 2}
+      borrowingLimit: {cpu: 0}
+"""
+
+
+def _status(tasks: Path) -> dict[str, object]:
+    return yaml.safe_load((tasks / "_queues.status.yaml").read_text())["status"]
+
+
+def test_table_after_a_pass(rq, world) -> None:
+    t = world.tasks
+    (t / "_queues.yaml").write_text(CONFIG)
+    for i in range(4):
+        write(t, f"team-b/b{i}", spec_text(cpu=1))
+    write(t, "team-a/a0", spec_text(cpu=1))
+    write(t, "loose", spec_text(cpu=1))
+    world.step()
+
+    head = yaml.safe_load((t / "team-b/b2.status.yaml").read_text())["status"]
+    assert head["queue"] == "team-b" and head["reason"] == "QuotaExceeded"
+    assert (head["queuePosition"], head["message"]) == (
+        1,
+        "team-b uses 2/2 CPU of its quota; can borrow 0 more (borrowingLimit 0); first in team-b",
+    )
+    behind = yaml.safe_load((t / "team-b/b3.status.yaml").read_text())["status"]
+    assert (behind["queuePosition"], behind["reason"]) == (2, "WaitingBehindHigherPriority")
+
+    result = rq("queues")
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0].split() == [
+        "NAME", "NOMINAL", "USED", "BORROWED", "SHARE", "PENDING", "RUNNING"
+    ]  # fmt: skip
+    rows = {line.split()[0]: line for line in lines[1:] if line.strip()}
+    assert set(rows) == {"team-a", "team-b", "default"}
+    assert rows["team-b"].split()[-2:] == ["2", "2"]  # 2 pending, 2 running
+    assert rows["team-a"].split()[-2:] == ["0", "1"]
+    assert "0.500" in rows["team-b"]  # 2 of 4 CPUs
+
+    as_json = json.loads(rq("queues", "-o", "json").out)
+    assert as_json["kind"] == "QueueStatus"
+    entry = next(q for q in as_json["status"]["queues"] if q["name"] == "default")
+    assert entry["nominalQuota"]["cpu"] == 0  # the 4-CPU fake cluster is all team quota
+    assert entry["borrowed"]["cpu"] == 1
+    assert yaml.safe_load(rq("queues", "-o", "yaml").out) == as_json
+
+
+def test_a_bad_edit_keeps_the_last_good_config(rq, world, caplog) -> None:
+    t = world.tasks
+    (t / "_queues.yaml").write_text(CONFIG)
+    for i in range(3):
+        write(t, f"team-b/b{i}", spec_text(cpu=1))
+    world.step()
+    (t / "_queues.yaml").write_text(CONFIG.replace("borrowingLimit", "borowingLimit"))
+    write(t, "team-b/late", spec_text(cpu=1, priority=9))
+    world.step()
+
+    state = _status(t)["config"]
+    assert state["valid"] is False and state["inForce"] is True
+    assert "spec.queues[1].borowingLimit: unknown field" in state["error"]
+    assert "_queues.yaml:9:7" in state["error"]
+    assert any("keeping the last good configuration" in r.message for r in caplog.records)
+    # still team-b's 2-CPU quota without borrowing: the late task waits
+    late = yaml.safe_load((t / "team-b/late.status.yaml").read_text())["status"]
+    assert late["phase"] == "Queued" and late["reason"] == "QuotaExceeded"
+    result = rq("queues")
+    assert result.code == 0 and "is invalid (the last good one is in force)" in result.err
+
+    (t / "_queues.yaml").write_text(CONFIG)
+    world.step()
+    assert _status(t)["config"] == {"file": str(t / "_queues.yaml"), "valid": True, "inForce": True}
+
+
+def test_without_a_config_there_are_no_queues(rq, world) -> None:
+    write(world.tasks, "team-a/a0", spec_text(cpu=1))
+    world.step()
+    assert not (world.tasks / "_queues.status.yaml").exists()
+    status = yaml.safe_load((world.tasks / "team-a/a0.status.yaml").read_text())["status"]
+    assert "queue" not in status
+    result = rq("queues")
+    assert result.code == 1 and "no queues are configured" in result.err
+
+
+def test_removing_the_config_goes_back_to_one_queue(world) -> None:
+    t = world.tasks
+    (t / "_queues.yaml").write_text(CONFIG)
+    write(t, "team-a/a0", spec_text(cpu=1))
+    world.step()
+    assert (t / "_queues.status.yaml").exists()
+    (t / "_queues.yaml").unlink()
+    world.step()
+    assert not (t / "_queues.status.yaml").exists()
+    status = yaml.safe_load((t / "team-a/a0.status.yaml").read_text())["status"]
+    assert "queue" not in status

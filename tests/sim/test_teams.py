@@ -1,0 +1,78 @@
+"""Teams in the simulator: splitting, the fairness measure, and the reclaim measure."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.sim.engine import JobRecord
+from reconciler.sim.teams import drop_until, fairness, jain, reclaim, split, team_config
+from reconciler.sim.workload import Job
+
+
+def job(name: str, arrival: float, cpu: float, run: float = 10) -> Job:
+    return Job(name, arrival, run, cpu, 0, 0)
+
+
+def record(name: str, arrival: float, start: float | None, end: float | None, cpu: float):
+    return JobRecord(job(name, arrival, cpu), start=start, end=end)
+
+
+def test_split_sends_job_i_to_team_i_mod_n() -> None:
+    jobs = [job(f"j{i}", i, 1) for i in range(5)]
+    names = [j.name for j in split(jobs, 2)]
+    assert names == ["team-0/j0", "team-1/j1", "team-0/j2", "team-1/j3", "team-0/j4"]
+    kept = drop_until(split(jobs, 2), "team-0", 3)
+    assert [j.name for j in kept] == ["team-1/j1", "team-1/j3", "team-0/j4"]
+
+
+def test_team_config_splits_the_cluster_equally() -> None:
+    config = team_config(4, (1, 1, 1, 3), 256, 1024 * 2**30)
+    quotas = [(q.name, q.nominal_quota.cpu, q.weight) for q in config.spec.queues]
+    assert quotas == [("team-0", 64, 1), ("team-1", 64, 1), ("team-2", 64, 1), ("team-3", 64, 3)]
+    assert config.queue_of("team-2/syn-000002") == "team-2"
+
+
+def test_jain_index() -> None:
+    assert jain([0.25, 0.25, 0.25, 0.25]) == pytest.approx(1.0)
+    assert jain([1.0, 0.0, 0.0, 0.0]) == pytest.approx(0.25)
+    assert jain([0.0, 0.0]) == 1.0
+
+
+def test_fairness_counts_only_seconds_in_which_every_team_waits() -> None:
+    records = [
+        # team-0 holds 8 of 16 CPUs from 0 to 100 and has a task waiting from 0 to 100
+        record("team-0/run", 0, 0, 100, 8),
+        record("team-0/wait", 0, 100, 110, 8),
+        # team-1 holds 4 from 0 to 100, waits only from 50 to 100
+        record("team-1/run", 0, 0, 100, 4),
+        record("team-1/wait", 50, 100, 110, 4),
+    ]
+    fair = fairness(records, 2, (1.0, 1.0), 16)
+    assert fair.contended_seconds == 50
+    assert fair.team_shares == {"team-0": pytest.approx(0.5), "team-1": pytest.approx(0.25)}
+    assert fair.jain_index == pytest.approx(0.75**2 / (2 * (0.25 + 0.0625)))
+    weighted = fairness(records, 2, (2.0, 1.0), 16)
+    assert weighted.team_shares["team-0"] == pytest.approx(0.25)
+    assert weighted.jain_index == pytest.approx(1.0)
+
+
+def test_reclaim_measures_borrowing_after_the_return() -> None:
+    nominal = 8
+    records = [
+        record("team-1/a", 0, 0, 50, 8),  # within its nominal
+        record("team-1/b", 0, 0, 50, 8),  # borrowed from idle team-0
+        record("team-0/x", 40, 50, 60, 8),  # team-0 returns at 40, regains at 50
+    ]
+    back = reclaim(records, "team-0", nominal, 2, 30)
+    assert back.returned_at == 40
+    assert back.regained_at == 50
+    assert back.borrowed_at_return == 8
+    assert back.borrowed_meanwhile == 0
+    greedy = [
+        *records[:2],
+        record("team-1/c", 0, 50, 200, 8),  # its own nominal: fine
+        record("team-1/d", 0, 50, 200, 8),  # borrowed again while team-0 waits: counted
+        record("team-0/x", 40, 200, 210, 8),
+    ]
+    late = reclaim(greedy, "team-0", nominal, 2, 30)
+    assert late.borrowed_meanwhile == 8 and late.regained_at == 200

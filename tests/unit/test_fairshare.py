@@ -1,0 +1,348 @@
+"""Admission across queues: quotas, borrowing and lending limits, fair order, reasons."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reconciler import fairshare
+from reconciler.fairshare import NO_LIMIT, QueueDemand, QueueQuota, admit, resolve
+from reconciler.policies import POLICIES, Candidate
+from specs.cluster import Capacity
+from specs.parse import parse_queue_config
+
+CLUSTER = Capacity(16, 4, 64 * 2**30)
+INF = math.inf
+
+
+def cpu(n: float) -> Capacity:
+    return Capacity(n, 0, 0)
+
+
+def task(name: str, request: Capacity, timeout: float = 0) -> Candidate:
+    return Candidate(name, request, timeout)
+
+
+@dataclass
+class Q:
+    name: str
+    nominal: Capacity
+    tasks: list[Candidate] = field(default_factory=list)
+    usage: Capacity = field(default_factory=Capacity)
+    borrow: Capacity = NO_LIMIT
+    lend: Capacity = NO_LIMIT
+    weight: float = 1.0
+    policy: str = "strict"
+
+    def demand(self) -> QueueDemand:
+        quota = QueueQuota(self.name, self.nominal, self.borrow, self.lend, self.weight)
+        return QueueDemand(quota, self.usage, self.tasks, POLICIES[self.policy])
+
+
+def run(queues: list[Q], capacity: Capacity = CLUSTER, slots: int = 100) -> fairshare.FairAdmission:
+    used = Capacity()
+    for q in queues:
+        used = used + q.usage
+    return admit(capacity, capacity - used, [q.demand() for q in queues], [], 0.0, slots)
+
+
+def tasks(prefix: str, n: int, size: float) -> list[Candidate]:
+    return [task(f"{prefix}/{i}", cpu(size)) for i in range(n)]
+
+
+# name, queues, expected starts (in admission order; None: only the set is checked)
+CASES = [
+    (
+        "nominal quota guaranteed while another queue floods",
+        [Q("a", cpu(8), tasks("a", 20, 1)), Q("b", cpu(8), tasks("b", 3, 4))],
+        None,
+        {"a": 8, "b": 2},  # b's 8 is its own, whatever a's flood
+    ),
+    (
+        "idle quota is lent",
+        [Q("a", cpu(8), tasks("a", 20, 1)), Q("b", cpu(8), tasks("b", 1, 4))],
+        None,
+        {"a": 12, "b": 1},
+    ),
+    (
+        "borrowing limit caps use above nominal",
+        [Q("a", cpu(8), tasks("a", 20, 1), borrow=cpu(2)), Q("b", cpu(8))],
+        None,
+        {"a": 10, "b": 0},
+    ),
+    (
+        "lending limit caps what an idle queue gives away",
+        [Q("a", cpu(8), tasks("a", 20, 1)), Q("b", cpu(8), lend=cpu(3))],
+        None,
+        {"a": 11, "b": 0},
+    ),
+    (
+        "no lending from a queue whose guaranteed head waits",
+        [
+            Q("a", cpu(8), tasks("a", 20, 1), usage=cpu(12)),
+            Q("b", cpu(8), [task("b/big", cpu(6))], usage=cpu(2)),
+        ],
+        None,
+        {"a": 0, "b": 0},  # 2 free; b's head is within b's nominal, so a must not take them
+    ),
+    (
+        "a strict head blocks only its own queue",
+        [
+            Q("a", cpu(8), [task("a/huge", cpu(12)), task("a/small", cpu(1))], usage=cpu(8)),
+            Q("b", cpu(8), tasks("b", 3, 1)),
+        ],
+        None,
+        {"a": 0, "b": 3},
+    ),
+    (
+        "a head blocked on GPUs does not block a queue needing only CPUs",
+        [
+            Q("a", Capacity(8, 4, 0), [task("a/gpu", Capacity(1, 4, 0))], usage=Capacity(1, 2, 0)),
+            Q("b", Capacity(8, 0, 0), tasks("b", 6, 1)),
+        ],
+        None,
+        {"a": 0, "b": 6},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("queues", "expected"),
+    [(c[1], c[3]) for c in CASES],
+    ids=[c[0] for c in CASES],
+)
+def test_admission_counts(queues: list[Q], expected: dict[str, int]) -> None:
+    result = run(queues)
+    counts = {q.name: sum(1 for t in result.start if t.startswith(q.name + "/")) for q in queues}
+    assert counts == expected
+
+
+def test_fair_order_is_recomputed_after_every_admission() -> None:
+    # Both queues borrow (nominal 0 each, default holds the cluster and is idle): picks must
+    # alternate, not hand one queue all its tasks first (kueue #9345).
+    queues = [
+        Q("a", cpu(0), tasks("a", 4, 2)),
+        Q("b", cpu(0), tasks("b", 4, 2)),
+        Q("default", cpu(16)),
+    ]
+    result = run(queues)
+    assert result.start == ["a/0", "b/0", "a/1", "b/1", "a/2", "b/2", "a/3", "b/3"]
+
+
+def test_weights_divide_borrowed_capacity() -> None:
+    queues = [
+        Q("a", cpu(0), tasks("a", 16, 1), weight=1),
+        Q("b", cpu(0), tasks("b", 16, 1), weight=3),
+        Q("default", cpu(16)),
+    ]
+    result = run(queues)
+    assert sum(t.startswith("a/") for t in result.start) == 4
+    assert sum(t.startswith("b/") for t in result.start) == 12
+
+
+def test_lowest_share_first_when_only_one_fits() -> None:
+    queues = [
+        Q("a", cpu(0), [task("a/0", cpu(2))], usage=cpu(4)),
+        Q("b", cpu(0), [task("b/0", cpu(2))], usage=cpu(2)),
+        Q("default", cpu(16)),
+    ]
+    result = admit(CLUSTER, cpu(2), [q.demand() for q in queues], [], 0.0, 10)
+    assert result.start == ["b/0"]
+    assert result.waiting["a/0"].reason == "WaitingForResources"
+
+
+def test_nominal_picks_go_before_borrowers() -> None:
+    queues = [
+        Q("a", cpu(8), tasks("a", 4, 2), usage=cpu(8)),  # borrowing, lowest share 0.5
+        Q("b", cpu(8), [task("b/0", cpu(2))], usage=cpu(6)),  # within nominal, share 0.375
+    ]
+    result = admit(CLUSTER, cpu(2), [q.demand() for q in queues], [], 0.0, 10)
+    assert result.start == ["b/0"]
+
+
+def test_quota_exceeded_message() -> None:
+    queues = [
+        Q("team-a", cpu(8), tasks("team-a", 5, 8), usage=cpu(8), borrow=cpu(0)),
+        Q("team-b", cpu(8)),
+    ]
+    result = run(queues)
+    assert result.start == []
+    waiting = result.waiting["team-a/0"]
+    assert waiting.reason == "QuotaExceeded"
+    assert waiting.message == (
+        "team-a uses 8/8 CPU of its quota; can borrow 0 more (borrowingLimit 0); first in team-a"
+    )
+    assert result.waiting["team-a/1"].reason == "WaitingBehindHigherPriority"
+    assert result.waiting["team-a/1"].message.endswith("1 task ahead in team-a")
+    # besteffort: everyone waits on the quota, each told its place
+    queues[0].policy = "besteffort"
+    result = run(queues)
+    assert result.waiting["team-a/3"].message == (
+        "team-a uses 8/8 CPU of its quota; can borrow 0 more (borrowingLimit 0); "
+        "3 tasks ahead in team-a"
+    )
+
+
+def test_waiting_for_resources_when_the_cluster_is_full() -> None:
+    queues = [Q("a", cpu(8), [task("a/0", cpu(2))]), Q("b", cpu(8), usage=cpu(16))]
+    result = run(queues)
+    assert result.waiting["a/0"].reason == "WaitingForResources"
+    assert result.waiting["a/0"].message == "needs 2 CPU; 0 free; first in a"
+
+
+def test_task_beyond_nominal_plus_borrowing_limit_does_not_block_its_queue() -> None:
+    queues = [
+        Q("a", cpu(4), [task("a/big", cpu(6)), task("a/small", cpu(1))], borrow=cpu(1)),
+        Q("b", cpu(12)),
+    ]
+    result = run(queues)
+    assert result.start == ["a/small"]
+    assert result.waiting["a/big"].reason == "QuotaExceeded"
+    assert "at most 5" in result.waiting["a/big"].message
+
+
+def test_resolve_gives_default_the_rest_and_reports_oversubscription() -> None:
+    config = parse_queue_config(
+        "apiVersion: rayqueue/v1\nkind: QueueConfig\nspec:\n  queues:\n"
+        "    - {name: a, nominalQuota: {cpu: 10}}\n    - {name: b, nominalQuota: {cpu: 4}}\n"
+    )
+    quotas = resolve(config, cpu(16))
+    assert [q.nominal.cpu for q in quotas.queues] == [10, 4, 2]
+    assert quotas.oversubscribed is None
+    shrunk = resolve(config, cpu(12))
+    assert shrunk.queues[-1].nominal.cpu == 0
+    assert shrunk.oversubscribed is not None and "14 CPU > 12" in shrunk.oversubscribed
+
+
+def test_report_borrowed_and_lent() -> None:
+    result = run([Q("a", cpu(8), tasks("a", 12, 1)), Q("b", cpu(8), tasks("b", 1, 1))])
+    a, b = result.queues["a"], result.queues["b"]
+    assert a.usage.cpu == 12 and a.borrowed.cpu == 4
+    assert b.usage.cpu == 1 and b.lent.cpu == 4 and b.borrowed.cpu == 0
+    assert a.share == pytest.approx(12 / 16)
+
+
+# --- the invariant, for any mix of queues --------------------------------------------------
+
+amounts = st.sampled_from([0.0, 1.0, 2.0, 3.0, 4.0, 8.0])
+limits = st.one_of(st.just(INF), amounts)
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[Capacity, list[Q]]:
+    capacity = Capacity(draw(st.sampled_from([4.0, 8.0, 16.0])), draw(amounts), 0)
+    queues = []
+    for index in range(draw(st.integers(1, 4))):
+        name = f"q{index}"
+        nominal = Capacity(draw(amounts), draw(amounts), 0)
+        usage = Capacity(draw(amounts), draw(st.sampled_from([0.0, 1.0])), 0)
+        queue_tasks = [
+            task(f"{name}/{i}", Capacity(draw(amounts), draw(st.sampled_from([0.0, 1.0])), 0))
+            for i in range(draw(st.integers(0, 6)))
+        ]
+        queues.append(
+            Q(
+                name,
+                nominal,
+                queue_tasks,
+                usage=usage,
+                borrow=Capacity(draw(limits), draw(limits), INF),
+                lend=Capacity(draw(limits), draw(limits), INF),
+                weight=draw(st.sampled_from([0.5, 1.0, 3.0])),
+                policy=draw(st.sampled_from(sorted(POLICIES))),
+            )
+        )
+    return capacity, queues
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenarios())
+def test_no_pass_admits_beyond_quotas_lenders_or_cluster(
+    scenario: tuple[Capacity, list[Q]],
+) -> None:
+    capacity, queues = scenario
+    used = Capacity()
+    for q in queues:
+        used = used + q.usage
+    free = capacity - used
+    result = admit(capacity, free, [q.demand() for q in queues], [], 0.0, 100)
+
+    request = {t.name: t.request for q in queues for t in q.tasks}
+    queue_of = {t.name: q for q in queues for t in q.tasks}
+    usage = {q.name: q.usage for q in queues}
+    physical = free
+    for name in result.start:  # replay the pass one admission at a time
+        q = queue_of[name]
+        before = usage[q.name]
+        after = before + request[name]
+        usage[q.name] = after
+        physical = physical - request[name]
+        for r in ("cpu", "gpu"):
+            need = getattr(request[name], r)
+            if need == 0:
+                continue
+            # never beyond what the cluster has free
+            assert getattr(physical, r) >= -1e-9
+            nominal = getattr(q.nominal, r)
+            if getattr(after, r) <= nominal + 1e-9:
+                continue  # within nominal: only the cluster bounds it
+            # never beyond nominal + borrowingLimit
+            assert getattr(after, r) <= nominal + getattr(q.borrow, r) + 1e-9
+            # borrowed in total never beyond what lenders offer within their lendingLimits
+            borrowed = sum(
+                max(0.0, getattr(usage[p.name], r) - getattr(p.nominal, r)) for p in queues
+            )
+            lendable = sum(
+                min(getattr(p.lend, r), max(0.0, getattr(p.nominal, r) - getattr(usage[p.name], r)))
+                for p in queues
+                if p is not q
+            )
+            assert borrowed <= lendable + 1e-9
+    # and every task is either started or told why it waits
+    assert set(result.start) | set(result.waiting) == set(request)
+    assert not set(result.start) & set(result.waiting)
+
+
+@pytest.mark.parametrize(
+    ("reservation", "b_starts"),
+    [(fairshare.STRICT_RESERVATION, False), (fairshare.NO_RESERVATION, True)],
+)
+def test_a_borrower_may_not_take_what_the_least_served_head_waits_for(
+    reservation: str, b_starts: bool
+) -> None:
+    queues = [
+        Q("a", cpu(4), [task("a/wide", cpu(8))]),  # share 0; needs 8, 6 free
+        Q("b", cpu(4), [task("b/more", cpu(1))], usage=cpu(10)),  # borrowing 6 already
+        Q("default", cpu(8)),
+    ]
+    result = admit(CLUSTER, cpu(6), [q.demand() for q in queues], [], 0.0, 10, reservation)
+    assert ("b/more" in result.start) is b_starts
+    assert "a/wide" not in result.start
+    if not b_starts:
+        held = result.waiting["b/more"]
+        assert held.reason == "WaitingBehindReservation"
+        assert "kept for a/wide" in held.message
+
+
+def test_backfill_hold_lets_a_borrower_run_that_ends_before_the_reserved_start() -> None:
+    # of b's 10 CPUs, 2 are free again by t=100 (then a/wide fits, with 1 to spare); 8 never
+    running = [fairshare.Claim(cpu(2), 100.0), fairshare.Claim(cpu(8), None)]
+    queues = [
+        Q("a", cpu(4), [task("a/wide", cpu(8))], policy="backfill"),
+        Q(
+            "b",
+            cpu(4),
+            [task("b/short", cpu(1), 50), task("b/long", cpu(2), 500)],
+            usage=cpu(10),
+            policy="backfill",
+        ),
+        Q("default", cpu(8)),
+    ]
+    demands = [q.demand() for q in queues]
+    result = admit(CLUSTER, cpu(6), demands, running, 0.0, 10, fairshare.BACKFILL_RESERVATION)
+    assert result.start == ["b/short"]
+    assert result.waiting["b/long"].reason == "WaitingBehindReservation"

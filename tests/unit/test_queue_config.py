@@ -1,0 +1,133 @@
+"""_queues.yaml: parsing, errors with lines, folder -> queue mapping, reserved task names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specs.parse import SpecParseError, parse_queue_config
+from specs.queues import DEFAULT_QUEUE
+from specs.store import InvalidName, TaskStore, validate_name
+
+GOOD = """\
+apiVersion: rayqueue/v1
+kind: QueueConfig
+spec:
+  queues:
+    - name: team-a
+      nominalQuota: {cpu: 64, gpu: 8, memory: 256Gi}
+      borrowingLimit: {gpu: 4}
+      lendingLimit: {cpu: 32}
+      weight: 1
+    - name: team-b
+      nominalQuota: {cpu: 32}
+    - name: org/team-c
+      weight: 3
+  default: {}
+"""
+
+
+def test_parses_the_documented_example() -> None:
+    config = parse_queue_config(GOOD)
+    a, b, c = config.spec.queues
+    assert a.nominal_quota.memory == 256 * 2**30
+    assert a.borrowing_limit.capacity().gpu == 4
+    assert a.borrowing_limit.capacity().cpu == float("inf")  # absent: no limit
+    assert a.lending_limit.cpu == 32 and a.lending_limit.gpu is None
+    assert b.weight == 1 and c.weight == 3 and c.nominal_quota.cpu == 0
+    assert config.queue_names() == ["team-a", "team-b", "org/team-c", DEFAULT_QUEUE]
+
+
+@pytest.mark.parametrize(
+    ("task", "queue"),
+    [
+        ("team-a/x", "team-a"),
+        ("team-a/x/y", "team-a"),
+        ("team-a", DEFAULT_QUEUE),  # a file beside the folder is not under it
+        ("team-ab/x", DEFAULT_QUEUE),
+        ("org/team-c/deep/t", "org/team-c"),
+        ("org/other", DEFAULT_QUEUE),
+        ("hello", DEFAULT_QUEUE),
+    ],
+)
+def test_queue_of_is_the_longest_listed_folder(task: str, queue: str) -> None:
+    assert parse_queue_config(GOOD).queue_of(task) == queue
+
+
+def test_longest_prefix_wins_over_a_parent_folder() -> None:
+    text = GOOD.replace("org/team-c", "team-a/vision")
+    config = parse_queue_config(text)
+    assert config.queue_of("team-a/vision/t") == "team-a/vision"
+    assert config.queue_of("team-a/nlp/t") == "team-a"
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (
+            ("lendingLimit:", "lendinglimit:"),
+            "_queues.yaml:8:7: spec.queues[0].lendinglimit: unknown field",
+        ),
+        (
+            ("{cpu: 32}\n    - name: org", "{cpu: -2}\n    - name: org"),
+            "_queues.yaml:11:27: spec.queues[1].nominalQuota.cpu: must be greater than or equal "
+            "to 0 (got -2)",
+        ),
+        (
+            ("memory: 256Gi", "memory: -1Gi"),
+            "_queues.yaml:6:47: spec.queues[0].nominalQuota.memory: '-1Gi' is not a quantity",
+        ),
+        (
+            ("name: team-b", "name: team-a"),
+            '_queues.yaml:10:13: spec.queues[1].name: queue "team-a" is listed twice '
+            "(first as queues[0])",
+        ),
+        (
+            ("name: team-b", "name: ../team-b"),
+            "_queues.yaml:10:13: spec.queues[1].name: queue name '../team-b' must be a folder path",
+        ),
+        (("name: team-b", "name: /abs"), "spec.queues[1].name: queue name '/abs' must be"),
+        (("name: team-b", "name: a\\\\b"), "must use '/' between folders"),
+        (("name: team-b", "name: default"), '"default" is the queue of unlisted folders'),
+        (("weight: 3", "weight: 0"), "spec.queues[2].weight: must be greater than 0"),
+        (("weight: 3", "weight: -1"), "spec.queues[2].weight: must be greater than 0"),
+        (("kind: QueueConfig", "kind: Task"), "kind:"),
+        (("default: {}", "default: {nominalQuota: {cpu: 1}}"), "unknown field"),
+    ],
+)
+def test_errors_name_file_line_and_field(edit: tuple[str, str], expected: str) -> None:
+    text = GOOD.replace(*edit)
+    assert text != GOOD
+    with pytest.raises(SpecParseError) as info:
+        parse_queue_config(text)
+    assert expected in str(info.value)
+
+
+def test_broken_yaml_is_a_clean_error() -> None:
+    with pytest.raises(SpecParseError, match=r"_queues.yaml:\d+:\d+"):
+        parse_queue_config("spec: [\n")
+    with pytest.raises(SpecParseError, match="empty file"):
+        parse_queue_config("")
+
+
+def test_a_folder_that_does_not_exist_yet_is_fine(tmp_path: Path) -> None:
+    config = parse_queue_config(GOOD)
+    assert not (tmp_path / "team-a").exists()
+    assert config.queue_of("team-a/t") == "team-a"
+
+
+def test_underscore_files_are_invalid_tasks_and_the_config_is_not_a_task(tmp_path: Path) -> None:
+    (tmp_path / "_queues.yaml").write_text(GOOD)
+    (tmp_path / "_queues.status.yaml").write_text("queues: {}\n")
+    (tmp_path / "team-a").mkdir()
+    (tmp_path / "team-a" / "_draft.yaml").write_text("kind: Task\n")
+    store = TaskStore(tmp_path, settle_seconds=0)
+    entries = store.scan()
+    assert set(entries) == {"team-a/_draft"}
+    error = entries["team-a/_draft"].error
+    assert entries["team-a/_draft"].task is None and error is not None
+    assert "reserved for configuration" in str(error)
+    assert store.read_statuses() == {}
+    with pytest.raises(InvalidName, match="reserved"):
+        validate_name("team-a/_x")
