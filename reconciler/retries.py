@@ -74,7 +74,10 @@ class RetryPolicy:
         if cap <= base:
             return cap
         if self.factor == 1 or retries_used * math.log(self.factor) < math.log(cap / base):
-            return min(base * self.factor**retries_used, cap)
+            try:
+                return min(base * self.factor**retries_used, cap)
+            except OverflowError:  # a subnormal base: factor**n alone exceeds a float
+                return cap
         return cap
 
     def schedule(self) -> list[float]:
