@@ -245,3 +245,33 @@ def series_json(buckets: Iterable[Bucket]) -> dict[str, Any]:
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
+
+
+class HistoryView:
+    """The downsampled series of a window, as the web view asks for them; a result is reused for
+    `ttl_seconds`, so several open browsers cost one downsampling."""
+
+    def __init__(self, path: Path, *, buckets: int = DEFAULT_BUCKETS, ttl_seconds: float = 5.0):
+        self.reader = HistoryReader(path)
+        self.buckets = buckets
+        self.ttl_seconds = ttl_seconds
+        self._cache: dict[str, tuple[float, dict[str, Any]]] = {}
+
+    def window(self, name: str, now: float) -> dict[str, Any]:
+        """Series for window `name` ("1h", "1d", "1w") ending at `now`. KeyError if unknown."""
+        span = WINDOWS[name]
+        cached = self._cache.get(name)
+        if cached is not None and 0 <= now - cached[0] < self.ttl_seconds:
+            return cached[1]
+        start = now - span
+        hold = 2.5 * HEARTBEAT_SECONDS
+        # Lines from before the window still hold at its start, for up to `hold` seconds.
+        points = self.reader.points(since=start - hold)
+        result = {
+            "window": name,
+            "start": start,
+            "end": now,
+            **series_json(downsample(points, start, now, self.buckets, max_hold_seconds=hold)),
+        }
+        self._cache[name] = (now, result)
+        return result

@@ -126,8 +126,9 @@ class QueueMetrics:
             "1 if the last pass could list Ray's jobs and capacity, else 0",
             registry=r,
         )
-        build = Gauge("rayqueue_build_info", "Always 1; the version is the label", ["version"])
-        r.register(build)
+        build = Gauge(
+            "rayqueue_build_info", "Always 1; the version is the label", ["version"], registry=r
+        )
         build.labels(version=version).set(1)
         self._pending_seen: set[tuple[str, str]] = set()
         self._running_seen: set[str] = set()
