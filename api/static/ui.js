@@ -5,7 +5,7 @@
 const REFRESH_MS = 3000;
 const HISTORY_REFRESH_MS = 15000;
 const TOKEN_KEY = "rayqueue.token";
-const state = { resource: "cpu", window: "1h", tasks: [], history: null, overview: null };
+const state = { resource: "cpu", window: "1h", tasks: [], now: 0, history: null, overview: null };
 
 // -- the API token: from #token=..., else asked for once a request is refused ---------------------
 function takeTokenFromHash() {
@@ -123,6 +123,7 @@ function fillSelect(id, values) {
 
 function renderTasks(data) {
   state.tasks = data.tasks;
+  state.now = data.now;
   const phases = [...new Set(data.tasks.map((t) => t.phase).filter(Boolean))].sort();
   const queues = [...new Set(data.tasks.map((t) => t.queue).filter(Boolean))].sort();
   fillSelect("filter-phase", phases);
@@ -258,7 +259,7 @@ takeTokenFromHash();
 toggle("resource-buttons", "data-resource", (value) => { state.resource = value; renderPlot(); });
 toggle("window-buttons", "data-window", (value) => { state.window = value; refreshHistory(); });
 for (const id of ["filter-phase", "filter-queue", "filter-label"]) {
-  document.getElementById(id).addEventListener("input", () => renderTasks({ tasks: state.tasks, now: Date.now() / 1000 }));
+  document.getElementById(id).addEventListener("input", () => renderTasks({ tasks: state.tasks, now: state.now }));
 }
 refresh();
 refreshHistory();
