@@ -1,25 +1,17 @@
-"""The web view's task rows and their order. Pure: specs and sidecars in, JSON out."""
+"""The web view's JSON: one row per task, the header's counts. Pure: views in, JSON out.
+
+The order of the rows is the task service's queue order (specs/views.py), the one `rayqueue
+get` prints: what runs now, the waiting tasks in the order they will be admitted, what is held
+back, what is broken, then finished tasks.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from specs.models import Phase, Task, TaskStatus
-
-# The table reads top to bottom as the cluster sees the queue: what holds resources now, then
-# the waiting tasks in the order they will be admitted, then what cannot run, then history.
-_GROUP = {
-    Phase.RUNNING: 0,
-    Phase.STARTING: 0,
-    Phase.QUEUED: 1,
-    Phase.UNSCHEDULABLE: 2,
-    Phase.SUSPENDED: 2,
-    Phase.INVALID: 2,
-}
-_HISTORY = 3
-_UNSEEN = 4
+from specs.views import NOT_SEEN, TaskView
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -34,30 +26,24 @@ def job_url(dashboard: str | None, submission_id: str | None) -> str | None:
     return f"{base.rstrip('/')}/#/jobs/{submission_id}"
 
 
-def task_row(
-    name: str,
-    task: Task | None,
-    status: TaskStatus | None,
-    *,
-    dashboard: str | None,
-    queue: str | None = None,
-) -> dict[str, Any]:
-    body = status.status if status is not None else None
-    labels = dict(task.metadata.labels) if task is not None else {}
+def task_row(view: TaskView, *, dashboard: str | None, queue: str | None = None) -> dict[str, Any]:
+    body = view.body
+    task = view.known
     resources = None
     if task is not None:
         r = task.spec.resources
         resources = {"cpu": r.cpu, "gpu": r.gpu, "memory": r.memory}
+    source = body.source if body is not None else None
     return {
-        "name": name,
+        "name": view.name,
         "queue": queue,
-        "labels": labels,
+        "labels": view.labels,
         "priority": task.spec.priority if task is not None else None,
-        "phase": body.phase.value if body is not None else None,
+        "phase": None if view.phase == NOT_SEEN else view.phase,
         "position": body.queue_position if body is not None else None,
         "resources": resources,
         "reason": body.reason if body is not None else None,
-        "message": body.message if body is not None else None,
+        "message": view.message,
         "run": body.run if body is not None else None,
         "submissionId": body.submission_id if body is not None else None,
         "jobUrl": job_url(dashboard, body.submission_id if body is not None else None),
@@ -65,38 +51,18 @@ def task_row(
         "submittedAt": _iso(body.submitted_at) if body is not None else None,
         "startedAt": _iso(body.started_at) if body is not None else None,
         "finishedAt": _iso(body.finished_at) if body is not None else None,
-        "revision": None,
+        "revision": source.revision if source is not None else None,
+        "dirty": source.dirty if source is not None else None,
     }
 
 
-def _order_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    phase = row["phase"]
-    group = _UNSEEN if phase is None else _GROUP.get(Phase(phase), _HISTORY)
-    if group == 0:
-        return (group, row["startedAt"] or row["submittedAt"] or "", row["name"])
-    if group == 1:
-        position = row["position"] if row["position"] is not None else 10**9
-        return (group, position, row["name"])
-    if group == _HISTORY:
-        # Newest first: ISO strings of one zone sort as times; invert by sorting on negation.
-        return (group, _neg(row["finishedAt"]), row["name"])
-    return (group, -(row["priority"] or 0), row["name"])
-
-
-def _neg(text: str | None) -> tuple[int, ...]:
-    return tuple(-ord(c) for c in (text or ""))
-
-
-def queue_order(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(rows, key=_order_key)
-
-
-def finished_since(statuses: Iterable[TaskStatus], since: datetime) -> int:
+def finished_since(views: Iterable[TaskView], since: datetime) -> int:
     """Tasks whose last run ended at or after `since`."""
     return sum(
         1
-        for s in statuses
-        if s.status.phase.finished
-        and s.status.finished_at is not None
-        and s.status.finished_at >= since
+        for v in views
+        if v.body is not None
+        and v.body.phase.finished
+        and v.body.finished_at is not None
+        and v.body.finished_at >= since
     )

@@ -98,6 +98,7 @@ class Lookup:
 
     address: str | None
     note: str  # one line for stderr: which address is used, or why the record was ignored
+    stale: bool = False  # a record was there, but not usable
 
 
 def lookup(state_dir: Path) -> Lookup:
@@ -105,11 +106,13 @@ def lookup(state_dir: Path) -> Lookup:
     record = read(path)
     if record is None:
         if path.exists():
-            return Lookup(None, f"ignoring {path}: it cannot be read")
+            return Lookup(None, f"ignoring {path}: it cannot be read", stale=True)
         return Lookup(None, f"no running `rayqueue serve` recorded in {path}")
     if not process_alive(record.pid, record.process_start):
         return Lookup(
-            None, f"ignoring {path}: rayqueue serve (pid {record.pid}) is no longer running"
+            None,
+            f"ignoring {path}: rayqueue serve (pid {record.pid}) is no longer running",
+            stale=True,
         )
     kind = "private Ray head" if record.private else "Ray"
     return Lookup(

@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 from typing import Literal, TextIO
 
 LogFormat = Literal["text", "json"]
-LOG_FORMATS: tuple[LogFormat, ...] = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Loggers of libraries that bring their own handlers.
 FOREIGN = ("uvicorn", "uvicorn.error", "uvicorn.access", "ray", "ray.job_submission")

@@ -24,6 +24,7 @@ DEFAULT_PORT = 8264  # the old scheduler's port, kept so old clients need no cha
 # Which commands take a knob as a flag. `plan` plans exactly as `serve` would, so it takes
 # every option that decides what a pass does.
 SERVE = ("serve",)
+LOG_FORMATS = ("text", "json")
 LOOP = ("serve", "plan")
 
 
@@ -301,6 +302,8 @@ class Settings:
     """Bearer token the HTTP API requires; None: $RAYQUEUE_API_TOKEN, or no auth if unset."""
 
     def __post_init__(self) -> None:
+        if self.log_format not in LOG_FORMATS:
+            raise ValueError(f"--log-format must be one of {', '.join(LOG_FORMATS)}")
         for name, knob in knobs():
             problem = knob.problem(name, getattr(self, name))
             if problem is not None:

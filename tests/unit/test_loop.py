@@ -124,7 +124,7 @@ def test_stop_failures_are_retried_next_pass(world) -> None:
 
 
 def test_resource_history_has_one_line_per_change_or_heartbeat(world) -> None:
-    rec, ray, tasks, clock = world
+    rec, _, tasks, clock = world
     (tasks / "a.yaml").write_text(spec())
     for _ in range(3):  # Starting, then unchanged twice: one line
         rec.run_pass()
