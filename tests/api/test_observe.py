@@ -17,14 +17,15 @@ from reconciler.raycluster.fake import FakeRay
 from specs.cluster import Capacity
 from specs.settings import Settings
 from specs.store import TaskStore
-from tests.api.conftest import Clock, TestClient, task_yaml
+from tests.api.conftest import TestClient, task_yaml
+from tests.support.clock import FakeClock
 
 TOKEN = "s3cret"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def build(tasks: Path, **options: object) -> tuple[TestClient, Reconciler, Clock]:
-    clock = Clock()
+def build(tasks: Path, **options: object) -> tuple[TestClient, Reconciler, FakeClock]:
+    clock = FakeClock()
     metrics = QueueMetrics("9.9.9")
     ray = CountingRayAdapter(FakeRay(Capacity(4, 0, 16 * 2**30), clock=clock), metrics)
     settings = Settings(tasks_dir=tasks, queue_id="q-test", api_token=TOKEN, **options)  # type: ignore[arg-type]
@@ -39,7 +40,7 @@ def build(tasks: Path, **options: object) -> tuple[TestClient, Reconciler, Clock
 
 
 @pytest.fixture
-def world(tasks_dir: Path) -> tuple[TestClient, Reconciler, Clock]:
+def world(tasks_dir: Path) -> tuple[TestClient, Reconciler, FakeClock]:
     (tasks_dir / "big.yaml").write_text(task_yaml("echo big", cpu=3, priority=1))
     (tasks_dir / "long.yaml").write_text(task_yaml("sleep 100", cpu=3, priority=9))
     (tasks_dir / "broken.yaml").write_text(task_yaml("x").replace("resources", "resorces"))
