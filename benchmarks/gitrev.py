@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if shutil.which("git") is None:
         raise SystemExit("needs the git binary")
-    rows = []
+    rows: list[dict[str, float | str | int]] = []
     with tempfile.TemporaryDirectory(prefix="rq-bench-git-") as tmp:
         for enabled in (False, True, True, False):  # ABBA: drift is not charged to one side
             rows.append(measure(args.size, Path(tmp) / f"{len(rows)}", enabled))
