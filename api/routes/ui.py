@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +29,8 @@ NO_STORE = {"Cache-Control": "no-store"}
 router = APIRouter(include_in_schema=False)
 
 
-@cache
 def _static(name: str) -> bytes:
+    # Read per request (15 KB): an edited page shows on reload, no restart needed.
     return (STATIC / name).read_bytes()
 
 

@@ -83,7 +83,7 @@ function tile(label, value, fraction, testid) {
   return box;
 }
 
-function renderOverview(o) {
+function renderOverview(o, finished24h) {
   const meta = document.getElementById("meta");
   const parts = ["queue " + o.queueId, "policy " + o.policy];
   if (o.lastPassAt) parts.push("last pass " + duration(o.now - epoch(o.lastPassAt)) + " ago");
@@ -92,8 +92,9 @@ function renderOverview(o) {
   meta.className = o.rayAvailable === false ? "meta bad" : "meta";
   const tiles = [
     tile("running", o.counts.running ?? "–", null, "tile-running"),
+    tile("starting", o.counts.starting ?? "–", null, "tile-starting"),
     tile("queued", o.counts.queued ?? "–", null, "tile-queued"),
-    tile("finished (24 h)", o.counts.finished24h ?? "–", null, "tile-finished"),
+    tile("finished (24 h)", finished24h ?? "–", null, "tile-finished"),
   ];
   for (const resource of ["cpu", "gpu", "memory"]) {
     const cap = o.capacity ? o.capacity[resource] : null;
@@ -144,9 +145,16 @@ function renderTasks(data) {
     const why = el("td", { class: "why" });
     if (t.reason) why.append(el("span", { class: "reason" }, t.reason), " ");
     if (t.message) why.append(el("span", {}, t.message));
-    const job = t.submissionId
-      ? (t.jobUrl ? el("a", { href: t.jobUrl, target: "_blank", rel: "noopener" }, t.submissionId) : t.submissionId)
-      : "";
+    const job = el("td", {});
+    if (t.submissionId) {
+      job.append(t.jobUrl ? el("a", { href: t.jobUrl, target: "_blank", rel: "noopener" }, t.submissionId) : t.submissionId);
+    }
+    if (t.revision) {
+      // The commit the run's spec came from: branch@short sha, and whether the file differed.
+      const match = /^(?:(.*)@)?sha1:([0-9a-f]{7})/.exec(t.revision);
+      const short = match ? (match[1] ? match[1] + "@" : "") + match[2] : t.revision;
+      job.append(el("div", { class: "rev", title: t.revision }, short + (t.dirty ? " (dirty)" : "")));
+    }
     return el("tr", { "data-task": t.name, "data-phase": t.phase || "" },
       el("td", {}, t.name),
       el("td", {}, t.queue || ""),
@@ -157,7 +165,7 @@ function renderTasks(data) {
       el("td", { class: "num" }, since),
       why,
       el("td", { class: "num" }, t.run || ""),
-      el("td", {}, job));
+      job);
   });
   const body = document.getElementById("task-rows");
   if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: "10", class: "empty" }, "no tasks")));
@@ -227,7 +235,7 @@ async function refresh() {
   try {
     const [overview, tasks] = await Promise.all([getJSON("api/overview"), getJSON("api/tasks")]);
     state.overview = overview;
-    renderOverview(overview);
+    renderOverview(overview, tasks.finished24h);
     renderTasks(tasks);
   } catch (error) {
     const meta = document.getElementById("meta");

@@ -206,6 +206,7 @@ def _check_page(page: Any, base: str, tasks: Path) -> None:
 
     # Tiles.
     assert page.inner_text("[data-testid='tile-running'] .value") == "1"
+    assert page.inner_text("[data-testid='tile-finished'] .value") == "1"  # quick
 
     # The plot has data points.
     page.wait_for_selector("#plot svg[data-points]")
