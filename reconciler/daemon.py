@@ -89,7 +89,9 @@ def serve(settings: Settings) -> None:
         from api.ports import Observability
         from api.server import serve_api
 
-        history = HistoryView(reconciler.history.path)
+        history = HistoryView(
+            reconciler.history.path, heartbeat_seconds=settings.history_heartbeat_seconds
+        )
         observability = Observability(
             metrics=reconciler.metrics.exposition if reconciler.metrics is not None else None,
             history=history.window,

@@ -251,10 +251,20 @@ class HistoryView:
     """The downsampled series of a window, as the web view asks for them; a result is reused for
     `ttl_seconds`, so several open browsers cost one downsampling."""
 
-    def __init__(self, path: Path, *, buckets: int = DEFAULT_BUCKETS, ttl_seconds: float = 5.0):
+    def __init__(
+        self,
+        path: Path,
+        *,
+        buckets: int = DEFAULT_BUCKETS,
+        ttl_seconds: float = 5.0,
+        heartbeat_seconds: float = HEARTBEAT_SECONDS,
+    ):
         self.reader = HistoryReader(path)
         self.buckets = buckets
         self.ttl_seconds = ttl_seconds
+        # A line holds until the next one, but no longer than a missed heartbeat or two:
+        # beyond that the writer was not running, and the plot shows a gap.
+        self.max_hold_seconds = 2.5 * heartbeat_seconds
         self._cache: dict[str, tuple[float, dict[str, Any]]] = {}
 
     def window(self, name: str, now: float) -> dict[str, Any]:
@@ -264,7 +274,7 @@ class HistoryView:
         if cached is not None and 0 <= now - cached[0] < self.ttl_seconds:
             return cached[1]
         start = now - span
-        hold = 2.5 * HEARTBEAT_SECONDS
+        hold = self.max_hold_seconds
         # Lines from before the window still hold at its start, for up to `hold` seconds.
         points = self.reader.points(since=start - hold)
         result = {
