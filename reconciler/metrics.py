@@ -93,7 +93,7 @@ class QueueMetrics:
         )
         self.retries = Counter(
             "rayqueue_retries",
-            "Runs queued again after the job vanished from Ray (Lost, spec.maxLostRestarts)",
+            "Runs queued again by a retry policy (spec.retry: failed, timed out or lost runs)",
             ["queue"],
             registry=r,
         )
@@ -196,8 +196,11 @@ class QueueMetrics:
         ):
             wait = (body.submitted_at - body.queued_at).total_seconds()
             self.admission_wait.labels(queue, str(priority)).observe(max(wait, 0.0))
-        if body.lost_restarts > was.lost_restarts:
-            self.retries.labels(queue).inc(body.lost_restarts - was.lost_restarts)
+        # spec.retry counts in `retries` (reset when the user asks for a new run: no decrease
+        # is counted); old sidecars kept the Lost-only retries in `lost_restarts`.
+        added = max(body.retries - was.retries, 0) + max(body.lost_restarts - was.lost_restarts, 0)
+        if added:
+            self.retries.labels(queue).inc(added)
 
     def time_pass(self) -> Any:
         """`with metrics.time_pass(): ...` observes the block's wall time."""

@@ -105,6 +105,11 @@ def test_counters_count_transitions_once_and_not_on_restart() -> None:
     lost = status(Phase.QUEUED, lost_restarts=1, run=1)
     observe(m, {"a": status(Phase.RUNNING, run=1)}, {"a": lost})
     assert value(m, "rayqueue_retries_total", queue="default") == 1
+    backoff = status(Phase.QUEUED, reason="RetryBackoff", retries=2, run=2)
+    observe(m, {"a": status(Phase.RUNNING, retries=1, run=2)}, {"a": backoff})
+    assert value(m, "rayqueue_retries_total", queue="default") == 2
+    observe(m, {"a": backoff}, {"a": status(Phase.QUEUED, retries=0, run=2)})  # a reset
+    assert value(m, "rayqueue_retries_total", queue="default") == 2
 
 
 def test_pass_duration_is_a_histogram() -> None:
