@@ -18,8 +18,8 @@ from fastapi import FastAPI
 
 from api.errors import install_handlers
 from api.middleware import MAX_BODY_BYTES, BearerAuth, BodyLimit
-from api.ports import Loop
-from api.routes import cluster, legacy, queues, tasks
+from api.ports import Loop, Observability
+from api.routes import cluster, legacy, metrics, queues, tasks, ui
 from specs.cluster import RayAdapter
 from specs.service import TaskService
 from specs.settings import Settings
@@ -29,6 +29,13 @@ log = logging.getLogger("rayqueue.api")
 
 TOKEN_ENV = "RAYQUEUE_API_TOKEN"
 UNAUTHENTICATED_PATHS = frozenset({"/healthz"})
+
+
+def unauthenticated_paths(settings: Settings) -> frozenset[str]:
+    """/healthz; /metrics unless --metrics-auth (a scrape should need no secret); and the web
+    view's page and script, which hold no data (the JSON they fetch needs the token)."""
+    paths = UNAUTHENTICATED_PATHS | ui.PUBLIC_PATHS
+    return paths if settings.metrics_auth else paths | {"/metrics"}
 
 
 def is_loopback(host: str) -> bool:
@@ -51,11 +58,13 @@ def create_app(
     *,
     reconciler: Loop | None = None,
     ray: RayAdapter | None = None,
+    observability: Observability | None = None,
 ) -> FastAPI:
     """Build the app. With no reconciler, cluster answers are unknown and /readyz is 503.
 
     `reconciler` is the running loop (anything shaped like api.ports.Loop); `ray` reads job
-    logs, by default through the loop's adapter.
+    logs, by default through the loop's adapter. `observability` feeds /metrics and the web
+    view (/ui/); without it /metrics and the plot's history answer 404.
     """
     token = api_token(settings)
     store = TaskStore(settings.tasks_dir, settings.status_dir)
@@ -87,13 +96,16 @@ def create_app(
         # Ages are measured on the loop's clock, the one that stamped queuedAt.
         clock=reconciler.clock if reconciler is not None else time.time,
     )
+    app.state.observability = observability or Observability()
     install_handlers(app)
     app.include_router(legacy.router)
     app.include_router(tasks.router)
     app.include_router(cluster.router)
     app.include_router(queues.router)
+    app.include_router(metrics.router)
+    app.include_router(ui.router)
     # Added last, so it runs first: a refused request is never read or routed.
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     if token is not None:
-        app.add_middleware(BearerAuth, token=token, exempt=UNAUTHENTICATED_PATHS)
+        app.add_middleware(BearerAuth, token=token, exempt=unauthenticated_paths(settings))
     return app

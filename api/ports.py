@@ -8,8 +8,9 @@ loop in, and any object of the same shape (a test double) does as well.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from specs.cluster import Capacity, RayAdapter
 
@@ -52,3 +53,26 @@ class Loop(Protocol):
     def wake(self) -> Wake: ...
     @property
     def ray(self) -> RayAdapter: ...
+
+
+class Exposition(Protocol):
+    """Prometheus text and its content type (reconciler.metrics.Exposition)."""
+
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def content_type(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Observability:
+    """What /metrics and the web view read, handed in by the composition root.
+
+    `metrics()` renders the metrics registry; `history(window, now)` the downsampled resource
+    history of a window ("1h", "1d", "1w"; KeyError for others); `dashboard` is the Ray
+    dashboard's address, for links to a job's page.
+    """
+
+    metrics: Callable[[], Exposition] | None = None
+    history: Callable[[str, float], Mapping[str, Any]] | None = None
+    dashboard: str | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import os
 import signal
@@ -12,16 +13,20 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from reconciler import head_record
 from reconciler.faults import Faults, FaultSpecError
+from reconciler.history import HistoryView
 from reconciler.lock import LOCK_NAME, LockHeld, StateLock
+from reconciler.logsetup import route_foreign
 from reconciler.loop import Reconciler
+from reconciler.metrics import CountingRayAdapter, QueueMetrics
 from reconciler.runtime import tune_gc
 from reconciler.watcher import Watcher
+from specs.cluster import RayAdapter
 from specs.settings import Settings
 from specs.store import TaskStore
 
 if TYPE_CHECKING:
-    from reconciler.raycluster.adapter import RayJobsAdapter
     from reconciler.raycluster.local_head import LocalRayHead
 
 log = logging.getLogger("rayqueue.serve")
@@ -56,6 +61,15 @@ def serve(settings: Settings) -> None:
             ray, reconciler, address = _start(settings, faults, stop, running)
             if stop.is_set():
                 return
+            # For `rayqueue logs/plan/describe`, which otherwise have no way to find a
+            # private head; removed on exit.
+            try:
+                head_record.write(
+                    settings.resolved_state_dir, address, private=running.head is not None
+                )
+                running.recorded = True
+            except OSError as exc:
+                log.warning("cannot record the Ray address for the CLI: %s", exc)
             log.info(
                 "watching %s (queue %s, policy %s, Ray %s)",
                 settings.tasks_dir,
@@ -72,12 +86,23 @@ def serve(settings: Settings) -> None:
         # killed the process before the clean-up below and leaked the Ray head; ours only
         # set `stop`.
         # Imported here: only api/ imports the web stack, and --no-api never loads it.
+        from api.ports import Observability
         from api.server import serve_api
 
+        history = HistoryView(
+            reconciler.history.path, heartbeat_seconds=settings.history_heartbeat_seconds
+        )
+        observability = Observability(
+            metrics=reconciler.metrics.exposition if reconciler.metrics is not None else None,
+            history=history.window,
+            dashboard=address,
+        )
         with _stop_on_signal(stop):
-            serve_api(settings, reconciler, ray)
+            serve_api(settings, reconciler, ray, observability)
     finally:
         stop.set()
+        if running.recorded:
+            head_record.remove(settings.resolved_state_dir)
         for thread in running.threads:
             thread.join(timeout=30)
         if running.head is not None:
@@ -92,17 +117,20 @@ class _Running:
 
     head: LocalRayHead | None = None
     threads: list[threading.Thread] = field(default_factory=list)
+    recorded: bool = False  # head.json written
 
 
 def _start(
     settings: Settings, faults: Faults, stop: threading.Event, running: _Running
-) -> tuple[RayJobsAdapter, Reconciler, str]:
+) -> tuple[RayAdapter, Reconciler, str]:
     """Ray (a private head if no address), the store, and the loop and watcher threads."""
     # Imported here, not at the top: importing Ray costs about a second and needs Ray
     # installed, which the CLI's other commands and the pure tests do not.
     from reconciler.raycluster.adapter import RayJobsAdapter
     from reconciler.raycluster.local_head import LocalRayHead
 
+    # Importing ray gave its logger a handler and format of its own: route it through ours.
+    route_foreign(access_log=settings.access_log)
     address = settings.address
     if address is None:
         log.info("no Ray address given; starting a private local Ray head on loopback")
@@ -118,13 +146,24 @@ def _start(
         settings.tasks_dir, settings.status_dir, settle_seconds=settings.settle_seconds
     )
     tune_gc()
-    reconciler = Reconciler(settings, store, ray, faults=faults)
+    metrics = QueueMetrics(_version())
+    # Counted at the adapter's edge, so the loop's and the API's calls to Ray are all seen.
+    reconciler = Reconciler(
+        settings, store, CountingRayAdapter(ray, metrics), faults=faults, metrics=metrics
+    )
     watcher = Watcher(settings.tasks_dir, reconciler.wake, stop)
     watcher.start()
     loop = threading.Thread(target=reconciler.run, args=(stop,), name="rayqueue-loop", daemon=True)
     loop.start()
     running.threads.append(loop)
-    return ray, reconciler, address
+    return reconciler.ray, reconciler, address
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("rayqueue")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"  # run from a source tree that was never installed
 
 
 def _take_lock(settings: Settings, lock: StateLock, stop: threading.Event) -> bool:

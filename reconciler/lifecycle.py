@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from enum import Enum, auto
 
 from specs.cluster import META_RUN, META_UID, RUNNING, STOPPED, SUCCEEDED, RayJob
-from specs.models import FINISHED, Phase, Reason, TaskStatusBody
+from specs.models import FINISHED, Phase, Reason, SourceRef, TaskStatusBody
 
 
 class Trigger(Enum):
@@ -263,8 +263,15 @@ def unschedulable(body: TaskStatusBody, message: str) -> TaskStatusBody:
     return _fire(body, Trigger.UNSCHEDULABLE, update)
 
 
-def start_run(body: TaskStatusBody, uid: str, submission_id: str, now: datetime) -> TaskStatusBody:
-    """Admitted: run number `body.run + 1` is recorded under `submission_id` before submit."""
+def start_run(
+    body: TaskStatusBody,
+    uid: str,
+    submission_id: str,
+    now: datetime,
+    source: SourceRef | None = None,
+) -> TaskStatusBody:
+    """Admitted: run number `body.run + 1` is recorded under `submission_id` before submit,
+    with the commit its spec came from, if the folder is in git."""
     return _fire(
         body,
         Trigger.ADMIT,
@@ -275,6 +282,7 @@ def start_run(body: TaskStatusBody, uid: str, submission_id: str, now: datetime)
             "run": body.run + 1,
             "submission_id": submission_id,
             "submitted_at": now,
+            "source": source,
             "ray_status": None,
             "exit_code": None,
             "next_retry_at": None,

@@ -7,12 +7,15 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from reconciler import planner, queueing
 from reconciler.faults import Faults
+from reconciler.gitrev import GitRevisions, SourceRevision
 from reconciler.history import ResourceHistory
+from reconciler.metrics import QueueMetrics
+from reconciler.observer import PassObserver
 from reconciler.planner import Observation, Plan, TaskInput
 from reconciler.queuefile import Loaded, QueueFile
 from specs.cluster import (
@@ -24,7 +27,7 @@ from specs.cluster import (
     RayRequestError,
     RayUnavailable,
 )
-from specs.models import TaskStatus
+from specs.models import SourceRef, TaskStatus
 from specs.queues import CONFIG_FILE
 from specs.settings import PlanOptions, Settings
 from specs.store import FolderUnavailable, SpecEntry, TaskStore
@@ -110,6 +113,7 @@ class Reconciler:
         *,
         clock: Callable[[], float] = time.time,
         faults: Faults | None = None,
+        metrics: QueueMetrics | None = None,
     ) -> None:
         self.settings = settings
         self.faults = faults or Faults()  # crash points for the reliability suite; off by default
@@ -119,8 +123,15 @@ class Reconciler:
         self.options = plan_options(settings)
         self.state = LoopState()
         self.history = ResourceHistory(
-            settings.resolved_state_dir / "resource_history.jsonl", settings.history_max_bytes
+            settings.resolved_state_dir / "resource_history.jsonl",
+            settings.history_max_bytes,
+            heartbeat_seconds=settings.history_heartbeat_seconds,
         )
+        self.metrics = metrics
+        self.observer = PassObserver(self.history, metrics)
+        self.revisions = GitRevisions(settings.tasks_dir) if settings.git_revision else None
+        # name -> (input as scanned, the revision answer it was given, input with its source)
+        self._sourced: dict[str, tuple[TaskInput, SourceRevision | None, TaskInput]] = {}
         self.wake = threading.Event()
         self._failures = 0
         self._ray_retry_at = 0.0
@@ -179,11 +190,41 @@ class Reconciler:
         if self.state.folder_error is not None:
             log.info("tasks folder is back")
             self.state.folder_error = None
+        if self.revisions is not None:
+            inputs = self._with_sources(inputs)
         return inputs
+
+    def _with_sources(self, inputs: dict[str, TaskInput]) -> dict[str, TaskInput]:
+        """Each input with the commit its file came from. git is asked only when the files
+        read (their content hashes) or git's HEAD, ref or index changed; an unchanged input
+        with an unchanged answer stays the very same object."""
+        assert self.revisions is not None
+        fingerprint = tuple((name, e.raw_hash) for name, (e, _) in sorted(self._inputs.items()))
+        revision = self.revisions.current(fingerprint)
+        out: dict[str, TaskInput] = {}
+        kept: dict[str, tuple[TaskInput, SourceRevision | None, TaskInput]] = {}
+        for name, base in inputs.items():
+            cached = self._sourced.get(name)
+            if cached is not None and cached[0] is base and cached[1] is revision:
+                sourced = cached[2]
+            elif revision is None:
+                sourced = base
+            else:
+                entry = self._inputs[name][0]
+                relative = entry.path.relative_to(self.settings.tasks_dir).as_posix()
+                rev, dirty = revision.of(relative)
+                sourced = replace(base, source=SourceRef(revision=rev, dirty=dirty))
+            kept[name] = (base, revision, sourced)
+            out[name] = sourced
+        self._sourced = kept
+        return out
 
     def run_pass(self) -> Plan | None:
         with self._lock:
-            return self._run_pass()
+            if self.metrics is None:
+                return self._run_pass()
+            with self.metrics.time_pass():
+                return self._run_pass()
 
     def _run_pass(self) -> Plan | None:
         specs = self.read_specs()
@@ -214,7 +255,7 @@ class Reconciler:
                 self.store.delete_status(name)
             except OSError as exc:
                 log.error("cannot remove status of deleted task %s: %s", name, exc)
-        self._record(plan, observed)
+        self._record(plan, statuses, observed)
         self._write_queue_status(plan, queues)
         return plan
 
@@ -335,7 +376,7 @@ class Reconciler:
         if plan.deletes:
             log.info("deleted %d finished jobs from Ray's history", len(plan.deletes))
 
-    def _record(self, plan: Plan, observed: Observation) -> None:
+    def _record(self, plan: Plan, before: Mapping[str, TaskStatus], observed: Observation) -> None:
         summary = plan.summary
         now = self.clock()
         self.state.last_pass_at = now
@@ -348,26 +389,20 @@ class Reconciler:
             summary.starting,
             summary.running,
         )
-        cap = summary.capacity
-        record = {
-            "time": datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"),
-            "ray_available": observed.available,
-            "capacity": None
-            if cap is None
-            else {"cpu": cap.cpu, "gpu": cap.gpu, "memory": cap.memory},
-            "used": {
-                "cpu": summary.used.cpu,
-                "gpu": summary.used.gpu,
-                "memory": summary.used.memory,
-            },
-            "queued": summary.queued,
-            "starting": summary.starting,
-            "running": summary.running,
-        }
-        try:
-            self.history.append(record)
-        except OSError as exc:
-            log.warning("cannot append resource history: %s", exc)
+        # Priorities only of the tasks whose status changed: the rest count for gauges only.
+        priorities: dict[str, int] = {}
+        for name, status in plan.statuses.items():
+            cached = self._inputs.get(name)
+            if before.get(name) is not status and cached is not None and cached[1].task:
+                priorities[name] = cached[1].task.spec.priority
+        self.observer.observe(
+            now,
+            before,
+            plan.statuses,
+            summary,
+            ray_available=observed.available,
+            priorities=priorities,
+        )
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:

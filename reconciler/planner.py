@@ -22,6 +22,7 @@ from specs.cluster import (
     META_GPU,
     META_MEMORY,
     META_QUEUE,
+    META_REVISION,
     META_RUN,
     META_SPEC_HASH,
     META_TASK,
@@ -32,7 +33,16 @@ from specs.cluster import (
     RayJob,
     SubmitRequest,
 )
-from specs.models import Condition, Metadata, Phase, Reason, Task, TaskStatus, TaskStatusBody
+from specs.models import (
+    Condition,
+    Metadata,
+    Phase,
+    Reason,
+    SourceRef,
+    Task,
+    TaskStatus,
+    TaskStatusBody,
+)
 from specs.quantity import human_memory
 from specs.queues import QueueConfig
 
@@ -50,6 +60,7 @@ class TaskInput:
     error: str | None = None
     last_valid: Task | None = None  # keeps a running job going while its file is broken
     spec_hash: str | None = None  # of `task`, computed once per parse by the shell
+    source: SourceRef | None = None  # the git commit the file came from, if in a work tree
 
     def hash_of(self, task: Task) -> str:
         return self.spec_hash if task is self.task and self.spec_hash else task.spec_hash()
@@ -241,6 +252,7 @@ class _Ctx:
     queue: list[tuple[tuple[int, float, str], policies.Candidate]] = field(default_factory=list)
     bodies: dict[str, TaskStatusBody] = field(default_factory=dict)
     tasks: dict[str, Task] = field(default_factory=dict)  # the queued ones, for admission
+    sources: dict[str, SourceRef] = field(default_factory=dict)  # of the specs read, for runs
     conds: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
     resubmit: set[str] = field(default_factory=set)  # Starting runs Ray has never heard of
     folder_empty: bool = False  # no spec and no sidecar at all: unmounted, or wiped
@@ -274,6 +286,7 @@ def plan(
     for job in ours.values():
         by_task.setdefault(job.metadata.get(META_TASK, ""), []).append(job)
 
+    ctx.sources = {name: s.source for name, s in specs.items() if s.source is not None}
     for name in sorted(specs):
         prev = statuses.get(name)
         _reconcile_task(ctx, specs[name], prev, ours, by_task.get(name, []))
@@ -830,6 +843,8 @@ def _submit_request(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> S
             META_CPU: f"{req.cpu:g}",
             META_GPU: f"{req.gpu:g}",
             META_MEMORY: f"{req.memory:.0f}",
+            # Which commit produced this job: answered in Ray too, not only in the sidecar.
+            **({META_REVISION: body.source.revision} if body.source is not None else {}),
         },
     )
 
@@ -894,7 +909,7 @@ def _start(ctx: _Ctx, candidate: policies.Candidate) -> None:
     name, body, task = candidate.name, ctx.bodies[candidate.name], ctx.tasks[candidate.name]
     uid = body.uid or make_uid(ctx.options.queue_id, name, ctx.stamp)
     sid = submission_id_for(name, uid, body.run + 1, task.spec.submission_id)
-    body = lifecycle.start_run(body, uid, sid, ctx.stamp)
+    body = lifecycle.start_run(body, uid, sid, ctx.stamp, ctx.sources.get(name))
     if body.phase is not Phase.STARTING:
         # The state machine refused the start: submitting would send a run with no id.
         message = f"not starting {name}: it was admitted while {body.phase.value}"

@@ -23,6 +23,7 @@ META_RUN = "rayqueue.run"
 META_CPU = "rayqueue.cpu"
 META_GPU = "rayqueue.gpu"
 META_MEMORY = "rayqueue.memory"
+META_REVISION = "rayqueue.revision"  # the git commit the run's spec came from, if any
 
 
 @dataclass(frozen=True)

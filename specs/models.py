@@ -233,6 +233,13 @@ class Condition(_Model):
     last_transition_time: Timestamp
 
 
+class SourceRef(_Model):
+    """The commit a run's spec came from (GitOps), as Flux writes revisions."""
+
+    revision: str  # main@sha1:<40 hex>, or sha1:<40 hex> on a detached HEAD
+    dirty: bool = False  # the file differed from that commit when the run started
+
+
 class TaskStatusBody(_Model):
     model_config = ConfigDict(extra="ignore")  # old sidecars with extra fields still load
 
@@ -259,6 +266,8 @@ class TaskStatusBody(_Model):
     next_retry_at: Timestamp | None = None  # during RetryBackoff: the retry's earliest start
     exit_code: int | None = None  # the driver's, of the finished run (Ray's driver_exit_code)
     log_tail: str | None = None
+    # Recorded when a run starts; absent when the tasks folder is not in a git work tree.
+    source: SourceRef | None = None
     conditions: list[Condition] = Field(default_factory=list)
 
 

@@ -24,6 +24,7 @@ DEFAULT_PORT = 8264  # the old scheduler's port, kept so old clients need no cha
 # Which commands take a knob as a flag. `plan` plans exactly as `serve` would, so it takes
 # every option that decides what a pass does.
 SERVE = ("serve",)
+LOG_FORMATS = ("text", "json")
 LOOP = ("serve", "plan")
 
 
@@ -243,6 +244,51 @@ class Settings:
     history_max_bytes: int = field(default=10 * 2**20, metadata=knob(minimum=0))
     """resource_history.jsonl is rotated past this size (three old files are kept)."""
 
+    history_heartbeat_seconds: float = field(
+        default=60.0,
+        metadata=knob(
+            "seconds between resource history lines while nothing changes (default 60; a "
+            "change is written at once)",
+            flag="--history-heartbeat",
+            minimum=1,
+        ),
+    )
+    """resource_history.jsonl gets a line when a value changes, else one per this interval."""
+
+    git_revision: bool = field(
+        default=True,
+        metadata=knob(
+            "do not record the git commit of each run's spec (status.source, Ray job metadata)",
+            flag="--no-git-revision",
+        ),
+    )
+    """Record the commit each run's spec came from when the tasks folder is in a git tree."""
+
+    metrics_auth: bool = field(
+        default=False,
+        metadata=knob(
+            "make /metrics require the API token too (default: readable without, like /healthz)",
+            flag="--metrics-auth",
+        ),
+    )
+    """/metrics needs the API token as well; off so a Prometheus scrape needs no secret."""
+
+    log_format: str = field(
+        default="text",
+        metadata=knob(
+            "log line format: text (default) or json, for log collectors", flag="--log-format"
+        ),
+    )
+    """One format for every log line of serve, ours, uvicorn's and Ray's: text or json."""
+
+    access_log: bool = field(
+        default=False,
+        metadata=knob(
+            "log every HTTP request (off by default: the web view polls)", flag="--access-log"
+        ),
+    )
+    """uvicorn's access log, one line per HTTP request."""
+
     log_tail_lines: int = field(default=50, metadata=knob(minimum=0))
     """Lines of a failed job's log kept in its status."""
 
@@ -269,6 +315,8 @@ class Settings:
     """Bearer token the HTTP API requires; None: $RAYQUEUE_API_TOKEN, or no auth if unset."""
 
     def __post_init__(self) -> None:
+        if self.log_format not in LOG_FORMATS:
+            raise ValueError(f"--log-format must be one of {', '.join(LOG_FORMATS)}")
         for name, knob in knobs():
             problem = knob.problem(name, getattr(self, name))
             if problem is not None:

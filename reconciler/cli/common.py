@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reconciler import head_record
 from specs.service import TaskService
 from specs.settings import address_from_env
 from specs.store import FolderUnavailable, TaskStore
@@ -108,17 +110,31 @@ def find_view(views: Iterable[TaskView], name: str) -> TaskView:
 
 
 def address_of(args: argparse.Namespace) -> str | None:
-    """--address, then $RAY_DASHBOARD_ADDRESS, then $RAY_ADDRESS; None if none is set."""
-    return getattr(args, "address", None) or address_from_env()
+    """--address, then $RAY_DASHBOARD_ADDRESS, then $RAY_ADDRESS, then the address a running
+    `rayqueue serve` on this folder recorded (said on stderr); None if there is none."""
+    given = getattr(args, "address", None) or address_from_env()
+    if given:
+        return str(given)
+    return _recorded_address(args, quiet_if_absent=True)
+
+
+def _recorded_address(args: argparse.Namespace, *, quiet_if_absent: bool) -> str | None:
+    path = tasks_dir(getattr(args, "dir", None)) / ".rayqueue"
+    found = head_record.lookup(path)
+    if found.address is not None or found.stale or not quiet_if_absent:
+        print(f"rayqueue: {found.note}", file=sys.stderr)
+    return found.address
 
 
 def require_address(args: argparse.Namespace, command: str) -> str:
-    address = address_of(args)
+    given = getattr(args, "address", None) or address_from_env()
+    if given:
+        return str(given)
+    address = _recorded_address(args, quiet_if_absent=False)
     if address is None:
         raise CliError(
-            f"`rayqueue {command}` needs the Ray dashboard address: pass --address "
-            "http://HOST:8265 or set RAY_DASHBOARD_ADDRESS (`rayqueue serve` logs the "
-            "address of the Ray head it started)"
+            f"`rayqueue {command}` needs the Ray dashboard address: start `rayqueue serve` on "
+            "this folder, pass --address http://HOST:8265, or set RAY_DASHBOARD_ADDRESS"
         )
     return address
 

@@ -16,11 +16,12 @@ from reconciler.cli.common import (
     folder_parent,
 )
 from reconciler.cli.flags import add_setting_flags, settings_from_args
-from specs.settings import Settings
+from reconciler.logsetup import setup_logging
+from specs.settings import LOG_FORMATS, Settings
 
 # The policy modules import nothing heavy, so listing them keeps `--help` fast and in step.
 POLICIES = tuple(policies.POLICIES)
-CHOICES = {"policy": POLICIES}
+CHOICES = {"policy": POLICIES, "log_format": LOG_FORMATS}
 
 EPILOG = """\
 examples:
@@ -59,11 +60,12 @@ def register(sub: Subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from reconciler.daemon import ServeError, serve
 
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     settings = settings_from_args(args)  # CliError (exit 2) for a refused value
+    setup_logging(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        kind="json" if settings.log_format == "json" else "text",
+        access_log=settings.access_log,
+    )
     try:
         serve(settings)
     except ServeError as exc:

@@ -123,12 +123,19 @@ def test_stop_failures_are_retried_next_pass(world) -> None:
     assert not (tasks / "a.status.yaml").exists()
 
 
-def test_resource_history_has_one_line_per_pass(world) -> None:
-    rec, _, tasks, _ = world
+def test_resource_history_has_one_line_per_change_or_heartbeat(world) -> None:
+    rec, _, tasks, clock = world
     (tasks / "a.yaml").write_text(spec())
-    for _ in range(3):
+    for _ in range(3):  # Starting, then unchanged twice: one line
         rec.run_pass()
-    lines = (tasks / ".rayqueue" / "resource_history.jsonl").read_text().splitlines()
+    path = tasks / ".rayqueue" / "resource_history.jsonl"
+    assert len(path.read_text().splitlines()) == 1
+    clock.advance(61)  # nothing changed, but the heartbeat is due
+    rec.run_pass()
+    (tasks / "b.yaml").write_text(spec(cpu=2))  # a change: written at once
+    rec.run_pass()
+    lines = path.read_text().splitlines()
     assert len(lines) == 3
+    assert yaml.safe_load(lines[2])["used"]["cpu"] == 3
     first = yaml.safe_load(lines[0])
     assert first["capacity"]["cpu"] == 4 and first["used"]["cpu"] == 1

@@ -1,0 +1,133 @@
+"""The web view: a static page and script under /ui/, and the JSON they poll under /ui/api/.
+
+The page and script hold no data, so they load without the API token (a browser cannot send a
+header when it follows a link); the JSON endpoints need it like the rest of the API. All of it
+is read-only.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import RedirectResponse, Response
+
+from api.deps import ReconcilerDep, Service, SettingsDep
+from api.errors import ApiError
+from api.ports import Loop, Observability
+from api.ui_views import finished_since, task_row
+from specs.cluster import Capacity
+from specs.store import FolderUnavailable
+
+STATIC = Path(__file__).parents[1] / "static"
+PUBLIC_PATHS = frozenset({"/ui", "/ui/", "/ui/ui.js"})  # no data: no token needed
+NO_STORE = {"Cache-Control": "no-store"}
+
+router = APIRouter(include_in_schema=False)
+
+
+def _static(name: str) -> bytes:
+    # Read per request (15 KB): an edited page shows on reload, no restart needed.
+    return (STATIC / name).read_bytes()
+
+
+def _now(loop: Loop | None) -> float:
+    return loop.clock() if loop is not None else time.time()
+
+
+def _resources(value: Capacity | None) -> dict[str, float] | None:
+    if value is None:
+        return None
+    return {"cpu": value.cpu, "gpu": value.gpu, "memory": value.memory}
+
+
+def _iso(epoch: float | None) -> str | None:
+    return None if epoch is None else datetime.fromtimestamp(epoch, UTC).isoformat()
+
+
+def _observability(request: Request) -> Observability:
+    observability: Observability = request.app.state.observability
+    return observability
+
+
+@router.get("/ui")
+def ui_redirect() -> RedirectResponse:
+    # Relative, so the view also works behind a proxy that mounts the API under a prefix.
+    return RedirectResponse("ui/", status_code=308)
+
+
+@router.get("/ui/")
+def ui_page() -> Response:
+    return Response(_static("ui.html"), media_type="text/html; charset=utf-8", headers=NO_STORE)
+
+
+@router.get("/ui/ui.js")
+def ui_script() -> Response:
+    return Response(_static("ui.js"), media_type="text/javascript; charset=utf-8", headers=NO_STORE)
+
+
+@router.get("/ui/api/overview")
+def overview(settings: SettingsDep, reconciler: ReconcilerDep) -> dict[str, Any]:
+    """The header: the loop's last pass, capacity and what this queue reserved of it."""
+    out: dict[str, Any] = {
+        "now": _now(reconciler),
+        "queueId": settings.resolved_queue_id,
+        "policy": settings.policy,
+        "rayAvailable": None,
+        "rayError": None,
+        "lastPassAt": None,
+        "counts": {"running": None, "starting": None, "queued": None},
+        "capacity": None,
+        "reserved": None,
+    }
+    if reconciler is None:
+        return out
+    state = reconciler.state
+    passed = state.last_pass_at is not None
+    out.update(
+        rayAvailable=state.ray_error is None if passed else None,
+        rayError=state.ray_error,
+        lastPassAt=_iso(state.last_pass_at),
+        capacity=_resources(state.capacity),
+        reserved=_resources(state.used) if passed else None,
+    )
+    if passed:
+        out["counts"] = {
+            "running": state.running,
+            "starting": state.starting,
+            "queued": state.queued,
+        }
+    return out
+
+
+@router.get("/ui/api/tasks")
+def tasks(request: Request, service: Service, reconciler: ReconcilerDep) -> dict[str, Any]:
+    """Every task as a row of the table, in queue order, and the tasks finished in 24 h."""
+    now = _now(reconciler)
+    try:
+        views = service.views()
+    except FolderUnavailable as exc:
+        raise ApiError(503, f"tasks folder unavailable: {exc}") from None
+    dashboard = _observability(request).dashboard
+    since = datetime.fromtimestamp(now, UTC) - timedelta(hours=24)
+    return {
+        "now": now,
+        "finished24h": finished_since(views, since),
+        "tasks": [task_row(view, dashboard=dashboard) for view in views],
+    }
+
+
+@router.get("/ui/api/history")
+def history(
+    request: Request,
+    reconciler: ReconcilerDep,
+    window: str = Query("1h", pattern="^(1h|1d|1w)$"),
+) -> Any:
+    """Declared use, capacity and task counts over a window, downsampled on the server."""
+    source = _observability(request).history
+    if source is None:
+        raise ApiError(404, "no resource history in this process")
+    return source(window, _now(reconciler))

@@ -1,0 +1,68 @@
+"""The web view's JSON: one row per task, the header's counts. Pure: views in, JSON out.
+
+The order of the rows is the task service's queue order (specs/views.py), the one `rayqueue
+get` prints: what runs now, the waiting tasks in the order they will be admitted, what is held
+back, what is broken, then finished tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from specs.views import NOT_SEEN, TaskView
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
+
+
+def job_url(dashboard: str | None, submission_id: str | None) -> str | None:
+    """The Ray dashboard's page of a job (its single-page app routes on the fragment)."""
+    if not dashboard or not submission_id:
+        return None
+    base = dashboard if "://" in dashboard else f"http://{dashboard}"
+    return f"{base.rstrip('/')}/#/jobs/{submission_id}"
+
+
+def task_row(view: TaskView, *, dashboard: str | None, queue: str | None = None) -> dict[str, Any]:
+    body = view.body
+    task = view.known
+    resources = None
+    if task is not None:
+        r = task.spec.resources
+        resources = {"cpu": r.cpu, "gpu": r.gpu, "memory": r.memory}
+    source = body.source if body is not None else None
+    return {
+        "name": view.name,
+        "queue": queue,
+        "labels": view.labels,
+        "priority": task.spec.priority if task is not None else None,
+        "phase": None if view.phase == NOT_SEEN else view.phase,
+        "position": body.queue_position if body is not None else None,
+        "resources": resources,
+        "reason": body.reason if body is not None else None,
+        "message": view.message,
+        "run": body.run if body is not None else None,
+        "submissionId": body.submission_id if body is not None else None,
+        "jobUrl": job_url(dashboard, body.submission_id if body is not None else None),
+        "queuedAt": _iso(body.queued_at) if body is not None else None,
+        "submittedAt": _iso(body.submitted_at) if body is not None else None,
+        "startedAt": _iso(body.started_at) if body is not None else None,
+        "finishedAt": _iso(body.finished_at) if body is not None else None,
+        "revision": source.revision if source is not None else None,
+        "dirty": source.dirty if source is not None else None,
+    }
+
+
+def finished_since(views: Iterable[TaskView], since: datetime) -> int:
+    """Tasks whose last run ended at or after `since`."""
+    return sum(
+        1
+        for v in views
+        if v.body is not None
+        and v.body.phase.finished
+        and v.body.finished_at is not None
+        and v.body.finished_at >= since
+    )

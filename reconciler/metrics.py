@@ -1,0 +1,276 @@
+"""Prometheus metrics of one rayqueue process, in their own registry (never the global one).
+
+Names follow Kueue's where Kueue has one (`kueue_pending_workloads` -> `rayqueue_pending_tasks`,
+`kueue_admission_wait_time_seconds`, ...), with a `rayqueue_` prefix. No metric carries a task
+name: every label (queue, reason, phase, priority, resource, call, result) takes a bounded set
+of values, so 10,000 tasks make no more series than 10.
+
+Gauges are recomputed from all statuses each pass (one walk over what the planner returned);
+counters and the admission-wait histogram count transitions between the statuses before and
+after a pass, so a restart that re-reads finished sidecars counts nothing twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from specs.cluster import (
+    Capacity,
+    JobConflict,
+    JobNotFound,
+    RayAdapter,
+    RayJob,
+    RayRequestError,
+    RayUnavailable,
+    SubmitRequest,
+)
+from specs.models import FINISHED, Phase, TaskStatus
+
+T = TypeVar("T")
+
+DEFAULT_QUEUE = "default"
+RESOURCES = ("cpu", "gpu", "memory")
+# Waits range from a second (an idle cluster) to days (a big job behind a busy queue).
+WAIT_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 12 * 3600, 86400, 3 * 86400)
+# A pass over a few tasks takes milliseconds, one over 10,000 about a second.
+PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+WAITING = frozenset({Phase.QUEUED, Phase.UNSCHEDULABLE})
+
+QueueOf = Callable[[TaskStatus], str]
+
+
+def no_queue(status: TaskStatus) -> str:
+    """Until tasks name a queue, all of them are in one."""
+    del status
+    return DEFAULT_QUEUE
+
+
+@dataclass(frozen=True)
+class Exposition:
+    """What /metrics answers: the text and its content type."""
+
+    body: bytes
+    content_type: str
+
+
+class QueueMetrics:
+    """Every metric of the process; `registry` is what /metrics exposes."""
+
+    def __init__(self, version: str, *, queue_of: QueueOf = no_queue) -> None:
+        self.queue_of = queue_of
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.pending = Gauge(
+            "rayqueue_pending_tasks",
+            "Tasks waiting to be admitted, by queue and reason (Queued and Unschedulable)",
+            ["queue", "reason"],
+            registry=r,
+        )
+        self.running = Gauge(
+            "rayqueue_running_tasks",
+            "Tasks whose run holds resources (Starting or Running), by queue",
+            ["queue"],
+            registry=r,
+        )
+        self.admission_wait = Histogram(
+            "rayqueue_admission_wait_time_seconds",
+            "Time from queuedAt to the submission to Ray, by queue and priority",
+            ["queue", "priority"],
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
+        self.finished = Counter(
+            "rayqueue_finished_tasks",
+            "Runs that ended, by queue and final phase",
+            ["queue", "phase"],
+            registry=r,
+        )
+        self.retries = Counter(
+            "rayqueue_retries",
+            "Runs queued again by a retry policy (spec.retry: failed, timed out or lost runs)",
+            ["queue"],
+            registry=r,
+        )
+        self.capacity = Gauge(
+            "rayqueue_cluster_capacity",
+            "Total resources of alive Ray nodes (memory in bytes)",
+            ["resource"],
+            registry=r,
+        )
+        self.reserved = Gauge(
+            "rayqueue_cluster_reserved",
+            "Resources declared by this queue's Starting and Running tasks (memory in bytes)",
+            ["resource"],
+            registry=r,
+        )
+        self.pass_duration = Histogram(
+            "rayqueue_pass_duration_seconds",
+            "Wall time of one reconcile pass",
+            buckets=PASS_BUCKETS,
+            registry=r,
+        )
+        self.ray_calls = Counter(
+            "rayqueue_ray_calls",
+            "Calls to the Ray dashboard, by call and result",
+            ["call", "result"],
+            registry=r,
+        )
+        self.ray_available = Gauge(
+            "rayqueue_ray_available",
+            "1 if the last pass could list Ray's jobs and capacity, else 0",
+            registry=r,
+        )
+        build = Gauge(
+            "rayqueue_build_info", "Always 1; the version is the label", ["version"], registry=r
+        )
+        build.labels(version=version).set(1)
+        self._pending_seen: set[tuple[str, str]] = set()
+        self._running_seen: set[str] = set()
+
+    # -- per pass --------------------------------------------------------------------------------
+    def observe_pass(
+        self,
+        before: Mapping[str, TaskStatus],
+        after: Mapping[str, TaskStatus],
+        *,
+        capacity: Capacity | None,
+        reserved: Capacity,
+        ray_available: bool,
+        priorities: Mapping[str, int] | None = None,
+    ) -> None:
+        """Gauges from `after`; counters from what changed between `before` and `after`.
+
+        `priorities` maps task names to their spec's priority (statuses do not carry it).
+        """
+        priorities = priorities or {}
+        pending: dict[tuple[str, str], int] = {}
+        running: dict[str, int] = {}
+        for name, status in after.items():
+            body = status.status
+            queue = self.queue_of(status)
+            if body.phase in WAITING:
+                key = (queue, body.reason or body.phase.value)
+                pending[key] = pending.get(key, 0) + 1
+            elif body.phase.active:
+                running[queue] = running.get(queue, 0) + 1
+            old = before.get(name)
+            if old is not status:  # the planner hands back unchanged statuses as the same object
+                self._count_transition(old, status, queue, priorities.get(name, 0))
+        # Label sets seen once stay at 0 rather than vanish, so graphs drop to zero, not to a gap;
+        # reasons and queues are few, so this stays bounded.
+        for key in self._pending_seen - pending.keys():
+            self.pending.labels(*key).set(0)
+        for key, count in pending.items():
+            self.pending.labels(*key).set(count)
+        for queue in self._running_seen - running.keys():
+            self.running.labels(queue).set(0)
+        for queue, count in running.items():
+            self.running.labels(queue).set(count)
+        self._pending_seen |= pending.keys()
+        self._running_seen |= running.keys()
+        if capacity is not None:
+            for resource in RESOURCES:
+                self.capacity.labels(resource).set(getattr(capacity, resource))
+        for resource in RESOURCES:
+            self.reserved.labels(resource).set(getattr(reserved, resource))
+        self.ray_available.set(1 if ray_available else 0)
+
+    def _count_transition(
+        self, old: TaskStatus | None, new: TaskStatus, queue: str, priority: int
+    ) -> None:
+        if old is None:
+            return  # a sidecar first seen (a restart, a new task) is history, not news
+        body, was = new.status, old.status
+        if body.phase in FINISHED and (was.phase != body.phase or was.run != body.run):
+            self.finished.labels(queue, body.phase.value).inc()
+        if (
+            body.submitted_at is not None
+            and body.queued_at is not None
+            and was.submitted_at != body.submitted_at
+        ):
+            wait = (body.submitted_at - body.queued_at).total_seconds()
+            self.admission_wait.labels(queue, str(priority)).observe(max(wait, 0.0))
+        # spec.retry counts in `retries` (reset when the user asks for a new run: no decrease
+        # is counted); old sidecars kept the Lost-only retries in `lost_restarts`.
+        added = max(body.retries - was.retries, 0) + max(body.lost_restarts - was.lost_restarts, 0)
+        if added:
+            self.retries.labels(queue).inc(added)
+
+    def time_pass(self) -> Any:
+        """`with metrics.time_pass(): ...` observes the block's wall time."""
+        return self.pass_duration.time()
+
+    def exposition(self) -> Exposition:
+        return Exposition(generate_latest(self.registry), CONTENT_TYPE_LATEST)
+
+
+# -- Ray calls ---------------------------------------------------------------------------------
+
+
+def result_of(exc: BaseException | None) -> str:
+    """A bounded name for how a call ended."""
+    if exc is None:
+        return "ok"
+    if isinstance(exc, RayUnavailable):
+        return "unavailable"
+    if isinstance(exc, JobNotFound):
+        return "not_found"
+    if isinstance(exc, JobConflict):
+        return "conflict"
+    if isinstance(exc, RayRequestError):
+        return "refused"
+    return "error"
+
+
+class CountingRayAdapter:
+    """A RayAdapter that counts each call by name and result, and otherwise passes through.
+
+    Wraps the adapter rather than editing it, so the fake and the real one are counted alike.
+    """
+
+    def __init__(self, inner: RayAdapter, metrics: QueueMetrics) -> None:
+        self.inner = inner
+        self._calls = metrics.ray_calls
+
+    @contextmanager
+    def _counted(self, call: str) -> Iterator[None]:
+        try:
+            yield
+        except BaseException as exc:
+            self._calls.labels(call, result_of(exc)).inc()
+            raise
+        self._calls.labels(call, "ok").inc()
+
+    def list_jobs(self) -> list[RayJob]:
+        with self._counted("list_jobs"):
+            return list(self.inner.list_jobs())
+
+    def capacity(self) -> Capacity:
+        with self._counted("capacity"):
+            return self.inner.capacity()
+
+    def submit(self, request: SubmitRequest) -> None:
+        with self._counted("submit"):
+            self.inner.submit(request)
+
+    def stop(self, submission_id: str) -> None:
+        with self._counted("stop"):
+            self.inner.stop(submission_id)
+
+    def delete(self, submission_id: str) -> None:
+        with self._counted("delete"):
+            self.inner.delete(submission_id)
+
+    def logs(self, submission_id: str) -> str:
+        with self._counted("logs"):
+            return self.inner.logs(submission_id)
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything beyond the protocol (tail_logs, close, ...) is not counted.
+        return getattr(self.inner, name)

@@ -1,0 +1,130 @@
+"""/metrics and the web view's endpoints, in process, over a Reconciler on FakeRay."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from api.app import create_app
+from api.ports import Observability
+from reconciler.history import HistoryView
+from reconciler.loop import Reconciler
+from reconciler.metrics import CountingRayAdapter, QueueMetrics
+from reconciler.raycluster.fake import FakeRay
+from specs.cluster import Capacity
+from specs.settings import Settings
+from specs.store import TaskStore
+from tests.api.conftest import TestClient, task_yaml
+from tests.support.clock import FakeClock
+
+TOKEN = "s3cret"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def build(tasks: Path, **options: object) -> tuple[TestClient, Reconciler, FakeClock]:
+    clock = FakeClock()
+    metrics = QueueMetrics("9.9.9")
+    ray = CountingRayAdapter(FakeRay(Capacity(4, 0, 16 * 2**30), clock=clock), metrics)
+    settings = Settings(tasks_dir=tasks, queue_id="q-test", api_token=TOKEN, **options)  # type: ignore[arg-type]
+    rec = Reconciler(settings, TaskStore(tasks), ray, clock=clock, metrics=metrics)
+    observability = Observability(
+        metrics=metrics.exposition,
+        history=HistoryView(rec.history.path, buckets=60).window,
+        dashboard="http://127.0.0.1:8265",
+    )
+    app = create_app(settings, reconciler=rec, ray=ray, observability=observability)
+    return TestClient(app), rec, clock
+
+
+@pytest.fixture
+def world(tasks_dir: Path) -> tuple[TestClient, Reconciler, FakeClock]:
+    (tasks_dir / "big.yaml").write_text(task_yaml("echo big", cpu=3, priority=1))
+    (tasks_dir / "long.yaml").write_text(task_yaml("sleep 100", cpu=3, priority=9))
+    (tasks_dir / "broken.yaml").write_text(task_yaml("x").replace("resources", "resorces"))
+    client, rec, clock = build(tasks_dir)
+    for _ in range(2):
+        clock.now += 1
+        rec.run_pass()
+    return client, rec, clock
+
+
+def test_metrics_need_no_token_and_show_the_queue(world) -> None:
+    client, _, _ = world
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    values = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(response.text)
+        for s in family.samples
+    }
+    assert values[("rayqueue_build_info", (("version", "9.9.9"),))] == 1
+    assert values[("rayqueue_running_tasks", (("queue", "default"),))] == 1  # long: Starting
+    pending = (("queue", "default"), ("reason", "WaitingForResources"))
+    assert values[("rayqueue_pending_tasks", pending)] == 1  # big waits
+    assert values[("rayqueue_cluster_reserved", (("resource", "cpu"),))] == 3
+    assert values[("rayqueue_ray_calls_total", (("call", "submit"), ("result", "ok")))] == 1
+    assert values[("rayqueue_pass_duration_seconds_count", ())] == 2
+    assert client.get("/tasks").status_code == 401  # the rest of the API still needs it
+
+
+def test_metrics_auth_makes_metrics_need_the_token(tasks_dir: Path) -> None:
+    client, _, _ = build(tasks_dir, metrics_auth=True)
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", headers=AUTH).status_code == 200
+
+
+def test_page_and_script_load_without_token_data_needs_it(world) -> None:
+    client, _, _ = world
+    redirect = client.get("/ui", follow_redirects=False)
+    assert redirect.status_code == 308 and redirect.headers["location"] == "ui/"
+    page = client.get("/ui/")
+    assert page.status_code == 200 and 'src="ui.js"' in page.text
+    script = client.get("/ui/ui.js")
+    assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+    assert not re.search(r"\.(innerHTML|outerHTML)\s*=|insertAdjacentHTML", script.text)
+    for path in ("/ui/api/tasks", "/ui/api/overview", "/ui/api/history"):
+        assert client.get(path).status_code == 401, path
+
+
+def test_tasks_rows_in_queue_order(world) -> None:
+    client, _, clock = world
+    body = client.get("/ui/api/tasks", headers=AUTH).json()
+    assert body["now"] == clock.now
+    rows = {row["name"]: row for row in body["tasks"]}
+    assert [row["name"] for row in body["tasks"]] == ["long", "big", "broken"]
+    assert rows["long"]["phase"] == "Starting" and rows["long"]["jobUrl"].startswith(
+        "http://127.0.0.1:8265/#/jobs/"
+    )
+    assert rows["big"]["reason"] == "WaitingForResources" and rows["big"]["position"] == 1
+    assert "CPU" in rows["big"]["message"]
+    assert rows["broken"]["phase"] == "Invalid"
+    assert body["finished24h"] == 0
+
+
+def test_overview_counts_and_capacity(world) -> None:
+    client, _, _ = world
+    body = client.get("/ui/api/overview", headers=AUTH).json()
+    assert body["counts"] == {"running": 0, "starting": 1, "queued": 1}
+    assert body["capacity"]["cpu"] == 4 and body["reserved"]["cpu"] == 3
+    assert body["rayAvailable"] is True and body["queueId"] == "q-test"
+
+
+def test_history_is_downsampled_per_window(world) -> None:
+    client, _, _ = world
+    body = client.get("/ui/api/history?window=1h", headers=AUTH).json()
+    assert len(body["time"]) == 60
+    assert body["end"] - body["start"] == 3600
+    assert max(v for v in body["max"]["cpu"] if v is not None) == 3
+    assert max(v for v in body["max"]["queued"] if v is not None) == 1
+    assert client.get("/ui/api/history?window=1y", headers=AUTH).status_code == 422
+
+
+def test_without_observability_metrics_are_404(tasks_dir: Path) -> None:
+    client = TestClient(create_app(Settings(tasks_dir=tasks_dir)))
+    assert client.get("/metrics").status_code == 404
+    assert client.get("/ui/").status_code == 200
+    assert client.get("/ui/api/tasks").json()["tasks"] == []

@@ -1,0 +1,71 @@
+"""examples/monitoring: the Grafana dashboard asks only for metrics rayqueue exposes."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import yaml
+
+from reconciler.metrics import CountingRayAdapter, QueueMetrics
+from reconciler.raycluster.fake import FakeRay
+from specs.cluster import Capacity
+from specs.models import Metadata, Phase, TaskStatus, TaskStatusBody
+
+FOLDER = Path(__file__).parents[2] / "examples" / "monitoring"
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def exposed_names() -> set[str]:
+    m = QueueMetrics("0.1.0")
+
+    def status(phase: Phase, **body: object) -> TaskStatus:
+        return TaskStatus(metadata=Metadata(), status=TaskStatusBody(phase=phase, **body))
+
+    queued = status(Phase.QUEUED, reason="WaitingForResources", queued_at=T0)
+    running = status(Phase.RUNNING, queued_at=T0, submitted_at=T0 + timedelta(seconds=3), run=1)
+    done = status(Phase.SUCCEEDED, run=1, lost_restarts=1)
+    passes = [({}, queued), (queued, running), (running, done)]
+    for before, after in passes:
+        old = {"a": before} if isinstance(before, TaskStatus) else {}
+        m.observe_pass(
+            old, {"a": after}, capacity=Capacity(1), reserved=Capacity(), ray_available=True
+        )
+    with m.time_pass():
+        CountingRayAdapter(FakeRay(), m).list_jobs()
+    text = m.exposition().body.decode()
+    return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line[:1].isalpha()}
+
+
+def test_dashboard_queries_name_only_exposed_metrics() -> None:
+    dashboard = json.loads((FOLDER / "grafana-dashboard.json").read_text())
+    names = exposed_names()
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    assert len(exprs) >= 15
+    used = {name for expr in exprs for name in re.findall(r"\brayqueue_[a-z_]+", expr)}
+    assert used - names == set()
+    # Every metric the issue asks for is on the dashboard.
+    for metric in (
+        "rayqueue_pending_tasks",
+        "rayqueue_running_tasks",
+        "rayqueue_admission_wait_time_seconds_bucket",
+        "rayqueue_finished_tasks_total",
+        "rayqueue_cluster_capacity",
+        "rayqueue_cluster_reserved",
+        "rayqueue_pass_duration_seconds_bucket",
+        "rayqueue_ray_calls_total",
+        "rayqueue_ray_available",
+        "rayqueue_build_info",
+    ):
+        assert metric in used, metric
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+
+
+def test_scrape_config_points_at_metrics() -> None:
+    config = yaml.safe_load((FOLDER / "prometheus.yml").read_text())
+    (job,) = config["scrape_configs"]
+    assert job["metrics_path"] == "/metrics"
+    assert job["static_configs"][0]["targets"] == ["127.0.0.1:8264"]

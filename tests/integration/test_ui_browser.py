@@ -1,0 +1,228 @@
+"""The web view in a real browser: `rayqueue serve` on the real Ray fixture, /ui/ in Chromium.
+
+Chromium comes from Debian's package (`apt-get install -y chromium`; `.ci/run` installs it);
+Playwright only drives it. Playwright's own browser download does not work on these machines.
+On a failure the page is saved as a screenshot under $TMPDIR.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from reconciler.raycluster.adapter import RayJobsAdapter
+from specs.cluster import META_QUEUE
+
+pytestmark = pytest.mark.ray
+
+TOKEN = "ui-test-token"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+REPO = Path(__file__).parents[2]
+
+
+def chromium_path() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def spec(entrypoint: str, cpu: float, priority: int = 0, **labels: str) -> str:
+    doc = {
+        "apiVersion": "rayqueue/v1",
+        "kind": "Task",
+        "metadata": {"labels": labels},
+        "spec": {"entrypoint": entrypoint, "priority": priority, "resources": {"cpu": cpu}},
+    }
+    return yaml.safe_dump(doc)
+
+
+def eventually(check: Callable[[], Any], timeout: float = 30, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what or check}: last {last!r}")
+
+
+@pytest.fixture
+def served(tmp_path: Path, ray_head: str) -> Iterator[tuple[str, Path]]:
+    """`rayqueue serve` on a folder with a running, a waiting, a finished and an invalid task."""
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    queue_id = f"ui-{os.getpid()}-{time.monotonic_ns()}"
+    # The fixture head has 4 CPUs: `long` holds 3, so `big` (3) waits behind it.
+    (tasks / "long.yaml").write_text(spec("sleep 120", 3, priority=9, team="a"))
+    (tasks / "big.yaml").write_text(spec("echo big", 3, priority=1, team="b"))
+    (tasks / "quick.yaml").write_text(spec("echo quick", 0.5, priority=5, team="a"))
+    (tasks / "broken.yaml").write_text(spec("echo x", 1).replace("priority", "priorty"))
+    port = _free_port()
+    env = {**os.environ, "RAYQUEUE_API_TOKEN": TOKEN}
+    log = tmp_path / "serve.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "reconciler.cli",
+                "serve",
+                "--dir",
+                str(tasks),
+                "--address",
+                ray_head,
+                "--port",
+                str(port),
+                "--queue-id",
+                queue_id,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=REPO,
+        )
+    try:
+        eventually(
+            lambda: proc.poll() is not None or _healthy(f"http://127.0.0.1:{port}/healthz"),
+            60,
+            "serve to answer",
+        )
+        assert proc.poll() is None, log.read_text()
+        yield f"http://127.0.0.1:{port}", tasks
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        # Stopping serve leaves its jobs running (by design); the shared head needs them gone.
+        ray = RayJobsAdapter(ray_head, timeout_seconds=10)
+        for job in ray.list_jobs():
+            if job.metadata.get(META_QUEUE) == queue_id and not job.terminal:
+                ray.stop(job.submission_id)
+
+
+def sidecar_phases(tasks: Path) -> dict[str, str]:
+    phases = {}
+    for path in tasks.glob("*.status.yaml"):
+        doc = yaml.safe_load(path.read_text()) or {}
+        phases[path.name.removesuffix(".status.yaml")] = doc.get("status", {}).get("phase")
+    return phases
+
+
+def test_web_view_in_chromium(served: tuple[str, Path]) -> None:
+    executable = chromium_path()
+    if executable is None:
+        pytest.skip("no chromium binary found (apt-get install -y chromium)")
+    playwright = pytest.importorskip("playwright.sync_api")
+    base, tasks = served
+    shots = Path(os.environ.get("TMPDIR", tempfile.gettempdir()))
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            _check_page(page, base, tasks)
+        except BaseException:
+            shot = shots / f"rayqueue-ui-failure-{int(time.time())}.png"
+            page.screenshot(path=str(shot), full_page=True)
+            print(f"screenshot of the failing page: {shot}")
+            raise
+        finally:
+            browser.close()
+
+
+def _check_page(page: Any, base: str, tasks: Path) -> None:
+    eventually(lambda: sidecar_phases(tasks).get("long") == "Running", 60, "long to run")
+    eventually(lambda: sidecar_phases(tasks).get("quick") == "Succeeded", 60, "quick to finish")
+    page.goto(f"{base}/ui/#token={TOKEN}")
+    page.wait_for_selector("tr[data-task='long']")
+    assert "#token" not in page.url  # taken out of the address bar
+
+    def table_phases() -> dict[str, str]:
+        rows = page.query_selector_all("#task-rows tr[data-task]")
+        return {r.get_attribute("data-task"): r.get_attribute("data-phase") for r in rows}
+
+    # Each task with the phase its sidecar holds (both are read again until they agree).
+    def agree() -> dict[str, str] | None:
+        on_disk = sidecar_phases(tasks)
+        shown = table_phases()
+        return (
+            shown
+            if set(on_disk) == {"long", "big", "quick", "broken"} and shown == on_disk
+            else None
+        )
+
+    shown = eventually(agree, 20, "the table to show the sidecars' phases")
+    assert shown["long"] == "Running" and shown["big"] == "Queued"
+    assert shown["broken"] == "Invalid"
+    assert page.inner_text("tr[data-task='long'] td.phase") == "Running"
+
+    # Why the waiting task waits, visible in its row.
+    why = page.locator("tr[data-task='big'] td.why")
+    assert why.is_visible()
+    assert "WaitingForResources" in why.inner_text()
+    assert "CPU" in why.inner_text()
+    link = page.locator("tr[data-task='long'] a")
+    assert "/#/jobs/" in (link.get_attribute("href") or "")
+
+    # Tiles.
+    assert page.inner_text("[data-testid='tile-running'] .value") == "1"
+    assert page.inner_text("[data-testid='tile-finished'] .value") == "1"  # quick
+
+    # The plot has data points.
+    page.wait_for_selector("#plot svg[data-points]")
+    points = eventually(
+        lambda: int(page.get_attribute("#plot svg", "data-points") or 0), 20, "plot points"
+    )
+    assert points > 0
+    assert page.locator("#plot svg polyline").count() >= 2
+
+    # Filters: by label, then back.
+    page.fill("#filter-label", "team=b")
+    assert set(table_phases()) == {"big"}
+    page.fill("#filter-label", "")
+
+    # A task dropped into the folder appears without a reload.
+    page.evaluate("window.__notReloaded = true")
+    (tasks / "dropped.yaml").write_text(spec("echo dropped", 3, priority=0, team="c"))
+    eventually(lambda: "dropped" in table_phases(), 20, "the dropped task in the table")
+    assert page.evaluate("window.__notReloaded") is True

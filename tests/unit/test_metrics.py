@@ -1,0 +1,145 @@
+"""Prometheus metrics: values from passes, bounded labels, transition counters, Ray call counts."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from reconciler.metrics import CountingRayAdapter, QueueMetrics
+from reconciler.raycluster.fake import FakeRay
+from specs.cluster import Capacity, JobNotFound, RayUnavailable
+from specs.models import Metadata, Phase, TaskStatus, TaskStatusBody
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def status(phase: Phase, **body: object) -> TaskStatus:
+    return TaskStatus(metadata=Metadata(), status=TaskStatusBody(phase=phase, **body))
+
+
+def samples(metrics: QueueMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    text = metrics.exposition().body.decode()
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(metrics: QueueMetrics, name: str, **labels: str) -> float | None:
+    return samples(metrics).get((name, tuple(sorted(labels.items()))))
+
+
+def observe(metrics: QueueMetrics, before: dict, after: dict, **kw: object) -> None:
+    metrics.observe_pass(
+        before,
+        after,
+        capacity=kw.pop("capacity", Capacity(4, 0, 8)),  # type: ignore[arg-type]
+        reserved=kw.pop("reserved", Capacity(1, 0, 0)),  # type: ignore[arg-type]
+        ray_available=kw.pop("ray_available", True),  # type: ignore[arg-type]
+        priorities=kw.pop("priorities", None),  # type: ignore[arg-type]
+    )
+
+
+def test_gauges_count_pending_by_reason_and_running() -> None:
+    m = QueueMetrics("1.2.3")
+    after = {
+        "a": status(Phase.QUEUED, reason="WaitingForResources"),
+        "b": status(Phase.QUEUED, reason="WaitingForResources"),
+        "c": status(Phase.QUEUED, reason="InflightLimit"),
+        "d": status(Phase.RUNNING),
+        "e": status(Phase.STARTING),
+        "f": status(Phase.UNSCHEDULABLE, reason="Unschedulable"),
+    }
+    observe(m, {}, after, capacity=Capacity(4, 1, 8 * 2**30), reserved=Capacity(2, 0, 2**30))
+    labels = {"queue": "default"}
+    assert value(m, "rayqueue_pending_tasks", reason="WaitingForResources", **labels) == 2
+    assert value(m, "rayqueue_pending_tasks", reason="InflightLimit", **labels) == 1
+    assert value(m, "rayqueue_pending_tasks", reason="Unschedulable", **labels) == 1
+    assert value(m, "rayqueue_running_tasks", **labels) == 2
+    assert value(m, "rayqueue_cluster_capacity", resource="memory") == 8 * 2**30
+    assert value(m, "rayqueue_cluster_reserved", resource="cpu") == 2
+    assert value(m, "rayqueue_ray_available") == 1
+    assert value(m, "rayqueue_build_info", version="1.2.3") == 1
+    # Next pass: everything ran; the old label sets drop to 0 instead of vanishing.
+    observe(m, after, {"a": status(Phase.RUNNING)}, ray_available=False)
+    assert value(m, "rayqueue_pending_tasks", reason="InflightLimit", **labels) == 0
+    assert value(m, "rayqueue_running_tasks", **labels) == 1
+    assert value(m, "rayqueue_ray_available") == 0
+
+
+def test_no_label_grows_with_the_number_of_tasks() -> None:
+    m = QueueMetrics("0")
+    after = {
+        f"task-{i}": status(Phase.QUEUED if i % 2 else Phase.RUNNING, reason="WaitingForResources")
+        for i in range(10_000)
+    }
+    observe(m, {}, after)
+    before = after
+    after = {name: status(Phase.SUCCEEDED, run=1) for name in before}
+    observe(m, before, after)
+    series = samples(m)
+    assert len(series) < 80
+    assert not any("task-" in v for _, labels in series for _, v in labels)
+    assert value(m, "rayqueue_finished_tasks_total", queue="default", phase="Succeeded") == 10_000
+
+
+def test_counters_count_transitions_once_and_not_on_restart() -> None:
+    m = QueueMetrics("0")
+    queued = status(Phase.QUEUED, queued_at=T0)
+    starting = status(Phase.STARTING, queued_at=T0, submitted_at=T0 + timedelta(seconds=42), run=1)
+    failed = status(Phase.FAILED, queued_at=T0, submitted_at=T0 + timedelta(seconds=42), run=1)
+    observe(m, {}, {"a": failed})  # a restart reads a finished sidecar: not counted
+    assert value(m, "rayqueue_finished_tasks_total", queue="default", phase="Failed") is None
+    observe(m, {"a": queued}, {"a": starting}, priorities={"a": 7})
+    observe(m, {"a": starting}, {"a": failed}, priorities={"a": 7})
+    observe(m, {"a": failed}, {"a": failed})  # unchanged: the same object
+    assert value(m, "rayqueue_finished_tasks_total", queue="default", phase="Failed") == 1
+    wait = {"queue": "default", "priority": "7"}
+    assert value(m, "rayqueue_admission_wait_time_seconds_count", **wait) == 1
+    assert value(m, "rayqueue_admission_wait_time_seconds_sum", **wait) == 42
+    assert value(m, "rayqueue_admission_wait_time_seconds_bucket", le="60.0", **wait) == 1
+    assert value(m, "rayqueue_admission_wait_time_seconds_bucket", le="30.0", **wait) == 0
+    lost = status(Phase.QUEUED, lost_restarts=1, run=1)
+    observe(m, {"a": status(Phase.RUNNING, run=1)}, {"a": lost})
+    assert value(m, "rayqueue_retries_total", queue="default") == 1
+    backoff = status(Phase.QUEUED, reason="RetryBackoff", retries=2, run=2)
+    observe(m, {"a": status(Phase.RUNNING, retries=1, run=2)}, {"a": backoff})
+    assert value(m, "rayqueue_retries_total", queue="default") == 2
+    observe(m, {"a": backoff}, {"a": status(Phase.QUEUED, retries=0, run=2)})  # a reset
+    assert value(m, "rayqueue_retries_total", queue="default") == 2
+
+
+def test_pass_duration_is_a_histogram() -> None:
+    m = QueueMetrics("0")
+    with m.time_pass():
+        pass
+    assert value(m, "rayqueue_pass_duration_seconds_count") == 1
+
+
+def test_ray_calls_are_counted_by_call_and_result() -> None:
+    m = QueueMetrics("0")
+    fake = FakeRay()
+    ray = CountingRayAdapter(fake, m)
+    ray.list_jobs()
+    ray.capacity()
+    with pytest.raises(JobNotFound):
+        ray.logs("nope")
+    fake.available = False
+    with pytest.raises(RayUnavailable):
+        ray.list_jobs()
+    assert value(m, "rayqueue_ray_calls_total", call="list_jobs", result="ok") == 1
+    assert value(m, "rayqueue_ray_calls_total", call="list_jobs", result="unavailable") == 1
+    assert value(m, "rayqueue_ray_calls_total", call="logs", result="not_found") == 1
+    assert value(m, "rayqueue_ray_calls_total", call="capacity", result="ok") == 1
+
+
+def test_registry_is_private() -> None:
+    from prometheus_client import REGISTRY
+
+    first, second = QueueMetrics("a"), QueueMetrics("b")  # two in one process: no clash
+    assert value(first, "rayqueue_build_info", version="a") == 1
+    assert value(second, "rayqueue_build_info", version="a") is None
+    assert "rayqueue_pending_tasks" not in {m.name for m in REGISTRY.collect()}
