@@ -17,9 +17,11 @@ from reconciler.cli.main import main
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 SCHEMA = ROOT / "specs" / "task.schema.json"
-# Kubernetes manifests, not task specs; tests/deploy checks them.
+# Not task specs: Kubernetes manifests (tests/deploy checks them) and the Prometheus scrape
+# config (tests/examples/test_monitoring.py checks it).
+NOT_SPECS = {"gitops", "monitoring"}
 SPEC_FILES = sorted(
-    p for p in EXAMPLES.rglob("*.y*ml") if "gitops" not in p.relative_to(EXAMPLES).parts
+    p for p in EXAMPLES.rglob("*.y*ml") if not NOT_SPECS & set(p.relative_to(EXAMPLES).parts)
 )
 HEADER = re.compile(r"^# yaml-language-server: \$schema=(\S+)$")
 
