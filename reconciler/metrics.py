@@ -31,10 +31,11 @@ from specs.cluster import (
     SubmitRequest,
 )
 from specs.models import FINISHED, Phase, TaskStatus
+from specs.queues import DEFAULT_QUEUE
 
 T = TypeVar("T")
 
-DEFAULT_QUEUE = "default"
+
 RESOURCES = ("cpu", "gpu", "memory")
 # Waits range from a second (an idle cluster) to days (a big job behind a busy queue).
 WAIT_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 12 * 3600, 86400, 3 * 86400)
