@@ -26,7 +26,7 @@ def job_url(dashboard: str | None, submission_id: str | None) -> str | None:
     return f"{base.rstrip('/')}/#/jobs/{submission_id}"
 
 
-def task_row(view: TaskView, *, dashboard: str | None, queue: str | None = None) -> dict[str, Any]:
+def task_row(view: TaskView, *, dashboard: str | None) -> dict[str, Any]:
     body = view.body
     task = view.known
     resources = None
@@ -36,7 +36,8 @@ def task_row(view: TaskView, *, dashboard: str | None, queue: str | None = None)
     source = body.source if body is not None else None
     return {
         "name": view.name,
-        "queue": queue,
+        # The team queue the loop put the task in (None until a pass saw it, or without queues).
+        "queue": body.queue if body is not None else None,
         "labels": view.labels,
         "priority": task.spec.priority if task is not None else None,
         "phase": None if view.phase == NOT_SEEN else view.phase,

@@ -263,10 +263,14 @@ class Reconciler:
         """_queues.status.yaml: each queue's quota, use and counts, and the config's validity."""
         if queues.state is None:
             self.state.queues = None
+            if self.metrics is not None:
+                self.metrics.observe_queues({})
             return
         admission = plan.summary.queues if plan.summary is not None else None
         if admission is None and queues.config is not None:
             return  # Ray was not asked this pass: keep the last figures
+        if self.metrics is not None:
+            self.metrics.observe_queues(admission.states if admission is not None else {})
         phases = {n: (s.status.queue, s.status.phase.value) for n, s in plan.statuses.items()}
         document = queueing.status_document(
             queues.state,

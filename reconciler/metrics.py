@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -31,10 +31,11 @@ from specs.cluster import (
     SubmitRequest,
 )
 from specs.models import FINISHED, Phase, TaskStatus
+from specs.queues import DEFAULT_QUEUE
 
 T = TypeVar("T")
 
-DEFAULT_QUEUE = "default"
+
 RESOURCES = ("cpu", "gpu", "memory")
 # Waits range from a second (an idle cluster) to days (a big job behind a busy queue).
 WAIT_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 12 * 3600, 86400, 3 * 86400)
@@ -45,10 +46,22 @@ WAITING = frozenset({Phase.QUEUED, Phase.UNSCHEDULABLE})
 QueueOf = Callable[[TaskStatus], str]
 
 
-def no_queue(status: TaskStatus) -> str:
-    """Until tasks name a queue, all of them are in one."""
-    del status
-    return DEFAULT_QUEUE
+def status_queue(status: TaskStatus) -> str:
+    """The team queue the planner put the task in; without a queue config, all are in one."""
+    return status.status.queue or DEFAULT_QUEUE
+
+
+class QueueFigures(Protocol):
+    """One queue's state after a pass (fairshare.QueueState), as far as metrics read it."""
+
+    @property
+    def nominal(self) -> Capacity: ...
+    @property
+    def usage(self) -> Capacity: ...
+    @property
+    def borrowed(self) -> Capacity: ...
+    @property
+    def share(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -62,7 +75,7 @@ class Exposition:
 class QueueMetrics:
     """Every metric of the process; `registry` is what /metrics exposes."""
 
-    def __init__(self, version: str, *, queue_of: QueueOf = no_queue) -> None:
+    def __init__(self, version: str, *, queue_of: QueueOf = status_queue) -> None:
         self.queue_of = queue_of
         self.registry = CollectorRegistry()
         r = self.registry
@@ -126,6 +139,34 @@ class QueueMetrics:
             "1 if the last pass could list Ray's jobs and capacity, else 0",
             registry=r,
         )
+        # Per team queue (admin-defined, so few): Kueue's cluster_queue_nominal_quota,
+        # _resource_usage and _weighted_share. The share is the dominant one over all
+        # resources, so it has no resource label (as in Kueue).
+        self.queue_nominal = Gauge(
+            "rayqueue_queue_nominal_quota",
+            "A team queue's nominal quota, resolved against capacity (memory in bytes)",
+            ["queue", "resource"],
+            registry=r,
+        )
+        self.queue_usage = Gauge(
+            "rayqueue_queue_usage",
+            "Resources declared by a team queue's Starting and Running tasks (memory in bytes)",
+            ["queue", "resource"],
+            registry=r,
+        )
+        self.queue_borrowed = Gauge(
+            "rayqueue_queue_borrowed",
+            "Usage of a team queue beyond its nominal quota (memory in bytes)",
+            ["queue", "resource"],
+            registry=r,
+        )
+        self.queue_share = Gauge(
+            "rayqueue_queue_weighted_share",
+            "A team queue's dominant share of the cluster divided by its weight",
+            ["queue"],
+            registry=r,
+        )
+        self._queues_seen: set[str] = set()
         build = Gauge(
             "rayqueue_build_info", "Always 1; the version is the label", ["version"], registry=r
         )
@@ -180,6 +221,25 @@ class QueueMetrics:
         for resource in RESOURCES:
             self.reserved.labels(resource).set(getattr(reserved, resource))
         self.ray_available.set(1 if ray_available else 0)
+
+    def observe_queues(self, states: Mapping[str, QueueFigures]) -> None:
+        """The team queues' gauges from the pass's queue states; `{}` when none are configured.
+
+        A queue removed from the config loses its series (it no longer exists), unlike a
+        pending reason, which drops to 0.
+        """
+        for queue in self._queues_seen - states.keys():
+            for resource in RESOURCES:
+                for gauge in (self.queue_nominal, self.queue_usage, self.queue_borrowed):
+                    gauge.remove(queue, resource)
+            self.queue_share.remove(queue)
+        for queue, state in states.items():
+            for resource in RESOURCES:
+                self.queue_nominal.labels(queue, resource).set(getattr(state.nominal, resource))
+                self.queue_usage.labels(queue, resource).set(getattr(state.usage, resource))
+                self.queue_borrowed.labels(queue, resource).set(getattr(state.borrowed, resource))
+            self.queue_share.labels(queue).set(state.share)
+        self._queues_seen = set(states)
 
     def _count_transition(
         self, old: TaskStatus | None, new: TaskStatus, queue: str, priority: int

@@ -16,8 +16,9 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
 from api.deps import ReconcilerDep, Service, SettingsDep
-from api.errors import ApiError
+from api.errors import ApiError, NotFound
 from api.ports import Loop, Observability
+from api.routes.queues import queue_status
 from api.ui_views import finished_since, task_row
 from specs.cluster import Capacity
 from specs.store import FolderUnavailable
@@ -117,6 +118,21 @@ def tasks(request: Request, service: Service, reconciler: ReconcilerDep) -> dict
         "now": now,
         "finished24h": finished_since(views, since),
         "tasks": [task_row(view, dashboard=dashboard) for view in views],
+    }
+
+
+@router.get("/ui/api/queues")
+def queues(settings: SettingsDep) -> dict[str, Any]:
+    """The team queues as GET /queues has them; `queues: null` (not a 404) when none are
+    configured or the loop has not written their status yet, so the page hides the panel."""
+    try:
+        body = queue_status(settings)
+    except NotFound:
+        return {"config": None, "queues": None, "warning": None}
+    return {
+        "config": body.get("config"),
+        "queues": body.get("queues", []),
+        "warning": body.get("warning"),
     }
 
 

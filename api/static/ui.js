@@ -173,6 +173,34 @@ function renderTasks(data) {
   document.getElementById("task-count").textContent = shown.length + " of " + data.tasks.length;
 }
 
+// -- the team queues: the same figures as GET /queues; hidden when no _queues.yaml is in force --
+function quantities(amounts) {
+  // The status document's amounts (cpu and gpu as numbers, memory as "4Gi"); zeros left out.
+  const parts = ["cpu", "gpu", "memory"].filter((r) => amounts && amounts[r] && amounts[r] !== "0")
+    .map((r) => r + " " + amounts[r]);
+  return parts.length ? parts.join(", ") : "0";
+}
+
+function renderQueues(data) {
+  const section = document.getElementById("queues-section");
+  const config = data.config;
+  section.hidden = !data.queues || (data.queues.length === 0 && !(config && config.error));
+  if (section.hidden) return;
+  const notes = [];
+  if (config && config.error) notes.push(el("span", { class: "bad" }, config.file + ": " + config.error));
+  if (data.warning) notes.push(el("span", { class: "bad" }, data.warning));
+  document.getElementById("queues-config").replaceChildren(...notes);
+  const rows = data.queues.map((q) => el("tr", { "data-queue": q.name },
+    el("td", {}, q.name),
+    el("td", {}, quantities(q.nominalQuota)),
+    el("td", {}, quantities(q.usage)),
+    el("td", {}, quantities(q.borrowed)),
+    el("td", { class: "num" }, (Math.round(q.weightedShare * 1000) / 1000).toString() + (q.weight !== 1 ? " (weight " + q.weight + ")" : "")),
+    el("td", { class: "num", "data-col": "pending" }, q.pending),
+    el("td", { class: "num", "data-col": "running" }, q.admitted)));
+  document.getElementById("queue-rows").replaceChildren(...rows);
+}
+
 // -- the plot: inline SVG, drawn here (a few step lines need no charting library) ---------------------
 function renderPlot() {
   const h = state.history;
@@ -233,9 +261,11 @@ function renderPlot() {
 // -- refresh ------------------------------------------------------------------------------------
 async function refresh() {
   try {
-    const [overview, tasks] = await Promise.all([getJSON("api/overview"), getJSON("api/tasks")]);
+    const [overview, tasks, queues] = await Promise.all([getJSON("api/overview"), getJSON("api/tasks"),
+      getJSON("api/queues")]);
     state.overview = overview;
     renderOverview(overview, tasks.finished24h);
+    renderQueues(queues);
     renderTasks(tasks);
   } catch (error) {
     const meta = document.getElementById("meta");

@@ -128,3 +128,68 @@ def test_without_observability_metrics_are_404(tasks_dir: Path) -> None:
     assert client.get("/metrics").status_code == 404
     assert client.get("/ui/").status_code == 200
     assert client.get("/ui/api/tasks").json()["tasks"] == []
+
+
+QUEUES = """\
+apiVersion: rayqueue/v1
+kind: QueueConfig
+spec:
+  queues:
+    - name: team-a
+      nominalQuota: {cpu: 1}
+    - name: team-b
+      nominalQuota: {cpu: 2}
+      weight: 2
+"""
+
+
+def test_queues_reach_metrics_and_the_web_view(tasks_dir: Path) -> None:
+    (tasks_dir / "team-a").mkdir()
+    (tasks_dir / "_queues.yaml").write_text(QUEUES)
+    (tasks_dir / "team-a" / "x.yaml").write_text(task_yaml("sleep 100", cpu=2, priority=9))
+    (tasks_dir / "team-a" / "y.yaml").write_text(task_yaml("sleep 100", cpu=2, priority=1))
+    (tasks_dir / "loose.yaml").write_text(task_yaml("sleep 100", cpu=1))
+    client, rec, clock = build(tasks_dir)
+    for _ in range(2):
+        clock.now += 1
+        rec.run_pass()
+
+    values = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(client.get("/metrics").text)
+        for s in family.samples
+    }
+    assert values[("rayqueue_running_tasks", (("queue", "team-a"),))] == 1
+    assert values[("rayqueue_running_tasks", (("queue", "default"),))] == 1
+    pending = [k for k, v in values.items() if k[0] == "rayqueue_pending_tasks" and v]
+    assert [dict(labels)["queue"] for _, labels in pending] == ["team-a"]
+    cpu = (("queue", "team-a"), ("resource", "cpu"))
+    assert values[("rayqueue_queue_nominal_quota", cpu)] == 1
+    assert values[("rayqueue_queue_usage", cpu)] == 2
+    assert values[("rayqueue_queue_borrowed", cpu)] == 1
+    assert values[("rayqueue_queue_weighted_share", (("queue", "team-a"),))] > 0
+    assert ("rayqueue_queue_usage", (("queue", "team-b"), ("resource", "cpu"))) in values
+
+    panel = client.get("/ui/api/queues", headers=AUTH).json()
+    assert panel["queues"] == client.get("/queues", headers=AUTH).json()["items"]
+    team_a = next(q for q in panel["queues"] if q["name"] == "team-a")
+    assert (team_a["pending"], team_a["admitted"], team_a["borrowed"]["cpu"]) == (1, 1, 1)
+    rows = client.get("/ui/api/tasks", headers=AUTH).json()["tasks"]
+    assert {r["name"]: r["queue"] for r in rows} == {
+        "team-a/x": "team-a",
+        "team-a/y": "team-a",
+        "loose": "default",
+    }
+
+    # The config goes: the panel hides and the queue series vanish.
+    (tasks_dir / "_queues.yaml").unlink()
+    clock.now += 1
+    rec.run_pass()
+    assert client.get("/ui/api/queues", headers=AUTH).json()["queues"] is None
+    assert "rayqueue_queue_usage{" not in client.get("/metrics").text
+
+
+def test_queue_panel_is_empty_without_a_config(world) -> None:
+    client, _, _ = world
+    assert client.get("/ui/api/queues").status_code == 401
+    assert client.get("/ui/api/queues", headers=AUTH).json()["queues"] is None

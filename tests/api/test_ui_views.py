@@ -44,11 +44,11 @@ def test_row_has_every_column() -> None:
                 run=1,
                 submission_id="rq-a-1",
                 queued_at=T0,
+                queue="research",
                 source=SourceRef(revision="main@sha1:" + "a" * 40, dirty=True),
             ),
         ),
         dashboard="127.0.0.1:8265",
-        queue="research",
     )
     assert row["name"] == "team/a" and row["queue"] == "research" and row["priority"] == 7
     assert row["phase"] == "Queued" and row["position"] == 2

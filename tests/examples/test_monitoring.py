@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -16,6 +17,14 @@ from specs.models import Metadata, Phase, TaskStatus, TaskStatusBody
 
 FOLDER = Path(__file__).parents[2] / "examples" / "monitoring"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Figures:
+    nominal: Capacity
+    usage: Capacity
+    borrowed: Capacity
+    share: float
 
 
 def exposed_names() -> set[str]:
@@ -33,6 +42,8 @@ def exposed_names() -> set[str]:
         m.observe_pass(
             old, {"a": after}, capacity=Capacity(1), reserved=Capacity(), ray_available=True
         )
+    share = Figures(Capacity(2), Capacity(3), Capacity(1), 0.5)
+    m.observe_queues({"team-a": share})
     with m.time_pass():
         CountingRayAdapter(FakeRay(), m).list_jobs()
     text = m.exposition().body.decode()
@@ -58,6 +69,10 @@ def test_dashboard_queries_name_only_exposed_metrics() -> None:
         "rayqueue_ray_calls_total",
         "rayqueue_ray_available",
         "rayqueue_build_info",
+        "rayqueue_queue_nominal_quota",
+        "rayqueue_queue_usage",
+        "rayqueue_queue_borrowed",
+        "rayqueue_queue_weighted_share",
     ):
         assert metric in used, metric
     ids = [p["id"] for p in dashboard["panels"]]

@@ -226,3 +226,34 @@ def _check_page(page: Any, base: str, tasks: Path) -> None:
     (tasks / "dropped.yaml").write_text(spec("echo dropped", 3, priority=0, team="c"))
     eventually(lambda: "dropped" in table_phases(), 20, "the dropped task in the table")
     assert page.evaluate("window.__notReloaded") is True
+
+    # Team queues: no panel without a config; with one, the panel and the task's real queue.
+    assert page.locator("#queues-section").is_hidden()
+    (tasks / "team-a").mkdir()
+    (tasks / "team-a" / "extra.yaml").write_text(spec("echo extra", 0.5, priority=3))
+    (tasks / "_queues.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "rayqueue/v1",
+                "kind": "QueueConfig",
+                "spec": {"queues": [{"name": "team-a", "nominalQuota": {"cpu": 1}}]},
+            }
+        )
+    )
+    page.wait_for_selector("#queues-section tr[data-queue='team-a']", timeout=20_000)
+    assert page.locator("#queues-section").is_visible()
+    shown_queues = page.locator("#queue-rows tr").evaluate_all(
+        "rows => rows.map(r => r.dataset.queue)"
+    )
+    assert shown_queues == ["team-a", "default"]
+    nominal = page.inner_text("#queue-rows tr[data-queue='team-a'] td:nth-child(2)")
+    assert nominal == "cpu 1"
+    eventually(
+        lambda: page.inner_text("tr[data-task='team-a/extra'] td:nth-child(2)") == "team-a",
+        20,
+        "the task's queue column",
+    )
+    page.select_option("#filter-queue", "team-a")
+    assert set(table_phases()) == {"team-a/extra"}
+    page.select_option("#filter-queue", "default")
+    assert {"long", "big"} <= set(table_phases()) and "team-a/extra" not in table_phases()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -143,3 +144,55 @@ def test_registry_is_private() -> None:
     assert value(first, "rayqueue_build_info", version="a") == 1
     assert value(second, "rayqueue_build_info", version="a") is None
     assert "rayqueue_pending_tasks" not in {m.name for m in REGISTRY.collect()}
+
+
+def test_task_metrics_carry_the_status_queue() -> None:
+    m = QueueMetrics("0")
+    queued = status(Phase.QUEUED, reason="QuotaExceeded", queue="team-a", queued_at=T0)
+    started = status(
+        Phase.STARTING, queue="team-a", queued_at=T0, submitted_at=T0 + timedelta(seconds=5)
+    )
+    done = status(Phase.SUCCEEDED, queue="org/team-b", run=1)
+    observe(m, {}, {"a": queued, "b": status(Phase.RUNNING, queue="org/team-b"), "c": queued})
+    assert value(m, "rayqueue_pending_tasks", queue="team-a", reason="QuotaExceeded") == 2
+    assert value(m, "rayqueue_running_tasks", queue="org/team-b") == 1
+    assert value(m, "rayqueue_running_tasks", queue="default") is None
+    observe(
+        m,
+        {"a": queued, "b": status(Phase.RUNNING, queue="org/team-b", run=1)},
+        {"a": started, "b": done},
+        priorities={"a": 3},
+    )
+    wait = {"queue": "team-a", "priority": "3"}
+    assert value(m, "rayqueue_admission_wait_time_seconds_sum", **wait) == 5
+    assert value(m, "rayqueue_finished_tasks_total", queue="org/team-b", phase="Succeeded") == 1
+    assert value(m, "rayqueue_pending_tasks", queue="team-a", reason="QuotaExceeded") == 0
+    assert value(m, "rayqueue_running_tasks", queue="team-a") == 1
+
+
+@dataclass(frozen=True)
+class Figures:
+    nominal: Capacity
+    usage: Capacity
+    borrowed: Capacity
+    share: float
+
+
+def test_queue_gauges_follow_the_config() -> None:
+    m = QueueMetrics("0")
+    a = Figures(Capacity(2, 0, 4 * 2**30), Capacity(3, 0, 2**30), Capacity(1, 0, 0), 0.75)
+    b = Figures(Capacity(1, 1, 0), Capacity(), Capacity(), 0.0)
+    m.observe_queues({"team-a": a, "org/team-b": b})
+    assert value(m, "rayqueue_queue_nominal_quota", queue="team-a", resource="memory") == 4 * 2**30
+    assert value(m, "rayqueue_queue_nominal_quota", queue="org/team-b", resource="gpu") == 1
+    assert value(m, "rayqueue_queue_usage", queue="team-a", resource="cpu") == 3
+    assert value(m, "rayqueue_queue_borrowed", queue="team-a", resource="cpu") == 1
+    assert value(m, "rayqueue_queue_weighted_share", queue="team-a") == 0.75
+    assert value(m, "rayqueue_queue_weighted_share", queue="org/team-b") == 0
+    # team-b leaves the config: its series go; team-a's follow the new figures.
+    m.observe_queues({"team-a": Figures(a.nominal, Capacity(), Capacity(), 0.0)})
+    assert value(m, "rayqueue_queue_usage", queue="team-a", resource="cpu") == 0
+    assert value(m, "rayqueue_queue_nominal_quota", queue="org/team-b", resource="gpu") is None
+    assert value(m, "rayqueue_queue_weighted_share", queue="org/team-b") is None
+    m.observe_queues({})  # the config file is gone
+    assert not any(name.startswith("rayqueue_queue_") for name, _ in samples(m))
