@@ -50,6 +50,7 @@ FIRE: dict[Trigger, Fire] = {
     Trigger.GIVE_UP: lambda b: lifecycle.give_up(b, Reason.BACKOFF_LIMIT_EXCEEDED, "3 runs", NOW),
     Trigger.DEPENDENCY_CYCLE: lambda b: lifecycle.dependency_cycle(b, "a -> b -> a"),
     Trigger.CYCLE_RESOLVED: lambda b: lifecycle.cycle_resolved(b),
+    Trigger.PREEMPT: lambda b: lifecycle.preempt(b, "urgent", "preempted by urgent"),
 }
 
 
