@@ -16,13 +16,14 @@ from reconciler.planner import COND_PREEMPTED, STOP_WAIT_ENV, Plan, request_of
 from specs.cluster import RUNNING, STOPPED, SUCCEEDED, Capacity
 from specs.models import Phase, Reason, Task
 from specs.settings import PlanOptions
-from tests.unit.test_planner import GIB, World, started, task
+from tests.support.planner_world import GIB, PlanWorld, task
+from tests.unit.test_planner import started
 
 ON = PlanOptions(policy="backfill", preemption="LowerPriority")
 
 
 @dataclass
-class Cluster(World):
+class Cluster(PlanWorld):
     """Stops take effect only when `finish_stops` is called (the grace period)."""
 
     stopping: set[str] = field(default_factory=set)
@@ -179,7 +180,7 @@ def test_grace_period_goes_to_ray_in_the_runtime_env() -> None:
     envs = {s.task: s.request.runtime_env for s in p.submits}
     assert envs["a"] == {"env_vars": {"X": "1", STOP_WAIT_ENV: "13"}}  # Ray wants whole seconds
     assert envs["b"] == {"env_vars": {STOP_WAIT_ENV: "13"}}
-    off = World({"a": task(0, 1)}).step()
+    off = PlanWorld({"a": task(0, 1)}).step()
     assert off.submits[0].request.runtime_env is None  # preemption off: the spec's, unchanged
 
 
