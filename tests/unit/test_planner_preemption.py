@@ -129,7 +129,7 @@ def test_victim_runs_again_as_run_two_and_succeeds() -> None:
     body = w.status("low0")
     assert body.run == 2 and body.preempted_by is None and body.conditions == []
     assert body.preemptions == 1  # the count stays
-    assert body.submission_id.endswith("-2")
+    assert str(body.submission_id).endswith("-2")
 
 
 def test_nothing_is_preempted_when_it_would_not_suffice() -> None:
@@ -196,7 +196,7 @@ def test_restart_after_crash_between_stops_and_submit_preempts_no_more() -> None
     assert sorted(s.task or "" for s in again.stops) == list(first.preemptions[0].victims)
     w.finish_stops()
     assert started(w.step()) == ["urgent"]
-    assert w.submitted.count(w.status("urgent").submission_id) == 1
+    assert w.submitted.count(str(w.status("urgent").submission_id)) == 1
 
 
 # -- the property -----------------------------------------------------------------------------
