@@ -11,6 +11,10 @@ places where a crash is most dangerous:
 - `before_stop`     the end of a run is on disk, `stop_job` not yet called;
 - `after_stop`      `stop_job` returned;
 - `before_delete_status`  a deleted task's job has ended, its sidecar is still there.
+- `before_preempt_stop`  a preemption is on disk (the victims' sidecars say Preempted), the
+  victim's `stop_job` not yet called;
+- `after_preempt_stop`   a victim's `stop_job` returned; the preemptor is not submitted yet
+  (that waits for a later pass, once Ray reports the victims stopped).
 
 At the `nth` time the point is reached the process dies with SIGKILL: no finally blocks, no
 flushing, exactly like the OOM killer or a power cut. With `delay_ms`, the kill is fired from a
@@ -39,6 +43,8 @@ POINTS = frozenset(
         "before_stop",
         "after_stop",
         "before_delete_status",
+        "before_preempt_stop",
+        "after_preempt_stop",
     }
 )
 

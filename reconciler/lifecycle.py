@@ -49,6 +49,7 @@ class Trigger(Enum):
     GIVE_UP = auto()  # no retry: the limit is used up, or the exit code is final
     DEPENDENCY_CYCLE = auto()  # a waiting task is part of a dependency cycle
     CYCLE_RESOLVED = auto()  # ... and no longer is: back into the queue
+    PREEMPT = auto()  # stopped to make room for a more urgent task: queued again
 
 
 _ACTIVE = (Phase.STARTING, Phase.RUNNING)
@@ -96,6 +97,8 @@ TRANSITIONS: Mapping[Key, Phase] = {
     **_edges([Phase.FAILED, Phase.TIMED_OUT, Phase.RUNNING], Trigger.GIVE_UP, Phase.FAILED),
     **_edges([*_WAITING, Phase.INVALID], Trigger.DEPENDENCY_CYCLE, Phase.INVALID),
     (Phase.INVALID, Trigger.CYCLE_RESOLVED): Phase.QUEUED,
+    # Only a run Ray is running is a victim; never a failure, so back to the queue.
+    (Phase.RUNNING, Trigger.PREEMPT): Phase.QUEUED,
 }
 
 
@@ -123,6 +126,9 @@ def _ts(epoch: float) -> datetime:
 
 _OFF_QUEUE: Mapping[str, object] = {"queue_position": None, "estimated_start_at": None}
 _NOTHING: Mapping[str, object] = {}
+# The Preempted condition holds until the task's next run is admitted (or it is suspended, or
+# its spec changes): that is when the preemption stops explaining why it waits.
+_NOT_PREEMPTED: Mapping[str, object] = {"preempted_by": None}
 
 
 # -- a task seen for the first time (no previous phase) ---------------------------------------
@@ -203,7 +209,7 @@ def restart(body: TaskStatusBody, spec_hash: str, now: datetime) -> TaskStatusBo
     """The run-defining spec changed: the current run (if any) ends, a new one is queued."""
     message = "spec changed; new run queued"
     trigger, reason = Trigger.SPEC_CHANGED, Reason.SPEC_CHANGED
-    return _new_run(body, trigger, reason, message, spec_hash, now, _FRESH)
+    return _new_run(body, trigger, reason, message, spec_hash, now, {**_FRESH, **_NOT_PREEMPTED})
 
 
 def fresh_series(body: TaskStatusBody) -> TaskStatusBody:
@@ -232,6 +238,7 @@ def suspend(body: TaskStatusBody, spec_hash: str | None, now: datetime) -> TaskS
             "message": "suspended by spec",
             "spec_hash": spec_hash,
             "finished_at": now if body.phase.active else body.finished_at,
+            **_NOT_PREEMPTED,
             **_OFF_QUEUE,
         },
     )
@@ -287,6 +294,7 @@ def start_run(
             "exit_code": None,
             "next_retry_at": None,
             "log_tail": None,  # a retry's run must not show the failed run's log as its own
+            **_NOT_PREEMPTED,
             **_OFF_QUEUE,
         },
     )
@@ -466,3 +474,12 @@ def start_timed_out(body: TaskStatusBody, limit_seconds: float, now: datetime) -
     message = f"pending in Ray for over {limit_seconds:g}s; stopped"
     update = {"reason": Reason.START_TIMEOUT, "message": message, "finished_at": now, **_OFF_QUEUE}
     return _fire(body, Trigger.START_TIMEOUT, update)
+
+
+def preempt(body: TaskStatusBody, preemptor: str, message: str) -> TaskStatusBody:
+    """Stopped for `preemptor`: queued again as a new run in its old place (queuedAt is kept),
+    counted in `preemptions`, never as a failure. Recorded before the stop is sent."""
+    extra = {"preemptions": body.preemptions + 1, "preempted_by": preemptor}
+    trigger, reason = Trigger.PREEMPT, Reason.PREEMPTED
+    spec_hash = body.spec_hash or ""
+    return _new_run(body, trigger, reason, message, spec_hash, body.queued_at, extra)

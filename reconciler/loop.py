@@ -246,8 +246,8 @@ class Reconciler:
         submitting = {submit.task for submit in plan.submits}
         unwritten = self._write_statuses(plan, statuses, only=submitting)
         self._submit(plan, unwritten, now)
-        self._write_statuses(plan, statuses, skip=submitting)
-        self._stop(plan)
+        unwritten |= self._write_statuses(plan, statuses, skip=submitting)
+        self._stop(plan, unwritten)
         self._expire(plan)
         for name in plan.delete_statuses:
             self.faults.crash_point("before_delete_status")
@@ -345,14 +345,20 @@ class Reconciler:
                 except OSError as write_exc:
                     log.error("cannot write status of %s: %s", submit.task, write_exc)
 
-    def _stop(self, plan: Plan) -> None:
+    def _stop(self, plan: Plan, unwritten: AbstractSet[str] = frozenset()) -> None:
         # A stop is a request, not a fact: the planner asks again every pass until Ray reports
         # the job ended (a stop of a job still PENDING can be lost, ray #58353).
+        victims = {victim for p in plan.preemptions for victim in p.victims}
         for stop in plan.stops:
-            self.faults.crash_point("before_stop")
+            preempting = stop.task in victims
+            if stop.task in unwritten:
+                # The decision behind it (a preemption, a timeout) is not on disk: a crash now
+                # would forget why the job stopped. The next pass decides again.
+                continue
+            self.faults.crash_point("before_preempt_stop" if preempting else "before_stop")
             try:
                 self.ray.stop(stop.submission_id)
-                self.faults.crash_point("after_stop")
+                self.faults.crash_point("after_preempt_stop" if preempting else "after_stop")
                 log.info(
                     "stop requested for %s (%s): %s", stop.task, stop.submission_id, stop.reason
                 )

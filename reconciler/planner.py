@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from reconciler import dependencies, fairshare, lifecycle, policies, queueing, retries
+from reconciler import dependencies, fairshare, lifecycle, policies, preemption, queueing, retries
 from reconciler.lifecycle import set_fields
 from specs.cluster import (
     META_CPU,
@@ -48,7 +49,8 @@ from specs.queues import QueueConfig
 
 COND_SPEC_INVALID = "SpecInvalid"
 COND_CLUSTER_UNAVAILABLE = "ClusterUnavailable"
-CONDITION_ORDER = (COND_SPEC_INVALID, COND_CLUSTER_UNAVAILABLE)
+COND_PREEMPTED = "Preempted"
+CONDITION_ORDER = (COND_SPEC_INVALID, COND_CLUSTER_UNAVAILABLE, COND_PREEMPTED)
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,18 @@ class TimeOut:
 
 
 @dataclass(frozen=True)
+class Preemption:
+    """Running tasks stopped this pass so that `preemptor` can start; their jobs are among the
+    stops, and their statuses (queued again, Preempted) are written before the stops go out."""
+
+    preemptor: str
+    victims: tuple[str, ...]
+    reason: Reason  # the Preempted condition's reason: WithinQueue
+    message: str
+    free: Capacity  # what the preemptor had without them: it did not fit, with them it does
+
+
+@dataclass(frozen=True)
 class HeldDeletions:
     """Jobs whose specs vanished, left running because the vanishing looks like an accident."""
 
@@ -139,6 +153,7 @@ class Plan:
     submits: list[Submit] = field(default_factory=list)
     stops: list[Stop] = field(default_factory=list)
     timeouts: list[TimeOut] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
     delete_statuses: list[str] = field(default_factory=list)
     fetch_logs: list[str] = field(default_factory=list)  # tasks whose failed run needs a logTail
     deletes: list[str] = field(default_factory=list)  # finished jobs to drop from Ray's history
@@ -255,6 +270,8 @@ class _Ctx:
     sources: dict[str, SourceRef] = field(default_factory=dict)  # of the specs read, for runs
     conds: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
     resubmit: set[str] = field(default_factory=set)  # Starting runs Ray has never heard of
+    running: list[preemption.Running] = field(default_factory=list)  # possible victims
+    jobs_by_task: Mapping[str, Sequence[RayJob]] = field(default_factory=dict)
     folder_empty: bool = False  # no spec and no sidecar at all: unmounted, or wiped
     queues: QueueConfig | None = None  # team queues with quotas; None: one queue, as before
     held: dict[str, Capacity] = field(default_factory=dict)  # by task: jobs holding resources
@@ -287,6 +304,7 @@ def plan(
         by_task.setdefault(job.metadata.get(META_TASK, ""), []).append(job)
 
     ctx.sources = {name: s.source for name, s in specs.items() if s.source is not None}
+    ctx.jobs_by_task = by_task
     for name in sorted(specs):
         prev = statuses.get(name)
         _reconcile_task(ctx, specs[name], prev, ours, by_task.get(name, []))
@@ -306,6 +324,8 @@ def _collect_statuses(ctx: _Ctx, statuses: Mapping[str, TaskStatus]) -> None:
     for name, body in ctx.bodies.items():
         prev = statuses.get(name)
         wanted = ctx.conds.get(name, {})
+        if body.preempted_by is not None and COND_PREEMPTED not in wanted:
+            wanted = {**wanted, COND_PREEMPTED: _preempted_condition(body)}
         if wanted or body.conditions:
             old = prev.status.conditions if prev else []
             body = set_fields(body, {"conditions": _conditions(old, wanted, ctx.now)})
@@ -316,6 +336,14 @@ def _collect_statuses(ctx: _Ctx, statuses: Mapping[str, TaskStatus]) -> None:
             ctx.plan.statuses[name] = prev  # unchanged: same object, nothing to write
         else:
             ctx.plan.statuses[name] = TaskStatus(metadata=Metadata(name=name), status=body)
+
+
+def _preempted_condition(body: TaskStatusBody) -> tuple[str, str]:
+    """The condition as the preempting pass wrote it; it holds until the next run starts."""
+    for cond in body.conditions:
+        if cond.type == COND_PREEMPTED:
+            return cond.reason, cond.message
+    return Reason.WITHIN_QUEUE, f"preempted by {body.preempted_by}"
 
 
 def _summary(ctx: _Ctx) -> Summary:
@@ -364,6 +392,19 @@ def _reconcile_task(
         body = _observe_run(ctx, name, task, body, job)
     body = _follow_spec(ctx, name, task, body, job, spec_hash, edited=spec.task is not None)
     _settle(ctx, name, task, body, job, ours)
+    settled = ctx.bodies[name]
+    if settled.phase is Phase.RUNNING and spec.task is not None and settled.started_at:
+        # A run under a broken spec is never a victim: it could not be queued again.
+        ctx.running.append(
+            preemption.Running(
+                name,
+                task.spec.priority,
+                request_of(task),
+                settled.started_at.timestamp(),
+                task.spec.preemptible,
+                settled.preemptions,
+            )
+        )
 
 
 def _usable_task(
@@ -674,7 +715,9 @@ def _stop_strays(ctx: _Ctx, ours: Mapping[str, RayJob], specs: Mapping[str, Task
         task = job.metadata.get(META_TASK, "")
         ctx.held[task] = ctx.held.get(task, Capacity()) + _claim_from_metadata(job)
         if task in specs:
-            ctx.plan.stops.append(Stop(sid, task, "run ended"))
+            owner = ctx.bodies.get(task)
+            why = f"preempted by {owner.preempted_by}" if owner and owner.preempted_by else ""
+            ctx.plan.stops.append(Stop(sid, task, why or "run ended"))
         else:
             deletions.append(job)
     held = _hold_deletions(ctx, len(deletions)) if deletions else None
@@ -833,7 +876,7 @@ def _submit_request(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> S
     return SubmitRequest(
         submission_id=body.submission_id or "",
         entrypoint=task.spec.entrypoint,
-        runtime_env=task.spec.runtime_env,
+        runtime_env=_runtime_env(ctx.options, task),
         metadata={
             META_QUEUE: ctx.options.queue_id,
             META_TASK: name,
@@ -849,24 +892,80 @@ def _submit_request(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> S
     )
 
 
+STOP_WAIT_ENV = "RAY_JOB_STOP_WAIT_TIME_S"
+"""Ray's job supervisor waits this long (whole seconds, read from its own environment, which
+the job's runtime_env env_vars set) between SIGTERM and SIGKILL when a job is stopped."""
+
+
+def _runtime_env(options: PlanOptions, task: Task) -> dict[str, object] | None:
+    """The task's runtime_env, plus the preemption grace period when preemption is on. A value
+    the user set in the spec wins."""
+    env = task.spec.runtime_env
+    if options.preemption == preemption.NEVER:
+        return env
+    env_vars = dict((env or {}).get("env_vars") or {})
+    if STOP_WAIT_ENV in env_vars:
+        return env
+    env_vars[STOP_WAIT_ENV] = str(math.ceil(options.preemption_grace_seconds))
+    return {**(env or {}), "env_vars": env_vars}
+
+
+@dataclass(frozen=True)
+class _Hold:
+    """A preemptor whose victims are still stopping: what they will free, and who they are."""
+
+    victims: tuple[str, ...]
+    freeing: Capacity
+
+
+def _holds(ctx: _Ctx) -> dict[str, _Hold]:
+    """Preemptors whose victims' jobs are still stopping, read from the victims' sidecars
+    (level-triggered: after a crash the next pass finds the same)."""
+    victims: dict[str, list[str]] = {}
+    freeing: dict[str, Capacity] = {}
+    for name, body in sorted(ctx.bodies.items()):
+        by = body.preempted_by
+        if by is None or body.phase.active:
+            continue
+        # The task's run is not active, so any live job of it is the preempted run's.
+        live = [j for j in ctx.jobs_by_task.get(name, ()) if not j.terminal]
+        if not live:
+            continue
+        victims.setdefault(by, []).append(name)
+        for job in live:
+            freeing[by] = freeing.get(by, Capacity()) + _claim_from_metadata(job)
+    return {by: _Hold(tuple(names), freeing[by]) for by, names in victims.items()}
+
+
 def _admit(ctx: _Ctx) -> None:
-    """Let the policy pick who starts now; everyone else waits, numbered in queue order."""
+    """Let the policy pick who starts now; everyone else waits, numbered in queue order. Then,
+    if the policy's next pick still does not fit, it may preempt (`_preempt`)."""
     ctx.queue.sort(key=lambda item: item[0])
     queue = [candidate for _, candidate in ctx.queue]
+    all_holds = _holds(ctx)
+    holds = {by: hold for by, hold in all_holds.items() if by in ctx.tasks}
+    stopping = {victim for hold in all_holds.values() for victim in hold.victims}
+    # A preemptor's room is reserved while its victims stop: nobody else may take from today's
+    # free resources what it will need beyond what they free.
+    free = _free(ctx)
+    for by, hold in holds.items():
+        free = free - preemption.held_back(request_of(ctx.tasks[by]), hold.freeing)
+    # A victim waits until its stopped run is gone from Ray, so it never holds two runs.
+    eligible = [c for c in queue if c.name not in stopping]
     starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
     slots = max(ctx.options.max_inflight - starting, 0)
     policy = policies.POLICIES[ctx.options.policy]
     admission: policies.Admission | queueing.QueueAdmission
     if ctx.queues is None:
-        admission = policy(queue, _free(ctx), ctx.claims, ctx.now, slots)
+        admission = policy(eligible, free, ctx.claims, ctx.now, slots)
     else:
         capacity = ctx.obs.capacity
         assert capacity is not None
         admission = queueing.admit_by_queue(
             ctx.queues,
             capacity,
-            _free(ctx),
-            queue,
+            free,
+            eligible,
             ctx.held,
             ctx.claims,
             ctx.now,
@@ -876,22 +975,125 @@ def _admit(ctx: _Ctx) -> None:
         )
         ctx.queue_admission = admission
     started = set(admission.start)
+    # Within one queue only, for now: with team queues the quotas decide who may start.
+    preempting = _preempt(ctx, eligible, admission, free, holds) if ctx.queues is None else None
     positions: dict[str, int] = {}  # per queue with queues; one count without
     for candidate in queue:
-        if candidate.name in started:
+        name = candidate.name
+        if name in started:
             _start(ctx, candidate)
             continue
         owner = ctx.queues.queue_of(candidate.name) if ctx.queues is not None else ""
         positions[owner] = positions.get(owner, 0) + 1
-        waiting = admission.waiting.get(candidate.name)
+        waiting = _why_waiting(ctx, name, admission, holds, preempting)
         eta = waiting.estimated_start if waiting else None
-        ctx.bodies[candidate.name] = lifecycle.queue(
-            ctx.bodies[candidate.name],
+        ctx.bodies[name] = lifecycle.queue(
+            ctx.bodies[name],
             positions[owner],
             waiting.reason if waiting else Reason.QUEUED,
             waiting.message if waiting else "queued",
             _ts(eta) if eta else None,
         )
+
+
+def _why_waiting(
+    ctx: _Ctx,
+    name: str,
+    admission: policies.Admission | queueing.QueueAdmission,
+    holds: Mapping[str, _Hold],
+    preempting: Preemption | None,
+) -> policies.Waiting | None:
+    if preempting is not None and preempting.preemptor == name:
+        return policies.Waiting(Reason.PREEMPTING, preempting.message)
+    hold = holds.get(name)
+    if hold is not None and name not in admission.start:
+        return policies.Waiting(
+            Reason.PREEMPTING,
+            f"preempted {', '.join(hold.victims)}; starts once they have stopped "
+            "(their resources are reserved for it)",
+        )
+    body = ctx.bodies[name]
+    if name not in admission.waiting and body.preempted_by is not None:
+        return policies.Waiting(
+            Reason.PREEMPTED,
+            f"preempted by {body.preempted_by}; queued again once its stopped run is gone",
+        )
+    return admission.waiting.get(name)
+
+
+def _preempt(
+    ctx: _Ctx,
+    queue: Sequence[policies.Candidate],
+    admission: policies.Admission | queueing.QueueAdmission,
+    free: Capacity,
+    holds: Mapping[str, _Hold],
+) -> Preemption | None:
+    """Only the task the policy would admit next may preempt, and only if it waits for
+    resources (not for an in-flight slot) and none of its earlier victims is still stopping."""
+    options = ctx.options
+    rules = preemption.Rules(
+        options.preemption,
+        options.preemption_min_runtime_seconds,
+        options.preemption_max_per_task,
+    )
+    if rules.within_queue == preemption.NEVER:
+        return None
+    started = set(admission.start)
+    head = next((c for c in queue if c.name not in started), None)
+    if head is None or head.name in holds:
+        return None
+    waiting = admission.waiting.get(head.name)
+    if waiting is None or waiting.reason != Reason.WAITING_FOR_RESOURCES:
+        return None
+    for candidate in queue:
+        if candidate.name in started:
+            free = free - candidate.request
+    task = ctx.tasks[head.name]
+    preemptor = preemption.Preemptor(head.name, task.spec.priority, head.request)
+    victims = preemption.choose_victims(preemptor, free, ctx.running, ctx.now, rules)
+    if not victims:
+        return None
+    names = tuple(v.name for v in victims)
+    total = Capacity()
+    for victim in victims:
+        total = total + victim.request
+        _preempt_one(ctx, victim, preemptor)
+    message = (
+        f"preempting {', '.join(names)} (priority "
+        f"{', '.join(str(v.priority) for v in victims)}; {_resources_text(total)}): it needs "
+        f"{_resources_text(head.request)} and only those free enough; starts once they have "
+        "stopped"
+    )
+    decision = Preemption(head.name, names, Reason.WITHIN_QUEUE, message, free)
+    ctx.plan.preemptions.append(decision)
+    ctx.plan.note(
+        Reason.PREEMPTED,
+        f"preempted {', '.join(names)} for {head.name} (priority {task.spec.priority})",
+    )
+    return decision
+
+
+def _preempt_one(ctx: _Ctx, victim: preemption.Running, preemptor: preemption.Preemptor) -> None:
+    """Queue the victim again and stop its job. Its status (written before any stop goes out)
+    says who took its place; its job holds its resources until Ray reports it stopped."""
+    body = ctx.bodies[victim.name]
+    sid = body.submission_id or ""
+    ran = _duration(ctx.now - victim.started)
+    message = (
+        f"preempted by {preemptor.name} (priority {preemptor.priority}) after run {body.run} "
+        f"had run {ran}; queued again in its old place"
+    )
+    ctx.bodies[victim.name] = lifecycle.preempt(body, preemptor.name, message)
+    ctx.conds.setdefault(victim.name, {})[COND_PREEMPTED] = (Reason.WITHIN_QUEUE, message)
+    ctx.plan.stops.append(Stop(sid, victim.name, f"preempted by {preemptor.name}"))
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
 
 
 def _free(ctx: _Ctx) -> Capacity:

@@ -85,6 +85,7 @@ class TaskSpec(_Model):
     max_lost_restarts: int | None = Field(default=None, ge=0, le=100)
     retry: RetrySpec | None = None
     depends_on: list[DependencySpec] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
+    preemptible: bool = True  # false: never a preemption victim
 
     @field_validator("entrypoint")
     @classmethod
@@ -201,6 +202,9 @@ class Reason(StrEnum):
     DEPENDENCY_FAILED = "DependencyFailed"
     DEPENDENCY_MISSING = "DependencyMissing"
     DEPENDENCY_CYCLE = "DependencyCycle"
+    # preemption: the victim's phase reason, and the preemptor's while its victims stop
+    PREEMPTED = "Preempted"
+    PREEMPTING = "Preempting"
     # what the spec asks for
     SPEC_CHANGED = "SpecChanged"
     RESUMED = "Resumed"
@@ -216,6 +220,8 @@ class Reason(StrEnum):
     # conditions
     SPEC_INVALID = "SpecInvalid"
     RAY_UNREACHABLE = "RayUnreachable"
+    # why a run was preempted (the Preempted condition's reason)
+    WITHIN_QUEUE = "WithinQueue"
     # a task the loop has not looked at yet (API and CLI views)
     NOT_YET_RECONCILED = "NotYetReconciled"
     # deletions the loop refuses to carry out (log events, never a task's status)
@@ -265,6 +271,10 @@ class TaskStatusBody(_Model):
     retries: int = 0  # retries used since the user last asked for a run
     next_retry_at: Timestamp | None = None  # during RetryBackoff: the retry's earliest start
     exit_code: int | None = None  # the driver's, of the finished run (Ray's driver_exit_code)
+    # Preemption: how often the task lost a run to more urgent work (never a failure), and,
+    # until its next run is admitted, which task took it (the Preempted condition holds).
+    preemptions: int = 0
+    preempted_by: str | None = None
     log_tail: str | None = None
     # Recorded when a run starts; absent when the tasks folder is not in a git work tree.
     source: SourceRef | None = None

@@ -59,6 +59,10 @@ _DESCRIPTIONS: dict[str, dict[str, str]] = {
             "Tasks whose latest run must end first (all of them). Editing this list never "
             "restarts a run."
         ),
+        "preemptible": (
+            "false: never stopped to make room for more urgent work (default true). "
+            "See `--preemption`."
+        ),
     },
     "RetrySpec": {
         "limit": "Runs after the first; 0 (default): none.",

@@ -145,17 +145,70 @@ class Settings:
     """A capacity read is reused this long, so fast polling does not re-list the nodes."""
 
     policy: str = field(
-        default="strict",
+        default="backfill",
         metadata=knob(
-            "admission policy (default strict: the head of the queue is never overtaken; "
-            "backfill: EASY backfilling, later tasks start only if they cannot delay the head; "
-            "besteffort: anything that fits starts). See docs/scheduling.md",
+            "admission policy (default backfill: EASY backfilling, later tasks start only if "
+            "they cannot delay the head; without timeoutSeconds anywhere it behaves exactly as "
+            "strict; strict: the head of the queue is never overtaken; besteffort: anything "
+            "that fits starts). See docs/scheduling.md",
             flag="--policy",
             commands=LOOP,
         ),
     )
-    """Admission policy: strict (the old service's), backfill or besteffort. The names are
-    checked against reconciler.policies by the CLI: specs imports nothing of ours."""
+    """Admission policy: backfill (the default), strict (the old service's) or besteffort. The
+    names are checked against reconciler.policies by the CLI: specs imports nothing of ours."""
+
+    # Preemption within the queue. These three map onto the `preemption:` block (withinQueue,
+    # gracePeriodSeconds, minRuntimeSeconds) of the queue configuration once queues exist.
+    preemption: str = field(
+        default="Never",
+        metadata=knob(
+            "preemption within the queue (default Never; LowerPriority: the task the policy "
+            "would start next may stop running, preemptible, lower-priority tasks to make "
+            "room; they are queued again). See docs/scheduling.md",
+            flag="--preemption",
+            commands=LOOP,
+        ),
+    )
+    """Never, or LowerPriority (Kueue's withinClusterQueue). Checked against
+    reconciler.preemption.MODES by the CLI."""
+
+    preemption_grace_seconds: float = field(
+        default=30.0,
+        metadata=knob(
+            "seconds a stopped job gets between SIGTERM and SIGKILL, with --preemption "
+            "(default 30; Ray's RAY_JOB_STOP_WAIT_TIME_S, set per job)",
+            flag="--preemption-grace-seconds",
+            commands=LOOP,
+            minimum=0,
+            maximum=86400,
+        ),
+    )
+    """Grace between SIGTERM and SIGKILL: given to each job as RAY_JOB_STOP_WAIT_TIME_S in its
+    runtime_env env_vars (Ray's supervisor reads it from its own environment) when preemption
+    is on."""
+
+    preemption_min_runtime_seconds: float = field(
+        default=0.0,
+        metadata=knob(
+            "a run younger than this is never preempted (default 0)",
+            flag="--preemption-min-runtime-seconds",
+            commands=LOOP,
+            minimum=0,
+        ),
+    )
+    """A run that has been Running for less than this is exempt from preemption."""
+
+    preemption_max_per_task: int = field(
+        default=0,
+        metadata=knob(
+            "a task preempted this often is never preempted again (default 0: no limit)",
+            flag="--preemption-max-per-task",
+            commands=LOOP,
+            minimum=0,
+        ),
+    )
+    """Bounds the work one task can lose to preemption: after this many, it runs to the end."""
 
     max_inflight: int = field(
         default=32,
@@ -338,6 +391,10 @@ class Settings:
         return PlanOptions(
             queue_id=self.resolved_queue_id,
             policy=self.policy,
+            preemption=self.preemption,
+            preemption_grace_seconds=self.preemption_grace_seconds,
+            preemption_min_runtime_seconds=self.preemption_min_runtime_seconds,
+            preemption_max_per_task=self.preemption_max_per_task,
             max_inflight=self.max_inflight,
             start_timeout_seconds=self.start_timeout_seconds,
             lost_grace_seconds=self.lost_grace_seconds,
@@ -376,6 +433,10 @@ class PlanOptions:
 
     queue_id: str = "default"
     policy: str = _default("policy")
+    preemption: str = _default("preemption")  # Never | LowerPriority
+    preemption_grace_seconds: float = _default("preemption_grace_seconds")
+    preemption_min_runtime_seconds: float = _default("preemption_min_runtime_seconds")
+    preemption_max_per_task: int = _default("preemption_max_per_task")
     max_inflight: int = _default("max_inflight")
     start_timeout_seconds: float = _default("start_timeout_seconds")
     lost_grace_seconds: float = _default("lost_grace_seconds")

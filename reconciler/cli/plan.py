@@ -87,8 +87,9 @@ def run(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     result = planner.plan(specs, statuses, observed, now, options, queues=loaded.config)
 
+    mode = f", preemption {options.preemption}" if options.preemption != "Never" else ""
     print(
-        f"Plan for {store.root} (queue {options.queue_id}, policy {options.policy}), "
+        f"Plan for {store.root} (queue {options.queue_id}, policy {options.policy}{mode}), "
         f"Ray at {address}"
     )
     print(report(result, specs, statuses), end="")
@@ -132,12 +133,20 @@ def report(result: Plan, specs: Mapping[str, TaskInput], statuses: Mapping[str, 
         )
     section("Would submit", ("NAME", "PRIORITY", "RESOURCES", "SUBMISSION ID", ""), submits)
 
+    preempts = [
+        [victim, p.preemptor, f"{p.reason}: {_victim_message(result, victim)}"]
+        for p in result.preemptions
+        for victim in p.victims
+    ]
+    section("Would preempt", ("NAME", "FOR", "WHY"), preempts)
+
     stops = [[s.task or "-", s.submission_id, s.reason] for s in result.stops]
     section("Would stop", ("NAME", "SUBMISSION ID", "WHY"), stops)
 
     timeouts = [[t.task, t.message] for t in sorted(result.timeouts, key=lambda t: t.task)]
     changes = []
     shown = {s.task for s in result.submits} | {t.task for t in result.timeouts}
+    shown |= {victim for p in result.preemptions for victim in p.victims}
     for name, status in sorted(result.statuses.items()):
         body, before = status.status, phase_of(name)
         if before is not body.phase and name not in shown and body.phase not in _LISTED:
@@ -179,6 +188,11 @@ def report(result: Plan, specs: Mapping[str, TaskInput], statuses: Mapping[str, 
     out.append("")
     out.append("Nothing was changed; this is what the next pass of `rayqueue serve` would do.")
     return "\n".join(out) + "\n"
+
+
+def _victim_message(result: Plan, victim: str) -> str:
+    status = result.statuses.get(victim)
+    return (status.status.message or "") if status is not None else ""
 
 
 # Phases with their own section below ("Waiting", "Unschedulable").

@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from reconciler import policies
+from reconciler import policies, preemption
 from reconciler.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -21,7 +21,7 @@ from specs.settings import LOG_FORMATS, Settings
 
 # The policy modules import nothing heavy, so listing them keeps `--help` fast and in step.
 POLICIES = tuple(policies.POLICIES)
-CHOICES = {"policy": POLICIES, "log_format": LOG_FORMATS}
+CHOICES = {"policy": POLICIES, "log_format": LOG_FORMATS, "preemption": preemption.MODES}
 
 EPILOG = """\
 examples:

@@ -18,10 +18,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from reconciler.policies import POLICIES
+from reconciler.preemption import MODES, NEVER
 from reconciler.sim import teams as team_split
 from reconciler.sim.engine import MEMORY_BYTES, simulate
-from reconciler.sim.metrics import Metrics, measure
+from reconciler.sim.metrics import URGENT_PRIORITY, Metrics, measure
 from reconciler.sim.workload import TIMEOUT_FACTOR, Job, offered_load, read_swf, synthetic
+from specs.settings import PlanOptions
 
 TABLE_LEVELS = (9, 5, 0)  # top, middle and bottom priority in the main table
 
@@ -78,6 +80,33 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="SECONDS",
         help="team-0 sends no work before this time: its quota is lent, then must come back",
+    )
+    p.add_argument(
+        "--preemption",
+        choices=MODES,
+        default=NEVER,
+        help="the queue's withinQueue preemption (default Never)",
+    )
+    p.add_argument(
+        "--grace",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a preempted job holds its CPUs this long before it stops (default 30)",
+    )
+    p.add_argument(
+        "--min-runtime",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="a run younger than this is never preempted (default 0)",
+    )
+    p.add_argument(
+        "--max-preemptions",
+        type=int,
+        default=0,
+        metavar="N",
+        help="a job preempted N times is spared from then on (default 0: no limit)",
     )
     p.add_argument("--json", type=Path, default=None, help="also write the metrics here")
     p.add_argument(
@@ -136,14 +165,14 @@ def workloads(args: argparse.Namespace) -> dict[str, list[Job]]:
     return result
 
 
-def _run(job: tuple[list[Job], str, int, Teams | None]) -> Metrics:
-    workload, policy, capacity, teams = job
+def _run(job: tuple[list[Job], str, int, Teams | None, PlanOptions]) -> Metrics:
+    workload, policy, capacity, teams, options = job
     if teams is None:
-        return measure(simulate(workload, policy, capacity_cpu=capacity))
+        return measure(simulate(workload, policy, capacity_cpu=capacity, options=options))
     config = team_split.team_config(
         teams.count, teams.weights, capacity, MEMORY_BYTES, quota=teams.quota
     )
-    result = simulate(workload, policy, capacity_cpu=capacity, queues=config)
+    result = simulate(workload, policy, capacity_cpu=capacity, queues=config, options=options)
     fair = team_split.fairness(result.records, teams.count, teams.weights, capacity)
     metrics = replace(
         measure(result),
@@ -231,6 +260,13 @@ def table(name: str, jobs: Sequence[Job], capacity: int, rows: Sequence[Metrics]
         ]
         cells.append(f"{duration(m.wide.p95)} ({duration(m.wide.mean)})" if m.wide.jobs else "-")
         lines.append(f"| {m.policy} | " + " | ".join(cells) + " |")
+    lines += ["", f"priority {URGENT_PRIORITY} and up, and preemption:", ""]
+    for m in rows:
+        lines.append(
+            f"- {m.policy}: p95 wait {duration(m.urgent.p95)}; {m.preemptions} preemptions, "
+            f"at most {m.max_preemptions_per_job} of one job; wasted {m.wasted_fraction:.1%} "
+            "of the CPU time run"
+        )
     lines += ["", "planner cost:", ""]
     for m in rows:
         lines.append(
@@ -273,7 +309,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 name: team_split.drop_until(jobs, idle, args.idle_team_until)
                 for name, jobs in loads.items()
             }
-    runs = [(jobs, policy, args.capacity, teams) for jobs in loads.values() for policy in policies]
+    options = PlanOptions(
+        preemption=args.preemption,
+        preemption_grace_seconds=args.grace,
+        preemption_min_runtime_seconds=args.min_runtime,
+        preemption_max_per_task=args.max_preemptions,
+    )
+    runs = [
+        (jobs, policy, args.capacity, teams, options)
+        for jobs in loads.values()
+        for policy in policies
+    ]
     if args.processes > 1 and len(runs) > 1:
         with ProcessPoolExecutor(max_workers=args.processes) as pool:
             metrics = list(pool.map(_run, runs))
@@ -294,6 +340,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "capacity": args.capacity,
         "timeout_factor": list(args.timeout_factor),
         "teams": None if teams is None else asdict(teams),
+        "preemption": args.preemption,
+        "grace_seconds": args.grace,
+        "min_runtime_seconds": args.min_runtime,
+        "max_preemptions": args.max_preemptions,
         "workloads": results,
     }
     if args.json is not None:

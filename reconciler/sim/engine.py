@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 
 from reconciler.planner import Observation, Plan, TaskInput, plan
 from reconciler.sim.workload import Job
-from specs.cluster import RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
+from specs.cluster import META_TASK, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
 from specs.models import Phase, Task, TaskStatus
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
@@ -37,7 +37,7 @@ MEMORY_BYTES = 1024 * 2**30
 MAX_PASSES_PER_INSTANT = 10_000
 """A guard: the planner must settle at one instant; a livelock would otherwise hang the run."""
 
-END, TIMEOUT = 0, 1  # event kinds; an end sorts before a timeout due at the same second
+END, TIMEOUT, STOP = 0, 1, 2  # event kinds; an end sorts before a timeout due at the same second
 
 
 @dataclass
@@ -45,9 +45,12 @@ class JobRecord:
     """What happened to one job."""
 
     job: Job
-    start: float | None = None  # virtual seconds; None if it never started
+    start: float | None = None  # virtual seconds, of the first run; None if it never started
     end: float | None = None
     phase: Phase | None = None  # final phase as the planner recorded it
+    last_start: float | None = None  # of the run that finished (later than start if preempted)
+    preemptions: int = 0
+    wasted: float = 0.0  # CPU-seconds of runs thrown away by preemption
 
     @property
     def wait(self) -> float | None:
@@ -106,6 +109,8 @@ class _Cluster:
     statuses: dict[str, TaskStatus] = field(default_factory=dict)
     jobs: dict[str, RayJob] = field(default_factory=dict)
     events: list[tuple[float, int, str]] = field(default_factory=list)  # (time, kind, sid)
+    stopping: set[str] = field(default_factory=set)  # preempted jobs in their grace period
+    runs: dict[str, list[str]] = field(default_factory=dict)  # task -> its jobs' ids
 
 
 def simulate(
@@ -118,7 +123,12 @@ def simulate(
     queues: QueueConfig | None = None,
 ) -> SimResult:
     """Run `workload` through the real planner under `policy`. Deterministic: no clock, no RNG.
-    With `queues`, tasks are admitted per queue (team folders) with fair sharing."""
+    With `queues`, tasks are admitted per queue (team folders) with fair sharing.
+
+    With `options.preemption` on, a preempted job holds its CPUs for the grace period
+    (`options.preemption_grace_seconds`: the worst case, a job that uses all of it), then
+    stops; the run so far is wasted and the task runs again in full (no checkpoints).
+    """
     began = time.perf_counter()
     options = replace(options or PlanOptions(), policy=policy)
     cluster = _Cluster(options, Capacity(capacity_cpu, 0, MEMORY_BYTES), queues)
@@ -143,7 +153,14 @@ def simulate(
             job_now = cluster.jobs.get(sid)
             if job_now is None or job_now.terminal:
                 continue  # stale: the job was stopped, or ended, before this event
-            if kind == END:
+            if sid in cluster.stopping and kind in (END, STOP):
+                # Preempted: gone once the grace is over (or when it ends meanwhile, as the
+                # stop would have ended it anyway); everything it did is lost.
+                cluster.stopping.discard(sid)
+                cluster.jobs[sid] = replace(job_now, status=STOPPED, end_time=_unix(now))
+                record = records[job_now.metadata[META_TASK]]
+                record.wasted += record.job.cpu * (_unix(now) - (job_now.start_time or 0))
+            elif kind == END:
                 cluster.jobs[sid] = replace(job_now, status=SUCCEEDED, end_time=_unix(now))
             changed = True  # a timeout needs a pass to be noticed; the planner stops the job
         if changed:
@@ -154,8 +171,11 @@ def simulate(
     return result
 
 
+EPOCH_UNIX = EPOCH.timestamp()
+
+
 def _unix(seconds: float) -> float:
-    return EPOCH.timestamp() + seconds
+    return EPOCH_UNIX + seconds
 
 
 def _settle(
@@ -185,6 +205,7 @@ def _settle(
         for submit in p.submits:
             sid = submit.request.submission_id
             record = records[submit.task]
+            cluster.runs.setdefault(submit.task, []).append(sid)
             # Ray runs the job at once; the next pass sees it RUNNING and records startedAt.
             cluster.jobs[sid] = RayJob(
                 sid,
@@ -193,16 +214,35 @@ def _settle(
                 start_time=_unix(now),
                 metadata=dict(submit.request.metadata),
             )
-            record.start = now
+            record.start = now if record.start is None else record.start
+            record.last_start = now
             heapq.heappush(cluster.events, (now + record.job.run, END, sid))
             timeout = record.job.timeout
             if 0 < timeout < record.job.run:
                 # The planner times a job out once it ran *longer* than its timeout.
                 heapq.heappush(cluster.events, (now + timeout + 1, TIMEOUT, sid))
+        victims = {v for d in p.preemptions for v in d.victims}
+        preempted = {s.submission_id for s in p.stops if s.task in victims}
+        acted = False  # a stop of a job already in its grace period changes nothing
+        for decision in p.preemptions:
+            for victim in decision.victims:
+                records[victim].preemptions += 1
         for stop in p.stops:
-            job = cluster.jobs.get(stop.submission_id)
-            if job is not None and not job.terminal:
-                cluster.jobs[stop.submission_id] = replace(job, status=STOPPED, end_time=_unix(now))
+            sid = stop.submission_id
+            job = cluster.jobs.get(sid)
+            if job is None or job.terminal or sid in cluster.stopping:
+                continue
+            acted = True
+            grace = cluster.options.preemption_grace_seconds
+            if sid in preempted and grace > 0:
+                cluster.stopping.add(sid)
+                heapq.heappush(cluster.events, (now + grace, STOP, sid))
+            elif sid in preempted:
+                cluster.jobs[sid] = replace(job, status=STOPPED, end_time=_unix(now))
+                record = records[job.metadata[META_TASK]]
+                record.wasted += record.job.cpu * (_unix(now) - (job.start_time or 0))
+            else:
+                cluster.jobs[sid] = replace(job, status=STOPPED, end_time=_unix(now))
 
         for name, status in p.statuses.items():
             body = status.status
@@ -216,9 +256,9 @@ def _settle(
             record.phase = body.phase
             record.end = (job.end_time - EPOCH.timestamp()) if job and job.end_time else now
             del cluster.specs[name], cluster.statuses[name]
-            if run_id:
-                cluster.jobs.pop(run_id, None)
+            for sid in cluster.runs.pop(name, []):
+                cluster.jobs.pop(sid, None)
 
-        if not p.submits and not p.stops:
+        if not p.submits and not acted:
             return
     raise RuntimeError(f"planner did not settle at t={now}s after {MAX_PASSES_PER_INSTANT} passes")

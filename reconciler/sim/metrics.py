@@ -8,6 +8,9 @@ from dataclasses import asdict, dataclass
 
 from reconciler.sim.engine import SimResult
 
+URGENT_PRIORITY = 7
+"""Priorities from here up are "urgent" for the preemption goals (p95 wait of 10 minutes)."""
+
 BSLD_FLOOR_SECONDS = 10.0
 """Bounded slowdown divides by max(run, 10 s), so very short jobs do not dominate the mean."""
 
@@ -29,10 +32,14 @@ class Metrics:
     mean_wait: float
     waits: dict[int, WaitStats]  # by priority level
     wide: WaitStats  # jobs asking for at least half the cluster: the ones besteffort starves
+    urgent: WaitStats  # jobs of priority URGENT_PRIORITY and up
     mean_bounded_slowdown: float
     longest_wait: float
     longest_wait_job: str
     top_longest_wait: float  # longest wait at the highest priority level
+    preemptions: int  # runs stopped to make room for more urgent ones
+    max_preemptions_per_job: int
+    wasted_fraction: float  # CPU-seconds of preempted runs over all CPU-seconds run
     unfinished: int
     passes: int
     pass_ms: float  # mean planner time per pass
@@ -49,6 +56,7 @@ class Metrics:
         data = asdict(self)
         data["waits"] = {str(k): asdict(v) for k, v in sorted(self.waits.items())}
         data["wide"] = asdict(self.wide)
+        data["urgent"] = asdict(self.urgent)
         return data
 
 
@@ -77,14 +85,17 @@ def measure(result: SimResult) -> Metrics:
         raise ValueError("no job finished; nothing to measure")
     first = min(r.job.arrival for r in result.records)
     makespan = max(r.end or 0.0 for r in done) - first
-    used = sum(r.job.cpu * ((r.end or 0.0) - (r.start or 0.0)) for r in done)
+    # Useful work only: the run that finished. Preempted runs are counted as wasted instead.
+    used = sum(r.job.cpu * ((r.end or 0.0) - (r.last_start or r.start or 0.0)) for r in done)
+    wasted = sum(r.wasted for r in result.records)
     waits = [r.wait or 0.0 for r in done]
     by_priority: dict[int, list[float]] = {}
     for record, wait in zip(done, waits, strict=True):
         by_priority.setdefault(record.job.priority, []).append(wait)
+    # Arrival to the end of the run that finished: a preempted job pays for its reruns here.
     slowdowns = [
-        max(1.0, (wait + r.job.run) / max(r.job.run, BSLD_FLOOR_SECONDS))
-        for r, wait in zip(done, waits, strict=True)
+        max(1.0, ((r.end or 0.0) - r.job.arrival) / max(r.job.run, BSLD_FLOOR_SECONDS))
+        for r in done
     ]
     longest = max(range(len(done)), key=lambda i: (waits[i], done[i].job.name))
     return Metrics(
@@ -97,10 +108,16 @@ def measure(result: SimResult) -> Metrics:
         wide=_stats(
             [w for r, w in zip(done, waits, strict=True) if 2 * r.job.cpu >= result.capacity_cpu]
         ),
+        urgent=_stats(
+            [w for r, w in zip(done, waits, strict=True) if r.job.priority >= URGENT_PRIORITY]
+        ),
         mean_bounded_slowdown=sum(slowdowns) / len(slowdowns),
         longest_wait=waits[longest],
         longest_wait_job=done[longest].job.name,
         top_longest_wait=max(by_priority[max(by_priority)]),
+        preemptions=sum(r.preemptions for r in result.records),
+        max_preemptions_per_job=max((r.preemptions for r in result.records), default=0),
+        wasted_fraction=wasted / (used + wasted) if used + wasted > 0 else 0.0,
         unfinished=result.unfinished,
         passes=result.passes,
         pass_ms=result.pass_ms,

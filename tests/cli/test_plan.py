@@ -46,7 +46,7 @@ def test_first_pass_plan_is_read_only(rq, world, fake: FakeRay) -> None:
     write(t, "broken", spec_text().replace("priority: 0", "priorty: 1"))
     before = snapshot(t)
 
-    result = rq("plan", *ADDRESS)
+    result = rq("plan", *ADDRESS, "--policy", "strict")
     assert result.code == 0, result.err
     out = result.out
     found = sections(out)

@@ -14,7 +14,7 @@ SLEEP = "python -c 'import time; time.sleep({})'"
 
 
 def test_priority_order_under_contention(make_queue) -> None:
-    q = make_queue()
+    q = make_queue(policy="strict")
     # Each task takes the whole 4-CPU cluster, so they must run one at a time.
     for name, priority in [("low", 1), ("high", 9), ("mid", 5)]:
         q.write(name, {"entrypoint": SLEEP.format(0.5), "resources": {"cpu": 4}}, priority)

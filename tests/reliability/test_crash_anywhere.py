@@ -267,3 +267,72 @@ def test_sigkill_anywhere_never_duplicates_or_loses_a_run(
     assert hits["after_submit"] >= 2, hits
     assert hits["before_stop"] + hits["after_stop"] + hits["during_stop"] >= 2, hits
     assert CRASHES >= 20
+
+
+# -- preemption: a crash between the victims' stops and the preemptor's submission -------------
+
+PREEMPT_ARGS = (
+    *("--interval", "0.2", "--preemption", "LowerPriority"),
+    *("--preemption-grace-seconds", "2"),
+)
+
+
+@pytest.mark.parametrize(
+    "crash_at",
+    [
+        "before_preempt_stop:1",  # the decision is on disk, no stop sent
+        "after_preempt_stop:1",  # one victim's stop sent, the other's not
+        "after_preempt_stop:2",  # every stop sent, the preemptor not yet submitted
+        "before_preempt_stop:2:20",  # killed inside the second stop_job call
+    ],
+)
+def test_sigkill_during_preemption_loses_nothing_and_preempts_no_more(
+    make_serve: Callable[..., ServeProcess], ray_head: str, crash_at: str
+) -> None:
+    serve = make_serve(args=PREEMPT_ARGS)
+    ray = RayJobsAdapter(ray_head, timeout_seconds=10)
+    # Sleepers fill the 4-CPU head. A run sleeps while the marker file exists: first runs
+    # last until the test removes it after the crash, and the victims' second runs end at once.
+    marker = serve.tasks.parent / f"{serve.queue_id}.long"
+    marker.write_text("")
+    wait = f"iter(lambda: os.path.exists('{marker}'), False)"
+    sleeper = f'python -c "import os, time; [time.sleep(0.2) for _ in {wait}]"'
+    for i in range(4):
+        write_task(serve.tasks, f"low{i}", sleeper, priority=0)
+    serve.start(crash_at)
+    assert settle(
+        lambda: all(
+            read_status(serve.tasks, f"low{i}").get("phase") == "Running" for i in range(4)
+        ),
+        60,
+    ), "sleepers did not start"
+    write_task(serve.tasks, "urgent", "python -c 'print(9)'", cpu=2, priority=9)
+    assert serve.wait(30) == -9, f"no crash at {crash_at}:\n{serve.log_text()[-3000:]}"
+    marker.unlink()
+
+    serve.start()  # no crash: let it finish the work
+    try:
+        serve.wait_ready()
+        names = ["urgent", *(f"low{i}" for i in range(4))]
+        settle(
+            lambda: all(read_status(serve.tasks, n).get("phase") == "Succeeded" for n in names),
+            90,
+        )
+    finally:
+        if serve.alive:
+            assert serve.terminate() == 0
+
+    jobs = our_jobs(ray, serve.queue_id)
+    pairs = Counter((j.metadata[META_TASK], int(j.metadata[META_RUN])) for j in jobs)
+    assert all(n == 1 for n in pairs.values()), f"submitted twice: {pairs}"
+    statuses = {n: read_status(serve.tasks, n) for n in names}
+    assert {n: s.get("phase") for n, s in statuses.items()} == dict.fromkeys(names, "Succeeded")
+    assert pairs[("urgent", 1)] == 1 and ("urgent", 2) not in pairs
+    # Exactly the minimal set (two 1-CPU victims for a 2-CPU task), however often it crashed.
+    victims = sorted(n for n, s in statuses.items() if s.get("preemptions"))
+    assert len(victims) == 2 and all(statuses[v]["preemptions"] == 1 for v in victims)
+    for name in names:
+        expected_runs = 2 if name in victims else 1
+        assert statuses[name]["run"] == expected_runs
+        assert sorted(r for t, r in pairs if t == name) == list(range(1, expected_runs + 1))
+    assert "Traceback" not in "\n".join(serve.log_text(i) for i in range(len(serve.log_paths)))

@@ -50,6 +50,7 @@ FIRE: dict[Trigger, Fire] = {
     Trigger.GIVE_UP: lambda b: lifecycle.give_up(b, Reason.BACKOFF_LIMIT_EXCEEDED, "3 runs", NOW),
     Trigger.DEPENDENCY_CYCLE: lambda b: lifecycle.dependency_cycle(b, "a -> b -> a"),
     Trigger.CYCLE_RESOLVED: lambda b: lifecycle.cycle_resolved(b),
+    Trigger.PREEMPT: lambda b: lifecycle.preempt(b, "urgent", "preempted by urgent"),
 }
 
 
@@ -158,3 +159,15 @@ def test_restored_outcome_keeps_its_record() -> None:
     assert restored.phase is Phase.SUCCEEDED and restored.started_at is None
     seen = lifecycle.end_run(body_in(Phase.STARTING), job(SUCCEEDED))
     assert seen.started_at == T0
+
+
+def test_preemption_queues_a_new_run_in_the_old_place_and_is_no_failure() -> None:
+    running = body_in(Phase.RUNNING).model_copy(update={"retries": 1})
+    preempted = lifecycle.preempt(running, "urgent", "preempted by urgent")
+    assert preempted.phase is Phase.QUEUED and preempted.reason == Reason.PREEMPTED
+    assert preempted.queued_at == T0 and preempted.run == 1  # its place; the next run is 2
+    assert (preempted.preemptions, preempted.preempted_by) == (1, "urgent")
+    assert preempted.submission_id is None and preempted.started_at is None
+    assert preempted.retries == 1  # untouched: not a failure, not a retry
+    again = lifecycle.start_run(preempted, "1234abcd", "rq-a-1234abcd-2", NOW)
+    assert again.preempted_by is None and again.preemptions == 1

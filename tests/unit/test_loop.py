@@ -139,3 +139,53 @@ def test_resource_history_has_one_line_per_change_or_heartbeat(world) -> None:
     assert yaml.safe_load(lines[2])["used"]["cpu"] == 3
     first = yaml.safe_load(lines[0])
     assert first["capacity"]["cpu"] == 4 and first["used"]["cpu"] == 1
+
+
+def _filled_for_preemption(tmp_path: Path) -> World:
+    """Four priority-0 sleepers fill the 4-CPU fake cluster; a priority-9 task then arrives."""
+    tasks = tmp_path / "ptasks"
+    tasks.mkdir()
+    w = World.build(tasks, Capacity(4, 0, 16 * 2**30), preemption="LowerPriority")
+    for i in range(4):
+        (tasks / f"low{i}.yaml").write_text(spec())
+    w.step()
+    for request in w.ray.submitted:
+        w.ray.set_status(request.submission_id, RUNNING)
+    w.step()
+    (tasks / "urgent.yaml").write_text(spec(cpu=2, priority=9))
+    return w
+
+
+def test_preemption_is_on_disk_before_any_stop(tmp_path: Path, monkeypatch) -> None:
+    w = _filled_for_preemption(tmp_path)
+    seen: list[tuple[str, object, object]] = []
+    real_stop = w.ray.stop
+
+    def stop(submission_id: str) -> None:
+        task = w.ray.jobs[submission_id].metadata["rayqueue.task"]
+        st = status(w.tasks, task)
+        seen.append((task, st["phase"], st.get("preemptedBy")))
+        real_stop(submission_id)
+
+    monkeypatch.setattr(w.ray, "stop", stop)
+    w.step()
+    assert seen == [("low0", "Queued", "urgent"), ("low1", "Queued", "urgent")]
+    env = w.ray.submitted[0].runtime_env
+    assert env == {"env_vars": {"RAY_JOB_STOP_WAIT_TIME_S": "30"}}
+
+
+def test_unwritable_victim_status_means_no_stop(tmp_path: Path, monkeypatch) -> None:
+    w = _filled_for_preemption(tmp_path)
+    real_write = w.reconciler.store.write_status
+
+    def write(name: str, st: object) -> bool:
+        if name == "low0":
+            raise OSError("disk full")
+        return real_write(name, st)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(w.reconciler.store, "write_status", write)
+    w.step()
+    stopped = {
+        w.ray.jobs[s].metadata["rayqueue.task"] for s in w.ray.jobs if w.ray.jobs[s].terminal
+    }
+    assert stopped == {"low1"}  # low0's preemption is not on disk, so its job runs on

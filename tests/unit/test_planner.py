@@ -66,7 +66,10 @@ def test_admission_order_and_fit(
 
 
 def test_strict_head_blocks_and_reports_position() -> None:
-    w = PlanWorld({"head": task(9, 3), "a": task(5, 1), "b": task(1, 1)})
+    w = PlanWorld(
+        {"head": task(9, 3), "a": task(5, 1), "b": task(1, 1)},
+        options=PlanOptions(policy="strict"),
+    )
     w.specs["running"] = task(9, 2)
     w.specs.pop("head")
     w.step()  # running takes 2 CPUs

@@ -60,7 +60,8 @@ def test_status_names_the_queue_and_positions_count_within_it() -> None:
             "team-a/y": (0, 1),
             "team-b/z": (5, 1),
             "loose": (0, 1),
-        }
+        },
+        options=PlanOptions(policy="strict"),  # the message below is strict's
     )
     p = w.step()
     # team-b's task is within its nominal and goes first; then the borrowers by share (both 0,
@@ -84,7 +85,7 @@ def test_status_names_the_queue_and_positions_count_within_it() -> None:
 
 
 def test_quota_exceeded_names_queue_and_limit() -> None:
-    w = world({f"team-b/t{i}": (0, 2) for i in range(4)})
+    w = world({f"team-b/t{i}": (0, 2) for i in range(4)}, options=PlanOptions(policy="strict"))
     w.step()
     running = [n for n in w.specs if w.phase(n) is Phase.STARTING]
     assert len(running) == 2  # team-b: 4 CPUs of nominal, borrowingLimit 0

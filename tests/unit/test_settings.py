@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import reconciler.daemon
-from reconciler import policies
+from reconciler import policies, preemption
 from reconciler.cli.flags import settings_from_args
 from reconciler.cli.main import build_parser, main
 from specs.settings import PlanOptions, Settings, knobs, value_type
@@ -59,6 +59,21 @@ def test_plan_takes_only_the_loop_knobs() -> None:
 def test_the_policy_choices_are_the_registry() -> None:
     assert tuple(_actions("serve")["policy"].choices or ()) == tuple(policies.POLICIES)
     assert tuple(_actions("plan")["policy"].choices or ()) == tuple(policies.POLICIES)
+
+
+@pytest.mark.parametrize("command", ["serve", "plan"])
+def test_the_preemption_choices_are_the_module_s(command: str) -> None:
+    actions = _actions(command)
+    assert tuple(actions["preemption"].choices or ()) == preemption.MODES
+    args = build_parser().parse_args(
+        [
+            *(command, "--dir", "/t", "--preemption", "LowerPriority"),
+            *("--preemption-grace-seconds", "5", "--preemption-min-runtime-seconds", "60"),
+        ]
+    )
+    options = settings_from_args(args).plan_options()
+    assert (options.preemption, options.preemption_grace_seconds) == ("LowerPriority", 5)
+    assert options.preemption_min_runtime_seconds == 60
 
 
 def test_defaults_parse_back_to_default_settings() -> None:

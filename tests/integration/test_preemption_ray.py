@@ -1,0 +1,91 @@
+"""Preemption on the real Ray head: urgent work starts within a pass plus the grace period,
+exactly the minimal victims are stopped in Ray, and each victim runs again and succeeds."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from specs.cluster import RUNNING, STOPPED, SUCCEEDED
+from tests.integration.conftest import Queue
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
+
+GRACE = 4
+# A victim that ignores SIGTERM, so only the SIGKILL after the grace period ends it; it prints
+# what it saw. It sleeps 60 s while the marker file exists, else 3 s: the test removes the
+# marker once the preemption is seen, so each victim's second run soon succeeds.
+SLEEPER = """\
+import os, signal, sys, time
+print("stop wait", os.environ.get("RAY_JOB_STOP_WAIT_TIME_S"), flush=True)
+signal.signal(signal.SIGTERM, lambda *args: print("got SIGTERM", flush=True))
+end = time.time() + (60 if os.path.exists(sys.argv[1]) else 3)
+while time.time() < end:
+    time.sleep(0.1)
+"""
+
+
+def test_urgent_task_preempts_minimal_victims_who_run_again(
+    make_queue: Callable[..., Queue],
+) -> None:
+    q = make_queue(
+        preemption="LowerPriority",
+        preemption_grace_seconds=GRACE,
+        interval_seconds=0.5,
+    )
+    script, marker = q.dir.parent / f"{q.dir.name}-sleeper.py", q.dir.parent / f"{q.dir.name}.long"
+    script.write_text(SLEEPER)
+    marker.write_text("")
+    entry = f"python {script} {marker}"
+    for i in range(4):
+        q.write(f"low{i}", {"entrypoint": entry, "resources": {"cpu": 1}}, priority=0)
+    q.start()
+    for i in range(4):
+        q.wait_phase(f"low{i}", {"Running"}, timeout=90)
+
+    q.write("urgent", {"entrypoint": "python -c 'print(9)'", "resources": {"cpu": 2}}, 9)
+    written = time.time()
+    q.wait_for(lambda: q.status("urgent").get("submittedAt"), "the urgent task to be submitted", 60)
+    preempted = sorted(n for n in (f"low{i}" for i in range(4)) if q.status(n).get("preemptions"))
+    assert len(preempted) == 2, {n: q.status(n) for n in (f"low{i}" for i in range(4))}
+    marker.unlink()
+
+    # Exactly the minimal victims were stopped in Ray; the two others still run.
+    runs1 = {j.metadata["rayqueue.task"]: j for j in q.jobs() if j.metadata["rayqueue.run"] == "1"}
+    assert {n for n, j in runs1.items() if j.status == STOPPED} == set(preempted)
+    assert all(
+        runs1[n].status == RUNNING for n in runs1 if n.startswith("low") and n not in preempted
+    )
+    # Within one pass plus the grace period (the victims ignore SIGTERM, so SIGKILL ends them)
+    # plus Ray's own latency in starting the supervisor and reporting the stop.
+    urgent_job = next(j for j in q.jobs() if j.metadata["rayqueue.task"] == "urgent")
+    assert urgent_job.start_time is not None
+    waited = urgent_job.start_time - written
+    assert waited <= 0.5 + GRACE + 6, f"urgent started {waited:.1f}s after it was written"
+    assert waited >= GRACE - 1, "the victims did not get their grace period"
+
+    # What a stopped job saw: the grace in its environment, then SIGTERM.
+    log = q.ray.logs(runs1[preempted[0]].submission_id)
+    assert f"stop wait {GRACE}" in log and "got SIGTERM" in log
+
+    status = q.status(preempted[0])
+    if status.get("run") == 1:  # not yet started again: the condition still holds
+        conditions = status.get("conditions")
+        assert isinstance(conditions, list)
+        (cond,) = conditions
+        assert (cond["type"], cond["reason"]) == ("Preempted", "WithinQueue")
+        assert "urgent" in cond["message"]
+
+    q.wait_phase("urgent", {"Succeeded"}, timeout=60)
+    for name in preempted:
+        final = q.wait_phase(name, {"Succeeded"}, timeout=90)
+        assert final["run"] == 2 and final["preemptions"] == 1
+        assert "conditions" not in final  # the condition ends when the next run starts
+    jobs = q.jobs()
+    assert sorted(
+        (j.metadata["rayqueue.task"], j.metadata["rayqueue.run"], j.status)
+        for j in jobs
+        if j.metadata["rayqueue.task"] in preempted
+    ) == sorted([(n, "1", STOPPED) for n in preempted] + [(n, "2", SUCCEEDED) for n in preempted])
