@@ -12,13 +12,11 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks import common
 from benchmarks.common import drop, percentile, save, spec_text, table
-from reconciler.loop import Reconciler
+from reconciler.assembly import start_loop
 from reconciler.raycluster.fake import FakeRay
-from reconciler.watcher import Watcher
 from specs.cluster import META_TASK, Capacity, RayAdapter, SubmitRequest
-from specs.settings import Settings
-from specs.store import TaskStore
 
 
 class Timed:
@@ -41,14 +39,12 @@ class Timed:
 def run(adapter: RayAdapter, drops: int, folder: Path, settle: float = 0.0) -> list[float]:
     """Drop specs one at a time, each after the previous one was submitted."""
     timed = Timed(adapter)
-    settings = Settings(tasks_dir=folder, queue_id=f"lat-{folder.name}", api=False)
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = common.serve_settings(folder, "--queue-id", f"lat-{folder.name}")
     # Timed forwards everything but submit() through __getattr__, which mypy cannot see.
-    rec = Reconciler(settings, TaskStore(folder), timed)  # type: ignore[arg-type]
+    rec = common.serve_loop(settings, timed)  # type: ignore[arg-type]
     stop = threading.Event()
-    watcher = Watcher(folder, rec.wake, stop)
-    watcher.start()
-    loop = threading.Thread(target=rec.run, args=(stop,), daemon=True)
-    loop.start()
+    threads = start_loop(rec, stop)
     time.sleep(0.5)  # the watcher is armed
     latencies = []
     try:
@@ -65,8 +61,7 @@ def run(adapter: RayAdapter, drops: int, folder: Path, settle: float = 0.0) -> l
     finally:
         stop.set()
         rec.wake.set()
-        loop.join(10)
-        watcher.join(5)
+        threads.join(10)
     return latencies
 
 
