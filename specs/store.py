@@ -109,6 +109,7 @@ class _Parsed:
     task: Task | None
     error: SpecError | None
     raw_hash: str
+    whole: bool = False  # known complete when read: no settle wait (see _is_whole)
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,7 @@ class TaskStore:
                 if result is None:  # gone since the listing
                     continue
                 parsed[entry.path] = result
-                if self._settling(name, result.key, now):
+                if self._settling(name, result, now):
                     old = self._entries.get(name)
                     if old is not None:
                         entries[name] = old  # as it was; a new file waits to be reported
@@ -215,11 +216,12 @@ class TaskStore:
             self._last_valid = {n: t for n, t in self._last_valid.items() if n in entries}
             return dict(entries)
 
-    def _settling(self, name: str, key: StatKey, now: float) -> bool:
+    def _settling(self, name: str, parsed: _Parsed, now: float) -> bool:
         """Whether the file behind `name` changed too recently to be believed yet."""
+        key = parsed.key
         if self.settle_seconds <= 0 or not self._scanned:
             return False  # the first scan reports everything: there is no "before" to keep
-        if self._reported_keys.get(name) == key:
+        if self._reported_keys.get(name) == key or parsed.whole:
             return False
         seen = self._seen.get(name)
         if seen is None or seen[0] != key:
@@ -417,12 +419,14 @@ class TaskStore:
             message = f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
             return _Parsed(key, None, SpecError(rel, None, None, None, message), "")
         try:
-            data = _read_regular(entry.path, limit=MAX_FILE_BYTES + 1)
+            read = _read_with_stat(entry.path, limit=MAX_FILE_BYTES + 1)
         except OSError as exc:
             self._warn_once(entry.path, f"cannot read: {exc.strerror}")
             raise _Unreadable from exc
-        if data is None:  # replaced by a non-regular file, or deleted, since the listing
+        if read is None:  # replaced by a non-regular file, or deleted, since the listing
             return None
+        data, after = read
+        whole = _is_whole(key, after)
         stem = name.rsplit("/", 1)[-1]
         if is_reserved(stem):
             message = (
@@ -436,7 +440,7 @@ class TaskStore:
             error = None
         except SpecParseError as exc:
             task, error = None, exc.errors[0]
-        return _Parsed(key, task, error, hashlib.sha256(data).hexdigest())
+        return _Parsed(key, task, error, hashlib.sha256(data).hexdigest(), whole)
 
     def _entry(self, name: str, rel: str, result: _Parsed, others: list[str]) -> SpecEntry:
         task, error = result.task, result.error
@@ -555,8 +559,36 @@ def _check_relative(name: str) -> None:
         raise InvalidName(f"task name {name!r} must not contain empty, '.' or '..' segments")
 
 
+def _is_whole(key: StatKey, after: os.stat_result) -> bool:
+    """Whether bytes read from a file are its finished content, so that no settle wait is needed.
+
+    Settling guards against reading a file while someone still writes it: an editor saving in
+    place, `cp`, a shell appending piece by piece, git writing a checkout. Every such data
+    write stamps the file's modification time and change time with the same instant, so
+    between two pieces ctime == mtime. A writer that publishes a file whole does one more
+    thing after its last write: it renames the finished file into place (our API and CLI via
+    specs/atomic.py, git-sync, `mv`), or sets its mode or times (`install`, `cp -p`, tar).
+    Those change only ctime, leaving ctime > mtime. So ctime > mtime means the last thing done
+    to the file was not a data write: its content is complete. Equal times prove nothing and
+    wait as before (a rename in the same clock tick as the write; write_atomic rules that out
+    for our own writes). The stat is taken after reading and must still match the listing's,
+    so the bytes read are the bytes this stat describes; a write that raced the read changes
+    mtime (and sets ctime == mtime), and the file waits.
+    """
+    return (after.st_mtime_ns, after.st_size, after.st_ino) == key and (
+        after.st_ctime_ns > after.st_mtime_ns
+    )
+
+
 def _read_regular(path: str | Path, limit: int = -1) -> bytes | None:
-    """Read a regular file; None if missing or not regular. O_NONBLOCK: a FIFO never blocks us.
+    """Read a regular file; None if missing or not regular."""
+    read = _read_with_stat(path, limit)
+    return None if read is None else read[0]
+
+
+def _read_with_stat(path: str | Path, limit: int = -1) -> tuple[bytes, os.stat_result] | None:
+    """Read a regular file and stat it after the read; None if missing or not regular.
+    O_NONBLOCK: a FIFO never blocks us.
 
     At most `limit` bytes (if >= 0) are read, sized by fstat: a buffered read(limit) would
     allocate the whole limit for every small file.
@@ -579,7 +611,7 @@ def _read_regular(path: str | Path, limit: int = -1) -> bytes | None:
             chunks.append(chunk)
             total += len(chunk)
             want = 1 << 16
-        return b"".join(chunks)
+        return b"".join(chunks), os.fstat(fd)
     finally:
         os.close(fd)
 
