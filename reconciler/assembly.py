@@ -66,11 +66,17 @@ class LoopThreads:
 
 def start_loop(reconciler: Reconciler, stop: threading.Event) -> LoopThreads:
     """File events wake the loop early; `stop` ends both threads."""
-    watcher = Watcher(reconciler.settings.tasks_dir, reconciler.wake, stop)
-    watcher.start()
+    watcher = start_watcher(reconciler, stop)
     loop = threading.Thread(target=reconciler.run, args=(stop,), name="rayqueue-loop", daemon=True)
     loop.start()
     return LoopThreads(watcher, loop)
+
+
+def start_watcher(reconciler: Reconciler, stop: threading.Event) -> Watcher:
+    """File events wake `reconciler` and tell it which paths changed."""
+    watcher = Watcher(reconciler.settings.tasks_dir, reconciler.wake, stop, reconciler.events)
+    watcher.start()
+    return watcher
 
 
 def describe(reconciler: Reconciler) -> dict[str, Any]:
