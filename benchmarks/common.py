@@ -6,13 +6,20 @@ import json
 import math
 import platform
 import resource
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from reconciler import assembly
+from reconciler.cli.flags import settings_from_args
+from reconciler.cli.main import build_parser
+from reconciler.loop import Reconciler
 from specs.atomic import write_atomic
+from specs.cluster import RayAdapter
+from specs.settings import Settings
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -24,6 +31,20 @@ def spec_text(entrypoint: str = "true", cpu: float = 1, priority: int = 0) -> by
         "spec": {"entrypoint": entrypoint, "priority": priority, "resources": {"cpu": cpu}},
     }
     return yaml.safe_dump(doc).encode()
+
+
+def serve_settings(folder: Path, *flags: str) -> Settings:
+    """The Settings `rayqueue serve --dir FOLDER --no-api FLAGS` runs with: the real parser
+    over the one declaration, so every default a user gets is the benchmark's default."""
+    args = build_parser().parse_args(["serve", "--dir", str(folder), "--no-api", *flags])
+    return settings_from_args(args)
+
+
+def serve_loop(
+    settings: Settings, ray: RayAdapter, clock: Callable[[], float] = time.time
+) -> Reconciler:
+    """The loop `serve` builds for `settings` (tests/benchmarks check it is the same one)."""
+    return assembly.build_reconciler(settings, ray, clock=clock)
 
 
 def drop(folder: Path, name: str, data: bytes) -> None:

@@ -15,12 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks import common
 from benchmarks.common import save, spec_text, table
-from reconciler.loop import Reconciler
 from reconciler.raycluster.fake import FakeRay
 from specs.cluster import META_QUEUE, META_TASK, SUCCEEDED, Capacity, RayJob
-from specs.settings import Settings
-from specs.store import TaskStore
 
 LIVE_TASKS = 100
 PASSES = 5
@@ -54,10 +52,10 @@ def measure(history: int, retention: float | None, root: Path) -> dict[str, obje
                 metadata={META_QUEUE: queue, META_TASK: f"gone-{i}"},
             )
         )
-    settings = Settings(
-        tasks_dir=folder, queue_id=queue, api=False, ray_history_retention_seconds=retention
-    )
-    rec = Reconciler(settings, TaskStore(folder), ray, clock=clock)
+    flags = ["--queue-id", queue]
+    if retention is not None:
+        flags += ["--ray-history-retention", str(retention)]
+    rec = common.serve_loop(common.serve_settings(folder, *flags), ray, clock)
     settle_passes, before = 0, -1
     while len(ray.jobs) != before and settle_passes < 1000:
         # settle; with retention on, old jobs are deleted (a bounded number per pass)

@@ -1,24 +1,29 @@
-"""Drop-to-submit latency: from a spec file landing (atomic rename) to submit_job being called.
+"""Drop-to-submit latency, in-process on a fake Ray and through `rayqueue serve` on real Ray.
 
-python -m benchmarks.latency                      # 200 drops on the fake adapter, 30 on real Ray
+python -m benchmarks.latency                      # 200 drops in-process, 30 of each through serve
 python -m benchmarks.latency --drops 20 --real-drops 0
+python -m benchmarks.latency --drops 0 --real-drops 30 --address http://127.0.0.1:8265
+
+In-process: from the atomic rename to the adapter's submit call, on the loop `serve` builds.
+Through serve: a `rayqueue serve` child process on a real head (a private one unless
+--address); from the start of the write (atomic rename of a file, or HTTP PUT) to Ray's own
+job start_time.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import threading
 import time
 from pathlib import Path
 
+from benchmarks import common
 from benchmarks.common import drop, percentile, save, spec_text, table
-from reconciler.loop import Reconciler
+from reconciler.assembly import start_loop
 from reconciler.raycluster.fake import FakeRay
-from reconciler.watcher import Watcher
 from specs.cluster import META_TASK, Capacity, RayAdapter, SubmitRequest
-from specs.settings import Settings
-from specs.store import TaskStore
 
 
 class Timed:
@@ -38,17 +43,15 @@ class Timed:
         return getattr(self.inner, name)
 
 
-def run(adapter: RayAdapter, drops: int, folder: Path, settle: float = 0.0) -> list[float]:
+def run(adapter: RayAdapter, drops: int, folder: Path) -> list[float]:
     """Drop specs one at a time, each after the previous one was submitted."""
     timed = Timed(adapter)
-    settings = Settings(tasks_dir=folder, queue_id=f"lat-{folder.name}", api=False)
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = common.serve_settings(folder, "--queue-id", f"lat-{folder.name}")
     # Timed forwards everything but submit() through __getattr__, which mypy cannot see.
-    rec = Reconciler(settings, TaskStore(folder), timed)  # type: ignore[arg-type]
+    rec = common.serve_loop(settings, timed)  # type: ignore[arg-type]
     stop = threading.Event()
-    watcher = Watcher(folder, rec.wake, stop)
-    watcher.start()
-    loop = threading.Thread(target=rec.run, args=(stop,), daemon=True)
-    loop.start()
+    threads = start_loop(rec, stop)
     time.sleep(0.5)  # the watcher is armed
     latencies = []
     try:
@@ -60,19 +63,16 @@ def run(adapter: RayAdapter, drops: int, folder: Path, settle: float = 0.0) -> l
             if not timed.event.wait(10):
                 raise RuntimeError(f"{name} was not submitted within 10 s")
             latencies.append(timed.submitted_at[name] - landed)
-            if settle:
-                time.sleep(settle)
     finally:
         stop.set()
         rec.wake.set()
-        loop.join(10)
-        watcher.join(5)
+        threads.join(10)
     return latencies
 
 
 def summary(label: str, values: list[float]) -> dict[str, object]:
     return {
-        "adapter": label,
+        "path": label,
         "drops": len(values),
         "p50_ms": 1000 * percentile(values, 50),
         "p99_ms": 1000 * percentile(values, 99),
@@ -84,31 +84,37 @@ def summary(label: str, values: list[float]) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--drops", type=int, default=200)
-    parser.add_argument("--real-drops", type=int, default=30, help="0 skips the real Ray run")
+    parser.add_argument(
+        "--real-drops", type=int, default=30, help="writes of each kind through serve; 0: none"
+    )
     parser.add_argument(
         "--address", default=None, help="real runs use this Ray dashboard instead of a private head"
     )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     rows = []
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="rq-lat-") as tmp:
-        fake = FakeRay(Capacity(10_000, 0, 2**50), auto_advance=True)
-        rows.append(summary("fake", run(fake, args.drops, Path(tmp) / "fake")))
+        if args.drops:
+            fake = FakeRay(Capacity(10_000, 0, 2**50), auto_advance=True)
+            rows.append(summary("in-process, fake Ray", run(fake, args.drops, Path(tmp) / "fake")))
         if args.real_drops:
-            from reconciler.raycluster.adapter import RayJobsAdapter
+            from benchmarks import served
             from reconciler.raycluster.local_head import LocalRayHead
 
             head = LocalRayHead() if args.address is None else None
             try:
                 address = args.address if head is None else head.start(num_cpus=2)
-                real = RayJobsAdapter(address)
-                # settle: let each trivial job finish so the next drop meets an idle cluster
-                rows.append(summary("real", run(real, args.real_drops, Path(tmp) / "real", 1.5)))
+                measured = served.measure(address, args.real_drops, Path(tmp))
             finally:
                 if head is not None:
                     head.stop()
+            for method, values in measured.items():
+                rows.append(summary(f"serve, {method} -> Ray start_time", values))
+    load = {"before": load_before, "after": os.getloadavg()}
+    print(f"load average (1, 5, 15 min): before {load_before}, after {load['after']}")
     print(table("drop-to-submit latency", list(rows[0]), [list(r.values()) for r in rows]))
-    print(f"results: {save('latency', {'rows': rows}, args.out)}")
+    print(f"results: {save('latency', {'rows': rows, 'load_average': load}, args.out)}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,8 @@
-"""Scale of the folder: cold start, steady pass cost, RSS and Ray calls per pass (fake Ray).
+"""Scale of the folder: cold start, pass costs, RSS and Ray calls per pass (fake Ray).
+
+A full rescan walks the folder and every sidecar (the loop does one every --rescan-interval,
+and whenever events may have been lost); a steady pass, with the watcher running as in
+`serve`, reads only what file events named.
 
 python -m benchmarks.scale                 # 100, 1,000 and 10,000 specs
 python -m benchmarks.scale --sizes 50      # a quick run
@@ -8,16 +12,15 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+import threading
 import time
 from pathlib import Path
 
-from benchmarks.common import peak_rss_mb, save, spec_text, table
-from reconciler.loop import Reconciler
+from benchmarks import common
+from benchmarks.common import drop, peak_rss_mb, save, spec_text, table
+from reconciler.assembly import start_watcher
 from reconciler.raycluster.fake import FakeRay
-from reconciler.runtime import tune_gc
 from specs.cluster import Capacity
-from specs.settings import Settings
-from specs.store import TaskStore
 
 PASSES = 5
 
@@ -29,15 +32,25 @@ def measure(size: int, root: Path) -> dict[str, float]:
         (folder / f"t{i:05d}.yaml").write_bytes(spec_text(priority=i % 10))
     # Only a few fit, so nearly every task stays Queued: the common shape of a busy queue.
     ray = FakeRay(Capacity(8, 0, 2**40))
-    settings = Settings(tasks_dir=folder, queue_id="bench", api=False)
-    rec = Reconciler(settings, TaskStore(folder), ray)
-    tune_gc()  # as `rayqueue serve` does
+    rec = common.serve_loop(common.serve_settings(folder, "--queue-id", "bench"), ray)
 
     wall, cpu = time.perf_counter(), time.process_time()
     rec.run_pass()
     cold_wall, cold_cpu = time.perf_counter() - wall, time.process_time() - cpu
     rec.run_pass()  # statuses settle (positions after the first admissions)
 
+    full = []
+    for _ in range(PASSES):  # no watcher yet: every pass walks everything
+        cpu = time.process_time()
+        rec.run_pass()
+        full.append(time.process_time() - cpu)
+
+    stop = threading.Event()
+    watcher = start_watcher(rec, stop)
+    deadline = time.monotonic() + 30
+    while not rec.events.is_armed and time.monotonic() < deadline:
+        time.sleep(0.05)
+    rec.run_pass()  # the full walk that follows arming
     calls_before = sum(ray.calls.values())
     steady = []
     for _ in range(PASSES):
@@ -47,19 +60,32 @@ def measure(size: int, root: Path) -> dict[str, float]:
     calls_per_pass = (sum(ray.calls.values()) - calls_before) / PASSES
 
     changed = []
+    seen = 0
     for round_ in range(PASSES):
-        for i in range(0, size, 100):  # 1% of the files change
-            path = folder / f"t{i:05d}.yaml"
-            path.write_bytes(spec_text(priority=(i + round_ + 1) % 10))
+        edits = {f"t{i:05d}": (i + round_ + 1) % 10 for i in range(0, size, 100)}  # 1% change
+        for name, priority in edits.items():
+            drop(folder, name, spec_text(priority=priority))  # whole, as the API or git-sync
+        time.sleep(0.5)  # the watcher hands the events over
         cpu = time.process_time()
         rec.run_pass()
         changed.append(time.process_time() - cpu)
+        # The pass must have taken the edits in, or it measured nothing (a settle wait).
+        entries = rec.store.scan()
+        seen += sum(
+            1
+            for name, priority in edits.items()
+            if (task := entries[name].task) is not None and task.spec.priority == priority
+        )
+    stop.set()
+    watcher.join(5)
     return {
         "specs": size,
         "cold_start_s": cold_wall,
         "cold_start_cpu_s": cold_cpu,
+        "full_rescan_pass_cpu_ms": 1000 * min(full),
         "steady_pass_cpu_ms": 1000 * min(steady),
         "changed_1pct_pass_cpu_ms": 1000 * min(changed),
+        "changes_seen_by_that_pass": seen / (PASSES * len(range(0, size, 100))),
         "ray_calls_per_pass": calls_per_pass,
         "peak_rss_mb": peak_rss_mb(),
     }

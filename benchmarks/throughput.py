@@ -18,14 +18,12 @@ import time
 import uuid
 from pathlib import Path
 
+from benchmarks import common
 from benchmarks.common import drop, save, spec_text, table
-from reconciler.loop import Reconciler
+from reconciler.assembly import start_loop
 from reconciler.raycluster.adapter import RayJobsAdapter
 from reconciler.raycluster.local_head import LocalRayHead
-from reconciler.watcher import Watcher
 from specs.cluster import META_QUEUE, SubmitRequest
-from specs.settings import Settings
-from specs.store import TaskStore
 
 ENTRYPOINT = "true"
 
@@ -52,13 +50,10 @@ def side_a(ray: RayJobsAdapter, jobs: int, slots: int) -> float:
 def side_b(ray: RayJobsAdapter, jobs: int, folder: Path) -> float:
     """rayqueue: the same jobs as spec files, reconciled by the real loop and watcher."""
     folder.mkdir(parents=True, exist_ok=True)
-    settings = Settings(tasks_dir=folder, queue_id=f"tp-{uuid.uuid4().hex[:8]}", api=False)
-    rec = Reconciler(settings, TaskStore(folder), ray)
+    settings = common.serve_settings(folder, "--queue-id", f"tp-{uuid.uuid4().hex[:8]}")
+    rec = common.serve_loop(settings, ray)
     stop = threading.Event()
-    watcher = Watcher(folder, rec.wake, stop)
-    watcher.start()
-    loop = threading.Thread(target=rec.run, args=(stop,), daemon=True)
-    loop.start()
+    threads = start_loop(rec, stop)
     time.sleep(0.5)
     start = time.perf_counter()
     try:
@@ -72,8 +67,7 @@ def side_b(ray: RayJobsAdapter, jobs: int, folder: Path) -> float:
     finally:
         stop.set()
         rec.wake.set()
-        loop.join(10)
-        watcher.join(5)
+        threads.join(10)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.metadata
 import logging
 import os
 import signal
@@ -14,17 +13,14 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from reconciler import head_record
+from reconciler.assembly import build_reconciler, start_loop
 from reconciler.faults import Faults, FaultSpecError
 from reconciler.history import HistoryView
 from reconciler.lock import LOCK_NAME, LockHeld, StateLock
 from reconciler.logsetup import route_foreign
 from reconciler.loop import Reconciler
-from reconciler.metrics import CountingRayAdapter, QueueMetrics
-from reconciler.runtime import tune_gc
-from reconciler.watcher import Watcher
 from specs.cluster import RayAdapter
 from specs.settings import Settings
-from specs.store import TaskStore
 
 if TYPE_CHECKING:
     from reconciler.raycluster.local_head import LocalRayHead
@@ -142,28 +138,9 @@ def _start(
         timeout_seconds=settings.ray_timeout_seconds,
         entrypoint_resources=settings.count_foreign_jobs,
     )
-    store = TaskStore(
-        settings.tasks_dir, settings.status_dir, settle_seconds=settings.settle_seconds
-    )
-    tune_gc()
-    metrics = QueueMetrics(_version())
-    # Counted at the adapter's edge, so the loop's and the API's calls to Ray are all seen.
-    reconciler = Reconciler(
-        settings, store, CountingRayAdapter(ray, metrics), faults=faults, metrics=metrics
-    )
-    watcher = Watcher(settings.tasks_dir, reconciler.wake, stop)
-    watcher.start()
-    loop = threading.Thread(target=reconciler.run, args=(stop,), name="rayqueue-loop", daemon=True)
-    loop.start()
-    running.threads.append(loop)
+    reconciler = build_reconciler(settings, ray, faults=faults)
+    running.threads.append(start_loop(reconciler, stop).loop)
     return reconciler.ray, reconciler, address
-
-
-def _version() -> str:
-    try:
-        return importlib.metadata.version("rayqueue")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"  # run from a source tree that was never installed
 
 
 def _take_lock(settings: Settings, lock: StateLock, stop: threading.Event) -> bool:

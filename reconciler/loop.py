@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from reconciler import planner, queueing
+from reconciler.events import FileEvents
 from reconciler.faults import Faults
 from reconciler.gitrev import GitRevisions, SourceRevision
 from reconciler.history import ResourceHistory
@@ -66,11 +67,14 @@ def task_input(entry: SpecEntry) -> TaskInput:
 
 
 def scan_specs(
-    store: TaskStore, cache: dict[str, tuple[SpecEntry, TaskInput]] | None = None
+    store: TaskStore,
+    cache: dict[str, tuple[SpecEntry, TaskInput]] | None = None,
+    changed: set[str] | None = None,
 ) -> dict[str, TaskInput]:
     """The folder as planner inputs; raises FolderUnavailable. `cache`, updated in place, keeps
-    the TaskInput of every entry the store handed back unchanged (same object)."""
-    entries = store.scan()
+    the TaskInput of every entry the store handed back unchanged (same object). `changed`:
+    look only at these paths (file events); None: walk the folder."""
+    entries = store.scan(changed)
     previous = dict(cache) if cache is not None else {}
     inputs: dict[str, TaskInput] = {}
     kept: dict[str, tuple[SpecEntry, TaskInput]] = {}
@@ -133,6 +137,10 @@ class Reconciler:
         # name -> (input as scanned, the revision answer it was given, input with its source)
         self._sourced: dict[str, tuple[TaskInput, SourceRevision | None, TaskInput]] = {}
         self.wake = threading.Event()
+        # Filled by the watcher (reconciler/assembly.py); with none attached, every pass walks.
+        self.events = FileEvents(self.wake)
+        self._walked_at = -float("inf")  # monotonic time of the last full walk of the folder
+        self._walking = True  # this pass walks the folder (and rereads every sidecar)
         self._failures = 0
         self._ray_retry_at = 0.0
         self._lock = threading.Lock()  # one pass at a time, whoever calls it
@@ -179,9 +187,22 @@ class Reconciler:
         self._capacity_read = (now, capacity)
         return capacity
 
+    def _changed_paths(self) -> set[str] | None:
+        """What file events named since the last pass, or None when this pass must walk the
+        whole folder: no watcher, events possibly lost, or the periodic full rescan is due
+        (it catches whatever events missed, as controller-runtime's resync does)."""
+        changed = self.events.take()
+        now = time.monotonic()
+        self._walking = changed is None or now - self._walked_at >= self.settings.rescan_seconds
+        if self._walking:
+            self._walked_at = now
+            return None
+        return changed
+
     def read_specs(self) -> dict[str, TaskInput] | None:
+        changed = self._changed_paths()
         try:
-            inputs = scan_specs(self.store, self._inputs)
+            inputs = scan_specs(self.store, self._inputs, changed)
         except FolderUnavailable as exc:
             if self.state.folder_error is None:
                 log.error("tasks folder unavailable (%s); nothing is stopped until it is back", exc)
@@ -231,7 +252,8 @@ class Reconciler:
         if specs is None:
             self.state.last_pass_at = self.clock()
             return None  # a vanished folder is never read as "delete everything"
-        statuses = self.store.read_statuses()
+        # Sidecars are ours: between full walks, the store's record of what it wrote stands.
+        statuses = self.store.read_statuses(cached=not self._walking)
         observed = self.observe()
         now = datetime.fromtimestamp(self.clock(), UTC)
         queues = self.queue_file.load()

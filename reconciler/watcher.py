@@ -1,12 +1,15 @@
-"""File events only wake the loop early; the loop itself always rescans everything."""
+"""File events wake the loop early and tell it which paths changed (reconciler/events.py)."""
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from pathlib import Path
 
 from watchfiles import Change, watch
+
+from reconciler.events import FileEvents
 
 log = logging.getLogger("rayqueue.watcher")
 
@@ -21,12 +24,20 @@ def _relevant(change: Change, path: str) -> bool:
 
 
 class Watcher:
-    """Sets `wake` whenever something under the folder changes. Survives the folder vanishing."""
+    """Sets `wake` whenever something under the folder changes, and hands the changed paths to
+    `events` if given. Survives the folder vanishing; follows a swap of the root symlink."""
 
-    def __init__(self, root: Path, wake: threading.Event, stop: threading.Event) -> None:
+    def __init__(
+        self,
+        root: Path,
+        wake: threading.Event,
+        stop: threading.Event,
+        events: FileEvents | None = None,
+    ) -> None:
         self.root = root
         self.wake = wake
         self.stop = stop
+        self.events = events
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -39,19 +50,37 @@ class Watcher:
 
     def _run(self) -> None:
         while not self.stop.is_set():
+            # The watch is on the link's target of the moment: git-sync's swap of the root link
+            # is noticed on the next tick (at most rust_timeout), and the watch starts over.
+            target = os.path.realpath(self.root)
+            armed = False
             try:
-                for _changes in watch(
+                for changes in watch(
                     self.root,
                     watch_filter=_relevant,
                     debounce=20,
                     step=10,
                     stop_event=self.stop,
-                    rust_timeout=500,
-                    yield_on_timeout=False,
+                    rust_timeout=200,
+                    yield_on_timeout=True,
                     raise_interrupt=False,
                 ):
-                    self.wake.set()
+                    if not armed:
+                        # The first tick means the watch is set up: events are complete from
+                        # here, and one full walk covers what changed before.
+                        armed = True
+                        if self.events is not None:
+                            self.events.armed()
+                    if changes:
+                        if self.events is not None:
+                            self.events.add(path for _change, path in changes)
+                        self.wake.set()
+                    if os.path.realpath(self.root) != target:
+                        break
             except (FileNotFoundError, OSError, RuntimeError) as exc:
                 # Folder missing or swapped: the periodic rescan covers us until it is back.
                 log.debug("watcher restarting: %s", exc)
                 self.stop.wait(1.0)
+            finally:
+                if self.events is not None:
+                    self.events.lost()

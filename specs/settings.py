@@ -360,6 +360,18 @@ class Settings:
     )
     """If another serve holds the state folder's lock, wait and take over when it dies."""
 
+    rescan_seconds: float = field(
+        default=30.0,
+        metadata=knob(
+            "seconds between full walks of the folder; in between, only the files that file "
+            "events name are read (default 30)",
+            flag="--rescan-interval",
+            minimum=0,
+        ),
+    )
+    """Between full walks of the folder (and rereads of every sidecar) the loop trusts file
+    events; a full walk also follows any watcher error or restart. 0: walk on every pass."""
+
     settle_seconds: float = field(default=1.0, metadata=knob(minimum=0))
     """A changed, new or vanished spec file counts only once unchanged this long (half-written
     files and git checkouts midway are never read as edits or deletions). 0: at once."""

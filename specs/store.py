@@ -8,6 +8,7 @@ Parsing is cached by (st_mtime_ns, st_size, st_ino), so a steady rescan costs on
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -109,6 +110,7 @@ class _Parsed:
     task: Task | None
     error: SpecError | None
     raw_hash: str
+    whole: bool = False  # known complete when read: no settle wait (see _is_whole)
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ class _Unreadable(Exception):
 class _Walk:
     files: list[tuple[str, os.DirEntry[str]]]  # (relative path, entry), regular files only
     unreadable: list[str]  # relative files and "dir/" prefixes we could not read
+    links: bool = False  # a symlink somewhere: file events cannot be mapped to names
 
 
 class TaskStore:
@@ -147,6 +150,8 @@ class TaskStore:
         self.settle_seconds = settle_seconds
         self._clock = clock
         self._scanned = False
+        self._top = ""  # the real root of the last full walk
+        self._links = False  # that walk met a symlink
         self._reported_keys: dict[str, StatKey] = {}  # stat key behind each reported entry
         self._seen: dict[str, tuple[StatKey, float]] = {}  # key on disk, since when
         self._missing_since: dict[str, float] = {}
@@ -155,71 +160,177 @@ class TaskStore:
         self._entries: dict[str, SpecEntry] = {}
         self._last_valid: dict[str, Task] = {}
         self._sidecars: dict[str, _Sidecar] = {}  # by task name
+        self._statuses_read = False
         self._warned: set[tuple[str, str]] = set()
 
     # --- specs ---------------------------------------------------------------------------
 
-    def scan(self) -> dict[str, SpecEntry]:
-        """Every task file under the root, parsed (or taken from the cache if unchanged)."""
-        with self._lock:
-            top = self._real_dir(self.root)
-            skip = _dir_id(self.status_dir) if self.status_dir is not None else None
-            walk = self._walk(top, _is_spec_file, skip)
-            by_name: dict[str, list[tuple[str, os.DirEntry[str]]]] = {}
-            for rel, entry in walk.files:
-                if _strip(rel, TASK_SUFFIXES) == _CONFIG_NAME:
-                    continue  # the queue configuration, read by the loop, not a task
-                by_name.setdefault(_strip(rel, TASK_SUFFIXES), []).append((rel, entry))
-            parsed: dict[str, _Parsed] = {}
-            entries: dict[str, SpecEntry] = {}
-            unreadable = list(walk.unreadable)
-            now = self._clock()
-            for name, files in by_name.items():
-                files.sort(key=lambda f: f[0].endswith(".yml"))  # .yaml wins
-                rel, entry = files[0]
-                try:
-                    result = self._load_spec(rel, entry, name)
-                except _Unreadable:
-                    unreadable.append(rel)
-                    continue
-                if result is None:  # gone since the listing
-                    continue
-                parsed[entry.path] = result
-                if self._settling(name, result.key, now):
-                    old = self._entries.get(name)
-                    if old is not None:
-                        entries[name] = old  # as it was; a new file waits to be reported
-                    continue
-                entries[name] = self._entry(name, rel, result, [f[0] for f in files[1:]])
-                self._reported_keys[name] = result.key
-            for name, old in self._entries.items():
-                if name in entries:
-                    continue
-                # An unreadable file or folder keeps its last entry: a permissions hiccup must
-                # not look like a deletion, which would stop running jobs.
-                if _under_any(_rel_of(old), unreadable):
-                    entries[name] = old
-                # Nor may a file that is gone for a moment (git unlinks and rewrites on checkout).
-                elif self.settle_seconds > 0:
-                    since = self._missing_since.setdefault(name, now)
-                    if now - since < self.settle_seconds:
-                        entries[name] = old
-            self._missing_since = {
-                n: t for n, t in self._missing_since.items() if n in entries and n not in by_name
-            }
-            self._seen = {n: v for n, v in self._seen.items() if n in by_name}
-            self._reported_keys = {n: k for n, k in self._reported_keys.items() if n in entries}
-            self._scanned = True
-            self._parsed = parsed
-            self._entries = entries
-            self._last_valid = {n: t for n, t in self._last_valid.items() if n in entries}
-            return dict(entries)
+    def scan(self, changed: Iterable[str] | None = None) -> dict[str, SpecEntry]:
+        """Every task file under the root, parsed (or taken from the cache if unchanged).
 
-    def _settling(self, name: str, key: StatKey, now: float) -> bool:
+        `changed`: the paths file events named since the last scan. Only those, and names
+        still settling, are looked at then; anything the events cannot describe exactly (a
+        folder, a symlink anywhere in the tree, the root swapped to a new target) falls back
+        to a full walk. None: a full walk.
+        """
+        with self._lock:
+            names = None if changed is None else self._names_of(changed)
+            if names is not None:
+                entries = self._scan_names(names)
+                if entries is not None:
+                    return entries
+            return self._scan_all()
+
+    def _scan_all(self) -> dict[str, SpecEntry]:
+        top = self._real_dir(self.root)
+        skip = _dir_id(self.status_dir) if self.status_dir is not None else None
+        walk = self._walk(top, _is_spec_file, skip)
+        by_name: dict[str, list[tuple[str, str, Callable[[], os.stat_result]]]] = {}
+        for rel, entry in walk.files:
+            if _strip(rel, TASK_SUFFIXES) == _CONFIG_NAME:
+                continue  # the queue configuration, read by the loop, not a task
+            files = by_name.setdefault(_strip(rel, TASK_SUFFIXES), [])
+            files.append((rel, entry.path, entry.stat))
+        parsed: dict[str, _Parsed] = {}
+        entries: dict[str, SpecEntry] = {}
+        unreadable = list(walk.unreadable)
+        now = self._clock()
+        for name, files in by_name.items():
+            if not self._take(name, files, now, entries, parsed):
+                unreadable.append(files[0][0])
+        for name, old in self._entries.items():
+            if name in entries:
+                continue
+            # An unreadable file or folder keeps its last entry: a permissions hiccup must
+            # not look like a deletion, which would stop running jobs.
+            if _under_any(_rel_of(old), unreadable):
+                entries[name] = old
+            # Nor may a file that is gone for a moment (git unlinks and rewrites on checkout).
+            elif self.settle_seconds > 0:
+                since = self._missing_since.setdefault(name, now)
+                if now - since < self.settle_seconds:
+                    entries[name] = old
+        self._missing_since = {
+            n: t for n, t in self._missing_since.items() if n in entries and n not in by_name
+        }
+        self._seen = {n: v for n, v in self._seen.items() if n in by_name}
+        self._reported_keys = {n: k for n, k in self._reported_keys.items() if n in entries}
+        self._scanned = True
+        self._top, self._links = top, walk.links
+        self._parsed = parsed
+        self._entries = entries
+        self._last_valid = {n: t for n, t in self._last_valid.items() if n in entries}
+        return dict(entries)
+
+    def _take(
+        self,
+        name: str,
+        files: list[tuple[str, str, Callable[[], os.stat_result]]],
+        now: float,
+        entries: dict[str, SpecEntry],
+        parsed: dict[str, _Parsed],
+    ) -> bool:
+        """Load the files defining `name` into `entries` (the old entry while it settles);
+        False if unreadable. A file gone since the listing leaves `name` out."""
+        files.sort(key=lambda f: f[0].endswith(".yml"))  # .yaml wins
+        rel, path, stat_of = files[0]
+        try:
+            result = self._load_spec(rel, path, stat_of, name)
+        except _Unreadable:
+            return False
+        if result is None:  # gone since the listing
+            return True
+        parsed[path] = result
+        if self._settling(name, result, now):
+            old = self._entries.get(name)
+            if old is not None:
+                entries[name] = old  # as it was; a new file waits to be reported
+            return True
+        entries[name] = self._entry(name, rel, result, [f[0] for f in files[1:]])
+        self._reported_keys[name] = result.key
+        return True
+
+    def _names_of(self, changed: Iterable[str]) -> set[str] | None:
+        """Task names behind the changed paths; None if only a full walk can tell."""
+        if not self._scanned or self._links:
+            return None
+        top = os.path.realpath(self.root)
+        if top != self._top:
+            return None  # git-sync swapped the root link: a new tree
+        bases = (os.path.abspath(self.root), top)
+        status = os.path.realpath(self.status_dir) if self.status_dir is not None else None
+        names: set[str] = set()
+        for path in changed:
+            if status is not None and _inside(path, status):
+                continue
+            rel = next((path[len(b) + 1 :] for b in bases if path.startswith(b + os.sep)), None)
+            if rel is None:
+                return None
+            segments = rel.split(os.sep)
+            if any(s.startswith(".") for s in segments):
+                continue  # hidden: temp files of atomic writes, .git; a walk skips them too
+            if _is_spec_file(segments[-1]):
+                name = _strip("/".join(segments), TASK_SUFFIXES)
+                if name != _CONFIG_NAME:  # the queue configuration is not a task
+                    names.add(name)
+            elif not segments[-1].endswith(SIDECAR_SUFFIXES + EDITOR_SUFFIXES):
+                return None  # a folder (or anything else) may hold or have held specs
+        return names
+
+    def _scan_names(self, names: set[str]) -> dict[str, SpecEntry] | None:
+        """Re-read only `names` (and those still settling or briefly missing); None when a
+        full walk is needed after all (a symlink appeared)."""
+        names = names | set(self._missing_since)
+        names |= {n for n, (key, _) in self._seen.items() if self._reported_keys.get(n) != key}
+        now = self._clock()
+        entries = dict(self._entries)
+        parsed = dict(self._parsed)
+        for name in names:
+            files: list[tuple[str, str, Callable[[], os.stat_result]]] = []
+            unreadable = False
+            for suffix in TASK_SUFFIXES:
+                rel = name + suffix
+                path = os.path.join(self._top, rel)
+                parsed.pop(path, None)
+                try:
+                    st = os.lstat(path)
+                except FileNotFoundError:
+                    continue
+                except OSError:
+                    unreadable = True
+                    continue
+                if stat.S_ISLNK(st.st_mode):
+                    return None  # symlinks follow the walk's rules
+                if stat.S_ISREG(st.st_mode):
+                    files.append((rel, path, functools.partial(os.stat, path)))
+            old = entries.pop(name, None)
+            if files:
+                self._missing_since.pop(name, None)
+                unreadable = not self._take(name, files, now, entries, parsed) or unreadable
+            else:
+                self._seen.pop(name, None)
+            if name in entries or old is None:
+                continue
+            if unreadable:
+                entries[name] = old
+            elif self.settle_seconds > 0:
+                since = self._missing_since.setdefault(name, now)
+                if now - since < self.settle_seconds:
+                    entries[name] = old
+            if name not in entries:
+                self._missing_since.pop(name, None)
+                self._reported_keys.pop(name, None)
+                self._last_valid.pop(name, None)
+        self._parsed = parsed
+        self._entries = entries
+        return dict(entries)
+
+    def _settling(self, name: str, parsed: _Parsed, now: float) -> bool:
         """Whether the file behind `name` changed too recently to be believed yet."""
+        key = parsed.key
         if self.settle_seconds <= 0 or not self._scanned:
             return False  # the first scan reports everything: there is no "before" to keep
-        if self._reported_keys.get(name) == key:
+        if self._reported_keys.get(name) == key or parsed.whole:
             return False
         seen = self._seen.get(name)
         if seen is None or seen[0] != key:
@@ -273,9 +384,17 @@ class TaskStore:
         base = self.root if self.status_dir is None else self.status_dir
         return base / f"{name}{STATUS_SUFFIX}"
 
-    def read_statuses(self) -> dict[str, TaskStatus]:
-        """Every readable sidecar by task name, including orphans whose spec is gone."""
+    def read_statuses(self, *, cached: bool = False) -> dict[str, TaskStatus]:
+        """Every readable sidecar by task name, including orphans whose spec is gone.
+
+        cached: what the last read found, updated by this store's own writes, without a walk.
+        Only this process writes sidecars (the lock sees to it), so that record is exact
+        between full reads; the loop still does a full read at every periodic rescan.
+        """
         with self._lock:
+            if cached and self._statuses_read:
+                return {n: s.status for n, s in self._sidecars.items() if s.status is not None}
+            self._statuses_read = True
             try:
                 top = self._real_dir(self.root if self.status_dir is None else self.status_dir)
             except FolderUnavailable:
@@ -379,6 +498,7 @@ class TaskStore:
                     continue  # hidden: .git, .rayqueue, editor temp files, our temp files
                 child_rel = rel + child.name
                 try:
+                    walk.links = walk.links or child.is_symlink()
                     if child.is_symlink() and not _inside(os.path.realpath(child.path), top):
                         self._warn_once(child.path, "symlink points outside the folder; ignored")
                         continue
@@ -400,29 +520,33 @@ class TaskStore:
                     walk.unreadable += [child_rel, child_rel + "/"]  # a file, or a folder
         return walk
 
-    def _load_spec(self, rel: str, entry: os.DirEntry[str], name: str) -> _Parsed | None:
+    def _load_spec(
+        self, rel: str, path: str, stat_of: Callable[[], os.stat_result], name: str
+    ) -> _Parsed | None:
         """Parse a spec file, or reuse the cached parse if its stat is unchanged."""
         try:
-            st = entry.stat()
+            st = stat_of()
         except FileNotFoundError:
             return None
         except OSError as exc:
-            self._warn_once(entry.path, f"cannot read: {exc.strerror}")
+            self._warn_once(path, f"cannot read: {exc.strerror}")
             raise _Unreadable from exc
         key = (st.st_mtime_ns, st.st_size, st.st_ino)
-        cached = self._parsed.get(entry.path)
+        cached = self._parsed.get(path)
         if cached is not None and cached.key == key:
             return cached
         if st.st_size > MAX_FILE_BYTES:
             message = f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
             return _Parsed(key, None, SpecError(rel, None, None, None, message), "")
         try:
-            data = _read_regular(entry.path, limit=MAX_FILE_BYTES + 1)
+            read = _read_with_stat(path, limit=MAX_FILE_BYTES + 1)
         except OSError as exc:
-            self._warn_once(entry.path, f"cannot read: {exc.strerror}")
+            self._warn_once(path, f"cannot read: {exc.strerror}")
             raise _Unreadable from exc
-        if data is None:  # replaced by a non-regular file, or deleted, since the listing
+        if read is None:  # replaced by a non-regular file, or deleted, since the listing
             return None
+        data, after = read
+        whole = _is_whole(key, after)
         stem = name.rsplit("/", 1)[-1]
         if is_reserved(stem):
             message = (
@@ -436,7 +560,7 @@ class TaskStore:
             error = None
         except SpecParseError as exc:
             task, error = None, exc.errors[0]
-        return _Parsed(key, task, error, hashlib.sha256(data).hexdigest())
+        return _Parsed(key, task, error, hashlib.sha256(data).hexdigest(), whole)
 
     def _entry(self, name: str, rel: str, result: _Parsed, others: list[str]) -> SpecEntry:
         task, error = result.task, result.error
@@ -555,8 +679,36 @@ def _check_relative(name: str) -> None:
         raise InvalidName(f"task name {name!r} must not contain empty, '.' or '..' segments")
 
 
+def _is_whole(key: StatKey, after: os.stat_result) -> bool:
+    """Whether bytes read from a file are its finished content, so that no settle wait is needed.
+
+    Settling guards against reading a file while someone still writes it: an editor saving in
+    place, `cp`, a shell appending piece by piece, git writing a checkout. Every such data
+    write stamps the file's modification time and change time with the same instant, so
+    between two pieces ctime == mtime. A writer that publishes a file whole does one more
+    thing after its last write: it renames the finished file into place (our API and CLI via
+    specs/atomic.py, git-sync, `mv`), or sets its mode or times (`install`, `cp -p`, tar).
+    Those change only ctime, leaving ctime > mtime. So ctime > mtime means the last thing done
+    to the file was not a data write: its content is complete. Equal times prove nothing and
+    wait as before (a rename in the same clock tick as the write; write_atomic rules that out
+    for our own writes). The stat is taken after reading and must still match the listing's,
+    so the bytes read are the bytes this stat describes; a write that raced the read changes
+    mtime (and sets ctime == mtime), and the file waits.
+    """
+    return (after.st_mtime_ns, after.st_size, after.st_ino) == key and (
+        after.st_ctime_ns > after.st_mtime_ns
+    )
+
+
 def _read_regular(path: str | Path, limit: int = -1) -> bytes | None:
-    """Read a regular file; None if missing or not regular. O_NONBLOCK: a FIFO never blocks us.
+    """Read a regular file; None if missing or not regular."""
+    read = _read_with_stat(path, limit)
+    return None if read is None else read[0]
+
+
+def _read_with_stat(path: str | Path, limit: int = -1) -> tuple[bytes, os.stat_result] | None:
+    """Read a regular file and stat it after the read; None if missing or not regular.
+    O_NONBLOCK: a FIFO never blocks us.
 
     At most `limit` bytes (if >= 0) are read, sized by fstat: a buffered read(limit) would
     allocate the whole limit for every small file.
@@ -579,7 +731,7 @@ def _read_regular(path: str | Path, limit: int = -1) -> bytes | None:
             chunks.append(chunk)
             total += len(chunk)
             want = 1 << 16
-        return b"".join(chunks)
+        return b"".join(chunks), os.fstat(fd)
     finally:
         os.close(fd)
 

@@ -327,6 +327,11 @@ def test_half_written_spec_never_stops_or_changes_a_running_job(tmp_path: Path) 
         loop.join(10)
 
 
+def write_in_place(folder: Path, name: str, entrypoint: str) -> None:
+    """Truncate and write through the visible name, as an editor without atomic save does."""
+    (folder / f"{name}.yaml").write_text(task_yaml(entrypoint))
+
+
 def test_store_believes_a_change_only_once_it_has_settled(tmp_path: Path) -> None:
     """The settle rule itself, on a fake clock: edits, new files and deletions all wait."""
     clock = FakeClock()
@@ -341,13 +346,13 @@ def test_store_believes_a_change_only_once_it_has_settled(tmp_path: Path) -> Non
     (tmp_path / "a.yaml").write_text("apiVersion: rayqueue/v1\nkind: Task\nspec:\n  entry")
     clock.advance(0.5)
     assert entrypoint() == "python one.py"  # half-written: the old content stands
-    write_task(tmp_path, "a", "python two.py")
+    write_in_place(tmp_path, "a", "python two.py")
     clock.advance(0.9)
     assert entrypoint() == "python one.py"  # changed again: the wait starts over
     clock.advance(1.0)
     assert entrypoint() == "python two.py"
 
-    write_task(tmp_path, "b", "python b.py")
+    write_in_place(tmp_path, "b", "python b.py")
     assert "b" not in store.scan()
     clock.advance(1.0)
     assert "b" in store.scan()
@@ -361,3 +366,79 @@ def test_store_believes_a_change_only_once_it_has_settled(tmp_path: Path) -> Non
     store.scan()
     clock.advance(1.0)
     assert "b" not in store.scan()
+
+
+def test_a_file_published_whole_needs_no_settle_wait(tmp_path: Path) -> None:
+    """Renamed into place (our API and CLI, git-sync, `mv`): complete when it appears."""
+    clock = FakeClock()
+    store = TaskStore(tmp_path, settle_seconds=1.0, clock=clock)
+    write_task(tmp_path, "a", "python one.py")
+    store.scan()
+
+    write_task(tmp_path, "a", "python two.py")  # specs/atomic.py, as the API and CLI write
+    write_task(tmp_path, "b", "python b.py")
+    entries = store.scan()  # no time has passed
+    assert entries["a"].task is not None and entries["a"].task.spec.entrypoint == "python two.py"
+    assert "b" in entries
+
+    # A user's own `cp` to a temp file and `mv`: the rename comes after the last write.
+    temp = tmp_path / ".c.tmp"
+    temp.write_text(task_yaml("python c.py"))
+    time.sleep(0.02)  # the rename lands in a later clock tick than the write
+    os.replace(temp, tmp_path / "c.yaml")
+    assert "c" in store.scan()
+
+    # Written in place afterwards: the old content stands until the new one has settled.
+    write_in_place(tmp_path, "c", "python c2.py")
+    entry = store.scan()["c"]
+    assert entry.task is not None and entry.task.spec.entrypoint == "python c.py"
+    # A deletion still waits, however the file had come.
+    (tmp_path / "b.yaml").unlink()
+    assert "b" in store.scan()
+
+
+TWO_PIECES = ORIGINAL.index("  entrypoint: python train") + len("  entrypoint: python train")
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new-file", "edited-file"])
+def test_a_spec_written_in_two_pieces_never_starts_a_wrong_job(
+    tmp_path: Path, existing: bool
+) -> None:
+    """As `rayqueue serve` runs (its settings, store and watcher): the first piece alone is a
+    valid spec with another entrypoint, and it must never reach Ray."""
+    from benchmarks.common import serve_settings
+    from reconciler.assembly import build_reconciler, start_loop
+
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    path = tasks / "train.yaml"
+    if existing:
+        path.write_text(ORIGINAL.replace("resources: {cpu: 1}", "resources: {cpu: 64}"))
+    ray = FakeRay(Capacity(4, 0, 16 * GIB))
+    settings = serve_settings(tasks, "--queue-id", "q-two", "--interval", "0.05")
+    reconciler = build_reconciler(settings, ray)
+    stop = threading.Event()
+    threads = start_loop(reconciler, stop)
+    try:
+        # The first pass reports whatever it finds (there is no "before" to keep): let it pass.
+        wait_until(lambda: reconciler.state.passes > 0, "the first pass")
+        if existing:  # too big for the cluster: it waits, and must not run as the first piece
+            wait_until(
+                lambda: read_status(tasks, "train").get("phase") == "Unschedulable", "its status"
+            )
+        with path.open("w") as f:
+            f.write(ORIGINAL[:TWO_PIECES])  # a valid spec: entrypoint "python train"
+            f.flush()
+            os.fsync(f.fileno())
+            time.sleep(0.5 * settings.settle_seconds)  # passes run meanwhile, woken by events
+            f.write(ORIGINAL[TWO_PIECES:])
+        wait_until(lambda: ray.submitted, "the submission", timeout=10)
+        time.sleep(1.5 * settings.settle_seconds)
+        assert [r.entrypoint for r in ray.submitted] == ["python train.py --epochs 3"], [
+            (r.entrypoint, r.submission_id) for r in ray.submitted
+        ]
+        assert reconciler.state.passes > 5  # the loop did look while the file was half-written
+    finally:
+        stop.set()
+        reconciler.wake.set()
+        threads.join(10)

@@ -1,0 +1,143 @@
+"""`rayqueue serve` as a user runs it: a child process on a real Ray head, fed by file or HTTP.
+
+The latency of a task is Ray's own job `start_time` (set when the job is submitted) minus the
+moment the user began the write: the atomic rename of a spec file, or the HTTP PUT of one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
+from typing import TypeVar
+
+import yaml
+
+from benchmarks.common import drop, spec_text
+from reconciler.raycluster.adapter import RayJobsAdapter
+from specs.cluster import JobNotFound, RayJob
+
+METHODS = ("rename", "http")
+T = TypeVar("T")
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve_process(address: str, folder: Path, log: Path) -> Iterator[str]:
+    """`python -m reconciler.cli serve` on `folder` against `address`; yields its API's URL."""
+    port = free_port()
+    command = [sys.executable, "-m", "reconciler.cli", "serve", "--dir", str(folder)]
+    command += ["--address", address, "--queue-id", f"lat-{uuid.uuid4().hex[:8]}"]
+    command += ["--port", str(port)]
+    env = {k: v for k, v in os.environ.items() if k != "RAYQUEUE_API_TOKEN"}  # no auth here
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait(lambda: _answers(f"{url}/healthz") or _died(proc, log) or None, 120, "serve's API")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _died(proc: subprocess.Popen[bytes], log: Path) -> bool:
+    if proc.poll() is not None:
+        raise RuntimeError(f"serve exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
+    return False
+
+
+def wait(probe: Callable[[], T | None], timeout: float, what: str, every: float = 0.01) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = probe()
+        if value is not None:
+            return value
+        time.sleep(every)
+    raise RuntimeError(f"timed out after {timeout:g}s waiting for {what}")
+
+
+def put_task(url: str, name: str, data: bytes) -> None:
+    request = urllib.request.Request(
+        f"{url}/tasks/{name}",
+        data=data,
+        method="PUT",
+        headers={"Content-Type": "application/yaml"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        if response.status not in (200, 201):
+            raise RuntimeError(f"PUT {name}: HTTP {response.status}")
+
+
+def submission_id(folder: Path, name: str) -> str | None:
+    try:
+        doc = yaml.safe_load((folder / f"{name}.status.yaml").read_bytes())
+    except (FileNotFoundError, yaml.YAMLError):
+        return None
+    status = doc.get("status") if isinstance(doc, dict) else None
+    sid = status.get("submissionId") if isinstance(status, dict) else None
+    return sid if isinstance(sid, str) else None
+
+
+def job(ray: RayJobsAdapter, sid: str) -> RayJob | None:
+    try:
+        return ray.job_info(sid)
+    except JobNotFound:
+        return None  # the sidecar is written before the submit
+
+
+def ended(ray: RayJobsAdapter, sid: str) -> bool | None:
+    found = job(ray, sid)
+    return True if found is not None and found.terminal else None
+
+
+def measure(address: str, drops: int, root: Path) -> dict[str, list[float]]:
+    """Alternate rename and HTTP writes, one at a time, each into an idle cluster."""
+    folder = root / "served"
+    folder.mkdir(parents=True)
+    ray = RayJobsAdapter(address)
+    latencies: dict[str, list[float]] = {method: [] for method in METHODS}
+    with serve_process(address, folder, root / "serve.log") as url:
+        for i in range(drops):
+            for method in METHODS:
+                name = f"{method}{i:04d}"
+                data = spec_text(cpu=0.01)
+                written = time.time()  # Ray's start_time is wall-clock time on this machine
+                if method == "rename":
+                    drop(folder, name, data)
+                else:
+                    put_task(url, name, data)
+                sid = wait(partial(submission_id, folder, name), 60, f"{name}'s submission")
+                started = wait(partial(job, ray, sid), 60, f"{sid} in Ray", every=0.05)
+                assert started.start_time is not None
+                latencies[method].append(started.start_time - written)
+                # Let it end, so that the next write meets an idle cluster.
+                wait(partial(ended, ray, sid), 60, f"{sid} to end", every=0.1)
+    return latencies

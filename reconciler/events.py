@@ -1,0 +1,55 @@
+"""File events between the watcher thread and the loop: which paths changed since the last pass.
+
+The loop trusts these between periodic full rescans (controller-runtime's informer and resync);
+when events may have been lost (no watcher yet, the watcher restarted after an error or an
+overflow, the root link swapped), the next pass walks the whole folder.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+
+class FileEvents:
+    """Changed paths, collected by the watcher and taken by the loop. Thread-safe."""
+
+    def __init__(self, wake: threading.Event) -> None:
+        self._wake = wake
+        self._lock = threading.Lock()
+        self._paths: set[str] = set()
+        self._armed = False  # no watcher running: every pass walks the folder
+        self._full = True  # the next pass walks the folder
+
+    @property
+    def is_armed(self) -> bool:
+        with self._lock:
+            return self._armed
+
+    def add(self, paths: Iterable[str]) -> None:
+        with self._lock:
+            self._paths.update(paths)
+        self._wake.set()
+
+    def armed(self) -> None:
+        """A watcher runs; events from now on are complete. The next pass still walks the
+        folder, for whatever changed while the watcher was being set up."""
+        with self._lock:
+            self._armed = self._full = True
+        self._wake.set()
+
+    def lost(self) -> None:
+        """The watcher failed or restarts: trust no events until it is armed again."""
+        with self._lock:
+            self._armed = False
+            self._full = True
+        self._wake.set()
+
+    def take(self) -> set[str] | None:
+        """The paths named since the last call; None if only a full walk is safe."""
+        with self._lock:
+            paths, self._paths = self._paths, set()
+            if self._full or not self._armed:
+                self._full = False
+                return None
+            return paths
