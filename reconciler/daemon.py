@@ -23,6 +23,7 @@ from reconciler.metrics import CountingRayAdapter, QueueMetrics
 from reconciler.runtime import tune_gc
 from reconciler.watcher import Watcher
 from specs.cluster import RayAdapter
+from specs.access import AccessError, exposure_problem, load_tokens
 from specs.settings import Settings
 from specs.store import TaskStore
 
@@ -38,6 +39,15 @@ class ServeError(Exception):
 
 def serve(settings: Settings) -> None:
     """Run until SIGINT or SIGTERM. Stops the embedded Ray head, and only that one, on exit."""
+    # Before anything starts: an unusable token file or an open listener is refused at once.
+    try:
+        tokens = load_tokens(settings)
+    except AccessError as exc:
+        raise ServeError(str(exc)) from exc
+    problem = exposure_problem(settings, tokens)
+    if problem is not None:
+        raise ServeError(problem)
+    # --insecure-no-auth: the API warns when it starts (api/app.py), every time.
     try:
         settings.tasks_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -98,7 +108,7 @@ def serve(settings: Settings) -> None:
             dashboard=address,
         )
         with _stop_on_signal(stop):
-            serve_api(settings, reconciler, ray, observability)
+            serve_api(settings, reconciler, ray, tokens, observability)
     finally:
         stop.set()
         if running.recorded:
