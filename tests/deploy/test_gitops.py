@@ -122,8 +122,8 @@ def test_probe_paths_exist_in_the_api() -> None:
 
 def test_probes_pass_the_host_check_without_a_token(tmp_path: Path) -> None:
     from api.app import create_app
-    from tests.api.conftest import TestClient  # imported there without Starlette's warning
     from specs.settings import Settings
+    from tests.api.conftest import TestClient  # imported there without Starlette's warning
 
     settings = Settings(tasks_dir=tmp_path, host="0.0.0.0", api_token="t" * 32)
     with TestClient(create_app(settings), base_url="http://localhost") as client:
