@@ -18,9 +18,7 @@ def serve_api(
     tokens: Tokens,
     observability: Observability | None = None,
 ) -> None:
-    app = create_app(
-        settings, reconciler=loop, ray=ray, observability=observability, tokens=tokens
-    )
+    app = create_app(settings, reconciler=loop, ray=ray, observability=observability, tokens=tokens)
     # log_config=None: uvicorn leaves logging alone, so its records go through the handler
     # the daemon set up (one format for every line); access logs only when asked for.
     config = uvicorn.Config(

@@ -22,8 +22,8 @@ from reconciler.loop import Reconciler
 from reconciler.metrics import CountingRayAdapter, QueueMetrics
 from reconciler.runtime import tune_gc
 from reconciler.watcher import Watcher
-from specs.cluster import RayAdapter
 from specs.access import AccessError, exposure_problem, load_tokens
+from specs.cluster import RayAdapter
 from specs.settings import Settings
 from specs.store import TaskStore
 

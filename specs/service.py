@@ -29,7 +29,15 @@ import yaml
 
 from specs.atomic import write_atomic
 from specs.models import Phase, Task, TaskStatus
-from specs.parse import MAX_FILE_BYTES, SpecError, SpecParseError, parse_status, parse_task
+from specs.parse import (
+    MAX_FILE_BYTES,
+    SpecError,
+    SpecParseError,
+    parse_queue_config,
+    parse_status,
+    parse_task,
+)
+from specs.queues import CONFIG_FILE as QUEUES_FILE
 from specs.store import (
     SIDECAR_SUFFIXES,
     FolderUnavailable,
@@ -405,8 +413,8 @@ class TaskService:
             return None
 
     def write_config(self, file: str, data: bytes) -> bool:
-        """Write a configuration file (a YAML mapping); True if it did not exist before. What
-        the mapping means is for its reader (the loop) to check, as with a hand edit."""
+        """Write a configuration file; True if it did not exist before. `_queues.yaml` is
+        checked as the loop will read it; other names only as a YAML mapping."""
         path = self.config_path(file)
         try:
             document = yaml.safe_load(data)
@@ -414,6 +422,8 @@ class TaskService:
             raise ConfigRejected(f"{file} is not valid YAML: {exc}") from None
         if not isinstance(document, dict):
             raise ConfigRejected(f"{file} must be a YAML mapping")
+        if file == QUEUES_FILE:
+            parse_queue_config(data, file=file)  # SpecParseError names line and field
         with self.lock(file):
             existed = os.path.lexists(path)
             self._write(path, data)

@@ -355,7 +355,11 @@ def test_read_sees_everything_and_writes_nothing(teams: TestClient, tasks_dir: P
     assert snapshot(tasks_dir) == before
 
 
-QUEUES = b"# team queues\napiVersion: rayqueue/v1\nkind: QueueConfig\nspec:\n  queues: []\n"
+QUEUES = (
+    b"# team queues, owned by the platform team\n"
+    b"apiVersion: rayqueue/v1\nkind: QueueConfig\n"
+    b"spec:\n  queues:\n    - name: team-a\n      nominalQuota: {cpu: 4}\n"
+)
 
 
 def test_only_admin_reaches_queues_config(teams: TestClient, tasks_dir: Path) -> None:
@@ -364,8 +368,9 @@ def test_only_admin_reaches_queues_config(teams: TestClient, tasks_dir: Path) ->
             teams.put("/config/_queues.yaml", content=QUEUES, headers=auth(who)).status_code == 403
         )
         assert teams.get("/config/_queues.yaml", headers=auth(who)).status_code == 403
-        # Nor through the task routes, as a top-level `_` name.
-        assert teams.put("/tasks/_queues", json=task_json(), headers=auth(who)).status_code == 403
+        # Nor through the task routes, as a top-level `_` name (reserved: 400, or 403).
+        sneaky = teams.put("/tasks/_queues", json=task_json(), headers=auth(who))
+        assert sneaky.status_code in (400, 403)
     assert not (tasks_dir / "_queues.yaml").exists()
     admin = auth("platform")
     assert teams.put("/config/_queues.yaml", content=QUEUES, headers=admin).status_code == 201
@@ -375,6 +380,11 @@ def test_only_admin_reaches_queues_config(teams: TestClient, tasks_dir: Path) ->
     assert teams.put("/config/_queues.yaml", content=QUEUES, headers=admin).status_code == 200
     bad = teams.put("/config/_queues.yaml", content=b"- a list\n", headers=admin)
     assert bad.status_code == 422 and (tasks_dir / "_queues.yaml").read_bytes() == QUEUES
+    # Validated as the loop reads it: a typo is a 422 naming the field, and nothing changes.
+    typo = QUEUES.replace(b"nominalQuota", b"nominalQuotta")
+    bad = teams.put("/config/_queues.yaml", content=typo, headers=admin)
+    assert bad.status_code == 422 and "nominalQuotta" in bad.text
+    assert (tasks_dir / "_queues.yaml").read_bytes() == QUEUES
     for file in ("queues.yaml", "_q.status.yaml", "team-a%2F_q.yaml", "_q.txt", "..%2F_q.yaml"):
         assert teams.put(f"/config/{file}", content=QUEUES, headers=admin).status_code in (400, 404)
     assert teams.delete("/config/_queues.yaml", headers=admin).status_code == 204

@@ -46,7 +46,7 @@ def test_hash_is_sha256_hex() -> None:
         ({"name": "a", "sha256": H, "role": "write", "folders": []}, "needs folders"),
         ({"name": "a", "sha256": H, "role": "read", "folders": ["x"]}, "write tokens only"),
         ({"name": "a", "sha256": H, "role": "write", "folders": ["../x"]}, "'..'"),
-        ({"name": "a", "sha256": H, "role": "write", "folders": ["_queues"]}, "admin-only"),
+        ({"name": "a", "sha256": H, "role": "write", "folders": ["_queues"]}, "'_'"),
         ({"name": "a", "sha256": H, "role": "write", "folder": ["x"]}, "unknown keys"),
         ({"name": "a b", "sha256": H, "role": "admin"}, "name must be"),
         ({"sha256": H, "role": "admin"}, "name must be"),
