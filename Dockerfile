@@ -28,5 +28,7 @@ HEALTHCHECK --interval=15s --timeout=3s --start-period=30s --retries=3 \
 
 # Extra arguments are appended: `docker run IMAGE --address http://head:8265`. With no Ray
 # address (flag or RAY_DASHBOARD_ADDRESS), serve starts a private Ray head in the container.
+# It listens on 0.0.0.0, so it needs a token (--token-file /run/secrets/..., or
+# RAYQUEUE_API_TOKEN) and refuses to start without one; see docs/deploy.md.
 ENTRYPOINT ["rayqueue", "serve", "--dir", "/tasks", "--host", "0.0.0.0"]
 CMD []

@@ -7,19 +7,20 @@ the tasks folder and reads the sidecars; the reconcile loop does the rest. Ray i
 
 from __future__ import annotations
 
-import ipaddress
 import logging
-import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from api.errors import install_handlers
-from api.middleware import MAX_BODY_BYTES, BearerAuth, BodyLimit
+from api.middleware import MAX_BODY_BYTES, BodyLimit
 from api.ports import Loop, Observability
-from api.routes import cluster, legacy, metrics, queues, tasks, ui
+from api.routes import cluster, config, legacy, metrics, queues, tasks, ui
+from api.security import OriginCheck, TokenAuth, allowed_hosts
+from specs.access import TOKEN_ENV, Tokens, insecure_warning, load_tokens
 from specs.cluster import RayAdapter
 from specs.service import TaskService
 from specs.settings import Settings
@@ -27,30 +28,16 @@ from specs.store import TaskStore
 
 log = logging.getLogger("rayqueue.api")
 
-TOKEN_ENV = "RAYQUEUE_API_TOKEN"
-UNAUTHENTICATED_PATHS = frozenset({"/healthz"})
+# Probes: /healthz (alive) and /readyz (ready) answer without a token, so a kubelet or Docker
+# health check needs no secret. Neither shows a task.
+UNAUTHENTICATED_PATHS = frozenset({"/healthz", "/readyz"})
 
 
 def unauthenticated_paths(settings: Settings) -> frozenset[str]:
-    """/healthz; /metrics unless --metrics-auth (a scrape should need no secret); and the web
+    """The probes; /metrics unless --metrics-auth (a scrape should need no secret); and the web
     view's page and script, which hold no data (the JSON they fetch needs the token)."""
     paths = UNAUTHENTICATED_PATHS | ui.PUBLIC_PATHS
     return paths if settings.metrics_auth else paths | {"/metrics"}
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name: assume it is reachable from elsewhere
-
-
-def api_token(settings: Settings) -> str | None:
-    """From settings.api_token, else $RAYQUEUE_API_TOKEN; empty means none."""
-    token = settings.api_token or os.environ.get(TOKEN_ENV) or ""
-    return token or None
 
 
 def create_app(
@@ -59,25 +46,24 @@ def create_app(
     reconciler: Loop | None = None,
     ray: RayAdapter | None = None,
     observability: Observability | None = None,
+    tokens: Tokens | None = None,
 ) -> FastAPI:
     """Build the app. With no reconciler, cluster answers are unknown and /readyz is 503.
 
     `reconciler` is the running loop (anything shaped like api.ports.Loop); `ray` reads job
     logs, by default through the loop's adapter. `observability` feeds /metrics and the web
-    view (/ui/); without it /metrics and the plot's history answer 404.
+    view (/ui/); without it /metrics and the plot's history answer 404. `tokens`: who may
+    call; by default read from the settings (and $RAYQUEUE_API_TOKEN), none meaning no auth.
     """
-    token = api_token(settings)
+    if tokens is None:
+        tokens = load_tokens(settings)  # AccessError if a token file is unusable
     store = TaskStore(settings.tasks_dir, settings.status_dir)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if token is None and not is_loopback(settings.host):
-            log.warning(
-                "the HTTP API listens on %s without a token: anyone who can reach it can "
-                "create, change and delete tasks. Set %s to require a bearer token.",
-                settings.host,
-                TOKEN_ENV,
-            )
+        warning = insecure_warning(settings, tokens)
+        if warning is not None:
+            log.warning("%s", warning)
         log.info("HTTP API ready (tasks folder %s)", settings.tasks_dir)
         yield
 
@@ -97,6 +83,7 @@ def create_app(
         clock=reconciler.clock if reconciler is not None else time.time,
     )
     app.state.observability = observability or Observability()
+    app.state.tokens_required = tokens.required
     install_handlers(app)
     app.include_router(legacy.router)
     app.include_router(tasks.router)
@@ -104,8 +91,17 @@ def create_app(
     app.include_router(queues.router)
     app.include_router(metrics.router)
     app.include_router(ui.router)
-    # Added last, so it runs first: a refused request is never read or routed.
+    app.include_router(config.router)
+    # Each one added wraps the ones before, so they run in the reverse order: Host, Origin,
+    # token, body cap. A refused request is never read or routed.
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
-    if token is not None:
-        app.add_middleware(BearerAuth, token=token, exempt=unauthenticated_paths(settings))
+    if tokens.required:
+        app.add_middleware(TokenAuth, tokens=tokens, exempt=unauthenticated_paths(settings))
+    app.add_middleware(OriginCheck, allowed_origins=settings.allowed_origins)
+    app.add_middleware(
+        TrustedHostMiddleware, allowed_hosts=allowed_hosts(settings), www_redirect=False
+    )
     return app
+
+
+__all__ = ["TOKEN_ENV", "UNAUTHENTICATED_PATHS", "create_app", "unauthenticated_paths"]

@@ -15,8 +15,8 @@ from fastapi.responses import JSONResponse
 
 from specs.cluster import JobNotFound, RayError, RayUnavailable
 from specs.parse import SpecError, SpecParseError
+from specs.service import ConfigRejected, QueryError, SpecBroken, SpecRejected, TaskNotFound
 from specs.service import Conflict as EditConflict
-from specs.service import QueryError, SpecBroken, SpecRejected, TaskNotFound
 from specs.store import FolderUnavailable, InvalidName
 
 log = logging.getLogger("rayqueue.api")
@@ -105,6 +105,10 @@ def install_handlers(app: FastAPI) -> None:
     async def _rejected(request: Request, exc: SpecRejected) -> JSONResponse:
         detail = spec_errors(exc.errors, with_position=exc.with_position)
         return JSONResponse({"detail": detail}, 422)
+
+    @app.exception_handler(ConfigRejected)
+    async def _config(request: Request, exc: ConfigRejected) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, 422)
 
     @app.exception_handler(QueryError)
     async def _query(request: Request, exc: QueryError) -> JSONResponse:

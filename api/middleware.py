@@ -1,12 +1,12 @@
-"""Plain ASGI middleware: bearer-token auth and a request body cap.
+"""Plain ASGI middleware helpers and the request body cap (the security checks that run
+before it are in api/security.py).
 
-Both run before routing, so they also cover /docs, /openapi.json and unknown paths, and a body
+It runs before routing, so it also covers /docs, /openapi.json and unknown paths, and a body
 is never read for a request that will be refused anyway.
 """
 
 from __future__ import annotations
 
-import hmac
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -20,7 +20,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 MAX_BODY_BYTES = 1 << 20
 
 
-async def _send_json(
+async def send_json(
     send: Send, status: int, detail: str, headers: tuple[tuple[bytes, bytes], ...] = ()
 ) -> None:
     body = json.dumps({"detail": detail}).encode()
@@ -38,35 +38,11 @@ async def _send_json(
     await send({"type": "http.response.body", "body": body})
 
 
-def _header(scope: Scope, name: bytes) -> bytes | None:
+def header(scope: Scope, name: bytes) -> bytes | None:
     for key, value in scope.get("headers", []):
         if key.lower() == name:
             return bytes(value)
     return None
-
-
-class BearerAuth:
-    """Every path but the exempt ones needs `Authorization: Bearer <token>`.
-
-    Failures all look alike (401, no hint of what was wrong); the comparison is constant-time.
-    """
-
-    def __init__(self, app: ASGIApp, *, token: str, exempt: frozenset[str]) -> None:
-        self.app = app
-        self.expected = token.encode()
-        self.exempt = exempt
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("path") in self.exempt:
-            await self.app(scope, receive, send)
-            return
-        header = _header(scope, b"authorization") or b""
-        scheme, _, given = header.partition(b" ")
-        ok = hmac.compare_digest(given.strip(), self.expected)  # always compare: even timing
-        if not ok or scheme.lower() != b"bearer":
-            await _send_json(send, 401, "Unauthorized", ((b"www-authenticate", b"Bearer"),))
-            return
-        await self.app(scope, receive, send)
 
 
 class BodyLimit:
@@ -85,15 +61,15 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         too_large = f"request body is larger than the {self.max_bytes // 1024} KiB limit"
-        declared = _header(scope, b"content-length")
+        declared = header(scope, b"content-length")
         if declared is not None:
             try:
                 length = int(declared)
             except ValueError:
-                await _send_json(send, 400, "invalid Content-Length")
+                await send_json(send, 400, "invalid Content-Length")
                 return
             if length > self.max_bytes:
-                await _send_json(send, 413, too_large)
+                await send_json(send, 413, too_large)
                 return
         chunks: list[bytes] = []
         size = 0
@@ -104,7 +80,7 @@ class BodyLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
-                await _send_json(send, 413, too_large)
+                await send_json(send, 413, too_large)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):

@@ -6,6 +6,7 @@ import uvicorn
 
 from api.app import create_app
 from api.ports import Loop, Observability
+from specs.access import Tokens
 from specs.cluster import RayAdapter
 from specs.settings import Settings
 
@@ -14,9 +15,10 @@ def serve_api(
     settings: Settings,
     loop: Loop,
     ray: RayAdapter,
+    tokens: Tokens,
     observability: Observability | None = None,
 ) -> None:
-    app = create_app(settings, reconciler=loop, ray=ray, observability=observability)
+    app = create_app(settings, reconciler=loop, ray=ray, observability=observability, tokens=tokens)
     # log_config=None: uvicorn leaves logging alone, so its records go through the handler
     # the daemon set up (one format for every line); access logs only when asked for.
     config = uvicorn.Config(

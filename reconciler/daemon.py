@@ -19,6 +19,7 @@ from reconciler.history import HistoryView
 from reconciler.lock import LOCK_NAME, LockHeld, StateLock
 from reconciler.logsetup import route_foreign
 from reconciler.loop import Reconciler
+from specs.access import AccessError, exposure_problem, load_tokens
 from specs.cluster import RayAdapter
 from specs.settings import Settings
 
@@ -34,6 +35,15 @@ class ServeError(Exception):
 
 def serve(settings: Settings) -> None:
     """Run until SIGINT or SIGTERM. Stops the embedded Ray head, and only that one, on exit."""
+    # Before anything starts: an unusable token file or an open listener is refused at once.
+    try:
+        tokens = load_tokens(settings)
+    except AccessError as exc:
+        raise ServeError(str(exc)) from exc
+    problem = exposure_problem(settings, tokens)
+    if problem is not None:
+        raise ServeError(problem)
+    # --insecure-no-auth: the API warns when it starts (api/app.py), every time.
     try:
         settings.tasks_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -94,7 +104,7 @@ def serve(settings: Settings) -> None:
             dashboard=address,
         )
         with _stop_on_signal(stop):
-            serve_api(settings, reconciler, ray, observability)
+            serve_api(settings, reconciler, ray, tokens, observability)
     finally:
         stop.set()
         if running.recorded:

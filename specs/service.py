@@ -25,15 +25,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from specs.atomic import write_atomic
 from specs.models import Phase, Task, TaskStatus
-from specs.parse import MAX_FILE_BYTES, SpecError, SpecParseError, parse_status, parse_task
-from specs.store import FolderUnavailable, TaskStore, validate_name
+from specs.parse import (
+    MAX_FILE_BYTES,
+    SpecError,
+    SpecParseError,
+    parse_queue_config,
+    parse_status,
+    parse_task,
+)
+from specs.queues import CONFIG_FILE as QUEUES_FILE
+from specs.store import (
+    SIDECAR_SUFFIXES,
+    FolderUnavailable,
+    InvalidName,
+    TaskStore,
+    validate_name,
+)
 from specs.views import SpecFile, TaskView
-from specs.yamledit import patch_text
+from specs.yamledit import load_document, patch_text
 
+WRITTEN_BY = "rayqueue/written-by"  # the API's caller (a token name) that last wrote a spec
 _LOCK_STRIPES = 64  # bounded memory however many names are used; collisions only serialize
 _ATTEMPTS = 5  # re-reads when another process changes the file under us
+_CONFIG_FILE = re.compile(r"_[A-Za-z0-9._-]{1,100}\.ya?ml")
 _LABEL_KEY = re.compile(r"[A-Za-z0-9._/-]+")
 
 
@@ -68,6 +86,10 @@ class SpecRejected(ValueError):
         self.name = name
         self.errors = errors
         self.with_position = with_position  # YAML bodies have lines; JSON ones do not
+
+
+class ConfigRejected(ValueError):
+    """A configuration file body that is not a YAML mapping; nothing was written."""
 
 
 class QueryError(ValueError):
@@ -258,10 +280,13 @@ class TaskService:
         from_json: bool,
         if_match: str | None,
         if_none_match: str | None,
+        author: str | None = None,
     ) -> tuple[SpecFile, bool]:
-        """Create or replace; returns (the spec now, created?)."""
+        """Create or replace; returns (the spec now, created?). With `author`, the written spec
+        carries it in the annotation rayqueue/written-by (whatever the body said)."""
         path = self.store.spec_path(name)
         self.validate(name, data, path=path, with_position=not from_json)
+        data = self._stamped(name, data, path, author)
         with self.lock(name):
             current = self.read(name)
             _preconditions(name, current, if_match, if_none_match)
@@ -270,10 +295,11 @@ class TaskService:
             self._write(path, data)
         return self.require(name), current is None
 
-    def create(self, name: str, data: bytes) -> SpecFile:
+    def create(self, name: str, data: bytes, *, author: str | None = None) -> SpecFile:
         """Create a new spec; Conflict if the name is taken."""
         path = self.store.spec_path(name)
         self.validate(name, data, path=path, with_position=False)
+        data = self._stamped(name, data, path, author)
         with self.lock(name):
             if self.read(name) is not None:
                 raise Conflict(f"task {name} already exists")
@@ -287,6 +313,7 @@ class TaskService:
         *,
         if_match: str | None = None,
         done: Callable[[Task], bool] | None = None,
+        author: str | None = None,
     ) -> tuple[SpecFile, bool]:
         """RFC 7386 merge patch of the spec document, validated before it is written; returns
         (the spec now, changed?). Only the values that change are edited in the text, so
@@ -301,11 +328,16 @@ class TaskService:
                     raise SpecBroken(name, current.errors)
                 if done is not None and done(current.task):
                     return current, False
-                text, _ = patch_text(current.text, document, dict(patch))
+                text, patched = patch_text(current.text, document, dict(patch))
                 if text == current.text:
                     return current, False
                 data = text.encode()
                 self.validate(name, data, path=current.path, with_position=False)
+                if author is not None and isinstance(patched, dict):
+                    # Only a real change is signed, so a no-op patch still writes nothing.
+                    text, _ = patch_text(text, patched, _signature(author))
+                    data = text.encode()
+                    self.validate(name, data, path=current.path, with_position=False)
                 if self.store.read_spec_text(name) != current.data:
                     continue  # another process wrote meanwhile: start over from its version
                 self._write(current.path, data)
@@ -328,6 +360,19 @@ class TaskService:
         except SpecParseError as exc:
             raise SpecRejected(name, exc.errors, with_position=with_position) from None
 
+    def _stamped(self, name: str, data: bytes, path: Path, author: str | None) -> bytes:
+        """`data` (already validated) with the written-by annotation set to `author`."""
+        if author is None:
+            return data
+        text = data.decode()
+        document = load_document(text)
+        if not isinstance(document, dict):
+            return data  # cannot happen after validation; nothing to sign
+        signed, _ = patch_text(text, document, _signature(author))
+        result = signed.encode()
+        self.validate(name, result, path=path, with_position=False)
+        return result
+
     def _write(self, path: Path, data: bytes) -> None:
         root = self.store.root
         if not root.is_dir():
@@ -340,6 +385,58 @@ class TaskService:
         # The watcher would notice the file too; this makes the reaction immediate.
         if self.on_write is not None:
             self.on_write()
+
+    # --- configuration files ------------------------------------------------------------------
+
+    def config_path(self, file: str) -> Path:
+        """Where the top-level configuration file `file` (`_queues.yaml`) lives; InvalidName
+        for anything else, so this never reaches a task or a sidecar."""
+        if not _CONFIG_FILE.fullmatch(file) or file.endswith(SIDECAR_SUFFIXES):
+            raise InvalidName(
+                f"{file!r} is not a configuration file name: '_' first, letters, digits, "
+                "'.', '_' or '-', ending in .yaml or .yml"
+            )
+        path = self.store.root / file
+        root = os.path.realpath(self.store.root)
+        if os.path.dirname(os.path.realpath(path)) != root:
+            raise InvalidName(f"{file!r} resolves outside the tasks folder")
+        return path
+
+    def read_config(self, file: str) -> bytes | None:
+        path = self.config_path(file)
+        try:
+            st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_FILE_BYTES:
+                return None
+            return path.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    def write_config(self, file: str, data: bytes) -> bool:
+        """Write a configuration file; True if it did not exist before. `_queues.yaml` is
+        checked as the loop will read it; other names only as a YAML mapping."""
+        path = self.config_path(file)
+        try:
+            document = yaml.safe_load(data)
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise ConfigRejected(f"{file} is not valid YAML: {exc}") from None
+        if not isinstance(document, dict):
+            raise ConfigRejected(f"{file} must be a YAML mapping")
+        if file == QUEUES_FILE:
+            parse_queue_config(data, file=file)  # SpecParseError names line and field
+        with self.lock(file):
+            existed = os.path.lexists(path)
+            self._write(path, data)
+        return not existed
+
+    def delete_config(self, file: str) -> None:
+        path = self.config_path(file)
+        with self.lock(file):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                raise TaskNotFound(file) from None
+        self._written()
 
     # --- legacy ids ---------------------------------------------------------------------------
 
@@ -363,6 +460,10 @@ class TaskService:
         return None
 
 
+def _signature(author: str) -> dict[str, Any]:
+    return {"metadata": {"annotations": {WRITTEN_BY: author}}}
+
+
 def _preconditions(
     name: str, current: SpecFile | None, if_match: str | None, if_none_match: str | None
 ) -> None:
@@ -384,6 +485,8 @@ def _stem(name: str) -> str:
 
 
 __all__ = [
+    "WRITTEN_BY",
+    "ConfigRejected",
     "Conflict",
     "QueryError",
     "Requirement",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import re
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,6 +27,11 @@ DEFAULT_PORT = 8264  # the old scheduler's port, kept so old clients need no cha
 SERVE = ("serve",)
 LOG_FORMATS = ("text", "json")
 LOOP = ("serve", "plan")
+
+
+# Host patterns as Starlette's TrustedHostMiddleware takes them, and browser origins.
+_HOST_PATTERN = re.compile(r"\*|(\*\.)?[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]")
+_ORIGIN = re.compile(r"https?://([A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?")
 
 
 def address_from_env(environ: dict[str, str] | None = None) -> str | None:
@@ -377,7 +383,61 @@ class Settings:
     files and git checkouts midway are never read as edits or deletions). 0: at once."""
 
     api_token: str | None = None
-    """Bearer token the HTTP API requires; None: $RAYQUEUE_API_TOKEN, or no auth if unset."""
+    """Bearer token the HTTP API requires; None: --token-file, else $RAYQUEUE_API_TOKEN."""
+
+    token_file: Path | None = field(
+        default=None,
+        metadata=knob(
+            "read the API's bearer token from this file (a Docker or Kubernetes secret) "
+            "instead of $RAYQUEUE_API_TOKEN",
+            flag="--token-file",
+            metavar="PATH",
+        ),
+    )
+    """A file holding the bearer token (surrounding whitespace ignored); read once at start."""
+
+    team_tokens: Path | None = field(
+        default=None,
+        metadata=knob(
+            "YAML file of named tokens (sha256 only) with a role: read, write (under given "
+            "folders) or admin. See docs/deploy.md",
+            flag="--team-tokens",
+            metavar="PATH",
+        ),
+    )
+    """Team-scoped tokens (specs/access.py); read once at start."""
+
+    allowed_hosts: tuple[str, ...] = field(
+        default=(),
+        metadata=knob(
+            "Host header names the API answers besides loopback and --host, comma-separated "
+            "or repeated; '*.example.com' matches subdomains, '*' turns the check off",
+            flag="--allowed-hosts",
+            metavar="HOST[,HOST]",
+        ),
+    )
+    """Host names accepted besides the loopback ones and the --host address (DNS rebinding)."""
+
+    allowed_origins: tuple[str, ...] = field(
+        default=(),
+        metadata=knob(
+            "web origins (https://host[:port]) besides the API's own that may send POST, PUT, "
+            "PATCH and DELETE from a browser; comma-separated or repeated",
+            flag="--allowed-origins",
+            metavar="ORIGIN[,ORIGIN]",
+        ),
+    )
+    """Browser origins allowed to change things, besides the API's own."""
+
+    insecure_no_auth: bool = field(
+        default=False,
+        metadata=knob(
+            "serve the API on a non-loopback --host without any token (only behind a "
+            "firewall or an authenticating proxy); warns at every start",
+            flag="--insecure-no-auth",
+        ),
+    )
+    """Allow a non-loopback listener without a token."""
 
     def __post_init__(self) -> None:
         if self.log_format not in LOG_FORMATS:
@@ -386,6 +446,17 @@ class Settings:
             problem = knob.problem(name, getattr(self, name))
             if problem is not None:
                 raise ValueError(problem)
+        for host in self.allowed_hosts:
+            if not _HOST_PATTERN.fullmatch(host):
+                raise ValueError(
+                    f"--allowed-hosts: {host!r} is not a host name, an address, '*.domain' or '*'"
+                )
+        for origin in self.allowed_origins:
+            if not _ORIGIN.fullmatch(origin):
+                raise ValueError(
+                    f"--allowed-origins: {origin!r} is not an origin like https://host[:port] "
+                    "(scheme and host, no path)"
+                )
 
     @property
     def resolved_state_dir(self) -> Path:
@@ -426,8 +497,11 @@ def knobs() -> Iterator[tuple[str, Knob]]:
 
 
 def value_type(name: str) -> type:
-    """The type a knob's value has, without `| None` (int, float, str, bool or Path)."""
+    """The type a knob's value has, without `| None` (int, float, str, bool, Path, or tuple
+    for a tuple of strings)."""
     hint = typing.get_type_hints(Settings)[name]
+    if typing.get_origin(hint) is tuple:
+        return tuple  # a list of strings: the flag is repeated or comma-separated
     if isinstance(hint, UnionType):
         hint = next(arg for arg in typing.get_args(hint) if arg is not NoneType)
     if not isinstance(hint, type):

@@ -167,10 +167,21 @@ def _insert(text: str, mapping: MappingNode, key: str, value: Any) -> str | None
         return None
     newline = "\r\n" if "\r\n" in text else "\n"
     end = text.find("\n", last.end_mark.index)
-    line = f"{indent}{_render_key(key)}: {_render(value)}"
+    line = newline.join(_block(key, value, indent))
     if end == -1:
         return text + newline + line + newline
     return text[: end + 1] + line + newline + text[end + 1 :]
+
+
+def _block(key: str, value: Any, indent: str) -> list[str]:
+    """`key: value` as block lines; a non-empty mapping nests on the lines below (as a person
+    would write it), anything else is one flow value."""
+    if isinstance(value, dict) and value:
+        lines = [f"{indent}{_render_key(key)}:"]
+        for sub_key, sub_value in value.items():
+            lines.extend(_block(str(sub_key), sub_value, indent + "  "))
+        return lines
+    return [f"{indent}{_render_key(key)}: {_render(value)}"]
 
 
 def _last_leaf(node: Node) -> Node | None:

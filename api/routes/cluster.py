@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from api.deps import ReconcilerDep, SettingsDep
 from api.models import ClusterView, Health, Readiness, Resources
 from api.ports import Loop
+from api.security import PRINCIPAL_KEY
 from specs.cluster import Capacity
 from specs.settings import Settings
 from specs.views import rfc3339
@@ -98,9 +99,13 @@ def readiness(settings: Settings, reconciler: Loop | None) -> dict[str, str]:
     response_model=Readiness,
     responses={503: {"description": "not ready; `detail` says why"}},
 )
-def readyz(settings: SettingsDep, reconciler: ReconcilerDep) -> JSONResponse:
-    """Ready when the loop ran within the last few intervals and Ray answered recently."""
+def readyz(settings: SettingsDep, reconciler: ReconcilerDep, request: Request) -> JSONResponse:
+    """Ready when the loop ran within the last few intervals and Ray answered recently.
+    Needs no token; without one, the reasons are left out (they may name hosts and paths)."""
     failed = readiness(settings, reconciler)
+    if failed and request.app.state.tokens_required and PRINCIPAL_KEY not in request.scope:
+        checks = dict.fromkeys(failed, "failing")
+        return JSONResponse({"detail": "not ready: " + ", ".join(failed), "checks": checks}, 503)
     if failed:
         detail = "; ".join(f"{k}: {v}" for k, v in failed.items())
         return JSONResponse({"detail": f"not ready: {detail}", "checks": failed}, 503)

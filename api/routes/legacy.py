@@ -10,10 +10,11 @@ import re
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
+from api.authz import Caller, audit, require_top, require_write
 from api.deps import LegacyParams, ReconcilerDep, Service
 from api.errors import BadRequest, NotFound
 from api.models import (
@@ -103,8 +104,15 @@ def _spec_document(body: AddTaskRequest, task_id: str) -> dict[str, Any]:
 
 
 @router.post("/add_task", response_model=AddTaskResponse)
-def add_task(body: AddTaskRequest, service: Service, reconciler: ReconcilerDep) -> AddTaskResponse:
+def add_task(
+    body: AddTaskRequest,
+    request: Request,
+    service: Service,
+    reconciler: ReconcilerDep,
+    caller: Caller,
+) -> AddTaskResponse:
     """Queue a task (old body). Writes a spec file; the reconciler submits it in its turn."""
+    require_top(request, caller)
     _check_capacity(body, reconciler)
     task_id = (
         f"mlumina-{body.name}-priority-{body.priority}-{body.cpu}cpu-{body.gpu}gpu-"
@@ -123,7 +131,9 @@ def add_task(body: AddTaskRequest, service: Service, reconciler: ReconcilerDep) 
         )
     name = file_name_for(task_id)
     header = f"# Created by POST /add_task (the old scheduler API). Task id: {task_id}\n"
-    service.create(name, (header + dump_document(_spec_document(body, task_id))).encode())
+    data = (header + dump_document(_spec_document(body, task_id))).encode()
+    service.create(name, data, author=caller.name)
+    audit(request, caller, "created", name)
     return AddTaskResponse(task_id=task_id, task=name)
 
 
@@ -161,30 +171,40 @@ def _legacy_body(model: type[BaseModel]) -> dict[str, Any]:
     openapi_extra=_legacy_body(ChangePriorityRequest),
 )
 def change_task_priority(
+    request: Request,
     service: Service,
+    caller: Caller,
     params: LegacyParams,
     task_id: Annotated[str | None, Query(description="or in the JSON body")] = None,
     priority: Annotated[int | None, Query(ge=0, le=9, description="or in the JSON body")] = None,
 ) -> LegacyTaskState:
     """Set the priority of a task by its id. Only `spec.priority` changes in the file."""
     del task_id, priority  # documented here; read (query or body) through `params`
-    request: ChangePriorityRequest = _validated(ChangePriorityRequest, params)
-    name = _lookup(service, request.task_id)
-    spec, _ = service.patch(name, {"spec": {"priority": request.priority}})
-    return LegacyTaskState(**legacy_state(request.task_id, name, spec, service.status(name)))
+    require_top(request, caller)
+    body: ChangePriorityRequest = _validated(ChangePriorityRequest, params)
+    name = _lookup(service, body.task_id)
+    require_write(request, caller, service, name)  # a symlink, or configuration
+    spec, _ = service.patch(name, {"spec": {"priority": body.priority}}, author=caller.name)
+    audit(request, caller, "set priority of", name)
+    return LegacyTaskState(**legacy_state(body.task_id, name, spec, service.status(name)))
 
 
 @router.post(
     "/cancel_task", response_model=LegacyTaskState, openapi_extra=_legacy_body(TaskIdRequest)
 )
 def cancel_task(
+    request: Request,
     service: Service,
+    caller: Caller,
     params: LegacyParams,
     task_id: Annotated[str | None, Query(description="or in the JSON body")] = None,
 ) -> LegacyTaskState:
     """Cancel a task by its id: sets `spec.suspend: true`. Queued never runs; running stops."""
     del task_id
-    request: TaskIdRequest = _validated(TaskIdRequest, params)
-    name = _lookup(service, request.task_id)
-    spec, _ = service.patch(name, {"spec": {"suspend": True}})
-    return LegacyTaskState(**legacy_state(request.task_id, name, spec, service.status(name)))
+    require_top(request, caller)
+    body: TaskIdRequest = _validated(TaskIdRequest, params)
+    name = _lookup(service, body.task_id)
+    require_write(request, caller, service, name)  # a symlink, or configuration
+    spec, _ = service.patch(name, {"spec": {"suspend": True}}, author=caller.name)
+    audit(request, caller, "cancelled", name)
+    return LegacyTaskState(**legacy_state(body.task_id, name, spec, service.status(name)))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
+from api.authz import Caller, Forbidden, audit, require_write
 from api.deps import (
     JSON_TYPES,
     YAML_TYPES,
@@ -20,6 +21,7 @@ from api.deps import (
 )
 from api.errors import ApiError, NotFound, Unprocessable
 from api.models import TaskList, TaskRow
+from specs.access import Principal
 from specs.cluster import JobNotFound
 from specs.service import TaskService, parse_phases, parse_selector, quote_etag, select
 from specs.views import SpecFile, TaskView, human_age, resources, status_body, task_object
@@ -72,6 +74,7 @@ def _known_labels(view: TaskView) -> dict[str, str]:
 @router.get("", response_model=TaskList)
 def list_tasks(
     service: Service,
+    caller: Caller,
     phase: Annotated[
         str | None, Query(description="comma-separated phases, e.g. Queued,Running")
     ] = None,
@@ -88,6 +91,7 @@ def list_tasks(
     views = select(service.views(), selector, phases, labels=_known_labels)
     if queue is not None:
         views = [v for v in views if v.status is not None and v.status.status.queue == queue]
+    views = [v for v in views if caller.can_read(v.name)]
     now = service.clock()
     rows = []
     for view in sorted(views, key=lambda v: v.name):
@@ -120,9 +124,11 @@ def task_logs(
     name: str,
     service: Service,
     ray: RayDep,
+    caller: Caller,
     tail: Annotated[int | None, Query(ge=1, le=100_000, description="the last N lines")] = None,
 ) -> Response:
     """The Ray log of the task's current or last run; 404 if it never ran."""
+    _require_read(caller, name)
     spec = service.read(name)
     status = service.status(name)
     if spec is None and status is None:
@@ -146,15 +152,18 @@ def task_logs(
 
 
 @router.get("/{name:path}")
-def get_task(name: str, service: Service) -> Response:
+def get_task(name: str, service: Service, caller: Caller) -> Response:
     """The spec as written, and its status. The ETag header is the file's hash (for If-Match)."""
+    _require_read(caller, name)
     return _object_response(service, service.require(name))
 
 
 @router.put("/{name:path}", openapi_extra=_SPEC_BODY)
 def put_task(
     name: str,
+    request: Request,
     service: Service,
+    caller: Caller,
     body: RawBody,
     kind: MediaType,
     if_match: IfMatch = None,
@@ -165,7 +174,7 @@ def put_task(
     Validated with the reconciler's own parser before anything is written (422 names the
     field). A YAML body is written byte for byte, comments included.
     """
-    service.store.spec_path(name)  # a bad name is a 400 before the body is even looked at
+    require_write(request, caller, service, name)  # 400 for a bad name, 403 if not ours
     from_json = kind in JSON_TYPES or kind.endswith("+json")
     if from_json:
         document = parse_json(body)
@@ -178,21 +187,33 @@ def put_task(
     else:
         raise ApiError(415, f"send application/json or application/yaml, not {kind}")
     spec, created = service.put(
-        name, data, from_json=from_json, if_match=if_match, if_none_match=if_none_match
+        name,
+        data,
+        from_json=from_json,
+        if_match=if_match,
+        if_none_match=if_none_match,
+        author=caller.name,
     )
+    audit(request, caller, "created" if created else "replaced", name)
     return _object_response(service, spec, 201 if created else 200)
 
 
 @router.patch("/{name:path}", openapi_extra=_PATCH_BODY)
 def patch_task(
-    name: str, service: Service, body: RawBody, kind: MediaType, if_match: IfMatch = None
+    name: str,
+    request: Request,
+    service: Service,
+    caller: Caller,
+    body: RawBody,
+    kind: MediaType,
+    if_match: IfMatch = None,
 ) -> Response:
     """JSON merge patch (RFC 7386) of the spec document, e.g. `{"spec": {"priority": 7}}`.
 
     Only the values the patch changes are edited in the file; comments stay. `null` removes
     a field. The result is validated before it is written.
     """
-    service.store.spec_path(name)
+    require_write(request, caller, service, name)
     if kind in YAML_TYPES:
         raise ApiError(415, "send a JSON merge patch (application/merge-patch+json)")
     if kind and kind not in JSON_TYPES and not kind.endswith("+json"):
@@ -201,15 +222,25 @@ def patch_task(
     if not isinstance(patch, dict):
         raise Unprocessable("a merge patch must be a JSON object")
     patch.pop("status", None)  # status belongs to the reconciler
-    spec, _ = service.patch(name, patch, if_match=if_match)
+    spec, changed = service.patch(name, patch, if_match=if_match, author=caller.name)
+    audit(request, caller, "patched" if changed else "patched (no change)", name)
     return _object_response(service, spec)
 
 
 @router.delete("/{name:path}")
-def delete_task(name: str, service: Service, if_match: IfMatch = None) -> dict[str, Any]:
+def delete_task(
+    name: str, request: Request, service: Service, caller: Caller, if_match: IfMatch = None
+) -> dict[str, Any]:
     """Remove the spec. The reconciler then stops its job, if it runs, and drops the sidecar."""
+    require_write(request, caller, service, name)
     service.delete(name, if_match=if_match)
+    audit(request, caller, "deleted", name)
     return {"name": name, "deleted": True, "status": status_body(service.status(name), [])}
+
+
+def _require_read(caller: Principal, name: str) -> None:
+    if not caller.can_read(name):
+        raise Forbidden(f"token {caller.name} may not read {name}: configuration is admin-only")
 
 
 __all__ = ["router"]

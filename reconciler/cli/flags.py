@@ -39,6 +39,12 @@ def _add_flag(
         action = "store_false" if default else "store_true"
         parser.add_argument(knob.flag, action=action, dest=name, help=knob.help)
         return
+    if kind is tuple:
+        # Repeated or comma-separated; argparse copies the list default before appending.
+        parser.add_argument(
+            knob.flag, action="append", default=[], dest=name, help=knob.help, metavar=knob.metavar
+        )
+        return
     extra: dict[str, object] = {}
     if kind is not str:
         extra["type"] = kind
@@ -61,8 +67,16 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     }
     for name, knob in knobs():
         if knob.flag is not None and hasattr(args, name):  # the command took this flag
-            values[name] = getattr(args, name)
+            value = getattr(args, name)
+            if value_type(name) is tuple:
+                value = _items(value)
+            values[name] = value
     try:
         return Settings(**values)  # type: ignore[arg-type]
     except ValueError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
+
+
+def _items(given: Sequence[str]) -> tuple[str, ...]:
+    """`--x a,b --x c` -> ("a", "b", "c"); blanks dropped."""
+    return tuple(item.strip() for text in given for item in text.split(",") if item.strip())

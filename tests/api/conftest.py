@@ -29,6 +29,9 @@ from specs.cluster import Capacity
 from specs.settings import Settings
 from tests.support.world import DEFAULT_CAPACITY, World
 
+# TestClient's own default, http://testserver, is not an allowed Host (DNS-rebinding check).
+BASE_URL = "http://localhost"
+
 SEED_BODY = {
     "name": "my_job",
     "entrypoint": "python examples/scheduler/test.py",
@@ -88,7 +91,7 @@ def settings(tasks_dir: Path) -> Settings:
 
 @pytest.fixture
 def client(settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(settings)) as test_client:
+    with TestClient(create_app(settings), base_url=BASE_URL) as test_client:
         yield test_client
 
 
@@ -101,7 +104,7 @@ def make_world(tasks_dir: Path) -> Iterator[Callable[..., tuple[World, TestClien
     def factory(capacity: Capacity = DEFAULT_CAPACITY, **options: Any) -> tuple[World, TestClient]:
         world = World.build(tasks_dir, capacity, tick=0.0, api=True, **options)
         app = create_app(world.reconciler.settings, reconciler=world.reconciler, ray=world.ray)
-        test_client = TestClient(app)
+        test_client = TestClient(app, base_url=BASE_URL)
         clients.append(test_client)
         return world, test_client
 

@@ -47,7 +47,10 @@ def test_seed_example_body_is_accepted_and_written_as_a_spec(
     assert path.name == f"{task_id}.yaml"  # a valid name: the file is named by the id
     doc = yaml.safe_load(path.read_text())
     assert doc["metadata"]["labels"] == {"rayqueue/api": "legacy"}
-    assert doc["metadata"]["annotations"] == {"rayqueue/legacyName": "my_job"}
+    assert doc["metadata"]["annotations"] == {
+        "rayqueue/legacyName": "my_job",
+        "rayqueue/written-by": "anonymous",  # no token configured
+    }
     assert doc["spec"] == {
         "entrypoint": "python examples/scheduler/test.py",
         "runtimeEnv": {"working_dir": "/home/ray/src/mlumina"},

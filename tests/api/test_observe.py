@@ -17,7 +17,7 @@ from reconciler.raycluster.fake import FakeRay
 from specs.cluster import Capacity
 from specs.settings import Settings
 from specs.store import TaskStore
-from tests.api.conftest import TestClient, task_yaml
+from tests.api.conftest import BASE_URL, TestClient, task_yaml
 from tests.support.clock import FakeClock
 
 TOKEN = "s3cret"
@@ -36,7 +36,7 @@ def build(tasks: Path, **options: object) -> tuple[TestClient, Reconciler, FakeC
         dashboard="http://127.0.0.1:8265",
     )
     app = create_app(settings, reconciler=rec, ray=ray, observability=observability)
-    return TestClient(app), rec, clock
+    return TestClient(app, base_url=BASE_URL), rec, clock
 
 
 @pytest.fixture
@@ -124,7 +124,7 @@ def test_history_is_downsampled_per_window(world) -> None:
 
 
 def test_without_observability_metrics_are_404(tasks_dir: Path) -> None:
-    client = TestClient(create_app(Settings(tasks_dir=tasks_dir)))
+    client = TestClient(create_app(Settings(tasks_dir=tasks_dir)), base_url=BASE_URL)
     assert client.get("/metrics").status_code == 404
     assert client.get("/ui/").status_code == 200
     assert client.get("/ui/api/tasks").json()["tasks"] == []

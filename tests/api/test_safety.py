@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from api.app import TOKEN_ENV, create_app
 from specs.settings import Settings
-from tests.api.conftest import SEED_BODY, snapshot, task_json, task_yaml
+from tests.api.conftest import BASE_URL, SEED_BODY, snapshot, task_json, task_yaml
 
 BAD_NAMES = [
     "%2e%2e/escape",
@@ -136,7 +136,7 @@ def test_unknown_routes_and_methods_answer_json(client: TestClient) -> None:
 @pytest.fixture
 def secured(tasks_dir: Path) -> Iterator[TestClient]:
     settings = Settings(tasks_dir=tasks_dir, api_token="s3cret-token")
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url=BASE_URL) as client:
         yield client
 
 
@@ -161,7 +161,6 @@ def test_without_the_token_everything_but_healthz_is_401(
         ("GET", "/tasks"),
         ("GET", "/tasks/a"),
         ("GET", "/cluster"),
-        ("GET", "/readyz"),
         ("GET", "/docs"),
         ("GET", "/openapi.json"),
         ("GET", "/nope"),
@@ -178,6 +177,10 @@ def test_without_the_token_everything_but_healthz_is_401(
         assert response.json() == {"detail": "Unauthorized"}  # the same for every failure
         assert response.headers["www-authenticate"] == "Bearer"
     assert secured.get("/healthz", headers=headers).status_code == 200
+    # The readiness probe answers too (kubelets carry no token), without its reasons.
+    ready = secured.get("/readyz", headers=headers)
+    assert ready.status_code == 503
+    assert ready.json() == {"detail": "not ready: loop", "checks": {"loop": "failing"}}
     assert snapshot(tasks_dir) == {}
 
 
@@ -189,11 +192,13 @@ def test_with_the_token_requests_pass(secured: TestClient) -> None:
         secured.get("/tasks", headers={"Authorization": "bearer s3cret-token"}).status_code == 200
     )
     assert secured.get("/docs", headers=auth).status_code == 200
+    # With the token, the probe says why it is not ready.
+    assert "no reconcile loop" in secured.get("/readyz", headers=auth).json()["checks"]["loop"]
 
 
 def test_token_from_the_environment(tasks_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TOKEN_ENV, "from-env")
-    with TestClient(create_app(Settings(tasks_dir=tasks_dir))) as client:
+    with TestClient(create_app(Settings(tasks_dir=tasks_dir)), base_url=BASE_URL) as client:
         assert client.get("/tasks").status_code == 401
         assert client.get("/tasks", headers={"Authorization": "Bearer from-env"}).status_code == 200
 
@@ -217,7 +222,7 @@ def test_public_bind_without_token_warns_at_startup(
     app = create_app(Settings(tasks_dir=tasks_dir, host=host, api_token=token))
     with caplog.at_level(logging.WARNING, logger="rayqueue.api"):
         assert caplog.records == []
-        with TestClient(app):
+        with TestClient(app, base_url=BASE_URL):
             pass
     messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert bool(messages) == warned, messages

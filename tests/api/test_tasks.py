@@ -24,16 +24,24 @@ def put_yaml(client: TestClient, name: str, text: str, **headers: str) -> Any:
 # --- PUT --------------------------------------------------------------------------------------
 
 
+SIGNED_ANONYMOUS = "metadata:\n  annotations:\n    rayqueue/written-by: anonymous\n"
+
+
 def test_put_yaml_creates_the_file_byte_for_byte(client: TestClient, tasks_dir: Path) -> None:
     text = "# my training job\n" + task_yaml("python train.py", cpu=2, priority=5)
     response = put_yaml(client, "train", text)
     assert response.status_code == 201
-    assert (tasks_dir / "train.yaml").read_text() == text
+    # Byte for byte, comments included, plus who wrote it (no token here: anonymous).
+    written = text + SIGNED_ANONYMOUS
+    assert (tasks_dir / "train.yaml").read_text() == written
     body = response.json()
-    assert body["metadata"] == {"name": "train"}
+    assert body["metadata"] == {
+        "name": "train",
+        "annotations": {"rayqueue/written-by": "anonymous"},
+    }
     assert body["spec"]["priority"] == 5
     assert body["status"]["phase"] is None
-    assert response.headers["etag"].strip('"') == _sha(text.encode())
+    assert response.headers["etag"].strip('"') == _sha(written.encode())
 
 
 def test_put_json_creates_and_replaces(client: TestClient, tasks_dir: Path) -> None:
@@ -256,13 +264,14 @@ def test_patch_changes_only_what_it_names(client: TestClient, tasks_dir: Path) -
         "    memory: 512Mi\n"
     )
     put_yaml(client, "a", text)
+    text += SIGNED_ANONYMOUS
     response = client.patch("/tasks/a", json={"spec": {"priority": 6}}, headers=MERGE)
     assert response.status_code == 200
     assert response.json()["spec"]["priority"] == 6
     assert (tasks_dir / "a.yaml").read_text() == text.replace("priority: 1 ", "priority: 6 ")
 
     client.patch("/tasks/a", json={"spec": {"suspend": True}})
-    assert (tasks_dir / "a.yaml").read_text().endswith("    memory: 512Mi\n  suspend: true\n")
+    assert "    memory: 512Mi\n  suspend: true\nmetadata:" in (tasks_dir / "a.yaml").read_text()
     client.patch("/tasks/a", json={"spec": {"suspend": None}})
     assert (tasks_dir / "a.yaml").read_text() == text.replace("priority: 1 ", "priority: 6 ")
 

@@ -15,7 +15,7 @@ from specs.settings import DEFAULT_PORT, Settings
 
 COMMANDS = [
     "serve", "apply", "get", "describe", "delete", "suspend", "resume", "set-priority",
-    "rerun", "queues", "logs", "validate", "plan", "schema",
+    "rerun", "queues", "logs", "validate", "plan", "schema", "token",
 ]  # fmt: skip
 
 

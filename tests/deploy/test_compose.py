@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from reconciler.cli.flags import settings_from_args
 from reconciler.cli.main import build_parser
-from specs.settings import DEFAULT_PORT
+from specs.access import AccessError, exposure_problem, load_tokens
+from specs.settings import DEFAULT_PORT, Settings
 from tests.deploy.conftest import ROOT, dockerfile, exec_form, ray_pin
 
 DASHBOARD_PORT = 8265
@@ -21,12 +24,20 @@ def services() -> dict[str, Any]:
     return compose["services"]
 
 
-def ports(service: dict[str, Any]) -> list[tuple[int, int]]:
+def published(service: dict[str, Any]) -> list[tuple[str, int, int]]:
+    """(host address, host port, container port) of every published port; the address is
+    "" when the entry names none (then Docker publishes on every interface)."""
     result = []
     for entry in service.get("ports", []):
-        host, container = str(entry).split(":")[-2:]
-        result.append((int(host), int(container)))
+        assert isinstance(entry, str), f"long-form port entries are not checked: {entry!r}"
+        parts = entry.split(":")
+        address = ":".join(parts[:-2])
+        result.append((address, int(parts[-2]), int(parts[-1])))
     return result
+
+
+def ports(service: dict[str, Any]) -> list[tuple[int, int]]:
+    return [(host, container) for _, host, container in published(service)]
 
 
 def test_head_is_a_ray_head_with_the_dashboard(services: dict[str, Any]) -> None:
@@ -48,10 +59,10 @@ def test_scheduler_is_rayqueue_serve_on_the_old_port(services: dict[str, Any]) -
     assert (DEFAULT_PORT, DEFAULT_PORT) in ports(scheduler)
     assert scheduler["environment"]["RAY_DASHBOARD_ADDRESS"] == f"http://head:{DASHBOARD_PORT}"
     assert "./tasks:/tasks" in scheduler["volumes"]
-    # The command is the image's entry point; compose must not override it.
-    assert "entrypoint" not in scheduler and "command" not in scheduler
+    # The image's entry point, with compose's command appended (the token file).
+    assert "entrypoint" not in scheduler
     entrypoint = exec_form(next(a for i, a in dockerfile() if i == "ENTRYPOINT"))
-    args = build_parser().parse_args(entrypoint[1:])
+    args = build_parser().parse_args([*entrypoint[1:], *scheduler["command"]])
     assert (args.command, str(args.dir), args.host) == ("serve", "/tasks", "0.0.0.0")
     assert args.port == DEFAULT_PORT  # the port compose publishes
 
@@ -73,3 +84,68 @@ def test_examples_service_applies_the_examples(services: dict[str, Any]) -> None
 def test_users_can_write_the_mounted_folder(services: dict[str, Any]) -> None:
     for name in ("scheduler", "examples"):
         assert services[name]["user"] == "${RAYQUEUE_UID:-1000}:${RAYQUEUE_GID:-100}"
+
+
+# --- safe as shipped (issue 16) ---------------------------------------------------------------
+
+
+def test_every_published_port_is_on_loopback_only(services: dict[str, Any]) -> None:
+    # The Ray dashboard has no auth (ShadowRay, CVE-2023-48022); our API runs commands too.
+    entries = [entry for service in services.values() for entry in published(service)]
+    assert {(host, container) for _, host, container in entries} == {
+        (DASHBOARD_PORT, DASHBOARD_PORT),
+        (DEFAULT_PORT, DEFAULT_PORT),
+    }
+    for address, _, _ in entries:
+        assert address == "127.0.0.1", entries
+
+
+def scheduler_settings(services: dict[str, Any]) -> Settings:
+    entrypoint = exec_form(next(a for i, a in dockerfile() if i == "ENTRYPOINT"))
+    args = build_parser().parse_args([*entrypoint[1:], *services["scheduler"]["command"]])
+    return settings_from_args(args)
+
+
+def test_the_scheduler_reads_its_token_from_the_secret_file(services: dict[str, Any]) -> None:
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    (secret,) = services["scheduler"]["secrets"]
+    source = Path(compose["secrets"][secret]["file"])
+    settings = scheduler_settings(services)
+    assert settings.token_file == Path("/run/secrets") / secret  # where compose mounts it
+    # The file stays out of git and out of the image.
+    assert source.parts[:2] == (".", "secrets") or source.parts[0] == "secrets"
+    assert "secrets/" in (ROOT / ".gitignore").read_text().splitlines()
+    assert "secrets" in (ROOT / ".dockerignore").read_text().splitlines()
+    # The one-liner that makes it is in the file's header and in docs/deploy.md.
+    header = (ROOT / "docker-compose.yml").read_text().split("\nname:")[0]
+    assert f"> {source.as_posix().removeprefix('./')}" in header
+    assert f"> {source.as_posix().removeprefix('./')}" in (ROOT / "docs" / "deploy.md").read_text()
+
+
+def test_without_the_secret_file_the_scheduler_refuses_to_start(
+    services: dict[str, Any], tmp_path: Path
+) -> None:
+    settings = scheduler_settings(services)
+    assert settings.host == "0.0.0.0" and not settings.insecure_no_auth
+    for missing in (tmp_path / "absent", tmp_path):  # no file, or the folder compose may make
+        with pytest.raises(AccessError):
+            load_tokens(dataclasses.replace(settings, token_file=missing), environ={})
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(AccessError, match="empty"):
+        load_tokens(dataclasses.replace(settings, token_file=tmp_path / "empty"), environ={})
+    # And with no token at all, a 0.0.0.0 listener is refused outright.
+    no_token = dataclasses.replace(settings, token_file=None)
+    assert exposure_problem(no_token, load_tokens(no_token, environ={})) is not None
+    (tmp_path / "token").write_text("x" * 43 + "\n")
+    with_token = dataclasses.replace(settings, token_file=tmp_path / "token")
+    tokens = load_tokens(with_token, environ={})
+    assert tokens.required and exposure_problem(with_token, tokens) is None
+
+
+def test_the_dashboard_stays_reachable_inside_the_compose_network(
+    services: dict[str, Any],
+) -> None:
+    # Bound to every interface inside the head's container (published on loopback only).
+    assert "--dashboard-host=0.0.0.0" in services["head"]["command"].split()
+    address = services["scheduler"]["environment"]["RAY_DASHBOARD_ADDRESS"]
+    assert address == f"http://head:{DASHBOARD_PORT}"

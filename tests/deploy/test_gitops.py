@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -95,8 +96,17 @@ def test_probes_and_service_port(manifests) -> None:
     args = build_parser().parse_args([*rq["command"], *rq["args"]][1:])
     (port,) = rq["ports"]
     assert port["containerPort"] == args.port == 8264
-    assert rq["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": port["name"]}
-    assert rq["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": port["name"]}
+    local = [{"name": "Host", "value": "localhost"}]  # an allowed Host, not the pod's IP
+    assert rq["livenessProbe"]["httpGet"] == {
+        "path": "/healthz",
+        "port": port["name"],
+        "httpHeaders": local,
+    }
+    assert rq["readinessProbe"]["httpGet"] == {
+        "path": "/readyz",
+        "port": port["name"],
+        "httpHeaders": local,
+    }
     (service_port,) = manifests["Service"]["spec"]["ports"]
     assert service_port["port"] == 8264
     assert service_port["targetPort"] == port["name"]
@@ -108,3 +118,52 @@ def test_probe_paths_exist_in_the_api() -> None:
 
     app = create_app(Settings(tasks_dir=ROOT / "examples" / "tasks"))
     assert {"/healthz", "/readyz"} <= set(app.openapi()["paths"])
+
+
+def test_probes_pass_the_host_check_without_a_token(tmp_path: Path) -> None:
+    from api.app import create_app
+    from specs.settings import Settings
+    from tests.api.conftest import TestClient  # imported there without Starlette's warning
+
+    settings = Settings(tasks_dir=tmp_path, host="0.0.0.0", api_token="t" * 32)
+    with TestClient(create_app(settings), base_url="http://localhost") as client:
+        assert client.get("/healthz").status_code == 200
+        assert client.get("/readyz").status_code == 503  # answered: no loop in this process
+        assert client.get("/healthz", headers={"Host": "10.0.0.7:8264"}).status_code == 400
+
+
+def test_the_api_token_comes_from_a_secret(manifests) -> None:
+    rq = container(manifests, "rayqueue")
+    args = build_parser().parse_args([*rq["command"], *rq["args"]][1:])
+    assert args.insecure_no_auth is False
+    volumes = {v["name"]: v for v in pod(manifests)["volumes"]}
+    mount = next(m for m in rq["volumeMounts"] if str(args.token_file).startswith(m["mountPath"]))
+    assert mount["readOnly"] is True
+    secret = volumes[mount["name"]]["secret"]
+    assert secret["secretName"] == "rayqueue-api-token"
+    # The one-liner that makes the Secret is documented next to the manifests.
+    assert "kubectl create secret generic rayqueue-api-token" in (GITOPS / "README.md").read_text()
+    assert "rayqueue" in args.allowed_hosts  # the Service's name, as clients call it
+
+
+def test_network_policy_keeps_the_dashboard_for_rayqueue(manifests) -> None:
+    policy = manifests["NetworkPolicy"]["spec"]
+    assert policy["policyTypes"] == ["Ingress"]
+    head = policy["podSelector"]["matchLabels"]
+    assert head["ray.io/node-type"] == "head"
+    rq_labels = manifests["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    rq_args = container(manifests, "rayqueue")["args"]
+    cluster = head["ray.io/cluster"]
+    assert any(a.startswith(f"http://{cluster}-head-svc:") for a in rq_args)
+    # Who may reach port 8265: rayqueue, and the cluster's own pods; no rule without `from`.
+    dashboard_sources = []
+    for rule in policy["ingress"]:
+        assert rule.get("from"), "a rule without `from` admits every pod"
+        ports = {p["port"] for p in rule.get("ports", [])}
+        if not ports or 8265 in ports:
+            for source in rule["from"]:
+                assert set(source) == {"podSelector"}, "no namespace or IP block is allowed in"
+                dashboard_sources.append(source["podSelector"]["matchLabels"])
+    assert {"app.kubernetes.io/name": "rayqueue"} in dashboard_sources
+    for labels in dashboard_sources:
+        assert labels.items() <= rq_labels.items() or labels == {"ray.io/cluster": cluster}

@@ -258,3 +258,40 @@ def test_missing_or_wrong_token_is_401(api_server: Server, figures: Counter[str]
     status, _ = raw(api_server, "GET", "/healthz", headers={"Authorization": ""})
     assert status == 200  # the one unauthenticated route, for probes
     figures["unauthenticated requests refused"] += len(paths) * 5 + 1
+
+
+def test_dns_rebinding_is_refused_by_the_real_server(
+    api_server: Server, figures: Counter[str]
+) -> None:
+    """A web page that rebinds its domain to 127.0.0.1 sends its own name as Host: every
+    route answers 400 through uvicorn too, the token notwithstanding, and writes nothing."""
+    import json
+
+    def specs() -> dict[str, bytes]:
+        # The live loop keeps writing sidecars and its own files; the specs are ours to check.
+        files = snapshot(api_server.tasks).items()
+        return {k: v for k, v in files if not k.endswith(".status.yaml") and ".rayqueue" not in k}
+
+    status, data = raw(api_server, "GET", "/openapi.json")
+    assert status == 200
+    before = specs()
+    tried = 0
+    for template, item in json.loads(data)["paths"].items():
+        path = template.replace("{name}", "existing").replace("{file}", "_queues.yaml")
+        for method in item:
+            for host in ("evil.example", f"evil.example:{api_server.port}", ""):
+                conn = http.client.HTTPConnection(api_server.host, api_server.port, timeout=10)
+                try:
+                    conn.putrequest(method.upper(), path, skip_host=True)
+                    conn.putheader("Host", host)
+                    conn.putheader("Authorization", AUTH["Authorization"])
+                    conn.putheader("Content-Length", "0")
+                    conn.endheaders()
+                    response = conn.getresponse()
+                    response.read()
+                finally:
+                    conn.close()
+                assert response.status == 400, (method, path, host, response.status)
+                tried += 1
+    figures["rebinding requests refused"] += tried
+    assert specs() == before

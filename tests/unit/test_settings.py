@@ -39,6 +39,8 @@ def test_every_flagged_knob_has_its_flag_default_and_help(command: str) -> None:
         default = Settings.__dataclass_fields__[name].default
         if value_type(name) is bool:
             assert action.default is default
+        elif value_type(name) is tuple:
+            assert tuple(action.default) == default  # a list argparse can append to
         else:
             assert action.default == default
 

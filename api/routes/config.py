@@ -1,0 +1,62 @@
+"""Configuration files at the top of the tasks folder (`_queues.yaml`): admin tokens only.
+
+`_queues.yaml` is validated as the loop will read it; other `_` files only as YAML mappings.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import PlainTextResponse
+
+from api.authz import Caller, audit, require_admin
+from api.deps import RawBody, Service, SettingsDep
+from api.errors import ApiError, NotFound
+from specs.queues import CONFIG_FILE
+
+router = APIRouter(prefix="/config", tags=["configuration (admin)"])
+
+_YAML_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/yaml": {"schema": {"type": "string"}}},
+    }
+}
+
+
+@router.get("/{file}", response_class=PlainTextResponse)
+def get_config(file: str, request: Request, service: Service, caller: Caller) -> Response:
+    """The file as it is on disk, e.g. GET /config/_queues.yaml."""
+    require_admin(request, caller, file)
+    data = service.read_config(file)
+    if data is None:
+        raise NotFound(f"no configuration file {file}")
+    return Response(data, media_type="application/yaml")
+
+
+@router.put("/{file}", openapi_extra=_YAML_BODY)
+def put_config(
+    file: str,
+    request: Request,
+    service: Service,
+    settings: SettingsDep,
+    caller: Caller,
+    body: RawBody,
+) -> Response:
+    """Create (201) or replace (200) a configuration file with the YAML body, byte for byte.
+    `_queues.yaml` is validated as the loop reads it (422 names line and field)."""
+    require_admin(request, caller, file)
+    queues = settings.queues_path
+    if file == CONFIG_FILE and queues is not None and queues != settings.tasks_dir / CONFIG_FILE:
+        # The loop reads --queues, not this file; writing here would change nothing.
+        raise ApiError(409, f"this server reads its queues from {queues} (--queues); edit that")
+    created = service.write_config(file, body)
+    audit(request, caller, "created" if created else "replaced", file)
+    return Response(status_code=201 if created else 200)
+
+
+@router.delete("/{file}")
+def delete_config(file: str, request: Request, service: Service, caller: Caller) -> Response:
+    require_admin(request, caller, file)
+    service.delete_config(file)
+    audit(request, caller, "deleted", file)
+    return Response(status_code=204)
