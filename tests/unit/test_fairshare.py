@@ -90,6 +90,24 @@ CASES = [
         {"a": 0, "b": 0},  # 2 free; b's head is within b's nominal, so a must not take them
     ),
     (
+        # The simulator's team returning after idling (issue 11): its head is wider than its
+        # whole nominal, so it cannot be guaranteed and its unused quota stays lendable; a
+        # smaller task behind it that fits its nominal still goes before any borrower.
+        "a head wider than its nominal does not stop lending",
+        [
+            Q(
+                "a",
+                cpu(8),
+                [task("a/wide", cpu(12)), task("a/small", cpu(2))],
+                usage=cpu(1),
+                policy="besteffort",
+            ),
+            Q("b", cpu(8), tasks("b", 20, 1), policy="besteffort"),
+        ],
+        None,
+        {"a": 1, "b": 13},  # b: its 8, then a's 7 unused less a/small's 2
+    ),
+    (
         "a strict head blocks only its own queue",
         [
             Q("a", cpu(8), [task("a/huge", cpu(12)), task("a/small", cpu(1))], usage=cpu(8)),
