@@ -347,14 +347,14 @@ def test_unreadable_spec_keeps_its_running_job(
     sid = world.status("train")["submissionId"]
     world.ray.set_status(sid, RUNNING)
     world.step()
-    real_read = specs.store._read_regular
+    real_read = specs.store._read_with_stat  # how the store reads a spec (and stats it after)
 
-    def denied(path: str | Path, limit: int = -1) -> bytes | None:
+    def denied(path: str | Path, limit: int = -1) -> tuple[bytes, os.stat_result] | None:
         if str(path).endswith("train.yaml"):
             raise PermissionError(13, "Permission denied", str(path))
         return real_read(path, limit)
 
-    monkeypatch.setattr(specs.store, "_read_regular", denied)
+    monkeypatch.setattr(specs.store, "_read_with_stat", denied)
     os.utime(world.tasks / "train.yaml", (time.time() + 5, time.time() + 5))  # force a re-read
     with caplog.at_level(logging.WARNING, "rayqueue.store"):
         world.step(passes=3)

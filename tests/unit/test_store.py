@@ -195,7 +195,9 @@ def test_oversized_file_is_invalid_without_being_read(
 ) -> None:
     put(root, "big.yaml", spec_text() + "#" * MAX_FILE_BYTES)
     opened: list[object] = []
+    # Both ways the store reads a file: neither may be called for an oversized one.
     monkeypatch.setattr(store, "_read_regular", lambda *a, **k: opened.append(a))
+    monkeypatch.setattr(store, "_read_with_stat", lambda *a, **k: opened.append(a))
     entry = TaskStore(root).scan()["big"]
     assert opened == []
     assert entry.task is None and entry.raw_hash == ""
