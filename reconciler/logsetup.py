@@ -71,6 +71,9 @@ def route_foreign(*, access_log: bool = False) -> None:
         for handler in list(logger.handlers):
             logger.removeHandler(handler)
         logger.propagate = True
+        # Our level governs theirs too (uvicorn.Config(log_level=...) would have set its own).
+        logger.setLevel(logging.NOTSET)
+        logger.disabled = False
     # Access logs are one line per request (the web view polls): off unless asked for.
     access = logging.getLogger(ACCESS_LOGGER)
     access.disabled = not access_log
