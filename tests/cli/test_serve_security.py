@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 import yaml
 
 from specs.access import hash_token, parse_tokens_file
+from tests.support.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV_DROP = ("RAYQUEUE_API_TOKEN", "RAY_ADDRESS", "RAY_DASHBOARD_ADDRESS")
@@ -68,14 +68,8 @@ def test_a_broken_team_tokens_file_exits_non_zero(tmp_path: Path) -> None:
     assert result.returncode == 1 and "rayqueue token hash" in result.stderr, result
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_insecure_no_auth_starts_and_warns(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "serve.log"
     env = {k: v for k, v in os.environ.items() if k not in ENV_DROP}
     argv = [

@@ -36,6 +36,7 @@ from specs.cluster import (
     RayUnavailable,
     SubmitRequest,
 )
+from tests.support.net import free_port
 from tests.support.ray_head import RAY_HEAD_CPUS, RAY_HEAD_MEMORY
 
 WAIT_SECONDS = 60
@@ -95,12 +96,6 @@ def wait_for_status(
         time.sleep(0.2)
     status = last.status if last else "absent"
     raise AssertionError(f"{sid} is {status} after {WAIT_SECONDS} s, expected {statuses}")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(params=["fake", pytest.param("ray", marks=pytest.mark.ray)])

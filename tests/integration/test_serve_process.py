@@ -5,35 +5,20 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.support.net import answers, free_port
+
 pytestmark = pytest.mark.ray
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 def test_sigterm_shuts_down_api_and_private_head(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "serve.log"
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_DASHBOARD_ADDRESS")}
     with log.open("w") as out:
@@ -55,20 +40,20 @@ def test_sigterm_shuts_down_api_and_private_head(tmp_path: Path) -> None:
         )
     try:
         deadline = time.monotonic() + 90
-        while not _answers(f"http://127.0.0.1:{port}/healthz"):
+        while not answers(f"http://127.0.0.1:{port}/healthz"):
             assert proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.2)
         match = re.search(r"dashboard at (http://\S+)", log.read_text())
         assert match, log.read_text()
         dashboard = match.group(1)
-        assert _answers(f"{dashboard}/api/version")
+        assert answers(f"{dashboard}/api/version")
         proc.send_signal(signal.SIGTERM)
         # uvicorn re-raises the signal after its own shutdown; it must not kill us before
         # the private head is stopped.
         assert proc.wait(timeout=60) == 0, log.read_text()
         assert "stopping the local Ray head" in log.read_text()
-        assert not _answers(f"{dashboard}/api/version")
+        assert not answers(f"{dashboard}/api/version")
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -10,13 +10,10 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +23,7 @@ import yaml
 
 from reconciler.raycluster.adapter import RayJobsAdapter
 from specs.cluster import META_QUEUE
+from tests.support.net import answers, free_port
 
 pytestmark = pytest.mark.ray
 
@@ -47,20 +45,6 @@ def chromium_path() -> str | None:
         if found:
             return found
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
 
 
 def spec(entrypoint: str, cpu: float, priority: int = 0, **labels: str) -> str:
@@ -95,7 +79,7 @@ def served(tmp_path: Path, ray_head: str) -> Iterator[tuple[str, Path]]:
     (tasks / "big.yaml").write_text(spec("echo big", 3, priority=1, team="b"))
     (tasks / "quick.yaml").write_text(spec("echo quick", 0.5, priority=5, team="a"))
     (tasks / "broken.yaml").write_text(spec("echo x", 1).replace("priority", "priorty"))
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "RAYQUEUE_API_TOKEN": TOKEN}
     log = tmp_path / "serve.log"
     with log.open("w") as out:
@@ -121,7 +105,7 @@ def served(tmp_path: Path, ray_head: str) -> Iterator[tuple[str, Path]]:
         )
     try:
         eventually(
-            lambda: proc.poll() is not None or _healthy(f"http://127.0.0.1:{port}/healthz"),
+            lambda: proc.poll() is not None or answers(f"http://127.0.0.1:{port}/healthz"),
             60,
             "serve to answer",
         )

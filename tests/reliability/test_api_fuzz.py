@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import http.client
 import os
-import socket
 import threading
 import time
 from collections import Counter
@@ -28,6 +27,7 @@ from reconciler.raycluster.fake import FakeRay
 from specs.cluster import Capacity
 from specs.settings import Settings
 from specs.store import TaskStore
+from tests.support.net import free_port
 from tests.support.specs import snapshot, task_yaml
 from tests.support.world import GIB
 
@@ -46,12 +46,6 @@ class Server:
     before_outside: dict[str, bytes]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("api")
@@ -62,7 +56,7 @@ def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     (tasks / "existing.yaml").write_text(task_yaml("python train.py"))
     (tasks / "team-a").mkdir()
     (tasks / "team-a" / "train.yaml").write_text(task_yaml("python train.py", priority=3))
-    port = _free_port()
+    port = free_port()
     settings = Settings(
         tasks_dir=tasks,
         interval_seconds=0.5,

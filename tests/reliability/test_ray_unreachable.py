@@ -17,14 +17,9 @@ import pytest
 
 from reconciler.raycluster.adapter import RayJobsAdapter
 from specs.cluster import RUNNING, STOPPED, RayUnavailable
+from tests.support.net import free_port
 from tests.support.specs import snapshot
 from tests.support.world import World
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def specs_of(folder: Path) -> dict[str, bytes]:
