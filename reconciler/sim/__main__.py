@@ -22,8 +22,18 @@ from reconciler.preemption import MODES, NEVER
 from reconciler.sim import teams as team_split
 from reconciler.sim.engine import MEMORY_BYTES, simulate
 from reconciler.sim.metrics import URGENT_PRIORITY, Metrics, measure
-from reconciler.sim.workload import TIMEOUT_FACTOR, Job, offered_load, read_swf, synthetic
+from reconciler.sim.workload import (
+    PRIORITIES,
+    TIMEOUT_FACTOR,
+    Job,
+    offered_load,
+    read_swf,
+    synthetic,
+)
 from specs.settings import PlanOptions
+
+URGENT_TIER_TEXT = "13,13,13,13,13,13,12,5,3,2"
+"""An urgent tier: priorities 7, 8 and 9 are 5, 3 and 2 % of the jobs, the rest share 90 %."""
 
 TABLE_LEVELS = (9, 5, 0)  # top, middle and bottom priority in the main table
 
@@ -48,6 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=TIMEOUT_FACTOR,
         metavar="LOW,HIGH",
         help="declared timeoutSeconds = run x U[LOW, HIGH] (default 1,5)",
+    )
+    p.add_argument(
+        "--priority-weights",
+        type=_priority_weights,
+        default=None,
+        metavar="W0,...,W9",
+        help="relative share of each priority 0..9 (default uniform); e.g. an urgent tier: "
+        f"{URGENT_TIER_TEXT}",
     )
     p.add_argument(
         "--policies",
@@ -126,6 +144,16 @@ def _factor(text: str) -> tuple[float, float]:
     return bounds
 
 
+def _priority_weights(text: str) -> tuple[float, ...]:
+    try:
+        weights = tuple(float(w) for w in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError("ten numbers, e.g. " + URGENT_TIER_TEXT) from None
+    if len(weights) != PRIORITIES or any(w < 0 for w in weights) or not any(weights):
+        raise argparse.ArgumentTypeError("ten shares >= 0 for priorities 0..9, not all 0")
+    return weights
+
+
 def _weights(text: str) -> list[float]:
     try:
         weights = [float(w) for w in text.split(",") if w.strip()]
@@ -153,6 +181,7 @@ def workloads(args: argparse.Namespace) -> dict[str, list[Job]]:
             seed=args.seed,
             capacity_cpu=args.capacity,
             timeout_factor=args.timeout_factor,
+            priority_weights=args.priority_weights,
         )
     if args.workload in ("synthetic", "all"):
         result["synthetic"] = synthetic(
@@ -161,6 +190,7 @@ def workloads(args: argparse.Namespace) -> dict[str, list[Job]]:
             capacity_cpu=args.capacity,
             load=args.load,
             timeout_factor=args.timeout_factor,
+            priority_weights=args.priority_weights,
         )
     return result
 

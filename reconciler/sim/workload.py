@@ -15,8 +15,19 @@ TIMEOUT_FACTOR = (1.0, 5.0)
 """Declared timeoutSeconds = run time x a factor drawn uniformly from this range."""
 
 PRIORITIES = 10
-"""Priorities 0..9, drawn uniformly: the trace has none, and a uniform draw keeps every level
-about equally full, so each level's percentiles rest on as many jobs as the others'."""
+"""Priorities 0..9, drawn uniformly by default: the trace has none, and a uniform draw keeps
+every level about equally full, so each level's percentiles rest on as many jobs as the
+others'."""
+
+PriorityWeights = tuple[float, ...] | None
+"""Relative shares of priorities 0..9 (ten numbers); None: uniform."""
+
+
+def draw_priority(rng: random.Random, weights: PriorityWeights) -> int:
+    # The uniform draw stays randrange, so the default workloads are those of earlier runs.
+    if weights is None:
+        return rng.randrange(PRIORITIES)
+    return rng.choices(range(PRIORITIES), weights=weights)[0]
 
 
 @dataclass(frozen=True)
@@ -45,6 +56,7 @@ def read_swf(
     seed: int = 0,
     capacity_cpu: int = 256,
     timeout_factor: tuple[float, float] = TIMEOUT_FACTOR,
+    priority_weights: PriorityWeights = None,
 ) -> list[Job]:
     """Jobs from a Standard Workload Format trace: one job a line, ';' starts a header comment.
 
@@ -67,7 +79,7 @@ def read_swf(
             first = submit if first is None else first
             # Draw in a fixed order per job so a prefix of the trace gets the same values.
             timeout = declared_timeout(run, rng, timeout_factor)
-            priority = rng.randrange(PRIORITIES)
+            priority = draw_priority(rng, priority_weights)
             jobs.append(
                 Job(f"swf-{int(fields[0]):06d}", submit - first, run, procs, priority, timeout)
             )
@@ -90,11 +102,13 @@ def synthetic(
     capacity_cpu: int = 256,
     load: float = 0.9,
     timeout_factor: tuple[float, float] = TIMEOUT_FACTOR,
+    priority_weights: PriorityWeights = None,
 ) -> list[Job]:
     """`count` jobs with Poisson arrivals at a rate that offers `load` x capacity on average.
 
     Sizes follow SIZE_CLASSES (capped at the capacity), run times are log-uniform in
-    RUN_SECONDS, priorities uniform in 0..9, timeouts as for traces.
+    RUN_SECONDS, priorities as `priority_weights` say (uniform by default), timeouts as
+    for traces.
     """
     rng = random.Random(seed)
     shapes: list[tuple[float, float, int, float]] = []
@@ -102,7 +116,7 @@ def synthetic(
         low, high = _pick(rng)
         cpu = float(min(capacity_cpu, _log_uniform_int(rng, low, high)))
         run = float(round(math.exp(rng.uniform(*map(math.log, RUN_SECONDS)))))
-        priority = rng.randrange(PRIORITIES)
+        priority = draw_priority(rng, priority_weights)
         shapes.append((cpu, run, priority, declared_timeout(run, rng, timeout_factor)))
     # The arrival rate follows from the drawn jobs, so the offered load is `load` exactly.
     work = sum(cpu * run for cpu, run, _, _ in shapes)
