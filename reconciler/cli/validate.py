@@ -10,19 +10,28 @@ from pathlib import Path
 
 from reconciler.cli.common import EXIT_ERROR, EXIT_OK, CliError, HelpFormatter, Subparsers
 from reconciler.cli.files import STDIN, Source, parse_source, read_sources
-from specs.parse import MAX_FILE_BYTES, SpecError, SpecParseError, parse_task
+from specs.parse import (
+    MAX_FILE_BYTES,
+    SpecError,
+    SpecParseError,
+    parse_queue_config,
+    parse_task,
+)
+from specs.queues import CONFIG_FILE
 from specs.store import FolderUnavailable, TaskStore
 
 EPILOG = """\
 A file is read as `apply -f` reads it: several `---`-separated tasks are allowed.
 A folder is read as `rayqueue serve` reads a tasks folder: one task per file, named
-after the file, hidden files, editor leftovers and status sidecars ignored.
+after the file, hidden files, editor leftovers and status sidecars ignored. Its queue
+configuration (_queues.yaml), if any, is checked too; so is a _queues.yaml named alone.
 
 Errors read `file:line:column: field: message`, one per line, on stderr.
 
 examples:
   rayqueue validate examples/tasks/hello.yaml
   rayqueue validate tasks/                # in CI, before a GitOps commit lands
+  rayqueue validate tasks/_queues.yaml    # the queue configuration alone
 """
 
 
@@ -44,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     for arg in args.paths:
         if arg != STDIN and Path(arg).is_dir():
             results = _check_folder(Path(arg))
+        elif arg != STDIN and Path(arg).name == CONFIG_FILE:
+            results = [_check_queues(Path(arg))]
         else:
             results = [_check_file(source) for source in read_sources([arg], recursive=False)]
         for display, names, errors in results:
@@ -52,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
                 for error in errors:
                     print(error, file=sys.stderr)
             elif not args.quiet:
-                shown = ", ".join(f"task/{n}" for n in names)
+                shown = ", ".join(n if n.startswith("queue") else f"task/{n}" for n in names)
                 print(f"{display}: ok ({shown})")
     return EXIT_ERROR if failed else EXIT_OK
 
@@ -74,6 +85,8 @@ def _check_folder(root: Path) -> list[tuple[str, list[str], list[SpecError]]]:
     if not entries:
         raise CliError(f"no task specs in {root}")
     results: list[tuple[str, list[str], list[SpecError]]] = []
+    if (root / CONFIG_FILE).exists():
+        results.append(_check_queues(root / CONFIG_FILE))
     for name, entry in sorted(entries.items()):
         display = os.path.join(str(root), name + entry.path.suffix)
         if entry.error is None:
@@ -92,3 +105,18 @@ def _check_folder(root: Path) -> list[tuple[str, list[str], list[SpecError]]]:
             pass
         results.append((display, [], errors))
     return results
+
+
+def _check_queues(path: Path) -> tuple[str, list[str], list[SpecError]]:
+    """`_queues.yaml` as `serve` reads it; a bad one would leave the last good one in force."""
+    display = str(path)
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            message = f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
+            return display, [], [SpecError(display, None, None, None, message)]
+        config = parse_queue_config(path.read_bytes(), file=display)
+    except SpecParseError as exc:
+        return display, [], exc.errors
+    except OSError as exc:
+        return display, [], [SpecError(display, None, None, None, f"cannot read: {exc.strerror}")]
+    return display, [f"queues {', '.join(config.queue_names())}"], []

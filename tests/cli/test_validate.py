@@ -93,3 +93,32 @@ def test_missing_path_and_empty_folder(rq, tmp_path: Path) -> None:
 
 def test_needs_a_path(rq) -> None:
     assert rq("validate", folder=None).code == 2
+
+
+QUEUES = """\
+apiVersion: rayqueue/v1
+kind: QueueConfig
+spec:
+  queues:
+    - name: team-a
+      nominalQuota: {cpu: 4}
+  default: {}
+"""
+
+
+def test_queue_configuration_is_checked(rq, tmp_path: Path) -> None:
+    folder = tmp_path / "checked"
+    folder.mkdir()
+    write(folder, "a", spec_text())
+    config = folder / "_queues.yaml"
+    config.write_text(QUEUES)
+    ok = rq("validate", str(folder), folder=None)
+    assert ok.code == 0, ok.err
+    assert f"{config}: ok (queues team-a, default)" in ok.out
+    assert rq("validate", str(config), folder=None).code == 0
+
+    config.write_text(QUEUES.replace("cpu: 4", "cpu: -4"))
+    for target in (folder, config):
+        bad = rq("validate", str(target), folder=None)
+        assert bad.code == 1
+        assert f"{config}:6:27: spec.queues[0].nominalQuota.cpu: must be greater" in bad.err
