@@ -1,22 +1,29 @@
-"""Scale of the folder: cold start, pass costs, RSS and Ray calls per pass (fake Ray).
+"""Scale of the folder: pass costs in-process (fake Ray), then `rayqueue serve` idle (real Ray).
 
-A full rescan walks the folder and every sidecar (the loop does one every --rescan-interval,
-and whenever events may have been lost); a steady pass, with the watcher running as in
-`serve`, reads only what file events named.
+In-process, on the loop `serve` builds: cold start, a full rescan pass, a steady pass, a pass
+after 1 % of the specs changed, Ray calls per pass. A full rescan walks the folder and every
+sidecar (the loop does one every --rescan-interval, and whenever events may have been lost);
+a steady pass, with the watcher running as in `serve`, reads only what file events named.
 
-python -m benchmarks.scale                 # 100, 1,000 and 10,000 specs
-python -m benchmarks.scale --sizes 50      # a quick run
+Then `rayqueue serve` as a process on a private Ray head, on a folder of the same size
+(benchmarks/served_scale.py): time to take every spec in, CPU per second while idle and RSS,
+read from /proc.
+
+python -m benchmarks.scale                                   # 100 .. 50,000 specs
+python -m benchmarks.scale --sizes 50 --serve-window 5       # a quick run
+python -m benchmarks.scale --sizes 1000 --serve-window 0     # in-process only, no Ray
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from benchmarks import common
+from benchmarks import common, served_scale
 from benchmarks.common import drop, peak_rss_mb, save, spec_text, table
 from reconciler.assembly import start_watcher
 from reconciler.raycluster.fake import FakeRay
@@ -91,18 +98,53 @@ def measure(size: int, root: Path) -> dict[str, float]:
     }
 
 
+def measure_served(sizes: list[int], window: float, address: str | None) -> list[dict[str, object]]:
+    from reconciler.raycluster.local_head import LocalRayHead
+
+    # One CPU: the long task holds it, and every other task waits (see served_scale).
+    head = LocalRayHead() if address is None else None
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="rq-bench-served-") as tmp:
+        try:
+            url = head.start(num_cpus=1) if head is not None else str(address)
+            for size in sizes:
+                rows.append(served_scale.measure(url, size, Path(tmp), window))
+        finally:
+            if head is not None:
+                head.stop()
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000, 50000])
+    parser.add_argument(
+        "--serve-window",
+        type=float,
+        default=30,
+        help="seconds of idle `rayqueue serve` measured per size (default 30); 0: no serve run",
+    )
+    parser.add_argument(
+        "--address", default=None, help="serve runs against this Ray dashboard, not a private head"
+    )
     parser.add_argument("--out", type=Path, default=None, help="JSON result file")
     args = parser.parse_args(argv)
     rows = []
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="rq-bench-") as tmp:
-        for size in args.sizes:
+        for size in args.sizes:  # ascending, so each row's peak RSS is its own size's
             rows.append(measure(size, Path(tmp)))
     header = list(rows[0])
     print(table("folder scale (fake Ray adapter)", header, [list(r.values()) for r in rows]))
-    print(f"results: {save('scale', {'rows': rows}, args.out)}")
+    served: list[dict[str, object]] = []
+    if args.serve_window > 0:
+        served = measure_served(args.sizes, args.serve_window, args.address)
+        title = "rayqueue serve, idle on a busy queue (real Ray, /proc)"
+        print(table(title, list(served[0]), [list(r.values()) for r in served]))
+    load = {"before": load_before, "after": os.getloadavg()}
+    print(f"load average (1, 5, 15 min): before {load_before}, after {load['after']}")
+    payload = {"rows": rows, "served": served, "load_average": load}
+    print(f"results: {save('scale', payload, args.out)}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
@@ -37,20 +38,37 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class Served:
+    url: str  # its HTTP API
+    pid: int
+
+
 @contextlib.contextmanager
-def serve_process(address: str, folder: Path, log: Path) -> Iterator[str]:
-    """`python -m reconciler.cli serve` on `folder` against `address`; yields its API's URL."""
+def serve_process(
+    address: str,
+    folder: Path,
+    log: Path,
+    *flags: str,
+    queue_id: str | None = None,
+    ready_timeout: float = 120,
+) -> Iterator[Served]:
+    """`python -m reconciler.cli serve` on `folder` against `address`, as a user starts it."""
     port = free_port()
     command = [sys.executable, "-m", "reconciler.cli", "serve", "--dir", str(folder)]
-    command += ["--address", address, "--queue-id", f"lat-{uuid.uuid4().hex[:8]}"]
-    command += ["--port", str(port)]
+    command += ["--address", address, "--queue-id", queue_id or f"lat-{uuid.uuid4().hex[:8]}"]
+    command += ["--port", str(port), *flags]
     env = {k: v for k, v in os.environ.items() if k != "RAYQUEUE_API_TOKEN"}  # no auth here
     with log.open("wb") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait(lambda: _answers(f"{url}/healthz") or _died(proc, log) or None, 120, "serve's API")
-        yield url
+        wait(
+            lambda: _answers(f"{url}/healthz") or _died(proc, log) or None,
+            ready_timeout,
+            "serve's API",
+        )
+        yield Served(url, proc.pid)
     finally:
         proc.terminate()
         try:
@@ -124,7 +142,8 @@ def measure(address: str, drops: int, root: Path) -> dict[str, list[float]]:
     folder.mkdir(parents=True)
     ray = RayJobsAdapter(address)
     latencies: dict[str, list[float]] = {method: [] for method in METHODS}
-    with serve_process(address, folder, root / "serve.log") as url:
+    with serve_process(address, folder, root / "serve.log") as served:
+        url = served.url
         for i in range(drops):
             for method in METHODS:
                 name = f"{method}{i:04d}"
