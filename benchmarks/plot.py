@@ -1,0 +1,198 @@
+"""Cost against folder size on log-log axes, as an SVG for docs/ (from benchmarks.scale's JSON).
+
+python -m benchmarks.plot            # benchmarks/results/scale.json -> docs/scale.svg
+python -m benchmarks.plot --results /tmp/scale.json --out docs/scale.svg
+
+Plain SVG written here: the project has no plotting dependency, and a few lines, dots and
+labels on two logarithmic axes do not need one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape
+
+from benchmarks.common import RESULTS
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+PANEL_W, PANEL_H = 430, 330
+MARGIN_L, MARGIN_R, MARGIN_T, MARGIN_B = 64, 30, 40, 48
+LEGEND_H = 112
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    color: str
+    points: tuple[tuple[float, float], ...]  # (specs, value), value > 0
+    goal: tuple[float, float] | None = None  # (specs, value) the issue asks for
+
+
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    unit: str
+    series: tuple[Series, ...]
+
+
+def _points(rows: Sequence[Mapping[str, Any]], key: str, scale: float) -> tuple[Any, ...]:
+    found = [(float(r["specs"]), float(r[key]) * scale) for r in rows if key in r]
+    return tuple((x, y) for x, y in found if x > 0 and y > 0)  # a log axis has no zero
+
+
+def panels(result: Mapping[str, Any]) -> list[Panel]:
+    """What the doc shows: CPU costs in one panel, resident memory in the other."""
+    rows, served = result.get("rows", []), result.get("served", [])
+    cpu = (
+        Series("cold start (CPU)", "#1f77b4", _points(rows, "cold_start_cpu_s", 1000), (1e4, 2000)),
+        Series(
+            "1 % changed pass", "#d62728", _points(rows, "changed_1pct_pass_cpu_ms", 1), (1e4, 100)
+        ),
+        Series("full rescan pass", "#9467bd", _points(rows, "full_rescan_pass_cpu_ms", 1)),
+        Series("steady pass", "#2ca02c", _points(rows, "steady_pass_cpu_ms", 1), (1e4, 20)),
+        # CPU % of one core is 10 ms of CPU per second.
+        Series(
+            "serve idle, CPU ms per s",
+            "#ff7f0e",
+            _points(served, "idle_cpu_pct_of_core", 10),
+            (5e4, 20),
+        ),
+    )
+    memory = (
+        Series("serve peak RSS (VmHWM)", "#ff7f0e", _points(served, "peak_rss_mb", 1), (5e4, 500)),
+        Series("benchmark peak RSS", "#1f77b4", _points(rows, "peak_rss_mb", 1)),
+    )
+    return [
+        Panel("CPU against folder size", "CPU ms", tuple(s for s in cpu if s.points)),
+        Panel("memory against folder size", "MB", tuple(s for s in memory if s.points)),
+    ]
+
+
+class LogAxis:
+    """Whole decades around the values, mapped linearly in log10 onto [low, high] pixels."""
+
+    def __init__(self, values: Sequence[float], low: float, high: float) -> None:
+        self.first = math.floor(math.log10(min(values)))
+        self.last = max(math.ceil(math.log10(max(values))), self.first + 1)
+        self.low, self.high = low, high
+
+    def __call__(self, value: float) -> float:
+        share = (math.log10(value) - self.first) / (self.last - self.first)
+        return self.low + share * (self.high - self.low)
+
+    def decades(self) -> list[float]:
+        return [10.0**e for e in range(self.first, self.last + 1)]
+
+
+def _num(value: float) -> str:
+    if value >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:g}"
+
+
+def _panel(panel: Panel, left: float) -> list[str]:
+    values = [p for s in panel.series for p in s.points] + [
+        s.goal for s in panel.series if s.goal is not None
+    ]
+    if not values:
+        return []
+    x0, x1 = left + MARGIN_L, left + PANEL_W - MARGIN_R
+    y0, y1 = MARGIN_T + PANEL_H - MARGIN_T - MARGIN_B, MARGIN_T  # y0 is the bottom
+    xs = LogAxis([x for x, _ in values], x0, x1)
+    ys = LogAxis([y for _, y in values], y0, y1)
+    out = [f'<text x="{(x0 + x1) / 2:.1f}" y="22" class="title">{escape(panel.title)}</text>']
+    for tick in xs.decades():
+        x = xs(tick)
+        out.append(f'<line x1="{x:.1f}" y1="{y1}" x2="{x:.1f}" y2="{y0}" class="grid"/>')
+        out.append(f'<text x="{x:.1f}" y="{y0 + 16}" class="tick">{_num(tick)}</text>')
+    for tick in ys.decades():
+        y = ys(tick)
+        out.append(f'<line x1="{x0}" y1="{y:.1f}" x2="{x1}" y2="{y:.1f}" class="grid"/>')
+        out.append(f'<text x="{x0 - 6}" y="{y + 4:.1f}" class="ytick">{_num(tick)}</text>')
+    out.append(f'<rect x="{x0}" y="{y1}" width="{x1 - x0}" height="{y0 - y1}" class="frame"/>')
+    out.append(
+        f'<text x="{(x0 + x1) / 2:.1f}" y="{y0 + 36}" class="label">specs in the folder</text>'
+    )
+    mid = (y0 + y1) / 2
+    out.append(
+        f'<text x="{left + 16}" y="{mid:.1f}" class="label" '
+        f'transform="rotate(-90 {left + 16} {mid:.1f})">{escape(panel.unit)}</text>'
+    )
+    for series in panel.series:
+        coords = [(xs(x), ys(y)) for x, y in series.points]
+        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in coords)
+        label = escape(series.label)
+        out.append(
+            f'<polyline points="{path}" stroke="{series.color}" class="series" '
+            f'data-label="{label}"/>'
+        )
+        out += [
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{series.color}"/>' for x, y in coords
+        ]
+        if series.goal is not None:
+            gx, gy = xs(series.goal[0]), ys(series.goal[1])
+            out.append(
+                f'<path d="M{gx - 5:.1f},{gy:.1f} L{gx:.1f},{gy - 5:.1f} L{gx + 5:.1f},{gy:.1f} '
+                f'L{gx:.1f},{gy + 5:.1f} Z" stroke="{series.color}" class="goal" '
+                f'data-label="{label} goal"/>'
+            )
+    legend_y = PANEL_H + 8
+    for i, series in enumerate(panel.series):
+        y = legend_y + 16 * i
+        out.append(
+            f'<line x1="{x0}" y1="{y}" x2="{x0 + 22}" y2="{y}" stroke="{series.color}" '
+            'stroke-width="2"/>'
+        )
+        out.append(f'<text x="{x0 + 28}" y="{y + 4}" class="legend">{escape(series.label)}</text>')
+    return out
+
+
+def render(result: Mapping[str, Any], note: str = "") -> str:
+    drawn = panels(result)
+    width, height = PANEL_W * len(drawn), PANEL_H + LEGEND_H
+    body: list[str] = []
+    for i, panel in enumerate(drawn):
+        body += _panel(panel, PANEL_W * i)
+    body.append(
+        f'<text x="{MARGIN_L}" y="{height - 8}" class="note">'
+        f"◇ goal of issue 15. {escape(note)}</text>"
+    )
+    style = (
+        "text{font-family:sans-serif;fill:#222}.title{font-size:14px;text-anchor:middle}"
+        ".label{font-size:12px;text-anchor:middle}.tick{font-size:11px;text-anchor:middle}"
+        ".ytick{font-size:11px;text-anchor:end}.legend{font-size:12px}.note{font-size:11px}"
+        ".grid{stroke:#ddd;stroke-width:1}.frame{fill:none;stroke:#888}"
+        ".series{fill:none;stroke-width:2}.goal{fill:none;stroke-width:1.5}"
+    )
+    return "\n".join(
+        [
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}">',
+            f"<style>{style}</style>",
+            f'<rect width="{width}" height="{height}" fill="white"/>',
+            *body,
+            "</svg>",
+            "",
+        ]
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=RESULTS / "scale.json")
+    parser.add_argument("--out", type=Path, default=DOCS / "scale.svg")
+    parser.add_argument("--note", default="", help="a line under the plot: where the data is from")
+    args = parser.parse_args(argv)
+    result = json.loads(args.results.read_text())
+    args.out.write_text(render(result, args.note))
+    print(f"plot: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
