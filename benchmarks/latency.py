@@ -1,6 +1,6 @@
 """Drop-to-submit latency, in-process on a fake Ray and through `rayqueue serve` on real Ray.
 
-python -m benchmarks.latency                      # 200 drops in-process, 30 of each through serve
+python -m benchmarks.latency                      # 200 drops in-process, 100 of each through serve
 python -m benchmarks.latency --drops 20 --real-drops 0
 python -m benchmarks.latency --drops 0 --real-drops 30 --address http://127.0.0.1:8265
 
@@ -85,7 +85,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--drops", type=int, default=200)
     parser.add_argument(
-        "--real-drops", type=int, default=30, help="writes of each kind through serve; 0: none"
+        "--real-drops",
+        type=int,
+        default=100,
+        help="writes of each kind through serve (default 100); 0: none",
     )
     parser.add_argument(
         "--address", default=None, help="real runs use this Ray dashboard instead of a private head"

@@ -1,11 +1,15 @@
 """Throughput against raw Ray: N trivial 1-CPU jobs, submitted directly vs. through rayqueue.
 
-    python -m benchmarks.throughput               # N=40 on a private local Ray head (2 CPUs)
-    python -m benchmarks.throughput --jobs 4
+    python -m benchmarks.throughput                         # 16 jobs, private 4-CPU head
+    python -m benchmarks.throughput --jobs 30 --cpus 2      # the earlier shape
+    python -m benchmarks.throughput --jobs 2 --via in-process
 
-Both sides run in the same process, against the same head, on the same workload, so the
+Both sides run in the same benchmark run, against the same head, on the same workload, so the
 ratio holds on a noisy machine. Side A is the best a hand-written client can do: keep the
-cluster full, poll list_jobs every 0.1 s, submit the next job the moment one ends.
+cluster full, poll list_jobs every 0.1 s, submit the next job the moment one ends. Side B
+drops the same jobs as spec files into a folder watched by `rayqueue serve`, run as a child
+process as a user runs it (--via serve, the default), or by the same loop built in this
+process through reconciler/assembly.py (--via in-process).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
-from benchmarks import common
+from benchmarks import common, served
 from benchmarks.common import drop, save, spec_text, table
 from reconciler.assembly import start_loop
 from reconciler.raycluster.adapter import RayJobsAdapter
@@ -47,33 +51,54 @@ def side_a(ray: RayJobsAdapter, jobs: int, slots: int) -> float:
     return time.perf_counter() - start
 
 
+def drop_and_wait(ray: RayJobsAdapter, jobs: int, folder: Path, queue: str) -> float:
+    """Drop the jobs' specs at once; seconds until Ray reports all of them ended."""
+    start = time.perf_counter()
+    for i in range(jobs):
+        drop(folder, f"job{i:04d}", spec_text(ENTRYPOINT, cpu=1))
+    while True:
+        ours = [j for j in ray.list_jobs() if j.metadata.get(META_QUEUE) == queue]
+        if len(ours) == jobs and all(j.terminal for j in ours):
+            return time.perf_counter() - start
+        time.sleep(0.1)
+
+
 def side_b(ray: RayJobsAdapter, jobs: int, folder: Path) -> float:
-    """rayqueue: the same jobs as spec files, reconciled by the real loop and watcher."""
+    """rayqueue in this process: the loop and watcher `serve` builds, through assembly."""
     folder.mkdir(parents=True, exist_ok=True)
     settings = common.serve_settings(folder, "--queue-id", f"tp-{uuid.uuid4().hex[:8]}")
     rec = common.serve_loop(settings, ray)
     stop = threading.Event()
     threads = start_loop(rec, stop)
     time.sleep(0.5)
-    start = time.perf_counter()
     try:
-        for i in range(jobs):
-            drop(folder, f"job{i:04d}", spec_text(ENTRYPOINT, cpu=1))
-        while True:
-            ours = [j for j in ray.list_jobs() if j.metadata.get(META_QUEUE) == settings.queue_id]
-            if len(ours) == jobs and all(j.terminal for j in ours):
-                return time.perf_counter() - start
-            time.sleep(0.1)
+        return drop_and_wait(ray, jobs, folder, settings.resolved_queue_id)
     finally:
         stop.set()
         rec.wake.set()
         threads.join(10)
 
 
+def side_b_served(ray: RayJobsAdapter, jobs: int, folder: Path, address: str) -> float:
+    """rayqueue as users run it: a `rayqueue serve` process on the folder, same head."""
+    folder.mkdir(parents=True, exist_ok=True)
+    queue = f"tp-{uuid.uuid4().hex[:8]}"
+    log = folder.parent / f"{folder.name}.serve.log"
+    with served.serve_process(address, folder, log, queue_id=queue):
+        time.sleep(1.0)  # its first pass is done and its watcher armed
+        return drop_and_wait(ray, jobs, folder, queue)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, default=30, help="jobs per run; each side runs twice")
-    parser.add_argument("--cpus", type=int, default=2, help="CPUs of the private Ray head")
+    parser.add_argument("--jobs", type=int, default=16, help="jobs per run; each side runs twice")
+    parser.add_argument("--cpus", type=int, default=4, help="CPUs of the private Ray head")
+    parser.add_argument(
+        "--via",
+        choices=("serve", "in-process"),
+        default="serve",
+        help="side B: a `rayqueue serve` process (default) or the same loop in this process",
+    )
     parser.add_argument(
         "--address", default=None, help="use this Ray dashboard instead of starting a private head"
     )
@@ -89,8 +114,12 @@ def main(argv: list[str] | None = None) -> None:
         # A, B, B, A: Ray slows down a little as its job history grows, so an ABBA order
         # cancels that drift instead of charging it all to the side that runs second.
         a1 = side_a(ray, args.jobs, args.cpus)
-        b1 = side_b(ray, args.jobs, Path(tmp) / "tasks-1")
-        b2 = side_b(ray, args.jobs, Path(tmp) / "tasks-2")
+        b1, b2 = (
+            side_b_served(ray, args.jobs, Path(tmp) / f"tasks-{i}", address)
+            if args.via == "serve"
+            else side_b(ray, args.jobs, Path(tmp) / f"tasks-{i}")
+            for i in (1, 2)
+        )
         a2 = side_a(ray, args.jobs, args.cpus)
         a, b = (a1 + a2) / 2, (b1 + b2) / 2
     finally:
@@ -100,6 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     row = {
         "jobs": args.jobs,
         "cpus": args.cpus,
+        "side_b": args.via,
         "raw_jobs_per_s": args.jobs / a,
         "rayqueue_jobs_per_s": args.jobs / b,
         "ratio_b_over_a": a / b,
