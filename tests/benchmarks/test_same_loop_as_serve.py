@@ -73,7 +73,7 @@ def test_every_benchmark_builds_the_loop_serve_builds(
 
     monkeypatch.setattr(common, "serve_loop", spy)
     monkeypatch.setattr(Reconciler, "__init__", counting_init)
-    scale.main(["--sizes", "20", "--out", str(tmp_path / "s.json")])
+    scale.main(["--sizes", "20", "--serve-window", "0", "--out", str(tmp_path / "s.json")])
     history.main(["--history", "0", "--out", str(tmp_path / "h.json")])
     latency.main(["--drops", "2", "--real-drops", "0", "--out", str(tmp_path / "l.json")])
     capsys.readouterr()

@@ -12,7 +12,7 @@ from benchmarks import history, latency, scale, throughput
 
 def test_scale_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "scale.json"
-    scale.main(["--sizes", "20", "--out", str(out)])
+    scale.main(["--sizes", "20", "--serve-window", "0", "--out", str(out)])
     printed = capsys.readouterr().out
     assert "folder scale" in printed and "steady_pass_cpu_ms" in printed
     rows = json.loads(out.read_text())["rows"]
@@ -45,3 +45,16 @@ def test_throughput_smoke(
     assert "throughput against raw Ray" in capsys.readouterr().out
     row = json.loads(out.read_text())["rows"][0]
     assert row["jobs"] == 2 and row["ratio_b_over_a"] > 0
+
+
+@pytest.mark.ray
+def test_scale_through_serve_smoke(
+    ray_head: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "scale.json"
+    scale.main(["--sizes", "20", "--serve-window", "3", "--address", ray_head, "--out", str(out)])
+    assert "rayqueue serve, idle" in capsys.readouterr().out
+    row = json.loads(out.read_text())["served"][0]
+    assert row["specs"] == 20 and row["jobs_running"] == 1  # the long task holds the head
+    assert row["idle_passes_per_s"] > 0 and row["idle_cpu_pct_of_core"] > 0
+    assert 0 < row["rss_mb"] <= row["peak_rss_mb"]
