@@ -12,7 +12,7 @@ import hashlib
 import logging
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -254,12 +254,24 @@ def _conditions(
     return result
 
 
+@dataclass(frozen=True)
+class TaskEnv:
+    """What every task's own reconcile reads besides its spec and status: the same for all
+    tasks of a pass."""
+
+    options: PlanOptions
+    obs: Observation
+    ours: Mapping[str, RayJob]  # our jobs by submission id
+    by_task: Mapping[str, Sequence[RayJob]]  # our jobs by task name
+
+
 @dataclass
 class _Ctx:
     options: PlanOptions
     obs: Observation
     now: float
     plan: Plan
+    env: TaskEnv
     # our non-terminal jobs that belong to an active run; everything else of ours gets stopped
     kept_jobs: set[str] = field(default_factory=set)
     claims: list[policies.Claim] = field(default_factory=list)
@@ -269,13 +281,13 @@ class _Ctx:
     tasks: dict[str, Task] = field(default_factory=dict)  # the queued ones, for admission
     sources: dict[str, SourceRef] = field(default_factory=dict)  # of the specs read, for runs
     conds: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
-    resubmit: set[str] = field(default_factory=set)  # Starting runs Ray has never heard of
     running: list[preemption.Running] = field(default_factory=list)  # possible victims
     jobs_by_task: Mapping[str, Sequence[RayJob]] = field(default_factory=dict)
     folder_empty: bool = False  # no spec and no sidecar at all: unmounted, or wiped
     queues: QueueConfig | None = None  # team queues with quotas; None: one queue, as before
     held: dict[str, Capacity] = field(default_factory=dict)  # by task: jobs holding resources
     queue_admission: queueing.QueueAdmission | None = None
+    gated: bool = False  # some queued task has dependencies or sits in a cycle
 
     @property
     def stamp(self) -> datetime:
@@ -293,8 +305,14 @@ def plan(
 ) -> Plan:
     """Decide one reconcile pass. Pure: same inputs, same plan. With `queues`, each team
     folder is its own queue with a quota, and the queues share the cluster fairly."""
-    ctx = _Ctx(options=options, obs=observed, now=now.timestamp(), plan=Plan(), queues=queues)
-    ctx.folder_empty = not specs and not statuses
+    ctx = begin(specs, statuses, observed, now, options, queues)
+    env = ctx.env
+    for name in sorted(specs):
+        merge(ctx, name, reconcile_task(env, specs[name], statuses.get(name), ctx.now))
+    return finish(ctx, specs, statuses)
+
+
+def task_env(observed: Observation, options: PlanOptions) -> TaskEnv:
     jobs = observed.jobs or {}
     ours = {
         sid: job for sid, job in jobs.items() if job.metadata.get(META_QUEUE) == options.queue_id
@@ -302,14 +320,59 @@ def plan(
     by_task: dict[str, list[RayJob]] = {}
     for job in ours.values():
         by_task.setdefault(job.metadata.get(META_TASK, ""), []).append(job)
+    return TaskEnv(options, observed, ours, by_task)
 
+
+def begin(
+    specs: Mapping[str, TaskInput],
+    statuses: Mapping[str, TaskStatus],
+    observed: Observation,
+    now: datetime,
+    options: PlanOptions,
+    queues: QueueConfig | None,
+) -> _Ctx:
+    """A pass's shared state, before any task is merged into it."""
+    env = task_env(observed, options)
+    ctx = _Ctx(options, observed, now.timestamp(), Plan(), env, queues=queues)
+    ctx.folder_empty = not specs and not statuses
     ctx.sources = {name: s.source for name, s in specs.items() if s.source is not None}
-    ctx.jobs_by_task = by_task
-    for name in sorted(specs):
-        prev = statuses.get(name)
-        _reconcile_task(ctx, specs[name], prev, ours, by_task.get(name, []))
+    ctx.jobs_by_task = env.by_task
+    return ctx
 
-    if observed.available:
+
+def merge(ctx: _Ctx, name: str, result: TaskResult) -> None:
+    """Add one task's result to the pass; tasks are merged in name order, as plan() reconciles
+    them, so sums and lists come out the same."""
+    ctx.bodies[name] = result.body
+    if result.conds:
+        ctx.conds[name] = dict(result.conds)  # a copy: preemption adds to it
+    if result.events:
+        ctx.plan.events.extend(result.events)
+    if result.submits:
+        ctx.plan.submits.extend(result.submits)
+    if result.timeouts:
+        ctx.plan.timeouts.extend(result.timeouts)
+    if result.fetch_log:
+        ctx.plan.fetch_logs.append(name)
+    held = result.held
+    if held is not None:
+        ctx.kept_jobs.add(held.submission_id)
+        ctx.used = ctx.used + held.request
+        ctx.held[name] = ctx.held.get(name, Capacity()) + held.request
+        ctx.claims.append(held.claim)
+    waiter = result.waiter
+    if waiter is not None:
+        ctx.queue.append((waiter.key, waiter.candidate))
+        ctx.tasks[name] = waiter.task
+        ctx.gated = ctx.gated or waiter.gated
+    if result.running is not None:
+        ctx.running.append(result.running)
+
+
+def finish(ctx: _Ctx, specs: Mapping[str, TaskInput], statuses: Mapping[str, TaskStatus]) -> Plan:
+    """What needs every task at once: strays, dependencies, admission, clean-up, statuses."""
+    ours = ctx.env.ours
+    if ctx.obs.available:
         _stop_strays(ctx, ours, specs)
         _gate_dependencies(ctx, specs)
         _admit(ctx)
@@ -358,46 +421,149 @@ def _summary(ctx: _Ctx) -> Summary:
     )
 
 
-def _reconcile_task(
-    ctx: _Ctx,
-    spec: TaskInput,
-    prev: TaskStatus | None,
-    ours: Mapping[str, RayJob],
-    task_jobs: Sequence[RayJob],
-) -> None:
-    name = spec.name
-    body = prev.status if prev is not None else None
-    ctx.conds[name] = {}
-    if not ctx.obs.available:
-        ctx.conds[name][COND_CLUSTER_UNAVAILABLE] = (
-            Reason.RAY_UNREACHABLE,
-            f"Ray could not be asked: {ctx.obs.error or 'unavailable'}; nothing is stopped",
+@dataclass(frozen=True)
+class Held:
+    """An active run's hold on the cluster: its job is kept, its request counts as used."""
+
+    submission_id: str
+    request: Capacity
+    claim: policies.Claim
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """A task waiting for admission: its place in the queue's order, and what it asks for."""
+
+    key: tuple[int, float, str]  # (-priority, queuedAt, name)
+    candidate: policies.Candidate
+    task: Task
+    gated: bool  # has dependencies, or is held in a dependency cycle
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """One task's own part of a pass: decided from its spec, its status, its run's job, the
+    pass-wide TaskEnv and `now` alone, before dependencies and admission look at all tasks.
+
+    `valid_from`..`valid_until` (inclusive) is the span of `now` over which the same inputs
+    give this very result: every time-dependent rule the reconcile ran narrowed it."""
+
+    body: TaskStatusBody
+    conds: tuple[tuple[str, tuple[str, str]], ...] = ()
+    events: tuple[Event, ...] = ()
+    submits: tuple[Submit, ...] = ()
+    timeouts: tuple[TimeOut, ...] = ()
+    fetch_log: bool = False
+    held: Held | None = None
+    waiter: Waiter | None = None
+    running: preemption.Running | None = None
+    valid_from: float = -math.inf
+    valid_until: float = math.inf
+
+    def valid_at(self, now: float) -> bool:
+        return self.valid_from <= now <= self.valid_until
+
+
+class _Step:
+    """One task's reconcile in progress. Reading `now` or `stamp` pins the result to this
+    instant; the threshold helpers (`elapsed`, `due`) only narrow its window of validity, so
+    a result that merely compared the clock with a deadline stays valid until that deadline."""
+
+    def __init__(self, env: TaskEnv, name: str, now: float) -> None:
+        self.env = env
+        self.options = env.options
+        self.obs = env.obs
+        self.name = name
+        self._now = now
+        self.valid_from = -math.inf
+        self.valid_until = math.inf
+        self.conds: dict[str, tuple[str, str]] = {}
+        self.events: list[Event] = []
+        self.submits: list[Submit] = []
+        self.timeouts: list[TimeOut] = []
+        self.fetch_log = False
+        self.resubmit = False  # a Starting run Ray has never heard of
+        self.held: Held | None = None
+        self.waiter: Waiter | None = None
+        self.body: TaskStatusBody | None = None
+
+    @property
+    def now(self) -> float:
+        self.valid_from = self.valid_until = self._now
+        return self._now
+
+    @property
+    def stamp(self) -> datetime:
+        return _ts(self.now)
+
+    def note(self, reason: Reason, message: str, level: int = logging.INFO) -> None:
+        self.events.append(Event(level, reason, message))
+
+    def elapsed(self, since: float, limit: float, *, strictly: bool = True) -> bool:
+        """`now - since > limit` (`>=` unless strictly), exactly as float arithmetic has it.
+        The test is monotone in `now`, so the answer holds up to (or from) its boundary."""
+
+        def test(at: float) -> bool:
+            gone = at - since
+            return gone > limit if strictly else gone >= limit
+
+        return self._threshold(test, since + limit)
+
+    def due(self, at: float | None) -> bool:
+        """A retry's backoff is over (retries.is_due)."""
+        if at is None:
+            return True
+        return self._threshold(lambda now: retries.is_due(at, now), at)
+
+    def _threshold(self, test: Callable[[float], bool], boundary: float) -> bool:
+        now, answer = self._now, test(self._now)
+        edge = boundary
+        for _ in range(8):  # rounding moves the boundary by an ulp or two at most
+            if test(edge) == answer:
+                break
+            edge = math.nextafter(edge, -math.inf if not answer else math.inf)
+        else:
+            edge = now  # could not place it: valid for this instant only
+        if answer:
+            self.valid_from = max(self.valid_from, min(edge, now))
+        else:
+            self.valid_until = min(self.valid_until, max(edge, now))
+        return answer
+
+    def result(self, running: preemption.Running | None) -> TaskResult:
+        assert self.body is not None
+        return TaskResult(
+            self.body,
+            tuple(self.conds.items()),
+            tuple(self.events),
+            tuple(self.submits),
+            tuple(self.timeouts),
+            self.fetch_log,
+            self.held,
+            self.waiter,
+            running,
+            self.valid_from,
+            self.valid_until,
         )
-    task = _usable_task(ctx, spec, body, ours)
-    if task is None:
-        return
-    spec_hash = spec.hash_of(task)
-    if body is None:
-        body = _first_sight(ctx, name, task, spec_hash, task_jobs)
-    job = _job_of(ctx, body, ours)
 
-    if not ctx.obs.available:
-        # Without Ray we can only keep what we had; never act, never re-derive phases.
-        if body.phase.active:
-            _keep_active(ctx, name, body, task, ours)
-        ctx.bodies[name] = set_fields(body, {"spec_hash": body.spec_hash or spec_hash})
-        return
 
-    if body.phase.active:
-        body = _observe_run(ctx, name, task, body, job)
-    body = _follow_spec(ctx, name, task, body, job, spec_hash, edited=spec.task is not None)
-    _settle(ctx, name, task, body, job, ours)
-    settled = ctx.bodies[name]
-    if settled.phase is Phase.RUNNING and spec.task is not None and settled.started_at:
+def reconcile_task(
+    env: TaskEnv, spec: TaskInput, prev: TaskStatus | None, now: float
+) -> TaskResult:
+    """One task's own part of a pass (see TaskResult). Pure."""
+    t = _Step(env, spec.name, now)
+    _reconcile_task(t, spec, prev)
+    settled, task = t.body, spec.task
+    if (
+        settled is not None
+        and settled.phase is Phase.RUNNING
+        and task is not None
+        and settled.started_at
+    ):
         # A run under a broken spec is never a victim: it could not be queued again.
-        ctx.running.append(
+        return t.result(
             preemption.Running(
-                name,
+                spec.name,
                 task.spec.priority,
                 request_of(task),
                 settled.started_at.timestamp(),
@@ -405,37 +571,65 @@ def _reconcile_task(
                 settled.preemptions,
             )
         )
+    return t.result(None)
 
 
-def _usable_task(
-    ctx: _Ctx, spec: TaskInput, body: TaskStatusBody | None, ours: Mapping[str, RayJob]
-) -> Task | None:
+def _reconcile_task(t: _Step, spec: TaskInput, prev: TaskStatus | None) -> None:
+    name, ours = spec.name, t.env.ours
+    body = prev.status if prev is not None else None
+    if not t.obs.available:
+        t.conds[COND_CLUSTER_UNAVAILABLE] = (
+            Reason.RAY_UNREACHABLE,
+            f"Ray could not be asked: {t.obs.error or 'unavailable'}; nothing is stopped",
+        )
+    task = _usable_task(t, spec, body)
+    if task is None:
+        return
+    spec_hash = spec.hash_of(task)
+    if body is None:
+        body = _first_sight(t, name, task, spec_hash, t.env.by_task.get(name, ()))
+    job = _job_of(t, body, ours)
+
+    if not t.obs.available:
+        # Without Ray we can only keep what we had; never act, never re-derive phases.
+        if body.phase.active:
+            _keep_active(t, body, task)
+        t.body = set_fields(body, {"spec_hash": body.spec_hash or spec_hash})
+        return
+
+    if body.phase.active:
+        body = _observe_run(t, name, task, body, job)
+    body = _follow_spec(t, name, task, body, job, spec_hash, edited=spec.task is not None)
+    _settle(t, name, task, body, job)
+
+
+def _usable_task(t: _Step, spec: TaskInput, body: TaskStatusBody | None) -> Task | None:
     """The spec to plan with; None when the task is settled already (its file is broken)."""
     if spec.task is not None:
         return spec.task
-    name, message = spec.name, spec.error or "invalid spec"
+    message = spec.error or "invalid spec"
     if body is None or not body.phase.active:
-        ctx.bodies[name] = lifecycle.invalidate(body, message)
+        t.body = lifecycle.invalidate(body, message)
         return None
     # A broken file never stops a healthy job: it runs on under the last valid spec.
-    ctx.conds[name][COND_SPEC_INVALID] = (Reason.SPEC_INVALID, f"{message}; the job keeps running")
+    t.conds[COND_SPEC_INVALID] = (Reason.SPEC_INVALID, f"{message}; the job keeps running")
     if spec.last_valid is None:  # nothing remembered (we restarted): leave it untouched
-        _keep_active(ctx, name, body, None, ours)
-        ctx.bodies[name] = body
+        _keep_active(t, body, None)
+        t.body = body
     return spec.last_valid
 
 
-def _job_of(ctx: _Ctx, body: TaskStatusBody, ours: Mapping[str, RayJob]) -> RayJob | None:
+def _job_of(t: _Step, body: TaskStatusBody, ours: Mapping[str, RayJob]) -> RayJob | None:
     if not body.submission_id:
         return None
     job = ours.get(body.submission_id)
-    if job is None and ctx.obs.jobs is not None:
-        job = ctx.obs.jobs.get(body.submission_id)  # present but not ours: an id conflict
+    if job is None and t.obs.jobs is not None:
+        job = t.obs.jobs.get(body.submission_id)  # present but not ours: an id conflict
     return job
 
 
 def _follow_spec(
-    ctx: _Ctx,
+    t: _Step,
     name: str,
     task: Task,
     body: TaskStatusBody,
@@ -445,22 +639,20 @@ def _follow_spec(
     edited: bool,  # False: planning under the last valid spec of a broken file
 ) -> TaskStatusBody:
     """A run-defining change, a suspend, or a re-run request all end the current run."""
-    suspend, now, phase = task.spec.suspend, ctx.stamp, body.phase
+    suspend, phase = task.spec.suspend, body.phase
     if phase.active:
         if suspend:
-            suspended = lifecycle.suspend(body, body.spec_hash, now)
-            return _ended(ctx, name, suspended, Reason.SUSPENDED)
+            suspended = lifecycle.suspend(body, body.spec_hash, t.stamp)
+            return _ended(t, name, suspended, Reason.SUSPENDED)
         if body.spec_hash != spec_hash and edited:
-            ctx.plan.note(
-                Reason.SPEC_CHANGED, f"spec of {name} changed while running; stopping old run"
-            )
-            return lifecycle.restart(body, spec_hash, now)
+            t.note(Reason.SPEC_CHANGED, f"spec of {name} changed while running; stopping old run")
+            return lifecycle.restart(body, spec_hash, t.stamp)
         return body
     if phase is Phase.SUSPENDED:
-        return body if suspend else lifecycle.resume(body, spec_hash, now)
+        return body if suspend else lifecycle.resume(body, spec_hash, t.stamp)
     if _in_cycle(body) and body.spec_hash == spec_hash:
         # Invalid only through its dependencies: it waits; the dependency gate judges it anew.
-        return lifecycle.suspend(body, spec_hash, now) if suspend else body
+        return lifecycle.suspend(body, spec_hash, t.stamp) if suspend else body
     if phase is Phase.INVALID and _outcome_stands(body, job, spec_hash):
         assert job is not None
         return lifecycle.end_run(body, job)
@@ -468,13 +660,13 @@ def _follow_spec(
         if body.spec_hash == spec_hash and phase is not Phase.INVALID:
             return body
         if suspend:
-            return lifecycle.suspend(body, spec_hash, now)
-        return lifecycle.restart(body, spec_hash, now)
+            return lifecycle.suspend(body, spec_hash, t.stamp)
+        return lifecycle.restart(body, spec_hash, t.stamp)
     if phase in (Phase.QUEUED, Phase.UNSCHEDULABLE):
         if body.spec_hash != spec_hash:
             body = lifecycle.fresh_series(body)  # a fixed spec need not sit out a backoff
         body = set_fields(body, {"spec_hash": spec_hash})
-        return lifecycle.suspend(body, spec_hash, now) if suspend else body
+        return lifecycle.suspend(body, spec_hash, t.stamp) if suspend else body
     return body
 
 
@@ -490,76 +682,76 @@ def _outcome_stands(body: TaskStatusBody, job: RayJob | None, spec_hash: str) ->
 
 
 def _settle(
-    ctx: _Ctx,
+    t: _Step,
     name: str,
     task: Task,
     body: TaskStatusBody,
     job: RayJob | None,
-    ours: Mapping[str, RayJob],
 ) -> None:
     """Time limits, resources held, resubmits and the queue, for the task's final phase."""
     if body.phase.active:
-        body = _check_timeouts(ctx, name, task, body)
+        body = _check_timeouts(t, name, task, body)
     if body.phase.active:
-        _keep_active(ctx, name, body, task, ours)
-    if name in ctx.resubmit and body.phase is Phase.STARTING and body.submission_id:
-        ctx.plan.submits.append(Submit(name, _submit_request(ctx, name, task, body)))
+        _keep_active(t, body, task)
+    if t.resubmit and body.phase is Phase.STARTING and body.submission_id:
+        t.submits.append(Submit(name, _submit_request(t.options, name, task, body)))
     if body.phase in (Phase.QUEUED, Phase.UNSCHEDULABLE) or _in_cycle(body):
-        if retries.is_due(_epoch(body.next_retry_at), ctx.now):
-            body = _enqueue(ctx, name, task, body)
+        if t.due(_epoch(body.next_retry_at)):
+            body = _enqueue(t, name, task, body)
         else:
             body = lifecycle.hold(body, Reason.RETRY_BACKOFF, body.message or "retry backoff")
     elif job is not None and body.phase.finished and body.ray_status != job.status:
         body = set_fields(body, {"ray_status": job.status})  # e.g. STOPPED after a timeout
-    ctx.bodies[name] = body
+    t.body = body
 
 
 def _first_sight(
-    ctx: _Ctx, name: str, task: Task, spec_hash: str, task_jobs: Sequence[RayJob]
+    t: _Step, name: str, task: Task, spec_hash: str, task_jobs: Sequence[RayJob]
 ) -> TaskStatusBody:
     """A task with no sidecar: adopt its live job if Ray has one, else queue it."""
     live = [j for j in task_jobs if not j.terminal and j.metadata.get(META_SPEC_HASH) == spec_hash]
     if live:
         job = max(live, key=lambda j: j.start_time or 0)
-        ctx.plan.note(
+        t.note(
             Reason.ADOPTED, f"adopted {name}: Ray job {job.submission_id} (status file was missing)"
         )
-        return lifecycle.adopted(job, spec_hash, ctx.stamp)
-    uid = make_uid(ctx.options.queue_id, name, ctx.stamp)
-    return lifecycle.first_queued(uid, spec_hash, ctx.stamp)
+        return lifecycle.adopted(job, spec_hash, t.stamp)
+    uid = make_uid(t.options.queue_id, name, t.stamp)
+    return lifecycle.first_queued(uid, spec_hash, t.stamp)
 
 
 _VERB = {Phase.TIMED_OUT: "timed out", Phase.SUSPENDED: "suspended", Phase.FAILED: "failed"}
 
 
-def _ended(ctx: _Ctx, name: str, body: TaskStatusBody, reason: Reason) -> TaskStatusBody:
+def _ended(t: _Step, name: str, body: TaskStatusBody, reason: Reason) -> TaskStatusBody:
     """Log a run we ended; the stray-job sweep then stops its job until Ray says it ended."""
     verb = _VERB.get(body.phase, body.phase.value.lower())
-    ctx.plan.note(reason, f"{verb} {name}: {body.message}")
+    t.note(reason, f"{verb} {name}: {body.message}")
     return body
 
 
 def _observe_run(
-    ctx: _Ctx, name: str, task: Task, body: TaskStatusBody, job: RayJob | None
+    t: _Step, name: str, task: Task, body: TaskStatusBody, job: RayJob | None
 ) -> TaskStatusBody:
     """Follow an active run by what Ray says of its job."""
-    if job is not None and not _is_this_run(ctx, body, job):
-        return lifecycle.conflict(body, ctx.stamp)
+    if job is not None and not _is_this_run(t, body, job):
+        return lifecycle.conflict(body, t.stamp)
     if job is None:
-        return _job_missing(ctx, name, task, body)
+        return _job_missing(t, name, task, body)
     if job.status == PENDING:
         return lifecycle.observe_pending(body, job)
     if job.status == RUNNING:
-        return lifecycle.observe_running(body, job, ctx.stamp)
+        # The clock is read only to record a start not recorded yet.
+        return lifecycle.observe_running(body, job, body.started_at or t.stamp)
     ended = lifecycle.end_run(body, job)
     if ended.phase is Phase.FAILED:
-        ctx.plan.fetch_logs.append(name)
+        t.fetch_log = True
     sid = body.submission_id or ""
     # end_run of an active run always writes a Reason member; the fallback only satisfies types.
     reason = ended.reason if isinstance(ended.reason, Reason) else Reason.JOB_FAILED
-    ctx.plan.note(reason, f"{ended.phase.value.lower()} {name} (job {sid})")
+    t.note(reason, f"{ended.phase.value.lower()} {name} (job {sid})")
     if ended.phase is Phase.FAILED:
-        return _maybe_retry(ctx, name, task, ended, retries.RunEnd("Failed", job.exit_code))
+        return _maybe_retry(t, name, task, ended, retries.RunEnd("Failed", job.exit_code))
     return ended
 
 
@@ -573,23 +765,23 @@ def _retries_used(body: TaskStatusBody) -> int:
 
 
 def _maybe_retry(
-    ctx: _Ctx, name: str, task: Task, ended: TaskStatusBody, end: retries.RunEnd
+    t: _Step, name: str, task: Task, ended: TaskStatusBody, end: retries.RunEnd
 ) -> TaskStatusBody:
     """A run of this task ended badly (Failed, TimedOut): try it again, or say why not."""
     policy = _policy(task)
     decision = retries.decide(policy, end, _retries_used(ended))
     if decision.retried:
-        at = _ts(ctx.now + decision.delay_seconds)
+        at = _ts(t.now + decision.delay_seconds)
         message = retries.backoff_message(end, decision.retries, policy.limit,
                                           decision.delay_seconds)  # fmt: skip
-        ctx.plan.note(Reason.RETRY_BACKOFF, f"retrying {name}: {message}")
+        t.note(Reason.RETRY_BACKOFF, f"retrying {name}: {message}")
         spec_hash = ended.spec_hash or task.spec_hash()
         return lifecycle.retry(ended, spec_hash, decision.retries, at, message)
-    return _give_up(ctx, name, ended, end, decision, policy)
+    return _give_up(t, name, ended, end, decision, policy)
 
 
 def _give_up(
-    ctx: _Ctx,
+    t: _Step,
     name: str,
     ended: TaskStatusBody,
     end: retries.RunEnd,
@@ -598,36 +790,36 @@ def _give_up(
 ) -> TaskStatusBody:
     if decision.verdict is retries.Verdict.EXHAUSTED:
         message = retries.exhausted_message(end, decision.retries + 1, policy.limit)
-        ctx.plan.note(Reason.BACKOFF_LIMIT_EXCEEDED, f"gave up on {name}: {message}")
-        return lifecycle.give_up(ended, Reason.BACKOFF_LIMIT_EXCEEDED, message, ctx.stamp)
+        t.note(Reason.BACKOFF_LIMIT_EXCEEDED, f"gave up on {name}: {message}")
+        return lifecycle.give_up(ended, Reason.BACKOFF_LIMIT_EXCEEDED, message, t.stamp)
     if decision.verdict is retries.Verdict.NON_RETRYABLE:
         message = retries.non_retryable_message(end)
-        return lifecycle.give_up(ended, Reason.NON_RETRYABLE_EXIT_CODE, message, ctx.stamp)
+        return lifecycle.give_up(ended, Reason.NON_RETRYABLE_EXIT_CODE, message, t.stamp)
     return ended
 
 
-def _is_this_run(ctx: _Ctx, body: TaskStatusBody, job: RayJob) -> bool:
+def _is_this_run(t: _Step, body: TaskStatusBody, job: RayJob) -> bool:
     """False if the id is held by another queue's job, a foreign one (never adopted), or an
     earlier incarnation of a re-created task."""
-    ours = job.metadata.get(META_QUEUE) == ctx.options.queue_id
+    ours = job.metadata.get(META_QUEUE) == t.options.queue_id
     return ours and job.metadata.get(META_UID) in (None, body.uid)
 
 
-def _job_missing(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> TaskStatusBody:
+def _job_missing(t: _Step, name: str, task: Task, body: TaskStatusBody) -> TaskStatusBody:
     """Ray does not list the run's job (any more)."""
     if body.phase is Phase.STARTING:
         # Recorded but not in Ray: we stopped between the status write and submit_job,
         # or the submit failed. The id is free, so submitting it again is safe; the caller
         # does it unless the spec changed meanwhile (a superseded run is never sent).
-        ctx.resubmit.add(name)
+        t.resubmit = True
         return body
-    grace = ctx.options.lost_grace_seconds
+    grace = t.options.lost_grace_seconds
     since = lifecycle.missing_since(body)
     if since is None:
         # The conditions are last pass's: Ray was unreachable then, so the job went with it.
         outage = any(c.type == COND_CLUSTER_UNAVAILABLE for c in body.conditions)
-        return lifecycle.note_missing(body, grace, ctx.stamp, after_outage=outage)
-    if ctx.now - since.timestamp() < grace:
+        return lifecycle.note_missing(body, grace, t.stamp, after_outage=outage)
+    if not t.elapsed(since.timestamp(), grace, strictly=False):
         return body
     sid = body.submission_id or ""
     outage = body.reason == Reason.JOB_MISSING_AFTER_OUTAGE
@@ -635,73 +827,68 @@ def _job_missing(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> Task
     policy = _policy(task)
     decision = retries.decide(policy, end, _retries_used(body))
     if decision.retried:
-        ctx.plan.note(Reason.REQUEUED, f"lost {name}: job {sid} vanished; queued again")
+        t.note(Reason.REQUEUED, f"lost {name}: job {sid} vanished; queued again")
         spec_hash = body.spec_hash or task.spec_hash()
         if decision.delay_seconds > 0:
-            at = _ts(ctx.now + decision.delay_seconds)
+            at = _ts(t.now + decision.delay_seconds)
             message = (
                 f"job {sid} vanished from Ray; "
                 f"retry {decision.retries} of {policy.limit} in {decision.delay_seconds:g}s"
             )
             return lifecycle.requeue(body, spec_hash, decision.retries, at, message)
         return lifecycle.requeue(body, spec_hash, decision.retries)
-    ctx.plan.note(Reason.JOB_LOST, f"lost {name}: job {sid} vanished")
+    t.note(Reason.JOB_LOST, f"lost {name}: job {sid} vanished")
     if decision.verdict is retries.Verdict.EXHAUSTED and task.spec.retry is not None:
         message = retries.exhausted_message(end, decision.retries + 1, policy.limit)
-        return lifecycle.give_up(body, Reason.BACKOFF_LIMIT_EXCEEDED, message, ctx.stamp)
-    return lifecycle.lose(body, ctx.stamp)
+        return lifecycle.give_up(body, Reason.BACKOFF_LIMIT_EXCEEDED, message, t.stamp)
+    return lifecycle.lose(body, t.stamp)
 
 
-def _check_timeouts(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> TaskStatusBody:
+def _check_timeouts(t: _Step, name: str, task: Task, body: TaskStatusBody) -> TaskStatusBody:
     timeout = task.spec.timeout_seconds
     started = _epoch(body.started_at)
     if (
         body.phase is Phase.RUNNING
         and timeout > 0
         and started is not None
-        and ctx.now - started > timeout
+        and t.elapsed(started, timeout)
     ):
-        timed_out = lifecycle.time_out(body, timeout, ctx.stamp)
-        timed_out = _timed_out(ctx, name, timed_out, Reason.TIMEOUT_EXCEEDED)
-        return _maybe_retry(ctx, name, task, timed_out, retries.RunEnd("TimedOut"))
-    limit = ctx.options.start_timeout_seconds
+        timed_out = lifecycle.time_out(body, timeout, t.stamp)
+        timed_out = _timed_out(t, name, timed_out, Reason.TIMEOUT_EXCEEDED)
+        return _maybe_retry(t, name, task, timed_out, retries.RunEnd("TimedOut"))
+    limit = t.options.start_timeout_seconds
     submitted = _epoch(body.submitted_at)
     if (
         body.phase is Phase.STARTING
         and body.ray_status == PENDING
         and submitted is not None
-        and ctx.now - submitted > limit
+        and t.elapsed(submitted, limit)
     ):
-        timed_out = lifecycle.start_timed_out(body, limit, ctx.stamp)
-        timed_out = _timed_out(ctx, name, timed_out, Reason.START_TIMEOUT)
-        return _maybe_retry(ctx, name, task, timed_out, retries.RunEnd("Failed"))
+        timed_out = lifecycle.start_timed_out(body, limit, t.stamp)
+        timed_out = _timed_out(t, name, timed_out, Reason.START_TIMEOUT)
+        return _maybe_retry(t, name, task, timed_out, retries.RunEnd("Failed"))
     return body
 
 
-def _timed_out(ctx: _Ctx, name: str, body: TaskStatusBody, reason: Reason) -> TaskStatusBody:
-    ctx.plan.timeouts.append(TimeOut(name, body.submission_id or "", reason, body.message or ""))
-    return _ended(ctx, name, body, reason)
+def _timed_out(t: _Step, name: str, body: TaskStatusBody, reason: Reason) -> TaskStatusBody:
+    t.timeouts.append(TimeOut(name, body.submission_id or "", reason, body.message or ""))
+    return _ended(t, name, body, reason)
 
 
-def _keep_active(
-    ctx: _Ctx, name: str, body: TaskStatusBody, task: Task | None, ours: Mapping[str, RayJob]
-) -> None:
+def _keep_active(t: _Step, body: TaskStatusBody, task: Task | None) -> None:
     sid = body.submission_id
     if sid is None:
         return
-    ctx.kept_jobs.add(sid)
-    job = ours.get(sid)
+    job = t.env.ours.get(sid)
     if task is not None:
         req = request_of(task)
     elif job is not None:
         req = _claim_from_metadata(job)
     else:
         req = Capacity()
-    ctx.used = ctx.used + req
-    ctx.held[name] = ctx.held.get(name, Capacity()) + req
     timeout = task.spec.timeout_seconds if task is not None else 0
-    started = _epoch(body.started_at) or _epoch(body.submitted_at) or ctx.now
-    ctx.claims.append(policies.Claim(req, started + timeout if timeout > 0 else None))
+    started = _epoch(body.started_at) or _epoch(body.submitted_at) or t.now
+    t.held = Held(sid, req, policies.Claim(req, started + timeout if timeout > 0 else None))
 
 
 def _stop_strays(ctx: _Ctx, ours: Mapping[str, RayJob], specs: Mapping[str, TaskInput]) -> None:
@@ -798,18 +985,18 @@ def _orphan_sidecars(
         ctx.plan.delete_statuses.append(name)
 
 
-def _enqueue(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> TaskStatusBody:
+def _enqueue(t: _Step, name: str, task: Task, body: TaskStatusBody) -> TaskStatusBody:
     """Into the admission queue, unless it could never fit. Its phase and place in the queue
     are written by _admit, which always follows."""
     req = request_of(task)
-    capacity = ctx.obs.capacity
+    capacity = t.obs.capacity
     assert capacity is not None
     too_big = _unschedulable(req, capacity)
     if too_big is not None:
         return lifecycle.unschedulable(body, too_big)
-    key = (-task.spec.priority, _epoch(body.queued_at) or ctx.now, name)
-    ctx.queue.append((key, policies.Candidate(name, req, task.spec.timeout_seconds)))
-    ctx.tasks[name] = task
+    key = (-task.spec.priority, _epoch(body.queued_at) or t.now, name)
+    candidate = policies.Candidate(name, req, task.spec.timeout_seconds)
+    t.waiter = Waiter(key, candidate, task, bool(task.spec.depends_on) or _in_cycle(body))
     return body
 
 
@@ -826,9 +1013,7 @@ def _gate_dependencies(ctx: _Ctx, specs: Mapping[str, TaskInput]) -> None:
 
     Only tasks that have not started are judged: a running or finished dependent is never
     stopped because a dependency starts a new run."""
-    if not any(
-        ctx.tasks[c.name].spec.depends_on or _in_cycle(ctx.bodies[c.name]) for _, c in ctx.queue
-    ):
+    if not ctx.gated:
         return
     graph = {
         name: task.spec.depends_on
@@ -871,14 +1056,16 @@ def _gate_dependencies(ctx: _Ctx, specs: Mapping[str, TaskInput]) -> None:
     ctx.queue = kept
 
 
-def _submit_request(ctx: _Ctx, name: str, task: Task, body: TaskStatusBody) -> SubmitRequest:
+def _submit_request(
+    options: PlanOptions, name: str, task: Task, body: TaskStatusBody
+) -> SubmitRequest:
     req = request_of(task)
     return SubmitRequest(
         submission_id=body.submission_id or "",
         entrypoint=task.spec.entrypoint,
-        runtime_env=_runtime_env(ctx.options, task),
+        runtime_env=_runtime_env(options, task),
         metadata={
-            META_QUEUE: ctx.options.queue_id,
+            META_QUEUE: options.queue_id,
             META_TASK: name,
             META_UID: body.uid or "",
             META_RUN: str(body.run),
@@ -1119,7 +1306,7 @@ def _start(ctx: _Ctx, candidate: policies.Candidate) -> None:
         return
     ctx.bodies[name] = body
     ctx.used = ctx.used + candidate.request
-    ctx.plan.submits.append(Submit(name, _submit_request(ctx, name, task, body)))
+    ctx.plan.submits.append(Submit(name, _submit_request(ctx.options, name, task, body)))
     ctx.plan.note(
         Reason.SUBMITTED,
         f"submitted {name} (priority {task.spec.priority}, "
