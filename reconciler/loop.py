@@ -10,7 +10,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from reconciler import planner, queueing
+from reconciler import incremental, planner, queueing
 from reconciler.events import FileEvents
 from reconciler.faults import Faults
 from reconciler.gitrev import GitRevisions, SourceRevision
@@ -146,6 +146,8 @@ class Reconciler:
         self._lock = threading.Lock()  # one pass at a time, whoever calls it
         self._inputs: dict[str, tuple[SpecEntry, TaskInput]] = {}
         self._capacity_read: tuple[float, Capacity] | None = None
+        # Last pass's per-task results, handed to the next pass; a new loop starts afresh.
+        self._memo = incremental.EMPTY
         self.queue_file = queue_file(settings)
 
     # -- one pass ------------------------------------------------------------------------------
@@ -257,7 +259,9 @@ class Reconciler:
         observed = self.observe()
         now = datetime.fromtimestamp(self.clock(), UTC)
         queues = self.queue_file.load()
-        plan = planner.plan(specs, statuses, observed, now, self.options, queues=queues.config)
+        plan, self._memo = incremental.plan_incremental(
+            self._memo, specs, statuses, observed, now, self.options, queues=queues.config
+        )
         self._fetch_log_tails(plan)
         for event in plan.events:
             log.log(event.level, "%s", event.message)

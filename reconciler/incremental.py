@@ -1,0 +1,103 @@
+"""The planner, incrementally: the same plan as `planner.plan`, without redoing the work of
+tasks whose inputs did not change.
+
+Each task's own reconcile (`planner.reconcile_task`) depends only on its spec, its previous
+status, the Ray job its run's id names, the pass-wide options and observation, and `now`; its
+result says over which span of `now` it holds (a timeout, a retry's backoff or a missing
+job's grace period ends it; a result that wrote the clock into a status holds for that instant
+only). So a task whose spec and status are the very objects of the last pass, whose run's job
+is the same, and whose result still holds at this `now`, reuses last pass's result. What needs
+all tasks at once (stray jobs, dependencies, the queue's order and admission, clean-up) runs
+over the merged results every pass, as in `plan`.
+
+Pure like `plan`: the memo is a value the caller passes in and gets back, never a hidden cache,
+and an empty memo gives `plan`'s work exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from reconciler import planner
+from reconciler.planner import Observation, Plan, TaskInput, TaskResult
+from specs.cluster import Capacity, RayJob
+from specs.models import TaskStatus
+from specs.queues import QueueConfig
+from specs.settings import PlanOptions
+
+# Everything every task's own reconcile reads besides its own inputs and the clock: when any
+# of it changes, no earlier result is reused.
+World = tuple[PlanOptions, Capacity | None, bool, str | None]
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A task's result and the inputs it was computed from."""
+
+    spec: TaskInput
+    status: TaskStatus
+    job: RayJob | None  # the job its run's submission id named, as Ray listed it then
+    result: TaskResult
+
+
+@dataclass(frozen=True)
+class Memo:
+    """What one pass hands the next; treat as immutable. A new loop starts from EMPTY."""
+
+    world: World | None = None
+    kept: Mapping[str, _Kept] = field(default_factory=dict)
+
+
+EMPTY = Memo()
+_DEFAULTS = PlanOptions()
+
+
+def _world(observed: Observation, options: PlanOptions) -> World:
+    return (options, observed.capacity, observed.available, observed.error)
+
+
+def _run_job(jobs: Mapping[str, RayJob] | None, status: TaskStatus) -> RayJob | None:
+    sid = status.status.submission_id
+    return jobs.get(sid) if sid and jobs is not None else None
+
+
+def plan_incremental(
+    memo: Memo,
+    specs: Mapping[str, TaskInput],
+    statuses: Mapping[str, TaskStatus],
+    observed: Observation,
+    now: datetime,
+    options: PlanOptions = _DEFAULTS,
+    *,
+    queues: QueueConfig | None = None,
+) -> tuple[Plan, Memo]:
+    """`planner.plan(specs, statuses, observed, now, options, queues=queues)`, and the memo
+    for the next pass."""
+    ctx = planner.begin(specs, statuses, observed, now, options, queues)
+    env, at = ctx.env, ctx.now
+    world = _world(observed, options)
+    previous = memo.kept if memo.world == world else {}
+    jobs = observed.jobs
+    kept: dict[str, _Kept] = {}
+    for name in sorted(specs):
+        spec, status = specs[name], statuses.get(name)
+        entry = previous.get(name)
+        if status is None:
+            # First sight reads every job of the task, not one: cheap enough to always redo.
+            result = planner.reconcile_task(env, spec, status, at)
+        else:
+            job = _run_job(jobs, status)
+            if (
+                entry is None
+                or entry.spec is not spec
+                or entry.status is not status
+                or not (entry.job is job or entry.job == job)
+                or not entry.result.valid_at(at)
+            ):
+                entry = _Kept(spec, status, job, planner.reconcile_task(env, spec, status, at))
+            kept[name] = entry
+            result = entry.result
+        planner.merge(ctx, name, result)
+    return planner.finish(ctx, specs, statuses), Memo(world, kept)

@@ -1,0 +1,302 @@
+"""The incremental planner gives exactly `plan()`'s result, pass after pass, on random
+histories; and a task whose inputs did not change costs no reconcile."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reconciler import incremental, planner
+from reconciler.incremental import Memo, plan_incremental
+from reconciler.planner import Observation, Plan, TaskInput, plan
+from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
+from specs.models import Phase, TaskStatus
+from specs.parse import parse_queue_config
+from specs.queues import QueueConfig
+from specs.settings import PlanOptions
+from tests.support.planner_world import GIB, task
+
+NAMES = ("a", "b", "c", "team-a/d", "team-a/e", "team-b/f")
+QUEUES = """\
+apiVersion: rayqueue/v1
+kind: QueueConfig
+spec:
+  queues:
+    - name: team-a
+      nominalQuota: {cpu: 3}
+    - name: team-b
+      nominalQuota: {cpu: 2}
+      borrowingLimit: {cpu: 0}
+"""
+T0 = 1_767_225_600.0  # 2026-01-01
+RETRY = {"limit": 2, "backoffSeconds": 7, "on": ["Failed", "TimedOut", "Lost"]}
+
+
+@st.composite
+def specs_of(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "priority": draw(st.integers(0, 3)),
+        "cpu": draw(st.sampled_from([1, 1, 2, 3, 9])),  # 9: more than any capacity drawn
+        "timeoutSeconds": draw(st.sampled_from([0, 0, 5, 50])),
+        "preemptible": draw(st.booleans()),
+    }
+    if draw(st.booleans()):
+        fields["retry"] = RETRY
+    if draw(st.integers(0, 9)) == 0:
+        fields["suspend"] = True
+    if draw(st.integers(0, 4)) == 0:
+        fields["dependsOn"] = [{"name": draw(st.sampled_from([n for n in NAMES if n != name]))}]
+    return fields
+
+
+@st.composite
+def steps(draw: st.DrawFn) -> tuple[Any, ...]:
+    kind = draw(
+        st.sampled_from(
+            [
+                *("put", "put", "touch", "break", "delete", "ray", "ray", "ray", "rebuild"),
+                *("tick", "tick", "tick", "capacity", "outage", "foreign", "lose_writes"),
+                "restart",
+            ]
+        )
+    )
+    name = draw(st.sampled_from(NAMES))
+    if kind == "put":
+        return (kind, name, draw(specs_of(name)))
+    if kind == "ray":
+        outcome = draw(st.sampled_from([RUNNING, RUNNING, SUCCEEDED, FAILED, STOPPED, "vanish"]))
+        return (kind, draw(st.integers(0, 7)), outcome, draw(st.sampled_from([1, 2, 3])))
+    if kind == "tick":
+        return (kind, draw(st.sampled_from([0, 0.25, 1, 3, 4.999, 5, 6, 7, 30, 61, 301, 3600])))
+    if kind == "capacity":
+        return (kind, draw(st.sampled_from([2, 4, 6])))
+    if kind == "outage":
+        return (kind, draw(st.booleans()))
+    if kind == "foreign":
+        return (kind, draw(st.integers(0, 1000)))
+    if kind == "lose_writes":
+        return (kind, frozenset(draw(st.lists(st.sampled_from(NAMES), max_size=3))))
+    return (kind, name)
+
+
+@st.composite
+def options_of(draw: st.DrawFn) -> PlanOptions:
+    return PlanOptions(
+        queue_id="q",
+        policy=draw(st.sampled_from(["strict", "backfill", "besteffort"])),
+        preemption=draw(st.sampled_from(["Never", "LowerPriority"])),
+        preemption_min_runtime_seconds=draw(st.sampled_from([0.0, 30.0])),
+        max_inflight=draw(st.sampled_from([1, 8])),
+        start_timeout_seconds=draw(st.sampled_from([10.0, 100.0])),
+        lost_grace_seconds=draw(st.sampled_from([5.0, 60.0])),
+        history_retention_seconds=draw(st.sampled_from([None, 30.0])),
+        max_stops_per_pass=draw(st.sampled_from([0, 1])),
+    )
+
+
+def assert_same(full: Plan, inc: Plan, before: dict[str, TaskStatus]) -> None:
+    assert inc.submits == full.submits
+    assert inc.stops == full.stops
+    assert inc.timeouts == full.timeouts
+    assert inc.preemptions == full.preemptions
+    assert inc.delete_statuses == full.delete_statuses
+    assert inc.fetch_logs == full.fetch_logs
+    assert inc.deletes == full.deletes
+    assert inc.events == full.events
+    assert inc.held_deletions == full.held_deletions
+    assert inc.summary == full.summary
+    assert inc.statuses == full.statuses
+    for name, status in full.statuses.items():
+        # Unchanged means the very object passed in, for both: the loop skips those writes.
+        assert (inc.statuses[name] is before.get(name)) == (status is before.get(name)), name
+
+
+@dataclass
+class History:
+    """Plays a history against both planners, applying each plan as the loop and Ray would."""
+
+    options: PlanOptions
+    queues: QueueConfig | None
+    specs: dict[str, TaskInput] = field(default_factory=dict)
+    statuses: dict[str, TaskStatus] = field(default_factory=dict)
+    jobs: dict[str, RayJob] = field(default_factory=dict)
+    capacity: Capacity = field(default_factory=lambda: Capacity(4, 0, 16 * GIB))
+    now: float = T0
+    available: bool = True
+    unwritten: frozenset[str] = frozenset()
+    memo: Memo = incremental.EMPTY
+    compare: bool = True  # also run plan() and check the two agree
+
+    def apply(self, step: tuple[Any, ...]) -> None:
+        kind = step[0]
+        if kind == "put":
+            t = task(**step[2])
+            self.specs[step[1]] = TaskInput(step[1], t, None, t, t.spec_hash())
+        elif kind == "touch" and step[1] in self.specs:
+            # Read again: equal values, new objects (as after the store re-parses a file).
+            old = self.specs[step[1]]
+            self.specs[step[1]] = replace(old, task=old.task.model_copy() if old.task else None)
+        elif kind == "break":
+            old_input = self.specs.get(step[1])
+            last = (old_input.task or old_input.last_valid) if old_input else None
+            self.specs[step[1]] = TaskInput(step[1], None, "bad yaml", last)
+        elif kind == "delete":
+            self.specs.pop(step[1], None)
+        elif kind == "ray":
+            self._move_job(step[1], step[2], step[3])
+        elif kind == "rebuild":
+            self.jobs = {sid: replace(job) for sid, job in self.jobs.items()}
+        elif kind == "tick":
+            self.now += step[1]
+        elif kind == "capacity":
+            self.capacity = Capacity(step[1], 0, 16 * GIB)
+        elif kind == "outage":
+            self.available = not step[1]
+        elif kind == "foreign":
+            sid = f"foreign-{step[1]}"
+            self.jobs[sid] = RayJob(sid, RUNNING, start_time=self.now, entrypoint_cpus=1)
+        elif kind == "lose_writes":
+            self.unwritten = step[1]
+        elif kind == "restart":
+            self.memo = incremental.EMPTY
+
+    def _move_job(self, index: int, outcome: str, exit_code: int) -> None:
+        live = sorted(sid for sid, job in self.jobs.items() if not job.terminal)
+        if not live:
+            return
+        sid = live[index % len(live)]
+        job = self.jobs[sid]
+        if outcome == "vanish":
+            del self.jobs[sid]
+        elif outcome == RUNNING:
+            self.jobs[sid] = replace(job, status=RUNNING, start_time=self.now)
+        else:
+            code = 0 if outcome == SUCCEEDED else (exit_code if outcome == FAILED else None)
+            self.jobs[sid] = replace(job, status=outcome, end_time=self.now, exit_code=code)
+
+    def run_pass(self) -> Plan:
+        observed = (
+            Observation(dict(self.jobs), self.capacity)
+            if self.available
+            else Observation(None, None, "connection refused")
+        )
+        at = datetime.fromtimestamp(self.now, UTC)
+        before = dict(self.statuses)
+        inc, self.memo = plan_incremental(
+            self.memo, self.specs, before, observed, at, self.options, queues=self.queues
+        )
+        if self.compare:
+            full = plan(self.specs, before, observed, at, self.options, queues=self.queues)
+            assert_same(full, inc, before)
+        self._follow(inc)
+        return inc
+
+    def _follow(self, result: Plan) -> None:
+        """As the loop: statuses first (some writes may fail), then submits and stops of what
+        was written; Ray takes them at once."""
+        lost = self.unwritten
+        self.unwritten = frozenset()
+        for name, status in result.statuses.items():
+            if name not in lost:
+                self.statuses[name] = status
+        for submit in result.submits:
+            sid = submit.request.submission_id
+            if submit.task in lost or sid in self.jobs:
+                continue
+            metadata = dict(submit.request.metadata)
+            self.jobs[sid] = RayJob(sid, PENDING, start_time=self.now, metadata=metadata)
+        for stop in result.stops:
+            job = self.jobs.get(stop.submission_id)
+            if stop.task not in lost and job is not None and not job.terminal:
+                self.jobs[stop.submission_id] = replace(job, status=STOPPED, end_time=self.now)
+        for sid in result.deletes:
+            self.jobs.pop(sid, None)
+        for name in result.delete_statuses:
+            self.statuses.pop(name, None)
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    options=options_of(),
+    with_queues=st.booleans(),
+    history=st.lists(steps(), min_size=1, max_size=60),
+)
+def test_incremental_plan_equals_full_plan_on_random_histories(
+    options: PlanOptions, with_queues: bool, history: list[tuple[Any, ...]]
+) -> None:
+    world = History(options, parse_queue_config(QUEUES) if with_queues else None)
+    for step in history:
+        world.apply(step)
+        world.run_pass()
+        if step[0] == "tick":
+            world.run_pass()  # the same inputs once more, at the same instant
+
+
+def test_unchanged_tasks_cost_no_reconcile(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = History(PlanOptions(queue_id="q"), None, capacity=Capacity(2, 0, 16 * GIB))
+    for i in range(20):
+        world.apply(("put", f"t{i:02d}", {"priority": i % 3, "timeoutSeconds": 50}))
+    world.run_pass()
+    for index in range(len(world.jobs)):
+        world.apply(("ray", index, RUNNING, 0))
+    world.run_pass()
+    world.run_pass()  # statuses settle: positions, Running
+    world.compare = False  # count the incremental planner's work alone
+    calls: list[str] = []
+    real = planner.reconcile_task
+
+    def counting(env: planner.TaskEnv, spec: TaskInput, prev: Any, now: float) -> Any:
+        calls.append(spec.name)
+        return real(env, spec, prev, now)
+
+    monkeypatch.setattr(planner, "reconcile_task", counting)
+    world.apply(("tick", 10))
+    world.apply(("rebuild",))  # Ray's listing parsed anew: equal jobs, new objects
+    before = dict(world.statuses)
+    result = world.run_pass()
+    assert calls == []  # nothing changed, and no deadline passed
+    assert all(result.statuses[n] is before[n] for n in before)
+    world.apply(("put", "t05", {"priority": 2, "timeoutSeconds": 50}))
+    world.run_pass()
+    assert calls == ["t05"]  # only the edited task
+    calls.clear()
+    world.apply(("tick", 45))  # past the running jobs' timeoutSeconds (started 10 s earlier)
+    result = world.run_pass()
+    running = [n for n, s in before.items() if s.status.phase is Phase.RUNNING]
+    assert running and sorted(calls) == sorted(running)
+    assert {t.task for t in result.timeouts} == set(running)
+
+
+def test_a_deadline_is_kept_to_the_last_float() -> None:
+    """A run started at `s` with timeoutSeconds `t` times out at the first `now` where
+    `now - s > t`: the cached result holds up to it and not a step further."""
+    world = History(PlanOptions(queue_id="q"), None)
+    world.apply(("put", "a", {"timeoutSeconds": 5}))
+    world.run_pass()
+    world.apply(("tick", 0.1))
+    world.apply(("ray", 0, RUNNING, 0))
+    world.run_pass()
+    world.run_pass()
+    recorded = world.statuses["a"].status.started_at
+    assert recorded is not None
+    started = recorded.timestamp()
+    # The planner's clock is a datetime: microseconds. Find the first that is past the limit.
+    tick = timedelta(microseconds=1)
+    boundary = recorded + timedelta(seconds=5)
+    while boundary.timestamp() - started > 5:
+        boundary -= tick
+    while boundary.timestamp() - started <= 5:
+        boundary += tick
+    world.now = (boundary - tick).timestamp()
+    assert world.run_pass().timeouts == []
+    world.now = boundary.timestamp()
+    assert [t.task for t in world.run_pass().timeouts] == ["a"]
