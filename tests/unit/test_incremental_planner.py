@@ -60,7 +60,8 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
         st.sampled_from(
             [
                 *("put", "put", "touch", "break", "delete", "ray", "ray", "ray", "rebuild"),
-                *("tick", "tick", "tick", "capacity", "outage", "foreign", "lose_writes"),
+                *("tick", "tick", "tick", "capacity", "outage", "foreign"),
+                *("lose_writes", "lose_writes"),
                 "restart",
             ]
         )
@@ -80,7 +81,9 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
     if kind == "foreign":
         return (kind, draw(st.integers(0, 1000)))
     if kind == "lose_writes":
-        return (kind, frozenset(draw(st.lists(st.sampled_from(NAMES), max_size=3))))
+        # A status file that cannot be written for a while: the next passes get the old one.
+        lost = frozenset(draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3)))
+        return (kind, lost, draw(st.sampled_from([1, 3, 10])))
     return (kind, name)
 
 
@@ -129,6 +132,7 @@ class History:
     now: float = T0
     available: bool = True
     unwritten: frozenset[str] = frozenset()
+    unwritten_passes: int = 0
     memo: Memo = incremental.EMPTY
     compare: bool = True  # also run plan() and check the two agree
 
@@ -161,7 +165,7 @@ class History:
             sid = f"foreign-{step[1]}"
             self.jobs[sid] = RayJob(sid, RUNNING, start_time=self.now, entrypoint_cpus=1)
         elif kind == "lose_writes":
-            self.unwritten = step[1]
+            self.unwritten, self.unwritten_passes = step[1], step[2]
         elif kind == "restart":
             self.memo = incremental.EMPTY
 
@@ -199,8 +203,8 @@ class History:
     def _follow(self, result: Plan) -> None:
         """As the loop: statuses first (some writes may fail), then submits and stops of what
         was written; Ray takes them at once."""
-        lost = self.unwritten
-        self.unwritten = frozenset()
+        lost = self.unwritten if self.unwritten_passes > 0 else frozenset()
+        self.unwritten_passes -= 1
         for name, status in result.statuses.items():
             if name not in lost:
                 self.statuses[name] = status
