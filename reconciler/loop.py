@@ -10,7 +10,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from reconciler import incremental, planner, queueing
+from reconciler import incremental, planner, queueing, writes
 from reconciler.events import FileEvents
 from reconciler.faults import Faults
 from reconciler.gitrev import GitRevisions, SourceRevision
@@ -270,9 +270,10 @@ class Reconciler:
         # tasks being submitted go first, then the submits, then every other status (queue
         # positions and such, which need not delay a start), and only then the stops.
         submitting = {submit.task for submit in plan.submits}
-        unwritten = self._write_statuses(plan, statuses, only=submitting)
+        classes = writes.classify(plan, statuses)
+        unwritten = self._write_statuses(plan, statuses, classes, only=submitting)
         self._submit(plan, unwritten, now)
-        unwritten |= self._write_statuses(plan, statuses, skip=submitting)
+        unwritten |= self._write_statuses(plan, statuses, classes, skip=submitting)
         self._stop(plan, unwritten)
         self._expire(plan)
         for name in plan.delete_statuses:
@@ -281,6 +282,9 @@ class Reconciler:
                 self.store.delete_status(name)
             except OSError as exc:
                 log.error("cannot remove status of deleted task %s: %s", name, exc)
+        self.store.flush_statuses(
+            self.settings.status_write_budget, self.settings.position_write_seconds
+        )
         self._record(plan, statuses, observed)
         self._write_queue_status(plan, queues)
         return plan
@@ -312,19 +316,28 @@ class Reconciler:
         self,
         plan: Plan,
         before: Mapping[str, TaskStatus],
+        classes: writes.WriteClasses,
         *,
         only: AbstractSet[str] | None = None,
         skip: AbstractSet[str] = frozenset(),
     ) -> set[str]:
-        """Write the statuses that changed; return the names whose write failed."""
+        """Write the statuses that changed, each as its class says (reconciler/writes.py);
+        return the names whose write failed."""
         unwritten: set[str] = set()
         names = plan.statuses if only is None else [n for n in plan.statuses if n in only]
         for name in names:
             status = plan.statuses[name]
             if name in skip or before.get(name) is status:
                 continue  # the planner hands back the very object it was given: unchanged
+            if name in classes.deferred:
+                self.store.defer_status(name, status)
+                continue
             try:
-                if self.store.write_status(name, status):
+                if name in classes.durable:
+                    written = self.store.write_status(name, status)
+                else:
+                    written = self.store.write_status(name, status, durable=False)
+                if written:
                     self.faults.crash_point("status_written")
             except OSError as exc:
                 unwritten.add(name)

@@ -12,8 +12,14 @@ from pathlib import Path
 _DEFAULT_MODE = 0o644
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` via a fsynced temp file in the same directory and os.replace."""
+def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Replace `path` with `data` via a temp file in the same directory and os.replace.
+
+    durable: fsync the file before the rename and the directory after it, so the new content
+    survives a power loss or kernel crash. Without it the write is still atomic (a reader, or
+    the next process after a crash of ours, sees the old file or the new one), but an OS crash
+    may roll it back; only write so what the next pass can derive again.
+    """
     parent = path.parent
     parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -29,13 +35,15 @@ def write_atomic(path: Path, data: bytes) -> None:
             tmp.flush()
             os.fchmod(tmp.fileno(), mode)
             _mark_complete(tmp.fileno())
-            os.fsync(tmp.fileno())
+            if durable:
+                os.fsync(tmp.fileno())
         os.replace(tmp_name, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp_name)
         raise
-    _fsync_dir(parent)
+    if durable:
+        _fsync_dir(parent)
 
 
 def _mark_complete(fd: int) -> None:

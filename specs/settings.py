@@ -382,6 +382,18 @@ class Settings:
     """A changed, new or vanished spec file counts only once unchanged this long (half-written
     files and git checkouts midway are never read as edits or deletions). 0: at once."""
 
+    position_write_seconds: float = field(default=10.0, metadata=knob(minimum=0))
+    """A status change the next pass can derive again and no one acts on (a waiting task's
+    queue position, its "N tasks ahead" message, a new task's first Queued record) waits in
+    memory and reaches its sidecar within this long; a queue that reorders every pass then
+    rewrites each sidecar at most this often. 0: every pass (within the budget below)."""
+
+    status_write_budget: int = field(default=256, metadata=knob(minimum=1))
+    """At most this many of those deferred sidecars are written per pass (new records first,
+    then the longest stale), so a folder of 10,000 new specs does not write 10,000 files in
+    one pass. Statuses that record a decision (a submission, a stop, a finished run) are never
+    deferred nor counted here."""
+
     api_token: str | None = None
     """Bearer token the HTTP API requires; None: --token-file, else $RAYQUEUE_API_TOKEN."""
 

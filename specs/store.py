@@ -160,6 +160,8 @@ class TaskStore:
         self._entries: dict[str, SpecEntry] = {}
         self._last_valid: dict[str, Task] = {}
         self._sidecars: dict[str, _Sidecar] = {}  # by task name
+        # Statuses handed to defer_status and not yet on disk: (status, deferred since).
+        self._pending: dict[str, tuple[TaskStatus, float]] = {}
         self._statuses_read = False
         self._warned: set[tuple[str, str]] = set()
 
@@ -393,7 +395,9 @@ class TaskStore:
         """
         with self._lock:
             if cached and self._statuses_read:
-                return {n: s.status for n, s in self._sidecars.items() if s.status is not None}
+                return self._with_pending(
+                    {n: s.status for n, s in self._sidecars.items() if s.status is not None}
+                )
             self._statuses_read = True
             try:
                 top = self._real_dir(self.root if self.status_dir is None else self.status_dir)
@@ -419,31 +423,98 @@ class TaskStore:
                 if name not in sidecars and _under_any(name + STATUS_SUFFIX, walk.unreadable):
                     sidecars[name] = old
             self._sidecars = sidecars
-            return {n: s.status for n, s in sidecars.items() if s.status is not None}
+            return self._with_pending(
+                {n: s.status for n, s in sidecars.items() if s.status is not None}
+            )
 
-    def write_status(self, name: str, status: TaskStatus) -> bool:
-        """Write the sidecar atomically; False (and no write) if the bytes are unchanged."""
+    def _with_pending(self, statuses: dict[str, TaskStatus]) -> dict[str, TaskStatus]:
+        """What is on disk, overlaid with what waits to be written: that is newer, and only
+        this process writes sidecars."""
+        for name, (status, _) in self._pending.items():
+            statuses[name] = status
+        return statuses
+
+    def write_status(self, name: str, status: TaskStatus, *, durable: bool = True) -> bool:
+        """Write the sidecar atomically; False (and no write) if the bytes are unchanged.
+
+        durable: fsynced, so it survives an OS crash (a write-ahead record: see
+        reconciler/writes.py). Either way it replaces a status waiting in defer_status.
+        """
         path = self.status_path(name)
         data = dump_status(status).encode()
         with self._lock:
-            key = _stat_key(path)
-            if key is not None:
-                cached = self._sidecars.get(name)
-                on_disk = cached.data if cached and cached.key == key else _read_regular(path)
-                if on_disk == data:
-                    self._sidecars[name] = _Sidecar(key, status, data)
-                    return False
-            write_atomic(path, data)
-            key = _stat_key(path)
-            if key is not None:
+            self._pending.pop(name, None)
+            return self._write_sidecar(name, path, status, data, durable)
+
+    def _write_sidecar(
+        self, name: str, path: Path, status: TaskStatus, data: bytes, durable: bool
+    ) -> bool:
+        key = _stat_key(path)
+        if key is not None:
+            cached = self._sidecars.get(name)
+            on_disk = cached.data if cached and cached.key == key else _read_regular(path)
+            if on_disk == data:
                 self._sidecars[name] = _Sidecar(key, status, data)
-            return True
+                return False
+        write_atomic(path, data, durable=durable)
+        key = _stat_key(path)
+        if key is not None:
+            self._sidecars[name] = _Sidecar(key, status, data)
+        return True
+
+    def defer_status(self, name: str, status: TaskStatus) -> None:
+        """Keep `status` to be written by a later flush_statuses; read_statuses returns it
+        meanwhile. Only for what the next process could derive again: it is lost with us."""
+        _check_relative(name)
+        with self._lock:
+            held = self._pending.get(name)
+            since = held[1] if held is not None else self._clock()
+            self._pending[name] = (status, since)
+
+    def flush_statuses(self, budget: int, min_age: float) -> int:
+        """Write up to `budget` deferred statuses, without fsync: first those with no sidecar
+        yet (front of the queue first), then those deferred at least `min_age` seconds ago
+        (the longest waiting first). Returns how many were written; a failed write stays
+        deferred and is logged once."""
+        with self._lock:
+            if not self._pending:
+                return 0
+            now = self._clock()
+            fresh: list[tuple[int, str]] = []
+            stale: list[tuple[float, str]] = []
+            for name, (status, since) in self._pending.items():
+                if name not in self._sidecars:
+                    position = status.status.queue_position
+                    fresh.append((position if position is not None else 1 << 62, name))
+                elif now - since >= min_age:
+                    stale.append((since, name))
+            fresh.sort()
+            stale.sort()
+            chosen = [n for _, n in fresh] + [n for _, n in stale]
+            written = 0
+            for name in chosen[:budget]:
+                status = self._pending[name][0]
+                try:
+                    path = self.status_path(name)
+                    self._write_sidecar(name, path, status, dump_status(status).encode(), False)
+                except OSError as exc:
+                    self._warn_once(str(self.status_path(name)), f"cannot write: {exc.strerror}")
+                    continue
+                del self._pending[name]
+                written += 1
+            return written
+
+    @property
+    def deferred_statuses(self) -> int:
+        """How many statuses wait for flush_statuses."""
+        return len(self._pending)
 
     def delete_status(self, name: str) -> None:
         """Remove the sidecar; a missing one is fine."""
         path = self.status_path(name)
         with self._lock:
             self._sidecars.pop(name, None)
+            self._pending.pop(name, None)
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
             if self.status_dir is not None:

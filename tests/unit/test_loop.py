@@ -178,10 +178,10 @@ def test_unwritable_victim_status_means_no_stop(tmp_path: Path, monkeypatch) -> 
     w = _filled_for_preemption(tmp_path)
     real_write = w.reconciler.store.write_status
 
-    def write(name: str, st: object) -> bool:
+    def write(name: str, st: object, durable: bool = True) -> bool:
         if name == "low0":
             raise OSError("disk full")
-        return real_write(name, st)  # type: ignore[arg-type]
+        return real_write(name, st, durable=durable)  # type: ignore[arg-type]
 
     monkeypatch.setattr(w.reconciler.store, "write_status", write)
     w.step()
