@@ -67,7 +67,7 @@ def records_a_run(old: TaskStatus | None, new: TaskStatus) -> bool:
     return (
         body.submission_id != was.submission_id
         or body.run != was.run
-        or body.uid != was.uid and body.run > 0
+        or (body.uid != was.uid and body.run > 0)
         or (body.phase.finished and body.phase is not was.phase)
         or body.retries != was.retries
         or body.preemptions != was.preemptions

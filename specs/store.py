@@ -53,6 +53,10 @@ class FolderUnavailable(Exception):
     """The tasks folder (or status folder) is missing, not a directory, or unreadable."""
 
 
+class FolderSettling(FolderUnavailable):
+    """The first scan found spec files still being written: nothing is believed yet."""
+
+
 class InvalidName(ValueError):
     """A task name from the API or CLI is not acceptable."""
 
@@ -164,6 +168,7 @@ class TaskStore:
         self._pending: dict[str, tuple[TaskStatus, float]] = {}
         self._statuses_read = False
         self._warned: set[tuple[str, str]] = set()
+        self._held: list[str] = []  # names the first scan found still being written
 
     # --- specs ---------------------------------------------------------------------------
 
@@ -197,9 +202,21 @@ class TaskStore:
         entries: dict[str, SpecEntry] = {}
         unreadable = list(walk.unreadable)
         now = self._clock()
+        self._held = []
         for name, files in by_name.items():
             if not self._take(name, files, now, entries, parsed):
                 unreadable.append(files[0][0])
+        if self._held:
+            # With no earlier scan there is no old content to report meanwhile, and leaving
+            # the name out would read as a deletion: so the whole scan waits (a second at most
+            # per unchanged file). The parses are kept.
+            held = sorted(self._held)
+            self._parsed = parsed
+            shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
+            raise FolderSettling(
+                f"{len(held)} spec file(s) written less than {self.settle_seconds:g} s before "
+                f"the first scan ({shown}); waiting for them to settle"
+            )
         for name, old in self._entries.items():
             if name in entries:
                 continue
@@ -330,10 +347,23 @@ class TaskStore:
     def _settling(self, name: str, parsed: _Parsed, now: float) -> bool:
         """Whether the file behind `name` changed too recently to be believed yet."""
         key = parsed.key
-        if self.settle_seconds <= 0 or not self._scanned:
-            return False  # the first scan reports everything: there is no "before" to keep
-        if self._reported_keys.get(name) == key or parsed.whole:
+        if self.settle_seconds <= 0 or parsed.whole:
             return False
+        if not self._scanned:
+            # Files older than the settle time were complete when serve started; a younger
+            # one may be mid-write (written while serve was down, or just as it started).
+            young = time.time_ns() - key[0] < self.settle_seconds * 1e9
+            if young and self._unsettled(name, key, now):
+                self._held.append(name)
+                return True
+            return False
+        if self._reported_keys.get(name) == key:
+            return False
+        return self._unsettled(name, key, now)
+
+    def _unsettled(self, name: str, key: StatKey, now: float) -> bool:
+        """Whether `key` is new for `name` or has not stayed so for settle_seconds (on our
+        clock: a modification time in the future must not hold a file forever)."""
         seen = self._seen.get(name)
         if seen is None or seen[0] != key:
             self._seen[name] = (key, now)

@@ -18,6 +18,7 @@ from reconciler.raycluster.adapter import RayJobsAdapter
 from reconciler.raycluster.fake import FakeRay
 from reconciler.watcher import Watcher
 from specs.cluster import META_QUEUE, RUNNING, STOPPED, Capacity
+from specs.parse import parse_task
 from specs.settings import Settings
 from specs.store import TaskStore
 from tests.reliability.conftest import ServeProcess
@@ -442,3 +443,39 @@ def test_a_spec_written_in_two_pieces_never_starts_a_wrong_job(
         stop.set()
         reconciler.wake.set()
         threads.join(10)
+
+
+def test_first_scan_waits_for_a_spec_still_being_written(tmp_path: Path) -> None:
+    """A spec written in place while serve was down (or as it starts) has no old content to
+    stand for it: the first pass waits until it has settled, and never runs its first half."""
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    full = (
+        "apiVersion: rayqueue/v1\nkind: Task\nspec:\n  resources: {cpu: 1}\n"
+        "  entrypoint: python train.py --epochs 3\n"
+    )
+    half = full[: full.index("--epochs")]
+    assert parse_task(half, file="train.yaml").spec.entrypoint == "python train.py"  # runnable
+    (tasks / "train.yaml").write_text(half)
+    world = World.build(tasks, settle_seconds=1.0)
+    world.step()
+    assert world.ray.submitted == [] and world.reconciler.state.folder_error is not None
+    (tasks / "train.yaml").write_text(full)  # the rest lands within the settle time
+    world.step(seconds=0.5)
+    assert world.ray.submitted == []
+    world.step()
+    assert [r.entrypoint for r in world.ray.submitted] == ["python train.py --epochs 3"]
+    assert world.reconciler.state.folder_error is None
+
+
+def test_first_scan_believes_old_and_whole_files_at_once(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    old = tasks / "old.yaml"
+    old.write_text(task_yaml("python old.py"))
+    st = old.stat()
+    os.utime(old, ns=(st.st_atime_ns, st.st_mtime_ns - 5_000_000_000))  # written 5 s ago
+    write_task(tasks, "whole", "python whole.py")  # renamed into place just now
+    world = World.build(tasks, settle_seconds=1.0)
+    world.step()
+    assert sorted(r.entrypoint for r in world.ray.submitted) == ["python old.py", "python whole.py"]
