@@ -145,6 +145,9 @@ class Reconciler:
         self._ray_retry_at = 0.0
         self._lock = threading.Lock()  # one pass at a time, whoever calls it
         self._inputs: dict[str, tuple[SpecEntry, TaskInput]] = {}
+        # The inputs of the last pass that wrote statuses: a task whose input is a new object
+        # was edited, and its own queue move is written at once (reconciler/writes.py).
+        self._written_inputs: Mapping[str, TaskInput] = {}
         self._capacity_read: tuple[float, Capacity] | None = None
         # Last pass's per-task results, handed to the next pass; a new loop starts afresh.
         self._memo = incremental.EMPTY
@@ -270,7 +273,9 @@ class Reconciler:
         # tasks being submitted go first, then the submits, then every other status (queue
         # positions and such, which need not delay a start), and only then the stops.
         submitting = {submit.task for submit in plan.submits}
-        classes = writes.classify(plan, statuses)
+        edited = {n for n, s in specs.items() if self._written_inputs.get(n) is not s}
+        self._written_inputs = specs
+        classes = writes.classify(plan, statuses, edited)
         unwritten = self._write_statuses(plan, statuses, classes, only=submitting)
         self._submit(plan, unwritten, now)
         unwritten |= self._write_statuses(plan, statuses, classes, skip=submitting)

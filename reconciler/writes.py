@@ -13,6 +13,7 @@ in every pass. The rule is documented in docs/reliability.md.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from reconciler.planner import Plan
@@ -31,9 +32,13 @@ class WriteClasses:
     deferred: frozenset[str]  # left to the store's write-behind
 
 
-def classify(plan: Plan, before: Mapping[str, TaskStatus]) -> WriteClasses:
+def classify(
+    plan: Plan, before: Mapping[str, TaskStatus], edited: AbstractSet[str] = frozenset()
+) -> WriteClasses:
     """Sort the statuses `plan` changed (a status handed back as the very object given is
-    unchanged and in no class)."""
+    unchanged and in no class). `edited`: tasks whose spec changed since the last pass; their
+    own new place in the queue (a raised priority) is what their author looks for, so it is
+    written at once; only the knock-on moves of the others wait."""
     acting = {s.task for s in plan.submits}
     acting |= {s.task for s in plan.stops if s.task is not None}
     acting |= {t.task for t in plan.timeouts}
@@ -49,7 +54,7 @@ def classify(plan: Plan, before: Mapping[str, TaskStatus]) -> WriteClasses:
             continue
         if name in acting or records_a_run(old, status):
             durable.add(name)
-        elif deferrable(old, status):
+        elif name not in edited and deferrable(old, status):
             deferred.add(name)
         else:
             prompt.add(name)
