@@ -273,7 +273,8 @@ class Reconciler:
         # tasks being submitted go first, then the submits, then every other status (queue
         # positions and such, which need not delay a start), and only then the stops.
         submitting = {submit.task for submit in plan.submits}
-        edited = {n for n, s in specs.items() if self._written_inputs.get(n) is not s}
+        last = self._written_inputs
+        edited = {n for n, s in specs.items() if n in last and last[n] is not s}
         self._written_inputs = specs
         classes = writes.classify(plan, statuses, edited)
         unwritten = self._write_statuses(plan, statuses, classes, only=submitting)

@@ -191,3 +191,18 @@ def test_queue_positions_converge_within_position_write_seconds(tmp_path: Path) 
     assert w.reconciler.store.read_statuses(cached=True)["w0"].status.queue_position == 5
     w.step(passes=5)
     assert [w.status(f"w{i}")["queuePosition"] for i in range(4)] == [5, 4, 3, 2]
+
+
+def test_a_folder_of_new_specs_is_written_within_the_budget(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    w = World.build(tasks, Capacity(1, 0, 2**34), status_write_budget=4)
+    for i in range(10):
+        w.write(f"t{i}", priority=i)
+    w.step()
+    on_disk = sorted(p.name for p in tasks.glob("*.status.yaml"))
+    # The one submitted, then the first four of the queue (t8 is first: priority 8).
+    assert on_disk == [f"t{i}.status.yaml" for i in (5, 6, 7, 8, 9)]
+    assert len(w.reconciler.store.read_statuses(cached=True)) == 10
+    w.step(passes=2)
+    assert len(list(tasks.glob("*.status.yaml"))) == 10
