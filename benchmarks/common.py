@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import platform
 import resource
 import time
@@ -45,6 +46,15 @@ def serve_loop(
 ) -> Reconciler:
     """The loop `serve` builds for `settings` (tests/benchmarks check it is the same one)."""
     return assembly.build_reconciler(settings, ray, clock=clock)
+
+
+def write_before_start(path: Path, data: bytes) -> None:
+    """A spec that was in the folder before serve started: written in place, its time set a
+    minute back. (Files younger than the settle time and written in place rightly hold serve's
+    first pass until they settle: they may be mid-write.)"""
+    path.write_bytes(data)
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns - 60 * 10**9))
 
 
 def drop(folder: Path, name: str, data: bytes) -> None:

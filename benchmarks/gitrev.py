@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import save, spec_text, table
+from benchmarks.common import save, spec_text, table, write_before_start
 from reconciler.loop import Reconciler
 from reconciler.raycluster.fake import FakeRay
 from reconciler.runtime import tune_gc
@@ -41,7 +41,7 @@ def measure(size: int, root: Path, enabled: bool) -> dict[str, float | str | int
     folder = repo / "tasks"
     folder.mkdir(parents=True)
     for i in range(size):
-        (folder / f"t{i:05d}.yaml").write_bytes(spec_text(priority=i % 10))
+        write_before_start(folder / f"t{i:05d}.yaml", spec_text(priority=i % 10))
     # Sidecars beside the specs would make git see a thousand untracked files; as in a real
     # GitOps setup they go to a status folder outside the checkout.
     git(repo, "init", "-q", "-b", "main")

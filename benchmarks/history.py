@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from benchmarks import common
-from benchmarks.common import save, spec_text, table
+from benchmarks.common import save, spec_text, table, write_before_start
 from reconciler.raycluster.fake import FakeRay
 from specs.cluster import META_QUEUE, META_TASK, SUCCEEDED, Capacity, RayJob
 
@@ -36,7 +36,7 @@ def measure(history: int, retention: float | None, root: Path) -> dict[str, obje
     folder = root / f"h{history}-{retention}"
     folder.mkdir()
     for i in range(LIVE_TASKS):
-        (folder / f"t{i:03d}.yaml").write_bytes(spec_text(priority=i % 10))
+        write_before_start(folder / f"t{i:03d}.yaml", spec_text(priority=i % 10))
     clock = Clock()
     ray = FakeRay(Capacity(8, 0, 2**40), clock=clock)
     queue = "hist"

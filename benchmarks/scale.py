@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from benchmarks import common, served_scale
-from benchmarks.common import drop, peak_rss_mb, save, spec_text, table
+from benchmarks.common import drop, peak_rss_mb, save, spec_text, table, write_before_start
 from reconciler.assembly import start_watcher
 from reconciler.raycluster.fake import FakeRay
 from specs.cluster import Capacity
@@ -36,7 +36,7 @@ def measure(size: int, root: Path) -> dict[str, float]:
     folder = root / f"tasks-{size}"
     folder.mkdir()
     for i in range(size):
-        (folder / f"t{i:05d}.yaml").write_bytes(spec_text(priority=i % 10))
+        write_before_start(folder / f"t{i:05d}.yaml", spec_text(priority=i % 10))
     # Only a few fit, so nearly every task stays Queued: the common shape of a busy queue.
     ray = FakeRay(Capacity(8, 0, 2**40))
     rec = common.serve_loop(common.serve_settings(folder, "--queue-id", "bench"), ray)

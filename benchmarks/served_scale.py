@@ -21,7 +21,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks import procstat
-from benchmarks.common import spec_text
+from benchmarks.common import spec_text, write_before_start
 from benchmarks.served import serve_process, wait
 from reconciler.raycluster.adapter import RayJobsAdapter
 from specs.cluster import META_QUEUE
@@ -35,9 +35,11 @@ def write_folder(folder: Path, size: int, cpus: float) -> None:
     """One task that takes the whole head, and size - 1 that wait behind it."""
     folder.mkdir(parents=True)
     # The highest priority, so that the first pass admits it and nothing else fits.
-    (folder / f"{BLOCKER}.yaml").write_bytes(spec_text(BLOCKER_ENTRYPOINT, cpu=cpus, priority=9))
+    write_before_start(
+        folder / f"{BLOCKER}.yaml", spec_text(BLOCKER_ENTRYPOINT, cpu=cpus, priority=9)
+    )
     for i in range(size - 1):
-        (folder / f"t{i:05d}.yaml").write_bytes(spec_text(cpu=1, priority=i % 9))
+        write_before_start(folder / f"t{i:05d}.yaml", spec_text(cpu=1, priority=i % 9))
 
 
 @dataclass(frozen=True)
