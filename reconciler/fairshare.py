@@ -128,6 +128,8 @@ class QueueState:
     lent: Capacity
     share: float  # weighted dominant share
     admitted: tuple[str, ...]  # started in this pass, in order
+    above_nominal: Capacity = field(default_factory=Capacity)  # the most it may hold above
+    head: str | None = None  # its first task not started (and not too big for its quota)
 
 
 @dataclass
@@ -266,7 +268,9 @@ class _Pass:
         now: float,
         slots: int,
         reservation: str,
+        first: frozenset[str] = frozenset(),
     ) -> None:
+        self.first = first
         self.capacity = capacity
         self.free = free
         self.claims = list(claims)
@@ -339,7 +343,7 @@ class _Pass:
         for queue in self.queues:
             self._drop_never_fitting(queue)
         while self.slots > 0:
-            best: tuple[tuple[bool, float, str], _Queue, Candidate] | None = None
+            best: tuple[tuple[bool, bool, float, str], _Queue, Candidate] | None = None
             hold: _Hold | None = None
             self.held_back = {}
             for queue in sorted(self.queues, key=self._share_key):
@@ -349,10 +353,17 @@ class _Pass:
                         hold = self._hold_for(queue)
                     continue
                 borrows = not (queue.usage + candidate.request).fits_in(queue.quota.nominal)
-                if borrows and hold is not None and not hold.allows(candidate, self.now):
+                reserved = candidate.name in self.first
+                if (
+                    borrows
+                    and not reserved
+                    and hold is not None
+                    and not hold.allows(candidate, self.now)
+                ):
                     self.held_back[queue.quota.name] = hold
                     continue
-                key = (borrows, *self._share_key(queue))
+                # A preemptor whose victims are gone goes first: the room they left is its.
+                key = (not reserved, borrows, *self._share_key(queue))
                 if best is None or key < best[0]:
                     best = (key, queue, candidate)
             if best is None:
@@ -445,6 +456,8 @@ class _Pass:
                 lent=_scale(offered, fraction),
                 share=weighted_share(queue.usage, self.capacity, queue.quota.weight),
                 admitted=tuple(queue.admitted),
+                above_nominal=self.above_nominal(queue),
+                head=queue.remaining[0].name if queue.remaining else None,
             )
             self._waiting(queue)
         self.result.waiting.update(self.unfit)
@@ -523,13 +536,15 @@ def admit(
     now: float,
     slots: int,
     reservation: str = STRICT_RESERVATION,
+    first: frozenset[str] = frozenset(),
 ) -> FairAdmission:
     """Decide one pass across queues. `free` is what the cluster physically has free now;
     `claims` are every running job's (for backfill's estimates); `slots` caps starts.
     `reservation`: how the least-served queue's blocked head holds back borrowers: `strict`
     (only spare resources may be borrowed), `backfill` (also what ends before the head's
-    reserved start), `none` (besteffort: no hold)."""
-    return _Pass(capacity, free, queues, claims, now, slots, reservation).run()
+    reserved start), `none` (besteffort: no hold). `first`: preemptors whose victims have
+    stopped; when their queue's policy picks them, they go before every other pick."""
+    return _Pass(capacity, free, queues, claims, now, slots, reservation, first).run()
 
 
 def usage_by_queue(

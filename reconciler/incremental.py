@@ -28,8 +28,9 @@ from specs.queues import QueueConfig
 from specs.settings import PlanOptions
 
 # Everything every task's own reconcile reads besides its own inputs and the clock: when any
-# of it changes, no earlier result is reused.
-World = tuple[PlanOptions, Capacity | None, bool, str | None]
+# of it changes, no earlier result is reused. The queue config is in it for the preemption
+# grace period a (re)submitted job gets from its queue.
+World = tuple[PlanOptions, Capacity | None, bool, str | None, QueueConfig | None]
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,8 @@ EMPTY = Memo()
 _DEFAULTS = PlanOptions()
 
 
-def _world(observed: Observation, options: PlanOptions) -> World:
-    return (options, observed.capacity, observed.available, observed.error)
+def _world(observed: Observation, options: PlanOptions, queues: QueueConfig | None) -> World:
+    return (options, observed.capacity, observed.available, observed.error, queues)
 
 
 def _run_job(jobs: Mapping[str, RayJob] | None, status: TaskStatus) -> RayJob | None:
@@ -77,7 +78,7 @@ def plan_incremental(
     for the next pass."""
     ctx = planner.begin(specs, statuses, observed, now, options, queues)
     env, at = ctx.env, ctx.now
-    world = _world(observed, options)
+    world = _world(observed, options, queues)
     previous = memo.kept if memo.world == world else {}
     jobs = observed.jobs
     kept: dict[str, _Kept] = {}

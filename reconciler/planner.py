@@ -16,7 +16,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from reconciler import dependencies, fairshare, lifecycle, policies, preemption, queueing, retries
+from reconciler import (
+    dependencies,
+    fairshare,
+    lifecycle,
+    policies,
+    preemption,
+    preemptors,
+    queueing,
+    retries,
+)
 from reconciler.lifecycle import set_fields
 from specs.cluster import (
     META_CPU,
@@ -114,9 +123,11 @@ class Preemption:
 
     preemptor: str
     victims: tuple[str, ...]
-    reason: Reason  # the Preempted condition's reason: WithinQueue
+    reason: Reason  # Reclaim if any victim's queue lent to it, else WithinQueue
     message: str
     free: Capacity  # what the preemptor had without them: it did not fit, with them it does
+    reasons: tuple[Reason, ...] = ()  # by victim: its Preempted condition's reason
+    queue: str | None = None  # the preemptor's team queue, when queues are configured
 
 
 @dataclass(frozen=True)
@@ -263,6 +274,8 @@ class TaskEnv:
     obs: Observation
     ours: Mapping[str, RayJob]  # our jobs by submission id
     by_task: Mapping[str, Sequence[RayJob]]  # our jobs by task name
+    # each queue's preemption rules; a task's job gets its queue's grace period
+    preemption: preemptors.Setup
 
 
 @dataclass
@@ -312,7 +325,9 @@ def plan(
     return finish(ctx, specs, statuses)
 
 
-def task_env(observed: Observation, options: PlanOptions) -> TaskEnv:
+def task_env(
+    observed: Observation, options: PlanOptions, queues: QueueConfig | None = None
+) -> TaskEnv:
     jobs = observed.jobs or {}
     ours = {
         sid: job for sid, job in jobs.items() if job.metadata.get(META_QUEUE) == options.queue_id
@@ -320,7 +335,7 @@ def task_env(observed: Observation, options: PlanOptions) -> TaskEnv:
     by_task: dict[str, list[RayJob]] = {}
     for job in ours.values():
         by_task.setdefault(job.metadata.get(META_TASK, ""), []).append(job)
-    return TaskEnv(options, observed, ours, by_task)
+    return TaskEnv(options, observed, ours, by_task, preemptors.setup(queues, options))
 
 
 def begin(
@@ -332,7 +347,7 @@ def begin(
     queues: QueueConfig | None,
 ) -> _Ctx:
     """A pass's shared state, before any task is merged into it."""
-    env = task_env(observed, options)
+    env = task_env(observed, options, queues)
     ctx = _Ctx(options, observed, now.timestamp(), Plan(), env, queues=queues)
     ctx.folder_empty = not specs and not statuses
     ctx.sources = {name: s.source for name, s in specs.items() if s.source is not None}
@@ -694,7 +709,7 @@ def _settle(
     if body.phase.active:
         _keep_active(t, body, task)
     if t.resubmit and body.phase is Phase.STARTING and body.submission_id:
-        t.submits.append(Submit(name, _submit_request(t.options, name, task, body)))
+        t.submits.append(Submit(name, _submit_request(t.env, name, task, body)))
     if body.phase in (Phase.QUEUED, Phase.UNSCHEDULABLE) or _in_cycle(body):
         if t.due(_epoch(body.next_retry_at)):
             body = _enqueue(t, name, task, body)
@@ -1056,14 +1071,12 @@ def _gate_dependencies(ctx: _Ctx, specs: Mapping[str, TaskInput]) -> None:
     ctx.queue = kept
 
 
-def _submit_request(
-    options: PlanOptions, name: str, task: Task, body: TaskStatusBody
-) -> SubmitRequest:
-    req = request_of(task)
+def _submit_request(env: TaskEnv, name: str, task: Task, body: TaskStatusBody) -> SubmitRequest:
+    options, req = env.options, request_of(task)
     return SubmitRequest(
         submission_id=body.submission_id or "",
         entrypoint=task.spec.entrypoint,
-        runtime_env=_runtime_env(options, task),
+        runtime_env=_runtime_env(task, env.preemption.stop_wait(name)),
         metadata={
             META_QUEUE: options.queue_id,
             META_TASK: name,
@@ -1084,44 +1097,22 @@ STOP_WAIT_ENV = "RAY_JOB_STOP_WAIT_TIME_S"
 the job's runtime_env env_vars set) between SIGTERM and SIGKILL when a job is stopped."""
 
 
-def _runtime_env(options: PlanOptions, task: Task) -> dict[str, object] | None:
-    """The task's runtime_env, plus the preemption grace period when preemption is on. A value
-    the user set in the spec wins."""
+def _runtime_env(task: Task, grace: float | None) -> dict[str, object] | None:
+    """The task's runtime_env, plus its queue's grace period when its run could be preempted.
+    A value the user set in the spec wins."""
     env = task.spec.runtime_env
-    if options.preemption == preemption.NEVER:
+    if grace is None:
         return env
     env_vars = dict((env or {}).get("env_vars") or {})
     if STOP_WAIT_ENV in env_vars:
         return env
-    env_vars[STOP_WAIT_ENV] = str(math.ceil(options.preemption_grace_seconds))
+    env_vars[STOP_WAIT_ENV] = str(math.ceil(grace))
     return {**(env or {}), "env_vars": env_vars}
 
 
-@dataclass(frozen=True)
-class _Hold:
-    """A preemptor whose victims are still stopping: what they will free, and who they are."""
-
-    victims: tuple[str, ...]
-    freeing: Capacity
-
-
-def _holds(ctx: _Ctx) -> dict[str, _Hold]:
-    """Preemptors whose victims' jobs are still stopping, read from the victims' sidecars
-    (level-triggered: after a crash the next pass finds the same)."""
-    victims: dict[str, list[str]] = {}
-    freeing: dict[str, Capacity] = {}
-    for name, body in sorted(ctx.bodies.items()):
-        by = body.preempted_by
-        if by is None or body.phase.active:
-            continue
-        # The task's run is not active, so any live job of it is the preempted run's.
-        live = [j for j in ctx.jobs_by_task.get(name, ()) if not j.terminal]
-        if not live:
-            continue
-        victims.setdefault(by, []).append(name)
-        for job in live:
-            freeing[by] = freeing.get(by, Capacity()) + _claim_from_metadata(job)
-    return {by: _Hold(tuple(names), freeing[by]) for by, names in victims.items()}
+def _preemption(ctx: _Ctx) -> preemptors.Setup:
+    """Each queue's preemption rules: the `preemption:` blocks, the flags for what they omit."""
+    return ctx.env.preemption
 
 
 def _admit(ctx: _Ctx) -> None:
@@ -1129,7 +1120,7 @@ def _admit(ctx: _Ctx) -> None:
     if the policy's next pick still does not fit, it may preempt (`_preempt`)."""
     ctx.queue.sort(key=lambda item: item[0])
     queue = [candidate for _, candidate in ctx.queue]
-    all_holds = _holds(ctx)
+    all_holds = preemptors.holds(ctx.bodies, ctx.jobs_by_task, _claim_from_metadata)
     holds = {by: hold for by, hold in all_holds.items() if by in ctx.tasks}
     stopping = {victim for hold in all_holds.values() for victim in hold.victims}
     # A preemptor's room is reserved while its victims stop: nobody else may take from today's
@@ -1159,11 +1150,11 @@ def _admit(ctx: _Ctx) -> None:
             slots,
             policy,
             fairshare.RESERVATION_OF_POLICY.get(ctx.options.policy, fairshare.STRICT_RESERVATION),
+            preemptors.ready(ctx.bodies, ctx.tasks, all_holds),
         )
         ctx.queue_admission = admission
     started = set(admission.start)
-    # Within one queue only, for now: with team queues the quotas decide who may start.
-    preempting = _preempt(ctx, eligible, admission, free, holds) if ctx.queues is None else None
+    preempting = _preempt(ctx, eligible, admission, free, holds)
     positions: dict[str, int] = {}  # per queue with queues; one count without
     for candidate in queue:
         name = candidate.name
@@ -1187,11 +1178,11 @@ def _why_waiting(
     ctx: _Ctx,
     name: str,
     admission: policies.Admission | queueing.QueueAdmission,
-    holds: Mapping[str, _Hold],
-    preempting: Preemption | None,
+    holds: Mapping[str, preemptors.Hold],
+    preempting: Mapping[str, Preemption],
 ) -> policies.Waiting | None:
-    if preempting is not None and preempting.preemptor == name:
-        return policies.Waiting(Reason.PREEMPTING, preempting.message)
+    if name in preempting:
+        return policies.Waiting(Reason.PREEMPTING, preempting[name].message)
     hold = holds.get(name)
     if hold is not None and name not in admission.start:
         return policies.Waiting(
@@ -1213,65 +1204,70 @@ def _preempt(
     queue: Sequence[policies.Candidate],
     admission: policies.Admission | queueing.QueueAdmission,
     free: Capacity,
-    holds: Mapping[str, _Hold],
-) -> Preemption | None:
-    """Only the task the policy would admit next may preempt, and only if it waits for
-    resources (not for an in-flight slot) and none of its earlier victims is still stopping."""
-    options = ctx.options
-    rules = preemption.Rules(
-        options.preemption,
-        options.preemption_min_runtime_seconds,
-        options.preemption_max_per_task,
+    holds: Mapping[str, preemptors.Hold],
+) -> dict[str, Preemption]:
+    """Only the task a queue's policy would admit next may preempt, and only if it waits for
+    resources (or, within its queue, for its quota) and none of its earlier victims is still
+    stopping. `reconciler.preemptors` decides; this records it (victims first)."""
+    setup = _preemption(ctx)
+    if not setup.any_on:
+        return {}
+    priorities = {c.name: ctx.tasks[c.name].spec.priority for c in queue}
+    decisions = preemptors.decide(
+        setup, queue, admission, free, holds, ctx.running, priorities, ctx.now
     )
-    if rules.within_queue == preemption.NEVER:
-        return None
-    started = set(admission.start)
-    head = next((c for c in queue if c.name not in started), None)
-    if head is None or head.name in holds:
-        return None
-    waiting = admission.waiting.get(head.name)
-    if waiting is None or waiting.reason != Reason.WAITING_FOR_RESOURCES:
-        return None
-    for candidate in queue:
-        if candidate.name in started:
-            free = free - candidate.request
-    task = ctx.tasks[head.name]
-    preemptor = preemption.Preemptor(head.name, task.spec.priority, head.request)
-    victims = preemption.choose_victims(preemptor, free, ctx.running, ctx.now, rules)
-    if not victims:
-        return None
-    names = tuple(v.name for v in victims)
-    total = Capacity()
-    for victim in victims:
-        total = total + victim.request
-        _preempt_one(ctx, victim, preemptor)
-    message = (
-        f"preempting {', '.join(names)} (priority "
-        f"{', '.join(str(v.priority) for v in victims)}; {_resources_text(total)}): it needs "
-        f"{_resources_text(head.request)} and only those free enough; starts once they have "
-        "stopped"
-    )
-    decision = Preemption(head.name, names, Reason.WITHIN_QUEUE, message, free)
-    ctx.plan.preemptions.append(decision)
-    ctx.plan.note(
-        Reason.PREEMPTED,
-        f"preempted {', '.join(names)} for {head.name} (priority {task.spec.priority})",
-    )
-    return decision
+    result: dict[str, Preemption] = {}
+    for decision in decisions:
+        preemptor, victims = decision.preemptor, decision.victims
+        reasons = tuple(Reason.RECLAIM if v.reclaim else Reason.WITHIN_QUEUE for v in victims)
+        names = tuple(v.run.name for v in victims)
+        total = Capacity()
+        for victim, reason in zip(victims, reasons, strict=True):
+            total = total + victim.run.request
+            _preempt_one(ctx, victim.run, preemptor, reason, victim.queue)
+        lent = " lent quota of" if all(v.reclaim for v in victims) else ""
+        message = (
+            f"preempting{lent} {', '.join(names)} (priority "
+            f"{', '.join(str(v.run.priority) for v in victims)}; {_resources_text(total)}): it "
+            f"needs {_resources_text(preemptor.request)} and only those free enough; starts once "
+            "they have stopped"
+        )
+        reason = Reason.RECLAIM if Reason.RECLAIM in reasons else Reason.WITHIN_QUEUE
+        queue_name = decision.queue if ctx.queues is not None else None
+        result[preemptor.name] = Preemption(
+            preemptor.name, names, reason, message, decision.free, reasons, queue_name
+        )
+        ctx.plan.preemptions.append(result[preemptor.name])
+        ctx.plan.note(
+            Reason.PREEMPTED,
+            f"preempted {', '.join(names)} for {preemptor.name} (priority {preemptor.priority}"
+            f"{', reclaiming lent quota' if reason is Reason.RECLAIM else ''})",
+        )
+    return result
 
 
-def _preempt_one(ctx: _Ctx, victim: preemption.Running, preemptor: preemption.Preemptor) -> None:
+def _preempt_one(
+    ctx: _Ctx,
+    victim: preemption.Running,
+    preemptor: preemption.Preemptor,
+    reason: Reason,
+    victim_queue: str,
+) -> None:
     """Queue the victim again and stop its job. Its status (written before any stop goes out)
     says who took its place; its job holds its resources until Ray reports it stopped."""
     body = ctx.bodies[victim.name]
     sid = body.submission_id or ""
     ran = _duration(ctx.now - victim.started)
+    why = ""
+    if reason is Reason.RECLAIM and ctx.queues is not None:
+        lender = ctx.queues.queue_of(preemptor.name)
+        why = f" of {lender}, which takes back the quota {victim_queue} borrowed,"
     message = (
-        f"preempted by {preemptor.name} (priority {preemptor.priority}) after run {body.run} "
-        f"had run {ran}; queued again in its old place"
+        f"preempted by {preemptor.name}{why} (priority {preemptor.priority}) after run "
+        f"{body.run} had run {ran}; queued again in its old place"
     )
     ctx.bodies[victim.name] = lifecycle.preempt(body, preemptor.name, message)
-    ctx.conds.setdefault(victim.name, {})[COND_PREEMPTED] = (Reason.WITHIN_QUEUE, message)
+    ctx.conds.setdefault(victim.name, {})[COND_PREEMPTED] = (reason, message)
     ctx.plan.stops.append(Stop(sid, victim.name, f"preempted by {preemptor.name}"))
 
 
@@ -1306,7 +1302,7 @@ def _start(ctx: _Ctx, candidate: policies.Candidate) -> None:
         return
     ctx.bodies[name] = body
     ctx.used = ctx.used + candidate.request
-    ctx.plan.submits.append(Submit(name, _submit_request(ctx.options, name, task, body)))
+    ctx.plan.submits.append(Submit(name, _submit_request(ctx.env, name, task, body)))
     ctx.plan.note(
         Reason.SUBMITTED,
         f"submitted {name} (priority {task.spec.priority}, "

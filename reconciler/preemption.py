@@ -19,25 +19,32 @@ The rules, chosen against the complaints about Kueue's preemption:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from specs.cluster import Capacity
 
 NEVER = "Never"
 LOWER_PRIORITY = "LowerPriority"
+ANY = "Any"
 MODES = (NEVER, LOWER_PRIORITY)
 """Kueue's withinClusterQueue values that make sense for one queue, and the --preemption flag's
 choices; the queue configuration's `withinQueue` takes the same."""
+RECLAIM_MODES = (NEVER, LOWER_PRIORITY, ANY)
+"""`reclaimWithinCohort`: as Kueue's."""
+
+_EPS = 1e-9
+_RESOURCES = ("cpu", "gpu", "memory")
 
 
 @dataclass(frozen=True)
 class Rules:
-    """How a queue lets its tasks preempt each other."""
+    """How a queue lets its tasks preempt, and protects its runs from being preempted."""
 
     within_queue: str = NEVER
     min_runtime_seconds: float = 0.0
     max_per_task: int = 0  # a task preempted this often is never a victim again; 0: no limit
+    reclaim_within_cohort: str = NEVER  # below its nominal quota: take lent quota back
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,21 @@ def may_preempt(rules: Rules, attacker: int, target: int) -> bool:
     return rules.within_queue == LOWER_PRIORITY and target < attacker
 
 
+def may_reclaim(rules: Rules, attacker: int, target: int) -> bool:
+    """Whether a task of priority `attacker` may take lent quota back from a run of `target`."""
+    mode = rules.reclaim_within_cohort
+    return mode == ANY or (mode == LOWER_PRIORITY and target < attacker)
+
+
+def exempt(run: Running, now: float, rules: Rules) -> bool:
+    """Never a victim, by its own queue's rules: opted out, too young, or preempted enough."""
+    return (
+        not run.preemptible
+        or now - run.started < rules.min_runtime_seconds
+        or bool(rules.max_per_task and run.preemptions >= rules.max_per_task)
+    )
+
+
 def candidates(
     preemptor: Preemptor,
     running: Iterable[Running],
@@ -76,10 +98,8 @@ def candidates(
     eligible = [
         run
         for run in running
-        if run.preemptible
-        and run.name != preemptor.name
-        and now - run.started >= rules.min_runtime_seconds
-        and not (rules.max_per_task and run.preemptions >= rules.max_per_task)
+        if run.name != preemptor.name
+        and not exempt(run, now, rules)
         and may_preempt(rules, preemptor.priority, run.priority)
         # No ping-pong: a run that could preempt the preemptor back is never its victim.
         and not may_preempt(rules, run.priority, preemptor.priority)
@@ -128,3 +148,106 @@ def held_back(request: Capacity, freeing: Capacity) -> Capacity:
         max(request.gpu - freeing.gpu, 0.0),
         max(request.memory - freeing.memory, 0.0),
     )
+
+
+# --- across team queues ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueueLoad:
+    """A queue as reclaim sees it: its nominal quota, and what its runs hold (left out: runs
+    already stopping, which are somebody's victims and free their resources soon)."""
+
+    nominal: Capacity
+    usage: Capacity
+
+
+@dataclass(frozen=True)
+class Victim:
+    run: Running
+    queue: str
+    reclaim: bool  # lent quota taken back from a borrowing queue; else within the own queue
+
+
+Fits = Callable[[Capacity, Capacity], bool]
+"""(freed in all, freed within the preemptor's own queue) -> whether the preemptor fits."""
+
+
+def _borrows(request: Capacity, run: Capacity, load: QueueLoad, taken: Capacity) -> bool:
+    """Whether the queue, without `taken`, still holds more than its nominal quota of some
+    resource the preemptor needs and the run holds: only lent quota is taken back."""
+    left = load.usage - taken
+    return any(
+        getattr(request, r) > 0
+        and getattr(run, r) > 0
+        and getattr(left, r) > getattr(load.nominal, r) + _EPS
+        for r in _RESOURCES
+    )
+
+
+def choose_in_cohort(
+    preemptor: Preemptor,
+    queue: str,
+    running: Iterable[tuple[str, Running]],
+    rules: Mapping[str, Rules],
+    loads: Mapping[str, QueueLoad],
+    fits: Fits,
+    now: float,
+    *,
+    reclaim: bool,
+) -> tuple[Victim, ...]:
+    """A minimal set of runs, from the preemptor's own queue (its `withinQueue`) and, when
+    `reclaim` (the preemptor fits within its queue's nominal quota), from other queues that
+    borrow (its `reclaimWithinCohort`), after which `fits`. Each run is exempt by its own
+    queue's rules. Empty when it fits already or when every candidate together would not do.
+
+    No ping-pong: within a queue, LowerPriority never lets a victim preempt back; across
+    queues, a reclaim victim's queue borrows, and the preemptor's queue stays within its
+    nominal quota once it runs, so the victim's queue can never reclaim from it in turn.
+
+    Order: reclaim victims first (the lender takes back its own quota before it sacrifices
+    its own work, as in Kueue), then within each, lowest priority, shortest run, name.
+    """
+    if fits(Capacity(), Capacity()):
+        return ()
+    own = rules.get(queue, Rules())
+    pool: list[Victim] = []
+    for where, run in running:
+        if run.name == preemptor.name or exempt(run, now, rules.get(where, own)):
+            continue
+        if where == queue:
+            if may_preempt(own, preemptor.priority, run.priority) and not may_preempt(
+                own, run.priority, preemptor.priority
+            ):
+                pool.append(Victim(run, where, reclaim=False))
+        elif reclaim and where in loads and may_reclaim(own, preemptor.priority, run.priority):
+            pool.append(Victim(run, where, reclaim=True))
+    pool.sort(key=lambda v: (not v.reclaim, v.run.priority, now - v.run.started, v.run.name))
+    chosen: list[Victim] = []
+    taken: dict[str, Capacity] = {}
+    freed, freed_own = Capacity(), Capacity()
+    for victim in pool:
+        request = victim.run.request
+        if victim.reclaim:
+            before = taken.get(victim.queue, Capacity())
+            if not _borrows(preemptor.request, request, loads[victim.queue], before):
+                continue  # its queue no longer borrows what the preemptor needs
+            taken[victim.queue] = before + request
+        chosen.append(victim)
+        freed = freed + request
+        if not victim.reclaim:
+            freed_own = freed_own + request
+        if fits(freed, freed_own):
+            break
+    else:
+        return ()
+    # Trim, costliest first. Dropping a victim only raises its queue's usage, so every kept
+    # reclaim victim's queue still borrows; and `fits` grows with what is freed, so what is
+    # kept is minimal: without any one of them the preemptor would not fit.
+    for victim in reversed(list(chosen)):
+        own_part = Capacity() if victim.reclaim else victim.run.request
+        if fits(freed - victim.run.request, freed_own - own_part):
+            chosen.remove(victim)
+            freed = freed - victim.run.request
+            freed_own = freed_own - own_part
+    return tuple(chosen)

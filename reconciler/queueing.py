@@ -35,6 +35,7 @@ def admit_by_queue(
     slots: int,
     policy: Policy,
     reservation: str = fairshare.STRICT_RESERVATION,
+    first: frozenset[str] = frozenset(),
 ) -> QueueAdmission:
     """`queue` in global order (priority, queuedAt, name); `held`: what each task with a live
     job holds, by task name. Each queue keeps that order and runs `policy` within itself."""
@@ -54,7 +55,7 @@ def admit_by_queue(
         fairshare.QueueDemand(quota, usage[quota.name], members[quota.name], policy)
         for quota in quotas.queues
     ]
-    result = fairshare.admit(capacity, free, demands, claims, now, slots, reservation)
+    result = fairshare.admit(capacity, free, demands, claims, now, slots, reservation, first)
     return QueueAdmission(
         start=result.start,
         waiting=result.waiting,

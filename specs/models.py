@@ -222,6 +222,7 @@ class Reason(StrEnum):
     RAY_UNREACHABLE = "RayUnreachable"
     # why a run was preempted (the Preempted condition's reason)
     WITHIN_QUEUE = "WithinQueue"
+    RECLAIM = "Reclaim"  # lent quota taken back by a queue below its nominal quota
     # a task the loop has not looked at yet (API and CLI views)
     NOT_YET_RECONCILED = "NotYetReconciled"
     # deletions the loop refuses to carry out (log events, never a task's status)

@@ -84,10 +84,37 @@ class Limit(_Model):
 NO_LIMIT = Limit()
 
 
+_MAX_SECONDS = 7 * 86400.0  # a week: anything longer is a typo, not a grace period
+
+
+class PreemptionConfig(_Model):
+    """A queue's `preemption:` block. A field left out falls back to the `serve` flag of the
+    same meaning (--preemption, --preemption-grace-seconds, --preemption-min-runtime-seconds),
+    whose own defaults are Never, 30 and 0; `reclaimWithinCohort` has no flag (Never)."""
+
+    within_queue: Literal["Never", "LowerPriority"] | None = Field(
+        default=None, description="Never | LowerPriority: its waiting head may stop lower runs"
+    )
+    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] | None = Field(
+        default=None,
+        description="Never | LowerPriority | Any: below its nominal quota, take lent quota back",
+    )
+    grace_period_seconds: float | None = Field(
+        default=None, ge=0, le=_MAX_SECONDS, allow_inf_nan=False, description="SIGTERM to SIGKILL"
+    )
+    min_runtime_seconds: float | None = Field(
+        default=None, ge=0, le=_MAX_SECONDS, allow_inf_nan=False, description="younger: exempt"
+    )
+
+
+NO_PREEMPTION_BLOCK = PreemptionConfig()
+
+
 class _Sharing(_Model):
     borrowing_limit: Limit = Field(default=NO_LIMIT, description="most it may use above nominal")
     lending_limit: Limit = Field(default=NO_LIMIT, description="most of its idle quota lent")
     weight: float = Field(default=1.0, gt=0, le=1e6, allow_inf_nan=False)
+    preemption: PreemptionConfig = Field(default=NO_PREEMPTION_BLOCK)
 
 
 class QueueEntry(_Sharing):
@@ -128,6 +155,13 @@ class QueueConfig(_Model):
     def queue_names(self) -> list[str]:
         """Every queue, listed ones first in file order, then `default`."""
         return [q.name for q in self.spec.queues] + [DEFAULT_QUEUE]
+
+    def preemption_of(self, queue: str) -> PreemptionConfig:
+        """A queue's `preemption:` block as written (fields left out are None)."""
+        if queue == DEFAULT_QUEUE:
+            return self.spec.default.preemption
+        entry = next((q for q in self.spec.queues if q.name == queue), None)
+        return entry.preemption if entry is not None else NO_PREEMPTION_BLOCK
 
     def queue_of(self, task: str) -> str:
         """The queue of a task name: the longest listed folder it lies under, else default."""

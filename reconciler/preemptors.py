@@ -1,0 +1,314 @@
+"""Preemption in a pass: each queue's rules, who may preempt, with how much room, and the link
+from preemptors to victims that are still stopping. Pure, like the planner that calls it.
+
+`reconciler.preemption` answers "which victims" for one preemptor; this module decides which
+waiting heads ask, and what "fits" means for each:
+
+- Without `_queues.yaml` there is one queue, set by the `serve` flags; its head may preempt
+  when it waits for resources.
+- With team queues, each queue's head (the task its policy would start next) may preempt,
+  under its queue's `preemption:` block (a field left out takes the flag's value):
+  `withinQueue` lets it stop lower-priority runs of its own queue when the cluster or its
+  quota is full; `reclaimWithinCohort` lets it take lent quota back from queues that borrow,
+  when it fits within its own queue's nominal quota and only the cluster holds it back.
+  Heads that reclaim ask first, then the others, each by lowest weighted share; the room a
+  preemptor is promised is reserved before the next one asks.
+
+Everything here is read from the sidecars and Ray's job list each pass, never remembered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+
+from reconciler import policies, preemption, queueing
+from reconciler.preemption import NEVER, Preemptor, QueueLoad, Rules, Running, Victim
+from specs.cluster import Capacity, RayJob
+from specs.models import Phase, Reason, TaskStatusBody
+from specs.queues import QueueConfig
+from specs.settings import PlanOptions
+
+ONE_QUEUE = ""
+"""The key of the only queue when no `_queues.yaml` is in force."""
+
+_EPS = 1e-9
+_RESOURCES = ("cpu", "gpu", "memory")
+
+
+@dataclass(frozen=True)
+class QueueRules:
+    rules: Rules
+    grace_seconds: float
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Each queue's resolved rules, and which queues' runs may ever be victims."""
+
+    queues: Mapping[str, QueueRules]
+    config: QueueConfig | None
+
+    def queue_of(self, task: str) -> str:
+        return self.config.queue_of(task) if self.config is not None else ONE_QUEUE
+
+    def rules(self) -> dict[str, Rules]:
+        return {name: q.rules for name, q in self.queues.items()}
+
+    @property
+    def any_on(self) -> bool:
+        return any(_can_preempt(q.rules) for q in self.queues.values())
+
+    def stop_wait(self, task: str) -> float | None:
+        """The grace period a task's job gets when stopped, or None while nothing could ever
+        preempt it (then Ray's own default stays, as before preemption existed)."""
+        queue = self.queue_of(task)
+        own = self.queues.get(queue)
+        if own is None:
+            return None
+        exposed = own.rules.within_queue != NEVER or any(
+            q.rules.reclaim_within_cohort != NEVER
+            for name, q in self.queues.items()
+            if name != queue
+        )
+        return own.grace_seconds if exposed else None
+
+
+def _can_preempt(rules: Rules) -> bool:
+    return rules.within_queue != NEVER or rules.reclaim_within_cohort != NEVER
+
+
+def setup(config: QueueConfig | None, options: PlanOptions) -> Setup:
+    """The file wins for each field it sets; the flags fill in the rest (and are all there is
+    without a file). `--preemption-max-per-task` has no per-queue field."""
+    flags = QueueRules(
+        Rules(
+            options.preemption,
+            options.preemption_min_runtime_seconds,
+            options.preemption_max_per_task,
+        ),
+        options.preemption_grace_seconds,
+    )
+    if config is None:
+        return Setup({ONE_QUEUE: flags}, None)
+    queues: dict[str, QueueRules] = {}
+    for name in config.queue_names():
+        block = config.preemption_of(name)
+        rules = Rules(
+            block.within_queue if block.within_queue is not None else flags.rules.within_queue,
+            (
+                block.min_runtime_seconds
+                if block.min_runtime_seconds is not None
+                else flags.rules.min_runtime_seconds
+            ),
+            flags.rules.max_per_task,
+            block.reclaim_within_cohort or NEVER,
+        )
+        grace = block.grace_period_seconds
+        queues[name] = QueueRules(rules, grace if grace is not None else flags.grace_seconds)
+    return Setup(queues, config)
+
+
+# --- preemptors whose victims are still stopping ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A preemptor whose victims are still stopping: who they are, and what each still holds."""
+
+    victims: tuple[str, ...]
+    held: tuple[Capacity, ...]  # by victim, in the same order
+
+    @property
+    def freeing(self) -> Capacity:
+        return sum(self.held, Capacity())
+
+
+def holds(
+    bodies: Mapping[str, TaskStatusBody],
+    jobs_by_task: Mapping[str, Sequence[RayJob]],
+    claim_of: Callable[[RayJob], Capacity],
+) -> dict[str, Hold]:
+    """Preemptors whose victims' jobs are still live, read from the victims' sidecars
+    (`preemptedBy`) and Ray's job list: after a crash the next pass finds the same."""
+    victims: dict[str, list[tuple[str, Capacity]]] = {}
+    for name, body in sorted(bodies.items()):
+        by = body.preempted_by
+        if by is None or body.phase.active:
+            continue
+        # The task's run is not active, so any live job of it is the preempted run's.
+        live = [job for job in jobs_by_task.get(name, ()) if not job.terminal]
+        if live:
+            held = sum((claim_of(job) for job in live), Capacity())
+            victims.setdefault(by, []).append((name, held))
+    return {
+        by: Hold(tuple(n for n, _ in pairs), tuple(c for _, c in pairs))
+        for by, pairs in victims.items()
+    }
+
+
+def ready(
+    bodies: Mapping[str, TaskStatusBody], queued: Collection[str], stopping: Mapping[str, Hold]
+) -> frozenset[str]:
+    """Preemptors whose victims have all stopped but that have not started yet: queued, still
+    recorded as Preempting, named by some victim, none of whose jobs is live. Team queues
+    admit them first, so the room their victims left is theirs (one queue needs no help: the
+    preemptor is its policy's next pick)."""
+    named = {b.preempted_by for b in bodies.values() if b.preempted_by is not None}
+    return frozenset(
+        name
+        for name in named
+        if name in queued
+        and name not in stopping
+        and (body := bodies.get(name)) is not None
+        and body.phase is Phase.QUEUED
+        and body.reason == Reason.PREEMPTING
+    )
+
+
+# --- who preempts whom ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One preemptor and its minimal victims; `free` is the cluster room it had without them."""
+
+    preemptor: Preemptor
+    queue: str
+    victims: tuple[Victim, ...]
+    free: Capacity
+
+
+def _fits_needed(request: Capacity, room: Capacity) -> bool:
+    """Fits, counting only the resources it asks for (a full GPU quota does not stop CPU)."""
+    return all(
+        getattr(request, r) <= getattr(room, r) + _EPS
+        for r in _RESOURCES
+        if getattr(request, r) > 0
+    )
+
+
+def decide(
+    plan_setup: Setup,
+    queue: Sequence[policies.Candidate],
+    admission: policies.Admission | queueing.QueueAdmission,
+    free: Capacity,
+    stopping: Mapping[str, Hold],
+    running: Sequence[Running],
+    priorities: Mapping[str, int],
+    now: float,
+) -> list[Decision]:
+    """Every preemption of this pass. `queue`: the eligible candidates in global order; `free`:
+    what the admission had (reservations taken off); `stopping`: holds by preemptor."""
+    if not plan_setup.any_on:
+        return []
+    started = set(admission.start)
+    for candidate in queue:
+        if candidate.name in started:
+            free = free - candidate.request
+    by_name = {c.name: c for c in queue}
+    if isinstance(admission, queueing.QueueAdmission):
+        return _decide_by_queue(
+            plan_setup, admission, by_name, free, stopping, running, priorities, now
+        )
+    head = next((c for c in queue if c.name not in started), None)
+    rules = plan_setup.queues[ONE_QUEUE].rules
+    if head is None or head.name in stopping or rules.within_queue == NEVER:
+        return []
+    waiting = admission.waiting.get(head.name)
+    if waiting is None or waiting.reason != Reason.WAITING_FOR_RESOURCES:
+        return []  # an in-flight slot, not resources, holds it back
+    preemptor = Preemptor(head.name, priorities[head.name], head.request)
+    victims = preemption.choose_in_cohort(
+        preemptor,
+        ONE_QUEUE,
+        ((ONE_QUEUE, run) for run in running),
+        {ONE_QUEUE: rules},
+        {},
+        lambda freed, _own: head.request.fits_in(free + freed),
+        now,
+        reclaim=False,
+    )
+    return [Decision(preemptor, ONE_QUEUE, victims, free)] if victims else []
+
+
+def _decide_by_queue(
+    plan_setup: Setup,
+    admission: queueing.QueueAdmission,
+    by_name: Mapping[str, policies.Candidate],
+    free: Capacity,
+    stopping: Mapping[str, Hold],
+    running: Sequence[Running],
+    priorities: Mapping[str, int],
+    now: float,
+) -> list[Decision]:
+    states = admission.states
+    # What each queue holds, without the runs already stopping for someone else.
+    usage = {name: state.usage for name, state in states.items()}
+    for hold in stopping.values():
+        for stopped, held in zip(hold.victims, hold.held, strict=True):
+            owner = plan_setup.queue_of(stopped)
+            if owner in usage:
+                usage[owner] = usage[owner] - held
+    heads: list[tuple[tuple[bool, float, str], str, policies.Candidate]] = []
+    for name, state in states.items():
+        head = by_name.get(state.head) if state.head is not None else None
+        if head is None or head.name in stopping:
+            continue
+        guaranteed = (usage[name] + head.request).fits_in(state.nominal)
+        heads.append(((not guaranteed, state.share, name), name, head))
+    heads.sort(key=lambda item: item[0])
+    pool = [(plan_setup.queue_of(run.name), run) for run in running]
+    rules = plan_setup.rules()
+    decisions: list[Decision] = []
+    for (not_guaranteed, _, _), name, head in heads:
+        own = rules.get(name, Rules())
+        waiting = admission.waiting.get(head.name)
+        reason = waiting.reason if waiting is not None else None
+        # Reclaim: the head fits its nominal quota and only the cluster is full.
+        reclaim = (
+            own.reclaim_within_cohort != NEVER
+            and not not_guaranteed
+            and reason == Reason.WAITING_FOR_RESOURCES
+        )
+        within = own.within_queue != NEVER and reason in (
+            Reason.WAITING_FOR_RESOURCES,
+            Reason.QUOTA_EXCEEDED,
+        )
+        if not (reclaim or within):
+            continue
+        state = states[name]
+        # Its quota room grows by what its own victims free (they count in its usage).
+        headroom = state.nominal - state.usage + state.above_nominal
+        room, request = free, head.request
+
+        def fits(
+            freed: Capacity,
+            freed_own: Capacity,
+            room: Capacity = room,
+            request: Capacity = request,
+            headroom: Capacity = headroom,
+        ) -> bool:
+            return request.fits_in(room + freed) and _fits_needed(request, headroom + freed_own)
+
+        loads = {
+            other: QueueLoad(st.nominal, usage[other])
+            for other, st in states.items()
+            if other != name
+        }
+        preemptor = Preemptor(head.name, priorities[head.name], request)
+        victims = preemption.choose_in_cohort(
+            preemptor, name, pool, rules, loads, fits, now, reclaim=reclaim
+        )
+        if not victims:
+            continue
+        decisions.append(Decision(preemptor, name, victims, free))
+        chosen = {v.run.name for v in victims}
+        pool = [(q, run) for q, run in pool if run.name not in chosen]
+        freed = Capacity()
+        for victim in victims:
+            freed = freed + victim.run.request
+            usage[victim.queue] = usage[victim.queue] - victim.run.request
+        # Reserved for it from now on: the next preemptor may not count on this room.
+        free = free - preemption.held_back(request, freed)
+    return decisions
