@@ -131,3 +131,72 @@ def test_underscore_files_are_invalid_tasks_and_the_config_is_not_a_task(tmp_pat
     assert store.read_statuses() == {}
     with pytest.raises(InvalidName, match="reserved"):
         validate_name("team-a/_x")
+
+
+PREEMPTING = """\
+apiVersion: rayqueue/v1
+kind: QueueConfig
+spec:
+  queues:
+    - name: team-a
+      nominalQuota: {cpu: 4}
+      preemption:
+        withinQueue: LowerPriority
+        reclaimWithinCohort: Any
+        gracePeriodSeconds: 45
+        minRuntimeSeconds: 600
+    - name: team-b
+  default:
+    preemption: {reclaimWithinCohort: LowerPriority}
+"""
+
+
+def test_preemption_blocks_parse_and_omitted_fields_stay_unset() -> None:
+    config = parse_queue_config(PREEMPTING)
+    a = config.preemption_of("team-a")
+    assert (a.within_queue, a.reclaim_within_cohort) == ("LowerPriority", "Any")
+    assert (a.grace_period_seconds, a.min_runtime_seconds) == (45, 600)
+    b = config.preemption_of("team-b")
+    assert b.within_queue is None and b.grace_period_seconds is None  # the flags fill these
+    assert config.preemption_of(DEFAULT_QUEUE).reclaim_within_cohort == "LowerPriority"
+    assert config.preemption_of("nowhere").within_queue is None
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (
+            ("withinQueue: LowerPriority", "withinQueue: Any"),
+            "_queues.yaml:8:22: spec.queues[0].preemption.withinQueue: must be 'Never' or "
+            "'LowerPriority' (got 'Any')",
+        ),
+        (
+            ("reclaimWithinCohort: Any", "reclaimWithinCohort: Always"),
+            "_queues.yaml:9:30: spec.queues[0].preemption.reclaimWithinCohort: must be 'Never', "
+            "'LowerPriority' or 'Any' (got 'Always')",
+        ),
+        (
+            ("gracePeriodSeconds: 45", "gracePeriodSeconds: -1"),
+            "_queues.yaml:10:29: spec.queues[0].preemption.gracePeriodSeconds: must be greater "
+            "than or equal to 0 (got -1)",
+        ),
+        (
+            ("minRuntimeSeconds: 600", "minRuntimeSeconds: .inf"),
+            "_queues.yaml:11:28: spec.queues[0].preemption.minRuntimeSeconds: must be a finite "
+            "number (got inf)",
+        ),
+        (
+            ("minRuntimeSeconds: 600", "minRuntime: 600"),
+            "_queues.yaml:11:9: spec.queues[0].preemption.minRuntime: unknown field",
+        ),
+        (
+            ("{reclaimWithinCohort: LowerPriority}", "{withinQueue: Sometimes}"),
+            "_queues.yaml:14:31: spec.default.preemption.withinQueue: must be 'Never' or "
+            "'LowerPriority' (got 'Sometimes')",
+        ),
+    ],
+)
+def test_preemption_errors_name_the_field(edit: tuple[str, str], expected: str) -> None:
+    with pytest.raises(SpecParseError) as info:
+        parse_queue_config(PREEMPTING.replace(*edit))
+    assert str(info.value) == expected

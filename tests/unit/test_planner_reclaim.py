@@ -1,0 +1,306 @@
+"""Preemption with team queues, table-driven: each queue's `preemption:` block, within-queue
+preemption under quotas, and reclaimWithinCohort (lent quota taken back from borrowers)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from reconciler.planner import COND_PREEMPTED, STOP_WAIT_ENV, Plan
+from specs.cluster import SUCCEEDED, Capacity
+from specs.models import Phase, Reason, Task
+from specs.parse import parse_queue_config
+from specs.settings import PlanOptions
+from tests.support.planner_world import GIB, task
+from tests.unit.test_planner_preemption import Cluster
+
+
+def config(a: str = "", b: str = "", default: str = "") -> str:
+    """Two teams of 4 CPUs each on an 8-CPU cluster; `a`, `b`: their preemption blocks."""
+
+    def block(text: str, indent: str) -> str:
+        return f"\n{indent}preemption: {{{text}}}" if text else ""
+
+    return (
+        "apiVersion: rayqueue/v1\nkind: QueueConfig\nspec:\n  queues:\n"
+        f"    - name: team-a\n      nominalQuota: {{cpu: 4}}{block(a, '      ')}\n"
+        f"    - name: team-b\n      nominalQuota: {{cpu: 4}}{block(b, '      ')}\n"
+        f"  default: {{{('preemption: {' + default + '}') if default else ''}}}\n"
+    )
+
+
+def started(p: Plan) -> list[str]:
+    return sorted(s.task for s in p.submits)
+
+
+def borrowed_world(
+    a: str = "reclaimWithinCohort: Any",
+    b: str = "",
+    *,
+    runs: dict[str, Task] | None = None,
+    age: float = 600,
+    options: PlanOptions | None = None,
+    cpus: float = 8,
+) -> Cluster:
+    """team-b's runs (default: eight 1-CPU priority-0 ones) fill the idle cluster, borrowing
+    all of team-a's quota; they have run `age` seconds."""
+    runs = runs if runs is not None else {f"team-b/b{i}": task(0, 1) for i in range(8)}
+    w = Cluster(
+        dict(runs),
+        capacity=Capacity(cpus, 0, 64 * GIB),
+        options=options or PlanOptions(policy="backfill"),
+        queues=parse_queue_config(config(a, b)),
+    )
+    w.step()
+    w.run_all()
+    assert all(w.phase(n) is Phase.RUNNING for n in runs)
+    w.now += timedelta(seconds=age)
+    return w
+
+
+def victims(p: Plan) -> list[str]:
+    return sorted(v for d in p.preemptions for v in d.victims)
+
+
+def test_reclaim_takes_back_lent_quota_and_names_the_preemptor() -> None:
+    w = borrowed_world()
+    w.specs["team-a/x"] = task(0, 2)
+    p = w.step()
+    (decision,) = p.preemptions
+    assert decision.preemptor == "team-a/x" and decision.reason is Reason.RECLAIM
+    assert decision.victims == ("team-b/b0", "team-b/b1")  # equal: by name
+    assert decision.reasons == (Reason.RECLAIM, Reason.RECLAIM)
+    assert decision.queue == "team-a"
+    for victim in decision.victims:
+        body = w.status(victim)
+        assert body.phase is Phase.QUEUED and body.reason == Reason.PREEMPTED
+        assert body.preemptions == 1 and body.preempted_by == "team-a/x"
+        (cond,) = body.conditions
+        assert (cond.type, cond.reason) == (COND_PREEMPTED, Reason.RECLAIM)
+        assert "team-a/x" in cond.message and "team-b borrowed" in cond.message
+    assert w.status("team-a/x").reason == Reason.PREEMPTING
+    assert sorted(s.task or "" for s in p.stops) == ["team-b/b0", "team-b/b1"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "preemptor", "victim", "expected"),
+    [
+        ("Never", 9, 0, []),
+        ("LowerPriority", 5, 0, ["team-b/b0", "team-b/b1"]),
+        ("LowerPriority", 0, 0, []),  # equal priority: not lower
+        ("LowerPriority", 0, 5, []),
+        ("Any", 0, 5, ["team-b/b0", "team-b/b1"]),  # Any: whatever the borrower's priority
+    ],
+)
+def test_reclaim_modes(mode: str, preemptor: int, victim: int, expected: list[str]) -> None:
+    runs = {f"team-b/b{i}": task(victim, 1) for i in range(8)}
+    w = borrowed_world(f"reclaimWithinCohort: {mode}", runs=runs)
+    w.specs["team-a/x"] = task(preemptor, 2)
+    p = w.step()
+    assert victims(p) == expected
+    if not expected:
+        assert p.stops == [] and w.status("team-a/x").reason == Reason.WAITING_FOR_RESOURCES
+
+
+def test_reclaim_victims_are_minimal() -> None:
+    # Greedy takes the cheapest (priority 0, 1 CPU) first, then the 2-CPU priority-1 run; the
+    # 1-CPU one is then not needed and is spared.
+    runs = {"team-b/small": task(0, 1), "team-b/big": task(1, 2)}
+    runs |= {f"team-b/p5-{i}": task(5, 1) for i in range(5)}
+    w = borrowed_world("reclaimWithinCohort: LowerPriority", runs=runs)
+    w.specs["team-a/x"] = task(9, 2)
+    assert victims(w.step()) == ["team-b/big"]
+
+
+def test_nothing_is_reclaimed_when_it_would_not_suffice() -> None:
+    runs = {f"team-b/b{i}": task(0, 1, preemptible=(i > 4)) for i in range(8)}
+    w = borrowed_world(runs=runs)
+    w.specs["team-a/x"] = task(0, 4)  # only three preemptible CPUs
+    p = w.step()
+    assert p.preemptions == [] and p.stops == []
+
+
+def test_only_borrowing_queues_lose_runs_and_only_while_they_borrow() -> None:
+    # team-b holds 5 (borrows 1), default holds 3 (borrows 3, nominal 0), nothing is free.
+    runs = {f"team-b/b{i}": task(0, 1) for i in range(5)}
+    runs |= {f"loose{i}": task(1, 1) for i in range(3)}
+    w = borrowed_world(runs=runs)
+    w.specs["team-a/x"] = task(0, 3)
+    p = w.step()
+    # team-b's priority-0 runs come first, but after one of them team-b is back at its
+    # nominal 4: the rest come from the default queue.
+    assert victims(p) == ["loose0", "loose1", "team-b/b0"]
+    assert sum(w.phase(f"team-b/b{i}") is Phase.RUNNING for i in range(5)) == 4
+
+
+def test_a_queue_at_its_nominal_is_never_reclaimed_from() -> None:
+    runs = {f"team-b/b{i}": task(0, 1) for i in range(4)} | {"loose": task(5, 4)}
+    w = borrowed_world("reclaimWithinCohort: LowerPriority", runs=runs)
+    w.specs["team-a/x"] = task(9, 1)
+    p = w.step()
+    assert victims(p) == ["loose"]  # team-b's cheaper runs are within its nominal quota
+
+
+def test_reservation_is_held_while_reclaim_victims_stop() -> None:
+    w = borrowed_world()
+    w.specs["team-a/x"] = task(0, 2)
+    w.step()
+    # Meanwhile team-b and the default queue want more: none of it may take the room.
+    w.specs["team-b/late"] = task(9, 1)
+    w.specs["loose"] = task(9, 1)
+    for _ in range(3):
+        p = w.step()
+        assert started(p) == [] and p.preemptions == []
+        assert w.status("team-a/x").reason == Reason.PREEMPTING
+    w.finish_stops()
+    p = w.step()
+    assert started(p) == ["team-a/x"]
+    assert p.preemptions == []
+
+
+def test_a_ready_preemptor_goes_before_other_queues_picks() -> None:
+    # 10 CPUs: default's nominal is the 2 no team holds. team-b borrows 4 of team-a's; 2 are
+    # free. team-a/x needs 4: two victims. `loose`, within default's nominal and (by name)
+    # ahead of team-a at equal share, arrives meanwhile; once the victims are gone the room
+    # they left is team-a/x's, or it would find it taken and preempt again.
+    w = borrowed_world(cpus=10)
+    w.specs["team-a/x"] = task(0, 4)
+    assert victims(w.step()) == ["team-b/b0", "team-b/b1"]
+    w.specs["loose"] = task(0, 2)
+    assert started(w.step()) == []  # the reservation: 2 free CPUs are team-a/x's
+    w.finish_stops()
+    p = w.step()
+    assert started(p) == ["team-a/x"] and p.preemptions == []
+    assert w.status("loose").reason == Reason.WAITING_FOR_RESOURCES
+
+
+def test_no_ping_pong_between_queues() -> None:
+    w = borrowed_world(b="reclaimWithinCohort: Any")
+    w.specs["team-a/x"] = task(0, 4)
+    w.step()
+    w.finish_stops()
+    assert started(w.step()) == ["team-a/x"]
+    w.run_all()
+    # team-b is back at its nominal with its victims waiting; team-a does not borrow, so
+    # team-b, though it may reclaim Any, takes nothing back.
+    for _ in range(3):
+        p = w.step()
+        assert p.preemptions == [] and p.stops == []
+    assert w.phase("team-a/x") is Phase.RUNNING
+    assert w.status("team-b/b0").reason != Reason.PREEMPTING
+
+
+def test_min_runtime_of_the_victims_queue_protects_its_runs() -> None:
+    w = borrowed_world(b="minRuntimeSeconds: 3600", age=600)
+    w.specs["team-a/x"] = task(9, 1)
+    assert w.step().preemptions == []
+    w.now += timedelta(seconds=3000)
+    assert victims(w.step()) == ["team-b/b0"]
+
+
+def test_preemptible_false_is_never_reclaimed() -> None:
+    runs = {f"team-b/b{i}": task(0, 1, preemptible=i != 0) for i in range(8)}
+    w = borrowed_world(runs=runs)
+    w.specs["team-a/x"] = task(0, 1)
+    assert victims(w.step()) == ["team-b/b1"]
+
+
+def test_a_head_beyond_its_nominal_quota_does_not_reclaim() -> None:
+    w = borrowed_world()
+    w.specs["team-a/x"] = task(0, 5)  # more than team-a's 4: it would borrow, not reclaim
+    p = w.step()
+    assert p.preemptions == []
+
+
+def test_only_the_queues_head_reclaims() -> None:
+    runs = {f"team-b/b{i}": task(0, 1, preemptible=False) for i in range(5)}
+    runs |= {f"team-b/p{i}": task(0, 1) for i in range(3)}
+    w = borrowed_world(runs=runs)
+    # team-a's head needs 4 CPUs and only 3 of team-b's runs may go; the small task behind
+    # it could be seated by one victim, but it is not the head.
+    w.specs["team-a/head"] = task(9, 4)
+    w.specs["team-a/behind"] = task(0, 1)
+    p = w.step()
+    assert p.preemptions == [] and p.stops == []
+
+
+def test_within_queue_preemption_under_a_full_quota() -> None:
+    text = config(a="withinQueue: LowerPriority").replace(
+        "nominalQuota: {cpu: 4}", "nominalQuota: {cpu: 4}\n      borrowingLimit: {cpu: 0}", 1
+    )
+    w = Cluster(
+        {f"team-a/low{i}": task(0, 1) for i in range(6)},
+        capacity=Capacity(8, 0, 64 * GIB),
+        options=PlanOptions(policy="backfill"),
+        queues=parse_queue_config(text),
+    )
+    w.step()
+    w.run_all()  # team-a holds its 4; two wait on its quota, 4 CPUs are free in the cluster
+    w.now += timedelta(seconds=600)
+    w.specs["team-a/urgent"] = task(9, 2)
+    p = w.step()
+    (decision,) = p.preemptions
+    assert decision.reason is Reason.WITHIN_QUEUE and decision.victims == (
+        "team-a/low0",
+        "team-a/low1",
+    )
+    assert w.status("team-a/low0").conditions[0].reason == Reason.WITHIN_QUEUE
+    w.finish_stops()
+    assert started(w.step()) == ["team-a/urgent"]
+
+
+def test_withinqueue_only_takes_from_its_own_queue() -> None:
+    w = borrowed_world("withinQueue: LowerPriority")
+    w.specs["team-a/x"] = task(9, 1)
+    assert w.step().preemptions == []  # team-b's runs are not team-a's to preempt
+
+
+def test_flags_fill_in_what_the_file_leaves_out() -> None:
+    # --preemption LowerPriority applies to every queue whose block does not say otherwise.
+    runs = {f"team-b/b{i}": task(0, 1) for i in range(4)}
+    runs |= {f"team-a/a{i}": task(0, 1) for i in range(4)}
+    flags = PlanOptions(policy="backfill", preemption="LowerPriority")
+    w = borrowed_world("", runs=runs, options=flags)
+    w.specs["team-a/x"] = task(9, 1)
+    w.specs["team-b/y"] = task(9, 1)
+    assert victims(w.step()) == ["team-a/a0", "team-b/b0"]
+    w2 = borrowed_world("withinQueue: Never", runs=runs, options=flags)
+    w2.specs["team-a/x"] = task(9, 1)
+    w2.specs["team-b/y"] = task(9, 1)
+    assert victims(w2.step()) == ["team-b/b0"]  # the file wins for team-a
+
+
+def test_grace_per_queue_reaches_ray() -> None:
+    w = Cluster(
+        {"team-a/x": task(0, 1), "team-b/y": task(0, 1), "loose": task(0, 1)},
+        capacity=Capacity(8, 0, 64 * GIB),
+        queues=parse_queue_config(
+            config("withinQueue: LowerPriority, gracePeriodSeconds: 7", "gracePeriodSeconds: 90")
+        ),
+    )
+    envs = {s.task: s.request.runtime_env for s in w.step().submits}
+    assert envs["team-a/x"] == {"env_vars": {STOP_WAIT_ENV: "7"}}
+    assert envs["team-b/y"] is None  # nothing can preempt team-b's runs: Ray's default
+    assert envs["loose"] is None
+    w.queues = parse_queue_config(config("reclaimWithinCohort: Any", "gracePeriodSeconds: 90"))
+    w.specs["team-b/z"] = task(0, 1)
+    w.specs["loose2"] = task(0, 1)
+    envs = {s.task: s.request.runtime_env for s in w.step().submits}
+    assert envs["team-b/z"] == {"env_vars": {STOP_WAIT_ENV: "90"}}  # team-a may reclaim
+    assert envs["loose2"] == {"env_vars": {STOP_WAIT_ENV: "30"}}  # the flag's default
+
+
+def test_reclaim_victim_runs_again_and_its_count_stays() -> None:
+    w = borrowed_world()
+    w.specs["team-a/x"] = task(0, 4)
+    w.step()
+    w.finish_stops()
+    w.step()
+    w.run_all()
+    w.ray("team-a/x", SUCCEEDED)
+    p = w.step()
+    assert sorted(started(p)) == [f"team-b/b{i}" for i in range(4)]
+    body = w.status("team-b/b0")
+    assert body.run == 2 and body.preemptions == 1 and body.preempted_by is None
+    assert body.conditions == []
