@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reconciler.planner import COND_PREEMPTED, STOP_WAIT_ENV, Plan
 from specs.cluster import SUCCEEDED, Capacity
@@ -304,3 +306,98 @@ def test_reclaim_victim_runs_again_and_its_count_stays() -> None:
     body = w.status("team-b/b0")
     assert body.run == 2 and body.preemptions == 1 and body.preempted_by is None
     assert body.conditions == []
+
+
+# -- the property, over several queues -------------------------------------------------------
+
+QUEUES = ("team-a/", "team-b/", "")  # the last: the default queue (nominal 2 of 10 CPUs)
+NOMINAL = {"team-a": 4.0, "team-b": 4.0, "default": 2.0}
+
+# A burst of 1-4 tasks into one queue, so that queues borrow while others are idle.
+arrive = st.tuples(
+    st.just("arrive"), st.integers(0, 2), st.integers(0, 9), st.integers(1, 3), st.integers(1, 4)
+)
+step = st.one_of(
+    arrive,
+    arrive,  # twice as likely as the rest, so the cluster is contended
+    st.tuples(st.just("pass"), st.integers(0, 120)),
+    st.tuples(st.just("finish"), st.integers(0, 30)),
+    st.tuples(st.just("stopped")),
+)
+
+
+def _queue_of(name: str) -> str:
+    return name.split("/", 1)[0] if "/" in name else "default"
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sampled_from(["LowerPriority", "Any"]),
+    st.sampled_from(["Never", "LowerPriority"]),
+    st.lists(step, min_size=10, max_size=45),
+)
+def test_preemption_across_queues_is_downward_reclaims_borrowers_and_is_minimal(
+    reclaim: str, within: str, steps: list[tuple[object, ...]]
+) -> None:
+    block = f"withinQueue: {within}, reclaimWithinCohort: {reclaim}"
+    w = Cluster(
+        {},
+        capacity=Capacity(10, 0, 64 * GIB),
+        options=PlanOptions(policy="backfill"),
+        queues=parse_queue_config(config(block, block, block)),
+    )
+    for index, action in enumerate(steps):
+        if action[0] == "arrive":
+            _, where, priority, cpus, count = action
+            for k in range(int(str(count))):
+                name = f"{QUEUES[int(str(where))]}t{index:02d}-{k}"
+                w.specs[name] = task(max(int(str(priority)) - k % 2, 0), float(str(cpus)))
+            _check_pass(w, within, reclaim)  # one pass per burst: idle queues get borrowed
+        elif action[0] == "finish":
+            running = sorted(n for n in w.statuses if w.phase(n) is Phase.RUNNING)
+            if running:
+                w.ray(running[int(str(action[1])) % len(running)], SUCCEEDED)
+        elif action[0] == "stopped":
+            w.finish_stops()
+        else:
+            w.now += timedelta(seconds=int(str(action[1])))
+            _check_pass(w, within, reclaim)
+
+
+def _check_pass(w: Cluster, within: str, reclaim: str) -> None:
+    priority = {n: t.spec.priority for n, t in w.specs.items() if t is not None}
+    cpus = {n: t.spec.resources.cpu for n, t in w.specs.items() if t is not None}
+    p = w.step()
+    # What each queue held when the preemptors chose: this pass's active runs plus the
+    # runs it just preempted (stopping victims of earlier passes are left out).
+    usage = dict.fromkeys(NOMINAL, 0.0)
+    all_victims = [v for d in p.preemptions for v in d.victims]
+    for name, status in w.statuses.items():
+        if status.status.phase.active or name in all_victims:
+            usage[_queue_of(name)] += cpus[name]
+    start = dict(usage)
+    for decision in p.preemptions:
+        me, need = decision.preemptor, cpus[decision.preemptor]
+        mine = _queue_of(me)
+        freed = sum(cpus[v] for v in decision.victims)
+        assert need <= decision.free.cpu + freed + 1e-9
+        freed_own = sum(cpus[v] for v in decision.victims if _queue_of(v) == mine)
+        for victim, reason in zip(decision.victims, decision.reasons, strict=True):
+            theirs = _queue_of(victim)
+            if reason is Reason.WITHIN_QUEUE:
+                assert theirs == mine and within == "LowerPriority"
+                assert priority[victim] < priority[me], "within a queue: only downward"
+                # needed for the cluster, or for the quota
+                assert need > decision.free.cpu + freed - cpus[victim] + 1e-9 or (
+                    start[mine] - freed_own + cpus[victim] + need > NOMINAL[mine] + 1e-9
+                ), "more than needed"
+            else:
+                assert reason is Reason.RECLAIM and theirs != mine
+                if reclaim == "LowerPriority":
+                    assert priority[victim] < priority[me]
+                assert usage[theirs] > NOMINAL[theirs] + 1e-9, "reclaimed from a lender"
+                # the reclaimer stays within its nominal quota: no reclaim back
+                assert start[mine] + need <= NOMINAL[mine] + 1e-9
+                assert need > decision.free.cpu + freed - cpus[victim] + 1e-9, "more than needed"
+            usage[theirs] -= cpus[victim]
+    w.run_all()
