@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from reconciler.planner import COND_PREEMPTED
 from specs.cluster import (
     Capacity,
     JobConflict,
@@ -108,6 +109,15 @@ class QueueMetrics:
             "rayqueue_retries",
             "Runs queued again by a retry policy (spec.retry: failed, timed out or lost runs)",
             ["queue"],
+            registry=r,
+        )
+        # Kueue's kueue_preempted_workloads_total, by the victim's queue (the label set stays
+        # bounded: queues are admin-defined) and the Preempted condition's reason.
+        self.preempted = Counter(
+            "rayqueue_preempted_tasks",
+            "Runs stopped to make room for a more urgent task, by the victim's queue and reason "
+            "(WithinQueue, Reclaim); never counted as failures",
+            ["queue", "reason"],
             registry=r,
         )
         self.capacity = Gauge(
@@ -261,6 +271,11 @@ class QueueMetrics:
         added = max(body.retries - was.retries, 0) + max(body.lost_restarts - was.lost_restarts, 0)
         if added:
             self.retries.labels(queue).inc(added)
+        if body.preemptions > was.preemptions:
+            reason = next(
+                (c.reason for c in body.conditions if c.type == COND_PREEMPTED), "Unknown"
+            )
+            self.preempted.labels(queue, reason).inc(body.preemptions - was.preemptions)
 
     def time_pass(self) -> Any:
         """`with metrics.time_pass(): ...` observes the block's wall time."""

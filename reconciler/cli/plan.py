@@ -12,7 +12,7 @@ import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from reconciler import planner
+from reconciler import planner, preemptors
 from reconciler.cli import common
 from reconciler.cli.common import (
     EXIT_OK,
@@ -88,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
     result = planner.plan(specs, statuses, observed, now, options, queues=loaded.config)
 
     mode = f", preemption {options.preemption}" if options.preemption != "Never" else ""
+    if loaded.config is not None and preemptors.setup(loaded.config, options).any_on:
+        mode = ", preemption per queue (_queues.yaml, flags for what it leaves out)"
     print(
         f"Plan for {store.root} (queue {options.queue_id}, policy {options.policy}{mode}), "
         f"Ray at {address}"
@@ -134,9 +136,9 @@ def report(result: Plan, specs: Mapping[str, TaskInput], statuses: Mapping[str, 
     section("Would submit", ("NAME", "PRIORITY", "RESOURCES", "SUBMISSION ID", ""), submits)
 
     preempts = [
-        [victim, p.preemptor, f"{p.reason}: {_victim_message(result, victim)}"]
+        [victim, p.preemptor, f"{reason}: {_victim_message(result, victim)}"]
         for p in result.preemptions
-        for victim in p.victims
+        for victim, reason in zip(p.victims, p.reasons or (p.reason,) * len(p.victims), strict=True)
     ]
     section("Would preempt", ("NAME", "FOR", "WHY"), preempts)
 

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from reconciler.metrics import CountingRayAdapter, QueueMetrics
 from reconciler.raycluster.fake import FakeRay
 from specs.cluster import Capacity, JobNotFound, RayUnavailable
-from specs.models import Metadata, Phase, TaskStatus, TaskStatusBody
+from specs.models import Condition, Metadata, Phase, TaskStatus, TaskStatusBody
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -196,3 +196,30 @@ def test_queue_gauges_follow_the_config() -> None:
     assert value(m, "rayqueue_queue_weighted_share", queue="org/team-b") is None
     m.observe_queues({})  # the config file is gone
     assert not any(name.startswith("rayqueue_queue_") for name, _ in samples(m))
+
+
+def test_preempted_tasks_count_by_victim_queue_and_reason() -> None:
+    m = QueueMetrics("1.2.3")
+
+    def preempted(reason: str, count: int, queue: str) -> TaskStatus:
+        cond = Condition(type="Preempted", reason=reason, message="by x", last_transition_time=T0)
+        return status(
+            Phase.QUEUED,
+            reason="Preempted",
+            preemptions=count,
+            preempted_by="x",
+            queue=queue,
+            conditions=[cond],
+        )
+
+    running = status(Phase.RUNNING, queue="team-b")
+    first = preempted("Reclaim", 1, "team-b")
+    observe(m, {"v": running}, {"v": first})
+    assert value(m, "rayqueue_preempted_tasks_total", queue="team-b", reason="Reclaim") == 1
+    observe(m, {"v": first}, {"v": preempted("Reclaim", 1, "team-b")})  # same count: no news
+    assert value(m, "rayqueue_preempted_tasks_total", queue="team-b", reason="Reclaim") == 1
+    observe(m, {}, {"w": preempted("WithinQueue", 3, "team-a")})  # first sight: history
+    assert value(m, "rayqueue_preempted_tasks_total", queue="team-a", reason="WithinQueue") is None
+    again = status(Phase.RUNNING, queue="team-a", preemptions=3)
+    observe(m, {"w": again}, {"w": preempted("WithinQueue", 4, "team-a")})
+    assert value(m, "rayqueue_preempted_tasks_total", queue="team-a", reason="WithinQueue") == 1
