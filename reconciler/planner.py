@@ -1261,9 +1261,9 @@ def _preempt_one(
     why = ""
     if reason is Reason.RECLAIM and ctx.queues is not None:
         lender = ctx.queues.queue_of(preemptor.name)
-        why = f" of {lender}, which takes back the quota {victim_queue} borrowed,"
+        why = f" of {lender}, taking back the quota {victim_queue} borrowed,"
     message = (
-        f"preempted by {preemptor.name}{why} (priority {preemptor.priority}) after run "
+        f"preempted by {preemptor.name} (priority {preemptor.priority}){why} after run "
         f"{body.run} had run {ran}; queued again in its old place"
     )
     ctx.bodies[victim.name] = lifecycle.preempt(body, preemptor.name, message)

@@ -19,7 +19,7 @@ def test_would_preempt_names_reclaim_victims_the_preemptor_and_why() -> None:
         ["team-b/b0", "team-a/x", "Reclaim:"],
         ["team-b/b1", "team-a/x", "Reclaim:"],
     ]
-    assert "takes back the quota team-b borrowed" in rows[0]
+    assert "taking back the quota team-b borrowed" in rows[0]
     assert "Would stop (2):" in text
     waiting = text.split("Waiting", 1)[1]
     assert "team-a/x" in waiting and "Preempting: preempting lent quota of team-b/b0" in waiting
