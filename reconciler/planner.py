@@ -1154,7 +1154,7 @@ def _admit(ctx: _Ctx) -> None:
         )
         ctx.queue_admission = admission
     started = set(admission.start)
-    preempting = _preempt(ctx, eligible, admission, free, holds)
+    preempting = _preempt(ctx, eligible, admission, free, all_holds)
     positions: dict[str, int] = {}  # per queue with queues; one count without
     for candidate in queue:
         name = candidate.name
@@ -1208,7 +1208,9 @@ def _preempt(
 ) -> dict[str, Preemption]:
     """Only the task a queue's policy would admit next may preempt, and only if it waits for
     resources (or, within its queue, for its quota) and none of its earlier victims is still
-    stopping. `reconciler.preemptors` decides; this records it (victims first)."""
+    stopping. `reconciler.preemptors` decides; this records it (victims first). `holds`: all
+    of them, also those of preemptors that started meanwhile: their victims still stopping
+    are nobody's usage when reclaim asks who borrows."""
     setup = _preemption(ctx)
     if not setup.any_on:
         return {}

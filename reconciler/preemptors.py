@@ -250,12 +250,20 @@ def _decide_by_queue(
             owner = plan_setup.queue_of(stopped)
             if owner in usage:
                 usage[owner] = usage[owner] - held
+    # What each queue is committed to: that, plus its preemptors still waiting for their
+    # victims (their room is promised, so the queue's quota must count them).
+    committed = dict(usage)
+    for by in stopping:
+        waiting_preemptor = by_name.get(by)
+        owner = plan_setup.queue_of(by)
+        if waiting_preemptor is not None and owner in committed:
+            committed[owner] = committed[owner] + waiting_preemptor.request
     heads: list[tuple[tuple[bool, float, str], str, policies.Candidate]] = []
     for name, state in states.items():
         head = by_name.get(state.head) if state.head is not None else None
         if head is None or head.name in stopping:
             continue
-        guaranteed = (usage[name] + head.request).fits_in(state.nominal)
+        guaranteed = (committed[name] + head.request).fits_in(state.nominal)
         heads.append(((not guaranteed, state.share, name), name, head))
     heads.sort(key=lambda item: item[0])
     pool = [(plan_setup.queue_of(run.name), run) for run in running]
@@ -279,7 +287,7 @@ def _decide_by_queue(
             continue
         state = states[name]
         # Its quota room grows by what its own victims free (they count in its usage).
-        headroom = state.nominal - state.usage + state.above_nominal
+        headroom = state.nominal - committed[name] + state.above_nominal
         room, request = free, head.request
 
         def fits(

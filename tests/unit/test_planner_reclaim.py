@@ -193,6 +193,28 @@ def test_no_ping_pong_between_queues() -> None:
     assert w.status("team-b/b0").reason != Reason.PREEMPTING
 
 
+def test_runs_still_stopping_for_a_started_preemptor_are_not_borrowed_usage() -> None:
+    # Found by the property below. team-a holds 5 + a 3-CPU run stopping for team-b/first,
+    # which already started on room that freed meanwhile. team-a borrows 1, not 4: team-b's
+    # next head may take back at most that one CPU, which would not seat it.
+    runs = {"team-a/wide": task(0, 2), "team-a/old": task(0, 2)}
+    runs |= {f"team-a/one{i}": task(0, 1) for i in range(3)}
+    w = borrowed_world(runs=runs, cpus=10, b="reclaimWithinCohort: Any")
+    w.specs["team-a/three"] = task(0, 3)
+    w.step()
+    w.run_all()
+    w.specs["team-b/first"] = task(0, 1)
+    assert victims(w.step()) == ["team-a/three"]
+    w.ray("team-a/old", SUCCEEDED)  # frees 2 CPUs: team-b/first starts, `three` still stops
+    assert started(w.step()) == ["team-b/first"]
+    w.run_all()
+    w.specs["team-b/second"] = task(0, 3)
+    p = w.step()
+    assert p.preemptions == [] and w.status("team-b/second").reason != Reason.PREEMPTING
+    w.finish_stops()
+    assert started(w.step()) == ["team-b/second"]
+
+
 def test_min_runtime_of_the_victims_queue_protects_its_runs() -> None:
     w = borrowed_world(b="minRuntimeSeconds: 3600", age=600)
     w.specs["team-a/x"] = task(9, 1)
@@ -367,6 +389,8 @@ def test_preemption_across_queues_is_downward_reclaims_borrowers_and_is_minimal(
 def _check_pass(w: Cluster, within: str, reclaim: str) -> None:
     priority = {n: t.spec.priority for n, t in w.specs.items() if t is not None}
     cpus = {n: t.spec.resources.cpu for n, t in w.specs.items() if t is not None}
+    live = {str(w.jobs[s].metadata["rayqueue.task"]) for s in w.stopping}
+    waiting_for_victims = {w.status(n).preempted_by for n in live} - {None}
     p = w.step()
     # What each queue held when the preemptors chose: this pass's active runs plus the
     # runs it just preempted (stopping victims of earlier passes are left out).
@@ -376,6 +400,10 @@ def _check_pass(w: Cluster, within: str, reclaim: str) -> None:
         if status.status.phase.active or name in all_victims:
             usage[_queue_of(name)] += cpus[name]
     start = dict(usage)
+    # A preemptor still waiting for its victims has its room promised in its queue.
+    for name in waiting_for_victims:
+        if name is not None and w.phase(name) is Phase.QUEUED:
+            start[_queue_of(name)] += cpus[name]
     for decision in p.preemptions:
         me, need = decision.preemptor, cpus[decision.preemptor]
         mine = _queue_of(me)
