@@ -203,17 +203,17 @@ class _Hold:
     extra: Capacity | None  # backfill: free at that time beyond the head's request
 
     def allows(self, candidate: Candidate, now: float) -> bool:
-        if _fits_needed(candidate.request, self.spare):
+        if fits_needed(candidate.request, self.spare):
             return True
         if self.shadow is None or self.extra is None:
             return False
         ends = candidate.timeout_seconds
         if ends > 0 and now + ends <= self.shadow:
             return True
-        return _fits_needed(candidate.request, self.extra)
+        return fits_needed(candidate.request, self.extra)
 
 
-def _fits_needed(request: Capacity, room: Capacity) -> bool:
+def fits_needed(request: Capacity, room: Capacity) -> bool:
     """Fits, counting only the resources it asks for (a blocked GPU does not stop CPU work)."""
     return all(_of(request, r) <= _of(room, r) + _EPS for r in RESOURCES if _of(request, r) > 0)
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler import policies, preemption, queueing
+from reconciler.fairshare import fits_needed
 from reconciler.preemption import NEVER, Preemptor, QueueLoad, Rules, Running, Victim
 from specs.cluster import Capacity, RayJob
 from specs.models import Phase, Reason, TaskStatusBody
@@ -32,7 +33,6 @@ from specs.settings import PlanOptions
 ONE_QUEUE = ""
 """The key of the only queue when no `_queues.yaml` is in force."""
 
-_EPS = 1e-9
 _RESOURCES = ("cpu", "gpu", "memory")
 
 
@@ -179,15 +179,6 @@ class Decision:
     free: Capacity
 
 
-def _fits_needed(request: Capacity, room: Capacity) -> bool:
-    """Fits, counting only the resources it asks for (a full GPU quota does not stop CPU)."""
-    return all(
-        getattr(request, r) <= getattr(room, r) + _EPS
-        for r in _RESOURCES
-        if getattr(request, r) > 0
-    )
-
-
 def decide(
     plan_setup: Setup,
     queue: Sequence[policies.Candidate],
@@ -297,7 +288,7 @@ def _decide_by_queue(
             request: Capacity = request,
             headroom: Capacity = headroom,
         ) -> bool:
-            return request.fits_in(room + freed) and _fits_needed(request, headroom + freed_own)
+            return request.fits_in(room + freed) and fits_needed(request, headroom + freed_own)
 
         loads = {
             other: QueueLoad(st.nominal, usage[other])
