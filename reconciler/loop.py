@@ -108,6 +108,32 @@ def tail(text: str, lines: int) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
 
+@dataclass(frozen=True)
+class _Still:
+    """A pass whose plan changed nothing, and what it read: while none of it changes and the
+    plan's `still_until` has not passed, a full pass would give that same plan again."""
+
+    plan: Plan
+    at: float  # the pass's `now`
+    jobs: Mapping[str, object] | None
+    capacity: Capacity | None
+    error: str | None
+    queues: object  # the queue config object, which the queue file keeps while unchanged
+    revision: SourceRevision | None
+
+    def holds(self, observed: Observation, now: float, queues: object, revision: object) -> bool:
+        until = self.plan.still_until
+        return (
+            until is not None
+            and self.at <= now <= until
+            and queues is self.queues
+            and revision is self.revision
+            and observed.capacity == self.capacity
+            and observed.error == self.error
+            and observed.jobs == self.jobs
+        )
+
+
 class Reconciler:
     def __init__(
         self,
@@ -152,6 +178,10 @@ class Reconciler:
         # Last pass's per-task results, handed to the next pass; a new loop starts afresh.
         self._memo = incremental.EMPTY
         self.queue_file = queue_file(settings)
+        self._still: _Still | None = None  # the last pass, if it changed nothing
+        self._fingerprint: tuple[tuple[str, str | None], ...] = ()  # of the files git is asked of
+        self._revision: SourceRevision | None = None
+        self.skipped = 0  # passes skipped as still (a counter for benchmarks and tests)
 
     # -- one pass ------------------------------------------------------------------------------
     def observe(self) -> Observation:
@@ -204,8 +234,7 @@ class Reconciler:
             return None
         return changed
 
-    def read_specs(self) -> dict[str, TaskInput] | None:
-        changed = self._changed_paths()
+    def read_specs(self, changed: set[str] | None = None) -> dict[str, TaskInput] | None:
         try:
             inputs = scan_specs(self.store, self._inputs, changed)
         except FolderUnavailable as exc:
@@ -227,6 +256,7 @@ class Reconciler:
         assert self.revisions is not None
         fingerprint = tuple((name, e.raw_hash) for name, (e, _) in sorted(self._inputs.items()))
         revision = self.revisions.current(fingerprint)
+        self._fingerprint, self._revision = fingerprint, revision
         out: dict[str, TaskInput] = {}
         kept: dict[str, tuple[TaskInput, SourceRevision | None, TaskInput]] = {}
         for name, base in inputs.items():
@@ -253,13 +283,29 @@ class Reconciler:
                 return self._run_pass()
 
     def _run_pass(self) -> Plan | None:
-        specs = self.read_specs()
+        changed = self._changed_paths()
+        still, self._still = self._still, None
+        observed: Observation | None = None
+        if still is not None and changed is not None and not changed and self.store.still():
+            # Nothing named by events, nothing settling: if Ray and the clock say nothing new
+            # either, the full pass would plan exactly what the last one did (Plan.still_until).
+            observed = self.observe()
+            now = datetime.fromtimestamp(self.clock(), UTC)
+            queues = self.queue_file.load()
+            revision = self._revision
+            if self.revisions is not None:
+                revision = self.revisions.current(self._fingerprint)
+            if still.holds(observed, now.timestamp(), queues.config, revision):
+                self._still = still
+                return self._skip(still.plan, observed)
+        specs = self.read_specs(changed)
         if specs is None:
             self.state.last_pass_at = self.clock()
             return None  # a vanished folder is never read as "delete everything"
         # Sidecars are ours: between full walks, the store's record of what it wrote stands.
         statuses = self.store.read_statuses(cached=not self._walking)
-        observed = self.observe()
+        if observed is None:
+            observed = self.observe()
         now = datetime.fromtimestamp(self.clock(), UTC)
         queues = self.queue_file.load()
         plan, self._memo = incremental.plan_incremental(
@@ -293,6 +339,29 @@ class Reconciler:
         )
         self._record(plan, statuses, observed)
         self._write_queue_status(plan, queues)
+        if plan.still_until is not None and self.store.still():
+            self._still = _Still(
+                plan,
+                now.timestamp(),
+                observed.jobs,
+                observed.capacity,
+                observed.error,
+                queues.config,
+                self._revision,
+            )
+        return plan
+
+    def _skip(self, plan: Plan, observed: Observation) -> Plan:
+        """A still pass: the last plan stands; only deferred writes and the heartbeat run."""
+        self.skipped += 1
+        self.store.flush_statuses(
+            self.settings.status_write_budget, self.settings.position_write_seconds
+        )
+        now = self.clock()
+        self.state.last_pass_at = now
+        self.state.passes += 1
+        if plan.summary is not None:
+            self.observer.heartbeat(now, plan.summary, ray_available=observed.available)
         return plan
 
     def _write_queue_status(self, plan: Plan, queues: Loaded) -> None:

@@ -69,6 +69,10 @@ class PassObserver:
                 ray_available=ray_available,
                 priorities=priorities,
             )
+        self.heartbeat(now, summary, ray_available=ray_available)
+
+    def heartbeat(self, now: float, summary: PassSummary, *, ray_available: bool) -> None:
+        """A pass that changed nothing: the gauges stand; only the history's heartbeat."""
         try:
             self.history.record(now, history_record(summary, ray_available))
         except OSError as exc:

@@ -171,6 +171,10 @@ class Plan:
     events: list[Event] = field(default_factory=list)
     held_deletions: HeldDeletions | None = None
     summary: Summary | None = None
+    # Set only when the plan changes nothing (no action, no event, every status the very
+    # object handed in): the same inputs give this same still plan for every `now` from this
+    # pass's up to this one. The loop then skips passes until something it reads changes.
+    still_until: float | None = None
 
     def note(self, reason: Reason, message: str, level: int = logging.INFO) -> None:
         self.events.append(Event(level, reason, message))
@@ -301,6 +305,7 @@ class _Ctx:
     held: dict[str, Capacity] = field(default_factory=dict)  # by task: jobs holding resources
     queue_admission: queueing.QueueAdmission | None = None
     gated: bool = False  # some queued task has dependencies or sits in a cycle
+    until: float = math.inf  # the latest `now` at which each time-dependent answer still holds
 
     @property
     def stamp(self) -> datetime:
@@ -382,6 +387,7 @@ def merge(ctx: _Ctx, name: str, result: TaskResult) -> None:
         ctx.gated = ctx.gated or waiter.gated
     if result.running is not None:
         ctx.running.append(result.running)
+    ctx.until = min(ctx.until, result.valid_until)
 
 
 def finish(ctx: _Ctx, specs: Mapping[str, TaskInput], statuses: Mapping[str, TaskStatus]) -> Plan:
@@ -395,7 +401,39 @@ def finish(ctx: _Ctx, specs: Mapping[str, TaskInput], statuses: Mapping[str, Tas
     _orphan_sidecars(ctx, specs, statuses, ours)
     _collect_statuses(ctx, statuses)
     ctx.plan.summary = _summary(ctx)
+    ctx.plan.still_until = _still_until(ctx, statuses)
     return ctx.plan
+
+
+_EARLY = 1e-6  # seconds: a pass-wide edge is placed this much early, safe against float rounding
+
+
+def _still_until(ctx: _Ctx, statuses: Mapping[str, TaskStatus]) -> float | None:
+    """How long a plan that changes nothing stays so, or None if it changes something.
+
+    Each task's own reconcile narrowed `ctx.until` to where its answers hold (timeouts,
+    backoffs, grace periods); the pass-wide rules add theirs (`_admit`, `_expire_history`).
+    Admission itself only gets stricter as time passes (a backfill candidate's end,
+    now + timeoutSeconds, moves later against a fixed reserved start), so a pass that admitted
+    nobody admits nobody later with the same inputs. Only forward in time: a clock set back
+    plans afresh."""
+    plan = ctx.plan
+    if (
+        not ctx.obs.available
+        or plan.submits
+        or plan.stops
+        or plan.timeouts
+        or plan.preemptions
+        or plan.delete_statuses
+        or plan.fetch_logs
+        or plan.deletes
+        or plan.events
+        or plan.held_deletions is not None
+        or len(plan.statuses) != len(statuses)
+        or any(statuses.get(name) is not status for name, status in plan.statuses.items())
+    ):
+        return None
+    return max(ctx.until, ctx.now)
 
 
 def _collect_statuses(ctx: _Ctx, statuses: Mapping[str, TaskStatus]) -> None:
@@ -969,14 +1007,15 @@ def _expire_history(
         for s in statuses.values()
         if s.status.submission_id and s.status.phase.active
     }
-    expired = sorted(
-        (job.end_time, sid)
-        for sid, job in ours.items()
-        if job.terminal
-        and job.end_time is not None
-        and ctx.now - job.end_time > retention
-        and sid not in awaited
-    )
+    expired = []
+    for sid, job in ours.items():
+        if not job.terminal or job.end_time is None or sid in awaited:
+            continue
+        if ctx.now - job.end_time > retention:
+            expired.append((job.end_time, sid))
+        else:  # expires later: the answer holds until then
+            ctx.until = min(ctx.until, max(job.end_time + retention - _EARLY, ctx.now))
+    expired.sort()
     ctx.plan.deletes = [sid for _, sid in expired[: ctx.options.max_deletes_per_pass]]
 
 
@@ -1155,6 +1194,7 @@ def _admit(ctx: _Ctx) -> None:
         ctx.queue_admission = admission
     started = set(admission.start)
     preempting = _preempt(ctx, eligible, admission, free, all_holds)
+    _until_of_age(ctx)
     positions: dict[str, int] = {}  # per queue with queues; one count without
     for candidate in queue:
         name = candidate.name
@@ -1165,6 +1205,8 @@ def _admit(ctx: _Ctx) -> None:
         positions[owner] = positions.get(owner, 0) + 1
         waiting = _why_waiting(ctx, name, admission, holds, preempting)
         eta = waiting.estimated_start if waiting else None
+        if eta is not None and eta <= ctx.now:
+            ctx.until = min(ctx.until, ctx.now)  # a reserved start of "now" moves with the clock
         ctx.bodies[name] = lifecycle.queue(
             ctx.bodies[name],
             positions[owner],
@@ -1172,6 +1214,20 @@ def _admit(ctx: _Ctx) -> None:
             waiting.message if waiting else "queued",
             _ts(eta) if eta else None,
         )
+
+
+def _until_of_age(ctx: _Ctx) -> None:
+    """A run too young to be a victim (minRuntimeSeconds) becomes one as time passes: the
+    pass's answer holds only until the first such run comes of age."""
+    setup = ctx.env.preemption
+    if not setup.any_on:
+        return
+    ages = {q.rules.min_runtime_seconds for q in setup.queues.values()} - {0}
+    for run in ctx.running:
+        for age in ages:
+            edge = run.started + age
+            if edge > ctx.now:  # exempt while now - started < age; a µs early for rounding
+                ctx.until = min(ctx.until, max(edge - _EARLY, ctx.now))
 
 
 def _why_waiting(

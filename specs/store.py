@@ -188,6 +188,17 @@ class TaskStore:
                     return entries
             return self._scan_all()
 
+    def still(self) -> bool:
+        """Whether a scan that events name nothing for would read nothing either: no file is
+        settling or briefly missing, the tree holds no symlink, and the root still points
+        where it did (git-sync swaps it). The loop skips a pass only then."""
+        with self._lock:
+            if not self._scanned or self._links or self._missing_since or self._held:
+                return False
+            if any(self._reported_keys.get(n) != key for n, (key, _) in self._seen.items()):
+                return False
+            return os.path.realpath(self.root) == self._top
+
     def _scan_all(self) -> dict[str, SpecEntry]:
         top = self._real_dir(self.root)
         skip = _dir_id(self.status_dir) if self.status_dir is not None else None

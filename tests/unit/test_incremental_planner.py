@@ -3,6 +3,7 @@ histories; and a task whose inputs did not change costs no reconcile."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -198,8 +199,28 @@ class History:
         if self.compare:
             full = plan(self.specs, before, observed, at, self.options, queues=self.queues)
             assert_same(full, inc, before)
+        if self.compare and inc.still_until is not None:
+            self._check_still(inc.still_until, before, observed)
         self._follow(inc)
         return inc
+
+    def _check_still(
+        self, until: float, before: dict[str, TaskStatus], observed: Observation
+    ) -> None:
+        """A plan that changed nothing says how long it stays so: the full planner, with the
+        same inputs at any later instant up to then, changes nothing either (the loop skips
+        those passes)."""
+        assert until >= self.now
+        later = {self.now, min(until, self.now + 0.5), min(until, self.now + 3600)}
+        if math.isfinite(until):
+            later |= {until, (self.now + until) / 2}
+        for when in sorted(later):
+            at = datetime.fromtimestamp(when, UTC)
+            if at.timestamp() > until:
+                continue  # a datetime holds microseconds: this one rounded past the edge
+            again = plan(self.specs, before, observed, at, self.options, queues=self.queues)
+            assert again.still_until is not None, (when - self.now, again)
+            assert again.statuses == before
 
     def _follow(self, result: Plan) -> None:
         """As the loop: statuses first (some writes may fail), then submits and stops of what
