@@ -5,6 +5,7 @@ the head the policy would admit next, and only while none of its earlier victims
 stopping) and carries the decision out; this module only answers "which victims, if any".
 
 The rules, chosen against the complaints about Kueue's preemption:
+- a preemptor below its queue's `min_preemptor_priority` takes nothing (it waits instead);
 - a victim is running, preemptible, of lower priority, and has run at least the minimum
   runtime (a fresh run is never thrown away at once); a task preempted `max_per_task` times
   already is spared from then on, so no task can be starved by being restarted for ever;
@@ -45,6 +46,7 @@ class Rules:
     min_runtime_seconds: float = 0.0
     max_per_task: int = 0  # a task preempted this often is never a victim again; 0: no limit
     reclaim_within_cohort: str = NEVER  # below its nominal quota: take lent quota back
+    min_preemptor_priority: int = 0  # a task of lower priority never preempts (nor reclaims)
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,13 @@ class Running:
     started: float  # when Ray started running it, Unix seconds
     preemptible: bool = True
     preemptions: int = 0  # how often the task was preempted before this run
+
+
+def may_ask(rules: Rules, priority: int) -> bool:
+    """Whether a task of `priority` may preempt at all, within its queue or by reclaim: below
+    the queue's threshold it waits as if preemption were off (Kubernetes' `preemptionPolicy:
+    Never`)."""
+    return priority >= rules.min_preemptor_priority
 
 
 def may_preempt(rules: Rules, attacker: int, target: int) -> bool:
@@ -119,7 +128,11 @@ def choose_victims(
     Empty when it fits already, when preemption is off, or when even every candidate together
     would not make room: stopping work that cannot help is pure waste.
     """
-    if rules.within_queue == NEVER or preemptor.request.fits_in(free):
+    if (
+        rules.within_queue == NEVER
+        or not may_ask(rules, preemptor.priority)
+        or preemptor.request.fits_in(free)
+    ):
         return ()
     chosen: list[Running] = []
     available = free
@@ -208,9 +221,9 @@ def choose_in_cohort(
     Order: reclaim victims first (the lender takes back its own quota before it sacrifices
     its own work, as in Kueue), then within each, lowest priority, shortest run, name.
     """
-    if fits(Capacity(), Capacity()):
-        return ()
     own = rules.get(queue, Rules())
+    if not may_ask(own, preemptor.priority) or fits(Capacity(), Capacity()):
+        return ()
     pool: list[Victim] = []
     for where, run in running:
         if run.name == preemptor.name or exempt(run, now, rules.get(where, own)):

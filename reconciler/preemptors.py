@@ -10,7 +10,8 @@ waiting heads ask, and what "fits" means for each:
   under its queue's `preemption:` block (a field left out takes the flag's value):
   `withinQueue` lets it stop lower-priority runs of its own queue when the cluster or its
   quota is full; `reclaimWithinCohort` lets it take lent quota back from queues that borrow,
-  when it fits within its own queue's nominal quota and only the cluster holds it back.
+  when it fits within its own queue's nominal quota and only the cluster holds it back; a
+  head below `minPreemptorPriority` does neither (it waits, as without preemption).
   Heads that reclaim ask first, then the others, each by lowest weighted share; the room a
   preemptor is promised is reserved before the next one asks.
 
@@ -86,6 +87,7 @@ def setup(config: QueueConfig | None, options: PlanOptions) -> Setup:
             options.preemption,
             options.preemption_min_runtime_seconds,
             options.preemption_max_per_task,
+            min_preemptor_priority=options.preemption_min_preemptor_priority,
         ),
         options.preemption_grace_seconds,
     )
@@ -103,6 +105,11 @@ def setup(config: QueueConfig | None, options: PlanOptions) -> Setup:
             ),
             flags.rules.max_per_task,
             block.reclaim_within_cohort or NEVER,
+            (
+                block.min_preemptor_priority
+                if block.min_preemptor_priority is not None
+                else flags.rules.min_preemptor_priority
+            ),
         )
         grace = block.grace_period_seconds
         queues[name] = QueueRules(rules, grace if grace is not None else flags.grace_seconds)
@@ -204,8 +211,13 @@ def decide(
         )
     head = next((c for c in queue if c.name not in started), None)
     rules = plan_setup.queues[ONE_QUEUE].rules
-    if head is None or head.name in stopping or rules.within_queue == NEVER:
-        return []
+    if (
+        head is None
+        or head.name in stopping
+        or rules.within_queue == NEVER
+        or not preemption.may_ask(rules, priorities[head.name])
+    ):
+        return []  # below the threshold the head waits, as without preemption
     waiting = admission.waiting.get(head.name)
     if waiting is None or waiting.reason != Reason.WAITING_FOR_RESOURCES:
         return []  # an in-flight slot, not resources, holds it back
@@ -262,6 +274,8 @@ def _decide_by_queue(
     decisions: list[Decision] = []
     for (not_guaranteed, _, _), name, head in heads:
         own = rules.get(name, Rules())
+        if not preemption.may_ask(own, priorities[head.name]):
+            continue  # it waits as without preemption; nobody behind it asks instead
         waiting = admission.waiting.get(head.name)
         reason = waiting.reason if waiting is not None else None
         # Reclaim: the head fits its nominal quota and only the cluster is full.

@@ -89,8 +89,9 @@ _MAX_SECONDS = 7 * 86400.0  # a week: anything longer is a typo, not a grace per
 
 class PreemptionConfig(_Model):
     """A queue's `preemption:` block. A field left out falls back to the `serve` flag of the
-    same meaning (--preemption, --preemption-grace-seconds, --preemption-min-runtime-seconds),
-    whose own defaults are Never, 30 and 0; `reclaimWithinCohort` has no flag (Never)."""
+    same meaning (--preemption, --preemption-grace-seconds, --preemption-min-runtime-seconds,
+    --preemption-min-preemptor-priority), whose own defaults are Never, 30, 0 and 0;
+    `reclaimWithinCohort` has no flag (Never)."""
 
     within_queue: Literal["Never", "LowerPriority"] | None = Field(
         default=None, description="Never | LowerPriority: its waiting head may stop lower runs"
@@ -104,6 +105,10 @@ class PreemptionConfig(_Model):
     )
     min_runtime_seconds: float | None = Field(
         default=None, ge=0, le=_MAX_SECONDS, allow_inf_nan=False, description="younger: exempt"
+    )
+    # A task's priority is 0..9; 0 lets every higher priority preempt, as before the field.
+    min_preemptor_priority: int | None = Field(
+        default=None, ge=0, le=9, description="a waiting head below this priority never preempts"
     )
 
 

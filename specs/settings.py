@@ -164,8 +164,8 @@ class Settings:
     """Admission policy: backfill (the default), strict (the old service's) or besteffort. The
     names are checked against reconciler.policies by the CLI: specs imports nothing of ours."""
 
-    # Preemption within the queue. These three map onto the `preemption:` block (withinQueue,
-    # gracePeriodSeconds, minRuntimeSeconds) of the queue configuration once queues exist.
+    # Preemption within the queue. These map onto the `preemption:` block (withinQueue,
+    # gracePeriodSeconds, minRuntimeSeconds, minPreemptorPriority) of the queue configuration.
     preemption: str = field(
         default="Never",
         metadata=knob(
@@ -215,6 +215,20 @@ class Settings:
         ),
     )
     """Bounds the work one task can lose to preemption: after this many, it runs to the end."""
+
+    preemption_min_preemptor_priority: int = field(
+        default=0,
+        metadata=knob(
+            "only a waiting task of at least this priority may preempt, within its queue or "
+            "by reclaim (default 0: any higher priority); lower ones wait as without preemption",
+            flag="--preemption-min-preemptor-priority",
+            commands=LOOP,
+            minimum=0,
+            maximum=9,
+        ),
+    )
+    """Kubernetes' `preemptionPolicy: Never` for the priorities below it: urgent work preempts,
+    ordinary work waits, so preemption's waste is spent on the few tasks that need it."""
 
     max_inflight: int = field(
         default=32,
@@ -490,6 +504,7 @@ class Settings:
             preemption_grace_seconds=self.preemption_grace_seconds,
             preemption_min_runtime_seconds=self.preemption_min_runtime_seconds,
             preemption_max_per_task=self.preemption_max_per_task,
+            preemption_min_preemptor_priority=self.preemption_min_preemptor_priority,
             max_inflight=self.max_inflight,
             start_timeout_seconds=self.start_timeout_seconds,
             lost_grace_seconds=self.lost_grace_seconds,
@@ -535,6 +550,7 @@ class PlanOptions:
     preemption_grace_seconds: float = _default("preemption_grace_seconds")
     preemption_min_runtime_seconds: float = _default("preemption_min_runtime_seconds")
     preemption_max_per_task: int = _default("preemption_max_per_task")
+    preemption_min_preemptor_priority: int = _default("preemption_min_preemptor_priority")
     max_inflight: int = _default("max_inflight")
     start_timeout_seconds: float = _default("start_timeout_seconds")
     lost_grace_seconds: float = _default("lost_grace_seconds")

@@ -88,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
     result = planner.plan(specs, statuses, observed, now, options, queues=loaded.config)
 
     mode = f", preemption {options.preemption}" if options.preemption != "Never" else ""
+    if mode and options.preemption_min_preemptor_priority:
+        mode += f" by priority {options.preemption_min_preemptor_priority} and up"
     if loaded.config is not None and preemptors.setup(loaded.config, options).any_on:
         mode = ", preemption per queue (_queues.yaml, flags for what it leaves out)"
     print(

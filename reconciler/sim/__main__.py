@@ -126,6 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="a job preempted N times is spared from then on (default 0: no limit)",
     )
+    p.add_argument(
+        "--min-preemptor-priority",
+        type=_priority,
+        default=0,
+        metavar="N",
+        help="only a job of priority N or more may preempt (default 0: any higher priority)",
+    )
     p.add_argument("--json", type=Path, default=None, help="also write the metrics here")
     p.add_argument(
         "--processes",
@@ -142,6 +149,16 @@ def _factor(text: str) -> tuple[float, float]:
     if not 1 <= bounds[0] <= bounds[1]:
         raise argparse.ArgumentTypeError("need 1 <= LOW <= HIGH: a job must end within its bound")
     return bounds
+
+
+def _priority(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < PRIORITIES:
+        raise argparse.ArgumentTypeError(f"a priority 0..{PRIORITIES - 1} (got {text!r})")
+    return value
 
 
 def _priority_weights(text: str) -> tuple[float, ...]:
@@ -344,6 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         preemption_grace_seconds=args.grace,
         preemption_min_runtime_seconds=args.min_runtime,
         preemption_max_per_task=args.max_preemptions,
+        preemption_min_preemptor_priority=args.min_preemptor_priority,
     )
     runs = [
         (jobs, policy, args.capacity, teams, options)
@@ -374,6 +392,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "grace_seconds": args.grace,
         "min_runtime_seconds": args.min_runtime,
         "max_preemptions": args.max_preemptions,
+        "min_preemptor_priority": args.min_preemptor_priority,
         "workloads": results,
     }
     if args.json is not None:

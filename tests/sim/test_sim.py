@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -249,6 +250,40 @@ def test_preemption_flags_reach_the_json(tmp_path: Path) -> None:
     assert (report["preemption"], report["grace_seconds"]) == ("LowerPriority", 5)
     metrics = report["workloads"]["synthetic"]["policies"]["backfill"]
     assert {"preemptions", "max_preemptions_per_job", "wasted_fraction"} <= set(metrics)
+
+
+def test_min_preemptor_priority_reaches_the_planner() -> None:
+    """Below the threshold a job waits for the run to end, as without preemption; at it, it
+    preempts. The simulator passes the option on; the planner decides."""
+    workload = [
+        Job("low", arrival=0, run=100, cpu=4, priority=0, timeout=0),
+        Job("mid", arrival=50, run=10, cpu=4, priority=6, timeout=0),
+    ]
+    on = PlanOptions(preemption="LowerPriority", preemption_grace_seconds=30)
+    starts = {}
+    for threshold in (0, 6, 7):
+        options = replace(on, preemption_min_preemptor_priority=threshold)
+        result = simulate(workload, "backfill", capacity_cpu=4, options=options)
+        starts[threshold] = {r.job.name: r.start for r in result.records}
+        assert measure(result).preemptions == (threshold <= 6)
+    assert starts[0] == starts[6] == {"low": 0, "mid": 80}  # after the grace
+    assert starts[7] == {"low": 0, "mid": 100}  # waits for the end of low
+
+
+def test_min_preemptor_priority_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--workload", "synthetic", "--jobs", "150", "--processes", "1", "--policies"]
+    args += ["backfill", "--preemption", "LowerPriority"]
+    reports = []
+    for extra in ([], ["--min-preemptor-priority", "9"]):
+        out = tmp_path / "out.json"
+        assert main([*args, *extra, "--json", str(out)]) == 0
+        reports.append(json.loads(out.read_text()))
+    anyone, urgent_only = (r["workloads"]["synthetic"]["policies"]["backfill"] for r in reports)
+    assert [r["min_preemptor_priority"] for r in reports] == [0, 9]
+    assert 0 < urgent_only["preemptions"] < anyone["preemptions"]
+    with pytest.raises(SystemExit):
+        main([*args, "--min-preemptor-priority", "10"])
+    assert "a priority 0..9 (got '10')" in capsys.readouterr().err
 
 
 def test_priority_weights_shape_the_mix_and_leave_the_default_alone() -> None:

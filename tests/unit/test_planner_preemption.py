@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -163,6 +164,51 @@ def test_only_the_head_may_preempt() -> None:
     assert p.preemptions == []
 
 
+@pytest.mark.parametrize(
+    ("threshold", "priority", "preempts"),
+    [
+        (0, 5, True),  # the default: any higher priority
+        (7, 6, False),
+        (7, 7, True),  # at the threshold
+        (7, 9, True),
+        (9, 8, False),
+        (9, 9, True),
+        (1, 0, False),  # equal priorities never preempt anyway
+    ],
+)
+def test_min_preemptor_priority_decides_who_may_preempt(
+    threshold: int, priority: int, preempts: bool
+) -> None:
+    w = filled(urgent=task(priority, 2))
+    w.options = replace(ON, preemption_min_preemptor_priority=threshold)
+    p = w.step()
+    if preempts:
+        assert p.preemptions[0].victims == ("low0", "low1")
+        assert w.status("urgent").reason == Reason.PREEMPTING
+        return
+    assert p.preemptions == [] and p.stops == []
+    # It waits exactly as it would without preemption: same reason, same message.
+    off = filled(urgent=task(priority, 2))
+    off.options = PlanOptions(policy="backfill")
+    off.step()
+    below, plain = w.status("urgent"), off.status("urgent")
+    assert below.reason == Reason.WAITING_FOR_RESOURCES
+    assert (below.reason, below.message) == (plain.reason, plain.message)
+    assert all(w.phase(f"low{i}") is Phase.RUNNING for i in range(4))
+
+
+def test_a_head_below_the_threshold_blocks_nobody_into_preempting() -> None:
+    # `mid` (priority 6, below 7) heads the queue and may not preempt; `top` is behind no one
+    # once it arrives, and preempts as the new head.
+    w = filled(mid=task(6, 2), low=task(5, 1))
+    w.options = replace(ON, preemption_min_preemptor_priority=7)
+    assert w.step().preemptions == []
+    assert w.status("mid").reason == Reason.WAITING_FOR_RESOURCES
+    w.specs["top"] = task(7, 1)
+    p = w.step()
+    assert [(d.preemptor, d.victims) for d in p.preemptions] == [("top", ("low0",))]
+
+
 def test_never_is_the_default_and_changes_nothing() -> None:
     w = filled(urgent=task(9, 2))
     w.options = PlanOptions()
@@ -211,12 +257,17 @@ step = st.one_of(
 )
 
 
+# Half the examples with no threshold (every higher priority may preempt), half with one.
+threshold = st.one_of(st.just(0), st.integers(1, 9))
+
+
 @settings(max_examples=100, deadline=None)
-@given(st.lists(step, min_size=10, max_size=50))
+@given(threshold, st.lists(step, min_size=10, max_size=50))
 def test_preemption_only_downward_and_never_more_than_needed(
-    steps: list[tuple[object, ...]],
+    min_preemptor: int, steps: list[tuple[object, ...]]
 ) -> None:
-    w = Cluster({}, capacity=Capacity(6, 0, 64 * GIB), options=ON)
+    options = replace(ON, preemption_min_preemptor_priority=min_preemptor)
+    w = Cluster({}, capacity=Capacity(6, 0, 64 * GIB), options=options)
     waiting_on: dict[str, set[str]] = {}  # preemptor -> its victims still stopping
     for index, action in enumerate(steps):
         if action[0] == "arrive":
@@ -244,6 +295,7 @@ def test_preemption_only_downward_and_never_more_than_needed(
         for decision in p.preemptions:
             victims = decision.victims
             assert not waiting_on.get(decision.preemptor), "preempted again while victims stop"
+            assert priorities[decision.preemptor] >= min_preemptor, "below the threshold"
             for victim in victims:
                 assert priorities[victim] < priorities[decision.preemptor]
             need = request_of(w.specs[decision.preemptor] or task())

@@ -105,6 +105,52 @@ def test_reclaim_modes(mode: str, preemptor: int, victim: int, expected: list[st
         assert p.stops == [] and w.status("team-a/x").reason == Reason.WAITING_FOR_RESOURCES
 
 
+@pytest.mark.parametrize(
+    ("block", "flag", "preemptor", "expected"),
+    [
+        ("minPreemptorPriority: 7", 0, 6, []),
+        ("minPreemptorPriority: 7", 0, 7, ["team-b/b0", "team-b/b1"]),  # at the threshold
+        ("minPreemptorPriority: 9", 0, 8, []),
+        ("", 7, 6, []),  # the flag fills in what the block leaves out
+        ("", 7, 7, ["team-b/b0", "team-b/b1"]),
+        ("minPreemptorPriority: 0", 7, 3, ["team-b/b0", "team-b/b1"]),  # the file wins
+    ],
+)
+def test_reclaim_honours_min_preemptor_priority(
+    block: str, flag: int, preemptor: int, expected: list[str]
+) -> None:
+    # Any: priorities of the victims do not matter, only the reclaimer's own.
+    options = PlanOptions(policy="backfill", preemption_min_preemptor_priority=flag)
+    a = "reclaimWithinCohort: Any" + (f", {block}" if block else "")
+    w = borrowed_world(a, options=options)
+    w.specs["team-a/x"] = task(preemptor, 2)
+    p = w.step()
+    assert victims(p) == expected
+    if not expected:
+        # It waits as without preemption: the cluster, not its quota, holds it back.
+        assert p.stops == [] and w.status("team-a/x").reason == Reason.WAITING_FOR_RESOURCES
+        plain = borrowed_world("")
+        plain.specs["team-a/x"] = task(preemptor, 2)
+        plain.step()
+        assert w.status("team-a/x").message == plain.status("team-a/x").message
+
+
+def test_min_preemptor_priority_is_the_preemptor_queue_s() -> None:
+    # team-b's threshold of 9 guards nothing of team-b's: it says who in team-b may preempt.
+    w = borrowed_world(b="minPreemptorPriority: 9, withinQueue: LowerPriority")
+    w.specs["team-a/x"] = task(1, 2)
+    assert victims(w.step()) == ["team-b/b0", "team-b/b1"]
+    # Within team-a: a head below team-a's threshold stops none of its own queue's runs.
+    runs = {f"team-a/a{i}": task(0, 1) for i in range(4)}
+    runs |= {f"team-b/b{i}": task(0, 1) for i in range(4)}
+    within = "withinQueue: LowerPriority, minPreemptorPriority: 5"
+    w2 = borrowed_world(within, runs=runs)
+    w2.specs["team-a/x"] = task(4, 1)
+    assert w2.step().preemptions == []
+    w2.specs["team-a/y"] = task(5, 1)
+    assert victims(w2.step()) == ["team-a/a0"]
+
+
 def test_reclaim_victims_are_minimal() -> None:
     # Greedy takes the cheapest (priority 0, 1 CPU) first, then the 2-CPU priority-1 run; the
     # 1-CPU one is then not needed and is spared.
@@ -356,12 +402,15 @@ def _queue_of(name: str) -> str:
 @given(
     st.sampled_from(["LowerPriority", "Any"]),
     st.sampled_from(["Never", "LowerPriority"]),
+    st.one_of(st.just(0), st.integers(1, 9)),  # half without a threshold, half with one
     st.lists(step, min_size=10, max_size=45),
 )
 def test_preemption_across_queues_is_downward_reclaims_borrowers_and_is_minimal(
-    reclaim: str, within: str, steps: list[tuple[object, ...]]
+    reclaim: str, within: str, min_preemptor: int, steps: list[tuple[object, ...]]
 ) -> None:
     block = f"withinQueue: {within}, reclaimWithinCohort: {reclaim}"
+    if min_preemptor:
+        block += f", minPreemptorPriority: {min_preemptor}"
     w = Cluster(
         {},
         capacity=Capacity(10, 0, 64 * GIB),
@@ -374,7 +423,8 @@ def test_preemption_across_queues_is_downward_reclaims_borrowers_and_is_minimal(
             for k in range(int(str(count))):
                 name = f"{QUEUES[int(str(where))]}t{index:02d}-{k}"
                 w.specs[name] = task(max(int(str(priority)) - k % 2, 0), float(str(cpus)))
-            _check_pass(w, within, reclaim)  # one pass per burst: idle queues get borrowed
+            # one pass per burst: idle queues get borrowed
+            _check_pass(w, within, reclaim, min_preemptor)
         elif action[0] == "finish":
             running = sorted(n for n in w.statuses if w.phase(n) is Phase.RUNNING)
             if running:
@@ -383,10 +433,10 @@ def test_preemption_across_queues_is_downward_reclaims_borrowers_and_is_minimal(
             w.finish_stops()
         else:
             w.now += timedelta(seconds=int(str(action[1])))
-            _check_pass(w, within, reclaim)
+            _check_pass(w, within, reclaim, min_preemptor)
 
 
-def _check_pass(w: Cluster, within: str, reclaim: str) -> None:
+def _check_pass(w: Cluster, within: str, reclaim: str, min_preemptor: int) -> None:
     priority = {n: t.spec.priority for n, t in w.specs.items() if t is not None}
     cpus = {n: t.spec.resources.cpu for n, t in w.specs.items() if t is not None}
     live = {str(w.jobs[s].metadata["rayqueue.task"]) for s in w.stopping}
@@ -406,6 +456,7 @@ def _check_pass(w: Cluster, within: str, reclaim: str) -> None:
             start[_queue_of(name)] += cpus[name]
     for decision in p.preemptions:
         me, need = decision.preemptor, cpus[decision.preemptor]
+        assert priority[me] >= min_preemptor, "a preemptor below the threshold"
         mine = _queue_of(me)
         freed = sum(cpus[v] for v in decision.victims)
         assert need <= decision.free.cpu + freed + 1e-9

@@ -145,6 +145,7 @@ spec:
         reclaimWithinCohort: Any
         gracePeriodSeconds: 45
         minRuntimeSeconds: 600
+        minPreemptorPriority: 7
     - name: team-b
   default:
     preemption: {reclaimWithinCohort: LowerPriority}
@@ -156,8 +157,10 @@ def test_preemption_blocks_parse_and_omitted_fields_stay_unset() -> None:
     a = config.preemption_of("team-a")
     assert (a.within_queue, a.reclaim_within_cohort) == ("LowerPriority", "Any")
     assert (a.grace_period_seconds, a.min_runtime_seconds) == (45, 600)
+    assert a.min_preemptor_priority == 7
     b = config.preemption_of("team-b")
     assert b.within_queue is None and b.grace_period_seconds is None  # the flags fill these
+    assert b.min_preemptor_priority is None
     assert config.preemption_of(DEFAULT_QUEUE).reclaim_within_cohort == "LowerPriority"
     assert config.preemption_of("nowhere").within_queue is None
 
@@ -190,8 +193,23 @@ def test_preemption_blocks_parse_and_omitted_fields_stay_unset() -> None:
             "_queues.yaml:11:9: spec.queues[0].preemption.minRuntime: unknown field",
         ),
         (
+            ("minPreemptorPriority: 7", "minPreemptorPriority: 10"),
+            "_queues.yaml:12:31: spec.queues[0].preemption.minPreemptorPriority: must be less "
+            "than or equal to 9 (got 10)",
+        ),
+        (
+            ("minPreemptorPriority: 7", "minPreemptorPriority: -1"),
+            "_queues.yaml:12:31: spec.queues[0].preemption.minPreemptorPriority: must be greater "
+            "than or equal to 0 (got -1)",
+        ),
+        (
+            ("minPreemptorPriority: 7", "minPreemptorPriority: 7.5"),
+            "_queues.yaml:12:31: spec.queues[0].preemption.minPreemptorPriority: must be a valid "
+            "integer, got a number with a fractional part (got 7.5)",
+        ),
+        (
             ("{reclaimWithinCohort: LowerPriority}", "{withinQueue: Sometimes}"),
-            "_queues.yaml:14:31: spec.default.preemption.withinQueue: must be 'Never' or "
+            "_queues.yaml:15:31: spec.default.preemption.withinQueue: must be 'Never' or "
             "'LowerPriority' (got 'Sometimes')",
         ),
     ],

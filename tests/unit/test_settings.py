@@ -71,11 +71,13 @@ def test_the_preemption_choices_are_the_module_s(command: str) -> None:
         [
             *(command, "--dir", "/t", "--preemption", "LowerPriority"),
             *("--preemption-grace-seconds", "5", "--preemption-min-runtime-seconds", "60"),
+            *("--preemption-min-preemptor-priority", "7"),
         ]
     )
     options = settings_from_args(args).plan_options()
     assert (options.preemption, options.preemption_grace_seconds) == ("LowerPriority", 5)
     assert options.preemption_min_runtime_seconds == 60
+    assert options.preemption_min_preemptor_priority == 7
 
 
 def test_defaults_parse_back_to_default_settings() -> None:
@@ -102,6 +104,18 @@ BAD = [
     ("ray_history_retention_seconds", -1, "--ray-history-retention", "must be at least 0"),
     ("max_stops_per_pass", -1, "--max-stops-per-pass", "must be at least 0, not -1"),
     ("local_num_cpus", -1, "--num-cpus", "--num-cpus must be at least 0, not -1"),
+    (
+        "preemption_min_preemptor_priority",
+        10,
+        "--preemption-min-preemptor-priority",
+        "--preemption-min-preemptor-priority must be between 0 and 9, not 10",
+    ),
+    (
+        "preemption_min_preemptor_priority",
+        -1,
+        "--preemption-min-preemptor-priority",
+        "--preemption-min-preemptor-priority must be between 0 and 9, not -1",
+    ),
 ]
 
 
