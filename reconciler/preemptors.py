@@ -34,8 +34,6 @@ from specs.settings import PlanOptions
 ONE_QUEUE = ""
 """The key of the only queue when no `_queues.yaml` is in force."""
 
-_RESOURCES = ("cpu", "gpu", "memory")
-
 
 @dataclass(frozen=True)
 class QueueRules:
