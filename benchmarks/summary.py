@@ -55,6 +55,19 @@ def _throughput(result: Result | None) -> str:
     )
 
 
+def _steady(row: Result | None, note: str) -> str:
+    if not row:
+        return "not run"
+    ms = row["steady_pass_cpu_ms"]
+    text = f"{ms:.2f} ms CPU" if ms < 10 else f"{ms:,.0f} ms CPU"
+    if "steady_unskipped_pass_cpu_ms" in row:  # results from before still passes lack it
+        text += (
+            f" ({row.get('steady_passes_skipped', 0):.0%} of them still passes; "
+            f"{row['steady_unskipped_pass_cpu_ms']:,.0f} ms when Ray's answer changes)"
+        )
+    return text + note
+
+
 def lines(folder: Path) -> list[str]:
     latency = _load(folder, "latency")
     scale = _load(folder, "scale") or {}
@@ -80,7 +93,7 @@ def lines(folder: Path) -> list[str]:
             _throughput(_load(folder, "throughput")),
             f"≥ 0.95{TIMES}",
         ),
-        ("10,000 specs: steady pass", pass_ms("steady_pass_cpu_ms"), "≤ 20 ms"),
+        ("10,000 specs: steady pass", _steady(row10k, note10k), "≤ 20 ms"),
         (
             "10,000 specs: cold start",
             f"{row10k['cold_start_s']:,.1f} s ({row10k['cold_start_cpu_s']:,.1f} s CPU){note10k}"

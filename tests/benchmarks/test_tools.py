@@ -111,6 +111,16 @@ def test_the_summary_fills_the_issue_table(tmp_path: Path) -> None:
     assert "p50 81 ms, p99 240 ms (100 writes)" in table
     assert "p50 95 ms, p99 300 ms" in table
     assert "| 10,000 specs: steady pass | 500 ms CPU |" in table  # 10,000 / 20
+    rows = json.loads((tmp_path / "scale.json").read_text())
+    rows["rows"][-1].update(
+        steady_pass_cpu_ms=0.25, steady_passes_skipped=1.0, steady_unskipped_pass_cpu_ms=210.4
+    )
+    (tmp_path / "scale.json").write_text(json.dumps(rows))
+    table = "\n".join(summary.lines(tmp_path))
+    assert (
+        "| 10,000 specs: steady pass | 0.25 ms CPU (100% of them still passes; "
+        "210 ms when Ray's answer changes) |"
+    ) in table
     assert "10.0 % of a core (at 10,000 specs, not 50,000)" in table
     assert "Throughput against raw Ray, same head (goal shape: 16 jobs, 4 CPUs) | not run" in table
 
