@@ -48,6 +48,8 @@ class Scrape:
     running: float
     passes: float
     ray_calls: float
+    walks: float  # passes that walked the whole folder
+    still: float  # passes that read nothing and did not plan
 
 
 def scrape(url: str) -> Scrape | None:
@@ -60,11 +62,16 @@ def scrape(url: str) -> Scrape | None:
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
+            if sample.name == "rayqueue_passes_total":
+                kind = f"rayqueue_passes_total:{sample.labels.get('kind')}"
+                sums[kind] = sums.get(kind, 0.0) + sample.value
     return Scrape(
         pending=sums.get("rayqueue_pending_tasks", 0.0),
         running=sums.get("rayqueue_running_tasks", 0.0),
         passes=sums.get("rayqueue_pass_duration_seconds_count", 0.0),
         ray_calls=sums.get("rayqueue_ray_calls_total", 0.0),
+        walks=sums.get("rayqueue_passes_total:walk", 0.0),
+        still=sums.get("rayqueue_passes_total:still", 0.0),
     )
 
 
@@ -108,6 +115,9 @@ def measure(address: str, size: int, root: Path, window: float) -> dict[str, obj
         "idle_cpu_pct_of_core": 100 * (cpu1 - cpu0) / (t1 - t0),
         "idle_passes_per_s": passes / (t1 - t0),
         "idle_ray_calls_per_pass": (after.ray_calls - before.ray_calls) / passes if passes else 0,
+        "idle_still_share": (after.still - before.still) / passes if passes else 0,
+        # Full walks are stretched to stay under rescan_cpu_share: a window may hold none.
+        "idle_walks": after.walks - before.walks,
         "jobs_running": first.running,
         "rss_mb": memory.rss_mb,
         "peak_rss_mb": memory.peak_rss_mb,

@@ -53,6 +53,7 @@ class LoopState:
     running: int = 0
     passes: int = 0
     queues: dict[str, object] | None = None  # the latest _queues.status.yaml document
+    changed_at: float = 0.0  # monotonic time of the last pass that was not still
 
 
 def plan_options(settings: Settings) -> PlanOptions:
@@ -120,6 +121,8 @@ class _Still:
     error: str | None
     queues: object  # the queue config object, which the queue file keeps while unchanged
     revision: SourceRevision | None
+    specs: Mapping[str, TaskInput]  # what the pass planned from, object for object
+    statuses: Mapping[str, TaskStatus]
 
     def holds(self, observed: Observation, now: float, queues: object, revision: object) -> bool:
         until = self.plan.still_until
@@ -132,6 +135,17 @@ class _Still:
             and observed.error == self.error
             and observed.jobs == self.jobs
         )
+
+    def read_the_same(
+        self, specs: Mapping[str, TaskInput], statuses: Mapping[str, TaskStatus]
+    ) -> bool:
+        """Whether a read of the folder gave the very objects this pass planned from (the
+        store keeps an unchanged file's parse): then the inputs are the same by identity."""
+        return _same_objects(specs, self.specs) and _same_objects(statuses, self.statuses)
+
+
+def _same_objects(new: Mapping[str, object], old: Mapping[str, object]) -> bool:
+    return len(new) == len(old) and all(old.get(k) is v for k, v in new.items())
 
 
 class Reconciler:
@@ -167,6 +181,7 @@ class Reconciler:
         self.events = FileEvents(self.wake)
         self._walked_at = -float("inf")  # monotonic time of the last full walk of the folder
         self._walking = True  # this pass walks the folder (and rereads every sidecar)
+        self._walk_cpu = 0.0  # CPU seconds the last full walk took (this thread's)
         self._failures = 0
         self._ray_retry_at = 0.0
         self._lock = threading.Lock()  # one pass at a time, whoever calls it
@@ -228,11 +243,19 @@ class Reconciler:
         (it catches whatever events missed, as controller-runtime's resync does)."""
         changed = self.events.take()
         now = time.monotonic()
-        self._walking = changed is None or now - self._walked_at >= self.settings.rescan_seconds
+        self._walking = changed is None or now - self._walked_at >= self._rescan_interval()
         if self._walking:
             self._walked_at = now
             return None
         return changed
+
+    def _rescan_interval(self) -> float:
+        """rescan_seconds, stretched so that walks stay within rescan_cpu_share of a core."""
+        interval = self.settings.rescan_seconds
+        share = self.settings.rescan_cpu_share
+        if interval > 0 and share > 0:
+            interval = max(interval, self._walk_cpu / share)
+        return interval
 
     def read_specs(self, changed: set[str] | None = None) -> dict[str, TaskInput] | None:
         try:
@@ -298,22 +321,36 @@ class Reconciler:
             if still.holds(observed, now.timestamp(), queues.config, revision):
                 self._still = still
                 return self._skip(still.plan, observed)
+        walk_started = time.thread_time()
         specs = self.read_specs(changed)
         if specs is None:
             self.state.last_pass_at = self.clock()
             return None  # a vanished folder is never read as "delete everything"
         # Sidecars are ours: between full walks, the store's record of what it wrote stands.
         statuses = self.store.read_statuses(cached=not self._walking)
+        if self._walking:
+            self._walk_cpu = time.thread_time() - walk_started
         if observed is None:
             observed = self.observe()
         now = datetime.fromtimestamp(self.clock(), UTC)
         queues = self.queue_file.load()
+        if (
+            still is not None
+            and still.read_the_same(specs, statuses)
+            and still.holds(observed, now.timestamp(), queues.config, self._revision)
+            and self.store.still()
+        ):
+            # A full walk (or events that changed nothing) read back exactly the inputs of a
+            # still pass: the planner would give the same plan, so it is not run.
+            self._still = still
+            return self._skip(still.plan, observed)
         plan, self._memo = incremental.plan_incremental(
             self._memo, specs, statuses, observed, now, self.options, queues=queues.config
         )
         self._fetch_log_tails(plan)
         for event in plan.events:
             log.log(event.level, "%s", event.message)
+        self._count_pass("walk" if self._walking else "events")
 
         # A run's submission id is on disk before Ray ever hears of it: the statuses of the
         # tasks being submitted go first, then the submits, then every other status (queue
@@ -339,6 +376,8 @@ class Reconciler:
         )
         self._record(plan, statuses, observed)
         self._write_queue_status(plan, queues)
+        if plan.still_until is None:
+            self.state.changed_at = time.monotonic()
         if plan.still_until is not None and self.store.still():
             self._still = _Still(
                 plan,
@@ -348,12 +387,15 @@ class Reconciler:
                 observed.error,
                 queues.config,
                 self._revision,
+                specs,
+                statuses,
             )
         return plan
 
     def _skip(self, plan: Plan, observed: Observation) -> Plan:
         """A still pass: the last plan stands; only deferred writes and the heartbeat run."""
         self.skipped += 1
+        self._count_pass("walk" if self._walking else "still")
         self.store.flush_statuses(
             self.settings.status_write_budget, self.settings.position_write_seconds
         )
@@ -363,6 +405,10 @@ class Reconciler:
         if plan.summary is not None:
             self.observer.heartbeat(now, plan.summary, ray_available=observed.available)
         return plan
+
+    def _count_pass(self, kind: str) -> None:
+        if self.metrics is not None:
+            self.metrics.count_pass(kind)
 
     def _write_queue_status(self, plan: Plan, queues: Loaded) -> None:
         """_queues.status.yaml: each queue's quota, use and counts, and the config's validity."""
@@ -548,5 +594,11 @@ class Reconciler:
         state = self.state
         busy = state.queued > 0 and (state.starting + state.running) > 0
         if busy and state.ray_error is None:
-            return min(self.settings.interval_seconds, self.settings.busy_interval_seconds)
+            # ...but the longer nothing has changed, the less an end seen a little later costs
+            # relative to the quiet time: back off to busy_backoff of it (an idle queue with a
+            # long job running polls about once a second, not ten times).
+            fast = self.settings.busy_interval_seconds
+            quiet = time.monotonic() - state.changed_at
+            slow = max(fast, self.settings.busy_backoff * quiet)
+            return min(self.settings.interval_seconds, slow)
         return self.settings.interval_seconds

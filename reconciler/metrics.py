@@ -138,6 +138,13 @@ class QueueMetrics:
             buckets=PASS_BUCKETS,
             registry=r,
         )
+        self.passes = Counter(
+            "rayqueue_passes",
+            "Reconcile passes by kind: walk (a full walk of the folder), events (only what "
+            "file events named was read), still (nothing was read; the last plan stood)",
+            ["kind"],
+            registry=r,
+        )
         self.ray_calls = Counter(
             "rayqueue_ray_calls",
             "Calls to the Ray dashboard, by call and result",
@@ -276,6 +283,9 @@ class QueueMetrics:
                 (c.reason for c in body.conditions if c.type == COND_PREEMPTED), "Unknown"
             )
             self.preempted.labels(queue, reason).inc(body.preemptions - was.preemptions)
+
+    def count_pass(self, kind: str) -> None:
+        self.passes.labels(kind=kind).inc()
 
     def time_pass(self) -> Any:
         """`with metrics.time_pass(): ...` observes the block's wall time."""

@@ -147,6 +147,12 @@ class Settings:
     busy_interval_seconds: float = field(default=0.1, metadata=knob(minimum=0))
     """Time between passes while tasks wait and jobs run, so finished jobs free room sooner."""
 
+    busy_backoff: float = field(default=0.05, metadata=knob(minimum=0))
+    """While jobs run, tasks wait and passes change nothing, the poll interval grows to this
+    share of the quiet time so far, between busy_interval_seconds and interval_seconds: a job
+    that ends after a long quiet stretch is seen within 5 % of it (at most interval_seconds),
+    and a queue of short jobs keeps the fast poll. 0: always busy_interval_seconds."""
+
     capacity_refresh_seconds: float = field(default=0.9, metadata=knob(minimum=0))
     """A capacity read is reused this long, so fast polling does not re-list the nodes."""
 
@@ -391,6 +397,12 @@ class Settings:
     )
     """Between full walks of the folder (and rereads of every sidecar) the loop trusts file
     events; a full walk also follows any watcher error or restart. 0: walk on every pass."""
+
+    rescan_cpu_share: float = field(default=0.01, metadata=knob(minimum=0))
+    """The periodic full walk may use at most this share of one core on average: when a walk
+    of a big folder costs more CPU than rescan_seconds x this, the next one waits that much
+    longer (a 0.55 s walk of 10,000 specs: every 55 s rather than 30). Events are still read
+    at once, and a watcher error or restart still walks at once. 0: no stretching."""
 
     settle_seconds: float = field(default=1.0, metadata=knob(minimum=0))
     """A changed, new or vanished spec file counts only once unchanged this long (half-written

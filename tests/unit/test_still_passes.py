@@ -151,3 +151,26 @@ def test_a_swapped_root_link_is_never_skipped_over(tmp_path: Path) -> None:
     (tmp_path / "next").symlink_to(tmp_path / "rev2")
     (tmp_path / "next").replace(root)  # git-sync's atomic swap
     assert not store.still()
+
+
+def test_a_walk_that_reads_back_the_same_inputs_is_still_and_one_that_finds_more_is_not(
+    tmp_path: Path,
+) -> None:
+    rec, ray, clock = make(tmp_path)
+    write_task(tmp_path, "big", "sleep 1000", cpu=2, priority=9)
+    write_task(tmp_path, "small", "echo hi", cpu=1)
+    rec.run_pass()
+    ray.set_status(next(iter(ray.jobs)), RUNNING)
+    settle(rec)
+    rec.events.lost()  # the next pass walks the whole folder and rereads every sidecar
+    skipped = rec.skipped
+    rec.run_pass()
+    assert rec.skipped == skipped + 1  # the walk found nothing new: the planner did not run
+    assert_changes_nothing(full_plan(rec, ray, clock), rec)
+    write_task(tmp_path, "missed", "echo missed", cpu=1)  # no event reaches the loop
+    clock.advance(2)  # past the settle time of a file written in place
+    rec.events.lost()
+    rec.run_pass()
+    rec.events.lost()
+    rec.run_pass()
+    assert read_status(tmp_path, "missed")["phase"] == "Queued"

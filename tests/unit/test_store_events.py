@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 from pathlib import Path
+
+import pytest
 
 from reconciler.events import FileEvents
 from specs.store import SpecEntry, TaskStore
@@ -113,3 +116,30 @@ def test_the_loop_walks_again_when_the_rescan_is_due(tmp_path: Path) -> None:
         rec.run_pass()
     assert "late" not in trusting.store.scan(set())
     assert "late" in walking.store.scan(set())
+
+
+def test_a_costly_walk_stretches_the_rescan_interval_to_its_cpu_share(tmp_path: Path) -> None:
+    from reconciler.loop import Reconciler
+    from reconciler.raycluster.fake import FakeRay
+    from specs.cluster import Capacity
+    from specs.settings import Settings
+
+    def loop(share: float) -> Reconciler:
+        settings = Settings(
+            tasks_dir=tmp_path, queue_id="q", api=False, rescan_seconds=0.2, rescan_cpu_share=share
+        )
+        rec = Reconciler(settings, TaskStore(tmp_path), FakeRay(Capacity(4, 0, 2**34)))
+        rec.events.armed()
+        rec.run_pass()  # the walk after arming
+        rec._walk_cpu = 0.1  # as if that walk had cost 100 ms of CPU
+        return rec
+
+    capped, plain = loop(0.01), loop(0.0)
+    assert capped._rescan_interval() == pytest.approx(10.0)  # 0.1 s is 1 % of 10 s
+    assert plain._rescan_interval() == 0.2
+    time.sleep(0.3)  # past rescan_seconds, well inside the stretched interval
+    for rec in (capped, plain):
+        write_task(tmp_path, f"late-{id(rec)}", "python late.py")  # no event reaches the loop
+        rec.run_pass()
+    assert f"late-{id(capped)}" not in capped.store.scan(set())
+    assert f"late-{id(plain)}" in plain.store.scan(set())
