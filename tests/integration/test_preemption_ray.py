@@ -89,3 +89,90 @@ def test_urgent_task_preempts_minimal_victims_who_run_again(
         for j in jobs
         if j.metadata["rayqueue.task"] in preempted
     ) == sorted([(n, "1", STOPPED) for n in preempted] + [(n, "2", SUCCEEDED) for n in preempted])
+
+
+RECLAIM_QUEUES = {
+    "apiVersion": "rayqueue/v1",
+    "kind": "QueueConfig",
+    "spec": {
+        "queues": [
+            # The grace is the victim's queue's: its jobs carry it from their submission.
+            {
+                "name": "team-a",
+                "nominalQuota": {"cpu": 2},
+                "preemption": {"gracePeriodSeconds": GRACE},
+            },
+            {
+                "name": "team-b",
+                "nominalQuota": {"cpu": 2},
+                "preemption": {"reclaimWithinCohort": "Any"},
+            },
+        ]
+    },
+}
+
+
+def test_a_queue_below_its_quota_reclaims_exactly_what_was_lent(
+    make_queue: Callable[..., Queue],
+) -> None:
+    """team-a borrows team-b's idle half of the 4-CPU head; team-b's task takes it back by
+    stopping exactly two of team-a's runs (the youngest), which run again once there is room."""
+    import yaml
+
+    from specs.atomic import write_atomic
+
+    q = make_queue(interval_seconds=0.5)
+    write_atomic(q.dir / "_queues.yaml", yaml.safe_dump(RECLAIM_QUEUES).encode())
+    script, marker = q.dir.parent / f"{q.dir.name}-sleeper.py", q.dir.parent / f"{q.dir.name}.long"
+    script.write_text(SLEEPER)
+    marker.write_text("")
+    entry = f"python {script} {marker}"
+    names = [f"team-a/a{i}" for i in range(4)]
+    for name in names:
+        q.write(name, {"entrypoint": entry, "resources": {"cpu": 1}}, priority=5)
+    q.start()
+    for name in names:
+        q.wait_phase(name, {"Running"}, timeout=90)
+
+    started = {n: str(q.status(n)["startedAt"]) for n in names}  # ISO 8601 UTC: sorts as time
+    # Priority 0: reclaim under `Any` does not ask for a higher priority than the victims'.
+    q.write("team-b/b", {"entrypoint": "python -c 'print(2)'", "resources": {"cpu": 2}}, 0)
+    written = time.time()
+    q.wait_for(lambda: q.status("team-b/b").get("submittedAt"), "team-b's task to start", 60)
+    preempted = sorted(n for n in names if q.status(n).get("preemptions"))
+    assert len(preempted) == 2, {n: q.status(n) for n in names}
+    marker.unlink()
+
+    runs1 = {j.metadata["rayqueue.task"]: j for j in q.jobs() if j.metadata["rayqueue.run"] == "1"}
+    assert {n for n in names if runs1[n].status == STOPPED} == set(preempted)
+    assert all(runs1[n].status == RUNNING for n in names if n not in preempted)
+    # The victims are the two youngest of team-a's runs (the least work thrown away), the
+    # names breaking a tie between runs seen starting in the same pass.
+    youngest = sorted(names, key=lambda n: (-_epoch(started[n]), n))
+    assert set(preempted) == set(youngest[:2]), started
+    b_job = next(j for j in q.jobs() if j.metadata["rayqueue.task"] == "team-b/b")
+    assert b_job.start_time is not None
+    waited = b_job.start_time - written
+    assert waited <= 0.5 + GRACE + 6, f"team-b's task started {waited:.1f}s after it was written"
+    assert waited >= GRACE - 1, "the victims did not get their grace period"
+    log = q.ray.logs(runs1[preempted[0]].submission_id)
+    assert f"stop wait {GRACE}" in log and "got SIGTERM" in log
+
+    status = q.status(preempted[0])
+    if status.get("run") == 1:  # not started again yet: the condition still says why
+        conditions = status.get("conditions")
+        assert isinstance(conditions, list)
+        (cond,) = conditions
+        assert (cond["type"], cond["reason"]) == ("Preempted", "Reclaim")
+        assert "team-b/b" in cond["message"]
+
+    q.wait_phase("team-b/b", {"Succeeded"}, timeout=60)
+    for name in preempted:
+        final = q.wait_phase(name, {"Succeeded"}, timeout=120)
+        assert final["run"] == 2 and final["preemptions"] == 1
+
+
+def _epoch(iso: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
