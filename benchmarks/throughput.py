@@ -15,11 +15,13 @@ process through reconciler/assembly.py (--via in-process).
 from __future__ import annotations
 
 import argparse
+import shlex
 import shutil
 import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from benchmarks import common, served
@@ -79,12 +81,14 @@ def side_b(ray: RayJobsAdapter, jobs: int, folder: Path) -> float:
         threads.join(10)
 
 
-def side_b_served(ray: RayJobsAdapter, jobs: int, folder: Path, address: str) -> float:
+def side_b_served(
+    ray: RayJobsAdapter, jobs: int, folder: Path, address: str, flags: Sequence[str] = ()
+) -> float:
     """rayqueue as users run it: a `rayqueue serve` process on the folder, same head."""
     folder.mkdir(parents=True, exist_ok=True)
     queue = f"tp-{uuid.uuid4().hex[:8]}"
     log = folder.parent / f"{folder.name}.serve.log"
-    with served.serve_process(address, folder, log, queue_id=queue):
+    with served.serve_process(address, folder, log, *flags, queue_id=queue):
         time.sleep(1.0)  # its first pass is done and its watcher armed
         return drop_and_wait(ray, jobs, folder, queue)
 
@@ -102,8 +106,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--address", default=None, help="use this Ray dashboard instead of starting a private head"
     )
+    parser.add_argument(
+        "--serve-args",
+        default="",
+        help="more arguments for `rayqueue serve` (side B through serve), e.g. '--busy-backoff 0'",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
+    flags = shlex.split(args.serve_args)
     head = LocalRayHead() if args.address is None else None
     tmp = ""
     try:
@@ -115,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
         # cancels that drift instead of charging it all to the side that runs second.
         a1 = side_a(ray, args.jobs, args.cpus)
         b1, b2 = (
-            side_b_served(ray, args.jobs, Path(tmp) / f"tasks-{i}", address)
+            side_b_served(ray, args.jobs, Path(tmp) / f"tasks-{i}", address, flags)
             if args.via == "serve"
             else side_b(ray, args.jobs, Path(tmp) / f"tasks-{i}")
             for i in (1, 2)
@@ -130,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
         "jobs": args.jobs,
         "cpus": args.cpus,
         "side_b": args.via,
+        "serve_args": args.serve_args,
         "raw_jobs_per_s": args.jobs / a,
         "rayqueue_jobs_per_s": args.jobs / b,
         "ratio_b_over_a": a / b,

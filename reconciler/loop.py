@@ -182,6 +182,7 @@ class Reconciler:
         self._walked_at = -float("inf")  # monotonic time of the last full walk of the folder
         self._walking = True  # this pass walks the folder (and rereads every sidecar)
         self._walk_cpu = 0.0  # CPU seconds the last full walk took (this thread's)
+        self._backlog = False  # deferred sidecars left after a flush that used its budget
         self._failures = 0
         self._ray_retry_at = 0.0
         self._lock = threading.Lock()  # one pass at a time, whoever calls it
@@ -371,9 +372,7 @@ class Reconciler:
                 self.store.delete_status(name)
             except OSError as exc:
                 log.error("cannot remove status of deleted task %s: %s", name, exc)
-        self.store.flush_statuses(
-            self.settings.status_write_budget, self.settings.position_write_seconds
-        )
+        self._flush()
         self._record(plan, statuses, observed)
         self._write_queue_status(plan, queues)
         if plan.still_until is None:
@@ -396,15 +395,23 @@ class Reconciler:
         """A still pass: the last plan stands; only deferred writes and the heartbeat run."""
         self.skipped += 1
         self._count_pass("walk" if self._walking else "still")
-        self.store.flush_statuses(
-            self.settings.status_write_budget, self.settings.position_write_seconds
-        )
+        self._flush()
         now = self.clock()
         self.state.last_pass_at = now
         self.state.passes += 1
         if plan.summary is not None:
             self.observer.heartbeat(now, plan.summary, ray_available=observed.available)
         return plan
+
+    def _flush(self) -> None:
+        """Write this pass's share of the deferred sidecars. A flush that used its whole
+        budget leaves a backlog (10,000 new specs: 40 passes of 256), which the loop clears at
+        the busy pace rather than backing off (next_wait)."""
+        budget = self.settings.status_write_budget
+        written = self.store.flush_statuses(budget, self.settings.position_write_seconds)
+        self._backlog = written >= budget and self.store.deferred_statuses > 0
+        if self.metrics is not None:
+            self.metrics.deferred_writes.set(self.store.deferred_statuses)
 
     def _count_pass(self, kind: str) -> None:
         if self.metrics is not None:
@@ -592,6 +599,8 @@ class Reconciler:
         """Poll Ray faster while jobs run and others wait for their resources: a job's end is
         only seen by polling, and each idle second there is a second of cluster left unused."""
         state = self.state
+        if self._backlog:
+            return min(self.settings.interval_seconds, self.settings.busy_interval_seconds)
         busy = state.queued > 0 and (state.starting + state.running) > 0
         if busy and state.ray_error is None:
             # ...but the longer nothing has changed, the less an end seen a little later costs

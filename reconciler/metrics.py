@@ -138,6 +138,12 @@ class QueueMetrics:
             buckets=PASS_BUCKETS,
             registry=r,
         )
+        self.deferred_writes = Gauge(
+            "rayqueue_deferred_status_writes",
+            "Sidecar writes kept in memory for a later pass (new tasks' first records, queue "
+            "positions); a backlog after many new specs drains status_write_budget per pass",
+            registry=r,
+        )
         self.passes = Counter(
             "rayqueue_passes",
             "Reconcile passes by kind: walk (a full walk of the folder), events (only what "

@@ -147,7 +147,16 @@ class Settings:
     busy_interval_seconds: float = field(default=0.1, metadata=knob(minimum=0))
     """Time between passes while tasks wait and jobs run, so finished jobs free room sooner."""
 
-    busy_backoff: float = field(default=0.05, metadata=knob(minimum=0))
+    busy_backoff: float = field(
+        default=0.05,
+        metadata=knob(
+            "while jobs run, tasks wait and nothing changes, poll Ray at this share of the "
+            "quiet time so far, between 0.1 s and --interval (default 0.05; 0: always 0.1 s)",
+            flag="--busy-backoff",
+            minimum=0,
+            maximum=1,
+        ),
+    )
     """While jobs run, tasks wait and passes change nothing, the poll interval grows to this
     share of the quiet time so far, between busy_interval_seconds and interval_seconds: a job
     that ends after a long quiet stretch is seen within 5 % of it (at most interval_seconds),
@@ -398,7 +407,16 @@ class Settings:
     """Between full walks of the folder (and rereads of every sidecar) the loop trusts file
     events; a full walk also follows any watcher error or restart. 0: walk on every pass."""
 
-    rescan_cpu_share: float = field(default=0.01, metadata=knob(minimum=0))
+    rescan_cpu_share: float = field(
+        default=0.01,
+        metadata=knob(
+            "stretch --rescan-interval so that full walks use at most this share of a core "
+            "(default 0.01; 0: walk every --rescan-interval whatever it costs)",
+            flag="--rescan-cpu-share",
+            minimum=0,
+            maximum=1,
+        ),
+    )
     """The periodic full walk may use at most this share of one core on average: when a walk
     of a big folder costs more CPU than rescan_seconds x this, the next one waits that much
     longer (a 0.55 s walk of 10,000 specs: every 55 s rather than 30). Events are still read

@@ -53,3 +53,23 @@ def test_a_pass_that_changes_something_restarts_the_fast_poll(tmp_path: Path) ->
     ray.set_status(next(iter(ray.jobs)), RUNNING)  # Ray says something new
     rec.run_pass()
     assert rec.next_wait() == pytest.approx(0.1, abs=0.01)
+
+
+def test_a_backlog_of_first_records_is_written_at_the_busy_pace(tmp_path: Path) -> None:
+    settings = Settings(
+        tasks_dir=tmp_path, queue_id="q", api=False, status_write_budget=2, settle_seconds=0
+    )
+    rec = Reconciler(settings, TaskStore(tmp_path), FakeRay(Capacity(1, 0, 2**34)))
+    write_task(tmp_path, "blocker", "sleep 1000", cpu=1, priority=9)
+    for i in range(7):
+        write_task(tmp_path, f"t{i}", "echo hi", cpu=1)
+    rec.run_pass()
+    waits = []
+    while rec.store.deferred_statuses:
+        rec.state.changed_at = time.monotonic() - 100  # long quiet: the backoff would say 1 s
+        waits.append(rec.next_wait())
+        rec.run_pass()
+    assert waits and all(w == pytest.approx(0.1) for w in waits)
+    rec.state.changed_at = time.monotonic() - 100
+    assert rec.next_wait() == pytest.approx(1.0)  # all written: the backoff again
+    assert all((tmp_path / f"t{i}.status.yaml").exists() for i in range(7))
