@@ -58,10 +58,11 @@ class Watcher:
                 for changes in watch(
                     self.root,
                     watch_filter=_relevant,
-                    # watchfiles' Rust side wakes every `step` ms while it waits: 10 ms
-                    # cost 0.8 % of a core idle here, 20 ms 0.4 %, for <= 10 ms of latency.
+                    # watchfiles' Rust side wakes every `step` ms while it waits: 10 ms costs
+                    # 0.8 % of a core idle here, 20 ms 0.4 %, but 20 ms added 10 ms to the
+                    # p50 of a drop (benchmarks.latency, in-process: 30 -> 40 ms).
                     debounce=20,
-                    step=20,
+                    step=10,
                     stop_event=self.stop,
                     rust_timeout=200,
                     yield_on_timeout=True,
