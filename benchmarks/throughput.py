@@ -144,6 +144,7 @@ def main(argv: list[str] | None = None) -> None:
         "raw_jobs_per_s": args.jobs / a,
         "rayqueue_jobs_per_s": args.jobs / b,
         "ratio_b_over_a": a / b,
+        "seconds_a1_b1_b2_a2": [round(x, 2) for x in (a1, b1, b2, a2)],
     }
     print(table("throughput against raw Ray", list(row), [list(row.values())]))
     print(f"results: {save('throughput', {'rows': [row]}, args.out)}")
