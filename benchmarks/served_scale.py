@@ -100,9 +100,15 @@ def measure(address: str, size: int, root: Path, window: float) -> dict[str, obj
             first = wait(lambda: settled(srv.url, size), patience, f"{size} tasks", every=0.5)
             ready_wall = time.monotonic() - started
             ready_cpu = procstat.cpu_seconds(srv.pid)
-            # The first records of the waiting tasks are written status_write_budget per pass
-            # after the first: serve is not idle until they are all on disk.
-            wait(lambda: _written(srv.url), patience, "every sidecar written", every=0.5)
+            # The first records of the waiting tasks, then their positions once the blocker
+            # was admitted, are written status_write_budget per pass, a position no sooner
+            # than position_write_seconds (10 s) after it changed: serve is not idle until
+            # the backlog reads 0 twice, 12 s apart.
+            while True:
+                wait(lambda: _written(srv.url), patience, "every sidecar written", every=0.5)
+                time.sleep(12)
+                if _written(srv.url):
+                    break
             written_wall = time.monotonic() - started
             written_cpu = procstat.cpu_seconds(srv.pid)
             time.sleep(min(5.0, window))
