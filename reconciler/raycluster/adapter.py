@@ -38,7 +38,9 @@ import requests
 from ray.dashboard.modules.dashboard_sdk import SubmissionClient
 from ray.job_submission import JobDetails, JobSubmissionClient
 
-from reconciler.raycluster.poll import HTTPStatus, KeptAliveGet
+from reconciler.raycluster.poll import HTTPStatus as _HTTPStatusError
+from reconciler.raycluster.poll import KeptAliveGet
+from reconciler.raycluster.poll import shorten as _shorten
 from specs.cluster import (
     Capacity,
     JobConflict,
@@ -59,15 +61,6 @@ _UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
 _SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
 # The state API caps `limit` at 10,000 by default; ask for all of it so big clusters count.
 _NODES_LIMIT = 10_000
-
-
-class _HTTPStatusError(Exception):
-    """A non-200 answer from the dashboard, with its status code kept as a number."""
-
-    def __init__(self, status: int, body: str) -> None:
-        super().__init__(f"HTTP {status}: {_shorten(body)}")
-        self.status = status
-        self.body = body
 
 
 class _Client(JobSubmissionClient):
@@ -362,8 +355,8 @@ class RayJobsAdapter:
             poll = self._poll
         try:
             return poll.get_json(endpoint)
-        except HTTPStatus as exc:
-            raise _map_error(_HTTPStatusError(exc.status, exc.body), job=None, what=what) from exc
+        except _HTTPStatusError as exc:
+            raise _map_error(exc, job=None, what=what) from exc
         except (OSError, http.client.HTTPException) as exc:
             raise RayUnavailable(f"{what}: cannot reach the Ray dashboard: {exc}") from exc
         except ValueError as exc:
@@ -457,9 +450,3 @@ def _number(value: object) -> float:
     except (TypeError, ValueError):
         return 0.0
     return number if math.isfinite(number) and number > 0 else 0.0
-
-
-def _shorten(text: str, limit: int = 500) -> str:
-    """Ray puts whole tracebacks into error bodies; keep the end, where the cause is."""
-    text = text.strip()
-    return text if len(text) <= limit else "..." + text[-limit:]

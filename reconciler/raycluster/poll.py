@@ -18,12 +18,19 @@ from urllib.parse import urlsplit
 
 
 class HTTPStatus(Exception):
-    """A non-200 answer, with its status code and body."""
+    """A non-200 answer from the dashboard, with its status code kept as a number (the
+    adapter raises it for the SDK's calls too)."""
 
     def __init__(self, status: int, body: str) -> None:
-        super().__init__(f"HTTP {status}: {body}")
+        super().__init__(f"HTTP {status}: {shorten(body)}")
         self.status = status
         self.body = body
+
+
+def shorten(text: str, limit: int = 500) -> str:
+    """Ray puts whole tracebacks into error bodies; keep the end, where the cause is."""
+    text = text.strip()
+    return text if len(text) <= limit else "..." + text[-limit:]
 
 
 class KeptAliveGet:
@@ -56,14 +63,14 @@ class KeptAliveGet:
             try:
                 status, body = self._get(endpoint)
             except (OSError, http.client.HTTPException):
-                self.close_locked()
+                self._close_locked()
                 if not reused:
                     raise
                 # The dashboard may have closed an idle kept-alive connection: one new try.
                 try:
                     status, body = self._get(endpoint)
                 except (OSError, http.client.HTTPException):
-                    self.close_locked()
+                    self._close_locked()
                     raise
         if status != 200:
             raise HTTPStatus(status, body.decode(errors="replace"))
@@ -71,9 +78,9 @@ class KeptAliveGet:
 
     def close(self) -> None:
         with self._lock:
-            self.close_locked()
+            self._close_locked()
 
-    def close_locked(self) -> None:
+    def _close_locked(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -85,7 +92,7 @@ class KeptAliveGet:
         response = self._conn.getresponse()
         body = response.read()
         if response.will_close:
-            self.close_locked()
+            self._close_locked()
         return response.status, body
 
     def _connect(self) -> http.client.HTTPConnection:

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+import yaml
 
-from specs.cluster import RUNNING, STOPPED, SUCCEEDED
+from specs.atomic import write_atomic
+from specs.cluster import RUNNING, STOPPED, SUCCEEDED, RayJob
 from tests.integration.conftest import Queue
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
@@ -35,10 +38,7 @@ def test_urgent_task_preempts_minimal_victims_who_run_again(
         preemption_grace_seconds=GRACE,
         interval_seconds=0.5,
     )
-    script, marker = q.dir.parent / f"{q.dir.name}-sleeper.py", q.dir.parent / f"{q.dir.name}.long"
-    script.write_text(SLEEPER)
-    marker.write_text("")
-    entry = f"python {script} {marker}"
+    entry, marker = _sleeper(q)
     for i in range(4):
         q.write(f"low{i}", {"entrypoint": entry, "resources": {"cpu": 1}}, priority=0)
     q.start()
@@ -58,25 +58,7 @@ def test_urgent_task_preempts_minimal_victims_who_run_again(
     assert all(
         runs1[n].status == RUNNING for n in runs1 if n.startswith("low") and n not in preempted
     )
-    # Within one pass plus the grace period (the victims ignore SIGTERM, so SIGKILL ends them)
-    # plus Ray's own latency in starting the supervisor and reporting the stop.
-    urgent_job = next(j for j in q.jobs() if j.metadata["rayqueue.task"] == "urgent")
-    assert urgent_job.start_time is not None
-    waited = urgent_job.start_time - written
-    assert waited <= 0.5 + GRACE + 6, f"urgent started {waited:.1f}s after it was written"
-    assert waited >= GRACE - 1, "the victims did not get their grace period"
-
-    # What a stopped job saw: the grace in its environment, then SIGTERM.
-    log = q.ray.logs(runs1[preempted[0]].submission_id)
-    assert f"stop wait {GRACE}" in log and "got SIGTERM" in log
-
-    status = q.status(preempted[0])
-    if status.get("run") == 1:  # not yet started again: the condition still holds
-        conditions = status.get("conditions")
-        assert isinstance(conditions, list)
-        (cond,) = conditions
-        assert (cond["type"], cond["reason"]) == ("Preempted", "WithinQueue")
-        assert "urgent" in cond["message"]
+    _assert_preempted_with_grace(q, "urgent", written, runs1[preempted[0]], "WithinQueue")
 
     q.wait_phase("urgent", {"Succeeded"}, timeout=60)
     for name in preempted:
@@ -117,16 +99,9 @@ def test_a_queue_below_its_quota_reclaims_exactly_what_was_lent(
 ) -> None:
     """team-a borrows team-b's idle half of the 4-CPU head; team-b's task takes it back by
     stopping exactly two of team-a's runs (the youngest), which run again once there is room."""
-    import yaml
-
-    from specs.atomic import write_atomic
-
     q = make_queue(interval_seconds=0.5)
     write_atomic(q.dir / "_queues.yaml", yaml.safe_dump(RECLAIM_QUEUES).encode())
-    script, marker = q.dir.parent / f"{q.dir.name}-sleeper.py", q.dir.parent / f"{q.dir.name}.long"
-    script.write_text(SLEEPER)
-    marker.write_text("")
-    entry = f"python {script} {marker}"
+    entry, marker = _sleeper(q)
     names = [f"team-a/a{i}" for i in range(4)]
     for name in names:
         q.write(name, {"entrypoint": entry, "resources": {"cpu": 1}}, priority=5)
@@ -150,21 +125,7 @@ def test_a_queue_below_its_quota_reclaims_exactly_what_was_lent(
     # names breaking a tie between runs seen starting in the same pass.
     youngest = sorted(names, key=lambda n: (-_epoch(started[n]), n))
     assert set(preempted) == set(youngest[:2]), started
-    b_job = next(j for j in q.jobs() if j.metadata["rayqueue.task"] == "team-b/b")
-    assert b_job.start_time is not None
-    waited = b_job.start_time - written
-    assert waited <= 0.5 + GRACE + 6, f"team-b's task started {waited:.1f}s after it was written"
-    assert waited >= GRACE - 1, "the victims did not get their grace period"
-    log = q.ray.logs(runs1[preempted[0]].submission_id)
-    assert f"stop wait {GRACE}" in log and "got SIGTERM" in log
-
-    status = q.status(preempted[0])
-    if status.get("run") == 1:  # not started again yet: the condition still says why
-        conditions = status.get("conditions")
-        assert isinstance(conditions, list)
-        (cond,) = conditions
-        assert (cond["type"], cond["reason"]) == ("Preempted", "Reclaim")
-        assert "team-b/b" in cond["message"]
+    _assert_preempted_with_grace(q, "team-b/b", written, runs1[preempted[0]], "Reclaim")
 
     q.wait_phase("team-b/b", {"Succeeded"}, timeout=60)
     for name in preempted:
@@ -176,3 +137,35 @@ def _epoch(iso: str) -> float:
     from datetime import datetime
 
     return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def _sleeper(q: Queue) -> tuple[str, Path]:
+    """SLEEPER beside q's folder: its entrypoint, and the marker that keeps it sleeping long."""
+    script, marker = q.dir.parent / f"{q.dir.name}-sleeper.py", q.dir.parent / f"{q.dir.name}.long"
+    script.write_text(SLEEPER)
+    marker.write_text("")
+    return f"python {script} {marker}", marker
+
+
+def _assert_preempted_with_grace(
+    q: Queue, preemptor: str, written: float, victim_run: RayJob, reason: str
+) -> None:
+    # Within one pass plus the grace period (the victims ignore SIGTERM, so SIGKILL ends them)
+    # plus Ray's own latency in starting the supervisor and reporting the stop.
+    job = next(j for j in q.jobs() if j.metadata["rayqueue.task"] == preemptor)
+    assert job.start_time is not None
+    waited = job.start_time - written
+    assert waited <= 0.5 + GRACE + 6, f"{preemptor} started {waited:.1f}s after it was written"
+    assert waited >= GRACE - 1, "the victims did not get their grace period"
+
+    # What a stopped job saw: the grace in its environment, then SIGTERM.
+    log = q.ray.logs(victim_run.submission_id)
+    assert f"stop wait {GRACE}" in log and "got SIGTERM" in log
+
+    status = q.status(victim_run.metadata["rayqueue.task"])
+    if status.get("run") == 1:  # not yet started again: the condition still holds
+        conditions = status.get("conditions")
+        assert isinstance(conditions, list)
+        (cond,) = conditions
+        assert (cond["type"], cond["reason"]) == ("Preempted", reason)
+        assert preemptor in cond["message"]
