@@ -145,18 +145,27 @@ def test_the_grace_variable_is_refused_to_every_write_token(api: TestClient) -> 
 
 def test_a_team_may_still_edit_a_task_an_admin_raised(api: TestClient, tasks_dir: Path) -> None:
     raised = api.patch(
-        "/tasks/team-a/train", json={"spec": {"priority": 9}}, headers=auth("platform")
+        "/tasks/team-a/train",
+        json={"spec": {"priority": 9, "preemptible": False}},
+        headers=auth("platform"),
     )
     assert raised.status_code == 200
     a = auth("team-a-ci")
     # Suspending or lowering changes nothing the policy guards.
     assert api.patch("/tasks/team-a/train", json={"spec": {"suspend": True}}, headers=a).is_success
     assert spec_on_disk(tasks_dir, "team-a/train")["priority"] == 9
+    assert spec_on_disk(tasks_dir, "team-a/train")["preemptible"] is False
     assert api.patch("/tasks/team-a/train", json={"spec": {"priority": 7}}, headers=a).is_success
     # Raising it again is refused.
     again = api.patch("/tasks/team-a/train", json={"spec": {"priority": 8}}, headers=a)
     assert again.status_code == 403 and "maxPriority" in again.json()["detail"]
     assert spec_on_disk(tasks_dir, "team-a/train")["priority"] == 7
+    # Once made preemptible, it cannot be made non-preemptible again by the team.
+    assert api.patch(
+        "/tasks/team-a/train", json={"spec": {"preemptible": True}}, headers=a
+    ).is_success
+    held = api.patch("/tasks/team-a/train", json={"spec": {"preemptible": False}}, headers=a)
+    assert held.status_code == 403 and "allowNonPreemptible" in held.json()["detail"]
 
 
 def test_the_old_api_obeys_the_policy(api: TestClient, tasks_dir: Path) -> None:
