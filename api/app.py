@@ -8,6 +8,7 @@ the tasks folder and reads the sidecars; the reconcile loop does the rest. Ray i
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,6 +19,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from api.errors import install_handlers
 from api.middleware import MAX_BODY_BYTES, BodyLimit
 from api.ports import Loop, Observability
+from api.ratelimit import RateLimit, RateLimits
 from api.routes import cluster, config, legacy, metrics, queues, tasks, ui
 from api.security import OriginCheck, TokenAuth, allowed_hosts
 from specs.access import TOKEN_ENV, Tokens, insecure_warning, load_tokens
@@ -84,6 +86,8 @@ def create_app(
     )
     app.state.observability = observability or Observability()
     app.state.tokens_required = tokens.required
+    app.state.rate_limits = RateLimits()  # requestsPerMinute; a test swaps its clock
+    app.state.quota_lock = threading.Lock()  # maxTasks: one create at a time under a limit
     install_handlers(app)
     app.include_router(legacy.router)
     app.include_router(tasks.router)
@@ -93,9 +97,10 @@ def create_app(
     app.include_router(ui.router)
     app.include_router(config.router)
     # Each one added wraps the ones before, so they run in the reverse order: Host, Origin,
-    # token, body cap. A refused request is never read or routed.
+    # token, rate, body cap. A refused request is never read or routed.
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     if tokens.required:
+        app.add_middleware(RateLimit, limits=app.state.rate_limits)
         app.add_middleware(TokenAuth, tokens=tokens, exempt=unauthenticated_paths(settings))
     app.add_middleware(OriginCheck, allowed_origins=settings.allowed_origins)
     app.add_middleware(

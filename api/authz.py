@@ -10,14 +10,18 @@ spec's path is resolved so a symlink cannot carry a team's write into another fo
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 from fastapi import Depends, Request
 
-from api.errors import ApiError
+from api.errors import ApiError, NotFound
 from api.security import PRINCIPAL_KEY
-from specs.access import ANONYMOUS, Principal
-from specs.service import TaskService
+from specs.access import ANONYMOUS, Principal, is_config
+from specs.models import Task
+from specs.policy import UNRESTRICTED, spec_violation, task_limit_violation
+from specs.service import Check, TaskService
 
 audit_log = logging.getLogger("rayqueue.audit")
 
@@ -65,6 +69,61 @@ def require_top(request: Request, principal: Principal) -> None:
             "tasks through the old API",
             f"needs write on the top folder ('/') or admin; it {principal.describe_scope()}",
         )
+
+
+def deny(request: Request, principal: Principal, why: str) -> Forbidden:
+    """403 for a write the token's policy forbids; `why` starts with "may not"."""
+    audit_log.warning(
+        "refused %s %s by %s: %s", request.method, request.url.path, principal.name, why
+    )
+    return Forbidden(f"token {principal.name} {why}")
+
+
+def policy_check(request: Request, principal: Principal) -> Check | None:
+    """The token policy's rules on a spec, for TaskService's put, create and patch."""
+    if principal.policy == UNRESTRICTED:
+        return None
+
+    def check(new: Task, before: Task | None) -> None:
+        why = spec_violation(principal.policy, new, before)
+        if why is not None:
+            raise deny(request, principal, why)
+
+    return check
+
+
+@contextmanager
+def task_quota(
+    request: Request, principal: Principal, service: TaskService, name: str
+) -> Iterator[None]:
+    """Around a write that may create `name`: 403 if the token's folders already hold
+    maxTasks tasks. Creates under a limit are serialized, so two cannot both take the last."""
+    if principal.policy.max_tasks is None:
+        yield
+        return
+    with request.app.state.quota_lock:
+        if service.read(name) is None:
+            held = sum(1 for task in service.store.scan() if principal.holds(task))
+            why = task_limit_violation(principal.policy, held)
+            if why is not None:
+                raise deny(request, principal, why)
+        yield
+
+
+def readable(principal: Principal, service: TaskService, name: str) -> bool:
+    """Whether `principal` may see the task `name`; 403 for configuration (admin-only), 400
+    for an invalid name."""
+    path = service.store.spec_path(name)  # InvalidName (400)
+    if is_config(name) and not principal.can_read(name):
+        raise Forbidden(f"token {principal.name} may not read {name}: configuration is admin-only")
+    return principal.can_read(name) and principal.reads_within(service.store.root, path)
+
+
+def require_read(principal: Principal, service: TaskService, name: str) -> None:
+    """404, the answer for a task that does not exist, unless `principal` may read `name`: a
+    `read: own` token learns nothing of other folders, not even which names are taken."""
+    if not readable(principal, service, name):
+        raise NotFound(f"no task {name}")
 
 
 def require_admin(request: Request, principal: Principal, file: str) -> None:

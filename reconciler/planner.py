@@ -53,6 +53,7 @@ from specs.models import (
     TaskStatus,
     TaskStatusBody,
 )
+from specs.policy import STOP_WAIT_ENV as STOP_WAIT_ENV  # tests read it here
 from specs.quantity import human_memory
 from specs.queues import QueueConfig
 
@@ -1131,22 +1132,31 @@ def _submit_request(env: TaskEnv, name: str, task: Task, body: TaskStatusBody) -
     )
 
 
-STOP_WAIT_ENV = "RAY_JOB_STOP_WAIT_TIME_S"
-"""Ray's job supervisor waits this long (whole seconds, read from its own environment, which
-the job's runtime_env env_vars set) between SIGTERM and SIGKILL when a job is stopped."""
+# Ray's job supervisor waits STOP_WAIT_ENV seconds (whole, read from its own environment, which
+# the job's runtime_env env_vars set) between SIGTERM and SIGKILL when a job is stopped.
 
 
 def _runtime_env(task: Task, grace: float | None) -> dict[str, object] | None:
     """The task's runtime_env, plus its queue's grace period when its run could be preempted.
-    A value the user set in the spec wins."""
+    The queue's grace is a ceiling: a spec may ask for less, never more (a team that could set
+    its own would hold the resources a preemptor waits for as long as it liked)."""
     env = task.spec.runtime_env
     if grace is None:
         return env
     env_vars = dict((env or {}).get("env_vars") or {})
-    if STOP_WAIT_ENV in env_vars:
-        return env
-    env_vars[STOP_WAIT_ENV] = str(math.ceil(grace))
+    ceiling = math.ceil(grace)
+    asked = _whole_seconds(env_vars.get(STOP_WAIT_ENV))
+    env_vars[STOP_WAIT_ENV] = str(ceiling if asked is None else min(asked, ceiling))
     return {**(env or {}), "env_vars": env_vars}
+
+
+def _whole_seconds(value: object) -> int | None:
+    """A stop wait as Ray would read it (a whole number >= 0), or None if it is not one."""
+    try:
+        seconds = int(str(value).strip())
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None
 
 
 def _preemption(ctx: _Ctx) -> preemptors.Setup:

@@ -14,6 +14,10 @@ caller is the `anonymous` admin.
 Roles: `read` sees everything but changes nothing; `write` creates, edits and deletes tasks
 under its folders only (`/` means the whole tree); `admin` also edits configuration, the
 top-level names starting with `_` (such as `_queues.yaml`), which no `write` token may touch.
+
+Each entry may also carry a policy (specs.policy: maxPriority, allowNonPreemptible,
+forbiddenEnvVars, read, maxTasks, requestsPerMinute). A `write` token reads only its own
+folders unless it says `read: all`; a `read` token with `read: own` lists the folders it reads.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 
 import yaml
 
+from specs.policy import POLICY_KEYS, UNRESTRICTED, Policy, PolicyError, parse_policy
 from specs.settings import Settings
 from specs.store import InvalidName, validate_name
 
@@ -43,7 +48,7 @@ MAX_TOKENS_FILE_BYTES = 1 << 20
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,99}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_ENTRY_KEYS = frozenset({"name", "sha256", "role", "folders"})
+_ENTRY_KEYS = frozenset({"name", "sha256", "role", "folders"}) | POLICY_KEYS
 
 
 class Role(StrEnum):
@@ -73,10 +78,19 @@ class Principal:
 
     name: str
     role: Role
-    folders: tuple[str, ...] = ()  # for write: folder prefixes ("team-a", "team-a/nlp") or TOP
+    folders: tuple[str, ...] = ()  # folder prefixes ("team-a", "team-a/nlp") or TOP
+    policy: Policy = UNRESTRICTED  # specs.policy: limits from the team tokens file
 
     def can_read(self, name: str) -> bool:
-        return self.role is Role.ADMIN or not is_config(name)
+        """May this caller see the task `name` (spec, status, logs)? With `read: own`, only
+        under its folders. `name` must have passed validate_name, as for can_write."""
+        if self.role is Role.ADMIN:
+            return True
+        return not is_config(name) and (self.policy.read_all or self.holds(name))
+
+    def holds(self, name: str) -> bool:
+        """Whether `name` lies under one of this caller's folders."""
+        return any(folder == TOP or name.startswith(folder + "/") for folder in self.folders)
 
     def can_write(self, name: str) -> bool:
         """May this caller create, change or delete the task (or config) `name`?
@@ -87,7 +101,7 @@ class Principal:
             return True
         if self.role is not Role.WRITE or is_config(name):
             return False
-        return any(folder == TOP or name.startswith(folder + "/") for folder in self.folders)
+        return self.holds(name)
 
     @property
     def can_write_top(self) -> bool:
@@ -100,6 +114,10 @@ class Principal:
                 "the whole tree" if f == TOP else f"{f}/" for f in self.folders
             )
         return f"has the {self.role.value} role"
+
+    def reads_within(self, root: Path, path: Path) -> bool:
+        """resolves_within for a `read: own` caller; True for the others."""
+        return self.policy.read_all or self.resolves_within(root, path)
 
     def resolves_within(self, root: Path, path: Path) -> bool:
         """Whether `path` (a spec file under `root`), symlinks resolved, still lies in one of
@@ -191,16 +209,22 @@ def _parse_entry(raw: Any, where: str) -> _Entry:
         raise AccessError(f"{where} ({name}): role must be read, write or admin")
     role = Role(role_text)
     folders = _folders(raw.get("folders"), role, f"{where} ({name})")
-    return _Entry(bytes.fromhex(digest), Principal(name, role, folders))
+    try:
+        policy = parse_policy(raw, role.value, has_folders=bool(folders))
+    except PolicyError as exc:
+        raise AccessError(f"{where} ({name}): {exc}") from None
+    return _Entry(bytes.fromhex(digest), Principal(name, role, folders, policy))
 
 
 def _folders(raw: Any, role: Role, where: str) -> tuple[str, ...]:
-    if role is not Role.WRITE:
+    if role is Role.ADMIN:
         if raw is not None:
-            raise AccessError(f"{where}: folders apply to write tokens only")
-        return (TOP,) if role is Role.ADMIN else ()
+            raise AccessError(f"{where}: folders do not apply to admin tokens (they reach all)")
+        return (TOP,)
+    if role is Role.READ and raw is None:
+        return ()  # reads everything (read: all), or parse_policy refuses read: own
     if not isinstance(raw, list) or not raw:
-        raise AccessError(f"{where}: a write token needs folders: [team-a, ...] (or ['/'])")
+        raise AccessError(f"{where}: a {role.value} token needs folders: [team-a, ...] (or ['/'])")
     folders = []
     for item in raw:
         if not isinstance(item, str):

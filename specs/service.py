@@ -54,6 +54,10 @@ _ATTEMPTS = 5  # re-reads when another process changes the file under us
 _CONFIG_FILE = re.compile(r"_[A-Za-z0-9._-]{1,100}\.ya?ml")
 _LABEL_KEY = re.compile(r"[A-Za-z0-9._/-]+")
 
+Check = Callable[[Task, Task | None], None]
+"""A caller's own rule on a write: (the new spec, the one it replaces or None); raises to
+refuse. Called after validation and before anything is written (the API's token policy)."""
+
 
 # --- errors ------------------------------------------------------------------------------------
 
@@ -281,28 +285,35 @@ class TaskService:
         if_match: str | None,
         if_none_match: str | None,
         author: str | None = None,
+        check: Check | None = None,
     ) -> tuple[SpecFile, bool]:
         """Create or replace; returns (the spec now, created?). With `author`, the written spec
         carries it in the annotation rayqueue/written-by (whatever the body said)."""
         path = self.store.spec_path(name)
-        self.validate(name, data, path=path, with_position=not from_json)
+        task = self.validate(name, data, path=path, with_position=not from_json)
         data = self._stamped(name, data, path, author)
         with self.lock(name):
             current = self.read(name)
             _preconditions(name, current, if_match, if_none_match)
+            if check is not None:
+                check(task, current.task if current is not None else None)
             if current is not None and current.data == data:
                 return current, False  # no rewrite, no mtime churn for the watcher
             self._write(path, data)
         return self.require(name), current is None
 
-    def create(self, name: str, data: bytes, *, author: str | None = None) -> SpecFile:
+    def create(
+        self, name: str, data: bytes, *, author: str | None = None, check: Check | None = None
+    ) -> SpecFile:
         """Create a new spec; Conflict if the name is taken."""
         path = self.store.spec_path(name)
-        self.validate(name, data, path=path, with_position=False)
+        task = self.validate(name, data, path=path, with_position=False)
         data = self._stamped(name, data, path, author)
         with self.lock(name):
             if self.read(name) is not None:
                 raise Conflict(f"task {name} already exists")
+            if check is not None:
+                check(task, None)
             self._write(path, data)
         return self.require(name)
 
@@ -314,6 +325,7 @@ class TaskService:
         if_match: str | None = None,
         done: Callable[[Task], bool] | None = None,
         author: str | None = None,
+        check: Check | None = None,
     ) -> tuple[SpecFile, bool]:
         """RFC 7386 merge patch of the spec document, validated before it is written; returns
         (the spec now, changed?). Only the values that change are edited in the text, so
@@ -332,7 +344,9 @@ class TaskService:
                 if text == current.text:
                     return current, False
                 data = text.encode()
-                self.validate(name, data, path=current.path, with_position=False)
+                task = self.validate(name, data, path=current.path, with_position=False)
+                if check is not None:
+                    check(task, current.task)
                 if author is not None and isinstance(patched, dict):
                     # Only a real change is signed, so a no-op patch still writes nothing.
                     text, _ = patch_text(text, patched, _signature(author))
@@ -486,6 +500,7 @@ def _stem(name: str) -> str:
 
 __all__ = [
     "WRITTEN_BY",
+    "Check",
     "ConfigRejected",
     "Conflict",
     "QueryError",

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
-from api.authz import Caller, audit, require_top, require_write
+from api.authz import Caller, audit, policy_check, require_top, require_write, task_quota
 from api.deps import LegacyParams, ReconcilerDep, Service
 from api.errors import BadRequest, NotFound
 from api.models import (
@@ -132,7 +132,8 @@ def add_task(
     name = file_name_for(task_id)
     header = f"# Created by POST /add_task (the old scheduler API). Task id: {task_id}\n"
     data = (header + dump_document(_spec_document(body, task_id))).encode()
-    service.create(name, data, author=caller.name)
+    with task_quota(request, caller, service, name):
+        service.create(name, data, author=caller.name, check=policy_check(request, caller))
     audit(request, caller, "created", name)
     return AddTaskResponse(task_id=task_id, task=name)
 
@@ -184,7 +185,12 @@ def change_task_priority(
     body: ChangePriorityRequest = _validated(ChangePriorityRequest, params)
     name = _lookup(service, body.task_id)
     require_write(request, caller, service, name)  # a symlink, or configuration
-    spec, _ = service.patch(name, {"spec": {"priority": body.priority}}, author=caller.name)
+    spec, _ = service.patch(
+        name,
+        {"spec": {"priority": body.priority}},
+        author=caller.name,
+        check=policy_check(request, caller),
+    )
     audit(request, caller, "set priority of", name)
     return LegacyTaskState(**legacy_state(body.task_id, name, spec, service.status(name)))
 
@@ -205,6 +211,8 @@ def cancel_task(
     body: TaskIdRequest = _validated(TaskIdRequest, params)
     name = _lookup(service, body.task_id)
     require_write(request, caller, service, name)  # a symlink, or configuration
-    spec, _ = service.patch(name, {"spec": {"suspend": True}}, author=caller.name)
+    spec, _ = service.patch(
+        name, {"spec": {"suspend": True}}, author=caller.name, check=policy_check(request, caller)
+    )
     audit(request, caller, "cancelled", name)
     return LegacyTaskState(**legacy_state(body.task_id, name, spec, service.status(name)))

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from api.authz import Caller, Forbidden, audit, require_write
+from api.authz import Caller, audit, policy_check, readable, require_read, require_write, task_quota
 from api.deps import (
     JSON_TYPES,
     YAML_TYPES,
@@ -21,7 +21,6 @@ from api.deps import (
 )
 from api.errors import ApiError, NotFound, Unprocessable
 from api.models import TaskList, TaskRow
-from specs.access import Principal
 from specs.cluster import JobNotFound
 from specs.service import TaskService, parse_phases, parse_selector, quote_etag, select
 from specs.views import SpecFile, TaskView, human_age, resources, status_body, task_object
@@ -91,7 +90,7 @@ def list_tasks(
     views = select(service.views(), selector, phases, labels=_known_labels)
     if queue is not None:
         views = [v for v in views if v.status is not None and v.status.status.queue == queue]
-    views = [v for v in views if caller.can_read(v.name)]
+    views = [v for v in views if caller.can_read(v.name)]  # read: own hides other folders
     now = service.clock()
     rows = []
     for view in sorted(views, key=lambda v: v.name):
@@ -128,14 +127,15 @@ def task_logs(
     tail: Annotated[int | None, Query(ge=1, le=100_000, description="the last N lines")] = None,
 ) -> Response:
     """The Ray log of the task's current or last run; 404 if it never ran."""
-    _require_read(caller, name)
-    spec = service.read(name)
-    status = service.status(name)
+    visible = readable(caller, service, name)  # read: own: another folder's task is "no task"
+    spec = service.read(name) if visible else None
+    status = service.status(name) if visible else None
     if spec is None and status is None:
         # A task whose own name ends in "/logs" is still reachable here.
-        inner = service.read(f"{name}/logs")
-        if inner is not None:
-            return _object_response(service, inner)
+        inner = f"{name}/logs"
+        found = service.read(inner) if readable(caller, service, inner) else None
+        if found is not None:
+            return _object_response(service, found)
         raise NotFound(f"no task {name}")
     submission_id = status.status.submission_id if status is not None else None
     if not submission_id:
@@ -154,7 +154,7 @@ def task_logs(
 @router.get("/{name:path}")
 def get_task(name: str, service: Service, caller: Caller) -> Response:
     """The spec as written, and its status. The ETag header is the file's hash (for If-Match)."""
-    _require_read(caller, name)
+    require_read(caller, service, name)
     return _object_response(service, service.require(name))
 
 
@@ -186,14 +186,16 @@ def put_task(
         data = body
     else:
         raise ApiError(415, f"send application/json or application/yaml, not {kind}")
-    spec, created = service.put(
-        name,
-        data,
-        from_json=from_json,
-        if_match=if_match,
-        if_none_match=if_none_match,
-        author=caller.name,
-    )
+    with task_quota(request, caller, service, name):
+        spec, created = service.put(
+            name,
+            data,
+            from_json=from_json,
+            if_match=if_match,
+            if_none_match=if_none_match,
+            author=caller.name,
+            check=policy_check(request, caller),
+        )
     audit(request, caller, "created" if created else "replaced", name)
     return _object_response(service, spec, 201 if created else 200)
 
@@ -222,7 +224,9 @@ def patch_task(
     if not isinstance(patch, dict):
         raise Unprocessable("a merge patch must be a JSON object")
     patch.pop("status", None)  # status belongs to the reconciler
-    spec, changed = service.patch(name, patch, if_match=if_match, author=caller.name)
+    spec, changed = service.patch(
+        name, patch, if_match=if_match, author=caller.name, check=policy_check(request, caller)
+    )
     audit(request, caller, "patched" if changed else "patched (no change)", name)
     return _object_response(service, spec)
 
@@ -236,11 +240,6 @@ def delete_task(
     service.delete(name, if_match=if_match)
     audit(request, caller, "deleted", name)
     return {"name": name, "deleted": True, "status": status_body(service.status(name), [])}
-
-
-def _require_read(caller: Principal, name: str) -> None:
-    if not caller.can_read(name):
-        raise Forbidden(f"token {caller.name} may not read {name}: configuration is admin-only")
 
 
 __all__ = ["router"]

@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
 
+from api.authz import Caller
 from api.deps import ReconcilerDep, Service, SettingsDep
 from api.errors import ApiError, NotFound
 from api.ports import Loop, Observability
@@ -105,11 +106,14 @@ def overview(settings: SettingsDep, reconciler: ReconcilerDep) -> dict[str, Any]
 
 
 @router.get("/ui/api/tasks")
-def tasks(request: Request, service: Service, reconciler: ReconcilerDep) -> dict[str, Any]:
-    """Every task as a row of the table, in queue order, and the tasks finished in 24 h."""
+def tasks(
+    request: Request, service: Service, reconciler: ReconcilerDep, caller: Caller
+) -> dict[str, Any]:
+    """Every task the caller may read as a row of the table, in queue order, and those of
+    them finished in 24 h."""
     now = _now(reconciler)
     try:
-        views = service.views()
+        views = [v for v in service.views() if caller.can_read(v.name)]
     except FolderUnavailable as exc:
         raise ApiError(503, f"tasks folder unavailable: {exc}") from None
     dashboard = _observability(request).dashboard

@@ -23,6 +23,7 @@ from specs.access import (
     load_tokens,
     parse_tokens_file,
 )
+from specs.policy import STOP_WAIT_ENV, UNRESTRICTED
 from specs.settings import Settings
 
 H = hash_token("secret")
@@ -44,7 +45,8 @@ def test_hash_is_sha256_hex() -> None:
         ({"name": "a", "sha256": H, "role": "root"}, "read, write or admin"),
         ({"name": "a", "sha256": H, "role": "write"}, "needs folders"),
         ({"name": "a", "sha256": H, "role": "write", "folders": []}, "needs folders"),
-        ({"name": "a", "sha256": H, "role": "read", "folders": ["x"]}, "write tokens only"),
+        ({"name": "a", "sha256": H, "role": "read", "folders": ["x"]}, "need read: own"),
+        ({"name": "a", "sha256": H, "role": "admin", "folders": ["x"]}, "not apply to admin"),
         ({"name": "a", "sha256": H, "role": "write", "folders": ["../x"]}, "'..'"),
         ({"name": "a", "sha256": H, "role": "write", "folders": ["_queues"]}, "'_'"),
         ({"name": "a", "sha256": H, "role": "write", "folder": ["x"]}, "unknown keys"),
@@ -55,6 +57,85 @@ def test_hash_is_sha256_hex() -> None:
 def test_bad_entries_are_refused_with_a_reason(entry: dict[str, Any], message: str) -> None:
     with pytest.raises(AccessError, match=message):
         parse_tokens_file(tokens_file(entry), "tokens.yaml")
+
+
+W = {"name": "team-a-ci", "sha256": H, "role": "write", "folders": ["team-a"]}
+
+
+def test_a_write_token_defaults_to_the_single_tenant_safe_policy() -> None:
+    (entry,) = parse_tokens_file(tokens_file(W), "f")
+    policy = entry.principal.policy
+    assert policy.max_priority == 9
+    assert not policy.allow_non_preemptible
+    assert policy.forbidden_env_vars == {STOP_WAIT_ENV}
+    assert not policy.read_all
+    assert policy.max_tasks is None and policy.requests_per_minute is None
+
+
+def test_read_and_admin_tokens_default_to_reading_all() -> None:
+    entries = parse_tokens_file(
+        tokens_file(
+            {**W, "name": "r", "role": "read", "folders": None},
+            {**W, "name": "ad", "role": "admin", "folders": None, "sha256": hash_token("x")},
+        ),
+        "f",
+    )
+    reader, admin = (e.principal for e in entries)
+    assert reader.policy.read_all and reader.can_read("team-b/x") and not reader.can_write("x")
+    assert admin.policy == UNRESTRICTED or admin.policy.allow_non_preemptible
+    assert admin.policy.read_all and not admin.policy.forbidden_env_vars
+
+
+def test_policy_keys_are_read() -> None:
+    entry = {
+        **W,
+        "maxPriority": 5,
+        "allowNonPreemptible": True,
+        "forbiddenEnvVars": ["AWS_PROFILE"],
+        "read": "all",
+        "maxTasks": 3,
+        "requestsPerMinute": 60,
+    }
+    (parsed,) = parse_tokens_file(tokens_file(entry), "f")
+    p = parsed.principal
+    assert p.policy.max_priority == 5 and p.policy.allow_non_preemptible
+    assert p.policy.forbidden_env_vars == {"AWS_PROFILE", STOP_WAIT_ENV}  # always, for write
+    assert p.policy.max_tasks == 3 and p.policy.requests_per_minute == 60
+    assert p.policy.read_all and p.can_read("team-b/x")
+    own = parse_tokens_file(tokens_file({**W, "read": "own"}), "f")[0].principal
+    assert own.can_read("team-a/x") and not own.can_read("team-b/x")
+    assert not own.can_read("team-ab/x") and not own.can_read("team-a")
+    reader = {"name": "r", "sha256": H, "role": "read", "read": "own", "folders": ["team-b"]}
+    r = parse_tokens_file(tokens_file(reader), "f")[0].principal
+    assert r.can_read("team-b/x") and not r.can_read("team-a/x") and not r.can_write("team-b/x")
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        ({"maxPriority": 10}, "maxPriority must be a whole number from 0 to 9"),
+        ({"maxPriority": -1}, "maxPriority must be"),
+        ({"maxPriority": "5"}, "maxPriority must be"),
+        ({"maxPriority": True}, "maxPriority must be"),
+        ({"allowNonPreemptible": "yes"}, "allowNonPreemptible must be true or false"),
+        ({"forbiddenEnvVars": "AWS_PROFILE"}, "forbiddenEnvVars must be a list"),
+        ({"forbiddenEnvVars": ["A=1"]}, "forbiddenEnvVars must be a list"),
+        ({"forbiddenEnvVars": [""]}, "forbiddenEnvVars must be a list"),
+        ({"read": "mine"}, "read must be own or all"),
+        ({"maxTasks": -1}, "maxTasks must be"),
+        ({"maxTasks": 1.5}, "maxTasks must be"),
+        ({"requestsPerMinute": 0}, "requestsPerMinute must be a whole number from 1"),
+        ({"maxPriorty": 5}, "unknown keys: maxPriorty"),
+        ({"role": "admin", "folders": None, "read": "own"}, "does not apply to an admin"),
+        ({"role": "read", "folders": None, "read": "own"}, "read: own needs folders"),
+        ({"role": "read", "folders": None, "maxPriority": 3}, "write and admin tokens only"),
+    ],
+)
+def test_bad_policy_values_name_the_entry_and_key(extra: dict[str, Any], message: str) -> None:
+    entry = {k: v for k, v in {**W, **extra}.items() if v is not None}
+    with pytest.raises(AccessError, match=message) as caught:
+        parse_tokens_file(tokens_file(entry), "tokens.yaml")
+    assert str(caught.value).startswith("tokens.yaml: tokens[0]")  # the file and the entry
 
 
 def test_duplicates_and_shapes_are_refused() -> None:
@@ -75,8 +156,9 @@ def test_identify_finds_the_entry_of_the_token() -> None:
     )
     entries = parse_tokens_file(settings_file, "f")
     tokens = Tokens(entries)
-    assert tokens.identify(b"tok-a") == Principal("a", Role.WRITE, ("team-a",))
-    assert tokens.identify(b"tok-r") == Principal("r", Role.READ, ())
+    a, r = tokens.identify(b"tok-a"), tokens.identify(b"tok-r")
+    assert a is not None and (a.name, a.role, a.folders) == ("a", Role.WRITE, ("team-a",))
+    assert r == Principal("r", Role.READ, ())
     for wrong in (b"", b"tok-", b"tok-a ", b"TOK-A", hash_token("tok-a").encode()):
         assert tokens.identify(wrong) is None
 

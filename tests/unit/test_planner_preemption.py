@@ -230,6 +230,20 @@ def test_grace_period_goes_to_ray_in_the_runtime_env() -> None:
     assert off.submits[0].request.runtime_env is None  # preemption off: the spec's, unchanged
 
 
+@pytest.mark.parametrize(
+    ("asked", "sent"),
+    [("999999999", "30"), (999999999, "30"), ("5", "5"), (0, "0"), ("30", "30"), ("soon", "30")],
+)
+def test_the_queue_grace_caps_the_one_a_spec_asks_for(asked: object, sent: str) -> None:
+    # A team may shorten its grace, never stretch it past its queue's: the preemptor waits.
+    w = Cluster(
+        {"a": task(0, 1, runtimeEnv={"env_vars": {STOP_WAIT_ENV: asked, "X": "1"}})},
+        options=replace(ON, preemption_grace_seconds=30),
+    )
+    (submit,) = w.step().submits
+    assert submit.request.runtime_env == {"env_vars": {STOP_WAIT_ENV: sent, "X": "1"}}
+
+
 def test_restart_after_crash_between_stops_and_submit_preempts_no_more() -> None:
     # The planner is level-triggered: a restart is a pass over the same sidecars and Ray.
     w = filled(urgent=task(9, 2))
