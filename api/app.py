@@ -19,7 +19,7 @@ from api.errors import install_handlers
 from api.middleware import MAX_BODY_BYTES, BodyLimit
 from api.ports import Loop, Observability
 from api.routes import cluster, config, legacy, metrics, queues, tasks, ui
-from api.security import OriginCheck, TokenAuth, allowed_hosts
+from api.security import OriginCheck, TokenAuth, allowed_hosts, own_host_names
 from specs.access import TOKEN_ENV, Tokens, insecure_warning, load_tokens
 from specs.cluster import RayAdapter
 from specs.service import TaskService
@@ -97,7 +97,11 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     if tokens.required:
         app.add_middleware(TokenAuth, tokens=tokens, exempt=unauthenticated_paths(settings))
-    app.add_middleware(OriginCheck, allowed_origins=settings.allowed_origins)
+    app.add_middleware(
+        OriginCheck,
+        allowed_origins=settings.allowed_origins,
+        own_hosts=own_host_names(settings),
+    )
     app.add_middleware(
         TrustedHostMiddleware, allowed_hosts=allowed_hosts(settings), www_redirect=False
     )

@@ -52,6 +52,7 @@ def test_an_unusable_token_file_exits_non_zero(tmp_path: Path, content: str | No
     token_file = tmp_path / "token"
     if content is not None:
         token_file.write_text(content)
+        token_file.chmod(0o600)
     result = rayqueue(
         "serve", "--dir", str(tmp_path / "tasks"), "--host", "0.0.0.0", "--token-file",
         str(token_file),
@@ -64,6 +65,7 @@ def test_an_unusable_token_file_exits_non_zero(tmp_path: Path, content: str | No
 def test_a_broken_team_tokens_file_exits_non_zero(tmp_path: Path) -> None:
     path = tmp_path / "tokens.yaml"
     path.write_text("tokens:\n  - {name: a, token: plain, role: admin}\n")
+    path.chmod(0o600)
     result = rayqueue("serve", "--dir", str(tmp_path / "t"), "--team-tokens", str(path))
     assert result.returncode == 1 and "rayqueue token hash" in result.stderr, result
 
