@@ -441,11 +441,12 @@ def test_one_audit_line_per_write_and_never_a_token(
         teams.get("/tasks", headers=auth("viewer"))  # a read: no audit line
         teams.get("/tasks", headers={"Authorization": "Bearer tok-wrong"})
     audit = [r.getMessage() for r in caplog.records if r.name == "rayqueue.audit"]
-    assert len(audit) == 4, audit
+    assert len(audit) == 5, audit
     assert audit[0].startswith("created team-a/k by team-a-ci")
     assert audit[1].startswith("patched team-a/k by team-a-ci")
     assert audit[2].startswith("deleted team-a/k by team-a-ci")
     assert audit[3].startswith("refused PUT /tasks/team-b/k by team-a-ci")
+    assert audit[4].startswith("refused GET /tasks by (no known token)")  # the 401 too
     everything = caplog.text + "".join(str(r.args) for r in caplog.records)
     for token, _, _ in TOKENS.values():
         assert token not in everything
