@@ -77,7 +77,7 @@ class FrontDoor:
     @staticmethod
     def _audit(scope: Scope, status: int, body: bytes) -> None:
         principal = scope.get(PRINCIPAL_KEY)
-        who = principal.name if isinstance(principal, Principal) else "(no known token)"
+        who = principal.name if isinstance(principal, Principal) else "(unidentified)"
         client = scope.get("client")
         address = f"{client[0]}:{client[1]}" if client else "-"
         audit_log.warning(

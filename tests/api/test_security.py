@@ -446,7 +446,7 @@ def test_one_audit_line_per_write_and_never_a_token(
     assert audit[1].startswith("patched team-a/k by team-a-ci")
     assert audit[2].startswith("deleted team-a/k by team-a-ci")
     assert audit[3].startswith("refused PUT /tasks/team-b/k by team-a-ci")
-    assert audit[4].startswith("refused GET /tasks by (no known token)")  # the 401 too
+    assert audit[4].startswith("refused GET /tasks by (unidentified)")  # the 401 too
     everything = caplog.text + "".join(str(r.args) for r in caplog.records)
     for token, _, _ in TOKENS.values():
         assert token not in everything
