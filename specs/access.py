@@ -34,6 +34,7 @@ import yaml
 
 from specs.settings import Settings
 from specs.store import InvalidName, validate_name
+from specs.yamldepth import TooDeep, check_nesting
 
 TOKEN_ENV = "RAYQUEUE_API_TOKEN"
 SINGLE_TOKEN_NAME = "api-token"
@@ -154,7 +155,10 @@ class Tokens:
 def parse_tokens_file(data: bytes, file: str) -> tuple[_Entry, ...]:
     """Entries of a team tokens file; AccessError naming the file and entry on any mistake."""
     try:
+        check_nesting(data)
         document = yaml.safe_load(data)
+    except TooDeep as exc:
+        raise AccessError(f"{file}: {exc}") from None
     except yaml.YAMLError as exc:
         raise AccessError(f"{file}: not valid YAML: {exc}") from None
     if not isinstance(document, dict) or not isinstance(document.get("tokens"), list):

@@ -189,7 +189,10 @@ def test_with_the_token_requests_pass(secured: TestClient) -> None:
     response = secured.post("/add_task", json=SEED_BODY, headers=auth)
     assert response.status_code == 200
     assert (
-        secured.get("/tasks", headers={"Authorization": "bearer s3cret-token-0123456789abcdef-xyz"}).status_code == 200
+        secured.get(
+            "/tasks", headers={"Authorization": "bearer s3cret-token-0123456789abcdef-xyz"}
+        ).status_code
+        == 200
     )
     assert secured.get("/docs", headers=auth).status_code == 200
     # With the token, the probe says why it is not ready.
@@ -200,7 +203,12 @@ def test_token_from_the_environment(tasks_dir: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv(TOKEN_ENV, "from-env-0123456789abcdef-0123456")
     with TestClient(create_app(Settings(tasks_dir=tasks_dir)), base_url=BASE_URL) as client:
         assert client.get("/tasks").status_code == 401
-        assert client.get("/tasks", headers={"Authorization": "Bearer from-env-0123456789abcdef-0123456"}).status_code == 200
+        assert (
+            client.get(
+                "/tasks", headers={"Authorization": "Bearer from-env-0123456789abcdef-0123456"}
+            ).status_code
+            == 200
+        )
 
 
 @pytest.mark.parametrize(

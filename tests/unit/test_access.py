@@ -142,8 +142,13 @@ def test_load_tokens_sources(tmp_path: Path) -> None:
     (tmp_path / "tok").write_text("  from-file-0123456789abcdef-0123456\n")
     (tmp_path / "tok").chmod(0o600)
     from_file = Settings(tasks_dir=tmp_path, token_file=tmp_path / "tok")
-    tokens = load_tokens(from_file, environ={"RAYQUEUE_API_TOKEN": "from-env-0123456789abcdef-0123456"})
-    assert tokens.identify(b"from-file-0123456789abcdef-0123456") is not None and tokens.identify(b"from-env-0123456789abcdef-0123456") is None
+    tokens = load_tokens(
+        from_file, environ={"RAYQUEUE_API_TOKEN": "from-env-0123456789abcdef-0123456"}
+    )
+    assert (
+        tokens.identify(b"from-file-0123456789abcdef-0123456") is not None
+        and tokens.identify(b"from-env-0123456789abcdef-0123456") is None
+    )
     (tmp_path / "two").write_text("a b\n")
     (tmp_path / "two").chmod(0o600)
     with pytest.raises(AccessError, match="more than one"):
