@@ -55,7 +55,8 @@ def check_nesting(text: str | bytes, *, limit: int = MAX_NESTING) -> None:
                 depth += 1
                 if depth > limit:
                     mark = event.start_mark
-                    raise TooDeep(limit, mark.line + 1, mark.column + 1)
+                    line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+                    raise TooDeep(limit, line, column)
             elif isinstance(event, _CLOSE):
                 depth -= 1
     except yaml.MarkedYAMLError as exc:
@@ -66,8 +67,6 @@ def check_nesting(text: str | bytes, *, limit: int = MAX_NESTING) -> None:
         return
     except yaml.YAMLError:
         return
-    finally:
-        events.close()
 
 
 __all__ = ["MAX_NESTING", "TooDeep", "check_nesting"]

@@ -130,9 +130,10 @@ def teams(tmp_path: Path, tasks_dir: Path) -> Iterator[Teams]:
         "viewer": "viewer-0123456789abcdef-012345",
     }
     entries = [
-        {"name": "team-a", "sha256": hash_token(tokens["team-a"]), "role": "write", "folders": ["team-a"]},
+        {"name": "team-a", "sha256": hash_token(tokens["team-a"]), "role": "write"},
         {"name": "viewer", "sha256": hash_token(tokens["viewer"]), "role": "read"},
-    ]  # fmt: skip
+    ]
+    entries[0]["folders"] = ["team-a"]
     path = tmp_path / "tokens.yaml"
     path.write_text(yaml.safe_dump({"tokens": entries}))
     path.chmod(0o600)
