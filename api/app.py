@@ -17,11 +17,12 @@ from fastapi import FastAPI
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from api.errors import install_handlers
+from api.frontdoor import RayqueueAPI
 from api.middleware import MAX_BODY_BYTES, BodyLimit
 from api.ports import Loop, Observability
 from api.ratelimit import RateLimit, RateLimits
-from api.routes import cluster, config, legacy, metrics, queues, tasks, ui
-from api.security import OriginCheck, TokenAuth, allowed_hosts
+from api.routes import cluster, config, docs, legacy, metrics, queues, tasks, ui
+from api.security import OriginCheck, TokenAuth, allowed_hosts, own_host_names
 from specs.access import TOKEN_ENV, Tokens, insecure_warning, load_tokens
 from specs.cluster import RayAdapter
 from specs.service import TaskService
@@ -69,11 +70,15 @@ def create_app(
         log.info("HTTP API ready (tasks folder %s)", settings.tasks_dir)
         yield
 
-    app = FastAPI(
+    # The docs pages are our own (api/routes/docs.py): FastAPI's load Swagger UI from a CDN.
+    # RayqueueAPI puts api.frontdoor.FrontDoor (security headers, 401/403 audit) outermost.
+    app = RayqueueAPI(
         title="rayqueue",
         version="0.1.0",
         summary="A job queue in front of a shared Ray cluster; specs are files.",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.reconciler = reconciler
@@ -96,13 +101,18 @@ def create_app(
     app.include_router(metrics.router)
     app.include_router(ui.router)
     app.include_router(config.router)
+    app.include_router(docs.router)
     # Each one added wraps the ones before, so they run in the reverse order: Host, Origin,
     # token, rate, body cap. A refused request is never read or routed.
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     if tokens.required:
         app.add_middleware(RateLimit, limits=app.state.rate_limits)
         app.add_middleware(TokenAuth, tokens=tokens, exempt=unauthenticated_paths(settings))
-    app.add_middleware(OriginCheck, allowed_origins=settings.allowed_origins)
+    app.add_middleware(
+        OriginCheck,
+        allowed_origins=settings.allowed_origins,
+        own_hosts=own_host_names(settings),
+    )
     app.add_middleware(
         TrustedHostMiddleware, allowed_hosts=allowed_hosts(settings), www_redirect=False
     )

@@ -45,9 +45,8 @@ Caller = Annotated[Principal, Depends(get_principal)]
 
 
 def refuse(request: Request, principal: Principal, target: str, why: str) -> Forbidden:
-    audit_log.warning(
-        "refused %s %s by %s: %s", request.method, request.url.path, principal.name, why
-    )
+    # The audit line is written by api.frontdoor.FrontDoor, once for every 401 and 403.
+    del request
     return Forbidden(f"token {principal.name} may not change {target}: it {why}")
 
 
@@ -72,10 +71,8 @@ def require_top(request: Request, principal: Principal) -> None:
 
 
 def deny(request: Request, principal: Principal, why: str) -> Forbidden:
-    """403 for a write the token's policy forbids; `why` starts with "may not"."""
-    audit_log.warning(
-        "refused %s %s by %s: %s", request.method, request.url.path, principal.name, why
-    )
+    """403 for a write the token's policy forbids; `why` starts with "may not". The front door
+    (api.frontdoor) writes the audit line, as for every 403."""
     return Forbidden(f"token {principal.name} {why}")
 
 

@@ -42,6 +42,32 @@ def allowed_hosts(settings: Settings) -> list[str]:
     return list(dict.fromkeys(h.lower() for h in hosts))
 
 
+def has_wildcard(settings: Settings) -> bool:
+    """Whether --allowed-hosts lets in names the operator did not list one by one."""
+    return any(h.startswith("*") for h in settings.allowed_hosts)
+
+
+def own_host_names(settings: Settings) -> frozenset[str] | None:
+    """The names whose Host header may stand for the API's own origin, or None: any Host that
+    passed the Host check.
+
+    With a wildcard in --allowed-hosts the Host check no longer proves that the Host names
+    this server (a rebinding page sends its own name and `*` lets it in), so only the names
+    configured one by one count: loopback, --host when it names one machine, and the explicit
+    --allowed-hosts."""
+    if not has_wildcard(settings):
+        return None
+    return frozenset(h for h in allowed_hosts(settings) if not h.startswith("*"))
+
+
+def host_name(host: str) -> str:
+    """The name part of a Host header (or an --allowed-hosts entry), lower case, IPv6 in []."""
+    name = host.strip().lower()
+    if name.startswith("["):
+        return name.partition("]")[0] + "]"
+    return name.partition(":")[0]
+
+
 def normalize_origin(origin: str) -> str | None:
     """scheme://host[:port] in lower case, the default port left out; None if not an origin."""
     try:
@@ -98,20 +124,31 @@ def origin_problem(
 class OriginCheck:
     """403 for a POST, PUT, PATCH or DELETE from another web origin (see origin_problem)."""
 
-    def __init__(self, app: ASGIApp, *, allowed_origins: Iterable[str]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        allowed_origins: Iterable[str],
+        own_hosts: frozenset[str] | None = None,
+    ) -> None:
         self.app = app
         self.allowed = frozenset(
             n for n in (normalize_origin(o) for o in allowed_origins) if n is not None
         )
+        # None: the Host check vouches for every Host it lets through (see own_host_names).
+        self.own_hosts = None if own_hosts is None else frozenset(map(host_name, own_hosts))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        host = header(scope, b"host")
-        # The Host check ran first, so the Host header names this server.
+        raw = header(scope, b"host")
+        host = raw.decode("latin-1") if raw else ""
+        # The Host check ran first; without a wildcard, the Host header names this server.
+        if self.own_hosts is not None and host_name(host) not in self.own_hosts:
+            host = ""  # a name only a wildcard let in: never this API's own origin
         scheme = scope.get("scheme", "http")
-        own = normalize_origin(f"{scheme}://{host.decode('latin-1')}") if host else None
+        own = normalize_origin(f"{scheme}://{host}") if host else None
         problem = origin_problem(
             scope["method"],
             header(scope, b"origin"),

@@ -1,14 +1,110 @@
-"""Serve the HTTP API with uvicorn, in the calling thread, until uvicorn is told to stop."""
+"""Serve the HTTP API with uvicorn, in the calling thread, until uvicorn is told to stop.
+
+Slow clients are bounded: uvicorn times out idle keep-alive connections but not a request
+that arrives a byte at a time, so the h11 protocol here closes a connection whose request line
+and headers take longer than HEADER_TIMEOUT_SECONDS, or whose body takes longer than
+BODY_TIMEOUT_SECONDS; and at most MAX_CONNECTIONS connections are served at once (the next
+request gets a 503 until one closes).
+"""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
+import h11
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from api.app import create_app
 from api.ports import Loop, Observability
 from specs.access import Tokens
 from specs.cluster import RayAdapter
 from specs.settings import Settings
+
+HEADER_TIMEOUT_SECONDS = 10.0
+BODY_TIMEOUT_SECONDS = 30.0
+MAX_CONNECTIONS = 64
+KEEP_ALIVE_SECONDS = 5  # uvicorn's default, stated here so all the bounds are in one place
+_READ = frozenset({h11.IDLE, h11.SEND_BODY})  # their states while we still wait for bytes
+
+
+class BoundedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on reading each request: `header_timeout` from
+    the first byte (or the connection) to the end of the headers, then `body_timeout` for the
+    body. A client past its deadline is disconnected; the app sees `http.disconnect`."""
+
+    header_timeout = HEADER_TIMEOUT_SECONDS
+    body_timeout = BODY_TIMEOUT_SECONDS
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._reading_body = False
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm(self.header_timeout, body=False)
+
+    def data_received(self, data: bytes) -> None:
+        if self._deadline is None and self.conn.their_state is h11.IDLE:
+            self._arm(self.header_timeout, body=False)  # the next request on a kept-alive one
+        super().data_received(data)
+        state = self.conn.their_state
+        if state is h11.SEND_BODY and not self._reading_body:
+            self._arm(self.body_timeout, body=True)
+        elif state not in _READ:
+            self._disarm()  # the whole request is in; the app's own time is not bounded here
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self, seconds: float, *, body: bool) -> None:
+        self._disarm()
+        self._reading_body = body
+        self._deadline = self.loop.call_later(seconds, self._too_slow)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        self._reading_body = False
+
+    def _too_slow(self) -> None:
+        self._deadline = None
+        if not self.transport.is_closing():
+            what = "body" if self._reading_body else "request headers"
+            self.logger.warning("closing a connection from %s: %s too slow", self.client, what)
+            self.transport.close()
+
+
+def bounded_protocol(header_timeout: float, body_timeout: float) -> type[BoundedH11Protocol]:
+    """BoundedH11Protocol with other deadlines (tests use short ones)."""
+    attributes = {"header_timeout": header_timeout, "body_timeout": body_timeout}
+    return type("BoundedH11Protocol", (BoundedH11Protocol,), attributes)
+
+
+def uvicorn_config(
+    app: Any,
+    settings: Settings,
+    *,
+    protocol: type[BoundedH11Protocol] = BoundedH11Protocol,
+    max_connections: int = MAX_CONNECTIONS,
+) -> uvicorn.Config:
+    # log_config=None: uvicorn leaves logging alone, so its records go through the handler
+    # the daemon set up (one format for every line); access logs only when asked for.
+    return uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        http=protocol,
+        log_level="info",
+        log_config=None,
+        access_log=settings.access_log,
+        limit_concurrency=max_connections,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+    )
 
 
 def serve_api(
@@ -19,14 +115,4 @@ def serve_api(
     observability: Observability | None = None,
 ) -> None:
     app = create_app(settings, reconciler=loop, ray=ray, observability=observability, tokens=tokens)
-    # log_config=None: uvicorn leaves logging alone, so its records go through the handler
-    # the daemon set up (one format for every line); access logs only when asked for.
-    config = uvicorn.Config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        log_level="info",
-        log_config=None,
-        access_log=settings.access_log,
-    )
-    uvicorn.Server(config).run()
+    uvicorn.Server(uvicorn_config(app, settings)).run()

@@ -27,6 +27,7 @@ import hmac
 import ipaddress
 import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -38,6 +39,7 @@ import yaml
 from specs.policy import POLICY_KEYS, UNRESTRICTED, Policy, PolicyError, parse_policy
 from specs.settings import Settings
 from specs.store import InvalidName, validate_name
+from specs.yamldepth import TooDeep, check_nesting
 
 TOKEN_ENV = "RAYQUEUE_API_TOKEN"
 SINGLE_TOKEN_NAME = "api-token"
@@ -45,6 +47,12 @@ ANONYMOUS_NAME = "anonymous"
 TOP = "/"  # the folder entry for the whole tree
 CONFIG_PREFIX = "_"  # top-level names reserved for configuration (admin only)
 MAX_TOKENS_FILE_BYTES = 1 << 20
+# 32 characters of a random token are ~190 bits (token_urlsafe): far beyond guessing over HTTP.
+MIN_TOKEN_LENGTH = 32
+MAKE_TOKEN = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+# Group write or any access by others. Group read stays allowed: it is how Kubernetes (fsGroup,
+# defaultMode 0440) shares a Secret with a non-root process.
+_LOOSE_MODE = stat.S_IWGRP | stat.S_IRWXO
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,99}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -165,7 +173,10 @@ class Tokens:
 def parse_tokens_file(data: bytes, file: str) -> tuple[_Entry, ...]:
     """Entries of a team tokens file; AccessError naming the file and entry on any mistake."""
     try:
+        check_nesting(data)
         document = yaml.safe_load(data)
+    except TooDeep as exc:
+        raise AccessError(f"{file}: {exc}") from None
     except yaml.YAMLError as exc:
         raise AccessError(f"{file}: not valid YAML: {exc}") from None
     if not isinstance(document, dict) or not isinstance(document.get("tokens"), list):
@@ -245,7 +256,14 @@ def _read_small(path: Path, what: str) -> bytes:
     try:
         if not path.is_file():
             raise AccessError(f"{what} {path} is not a file (does it exist?)")
-        if path.stat().st_size > MAX_TOKENS_FILE_BYTES:
+        status = path.stat()
+        if status.st_mode & _LOOSE_MODE:
+            raise AccessError(
+                f"{what} {path} is open to others (mode {stat.S_IMODE(status.st_mode):04o}): "
+                f"only its owner (and at most its group, read-only) may read it. "
+                f"Fix it with `chmod 600 {path}`"
+            )
+        if status.st_size > MAX_TOKENS_FILE_BYTES:
             raise AccessError(f"{what} {path} is larger than 1 MiB")
         return path.read_bytes()
     except OSError as exc:
@@ -253,17 +271,27 @@ def _read_small(path: Path, what: str) -> bytes:
 
 
 def single_token(settings: Settings, environ: Mapping[str, str]) -> str | None:
-    """settings.api_token, else --token-file's content, else $RAYQUEUE_API_TOKEN."""
+    """settings.api_token, else --token-file's content, else $RAYQUEUE_API_TOKEN; AccessError
+    for a token shorter than MIN_TOKEN_LENGTH."""
     if settings.api_token:
-        return settings.api_token
-    if settings.token_file is not None:
+        token, source = settings.api_token, "the API token"
+    elif settings.token_file is not None:
         text = _read_small(settings.token_file, "token file").decode(errors="replace").strip()
         if not text:
             raise AccessError(f"token file {settings.token_file} is empty")
         if any(c.isspace() for c in text):
             raise AccessError(f"token file {settings.token_file} holds more than one word")
-        return text
-    return environ.get(TOKEN_ENV) or None
+        token, source = text, f"the token in {settings.token_file}"
+    elif environ.get(TOKEN_ENV):
+        token, source = environ[TOKEN_ENV], f"${TOKEN_ENV}"
+    else:
+        return None
+    if len(token) < MIN_TOKEN_LENGTH:
+        raise AccessError(
+            f"{source} is {len(token)} characters long; at least {MIN_TOKEN_LENGTH} are "
+            f"needed, so it cannot be guessed. Make one with: {MAKE_TOKEN}"
+        )
+    return token
 
 
 def load_tokens(settings: Settings, environ: Mapping[str, str] | None = None) -> Tokens:
@@ -293,8 +321,19 @@ def is_loopback(host: str) -> bool:
 
 
 def exposure_problem(settings: Settings, tokens: Tokens) -> str | None:
-    """Why this HTTP listener must not start, or None: a non-loopback bind needs a token."""
-    if not settings.api or tokens.required or is_loopback(settings.host):
+    """Why this HTTP listener must not start, or None: a non-loopback bind needs a token, and
+    so does `--allowed-hosts '*'` (any web page could rebind its name to this address and read
+    every task from a visitor's browser)."""
+    if not settings.api or tokens.required:
+        return None
+    if "*" in settings.allowed_hosts:
+        return (
+            "refusing to serve the HTTP API with --allowed-hosts '*' and no token: any web "
+            "page could rebind its own name to this address (DNS rebinding) and read or "
+            f"change tasks from a visitor's browser. Set {TOKEN_ENV} (or --token-file PATH, or "
+            "--team-tokens PATH), or list the names clients use: --allowed-hosts rq.example.com"
+        )
+    if is_loopback(settings.host):
         return None
     if settings.insecure_no_auth:
         return None
@@ -320,6 +359,7 @@ def insecure_warning(settings: Settings, tokens: Tokens) -> str | None:
 
 __all__ = [
     "ANONYMOUS",
+    "MIN_TOKEN_LENGTH",
     "TOKEN_ENV",
     "TOP",
     "AccessError",

@@ -18,6 +18,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from specs.models import Task, TaskStatus
 from specs.queues import CONFIG_FILE, QueueConfig
+from specs.yamldepth import TooDeep, check_nesting
 
 log = logging.getLogger("rayqueue.parse")
 
@@ -27,9 +28,8 @@ MAX_FILE_BYTES = 1 << 20
 MAX_NODES = 100_000
 # Deeper structures would later overflow recursive code (json.dumps, Ray's runtime_env).
 MAX_DEPTH = 100
-# libyaml's composer recurses in C and segfaults on ~50k nested collections; above this crude
-# bound we use the pure-Python loader, which fails with a clean RecursionError instead.
-_C_SAFE_NESTING = 2000
+# libyaml's composer recurses in C (it segfaults on ~50k nested collections): every text is
+# checked by specs.yamldepth first, so it only ever composes shallow documents.
 
 _FastLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FastDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -248,11 +248,13 @@ def _decode(text: str | bytes, file: str) -> str:
 
 def _load(text: str, file: str, *, single: bool) -> list[tuple[Node, Any]]:
     """Compose once, then build the data from the nodes: nodes give marks, data gives values."""
-    nesting_bound = sum(text.count(c) for c in "[{-:?")
-    loader_cls = _FastLoader if nesting_bound <= _C_SAFE_NESTING else yaml.SafeLoader
+    try:
+        check_nesting(text)  # before composing: a nesting bomb costs a scan, not a parse
+    except TooDeep as deep:
+        raise _Found(SpecError(file, None, deep.line, deep.column, deep.reason)) from None
     loader = None
     try:
-        loader = loader_cls(text)
+        loader = _FastLoader(text)
         nodes: list[Node] = []
         if single:
             node = loader.get_single_node()

@@ -46,6 +46,7 @@ from specs.store import (
     validate_name,
 )
 from specs.views import SpecFile, TaskView
+from specs.yamldepth import TooDeep, check_nesting
 from specs.yamledit import load_document, patch_text
 
 WRITTEN_BY = "rayqueue/written-by"  # the API's caller (a token name) that last wrote a spec
@@ -431,7 +432,10 @@ class TaskService:
         checked as the loop will read it; other names only as a YAML mapping."""
         path = self.config_path(file)
         try:
+            check_nesting(data)  # before parsing: a nesting bomb costs a scan, not a parse
             document = yaml.safe_load(data)
+        except TooDeep as exc:
+            raise ConfigRejected(f"{file}: {exc}") from None
         except (yaml.YAMLError, UnicodeDecodeError) as exc:
             raise ConfigRejected(f"{file} is not valid YAML: {exc}") from None
         if not isinstance(document, dict):

@@ -21,7 +21,8 @@ EPILOG = """\
 examples:
   rayqueue token new --name team-a-ci --role write --folder team-a >> tokens.yaml.part
   printf %s "$TOKEN" | rayqueue token hash
-  head -c 32 /dev/urandom | base64 | tr -d '/+=' > api-token   # a token for --token-file
+  (umask 077; python3 -c 'import secrets; print(secrets.token_urlsafe(32))' > api-token)
+                                                            # a token for --token-file
 
 `new` prints the token once, on standard error, and the YAML entry (its hash) on standard
 output; put the entries under `tokens:` in the file given to `rayqueue serve --team-tokens`.

@@ -20,7 +20,7 @@ from specs.store import TaskStore
 from tests.api.conftest import BASE_URL, TestClient, task_yaml
 from tests.support.clock import FakeClock
 
-TOKEN = "s3cret"
+TOKEN = "s3cret-0123456789abcdef-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 

@@ -135,7 +135,7 @@ def test_unknown_routes_and_methods_answer_json(client: TestClient) -> None:
 
 @pytest.fixture
 def secured(tasks_dir: Path) -> Iterator[TestClient]:
-    settings = Settings(tasks_dir=tasks_dir, api_token="s3cret-token")
+    settings = Settings(tasks_dir=tasks_dir, api_token="s3cret-token-0123456789abcdef-xyz")
     with TestClient(create_app(settings), base_url=BASE_URL) as client:
         yield client
 
@@ -145,10 +145,10 @@ def secured(tasks_dir: Path) -> Iterator[TestClient]:
     [
         None,
         "Bearer wrong",
-        "Bearer s3cret-toke",
-        "Bearer s3cret-token-and-more",
-        "Basic s3cret-token",
-        "s3cret-token",
+        "Bearer s3cret-token-0123456789abcdef-xy",
+        "Bearer s3cret-token-0123456789abcdef-xyz-and-more",
+        "Basic s3cret-token-0123456789abcdef-xyz",
+        "s3cret-token-0123456789abcdef-xyz",
         "Bearer",
         "",
     ],
@@ -185,11 +185,14 @@ def test_without_the_token_everything_but_healthz_is_401(
 
 
 def test_with_the_token_requests_pass(secured: TestClient) -> None:
-    auth = {"Authorization": "Bearer s3cret-token"}
+    auth = {"Authorization": "Bearer s3cret-token-0123456789abcdef-xyz"}
     response = secured.post("/add_task", json=SEED_BODY, headers=auth)
     assert response.status_code == 200
     assert (
-        secured.get("/tasks", headers={"Authorization": "bearer s3cret-token"}).status_code == 200
+        secured.get(
+            "/tasks", headers={"Authorization": "bearer s3cret-token-0123456789abcdef-xyz"}
+        ).status_code
+        == 200
     )
     assert secured.get("/docs", headers=auth).status_code == 200
     # With the token, the probe says why it is not ready.
@@ -197,10 +200,15 @@ def test_with_the_token_requests_pass(secured: TestClient) -> None:
 
 
 def test_token_from_the_environment(tasks_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(TOKEN_ENV, "from-env")
+    monkeypatch.setenv(TOKEN_ENV, "from-env-0123456789abcdef-0123456")
     with TestClient(create_app(Settings(tasks_dir=tasks_dir)), base_url=BASE_URL) as client:
         assert client.get("/tasks").status_code == 401
-        assert client.get("/tasks", headers={"Authorization": "Bearer from-env"}).status_code == 200
+        assert (
+            client.get(
+                "/tasks", headers={"Authorization": "Bearer from-env-0123456789abcdef-0123456"}
+            ).status_code
+            == 200
+        )
 
 
 @pytest.mark.parametrize(
@@ -210,7 +218,7 @@ def test_token_from_the_environment(tasks_dir: Path, monkeypatch: pytest.MonkeyP
         ("10.1.2.3", None, True),
         ("head.example.org", None, True),
         ("::", None, True),
-        ("0.0.0.0", "t", False),
+        ("0.0.0.0", "t" * 32, False),
         ("127.0.0.1", None, False),
         ("localhost", None, False),
         ("::1", None, False),

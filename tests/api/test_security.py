@@ -74,9 +74,9 @@ def test_loopback_hosts_are_served(client: TestClient, host: str) -> None:
 
 def test_allowed_hosts_and_the_bind_address_are_served(tasks_dir: Path) -> None:
     settings = Settings(
-        tasks_dir=tasks_dir, host="10.1.2.3", api_token="t" * 20, allowed_hosts=("rq.corp", "*.lab")
+        tasks_dir=tasks_dir, host="10.1.2.3", api_token="t" * 32, allowed_hosts=("rq.corp", "*.lab")
     )
-    auth = {"Authorization": "Bearer " + "t" * 20}
+    auth = {"Authorization": "Bearer " + "t" * 32}
     with TestClient(create_app(settings), base_url=BASE_URL) as client:
         for host in ("10.1.2.3:8264", "rq.corp", "gpu.lab:8264", "localhost"):
             assert client.get("/tasks", headers={**auth, "Host": host}).status_code == 200, host
@@ -85,7 +85,7 @@ def test_allowed_hosts_and_the_bind_address_are_served(tasks_dir: Path) -> None:
 
 
 def test_a_wildcard_bind_adds_no_host(tasks_dir: Path) -> None:
-    settings = Settings(tasks_dir=tasks_dir, host="0.0.0.0", api_token="t" * 20)
+    settings = Settings(tasks_dir=tasks_dir, host="0.0.0.0", api_token="t" * 32)
     with TestClient(create_app(settings), base_url=BASE_URL) as client:
         assert client.get("/healthz", headers={"Host": "0.0.0.0:8264"}).status_code == 400
         assert client.get("/healthz").status_code == 200
@@ -191,6 +191,7 @@ def teams(tmp_path: Path, tasks_dir: Path) -> Iterator[TestClient]:
         entries.append(entry)
     path = tmp_path / "tokens.yaml"
     path.write_text(yaml.safe_dump({"tokens": entries}))
+    path.chmod(0o600)  # a token file open to others is refused
     assert "tok-" not in path.read_text()  # only hashes are stored
     for team in ("team-a", "team-b"):
         (tasks_dir / team).mkdir()
@@ -440,11 +441,12 @@ def test_one_audit_line_per_write_and_never_a_token(
         teams.get("/tasks", headers=auth("viewer"))  # a read: no audit line
         teams.get("/tasks", headers={"Authorization": "Bearer tok-wrong"})
     audit = [r.getMessage() for r in caplog.records if r.name == "rayqueue.audit"]
-    assert len(audit) == 4, audit
+    assert len(audit) == 5, audit
     assert audit[0].startswith("created team-a/k by team-a-ci")
     assert audit[1].startswith("patched team-a/k by team-a-ci")
     assert audit[2].startswith("deleted team-a/k by team-a-ci")
     assert audit[3].startswith("refused PUT /tasks/team-b/k by team-a-ci")
+    assert audit[4].startswith("refused GET /tasks by (unidentified)")  # the 401 too
     everything = caplog.text + "".join(str(r.args) for r in caplog.records)
     for token, _, _ in TOKENS.values():
         assert token not in everything

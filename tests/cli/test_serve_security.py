@@ -47,11 +47,39 @@ def test_a_non_loopback_bind_without_a_token_exits_non_zero(tmp_path: Path, host
     assert time.monotonic() - started < 30
 
 
+def test_allowed_hosts_star_without_a_token_exits_non_zero(tmp_path: Path) -> None:
+    """Fails on main: `--allowed-hosts '*'` on loopback with no token started, and a rebound
+    page could use the API from a visitor's browser."""
+    result = rayqueue("serve", "--dir", str(tmp_path / "tasks"), "--allowed-hosts", "*")
+    assert result.returncode == 1, result
+    assert "--allowed-hosts '*'" in result.stderr and "DNS rebinding" in result.stderr
+    assert "RAYQUEUE_API_TOKEN" in result.stderr
+    assert not (tmp_path / "tasks").exists()
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o666])
+def test_a_short_or_open_token_file_exits_non_zero(tmp_path: Path, mode: int) -> None:
+    """Fails on main: a one-byte token in a world-writable --token-file was accepted."""
+    token_file = tmp_path / "token"
+    token_file.write_text("x" * 40)
+    token_file.chmod(mode)
+    argv = ["serve", "--dir", str(tmp_path / "tasks"), "--token-file", str(token_file)]
+    result = rayqueue(*argv)
+    assert result.returncode == 1 and f"chmod 600 {token_file}" in result.stderr, result
+    token_file.chmod(0o600)
+    token_file.write_text("x")
+    result = rayqueue(*argv)
+    assert result.returncode == 1 and "at least 32" in result.stderr, result
+    assert "token_urlsafe" in result.stderr
+    assert not (tmp_path / "tasks").exists()
+
+
 @pytest.mark.parametrize("content", [None, "", "two words"])
 def test_an_unusable_token_file_exits_non_zero(tmp_path: Path, content: str | None) -> None:
     token_file = tmp_path / "token"
     if content is not None:
         token_file.write_text(content)
+        token_file.chmod(0o600)
     result = rayqueue(
         "serve", "--dir", str(tmp_path / "tasks"), "--host", "0.0.0.0", "--token-file",
         str(token_file),
@@ -64,6 +92,7 @@ def test_an_unusable_token_file_exits_non_zero(tmp_path: Path, content: str | No
 def test_a_broken_team_tokens_file_exits_non_zero(tmp_path: Path) -> None:
     path = tmp_path / "tokens.yaml"
     path.write_text("tokens:\n  - {name: a, token: plain, role: admin}\n")
+    path.chmod(0o600)
     result = rayqueue("serve", "--dir", str(tmp_path / "t"), "--team-tokens", str(path))
     assert result.returncode == 1 and "rayqueue token hash" in result.stderr, result
 

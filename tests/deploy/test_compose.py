@@ -131,12 +131,14 @@ def test_without_the_secret_file_the_scheduler_refuses_to_start(
         with pytest.raises(AccessError):
             load_tokens(dataclasses.replace(settings, token_file=missing), environ={})
     (tmp_path / "empty").write_text("\n")
+    (tmp_path / "empty").chmod(0o600)
     with pytest.raises(AccessError, match="empty"):
         load_tokens(dataclasses.replace(settings, token_file=tmp_path / "empty"), environ={})
     # And with no token at all, a 0.0.0.0 listener is refused outright.
     no_token = dataclasses.replace(settings, token_file=None)
     assert exposure_problem(no_token, load_tokens(no_token, environ={})) is not None
     (tmp_path / "token").write_text("x" * 43 + "\n")
+    (tmp_path / "token").chmod(0o600)
     with_token = dataclasses.replace(settings, token_file=tmp_path / "token")
     tokens = load_tokens(with_token, environ={})
     assert tokens.required and exposure_problem(with_token, tokens) is None

@@ -27,7 +27,7 @@ from tests.support.net import answers, free_port
 
 pytestmark = pytest.mark.ray
 
-TOKEN = "ui-test-token"
+TOKEN = "ui-test-token-0123456789abcdef-0123"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",

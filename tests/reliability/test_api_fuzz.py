@@ -31,7 +31,7 @@ from tests.support.net import free_port
 from tests.support.specs import snapshot, task_yaml
 from tests.support.world import GIB
 
-TOKEN = "rel-token-5f2c"
+TOKEN = "rel-token-5f2c-0123456789abcdef-0123"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 EXAMPLES = int(os.environ.get("RAYQUEUE_API_EXAMPLES", "100"))
 

@@ -219,19 +219,27 @@ def test_resolves_within_follows_symlinks(tmp_path: Path) -> None:
 def test_load_tokens_sources(tmp_path: Path) -> None:
     base = Settings(tasks_dir=tmp_path)
     assert not load_tokens(base, environ={}).required
-    env = load_tokens(base, environ={"RAYQUEUE_API_TOKEN": "from-env"})
-    assert env.identify(b"from-env") is not None
-    (tmp_path / "tok").write_text("  from-file\n")
+    env = load_tokens(base, environ={"RAYQUEUE_API_TOKEN": "from-env-0123456789abcdef-0123456"})
+    assert env.identify(b"from-env-0123456789abcdef-0123456") is not None
+    (tmp_path / "tok").write_text("  from-file-0123456789abcdef-0123456\n")
+    (tmp_path / "tok").chmod(0o600)
     from_file = Settings(tasks_dir=tmp_path, token_file=tmp_path / "tok")
-    tokens = load_tokens(from_file, environ={"RAYQUEUE_API_TOKEN": "from-env"})
-    assert tokens.identify(b"from-file") is not None and tokens.identify(b"from-env") is None
+    tokens = load_tokens(
+        from_file, environ={"RAYQUEUE_API_TOKEN": "from-env-0123456789abcdef-0123456"}
+    )
+    assert (
+        tokens.identify(b"from-file-0123456789abcdef-0123456") is not None
+        and tokens.identify(b"from-env-0123456789abcdef-0123456") is None
+    )
     (tmp_path / "two").write_text("a b\n")
+    (tmp_path / "two").chmod(0o600)
     with pytest.raises(AccessError, match="more than one"):
         load_tokens(Settings(tasks_dir=tmp_path, token_file=tmp_path / "two"), environ={})
     team = tmp_path / "team.yaml"
     team.write_bytes(tokens_file({"name": "api-token", "sha256": H, "role": "read"}))
+    team.chmod(0o600)
     with pytest.raises(AccessError, match="reserved"):
-        load_tokens(Settings(tasks_dir=tmp_path, team_tokens=team, api_token="x"), environ={})
+        load_tokens(Settings(tasks_dir=tmp_path, team_tokens=team, api_token="x" * 32), environ={})
 
 
 @pytest.mark.parametrize(
@@ -244,7 +252,7 @@ def test_load_tokens_sources(tmp_path: Path) -> None:
         ("::", None, False, True),
         ("10.0.0.5", None, False, True),
         ("myhost", None, False, True),
-        ("0.0.0.0", "tok", False, False),
+        ("0.0.0.0", "t" * 32, False, False),
         ("0.0.0.0", None, True, False),
     ],
 )

@@ -33,6 +33,7 @@ from specs.parse import (
     parse_task,
     parse_tasks,
 )
+from specs.yamldepth import MAX_NESTING
 
 GIB = 2**30
 FUZZ = settings(
@@ -576,13 +577,13 @@ def test_alias_cycle_is_rejected() -> None:
 
 @pytest.mark.parametrize("depth", [MAX_DEPTH + 5, 3000, 300_000])
 def test_deep_nesting_is_rejected(depth: int) -> None:
-    # 300k would crash libyaml's recursive composer; we switch loaders before that.
+    # 300k would crash libyaml's recursive composer; specs.yamldepth refuses it before.
     error = only_error("a: " + "[" * depth + "]" * depth + "\n")
     assert "nesting is" in error.message
 
 
 def test_nesting_at_the_limit_is_fine() -> None:
-    depth = MAX_DEPTH - 3  # the root mapping, spec and runtimeEnv are levels too
+    depth = MAX_NESTING - 3  # the root mapping, spec and runtimeEnv are levels too
     nested = "[" * depth + "]" * depth
     text = spec_with("  entrypoint: x", f"  runtimeEnv: {{deep: {nested}}}")
     assert parse_task(text, file="t.yaml").spec.runtime_env is not None
