@@ -1,0 +1,65 @@
+"""Ray submission ids as names: the rule an explicit `spec.submissionId` must follow, and how
+the ids of later runs (`<id>-<run>`) are told apart from other ids.
+
+Ray puts the submission id into URL paths (`/api/jobs/<id>/stop`) and into the driver log's
+file name, so an id is a name, never a path: no `/`, `?`, `#`, `%` or spaces. Ids starting
+with `rq-` are the ones rayqueue derives itself (`rq-<slug>-<uid>-<run>`); a spec may not
+claim one.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+# 200, as before. Later runs add `-<run>`: even `-100000` keeps Ray's driver log file name
+# (`job-driver-<id>.log`) well inside the 255 bytes a file name may have.
+MAX_LENGTH: Final = 200
+RESERVED_PREFIX: Final = "rq-"
+_RULE = re.compile(r"[A-Za-z0-9._-]+")
+SCHEMA_PATTERN: Final = r"^(?!rq-)(?!\.{1,2}$)[A-Za-z0-9._-]+$"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_RUN_SUFFIX = re.compile(r"-[0-9]+")
+
+
+def problem(value: str) -> str | None:
+    """Why `value` may not be an explicit submission id, or None if it may."""
+    if not value:
+        return "must not be empty"
+    if len(value) > MAX_LENGTH:
+        return f"is {len(value)} characters long; at most {MAX_LENGTH}"
+    if not _RULE.fullmatch(value):
+        return "may hold only letters, digits, '.', '_' and '-' (it becomes part of Ray URLs)"
+    if value in (".", ".."):
+        return "must not be '.' or '..'"
+    if value.startswith(RESERVED_PREFIX):
+        return f"must not start with {RESERVED_PREFIX!r}: those ids are the ones rayqueue derives"
+    return None
+
+
+def is_safe(value: str) -> bool:
+    """Made of the characters the rule allows (the reserved prefix aside): safe in a URL path
+    and in a file name as it is."""
+    return bool(_RULE.fullmatch(value)) and value not in (".", "..")
+
+
+def cleaned(value: str) -> str:
+    """`value` with every run of characters outside the rule replaced by `-`, cut to the
+    length limit (keeping the end, where the old API's ids hold their uuid)."""
+    text = _UNSAFE.sub("-", value).strip("-.") or "task"
+    if len(text) > MAX_LENGTH:
+        text = text[: MAX_LENGTH - 37] + "-" + text[-36:]
+    return text
+
+
+def uses(recorded: str, explicit: str) -> bool:
+    """Whether a run recorded under `recorded` ran with the explicit id `explicit`: its first
+    run (`explicit` itself) or a later one (`explicit-<run>`)."""
+    if recorded == explicit:
+        return True
+    if not recorded.startswith(explicit):
+        return False
+    return bool(_RUN_SUFFIX.fullmatch(recorded, len(explicit)))
+
+
+__all__ = ["MAX_LENGTH", "RESERVED_PREFIX", "SCHEMA_PATTERN", "cleaned", "is_safe", "problem", "uses"]
