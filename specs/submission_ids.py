@@ -37,10 +37,15 @@ def problem(value: str) -> str | None:
     return None
 
 
-def is_safe(value: str) -> bool:
-    """Made of the characters the rule allows (the reserved prefix aside): safe in a URL path
-    and in a file name as it is."""
-    return bool(_RULE.fullmatch(value)) and value not in (".", "..")
+def unsubmittable(value: str) -> str | None:
+    """Why Ray must not be handed `value` as a submission id at all, or None. Ray stores the job
+    and then builds its driver log's file name from the id: a `/` leaves the job PENDING for
+    good. Old ids with spaces and the like are still submitted (and stopped, encoded)."""
+    if value in ("", ".", ".."):
+        return f"submission id {value!r} is not a name"
+    if any(c in value for c in "/\\") or not value.isprintable():
+        return f"submission id {value!r} holds '/', '\\' or a control character"
+    return None
 
 
 def cleaned(value: str) -> str:
@@ -62,4 +67,4 @@ def uses(recorded: str, explicit: str) -> bool:
     return bool(_RUN_SUFFIX.fullmatch(recorded, len(explicit)))
 
 
-__all__ = ["MAX_LENGTH", "RESERVED_PREFIX", "SCHEMA_PATTERN", "cleaned", "is_safe", "problem", "uses"]
+__all__ = ["MAX_LENGTH", "RESERVED_PREFIX", "SCHEMA_PATTERN", "cleaned", "problem", "unsubmittable", "uses"]
