@@ -10,6 +10,7 @@ claim one.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Set as AbstractSet
 from typing import Final
 
 # 200, as before. Later runs add `-<run>`: even `-100000` keeps Ray's driver log file name
@@ -20,6 +21,7 @@ _RULE = re.compile(r"[A-Za-z0-9._-]+")
 SCHEMA_PATTERN: Final = r"^(?!rq-)(?!\.{1,2}$)[A-Za-z0-9._-]+$"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _RUN_SUFFIX = re.compile(r"-[0-9]+")
+_TRAILING_RUN = re.compile(r"-[0-9]+$")
 
 
 def problem(value: str) -> str | None:
@@ -57,6 +59,24 @@ def cleaned(value: str) -> str:
     return text
 
 
+def bases(recorded: str) -> tuple[str, ...]:
+    """The explicit ids a run recorded under `recorded` may have been started with: the id
+    itself (a first run), and the id without a `-<run>` suffix (a later run)."""
+    found = _TRAILING_RUN.search(recorded)
+    return (recorded, recorded[: found.start()]) if found and found.start() else (recorded,)
+
+
+def users(wanted: AbstractSet[str], recorded: Iterable[tuple[str, str]]) -> dict[str, set[str]]:
+    """For each explicit id in `wanted`, the owners (task names) whose recorded id, given as
+    (owner, recorded id) pairs, is a run of it."""
+    found: dict[str, set[str]] = {}
+    for owner, sid in recorded:
+        for base in bases(sid):
+            if base in wanted:
+                found.setdefault(base, set()).add(owner)
+    return found
+
+
 def uses(recorded: str, explicit: str) -> bool:
     """Whether a run recorded under `recorded` ran with the explicit id `explicit`: its first
     run (`explicit` itself) or a later one (`explicit-<run>`)."""
@@ -67,4 +87,14 @@ def uses(recorded: str, explicit: str) -> bool:
     return bool(_RUN_SUFFIX.fullmatch(recorded, len(explicit)))
 
 
-__all__ = ["MAX_LENGTH", "RESERVED_PREFIX", "SCHEMA_PATTERN", "cleaned", "problem", "unsubmittable", "uses"]
+__all__ = [
+    "MAX_LENGTH",
+    "RESERVED_PREFIX",
+    "SCHEMA_PATTERN",
+    "bases",
+    "cleaned",
+    "problem",
+    "unsubmittable",
+    "users",
+    "uses",
+]
