@@ -37,8 +37,7 @@ def conflicts(
             (name, status.status.submission_id)
             for name, status in statuses.items()
             # A run refused as SubmissionIdConflict never ran under the id it recorded.
-            if status.status.submission_id
-            and status.status.reason != Reason.SUBMISSION_ID_CONFLICT
+            if status.status.submission_id and status.status.reason != Reason.SUBMISSION_ID_CONFLICT
         ),
     )
     held = submission_ids.users(

@@ -19,8 +19,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from specs.pipeline import MAX_DEPENDENCIES, DependencySpec, RetrySpec
 from specs import submission_ids
+from specs.pipeline import MAX_DEPENDENCIES, DependencySpec, RetrySpec
 from specs.quantity import QuantityError, format_memory, parse_memory
 
 API_VERSION: Final = "rayqueue/v1"

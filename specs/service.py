@@ -27,8 +27,10 @@ from typing import Any
 
 import yaml
 
+from specs import submission_ids
 from specs.atomic import write_atomic
-from specs.models import Phase, Task, TaskStatus
+from specs.cluster import META_QUEUE, META_TASK, RayJob
+from specs.models import Phase, Reason, Task, TaskStatus
 from specs.parse import (
     MAX_FILE_BYTES,
     SpecError,
@@ -49,6 +51,9 @@ from specs.views import SpecFile, TaskView
 from specs.yamledit import load_document, patch_text
 
 WRITTEN_BY = "rayqueue/written-by"  # the API's caller (a token name) that last wrote a spec
+# The old API's task id, when it is not a valid submission id as it is (a name with spaces):
+# the spec then runs under a cleaned id, and the old endpoints find the task by this.
+LEGACY_TASK_ID = "rayqueue/legacyTaskId"
 _LOCK_STRIPES = 64  # bounded memory however many names are used; collisions only serialize
 _ATTEMPTS = 5  # re-reads when another process changes the file under us
 _CONFIG_FILE = re.compile(r"_[A-Za-z0-9._-]{1,100}\.ya?ml")
@@ -76,6 +81,16 @@ class SpecBroken(Conflict):
         super().__init__(f"the spec file of {name} is invalid ({problems})")
         self.name = name
         self.errors = errors
+
+
+@dataclass(frozen=True)
+class IdUser:
+    """Who already has a submission id: a task (by name), or a Ray job outside this queue."""
+
+    task: str | None
+
+
+IdCheck = Callable[[str, Task], None]  # (task name, the spec about to be written)
 
 
 class SpecRejected(ValueError):
@@ -281,28 +296,36 @@ class TaskService:
         if_match: str | None,
         if_none_match: str | None,
         author: str | None = None,
+        check: IdCheck | None = None,
     ) -> tuple[SpecFile, bool]:
         """Create or replace; returns (the spec now, created?). With `author`, the written spec
-        carries it in the annotation rayqueue/written-by (whatever the body said)."""
+        carries it in the annotation rayqueue/written-by (whatever the body said). `check`
+        sees the spec before it is written and may refuse it (raise)."""
         path = self.store.spec_path(name)
-        self.validate(name, data, path=path, with_position=not from_json)
+        task = self.validate(name, data, path=path, with_position=not from_json)
         data = self._stamped(name, data, path, author)
         with self.lock(name):
             current = self.read(name)
             _preconditions(name, current, if_match, if_none_match)
             if current is not None and current.data == data:
                 return current, False  # no rewrite, no mtime churn for the watcher
+            if check is not None:
+                check(name, task)
             self._write(path, data)
         return self.require(name), current is None
 
-    def create(self, name: str, data: bytes, *, author: str | None = None) -> SpecFile:
+    def create(
+        self, name: str, data: bytes, *, author: str | None = None, check: IdCheck | None = None
+    ) -> SpecFile:
         """Create a new spec; Conflict if the name is taken."""
         path = self.store.spec_path(name)
-        self.validate(name, data, path=path, with_position=False)
+        task = self.validate(name, data, path=path, with_position=False)
         data = self._stamped(name, data, path, author)
         with self.lock(name):
             if self.read(name) is not None:
                 raise Conflict(f"task {name} already exists")
+            if check is not None:
+                check(name, task)
             self._write(path, data)
         return self.require(name)
 
@@ -314,6 +337,7 @@ class TaskService:
         if_match: str | None = None,
         done: Callable[[Task], bool] | None = None,
         author: str | None = None,
+        check: IdCheck | None = None,
     ) -> tuple[SpecFile, bool]:
         """RFC 7386 merge patch of the spec document, validated before it is written; returns
         (the spec now, changed?). Only the values that change are edited in the text, so
@@ -332,7 +356,9 @@ class TaskService:
                 if text == current.text:
                     return current, False
                 data = text.encode()
-                self.validate(name, data, path=current.path, with_position=False)
+                task = self.validate(name, data, path=current.path, with_position=False)
+                if check is not None:
+                    check(name, task)
                 if author is not None and isinstance(patched, dict):
                     # Only a real change is signed, so a no-op patch still writes nothing.
                     text, _ = patch_text(text, patched, _signature(author))
@@ -451,13 +477,62 @@ class TaskService:
             # Where /add_task put it when the id is not a valid name; the id must match, so
             # a cleaned-up lookalike never points at some other task.
             spec = self.read(file_name)
-            if spec is not None and spec.task and spec.task.spec.submission_id == task_id:
+            if spec is not None and spec.task and _has_task_id(spec.task, task_id):
                 return file_name
         for name, entry in self.store.scan().items():
             task = entry.task or entry.last_valid
-            if task is not None and task.spec.submission_id == task_id:
+            if task is not None and _has_task_id(task, task_id):
                 return name
         return None
+
+    # --- submission ids -----------------------------------------------------------------------
+
+    def submission_id_user(
+        self,
+        name: str,
+        sid: str,
+        jobs: Mapping[str, RayJob] | None = None,
+        queue_id: str | None = None,
+    ) -> IdUser | None:
+        """Who other than task `name` has the explicit submission id `sid`, or None: another
+        spec that names it, a sidecar that records a run under it, or a Ray job holding it
+        (`jobs`, as the loop last saw them; ours when their queue is `queue_id`). Ids that
+        one's later runs would reach count too (`x` and `x-2`)."""
+
+        def related(other: str) -> bool:
+            return submission_ids.uses(other, sid) or submission_ids.uses(sid, other)
+
+        for other, entry in sorted(self.store.scan().items()):
+            task = entry.task or entry.last_valid
+            claim = task.spec.submission_id if task is not None else None
+            if other != name and claim and related(claim):
+                return IdUser(other)
+        for other, status in sorted(self.store.read_statuses().items()):
+            body = status.status
+            if (
+                other != name
+                and body.submission_id
+                and body.reason != Reason.SUBMISSION_ID_CONFLICT  # never ran under it
+                and related(body.submission_id)
+            ):
+                return IdUser(other)
+        for job_id, job in sorted((jobs or {}).items()):
+            if not related(job_id):
+                continue
+            ours = queue_id is not None and job.metadata.get(META_QUEUE) == queue_id
+            owner = job.metadata.get(META_TASK) if ours else None
+            if owner != name:
+                return IdUser(owner or None)
+        return None
+
+
+def _has_task_id(task: Task, task_id: str) -> bool:
+    """Whether the old API's id `task_id` names this task: its first run's id, or the old id
+    kept beside a cleaned one."""
+    return (
+        task.spec.submission_id == task_id
+        or task.metadata.annotations.get(LEGACY_TASK_ID) == task_id
+    )
 
 
 def _signature(author: str) -> dict[str, Any]:
@@ -485,9 +560,12 @@ def _stem(name: str) -> str:
 
 
 __all__ = [
+    "LEGACY_TASK_ID",
     "WRITTEN_BY",
     "ConfigRejected",
     "Conflict",
+    "IdCheck",
+    "IdUser",
     "QueryError",
     "Requirement",
     "SpecBroken",

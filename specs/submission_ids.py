@@ -10,7 +10,8 @@ claim one.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Set as AbstractSet
+from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from typing import Final
 
 # 200, as before. Later runs add `-<run>`: even `-100000` keeps Ray's driver log file name

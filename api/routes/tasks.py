@@ -16,10 +16,13 @@ from api.deps import (
     MediaType,
     RawBody,
     RayDep,
+    ReconcilerDep,
     Service,
+    SettingsDep,
     parse_json,
 )
 from api.errors import ApiError, NotFound, Unprocessable
+from api.idclaims import id_check
 from api.models import TaskList, TaskRow
 from specs.access import Principal
 from specs.cluster import JobNotFound
@@ -166,6 +169,8 @@ def put_task(
     caller: Caller,
     body: RawBody,
     kind: MediaType,
+    reconciler: ReconcilerDep,
+    settings: SettingsDep,
     if_match: IfMatch = None,
     if_none_match: IfNoneMatch = None,
 ) -> Response:
@@ -193,6 +198,7 @@ def put_task(
         if_match=if_match,
         if_none_match=if_none_match,
         author=caller.name,
+        check=id_check(service, caller, reconciler, settings.resolved_queue_id),
     )
     audit(request, caller, "created" if created else "replaced", name)
     return _object_response(service, spec, 201 if created else 200)
@@ -206,6 +212,8 @@ def patch_task(
     caller: Caller,
     body: RawBody,
     kind: MediaType,
+    reconciler: ReconcilerDep,
+    settings: SettingsDep,
     if_match: IfMatch = None,
 ) -> Response:
     """JSON merge patch (RFC 7386) of the spec document, e.g. `{"spec": {"priority": 7}}`.
@@ -222,7 +230,8 @@ def patch_task(
     if not isinstance(patch, dict):
         raise Unprocessable("a merge patch must be a JSON object")
     patch.pop("status", None)  # status belongs to the reconciler
-    spec, changed = service.patch(name, patch, if_match=if_match, author=caller.name)
+    check = id_check(service, caller, reconciler, settings.resolved_queue_id)
+    spec, changed = service.patch(name, patch, if_match=if_match, author=caller.name, check=check)
     audit(request, caller, "patched" if changed else "patched (no change)", name)
     return _object_response(service, spec)
 

@@ -13,8 +13,8 @@ import pytest
 
 pytest.importorskip("ray")
 
-from reconciler.raycluster.adapter import RayJobsAdapter  # noqa: E402
-from specs.cluster import JobNotFound  # noqa: E402
+from reconciler.raycluster.adapter import RayJobsAdapter
+from specs.cluster import JobNotFound
 
 
 class _Dashboard(BaseHTTPRequestHandler):
@@ -53,8 +53,12 @@ def dashboard() -> Iterator[str]:
 
 @pytest.mark.parametrize(
     ("method", "verb", "suffix"),
-    [("stop", "POST", "/stop"), ("delete", "DELETE", ""), ("logs", "GET", "/logs"),
-     ("job_info", "GET", "")],  # fmt: skip
+    [
+        ("stop", "POST", "/stop"),
+        ("delete", "DELETE", ""),
+        ("logs", "GET", "/logs"),
+        ("job_info", "GET", ""),
+    ],
 )
 def test_every_id_is_one_encoded_path_segment(
     dashboard: str, method: str, verb: str, suffix: str
