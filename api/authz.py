@@ -81,10 +81,23 @@ def policy_check(request: Request, principal: Principal) -> Check | None:
     if principal.policy == UNRESTRICTED:
         return None
 
-    def check(new: Task, before: Task | None) -> None:
+    def check(name: str, new: Task, before: Task | None) -> None:
         why = spec_violation(principal.policy, new, before)
         if why is not None:
             raise deny(request, principal, why)
+
+    return check
+
+
+def checks(*each: Check | None) -> Check | None:
+    """One Check that runs each given one in turn (None: none given)."""
+    given = [c for c in each if c is not None]
+    if not given:
+        return None
+
+    def check(name: str, new: Task, before: Task | None) -> None:
+        for one in given:
+            one(name, new, before)
 
     return check
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from specs.cluster import Capacity, RayAdapter
+from specs.cluster import Capacity, RayAdapter, RayJob
 
 
 class LoopState(Protocol):
@@ -36,6 +36,10 @@ class LoopState(Protocol):
     def starting(self) -> int: ...
     @property
     def running(self) -> int: ...
+    @property
+    def jobs(self) -> Mapping[str, RayJob] | None:
+        """Ray's jobs by submission id as last listed; None before the first listing."""
+        ...
 
 
 class Wake(Protocol):

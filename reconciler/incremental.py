@@ -78,6 +78,8 @@ def plan_incremental(
     for the next pass."""
     ctx = planner.begin(specs, statuses, observed, now, options, queues)
     env, at = ctx.env, ctx.now
+    # A spec turned Invalid by an id claim is a new TaskInput each pass: it is always redone.
+    specs = planner.with_id_claims(specs, statuses, env)
     world = _world(observed, options, queues)
     previous = memo.kept if memo.world == world else {}
     jobs = observed.jobs

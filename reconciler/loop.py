@@ -25,6 +25,7 @@ from specs.cluster import (
     JobNotFound,
     RayAdapter,
     RayError,
+    RayJob,
     RayRequestError,
     RayUnavailable,
 )
@@ -54,6 +55,8 @@ class LoopState:
     passes: int = 0
     queues: dict[str, object] | None = None  # the latest _queues.status.yaml document
     changed_at: float = 0.0  # monotonic time of the last pass that was not still
+    # Ray's jobs as last listed: the API refuses an explicit submission id one of them holds.
+    jobs: Mapping[str, RayJob] | None = None
 
 
 def plan_options(settings: Settings) -> PlanOptions:
@@ -226,6 +229,7 @@ class Reconciler:
         self.state.ray_failures, self.state.ray_backoff_seconds = 0, 0.0
         self.state.ray_error, self.state.last_ray_ok_at = None, now
         self.state.capacity = observed.capacity
+        self.state.jobs = observed.jobs
         return observed
 
     def _capacity(self, now: float) -> Capacity:

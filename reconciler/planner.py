@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from reconciler import (
     dependencies,
     fairshare,
+    idclaims,
     lifecycle,
     policies,
     preemption,
@@ -326,6 +327,7 @@ def plan(
     folder is its own queue with a quota, and the queues share the cluster fairly."""
     ctx = begin(specs, statuses, observed, now, options, queues)
     env = ctx.env
+    specs = with_id_claims(specs, statuses, env)
     for name in sorted(specs):
         merge(ctx, name, reconcile_task(env, specs[name], statuses.get(name), ctx.now))
     return finish(ctx, specs, statuses)
@@ -342,6 +344,27 @@ def task_env(
     for job in ours.values():
         by_task.setdefault(job.metadata.get(META_TASK, ""), []).append(job)
     return TaskEnv(options, observed, ours, by_task, preemptors.setup(queues, options))
+
+
+def with_id_claims(
+    specs: Mapping[str, TaskInput], statuses: Mapping[str, TaskStatus], env: TaskEnv
+) -> Mapping[str, TaskInput]:
+    """`specs`, with each spec whose explicit submission id another task has (or also claims)
+    turned Invalid (reconciler.idclaims). Its last valid spec is the spec itself, so a run it
+    already has goes on; it is never submitted again while the claim stands."""
+    claimed = (
+        (name, spec.task.spec.submission_id)
+        for name, spec in specs.items()
+        if spec.task is not None and spec.task.spec.submission_id
+    )
+    found = idclaims.conflicts(claimed, statuses, env.ours)
+    if not found:
+        return specs
+    result = dict(specs)
+    for name, message in found.items():
+        spec = specs[name]
+        result[name] = TaskInput(name, None, message, spec.task, None, spec.source)
+    return result
 
 
 def begin(

@@ -19,6 +19,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from specs import submission_ids
 from specs.pipeline import MAX_DEPENDENCIES, DependencySpec, RetrySpec
 from specs.quantity import QuantityError, format_memory, parse_memory
 
@@ -33,6 +34,16 @@ def _iso(value: datetime) -> str:
 
 Timestamp = Annotated[datetime, PlainSerializer(_iso, return_type=str)]
 MemoryBytes = Annotated[int, PlainSerializer(format_memory, return_type=str)]
+# The rule is checked by TaskSpec._submission_id (messages that say why); the pattern only
+# lets editors that read task.schema.json flag a bad id early.
+SubmissionId = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=submission_ids.MAX_LENGTH,
+        json_schema_extra={"pattern": submission_ids.SCHEMA_PATTERN},
+    ),
+]
 Finite = Annotated[float, Field(ge=0, allow_inf_nan=False, le=1e9)]
 
 
@@ -79,7 +90,7 @@ class TaskSpec(_Model):
     resources: Resources = Field(default_factory=Resources)
     timeout_seconds: float = Field(default=0, ge=0, allow_inf_nan=False, le=1e9)
     suspend: bool = False
-    submission_id: str | None = Field(default=None, min_length=1, max_length=200)
+    submission_id: SubmissionId | None = None
     # Deprecated: a Lost-only retry policy (reconciler.retries.lost_only), 1 when not given;
     # use `retry`. None tells "not given" apart, since the two may not be combined.
     max_lost_restarts: int | None = Field(default=None, ge=0, le=100)
@@ -92,6 +103,15 @@ class TaskSpec(_Model):
     def _entrypoint(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("entrypoint must not be blank")
+        return value
+
+    @field_validator("submission_id")
+    @classmethod
+    def _submission_id(cls, value: str | None) -> str | None:
+        # A name, never a path: Ray puts it into URLs (see specs.submission_ids).
+        why = submission_ids.problem(value) if value is not None else None
+        if why is not None:
+            raise ValueError(f"{value!r} {why}")
         return value
 
     @model_validator(mode="after")

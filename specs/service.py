@@ -27,8 +27,10 @@ from typing import Any
 
 import yaml
 
+from specs import submission_ids
 from specs.atomic import write_atomic
-from specs.models import Phase, Task, TaskStatus
+from specs.cluster import META_QUEUE, META_TASK, RayJob
+from specs.models import Phase, Reason, Task, TaskStatus
 from specs.parse import (
     MAX_FILE_BYTES,
     SpecError,
@@ -50,14 +52,18 @@ from specs.yamldepth import TooDeep, check_nesting
 from specs.yamledit import load_document, patch_text
 
 WRITTEN_BY = "rayqueue/written-by"  # the API's caller (a token name) that last wrote a spec
+# The old API's task id, when it is not a valid submission id as it is (a name with spaces):
+# the spec then runs under a cleaned id, and the old endpoints find the task by this.
+LEGACY_TASK_ID = "rayqueue/legacyTaskId"
 _LOCK_STRIPES = 64  # bounded memory however many names are used; collisions only serialize
 _ATTEMPTS = 5  # re-reads when another process changes the file under us
 _CONFIG_FILE = re.compile(r"_[A-Za-z0-9._-]{1,100}\.ya?ml")
 _LABEL_KEY = re.compile(r"[A-Za-z0-9._/-]+")
 
-Check = Callable[[Task, Task | None], None]
-"""A caller's own rule on a write: (the new spec, the one it replaces or None); raises to
-refuse. Called after validation and before anything is written (the API's token policy)."""
+Check = Callable[[str, Task, Task | None], None]
+"""A caller's own rule on a write: (the task's name, the new spec, the one it replaces or
+None); raises to refuse. Called after validation and before anything is written (the API's
+token policy and its submission-id claims)."""
 
 
 # --- errors ------------------------------------------------------------------------------------
@@ -81,6 +87,13 @@ class SpecBroken(Conflict):
         super().__init__(f"the spec file of {name} is invalid ({problems})")
         self.name = name
         self.errors = errors
+
+
+@dataclass(frozen=True)
+class IdUser:
+    """Who already has a submission id: a task (by name), or a Ray job outside this queue."""
+
+    task: str | None
 
 
 class SpecRejected(ValueError):
@@ -289,17 +302,18 @@ class TaskService:
         check: Check | None = None,
     ) -> tuple[SpecFile, bool]:
         """Create or replace; returns (the spec now, created?). With `author`, the written spec
-        carries it in the annotation rayqueue/written-by (whatever the body said)."""
+        carries it in the annotation rayqueue/written-by (whatever the body said). `check`
+        sees the spec before it is written and may refuse it (raise)."""
         path = self.store.spec_path(name)
         task = self.validate(name, data, path=path, with_position=not from_json)
         data = self._stamped(name, data, path, author)
         with self.lock(name):
             current = self.read(name)
             _preconditions(name, current, if_match, if_none_match)
-            if check is not None:
-                check(task, current.task if current is not None else None)
             if current is not None and current.data == data:
                 return current, False  # no rewrite, no mtime churn for the watcher
+            if check is not None:
+                check(name, task, current.task if current is not None else None)
             self._write(path, data)
         return self.require(name), current is None
 
@@ -314,7 +328,7 @@ class TaskService:
             if self.read(name) is not None:
                 raise Conflict(f"task {name} already exists")
             if check is not None:
-                check(task, None)
+                check(name, task, None)
             self._write(path, data)
         return self.require(name)
 
@@ -347,7 +361,7 @@ class TaskService:
                 data = text.encode()
                 task = self.validate(name, data, path=current.path, with_position=False)
                 if check is not None:
-                    check(task, current.task)
+                    check(name, task, current.task)
                 if author is not None and isinstance(patched, dict):
                     # Only a real change is signed, so a no-op patch still writes nothing.
                     text, _ = patch_text(text, patched, _signature(author))
@@ -469,13 +483,62 @@ class TaskService:
             # Where /add_task put it when the id is not a valid name; the id must match, so
             # a cleaned-up lookalike never points at some other task.
             spec = self.read(file_name)
-            if spec is not None and spec.task and spec.task.spec.submission_id == task_id:
+            if spec is not None and spec.task and _has_task_id(spec.task, task_id):
                 return file_name
         for name, entry in self.store.scan().items():
             task = entry.task or entry.last_valid
-            if task is not None and task.spec.submission_id == task_id:
+            if task is not None and _has_task_id(task, task_id):
                 return name
         return None
+
+    # --- submission ids -----------------------------------------------------------------------
+
+    def submission_id_user(
+        self,
+        name: str,
+        sid: str,
+        jobs: Mapping[str, RayJob] | None = None,
+        queue_id: str | None = None,
+    ) -> IdUser | None:
+        """Who other than task `name` has the explicit submission id `sid`, or None: another
+        spec that names it, a sidecar that records a run under it, or a Ray job holding it
+        (`jobs`, as the loop last saw them; ours when their queue is `queue_id`). Ids that
+        one's later runs would reach count too (`x` and `x-2`)."""
+
+        def related(other: str) -> bool:
+            return submission_ids.uses(other, sid) or submission_ids.uses(sid, other)
+
+        for other, entry in sorted(self.store.scan().items()):
+            task = entry.task or entry.last_valid
+            claim = task.spec.submission_id if task is not None else None
+            if other != name and claim and related(claim):
+                return IdUser(other)
+        for other, status in sorted(self.store.read_statuses().items()):
+            body = status.status
+            if (
+                other != name
+                and body.submission_id
+                and body.reason != Reason.SUBMISSION_ID_CONFLICT  # never ran under it
+                and related(body.submission_id)
+            ):
+                return IdUser(other)
+        for job_id, job in sorted((jobs or {}).items()):
+            if not related(job_id):
+                continue
+            ours = queue_id is not None and job.metadata.get(META_QUEUE) == queue_id
+            owner = job.metadata.get(META_TASK) if ours else None
+            if owner != name:
+                return IdUser(owner or None)
+        return None
+
+
+def _has_task_id(task: Task, task_id: str) -> bool:
+    """Whether the old API's id `task_id` names this task: its first run's id, or the old id
+    kept beside a cleaned one."""
+    return (
+        task.spec.submission_id == task_id
+        or task.metadata.annotations.get(LEGACY_TASK_ID) == task_id
+    )
 
 
 def _signature(author: str) -> dict[str, Any]:
@@ -503,10 +566,12 @@ def _stem(name: str) -> str:
 
 
 __all__ = [
+    "LEGACY_TASK_ID",
     "WRITTEN_BY",
     "Check",
     "ConfigRejected",
     "Conflict",
+    "IdUser",
     "QueryError",
     "Requirement",
     "SpecBroken",

@@ -14,9 +14,18 @@ from fastapi import APIRouter, Query, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
-from api.authz import Caller, audit, policy_check, require_top, require_write, task_quota
-from api.deps import LegacyParams, ReconcilerDep, Service
+from api.authz import (
+    Caller,
+    audit,
+    checks,
+    policy_check,
+    require_top,
+    require_write,
+    task_quota,
+)
+from api.deps import LegacyParams, ReconcilerDep, Service, SettingsDep
 from api.errors import BadRequest, NotFound
+from api.idclaims import id_check
 from api.models import (
     AddTaskRequest,
     AddTaskResponse,
@@ -26,9 +35,10 @@ from api.models import (
 )
 from api.ports import Loop
 from api.views import legacy_state
+from specs import submission_ids
 from specs.models import API_VERSION
 from specs.quantity import GIB, format_memory, human_memory
-from specs.service import TaskService
+from specs.service import LEGACY_TASK_ID, TaskService
 from specs.store import MAX_NAME_LENGTH, InvalidName, validate_name
 from specs.yamledit import dump_document
 
@@ -37,7 +47,7 @@ router = APIRouter(tags=["legacy (old scheduler API)"])
 LEGACY_LABEL = "rayqueue/api"
 LEGACY_NAME = "rayqueue/legacyName"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_MAX_SUBMISSION_ID = 200  # specs.models.TaskSpec.submission_id
+_MAX_SUBMISSION_ID = submission_ids.MAX_LENGTH  # specs.models.TaskSpec.submission_id
 
 
 def file_name_for(task_id: str) -> str:
@@ -78,6 +88,13 @@ def _check_capacity(body: AddTaskRequest, reconciler: Loop | None) -> None:
         )
 
 
+def submission_id_for(task_id: str) -> str:
+    """The first run's Ray submission id: the old id itself, unless the name in it holds
+    characters a submission id may not (spaces, '%', accents): then a cleaned form, and the
+    old id is kept in the annotation the old endpoints look tasks up by."""
+    return task_id if submission_ids.problem(task_id) is None else submission_ids.cleaned(task_id)
+
+
 def _spec_document(body: AddTaskRequest, task_id: str) -> dict[str, Any]:
     spec: dict[str, Any] = {"entrypoint": body.entrypoint}
     if body.runtime_env:
@@ -90,15 +107,15 @@ def _spec_document(body: AddTaskRequest, task_id: str) -> dict[str, Any]:
             "memory": format_memory(body.memory * GIB),
         },
         "timeoutSeconds": body.timeout,
-        "submissionId": task_id,
+        "submissionId": submission_id_for(task_id),
     }
+    annotations = {LEGACY_NAME: body.name}
+    if spec["submissionId"] != task_id:
+        annotations[LEGACY_TASK_ID] = task_id
     return {
         "apiVersion": API_VERSION,
         "kind": "Task",
-        "metadata": {
-            "labels": {LEGACY_LABEL: "legacy"},
-            "annotations": {LEGACY_NAME: body.name},
-        },
+        "metadata": {"labels": {LEGACY_LABEL: "legacy"}, "annotations": annotations},
         "spec": spec,
     }
 
@@ -109,6 +126,7 @@ def add_task(
     request: Request,
     service: Service,
     reconciler: ReconcilerDep,
+    settings: SettingsDep,
     caller: Caller,
 ) -> AddTaskResponse:
     """Queue a task (old body). Writes a spec file; the reconciler submits it in its turn."""
@@ -132,8 +150,12 @@ def add_task(
     name = file_name_for(task_id)
     header = f"# Created by POST /add_task (the old scheduler API). Task id: {task_id}\n"
     data = (header + dump_document(_spec_document(body, task_id))).encode()
+    check = checks(
+        policy_check(request, caller),
+        id_check(service, caller, reconciler, settings.resolved_queue_id),
+    )
     with task_quota(request, caller, service, name):
-        service.create(name, data, author=caller.name, check=policy_check(request, caller))
+        service.create(name, data, author=caller.name, check=check)
     audit(request, caller, "created", name)
     return AddTaskResponse(task_id=task_id, task=name)
 

@@ -7,7 +7,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from api.authz import Caller, audit, policy_check, readable, require_read, require_write, task_quota
+from api.authz import (
+    Caller,
+    audit,
+    checks,
+    policy_check,
+    readable,
+    require_read,
+    require_write,
+    task_quota,
+)
 from api.deps import (
     JSON_TYPES,
     YAML_TYPES,
@@ -16,10 +25,13 @@ from api.deps import (
     MediaType,
     RawBody,
     RayDep,
+    ReconcilerDep,
     Service,
+    SettingsDep,
     parse_json,
 )
 from api.errors import ApiError, NotFound, Unprocessable
+from api.idclaims import id_check
 from api.models import TaskList, TaskRow
 from specs.cluster import JobNotFound
 from specs.service import TaskService, parse_phases, parse_selector, quote_etag, select
@@ -166,6 +178,8 @@ def put_task(
     caller: Caller,
     body: RawBody,
     kind: MediaType,
+    reconciler: ReconcilerDep,
+    settings: SettingsDep,
     if_match: IfMatch = None,
     if_none_match: IfNoneMatch = None,
 ) -> Response:
@@ -186,6 +200,10 @@ def put_task(
         data = body
     else:
         raise ApiError(415, f"send application/json or application/yaml, not {kind}")
+    check = checks(
+        policy_check(request, caller),
+        id_check(service, caller, reconciler, settings.resolved_queue_id),
+    )
     with task_quota(request, caller, service, name):
         spec, created = service.put(
             name,
@@ -194,7 +212,7 @@ def put_task(
             if_match=if_match,
             if_none_match=if_none_match,
             author=caller.name,
-            check=policy_check(request, caller),
+            check=check,
         )
     audit(request, caller, "created" if created else "replaced", name)
     return _object_response(service, spec, 201 if created else 200)
@@ -208,6 +226,8 @@ def patch_task(
     caller: Caller,
     body: RawBody,
     kind: MediaType,
+    reconciler: ReconcilerDep,
+    settings: SettingsDep,
     if_match: IfMatch = None,
 ) -> Response:
     """JSON merge patch (RFC 7386) of the spec document, e.g. `{"spec": {"priority": 7}}`.
@@ -224,9 +244,11 @@ def patch_task(
     if not isinstance(patch, dict):
         raise Unprocessable("a merge patch must be a JSON object")
     patch.pop("status", None)  # status belongs to the reconciler
-    spec, changed = service.patch(
-        name, patch, if_match=if_match, author=caller.name, check=policy_check(request, caller)
+    check = checks(
+        policy_check(request, caller),
+        id_check(service, caller, reconciler, settings.resolved_queue_id),
     )
+    spec, changed = service.patch(name, patch, if_match=if_match, author=caller.name, check=check)
     audit(request, caller, "patched" if changed else "patched (no change)", name)
     return _object_response(service, spec)
 

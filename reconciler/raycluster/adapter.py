@@ -31,6 +31,7 @@ import threading
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn, SupportsFloat, SupportsIndex, TypeVar
+from urllib.parse import quote
 
 import aiohttp
 import ray
@@ -41,6 +42,7 @@ from ray.job_submission import JobDetails, JobSubmissionClient
 from reconciler.raycluster.poll import HTTPStatus as _HTTPStatusError
 from reconciler.raycluster.poll import KeptAliveGet
 from reconciler.raycluster.poll import shorten as _shorten
+from specs import submission_ids
 from specs.cluster import (
     Capacity,
     JobConflict,
@@ -230,6 +232,9 @@ class RayJobsAdapter:
         job holding the id is a conflict, and the caller decides whether to adopt it.
         """
         sid = request.submission_id
+        refused = submission_ids.unsubmittable(sid)
+        if refused is not None:
+            raise RayRequestError(f"not submitted: {refused}")
 
         def submit(c: _Client) -> None:
             c.submit_job(
@@ -251,19 +256,23 @@ class RayJobsAdapter:
 
     def stop(self, submission_id: str) -> None:
         # Ray answers 200 with stopped=false for a job that has already ended: a success.
-        self._call("stop", lambda c: c.stop_job(submission_id), job=submission_id)
+        path = _in_path(submission_id)
+        self._call("stop", lambda c: c.stop_job(path), job=submission_id)
 
     def delete(self, submission_id: str) -> None:
-        self._call("delete", lambda c: c.delete_job(submission_id), job=submission_id)
+        path = _in_path(submission_id)
+        self._call("delete", lambda c: c.delete_job(path), job=submission_id)
 
     def logs(self, submission_id: str) -> str:
-        logs = self._call("logs", lambda c: c.get_job_logs(submission_id), job=submission_id)
+        path = _in_path(submission_id)
+        logs = self._call("logs", lambda c: c.get_job_logs(path), job=submission_id)
         return str(logs)
 
     # --- extras ---------------------------------------------------------------------------
 
     def job_info(self, submission_id: str) -> RayJob:
-        details = self._call("job info", lambda c: c.get_job_info(submission_id), job=submission_id)
+        path = _in_path(submission_id)
+        details = self._call("job info", lambda c: c.get_job_info(path), job=submission_id)
         return _to_ray_job(details)
 
     def tail_logs(self, submission_id: str) -> Iterator[str]:
@@ -278,7 +287,7 @@ class RayJobsAdapter:
         self.job_info(submission_id)
         client = self._get_client()
         loop = asyncio.new_event_loop()
-        chunks = client.tail_job_logs(submission_id)
+        chunks = client.tail_job_logs(_in_path(submission_id))
         try:
             while True:
                 try:
@@ -368,6 +377,13 @@ class RayJobsAdapter:
         except JobNotFound:
             return False
         return True
+
+
+def _in_path(submission_id: str) -> str:
+    """The id as one URL path segment. The SDK pastes job ids into its URLs as they are, so an
+    id such as `x/stop?` would address another job's endpoint; percent-encoded, every id names
+    exactly the job it is (ids within the spec rule come out unchanged)."""
+    return quote(submission_id, safe="")
 
 
 def _map_error(exc: BaseException, *, job: str | None, what: str) -> RayError:

@@ -10,6 +10,7 @@ from dataclasses import replace
 from enum import Enum
 from typing import Literal
 
+from specs import submission_ids
 from specs.cluster import (
     FAILED,
     PENDING,
@@ -168,6 +169,9 @@ class FakeRay:
         with self._lock:
             self._enter("submit")
             sid = request.submission_id
+            refused = submission_ids.unsubmittable(sid)
+            if refused is not None:  # as RayJobsAdapter refuses it, before asking Ray
+                raise RayRequestError(f"not submitted: {refused}")
             if sid in self.jobs:
                 raise JobConflict(f"a job with submission id {sid} already exists")
             self.submitted.append(request)

@@ -90,11 +90,27 @@ def test_name_that_is_not_a_file_name_is_sanitized_and_still_found(
     [path] = spec_files(tasks_dir)
     assert path.stem == body["task"]
     assert re.fullmatch(r"[A-Za-z0-9._-]+", path.stem)
-    assert yaml.safe_load(path.read_text())["spec"]["submissionId"] == task_id
+    # The id is no valid submission id (a space, ':', 'ü'): the spec runs under a cleaned one
+    # and keeps the old id for the old endpoints, which answer with it word for word.
+    doc = yaml.safe_load(path.read_text())
+    assert doc["spec"]["submissionId"] == task_id.replace(" job: ü", "-job-")
+    assert doc["metadata"]["annotations"]["rayqueue/legacyTaskId"] == task_id
     changed = client.post("/change_task_priority", json={"task_id": task_id, "priority": 8})
     assert changed.status_code == 200
     assert changed.json()["priority"] == 8
+    assert changed.json()["task_id"] == task_id
     assert client.post("/cancel_task", json={"task_id": task_id}).json()["suspend"] is True
+
+
+def test_an_id_outside_the_rule_runs_under_its_cleaned_form(make_world) -> None:
+    world, api = make_world()
+    task_id = api.post("/add_task", json={**SEED_BODY, "name": "a b%2F"}).json()["task_id"]
+    assert task_id.startswith("mlumina-a b%2F-priority-")
+    world.step()
+    [request] = world.ray.submitted
+    assert request.submission_id == "mlumina-a-b-2F-" + task_id.split("%2F-", 1)[1]
+    state = api.post("/cancel_task", json={"task_id": task_id}).json()
+    assert (state["task_id"], state["submission_id"]) == (task_id, request.submission_id)
 
 
 def test_no_resources_is_rejected_with_the_old_message(client: TestClient, tasks_dir: Path) -> None:

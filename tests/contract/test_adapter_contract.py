@@ -33,6 +33,7 @@ from specs.cluster import (
     JobNotFound,
     RayAdapter,
     RayJob,
+    RayRequestError,
     RayUnavailable,
     SubmitRequest,
 )
@@ -188,6 +189,40 @@ def test_a_finished_job_reports_its_driver_exit_code(env: Env, code: int, status
 def test_unknown_id_is_job_not_found(env: Env, method: str) -> None:
     with pytest.raises(JobNotFound):
         getattr(env.adapter, method)(f"contract-missing-{uuid.uuid4().hex[:12]}")
+
+
+# Ids that are paths or queries in a URL. Before the adapter encoded them, `x/stop?` went out
+# as POST /api/jobs/x/stop?/stop, which Ray routed as a stop of job x (issue 23).
+_PATH_TRICKS = ["/stop?", "/stop", "%2Fstop", "%2fstop%3F", "?x=1", "#frag", " y", "/../"]
+
+
+@pytest.mark.parametrize("trick", _PATH_TRICKS)
+@pytest.mark.parametrize("method", ["stop", "logs", "delete", "job_info"])
+def test_an_id_with_url_syntax_names_no_other_job(env: Env, method: str, trick: str) -> None:
+    sid = env.submit(LONG_JOB)
+    wait_for_status(env.adapter, sid, {RUNNING})
+    with pytest.raises(JobNotFound):
+        getattr(env.adapter, method)(sid + trick)
+    job = find(env.adapter, sid)
+    assert job is not None and job.status == RUNNING  # neither stopped nor deleted
+
+
+@pytest.mark.parametrize("sid", ["a/b", "/", ".", "..", "a\\b", "a\nb", ""])
+def test_an_id_that_is_not_a_file_name_is_refused_before_ray_sees_it(env: Env, sid: str) -> None:
+    with pytest.raises(RayRequestError, match="not submitted"):
+        env.adapter.submit(SubmitRequest(sid, "echo never", None, {META_TASK: "contract/test"}))
+    assert find(env.adapter, sid) is None
+
+
+def test_an_id_with_a_space_is_submitted_and_stopped_by_its_own_name(env: Env) -> None:
+    # Old API ids may hold spaces; jobs already running under them must stay reachable.
+    sid = f"contract {uuid.uuid4().hex[:12]}"
+    env.adapter.submit(SubmitRequest(sid, LONG_JOB, None, {META_TASK: "contract/test"}))
+    env.started.append(sid)
+    wait_for_status(env.adapter, sid, {RUNNING})
+    assert env.adapter.job_info(sid).submission_id == sid
+    env.adapter.stop(sid)
+    wait_for_status(env.adapter, sid, {STOPPED}, drive=False)
 
 
 def test_delete_of_a_finished_job_removes_it(env: Env) -> None:

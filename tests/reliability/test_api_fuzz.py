@@ -6,6 +6,7 @@ chunked), and a missing or wrong token. Nothing may be written outside the tasks
 from __future__ import annotations
 
 import http.client
+import json
 import os
 import threading
 import time
@@ -19,6 +20,7 @@ import hypothesis
 import pytest
 import schemathesis
 import uvicorn
+import yaml
 from schemathesis import GenerationMode
 
 from api.app import create_app
@@ -226,6 +228,52 @@ def test_path_traversal_in_every_name_taking_route(
     assert snapshot(api_server.outside) == api_server.before_outside
     assert not list(api_server.tasks.parent.glob("*.yaml"))  # nothing beside the folder
     assert not (Path("/etc") / "passwd.yaml").exists()
+
+
+# spec.submissionId values Ray would put into a URL or a file name (issue 23): every one is a
+# 4xx through PUT (YAML and JSON) and PATCH, and none reaches the folder.
+SUBMISSION_IDS = [
+    "rq-team-b.train-abc-1/stop?",
+    "x/stop",
+    "x%2Fstop",
+    "x%2fstop%3F",
+    "x?y=1",
+    "x#frag",
+    "x y",
+    "x\ty",
+    "x\u0000y",
+    "../../etc/passwd",
+    "..",
+    ".",
+    "rq-anything-1",
+    "caf\u00e9",
+    "x" * 201,
+    "",
+    "x\\y",
+    "x;rm -rf /",
+]
+
+
+def test_hostile_submission_ids_are_refused(api_server: Server, figures: Counter[str]) -> None:
+    before = snapshot(api_server.tasks)
+    tried = 0
+    for sid in SUBMISSION_IDS:
+        doc = json.loads(json.dumps(yaml.safe_load(task_yaml("python evil.py"))))
+        doc["spec"]["submissionId"] = sid
+        sends = [
+            ("PUT", "/tasks/team-a/sid", yaml.safe_dump(doc).encode(), {}),
+            ("PUT", "/tasks/team-a/sid", json.dumps(doc).encode(),
+             {"Content-Type": "application/json"}),
+            ("PATCH", "/tasks/team-a/train", json.dumps({"spec": {"submissionId": sid}}).encode(),
+             {"Content-Type": "application/merge-patch+json"}),
+        ]  # fmt: skip
+        for method, path, body, headers in sends:
+            status, data = raw(api_server, method, path, body, headers)
+            tried += 1
+            assert 400 <= status < 500, (method, sid, status, data[:300])
+            assert b"submissionId" in data, (method, sid, data[:300])
+    figures["hostile submission ids refused"] += tried
+    assert snapshot(api_server.tasks) == before
 
 
 def test_oversized_bodies_are_refused(api_server: Server, figures: Counter[str]) -> None:

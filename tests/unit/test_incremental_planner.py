@@ -50,6 +50,9 @@ def specs_of(draw: st.DrawFn, name: str) -> dict[str, Any]:
         fields["retry"] = RETRY
     if draw(st.integers(0, 9)) == 0:
         fields["suspend"] = True
+    if draw(st.integers(0, 3)) == 0:
+        # Explicit ids, some claimed by several tasks: the claim rule (reconciler.idclaims).
+        fields["submissionId"] = draw(st.sampled_from(["shared", "shared", "shared-2", name[-1]]))
     if draw(st.integers(0, 4)) == 0:
         fields["dependsOn"] = [{"name": draw(st.sampled_from([n for n in NAMES if n != name]))}]
     return fields
