@@ -43,7 +43,7 @@ MAX_TOKENS_FILE_BYTES = 1 << 20
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,99}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_ENTRY_KEYS = frozenset({"name", "sha256", "role", "folders"})
+_ENTRY_KEYS = frozenset({"name", "sha256", "role", "folders", "workingDirRoots"})
 
 
 class Role(StrEnum):
@@ -74,6 +74,8 @@ class Principal:
     name: str
     role: Role
     folders: tuple[str, ...] = ()  # for write: folder prefixes ("team-a", "team-a/nlp") or TOP
+    # Absolute folders under which its specs' runtimeEnv may name local paths (runtimepaths.py).
+    working_dir_roots: tuple[str, ...] = ()
 
     def can_read(self, name: str) -> bool:
         return self.role is Role.ADMIN or not is_config(name)
@@ -191,7 +193,20 @@ def _parse_entry(raw: Any, where: str) -> _Entry:
         raise AccessError(f"{where} ({name}): role must be read, write or admin")
     role = Role(role_text)
     folders = _folders(raw.get("folders"), role, f"{where} ({name})")
-    return _Entry(bytes.fromhex(digest), Principal(name, role, folders))
+    roots = _roots(raw.get("workingDirRoots"), f"{where} ({name})")
+    return _Entry(bytes.fromhex(digest), Principal(name, role, folders, roots))
+
+
+def _roots(raw: Any, where: str) -> tuple[str, ...]:
+    """workingDirRoots: absolute folders (see specs/runtimepaths.py)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(r, str) for r in raw):
+        raise AccessError(f"{where}: workingDirRoots must be a list of absolute paths")
+    for root in raw:
+        if not os.path.isabs(root) or "\x00" in root:
+            raise AccessError(f"{where}: workingDirRoots entry {root!r} must be an absolute path")
+    return tuple(raw)
 
 
 def _folders(raw: Any, role: Role, where: str) -> tuple[str, ...]:
@@ -296,6 +311,7 @@ def insecure_warning(settings: Settings, tokens: Tokens) -> str | None:
 
 __all__ = [
     "ANONYMOUS",
+    "SINGLE_TOKEN_NAME",
     "TOKEN_ENV",
     "TOP",
     "AccessError",

@@ -38,6 +38,7 @@ from specs.parse import (
     parse_task,
 )
 from specs.queues import CONFIG_FILE as QUEUES_FILE
+from specs.runtimepaths import PathProblem
 from specs.store import (
     SIDECAR_SUFFIXES,
     FolderUnavailable,
@@ -53,6 +54,9 @@ _LOCK_STRIPES = 64  # bounded memory however many names are used; collisions onl
 _ATTEMPTS = 5  # re-reads when another process changes the file under us
 _CONFIG_FILE = re.compile(r"_[A-Za-z0-9._-]{1,100}\.ya?ml")
 _LABEL_KEY = re.compile(r"[A-Za-z0-9._/-]+")
+
+WriterCheck = Callable[[Task], Sequence[PathProblem]]
+"""What one writer may not put in a spec (specs.runtimepaths.RuntimePaths.writer_check)."""
 
 
 # --- errors ------------------------------------------------------------------------------------
@@ -86,6 +90,10 @@ class SpecRejected(ValueError):
         self.name = name
         self.errors = errors
         self.with_position = with_position  # YAML bodies have lines; JSON ones do not
+
+
+class SpecForbidden(SpecRejected):
+    """The spec names something its writer may not (a runtimeEnv path outside its roots)."""
 
 
 class ConfigRejected(ValueError):
@@ -281,11 +289,13 @@ class TaskService:
         if_match: str | None,
         if_none_match: str | None,
         author: str | None = None,
+        check: WriterCheck | None = None,
     ) -> tuple[SpecFile, bool]:
         """Create or replace; returns (the spec now, created?). With `author`, the written spec
-        carries it in the annotation rayqueue/written-by (whatever the body said)."""
+        carries it in the annotation rayqueue/written-by (whatever the body said). `check`:
+        what this writer may not put in a spec (SpecForbidden)."""
         path = self.store.spec_path(name)
-        self.validate(name, data, path=path, with_position=not from_json)
+        self.validate(name, data, path=path, with_position=not from_json, check=check)
         data = self._stamped(name, data, path, author)
         with self.lock(name):
             current = self.read(name)
@@ -295,10 +305,17 @@ class TaskService:
             self._write(path, data)
         return self.require(name), current is None
 
-    def create(self, name: str, data: bytes, *, author: str | None = None) -> SpecFile:
+    def create(
+        self,
+        name: str,
+        data: bytes,
+        *,
+        author: str | None = None,
+        check: WriterCheck | None = None,
+    ) -> SpecFile:
         """Create a new spec; Conflict if the name is taken."""
         path = self.store.spec_path(name)
-        self.validate(name, data, path=path, with_position=False)
+        self.validate(name, data, path=path, with_position=False, check=check)
         data = self._stamped(name, data, path, author)
         with self.lock(name):
             if self.read(name) is not None:
@@ -314,6 +331,7 @@ class TaskService:
         if_match: str | None = None,
         done: Callable[[Task], bool] | None = None,
         author: str | None = None,
+        check: WriterCheck | None = None,
     ) -> tuple[SpecFile, bool]:
         """RFC 7386 merge patch of the spec document, validated before it is written; returns
         (the spec now, changed?). Only the values that change are edited in the text, so
@@ -332,7 +350,7 @@ class TaskService:
                 if text == current.text:
                     return current, False
                 data = text.encode()
-                self.validate(name, data, path=current.path, with_position=False)
+                self.validate(name, data, path=current.path, with_position=False, check=check)
                 if author is not None and isinstance(patched, dict):
                     # Only a real change is signed, so a no-op patch still writes nothing.
                     text, _ = patch_text(text, patched, _signature(author))
@@ -352,13 +370,35 @@ class TaskService:
         self._written()
         return current
 
-    def validate(self, name: str, data: bytes, *, path: Path, with_position: bool) -> Task:
+    def validate(
+        self,
+        name: str,
+        data: bytes,
+        *,
+        path: Path,
+        with_position: bool,
+        check: WriterCheck | None = None,
+    ) -> Task:
+        forbidden = False
+
+        def pinned(task: Task) -> list[tuple[tuple[str | int, ...], str]]:
+            nonlocal forbidden
+            assert check is not None
+            problems = check(task)
+            forbidden = any(p.forbidden for p in problems)
+            return [(p.loc, p.message) for p in problems]
+
         try:
             return parse_task(
-                data, file=_rel(name, path), expected_name=_stem(name), task_name=name
+                data,
+                file=_rel(name, path),
+                expected_name=_stem(name),
+                task_name=name,
+                check=pinned if check is not None else None,
             )
         except SpecParseError as exc:
-            raise SpecRejected(name, exc.errors, with_position=with_position) from None
+            kind = SpecForbidden if forbidden else SpecRejected
+            raise kind(name, exc.errors, with_position=with_position) from None
 
     def _stamped(self, name: str, data: bytes, path: Path, author: str | None) -> bytes:
         """`data` (already validated) with the written-by annotation set to `author`."""

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
-from api.authz import Caller, audit, require_top, require_write
+from api.authz import Caller, audit, require_top, require_write, spec_check
 from api.deps import LegacyParams, ReconcilerDep, Service
 from api.errors import BadRequest, NotFound
 from api.models import (
@@ -132,7 +132,7 @@ def add_task(
     name = file_name_for(task_id)
     header = f"# Created by POST /add_task (the old scheduler API). Task id: {task_id}\n"
     data = (header + dump_document(_spec_document(body, task_id))).encode()
-    service.create(name, data, author=caller.name)
+    service.create(name, data, author=caller.name, check=spec_check(request, caller))
     audit(request, caller, "created", name)
     return AddTaskResponse(task_id=task_id, task=name)
 

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from api.authz import Caller, Forbidden, audit, require_write
+from api.authz import Caller, Forbidden, audit, require_write, spec_check
 from api.deps import (
     JSON_TYPES,
     YAML_TYPES,
@@ -193,6 +193,7 @@ def put_task(
         if_match=if_match,
         if_none_match=if_none_match,
         author=caller.name,
+        check=spec_check(request, caller),
     )
     audit(request, caller, "created" if created else "replaced", name)
     return _object_response(service, spec, 201 if created else 200)
@@ -222,7 +223,9 @@ def patch_task(
     if not isinstance(patch, dict):
         raise Unprocessable("a merge patch must be a JSON object")
     patch.pop("status", None)  # status belongs to the reconciler
-    spec, changed = service.patch(name, patch, if_match=if_match, author=caller.name)
+    spec, changed = service.patch(
+        name, patch, if_match=if_match, author=caller.name, check=spec_check(request, caller)
+    )
     audit(request, caller, "patched" if changed else "patched (no change)", name)
     return _object_response(service, spec)
 
