@@ -75,7 +75,7 @@ def local_values(runtime_env: Mapping[str, Any]) -> Iterator[tuple[Loc, Any, boo
         if items is None:
             continue
         if not isinstance(items, list):
-            yield (key,), items, True
+            yield (key,), _NotAList(items), True
             continue
         for index, item in enumerate(items):
             yield (key, index), item, True
@@ -219,8 +219,15 @@ class Confinement:
         return None
 
 
+@dataclass(frozen=True)
+class _NotAList:
+    value: Any
+
+
 def _as_path(value: Any, may_be_uri: bool) -> tuple[str | None, str | None]:
     """(local path to check, None), (None, None) for a remote URI, or (None, why malformed)."""
+    if isinstance(value, _NotAList):
+        return None, f"must be a list of paths or URIs, not {type(value.value).__name__}"
     if not isinstance(value, str):
         return None, f"must be a string (a path or a URI), not {type(value).__name__}"
     if "\x00" in value:
