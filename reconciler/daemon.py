@@ -21,7 +21,7 @@ from reconciler.logsetup import route_foreign
 from reconciler.loop import Reconciler
 from specs.access import AccessError, Tokens, exposure_problem, load_tokens
 from specs.cluster import RayAdapter
-from specs.runtimepaths import UNCONFINED_WARNING, RuntimePaths
+from specs.runtimepaths import unconfined_warning
 from specs.settings import Settings
 
 if TYPE_CHECKING:
@@ -44,8 +44,9 @@ def serve(settings: Settings) -> None:
     problem = exposure_problem(settings, tokens)
     if problem is not None:
         raise ServeError(problem)
-    if not RuntimePaths.from_settings(settings, tokens).enabled:
-        log.warning("%s", UNCONFINED_WARNING)
+    warning = unconfined_warning(settings, tokens)
+    if warning is not None:
+        log.warning("%s", warning)
     # --insecure-no-auth: the API warns when it starts (api/app.py), every time.
     try:
         settings.tasks_dir.mkdir(parents=True, exist_ok=True)
