@@ -500,7 +500,10 @@ class Reconciler:
             try:
                 refused = self.paths.check_task(submit.task, submit.request.runtime_env)
                 if refused:
-                    raise RayRequestError("; ".join(map(str, refused)) + " (not submitted)")
+                    raise RayRequestError(
+                        "; ".join(map(str, refused)) + " (checked again before submitting; "
+                        "nothing was sent)"
+                    )
                 self.ray.submit(submit.request)
                 self.faults.crash_point("after_submit")
             except JobConflict:

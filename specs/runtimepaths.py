@@ -318,6 +318,7 @@ def unconfined_warning(settings: Settings, tokens: Tokens) -> str | None:
     """The warning `serve` logs at start when runtimeEnv local paths are not confined."""
     return None if RuntimePaths.from_settings(settings, tokens).enabled else UNCONFINED_WARNING
 
+
 UNCONFINED_WARNING = (
     "runtimeEnv local paths are not confined: a spec's working_dir, py_modules, pip, uv or "
     "conda file is read from THIS machine (zipped and uploaded to the cluster), so whoever "

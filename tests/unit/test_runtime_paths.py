@@ -15,7 +15,7 @@ from reconciler.raycluster.fake import FakeRay
 from specs.access import AccessError, Principal, Role, Tokens, load_tokens, parse_tokens_file
 from specs.cluster import SUCCEEDED, Capacity
 from specs.parse import SpecParseError, parse_task
-from specs.runtimepaths import Confinement, RuntimePaths, local_values
+from specs.runtimepaths import Confinement, RuntimePaths, local_values, unconfined_warning
 from specs.settings import Settings
 from specs.store import TaskStore
 
@@ -203,6 +203,7 @@ def test_the_tasks_state_and_status_folders_and_token_files_are_never_accepted(
         state_dir=tmp / "state",
         token_file=token,
         team_tokens=layout["secret"] / "tokens.yaml",
+        queues_path=tmp / "queues.yaml",
     )
     everything = [tmp]  # a root that holds them all
     for path, rule in [
@@ -212,6 +213,7 @@ def test_the_tasks_state_and_status_folders_and_token_files_are_never_accepted(
         (tmp / "state" / "lock", "lies in the state folder"),
         (token, "is the token file"),
         (layout["secret"], "holds the team tokens file"),
+        (tmp / "queues.yaml", "is the queue configuration"),
         (tmp, "holds the tasks folder"),
     ]:
         found = problems(c, {"working_dir": str(path)}, everything)
@@ -231,6 +233,25 @@ def test_malformed_values_are_not_forbidden_but_refused(layout: dict[str, Path])
         ("spec.runtimeEnv.py_modules", False),
         ("spec.runtimeEnv.java_jars[0]", False),
     ]
+
+
+def test_a_folder_too_big_to_check_is_refused(
+    layout: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("specs.runtimepaths.MAX_TREE_ENTRIES", 3)
+    proj = layout["root"] / "proj"
+    for index in range(3):
+        (proj / f"f{index}.py").write_text("")
+    found = problems(confined(layout), {"working_dir": str(proj)}, [layout["root"]])
+    assert len(found) == 1 and "holds more than 3 files and folders" in found[0]
+
+
+def test_serve_warns_only_when_nothing_is_confined(tmp_path: Path) -> None:
+    warning = unconfined_warning(Settings(tasks_dir=tmp_path), Tokens())
+    assert warning is not None
+    assert "read from THIS machine" in warning and "--working-dir-root" in warning
+    rooted = Settings(tasks_dir=tmp_path, working_dir_roots=("/srv",))
+    assert unconfined_warning(rooted, Tokens()) is None
 
 
 def test_no_roots_means_no_local_path(layout: dict[str, Path]) -> None:
@@ -361,8 +382,9 @@ def test_a_path_that_turns_into_a_symlink_is_refused_at_submission(
     reconciler.run_pass()
     status = yaml.safe_load((tasks / "t.status.yaml").read_text())["status"]
     assert [r.submission_id for r in ray.submitted] == [blocker.submission_id]
-    assert status["phase"] == "Failed", status
+    assert (status["phase"], status["reason"]) == ("Failed", "SubmitFailed"), status
     assert "outside the allowed roots" in status["message"]
+    assert "nothing was sent" in status["message"]
 
 
 def test_a_spec_in_a_team_folder_gets_its_writers_roots(layout: dict[str, Path]) -> None:

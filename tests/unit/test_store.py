@@ -82,9 +82,7 @@ def count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         check: Any = None,
     ) -> Task:
         calls.append(file)
-        return real(
-            text, file=file, expected_name=expected_name, task_name=task_name, check=check
-        )
+        return real(text, file=file, expected_name=expected_name, task_name=task_name, check=check)
 
     monkeypatch.setattr(store, "parse_task", counting)
     return calls
