@@ -25,6 +25,7 @@ from api.routes import cluster, config, docs, legacy, metrics, queues, tasks, ui
 from api.security import OriginCheck, TokenAuth, allowed_hosts, own_host_names
 from specs.access import TOKEN_ENV, Tokens, insecure_warning, load_tokens
 from specs.cluster import RayAdapter
+from specs.runtimepaths import RuntimePaths
 from specs.service import TaskService
 from specs.settings import Settings
 from specs.store import TaskStore
@@ -60,7 +61,10 @@ def create_app(
     """
     if tokens is None:
         tokens = load_tokens(settings)  # AccessError if a token file is unusable
-    store = TaskStore(settings.tasks_dir, settings.status_dir)
+    # runtimeEnv local paths: each writer's roots (api/authz.py); the store shows a spec
+    # outside every root that applies to it as the loop will, Invalid.
+    runtime_paths = RuntimePaths.from_settings(settings, tokens)
+    store = TaskStore(settings.tasks_dir, settings.status_dir, check=runtime_paths.store_check())
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -93,6 +97,7 @@ def create_app(
     app.state.tokens_required = tokens.required
     app.state.rate_limits = RateLimits()  # requestsPerMinute; a test swaps its clock
     app.state.quota_lock = threading.Lock()  # maxTasks: one create at a time under a limit
+    app.state.runtime_paths = runtime_paths
     install_handlers(app)
     app.include_router(legacy.router)
     app.include_router(tasks.router)

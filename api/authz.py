@@ -21,7 +21,8 @@ from api.security import PRINCIPAL_KEY
 from specs.access import ANONYMOUS, Principal, is_config
 from specs.models import Task
 from specs.policy import UNRESTRICTED, spec_violation, task_limit_violation
-from specs.service import Check, TaskService
+from specs.runtimepaths import RuntimePaths
+from specs.service import Check, TaskService, WriterCheck
 
 audit_log = logging.getLogger("rayqueue.audit")
 
@@ -57,6 +58,13 @@ def require_write(request: Request, principal: Principal, service: TaskService, 
         raise refuse(request, principal, name, principal.describe_scope())
     if not principal.resolves_within(service.store.root, path):
         raise refuse(request, principal, name, "resolves (through a symlink) outside its folders")
+
+
+def spec_check(request: Request, principal: Principal) -> WriterCheck | None:
+    """What `principal` may not put in a spec it writes: runtimeEnv local paths outside its
+    roots (specs/runtimepaths.py; 403 naming the field). None when confinement is off."""
+    paths: RuntimePaths = request.app.state.runtime_paths
+    return paths.writer_check(principal)
 
 
 def require_top(request: Request, principal: Principal) -> None:

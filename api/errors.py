@@ -15,7 +15,14 @@ from fastapi.responses import JSONResponse
 
 from specs.cluster import JobNotFound, RayError, RayUnavailable
 from specs.parse import SpecError, SpecParseError
-from specs.service import ConfigRejected, QueryError, SpecBroken, SpecRejected, TaskNotFound
+from specs.service import (
+    ConfigRejected,
+    QueryError,
+    SpecBroken,
+    SpecForbidden,
+    SpecRejected,
+    TaskNotFound,
+)
 from specs.service import Conflict as EditConflict
 from specs.store import FolderUnavailable, InvalidName
 
@@ -103,6 +110,13 @@ def install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(SpecRejected)
     async def _rejected(request: Request, exc: SpecRejected) -> JSONResponse:
+        if isinstance(exc, SpecForbidden):
+            # One sentence naming the field and the rule, like every other 403.
+            refused = "; ".join(f"{e.field}: {e.message}" for e in exc.errors)
+            logging.getLogger("rayqueue.audit").warning(
+                "refused %s %s: %s", request.method, request.url.path, refused
+            )
+            return JSONResponse({"detail": refused}, 403)
         detail = spec_errors(exc.errors, with_position=exc.with_position)
         return JSONResponse({"detail": detail}, 422)
 

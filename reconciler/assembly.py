@@ -18,14 +18,21 @@ from reconciler.loop import Reconciler
 from reconciler.metrics import CountingRayAdapter, QueueMetrics
 from reconciler.runtime import tune_gc
 from reconciler.watcher import Watcher
+from specs.access import Tokens, load_tokens
 from specs.cluster import RayAdapter
+from specs.runtimepaths import OFF, RuntimePaths
 from specs.settings import Settings
 from specs.store import TaskStore
 
 
-def build_store(settings: Settings) -> TaskStore:
+def build_store(settings: Settings, paths: RuntimePaths = OFF) -> TaskStore:
+    """The loop's store; with `paths` confining runtimeEnv, a spec naming a local path outside
+    the roots that apply to it reads as Invalid."""
     return TaskStore(
-        settings.tasks_dir, settings.status_dir, settle_seconds=settings.settle_seconds
+        settings.tasks_dir,
+        settings.status_dir,
+        settle_seconds=settings.settle_seconds,
+        check=paths.store_check(),
     )
 
 
@@ -35,14 +42,22 @@ def build_reconciler(
     *,
     faults: Faults | None = None,
     clock: Callable[[], float] = time.time,
+    tokens: Tokens | None = None,
 ) -> Reconciler:
-    """The store and the reconciler as `serve` builds them (GC tuned for a long-lived cache)."""
-    store = build_store(settings)
+    """The store and the reconciler as `serve` builds them (GC tuned for a long-lived cache).
+    `tokens`: the API's, whose workingDirRoots apply to the specs they may write (default:
+    read from the settings)."""
+    if tokens is None:
+        tokens = load_tokens(settings)
+    paths = RuntimePaths.from_settings(settings, tokens)
+    store = build_store(settings, paths)
     tune_gc()
     metrics = QueueMetrics(version())
     # Counted at the adapter's edge, so the loop's and the API's calls to Ray are all seen.
     counted = CountingRayAdapter(ray, metrics)
-    return Reconciler(settings, store, counted, faults=faults, clock=clock, metrics=metrics)
+    return Reconciler(
+        settings, store, counted, faults=faults, clock=clock, metrics=metrics, paths=paths
+    )
 
 
 def version() -> str:
@@ -93,4 +108,5 @@ def describe(reconciler: Reconciler) -> dict[str, Any]:
         "faults_armed": reconciler.faults.armed,
         "ray": type(reconciler.ray).__qualname__,
         "metrics": type(reconciler.metrics).__qualname__,
+        "paths": reconciler.paths,
     }

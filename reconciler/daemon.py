@@ -19,8 +19,9 @@ from reconciler.history import HistoryView
 from reconciler.lock import LOCK_NAME, LockHeld, StateLock
 from reconciler.logsetup import route_foreign
 from reconciler.loop import Reconciler
-from specs.access import AccessError, exposure_problem, load_tokens
+from specs.access import AccessError, Tokens, exposure_problem, load_tokens
 from specs.cluster import RayAdapter
+from specs.runtimepaths import unconfined_warning
 from specs.settings import Settings
 
 if TYPE_CHECKING:
@@ -43,6 +44,9 @@ def serve(settings: Settings) -> None:
     problem = exposure_problem(settings, tokens)
     if problem is not None:
         raise ServeError(problem)
+    warning = unconfined_warning(settings, tokens)
+    if warning is not None:
+        log.warning("%s", warning)
     # --insecure-no-auth: the API warns when it starts (api/app.py), every time.
     try:
         settings.tasks_dir.mkdir(parents=True, exist_ok=True)
@@ -64,7 +68,7 @@ def serve(settings: Settings) -> None:
             # The lock comes first, so a refused second instance starts no Ray head.
             if not _take_lock(settings, lock, stop):
                 return  # a standby told to stop before it took over
-            ray, reconciler, address = _start(settings, faults, stop, running)
+            ray, reconciler, address = _start(settings, faults, stop, running, tokens)
             if stop.is_set():
                 return
             # For `rayqueue logs/plan/describe`, which otherwise have no way to find a
@@ -127,7 +131,11 @@ class _Running:
 
 
 def _start(
-    settings: Settings, faults: Faults, stop: threading.Event, running: _Running
+    settings: Settings,
+    faults: Faults,
+    stop: threading.Event,
+    running: _Running,
+    tokens: Tokens | None = None,
 ) -> tuple[RayAdapter, Reconciler, str]:
     """Ray (a private head if no address), the store, and the loop and watcher threads."""
     # Imported here, not at the top: importing Ray costs about a second and needs Ray
@@ -148,7 +156,7 @@ def _start(
         timeout_seconds=settings.ray_timeout_seconds,
         entrypoint_resources=settings.count_foreign_jobs,
     )
-    reconciler = build_reconciler(settings, ray, faults=faults)
+    reconciler = build_reconciler(settings, ray, faults=faults, tokens=tokens)
     running.threads.append(start_loop(reconciler, stop).loop)
     return reconciler.ray, reconciler, address
 

@@ -31,6 +31,7 @@ from specs.cluster import (
 )
 from specs.models import SourceRef, TaskStatus
 from specs.queues import CONFIG_FILE
+from specs.runtimepaths import OFF, RuntimePaths
 from specs.settings import PlanOptions, Settings
 from specs.store import FolderUnavailable, SpecEntry, TaskStore
 
@@ -161,8 +162,12 @@ class Reconciler:
         clock: Callable[[], float] = time.time,
         faults: Faults | None = None,
         metrics: QueueMetrics | None = None,
+        paths: RuntimePaths = OFF,
     ) -> None:
         self.settings = settings
+        # runtimeEnv local paths, checked again right before Ray reads them (a root or a
+        # folder in it may have become a symlink since the spec was read).
+        self.paths = paths
         self.faults = faults or Faults()  # crash points for the reliability suite; off by default
         self.store = store
         self.ray = ray
@@ -497,6 +502,12 @@ class Reconciler:
                 continue  # never submit an id we could not record
             self.faults.crash_point("before_submit")
             try:
+                refused = self.paths.check_task(submit.task, submit.request.runtime_env)
+                if refused:
+                    raise RayRequestError(
+                        "; ".join(map(str, refused)) + " (checked again before submitting; "
+                        "nothing was sent)"
+                    )
                 self.ray.submit(submit.request)
                 self.faults.crash_point("after_submit")
             except JobConflict:

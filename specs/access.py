@@ -56,7 +56,7 @@ _LOOSE_MODE = stat.S_IWGRP | stat.S_IRWXO
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,99}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_ENTRY_KEYS = frozenset({"name", "sha256", "role", "folders"}) | POLICY_KEYS
+_ENTRY_KEYS = frozenset({"name", "sha256", "role", "folders", "workingDirRoots"}) | POLICY_KEYS
 
 
 class Role(StrEnum):
@@ -88,6 +88,8 @@ class Principal:
     role: Role
     folders: tuple[str, ...] = ()  # folder prefixes ("team-a", "team-a/nlp") or TOP
     policy: Policy = UNRESTRICTED  # specs.policy: limits from the team tokens file
+    # Absolute folders under which its specs' runtimeEnv may name local paths (runtimepaths.py).
+    working_dir_roots: tuple[str, ...] = ()
 
     def can_read(self, name: str) -> bool:
         """May this caller see the task `name` (spec, status, logs)? With `read: own`, only
@@ -224,7 +226,20 @@ def _parse_entry(raw: Any, where: str) -> _Entry:
         policy = parse_policy(raw, role.value, has_folders=bool(folders))
     except PolicyError as exc:
         raise AccessError(f"{where} ({name}): {exc}") from None
-    return _Entry(bytes.fromhex(digest), Principal(name, role, folders, policy))
+    roots = _roots(raw.get("workingDirRoots"), f"{where} ({name})")
+    return _Entry(bytes.fromhex(digest), Principal(name, role, folders, policy, roots))
+
+
+def _roots(raw: Any, where: str) -> tuple[str, ...]:
+    """workingDirRoots: absolute folders (see specs/runtimepaths.py)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(r, str) for r in raw):
+        raise AccessError(f"{where}: workingDirRoots must be a list of absolute paths")
+    for root in raw:
+        if not os.path.isabs(root) or "\x00" in root:
+            raise AccessError(f"{where}: workingDirRoots entry {root!r} must be an absolute path")
+    return tuple(raw)
 
 
 def _folders(raw: Any, role: Role, where: str) -> tuple[str, ...]:
@@ -360,6 +375,7 @@ def insecure_warning(settings: Settings, tokens: Tokens) -> str | None:
 __all__ = [
     "ANONYMOUS",
     "MIN_TOKEN_LENGTH",
+    "SINGLE_TOKEN_NAME",
     "TOKEN_ENV",
     "TOP",
     "AccessError",

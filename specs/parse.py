@@ -69,6 +69,9 @@ _MAX_ERRORS = 20
 
 M = TypeVar("M", bound=BaseModel)
 
+Problem = tuple[tuple[str | int, ...], str]
+"""A problem found after validation: the field's path in the document, and what is wrong."""
+
 
 @dataclass(frozen=True)
 class SpecError:
@@ -111,10 +114,13 @@ def parse_task(
     file: str,
     expected_name: str | None = None,
     task_name: str | None = None,
+    check: Callable[[Task], Sequence[Problem]] | None = None,
 ) -> Task:
     """Parse one task document. `expected_name`, if given, must match metadata.name when set.
-    `task_name` (the full name, team-a/train) lets dependsOn be checked against the task itself."""
-    return _guarded(file, lambda: _parse_task(text, file, expected_name, task_name))
+    `task_name` (the full name, team-a/train) lets dependsOn be checked against the task itself.
+    `check` finds what depends on more than the file (runtimeEnv paths and the roots allowed
+    for them); each problem is pinned on the line of the field it names."""
+    return _guarded(file, lambda: _parse_task(text, file, expected_name, task_name, check))
 
 
 def parse_tasks(text: str | bytes, *, file: str) -> list[Task]:
@@ -158,7 +164,11 @@ def _guarded(file: str, parse: Callable[[], T]) -> T:
 
 
 def _parse_task(
-    text: str | bytes, file: str, expected_name: str | None, task_name: str | None
+    text: str | bytes,
+    file: str,
+    expected_name: str | None,
+    task_name: str | None,
+    check: Callable[[Task], Sequence[Problem]] | None = None,
 ) -> Task:
     task, node = _parse_single(text, file, Task)
     for index, dep in enumerate(task.spec.depends_on):
@@ -174,6 +184,9 @@ def _parse_task(
         raise SpecParseError(
             [_node_error(file, "metadata.name", _find(node, "metadata", "name"), message)]
         )
+    problems = check(task) if check is not None else ()
+    if problems:
+        raise SpecParseError(_pinned(file, node, problems))
     return task
 
 
@@ -583,9 +596,6 @@ def _dump(document: dict[str, Any]) -> str:
 
 # --- other documents ------------------------------------------------------------------------
 
-Problem = tuple[tuple[str | int, ...], str]
-"""A problem found after validation: the field's path in the document, and what is wrong."""
-
 
 def parse_document(
     text: str | bytes,
@@ -604,14 +614,18 @@ def parse_document(
         value, node = _parse_single(text, file, model)
         problems = check(value) if check is not None else ()
         if problems:
-            errors = []
-            for loc, message in problems[:_MAX_ERRORS]:
-                at = _locate(node, loc)[1]
-                errors.append(_node_error(file, _dotted(loc) or None, at, message))
-            raise SpecParseError(errors)
+            raise SpecParseError(_pinned(file, node, problems))
         return value
 
     return _guarded(file, parse)
+
+
+def _pinned(file: str, node: Node, problems: Sequence[Problem]) -> list[SpecError]:
+    errors = []
+    for loc, message in problems[:_MAX_ERRORS]:
+        at = _locate(node, loc)[1]
+        errors.append(_node_error(file, _dotted(loc) or None, at, message))
+    return errors
 
 
 def _check_queues(config: QueueConfig) -> Sequence[Problem]:

@@ -40,6 +40,7 @@ from specs.parse import (
     parse_task,
 )
 from specs.queues import CONFIG_FILE as QUEUES_FILE
+from specs.runtimepaths import PathProblem
 from specs.store import (
     SIDECAR_SUFFIXES,
     FolderUnavailable,
@@ -64,6 +65,10 @@ Check = Callable[[str, Task, Task | None], None]
 """A caller's own rule on a write: (the task's name, the new spec, the one it replaces or
 None); raises to refuse. Called after validation and before anything is written (the API's
 token policy and its submission-id claims)."""
+
+WriterCheck = Callable[[Task], Sequence[PathProblem]]
+"""What one writer may not put in a spec (specs.runtimepaths.RuntimePaths.writer_check); run
+during validation so a problem names its line."""
 
 
 # --- errors ------------------------------------------------------------------------------------
@@ -104,6 +109,10 @@ class SpecRejected(ValueError):
         self.name = name
         self.errors = errors
         self.with_position = with_position  # YAML bodies have lines; JSON ones do not
+
+
+class SpecForbidden(SpecRejected):
+    """The spec names something its writer may not (a runtimeEnv path outside its roots)."""
 
 
 class ConfigRejected(ValueError):
@@ -300,12 +309,14 @@ class TaskService:
         if_none_match: str | None,
         author: str | None = None,
         check: Check | None = None,
+        paths: WriterCheck | None = None,
     ) -> tuple[SpecFile, bool]:
         """Create or replace; returns (the spec now, created?). With `author`, the written spec
         carries it in the annotation rayqueue/written-by (whatever the body said). `check`
-        sees the spec before it is written and may refuse it (raise)."""
+        sees the spec before it is written and may refuse it (raise); `paths`: the local
+        paths this writer may not name (SpecForbidden)."""
         path = self.store.spec_path(name)
-        task = self.validate(name, data, path=path, with_position=not from_json)
+        task = self.validate(name, data, path=path, with_position=not from_json, check=paths)
         data = self._stamped(name, data, path, author)
         with self.lock(name):
             current = self.read(name)
@@ -318,11 +329,17 @@ class TaskService:
         return self.require(name), current is None
 
     def create(
-        self, name: str, data: bytes, *, author: str | None = None, check: Check | None = None
+        self,
+        name: str,
+        data: bytes,
+        *,
+        author: str | None = None,
+        check: Check | None = None,
+        paths: WriterCheck | None = None,
     ) -> SpecFile:
         """Create a new spec; Conflict if the name is taken."""
         path = self.store.spec_path(name)
-        task = self.validate(name, data, path=path, with_position=False)
+        task = self.validate(name, data, path=path, with_position=False, check=paths)
         data = self._stamped(name, data, path, author)
         with self.lock(name):
             if self.read(name) is not None:
@@ -341,6 +358,7 @@ class TaskService:
         done: Callable[[Task], bool] | None = None,
         author: str | None = None,
         check: Check | None = None,
+        paths: WriterCheck | None = None,
     ) -> tuple[SpecFile, bool]:
         """RFC 7386 merge patch of the spec document, validated before it is written; returns
         (the spec now, changed?). Only the values that change are edited in the text, so
@@ -359,7 +377,9 @@ class TaskService:
                 if text == current.text:
                     return current, False
                 data = text.encode()
-                task = self.validate(name, data, path=current.path, with_position=False)
+                task = self.validate(
+                    name, data, path=current.path, with_position=False, check=paths
+                )
                 if check is not None:
                     check(name, task, current.task)
                 if author is not None and isinstance(patched, dict):
@@ -381,13 +401,35 @@ class TaskService:
         self._written()
         return current
 
-    def validate(self, name: str, data: bytes, *, path: Path, with_position: bool) -> Task:
+    def validate(
+        self,
+        name: str,
+        data: bytes,
+        *,
+        path: Path,
+        with_position: bool,
+        check: WriterCheck | None = None,
+    ) -> Task:
+        forbidden = False
+
+        def pinned(task: Task) -> list[tuple[tuple[str | int, ...], str]]:
+            nonlocal forbidden
+            assert check is not None
+            problems = check(task)
+            forbidden = any(p.forbidden for p in problems)
+            return [(p.loc, p.message) for p in problems]
+
         try:
             return parse_task(
-                data, file=_rel(name, path), expected_name=_stem(name), task_name=name
+                data,
+                file=_rel(name, path),
+                expected_name=_stem(name),
+                task_name=name,
+                check=pinned if check is not None else None,
             )
         except SpecParseError as exc:
-            raise SpecRejected(name, exc.errors, with_position=with_position) from None
+            kind = SpecForbidden if forbidden else SpecRejected
+            raise kind(name, exc.errors, with_position=with_position) from None
 
     def _stamped(self, name: str, data: bytes, path: Path, author: str | None) -> bytes:
         """`data` (already validated) with the written-by annotation set to `author`."""

@@ -485,6 +485,20 @@ class Settings:
     )
     """Browser origins allowed to change things, besides the API's own."""
 
+    working_dir_roots: tuple[str, ...] = field(
+        default=(),
+        metadata=knob(
+            "a folder under which a spec's runtimeEnv may name local paths (working_dir, "
+            "py_modules, pip/uv/conda files), which Ray reads from this machine; repeat for "
+            "more. With this or --team-tokens, any other local path is refused. See "
+            "docs/deploy.md, Tenant isolation",
+            flag="--working-dir-root",
+            metavar="PATH",
+        ),
+    )
+    """Roots for runtimeEnv local paths, for every writer (team tokens add their own
+    workingDirRoots). Empty and no team tokens: local paths are not confined (a warning)."""
+
     insecure_no_auth: bool = field(
         default=False,
         metadata=knob(
@@ -507,6 +521,9 @@ class Settings:
                 raise ValueError(
                     f"--allowed-hosts: {host!r} is not a host name, an address, '*.domain' or '*'"
                 )
+        for root in self.working_dir_roots:
+            if not os.path.isabs(root):
+                raise ValueError(f"--working-dir-root: {root!r} must be an absolute path")
         for origin in self.allowed_origins:
             if not _ORIGIN.fullmatch(origin):
                 raise ValueError(

@@ -16,14 +16,15 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from specs.atomic import write_atomic
 from specs.models import Task, TaskStatus
 from specs.parse import (
     MAX_FILE_BYTES,
+    Problem,
     SpecError,
     SpecParseError,
     dump_status,
@@ -133,6 +134,8 @@ class _Walk:
     files: list[tuple[str, os.DirEntry[str]]]  # (relative path, entry), regular files only
     unreadable: list[str]  # relative files and "dir/" prefixes we could not read
     links: bool = False  # a symlink somewhere: file events cannot be mapped to names
+    # Files reached through a symlink from one team folder into another: why each is refused.
+    crossings: dict[str, str] = field(default_factory=dict)
 
 
 class TaskStore:
@@ -145,8 +148,12 @@ class TaskStore:
         *,
         settle_seconds: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
+        check: Callable[[str, Task], Sequence[Problem]] | None = None,
     ) -> None:
         self.root = Path(root)
+        # What a spec must also pass beyond its own file (runtimeEnv paths: runtimepaths.py),
+        # given its task name; checked whenever the file is (re)read.
+        self.check = check
         self.status_dir = None if status_dir is None else Path(status_dir)
         # A file that changed, appeared or vanished since the last scan is reported as it was
         # until it has stayed so for settle_seconds: a half-written file or a git checkout
@@ -169,6 +176,7 @@ class TaskStore:
         self._statuses_read = False
         self._warned: set[tuple[str, str]] = set()
         self._held: list[str] = []  # names the first scan found still being written
+        self._crossed: set[str] = set()  # names the last walk found behind a cross-team link
 
     # --- specs ---------------------------------------------------------------------------
 
@@ -204,9 +212,13 @@ class TaskStore:
         skip = _dir_id(self.status_dir) if self.status_dir is not None else None
         walk = self._walk(top, _is_spec_file, skip)
         by_name: dict[str, list[tuple[str, str, Callable[[], os.stat_result]]]] = {}
+        crossed: dict[str, str] = {}
         for rel, entry in walk.files:
             if _strip(rel, TASK_SUFFIXES) == _CONFIG_NAME:
                 continue  # the queue configuration, read by the loop, not a task
+            if rel in walk.crossings:
+                crossed.setdefault(_strip(rel, TASK_SUFFIXES), rel)
+                continue
             files = by_name.setdefault(_strip(rel, TASK_SUFFIXES), [])
             files.append((rel, entry.path, entry.stat))
         parsed: dict[str, _Parsed] = {}
@@ -214,6 +226,13 @@ class TaskStore:
         unreadable = list(walk.unreadable)
         now = self._clock()
         self._held = []
+        for name, rel in crossed.items():
+            # Never read: the file belongs to another team's folder.
+            error = SpecError(rel, None, None, None, walk.crossings[rel])
+            entries[name] = SpecEntry(
+                name, self.root / rel, None, error, self._last_valid.get(name), ""
+            )
+            by_name.pop(name, None)
         for name, files in by_name.items():
             if not self._take(name, files, now, entries, parsed):
                 unreadable.append(files[0][0])
@@ -244,6 +263,7 @@ class TaskStore:
             n: t for n, t in self._missing_since.items() if n in entries and n not in by_name
         }
         self._seen = {n: v for n, v in self._seen.items() if n in by_name}
+        self._crossed = set(crossed)
         self._reported_keys = {n: k for n, k in self._reported_keys.items() if n in entries}
         self._scanned = True
         self._top, self._links = top, walk.links
@@ -451,8 +471,8 @@ class TaskStore:
             sidecars: dict[str, _Sidecar] = {}
             for rel, entry in walk.files:
                 name = rel.removesuffix(STATUS_SUFFIX)
-                if rel == STATUS_FILE:
-                    continue  # the queues' status, not a task's
+                if rel == STATUS_FILE or rel in walk.crossings:
+                    continue  # the queues' status; or another team's, reached by a symlink
                 try:
                     sidecar = self._load_sidecar(name, rel, entry)
                 except _Unreadable:
@@ -490,6 +510,11 @@ class TaskStore:
     def _write_sidecar(
         self, name: str, path: Path, status: TaskStatus, data: bytes, durable: bool
     ) -> bool:
+        if self._links and self._crosses(path):
+            # The sidecar's folder is a symlink into another team's: never write there (it
+            # would be that team's status file). Kept in memory; the spec is Invalid anyway.
+            self._sidecars[name] = _Sidecar((0, 0, 0), status, data)
+            return False
         key = _stat_key(path)
         if key is not None:
             cached = self._sidecars.get(name)
@@ -581,12 +606,14 @@ class TaskStore:
         """Iterative walk yielding accepted regular files; follows symlinks only within `top`."""
         walk = _Walk([], [])
         top_id = _dir_id(top)
-        stack: list[tuple[str, str, frozenset[tuple[int, int] | None]]] = [
-            (top, "", frozenset({top_id}))
+        # (folder as walked, its relative path, ancestors, its real path if reached through a
+        # symlink: then each file's real path is known without another system call)
+        stack: list[tuple[str, str, frozenset[tuple[int, int] | None], str | None]] = [
+            (top, "", frozenset({top_id}), None)
         ]
         visited = 0
         while stack:
-            directory, rel, ancestors = stack.pop()
+            directory, rel, ancestors, real_dir = stack.pop()
             visited += 1
             if visited > MAX_DIRECTORIES:
                 self._warn_once(top, f"more than {MAX_DIRECTORIES} folders; the rest is skipped")
@@ -610,10 +637,18 @@ class TaskStore:
                     continue  # hidden: .git, .rayqueue, editor temp files, our temp files
                 child_rel = rel + child.name
                 try:
-                    walk.links = walk.links or child.is_symlink()
-                    if child.is_symlink() and not _inside(os.path.realpath(child.path), top):
-                        self._warn_once(child.path, "symlink points outside the folder; ignored")
-                        continue
+                    link = child.is_symlink()
+                    walk.links = walk.links or link
+                    real = None
+                    if link:
+                        real = os.path.realpath(child.path)
+                        if not _inside(real, top):
+                            self._warn_once(
+                                child.path, "symlink points outside the folder; ignored"
+                            )
+                            continue
+                    elif real_dir is not None:
+                        real = os.path.join(real_dir, child.name)
                     if child.is_dir():
                         st = child.stat()
                         ident = (st.st_dev, st.st_ino)
@@ -622,9 +657,12 @@ class TaskStore:
                         if ident in ancestors:
                             self._warn_once(child.path, "symlink loop; not followed")
                             continue
-                        stack.append((child.path, child_rel + "/", ancestors | {ident}))
+                        stack.append((child.path, child_rel + "/", ancestors | {ident}, real))
                     elif child.is_file() and accept(child.name):
                         walk.files.append((child_rel, child))
+                        crossing = None if real is None else _crossing(child_rel, real, top)
+                        if crossing is not None:
+                            walk.crossings[child_rel] = crossing
                 except FileNotFoundError:
                     continue  # deleted while we looked
                 except OSError as exc:
@@ -668,7 +706,10 @@ class TaskStore:
             reserved = SpecError(rel, None, None, None, message)
             return _Parsed(key, None, reserved, hashlib.sha256(data).hexdigest())
         try:
-            task: Task | None = parse_task(data, file=rel, expected_name=stem, task_name=name)
+            check = None if self.check is None else functools.partial(self.check, name)
+            task: Task | None = parse_task(
+                data, file=rel, expected_name=stem, task_name=name, check=check
+            )
             error = None
         except SpecParseError as exc:
             task, error = None, exc.errors[0]
@@ -723,6 +764,17 @@ class TaskStore:
             status = None
         return _Sidecar(key, status, data)
 
+    def _crosses(self, path: Path) -> bool:
+        """Whether the sidecar `path` would land, through a symlinked folder, in another
+        team folder than its name says (only possible when the last walk met a symlink)."""
+        base = self.root if self.status_dir is None else self.status_dir
+        rel = os.path.relpath(path, base).replace(os.sep, "/")
+        real_base = os.path.realpath(base)
+        real = os.path.join(os.path.realpath(path.parent), path.name)
+        if not _inside(real, real_base):
+            return True
+        return _team(rel) != _team(os.path.relpath(real, real_base).replace(os.sep, "/"))
+
     def _check_inside(self, path: Path, name: str) -> None:
         root = os.path.realpath(self.root)
         if not _inside(os.path.realpath(path), root):
@@ -759,6 +811,30 @@ def _rel_of(entry: SpecEntry) -> str:
 def _under_any(rel: str, prefixes: list[str]) -> bool:
     """`rel` is one of the unreadable files, or inside an unreadable "dir/" (or the root, "")."""
     return any(rel == p or (p.endswith("/") and rel.startswith(p)) or p == "" for p in prefixes)
+
+
+def _team(rel: str) -> str:
+    """The team folder of a path relative to the root: its top-level folder ("" at the top)."""
+    head, sep, _ = rel.partition("/")
+    return head if sep else ""
+
+
+def _crossing(rel: str, real: str, top: str) -> str | None:
+    """Why the file at `rel`, really at `real` (inside `top`), is refused, or None: a symlink
+    must not carry a spec from one team folder into another (it would run as the other's
+    task, and both would share one status file)."""
+    target = os.path.relpath(real, top).replace(os.sep, "/")
+    here, there = _team(rel), _team(target)
+    if here == there:
+        return None
+
+    def shown(team: str) -> str:
+        return f"{team}/" if team else "the top folder"
+
+    return (
+        f"reached through a symlink from {shown(here)} into {shown(there)} ({rel} -> "
+        f"{target}); a spec is never followed into another team's folder: copy it instead"
+    )
 
 
 def _inside(real_path: str, real_top: str) -> bool:

@@ -21,6 +21,7 @@ from api.authz import (
     policy_check,
     require_top,
     require_write,
+    spec_check,
     task_quota,
 )
 from api.deps import LegacyParams, ReconcilerDep, Service, SettingsDep
@@ -155,7 +156,9 @@ def add_task(
         id_check(service, caller, reconciler, settings.resolved_queue_id),
     )
     with task_quota(request, caller, service, name):
-        service.create(name, data, author=caller.name, check=check)
+        service.create(
+            name, data, author=caller.name, check=check, paths=spec_check(request, caller)
+        )
     audit(request, caller, "created", name)
     return AddTaskResponse(task_id=task_id, task=name)
 

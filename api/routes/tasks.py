@@ -15,6 +15,7 @@ from api.authz import (
     readable,
     require_read,
     require_write,
+    spec_check,
     task_quota,
 )
 from api.deps import (
@@ -213,6 +214,7 @@ def put_task(
             if_none_match=if_none_match,
             author=caller.name,
             check=check,
+            paths=spec_check(request, caller),
         )
     audit(request, caller, "created" if created else "replaced", name)
     return _object_response(service, spec, 201 if created else 200)
@@ -248,7 +250,14 @@ def patch_task(
         policy_check(request, caller),
         id_check(service, caller, reconciler, settings.resolved_queue_id),
     )
-    spec, changed = service.patch(name, patch, if_match=if_match, author=caller.name, check=check)
+    spec, changed = service.patch(
+        name,
+        patch,
+        if_match=if_match,
+        author=caller.name,
+        check=check,
+        paths=spec_check(request, caller),
+    )
     audit(request, caller, "patched" if changed else "patched (no change)", name)
     return _object_response(service, spec)
 

@@ -8,8 +8,16 @@ import os
 import sys
 from pathlib import Path
 
-from reconciler.cli.common import EXIT_ERROR, EXIT_OK, CliError, HelpFormatter, Subparsers
+from reconciler.cli.common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    HelpFormatter,
+    Subparsers,
+)
 from reconciler.cli.files import STDIN, Source, parse_source, read_sources
+from specs.access import Tokens
 from specs.parse import (
     MAX_FILE_BYTES,
     SpecError,
@@ -18,6 +26,8 @@ from specs.parse import (
     parse_task,
 )
 from specs.queues import CONFIG_FILE
+from specs.runtimepaths import RuntimePaths
+from specs.settings import Settings
 from specs.store import FolderUnavailable, TaskStore
 
 EPILOG = """\
@@ -45,6 +55,15 @@ def register(sub: Subparsers) -> None:
     )
     p.add_argument("paths", nargs="+", metavar="FILE|DIR|-", help="what to check")
     p.add_argument("-q", "--quiet", action="store_true", help="print only the errors")
+    p.add_argument(
+        "--working-dir-root",
+        action="append",
+        default=[],
+        metavar="PATH",
+        dest="working_dir_roots",
+        help="check a folder's runtimeEnv local paths as `serve --working-dir-root` does "
+        "(repeat for more; relative paths resolve against the current directory)",
+    )
     p.set_defaults(func=run)
 
 
@@ -52,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     failed = False
     for arg in args.paths:
         if arg != STDIN and Path(arg).is_dir():
-            results = _check_folder(Path(arg))
+            results = _check_folder(Path(arg), tuple(args.working_dir_roots))
         elif arg != STDIN and Path(arg).name == CONFIG_FILE:
             results = [_check_queues(Path(arg))]
         else:
@@ -76,10 +95,17 @@ def _check_file(source: Source) -> tuple[str, list[str], list[SpecError]]:
     return source.display, [name for name, _ in items], []
 
 
-def _check_folder(root: Path) -> list[tuple[str, list[str], list[SpecError]]]:
+def _check_folder(
+    root: Path, working_dir_roots: tuple[str, ...] = ()
+) -> list[tuple[str, list[str], list[SpecError]]]:
     """Exactly what the reconciler would see, with every error of each file (not just one)."""
     try:
-        entries = TaskStore(root).scan()
+        settings = Settings(tasks_dir=root, working_dir_roots=working_dir_roots)
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    paths = RuntimePaths.from_settings(settings, Tokens())
+    try:
+        entries = TaskStore(root, check=paths.store_check()).scan()
     except FolderUnavailable as exc:
         raise CliError(str(exc)) from None
     if not entries:

@@ -175,6 +175,8 @@ TOKENS = {
     "platform": ("tok-admin-4f6a21", "admin", None),
     "ops": ("tok-ops-c81e55", "write", ["/"]),
 }
+# With team tokens, runtimeEnv local paths are confined: SEED_BODY's working_dir is under ops'.
+WORKING_DIR_ROOTS = {"ops": ["/home/ray/src"]}
 
 
 def auth(who: str) -> dict[str, str]:
@@ -188,6 +190,8 @@ def teams(tmp_path: Path, tasks_dir: Path) -> Iterator[TestClient]:
         entry: dict[str, Any] = {"name": name, "sha256": hash_token(token), "role": role}
         if folders is not None:
             entry["folders"] = folders
+        if name in WORKING_DIR_ROOTS:
+            entry["workingDirRoots"] = WORKING_DIR_ROOTS[name]
         entries.append(entry)
     path = tmp_path / "tokens.yaml"
     path.write_text(yaml.safe_dump({"tokens": entries}))

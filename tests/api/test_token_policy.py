@@ -41,10 +41,14 @@ TOKENS: dict[str, tuple[str, dict[str, Any]]] = {
         "tok-b-viewer-0123456789abcdef012345",
         {"role": "read", "read": "own", "folders": ["team-b"]},
     ),
-    "ops": ("tok-ops-0123456789abcdef0123456789ab", {"role": "write", "folders": ["/"]}),
+    # SEED_BODY's working_dir lies under /home/ray/src: with team tokens, local paths need a root.
+    "ops": (
+        "tok-ops-0123456789abcdef0123456789ab",
+        {"role": "write", "folders": ["/"], "workingDirRoots": ["/home/ray/src"]},
+    ),
     "capped-ops": (
         "tok-capped-ops-0123456789abcdef01234",
-        {"role": "write", "folders": ["/"], "maxPriority": 5},
+        {"role": "write", "folders": ["/"], "maxPriority": 5, "workingDirRoots": ["/home/ray/src"]},
     ),
     "chatty": (
         "tok-chatty-0123456789abcdef01234567",

@@ -122,3 +122,25 @@ def test_queue_configuration_is_checked(rq, tmp_path: Path) -> None:
         bad = rq("validate", str(target), folder=None)
         assert bad.code == 1
         assert f"{config}:6:27: spec.queues[0].nominalQuota.cpu: must be greater" in bad.err
+
+
+def test_a_folder_is_checked_against_working_dir_roots(rq, tmp_path: Path) -> None:
+    """Issue 23: CI can refuse a spec whose runtimeEnv would ship a folder from outside the
+    roots, and a symlink from one team folder into another, before serve ever reads it."""
+    root = tmp_path / "code"
+    (root / "proj").mkdir(parents=True)
+    folder = tmp_path / "tasks"
+    write(folder, "team-a/ok", spec_text(runtimeEnv={"working_dir": str(root / "proj")}))
+    write(folder, "team-a/bad", spec_text(runtimeEnv={"working_dir": str(tmp_path)}))
+    (folder / "team-b").mkdir()
+    (folder / "team-b" / "link.yaml").symlink_to("../team-a/ok.yaml")
+    plain = rq("validate", str(folder), folder=None)  # the link alone fails it
+    assert plain.code == 1 and plain.err.count("\n") == 1
+    assert "from team-b/ into team-a/" in plain.err
+    result = rq("validate", "--working-dir-root", str(root), str(folder), folder=None)
+    assert result.code == 1
+    assert f"{folder}/team-a/ok.yaml: ok" in result.out
+    assert f"spec.runtimeEnv.working_dir: {tmp_path} holds the tasks folder" in result.err
+    assert "from team-b/ into team-a/" in result.err
+    relative = rq("validate", "--working-dir-root", "code", str(folder), folder=None)
+    assert relative.code == 2 and "must be an absolute path" in relative.err

@@ -26,7 +26,9 @@ from schemathesis import GenerationMode
 from api.app import create_app
 from reconciler.loop import Reconciler
 from reconciler.raycluster.fake import FakeRay
+from specs.access import Tokens
 from specs.cluster import Capacity
+from specs.runtimepaths import RuntimePaths
 from specs.settings import Settings
 from specs.store import TaskStore
 from tests.support.net import free_port
@@ -55,6 +57,9 @@ def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tasks.mkdir()
     outside.mkdir()
     (outside / "secret.yaml").write_text("not yours\n")
+    code = root / "code"  # the one folder runtimeEnv local paths may name
+    (code / "proj").mkdir(parents=True)
+    (code / "link-out").symlink_to(outside)
     (tasks / "existing.yaml").write_text(task_yaml("python train.py"))
     (tasks / "team-a").mkdir()
     (tasks / "team-a" / "train.yaml").write_text(task_yaml("python train.py", priority=3))
@@ -66,9 +71,11 @@ def api_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         host="127.0.0.1",
         port=port,
         api_token=TOKEN,
+        working_dir_roots=(str(code),),
     )
     ray = FakeRay(Capacity(4, 0, 16 * GIB))
-    reconciler = Reconciler(settings, TaskStore(tasks), ray)
+    paths = RuntimePaths.from_settings(settings, Tokens())
+    reconciler = Reconciler(settings, TaskStore(tasks, check=paths.store_check()), ray, paths=paths)
     reconciler.run_pass()  # statuses and loop state exist, so the read routes have content
     stop = threading.Event()
     loop = threading.Thread(target=reconciler.run, args=(stop,), daemon=True)
@@ -337,3 +344,98 @@ def test_dns_rebinding_is_refused_by_the_real_server(
                 tried += 1
     figures["rebinding requests refused"] += tried
     assert specs() == before
+
+
+# runtimeEnv values that would make Ray read this machine's disk outside the root (issue 23):
+# {outside}, {code} and {tasks} are filled in. Each must be refused (403, or 422 when
+# malformed) by PUT (YAML and JSON) and by the old /add_task, and nothing written.
+RUNTIME_ENV_PATHS: list[dict[str, Any]] = [
+    {"working_dir": "/"},
+    {"working_dir": "{outside}"},
+    {"working_dir": "{code}/../outside"},
+    {"working_dir": "{code}/link-out"},
+    {"working_dir": "file://{outside}"},
+    {"working_dir": "local://{outside}"},
+    {"working_dir": "file://{code}/%2e%2e/outside"},
+    {"working_dir": "../outside"},
+    {"working_dir": "{tasks}"},
+    {"working_dir": "{tasks}/.rayqueue"},
+    {"working_dir": "{tasks}/team-a"},
+    {"working_dir": "ftp://example.com/x.zip"},
+    {"working_dir": 7},
+    {"working_dir": "a\x00b"},
+    {"py_modules": ["{code}/proj", "{outside}"]},
+    {"py_modules": "{outside}"},
+    {"java_jars": ["{outside}/secret.yaml"]},
+    {"pip": "{outside}/secret.yaml"},
+    {"pip": {"packages": "{outside}/secret.yaml"}},
+    {"uv": "{outside}/secret.yaml"},
+    {"conda": "{outside}/env.yaml"},
+    {"conda": "{outside}"},
+]
+
+
+def _filled(value: Any, server: Server) -> Any:
+    if isinstance(value, str):
+        root = server.tasks.parent
+        return (
+            value.replace("{outside}", str(server.outside))
+            .replace("{code}", str(root / "code"))
+            .replace("{tasks}", str(server.tasks))
+        )
+    if isinstance(value, list):
+        return [_filled(v, server) for v in value]
+    if isinstance(value, dict):
+        return {k: _filled(v, server) for k, v in value.items()}
+    return value
+
+
+def test_runtime_env_paths_outside_the_root_are_refused(
+    api_server: Server, figures: Counter[str]
+) -> None:
+    import json
+
+    before = snapshot(api_server.tasks)
+    specs = {k for k in before if not k.endswith(".status.yaml") and ".rayqueue" not in k}
+    tried = 0
+    for case in RUNTIME_ENV_PATHS:
+        env = _filled(case, api_server)
+        doc = {"apiVersion": "rayqueue/v1", "kind": "Task"}
+        doc["spec"] = {"entrypoint": "cat x", "resources": {"cpu": 1}, "runtimeEnv": env}
+        for body, kind in [
+            (json.dumps(doc).encode(), "application/json"),
+            (yaml.safe_dump(doc).encode(), "application/yaml"),
+        ]:
+            status, data = raw(api_server, "PUT", "/tasks/steal", body, {"Content-Type": kind})
+            assert status in (403, 422), (case, kind, status, data[:300])
+            tried += 1
+        legacy = {"name": "steal", "entrypoint": "cat x", "runtime_env": env, "cpu": 1}
+        status, data = raw(
+            api_server,
+            "POST",
+            "/add_task",
+            json.dumps(legacy).encode(),
+            {"Content-Type": "application/json"},
+        )
+        assert status in (403, 422), (case, "add_task", status, data[:300])
+        tried += 1
+    after = snapshot(api_server.tasks)
+    assert {k for k in after if not k.endswith(".status.yaml") and ".rayqueue" not in k} == specs
+    assert snapshot(api_server.outside) == api_server.before_outside
+    # Inside the root, and remote URIs, are still fine.
+    for env in ({"working_dir": "{code}/proj"}, {"working_dir": "s3://bucket/code.zip"}):
+        body = yaml.safe_dump(
+            {
+                "apiVersion": "rayqueue/v1",
+                "kind": "Task",
+                "spec": {
+                    "entrypoint": "ls",
+                    "resources": {"cpu": 1},
+                    "runtimeEnv": _filled(env, api_server),
+                },
+            }
+        ).encode()
+        status, data = raw(api_server, "PUT", "/tasks/fine", body)
+        assert status in (200, 201), (env, status, data[:300])
+    raw(api_server, "DELETE", "/tasks/fine")
+    figures["runtimeEnv path requests refused"] += tried

@@ -79,9 +79,10 @@ def count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         file: str,
         expected_name: str | None = None,
         task_name: str | None = None,
+        check: Any = None,
     ) -> Task:
         calls.append(file)
-        return real(text, file=file, expected_name=expected_name, task_name=task_name)
+        return real(text, file=file, expected_name=expected_name, task_name=task_name, check=check)
 
     monkeypatch.setattr(store, "parse_task", counting)
     return calls
