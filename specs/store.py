@@ -207,6 +207,13 @@ class TaskStore:
                 return False
             return os.path.realpath(self.root) == self._top
 
+    def scanned(self) -> dict[str, SpecEntry] | None:
+        """What the last scan returned, without reading anything; None before the first full
+        scan. For a reader beside the loop (the HTTP API in `serve`) that must neither walk
+        the folder nor disturb the loop's own scans."""
+        with self._lock:
+            return dict(self._entries) if self._scanned else None
+
     def _scan_all(self) -> dict[str, SpecEntry]:
         top = self._real_dir(self.root)
         skip = _dir_id(self.status_dir) if self.status_dir is not None else None
