@@ -28,7 +28,6 @@ from specs.parse import (
     SpecError,
     SpecParseError,
     dump_status,
-    dump_task,
     parse_status,
     parse_task,
 )
@@ -414,17 +413,6 @@ class TaskStore:
         candidates = [self.root / f"{name}{suffix}" for suffix in TASK_SUFFIXES]
         path = next((p for p in candidates if p.exists()), candidates[0])
         self._check_inside(path, name)
-        return path
-
-    def write_spec(self, name: str, task: Task) -> Path:
-        """Create or replace a spec atomically (HTTP API and CLI)."""
-        path = self.spec_path(name)
-        stem = name.rsplit("/", 1)[-1]
-        if task.metadata.name is not None and task.metadata.name != stem:
-            raise InvalidName(
-                f'metadata.name "{task.metadata.name}" must equal the file\'s stem "{stem}"'
-            )
-        write_atomic(path, dump_task(task).encode())
         return path
 
     def read_spec_text(self, name: str) -> bytes | None:
