@@ -51,6 +51,7 @@ def create_app(
     ray: RayAdapter | None = None,
     observability: Observability | None = None,
     tokens: Tokens | None = None,
+    store: TaskStore | None = None,
 ) -> FastAPI:
     """Build the app. With no reconciler, cluster answers are unknown and /readyz is 503.
 
@@ -58,13 +59,20 @@ def create_app(
     logs, by default through the loop's adapter. `observability` feeds /metrics and the web
     view (/ui/); without it /metrics and the plot's history answer 404. `tokens`: who may
     call; by default read from the settings (and $RAYQUEUE_API_TOKEN), none meaning no auth.
+    `store`: the loop's own store, when the loop runs in this process: the API then serves
+    what the loop last read and holds (its queue positions and estimates) without walking the
+    folder per request. Without it the API reads the folder with a store of its own.
     """
     if tokens is None:
         tokens = load_tokens(settings)  # AccessError if a token file is unusable
     # runtimeEnv local paths: each writer's roots (api/authz.py); the store shows a spec
     # outside every root that applies to it as the loop will, Invalid.
     runtime_paths = RuntimePaths.from_settings(settings, tokens)
-    store = TaskStore(settings.tasks_dir, settings.status_dir, check=runtime_paths.store_check())
+    shared = store is not None
+    if store is None:
+        store = TaskStore(
+            settings.tasks_dir, settings.status_dir, check=runtime_paths.store_check()
+        )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -92,6 +100,7 @@ def create_app(
         on_write=reconciler.wake.set if reconciler is not None else None,
         # Ages are measured on the loop's clock, the one that stamped queuedAt.
         clock=reconciler.clock if reconciler is not None else time.time,
+        loop_store=shared,
     )
     app.state.observability = observability or Observability()
     app.state.tokens_required = tokens.required

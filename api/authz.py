@@ -121,7 +121,7 @@ def task_quota(
         return
     with request.app.state.quota_lock:
         if service.read(name) is None:
-            held = sum(1 for task in service.store.scan() if principal.holds(task))
+            held = sum(1 for task in service.entries() if principal.holds(task))
             why = task_limit_violation(principal.policy, held)
             if why is not None:
                 raise deny(request, principal, why)

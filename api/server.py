@@ -21,6 +21,7 @@ from api.ports import Loop, Observability
 from specs.access import Tokens
 from specs.cluster import RayAdapter
 from specs.settings import Settings
+from specs.store import TaskStore
 
 HEADER_TIMEOUT_SECONDS = 10.0
 BODY_TIMEOUT_SECONDS = 30.0
@@ -113,6 +114,15 @@ def serve_api(
     ray: RayAdapter,
     tokens: Tokens,
     observability: Observability | None = None,
+    store: TaskStore | None = None,
 ) -> None:
-    app = create_app(settings, reconciler=loop, ray=ray, observability=observability, tokens=tokens)
+    """`store`: the loop's (see create_app), so the API serves what the loop holds."""
+    app = create_app(
+        settings,
+        reconciler=loop,
+        ray=ray,
+        observability=observability,
+        tokens=tokens,
+        store=store,
+    )
     uvicorn.Server(uvicorn_config(app, settings)).run()

@@ -108,7 +108,8 @@ def serve(settings: Settings) -> None:
             dashboard=address,
         )
         with _stop_on_signal(stop):
-            serve_api(settings, reconciler, ray, tokens, observability)
+            # One store for both: the API lists what the loop last read, with its positions.
+            serve_api(settings, reconciler, ray, tokens, observability, store=reconciler.store)
     finally:
         stop.set()
         if running.recorded:

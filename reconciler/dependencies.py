@@ -19,7 +19,6 @@ from specs.pipeline import DependencySpec
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"
 FINISHED_ANY = "Finished"
-CONDITIONS = (SUCCEEDED, FAILED, FINISHED_ANY)
 
 # Every end but success counts as "Failed" (Slurm's afternotok: non-zero exit, timeout, node
 # failure, cancellation).
@@ -222,19 +221,3 @@ def _cycle_through(start: str, succ: Mapping[str, list[str]], members: set[str])
                 parent[w] = v
                 queue.append(w)
     raise AssertionError(f"{start} is in a strongly connected component but on no cycle")
-
-
-def evaluate(
-    graph: Mapping[str, Sequence[DependencySpec]], views: Mapping[str, RunView]
-) -> dict[str, Judgement]:
-    """A judgement for every task that has dependencies; cycles first, since they are Invalid."""
-    cycles = find_cycles({name: [d.name for d in deps] for name, deps in graph.items()})
-    result: dict[str, Judgement] = {}
-    for name, deps in graph.items():
-        if not deps:
-            continue
-        if name in cycles:
-            result[name] = Judgement(Gate.CYCLE, cycles[name])
-        else:
-            result[name] = judge(deps, views)
-    return result

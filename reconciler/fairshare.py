@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from reconciler import policies
@@ -545,17 +545,6 @@ def admit(
     reserved start), `none` (besteffort: no hold). `first`: preemptors whose victims have
     stopped; when their queue's policy picks them, they go before every other pick."""
     return _Pass(capacity, free, queues, claims, now, slots, reservation, first).run()
-
-
-def usage_by_queue(
-    held: Mapping[str, Capacity], queue_of: Mapping[str, str], names: Sequence[str]
-) -> dict[str, Capacity]:
-    """Sum what each task holds into its queue."""
-    usage = {name: Capacity() for name in names}
-    for task, request in held.items():
-        queue = queue_of[task]
-        usage[queue] = usage.get(queue, Capacity()) + request
-    return usage
 
 
 __all__ = [

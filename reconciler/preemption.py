@@ -20,7 +20,7 @@ The rules, chosen against the complaints about Kueue's preemption:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from specs.cluster import Capacity
@@ -31,8 +31,6 @@ ANY = "Any"
 MODES = (NEVER, LOWER_PRIORITY)
 """Kueue's withinClusterQueue values that make sense for one queue, and the --preemption flag's
 choices; the queue configuration's `withinQueue` takes the same."""
-RECLAIM_MODES = (NEVER, LOWER_PRIORITY, ANY)
-"""`reclaimWithinCohort`: as Kueue's."""
 
 _EPS = 1e-9
 _RESOURCES = ("cpu", "gpu", "memory")
@@ -95,61 +93,6 @@ def exempt(run: Running, now: float, rules: Rules) -> bool:
         or now - run.started < rules.min_runtime_seconds
         or bool(rules.max_per_task and run.preemptions >= rules.max_per_task)
     )
-
-
-def candidates(
-    preemptor: Preemptor,
-    running: Iterable[Running],
-    now: float,
-    rules: Rules,
-) -> list[Running]:
-    """The runs `preemptor` may stop, cheapest first."""
-    eligible = [
-        run
-        for run in running
-        if run.name != preemptor.name
-        and not exempt(run, now, rules)
-        and may_preempt(rules, preemptor.priority, run.priority)
-        # No ping-pong: a run that could preempt the preemptor back is never its victim.
-        and not may_preempt(rules, run.priority, preemptor.priority)
-    ]
-    return sorted(eligible, key=lambda run: (run.priority, now - run.started, run.name))
-
-
-def choose_victims(
-    preemptor: Preemptor,
-    free: Capacity,
-    running: Sequence[Running],
-    now: float,
-    rules: Rules,
-) -> tuple[Running, ...]:
-    """A minimal set of runs to stop so that `preemptor` fits into `free` plus what they hold.
-
-    Empty when it fits already, when preemption is off, or when even every candidate together
-    would not make room: stopping work that cannot help is pure waste.
-    """
-    if (
-        rules.within_queue == NEVER
-        or not may_ask(rules, preemptor.priority)
-        or preemptor.request.fits_in(free)
-    ):
-        return ()
-    chosen: list[Running] = []
-    available = free
-    for run in candidates(preemptor, running, now, rules):
-        chosen.append(run)
-        available = available + run.request
-        if preemptor.request.fits_in(available):
-            break
-    else:
-        return ()
-    # Trim, costliest first: a victim added only because the cheaper ones came first, or one
-    # that frees a resource the preemptor does not need, is spared.
-    for run in reversed(list(chosen)):
-        if preemptor.request.fits_in(available - run.request):
-            chosen.remove(run)
-            available = available - run.request
-    return tuple(chosen)
 
 
 def held_back(request: Capacity, freeing: Capacity) -> Capacity:

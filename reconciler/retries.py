@@ -28,11 +28,10 @@ NON_RETRYABLE_EXIT_CODE = "NonRetryableExitCode"
 
 
 class Cause(StrEnum):
-    """Why a run ended, beyond its outcome: only RUN (the job's own end) uses up the limit."""
+    """Why a run ended, beyond its outcome: a run lost in an outage may cost nothing. (A user's
+    stop and a preemption never come here: the planner re-queues or ends those itself.)"""
 
     RUN = "Run"  # the job ended by itself in Ray (or vanished from a Ray that stayed up)
-    USER_STOP = "UserStop"  # suspend, delete, spec change: never retried, never counted
-    PREEMPTED = "Preempted"  # taken off the cluster for a more important task
     OUTAGE = "Outage"  # vanished while Ray was unreachable (a head restart)
 
 
@@ -147,11 +146,6 @@ class Decision:
 
 def decide(policy: RetryPolicy, end: RunEnd, retries_used: int) -> Decision:
     """Is this finished run retried, after how long, and what is the count afterwards?"""
-    if end.cause is Cause.USER_STOP:
-        return Decision(Verdict.FINAL, retries=retries_used)
-    if end.cause is Cause.PREEMPTED:
-        # Not the task's fault and not the user's wish: back to the queue at once, for free.
-        return Decision(Verdict.RETRY_FREE, retries=retries_used)
     if end.outcome not in policy.on:
         return Decision(Verdict.FINAL, retries=retries_used)
     if end.exit_code is not None and end.exit_code in policy.non_retryable_exit_codes:

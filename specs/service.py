@@ -7,6 +7,12 @@ checks If-Match against the hash of the file's bytes, re-reads the file just bef
 (another process may have written it meanwhile), writes atomically, and calls `on_write` so
 a loop in the same process reacts at once.
 
+Beside a loop in the same process (`rayqueue serve`), the service reads the loop's own store:
+a listing is the loop's last scan and the statuses it holds (queue positions and estimates not
+yet written to disk included), with no walk of the folder; the tasks this service wrote since
+that scan are read from their files, so a caller sees its own writes at once. One task's spec
+is always read from its file.
+
 The errors are this module's own; each front end turns them into its words (an exit code and
 a line on stderr, or an HTTP status and a JSON detail).
 """
@@ -45,6 +51,7 @@ from specs.store import (
     SIDECAR_SUFFIXES,
     FolderUnavailable,
     InvalidName,
+    SpecEntry,
     TaskStore,
     validate_name,
 )
@@ -229,24 +236,80 @@ class TaskService:
         *,
         on_write: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.time,
+        loop_store: bool = False,
     ) -> None:
+        """`loop_store`: `store` is a running loop's, which scans it; read what it last read
+        rather than walk the folder (see the module's docstring)."""
         self.store = store
         self.on_write = on_write
         self.clock = clock  # ages are measured on the loop's clock, the one that stamps queuedAt
+        self.loop_store = loop_store
         self._locks = [threading.Lock() for _ in range(_LOCK_STRIPES)]
+        self._own_lock = threading.Lock()
+        self._own_writes: set[str] = set()  # tasks written here that the loop may not have read
+        self._before_loop: TaskStore | None = None  # walks the folder until the loop has
 
     # --- reading ------------------------------------------------------------------------------
 
     def views(self) -> list[TaskView]:
         """Every task in the folder with its sidecar, in queue order. FolderUnavailable if the
         folder is gone."""
-        entries = self.store.scan()
-        statuses = self.store.read_statuses()
+        entries = self.entries()
+        statuses = self.statuses()
         views = [
             TaskView(name, e.path, e.task, e.error, statuses.get(name), e.last_valid)
             for name, e in entries.items()
         ]
         return sorted(views, key=TaskView.sort_key)
+
+    def entries(self) -> dict[str, SpecEntry]:
+        """Every task in the folder by name: a scan of the folder; beside a loop, the loop's
+        last scan with this service's own later writes read from their files."""
+        if not self.loop_store:
+            return self.store.scan()
+        entries = self.store.scanned()
+        if entries is None:
+            return self._walker().scan()  # the loop has not read the folder yet
+        if not self.store.root.is_dir():
+            raise FolderUnavailable(f"folder {self.store.root} does not exist")
+        with self._own_lock:
+            own = sorted(self._own_writes)
+        for name in own:
+            spec = self.read(name)
+            entry = entries.get(name)
+            if (spec is None and entry is None) or (
+                spec is not None and entry is not None and entry.raw_hash == spec.etag
+            ):
+                with self._own_lock:
+                    self._own_writes.discard(name)  # the loop has read it as it is now
+            elif spec is None:
+                del entries[name]
+            else:
+                error = spec.errors[0] if spec.errors else None
+                last_valid = spec.task or (entry.last_valid if entry is not None else None)
+                entries[name] = SpecEntry(name, spec.path, spec.task, error, last_valid, spec.etag)
+        return entries
+
+    def statuses(self) -> dict[str, TaskStatus]:
+        """Every sidecar by task name; beside a loop, the statuses it holds (some may not be
+        on disk yet), read without a walk."""
+        if not self.loop_store:
+            return self.store.read_statuses()
+        if self.store.scanned() is None:
+            return self._walker().read_statuses()
+        return self.store.read_statuses(cached=True)
+
+    def _walker(self) -> TaskStore:
+        """A store of our own over the loop's folder, read only until the loop's first scan."""
+        if self._before_loop is None:
+            store = self.store
+            self._before_loop = TaskStore(store.root, store.status_dir, check=store.check)
+        return self._before_loop
+
+    def _wrote(self, name: str) -> None:
+        if self.loop_store:
+            with self._own_lock:
+                self._own_writes.add(name)
 
     @contextmanager
     def lock(self, name: str) -> Iterator[None]:
@@ -283,7 +346,10 @@ class TaskService:
         return spec
 
     def status(self, name: str) -> TaskStatus | None:
-        """The reconciler's sidecar for `name`; unreadable counts as absent, as in the store."""
+        """The reconciler's sidecar for `name`; unreadable counts as absent, as in the store.
+        Beside a loop, the status it holds (a queue position not yet on disk included)."""
+        if self.loop_store and self.store.scanned() is not None:
+            return self.store.read_statuses(cached=True).get(name)
         path = self.store.status_path(name)
         try:
             st = os.stat(path)
@@ -325,7 +391,7 @@ class TaskService:
                 return current, False  # no rewrite, no mtime churn for the watcher
             if check is not None:
                 check(name, task, current.task if current is not None else None)
-            self._write(path, data)
+            self._write(path, data, name)
         return self.require(name), current is None
 
     def create(
@@ -346,7 +412,7 @@ class TaskService:
                 raise Conflict(f"task {name} already exists")
             if check is not None:
                 check(name, task, None)
-            self._write(path, data)
+            self._write(path, data, name)
         return self.require(name)
 
     def patch(
@@ -389,7 +455,7 @@ class TaskService:
                     self.validate(name, data, path=current.path, with_position=False)
                 if self.store.read_spec_text(name) != current.data:
                     continue  # another process wrote meanwhile: start over from its version
-                self._write(current.path, data)
+                self._write(current.path, data, name)
                 return self.require(name), True
         raise Conflict(f"the spec of {name} keeps changing; try again")
 
@@ -398,6 +464,7 @@ class TaskService:
             current = self.require(name)
             _preconditions(name, current, if_match, None)
             self.store.delete_spec(name)
+            self._wrote(name)
         self._written()
         return current
 
@@ -444,12 +511,14 @@ class TaskService:
         self.validate(name, result, path=path, with_position=False)
         return result
 
-    def _write(self, path: Path, data: bytes) -> None:
+    def _write(self, path: Path, data: bytes, task: str | None = None) -> None:
         root = self.store.root
         if not root.is_dir():
             # Never recreate a vanished (unmounted?) folder: the loop waits for it to return.
             raise FolderUnavailable(f"folder {root} does not exist")
         write_atomic(path, data)
+        if task is not None:
+            self._wrote(task)
         self._written()
 
     def _written(self) -> None:
@@ -527,7 +596,7 @@ class TaskService:
             spec = self.read(file_name)
             if spec is not None and spec.task and _has_task_id(spec.task, task_id):
                 return file_name
-        for name, entry in self.store.scan().items():
+        for name, entry in self.entries().items():
             task = entry.task or entry.last_valid
             if task is not None and _has_task_id(task, task_id):
                 return name
@@ -550,12 +619,12 @@ class TaskService:
         def related(other: str) -> bool:
             return submission_ids.uses(other, sid) or submission_ids.uses(sid, other)
 
-        for other, entry in sorted(self.store.scan().items()):
+        for other, entry in sorted(self.entries().items()):
             task = entry.task or entry.last_valid
             claim = task.spec.submission_id if task is not None else None
             if other != name and claim and related(claim):
                 return IdUser(other)
-        for other, status in sorted(self.store.read_statuses().items()):
+        for other, status in sorted(self.statuses().items()):
             body = status.status
             if (
                 other != name

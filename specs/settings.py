@@ -22,8 +22,9 @@ from typing import Any
 
 DEFAULT_PORT = 8264  # the old scheduler's port, kept so old clients need no change
 
-# Which commands take a knob as a flag. `plan` plans exactly as `serve` would, so it takes
-# every option that decides what a pass does.
+# Which commands take a knob as a flag. `plan` plans with serve's planner and options, so it
+# takes every option that decides what the planner does (it reads no git sources and does not
+# confine runtimeEnv paths: see reconciler/cli/plan.py).
 SERVE = ("serve",)
 LOG_FORMATS = ("text", "json")
 LOOP = ("serve", "plan")

@@ -28,7 +28,6 @@ from specs.parse import (
     SpecError,
     SpecParseError,
     dump_status,
-    dump_task,
     parse_status,
     parse_task,
 )
@@ -206,6 +205,13 @@ class TaskStore:
             if any(self._reported_keys.get(n) != key for n, (key, _) in self._seen.items()):
                 return False
             return os.path.realpath(self.root) == self._top
+
+    def scanned(self) -> dict[str, SpecEntry] | None:
+        """What the last scan returned, without reading anything; None before the first full
+        scan. For a reader beside the loop (the HTTP API in `serve`) that must neither walk
+        the folder nor disturb the loop's own scans."""
+        with self._lock:
+            return dict(self._entries) if self._scanned else None
 
     def _scan_all(self) -> dict[str, SpecEntry]:
         top = self._real_dir(self.root)
@@ -407,17 +413,6 @@ class TaskStore:
         candidates = [self.root / f"{name}{suffix}" for suffix in TASK_SUFFIXES]
         path = next((p for p in candidates if p.exists()), candidates[0])
         self._check_inside(path, name)
-        return path
-
-    def write_spec(self, name: str, task: Task) -> Path:
-        """Create or replace a spec atomically (HTTP API and CLI)."""
-        path = self.spec_path(name)
-        stem = name.rsplit("/", 1)[-1]
-        if task.metadata.name is not None and task.metadata.name != stem:
-            raise InvalidName(
-                f'metadata.name "{task.metadata.name}" must equal the file\'s stem "{stem}"'
-            )
-        write_atomic(path, dump_task(task).encode())
         return path
 
     def read_spec_text(self, name: str) -> bytes | None:

@@ -1,9 +1,16 @@
-"""`rayqueue apply -f FILE|DIR|-`: validate everything, then write the specs into the folder."""
+"""`rayqueue apply -f FILE|DIR|-`: validate everything, then write the specs into the folder.
+
+Each task is written as the user wrote it (comments and key order kept), through the task
+service the HTTP API uses; a task that already means what its file says is not written at all,
+so applying an unchanged GitOps folder touches nothing.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from reconciler.cli.common import (
@@ -12,12 +19,14 @@ from reconciler.cli.common import (
     HelpFormatter,
     Subparsers,
     folder_parent,
-    open_store,
+    open_service,
 )
-from reconciler.cli.files import parse_source, read_sources
+from reconciler.cli.files import Document, documents, read_sources
 from specs.models import Task
-from specs.parse import SpecParseError, parse_task
-from specs.store import InvalidName, TaskStore, validate_name
+from specs.parse import SpecParseError
+from specs.service import Conflict, SpecRejected, TaskService, quote_etag
+from specs.store import FolderUnavailable, InvalidName, validate_name
+from specs.views import SpecFile
 
 EPILOG = """\
 examples:
@@ -35,7 +44,8 @@ def register(sub: Subparsers) -> None:
         formatter_class=HelpFormatter,
         help="validate spec files and write them into the tasks folder",
         description="Validate every document first, then write each task into the tasks folder "
-        "atomically. Nothing is written if any document is invalid. Prints `task/NAME created`, "
+        "atomically, as written (comments and order kept). Nothing is written if any document "
+        "is invalid, nor for a task whose file already means the same. Prints `task/NAME created`, "
         "`configured` or `unchanged` for each task, as kubectl does. A file with one task may "
         "leave metadata.name out (the name is the file's stem); in a file with several "
         "`---`-separated tasks each must name itself.",
@@ -67,22 +77,22 @@ def register(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    store = open_store(args)
+    service = open_service(args)
     prefix = args.namespace.strip("/")
     prefix = f"{prefix}/" if prefix else ""
     sources = read_sources(args.filename, recursive=args.recursive)
 
-    planned: list[tuple[str, Task]] = []
+    planned: list[Document] = []
     errors: list[str] = []
     defined_in: dict[str, str] = {}
     for source in sources:
         try:
-            items = parse_source(source)
+            items = documents(source)
         except SpecParseError as exc:
             errors.extend(str(e) for e in exc.errors)
             continue
-        for name, task in items:
-            full = prefix + name
+        for item in items:
+            full = prefix + item.name
             try:
                 validate_name(full)
             except InvalidName as exc:
@@ -93,28 +103,60 @@ def run(args: argparse.Namespace) -> int:
                 errors.append(f"{source.display}: task {full} is also defined in {other}")
                 continue
             defined_in[full] = source.display
-            planned.append((full, task))
+            try:
+                # The very bytes to be written, under their final name, as the service will.
+                path = service.store.spec_path(full)
+                service.validate(full, item.data, path=path, with_position=True)
+            except InvalidName as exc:
+                errors.append(f"{source.display}: metadata.name: {exc}")
+                continue
+            except SpecRejected as exc:
+                errors.extend(str(e) for e in exc.errors)
+                continue
+            planned.append(replace(item, name=full))
     if errors:
         for line in errors:
             print(line, file=sys.stderr)
         count = f"{len(errors)} error" + ("s" if len(errors) > 1 else "")
         raise CliError(f"{count}; nothing was applied")
 
-    _ensure_folder(store, args.dry_run)
+    _ensure_folder(service.store.root, args.dry_run)
     suffix = " (dry run)" if args.dry_run else ""
-    for name, task in planned:
-        outcome = _outcome(store, name, task)
-        if outcome != "unchanged" and not args.dry_run:
-            try:
-                store.write_spec(name, task)
-            except (OSError, InvalidName) as exc:
-                raise CliError(f"cannot write task {name}: {exc}") from None
-        print(f"task/{name} {outcome}{suffix}")
+    for item in planned:
+        print(f"task/{item.name} {_apply(service, item, args.dry_run)}{suffix}")
     return EXIT_OK
 
 
-def _ensure_folder(store: TaskStore, dry_run: bool) -> None:
-    root = store.root
+def _apply(service: TaskService, item: Document, dry_run: bool) -> str:
+    """Write `item` through the task service, the API's own write path (its per-task lock, its
+    re-read, the wake-up), unless it means what the file already says. The file is replaced
+    only if it is still the version compared here: an edit made meanwhile (by the API, say) is
+    never overwritten unseen."""
+    try:
+        current = service.read(item.name)
+        outcome = _outcome(current, item.task)
+        if outcome == "unchanged" or dry_run:
+            return outcome
+        service.put(
+            item.name,
+            item.data,
+            from_json=False,
+            if_match=quote_etag(current.etag) if current is not None else None,
+            if_none_match="*" if current is None else None,
+        )
+    except Conflict:
+        raise CliError(
+            f"task {item.name} changed while it was being applied; it was left as it is now: "
+            "apply again to replace it"
+        ) from None
+    except SpecRejected as exc:
+        raise CliError(str(exc)) from None
+    except (OSError, InvalidName, FolderUnavailable) as exc:
+        raise CliError(f"cannot write task {item.name}: {exc}") from None
+    return outcome
+
+
+def _ensure_folder(root: Path, dry_run: bool) -> None:
     if root.is_dir():
         return
     if root.exists():
@@ -127,20 +169,13 @@ def _ensure_folder(store: TaskStore, dry_run: bool) -> None:
     print(f"created the tasks folder {root}", file=sys.stderr)
 
 
-def _outcome(store: TaskStore, name: str, task: Task) -> str:
+def _outcome(current: SpecFile | None, task: Task) -> str:
     """created, configured or unchanged, comparing what the specs mean, not their text."""
-    try:
-        current = store.read_spec_text(name)
-    except OSError:
-        current = None
     if current is None:
         return "created"
-    stem = name.rsplit("/", 1)[-1]
-    try:
-        existing = parse_task(current, file=name, expected_name=stem)
-    except SpecParseError:
+    if current.task is None:
         return "configured"  # replacing an invalid file
-    return "unchanged" if _meaning(existing) == _meaning(task) else "configured"
+    return "unchanged" if _meaning(current.task) == _meaning(task) else "configured"
 
 
 def _meaning(task: Task) -> dict[str, Any]:

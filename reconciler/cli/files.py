@@ -6,6 +6,7 @@ task may leave the name out: it is the file's stem, as in the tasks folder.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,12 +14,16 @@ from pathlib import Path
 
 from reconciler.cli.common import CliError
 from specs.models import Task
-from specs.parse import MAX_FILE_BYTES, SpecParseError, parse_task, parse_tasks
+from specs.parse import MAX_FILE_BYTES, SpecParseError, dump_task, parse_task, parse_tasks
 from specs.store import SIDECAR_SUFFIXES
 
 STDIN = "-"
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 _SEVERAL = "expected one document, found several"
+# A line that starts or ends a YAML document. At column 0 it cannot belong to any scalar (a
+# block scalar ends there, a quoted one may not hold it), so cutting the text at these lines
+# cuts it between documents.
+_MARKER = re.compile(r"(?:---|\.\.\.)(?:[ \t]|$)")
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,65 @@ def parse_source(source: Source) -> list[tuple[str, Task]]:
             return [(source.prefix + (task.metadata.name or source.stem), task)]
     tasks = parse_tasks(source.data, file=source.display)
     return [(source.prefix + str(task.metadata.name), task) for task in tasks]
+
+
+@dataclass(frozen=True)
+class Document:
+    """One task of a source: its name, what it means, and its own text to write."""
+
+    name: str
+    task: Task
+    data: bytes
+
+
+def documents(source: Source) -> list[Document]:
+    """parse_source, with each task's own text: the whole file for a file with one task; for
+    several, the file cut at its `---` lines, comments and order kept. Should a cut not give
+    back the very tasks the file holds (an odd layout), each is written as normalized YAML."""
+    items = parse_source(source)
+    if len(items) == 1 and source.stem is not None:
+        name, task = items[0]
+        return [Document(name, task, source.data)]
+    pieces = _pieces(source.data.decode("utf-8-sig")) if len(items) > 1 else []
+    result = []
+    for index, (name, task) in enumerate(items):
+        data = pieces[index].encode() if len(pieces) == len(items) else b""
+        if not data or not _same_task(data, name, task):
+            data = dump_task(task).encode()
+        result.append(Document(name, task, data))
+    return result
+
+
+def _pieces(text: str) -> list[str]:
+    """The documents of a stream as text; a marker line begins the document it introduces,
+    and comments between documents stay with the one before (or the first)."""
+    pieces: list[str] = []
+    current: list[str] = []
+    content = False
+    for line in text.splitlines(keepends=True):
+        if line.startswith("---") and _MARKER.match(line):
+            if content:
+                pieces.append("".join(current))
+                current, content = [], False
+            else:  # an empty document so far: keep its comments, not its marker
+                current = [c for c in current if not _MARKER.match(c)]
+        elif not _MARKER.match(line) and line.strip() and not line.lstrip().startswith("#"):
+            content = True
+        current.append(line)
+    if content:
+        pieces.append("".join(current))
+    elif pieces:
+        pieces[-1] += "".join(c for c in current if not _MARKER.match(c))  # a stray last "---"
+    return pieces
+
+
+def _same_task(data: bytes, name: str, task: Task) -> bool:
+    stem = name.rsplit("/", 1)[-1]
+    try:
+        alone = parse_task(data, file=name, expected_name=stem, task_name=name)
+    except SpecParseError:
+        return False
+    return alone == task
 
 
 def _spec_files(directory: Path, recursive: bool) -> list[Path]:

@@ -3,6 +3,8 @@
 Models: Argo CD's `app diff` and Slurm's `sbatch --test-only`. The pass is planned by the same
 pure planner, with the same options, that `rayqueue serve` uses; only its actions are printed
 instead of carried out. Ray is asked twice (the job list and the capacity), as in a pass.
+Unlike serve it reads no git sources (status.source, which it does not print) and does not
+confine runtimeEnv local paths (--working-dir-root and team tokens are serve's).
 """
 
 from __future__ import annotations
@@ -53,7 +55,9 @@ def register(sub: Subparsers) -> None:
         formatter_class=HelpFormatter,
         help="dry run: what the next pass would submit, stop or time out, and why others wait",
         description="Read the folder, the sidecars and Ray (read-only), plan one reconcile "
-        "pass exactly as `rayqueue serve` would, and print it. Nothing is written or submitted.",
+        "pass with the planner and options of `rayqueue serve`, and print it. Nothing is "
+        "written or submitted. Unlike serve, it reads no git sources and does not confine "
+        "runtimeEnv local paths (--working-dir-root).",
         epilog=EPILOG,
     )
     add_address_option(p)

@@ -182,3 +182,96 @@ def test_filename_is_required(rq) -> None:
     result = rq("apply")
     assert result.code == 2
     assert "-f" in result.err
+
+
+COMMENTED = """\
+# Nightly training run: owned by team a.
+kind: Task
+apiVersion: rayqueue/v1
+spec:
+  priority: 3  # above the default
+  entrypoint: python train.py
+  resources: {cpu: 1}
+"""
+
+
+def test_writes_the_document_as_given(rq, tasks: Path, tmp_path: Path) -> None:
+    # Comments, key order and flow style survive: the file in the folder is the user's file.
+    source = write(tmp_path, "train", COMMENTED)
+    assert rq("apply", "-f", str(source)).out == "task/train created\n"
+    assert (tasks / "train.yaml").read_bytes() == source.read_bytes()
+
+    changed = COMMENTED.replace("priority: 3", "priority: 5")
+    source.write_text(changed)
+    assert rq("apply", "-f", str(source)).out == "task/train configured\n"
+    assert (tasks / "train.yaml").read_text() == changed
+
+
+def test_a_bundle_is_cut_into_its_documents(rq, tasks: Path, tmp_path: Path) -> None:
+    first = "# the first\napiVersion: rayqueue/v1\nkind: Task\nmetadata: {name: first}\n"
+    first += "spec: {entrypoint: echo 1, resources: {cpu: 1}}  # small\n"
+    second = "--- # the second\nkind: Task\napiVersion: rayqueue/v1\n"
+    second += "metadata:\n  name: second\nspec:\n  entrypoint: |\n    echo 2\n"
+    second += "  resources: {cpu: 1}\n"
+    source = tmp_path / "bundle.yaml"
+    source.write_text(first + second + "---\n")
+    result = rq("apply", "-f", str(source), "-n", "team-a")
+    assert result.out == "task/team-a/first created\ntask/team-a/second created\n"
+    assert (tasks / "team-a" / "first.yaml").read_text() == first
+    assert (tasks / "team-a" / "second.yaml").read_text() == second
+
+
+def test_an_unchanged_gitops_folder_writes_nothing(rq, tasks: Path, tmp_path: Path) -> None:
+    src = tmp_path / "repo"
+    write(src, "top", COMMENTED)
+    write(src, "team-b/nested", spec_text())
+    assert rq("apply", "-f", str(src), "-R").code == 0
+    before = snapshot(tasks)
+    # Only a comment changed: the same task, so the folder is left alone (no mtime change).
+    write(src, "top", COMMENTED.replace("# Nightly", "# Nightly (reviewed)"))
+    result = rq("apply", "-f", str(src), "-R")
+    assert result.out == "task/team-b/nested unchanged\ntask/top unchanged\n"
+    assert snapshot(tasks) == before
+
+
+def test_a_concurrent_edit_is_not_overwritten(
+    rq, tasks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from specs.service import TaskService
+
+    write(tasks, "train", COMMENTED)
+    source = write(tmp_path, "train", COMMENTED.replace("priority: 3", "priority: 7"))
+    real_read = TaskService.read
+    raced: list[str] = []
+
+    def read_then_race(self: TaskService, name: str):  # type: ignore[no-untyped-def]
+        seen = real_read(self, name)
+        if not raced:  # right after apply's first look: the API suspends the task
+            raced.append(name)
+            TaskService(self.store).patch(name, {"spec": {"suspend": True}})
+        return seen
+
+    monkeypatch.setattr(TaskService, "read", read_then_race)
+    result = rq("apply", "-f", str(source))
+    assert result.code == 1
+    assert "task train changed while it was being applied" in result.err
+    task = parse_task((tasks / "train.yaml").read_bytes(), file="train.yaml")
+    assert (task.spec.suspend, task.spec.priority) == (True, 3)  # the API's edit stands
+
+
+def test_apply_wakes_a_loop_through_the_service(
+    rq, tasks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reconciler.cli import apply, common
+    from specs.service import TaskService
+
+    woken = []
+    monkeypatch.setattr(
+        apply,
+        "open_service",
+        lambda args: TaskService(common.open_store(args), on_write=lambda: woken.append(1)),
+    )
+    source = write(tmp_path, "train", spec_text())
+    assert rq("apply", "-f", str(source)).code == 0
+    assert rq("apply", "-f", str(source)).out == "task/train unchanged\n"
+    assert woken == [1]  # one write, one wake-up; the unchanged apply wrote nothing

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from reconciler.dependencies import (
     Gate,
     RunView,
-    evaluate,
     find_cycles,
     judge,
     satisfies,
@@ -193,23 +192,3 @@ def test_a_long_chain_and_a_long_cycle_are_linear_and_not_recursive() -> None:
     assert len(found) == n and found["t5"].count("->") == n
     assert n > sys.getrecursionlimit()
     assert chain_seconds < 10  # generous: about 1 s on the loaded shared 2-core machine
-
-
-def test_evaluate_marks_cycles_and_judges_the_rest() -> None:
-    graph = {
-        "a": [dep("b")],
-        "b": [dep("a")],
-        "c": [dep("a")],
-        "d": [dep("e", "Finished")],
-        "e": [],
-    }
-    views = {name: RunView(Phase.QUEUED) for name in graph} | {
-        "e": RunView(Phase.FAILED, 5.0),
-        "a": RunView(Phase.INVALID),
-    }
-    result = evaluate(graph, views)
-    assert set(result) == {"a", "b", "c", "d"}  # e has no dependencies
-    assert result["a"].gate is Gate.CYCLE and result["b"].gate is Gate.CYCLE
-    assert result["a"].message == "dependency cycle: a -> b -> a"
-    assert result["c"].gate is Gate.WAITING and "a (Invalid)" in result["c"].message
-    assert result["d"].met and result["d"].met_at == 5.0

@@ -285,3 +285,22 @@ def test_a_dependency_rerun_holds_waiting_dependents_but_never_stops_started_one
     p = w.step()
     assert w.phase("running") in (Phase.STARTING, Phase.RUNNING) and p.stops == []
     assert w.status("waiting").reason == Reason.WAITING_FOR_DEPENDENCY
+
+
+def test_cycles_are_invalid_and_the_other_dependents_are_judged_in_the_same_pass() -> None:
+    w = PlanWorld({
+        "a": dep_task("b"), "b": dep_task("a"), "c": dep_task("a"),
+        "d": dep_task(("e", "Finished")), "e": task(),
+    })  # fmt: skip
+    w.step()
+    for name in "ab":
+        body = w.status(name)
+        assert (body.phase, body.reason) == (Phase.INVALID, Reason.DEPENDENCY_CYCLE)
+        assert body.message == "dependency cycle: a -> b -> a"
+    assert w.status("c").reason == Reason.WAITING_FOR_DEPENDENCY
+    assert "a (Invalid)" in w.status("c").message
+    assert w.status("d").reason == Reason.WAITING_FOR_DEPENDENCY
+    assert w.phase("e") is Phase.STARTING  # no dependencies: never held
+    run_to_end(w, "e", FAILED, 1)  # Finished is met by a failure too
+    assert w.phase("d") in (Phase.STARTING, Phase.RUNNING)
+    assert w.status("d").queued_at == w.status("e").finished_at  # met when e ended

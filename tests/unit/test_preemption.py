@@ -1,4 +1,7 @@
-"""The victim choice, table-driven: who may be preempted, in which order, and how many."""
+"""The victim choice, table-driven: who may be preempted, in which order, and how many.
+
+Through choose_in_cohort, the function the planner calls, for one queue: the preemptor fits
+when what is free now plus what its victims free holds its request."""
 
 from __future__ import annotations
 
@@ -12,8 +15,7 @@ from reconciler.preemption import (
     Preemptor,
     Rules,
     Running,
-    candidates,
-    choose_victims,
+    choose_in_cohort,
     held_back,
 )
 from specs.cluster import Capacity
@@ -31,6 +33,17 @@ def run(name: str, priority: int, cpus: float, age: float = 600, **kw: object) -
 
 
 P9 = Preemptor("urgent", 9, cpu(2))
+
+
+def choose_victims(
+    preemptor: Preemptor, free: Capacity, running: list[Running], now: float, rules: Rules
+) -> tuple[Running, ...]:
+    def fits(freed: Capacity, _own: Capacity) -> bool:
+        return preemptor.request.fits_in(free + freed)
+
+    runs = [("q", r) for r in running]
+    victims = choose_in_cohort(preemptor, "q", runs, {"q": rules}, {}, fits, now, reclaim=False)
+    return tuple(v.run for v in victims)
 
 
 @pytest.mark.parametrize(
@@ -100,7 +113,12 @@ def test_victims(
 
 def test_candidate_order_is_priority_then_elapsed_then_name() -> None:
     running = [run("c", 1, 1, 5), run("b", 0, 1, 500), run("a", 0, 1, 500), run("d", 0, 1, 50)]
-    assert [r.name for r in candidates(P9, running, NOW, ON)] == ["d", "a", "b", "c"]
+    order = []
+    while running:  # one CPU short: the cheapest candidate alone is chosen, then the next
+        (victim,) = choose_victims(Preemptor("p9", 9, cpu(1)), cpu(0), running, NOW, ON)
+        order.append(victim.name)
+        running.remove(victim)
+    assert order == ["d", "a", "b", "c"]
 
 
 def test_held_back_is_what_the_victims_do_not_free() -> None:
@@ -142,7 +160,12 @@ def test_victims_are_few_enough_and_enough(
     freed = sum((v.request for v in victims), Capacity())
     if not victims:
         # Only when it fits already, or nothing could make it fit.
-        everyone = sum((r.request for r in candidates(preemptor, running, NOW, rules)), free)
+        eligible = [
+            r
+            for r in running
+            if r.preemptible and r.priority < priority and NOW - r.started >= min_runtime
+        ]
+        everyone = sum((r.request for r in eligible), free)
         assert need.fits_in(free) or not need.fits_in(everyone)
         return
     assert need.fits_in(free + freed)

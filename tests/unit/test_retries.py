@@ -91,11 +91,7 @@ FAILED_1 = RunEnd("Failed", exit_code=1)
         (RetryPolicy(limit=1, on=frozenset({"Lost"})), FAILED_1, 0, Verdict.FINAL, 0, 0),
         (DEFAULTS, RunEnd("Succeeded", 0), 0, Verdict.FINAL, 0, 0),
         (DEFAULTS, RunEnd("Stopped"), 0, Verdict.FINAL, 0, 0),
-        # What never counts: the user's stops, preemptions, runs lost in an outage.
-        (DEFAULTS, RunEnd("Stopped", cause=Cause.USER_STOP), 1, Verdict.FINAL, 0, 1),
-        (DEFAULTS, RunEnd("Failed", 1, Cause.USER_STOP), 3, Verdict.FINAL, 0, 3),
-        (DEFAULTS, RunEnd("Stopped", cause=Cause.PREEMPTED), 3, Verdict.RETRY_FREE, 0, 3),
-        (NO_RETRY, RunEnd("Stopped", cause=Cause.PREEMPTED), 0, Verdict.RETRY_FREE, 0, 0),
+        # What never counts: runs lost in an outage.
         (DEFAULTS, RunEnd("Lost", cause=Cause.OUTAGE), 3, Verdict.RETRY_FREE, 0, 3),
         # ... but only when Lost is retried at all.
         (RetryPolicy(limit=3, on=frozenset({"Failed"})), RunEnd("Lost", cause=Cause.OUTAGE),

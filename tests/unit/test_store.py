@@ -16,7 +16,8 @@ import pytest
 from specs import atomic, store
 from specs.atomic import write_atomic
 from specs.models import Metadata, Phase, Resources, Task, TaskSpec, TaskStatus, TaskStatusBody
-from specs.parse import MAX_FILE_BYTES
+from specs.parse import MAX_FILE_BYTES, dump_task
+from specs.service import TaskService
 from specs.store import (
     FolderUnavailable,
     InvalidName,
@@ -516,8 +517,8 @@ def make_task(name: str | None = None, cpu: float = 1) -> Task:
 
 def test_write_read_and_delete_spec(root: Path) -> None:
     task_store = TaskStore(root)
-    path = task_store.write_spec("team/job", make_task("job"))
-    assert path == root / "team/job.yaml"
+    TaskService(task_store).create("team/job", dump_task(make_task("job")).encode())
+    assert task_store.spec_path("team/job") == root / "team/job.yaml"
     assert task_store.scan()["team/job"].task == make_task("job")
     text = task_store.read_spec_text("team/job")
     assert text is not None and text.startswith(b"apiVersion: rayqueue/v1\n")
@@ -531,7 +532,13 @@ def test_spec_path_prefers_an_existing_yml(root: Path) -> None:
     task_store = TaskStore(root)
     assert task_store.spec_path("a") == root / "a.yml"
     assert task_store.spec_path("b") == root / "b.yaml"
-    task_store.write_spec("a", make_task(cpu=4))
+    TaskService(task_store).put(
+        "a",
+        dump_task(make_task(cpu=4)).encode(),
+        from_json=False,
+        if_match=None,
+        if_none_match=None,
+    )
     assert not (root / "a.yaml").exists()
     entry = task_store.scan()["a"]
     assert entry.task is not None and entry.task.spec.resources.cpu == 4
@@ -545,18 +552,11 @@ def test_delete_spec_removes_both_spellings(root: Path) -> None:
     assert os.listdir(root) == []
 
 
-def test_write_spec_refuses_a_mismatched_metadata_name(root: Path) -> None:
-    with pytest.raises(InvalidName, match="must equal the file's stem"):
-        TaskStore(root).write_spec("a", make_task("b"))
-    assert os.listdir(root) == []
-
-
 @pytest.mark.parametrize("name", ["../escape", "/abs", "a/../../b", ".hidden", "x.status"])
 def test_spec_methods_validate_names(root: Path, name: str) -> None:
     task_store = TaskStore(root)
     for call in (
         lambda: task_store.spec_path(name),
-        lambda: task_store.write_spec(name, make_task()),
         lambda: task_store.read_spec_text(name),
         lambda: task_store.delete_spec(name),
     ):
@@ -568,7 +568,7 @@ def test_spec_path_must_stay_inside_root(root: Path, tmp_path: Path) -> None:
     (tmp_path / "elsewhere").mkdir()
     (root / "out").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
     with pytest.raises(InvalidName, match="outside the tasks folder"):
-        TaskStore(root).write_spec("out/job", make_task())
+        TaskStore(root).spec_path("out/job")
     assert os.listdir(tmp_path / "elsewhere") == []
 
 
