@@ -160,10 +160,14 @@ class Reconciler:
         ray: RayAdapter,
         *,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.thread_time,
         faults: Faults | None = None,
         metrics: QueueMetrics | None = None,
         paths: RuntimePaths = OFF,
     ) -> None:
+        """`clock`: wall time, what the planner plans at; `monotonic`: the loop's own pace
+        (rescans, waits); `cpu_clock`: this thread's CPU time (what a full walk costs)."""
         self.settings = settings
         # runtimeEnv local paths, checked again right before Ray reads them (a root or a
         # folder in it may have become a symlink since the spec was read).
@@ -172,6 +176,8 @@ class Reconciler:
         self.store = store
         self.ray = ray
         self.clock = clock
+        self.monotonic = monotonic
+        self.cpu_clock = cpu_clock
         self.options = plan_options(settings)
         self.state = LoopState()
         self.history = ResourceHistory(
@@ -252,14 +258,25 @@ class Reconciler:
         whole folder: no watcher, events possibly lost, or the periodic full rescan is due
         (it catches whatever events missed, as controller-runtime's resync does)."""
         changed = self.events.take()
-        now = time.monotonic()
-        self._walking = changed is None or now - self._walked_at >= self._rescan_interval()
+        now = self.monotonic()
+        self._walking = changed is None or now - self._walked_at >= self.rescan_interval()
         if self._walking:
             self._walked_at = now
             return None
         return changed
 
-    def _rescan_interval(self) -> float:
+    @property
+    def walk_cpu_seconds(self) -> float:
+        """CPU seconds (this thread's) the last full walk of the folder took."""
+        return self._walk_cpu
+
+    def force_full_pass(self) -> None:
+        """Make the next pass run the planner even if nothing it reads has changed (the
+        still-pass shortcut is dropped once); its inputs are read as usual."""
+        with self._lock:
+            self._still = None
+
+    def rescan_interval(self) -> float:
         """rescan_seconds, stretched so that walks stay within rescan_cpu_share of a core."""
         interval = self.settings.rescan_seconds
         share = self.settings.rescan_cpu_share
@@ -331,7 +348,7 @@ class Reconciler:
             if still.holds(observed, now.timestamp(), queues.config, revision):
                 self._still = still
                 return self._skip(still.plan, observed)
-        walk_started = time.thread_time()
+        walk_started = self.cpu_clock()
         specs = self.read_specs(changed)
         if specs is None:
             self.state.last_pass_at = self.clock()
@@ -339,7 +356,7 @@ class Reconciler:
         # Sidecars are ours: between full walks, the store's record of what it wrote stands.
         statuses = self.store.read_statuses(cached=not self._walking)
         if self._walking:
-            self._walk_cpu = time.thread_time() - walk_started
+            self._walk_cpu = self.cpu_clock() - walk_started
         if observed is None:
             observed = self.observe()
         now = datetime.fromtimestamp(self.clock(), UTC)
@@ -386,7 +403,7 @@ class Reconciler:
         self._record(plan, statuses, observed)
         self._write_queue_status(plan, queues)
         if plan.still_until is None:
-            self.state.changed_at = time.monotonic()
+            self.state.changed_at = self.monotonic()
         if plan.still_until is not None and self.store.still():
             self._still = _Still(
                 plan,
@@ -602,13 +619,13 @@ class Reconciler:
         """Pass, then sleep until woken by a file event or the interval passes."""
         while not stop.is_set():
             self.wake.clear()
-            started = time.monotonic()
+            started = self.monotonic()
             try:
                 self.run_pass()
             except Exception:  # the loop must outlive any single bad pass
                 log.exception("reconcile pass failed")
             # Passes start on a steady beat: the interval counts from the start of a pass.
-            elapsed = time.monotonic() - started
+            elapsed = self.monotonic() - started
             self.wake.wait(max(self.next_wait() - elapsed, 0.01))
 
     def next_wait(self) -> float:
@@ -623,7 +640,7 @@ class Reconciler:
             # relative to the quiet time: back off to busy_backoff of it (an idle queue with a
             # long job running polls about once a second, not ten times).
             fast = self.settings.busy_interval_seconds
-            quiet = time.monotonic() - state.changed_at
+            quiet = self.monotonic() - state.changed_at
             slow = max(fast, self.settings.busy_backoff * quiet)
             return min(self.settings.interval_seconds, slow)
         return self.settings.interval_seconds
