@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from reconciler import incremental, planner, queueing, writes
 from reconciler.events import FileEvents
@@ -77,7 +78,7 @@ def scan_specs(
     changed: set[str] | None = None,
 ) -> dict[str, TaskInput]:
     """The folder as planner inputs; raises FolderUnavailable. `cache`, updated in place, keeps
-    the TaskInput of every entry the store handed back unchanged (same object). `changed`:
+    the TaskInput of every entry the store handed back unchanged (same generation). `changed`:
     look only at these paths (file events); None: walk the folder."""
     entries = store.scan(changed)
     previous = dict(cache) if cache is not None else {}
@@ -85,7 +86,7 @@ def scan_specs(
     kept: dict[str, tuple[SpecEntry, TaskInput]] = {}
     for name, entry in entries.items():
         cached = previous.get(name)
-        if cached is None or cached[0] is not entry:  # the store reuses unchanged entries
+        if cached is None or cached[0].generation != entry.generation:
             cached = (entry, task_input(entry))
         kept[name] = cached
         inputs[name] = cached[1]
@@ -113,6 +114,14 @@ def tail(text: str, lines: int) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
 
+class Version(NamedTuple):
+    """What one task's inputs are made of, as generations: equal versions, equal inputs."""
+
+    spec: int  # the store's generation of the spec entry
+    source: int  # of the git revision answer its source was taken from (0: git not asked)
+    status: int  # the store's generation of its status (0: none)
+
+
 @dataclass(frozen=True)
 class _Still:
     """A pass whose plan changed nothing, and what it read: while none of it changes and the
@@ -123,33 +132,27 @@ class _Still:
     jobs: Mapping[str, object] | None
     capacity: Capacity | None
     error: str | None
-    queues: object  # the queue config object, which the queue file keeps while unchanged
+    queues: int  # the generation of the queue config
     revision: SourceRevision | None
-    specs: Mapping[str, TaskInput]  # what the pass planned from, object for object
-    statuses: Mapping[str, TaskStatus]
+    versions: Mapping[str, Version]  # of the specs the pass planned from
+    statuses: Mapping[str, int]  # the generation of every status it read
 
-    def holds(self, observed: Observation, now: float, queues: object, revision: object) -> bool:
+    def holds(self, observed: Observation, now: float, queues: int, revision: object) -> bool:
         until = self.plan.still_until
         return (
             until is not None
             and self.at <= now <= until
-            and queues is self.queues
-            and revision is self.revision
+            and queues == self.queues
+            and revision == self.revision
             and observed.capacity == self.capacity
             and observed.error == self.error
             and observed.jobs == self.jobs
         )
 
-    def read_the_same(
-        self, specs: Mapping[str, TaskInput], statuses: Mapping[str, TaskStatus]
-    ) -> bool:
-        """Whether a read of the folder gave the very objects this pass planned from (the
-        store keeps an unchanged file's parse): then the inputs are the same by identity."""
-        return _same_objects(specs, self.specs) and _same_objects(statuses, self.statuses)
-
-
-def _same_objects(new: Mapping[str, object], old: Mapping[str, object]) -> bool:
-    return len(new) == len(old) and all(old.get(k) is v for k, v in new.items())
+    def read_the_same(self, versions: Mapping[str, Version], statuses: Mapping[str, int]) -> bool:
+        """Whether a read of the folder gave the inputs this pass planned from, generation for
+        generation (the store keeps an unchanged file's generation)."""
+        return versions == self.versions and statuses == self.statuses
 
 
 class Reconciler:
@@ -188,8 +191,9 @@ class Reconciler:
         self.metrics = metrics
         self.observer = PassObserver(self.history, metrics)
         self.revisions = GitRevisions(settings.tasks_dir) if settings.git_revision else None
-        # name -> (input as scanned, the revision answer it was given, input with its source)
-        self._sourced: dict[str, tuple[TaskInput, SourceRevision | None, TaskInput]] = {}
+        # name -> (its entry's generation, the source version it was given, input with source)
+        self._sourced: dict[str, tuple[int, int, TaskInput]] = {}
+        self._source_version = 0  # a new one whenever git's answer changes
         self.wake = threading.Event()
         # Filled by the watcher (reconciler/assembly.py); with none attached, every pass walks.
         self.events = FileEvents(self.wake)
@@ -201,9 +205,9 @@ class Reconciler:
         self._ray_retry_at = 0.0
         self._lock = threading.Lock()  # one pass at a time, whoever calls it
         self._inputs: dict[str, tuple[SpecEntry, TaskInput]] = {}
-        # The inputs of the last pass that wrote statuses: a task whose input is a new object
+        # The versions of the last pass that wrote statuses: a task whose spec has a new one
         # was edited, and its own queue move is written at once (reconciler/writes.py).
-        self._written_inputs: Mapping[str, TaskInput] = {}
+        self._written_versions: Mapping[str, Version] = {}
         self._capacity_read: tuple[float, Capacity] | None = None
         # Last pass's per-task results, handed to the next pass; a new loop starts afresh.
         self._memo = incremental.EMPTY
@@ -302,25 +306,31 @@ class Reconciler:
     def _with_sources(self, inputs: dict[str, TaskInput]) -> dict[str, TaskInput]:
         """Each input with the commit its file came from. git is asked only when the files
         read (their content hashes) or git's HEAD, ref or index changed; an unchanged input
-        with an unchanged answer stays the very same object."""
+        with an unchanged answer is kept as it was."""
         assert self.revisions is not None
         fingerprint = tuple((name, e.raw_hash) for name, (e, _) in sorted(self._inputs.items()))
         revision = self.revisions.current(fingerprint)
+        if revision != self._revision:
+            self._source_version += 1
         self._fingerprint, self._revision = fingerprint, revision
         out: dict[str, TaskInput] = {}
-        kept: dict[str, tuple[TaskInput, SourceRevision | None, TaskInput]] = {}
+        kept: dict[str, tuple[int, int, TaskInput]] = {}
         for name, base in inputs.items():
+            entry = self._inputs[name][0]
             cached = self._sourced.get(name)
-            if cached is not None and cached[0] is base and cached[1] is revision:
+            if (
+                cached is not None
+                and cached[0] == entry.generation
+                and cached[1] == self._source_version
+            ):
                 sourced = cached[2]
             elif revision is None:
                 sourced = base
             else:
-                entry = self._inputs[name][0]
                 relative = entry.path.relative_to(self.settings.tasks_dir).as_posix()
                 rev, dirty = revision.of(relative)
                 sourced = replace(base, source=SourceRef(revision=rev, dirty=dirty))
-            kept[name] = (base, revision, sourced)
+            kept[name] = (entry.generation, self._source_version, sourced)
             out[name] = sourced
         self._sourced = kept
         return out
@@ -345,7 +355,7 @@ class Reconciler:
             revision = self._revision
             if self.revisions is not None:
                 revision = self.revisions.current(self._fingerprint)
-            if still.holds(observed, now.timestamp(), queues.config, revision):
+            if still.holds(observed, now.timestamp(), queues.generation, revision):
                 self._still = still
                 return self._skip(still.plan, observed)
         walk_started = self.cpu_clock()
@@ -354,7 +364,8 @@ class Reconciler:
             self.state.last_pass_at = self.clock()
             return None  # a vanished folder is never read as "delete everything"
         # Sidecars are ours: between full walks, the store's record of what it wrote stands.
-        statuses = self.store.read_statuses(cached=not self._walking)
+        statuses, status_generations = self.store.read_statuses_versioned(cached=not self._walking)
+        versions = self._versions(specs, status_generations)
         if self._walking:
             self._walk_cpu = self.cpu_clock() - walk_started
         if observed is None:
@@ -363,17 +374,24 @@ class Reconciler:
         queues = self.queue_file.load()
         if (
             still is not None
-            and still.holds(observed, now.timestamp(), queues.config, self._revision)
-            and still.read_the_same(specs, statuses)
+            and still.holds(observed, now.timestamp(), queues.generation, self._revision)
+            and still.read_the_same(versions, status_generations)
             and self.store.still()
         ):
             # A full walk (or events that changed nothing) read back exactly the inputs of a
             # still pass: the planner would give the same plan, so it is not run. (Ray and the
-            # clock first: when they moved, the per-task identity check is not worth doing.)
+            # clock first: when they moved, the per-task check is not worth doing.)
             self._still = still
             return self._skip(still.plan, observed)
         plan, self._memo = incremental.plan_incremental(
-            self._memo, specs, statuses, observed, now, self.options, queues=queues.config
+            self._memo,
+            specs,
+            statuses,
+            observed,
+            now,
+            self.options,
+            queues=queues.config,
+            versions=versions,
         )
         self._fetch_log_tails(plan)
         for event in plan.events:
@@ -384,9 +402,9 @@ class Reconciler:
         # tasks being submitted go first, then the submits, then every other status (queue
         # positions and such, which need not delay a start), and only then the stops.
         submitting = {submit.task for submit in plan.submits}
-        last = self._written_inputs
-        edited = {n for n, s in specs.items() if n in last and last[n] is not s}
-        self._written_inputs = specs
+        last = self._written_versions
+        edited = {n for n, v in versions.items() if n in last and last[n][:2] != (v.spec, v.source)}
+        self._written_versions = versions
         classes = writes.classify(plan, statuses, edited)
         unwritten = self._write_statuses(plan, statuses, classes, only=submitting)
         self._submit(plan, unwritten, now)
@@ -411,12 +429,21 @@ class Reconciler:
                 observed.jobs,
                 observed.capacity,
                 observed.error,
-                queues.config,
+                queues.generation,
                 self._revision,
-                specs,
-                statuses,
+                versions,
+                status_generations,
             )
         return plan
+
+    def _versions(
+        self, specs: Mapping[str, TaskInput], statuses: Mapping[str, int]
+    ) -> dict[str, Version]:
+        source = self._source_version if self.revisions is not None else 0
+        return {
+            name: Version(self._inputs[name][0].generation, source, statuses.get(name, 0))
+            for name in specs
+        }
 
     def _skip(self, plan: Plan, observed: Observation) -> Plan:
         """A still pass: the last plan stands; only deferred writes and the heartbeat run."""
