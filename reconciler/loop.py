@@ -38,6 +38,9 @@ from specs.store import FolderUnavailable, SpecEntry, TaskStore
 
 log = logging.getLogger("rayqueue.loop")
 
+_JUST_AFTER = 0.001  # seconds past a plan's deadline: its answer changes right after it
+_SHORTEST_WAIT = 0.01  # between two passes, whatever the deadline says
+
 
 @dataclass
 class LoopState:
@@ -56,7 +59,6 @@ class LoopState:
     running: int = 0
     passes: int = 0
     queues: dict[str, object] | None = None  # the latest _queues.status.yaml document
-    changed_at: float = 0.0  # monotonic time of the last pass that was not still
     # Ray's jobs as last listed: the API refuses an explicit submission id one of them holds.
     jobs: Mapping[str, RayJob] | None = None
 
@@ -201,6 +203,7 @@ class Reconciler:
         self._walking = True  # this pass walks the folder (and rereads every sidecar)
         self._walk_cpu = 0.0  # CPU seconds the last full walk took (this thread's)
         self._backlog = False  # deferred sidecars left after a flush that used its budget
+        self._deadline: float | None = None  # the last plan's (Plan.deadline)
         self._failures = 0
         self._ray_retry_at = 0.0
         self._lock = threading.Lock()  # one pass at a time, whoever calls it
@@ -361,6 +364,7 @@ class Reconciler:
         walk_started = self.cpu_clock()
         specs = self.read_specs(changed)
         if specs is None:
+            self._deadline = None
             self.state.last_pass_at = self.clock()
             return None  # a vanished folder is never read as "delete everything"
         # Sidecars are ours: between full walks, the store's record of what it wrote stands.
@@ -393,7 +397,7 @@ class Reconciler:
             queues=queues.config,
             versions=versions,
         )
-        self._fetch_log_tails(plan)
+        plan = self._with_log_tails(plan)
         for event in plan.events:
             log.log(event.level, "%s", event.message)
         self._count_pass("walk" if self._walking else "events")
@@ -407,7 +411,9 @@ class Reconciler:
         self._written_versions = versions
         classes = writes.classify(plan, statuses, edited)
         unwritten = self._write_statuses(plan, statuses, classes, only=submitting)
-        self._submit(plan, unwritten, now)
+        refused = self._submit(plan, unwritten, now)
+        if refused:
+            plan = replace(plan, statuses={**plan.statuses, **refused})
         unwritten |= self._write_statuses(plan, statuses, classes, skip=submitting)
         self._stop(plan, unwritten)
         self._expire(plan)
@@ -420,9 +426,8 @@ class Reconciler:
         self._flush()
         self._record(plan, statuses, observed)
         self._write_queue_status(plan, queues)
-        if plan.still_until is None:
-            self.state.changed_at = self.monotonic()
-        if plan.still_until is not None and self.store.still():
+        self._deadline = plan.deadline
+        if plan.still and self.store.still():
             self._still = _Still(
                 plan,
                 now.timestamp(),
@@ -448,6 +453,7 @@ class Reconciler:
     def _skip(self, plan: Plan, observed: Observation) -> Plan:
         """A still pass: the last plan stands; only deferred writes and the heartbeat run."""
         self.skipped += 1
+        self._deadline = plan.deadline
         self._count_pass("walk" if self._walking else "still")
         self._flush()
         now = self.clock()
@@ -460,7 +466,7 @@ class Reconciler:
     def _flush(self) -> None:
         """Write this pass's share of the deferred sidecars. A flush that used its whole
         budget leaves a backlog (10,000 new specs: 40 passes of 256), which the loop clears at
-        the busy pace rather than backing off (next_wait)."""
+        busy_interval_seconds rather than at the interval (next_wait)."""
         budget = self.settings.status_write_budget
         written = self.store.flush_statuses(budget, self.settings.position_write_seconds)
         self._backlog = written >= budget and self.store.deferred_statuses > 0
@@ -526,7 +532,10 @@ class Reconciler:
                 log.error("cannot write status of %s: %s", name, exc)
         return unwritten
 
-    def _fetch_log_tails(self, plan: Plan) -> None:
+    def _with_log_tails(self, plan: Plan) -> Plan:
+        """The plan, with the log tail of each failed run it names (a new value: the log is
+        Ray's to give, after planning)."""
+        tails: dict[str, TaskStatus] = {}
         for name in plan.fetch_logs:
             status = plan.statuses[name]
             sid = status.status.submission_id
@@ -538,9 +547,13 @@ class Reconciler:
                 log.warning("no log for failed %s: %s", name, exc)
                 continue
             body = status.status.model_copy(update={"log_tail": text})
-            plan.statuses[name] = status.model_copy(update={"status": body})
+            tails[name] = status.model_copy(update={"status": body})
+        return replace(plan, statuses={**plan.statuses, **tails}) if tails else plan
 
-    def _submit(self, plan: Plan, unwritten: set[str], now: datetime) -> None:
+    def _submit(self, plan: Plan, unwritten: set[str], now: datetime) -> dict[str, TaskStatus]:
+        """Submit what the plan says; return the statuses of the runs Ray refused (Failed,
+        written here)."""
+        failed_runs: dict[str, TaskStatus] = {}
         for submit in plan.submits:
             if submit.task in unwritten:
                 continue  # never submit an id we could not record
@@ -562,15 +575,16 @@ class Reconciler:
                 )
             except RayUnavailable as exc:
                 log.warning("submit of %s deferred: %s", submit.task, exc)
-                return
+                break
             except RayRequestError as exc:
                 log.error("Ray refused %s: %s", submit.task, exc)
                 failed = planner.submit_failed(plan.statuses[submit.task], str(exc), now)
-                plan.statuses[submit.task] = failed
+                failed_runs[submit.task] = failed
                 try:
                     self.store.write_status(submit.task, failed)
                 except OSError as write_exc:
                     log.error("cannot write status of %s: %s", submit.task, write_exc)
+        return failed_runs
 
     def _stop(self, plan: Plan, unwritten: AbstractSet[str] = frozenset()) -> None:
         # A stop is a request, not a fact: the planner asks again every pass until Ray reports
@@ -643,7 +657,7 @@ class Reconciler:
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
-        """Pass, then sleep until woken by a file event or the interval passes."""
+        """Pass, then sleep until woken by a file event or next_wait passes."""
         while not stop.is_set():
             self.wake.clear()
             started = self.monotonic()
@@ -651,23 +665,23 @@ class Reconciler:
                 self.run_pass()
             except Exception:  # the loop must outlive any single bad pass
                 log.exception("reconcile pass failed")
-            # Passes start on a steady beat: the interval counts from the start of a pass.
-            elapsed = self.monotonic() - started
-            self.wake.wait(max(self.next_wait() - elapsed, 0.01))
+            self.wake.wait(self.next_wait(self.monotonic() - started))
 
-    def next_wait(self) -> float:
-        """Poll Ray faster while jobs run and others wait for their resources: a job's end is
-        only seen by polling, and each idle second there is a second of cluster left unused."""
-        state = self.state
+    def next_wait(self, elapsed: float = 0.0) -> float:
+        """Seconds until the next pass, after a pass that took `elapsed`. The last plan's
+        deadline says when its answer changes (controller-runtime's RequeueAfter): the loop
+        wakes just after it. Ray's answer can change at any time and is seen only by asking,
+        so a pass comes at least every interval, counted from the start of the last one. A
+        backlog of deferred sidecars is written at busy_interval_seconds. File events wake
+        the loop at once (self.wake)."""
+        wait = self.settings.interval_seconds
         if self._backlog:
-            return min(self.settings.interval_seconds, self.settings.busy_interval_seconds)
-        busy = state.queued > 0 and (state.starting + state.running) > 0
-        if busy and state.ray_error is None:
-            # ...but the longer nothing has changed, the less an end seen a little later costs
-            # relative to the quiet time: back off to busy_backoff of it (an idle queue with a
-            # long job running polls about once a second, not ten times).
-            fast = self.settings.busy_interval_seconds
-            quiet = self.monotonic() - state.changed_at
-            slow = max(fast, self.settings.busy_backoff * quiet)
-            return min(self.settings.interval_seconds, slow)
-        return self.settings.interval_seconds
+            wait = min(wait, self.settings.busy_interval_seconds)
+        wait -= elapsed
+        if self._deadline is not None:
+            left = self._deadline - self.clock()
+            # At or before now: the plan read the clock itself (a time it wrote, a reserved
+            # start of "now"), so it holds this instant only and no later instant is special.
+            if left > 0:
+                wait = min(wait, left + _JUST_AFTER)
+        return max(wait, _SHORTEST_WAIT)
