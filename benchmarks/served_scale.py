@@ -3,8 +3,8 @@
 The folder has the shape of a busy queue: one long task (`sleep`) holds every CPU of the
 head, and the N - 1 others wait, Queued. Nothing changes after that, so the process is as
 idle as a queue with work can be. This is the costliest idle shape: while tasks wait and a
-job runs, serve polls Ray every `busy_interval_seconds` (0.1 s) to see the job end at once,
-and walks the whole folder every --rescan-interval (30 s), both of which the window holds.
+job runs, serve polls Ray every --interval (the plan has no earlier deadline) to see the job
+end, and walks the whole folder every --rescan-interval (30 s), both of which the window holds.
 
 Everything is read from outside the process: CPU time (utime + stime) and memory (VmRSS,
 VmHWM) from /proc, passes and Ray calls from serve's own /metrics.

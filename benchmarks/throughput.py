@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--serve-args",
         default="",
-        help="more arguments for `rayqueue serve` (side B through serve), e.g. '--busy-backoff 0'",
+        help="more arguments for `rayqueue serve` (side B through serve), e.g. '--interval 0.5'",
     )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)

@@ -5,8 +5,9 @@ Each task's own reconcile (`planner.reconcile_task`) depends only on its spec, i
 status, the Ray job its run's id names, the pass-wide options and observation, and `now`; its
 result says over which span of `now` it holds (a timeout, a retry's backoff or a missing
 job's grace period ends it; a result that wrote the clock into a status holds for that instant
-only). So a task whose spec and status are the very objects of the last pass, whose run's job
-is the same, and whose result still holds at this `now`, reuses last pass's result. What needs
+only). So a task whose version (the generations of its spec and status, which the caller
+gets from the store) is that of the last pass, whose run's job is the same, and whose result
+still holds at this `now`, reuses last pass's result. What needs
 all tasks at once (stray jobs, dependencies, the queue's order and admission, clean-up) runs
 over the merged results every pass, as in `plan`.
 
@@ -16,7 +17,7 @@ and an empty memo gives `plan`'s work exactly.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -35,10 +36,9 @@ World = tuple[PlanOptions, Capacity | None, bool, str | None, QueueConfig | None
 
 @dataclass(frozen=True)
 class _Kept:
-    """A task's result and the inputs it was computed from."""
+    """A task's result and what it was computed from."""
 
-    spec: TaskInput
-    status: TaskStatus
+    version: Hashable  # the task's version (its spec's and status's generations)
     job: RayJob | None  # the job its run's submission id named, as Ray listed it then
     result: TaskResult
 
@@ -73,12 +73,16 @@ def plan_incremental(
     options: PlanOptions = _DEFAULTS,
     *,
     queues: QueueConfig | None = None,
+    versions: Mapping[str, Hashable] | None = None,
 ) -> tuple[Plan, Memo]:
     """`planner.plan(specs, statuses, observed, now, options, queues=queues)`, and the memo
-    for the next pass."""
+    for the next pass. `versions`: each task's version, a value that changes whenever its spec
+    or its status does (the loop builds it from the store's generations); a task without one
+    is always reconciled anew."""
     ctx = planner.begin(specs, statuses, observed, now, options, queues)
     env, at = ctx.env, ctx.now
-    # A spec turned Invalid by an id claim is a new TaskInput each pass: it is always redone.
+    versions = versions or {}
+    read = specs
     specs = planner.with_id_claims(specs, statuses, env)
     world = _world(observed, options, queues)
     previous = memo.kept if memo.world == world else {}
@@ -87,6 +91,9 @@ def plan_incremental(
     for name in sorted(specs):
         spec, status = specs[name], statuses.get(name)
         entry = previous.get(name)
+        version = versions.get(name)
+        if spec.task is None and read[name].task is not None:
+            version = None  # turned Invalid by an id claim: not what the version describes
         if status is None:
             # First sight reads every job of the task, not one: cheap enough to always redo.
             result = planner.reconcile_task(env, spec, status, at)
@@ -94,12 +101,12 @@ def plan_incremental(
             job = _run_job(jobs, status)
             if (
                 entry is None
-                or entry.spec is not spec
-                or entry.status is not status
-                or not (entry.job is job or entry.job == job)
+                or version is None
+                or entry.version != version
+                or entry.job != job
                 or not entry.result.valid_at(at)
             ):
-                entry = _Kept(spec, status, job, planner.reconcile_task(env, spec, status, at))
+                entry = _Kept(version, job, planner.reconcile_task(env, spec, status, at))
             kept[name] = entry
             result = entry.result
         planner.merge(ctx, name, result)

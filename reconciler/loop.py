@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from reconciler import incremental, planner, queueing, writes
 from reconciler.events import FileEvents
@@ -37,6 +38,9 @@ from specs.store import FolderUnavailable, SpecEntry, TaskStore
 
 log = logging.getLogger("rayqueue.loop")
 
+_JUST_AFTER = 0.001  # seconds past a plan's deadline: its answer changes right after it
+_SHORTEST_WAIT = 0.01  # between two passes, whatever the deadline says
+
 
 @dataclass
 class LoopState:
@@ -55,7 +59,6 @@ class LoopState:
     running: int = 0
     passes: int = 0
     queues: dict[str, object] | None = None  # the latest _queues.status.yaml document
-    changed_at: float = 0.0  # monotonic time of the last pass that was not still
     # Ray's jobs as last listed: the API refuses an explicit submission id one of them holds.
     jobs: Mapping[str, RayJob] | None = None
 
@@ -77,7 +80,7 @@ def scan_specs(
     changed: set[str] | None = None,
 ) -> dict[str, TaskInput]:
     """The folder as planner inputs; raises FolderUnavailable. `cache`, updated in place, keeps
-    the TaskInput of every entry the store handed back unchanged (same object). `changed`:
+    the TaskInput of every entry the store handed back unchanged (same generation). `changed`:
     look only at these paths (file events); None: walk the folder."""
     entries = store.scan(changed)
     previous = dict(cache) if cache is not None else {}
@@ -85,7 +88,7 @@ def scan_specs(
     kept: dict[str, tuple[SpecEntry, TaskInput]] = {}
     for name, entry in entries.items():
         cached = previous.get(name)
-        if cached is None or cached[0] is not entry:  # the store reuses unchanged entries
+        if cached is None or cached[0].generation != entry.generation:
             cached = (entry, task_input(entry))
         kept[name] = cached
         inputs[name] = cached[1]
@@ -113,6 +116,14 @@ def tail(text: str, lines: int) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
 
+class Version(NamedTuple):
+    """What one task's inputs are made of, as generations: equal versions, equal inputs."""
+
+    spec: int  # the store's generation of the spec entry
+    source: int  # of the git revision answer its source was taken from (0: git not asked)
+    status: int  # the store's generation of its status (0: none)
+
+
 @dataclass(frozen=True)
 class _Still:
     """A pass whose plan changed nothing, and what it read: while none of it changes and the
@@ -123,33 +134,27 @@ class _Still:
     jobs: Mapping[str, object] | None
     capacity: Capacity | None
     error: str | None
-    queues: object  # the queue config object, which the queue file keeps while unchanged
+    queues: int  # the generation of the queue config
     revision: SourceRevision | None
-    specs: Mapping[str, TaskInput]  # what the pass planned from, object for object
-    statuses: Mapping[str, TaskStatus]
+    versions: Mapping[str, Version]  # of the specs the pass planned from
+    statuses: Mapping[str, int]  # the generation of every status it read
 
-    def holds(self, observed: Observation, now: float, queues: object, revision: object) -> bool:
+    def holds(self, observed: Observation, now: float, queues: int, revision: object) -> bool:
         until = self.plan.still_until
         return (
             until is not None
             and self.at <= now <= until
-            and queues is self.queues
-            and revision is self.revision
+            and queues == self.queues
+            and revision == self.revision
             and observed.capacity == self.capacity
             and observed.error == self.error
             and observed.jobs == self.jobs
         )
 
-    def read_the_same(
-        self, specs: Mapping[str, TaskInput], statuses: Mapping[str, TaskStatus]
-    ) -> bool:
-        """Whether a read of the folder gave the very objects this pass planned from (the
-        store keeps an unchanged file's parse): then the inputs are the same by identity."""
-        return _same_objects(specs, self.specs) and _same_objects(statuses, self.statuses)
-
-
-def _same_objects(new: Mapping[str, object], old: Mapping[str, object]) -> bool:
-    return len(new) == len(old) and all(old.get(k) is v for k, v in new.items())
+    def read_the_same(self, versions: Mapping[str, Version], statuses: Mapping[str, int]) -> bool:
+        """Whether a read of the folder gave the inputs this pass planned from, generation for
+        generation (the store keeps an unchanged file's generation)."""
+        return versions == self.versions and statuses == self.statuses
 
 
 class Reconciler:
@@ -160,10 +165,14 @@ class Reconciler:
         ray: RayAdapter,
         *,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.thread_time,
         faults: Faults | None = None,
         metrics: QueueMetrics | None = None,
         paths: RuntimePaths = OFF,
     ) -> None:
+        """`clock`: wall time, what the planner plans at; `monotonic`: the loop's own pace
+        (rescans, waits); `cpu_clock`: this thread's CPU time (what a full walk costs)."""
         self.settings = settings
         # runtimeEnv local paths, checked again right before Ray reads them (a root or a
         # folder in it may have become a symlink since the spec was read).
@@ -172,6 +181,8 @@ class Reconciler:
         self.store = store
         self.ray = ray
         self.clock = clock
+        self.monotonic = monotonic
+        self.cpu_clock = cpu_clock
         self.options = plan_options(settings)
         self.state = LoopState()
         self.history = ResourceHistory(
@@ -182,8 +193,9 @@ class Reconciler:
         self.metrics = metrics
         self.observer = PassObserver(self.history, metrics)
         self.revisions = GitRevisions(settings.tasks_dir) if settings.git_revision else None
-        # name -> (input as scanned, the revision answer it was given, input with its source)
-        self._sourced: dict[str, tuple[TaskInput, SourceRevision | None, TaskInput]] = {}
+        # name -> (its entry's generation, the source version it was given, input with source)
+        self._sourced: dict[str, tuple[int, int, TaskInput]] = {}
+        self._source_version = 0  # a new one whenever git's answer changes
         self.wake = threading.Event()
         # Filled by the watcher (reconciler/assembly.py); with none attached, every pass walks.
         self.events = FileEvents(self.wake)
@@ -191,13 +203,14 @@ class Reconciler:
         self._walking = True  # this pass walks the folder (and rereads every sidecar)
         self._walk_cpu = 0.0  # CPU seconds the last full walk took (this thread's)
         self._backlog = False  # deferred sidecars left after a flush that used its budget
+        self._deadline: float | None = None  # the last plan's (Plan.deadline)
         self._failures = 0
         self._ray_retry_at = 0.0
         self._lock = threading.Lock()  # one pass at a time, whoever calls it
         self._inputs: dict[str, tuple[SpecEntry, TaskInput]] = {}
-        # The inputs of the last pass that wrote statuses: a task whose input is a new object
+        # The versions of the last pass that wrote statuses: a task whose spec has a new one
         # was edited, and its own queue move is written at once (reconciler/writes.py).
-        self._written_inputs: Mapping[str, TaskInput] = {}
+        self._written_versions: Mapping[str, Version] = {}
         self._capacity_read: tuple[float, Capacity] | None = None
         # Last pass's per-task results, handed to the next pass; a new loop starts afresh.
         self._memo = incremental.EMPTY
@@ -252,14 +265,25 @@ class Reconciler:
         whole folder: no watcher, events possibly lost, or the periodic full rescan is due
         (it catches whatever events missed, as controller-runtime's resync does)."""
         changed = self.events.take()
-        now = time.monotonic()
-        self._walking = changed is None or now - self._walked_at >= self._rescan_interval()
+        now = self.monotonic()
+        self._walking = changed is None or now - self._walked_at >= self.rescan_interval()
         if self._walking:
             self._walked_at = now
             return None
         return changed
 
-    def _rescan_interval(self) -> float:
+    @property
+    def walk_cpu_seconds(self) -> float:
+        """CPU seconds (this thread's) the last full walk of the folder took."""
+        return self._walk_cpu
+
+    def force_full_pass(self) -> None:
+        """Make the next pass run the planner even if nothing it reads has changed (the
+        still-pass shortcut is dropped once); its inputs are read as usual."""
+        with self._lock:
+            self._still = None
+
+    def rescan_interval(self) -> float:
         """rescan_seconds, stretched so that walks stay within rescan_cpu_share of a core."""
         interval = self.settings.rescan_seconds
         share = self.settings.rescan_cpu_share
@@ -285,25 +309,31 @@ class Reconciler:
     def _with_sources(self, inputs: dict[str, TaskInput]) -> dict[str, TaskInput]:
         """Each input with the commit its file came from. git is asked only when the files
         read (their content hashes) or git's HEAD, ref or index changed; an unchanged input
-        with an unchanged answer stays the very same object."""
+        with an unchanged answer is kept as it was."""
         assert self.revisions is not None
         fingerprint = tuple((name, e.raw_hash) for name, (e, _) in sorted(self._inputs.items()))
         revision = self.revisions.current(fingerprint)
+        if revision != self._revision:
+            self._source_version += 1
         self._fingerprint, self._revision = fingerprint, revision
         out: dict[str, TaskInput] = {}
-        kept: dict[str, tuple[TaskInput, SourceRevision | None, TaskInput]] = {}
+        kept: dict[str, tuple[int, int, TaskInput]] = {}
         for name, base in inputs.items():
+            entry = self._inputs[name][0]
             cached = self._sourced.get(name)
-            if cached is not None and cached[0] is base and cached[1] is revision:
+            if (
+                cached is not None
+                and cached[0] == entry.generation
+                and cached[1] == self._source_version
+            ):
                 sourced = cached[2]
             elif revision is None:
                 sourced = base
             else:
-                entry = self._inputs[name][0]
                 relative = entry.path.relative_to(self.settings.tasks_dir).as_posix()
                 rev, dirty = revision.of(relative)
                 sourced = replace(base, source=SourceRef(revision=rev, dirty=dirty))
-            kept[name] = (base, revision, sourced)
+            kept[name] = (entry.generation, self._source_version, sourced)
             out[name] = sourced
         self._sourced = kept
         return out
@@ -328,37 +358,46 @@ class Reconciler:
             revision = self._revision
             if self.revisions is not None:
                 revision = self.revisions.current(self._fingerprint)
-            if still.holds(observed, now.timestamp(), queues.config, revision):
+            if still.holds(observed, now.timestamp(), queues.generation, revision):
                 self._still = still
                 return self._skip(still.plan, observed)
-        walk_started = time.thread_time()
+        walk_started = self.cpu_clock()
         specs = self.read_specs(changed)
         if specs is None:
+            self._deadline = None
             self.state.last_pass_at = self.clock()
             return None  # a vanished folder is never read as "delete everything"
         # Sidecars are ours: between full walks, the store's record of what it wrote stands.
-        statuses = self.store.read_statuses(cached=not self._walking)
+        statuses, status_generations = self.store.read_statuses_versioned(cached=not self._walking)
+        versions = self._versions(specs, status_generations)
         if self._walking:
-            self._walk_cpu = time.thread_time() - walk_started
+            self._walk_cpu = self.cpu_clock() - walk_started
         if observed is None:
             observed = self.observe()
         now = datetime.fromtimestamp(self.clock(), UTC)
         queues = self.queue_file.load()
         if (
             still is not None
-            and still.holds(observed, now.timestamp(), queues.config, self._revision)
-            and still.read_the_same(specs, statuses)
+            and still.holds(observed, now.timestamp(), queues.generation, self._revision)
+            and still.read_the_same(versions, status_generations)
             and self.store.still()
         ):
             # A full walk (or events that changed nothing) read back exactly the inputs of a
             # still pass: the planner would give the same plan, so it is not run. (Ray and the
-            # clock first: when they moved, the per-task identity check is not worth doing.)
+            # clock first: when they moved, the per-task check is not worth doing.)
             self._still = still
             return self._skip(still.plan, observed)
         plan, self._memo = incremental.plan_incremental(
-            self._memo, specs, statuses, observed, now, self.options, queues=queues.config
+            self._memo,
+            specs,
+            statuses,
+            observed,
+            now,
+            self.options,
+            queues=queues.config,
+            versions=versions,
         )
-        self._fetch_log_tails(plan)
+        plan = self._with_log_tails(plan)
         for event in plan.events:
             log.log(event.level, "%s", event.message)
         self._count_pass("walk" if self._walking else "events")
@@ -367,12 +406,14 @@ class Reconciler:
         # tasks being submitted go first, then the submits, then every other status (queue
         # positions and such, which need not delay a start), and only then the stops.
         submitting = {submit.task for submit in plan.submits}
-        last = self._written_inputs
-        edited = {n for n, s in specs.items() if n in last and last[n] is not s}
-        self._written_inputs = specs
+        last = self._written_versions
+        edited = {n for n, v in versions.items() if n in last and last[n][:2] != (v.spec, v.source)}
+        self._written_versions = versions
         classes = writes.classify(plan, statuses, edited)
         unwritten = self._write_statuses(plan, statuses, classes, only=submitting)
-        self._submit(plan, unwritten, now)
+        refused = self._submit(plan, unwritten, now)
+        if refused:
+            plan = replace(plan, statuses={**plan.statuses, **refused})
         unwritten |= self._write_statuses(plan, statuses, classes, skip=submitting)
         self._stop(plan, unwritten)
         self._expire(plan)
@@ -385,25 +426,34 @@ class Reconciler:
         self._flush()
         self._record(plan, statuses, observed)
         self._write_queue_status(plan, queues)
-        if plan.still_until is None:
-            self.state.changed_at = time.monotonic()
-        if plan.still_until is not None and self.store.still():
+        self._deadline = plan.deadline
+        if plan.still and self.store.still():
             self._still = _Still(
                 plan,
                 now.timestamp(),
                 observed.jobs,
                 observed.capacity,
                 observed.error,
-                queues.config,
+                queues.generation,
                 self._revision,
-                specs,
-                statuses,
+                versions,
+                status_generations,
             )
         return plan
+
+    def _versions(
+        self, specs: Mapping[str, TaskInput], statuses: Mapping[str, int]
+    ) -> dict[str, Version]:
+        source = self._source_version if self.revisions is not None else 0
+        return {
+            name: Version(self._inputs[name][0].generation, source, statuses.get(name, 0))
+            for name in specs
+        }
 
     def _skip(self, plan: Plan, observed: Observation) -> Plan:
         """A still pass: the last plan stands; only deferred writes and the heartbeat run."""
         self.skipped += 1
+        self._deadline = plan.deadline
         self._count_pass("walk" if self._walking else "still")
         self._flush()
         now = self.clock()
@@ -416,7 +466,7 @@ class Reconciler:
     def _flush(self) -> None:
         """Write this pass's share of the deferred sidecars. A flush that used its whole
         budget leaves a backlog (10,000 new specs: 40 passes of 256), which the loop clears at
-        the busy pace rather than backing off (next_wait)."""
+        busy_interval_seconds rather than at the interval (next_wait)."""
         budget = self.settings.status_write_budget
         written = self.store.flush_statuses(budget, self.settings.position_write_seconds)
         self._backlog = written >= budget and self.store.deferred_statuses > 0
@@ -482,7 +532,10 @@ class Reconciler:
                 log.error("cannot write status of %s: %s", name, exc)
         return unwritten
 
-    def _fetch_log_tails(self, plan: Plan) -> None:
+    def _with_log_tails(self, plan: Plan) -> Plan:
+        """The plan, with the log tail of each failed run it names (a new value: the log is
+        Ray's to give, after planning)."""
+        tails: dict[str, TaskStatus] = {}
         for name in plan.fetch_logs:
             status = plan.statuses[name]
             sid = status.status.submission_id
@@ -494,9 +547,13 @@ class Reconciler:
                 log.warning("no log for failed %s: %s", name, exc)
                 continue
             body = status.status.model_copy(update={"log_tail": text})
-            plan.statuses[name] = status.model_copy(update={"status": body})
+            tails[name] = status.model_copy(update={"status": body})
+        return replace(plan, statuses={**plan.statuses, **tails}) if tails else plan
 
-    def _submit(self, plan: Plan, unwritten: set[str], now: datetime) -> None:
+    def _submit(self, plan: Plan, unwritten: set[str], now: datetime) -> dict[str, TaskStatus]:
+        """Submit what the plan says; return the statuses of the runs Ray refused (Failed,
+        written here)."""
+        failed_runs: dict[str, TaskStatus] = {}
         for submit in plan.submits:
             if submit.task in unwritten:
                 continue  # never submit an id we could not record
@@ -518,15 +575,16 @@ class Reconciler:
                 )
             except RayUnavailable as exc:
                 log.warning("submit of %s deferred: %s", submit.task, exc)
-                return
+                break
             except RayRequestError as exc:
                 log.error("Ray refused %s: %s", submit.task, exc)
                 failed = planner.submit_failed(plan.statuses[submit.task], str(exc), now)
-                plan.statuses[submit.task] = failed
+                failed_runs[submit.task] = failed
                 try:
                     self.store.write_status(submit.task, failed)
                 except OSError as write_exc:
                     log.error("cannot write status of %s: %s", submit.task, write_exc)
+        return failed_runs
 
     def _stop(self, plan: Plan, unwritten: AbstractSet[str] = frozenset()) -> None:
         # A stop is a request, not a fact: the planner asks again every pass until Ray reports
@@ -599,31 +657,31 @@ class Reconciler:
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:
-        """Pass, then sleep until woken by a file event or the interval passes."""
+        """Pass, then sleep until woken by a file event or next_wait passes."""
         while not stop.is_set():
             self.wake.clear()
-            started = time.monotonic()
+            started = self.monotonic()
             try:
                 self.run_pass()
             except Exception:  # the loop must outlive any single bad pass
                 log.exception("reconcile pass failed")
-            # Passes start on a steady beat: the interval counts from the start of a pass.
-            elapsed = time.monotonic() - started
-            self.wake.wait(max(self.next_wait() - elapsed, 0.01))
+            self.wake.wait(self.next_wait(self.monotonic() - started))
 
-    def next_wait(self) -> float:
-        """Poll Ray faster while jobs run and others wait for their resources: a job's end is
-        only seen by polling, and each idle second there is a second of cluster left unused."""
-        state = self.state
+    def next_wait(self, elapsed: float = 0.0) -> float:
+        """Seconds until the next pass, after a pass that took `elapsed`. The last plan's
+        deadline says when its answer changes (controller-runtime's RequeueAfter): the loop
+        wakes just after it. Ray's answer can change at any time and is seen only by asking,
+        so a pass comes at least every interval, counted from the start of the last one. A
+        backlog of deferred sidecars is written at busy_interval_seconds. File events wake
+        the loop at once (self.wake)."""
+        wait = self.settings.interval_seconds
         if self._backlog:
-            return min(self.settings.interval_seconds, self.settings.busy_interval_seconds)
-        busy = state.queued > 0 and (state.starting + state.running) > 0
-        if busy and state.ray_error is None:
-            # ...but the longer nothing has changed, the less an end seen a little later costs
-            # relative to the quiet time: back off to busy_backoff of it (an idle queue with a
-            # long job running polls about once a second, not ten times).
-            fast = self.settings.busy_interval_seconds
-            quiet = time.monotonic() - state.changed_at
-            slow = max(fast, self.settings.busy_backoff * quiet)
-            return min(self.settings.interval_seconds, slow)
-        return self.settings.interval_seconds
+            wait = min(wait, self.settings.busy_interval_seconds)
+        wait -= elapsed
+        if self._deadline is not None:
+            left = self._deadline - self.clock()
+            # At or before now: the plan read the clock itself (a time it wrote, a reserved
+            # start of "now"), so it holds this instant only and no later instant is special.
+            if left > 0:
+                wait = min(wait, left + _JUST_AFTER)
+        return max(wait, _SHORTEST_WAIT)

@@ -160,23 +160,54 @@ class Summary:
     queues: queueing.QueueAdmission | None = None  # per-queue state, when queues are configured
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
+    """One pass's decisions. Frozen: what the shell does with it may be derived from it as a
+    new value (the loop adds log tails and refused submits that way), never written into it."""
+
+    statuses: Mapping[str, TaskStatus] = field(default_factory=dict)
+    submits: Sequence[Submit] = field(default_factory=list)
+    stops: Sequence[Stop] = field(default_factory=list)
+    timeouts: Sequence[TimeOut] = field(default_factory=list)
+    preemptions: Sequence[Preemption] = field(default_factory=list)
+    delete_statuses: Sequence[str] = field(default_factory=list)
+    fetch_logs: Sequence[str] = field(
+        default_factory=list
+    )  # tasks whose failed run needs a logTail
+    deletes: Sequence[str] = field(default_factory=list)  # finished jobs to drop from Ray's history
+    events: Sequence[Event] = field(default_factory=list)
+    held_deletions: HeldDeletions | None = None
+    summary: Summary | None = None
+    # The plan's next deadline: the last instant at which the same inputs still give this
+    # same plan (a timeout, a backoff, a grace period, a reserved start: every rule that reads
+    # the clock narrows it); None: no rule does. The loop wakes just after it (RequeueAfter).
+    deadline: float | None = None
+    # No action, no event, every status the very object handed in: the loop then skips
+    # passes until something it reads changes, or the deadline passes.
+    still: bool = False
+
+    @property
+    def still_until(self) -> float | None:
+        """For a plan that changes nothing: up to when it stays so (inf: for ever); else None."""
+        if not self.still:
+            return None
+        return math.inf if self.deadline is None else self.deadline
+
+
+@dataclass
+class _Draft:
+    """The plan while a pass builds it; `finish` freezes it into a Plan."""
+
     statuses: dict[str, TaskStatus] = field(default_factory=dict)
     submits: list[Submit] = field(default_factory=list)
     stops: list[Stop] = field(default_factory=list)
     timeouts: list[TimeOut] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
     delete_statuses: list[str] = field(default_factory=list)
-    fetch_logs: list[str] = field(default_factory=list)  # tasks whose failed run needs a logTail
-    deletes: list[str] = field(default_factory=list)  # finished jobs to drop from Ray's history
+    fetch_logs: list[str] = field(default_factory=list)
+    deletes: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     held_deletions: HeldDeletions | None = None
-    summary: Summary | None = None
-    # Set only when the plan changes nothing (no action, no event, every status the very
-    # object handed in): the same inputs give this same still plan for every `now` from this
-    # pass's up to this one. The loop then skips passes until something it reads changes.
-    still_until: float | None = None
 
     def note(self, reason: Reason, message: str, level: int = logging.INFO) -> None:
         self.events.append(Event(level, reason, message))
@@ -289,7 +320,7 @@ class _Ctx:
     options: PlanOptions
     obs: Observation
     now: float
-    plan: Plan
+    plan: _Draft
     env: TaskEnv
     # our non-terminal jobs that belong to an active run; everything else of ours gets stopped
     kept_jobs: set[str] = field(default_factory=set)
@@ -377,7 +408,7 @@ def begin(
 ) -> _Ctx:
     """A pass's shared state, before any task is merged into it."""
     env = task_env(observed, options, queues)
-    ctx = _Ctx(options, observed, now.timestamp(), Plan(), env, queues=queues)
+    ctx = _Ctx(options, observed, now.timestamp(), _Draft(), env, queues=queues)
     ctx.folder_empty = not specs and not statuses
     ctx.sources = {name: s.source for name, s in specs.items() if s.source is not None}
     ctx.jobs_by_task = env.by_task
@@ -424,25 +455,39 @@ def finish(ctx: _Ctx, specs: Mapping[str, TaskInput], statuses: Mapping[str, Tas
         _expire_history(ctx, ours, statuses)
     _orphan_sidecars(ctx, specs, statuses, ours)
     _collect_statuses(ctx, statuses)
-    ctx.plan.summary = _summary(ctx)
-    ctx.plan.still_until = _still_until(ctx, statuses)
-    return ctx.plan
+    draft = ctx.plan
+    # Each task's own reconcile narrowed `ctx.until` to where its answers hold (timeouts,
+    # backoffs, grace periods); the pass-wide rules add theirs (`_admit`, `_expire_history`).
+    # Admission itself only gets stricter as time passes (a backfill candidate's end,
+    # now + timeoutSeconds, moves later against a fixed reserved start), so a pass that
+    # admitted nobody admits nobody later with the same inputs. Only forward in time: a clock
+    # set back plans afresh.
+    until = max(ctx.until, ctx.now)
+    # The draft's own containers, typed read-only in the Plan: the draft ends here.
+    return Plan(
+        statuses=draft.statuses,
+        submits=draft.submits,
+        stops=draft.stops,
+        timeouts=draft.timeouts,
+        preemptions=draft.preemptions,
+        delete_statuses=draft.delete_statuses,
+        fetch_logs=draft.fetch_logs,
+        deletes=draft.deletes,
+        events=draft.events,
+        held_deletions=draft.held_deletions,
+        summary=_summary(ctx),
+        deadline=None if math.isinf(until) else until,
+        still=_changes_nothing(ctx, statuses),
+    )
 
 
 _EARLY = 1e-6  # seconds: a pass-wide edge is placed this much early, safe against float rounding
 
 
-def _still_until(ctx: _Ctx, statuses: Mapping[str, TaskStatus]) -> float | None:
-    """How long a plan that changes nothing stays so, or None if it changes something.
-
-    Each task's own reconcile narrowed `ctx.until` to where its answers hold (timeouts,
-    backoffs, grace periods); the pass-wide rules add theirs (`_admit`, `_expire_history`).
-    Admission itself only gets stricter as time passes (a backfill candidate's end,
-    now + timeoutSeconds, moves later against a fixed reserved start), so a pass that admitted
-    nobody admits nobody later with the same inputs. Only forward in time: a clock set back
-    plans afresh."""
+def _changes_nothing(ctx: _Ctx, statuses: Mapping[str, TaskStatus]) -> bool:
+    """Whether the plan asks for nothing and hands back every status as it was given."""
     plan = ctx.plan
-    if (
+    return not (
         not ctx.obs.available
         or plan.submits
         or plan.stops
@@ -455,9 +500,7 @@ def _still_until(ctx: _Ctx, statuses: Mapping[str, TaskStatus]) -> float | None:
         or plan.held_deletions is not None
         or len(plan.statuses) != len(statuses)
         or any(statuses.get(name) is not status for name, status in plan.statuses.items())
-    ):
-        return None
-    return max(ctx.until, ctx.now)
+    )
 
 
 def _collect_statuses(ctx: _Ctx, statuses: Mapping[str, TaskStatus]) -> None:

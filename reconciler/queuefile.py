@@ -27,6 +27,7 @@ StatKey = tuple[int, int, int]
 class Loaded:
     config: QueueConfig | None  # in force: the last good one; None: no queues
     state: ConfigState | None  # None: there is no config file at all
+    generation: int = 0  # of `config`: a new one whenever the file is read anew or goes
 
 
 class QueueFile:
@@ -39,6 +40,7 @@ class QueueFile:
         self._key: StatKey | None = None
         self._good: QueueConfig | None = None
         self._state: ConfigState | None = None
+        self._generation = 0  # of _good
         self._written: bytes | None = None
         self._status_warned = False
 
@@ -54,13 +56,15 @@ class QueueFile:
             if self._key is not None or self._state is not None:
                 log.info("%s is gone: one queue for all tasks again", self.path)
                 self._remove_status()
+            if self._good is not None:
+                self._generation += 1
             self._key, self._good, self._state = None, None, None
-            return Loaded(None, None)
+            return Loaded(None, None, self._generation)
         except OSError as exc:
             return self._keep(f"cannot read: {exc.strerror}")
         key = (st.st_mtime_ns, st.st_size, st.st_ino)
         if key == self._key:
-            return Loaded(self._good, self._state)
+            return Loaded(self._good, self._state, self._generation)
         self._key = key
         try:
             if st.st_size > MAX_FILE_BYTES:
@@ -75,8 +79,9 @@ class QueueFile:
         if self._good is None or self._good != config:
             log.info("queues from %s: %s", self.path, ", ".join(config.queue_names()))
         self._good = config
+        self._generation += 1
         self._state = ConfigState(str(self.path), valid=True)
-        return Loaded(config, self._state)
+        return Loaded(config, self._state, self._generation)
 
     def _keep(self, error: str) -> Loaded:
         """A bad edit: the last good configuration stays in force."""
@@ -86,7 +91,7 @@ class QueueFile:
         self._state = ConfigState(
             str(self.path), valid=False, error=error, in_force=self._good is not None
         )
-        return Loaded(self._good, self._state)
+        return Loaded(self._good, self._state, self._generation)
 
     def write_status(self, document: dict[str, Any]) -> bool:
         """Atomically, and only when the content changes; False if nothing was written."""

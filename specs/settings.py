@@ -146,22 +146,7 @@ class Settings:
     """Time between full passes when nothing wakes the loop earlier."""
 
     busy_interval_seconds: float = field(default=0.1, metadata=knob(minimum=0))
-    """Time between passes while tasks wait and jobs run, so finished jobs free room sooner."""
-
-    busy_backoff: float = field(
-        default=0.05,
-        metadata=knob(
-            "while jobs run, tasks wait and nothing changes, poll Ray at this share of the "
-            "quiet time so far, between 0.1 s and --interval (default 0.05; 0: always 0.1 s)",
-            flag="--busy-backoff",
-            minimum=0,
-            maximum=1,
-        ),
-    )
-    """While jobs run, tasks wait and passes change nothing, the poll interval grows to this
-    share of the quiet time so far, between busy_interval_seconds and interval_seconds: a job
-    that ends after a long quiet stretch is seen within 5 % of it (at most interval_seconds),
-    and a queue of short jobs keeps the fast poll. 0: always busy_interval_seconds."""
+    """Time between passes while a backlog of deferred sidecars is written out."""
 
     capacity_refresh_seconds: float = field(default=0.9, metadata=knob(minimum=0))
     """A capacity read is reused this long, so fast polling does not re-list the nodes."""

@@ -3,6 +3,11 @@
 A task is `<name>.yaml` (or `.yml`) under the root; its name is the relative path without the
 extension. Sidecars are `<name>.status.yaml`, beside the spec or in a parallel `status_dir`.
 Parsing is cached by (st_mtime_ns, st_size, st_ino), so a steady rescan costs one stat per file.
+
+Every spec entry and every status the store hands out carries a generation: a number from one
+counter that only grows (like Kubernetes' resourceVersion). A file read anew, an entry that
+differs, a status written or deferred gets a new one; whatever is unchanged keeps its own. So
+"unchanged since the last read" is one comparison of integers for the loop's caches.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import itertools
 import logging
 import os
 import re
@@ -17,7 +23,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from specs.atomic import write_atomic
@@ -106,6 +112,7 @@ class SpecEntry:
     error: SpecError | None  # first error when invalid; str(error) is the status message
     last_valid: Task | None  # last good parse of this name in this process
     raw_hash: str  # sha256 of the file bytes; "" when the file was too large to read
+    generation: int = 0  # the store's: a new one whenever anything above changes
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,7 @@ class _Parsed:
     error: SpecError | None
     raw_hash: str
     whole: bool = False  # known complete when read: no settle wait (see _is_whole)
+    generation: int = 0  # of this read of the file
 
 
 @dataclass(frozen=True)
@@ -122,6 +130,14 @@ class _Sidecar:
     key: StatKey
     status: TaskStatus | None  # None: unparsable, counts as absent
     data: bytes  # the bytes on disk, to skip identical rewrites
+    generation: int  # of `status`: kept while it is the status held
+
+
+@dataclass(frozen=True)
+class _Deferred:
+    status: TaskStatus
+    since: float  # deferred since (the store's clock)
+    generation: int
 
 
 class _Unreadable(Exception):
@@ -168,10 +184,14 @@ class TaskStore:
         self._lock = threading.Lock()
         self._parsed: dict[str, _Parsed] = {}  # by real path as walked
         self._entries: dict[str, SpecEntry] = {}
-        self._last_valid: dict[str, Task] = {}
+        # By name: the last good parse of the name, and that read's generation.
+        self._last_valid: dict[str, tuple[Task, int]] = {}
+        # By name: what the reported entry was made of; an entry made of the same is kept.
+        self._basis: dict[str, tuple[object, ...]] = {}
+        self._generations = itertools.count(1)
         self._sidecars: dict[str, _Sidecar] = {}  # by task name
-        # Statuses handed to defer_status and not yet on disk: (status, deferred since).
-        self._pending: dict[str, tuple[TaskStatus, float]] = {}
+        # Statuses handed to defer_status and not yet on disk.
+        self._pending: dict[str, _Deferred] = {}
         self._statuses_read = False
         self._warned: set[tuple[str, str]] = set()
         self._held: list[str] = []  # names the first scan found still being written
@@ -234,10 +254,13 @@ class TaskStore:
         self._held = []
         for name, rel in crossed.items():
             # Never read: the file belongs to another team's folder.
-            error = SpecError(rel, None, None, None, walk.crossings[rel])
-            entries[name] = SpecEntry(
-                name, self.root / rel, None, error, self._last_valid.get(name), ""
-            )
+            message = walk.crossings[rel]
+            last = self._last_valid.get(name)
+            basis = ("crossed", rel, message, last[1] if last is not None else None)
+            error = SpecError(rel, None, None, None, message)
+            last_task = last[0] if last is not None else None
+            crossing = SpecEntry(name, self.root / rel, None, error, last_task, "")
+            entries[name] = self._stamped(name, basis, crossing)
             by_name.pop(name, None)
         for name, files in by_name.items():
             if not self._take(name, files, now, entries, parsed):
@@ -276,6 +299,7 @@ class TaskStore:
         self._parsed = parsed
         self._entries = entries
         self._last_valid = {n: t for n, t in self._last_valid.items() if n in entries}
+        self._basis = {n: b for n, b in self._basis.items() if n in entries}
         return dict(entries)
 
     def _take(
@@ -377,6 +401,7 @@ class TaskStore:
                 self._missing_since.pop(name, None)
                 self._reported_keys.pop(name, None)
                 self._last_valid.pop(name, None)
+                self._basis.pop(name, None)
         self._parsed = parsed
         self._entries = entries
         return dict(entries)
@@ -449,46 +474,55 @@ class TaskStore:
         Only this process writes sidecars (the lock sees to it), so that record is exact
         between full reads; the loop still does a full read at every periodic rescan.
         """
-        with self._lock:
-            if cached and self._statuses_read:
-                return self._with_pending(
-                    {n: s.status for n, s in self._sidecars.items() if s.status is not None}
-                )
-            self._statuses_read = True
-            try:
-                top = self._real_dir(self.root if self.status_dir is None else self.status_dir)
-            except FolderUnavailable:
-                if self.status_dir is None or os.path.lexists(self.status_dir):
-                    raise
-                self._sidecars = {}  # no status folder yet: nothing written so far
-                return {}
-            walk = self._walk(top, lambda n: n.endswith(STATUS_SUFFIX), None)
-            sidecars: dict[str, _Sidecar] = {}
-            for rel, entry in walk.files:
-                name = rel.removesuffix(STATUS_SUFFIX)
-                if rel == STATUS_FILE or rel in walk.crossings:
-                    continue  # the queues' status; or another team's, reached by a symlink
-                try:
-                    sidecar = self._load_sidecar(name, rel, entry)
-                except _Unreadable:
-                    walk.unreadable.append(rel)
-                    continue
-                if sidecar is not None:
-                    sidecars[name] = sidecar
-            for name, old in self._sidecars.items():
-                if name not in sidecars and _under_any(name + STATUS_SUFFIX, walk.unreadable):
-                    sidecars[name] = old
-            self._sidecars = sidecars
-            return self._with_pending(
-                {n: s.status for n, s in sidecars.items() if s.status is not None}
-            )
+        return self.read_statuses_versioned(cached=cached)[0]
 
-    def _with_pending(self, statuses: dict[str, TaskStatus]) -> dict[str, TaskStatus]:
-        """What is on disk, overlaid with what waits to be written: that is newer, and only
-        this process writes sidecars."""
-        for name, (status, _) in self._pending.items():
-            statuses[name] = status
-        return statuses
+    def read_statuses_versioned(
+        self, *, cached: bool = False
+    ) -> tuple[dict[str, TaskStatus], dict[str, int]]:
+        """read_statuses, and the generation of each status it hands out."""
+        with self._lock:
+            if not (cached and self._statuses_read):
+                self._statuses_read = True
+                sidecars = self._read_sidecars()
+                if sidecars is None:
+                    self._sidecars = {}  # no status folder yet: nothing written so far
+                    return {}, {}
+                self._sidecars = sidecars
+            statuses: dict[str, TaskStatus] = {}
+            generations: dict[str, int] = {}
+            for name, sidecar in self._sidecars.items():
+                if sidecar.status is not None:  # None: unparsable, counts as absent
+                    statuses[name], generations[name] = sidecar.status, sidecar.generation
+            # What waits to be written is newer, and only this process writes sidecars.
+            for name, deferred in self._pending.items():
+                statuses[name], generations[name] = deferred.status, deferred.generation
+            return statuses, generations
+
+    def _read_sidecars(self) -> dict[str, _Sidecar] | None:
+        """Every sidecar on disk; None when the status folder does not exist yet."""
+        try:
+            top = self._real_dir(self.root if self.status_dir is None else self.status_dir)
+        except FolderUnavailable:
+            if self.status_dir is None or os.path.lexists(self.status_dir):
+                raise
+            return None
+        walk = self._walk(top, lambda n: n.endswith(STATUS_SUFFIX), None)
+        sidecars: dict[str, _Sidecar] = {}
+        for rel, entry in walk.files:
+            name = rel.removesuffix(STATUS_SUFFIX)
+            if rel == STATUS_FILE or rel in walk.crossings:
+                continue  # the queues' status; or another team's, reached by a symlink
+            try:
+                sidecar = self._load_sidecar(name, rel, entry)
+            except _Unreadable:
+                walk.unreadable.append(rel)
+                continue
+            if sidecar is not None:
+                sidecars[name] = sidecar
+        for name, old in self._sidecars.items():
+            if name not in sidecars and _under_any(name + STATUS_SUFFIX, walk.unreadable):
+                sidecars[name] = old
+        return sidecars
 
     def write_status(self, name: str, status: TaskStatus, *, durable: bool = True) -> bool:
         """Write the sidecar atomically; False (and no write) if the bytes are unchanged.
@@ -500,27 +534,28 @@ class TaskStore:
         data = dump_status(status).encode()
         with self._lock:
             self._pending.pop(name, None)
-            return self._write_sidecar(name, path, status, data, durable)
+            generation = next(self._generations)
+            return self._write_sidecar(name, path, status, data, durable, generation)
 
     def _write_sidecar(
-        self, name: str, path: Path, status: TaskStatus, data: bytes, durable: bool
+        self, name: str, path: Path, status: TaskStatus, data: bytes, durable: bool, generation: int
     ) -> bool:
         if self._links and self._crosses(path):
             # The sidecar's folder is a symlink into another team's: never write there (it
             # would be that team's status file). Kept in memory; the spec is Invalid anyway.
-            self._sidecars[name] = _Sidecar((0, 0, 0), status, data)
+            self._sidecars[name] = _Sidecar((0, 0, 0), status, data, generation)
             return False
         key = _stat_key(path)
         if key is not None:
             cached = self._sidecars.get(name)
             on_disk = cached.data if cached and cached.key == key else _read_regular(path)
             if on_disk == data:
-                self._sidecars[name] = _Sidecar(key, status, data)
+                self._sidecars[name] = _Sidecar(key, status, data, generation)
                 return False
         write_atomic(path, data, durable=durable)
         key = _stat_key(path)
         if key is not None:
-            self._sidecars[name] = _Sidecar(key, status, data)
+            self._sidecars[name] = _Sidecar(key, status, data, generation)
         return True
 
     def defer_status(self, name: str, status: TaskStatus) -> None:
@@ -529,8 +564,8 @@ class TaskStore:
         _check_relative(name)
         with self._lock:
             held = self._pending.get(name)
-            since = held[1] if held is not None else self._clock()
-            self._pending[name] = (status, since)
+            since = held.since if held is not None else self._clock()
+            self._pending[name] = _Deferred(status, since, next(self._generations))
 
     def flush_statuses(self, budget: int, min_age: float) -> int:
         """Write up to `budget` deferred statuses, without fsync: first those with no sidecar
@@ -543,21 +578,23 @@ class TaskStore:
             now = self._clock()
             fresh: list[tuple[int, str]] = []
             stale: list[tuple[float, str]] = []
-            for name, (status, since) in self._pending.items():
+            for name, deferred in self._pending.items():
                 if name not in self._sidecars:
-                    position = status.status.queue_position
+                    position = deferred.status.status.queue_position
                     fresh.append((position if position is not None else 1 << 62, name))
-                elif now - since >= min_age:
-                    stale.append((since, name))
+                elif now - deferred.since >= min_age:
+                    stale.append((deferred.since, name))
             fresh.sort()
             stale.sort()
             chosen = [n for _, n in fresh] + [n for _, n in stale]
             written = 0
             for name in chosen[:budget]:
-                status = self._pending[name][0]
+                deferred = self._pending[name]
+                status = deferred.status  # written as it was handed out: its generation stays
                 try:
                     path = self.status_path(name)
-                    self._write_sidecar(name, path, status, dump_status(status).encode(), False)
+                    data = dump_status(status).encode()
+                    self._write_sidecar(name, path, status, data, False, deferred.generation)
                 except OSError as exc:
                     self._warn_once(str(self.status_path(name)), f"cannot write: {exc.strerror}")
                     continue
@@ -668,7 +705,8 @@ class TaskStore:
     def _load_spec(
         self, rel: str, path: str, stat_of: Callable[[], os.stat_result], name: str
     ) -> _Parsed | None:
-        """Parse a spec file, or reuse the cached parse if its stat is unchanged."""
+        """Parse a spec file, or reuse the cached parse (and its generation) if its stat is
+        unchanged."""
         try:
             st = stat_of()
         except FileNotFoundError:
@@ -680,6 +718,12 @@ class TaskStore:
         cached = self._parsed.get(path)
         if cached is not None and cached.key == key:
             return cached
+        parsed = self._parse_spec(rel, path, st, key, name)
+        return None if parsed is None else replace(parsed, generation=next(self._generations))
+
+    def _parse_spec(
+        self, rel: str, path: str, st: os.stat_result, key: StatKey, name: str
+    ) -> _Parsed | None:
         if st.st_size > MAX_FILE_BYTES:
             message = f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
             return _Parsed(key, None, SpecError(rel, None, None, None, message), "")
@@ -717,20 +761,21 @@ class TaskStore:
             files = " and ".join([rel, *others])
             task, error = None, SpecError(rel, None, None, None, f"both {files} define task {name}")
         if task is not None:
-            self._last_valid[name] = task
-        last_valid = self._last_valid.get(name)
+            self._last_valid[name] = (task, result.generation)
+        last = self._last_valid.get(name)
+        basis = (result.generation, tuple(others), last[1] if last is not None else None, rel)
+        last_task = last[0] if last is not None else None
+        entry = SpecEntry(name, self.root / rel, task, error, last_task, result.raw_hash)
+        return self._stamped(name, basis, entry)
+
+    def _stamped(self, name: str, basis: tuple[object, ...], entry: SpecEntry) -> SpecEntry:
+        """`entry` with a new generation, or the entry last reported for `name` (generation
+        and all) when it was made of the same reads (`basis`)."""
         old = self._entries.get(name)
-        # Reuse the old object when nothing changed: identity checks keep steady passes cheap.
-        if (
-            old is not None
-            and old.task is task
-            and old.error is error
-            and old.last_valid is last_valid
-            and old.raw_hash == result.raw_hash
-            and _rel_of(old) == rel
-        ):
+        if old is not None and self._basis.get(name) == basis:
             return old
-        return SpecEntry(name, self.root / rel, task, error, last_valid, result.raw_hash)
+        self._basis[name] = basis
+        return replace(entry, generation=next(self._generations))
 
     def _load_sidecar(self, name: str, rel: str, entry: os.DirEntry[str]) -> _Sidecar | None:
         try:
@@ -757,7 +802,7 @@ class TaskStore:
             # Counts as absent: the reconciler rebuilds status from the world.
             log.warning("ignoring unreadable sidecar %s: %s", entry.path, exc.errors[0])
             status = None
-        return _Sidecar(key, status, data)
+        return _Sidecar(key, status, data, next(self._generations))
 
     def _crosses(self, path: Path) -> bool:
         """Whether the sidecar `path` would land, through a symlinked folder, in another

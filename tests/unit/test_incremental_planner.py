@@ -3,6 +3,7 @@ histories; and a task whose inputs did not change costs no reconcile."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -140,9 +141,15 @@ class History:
     fail_once: frozenset[str] = frozenset()
     memo: Memo = incremental.EMPTY
     compare: bool = True  # also run plan() and check the two agree
+    # Generations, as the store stamps them: a new one for each spec read and status written.
+    generations: Any = field(default_factory=lambda: itertools.count(1))
+    spec_generation: dict[str, int] = field(default_factory=dict)
+    status_generation: dict[str, int] = field(default_factory=dict)
 
     def apply(self, step: tuple[Any, ...]) -> None:
         kind = step[0]
+        if kind in ("put", "touch", "break") and (kind != "touch" or step[1] in self.specs):
+            self.spec_generation[step[1]] = next(self.generations)
         if kind == "put":
             t = task(**step[2])
             self.specs[step[1]] = TaskInput(step[1], t, None, t, t.spec_hash())
@@ -156,6 +163,7 @@ class History:
             self.specs[step[1]] = TaskInput(step[1], None, "bad yaml", last)
         elif kind == "delete":
             self.specs.pop(step[1], None)
+            self.spec_generation.pop(step[1], None)
         elif kind == "ray":
             self._move_job(step[1], step[2], step[3])
         elif kind == "rebuild":
@@ -196,8 +204,18 @@ class History:
         )
         at = datetime.fromtimestamp(self.now, UTC)
         before = dict(self.statuses)
+        versions = {
+            n: (self.spec_generation[n], self.status_generation.get(n, 0)) for n in self.specs
+        }
         inc, self.memo = plan_incremental(
-            self.memo, self.specs, before, observed, at, self.options, queues=self.queues
+            self.memo,
+            self.specs,
+            before,
+            observed,
+            at,
+            self.options,
+            queues=self.queues,
+            versions=versions,
         )
         if self.compare:
             full = plan(self.specs, before, observed, at, self.options, queues=self.queues)
@@ -232,8 +250,9 @@ class History:
         self.unwritten_passes -= 1
         self.fail_once = frozenset()
         for name, status in result.statuses.items():
-            if name not in lost:
-                self.statuses[name] = status
+            if name not in lost and self.statuses.get(name) is not status:
+                self.statuses[name] = status  # written: the loop writes changed statuses only
+                self.status_generation[name] = next(self.generations)
         for submit in result.submits:
             sid = submit.request.submission_id
             if submit.task in lost or sid in self.jobs:
@@ -248,6 +267,7 @@ class History:
             self.jobs.pop(sid, None)
         for name in result.delete_statuses:
             self.statuses.pop(name, None)
+            self.status_generation.pop(name, None)
 
 
 @settings(

@@ -1,9 +1,9 @@
-"""The busy poll backs off with the quiet time: fast while things change, about once an
-interval when a long job runs and nothing else happens."""
+"""The loop's wait comes from the last plan's deadline, at most the interval (Ray is only
+seen by asking); a backlog of first records is written at the busy pace."""
 
 from __future__ import annotations
 
-import time
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -13,46 +13,62 @@ from reconciler.raycluster.fake import FakeRay
 from specs.cluster import RUNNING, Capacity
 from specs.settings import Settings
 from specs.store import TaskStore
+from tests.support.clock import FakeClock
 from tests.support.specs import write_task
 
 
-def make(tmp_path: Path, backoff: float) -> tuple[Reconciler, FakeRay]:
-    settings = Settings(tasks_dir=tmp_path, queue_id="q", api=False, busy_backoff=backoff)
-    ray = FakeRay(Capacity(2, 0, 2**34))
-    return Reconciler(settings, TaskStore(tmp_path), ray), ray
+def make(tmp_path: Path) -> tuple[Reconciler, FakeRay, FakeClock]:
+    clock = FakeClock()
+    settings = Settings(tasks_dir=tmp_path, queue_id="q", api=False, git_revision=False)
+    ray = FakeRay(Capacity(2, 0, 2**34), clock=clock)
+    rec = Reconciler(settings, TaskStore(tmp_path, clock=clock), ray, clock=clock)
+    return rec, ray, clock
 
 
-@pytest.mark.parametrize(
-    ("quiet", "backoff", "wait"),
-    [
-        (0.0, 0.05, 0.1),  # something just changed: the fast poll
-        (1.0, 0.05, 0.1),  # 5 % of 1 s is below the fast poll
-        (10.0, 0.05, 0.5),  # 5 % of 10 s
-        (100.0, 0.05, 1.0),  # never slower than the idle interval
-        (100.0, 0.0, 0.1),  # no backoff: always the fast poll
-    ],
-)
-def test_the_busy_wait_grows_with_the_quiet_time(
-    tmp_path: Path, quiet: float, backoff: float, wait: float
-) -> None:
-    rec, _ray = make(tmp_path, backoff)
-    rec.state.queued, rec.state.running = 3, 1
-    rec.state.changed_at = time.monotonic() - quiet
-    assert rec.next_wait() == pytest.approx(wait, abs=0.01)
-    rec.state.running = 0  # nothing runs: nothing to notice the end of
+def test_with_no_deadline_the_loop_polls_at_the_interval(tmp_path: Path) -> None:
+    rec, ray, _clock = make(tmp_path)
+    plan = rec.run_pass()
+    assert plan is not None and plan.deadline is None  # an empty folder: nothing to time
     assert rec.next_wait() == rec.settings.interval_seconds
+    write_task(tmp_path, "big", "sleep 1000", cpu=2)  # no timeout: no deadline either
+    rec.run_pass()
+    ray.set_status(next(iter(ray.jobs)), RUNNING)
+    plan = rec.run_pass()
+    # It wrote the clock (startedAt): it holds this instant only, which sets no earlier wake.
+    assert plan is not None and plan.deadline == rec.clock()
+    assert rec.next_wait() == rec.settings.interval_seconds
+    plan = rec.run_pass()
+    assert plan is not None and plan.still and plan.deadline is None
+    assert rec.next_wait() == rec.settings.interval_seconds
+    # The interval counts from the start of the pass.
+    assert rec.next_wait(elapsed=0.25) == pytest.approx(rec.settings.interval_seconds - 0.25)
 
 
-def test_a_pass_that_changes_something_restarts_the_fast_poll(tmp_path: Path) -> None:
-    rec, ray = make(tmp_path, 0.05)
-    write_task(tmp_path, "big", "sleep 1000", cpu=2, priority=9)
-    write_task(tmp_path, "small", "echo hi", cpu=1)
+def test_the_loop_wakes_just_after_the_plans_deadline(tmp_path: Path) -> None:
+    rec, ray, clock = make(tmp_path)
+    write_task(tmp_path, "big", "sleep 1000", cpu=2, timeoutSeconds=100)
     rec.run_pass()
-    rec.state.changed_at = time.monotonic() - 100  # a long quiet stretch
-    assert rec.next_wait() == pytest.approx(1.0)
-    ray.set_status(next(iter(ray.jobs)), RUNNING)  # Ray says something new
+    (sid,) = ray.jobs
+    ray.set_status(sid, RUNNING)
     rec.run_pass()
-    assert rec.next_wait() == pytest.approx(0.1, abs=0.01)
+    started = ray.jobs[sid].start_time
+    assert started is not None
+    clock.now = started + 99.6
+    plan = rec.run_pass()
+    assert plan is not None and not plan.timeouts
+    assert plan.deadline is not None and plan.deadline == pytest.approx(started + 100)
+    assert rec.next_wait() == pytest.approx(0.4, abs=0.01)  # not the 1 s interval
+    clock.now += rec.next_wait()
+    plan = rec.run_pass()
+    assert plan is not None and [t.task for t in plan.timeouts] == ["big"]
+
+
+def test_a_plan_is_frozen(tmp_path: Path) -> None:
+    rec, _ray, _clock = make(tmp_path)
+    plan = rec.run_pass()
+    assert plan is not None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.deadline = 0.0  # type: ignore[misc]
 
 
 def test_a_backlog_of_first_records_is_written_at_the_busy_pace(tmp_path: Path) -> None:
@@ -66,10 +82,8 @@ def test_a_backlog_of_first_records_is_written_at_the_busy_pace(tmp_path: Path) 
     rec.run_pass()
     waits = []
     while rec.store.deferred_statuses:
-        rec.state.changed_at = time.monotonic() - 100  # long quiet: the backoff would say 1 s
         waits.append(rec.next_wait())
         rec.run_pass()
     assert waits and all(w == pytest.approx(0.1) for w in waits)
-    rec.state.changed_at = time.monotonic() - 100
-    assert rec.next_wait() == pytest.approx(1.0)  # all written: the backoff again
+    assert rec.next_wait() == pytest.approx(1.0)  # all written: the interval again
     assert all((tmp_path / f"t{i}.status.yaml").exists() for i in range(7))

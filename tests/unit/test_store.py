@@ -705,3 +705,51 @@ def test_spec_entry_is_frozen(root: Path) -> None:
     assert isinstance(entry, SpecEntry)
     with pytest.raises(AttributeError):
         entry.name = "b"  # type: ignore[misc]
+
+
+def test_an_unchanged_file_keeps_its_generation_and_an_edited_one_gets_a_new_one(
+    root: Path,
+) -> None:
+    put(root, "a.yaml", spec_text())
+    path = put(root, "b.yaml", spec_text())
+    s = TaskStore(root)
+    first = s.scan()
+    assert first["a"].generation != first["b"].generation
+    put(root, "b.yaml", spec_text(cpu=2))
+    bump_mtime(path)
+    second = s.scan()
+    assert second["a"].generation == first["a"].generation
+    assert second["b"].generation > max(first["a"].generation, first["b"].generation)
+    assert s.scan({str(root / "a.yaml")})["a"].generation == first["a"].generation
+    # Broken: a new generation, and the last valid task kept; broken again the same way
+    # (read anew, equal content): a new read, so a new generation.
+    put(root, "b.yaml", INVALID)
+    bump_mtime(path)
+    third = s.scan()["b"]
+    assert third.task is None and third.last_valid is not None
+    assert third.generation > second["b"].generation
+    assert s.scan()["b"].generation == third.generation
+
+
+def test_a_status_keeps_its_generation_until_it_is_written_or_read_anew(root: Path) -> None:
+    s = TaskStore(root)
+    s.write_status("a", status())
+    s.write_status("b", status())
+    statuses, generations = s.read_statuses_versioned()
+    assert set(statuses) == {"a", "b"} and generations["a"] != generations["b"]
+    assert s.read_statuses_versioned()[1] == generations  # read again from disk: unchanged
+    assert s.read_statuses_versioned(cached=True)[1] == generations
+    s.write_status("a", status(Phase.RUNNING))
+    after = s.read_statuses_versioned(cached=True)[1]
+    assert after["b"] == generations["b"] and after["a"] > generations["a"]
+    # A deferred status has its generation at once; writing it out later keeps it.
+    s.defer_status("b", status(message="moved"))
+    deferred = s.read_statuses_versioned(cached=True)[1]["b"]
+    assert deferred > after["a"]
+    assert s.flush_statuses(10, 0.0) == 1
+    assert s.read_statuses_versioned()[1]["b"] == deferred
+    # Changed on disk by someone else: read anew, a new generation.
+    sidecar = root / "a.status.yaml"
+    sidecar.write_text(sidecar.read_text().replace("Running", "Queued"))
+    bump_mtime(sidecar)
+    assert s.read_statuses_versioned()[1]["a"] > deferred

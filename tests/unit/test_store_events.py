@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -123,21 +122,36 @@ def test_a_costly_walk_stretches_the_rescan_interval_to_its_cpu_share(tmp_path: 
     from reconciler.raycluster.fake import FakeRay
     from specs.cluster import Capacity
     from specs.settings import Settings
+    from tests.support.clock import FakeClock
+
+    monotonic = FakeClock(0.0)
 
     def loop(share: float) -> Reconciler:
         settings = Settings(
             tasks_dir=tmp_path, queue_id="q", api=False, rescan_seconds=0.2, rescan_cpu_share=share
         )
-        rec = Reconciler(settings, TaskStore(tmp_path), FakeRay(Capacity(4, 0, 2**34)))
+        cpu = FakeClock(0.0)
+
+        def cpu_clock() -> float:
+            cpu.advance(0.1)  # each reading 100 ms later: as if a walk cost 100 ms of CPU
+            return cpu()
+
+        rec = Reconciler(
+            settings,
+            TaskStore(tmp_path),
+            FakeRay(Capacity(4, 0, 2**34)),
+            monotonic=monotonic,
+            cpu_clock=cpu_clock,
+        )
         rec.events.armed()
         rec.run_pass()  # the walk after arming
-        rec._walk_cpu = 0.1  # as if that walk had cost 100 ms of CPU
+        assert rec.walk_cpu_seconds == pytest.approx(0.1)
         return rec
 
     capped, plain = loop(0.01), loop(0.0)
-    assert capped._rescan_interval() == pytest.approx(10.0)  # 0.1 s is 1 % of 10 s
-    assert plain._rescan_interval() == 0.2
-    time.sleep(0.3)  # past rescan_seconds, well inside the stretched interval
+    assert capped.rescan_interval() == pytest.approx(10.0)  # 0.1 s is 1 % of 10 s
+    assert plain.rescan_interval() == 0.2
+    monotonic.advance(0.3)  # past rescan_seconds, well inside the stretched interval
     for rec in (capped, plain):
         write_task(tmp_path, f"late-{id(rec)}", "python late.py")  # no event reaches the loop
         rec.run_pass()
