@@ -40,6 +40,11 @@ log = logging.getLogger("rayqueue.loop")
 
 _JUST_AFTER = 0.001  # seconds past a plan's deadline: its answer changes right after it
 _SHORTEST_WAIT = 0.01  # between two passes, whatever the deadline says
+# While tasks wait for resources that running jobs hold, a job's end is only seen by asking Ray,
+# and each second unseen is a second of cluster left idle. So Ray is asked at
+# busy_interval_seconds right after a change, backing off to this share of the quiet time since
+# (a queue behind one long job is asked about once a second, not ten times).
+_WAITING_ON_RAY_SHARE = 0.05
 
 
 @dataclass
@@ -204,6 +209,7 @@ class Reconciler:
         self._walk_cpu = 0.0  # CPU seconds the last full walk took (this thread's)
         self._backlog = False  # deferred sidecars left after a flush that used its budget
         self._deadline: float | None = None  # the last plan's (Plan.deadline)
+        self._changed_at = -float("inf")  # monotonic time of the last pass that was not still
         self._failures = 0
         self._ray_retry_at = 0.0
         self._lock = threading.Lock()  # one pass at a time, whoever calls it
@@ -427,6 +433,8 @@ class Reconciler:
         self._record(plan, statuses, observed)
         self._write_queue_status(plan, queues)
         self._deadline = plan.deadline
+        if not plan.still:
+            self._changed_at = self.monotonic()
         if plan.still and self.store.still():
             self._still = _Still(
                 plan,
@@ -672,11 +680,17 @@ class Reconciler:
         deadline says when its answer changes (controller-runtime's RequeueAfter): the loop
         wakes just after it. Ray's answer can change at any time and is seen only by asking,
         so a pass comes at least every interval, counted from the start of the last one. A
-        backlog of deferred sidecars is written at busy_interval_seconds. File events wake
-        the loop at once (self.wake)."""
+        backlog of deferred sidecars is written at busy_interval_seconds, and Ray is asked
+        sooner while tasks wait on running jobs (_WAITING_ON_RAY_SHARE). File events wake the
+        loop at once (self.wake)."""
         wait = self.settings.interval_seconds
+        fast = self.settings.busy_interval_seconds
         if self._backlog:
-            wait = min(wait, self.settings.busy_interval_seconds)
+            wait = min(wait, fast)
+        state = self.state
+        if state.queued and (state.starting or state.running) and state.ray_error is None:
+            quiet = self.monotonic() - self._changed_at
+            wait = min(wait, max(fast, _WAITING_ON_RAY_SHARE * quiet))
         wait -= elapsed
         if self._deadline is not None:
             left = self._deadline - self.clock()

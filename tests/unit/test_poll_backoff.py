@@ -75,7 +75,8 @@ def test_a_backlog_of_first_records_is_written_at_the_busy_pace(tmp_path: Path) 
     settings = Settings(
         tasks_dir=tmp_path, queue_id="q", api=False, status_write_budget=2, settle_seconds=0
     )
-    rec = Reconciler(settings, TaskStore(tmp_path), FakeRay(Capacity(1, 0, 2**34)))
+    pace = FakeClock()
+    rec = Reconciler(settings, TaskStore(tmp_path), FakeRay(Capacity(1, 0, 2**34)), monotonic=pace)
     write_task(tmp_path, "blocker", "sleep 1000", cpu=1, priority=9)
     for i in range(7):
         write_task(tmp_path, f"t{i}", "echo hi", cpu=1)
@@ -85,5 +86,27 @@ def test_a_backlog_of_first_records_is_written_at_the_busy_pace(tmp_path: Path) 
         waits.append(rec.next_wait())
         rec.run_pass()
     assert waits and all(w == pytest.approx(0.1) for w in waits)
+    pace.advance(100)  # long quiet: asking Ray backs off to the interval
     assert rec.next_wait() == pytest.approx(1.0)  # all written: the interval again
     assert all((tmp_path / f"t{i}.status.yaml").exists() for i in range(7))
+
+
+def test_ray_is_asked_sooner_while_tasks_wait_on_running_jobs(tmp_path: Path) -> None:
+    """A job's end is seen only by asking Ray: right after a change the loop asks at the busy
+    pace, then backs off with the quiet time, never beyond the interval."""
+    clock = FakeClock()
+    settings = Settings(tasks_dir=tmp_path, queue_id="q", api=False, git_revision=False)
+    ray = FakeRay(Capacity(1, 0, 2**34), clock=clock)
+    store = TaskStore(tmp_path, clock=clock)
+    rec = Reconciler(settings, store, ray, clock=clock, monotonic=clock)
+    write_task(tmp_path, "first", "sleep 1000", cpu=1)
+    write_task(tmp_path, "second", "sleep 1000", cpu=1)  # waits for first's CPU
+    rec.run_pass()
+    ray.set_status(next(iter(ray.jobs)), RUNNING)
+    rec.run_pass()
+    assert (rec.state.queued, rec.state.running) == (1, 1)
+    assert rec.next_wait() == settings.busy_interval_seconds
+    clock.advance(4)  # quiet for 4 s: 5 % of it
+    assert rec.next_wait() == pytest.approx(0.2)
+    clock.advance(60)
+    assert rec.next_wait() == settings.interval_seconds
