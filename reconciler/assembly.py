@@ -43,8 +43,8 @@ def build_reconciler(
     clock: Callable[[], float] = time.time,
     tokens: Tokens | None = None,
 ) -> Reconciler:
-    """The store and the reconciler as `serve` builds them (`serve` also tunes GC, in its
-    entry point, so a test process that builds a loop keeps the default GC).
+    """The store and the reconciler as `serve` builds them (serve's daemon also tunes GC,
+    there, so a test process that builds a loop keeps the default GC).
     `tokens`: the API's, whose workingDirRoots apply to the specs they may write (default:
     read from the settings)."""
     if tokens is None:

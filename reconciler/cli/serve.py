@@ -16,7 +16,6 @@ from reconciler.cli.common import (
 )
 from reconciler.cli.flags import add_setting_flags, settings_from_args
 from reconciler.logsetup import setup_logging
-from reconciler.runtime import tune_gc
 from specs.settings import Settings
 
 EPILOG = """\
@@ -66,7 +65,6 @@ def run(args: argparse.Namespace) -> int:
         kind="json" if settings.log_format == "json" else "text",
         access_log=settings.access_log,
     )
-    tune_gc()  # a long-lived process with a big cache; tests that build a loop keep plain GC
     try:
         serve(settings)
     except ServeError as exc:
