@@ -160,8 +160,10 @@ class PlannerSettings:
     """Admission policy: backfill (the default), strict (the old service's) or besteffort, the
     names of reconciler.policies.POLICIES."""
 
-    # Preemption within the queue. These map onto the `preemption:` block (withinQueue,
-    # gracePeriodSeconds, minRuntimeSeconds, minPreemptorPriority) of the queue configuration.
+    # Preemption of the one queue of a folder without a queue file. With a queue file its
+    # `preemption:` blocks (withinQueue, gracePeriodSeconds, minRuntimeSeconds,
+    # minPreemptorPriority) are the one place: the CLI refuses these beside it, and the planner
+    # reads only the blocks (reconciler/preemptors.py, setup).
     preemption: str = field(
         default="Never",
         metadata=knob(
