@@ -35,10 +35,11 @@ def spec_text(entrypoint: str = "true", cpu: float = 1, priority: int = 0) -> by
 
 
 def serve_settings(folder: Path, *flags: str) -> Settings:
-    """The Settings `rayqueue serve --dir FOLDER --no-api FLAGS` runs with: the real parser
-    over the one declaration, so every default a user gets is the benchmark's default."""
-    args = build_parser().parse_args(["serve", "--dir", str(folder), "--no-api", *flags])
-    return settings_from_args(args)
+    """The Settings `RAYQUEUE_API=false rayqueue serve --dir FOLDER FLAGS` runs with (and no
+    other RAYQUEUE_ variable): the real parser over the one declaration, so every default a
+    user gets is the benchmark's default."""
+    args = build_parser().parse_args(["serve", "--dir", str(folder), *flags])
+    return settings_from_args(args, {"RAYQUEUE_API": "false"})
 
 
 def serve_loop(

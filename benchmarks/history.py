@@ -18,6 +18,7 @@ from pathlib import Path
 from benchmarks import common
 from benchmarks.common import save, spec_text, table, write_before_start
 from reconciler.raycluster.fake import FakeRay
+from reconciler.runtime import tune_gc
 from specs.cluster import META_QUEUE, META_TASK, SUCCEEDED, Capacity, RayJob
 
 LIVE_TASKS = 100
@@ -95,4 +96,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    tune_gc()  # as serve's daemon does; not in main(), which tests call in-process
     main()

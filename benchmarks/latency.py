@@ -23,6 +23,7 @@ from benchmarks import common
 from benchmarks.common import drop, percentile, save, spec_text, table
 from reconciler.assembly import start_loop
 from reconciler.raycluster.fake import FakeRay
+from reconciler.runtime import tune_gc
 from specs.cluster import META_TASK, Capacity, RayAdapter, SubmitRequest
 
 
@@ -121,4 +122,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    tune_gc()  # as serve's daemon does; not in main(), which tests call in-process
     main()

@@ -27,6 +27,7 @@ from benchmarks import common, served_scale
 from benchmarks.common import drop, peak_rss_mb, save, spec_text, table, write_before_start
 from reconciler.assembly import start_watcher
 from reconciler.raycluster.fake import FakeRay
+from reconciler.runtime import tune_gc
 from specs.cluster import Capacity
 
 PASSES = 5
@@ -169,4 +170,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    tune_gc()  # as serve's daemon does; not in main(), which tests call in-process
     main()

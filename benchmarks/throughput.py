@@ -29,6 +29,7 @@ from benchmarks.common import drop, save, spec_text, table
 from reconciler.assembly import start_loop
 from reconciler.raycluster.adapter import RayJobsAdapter
 from reconciler.raycluster.local_head import LocalRayHead
+from reconciler.runtime import tune_gc
 from specs.cluster import META_QUEUE, SubmitRequest
 
 ENTRYPOINT = "true"
@@ -151,4 +152,5 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
+    tune_gc()  # as serve's daemon does; not in main(), which tests call in-process
     main()

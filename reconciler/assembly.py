@@ -16,7 +16,6 @@ from typing import Any
 from reconciler.faults import Faults
 from reconciler.loop import Reconciler
 from reconciler.metrics import CountingRayAdapter, QueueMetrics
-from reconciler.runtime import tune_gc
 from reconciler.watcher import Watcher
 from specs.access import Tokens, load_tokens
 from specs.cluster import RayAdapter
@@ -44,14 +43,14 @@ def build_reconciler(
     clock: Callable[[], float] = time.time,
     tokens: Tokens | None = None,
 ) -> Reconciler:
-    """The store and the reconciler as `serve` builds them (GC tuned for a long-lived cache).
+    """The store and the reconciler as `serve` builds them (serve's daemon also tunes GC,
+    there, so a test process that builds a loop keeps the default GC).
     `tokens`: the API's, whose workingDirRoots apply to the specs they may write (default:
     read from the settings)."""
     if tokens is None:
         tokens = load_tokens(settings)
     paths = RuntimePaths.from_settings(settings, tokens)
     store = build_store(settings, paths)
-    tune_gc()
     metrics = QueueMetrics(version())
     # Counted at the adapter's edge, so the loop's and the API's calls to Ray are all seen.
     counted = CountingRayAdapter(ray, metrics)

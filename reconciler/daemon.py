@@ -19,6 +19,7 @@ from reconciler.history import HistoryView
 from reconciler.lock import LOCK_NAME, LockHeld, StateLock
 from reconciler.logsetup import route_foreign
 from reconciler.loop import Reconciler
+from reconciler.runtime import tune_gc
 from specs.access import AccessError, Tokens, exposure_problem, load_tokens
 from specs.cluster import RayAdapter
 from specs.runtimepaths import unconfined_warning
@@ -157,6 +158,9 @@ def _start(
         timeout_seconds=settings.ray_timeout_seconds,
         entrypoint_resources=settings.count_foreign_jobs,
     )
+    # Here, in serve's composition root, not in build_reconciler: a test process that builds a
+    # loop keeps the default GC.
+    tune_gc()
     reconciler = build_reconciler(settings, ray, faults=faults, tokens=tokens)
     running.threads.append(start_loop(reconciler, stop).loop)
     return reconciler.ray, reconciler, address

@@ -1066,7 +1066,7 @@ def _expire_history(
     """Ray lists every job it ever ran, so each pass grows with history. A finished job of ours
     may go once the retention time has passed and no sidecar on disk still waits for its
     outcome (a run whose status file says it is active has not recorded its end yet)."""
-    retention = ctx.options.history_retention_seconds
+    retention = ctx.options.ray_history_retention_seconds
     if retention is None:
         return
     awaited = {

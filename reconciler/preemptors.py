@@ -7,7 +7,7 @@ waiting heads ask, and what "fits" means for each:
 - Without `_queues.yaml` there is one queue, set by the `serve` flags; its head may preempt
   when it waits for resources.
 - With team queues, each queue's head (the task its policy would start next) may preempt,
-  under its queue's `preemption:` block (a field left out takes the flag's value):
+  under its queue's `preemption:` block alone (a field left out takes its default):
   `withinQueue` lets it stop lower-priority runs of its own queue when the cluster or its
   quota is full; `reclaimWithinCohort` lets it take lent quota back from queues that borrow,
   when it fits within its own queue's nominal quota and only the cluster holds it back; a
@@ -78,8 +78,11 @@ def _can_preempt(rules: Rules) -> bool:
 
 
 def setup(config: QueueConfig | None, options: PlanOptions) -> Setup:
-    """The file wins for each field it sets; the flags fill in the rest (and are all there is
-    without a file). `--preemption-max-per-task` has no per-queue field."""
+    """Without a queue file the settings are the one queue's rules; with one, each queue's
+    `preemption:` block is, a field left out taking the declared default (the CLI refuses the
+    preemption flags then). `preemption_max_per_task` has no per-queue field: it applies to all."""
+    if config is not None:  # one place: the file, with no rules that merge it with the flags
+        options = PlanOptions(preemption_max_per_task=options.preemption_max_per_task)
     flags = QueueRules(
         Rules(
             options.preemption,

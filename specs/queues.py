@@ -88,10 +88,9 @@ _MAX_SECONDS = 7 * 86400.0  # a week: anything longer is a typo, not a grace per
 
 
 class PreemptionConfig(_Model):
-    """A queue's `preemption:` block. A field left out falls back to the `serve` flag of the
-    same meaning (--preemption, --preemption-grace-seconds, --preemption-min-runtime-seconds,
-    --preemption-min-preemptor-priority), whose own defaults are Never, 30, 0 and 0;
-    `reclaimWithinCohort` has no flag (Never)."""
+    """A queue's `preemption:` block, the one place preemption is set when there is a queue
+    file. A field left out takes its default: Never, 30, 0 and 0, those of the settings
+    (specs/settings.py) for a folder without a queue file; `reclaimWithinCohort`: Never."""
 
     within_queue: Literal["Never", "LowerPriority"] | None = Field(
         default=None, description="Never | LowerPriority: its waiting head may stop lower runs"

@@ -1,10 +1,16 @@
 """Settings for one rayqueue process: built once by the CLI and passed down, never global.
 
 Every knob is declared once, here: its type and default (the dataclass field), and in the
-field's metadata its command-line flag, help text and the range of values it accepts. The CLI
-derives its flags from this declaration (reconciler/cli/flags.py), the planner's PlanOptions
-take their defaults from it, and Settings checks the ranges when it is built, so a bad value
-is refused in one place with one message, whether it came from a flag or from code.
+field's metadata its group (loop, API or planner), its command-line flag or, for a tuning
+knob, its environment variable, its help text and the values it accepts (a range or a list
+of choices). The CLI derives its flags and the environment it reads from this declaration
+(reconciler/cli/flags.py); the planner's PlanOptions share the planner group's fields; and
+every dataclass here checks its values when it is built, so a bad value is refused in one
+place with one message, whether it came from a flag, the environment or code.
+
+A few knobs are flags, those a user of `serve` sets; the tuning knobs are read from
+`RAYQUEUE_<NAME>` (the field name in capitals), listed in docs/settings.md. A tuning knob that
+used to be a flag keeps it as `old_flag`: still accepted, hidden from --help, with a warning.
 """
 
 from __future__ import annotations
@@ -18,17 +24,29 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import NoneType, UnionType
-from typing import Any
 
 DEFAULT_PORT = 8264  # the old scheduler's port, kept so old clients need no change
 
-# Which commands take a knob as a flag. `plan` plans with serve's planner and options, so it
-# takes every option that decides what the planner does (it reads no git sources and does not
-# confine runtimeEnv paths: see reconciler/cli/plan.py).
+# Which commands take a knob. `plan` plans with serve's planner and options, so it takes every
+# option that decides what the planner does (it reads no git sources and does not confine
+# runtimeEnv paths: see reconciler/cli/plan.py).
 SERVE = ("serve",)
-LOG_FORMATS = ("text", "json")
 LOOP = ("serve", "plan")
 
+# The groups a knob belongs to, in `serve --help` order, with their titles.
+GROUPS = {
+    "loop": "loop: the folder, Ray and the process",
+    "api": "HTTP API and access",
+    "planner": "planner: what a pass starts and stops",
+}
+
+LOG_FORMATS = ("text", "json")
+# The names reconciler.policies.POLICIES and reconciler.preemption.MODES register (specs imports
+# nothing of reconciler's; tests/unit/test_settings.py checks that the lists agree).
+POLICY_NAMES = ("strict", "backfill", "besteffort")
+PREEMPTION_MODES = ("Never", "LowerPriority")
+
+ENV_PREFIX = "RAYQUEUE_"
 
 # Host patterns as Starlette's TrustedHostMiddleware takes them, and browser origins.
 _HOST_PATTERN = re.compile(r"\*|(\*\.)?[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]")
@@ -43,27 +61,44 @@ def address_from_env(environ: dict[str, str] | None = None) -> str | None:
 
 @dataclass(frozen=True)
 class Knob:
-    """How one setting is given on the command line and which values it accepts."""
+    """How one setting is given (a flag, or the environment) and which values it accepts."""
 
-    flag: str | None = None  # None: not a command-line option
+    flag: str | None = None  # None: a tuning knob, read from RAYQUEUE_<NAME>
     help: str = ""
     commands: tuple[str, ...] = SERVE
     metavar: str | None = None
     minimum: float | None = None
     maximum: float | None = None
+    above: float | None = None  # an exclusive minimum: the value must be greater
+    choices: tuple[str, ...] | None = None
+    group: str = "loop"
+    old_flag: str | None = None  # a tuning knob's retired flag: accepted with a warning
+
+    @property
+    def tuning(self) -> bool:
+        return self.flag is None
 
     def label(self, name: str) -> str:
-        return self.flag or name
+        return self.flag or self.old_flag or name
 
-    def problem(self, name: str, value: object) -> str | None:
-        """Why `value` is refused, in words that name the flag; None if it is fine."""
+    def problem(self, name: str, value: object, label: str | None = None) -> str | None:
+        """Why `value` is refused, in words that name the flag (or `label`); None if fine."""
+        label = label or self.label(name)
+        if self.choices is not None and value is not None and value not in self.choices:
+            return f"{label} must be one of {', '.join(self.choices)}, not {value!r}"
         if value is None or isinstance(value, bool) or not isinstance(value, int | float):
             return None
         low, high = self.minimum, self.maximum
+        if value != value:  # NaN compares false with everything, so it would pass the ranges
+            return f"{label} must be a number, not {value}"
         if low is not None and high is not None and not low <= value <= high:
-            return f"{self.label(name)} must be between {low:g} and {high:g}, not {value:g}"
+            return f"{label} must be between {low:g} and {high:g}, not {value:g}"
         if low is not None and value < low:
-            return f"{self.label(name)} must be at least {low:g}, not {value:g}"
+            return f"{label} must be at least {low:g}, not {value:g}"
+        if high is not None and value > high:
+            return f"{label} must be at most {high:g}, not {value:g}"
+        if self.above is not None and not value > self.above:
+            return f"{label} must be greater than {self.above:g}, not {value:g}"
         return None
 
 
@@ -75,13 +110,232 @@ def knob(
     metavar: str | None = None,
     minimum: float | None = None,
     maximum: float | None = None,
+    above: float | None = None,
+    choices: tuple[str, ...] | None = None,
+    group: str = "loop",
+    old_flag: str | None = None,
 ) -> dict[str, Knob]:
     """The metadata of a Settings field: `field(default=..., metadata=knob(...))`."""
-    return {"knob": Knob(flag, help, commands, metavar, minimum, maximum)}
+    if group not in GROUPS:
+        raise ValueError(f"knob group {group!r} is not one of {', '.join(GROUPS)}")
+    return {
+        "knob": Knob(
+            flag, help, commands, metavar, minimum, maximum, above, choices, group, old_flag
+        )
+    }
+
+
+def env_name(name: str) -> str:
+    """The environment variable of a tuning knob: RAYQUEUE_ and the field name in capitals."""
+    return ENV_PREFIX + name.upper()
+
+
+def _check(obj: object) -> None:
+    """Refuse a value its knob does not accept (ValueError naming the flag or field)."""
+    for f in dataclasses.fields(obj):  # type: ignore[arg-type]
+        declared = f.metadata.get("knob")
+        if isinstance(declared, Knob):
+            problem = declared.problem(f.name, getattr(obj, f.name))
+            if problem is not None:
+                raise ValueError(problem)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlannerSettings:
+    """The knobs that decide what a pass does: declared once here, shared by Settings (which
+    adds the rest) and by the planner's PlanOptions (which adds the resolved queue id)."""
+
+    policy: str = field(
+        default="backfill",
+        metadata=knob(
+            "admission policy (default backfill: EASY backfilling, later tasks start only if "
+            "they cannot delay the head; without timeoutSeconds anywhere it behaves exactly as "
+            "strict; strict: the head of the queue is never overtaken; besteffort: anything "
+            "that fits starts). See docs/scheduling.md",
+            flag="--policy",
+            commands=LOOP,
+            choices=POLICY_NAMES,
+            group="planner",
+        ),
+    )
+    """Admission policy: backfill (the default), strict (the old service's) or besteffort, the
+    names of reconciler.policies.POLICIES."""
+
+    # Preemption of the one queue of a folder without a queue file. With a queue file its
+    # `preemption:` blocks (withinQueue, gracePeriodSeconds, minRuntimeSeconds,
+    # minPreemptorPriority) are the one place: the CLI refuses these beside it, and the planner
+    # reads only the blocks (reconciler/preemptors.py, setup).
+    preemption: str = field(
+        default="Never",
+        metadata=knob(
+            "preemption within the queue (default Never; LowerPriority: the task the policy "
+            "would start next may stop running, preemptible, lower-priority tasks to make "
+            "room; they are queued again). See docs/scheduling.md",
+            flag="--preemption",
+            commands=LOOP,
+            choices=PREEMPTION_MODES,
+            group="planner",
+        ),
+    )
+    """Never, or LowerPriority (Kueue's withinClusterQueue): reconciler.preemption.MODES."""
+
+    preemption_grace_seconds: float = field(
+        default=30.0,
+        metadata=knob(
+            "seconds a stopped job gets between SIGTERM and SIGKILL, with --preemption "
+            "(default 30; Ray's RAY_JOB_STOP_WAIT_TIME_S, set per job)",
+            old_flag="--preemption-grace-seconds",
+            commands=LOOP,
+            minimum=0,
+            maximum=86400,
+            group="planner",
+        ),
+    )
+    """Grace between SIGTERM and SIGKILL: given to each job as RAY_JOB_STOP_WAIT_TIME_S in its
+    runtime_env env_vars (Ray's supervisor reads it from its own environment) when preemption
+    is on."""
+
+    preemption_min_runtime_seconds: float = field(
+        default=0.0,
+        metadata=knob(
+            "a run younger than this is never preempted (default 0)",
+            old_flag="--preemption-min-runtime-seconds",
+            commands=LOOP,
+            minimum=0,
+            group="planner",
+        ),
+    )
+    """A run that has been Running for less than this is exempt from preemption."""
+
+    preemption_max_per_task: int = field(
+        default=0,
+        metadata=knob(
+            "a task preempted this often is never preempted again (default 0: no limit)",
+            old_flag="--preemption-max-per-task",
+            commands=LOOP,
+            minimum=0,
+            group="planner",
+        ),
+    )
+    """Bounds the work one task can lose to preemption: after this many, it runs to the end."""
+
+    preemption_min_preemptor_priority: int = field(
+        default=0,
+        metadata=knob(
+            "only a waiting task of at least this priority may preempt, within its queue or "
+            "by reclaim (default 0: any higher priority); lower ones wait as without preemption",
+            old_flag="--preemption-min-preemptor-priority",
+            commands=LOOP,
+            minimum=0,
+            maximum=9,
+            group="planner",
+        ),
+    )
+    """Kubernetes' `preemptionPolicy: Never` for the priorities below it: urgent work preempts,
+    ordinary work waits, so preemption's waste is spent on the few tasks that need it."""
+
+    max_inflight: int = field(
+        default=32,
+        metadata=knob(
+            "jobs that may be Starting at once (default 32)",
+            old_flag="--max-inflight",
+            commands=LOOP,
+            minimum=1,
+            group="planner",
+        ),
+    )
+    """Jobs that may be Starting at once; each holds a ~85 MB supervisor actor on the head."""
+
+    start_timeout_seconds: float = field(
+        default=600.0,
+        metadata=knob(
+            "seconds a job may stay PENDING in Ray (default 600)",
+            old_flag="--start-timeout",
+            commands=LOOP,
+            minimum=0,
+            group="planner",
+        ),
+    )
+    """A job PENDING in Ray longer than this is stopped and marked Failed (StartTimeout)."""
+
+    lost_grace_seconds: float = field(
+        default=60.0,
+        metadata=knob(
+            "seconds a running job may be missing from Ray before it is Lost",
+            old_flag="--lost-grace",
+            commands=LOOP,
+            minimum=0,
+            group="planner",
+        ),
+    )
+    """How long a Running job may be missing from Ray before it counts as Lost."""
+
+    max_stops_per_pass: int = field(
+        default=10,
+        metadata=knob(
+            "most jobs stopped in one pass for deleted specs (0: no limit)",
+            old_flag="--max-stops-per-pass",
+            commands=LOOP,
+            minimum=0,
+            group="planner",
+        ),
+    )
+    """Most jobs stopped in one pass because their specs vanished; 0 means no limit."""
+
+    allow_mass_delete: bool = field(
+        default=False,
+        metadata=knob(
+            "carry out deletions beyond --max-stops-per-pass",
+            old_flag="--allow-mass-delete",
+            commands=LOOP,
+            group="planner",
+        ),
+    )
+    """Carry out deletions beyond max_stops_per_pass instead of holding them."""
+
+    count_foreign_jobs: bool = field(
+        default=False,
+        metadata=knob(
+            "subtract other clients' Ray jobs from free capacity",
+            old_flag="--count-foreign-jobs",
+            commands=LOOP,
+            group="planner",
+        ),
+    )
+    """Subtract other clients' jobs (their declared entrypoint resources) from free capacity."""
+
+    ray_history_retention_seconds: float | None = field(
+        default=None,
+        metadata=knob(
+            "delete this queue's finished jobs from Ray this long after they ended, once the "
+            "outcome is in the sidecar (default: keep them; Ray's job list then grows forever)",
+            old_flag="--ray-history-retention",
+            commands=LOOP,
+            metavar="SECONDS",
+            minimum=0,
+            group="planner",
+        ),
+    )
+    """Delete our finished jobs from Ray this long after they ended, once their outcome is in
+    the sidecar; keeps list_jobs (and so every pass) from growing with history. None: keep."""
+
+    max_deletes_per_pass: int = field(
+        default=100,
+        metadata=knob(
+            "most finished jobs deleted from Ray in one pass, with --ray-history-retention",
+            commands=LOOP,
+            minimum=1,
+            group="planner",
+        ),
+    )
+    """Bounds the Ray calls one pass spends on deleting old jobs; the rest go in later passes."""
+
+    def __post_init__(self) -> None:
+        _check(self)
 
 
 @dataclass(frozen=True)
-class Settings:
+class Settings(PlannerSettings):
     tasks_dir: Path
     """The watched folder of `*.yaml` task specs; subfolders are namespaces."""
 
@@ -124,26 +378,31 @@ class Settings:
     """Marks this queue's Ray jobs. Default: derived from the tasks folder's absolute path."""
 
     host: str = field(
-        default="127.0.0.1", metadata=knob("HTTP bind address (default 127.0.0.1)", flag="--host")
+        default="127.0.0.1",
+        metadata=knob("HTTP bind address (default 127.0.0.1)", flag="--host", group="api"),
     )
     """HTTP API bind address."""
 
     port: int = field(
         default=DEFAULT_PORT,
-        metadata=knob(f"HTTP port ({DEFAULT_PORT})", flag="--port", minimum=1, maximum=65535),
+        metadata=knob(
+            f"HTTP port ({DEFAULT_PORT})", flag="--port", minimum=1, maximum=65535, group="api"
+        ),
     )
     """HTTP API port."""
 
     api: bool = field(
-        default=True, metadata=knob("run the loop without the HTTP API", flag="--no-api")
+        default=True,
+        metadata=knob("run the loop without the HTTP API", old_flag="--no-api", group="api"),
     )
     """Serve the HTTP API beside the loop."""
 
     interval_seconds: float = field(
         default=1.0,
-        metadata=knob("seconds between full passes (default 1)", flag="--interval", minimum=0),
+        metadata=knob("seconds between full passes (default 1)", old_flag="--interval", above=0),
     )
-    """Time between full passes when nothing wakes the loop earlier."""
+    """Time between full passes when nothing wakes the loop earlier. Not 0: it also paces the
+    backoff while Ray is unreachable."""
 
     busy_interval_seconds: float = field(default=0.1, metadata=knob(minimum=0))
     """Time between passes while a backlog of deferred sidecars is written out."""
@@ -151,168 +410,10 @@ class Settings:
     capacity_refresh_seconds: float = field(default=0.9, metadata=knob(minimum=0))
     """A capacity read is reused this long, so fast polling does not re-list the nodes."""
 
-    policy: str = field(
-        default="backfill",
-        metadata=knob(
-            "admission policy (default backfill: EASY backfilling, later tasks start only if "
-            "they cannot delay the head; without timeoutSeconds anywhere it behaves exactly as "
-            "strict; strict: the head of the queue is never overtaken; besteffort: anything "
-            "that fits starts). See docs/scheduling.md",
-            flag="--policy",
-            commands=LOOP,
-        ),
-    )
-    """Admission policy: backfill (the default), strict (the old service's) or besteffort. The
-    names are checked against reconciler.policies by the CLI: specs imports nothing of ours."""
-
-    # Preemption within the queue. These map onto the `preemption:` block (withinQueue,
-    # gracePeriodSeconds, minRuntimeSeconds, minPreemptorPriority) of the queue configuration.
-    preemption: str = field(
-        default="Never",
-        metadata=knob(
-            "preemption within the queue (default Never; LowerPriority: the task the policy "
-            "would start next may stop running, preemptible, lower-priority tasks to make "
-            "room; they are queued again). See docs/scheduling.md",
-            flag="--preemption",
-            commands=LOOP,
-        ),
-    )
-    """Never, or LowerPriority (Kueue's withinClusterQueue). Checked against
-    reconciler.preemption.MODES by the CLI."""
-
-    preemption_grace_seconds: float = field(
-        default=30.0,
-        metadata=knob(
-            "seconds a stopped job gets between SIGTERM and SIGKILL, with --preemption "
-            "(default 30; Ray's RAY_JOB_STOP_WAIT_TIME_S, set per job)",
-            flag="--preemption-grace-seconds",
-            commands=LOOP,
-            minimum=0,
-            maximum=86400,
-        ),
-    )
-    """Grace between SIGTERM and SIGKILL: given to each job as RAY_JOB_STOP_WAIT_TIME_S in its
-    runtime_env env_vars (Ray's supervisor reads it from its own environment) when preemption
-    is on."""
-
-    preemption_min_runtime_seconds: float = field(
-        default=0.0,
-        metadata=knob(
-            "a run younger than this is never preempted (default 0)",
-            flag="--preemption-min-runtime-seconds",
-            commands=LOOP,
-            minimum=0,
-        ),
-    )
-    """A run that has been Running for less than this is exempt from preemption."""
-
-    preemption_max_per_task: int = field(
-        default=0,
-        metadata=knob(
-            "a task preempted this often is never preempted again (default 0: no limit)",
-            flag="--preemption-max-per-task",
-            commands=LOOP,
-            minimum=0,
-        ),
-    )
-    """Bounds the work one task can lose to preemption: after this many, it runs to the end."""
-
-    preemption_min_preemptor_priority: int = field(
-        default=0,
-        metadata=knob(
-            "only a waiting task of at least this priority may preempt, within its queue or "
-            "by reclaim (default 0: any higher priority); lower ones wait as without preemption",
-            flag="--preemption-min-preemptor-priority",
-            commands=LOOP,
-            minimum=0,
-            maximum=9,
-        ),
-    )
-    """Kubernetes' `preemptionPolicy: Never` for the priorities below it: urgent work preempts,
-    ordinary work waits, so preemption's waste is spent on the few tasks that need it."""
-
-    max_inflight: int = field(
-        default=32,
-        metadata=knob(
-            "jobs that may be Starting at once (default 32)",
-            flag="--max-inflight",
-            commands=LOOP,
-            minimum=1,
-        ),
-    )
-    """Jobs that may be Starting at once; each holds a ~85 MB supervisor actor on the head."""
-
-    start_timeout_seconds: float = field(
-        default=600.0,
-        metadata=knob(
-            "seconds a job may stay PENDING in Ray (default 600)",
-            flag="--start-timeout",
-            commands=LOOP,
-            minimum=0,
-        ),
-    )
-    """A job PENDING in Ray longer than this is stopped and marked Failed (StartTimeout)."""
-
-    lost_grace_seconds: float = field(
-        default=60.0,
-        metadata=knob(
-            "seconds a running job may be missing from Ray before it is Lost",
-            flag="--lost-grace",
-            commands=LOOP,
-            minimum=0,
-        ),
-    )
-    """How long a Running job may be missing from Ray before it counts as Lost."""
-
-    max_stops_per_pass: int = field(
-        default=10,
-        metadata=knob(
-            "most jobs stopped in one pass for deleted specs (0: no limit)",
-            flag="--max-stops-per-pass",
-            commands=LOOP,
-            minimum=0,
-        ),
-    )
-    """Most jobs stopped in one pass because their specs vanished; 0 means no limit."""
-
-    allow_mass_delete: bool = field(
-        default=False,
-        metadata=knob(
-            "carry out deletions beyond --max-stops-per-pass",
-            flag="--allow-mass-delete",
-            commands=LOOP,
-        ),
-    )
-    """Carry out deletions beyond max_stops_per_pass instead of holding them."""
-
-    count_foreign_jobs: bool = field(
-        default=False,
-        metadata=knob(
-            "subtract other clients' Ray jobs from free capacity",
-            flag="--count-foreign-jobs",
-            commands=LOOP,
-        ),
-    )
-    """Subtract other clients' jobs (their declared entrypoint resources) from free capacity."""
-
-    ray_history_retention_seconds: float | None = field(
-        default=None,
-        metadata=knob(
-            "delete this queue's finished jobs from Ray this long after they ended, once the "
-            "outcome is in the sidecar (default: keep them; Ray's job list then grows forever)",
-            flag="--ray-history-retention",
-            commands=LOOP,
-            metavar="SECONDS",
-            minimum=0,
-        ),
-    )
-    """Delete our finished jobs from Ray this long after they ended, once their outcome is in
-    the sidecar; keeps list_jobs (and so every pass) from growing with history. None: keep."""
-
-    ray_timeout_seconds: float = field(default=10.0, metadata=knob(minimum=0))
+    ray_timeout_seconds: float = field(default=10.0, metadata=knob(minimum=0, above=0))
     """Timeout of every single call to the Ray dashboard."""
 
-    max_backoff_seconds: float = field(default=30.0, metadata=knob(minimum=0))
+    max_backoff_seconds: float = field(default=30.0, metadata=knob(minimum=0, above=0))
     """Ceiling of the exponential backoff while Ray is unreachable."""
 
     history_max_bytes: int = field(default=10 * 2**20, metadata=knob(minimum=0))
@@ -323,7 +424,7 @@ class Settings:
         metadata=knob(
             "seconds between resource history lines while nothing changes (default 60; a "
             "change is written at once)",
-            flag="--history-heartbeat",
+            old_flag="--history-heartbeat",
             minimum=1,
         ),
     )
@@ -333,7 +434,7 @@ class Settings:
         default=True,
         metadata=knob(
             "do not record the git commit of each run's spec (status.source, Ray job metadata)",
-            flag="--no-git-revision",
+            old_flag="--no-git-revision",
         ),
     )
     """Record the commit each run's spec came from when the tasks folder is in a git tree."""
@@ -342,7 +443,8 @@ class Settings:
         default=False,
         metadata=knob(
             "make /metrics require the API token too (default: readable without, like /healthz)",
-            flag="--metrics-auth",
+            old_flag="--metrics-auth",
+            group="api",
         ),
     )
     """/metrics needs the API token as well; off so a Prometheus scrape needs no secret."""
@@ -350,7 +452,9 @@ class Settings:
     log_format: str = field(
         default="text",
         metadata=knob(
-            "log line format: text (default) or json, for log collectors", flag="--log-format"
+            "log line format: text (default) or json, for log collectors",
+            flag="--log-format",
+            choices=LOG_FORMATS,
         ),
     )
     """One format for every log line of serve, ours, uvicorn's and Ray's: text or json."""
@@ -358,7 +462,9 @@ class Settings:
     access_log: bool = field(
         default=False,
         metadata=knob(
-            "log every HTTP request (off by default: the web view polls)", flag="--access-log"
+            "log every HTTP request (off by default: the web view polls)",
+            old_flag="--access-log",
+            group="api",
         ),
     )
     """uvicorn's access log, one line per HTTP request."""
@@ -368,7 +474,9 @@ class Settings:
 
     local_num_cpus: float | None = field(
         default=None,
-        metadata=knob("CPUs the embedded local Ray head declares", flag="--num-cpus", minimum=0),
+        metadata=knob(
+            "CPUs the embedded local Ray head declares", old_flag="--num-cpus", minimum=0
+        ),
     )
     """CPUs the embedded local Ray head declares (default: what Ray detects)."""
 
@@ -386,7 +494,7 @@ class Settings:
         metadata=knob(
             "seconds between full walks of the folder; in between, only the files that file "
             "events name are read (default 30)",
-            flag="--rescan-interval",
+            old_flag="--rescan-interval",
             minimum=0,
         ),
     )
@@ -434,6 +542,7 @@ class Settings:
             "instead of $RAYQUEUE_API_TOKEN",
             flag="--token-file",
             metavar="PATH",
+            group="api",
         ),
     )
     """A file holding the bearer token (surrounding whitespace ignored); read once at start."""
@@ -445,6 +554,7 @@ class Settings:
             "folders) or admin. See docs/deploy.md",
             flag="--team-tokens",
             metavar="PATH",
+            group="api",
         ),
     )
     """Team-scoped tokens (specs/access.py); read once at start."""
@@ -456,6 +566,7 @@ class Settings:
             "or repeated; '*.example.com' matches subdomains, '*' turns the check off",
             flag="--allowed-hosts",
             metavar="HOST[,HOST]",
+            group="api",
         ),
     )
     """Host names accepted besides the loopback ones and the --host address (DNS rebinding)."""
@@ -465,8 +576,9 @@ class Settings:
         metadata=knob(
             "web origins (https://host[:port]) besides the API's own that may send POST, PUT, "
             "PATCH and DELETE from a browser; comma-separated or repeated",
-            flag="--allowed-origins",
+            old_flag="--allowed-origins",
             metavar="ORIGIN[,ORIGIN]",
+            group="api",
         ),
     )
     """Browser origins allowed to change things, besides the API's own."""
@@ -480,6 +592,7 @@ class Settings:
             "docs/deploy.md, Tenant isolation",
             flag="--working-dir-root",
             metavar="PATH",
+            group="api",
         ),
     )
     """Roots for runtimeEnv local paths, for every writer (team tokens add their own
@@ -490,18 +603,14 @@ class Settings:
         metadata=knob(
             "serve the API on a non-loopback --host without any token (only behind a "
             "firewall or an authenticating proxy); warns at every start",
-            flag="--insecure-no-auth",
+            old_flag="--insecure-no-auth",
+            group="api",
         ),
     )
     """Allow a non-loopback listener without a token."""
 
     def __post_init__(self) -> None:
-        if self.log_format not in LOG_FORMATS:
-            raise ValueError(f"--log-format must be one of {', '.join(LOG_FORMATS)}")
-        for name, knob in knobs():
-            problem = knob.problem(name, getattr(self, name))
-            if problem is not None:
-                raise ValueError(problem)
+        _check(self)
         for host in self.allowed_hosts:
             if not _HOST_PATTERN.fullmatch(host):
                 raise ValueError(
@@ -529,23 +638,9 @@ class Settings:
         return f"q-{digest[:10]}"
 
     def plan_options(self) -> PlanOptions:
-        """What the planner needs of these settings."""
-        return PlanOptions(
-            queue_id=self.resolved_queue_id,
-            policy=self.policy,
-            preemption=self.preemption,
-            preemption_grace_seconds=self.preemption_grace_seconds,
-            preemption_min_runtime_seconds=self.preemption_min_runtime_seconds,
-            preemption_max_per_task=self.preemption_max_per_task,
-            preemption_min_preemptor_priority=self.preemption_min_preemptor_priority,
-            max_inflight=self.max_inflight,
-            start_timeout_seconds=self.start_timeout_seconds,
-            lost_grace_seconds=self.lost_grace_seconds,
-            max_stops_per_pass=self.max_stops_per_pass,
-            allow_mass_delete=self.allow_mass_delete,
-            count_foreign_jobs=self.count_foreign_jobs,
-            history_retention_seconds=self.ray_history_retention_seconds,
-        )
+        """What the planner needs of these settings: the planner group, and the queue id."""
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(PlannerSettings)}
+        return PlanOptions(queue_id=self.resolved_queue_id, **shared)
 
 
 def knobs() -> Iterator[tuple[str, Knob]]:
@@ -569,27 +664,9 @@ def value_type(name: str) -> type:
     return hint
 
 
-def _default(name: str) -> Any:
-    return Settings.__dataclass_fields__[name].default
-
-
-@dataclass(frozen=True)
-class PlanOptions:
-    """The planner's options. Defaults come from the Settings declaration above."""
+@dataclass(frozen=True, kw_only=True)
+class PlanOptions(PlannerSettings):
+    """The planner's options: the planner group of the settings (declared, with their
+    defaults and ranges, in PlannerSettings above) and the resolved queue id."""
 
     queue_id: str = "default"
-    policy: str = _default("policy")
-    preemption: str = _default("preemption")  # Never | LowerPriority
-    preemption_grace_seconds: float = _default("preemption_grace_seconds")
-    preemption_min_runtime_seconds: float = _default("preemption_min_runtime_seconds")
-    preemption_max_per_task: int = _default("preemption_max_per_task")
-    preemption_min_preemptor_priority: int = _default("preemption_min_preemptor_priority")
-    max_inflight: int = _default("max_inflight")
-    start_timeout_seconds: float = _default("start_timeout_seconds")
-    lost_grace_seconds: float = _default("lost_grace_seconds")
-    max_stops_per_pass: int = _default("max_stops_per_pass")  # for deletions; 0: no limit
-    allow_mass_delete: bool = _default("allow_mass_delete")
-    count_foreign_jobs: bool = _default("count_foreign_jobs")
-    # None: never delete finished jobs from Ray
-    history_retention_seconds: float | None = _default("ray_history_retention_seconds")
-    max_deletes_per_pass: int = 100

@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     if mode and options.preemption_min_preemptor_priority:
         mode += f" by priority {options.preemption_min_preemptor_priority} and up"
     if loaded.config is not None and preemptors.setup(loaded.config, options).any_on:
-        mode = ", preemption per queue (_queues.yaml, flags for what it leaves out)"
+        mode = f", preemption per queue ({queues.path.name})"
     print(
         f"Plan for {store.root} (queue {options.queue_id}, policy {options.policy}{mode}), "
         f"Ray at {address}"

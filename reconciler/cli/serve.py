@@ -6,7 +6,6 @@ import argparse
 import logging
 import sys
 
-from reconciler import policies, preemption
 from reconciler.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -17,23 +16,23 @@ from reconciler.cli.common import (
 )
 from reconciler.cli.flags import add_setting_flags, settings_from_args
 from reconciler.logsetup import setup_logging
-from specs.settings import LOG_FORMATS, Settings
-
-# The policy modules import nothing heavy, so listing them keeps `--help` fast and in step.
-POLICIES = tuple(policies.POLICIES)
-CHOICES = {"policy": POLICIES, "log_format": LOG_FORMATS, "preemption": preemption.MODES}
+from specs.settings import Settings
 
 EPILOG = """\
 examples:
   rayqueue serve --dir examples/tasks                      # a private local Ray head
   rayqueue serve --dir /tasks --address http://head:8265 --host 0.0.0.0
   rayqueue serve --dir /git/repo/tasks --status-dir /status   # read-only git checkout
+  RAYQUEUE_MAX_INFLIGHT=8 rayqueue serve --dir /tasks        # a tuning knob
+
+Tuning knobs (timeouts, limits, intervals) are environment variables RAYQUEUE_<NAME>,
+listed in docs/settings.md; `plan` reads the same ones.
 """
 
 
 def add_loop_options(p: argparse.ArgumentParser) -> None:
     """The options that decide what a pass does; `plan` takes the same ones as `serve`."""
-    add_setting_flags(p, "plan", choices=CHOICES)
+    add_setting_flags(p, "plan")
 
 
 def loop_settings(args: argparse.Namespace) -> Settings:
@@ -52,7 +51,7 @@ def register(sub: Subparsers) -> None:
         epilog=EPILOG,
     )
     add_address_option(p)
-    add_setting_flags(p, "serve", choices=CHOICES)
+    add_setting_flags(p, "serve")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     p.set_defaults(func=run)
 

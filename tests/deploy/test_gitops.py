@@ -135,7 +135,10 @@ def test_probes_pass_the_host_check_without_a_token(tmp_path: Path) -> None:
 def test_the_api_token_comes_from_a_secret(manifests) -> None:
     rq = container(manifests, "rayqueue")
     args = build_parser().parse_args([*rq["command"], *rq["args"]][1:])
-    assert args.insecure_no_auth is False
+    # Neither the retired flag nor its variable turns the token check off.
+    assert getattr(args, "insecure_no_auth", False) is False
+    env = {e["name"]: e.get("value") for e in rq.get("env", [])}
+    assert env.get("RAYQUEUE_INSECURE_NO_AUTH", "false") == "false"
     volumes = {v["name"]: v for v in pod(manifests)["volumes"]}
     mount = next(m for m in rq["volumeMounts"] if str(args.token_file).startswith(m["mountPath"]))
     assert mount["readOnly"] is True

@@ -102,7 +102,7 @@ def options_of(draw: st.DrawFn) -> PlanOptions:
         max_inflight=draw(st.sampled_from([1, 8])),
         start_timeout_seconds=draw(st.sampled_from([10.0, 100.0])),
         lost_grace_seconds=draw(st.sampled_from([5.0, 60.0])),
-        history_retention_seconds=draw(st.sampled_from([None, 30.0])),
+        ray_history_retention_seconds=draw(st.sampled_from([None, 30.0])),
         max_stops_per_pass=draw(st.sampled_from([0, 1])),
     )
 

@@ -471,7 +471,7 @@ def test_no_status_churn_when_nothing_changes() -> None:
 
 
 def test_history_retention_deletes_only_recorded_old_jobs() -> None:
-    w = PlanWorld({"a": task(), "b": task()}, options=PlanOptions(history_retention_seconds=60))
+    w = PlanWorld({"a": task(), "b": task()}, options=PlanOptions(ray_history_retention_seconds=60))
     w.step()
     w.ray("a", SUCCEEDED)
     w.ray("b", RUNNING)
@@ -485,7 +485,7 @@ def test_history_retention_deletes_only_recorded_old_jobs() -> None:
 
 
 def test_history_retention_waits_for_the_sidecar() -> None:
-    w = PlanWorld({"a": task()}, options=PlanOptions(history_retention_seconds=0))
+    w = PlanWorld({"a": task()}, options=PlanOptions(ray_history_retention_seconds=0))
     w.step()
     w.ray("a", SUCCEEDED)
     w.now += timedelta(seconds=5)

@@ -111,9 +111,9 @@ def test_reclaim_modes(mode: str, preemptor: int, victim: int, expected: list[st
         ("minPreemptorPriority: 7", 0, 6, []),
         ("minPreemptorPriority: 7", 0, 7, ["team-b/b0", "team-b/b1"]),  # at the threshold
         ("minPreemptorPriority: 9", 0, 8, []),
-        ("", 7, 6, []),  # the flag fills in what the block leaves out
-        ("", 7, 7, ["team-b/b0", "team-b/b1"]),
-        ("minPreemptorPriority: 0", 7, 3, ["team-b/b0", "team-b/b1"]),  # the file wins
+        # With a queue file the block is the one place: the setting does not fill in for it.
+        ("", 7, 6, ["team-b/b0", "team-b/b1"]),
+        ("minPreemptorPriority: 0", 7, 3, ["team-b/b0", "team-b/b1"]),
     ],
 )
 def test_reclaim_honours_min_preemptor_priority(
@@ -326,19 +326,25 @@ def test_withinqueue_only_takes_from_its_own_queue() -> None:
     assert w.step().preemptions == []  # team-b's runs are not team-a's to preempt
 
 
-def test_flags_fill_in_what_the_file_leaves_out() -> None:
-    # --preemption LowerPriority applies to every queue whose block does not say otherwise.
+def test_with_a_queue_file_only_its_blocks_set_preemption() -> None:
+    # No merge rules: --preemption LowerPriority does not reach a queue whose block is silent
+    # (the CLI refuses the flag beside a queue file); each block says it for its own queue.
     runs = {f"team-b/b{i}": task(0, 1) for i in range(4)}
     runs |= {f"team-a/a{i}": task(0, 1) for i in range(4)}
     flags = PlanOptions(policy="backfill", preemption="LowerPriority")
     w = borrowed_world("", runs=runs, options=flags)
     w.specs["team-a/x"] = task(9, 1)
     w.specs["team-b/y"] = task(9, 1)
-    assert victims(w.step()) == ["team-a/a0", "team-b/b0"]
-    w2 = borrowed_world("withinQueue: Never", runs=runs, options=flags)
+    assert victims(w.step()) == []
+    on = "withinQueue: LowerPriority"
+    w2 = borrowed_world(on, on, runs=runs)
     w2.specs["team-a/x"] = task(9, 1)
     w2.specs["team-b/y"] = task(9, 1)
-    assert victims(w2.step()) == ["team-b/b0"]  # the file wins for team-a
+    assert victims(w2.step()) == ["team-a/a0", "team-b/b0"]
+    w3 = borrowed_world("withinQueue: Never", on, runs=runs)
+    w3.specs["team-a/x"] = task(9, 1)
+    w3.specs["team-b/y"] = task(9, 1)
+    assert victims(w3.step()) == ["team-b/b0"]
 
 
 def test_grace_per_queue_reaches_ray() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,16 @@ import reconciler.daemon
 from reconciler import policies, preemption
 from reconciler.cli.flags import settings_from_args
 from reconciler.cli.main import build_parser, main
-from specs.settings import PlanOptions, Settings, knobs, value_type
+from specs.settings import (
+    POLICY_NAMES,
+    PREEMPTION_MODES,
+    Knob,
+    PlannerSettings,
+    PlanOptions,
+    Settings,
+    knobs,
+    value_type,
+)
 
 
 def _subparser(command: str) -> argparse.ArgumentParser:
@@ -47,9 +57,13 @@ def test_every_flagged_knob_has_its_flag_default_and_help(command: str) -> None:
 
 def test_every_flag_of_serve_beyond_the_folder_options_is_a_knob() -> None:
     derived = {k.flag for _, k in knobs() if k.flag is not None and "serve" in k.commands}
+    retired = {k.old_flag for _, k in knobs() if k.old_flag is not None and "serve" in k.commands}
     own = {"-h", "--help", "--dir", "--status-dir", "--address", "-v", "--verbose"}
-    flags = {s for a in _subparser("serve")._actions for s in a.option_strings}
-    assert flags - own == derived
+    actions = _subparser("serve")._actions
+    shown = {s for a in actions if a.help != argparse.SUPPRESS for s in a.option_strings}
+    hidden = {s for a in actions if a.help == argparse.SUPPRESS for s in a.option_strings}
+    assert shown - own == derived
+    assert hidden == retired  # still accepted, not in --help
 
 
 def test_plan_takes_only_the_loop_knobs() -> None:
@@ -91,7 +105,7 @@ def test_plan_options_defaults_come_from_settings() -> None:
     assert options == dataclasses.replace(PlanOptions(), queue_id="q")
     assert PlanOptions().max_inflight == Settings.__dataclass_fields__["max_inflight"].default
     changed = Settings(tasks_dir=Path("/t"), ray_history_retention_seconds=5, max_inflight=3)
-    assert changed.plan_options().history_retention_seconds == 5
+    assert changed.plan_options().ray_history_retention_seconds == 5
     assert changed.plan_options().max_inflight == 3
 
 
@@ -150,3 +164,77 @@ def test_knobs_without_a_flag_are_checked_too() -> None:
     with pytest.raises(ValueError, match="ray_timeout_seconds must be at least 0"):
         Settings(tasks_dir=Path("/t"), ray_timeout_seconds=-1)
     assert Settings(tasks_dir=Path("/t"), settle_seconds=0).settle_seconds == 0
+
+
+def _out_of_range(knob: Knob) -> list[float]:
+    values: list[float] = []
+    if knob.minimum is not None:
+        values.append(knob.minimum - 1)
+    if knob.maximum is not None:
+        values.append(knob.maximum + 1)
+    if knob.above is not None:
+        values.append(knob.above)
+    return values
+
+
+RANGED = [(n, k, v) for n, k in knobs() for v in _out_of_range(k)]
+
+
+@pytest.mark.parametrize(("name", "knob", "value"), RANGED, ids=[f"{n}={v}" for n, _, v in RANGED])
+def test_every_knob_s_range_is_checked_from_code(name: str, knob: Knob, value: float) -> None:
+    kind = value_type(name)
+    given = int(value) if kind is int else value
+    with pytest.raises(ValueError, match="^" + re.escape(knob.label(name)) + " must be"):
+        Settings(tasks_dir=Path("/t"), **{name: given})  # type: ignore[arg-type]
+    if name in {f.name for f in dataclasses.fields(PlannerSettings)}:
+        with pytest.raises(ValueError, match="must be"):
+            PlanOptions(**{name: given})  # type: ignore[arg-type]
+
+
+def test_every_number_knob_has_a_range() -> None:
+    for name, knob in knobs():
+        if value_type(name) in (int, float):
+            assert _out_of_range(knob), f"{name} accepts any number"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("policy", "typo", "--policy must be one of strict, backfill, besteffort, not 'typo'"),
+        ("preemption", "Always", "--preemption must be one of Never, LowerPriority, not 'Always'"),
+        ("log_format", "xml", "--log-format must be one of text, json, not 'xml'"),
+    ],
+)
+def test_a_name_outside_the_choices_is_refused_from_code(
+    name: str, value: str, message: str
+) -> None:
+    with pytest.raises(ValueError) as raised:
+        Settings(tasks_dir=Path("/t"), **{name: value})  # type: ignore[arg-type]
+    assert str(raised.value) == message
+    if name != "log_format":
+        with pytest.raises(ValueError, match=re.escape(message)):
+            PlanOptions(**{name: value})  # type: ignore[arg-type]
+
+
+def test_interval_zero_is_refused_from_code() -> None:
+    with pytest.raises(ValueError, match="--interval must be greater than 0, not 0"):
+        Settings(tasks_dir=Path("/t"), interval_seconds=0)
+    with pytest.raises(ValueError, match="must be a number"):
+        Settings(tasks_dir=Path("/t"), interval_seconds=float("nan"))
+
+
+def test_the_choices_are_the_registries() -> None:
+    assert tuple(policies.POLICIES) == POLICY_NAMES
+    assert PREEMPTION_MODES == preemption.MODES
+
+
+def test_plan_options_declare_nothing_of_their_own_but_the_queue_id() -> None:
+    shared = {f.name for f in dataclasses.fields(PlannerSettings)}
+    assert {f.name for f in dataclasses.fields(PlanOptions)} - shared == {"queue_id"}
+    settings_fields = {f.name: f for f in dataclasses.fields(Settings)}
+    for f in dataclasses.fields(PlannerSettings):
+        assert isinstance(f.metadata.get("knob"), Knob), f.name
+        assert f.metadata["knob"].group == "planner"
+        assert settings_fields[f.name].default == f.default  # one default, the same field
+    # The planner knobs are exactly the planner group.
+    assert shared == {n for n, k in knobs() if k.group == "planner"}
