@@ -177,7 +177,7 @@ class Settings:
         ),
     )
     """Admission policy: backfill (the default), strict (the old service's) or besteffort. The
-    names are checked against reconciler.policies by the CLI: specs imports nothing of ours."""
+    names are checked against reconciler.core.policies by the CLI: specs imports nothing of ours."""
 
     # Preemption within the queue. These map onto the `preemption:` block (withinQueue,
     # gracePeriodSeconds, minRuntimeSeconds, minPreemptorPriority) of the queue configuration.
@@ -192,7 +192,7 @@ class Settings:
         ),
     )
     """Never, or LowerPriority (Kueue's withinClusterQueue). Checked against
-    reconciler.preemption.MODES by the CLI."""
+    reconciler.core.victims.MODES by the CLI."""
 
     preemption_grace_seconds: float = field(
         default=30.0,

@@ -21,7 +21,7 @@ def add_setting_flags(
     choices: Mapping[str, Sequence[str]] | None = None,
 ) -> None:
     """Add a flag for every knob `command` takes. `choices` limits knobs by name (the policy
-    names live in reconciler.policies, which specs may not import)."""
+    names live in reconciler.core.policies, which specs may not import)."""
     for name, knob in knobs():
         if knob.flag is None or command not in knob.commands:
             continue

@@ -6,7 +6,6 @@ import argparse
 import logging
 import sys
 
-from reconciler import policies, preemption
 from reconciler.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -16,12 +15,13 @@ from reconciler.cli.common import (
     folder_parent,
 )
 from reconciler.cli.flags import add_setting_flags, settings_from_args
+from reconciler.core import policies, victims
 from reconciler.logsetup import setup_logging
 from specs.settings import LOG_FORMATS, Settings
 
 # The policy modules import nothing heavy, so listing them keeps `--help` fast and in step.
 POLICIES = tuple(policies.POLICIES)
-CHOICES = {"policy": POLICIES, "log_format": LOG_FORMATS, "preemption": preemption.MODES}
+CHOICES = {"policy": POLICIES, "log_format": LOG_FORMATS, "preemption": victims.MODES}
 
 EPILOG = """\
 examples:

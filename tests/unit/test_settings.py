@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import reconciler.daemon
-from reconciler import policies, preemption
 from reconciler.cli.flags import settings_from_args
 from reconciler.cli.main import build_parser, main
+from reconciler.core import policies, victims
 from specs.settings import PlanOptions, Settings, knobs, value_type
 
 
@@ -66,7 +66,7 @@ def test_the_policy_choices_are_the_registry() -> None:
 @pytest.mark.parametrize("command", ["serve", "plan"])
 def test_the_preemption_choices_are_the_module_s(command: str) -> None:
     actions = _actions(command)
-    assert tuple(actions["preemption"].choices or ()) == preemption.MODES
+    assert tuple(actions["preemption"].choices or ()) == victims.MODES
     args = build_parser().parse_args(
         [
             *(command, "--dir", "/t", "--preemption", "LowerPriority"),
