@@ -11,14 +11,15 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-from reconciler import incremental, planner, queueing, writes
+from reconciler import writes
+from reconciler.core import incremental, planner, queueing
+from reconciler.core.planner import Observation, Plan, TaskInput
 from reconciler.events import FileEvents
 from reconciler.faults import Faults
 from reconciler.gitrev import GitRevisions, SourceRevision
 from reconciler.history import ResourceHistory
 from reconciler.metrics import QueueMetrics
 from reconciler.observer import PassObserver
-from reconciler.planner import Observation, Plan, TaskInput
 from reconciler.queuefile import Loaded, QueueFile
 from specs.cluster import (
     Capacity,

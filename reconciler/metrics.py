@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeVar
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from reconciler.planner import COND_PREEMPTED
+from reconciler.core.planner import COND_PREEMPTED
 from specs.cluster import (
     Capacity,
     JobConflict,

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from reconciler.queueing import ConfigState
+from reconciler.core.queueing import ConfigState
 from specs.atomic import write_atomic
 from specs.parse import MAX_FILE_BYTES, SpecParseError, parse_queue_config
 from specs.queues import CONFIG_FILE, STATUS_FILE, QueueConfig

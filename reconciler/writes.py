@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from reconciler.planner import Plan
+from reconciler.core.planner import Plan
 from specs.models import Phase, TaskStatus, TaskStatusBody
 
 # Fields that follow the queue's order rather than a decision about the task itself.

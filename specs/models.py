@@ -91,7 +91,7 @@ class TaskSpec(_Model):
     timeout_seconds: float = Field(default=0, ge=0, allow_inf_nan=False, le=1e9)
     suspend: bool = False
     submission_id: SubmissionId | None = None
-    # Deprecated: a Lost-only retry policy (reconciler.retries.lost_only), 1 when not given;
+    # Deprecated: a Lost-only retry policy (reconciler.core.retries.lost_only), 1 when not given;
     # use `retry`. None tells "not given" apart, since the two may not be combined.
     max_lost_restarts: int | None = Field(default=None, ge=0, le=100)
     retry: RetrySpec | None = None

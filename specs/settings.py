@@ -41,8 +41,8 @@ GROUPS = {
 }
 
 LOG_FORMATS = ("text", "json")
-# The names reconciler.policies.POLICIES and reconciler.preemption.MODES register (specs imports
-# nothing of reconciler's; tests/unit/test_settings.py checks that the lists agree).
+# The names reconciler.core.policies.POLICIES and reconciler.core.victims.MODES register (specs
+# imports nothing of reconciler's; tests/unit/test_settings.py checks that the lists agree).
 POLICY_NAMES = ("strict", "backfill", "besteffort")
 PREEMPTION_MODES = ("Never", "LowerPriority")
 
@@ -159,7 +159,7 @@ class PlannerSettings:
         ),
     )
     """Admission policy: backfill (the default), strict (the old service's) or besteffort, the
-    names of reconciler.policies.POLICIES."""
+    names of reconciler.core.policies.POLICIES."""
 
     # Preemption of the one queue of a folder without a queue file. With a queue file its
     # `preemption:` blocks (withinQueue, gracePeriodSeconds, minRuntimeSeconds,
@@ -177,7 +177,7 @@ class PlannerSettings:
             group="planner",
         ),
     )
-    """Never, or LowerPriority (Kueue's withinClusterQueue): reconciler.preemption.MODES."""
+    """Never, or LowerPriority (Kueue's withinClusterQueue): reconciler.core.victims.MODES."""
 
     preemption_grace_seconds: float = field(
         default=30.0,

@@ -23,8 +23,8 @@ from reconciler.cli.common import (
     open_service,
     table,
 )
-from reconciler.dependencies import RunView, judge
-from reconciler.retries import policy_for
+from reconciler.core.dependencies import RunView, judge
+from reconciler.core.retries import policy_for
 from specs.cluster import RayError
 from specs.parse import MAX_FILE_BYTES, SpecParseError, parse_task
 from specs.quantity import format_memory

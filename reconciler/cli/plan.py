@@ -14,7 +14,6 @@ import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from reconciler import planner, preemptors
 from reconciler.cli import common
 from reconciler.cli.common import (
     EXIT_OK,
@@ -29,8 +28,9 @@ from reconciler.cli.common import (
     table,
 )
 from reconciler.cli.serve import add_loop_options, loop_settings
+from reconciler.core import planner, preemption
+from reconciler.core.planner import Plan, TaskInput
 from reconciler.loop import observe_ray, plan_options, queue_file, scan_specs
-from reconciler.planner import Plan, TaskInput
 from specs.cluster import Capacity, RayError
 from specs.models import Phase, TaskStatus
 from specs.quantity import human_memory
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     mode = f", preemption {options.preemption}" if options.preemption != "Never" else ""
     if mode and options.preemption_min_preemptor_priority:
         mode += f" by priority {options.preemption_min_preemptor_priority} and up"
-    if loaded.config is not None and preemptors.setup(loaded.config, options).any_on:
+    if loaded.config is not None and preemption.setup(loaded.config, options).any_on:
         mode = f", preemption per queue ({queues.path.name})"
     print(
         f"Plan for {store.root} (queue {options.queue_id}, policy {options.policy}{mode}), "

@@ -17,8 +17,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from reconciler.policies import POLICIES
-from reconciler.preemption import MODES, NEVER
+from reconciler.core.policies import POLICIES
+from reconciler.core.victims import MODES, NEVER
 from reconciler.sim import teams as team_split
 from reconciler.sim.engine import MEMORY_BYTES, simulate
 from reconciler.sim.metrics import URGENT_PRIORITY, Metrics, measure

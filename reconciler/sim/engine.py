@@ -1,7 +1,7 @@
 """The discrete-event simulator: the real planner, a virtual clock and a simulated Ray cluster.
 
 Each step builds the planner's inputs (TaskInput, TaskStatus, Observation), calls
-`reconciler.planner.plan`, and applies its submits and stops to a dictionary of RayJob values,
+`reconciler.core.planner.plan`, and applies its submits and stops to a dictionary of RayJob values,
 as the loop and Ray would. Admission, ordering, timeouts and statuses are the planner's; the
 simulator only decides when Ray jobs start and end. A submitted job runs at once (no PENDING
 time), so start time = submit time and wait = submit time - arrival.
@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from reconciler.planner import Observation, Plan, TaskInput, plan
+from reconciler.core.planner import Observation, Plan, TaskInput, plan
 from reconciler.sim.workload import Job
 from specs.cluster import META_TASK, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
 from specs.models import Phase, Task, TaskStatus

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.planner import Plan
+from reconciler.core.planner import Plan
 from reconciler.sim.__main__ import main
 from reconciler.sim.engine import EPOCH, SimResult, simulate
 from reconciler.sim.metrics import measure, percentile

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from reconciler.planner import Observation, Plan, TaskInput, plan
+from reconciler.core.planner import Observation, Plan, TaskInput, plan
 from specs.cluster import FAILED, PENDING, STOPPED, SUCCEEDED, Capacity, RayJob
 from specs.models import Phase, Task, TaskStatus, TaskStatusBody
 from specs.queues import QueueConfig

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.dependencies import (
+from reconciler.core.dependencies import (
     Gate,
     RunView,
     find_cycles,

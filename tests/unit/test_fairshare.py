@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler import fairshare
-from reconciler.fairshare import NO_LIMIT, QueueDemand, QueueQuota, admit, resolve
-from reconciler.policies import POLICIES, Candidate
+from reconciler.core import fairshare
+from reconciler.core.fairshare import NO_LIMIT, QueueDemand, QueueQuota, admit, resolve
+from reconciler.core.policies import POLICIES, Candidate
 from specs.cluster import Capacity
 from specs.parse import parse_queue_config
 

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler import incremental, planner
-from reconciler.incremental import Memo, plan_incremental
-from reconciler.planner import Observation, Plan, TaskInput, plan
+from reconciler.core import incremental, planner
+from reconciler.core.incremental import Memo, plan_incremental
+from reconciler.core.planner import Observation, Plan, TaskInput, plan
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
 from specs.models import Phase, TaskStatus
 from specs.parse import parse_queue_config
@@ -52,7 +52,7 @@ def specs_of(draw: st.DrawFn, name: str) -> dict[str, Any]:
     if draw(st.integers(0, 9)) == 0:
         fields["suspend"] = True
     if draw(st.integers(0, 3)) == 0:
-        # Explicit ids, some claimed by several tasks: the claim rule (reconciler.idclaims).
+        # Explicit ids, some claimed by several tasks: the claim rule (reconciler.core.idclaims).
         fields["submissionId"] = draw(st.sampled_from(["shared", "shared", "shared-2", name[-1]]))
     if draw(st.integers(0, 4)) == 0:
         fields["dependsOn"] = [{"name": draw(st.sampled_from([n for n in NAMES if n != name]))}]

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from reconciler import lifecycle
-from reconciler.lifecycle import TRANSITIONS, Trigger
+from reconciler.core import lifecycle
+from reconciler.core.lifecycle import TRANSITIONS, Trigger
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, RayJob
 from specs.models import Phase, Reason, TaskStatusBody
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from reconciler.planner import (
+from reconciler.core.planner import (
     COND_CLUSTER_UNAVAILABLE,
     COND_SPEC_INVALID,
     Plan,

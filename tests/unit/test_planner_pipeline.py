@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.planner import PlanOptions
+from reconciler.core.planner import PlanOptions
 from specs.cluster import FAILED, RUNNING, STOPPED, SUCCEEDED, Capacity
 from specs.models import Phase, Reason, Task
 from tests.support.planner_world import GIB, PlanWorld, task

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.planner import COND_PREEMPTED, STOP_WAIT_ENV, Plan, request_of
+from reconciler.core.planner import COND_PREEMPTED, STOP_WAIT_ENV, Plan, request_of
 from specs.cluster import RUNNING, STOPPED, SUCCEEDED, Capacity
 from specs.models import Phase, Reason, Task
 from specs.settings import PlanOptions

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.planner import Plan
+from reconciler.core.planner import Plan
 from specs.cluster import RUNNING, SUCCEEDED, Capacity
 from specs.models import Phase
 from specs.parse import parse_queue_config

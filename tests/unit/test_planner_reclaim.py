@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.planner import COND_PREEMPTED, STOP_WAIT_ENV, Plan
+from reconciler.core.planner import COND_PREEMPTED, STOP_WAIT_ENV, Plan
 from specs.cluster import SUCCEEDED, Capacity
 from specs.models import Phase, Reason, Task
 from specs.parse import parse_queue_config

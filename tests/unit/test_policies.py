@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.planner import PlanOptions
-from reconciler.policies import (
+from reconciler.core.planner import PlanOptions
+from reconciler.core.policies import (
     BLOCKED_BY_HIGHER,
     BLOCKED_BY_RESERVATION,
     INFLIGHT_LIMIT,

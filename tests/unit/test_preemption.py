@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.preemption import (
+from reconciler.core.victims import (
     LOWER_PRIORITY,
     NEVER,
     Preemptor,

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.retries import (
+from reconciler.core.retries import (
     BACKOFF_LIMIT_EXCEEDED,
     NO_RETRY,
     Cause,

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import reconciler.daemon
-from reconciler import policies, preemption
 from reconciler.cli.flags import settings_from_args
 from reconciler.cli.main import build_parser, main
+from reconciler.core import policies, victims
 from specs.settings import (
     POLICY_NAMES,
     PREEMPTION_MODES,
@@ -80,7 +80,7 @@ def test_the_policy_choices_are_the_registry() -> None:
 @pytest.mark.parametrize("command", ["serve", "plan"])
 def test_the_preemption_choices_are_the_module_s(command: str) -> None:
     actions = _actions(command)
-    assert tuple(actions["preemption"].choices or ()) == preemption.MODES
+    assert tuple(actions["preemption"].choices or ()) == victims.MODES
     args = build_parser().parse_args(
         [
             *(command, "--dir", "/t", "--preemption", "LowerPriority"),
@@ -225,7 +225,7 @@ def test_interval_zero_is_refused_from_code() -> None:
 
 def test_the_choices_are_the_registries() -> None:
     assert tuple(policies.POLICIES) == POLICY_NAMES
-    assert PREEMPTION_MODES == preemption.MODES
+    assert PREEMPTION_MODES == victims.MODES
 
 
 def test_plan_options_declare_nothing_of_their_own_but_the_queue_id() -> None:

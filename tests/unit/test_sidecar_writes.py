@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from reconciler import writes
-from reconciler.planner import Plan, Preemption, Stop, Submit
+from reconciler.core.planner import Plan, Preemption, Stop, Submit
 from specs import atomic
 from specs.cluster import RUNNING, Capacity, SubmitRequest
 from specs.models import Metadata, Phase, Reason, TaskStatus, TaskStatusBody

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from reconciler import planner
+from reconciler.core import planner
 from reconciler.loop import Reconciler, observe_ray, plan_options, scan_specs
 from reconciler.raycluster.fake import FakeRay
 from specs.cluster import RUNNING, SUCCEEDED, Capacity

@@ -1,7 +1,7 @@
 """Preemption in a pass: each queue's rules, who may preempt, with how much room, and the link
 from preemptors to victims that are still stopping. Pure, like the planner that calls it.
 
-`reconciler.preemption` answers "which victims" for one preemptor; this module decides which
+`reconciler.core.victims` answers "which victims" for one preemptor; this module decides which
 waiting heads ask, and what "fits" means for each:
 
 - Without `_queues.yaml` there is one queue, set by the `serve` flags; its head may preempt
@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from reconciler import policies, preemption, queueing
-from reconciler.fairshare import fits_needed
-from reconciler.preemption import NEVER, Preemptor, QueueLoad, Rules, Running, Victim
+from reconciler.core import policies, queueing, victims
+from reconciler.core.fairshare import fits_needed
+from reconciler.core.victims import NEVER, Preemptor, QueueLoad, Rules, Running, Victim
 from specs.cluster import Capacity, RayJob
 from specs.models import Phase, Reason, TaskStatusBody
 from specs.queues import QueueConfig
@@ -216,14 +216,14 @@ def decide(
         head is None
         or head.name in stopping
         or rules.within_queue == NEVER
-        or not preemption.may_ask(rules, priorities[head.name])
+        or not victims.may_ask(rules, priorities[head.name])
     ):
         return []  # below the threshold the head waits, as without preemption
     waiting = admission.waiting.get(head.name)
     if waiting is None or waiting.reason != Reason.WAITING_FOR_RESOURCES:
         return []  # an in-flight slot, not resources, holds it back
     preemptor = Preemptor(head.name, priorities[head.name], head.request)
-    victims = preemption.choose_in_cohort(
+    picked = victims.choose_in_cohort(
         preemptor,
         ONE_QUEUE,
         ((ONE_QUEUE, run) for run in running),
@@ -233,7 +233,7 @@ def decide(
         now,
         reclaim=False,
     )
-    return [Decision(preemptor, ONE_QUEUE, victims, free)] if victims else []
+    return [Decision(preemptor, ONE_QUEUE, picked, free)] if picked else []
 
 
 def _decide_by_queue(
@@ -275,7 +275,7 @@ def _decide_by_queue(
     decisions: list[Decision] = []
     for (not_guaranteed, _, _), name, head in heads:
         own = rules.get(name, Rules())
-        if not preemption.may_ask(own, priorities[head.name]):
+        if not victims.may_ask(own, priorities[head.name]):
             continue  # it waits as without preemption; nobody behind it asks instead
         waiting = admission.waiting.get(head.name)
         reason = waiting.reason if waiting is not None else None
@@ -311,18 +311,18 @@ def _decide_by_queue(
             if other != name
         }
         preemptor = Preemptor(head.name, priorities[head.name], request)
-        victims = preemption.choose_in_cohort(
+        picked = victims.choose_in_cohort(
             preemptor, name, pool, rules, loads, fits, now, reclaim=reclaim
         )
-        if not victims:
+        if not picked:
             continue
-        decisions.append(Decision(preemptor, name, victims, free))
-        chosen = {v.run.name for v in victims}
+        decisions.append(Decision(preemptor, name, picked, free))
+        chosen = {v.run.name for v in picked}
         pool = [(q, run) for q, run in pool if run.name not in chosen]
         freed = Capacity()
-        for victim in victims:
+        for victim in picked:
             freed = freed + victim.run.request
             usage[victim.queue] = usage[victim.queue] - victim.run.request
         # Reserved for it from now on: the next preemptor may not count on this room.
-        free = free - preemption.held_back(request, freed)
+        free = free - victims.held_back(request, freed)
     return decisions

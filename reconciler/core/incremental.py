@@ -21,8 +21,8 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from reconciler import planner
-from reconciler.planner import Observation, Plan, TaskInput, TaskResult
+from reconciler.core import planner
+from reconciler.core.planner import Observation, Plan, TaskInput, TaskResult
 from specs.cluster import Capacity, RayJob
 from specs.models import TaskStatus
 from specs.queues import QueueConfig

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler import fairshare
-from reconciler.policies import Candidate, Claim, Policy, Waiting
+from reconciler.core import fairshare
+from reconciler.core.policies import Candidate, Claim, Policy, Waiting
 from specs.cluster import Capacity
 from specs.quantity import format_memory
 from specs.queues import QueueConfig

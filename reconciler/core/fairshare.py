@@ -1,7 +1,7 @@
 """Admission across queues: nominal quotas, borrowing and lending within limits, fair sharing.
 
 Pure functions of their arguments. Each queue keeps its own order and policy (strict, backfill,
-besteffort from `reconciler.policies`); this module decides, one admission at a time, which
+besteffort from `reconciler.core.policies`); this module decides, one admission at a time, which
 queue's next pick goes first and how much each queue may take:
 
 - Within its nominal quota a queue is bounded only by what the cluster has free.
@@ -27,8 +27,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from reconciler import policies
-from reconciler.policies import (
+from reconciler.core import policies
+from reconciler.core.policies import (
     BLOCKED_BY_HIGHER,
     BLOCKED_BY_RESERVATION,
     INFLIGHT_LIMIT,

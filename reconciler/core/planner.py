@@ -3,7 +3,8 @@
 No I/O, no clock, no randomness. Everything the loop does is decided here, so it can be tested
 table-driven and driven by the simulator. The shell (loop.py) writes the returned statuses
 *before* it submits, which is what makes submission ids safe across crashes. Which phase follows
-which is not decided here but in `reconciler.lifecycle`: this module says *when* a trigger fires.
+which is not decided here but in `reconciler.core.lifecycle`: this module says *when* a
+trigger fires.
 """
 
 from __future__ import annotations
@@ -16,18 +17,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from reconciler import (
+from reconciler.core import (
     dependencies,
     fairshare,
     idclaims,
     lifecycle,
     policies,
     preemption,
-    preemptors,
     queueing,
     retries,
+    victims,
 )
-from reconciler.lifecycle import set_fields
+from reconciler.core.lifecycle import set_fields
 from specs.cluster import (
     META_CPU,
     META_GPU,
@@ -312,7 +313,7 @@ class TaskEnv:
     ours: Mapping[str, RayJob]  # our jobs by submission id
     by_task: Mapping[str, Sequence[RayJob]]  # our jobs by task name
     # each queue's preemption rules; a task's job gets its queue's grace period
-    preemption: preemptors.Setup
+    preemption: preemption.Setup
 
 
 @dataclass
@@ -331,7 +332,7 @@ class _Ctx:
     tasks: dict[str, Task] = field(default_factory=dict)  # the queued ones, for admission
     sources: dict[str, SourceRef] = field(default_factory=dict)  # of the specs read, for runs
     conds: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
-    running: list[preemption.Running] = field(default_factory=list)  # possible victims
+    running: list[victims.Running] = field(default_factory=list)  # possible victims
     jobs_by_task: Mapping[str, Sequence[RayJob]] = field(default_factory=dict)
     folder_empty: bool = False  # no spec and no sidecar at all: unmounted, or wiped
     queues: QueueConfig | None = None  # team queues with quotas; None: one queue, as before
@@ -374,14 +375,14 @@ def task_env(
     by_task: dict[str, list[RayJob]] = {}
     for job in ours.values():
         by_task.setdefault(job.metadata.get(META_TASK, ""), []).append(job)
-    return TaskEnv(options, observed, ours, by_task, preemptors.setup(queues, options))
+    return TaskEnv(options, observed, ours, by_task, preemption.setup(queues, options))
 
 
 def with_id_claims(
     specs: Mapping[str, TaskInput], statuses: Mapping[str, TaskStatus], env: TaskEnv
 ) -> Mapping[str, TaskInput]:
     """`specs`, with each spec whose explicit submission id another task has (or also claims)
-    turned Invalid (reconciler.idclaims). Its last valid spec is the spec itself, so a run it
+    turned Invalid (reconciler.core.idclaims). Its last valid spec is the spec itself, so a run it
     already has goes on; it is never submitted again while the claim stands."""
     claimed = (
         (name, spec.task.spec.submission_id)
@@ -576,7 +577,7 @@ class TaskResult:
     fetch_log: bool = False
     held: Held | None = None
     waiter: Waiter | None = None
-    running: preemption.Running | None = None
+    running: victims.Running | None = None
     valid_from: float = -math.inf
     valid_until: float = math.inf
 
@@ -650,7 +651,7 @@ class _Step:
             self.valid_until = min(self.valid_until, max(edge, now))
         return answer
 
-    def result(self, running: preemption.Running | None) -> TaskResult:
+    def result(self, running: victims.Running | None) -> TaskResult:
         assert self.body is not None
         return TaskResult(
             self.body,
@@ -682,7 +683,7 @@ def reconcile_task(
     ):
         # A run under a broken spec is never a victim: it could not be queued again.
         return t.result(
-            preemption.Running(
+            victims.Running(
                 spec.name,
                 task.spec.priority,
                 request_of(task),
@@ -1225,7 +1226,7 @@ def _whole_seconds(value: object) -> int | None:
     return seconds if seconds >= 0 else None
 
 
-def _preemption(ctx: _Ctx) -> preemptors.Setup:
+def _preemption(ctx: _Ctx) -> preemption.Setup:
     """Each queue's preemption rules: the `preemption:` blocks, the flags for what they omit."""
     return ctx.env.preemption
 
@@ -1235,14 +1236,14 @@ def _admit(ctx: _Ctx) -> None:
     if the policy's next pick still does not fit, it may preempt (`_preempt`)."""
     ctx.queue.sort(key=lambda item: item[0])
     queue = [candidate for _, candidate in ctx.queue]
-    all_holds = preemptors.holds(ctx.bodies, ctx.jobs_by_task, _claim_from_metadata)
+    all_holds = preemption.holds(ctx.bodies, ctx.jobs_by_task, _claim_from_metadata)
     holds = {by: hold for by, hold in all_holds.items() if by in ctx.tasks}
     stopping = {victim for hold in all_holds.values() for victim in hold.victims}
     # A preemptor's room is reserved while its victims stop: nobody else may take from today's
     # free resources what it will need beyond what they free.
     free = _free(ctx)
     for by, hold in holds.items():
-        free = free - preemption.held_back(request_of(ctx.tasks[by]), hold.freeing)
+        free = free - victims.held_back(request_of(ctx.tasks[by]), hold.freeing)
     # A victim waits until its stopped run is gone from Ray, so it never holds two runs.
     eligible = [c for c in queue if c.name not in stopping]
     starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
@@ -1265,7 +1266,7 @@ def _admit(ctx: _Ctx) -> None:
             slots,
             policy,
             fairshare.RESERVATION_OF_POLICY.get(ctx.options.policy, fairshare.STRICT_RESERVATION),
-            preemptors.ready(ctx.bodies, ctx.tasks, all_holds),
+            preemption.ready(ctx.bodies, ctx.tasks, all_holds),
         )
         ctx.queue_admission = admission
     started = set(admission.start)
@@ -1310,7 +1311,7 @@ def _why_waiting(
     ctx: _Ctx,
     name: str,
     admission: policies.Admission | queueing.QueueAdmission,
-    holds: Mapping[str, preemptors.Hold],
+    holds: Mapping[str, preemption.Hold],
     preempting: Mapping[str, Preemption],
 ) -> policies.Waiting | None:
     if name in preempting:
@@ -1336,18 +1337,18 @@ def _preempt(
     queue: Sequence[policies.Candidate],
     admission: policies.Admission | queueing.QueueAdmission,
     free: Capacity,
-    holds: Mapping[str, preemptors.Hold],
+    holds: Mapping[str, preemption.Hold],
 ) -> dict[str, Preemption]:
     """Only the task a queue's policy would admit next may preempt, and only if it waits for
     resources (or, within its queue, for its quota) and none of its earlier victims is still
-    stopping. `reconciler.preemptors` decides; this records it (victims first). `holds`: all
+    stopping. `reconciler.core.preemption` decides; this records it (victims first). `holds`: all
     of them, also those of preemptors that started meanwhile: their victims still stopping
     are nobody's usage when reclaim asks who borrows."""
     setup = _preemption(ctx)
     if not setup.any_on:
         return {}
     priorities = {c.name: ctx.tasks[c.name].spec.priority for c in queue}
-    decisions = preemptors.decide(
+    decisions = preemption.decide(
         setup, queue, admission, free, holds, ctx.running, priorities, ctx.now
     )
     result: dict[str, Preemption] = {}
@@ -1382,8 +1383,8 @@ def _preempt(
 
 def _preempt_one(
     ctx: _Ctx,
-    victim: preemption.Running,
-    preemptor: preemption.Preemptor,
+    victim: victims.Running,
+    preemptor: victims.Preemptor,
     reason: Reason,
     victim_queue: str,
 ) -> None:
