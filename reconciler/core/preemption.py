@@ -22,14 +22,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from reconciler.core import policies, queueing, victims
+from reconciler.core import lifecycle, policies, queueing, victims
+from reconciler.core.decisions import COND_PREEMPTED, Preemption, Stop
 from reconciler.core.fairshare import fits_needed
+from reconciler.core.jobs import resources_text
 from reconciler.core.victims import NEVER, Preemptor, QueueLoad, Rules, Running, Victim
 from specs.cluster import Capacity, RayJob
 from specs.models import Phase, Reason, TaskStatusBody
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
+
+if TYPE_CHECKING:
+    from reconciler.core.planner import PassState
 
 ONE_QUEUE = ""
 """The key of the only queue when no `_queues.yaml` is in force."""
@@ -323,3 +329,86 @@ def _decide_by_queue(
         # Reserved for it from now on: the next preemptor may not count on this room.
         free = free - victims.held_back(request, freed)
     return decisions
+
+
+# --- recording a decision in the pass -------------------------------------------------------
+
+
+def preempt(
+    ctx: PassState,
+    queue: Sequence[policies.Candidate],
+    admission: policies.Admission | queueing.QueueAdmission,
+    free: Capacity,
+    holds: Mapping[str, Hold],
+) -> dict[str, Preemption]:
+    """Only the task a queue's policy would admit next may preempt, and only if it waits for
+    resources (or, within its queue, for its quota) and none of its earlier victims is still
+    stopping. `decide` chooses; this records it (victims first). `holds`: all
+    of them, also those of preemptors that started meanwhile: their victims still stopping
+    are nobody's usage when reclaim asks who borrows."""
+    setup = ctx.env.preemption
+    if not setup.any_on:
+        return {}
+    priorities = {c.name: ctx.tasks[c.name].spec.priority for c in queue}
+    decisions = decide(setup, queue, admission, free, holds, ctx.running, priorities, ctx.now)
+    result: dict[str, Preemption] = {}
+    for decision in decisions:
+        preemptor, victims = decision.preemptor, decision.victims
+        reasons = tuple(Reason.RECLAIM if v.reclaim else Reason.WITHIN_QUEUE for v in victims)
+        names = tuple(v.run.name for v in victims)
+        total = Capacity()
+        for victim, reason in zip(victims, reasons, strict=True):
+            total = total + victim.run.request
+            _preempt_one(ctx, victim.run, preemptor, reason, victim.queue)
+        lent = " lent quota of" if all(v.reclaim for v in victims) else ""
+        message = (
+            f"preempting{lent} {', '.join(names)} (priority "
+            f"{', '.join(str(v.run.priority) for v in victims)}; {resources_text(total)}): it "
+            f"needs {resources_text(preemptor.request)} and only those free enough; starts once "
+            "they have stopped"
+        )
+        reason = Reason.RECLAIM if Reason.RECLAIM in reasons else Reason.WITHIN_QUEUE
+        queue_name = decision.queue if ctx.queues is not None else None
+        result[preemptor.name] = Preemption(
+            preemptor.name, names, reason, message, decision.free, reasons, queue_name
+        )
+        ctx.plan.preemptions.append(result[preemptor.name])
+        ctx.plan.note(
+            Reason.PREEMPTED,
+            f"preempted {', '.join(names)} for {preemptor.name} (priority {preemptor.priority}"
+            f"{', reclaiming lent quota' if reason is Reason.RECLAIM else ''})",
+        )
+    return result
+
+
+def _preempt_one(
+    ctx: PassState,
+    victim: victims.Running,
+    preemptor: victims.Preemptor,
+    reason: Reason,
+    victim_queue: str,
+) -> None:
+    """Queue the victim again and stop its job. Its status (written before any stop goes out)
+    says who took its place; its job holds its resources until Ray reports it stopped."""
+    body = ctx.bodies[victim.name]
+    sid = body.submission_id or ""
+    ran = _duration(ctx.now - victim.started)
+    why = ""
+    if reason is Reason.RECLAIM and ctx.queues is not None:
+        lender = ctx.queues.queue_of(preemptor.name)
+        why = f" of {lender}, taking back the quota {victim_queue} borrowed,"
+    message = (
+        f"preempted by {preemptor.name} (priority {preemptor.priority}){why} after run "
+        f"{body.run} had run {ran}; queued again in its old place"
+    )
+    ctx.bodies[victim.name] = lifecycle.preempt(body, preemptor.name, message)
+    ctx.conds.setdefault(victim.name, {})[COND_PREEMPTED] = (reason, message)
+    ctx.plan.stops.append(Stop(sid, victim.name, f"preempted by {preemptor.name}"))
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"

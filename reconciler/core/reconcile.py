@@ -1,0 +1,230 @@
+"""One task's own part of a pass: decided from its spec, its status, its run's job, the
+pass-wide TaskEnv and `now` alone (see TaskResult), before dependencies and admission look at
+all tasks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from reconciler.core import lifecycle, policies, victims
+from reconciler.core.decisions import COND_CLUSTER_UNAVAILABLE, COND_SPEC_INVALID, Submit
+from reconciler.core.inputs import TaskInput
+from reconciler.core.jobs import make_uid, request_of, submit_request
+from reconciler.core.lifecycle import set_fields
+from reconciler.core.runs import check_timeouts, keep_active, note_ended, observe_run
+from reconciler.core.step import TaskEnv, TaskResult, TaskStep, Waiter
+from reconciler.core.timestamps import to_epoch
+from specs.cluster import (
+    META_SPEC_HASH,
+    Capacity,
+    RayJob,
+)
+from specs.models import (
+    Phase,
+    Reason,
+    Task,
+    TaskStatus,
+    TaskStatusBody,
+)
+from specs.quantity import human_memory
+
+
+def unschedulable(req: Capacity, capacity: Capacity) -> str | None:
+    if req.cpu > capacity.cpu + 1e-9:
+        return f"asks for {req.cpu:g} CPU; the whole cluster has {capacity.cpu:g}"
+    if req.gpu > capacity.gpu + 1e-9:
+        return f"asks for {req.gpu:g} GPU; the whole cluster has {capacity.gpu:g}"
+    if req.memory > capacity.memory + 1e-9:
+        return (
+            f"asks for {human_memory(req.memory)} memory; "
+            f"the whole cluster has {human_memory(capacity.memory)}"
+        )
+    return None
+
+
+def reconcile_task(
+    env: TaskEnv, spec: TaskInput, prev: TaskStatus | None, now: float
+) -> TaskResult:
+    """One task's own part of a pass (see TaskResult). Pure."""
+    t = TaskStep(env, spec.name, now)
+    _reconcile_task(t, spec, prev)
+    settled, task = t.body, spec.task
+    if (
+        settled is not None
+        and settled.phase is Phase.RUNNING
+        and task is not None
+        and settled.started_at
+    ):
+        # A run under a broken spec is never a victim: it could not be queued again.
+        return t.result(
+            victims.Running(
+                spec.name,
+                task.spec.priority,
+                request_of(task),
+                settled.started_at.timestamp(),
+                task.spec.preemptible,
+                settled.preemptions,
+            )
+        )
+    return t.result(None)
+
+
+def _reconcile_task(t: TaskStep, spec: TaskInput, prev: TaskStatus | None) -> None:
+    name, ours = spec.name, t.env.ours
+    body = prev.status if prev is not None else None
+    if not t.obs.available:
+        t.conds[COND_CLUSTER_UNAVAILABLE] = (
+            Reason.RAY_UNREACHABLE,
+            f"Ray could not be asked: {t.obs.error or 'unavailable'}; nothing is stopped",
+        )
+    task = _usable_task(t, spec, body)
+    if task is None:
+        return
+    spec_hash = spec.hash_of(task)
+    if body is None:
+        body = _first_sight(t, name, task, spec_hash, t.env.by_task.get(name, ()))
+    job = _job_of(t, body, ours)
+
+    if not t.obs.available:
+        # Without Ray we can only keep what we had; never act, never re-derive phases.
+        if body.phase.active:
+            keep_active(t, body, task)
+        t.body = set_fields(body, {"spec_hash": body.spec_hash or spec_hash})
+        return
+
+    if body.phase.active:
+        body = observe_run(t, name, task, body, job)
+    body = _follow_spec(t, name, task, body, job, spec_hash, edited=spec.task is not None)
+    _settle(t, name, task, body, job)
+
+
+def _usable_task(t: TaskStep, spec: TaskInput, body: TaskStatusBody | None) -> Task | None:
+    """The spec to plan with; None when the task is settled already (its file is broken)."""
+    if spec.task is not None:
+        return spec.task
+    message = spec.error or "invalid spec"
+    if body is None or not body.phase.active:
+        t.body = lifecycle.invalidate(body, message)
+        return None
+    # A broken file never stops a healthy job: it runs on under the last valid spec.
+    t.conds[COND_SPEC_INVALID] = (Reason.SPEC_INVALID, f"{message}; the job keeps running")
+    if spec.last_valid is None:  # nothing remembered (we restarted): leave it untouched
+        keep_active(t, body, None)
+        t.body = body
+    return spec.last_valid
+
+
+def _job_of(t: TaskStep, body: TaskStatusBody, ours: Mapping[str, RayJob]) -> RayJob | None:
+    if not body.submission_id:
+        return None
+    job = ours.get(body.submission_id)
+    if job is None and t.obs.jobs is not None:
+        job = t.obs.jobs.get(body.submission_id)  # present but not ours: an id conflict
+    return job
+
+
+def _follow_spec(
+    t: TaskStep,
+    name: str,
+    task: Task,
+    body: TaskStatusBody,
+    job: RayJob | None,
+    spec_hash: str,
+    *,
+    edited: bool,  # False: planning under the last valid spec of a broken file
+) -> TaskStatusBody:
+    """A run-defining change, a suspend, or a re-run request all end the current run."""
+    suspend, phase = task.spec.suspend, body.phase
+    if phase.active:
+        if suspend:
+            suspended = lifecycle.suspend(body, body.spec_hash, t.stamp)
+            return note_ended(t, name, suspended, Reason.SUSPENDED)
+        if body.spec_hash != spec_hash and edited:
+            t.note(Reason.SPEC_CHANGED, f"spec of {name} changed while running; stopping old run")
+            return lifecycle.restart(body, spec_hash, t.stamp)
+        return body
+    if phase is Phase.SUSPENDED:
+        return body if suspend else lifecycle.resume(body, spec_hash, t.stamp)
+    if in_cycle(body) and body.spec_hash == spec_hash:
+        # Invalid only through its dependencies: it waits; the dependency gate judges it anew.
+        return lifecycle.suspend(body, spec_hash, t.stamp) if suspend else body
+    if phase is Phase.INVALID and _outcome_stands(body, job, spec_hash):
+        assert job is not None
+        return lifecycle.end_run(body, job)
+    if phase.finished or phase is Phase.INVALID:
+        if body.spec_hash == spec_hash and phase is not Phase.INVALID:
+            return body
+        if suspend:
+            return lifecycle.suspend(body, spec_hash, t.stamp)
+        return lifecycle.restart(body, spec_hash, t.stamp)
+    if phase in (Phase.QUEUED, Phase.UNSCHEDULABLE):
+        if body.spec_hash != spec_hash:
+            body = lifecycle.fresh_series(body)  # a fixed spec need not sit out a backoff
+        body = set_fields(body, {"spec_hash": spec_hash})
+        return lifecycle.suspend(body, spec_hash, t.stamp) if suspend else body
+    return body
+
+
+def in_cycle(body: TaskStatusBody) -> bool:
+    return body.phase is Phase.INVALID and body.reason == Reason.DEPENDENCY_CYCLE
+
+
+def _outcome_stands(body: TaskStatusBody, job: RayJob | None, spec_hash: str) -> bool:
+    """Fixed back to the spec of a run that already ended: its outcome stands."""
+    return bool(
+        body.spec_hash == spec_hash and job is not None and job.terminal and body.submission_id
+    )
+
+
+def _settle(
+    t: TaskStep,
+    name: str,
+    task: Task,
+    body: TaskStatusBody,
+    job: RayJob | None,
+) -> None:
+    """Time limits, resources held, resubmits and the queue, for the task's final phase."""
+    if body.phase.active:
+        body = check_timeouts(t, name, task, body)
+    if body.phase.active:
+        keep_active(t, body, task)
+    if t.resubmit and body.phase is Phase.STARTING and body.submission_id:
+        t.submits.append(Submit(name, submit_request(t.env, name, task, body)))
+    if body.phase in (Phase.QUEUED, Phase.UNSCHEDULABLE) or in_cycle(body):
+        if t.due(to_epoch(body.next_retry_at)):
+            body = _enqueue(t, name, task, body)
+        else:
+            body = lifecycle.hold(body, Reason.RETRY_BACKOFF, body.message or "retry backoff")
+    elif job is not None and body.phase.finished and body.ray_status != job.status:
+        body = set_fields(body, {"ray_status": job.status})  # e.g. STOPPED after a timeout
+    t.body = body
+
+
+def _first_sight(
+    t: TaskStep, name: str, task: Task, spec_hash: str, task_jobs: Sequence[RayJob]
+) -> TaskStatusBody:
+    """A task with no sidecar: adopt its live job if Ray has one, else queue it."""
+    live = [j for j in task_jobs if not j.terminal and j.metadata.get(META_SPEC_HASH) == spec_hash]
+    if live:
+        job = max(live, key=lambda j: j.start_time or 0)
+        t.note(
+            Reason.ADOPTED, f"adopted {name}: Ray job {job.submission_id} (status file was missing)"
+        )
+        return lifecycle.adopted(job, spec_hash, t.stamp)
+    uid = make_uid(t.options.queue_id, name, t.stamp)
+    return lifecycle.first_queued(uid, spec_hash, t.stamp)
+
+
+def _enqueue(t: TaskStep, name: str, task: Task, body: TaskStatusBody) -> TaskStatusBody:
+    """Into the admission queue, unless it could never fit. Its phase and place in the queue
+    are written by admit, which always follows."""
+    req = request_of(task)
+    capacity = t.obs.capacity
+    assert capacity is not None
+    too_big = unschedulable(req, capacity)
+    if too_big is not None:
+        return lifecycle.unschedulable(body, too_big)
+    key = (-task.spec.priority, to_epoch(body.queued_at) or t.now, name)
+    candidate = policies.Candidate(name, req, task.spec.timeout_seconds)
+    t.waiter = Waiter(key, candidate, task, bool(task.spec.depends_on) or in_cycle(body))
+    return body
