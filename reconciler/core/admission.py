@@ -105,14 +105,14 @@ def admit(ctx: PassState) -> None:
     if the policy's next pick still does not fit, it may preempt (`preempt`)."""
     ctx.queue.sort(key=lambda item: item[0])
     queue = [candidate for _, candidate in ctx.queue]
-    all_holds = preemption.holds(ctx.bodies, ctx.jobs_by_task, claim_of)
-    holds = {by: hold for by, hold in all_holds.items() if by in ctx.tasks}
-    stopping = {victim for hold in all_holds.values() for victim in hold.victims}
+    all_stopping = preemption.stopping_victims(ctx.bodies, ctx.jobs_by_task, claim_of)
+    stopping_for = {by: s for by, s in all_stopping.items() if by in ctx.tasks}
+    stopping = {victim for s in all_stopping.values() for victim in s.victims}
     # A preemptor's room is reserved while its victims stop: nobody else may take from today's
     # free resources what it will need beyond what they free.
     free = _free(ctx)
-    for by, hold in holds.items():
-        free = free - victims.held_back(request_of(ctx.tasks[by]), hold.freeing)
+    for by, pending in stopping_for.items():
+        free = free - victims.still_needed(request_of(ctx.tasks[by]), pending.freeing)
     # A victim waits until its stopped run is gone from Ray, so it never holds two runs.
     eligible = [c for c in queue if c.name not in stopping]
     starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
@@ -129,17 +129,17 @@ def admit(ctx: PassState) -> None:
             capacity,
             free,
             eligible,
-            ctx.held,
+            ctx.in_use,
             ctx.claims,
             ctx.now,
             slots,
             policy,
             fairshare.RESERVATION_OF_POLICY.get(ctx.options.policy, fairshare.STRICT_RESERVATION),
-            preemption.ready(ctx.bodies, ctx.tasks, all_holds),
+            preemption.ready(ctx.bodies, ctx.tasks, all_stopping),
         )
         ctx.queue_admission = admission
     started = set(admission.start)
-    preempting = preempt(ctx, eligible, admission, free, all_holds)
+    preempting = preempt(ctx, eligible, admission, free, all_stopping)
     _until_of_age(ctx)
     positions: dict[str, int] = {}  # per queue with queues; one count without
     for candidate in queue:
@@ -149,7 +149,7 @@ def admit(ctx: PassState) -> None:
             continue
         owner = ctx.queues.queue_of(candidate.name) if ctx.queues is not None else ""
         positions[owner] = positions.get(owner, 0) + 1
-        waiting = _why_waiting(ctx, name, admission, holds, preempting)
+        waiting = _why_waiting(ctx, name, admission, stopping_for, preempting)
         eta = waiting.estimated_start if waiting else None
         if eta is not None and eta <= ctx.now:
             ctx.until = min(ctx.until, ctx.now)  # a reserved start of "now" moves with the clock
@@ -180,16 +180,16 @@ def _why_waiting(
     ctx: PassState,
     name: str,
     admission: policies.Admission | queueing.QueueAdmission,
-    holds: Mapping[str, preemption.Hold],
+    stopping_for: Mapping[str, preemption.StoppingVictims],
     preempting: Mapping[str, Preemption],
 ) -> policies.Waiting | None:
     if name in preempting:
         return policies.Waiting(Reason.PREEMPTING, preempting[name].message)
-    hold = holds.get(name)
-    if hold is not None and name not in admission.start:
+    pending = stopping_for.get(name)
+    if pending is not None and name not in admission.start:
         return policies.Waiting(
             Reason.PREEMPTING,
-            f"preempted {', '.join(hold.victims)}; starts once they have stopped "
+            f"preempted {', '.join(pending.victims)}; starts once they have stopped "
             "(their resources are reserved for it)",
         )
     body = ctx.bodies[name]

@@ -1,4 +1,4 @@
-"""What no task owns any more: stray jobs, held deletions, Ray's job history, orphan sidecars."""
+"""What no task owns any more: stray jobs, refused deletions, Ray's job history, orphan sidecars."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from reconciler.core.decisions import HeldDeletions, Stop
+from reconciler.core.decisions import RefusedDeletions, Stop
 from reconciler.core.inputs import TaskInput
 from reconciler.core.jobs import claim_of
 from reconciler.core.timestamps import EARLY
@@ -33,30 +33,30 @@ def stop_strays(ctx: PassState, ours: Mapping[str, RayJob], specs: Mapping[str, 
             continue
         ctx.used = ctx.used + claim_of(job)  # still holds resources until it ends
         task = job.metadata.get(META_TASK, "")
-        ctx.held[task] = ctx.held.get(task, Capacity()) + claim_of(job)
+        ctx.in_use[task] = ctx.in_use.get(task, Capacity()) + claim_of(job)
         if task in specs:
             owner = ctx.bodies.get(task)
             why = f"preempted by {owner.preempted_by}" if owner and owner.preempted_by else ""
             ctx.plan.stops.append(Stop(sid, task, why or "run ended"))
         else:
             deletions.append(job)
-    held = _hold_deletions(ctx, len(deletions)) if deletions else None
-    if held is not None:
-        ctx.plan.held_deletions = held
-        ctx.plan.note(held.reason, held.message, logging.WARNING)
+    refused = _refuse_deletions(ctx, len(deletions)) if deletions else None
+    if refused is not None:
+        ctx.plan.refused_deletions = refused
+        ctx.plan.note(refused.reason, refused.message, logging.WARNING)
         return
     for job in deletions:
         ctx.plan.stops.append(Stop(job.submission_id, job.metadata.get(META_TASK), "spec deleted"))
 
 
-def _hold_deletions(ctx: PassState, count: int) -> HeldDeletions | None:
-    """Deletions that look like an accident are held until a human says otherwise."""
+def _refuse_deletions(ctx: PassState, count: int) -> RefusedDeletions | None:
+    """Deletions that look like an accident are refused until a human says otherwise."""
     if ctx.options.allow_mass_delete:
         return None
     if ctx.folder_empty:
         # Argo CD's allowEmpty: a folder with no spec and no sidecar left is far more often an
         # unmounted volume or a botched checkout than a wish to stop everything.
-        return HeldDeletions(
+        return RefusedDeletions(
             count,
             Reason.FOLDER_EMPTY,
             f"REFUSING to stop {count} jobs: the tasks folder holds no specs and no "
@@ -64,7 +64,7 @@ def _hold_deletions(ctx: PassState, count: int) -> HeldDeletions | None:
         )
     limit = ctx.options.max_stops_per_pass
     if limit and count > limit:
-        return HeldDeletions(
+        return RefusedDeletions(
             count,
             Reason.TOO_MANY_DELETIONS,
             f"REFUSING to stop {count} jobs whose specs disappeared in one pass "
@@ -73,7 +73,7 @@ def _hold_deletions(ctx: PassState, count: int) -> HeldDeletions | None:
     return None
 
 
-def expire_history(
+def expire_finished_jobs(
     ctx: PassState, ours: Mapping[str, RayJob], statuses: Mapping[str, TaskStatus]
 ) -> None:
     """Ray lists every job it ever ran, so each pass grows with history. A finished job of ours
@@ -114,6 +114,6 @@ def orphan_sidecars(
         job = ours.get(sid) if sid else None
         if not ctx.obs.available or (job is not None and not job.terminal) or sid in stopping:
             continue
-        if ctx.plan.held_deletions is not None:
+        if ctx.plan.refused_deletions is not None:
             continue
         ctx.plan.delete_statuses.append(name)

@@ -58,7 +58,7 @@ class Preemption:
 
 
 @dataclass(frozen=True)
-class HeldDeletions:
+class RefusedDeletions:
     """Jobs whose specs vanished, left running because the vanishing looks like an accident."""
 
     count: int

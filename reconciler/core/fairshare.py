@@ -193,7 +193,7 @@ RESERVATION_OF_POLICY = {
 
 
 @dataclass(frozen=True)
-class _Hold:
+class _Reservation:
     """Resources kept for the least-served queue's head, and what may still be borrowed."""
 
     queue: str
@@ -280,7 +280,8 @@ class _Pass:
         self.result = FairAdmission()
         self.unfit: dict[str, Waiting] = {}
         self.reservation = reservation
-        self.held_back: dict[str, _Hold] = {}  # queues whose borrowing a hold stopped
+        # queues whose borrowing a reservation stopped
+        self.reserved_by: dict[str, _Reservation] = {}
         # Caches, valid while `version` (bumped by every admission) stands.
         self.version = 0
         self.totals: tuple[int, Capacity, Capacity] | None = None
@@ -344,23 +345,23 @@ class _Pass:
             self._drop_never_fitting(queue)
         while self.slots > 0:
             best: tuple[tuple[bool, bool, float, str], _Queue, Candidate] | None = None
-            hold: _Hold | None = None
-            self.held_back = {}
+            reservation: _Reservation | None = None
+            self.reserved_by = {}
             for queue in sorted(self.queues, key=self._share_key):
                 candidate = self.pick(queue)
                 if candidate is None:
-                    if hold is None:
-                        hold = self._hold_for(queue)
+                    if reservation is None:
+                        reservation = self._reservation_for(queue)
                     continue
                 borrows = not (queue.usage + candidate.request).fits_in(queue.quota.nominal)
                 reserved = candidate.name in self.first
                 if (
                     borrows
                     and not reserved
-                    and hold is not None
-                    and not hold.allows(candidate, self.now)
+                    and reservation is not None
+                    and not reservation.allows(candidate, self.now)
                 ):
-                    self.held_back[queue.quota.name] = hold
+                    self.reserved_by[queue.quota.name] = reservation
                     continue
                 # A preemptor whose victims are gone goes first: the room they left is its.
                 key = (not reserved, borrows, *self._share_key(queue))
@@ -376,7 +377,7 @@ class _Pass:
     def _share_key(self, queue: _Queue) -> tuple[float, str]:
         return weighted_share(queue.usage, self.capacity, queue.quota.weight), queue.quota.name
 
-    def _hold_for(self, queue: _Queue) -> _Hold | None:
+    def _reservation_for(self, queue: _Queue) -> _Reservation | None:
         """The least-served queue whose head waits for the cluster (not for its quota) keeps
         what is freed for that head: queues above it in share may not borrow it away, or the
         queue with the lowest share would stay lowest for ever. Their nominal stays theirs."""
@@ -395,8 +396,8 @@ class _Pass:
         if self.reservation == BACKFILL_RESERVATION:
             booked = reserve(head.request, free, self.claims, self.now)
             if booked is not None:
-                return _Hold(queue.quota.name, head.name, spare, booked.start, booked.extra)
-        return _Hold(queue.quota.name, head.name, spare, None, None)
+                return _Reservation(queue.quota.name, head.name, spare, booked.start, booked.extra)
+        return _Reservation(queue.quota.name, head.name, spare, None, None)
 
     def _admit(self, queue: _Queue, candidate: Candidate) -> None:
         self.version += 1
@@ -470,13 +471,13 @@ class _Pass:
         for candidate in queue.remaining:
             waiting = admission.waiting.get(candidate.name)
             if waiting is None:
-                hold = self.held_back.get(queue.quota.name)
-                if hold is not None:
+                reservation = self.reserved_by.get(queue.quota.name)
+                if reservation is not None:
                     waiting = Waiting(
                         BLOCKED_BY_RESERVATION,
                         f"fits now, but {queue.quota.name} is above its nominal quota and "
-                        f"{hold.queue} has a lower share; the free resources are kept for "
-                        f"{hold.head}",
+                        f"{reservation.queue} has a lower share; the free resources are kept for "
+                        f"{reservation.head}",
                     )
                 else:  # its policy would start it, but nothing more fit in this pass
                     waiting = Waiting(WAITING_FOR_RESOURCES, "waits for the next pass")
@@ -542,17 +543,17 @@ def admit(
     `claims` are every running job's (for backfill's estimates); `slots` caps starts.
     `reservation`: how the least-served queue's blocked head holds back borrowers: `strict`
     (only spare resources may be borrowed), `backfill` (also what ends before the head's
-    reserved start), `none` (besteffort: no hold). `first`: preemptors whose victims have
+    reserved start), `none` (besteffort: no reservation). `first`: preemptors whose victims have
     stopped; when their queue's policy picks them, they go before every other pick."""
     return _Pass(capacity, free, queues, claims, now, slots, reservation, first).run()
 
 
 def usage_by_queue(
-    held: Mapping[str, Capacity], queue_of: Mapping[str, str], names: Sequence[str]
+    in_use: Mapping[str, Capacity], queue_of: Mapping[str, str], names: Sequence[str]
 ) -> dict[str, Capacity]:
     """Sum what each task holds into its queue."""
     usage = {name: Capacity() for name in names}
-    for task, request in held.items():
+    for task, request in in_use.items():
         queue = queue_of[task]
         usage[queue] = usage.get(queue, Capacity()) + request
     return usage

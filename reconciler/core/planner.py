@@ -20,7 +20,7 @@ from datetime import datetime
 
 from reconciler.core import idclaims, lifecycle, policies, queueing, victims
 from reconciler.core.admission import admit, gate_dependencies
-from reconciler.core.cleanup import expire_history, orphan_sidecars, stop_strays
+from reconciler.core.cleanup import expire_finished_jobs, orphan_sidecars, stop_strays
 from reconciler.core.decisions import (
     COND_CLUSTER_UNAVAILABLE as COND_CLUSTER_UNAVAILABLE,
 )
@@ -28,8 +28,8 @@ from reconciler.core.decisions import (
     COND_PREEMPTED,
     CONDITION_ORDER,
     Event,
-    HeldDeletions,
     Preemption,
+    RefusedDeletions,
     Stop,
     Submit,
     Summary,
@@ -63,11 +63,11 @@ __all__ = [  # what the shell, the simulator and the tests use of a pass
     "COND_SPEC_INVALID",
     "STOP_WAIT_ENV",
     "Event",
-    "HeldDeletions",
     "Observation",
     "Plan",
     "PlanOptions",
     "Preemption",
+    "RefusedDeletions",
     "Stop",
     "Submit",
     "Summary",
@@ -97,7 +97,7 @@ class Plan:
     fetch_logs: list[str] = field(default_factory=list)  # tasks whose failed run needs a logTail
     deletes: list[str] = field(default_factory=list)  # finished jobs to drop from Ray's history
     events: list[Event] = field(default_factory=list)
-    held_deletions: HeldDeletions | None = None
+    refused_deletions: RefusedDeletions | None = None
     summary: Summary | None = None
     # Set only when the plan changes nothing (no action, no event, every status the very
     # object handed in): the same inputs give this same still plan for every `now` from this
@@ -145,7 +145,7 @@ class PassState:
     jobs_by_task: Mapping[str, Sequence[RayJob]] = field(default_factory=dict)
     folder_empty: bool = False  # no spec and no sidecar at all: unmounted, or wiped
     queues: QueueConfig | None = None  # team queues with quotas; None: one queue, as before
-    held: dict[str, Capacity] = field(default_factory=dict)  # by task: jobs holding resources
+    in_use: dict[str, Capacity] = field(default_factory=dict)  # by task: jobs holding resources
     queue_admission: queueing.QueueAdmission | None = None
     gated: bool = False  # some queued task has dependencies or sits in a cycle
     until: float = math.inf  # the latest `now` at which each time-dependent answer still holds
@@ -226,12 +226,12 @@ def merge(ctx: PassState, name: str, result: TaskResult) -> None:
         ctx.plan.timeouts.extend(result.timeouts)
     if result.fetch_log:
         ctx.plan.fetch_logs.append(name)
-    held = result.held
-    if held is not None:
-        ctx.kept_jobs.add(held.submission_id)
-        ctx.used = ctx.used + held.request
-        ctx.held[name] = ctx.held.get(name, Capacity()) + held.request
-        ctx.claims.append(held.claim)
+    in_use = result.in_use
+    if in_use is not None:
+        ctx.kept_jobs.add(in_use.submission_id)
+        ctx.used = ctx.used + in_use.request
+        ctx.in_use[name] = ctx.in_use.get(name, Capacity()) + in_use.request
+        ctx.claims.append(in_use.claim)
     waiter = result.waiter
     if waiter is not None:
         ctx.queue.append((waiter.key, waiter.candidate))
@@ -251,7 +251,7 @@ def finish(
         stop_strays(ctx, ours, specs)
         gate_dependencies(ctx, specs)
         admit(ctx)
-        expire_history(ctx, ours, statuses)
+        expire_finished_jobs(ctx, ours, statuses)
     orphan_sidecars(ctx, specs, statuses, ours)
     _collect_statuses(ctx, statuses)
     ctx.plan.summary = _summary(ctx)
@@ -263,7 +263,7 @@ def _still_until(ctx: PassState, statuses: Mapping[str, TaskStatus]) -> float | 
     """How long a plan that changes nothing stays so, or None if it changes something.
 
     Each task's own reconcile narrowed `ctx.until` to where its answers hold (timeouts,
-    backoffs, grace periods); the pass-wide rules add theirs (`admit`, `expire_history`).
+    backoffs, grace periods); the pass-wide rules add theirs (`admit`, `expire_finished_jobs`).
     Admission itself only gets stricter as time passes (a backfill candidate's end,
     now + timeoutSeconds, moves later against a fixed reserved start), so a pass that admitted
     nobody admits nobody later with the same inputs. Only forward in time: a clock set back
@@ -279,7 +279,7 @@ def _still_until(ctx: PassState, statuses: Mapping[str, TaskStatus]) -> float | 
         or plan.fetch_logs
         or plan.deletes
         or plan.events
-        or plan.held_deletions is not None
+        or plan.refused_deletions is not None
         or len(plan.statuses) != len(statuses)
         or any(statuses.get(name) is not status for name, status in plan.statuses.items())
     ):

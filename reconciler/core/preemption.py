@@ -124,22 +124,22 @@ def setup(config: QueueConfig | None, options: PlanOptions) -> Setup:
 
 
 @dataclass(frozen=True)
-class Hold:
-    """A preemptor whose victims are still stopping: who they are, and what each still holds."""
+class StoppingVictims:
+    """A preemptor whose victims are still stopping: who they are, and what each still uses."""
 
     victims: tuple[str, ...]
-    held: tuple[Capacity, ...]  # by victim, in the same order
+    using: tuple[Capacity, ...]  # by victim, in the same order
 
     @property
     def freeing(self) -> Capacity:
-        return sum(self.held, Capacity())
+        return sum(self.using, Capacity())
 
 
-def holds(
+def stopping_victims(
     bodies: Mapping[str, TaskStatusBody],
     jobs_by_task: Mapping[str, Sequence[RayJob]],
     claim_of: Callable[[RayJob], Capacity],
-) -> dict[str, Hold]:
+) -> dict[str, StoppingVictims]:
     """Preemptors whose victims' jobs are still live, read from the victims' sidecars
     (`preemptedBy`) and Ray's job list: after a crash the next pass finds the same."""
     victims: dict[str, list[tuple[str, Capacity]]] = {}
@@ -153,13 +153,15 @@ def holds(
             held = sum((claim_of(job) for job in live), Capacity())
             victims.setdefault(by, []).append((name, held))
     return {
-        by: Hold(tuple(n for n, _ in pairs), tuple(c for _, c in pairs))
+        by: StoppingVictims(tuple(n for n, _ in pairs), tuple(c for _, c in pairs))
         for by, pairs in victims.items()
     }
 
 
 def ready(
-    bodies: Mapping[str, TaskStatusBody], queued: Collection[str], stopping: Mapping[str, Hold]
+    bodies: Mapping[str, TaskStatusBody],
+    queued: Collection[str],
+    stopping: Mapping[str, StoppingVictims],
 ) -> frozenset[str]:
     """Preemptors whose victims have all stopped but that have not started yet: queued, still
     recorded as Preempting, named by some victim, none of whose jobs is live. Team queues
@@ -195,13 +197,13 @@ def decide(
     queue: Sequence[policies.Candidate],
     admission: policies.Admission | queueing.QueueAdmission,
     free: Capacity,
-    stopping: Mapping[str, Hold],
+    stopping: Mapping[str, StoppingVictims],
     running: Sequence[Running],
     priorities: Mapping[str, int],
     now: float,
 ) -> list[Decision]:
     """Every preemption of this pass. `queue`: the eligible candidates in global order; `free`:
-    what the admission had (reservations taken off); `stopping`: holds by preemptor."""
+    what the admission had (reservations taken off); `stopping`: by preemptor."""
     if not plan_setup.any_on:
         return []
     started = set(admission.start)
@@ -244,7 +246,7 @@ def _decide_by_queue(
     admission: queueing.QueueAdmission,
     by_name: Mapping[str, policies.Candidate],
     free: Capacity,
-    stopping: Mapping[str, Hold],
+    stopping: Mapping[str, StoppingVictims],
     running: Sequence[Running],
     priorities: Mapping[str, int],
     now: float,
@@ -252,8 +254,8 @@ def _decide_by_queue(
     states = admission.states
     # What each queue holds, without the runs already stopping for someone else.
     usage = {name: state.usage for name, state in states.items()}
-    for hold in stopping.values():
-        for stopped, held in zip(hold.victims, hold.held, strict=True):
+    for pending in stopping.values():
+        for stopped, held in zip(pending.victims, pending.using, strict=True):
             owner = plan_setup.queue_of(stopped)
             if owner in usage:
                 usage[owner] = usage[owner] - held
@@ -327,7 +329,7 @@ def _decide_by_queue(
             freed = freed + victim.run.request
             usage[victim.queue] = usage[victim.queue] - victim.run.request
         # Reserved for it from now on: the next preemptor may not count on this room.
-        free = free - victims.held_back(request, freed)
+        free = free - victims.still_needed(request, freed)
     return decisions
 
 
@@ -339,18 +341,18 @@ def preempt(
     queue: Sequence[policies.Candidate],
     admission: policies.Admission | queueing.QueueAdmission,
     free: Capacity,
-    holds: Mapping[str, Hold],
+    stopping: Mapping[str, StoppingVictims],
 ) -> dict[str, Preemption]:
     """Only the task a queue's policy would admit next may preempt, and only if it waits for
     resources (or, within its queue, for its quota) and none of its earlier victims is still
-    stopping. `decide` chooses; this records it (victims first). `holds`: all
+    stopping. `decide` chooses; this records it (victims first). `stopping`: all
     of them, also those of preemptors that started meanwhile: their victims still stopping
     are nobody's usage when reclaim asks who borrows."""
     setup = ctx.env.preemption
     if not setup.any_on:
         return {}
     priorities = {c.name: ctx.tasks[c.name].spec.priority for c in queue}
-    decisions = decide(setup, queue, admission, free, holds, ctx.running, priorities, ctx.now)
+    decisions = decide(setup, queue, admission, free, stopping, ctx.running, priorities, ctx.now)
     result: dict[str, Preemption] = {}
     for decision in decisions:
         preemptor, victims = decision.preemptor, decision.victims

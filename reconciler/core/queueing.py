@@ -29,7 +29,7 @@ def admit_by_queue(
     capacity: Capacity,
     free: Capacity,
     queue: Sequence[Candidate],
-    held: Mapping[str, Capacity],
+    in_use: Mapping[str, Capacity],
     claims: Sequence[Claim],
     now: float,
     slots: int,
@@ -37,12 +37,12 @@ def admit_by_queue(
     reservation: str = fairshare.STRICT_RESERVATION,
     first: frozenset[str] = frozenset(),
 ) -> QueueAdmission:
-    """`queue` in global order (priority, queuedAt, name); `held`: what each task with a live
+    """`queue` in global order (priority, queuedAt, name); `in_use`: what each task with a live
     job holds, by task name. Each queue keeps that order and runs `policy` within itself."""
     quotas = fairshare.resolve(config, capacity)
     names = [q.name for q in quotas.queues]
     usage = {name: Capacity() for name in names}
-    for task, request in held.items():
+    for task, request in in_use.items():
         owner = config.queue_of(task)
         usage[owner] = usage[owner] + request
     members: dict[str, list[Candidate]] = {name: [] for name in names}

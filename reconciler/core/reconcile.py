@@ -46,9 +46,9 @@ def reconcile_task(
     env: TaskEnv, spec: TaskInput, prev: TaskStatus | None, now: float
 ) -> TaskResult:
     """One task's own part of a pass (see TaskResult). Pure."""
-    t = TaskStep(env, spec.name, now)
-    _reconcile_task(t, spec, prev)
-    settled, task = t.body, spec.task
+    step = TaskStep(env, spec.name, now)
+    _reconcile_task(step, spec, prev)
+    settled, task = step.body, spec.task
     if (
         settled is not None
         and settled.phase is Phase.RUNNING
@@ -56,7 +56,7 @@ def reconcile_task(
         and settled.started_at
     ):
         # A run under a broken spec is never a victim: it could not be queued again.
-        return t.result(
+        return step.result(
             victims.Running(
                 spec.name,
                 task.spec.priority,
@@ -66,65 +66,65 @@ def reconcile_task(
                 settled.preemptions,
             )
         )
-    return t.result(None)
+    return step.result(None)
 
 
-def _reconcile_task(t: TaskStep, spec: TaskInput, prev: TaskStatus | None) -> None:
-    name, ours = spec.name, t.env.ours
+def _reconcile_task(step: TaskStep, spec: TaskInput, prev: TaskStatus | None) -> None:
+    name, ours = spec.name, step.env.ours
     body = prev.status if prev is not None else None
-    if not t.obs.available:
-        t.conds[COND_CLUSTER_UNAVAILABLE] = (
+    if not step.obs.available:
+        step.conds[COND_CLUSTER_UNAVAILABLE] = (
             Reason.RAY_UNREACHABLE,
-            f"Ray could not be asked: {t.obs.error or 'unavailable'}; nothing is stopped",
+            f"Ray could not be asked: {step.obs.error or 'unavailable'}; nothing is stopped",
         )
-    task = _usable_task(t, spec, body)
+    task = _usable_task(step, spec, body)
     if task is None:
         return
     spec_hash = spec.hash_of(task)
     if body is None:
-        body = _first_sight(t, name, task, spec_hash, t.env.by_task.get(name, ()))
-    job = _job_of(t, body, ours)
+        body = _first_sight(step, name, task, spec_hash, step.env.by_task.get(name, ()))
+    job = _job_of(step, body, ours)
 
-    if not t.obs.available:
+    if not step.obs.available:
         # Without Ray we can only keep what we had; never act, never re-derive phases.
         if body.phase.active:
-            keep_active(t, body, task)
-        t.body = set_fields(body, {"spec_hash": body.spec_hash or spec_hash})
+            keep_active(step, body, task)
+        step.body = set_fields(body, {"spec_hash": body.spec_hash or spec_hash})
         return
 
     if body.phase.active:
-        body = observe_run(t, name, task, body, job)
-    body = _follow_spec(t, name, task, body, job, spec_hash, edited=spec.task is not None)
-    _settle(t, name, task, body, job)
+        body = observe_run(step, name, task, body, job)
+    body = _follow_spec(step, name, task, body, job, spec_hash, edited=spec.task is not None)
+    _settle(step, name, task, body, job)
 
 
-def _usable_task(t: TaskStep, spec: TaskInput, body: TaskStatusBody | None) -> Task | None:
+def _usable_task(step: TaskStep, spec: TaskInput, body: TaskStatusBody | None) -> Task | None:
     """The spec to plan with; None when the task is settled already (its file is broken)."""
     if spec.task is not None:
         return spec.task
     message = spec.error or "invalid spec"
     if body is None or not body.phase.active:
-        t.body = lifecycle.invalidate(body, message)
+        step.body = lifecycle.invalidate(body, message)
         return None
     # A broken file never stops a healthy job: it runs on under the last valid spec.
-    t.conds[COND_SPEC_INVALID] = (Reason.SPEC_INVALID, f"{message}; the job keeps running")
+    step.conds[COND_SPEC_INVALID] = (Reason.SPEC_INVALID, f"{message}; the job keeps running")
     if spec.last_valid is None:  # nothing remembered (we restarted): leave it untouched
-        keep_active(t, body, None)
-        t.body = body
+        keep_active(step, body, None)
+        step.body = body
     return spec.last_valid
 
 
-def _job_of(t: TaskStep, body: TaskStatusBody, ours: Mapping[str, RayJob]) -> RayJob | None:
+def _job_of(step: TaskStep, body: TaskStatusBody, ours: Mapping[str, RayJob]) -> RayJob | None:
     if not body.submission_id:
         return None
     job = ours.get(body.submission_id)
-    if job is None and t.obs.jobs is not None:
-        job = t.obs.jobs.get(body.submission_id)  # present but not ours: an id conflict
+    if job is None and step.obs.jobs is not None:
+        job = step.obs.jobs.get(body.submission_id)  # present but not ours: an id conflict
     return job
 
 
 def _follow_spec(
-    t: TaskStep,
+    step: TaskStep,
     name: str,
     task: Task,
     body: TaskStatusBody,
@@ -137,17 +137,19 @@ def _follow_spec(
     suspend, phase = task.spec.suspend, body.phase
     if phase.active:
         if suspend:
-            suspended = lifecycle.suspend(body, body.spec_hash, t.stamp)
-            return note_ended(t, name, suspended, Reason.SUSPENDED)
+            suspended = lifecycle.suspend(body, body.spec_hash, step.stamp)
+            return note_ended(step, name, suspended, Reason.SUSPENDED)
         if body.spec_hash != spec_hash and edited:
-            t.note(Reason.SPEC_CHANGED, f"spec of {name} changed while running; stopping old run")
-            return lifecycle.restart(body, spec_hash, t.stamp)
+            step.note(
+                Reason.SPEC_CHANGED, f"spec of {name} changed while running; stopping old run"
+            )
+            return lifecycle.restart(body, spec_hash, step.stamp)
         return body
     if phase is Phase.SUSPENDED:
-        return body if suspend else lifecycle.resume(body, spec_hash, t.stamp)
+        return body if suspend else lifecycle.resume(body, spec_hash, step.stamp)
     if in_cycle(body) and body.spec_hash == spec_hash:
         # Invalid only through its dependencies: it waits; the dependency gate judges it anew.
-        return lifecycle.suspend(body, spec_hash, t.stamp) if suspend else body
+        return lifecycle.suspend(body, spec_hash, step.stamp) if suspend else body
     if phase is Phase.INVALID and _outcome_stands(body, job, spec_hash):
         assert job is not None
         return lifecycle.end_run(body, job)
@@ -155,13 +157,13 @@ def _follow_spec(
         if body.spec_hash == spec_hash and phase is not Phase.INVALID:
             return body
         if suspend:
-            return lifecycle.suspend(body, spec_hash, t.stamp)
-        return lifecycle.restart(body, spec_hash, t.stamp)
+            return lifecycle.suspend(body, spec_hash, step.stamp)
+        return lifecycle.restart(body, spec_hash, step.stamp)
     if phase in (Phase.QUEUED, Phase.UNSCHEDULABLE):
         if body.spec_hash != spec_hash:
             body = lifecycle.fresh_series(body)  # a fixed spec need not sit out a backoff
         body = set_fields(body, {"spec_hash": spec_hash})
-        return lifecycle.suspend(body, spec_hash, t.stamp) if suspend else body
+        return lifecycle.suspend(body, spec_hash, step.stamp) if suspend else body
     return body
 
 
@@ -177,7 +179,7 @@ def _outcome_stands(body: TaskStatusBody, job: RayJob | None, spec_hash: str) ->
 
 
 def _settle(
-    t: TaskStep,
+    step: TaskStep,
     name: str,
     task: Task,
     body: TaskStatusBody,
@@ -185,46 +187,46 @@ def _settle(
 ) -> None:
     """Time limits, resources held, resubmits and the queue, for the task's final phase."""
     if body.phase.active:
-        body = check_timeouts(t, name, task, body)
+        body = check_timeouts(step, name, task, body)
     if body.phase.active:
-        keep_active(t, body, task)
-    if t.resubmit and body.phase is Phase.STARTING and body.submission_id:
-        t.submits.append(Submit(name, submit_request(t.env, name, task, body)))
+        keep_active(step, body, task)
+    if step.resubmit and body.phase is Phase.STARTING and body.submission_id:
+        step.submits.append(Submit(name, submit_request(step.env, name, task, body)))
     if body.phase in (Phase.QUEUED, Phase.UNSCHEDULABLE) or in_cycle(body):
-        if t.due(to_epoch(body.next_retry_at)):
-            body = _enqueue(t, name, task, body)
+        if step.due(to_epoch(body.next_retry_at)):
+            body = _enqueue(step, name, task, body)
         else:
             body = lifecycle.hold(body, Reason.RETRY_BACKOFF, body.message or "retry backoff")
     elif job is not None and body.phase.finished and body.ray_status != job.status:
         body = set_fields(body, {"ray_status": job.status})  # e.g. STOPPED after a timeout
-    t.body = body
+    step.body = body
 
 
 def _first_sight(
-    t: TaskStep, name: str, task: Task, spec_hash: str, task_jobs: Sequence[RayJob]
+    step: TaskStep, name: str, task: Task, spec_hash: str, task_jobs: Sequence[RayJob]
 ) -> TaskStatusBody:
     """A task with no sidecar: adopt its live job if Ray has one, else queue it."""
     live = [j for j in task_jobs if not j.terminal and j.metadata.get(META_SPEC_HASH) == spec_hash]
     if live:
         job = max(live, key=lambda j: j.start_time or 0)
-        t.note(
+        step.note(
             Reason.ADOPTED, f"adopted {name}: Ray job {job.submission_id} (status file was missing)"
         )
-        return lifecycle.adopted(job, spec_hash, t.stamp)
-    uid = make_uid(t.options.queue_id, name, t.stamp)
-    return lifecycle.first_queued(uid, spec_hash, t.stamp)
+        return lifecycle.adopted(job, spec_hash, step.stamp)
+    uid = make_uid(step.options.queue_id, name, step.stamp)
+    return lifecycle.first_queued(uid, spec_hash, step.stamp)
 
 
-def _enqueue(t: TaskStep, name: str, task: Task, body: TaskStatusBody) -> TaskStatusBody:
+def _enqueue(step: TaskStep, name: str, task: Task, body: TaskStatusBody) -> TaskStatusBody:
     """Into the admission queue, unless it could never fit. Its phase and place in the queue
     are written by admit, which always follows."""
     req = request_of(task)
-    capacity = t.obs.capacity
+    capacity = step.obs.capacity
     assert capacity is not None
     too_big = unschedulable(req, capacity)
     if too_big is not None:
         return lifecycle.unschedulable(body, too_big)
-    key = (-task.spec.priority, to_epoch(body.queued_at) or t.now, name)
+    key = (-task.spec.priority, to_epoch(body.queued_at) or step.now, name)
     candidate = policies.Candidate(name, req, task.spec.timeout_seconds)
-    t.waiter = Waiter(key, candidate, task, bool(task.spec.depends_on) or in_cycle(body))
+    step.waiter = Waiter(key, candidate, task, bool(task.spec.depends_on) or in_cycle(body))
     return body

@@ -5,7 +5,7 @@ from __future__ import annotations
 from reconciler.core import lifecycle, policies, retries
 from reconciler.core.decisions import COND_CLUSTER_UNAVAILABLE, TimeOut
 from reconciler.core.jobs import claim_of, request_of
-from reconciler.core.step import Held, TaskStep
+from reconciler.core.step import InUse, TaskStep
 from reconciler.core.timestamps import to_datetime, to_epoch
 from specs.cluster import (
     META_QUEUE,
@@ -25,35 +25,35 @@ from specs.models import (
 _VERB = {Phase.TIMED_OUT: "timed out", Phase.SUSPENDED: "suspended", Phase.FAILED: "failed"}
 
 
-def note_ended(t: TaskStep, name: str, body: TaskStatusBody, reason: Reason) -> TaskStatusBody:
+def note_ended(step: TaskStep, name: str, body: TaskStatusBody, reason: Reason) -> TaskStatusBody:
     """Log a run we ended; the stray-job sweep then stops its job until Ray says it ended."""
     verb = _VERB.get(body.phase, body.phase.value.lower())
-    t.note(reason, f"{verb} {name}: {body.message}")
+    step.note(reason, f"{verb} {name}: {body.message}")
     return body
 
 
 def observe_run(
-    t: TaskStep, name: str, task: Task, body: TaskStatusBody, job: RayJob | None
+    step: TaskStep, name: str, task: Task, body: TaskStatusBody, job: RayJob | None
 ) -> TaskStatusBody:
     """Follow an active run by what Ray says of its job."""
-    if job is not None and not _is_this_run(t, body, job):
-        return lifecycle.conflict(body, t.stamp)
+    if job is not None and not _is_this_run(step, body, job):
+        return lifecycle.conflict(body, step.stamp)
     if job is None:
-        return _job_missing(t, name, task, body)
+        return _job_missing(step, name, task, body)
     if job.status == PENDING:
         return lifecycle.observe_pending(body, job)
     if job.status == RUNNING:
         # The clock is read only to record a start not recorded yet.
-        return lifecycle.observe_running(body, job, body.started_at or t.stamp)
+        return lifecycle.observe_running(body, job, body.started_at or step.stamp)
     ended = lifecycle.end_run(body, job)
     if ended.phase is Phase.FAILED:
-        t.fetch_log = True
+        step.fetch_log = True
     sid = body.submission_id or ""
     # end_run of an active run always writes a Reason member; the fallback only satisfies types.
     reason = ended.reason if isinstance(ended.reason, Reason) else Reason.JOB_FAILED
-    t.note(reason, f"{ended.phase.value.lower()} {name} (job {sid})")
+    step.note(reason, f"{ended.phase.value.lower()} {name} (job {sid})")
     if ended.phase is Phase.FAILED:
-        return _maybe_retry(t, name, task, ended, retries.RunEnd("Failed", job.exit_code))
+        return _maybe_retry(step, name, task, ended, retries.RunEnd("Failed", job.exit_code))
     return ended
 
 
@@ -67,23 +67,23 @@ def _retries_used(body: TaskStatusBody) -> int:
 
 
 def _maybe_retry(
-    t: TaskStep, name: str, task: Task, ended: TaskStatusBody, end: retries.RunEnd
+    step: TaskStep, name: str, task: Task, ended: TaskStatusBody, end: retries.RunEnd
 ) -> TaskStatusBody:
     """A run of this task ended badly (Failed, TimedOut): try it again, or say why not."""
     policy = _policy(task)
     decision = retries.decide(policy, end, _retries_used(ended))
     if decision.retried:
-        at = to_datetime(t.now + decision.delay_seconds)
+        at = to_datetime(step.now + decision.delay_seconds)
         message = retries.backoff_message(end, decision.retries, policy.limit,
                                           decision.delay_seconds)  # fmt: skip
-        t.note(Reason.RETRY_BACKOFF, f"retrying {name}: {message}")
+        step.note(Reason.RETRY_BACKOFF, f"retrying {name}: {message}")
         spec_hash = ended.spec_hash or task.spec_hash()
         return lifecycle.retry(ended, spec_hash, decision.retries, at, message)
-    return _give_up(t, name, ended, end, decision, policy)
+    return _give_up(step, name, ended, end, decision, policy)
 
 
 def _give_up(
-    t: TaskStep,
+    step: TaskStep,
     name: str,
     ended: TaskStatusBody,
     end: retries.RunEnd,
@@ -92,36 +92,36 @@ def _give_up(
 ) -> TaskStatusBody:
     if decision.verdict is retries.Verdict.EXHAUSTED:
         message = retries.exhausted_message(end, decision.retries + 1, policy.limit)
-        t.note(Reason.BACKOFF_LIMIT_EXCEEDED, f"gave up on {name}: {message}")
-        return lifecycle.give_up(ended, Reason.BACKOFF_LIMIT_EXCEEDED, message, t.stamp)
+        step.note(Reason.BACKOFF_LIMIT_EXCEEDED, f"gave up on {name}: {message}")
+        return lifecycle.give_up(ended, Reason.BACKOFF_LIMIT_EXCEEDED, message, step.stamp)
     if decision.verdict is retries.Verdict.NON_RETRYABLE:
         message = retries.non_retryable_message(end)
-        return lifecycle.give_up(ended, Reason.NON_RETRYABLE_EXIT_CODE, message, t.stamp)
+        return lifecycle.give_up(ended, Reason.NON_RETRYABLE_EXIT_CODE, message, step.stamp)
     return ended
 
 
-def _is_this_run(t: TaskStep, body: TaskStatusBody, job: RayJob) -> bool:
+def _is_this_run(step: TaskStep, body: TaskStatusBody, job: RayJob) -> bool:
     """False if the id is held by another queue's job, a foreign one (never adopted), or an
     earlier incarnation of a re-created task."""
-    ours = job.metadata.get(META_QUEUE) == t.options.queue_id
+    ours = job.metadata.get(META_QUEUE) == step.options.queue_id
     return ours and job.metadata.get(META_UID) in (None, body.uid)
 
 
-def _job_missing(t: TaskStep, name: str, task: Task, body: TaskStatusBody) -> TaskStatusBody:
+def _job_missing(step: TaskStep, name: str, task: Task, body: TaskStatusBody) -> TaskStatusBody:
     """Ray does not list the run's job (any more)."""
     if body.phase is Phase.STARTING:
         # Recorded but not in Ray: we stopped between the status write and submit_job,
         # or the submit failed. The id is free, so submitting it again is safe; the caller
         # does it unless the spec changed meanwhile (a superseded run is never sent).
-        t.resubmit = True
+        step.resubmit = True
         return body
-    grace = t.options.lost_grace_seconds
+    grace = step.options.lost_grace_seconds
     since = lifecycle.missing_since(body)
     if since is None:
         # The conditions are last pass's: Ray was unreachable then, so the job went with it.
         outage = any(c.type == COND_CLUSTER_UNAVAILABLE for c in body.conditions)
-        return lifecycle.note_missing(body, grace, t.stamp, after_outage=outage)
-    if not t.elapsed(since.timestamp(), grace, strictly=False):
+        return lifecycle.note_missing(body, grace, step.stamp, after_outage=outage)
+    if not step.elapsed(since.timestamp(), grace, strictly=False):
         return body
     sid = body.submission_id or ""
     outage = body.reason == Reason.JOB_MISSING_AFTER_OUTAGE
@@ -129,59 +129,59 @@ def _job_missing(t: TaskStep, name: str, task: Task, body: TaskStatusBody) -> Ta
     policy = _policy(task)
     decision = retries.decide(policy, end, _retries_used(body))
     if decision.retried:
-        t.note(Reason.REQUEUED, f"lost {name}: job {sid} vanished; queued again")
+        step.note(Reason.REQUEUED, f"lost {name}: job {sid} vanished; queued again")
         spec_hash = body.spec_hash or task.spec_hash()
         if decision.delay_seconds > 0:
-            at = to_datetime(t.now + decision.delay_seconds)
+            at = to_datetime(step.now + decision.delay_seconds)
             message = (
                 f"job {sid} vanished from Ray; "
                 f"retry {decision.retries} of {policy.limit} in {decision.delay_seconds:g}s"
             )
             return lifecycle.requeue(body, spec_hash, decision.retries, at, message)
         return lifecycle.requeue(body, spec_hash, decision.retries)
-    t.note(Reason.JOB_LOST, f"lost {name}: job {sid} vanished")
+    step.note(Reason.JOB_LOST, f"lost {name}: job {sid} vanished")
     if decision.verdict is retries.Verdict.EXHAUSTED and task.spec.retry is not None:
         message = retries.exhausted_message(end, decision.retries + 1, policy.limit)
-        return lifecycle.give_up(body, Reason.BACKOFF_LIMIT_EXCEEDED, message, t.stamp)
-    return lifecycle.lose(body, t.stamp)
+        return lifecycle.give_up(body, Reason.BACKOFF_LIMIT_EXCEEDED, message, step.stamp)
+    return lifecycle.lose(body, step.stamp)
 
 
-def check_timeouts(t: TaskStep, name: str, task: Task, body: TaskStatusBody) -> TaskStatusBody:
+def check_timeouts(step: TaskStep, name: str, task: Task, body: TaskStatusBody) -> TaskStatusBody:
     timeout = task.spec.timeout_seconds
     started = to_epoch(body.started_at)
     if (
         body.phase is Phase.RUNNING
         and timeout > 0
         and started is not None
-        and t.elapsed(started, timeout)
+        and step.elapsed(started, timeout)
     ):
-        timed_out = lifecycle.time_out(body, timeout, t.stamp)
-        timed_out = _timed_out(t, name, timed_out, Reason.TIMEOUT_EXCEEDED)
-        return _maybe_retry(t, name, task, timed_out, retries.RunEnd("TimedOut"))
-    limit = t.options.start_timeout_seconds
+        timed_out = lifecycle.time_out(body, timeout, step.stamp)
+        timed_out = _timed_out(step, name, timed_out, Reason.TIMEOUT_EXCEEDED)
+        return _maybe_retry(step, name, task, timed_out, retries.RunEnd("TimedOut"))
+    limit = step.options.start_timeout_seconds
     submitted = to_epoch(body.submitted_at)
     if (
         body.phase is Phase.STARTING
         and body.ray_status == PENDING
         and submitted is not None
-        and t.elapsed(submitted, limit)
+        and step.elapsed(submitted, limit)
     ):
-        timed_out = lifecycle.start_timed_out(body, limit, t.stamp)
-        timed_out = _timed_out(t, name, timed_out, Reason.START_TIMEOUT)
-        return _maybe_retry(t, name, task, timed_out, retries.RunEnd("Failed"))
+        timed_out = lifecycle.start_timed_out(body, limit, step.stamp)
+        timed_out = _timed_out(step, name, timed_out, Reason.START_TIMEOUT)
+        return _maybe_retry(step, name, task, timed_out, retries.RunEnd("Failed"))
     return body
 
 
-def _timed_out(t: TaskStep, name: str, body: TaskStatusBody, reason: Reason) -> TaskStatusBody:
-    t.timeouts.append(TimeOut(name, body.submission_id or "", reason, body.message or ""))
-    return note_ended(t, name, body, reason)
+def _timed_out(step: TaskStep, name: str, body: TaskStatusBody, reason: Reason) -> TaskStatusBody:
+    step.timeouts.append(TimeOut(name, body.submission_id or "", reason, body.message or ""))
+    return note_ended(step, name, body, reason)
 
 
-def keep_active(t: TaskStep, body: TaskStatusBody, task: Task | None) -> None:
+def keep_active(step: TaskStep, body: TaskStatusBody, task: Task | None) -> None:
     sid = body.submission_id
     if sid is None:
         return
-    job = t.env.ours.get(sid)
+    job = step.env.ours.get(sid)
     if task is not None:
         req = request_of(task)
     elif job is not None:
@@ -189,5 +189,5 @@ def keep_active(t: TaskStep, body: TaskStatusBody, task: Task | None) -> None:
     else:
         req = Capacity()
     timeout = task.spec.timeout_seconds if task is not None else 0
-    started = to_epoch(body.started_at) or to_epoch(body.submitted_at) or t.now
-    t.held = Held(sid, req, policies.Claim(req, started + timeout if timeout > 0 else None))
+    started = to_epoch(body.started_at) or to_epoch(body.submitted_at) or step.now
+    step.in_use = InUse(sid, req, policies.Claim(req, started + timeout if timeout > 0 else None))

@@ -55,8 +55,8 @@ def task_env(
 
 
 @dataclass(frozen=True)
-class Held:
-    """An active run's hold on the cluster: its job is kept, its request counts as used."""
+class InUse:
+    """An active run's use of the cluster: its job is kept, its request counts as used."""
 
     submission_id: str
     request: Capacity
@@ -87,7 +87,7 @@ class TaskResult:
     submits: tuple[Submit, ...] = ()
     timeouts: tuple[TimeOut, ...] = ()
     fetch_log: bool = False
-    held: Held | None = None
+    in_use: InUse | None = None
     waiter: Waiter | None = None
     running: victims.Running | None = None
     valid_from: float = -math.inf
@@ -116,7 +116,7 @@ class TaskStep:
         self.timeouts: list[TimeOut] = []
         self.fetch_log = False
         self.resubmit = False  # a Starting run Ray has never heard of
-        self.held: Held | None = None
+        self.in_use: InUse | None = None
         self.waiter: Waiter | None = None
         self.body: TaskStatusBody | None = None
 
@@ -172,7 +172,7 @@ class TaskStep:
             tuple(self.submits),
             tuple(self.timeouts),
             self.fetch_log,
-            self.held,
+            self.in_use,
             self.waiter,
             running,
             self.valid_from,

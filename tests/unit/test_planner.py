@@ -420,7 +420,7 @@ def test_mass_deletion_is_held() -> None:
     w.step()
     w.specs.clear()
     p = w.step()
-    assert p.stops == [] and p.held_deletions is not None and p.held_deletions.count == 12
+    assert p.stops == [] and p.refused_deletions is not None and p.refused_deletions.count == 12
     assert p.delete_statuses == []
     w.options = PlanOptions(max_stops_per_pass=10, allow_mass_delete=True)
     p = w.step()
@@ -509,7 +509,7 @@ def test_events_are_typed_and_refusals_are_warnings() -> None:
     assert all(e.level == logging.INFO for e in p.events)
     w.specs.clear()
     p = w.step()
-    held = p.held_deletions
+    held = p.refused_deletions
     assert held is not None and held.reason == Reason.TOO_MANY_DELETIONS
     assert [(e.level, e.reason, e.message) for e in p.events] == [
         (logging.WARNING, held.reason, held.message)
