@@ -23,16 +23,11 @@ the heads that are guaranteed, so no borrower can take a returning team's quota.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from reconciler.core import policies
 from reconciler.core.policies import (
-    BLOCKED_BY_HIGHER,
-    BLOCKED_BY_RESERVATION,
-    INFLIGHT_LIMIT,
-    WAITING_FOR_RESOURCES,
     Candidate,
     Claim,
     Policy,
@@ -45,7 +40,6 @@ from specs.models import Reason
 from specs.quantity import human_memory
 from specs.queues import DEFAULT_QUEUE, UNLIMITED, QueueConfig
 
-QUOTA_EXCEEDED = Reason.QUOTA_EXCEEDED
 RESOURCES = ("cpu", "gpu", "memory")
 NO_LIMIT = Capacity(UNLIMITED, UNLIMITED, UNLIMITED)
 _EPS = 1e-9
@@ -420,7 +414,7 @@ class _Pass:
                 if _of(request, r) > _of(ceiling, r) + _EPS:
                     name = queue.quota.name
                     self.unfit[candidate.name] = Waiting(
-                        QUOTA_EXCEEDED,
+                        Reason.QUOTA_EXCEEDED,
                         f"asks for {_amount(r, _of(request, r))} {_unit(r)}; {name} may "
                         f"hold at most {_amount(r, _of(ceiling, r))} (nominal "
                         f"{_amount(r, _of(queue.quota.nominal, r))} + borrowingLimit "
@@ -474,30 +468,29 @@ class _Pass:
                 reservation = self.reserved_by.get(queue.quota.name)
                 if reservation is not None:
                     waiting = Waiting(
-                        BLOCKED_BY_RESERVATION,
+                        Reason.WAITING_BEHIND_RESERVATION,
                         f"fits now, but {queue.quota.name} is above its nominal quota and "
                         f"{reservation.queue} has a lower share; the free resources are kept for "
                         f"{reservation.head}",
                     )
                 else:  # its policy would start it, but nothing more fit in this pass
-                    waiting = Waiting(WAITING_FOR_RESOURCES, "waits for the next pass")
+                    # the shortfall is the cluster's or the quota's: _reword tells which
+                    waiting = Waiting(
+                        Reason.WAITING_FOR_RESOURCES, "", note="waits for the next pass"
+                    )
             self.result.waiting[candidate.name] = self._reword(queue, candidate, waiting)
 
     def _reword(self, queue: _Queue, candidate: Candidate, waiting: Waiting) -> Waiting:
         """Name the queue, and tell a full quota from a full cluster."""
-        name = queue.quota.name
-        message = _in_queue(waiting.message, name)
-        if waiting.reason != WAITING_FOR_RESOURCES:
-            return Waiting(waiting.reason, message, waiting.estimated_start)
+        waiting = replace(waiting, queue=queue.quota.name)
+        if waiting.reason is not Reason.WAITING_FOR_RESOURCES:
+            return waiting
         request = candidate.request
-        # The policy measured the shortfall against the budget; the rest of its message (place,
-        # reservation) still holds.
-        rest = message.split("; ", 2)[2] if message.count("; ") >= 2 else message
+        # The policy measured the shortfall against the budget; its place and note still hold.
         if request.fits_in(self.quota_limit(queue)):  # the quota allows it: the cluster is full
-            shortfall = describe_shortfall(request, _pos(self.free))
-            return Waiting(WAITING_FOR_RESOURCES, f"{shortfall}; {rest}", waiting.estimated_start)
-        return Waiting(
-            QUOTA_EXCEEDED, f"{self._quota_text(queue, request)}; {rest}", waiting.estimated_start
+            return replace(waiting, lacks=describe_shortfall(request, _pos(self.free)))
+        return replace(
+            waiting, reason=Reason.QUOTA_EXCEEDED, lacks=self._quota_text(queue, request)
         )
 
     def _quota_text(self, queue: _Queue, request: Capacity) -> str:
@@ -518,15 +511,6 @@ class _Pass:
             f"{quota.name} uses {used}/{nominal} {_unit(r)} of its quota; "
             f"can borrow {borrow} more ({why})"
         )
-
-
-_AHEAD = re.compile(r"(\d+ tasks? ahead)")
-
-
-def _in_queue(message: str, queue: str) -> str:
-    """Policies count places within the queue they were given; say which queue that is."""
-    message = message.replace("first in queue", f"first in {queue}")
-    return _AHEAD.sub(rf"\1 in {queue}", message)
 
 
 def admit(
@@ -560,11 +544,6 @@ def usage_by_queue(
 
 
 __all__ = [
-    "BLOCKED_BY_HIGHER",
-    "BLOCKED_BY_RESERVATION",
-    "INFLIGHT_LIMIT",
-    "QUOTA_EXCEEDED",
-    "WAITING_FOR_RESOURCES",
     "FairAdmission",
     "QueueDemand",
     "QueueQuota",
