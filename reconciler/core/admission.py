@@ -44,13 +44,6 @@ if TYPE_CHECKING:
     from reconciler.core.planner import PassState
 
 
-_GATE_REASONS = {
-    dependencies.Gate.WAITING: Reason.WAITING_FOR_DEPENDENCY,
-    dependencies.Gate.MISSING: Reason.DEPENDENCY_MISSING,
-    dependencies.Gate.FAILED: Reason.DEPENDENCY_FAILED,
-}
-
-
 def gate_dependencies(ctx: PassState, specs: Mapping[str, TaskInput]) -> None:
     """Take out of the queue whatever waits for dependencies; date the rest's FIFO age from
     when their last dependency was met, so a task dropped in early does not jump the queue.
@@ -88,8 +81,7 @@ def gate_dependencies(ctx: PassState, specs: Mapping[str, TaskInput]) -> None:
             continue
         judgement = dependencies.judge(deps, views)
         if not judgement.met:
-            reason = _GATE_REASONS[judgement.gate]
-            ctx.bodies[name] = lifecycle.hold(body, reason, judgement.message)
+            ctx.bodies[name] = lifecycle.hold(body, judgement.gate, judgement.message)
             continue
         queued = to_epoch(body.queued_at) or ctx.now
         if judgement.met_at is not None and judgement.met_at > queued:

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from reconciler.core.decisions import RefusedDeletions, Stop
+from reconciler.core.decisions import RefusedDeletions, Stop, StopCause
 from reconciler.core.inputs import TaskInput
 from reconciler.core.jobs import claim_of
 from reconciler.core.timestamps import EARLY
@@ -36,8 +36,10 @@ def stop_strays(ctx: PassState, ours: Mapping[str, RayJob], specs: Mapping[str, 
         ctx.in_use[task] = ctx.in_use.get(task, Capacity()) + claim_of(job)
         if task in specs:
             owner = ctx.bodies.get(task)
-            why = f"preempted by {owner.preempted_by}" if owner and owner.preempted_by else ""
-            ctx.plan.stops.append(Stop(sid, task, why or "run ended"))
+            if owner is not None and owner.preempted_by:
+                ctx.plan.stops.append(Stop(sid, task, StopCause.PREEMPTED, owner.preempted_by))
+            else:
+                ctx.plan.stops.append(Stop(sid, task, StopCause.RUN_ENDED))
         else:
             deletions.append(job)
     refused = _refuse_deletions(ctx, len(deletions)) if deletions else None
@@ -46,7 +48,9 @@ def stop_strays(ctx: PassState, ours: Mapping[str, RayJob], specs: Mapping[str, 
         ctx.plan.note(refused.reason, refused.message, logging.WARNING)
         return
     for job in deletions:
-        ctx.plan.stops.append(Stop(job.submission_id, job.metadata.get(META_TASK), "spec deleted"))
+        ctx.plan.stops.append(
+            Stop(job.submission_id, job.metadata.get(META_TASK), StopCause.SPEC_DELETED)
+        )
 
 
 def _refuse_deletions(ctx: PassState, count: int) -> RefusedDeletions | None:

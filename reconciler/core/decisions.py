@@ -4,27 +4,38 @@ logs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum, auto
 
 from reconciler.core import queueing
 from specs.cluster import (
     Capacity,
     SubmitRequest,
 )
-from specs.models import (
-    Reason,
-)
+from specs.models import ConditionType, Reason
 
-COND_SPEC_INVALID = "SpecInvalid"
-COND_CLUSTER_UNAVAILABLE = "ClusterUnavailable"
-COND_PREEMPTED = "Preempted"
-CONDITION_ORDER = (COND_SPEC_INVALID, COND_CLUSTER_UNAVAILABLE, COND_PREEMPTED)
+# The conditions a task's status should list this pass: each with its reason and message.
+Wanted = dict[ConditionType, tuple[Reason | ConditionType, str]]
+
+
+class StopCause(Enum):
+    RUN_ENDED = auto()  # a run no active status owns any more: ended, superseded, suspended
+    SPEC_DELETED = auto()
+    PREEMPTED = auto()
 
 
 @dataclass(frozen=True)
 class Stop:
     submission_id: str
     task: str | None
-    reason: str
+    cause: StopCause
+    by: str | None = None  # PREEMPTED: the preemptor
+
+    @property
+    def reason(self) -> str:
+        """The words the log and `rayqueue plan` show."""
+        if self.cause is StopCause.PREEMPTED:
+            return f"preempted by {self.by}"
+        return "spec deleted" if self.cause is StopCause.SPEC_DELETED else "run ended"
 
 
 @dataclass(frozen=True)

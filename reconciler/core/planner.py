@@ -22,20 +22,16 @@ from reconciler.core import idclaims, lifecycle, policies, queueing, victims
 from reconciler.core.admission import admit, gate_dependencies
 from reconciler.core.cleanup import expire_finished_jobs, orphan_sidecars, stop_strays
 from reconciler.core.decisions import (
-    COND_CLUSTER_UNAVAILABLE as COND_CLUSTER_UNAVAILABLE,
-)
-from reconciler.core.decisions import (
-    COND_PREEMPTED,
-    CONDITION_ORDER,
     Event,
     Preemption,
     RefusedDeletions,
     Stop,
+    StopCause,
     Submit,
     Summary,
     TimeOut,
+    Wanted,
 )
-from reconciler.core.decisions import COND_SPEC_INVALID as COND_SPEC_INVALID
 from reconciler.core.inputs import Observation, TaskInput
 from reconciler.core.jobs import request_of as request_of
 from reconciler.core.lifecycle import set_fields
@@ -45,6 +41,7 @@ from reconciler.core.timestamps import to_datetime
 from specs.cluster import Capacity, RayJob
 from specs.models import (
     Condition,
+    ConditionType,
     Metadata,
     Phase,
     Reason,
@@ -52,15 +49,13 @@ from specs.models import (
     Task,
     TaskStatus,
     TaskStatusBody,
+    read_reason,
 )
 from specs.policy import STOP_WAIT_ENV as STOP_WAIT_ENV  # tests read it here
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
 
 __all__ = [  # what the shell, the simulator and the tests use of a pass
-    "COND_CLUSTER_UNAVAILABLE",
-    "COND_PREEMPTED",
-    "COND_SPEC_INVALID",
     "STOP_WAIT_ENV",
     "Event",
     "Observation",
@@ -69,6 +64,7 @@ __all__ = [  # what the shell, the simulator and the tests use of a pass
     "Preemption",
     "RefusedDeletions",
     "Stop",
+    "StopCause",
     "Submit",
     "Summary",
     "TaskEnv",
@@ -108,13 +104,11 @@ class Plan:
         self.events.append(Event(level, reason, message))
 
 
-def _conditions(
-    previous: Sequence[Condition], wanted: Mapping[str, tuple[str, str]], now: float
-) -> list[Condition]:
+def _conditions(previous: Sequence[Condition], wanted: Wanted, now: float) -> list[Condition]:
     """Keep each condition's transition time while it holds; fixed order; seconds precision."""
     old = {c.type: c for c in previous}
     result = []
-    for ctype in CONDITION_ORDER:
+    for ctype in ConditionType:
         if ctype not in wanted:
             continue
         reason, message = wanted[ctype]
@@ -140,7 +134,7 @@ class PassState:
     bodies: dict[str, TaskStatusBody] = field(default_factory=dict)
     tasks: dict[str, Task] = field(default_factory=dict)  # the queued ones, for admission
     sources: dict[str, SourceRef] = field(default_factory=dict)  # of the specs read, for runs
-    conds: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
+    conds: dict[str, Wanted] = field(default_factory=dict)
     running: list[victims.Running] = field(default_factory=list)  # possible victims
     jobs_by_task: Mapping[str, Sequence[RayJob]] = field(default_factory=dict)
     folder_empty: bool = False  # no spec and no sidecar at all: unmounted, or wiped
@@ -291,8 +285,8 @@ def _collect_statuses(ctx: PassState, statuses: Mapping[str, TaskStatus]) -> Non
     for name, body in ctx.bodies.items():
         prev = statuses.get(name)
         wanted = ctx.conds.get(name, {})
-        if body.preempted_by is not None and COND_PREEMPTED not in wanted:
-            wanted = {**wanted, COND_PREEMPTED: _preempted_condition(body)}
+        if body.preempted_by is not None and ConditionType.PREEMPTED not in wanted:
+            wanted = {**wanted, ConditionType.PREEMPTED: _preempted_condition(body)}
         if wanted or body.conditions:
             old = prev.status.conditions if prev else []
             body = set_fields(body, {"conditions": _conditions(old, wanted, ctx.now)})
@@ -305,11 +299,12 @@ def _collect_statuses(ctx: PassState, statuses: Mapping[str, TaskStatus]) -> Non
             ctx.plan.statuses[name] = TaskStatus(metadata=Metadata(name=name), status=body)
 
 
-def _preempted_condition(body: TaskStatusBody) -> tuple[str, str]:
+def _preempted_condition(body: TaskStatusBody) -> tuple[Reason, str]:
     """The condition as the preempting pass wrote it; it holds until the next run starts."""
     for cond in body.conditions:
-        if cond.type == COND_PREEMPTED:
-            return cond.reason, cond.message
+        reason = read_reason(cond.reason)
+        if cond.type == ConditionType.PREEMPTED and reason is not None:
+            return reason, cond.message
     return Reason.WITHIN_QUEUE, f"preempted by {body.preempted_by}"
 
 

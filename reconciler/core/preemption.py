@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reconciler.core import lifecycle, policies, queueing, victims
-from reconciler.core.decisions import COND_PREEMPTED, Preemption, Stop
+from reconciler.core.decisions import Preemption, Stop, StopCause
 from reconciler.core.fairshare import fits_needed
 from reconciler.core.jobs import resources_text
 from reconciler.core.victims import NEVER, Preemptor, QueueLoad, Rules, Running, Victim
 from specs.cluster import Capacity, RayJob
-from specs.models import Phase, Reason, TaskStatusBody
+from specs.models import ConditionType, Phase, Reason, TaskStatusBody
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
 
@@ -404,8 +404,8 @@ def _preempt_one(
         f"{body.run} had run {ran}; queued again in its old place"
     )
     ctx.bodies[victim.name] = lifecycle.preempt(body, preemptor.name, message)
-    ctx.conds.setdefault(victim.name, {})[COND_PREEMPTED] = (reason, message)
-    ctx.plan.stops.append(Stop(sid, victim.name, f"preempted by {preemptor.name}"))
+    ctx.conds.setdefault(victim.name, {})[ConditionType.PREEMPTED] = (reason, message)
+    ctx.plan.stops.append(Stop(sid, victim.name, StopCause.PREEMPTED, preemptor.name))
 
 
 def _duration(seconds: float) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from reconciler.core import lifecycle, policies, victims
-from reconciler.core.decisions import COND_CLUSTER_UNAVAILABLE, COND_SPEC_INVALID, Submit
+from reconciler.core.decisions import Submit
 from reconciler.core.inputs import TaskInput
 from reconciler.core.jobs import make_uid, request_of, submit_request
 from reconciler.core.lifecycle import set_fields
@@ -20,6 +20,7 @@ from specs.cluster import (
     RayJob,
 )
 from specs.models import (
+    ConditionType,
     Phase,
     Reason,
     Task,
@@ -73,7 +74,7 @@ def _reconcile_task(step: TaskStep, spec: TaskInput, prev: TaskStatus | None) ->
     name, ours = spec.name, step.env.ours
     body = prev.status if prev is not None else None
     if not step.obs.available:
-        step.conds[COND_CLUSTER_UNAVAILABLE] = (
+        step.conds[ConditionType.CLUSTER_UNAVAILABLE] = (
             Reason.RAY_UNREACHABLE,
             f"Ray could not be asked: {step.obs.error or 'unavailable'}; nothing is stopped",
         )
@@ -107,7 +108,10 @@ def _usable_task(step: TaskStep, spec: TaskInput, body: TaskStatusBody | None) -
         step.body = lifecycle.invalidate(body, message)
         return None
     # A broken file never stops a healthy job: it runs on under the last valid spec.
-    step.conds[COND_SPEC_INVALID] = (Reason.SPEC_INVALID, f"{message}; the job keeps running")
+    step.conds[ConditionType.SPEC_INVALID] = (
+        ConditionType.SPEC_INVALID,
+        f"{message}; the job keeps running",
+    )
     if spec.last_valid is None:  # nothing remembered (we restarted): leave it untouched
         keep_active(step, body, None)
         step.body = body

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reconciler.core import lifecycle, policies, retries
-from reconciler.core.decisions import COND_CLUSTER_UNAVAILABLE, TimeOut
+from reconciler.core.decisions import TimeOut
 from reconciler.core.jobs import claim_of, request_of
 from reconciler.core.step import InUse, TaskStep
 from reconciler.core.timestamps import to_datetime, to_epoch
@@ -16,6 +16,7 @@ from specs.cluster import (
     RayJob,
 )
 from specs.models import (
+    ConditionType,
     Phase,
     Reason,
     Task,
@@ -53,7 +54,9 @@ def observe_run(
     reason = ended.reason if isinstance(ended.reason, Reason) else Reason.JOB_FAILED
     step.note(reason, f"{ended.phase.value.lower()} {name} (job {sid})")
     if ended.phase is Phase.FAILED:
-        return _maybe_retry(step, name, task, ended, retries.RunEnd("Failed", job.exit_code))
+        return _maybe_retry(
+            step, name, task, ended, retries.RunEnd(retries.Outcome.FAILED, job.exit_code)
+        )
     return ended
 
 
@@ -119,13 +122,15 @@ def _job_missing(step: TaskStep, name: str, task: Task, body: TaskStatusBody) ->
     since = lifecycle.missing_since(body)
     if since is None:
         # The conditions are last pass's: Ray was unreachable then, so the job went with it.
-        outage = any(c.type == COND_CLUSTER_UNAVAILABLE for c in body.conditions)
+        outage = any(c.type == ConditionType.CLUSTER_UNAVAILABLE for c in body.conditions)
         return lifecycle.note_missing(body, grace, step.stamp, after_outage=outage)
     if not step.elapsed(since.timestamp(), grace, strictly=False):
         return body
     sid = body.submission_id or ""
     outage = body.reason == Reason.JOB_MISSING_AFTER_OUTAGE
-    end = retries.RunEnd("Lost", None, retries.Cause.OUTAGE if outage else retries.Cause.RUN)
+    end = retries.RunEnd(
+        retries.Outcome.LOST, None, retries.Cause.OUTAGE if outage else retries.Cause.RUN
+    )
     policy = _policy(task)
     decision = retries.decide(policy, end, _retries_used(body))
     if decision.retried:
@@ -157,7 +162,7 @@ def check_timeouts(step: TaskStep, name: str, task: Task, body: TaskStatusBody) 
     ):
         timed_out = lifecycle.time_out(body, timeout, step.stamp)
         timed_out = _timed_out(step, name, timed_out, Reason.TIMEOUT_EXCEEDED)
-        return _maybe_retry(step, name, task, timed_out, retries.RunEnd("TimedOut"))
+        return _maybe_retry(step, name, task, timed_out, retries.RunEnd(retries.Outcome.TIMED_OUT))
     limit = step.options.start_timeout_seconds
     submitted = to_epoch(body.submitted_at)
     if (
@@ -168,7 +173,7 @@ def check_timeouts(step: TaskStep, name: str, task: Task, body: TaskStatusBody) 
     ):
         timed_out = lifecycle.start_timed_out(body, limit, step.stamp)
         timed_out = _timed_out(step, name, timed_out, Reason.START_TIMEOUT)
-        return _maybe_retry(step, name, task, timed_out, retries.RunEnd("Failed"))
+        return _maybe_retry(step, name, task, timed_out, retries.RunEnd(retries.Outcome.FAILED))
     return body
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from reconciler.core import policies, preemption, retries, victims
-from reconciler.core.decisions import Event, Submit, TimeOut
+from reconciler.core.decisions import Event, Submit, TimeOut, Wanted
 from reconciler.core.inputs import Observation
 from reconciler.core.timestamps import to_datetime
 from specs.cluster import (
@@ -20,6 +20,7 @@ from specs.cluster import (
     RayJob,
 )
 from specs.models import (
+    ConditionType,
     Reason,
     Task,
     TaskStatusBody,
@@ -82,7 +83,7 @@ class TaskResult:
     give this very result: every time-dependent rule the reconcile ran narrowed it."""
 
     body: TaskStatusBody
-    conds: tuple[tuple[str, tuple[str, str]], ...] = ()
+    conds: tuple[tuple[ConditionType, tuple[Reason | ConditionType, str]], ...] = ()
     events: tuple[Event, ...] = ()
     submits: tuple[Submit, ...] = ()
     timeouts: tuple[TimeOut, ...] = ()
@@ -110,7 +111,7 @@ class TaskStep:
         self._now = now
         self.valid_from = -math.inf
         self.valid_until = math.inf
-        self.conds: dict[str, tuple[str, str]] = {}
+        self.conds: Wanted = {}
         self.events: list[Event] = []
         self.submits: list[Submit] = []
         self.timeouts: list[TimeOut] = []
