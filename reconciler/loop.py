@@ -440,7 +440,7 @@ class Reconciler:
             return  # Ray was not asked this pass: keep the last figures
         if self.metrics is not None:
             self.metrics.observe_queues(admission.states if admission is not None else {})
-        phases = {n: (s.status.queue, s.status.phase.value) for n, s in plan.statuses.items()}
+        phases = {n: (s.status.queue, s.status.phase) for n, s in plan.statuses.items()}
         document = queueing.status_document(
             queues.state,
             admission.states if admission is not None else {},

@@ -248,7 +248,7 @@ def suspend(body: TaskStatusBody, spec_hash: str | None, now: datetime) -> TaskS
 def queue(
     body: TaskStatusBody,
     position: int,
-    reason: str,
+    reason: Reason,
     message: str,
     estimated_start_at: datetime | None,
 ) -> TaskStatusBody:
@@ -445,7 +445,7 @@ def cycle_resolved(body: TaskStatusBody) -> TaskStatusBody:
     return _fire(body, Trigger.CYCLE_RESOLVED, update)
 
 
-def hold(body: TaskStatusBody, reason: str, message: str) -> TaskStatusBody:
+def hold(body: TaskStatusBody, reason: Reason, message: str) -> TaskStatusBody:
     """Waits off the queue (no place in it): for a retry's backoff, or for dependencies."""
     update = {"reason": reason, "message": message, **_OFF_QUEUE}
     return _fire(body, Trigger.QUEUE, update)

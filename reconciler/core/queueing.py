@@ -10,6 +10,7 @@ from typing import Any
 from reconciler.core import fairshare
 from reconciler.core.policies import Candidate, Claim, Policy, Waiting
 from specs.cluster import Capacity
+from specs.models import Phase
 from specs.quantity import format_memory
 from specs.queues import QueueConfig
 
@@ -124,7 +125,7 @@ def status_document(
 
 
 def counts_by_queue(
-    phases: Mapping[str, tuple[str | None, str]],
+    phases: Mapping[str, tuple[str | None, Phase]],
 ) -> dict[str, tuple[int, int]]:
     """(pending, admitted) per queue from each task's (queue, phase)."""
     counts: dict[str, tuple[int, int]] = {}
@@ -132,9 +133,9 @@ def counts_by_queue(
         if queue is None:
             continue
         pending, admitted = counts.get(queue, (0, 0))
-        if phase == "Queued":
+        if phase is Phase.QUEUED:
             pending += 1
-        elif phase in ("Starting", "Running"):
+        elif phase.active:
             admitted += 1
         counts[queue] = (pending, admitted)
     return counts

@@ -21,6 +21,7 @@ from specs.models import (
     Reason,
     Task,
     TaskStatusBody,
+    read_reason,
 )
 
 _VERB = {Phase.TIMED_OUT: "timed out", Phase.SUSPENDED: "suspended", Phase.FAILED: "failed"}
@@ -51,7 +52,7 @@ def observe_run(
         step.fetch_log = True
     sid = body.submission_id or ""
     # end_run of an active run always writes a Reason member; the fallback only satisfies types.
-    reason = ended.reason if isinstance(ended.reason, Reason) else Reason.JOB_FAILED
+    reason = read_reason(ended.reason) or Reason.JOB_FAILED
     step.note(reason, f"{ended.phase.value.lower()} {name} (job {sid})")
     if ended.phase is Phase.FAILED:
         return _maybe_retry(
