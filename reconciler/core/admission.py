@@ -3,7 +3,6 @@ else waits."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -29,7 +28,6 @@ from reconciler.core.jobs import (
 )
 from reconciler.core.lifecycle import set_fields
 from reconciler.core.preemption import preempt
-from reconciler.core.reconcile import in_cycle
 from reconciler.core.timestamps import EARLY, to_datetime, to_epoch
 from specs.cluster import (
     META_QUEUE,
@@ -74,7 +72,7 @@ def gate_dependencies(ctx: PassState, specs: Mapping[str, TaskInput]) -> None:
         name = candidate.name
         deps = ctx.tasks[name].spec.depends_on
         body = ctx.bodies[name]
-        if in_cycle(body):
+        if lifecycle.in_cycle(body):
             body = ctx.bodies[name] = lifecycle.cycle_resolved(body)
         if not deps:
             kept.append((key, candidate))
@@ -145,13 +143,13 @@ def admit(ctx: PassState) -> None:
         eta = waiting.estimated_start if waiting else None
         if eta is not None and eta <= ctx.now:
             ctx.until = min(ctx.until, ctx.now)  # a reserved start of "now" moves with the clock
-        ctx.bodies[name] = lifecycle.queue(
-            ctx.bodies[name],
-            positions[owner],
-            waiting.reason if waiting else Reason.QUEUED,
-            waiting.message if waiting else "queued",
-            to_datetime(eta) if eta else None,
-        )
+        body, place, at = ctx.bodies[name], positions[owner], to_datetime(eta) if eta else None
+        if waiting is None:
+            ctx.bodies[name] = lifecycle.queue(body, place, Reason.QUEUED, "queued", at)
+        elif waiting.reason is Reason.PREEMPTING:
+            ctx.bodies[name] = lifecycle.wait_for_victims(body, place, waiting.message, at)
+        else:
+            ctx.bodies[name] = lifecycle.queue(body, place, waiting.reason, waiting.message, at)
 
 
 def _until_of_age(ctx: PassState) -> None:
@@ -209,11 +207,6 @@ def _start(ctx: PassState, candidate: policies.Candidate) -> None:
     uid = body.uid or make_uid(ctx.options.queue_id, name, ctx.stamp)
     sid = submission_id_for(name, uid, body.run + 1, task.spec.submission_id)
     body = lifecycle.start_run(body, uid, sid, ctx.stamp, ctx.sources.get(name))
-    if body.phase is not Phase.STARTING:
-        # The state machine refused the start: submitting would send a run with no id.
-        message = f"not starting {name}: it was admitted while {body.phase.value}"
-        ctx.plan.note(Reason.QUEUED, message, logging.ERROR)
-        return
     ctx.bodies[name] = body
     ctx.used = ctx.used + candidate.request
     ctx.plan.submits.append(Submit(name, submit_request(ctx.env, name, task, body)))

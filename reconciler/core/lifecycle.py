@@ -3,11 +3,17 @@
 Pure: no I/O and no clock (the caller passes `now`). The planner decides *when* a trigger
 fires; only this module decides what the phase becomes and which fields change with it.
 
-Every transition function looks its `(phase, trigger)` pair up in `TRANSITIONS`. A pair that
-is not there leaves the status unchanged and returns the very same object, rather than
-raising: the planner must stay a total function even over a sidecar someone edited by hand,
-and "nothing changed" is the safe answer (the loop skips writing it). tests/unit/
-test_lifecycle.py walks every pair to prove that.
+A status is in one `State`: its phase, refined by the sub-states that a phase alone does not
+tell (a dependency cycle, a missing job, a preemptor waiting for its victims). `state_of`
+reads it from the status file's fields, here only; the planner asks for it instead of reading
+reasons back. Every transition function looks its `(state, trigger)` pair up in
+`TRANSITIONS`; a pair that is not there raises `IllegalTransition`: the planner routes each
+task by its state and fires only what that state allows, so an illegal pair is a bug, never
+a quiet no-op. tests/unit/test_lifecycle.py walks every pair to prove that.
+
+The status fields are written here only, each by a named function (`record_spec_hash`,
+`note_ray_status`, `date_queue_entry`, `with_conditions`, `in_queue`, `attach_log_tail`)
+when no transition writes it.
 
 All transitions also keep the identity rule of `set_fields`: a status whose fields do not
 really change is returned as the same object, which is how the loop knows not to write it.
@@ -23,6 +29,67 @@ from specs.cluster import META_RUN, META_UID, RUNNING, STOPPED, SUCCEEDED, RayJo
 from specs.models import FINISHED, Phase, Reason, SourceRef, TaskStatusBody
 
 
+class State(Enum):
+    """A phase, with the sub-states the planner needs told apart."""
+
+    QUEUED = auto()
+    PREEMPTING = auto()  # Queued: a preemptor whose victims are stopping (reason Preempting)
+    UNSCHEDULABLE = auto()
+    STARTING = auto()
+    RUNNING = auto()
+    MISSING = auto()  # Running, but Ray no longer lists the job: the grace period runs
+    MISSING_AFTER_OUTAGE = auto()  # ... first seen missing when Ray came back
+    SUCCEEDED = auto()
+    FAILED = auto()
+    TIMED_OUT = auto()
+    STOPPED = auto()
+    LOST = auto()
+    SUSPENDED = auto()
+    INVALID = auto()  # the spec does not parse (or claims an id another task has)
+    IN_CYCLE = auto()  # Invalid only through its dependencies: they form a cycle
+
+    @property
+    def phase(self) -> Phase:
+        return _PHASE_OF[self]
+
+
+_PHASE_OF = {
+    **{state: Phase[state.name] for state in State if state.name in Phase.__members__},
+    State.PREEMPTING: Phase.QUEUED,
+    State.MISSING: Phase.RUNNING,
+    State.MISSING_AFTER_OUTAGE: Phase.RUNNING,
+    State.IN_CYCLE: Phase.INVALID,
+}
+
+
+def state_of(body: TaskStatusBody) -> State:
+    """The state a status is in, read from its fields (the only place that reads reasons
+    back)."""
+    phase = body.phase
+    if phase is Phase.QUEUED and body.reason == Reason.PREEMPTING:
+        return State.PREEMPTING
+    if phase is Phase.RUNNING and missing_since(body) is not None:
+        if body.reason == Reason.JOB_MISSING_AFTER_OUTAGE:
+            return State.MISSING_AFTER_OUTAGE
+        return State.MISSING
+    if phase is Phase.INVALID and body.reason == Reason.DEPENDENCY_CYCLE:
+        return State.IN_CYCLE
+    return State[phase.name]
+
+
+def in_cycle(body: TaskStatusBody) -> bool:
+    return state_of(body) is State.IN_CYCLE
+
+
+class IllegalTransition(Exception):
+    """A trigger fired in a state that does not allow it: a bug in the caller."""
+
+    def __init__(self, state: State, trigger: Trigger) -> None:
+        super().__init__(f"{trigger.name} is not allowed in state {state.name}")
+        self.state = state
+        self.trigger = trigger
+
+
 class Trigger(Enum):
     """What happened to a task, as far as its phase is concerned."""
 
@@ -31,6 +98,8 @@ class Trigger(Enum):
     SUSPEND = auto()
     RESUME = auto()
     QUEUE = auto()  # waits in the queue: its place, and why
+    HOLD = auto()  # waits off the queue: a retry's backoff, or its dependencies
+    WAIT_FOR_VICTIMS = auto()  # a preemptor waits in the queue while its victims stop
     UNSCHEDULABLE = auto()  # asks for more than the whole cluster has
     ADMIT = auto()  # the policy starts it: a new run is submitted
     SUBMIT_REFUSED = auto()  # Ray refused the submission for good
@@ -41,6 +110,7 @@ class Trigger(Enum):
     RAY_STOPPED = auto()  # stopped by someone other than rayqueue
     ID_CONFLICT = auto()  # the submission id is held by a job that is not this run's
     JOB_MISSING = auto()  # Ray no longer lists the running job: the grace period starts
+    JOB_MISSING_AFTER_OUTAGE = auto()  # ... first seen so when Ray came back from an outage
     REQUEUE_LOST = auto()  # it stayed missing; restarts are left: queued again
     LOSE = auto()  # it stayed missing; no restarts left
     TIME_OUT = auto()  # ran longer than spec.timeoutSeconds
@@ -52,8 +122,15 @@ class Trigger(Enum):
     PREEMPT = auto()  # stopped to make room for a more urgent task: queued again
 
 
-_ACTIVE = (Phase.STARTING, Phase.RUNNING)
-_WAITING = (Phase.QUEUED, Phase.UNSCHEDULABLE)
+def _states(*phases: Phase) -> list[State]:
+    """Every state of these phases."""
+    return [state for state in State if state.phase in phases]
+
+
+_ACTIVE = _states(Phase.STARTING, Phase.RUNNING)
+_WAITING = _states(Phase.QUEUED, Phase.UNSCHEDULABLE)
+_FINISHED = _states(*FINISHED)
+_MISSING = [State.MISSING, State.MISSING_AFTER_OUTAGE]
 _OUTCOMES = {
     Trigger.RAY_SUCCEEDED: Phase.SUCCEEDED,
     Trigger.RAY_FAILED: Phase.FAILED,
@@ -61,44 +138,49 @@ _OUTCOMES = {
 }
 
 
-Key = tuple[Phase, Trigger]
+Key = tuple[State, Trigger]
 
 
-def _edges(sources: Iterable[Phase], trigger: Trigger, target: Phase) -> dict[Key, Phase]:
+def _edges(sources: Iterable[State], trigger: Trigger, target: Phase) -> dict[Key, Phase]:
     return {(source, trigger): target for source in sources}
 
 
+_INVALID = _states(Phase.INVALID)
+
 TRANSITIONS: Mapping[Key, Phase] = {
-    **_edges([p for p in Phase if not p.active], Trigger.INVALIDATE, Phase.INVALID),
-    **_edges([*_ACTIVE, *FINISHED, Phase.INVALID], Trigger.SPEC_CHANGED, Phase.QUEUED),
-    **_edges([*_ACTIVE, *_WAITING, *FINISHED, Phase.INVALID], Trigger.SUSPEND, Phase.SUSPENDED),
-    (Phase.SUSPENDED, Trigger.RESUME): Phase.QUEUED,
+    **_edges([s for s in State if not s.phase.active], Trigger.INVALIDATE, Phase.INVALID),
+    **_edges([*_ACTIVE, *_FINISHED, *_INVALID], Trigger.SPEC_CHANGED, Phase.QUEUED),
+    **_edges([*_ACTIVE, *_WAITING, *_FINISHED, *_INVALID], Trigger.SUSPEND, Phase.SUSPENDED),
+    (State.SUSPENDED, Trigger.RESUME): Phase.QUEUED,
     **_edges(_WAITING, Trigger.QUEUE, Phase.QUEUED),
+    **_edges(_WAITING, Trigger.HOLD, Phase.QUEUED),
+    **_edges(_WAITING, Trigger.WAIT_FOR_VICTIMS, Phase.QUEUED),
     **_edges(_WAITING, Trigger.UNSCHEDULABLE, Phase.UNSCHEDULABLE),
     **_edges(_WAITING, Trigger.ADMIT, Phase.STARTING),
-    (Phase.STARTING, Trigger.SUBMIT_REFUSED): Phase.FAILED,
+    (State.STARTING, Trigger.SUBMIT_REFUSED): Phase.FAILED,
     **_edges(_ACTIVE, Trigger.RAY_PENDING, Phase.STARTING),
     **_edges(_ACTIVE, Trigger.RAY_RUNNING, Phase.RUNNING),
     # From Invalid too: a spec fixed back to the run that ended meanwhile keeps its outcome.
     **{
         key: target
         for trigger, target in _OUTCOMES.items()
-        for key in _edges([*_ACTIVE, Phase.INVALID], trigger, target)
+        for key in _edges([*_ACTIVE, *_INVALID], trigger, target)
     },
     **_edges(_ACTIVE, Trigger.ID_CONFLICT, Phase.FAILED),
     # A Starting run missing from Ray is submitted again instead: its id is still free.
-    (Phase.RUNNING, Trigger.JOB_MISSING): Phase.RUNNING,
-    (Phase.RUNNING, Trigger.REQUEUE_LOST): Phase.QUEUED,
-    (Phase.RUNNING, Trigger.LOSE): Phase.LOST,
-    (Phase.RUNNING, Trigger.TIME_OUT): Phase.TIMED_OUT,
-    (Phase.STARTING, Trigger.START_TIMEOUT): Phase.FAILED,
-    **_edges([Phase.FAILED, Phase.TIMED_OUT], Trigger.RETRY, Phase.QUEUED),
-    # Running: a lost run whose retries are used up (it is still Running while missing).
-    **_edges([Phase.FAILED, Phase.TIMED_OUT, Phase.RUNNING], Trigger.GIVE_UP, Phase.FAILED),
-    **_edges([*_WAITING, Phase.INVALID], Trigger.DEPENDENCY_CYCLE, Phase.INVALID),
-    (Phase.INVALID, Trigger.CYCLE_RESOLVED): Phase.QUEUED,
+    (State.RUNNING, Trigger.JOB_MISSING): Phase.RUNNING,
+    (State.RUNNING, Trigger.JOB_MISSING_AFTER_OUTAGE): Phase.RUNNING,
+    **_edges(_MISSING, Trigger.REQUEUE_LOST, Phase.QUEUED),
+    **_edges(_MISSING, Trigger.LOSE, Phase.LOST),
+    **_edges(_states(Phase.RUNNING), Trigger.TIME_OUT, Phase.TIMED_OUT),
+    (State.STARTING, Trigger.START_TIMEOUT): Phase.FAILED,
+    **_edges([State.FAILED, State.TIMED_OUT], Trigger.RETRY, Phase.QUEUED),
+    # Missing: a lost run whose retries are used up (it is still Running while missing).
+    **_edges([State.FAILED, State.TIMED_OUT, *_MISSING], Trigger.GIVE_UP, Phase.FAILED),
+    **_edges([*_WAITING, State.IN_CYCLE], Trigger.DEPENDENCY_CYCLE, Phase.INVALID),
+    (State.IN_CYCLE, Trigger.CYCLE_RESOLVED): Phase.QUEUED,
     # Only a run Ray is running is a victim; never a failure, so back to the queue.
-    (Phase.RUNNING, Trigger.PREEMPT): Phase.QUEUED,
+    **_edges(_states(Phase.RUNNING), Trigger.PREEMPT, Phase.QUEUED),
 }
 
 
@@ -112,11 +194,13 @@ def set_fields(body: TaskStatusBody, update: Mapping[str, object]) -> TaskStatus
 
 
 def _fire(body: TaskStatusBody, trigger: Trigger, update: Mapping[str, object]) -> TaskStatusBody:
-    target = TRANSITIONS.get((body.phase, trigger))
+    state = state_of(body)
+    target = TRANSITIONS.get((state, trigger))
     if target is None:
-        return body
+        raise IllegalTransition(state, trigger)
     # The missing-job timer belongs to the one state it times; any other step ends it.
-    timer = {} if trigger is Trigger.JOB_MISSING else {"missing_since": None}
+    missing = trigger in (Trigger.JOB_MISSING, Trigger.JOB_MISSING_AFTER_OUTAGE)
+    timer = {} if missing else {"missing_since": None}
     return set_fields(body, {"phase": target, **timer, **update})
 
 
@@ -265,6 +349,19 @@ def queue(
     )
 
 
+def wait_for_victims(
+    body: TaskStatusBody, position: int, message: str, estimated_start_at: datetime | None
+) -> TaskStatusBody:
+    """A preemptor waits at `position` while the runs it preempted stop."""
+    update = {
+        "queue_position": position,
+        "reason": Reason.PREEMPTING,
+        "message": message,
+        "estimated_start_at": estimated_start_at,
+    }
+    return _fire(body, Trigger.WAIT_FOR_VICTIMS, update)
+
+
 def unschedulable(body: TaskStatusBody, message: str) -> TaskStatusBody:
     update = {"reason": Reason.EXCEEDS_CLUSTER, "message": message, **_OFF_QUEUE}
     return _fire(body, Trigger.UNSCHEDULABLE, update)
@@ -392,9 +489,12 @@ def note_missing(
         f"{' after it was unreachable' if after_outage else ''}; waiting "
         f"{grace_seconds:g}s before declaring it lost"
     )
-    reason = Reason.JOB_MISSING_AFTER_OUTAGE if after_outage else Reason.JOB_MISSING
+    if after_outage:
+        trigger, reason = Trigger.JOB_MISSING_AFTER_OUTAGE, Reason.JOB_MISSING_AFTER_OUTAGE
+    else:
+        trigger, reason = Trigger.JOB_MISSING, Reason.JOB_MISSING
     update = {"reason": reason, "message": message, "missing_since": now}
-    return _fire(body, Trigger.JOB_MISSING, update)
+    return _fire(body, trigger, update)
 
 
 def requeue(
@@ -448,7 +548,7 @@ def cycle_resolved(body: TaskStatusBody) -> TaskStatusBody:
 def hold(body: TaskStatusBody, reason: Reason, message: str) -> TaskStatusBody:
     """Waits off the queue (no place in it): for a retry's backoff, or for dependencies."""
     update = {"reason": reason, "message": message, **_OFF_QUEUE}
-    return _fire(body, Trigger.QUEUE, update)
+    return _fire(body, Trigger.HOLD, update)
 
 
 def lose(body: TaskStatusBody, now: datetime) -> TaskStatusBody:

@@ -30,7 +30,7 @@ from reconciler.core.fairshare import fits_needed
 from reconciler.core.jobs import resources_text
 from reconciler.core.victims import NEVER, Preemptor, QueueLoad, Rules, Running, Victim
 from specs.cluster import Capacity, RayJob
-from specs.models import ConditionType, Phase, Reason, TaskStatusBody
+from specs.models import ConditionType, Reason, TaskStatusBody
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
 
@@ -174,8 +174,7 @@ def ready(
         if name in queued
         and name not in stopping
         and (body := bodies.get(name)) is not None
-        and body.phase is Phase.QUEUED
-        and body.reason == Reason.PREEMPTING
+        and lifecycle.state_of(body) is lifecycle.State.PREEMPTING
     )
 
 

@@ -151,7 +151,7 @@ def _follow_spec(
         return body
     if phase is Phase.SUSPENDED:
         return body if suspend else lifecycle.resume(body, spec_hash, step.stamp)
-    if in_cycle(body) and body.spec_hash == spec_hash:
+    if lifecycle.in_cycle(body) and body.spec_hash == spec_hash:
         # Invalid only through its dependencies: it waits; the dependency gate judges it anew.
         return lifecycle.suspend(body, spec_hash, step.stamp) if suspend else body
     if phase is Phase.INVALID and _outcome_stands(body, job, spec_hash):
@@ -169,10 +169,6 @@ def _follow_spec(
         body = set_fields(body, {"spec_hash": spec_hash})
         return lifecycle.suspend(body, spec_hash, step.stamp) if suspend else body
     return body
-
-
-def in_cycle(body: TaskStatusBody) -> bool:
-    return body.phase is Phase.INVALID and body.reason == Reason.DEPENDENCY_CYCLE
 
 
 def _outcome_stands(body: TaskStatusBody, job: RayJob | None, spec_hash: str) -> bool:
@@ -196,10 +192,10 @@ def _settle(
         keep_active(step, body, task)
     if step.resubmit and body.phase is Phase.STARTING and body.submission_id:
         step.submits.append(Submit(name, submit_request(step.env, name, task, body)))
-    if body.phase in (Phase.QUEUED, Phase.UNSCHEDULABLE) or in_cycle(body):
+    if body.phase in (Phase.QUEUED, Phase.UNSCHEDULABLE) or lifecycle.in_cycle(body):
         if step.due(to_epoch(body.next_retry_at)):
             body = _enqueue(step, name, task, body)
-        else:
+        elif not lifecycle.in_cycle(body):  # a cycle keeps it off the queue already
             body = lifecycle.hold(body, Reason.RETRY_BACKOFF, body.message or "retry backoff")
     elif job is not None and body.phase.finished and body.ray_status != job.status:
         body = set_fields(body, {"ray_status": job.status})  # e.g. STOPPED after a timeout
@@ -232,5 +228,7 @@ def _enqueue(step: TaskStep, name: str, task: Task, body: TaskStatusBody) -> Tas
         return lifecycle.unschedulable(body, too_big)
     key = (-task.spec.priority, to_epoch(body.queued_at) or step.now, name)
     candidate = policies.Candidate(name, req, task.spec.timeout_seconds)
-    step.waiter = Waiter(key, candidate, task, bool(task.spec.depends_on) or in_cycle(body))
+    step.waiter = Waiter(
+        key, candidate, task, bool(task.spec.depends_on) or lifecycle.in_cycle(body)
+    )
     return body

@@ -128,7 +128,7 @@ def _job_missing(step: TaskStep, name: str, task: Task, body: TaskStatusBody) ->
     if not step.elapsed(since.timestamp(), grace, strictly=False):
         return body
     sid = body.submission_id or ""
-    outage = body.reason == Reason.JOB_MISSING_AFTER_OUTAGE
+    outage = lifecycle.state_of(body) is lifecycle.State.MISSING_AFTER_OUTAGE
     end = retries.RunEnd(
         retries.Outcome.LOST, None, retries.Cause.OUTAGE if outage else retries.Cause.RUN
     )
