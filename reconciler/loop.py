@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from reconciler import writes
-from reconciler.core import incremental, planner, queueing
+from reconciler.core import incremental, lifecycle, planner, queueing
 from reconciler.core.planner import Observation, Plan, TaskInput
 from reconciler.events import FileEvents
 from reconciler.faults import Faults
@@ -494,7 +494,7 @@ class Reconciler:
             except RayError as exc:
                 log.warning("no log for failed %s: %s", name, exc)
                 continue
-            body = status.status.model_copy(update={"log_tail": text})
+            body = lifecycle.attach_log_tail(status.status, text)
             plan.statuses[name] = status.model_copy(update={"status": body})
 
     def _submit(self, plan: Plan, unwritten: set[str], now: datetime) -> None:

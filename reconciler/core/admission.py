@@ -26,7 +26,6 @@ from reconciler.core.jobs import (
     submission_id_for,
     submit_request,
 )
-from reconciler.core.lifecycle import set_fields
 from reconciler.core.preemption import preempt
 from reconciler.core.timestamps import EARLY, to_datetime, to_epoch
 from specs.cluster import (
@@ -84,7 +83,7 @@ def gate_dependencies(ctx: PassState, specs: Mapping[str, TaskInput]) -> None:
         queued = to_epoch(body.queued_at) or ctx.now
         if judgement.met_at is not None and judgement.met_at > queued:
             queued = judgement.met_at
-            body = set_fields(body, {"queued_at": to_datetime(queued)})
+            body = lifecycle.date_queue_entry(body, to_datetime(queued))
         ctx.bodies[name] = body
         kept.append(((key[0], queued, key[2]), candidate))
     ctx.queue = kept

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from enum import Enum, auto
 
 from specs.cluster import META_RUN, META_UID, RUNNING, STOPPED, SUCCEEDED, RayJob
-from specs.models import FINISHED, Phase, Reason, SourceRef, TaskStatusBody
+from specs.models import FINISHED, Condition, Phase, Reason, SourceRef, TaskStatusBody
 
 
 class State(Enum):
@@ -549,6 +549,36 @@ def hold(body: TaskStatusBody, reason: Reason, message: str) -> TaskStatusBody:
     """Waits off the queue (no place in it): for a retry's backoff, or for dependencies."""
     update = {"reason": reason, "message": message, **_OFF_QUEUE}
     return _fire(body, Trigger.HOLD, update)
+
+
+# -- fields no transition writes ------------------------------------------------------------
+def record_spec_hash(body: TaskStatusBody, spec_hash: str) -> TaskStatusBody:
+    """The spec a waiting task (or, without Ray, any task) will run."""
+    return set_fields(body, {"spec_hash": spec_hash})
+
+
+def note_ray_status(body: TaskStatusBody, ray_status: str) -> TaskStatusBody:
+    """What Ray says of a finished run's job now (e.g. STOPPED after a timeout)."""
+    return set_fields(body, {"ray_status": ray_status})
+
+
+def date_queue_entry(body: TaskStatusBody, queued_at: datetime) -> TaskStatusBody:
+    """Its FIFO age starts when its last dependency was met."""
+    return set_fields(body, {"queued_at": queued_at})
+
+
+def with_conditions(body: TaskStatusBody, conditions: list[Condition]) -> TaskStatusBody:
+    return set_fields(body, {"conditions": conditions})
+
+
+def in_queue(body: TaskStatusBody, queue: str | None) -> TaskStatusBody:
+    """The team queue it belongs to (None: no team queues)."""
+    return set_fields(body, {"queue": queue})
+
+
+def attach_log_tail(body: TaskStatusBody, log_tail: str) -> TaskStatusBody:
+    """The end of a failed run's log, fetched by the shell after the pass."""
+    return body.model_copy(update={"log_tail": log_tail})
 
 
 def lose(body: TaskStatusBody, now: datetime) -> TaskStatusBody:

@@ -34,7 +34,6 @@ from reconciler.core.decisions import (
 )
 from reconciler.core.inputs import Observation, TaskInput
 from reconciler.core.jobs import request_of as request_of
-from reconciler.core.lifecycle import set_fields
 from reconciler.core.reconcile import reconcile_task
 from reconciler.core.step import TaskEnv, TaskResult, task_env
 from reconciler.core.timestamps import to_datetime
@@ -289,10 +288,10 @@ def _collect_statuses(ctx: PassState, statuses: Mapping[str, TaskStatus]) -> Non
             wanted = {**wanted, ConditionType.PREEMPTED: _preempted_condition(body)}
         if wanted or body.conditions:
             old = prev.status.conditions if prev else []
-            body = set_fields(body, {"conditions": _conditions(old, wanted, ctx.now)})
+            body = lifecycle.with_conditions(body, _conditions(old, wanted, ctx.now))
         if ctx.queues is not None or body.queue is not None:
             queue = ctx.queues.queue_of(name) if ctx.queues is not None else None
-            body = set_fields(body, {"queue": queue})
+            body = lifecycle.in_queue(body, queue)
         if prev is not None and prev.status is body:
             ctx.plan.statuses[name] = prev  # unchanged: same object, nothing to write
         else:

@@ -10,7 +10,6 @@ from reconciler.core import lifecycle, policies, victims
 from reconciler.core.decisions import Submit
 from reconciler.core.inputs import TaskInput
 from reconciler.core.jobs import make_uid, request_of, submit_request
-from reconciler.core.lifecycle import set_fields
 from reconciler.core.runs import check_timeouts, keep_active, note_ended, observe_run
 from reconciler.core.step import TaskEnv, TaskResult, TaskStep, Waiter
 from reconciler.core.timestamps import to_epoch
@@ -90,7 +89,7 @@ def _reconcile_task(step: TaskStep, spec: TaskInput, prev: TaskStatus | None) ->
         # Without Ray we can only keep what we had; never act, never re-derive phases.
         if body.phase.active:
             keep_active(step, body, task)
-        step.body = set_fields(body, {"spec_hash": body.spec_hash or spec_hash})
+        step.body = lifecycle.record_spec_hash(body, body.spec_hash or spec_hash)
         return
 
     if body.phase.active:
@@ -166,7 +165,7 @@ def _follow_spec(
     if phase in (Phase.QUEUED, Phase.UNSCHEDULABLE):
         if body.spec_hash != spec_hash:
             body = lifecycle.fresh_series(body)  # a fixed spec need not sit out a backoff
-        body = set_fields(body, {"spec_hash": spec_hash})
+        body = lifecycle.record_spec_hash(body, spec_hash)
         return lifecycle.suspend(body, spec_hash, step.stamp) if suspend else body
     return body
 
@@ -198,7 +197,7 @@ def _settle(
         elif not lifecycle.in_cycle(body):  # a cycle keeps it off the queue already
             body = lifecycle.hold(body, Reason.RETRY_BACKOFF, body.message or "retry backoff")
     elif job is not None and body.phase.finished and body.ray_status != job.status:
-        body = set_fields(body, {"ray_status": job.status})  # e.g. STOPPED after a timeout
+        body = lifecycle.note_ray_status(body, job.status)  # e.g. STOPPED after a timeout
     step.body = body
 
 
