@@ -1,19 +1,11 @@
-"""The task state machine: which phase may follow which, and the status body each step writes.
+"""The task's status through its life: each function fires one trigger of the state machine
+(`reconciler.core.states`) and says which status fields change with it.
 
 Pure: no I/O and no clock (the caller passes `now`). The planner decides *when* a trigger
-fires; only this module decides what the phase becomes and which fields change with it.
-
-A status is in one `State`: its phase, refined by the sub-states that a phase alone does not
-tell (a dependency cycle, a missing job, a preemptor waiting for its victims). `state_of`
-reads it from the status file's fields, here only; the planner asks for it instead of reading
-reasons back. Every transition function looks its `(state, trigger)` pair up in
-`TRANSITIONS`; a pair that is not there raises `IllegalTransition`: the planner routes each
-task by its state and fires only what that state allows, so an illegal pair is a bug, never
-a quiet no-op. tests/unit/test_lifecycle.py walks every pair to prove that.
-
-The status fields are written here only, each by a named function (`record_spec_hash`,
-`note_ray_status`, `date_queue_entry`, `with_conditions`, `in_queue`, `attach_log_tail`)
-when no transition writes it.
+fires; only this module decides what the phase becomes and which fields change with it. The
+status fields are written here only, each by a named function: a transition, or, for a
+field no transition writes, `record_spec_hash`, `note_ray_status`, `date_queue_entry`,
+`with_conditions`, `in_queue` or `attach_log_tail`.
 
 All transitions also keep the identity rule of `set_fields`: a status whose fields do not
 really change is returned as the same object, which is how the loop knows not to write it.
@@ -21,187 +13,33 @@ really change is returned as the same object, which is how the loop knows not to
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from enum import Enum, auto
 
+from reconciler.core.states import (
+    TRANSITIONS,
+    IllegalTransition,
+    State,
+    Trigger,
+    fire,
+    in_cycle,
+    missing_since,
+    set_fields,
+    state_of,
+)
 from specs.cluster import META_RUN, META_UID, RUNNING, STOPPED, SUCCEEDED, RayJob
-from specs.models import FINISHED, Condition, Phase, Reason, SourceRef, TaskStatusBody
+from specs.models import Condition, Phase, Reason, SourceRef, TaskStatusBody
 
-
-class State(Enum):
-    """A phase, with the sub-states the planner needs told apart."""
-
-    QUEUED = auto()
-    PREEMPTING = auto()  # Queued: a preemptor whose victims are stopping (reason Preempting)
-    UNSCHEDULABLE = auto()
-    STARTING = auto()
-    RUNNING = auto()
-    MISSING = auto()  # Running, but Ray no longer lists the job: the grace period runs
-    MISSING_AFTER_OUTAGE = auto()  # ... first seen missing when Ray came back
-    SUCCEEDED = auto()
-    FAILED = auto()
-    TIMED_OUT = auto()
-    STOPPED = auto()
-    LOST = auto()
-    SUSPENDED = auto()
-    INVALID = auto()  # the spec does not parse (or claims an id another task has)
-    IN_CYCLE = auto()  # Invalid only through its dependencies: they form a cycle
-
-    @property
-    def phase(self) -> Phase:
-        return _PHASE_OF[self]
-
-
-_PHASE_OF = {
-    **{state: Phase[state.name] for state in State if state.name in Phase.__members__},
-    State.PREEMPTING: Phase.QUEUED,
-    State.MISSING: Phase.RUNNING,
-    State.MISSING_AFTER_OUTAGE: Phase.RUNNING,
-    State.IN_CYCLE: Phase.INVALID,
-}
-
-
-def state_of(body: TaskStatusBody) -> State:
-    """The state a status is in, read from its fields (the only place that reads reasons
-    back)."""
-    phase = body.phase
-    if phase is Phase.QUEUED and body.reason == Reason.PREEMPTING:
-        return State.PREEMPTING
-    if phase is Phase.RUNNING and missing_since(body) is not None:
-        if body.reason == Reason.JOB_MISSING_AFTER_OUTAGE:
-            return State.MISSING_AFTER_OUTAGE
-        return State.MISSING
-    if phase is Phase.INVALID and body.reason == Reason.DEPENDENCY_CYCLE:
-        return State.IN_CYCLE
-    return State[phase.name]
-
-
-def in_cycle(body: TaskStatusBody) -> bool:
-    return state_of(body) is State.IN_CYCLE
-
-
-class IllegalTransition(Exception):
-    """A trigger fired in a state that does not allow it: a bug in the caller."""
-
-    def __init__(self, state: State, trigger: Trigger) -> None:
-        super().__init__(f"{trigger.name} is not allowed in state {state.name}")
-        self.state = state
-        self.trigger = trigger
-
-
-class Trigger(Enum):
-    """What happened to a task, as far as its phase is concerned."""
-
-    INVALIDATE = auto()  # the spec no longer parses, and no run is active
-    SPEC_CHANGED = auto()  # a run-defining field changed (or the spec was fixed): a new run
-    SUSPEND = auto()
-    RESUME = auto()
-    QUEUE = auto()  # waits in the queue: its place, and why
-    HOLD = auto()  # waits off the queue: a retry's backoff, or its dependencies
-    WAIT_FOR_VICTIMS = auto()  # a preemptor waits in the queue while its victims stop
-    UNSCHEDULABLE = auto()  # asks for more than the whole cluster has
-    ADMIT = auto()  # the policy starts it: a new run is submitted
-    SUBMIT_REFUSED = auto()  # Ray refused the submission for good
-    RAY_PENDING = auto()
-    RAY_RUNNING = auto()
-    RAY_SUCCEEDED = auto()
-    RAY_FAILED = auto()
-    RAY_STOPPED = auto()  # stopped by someone other than rayqueue
-    ID_CONFLICT = auto()  # the submission id is held by a job that is not this run's
-    JOB_MISSING = auto()  # Ray no longer lists the running job: the grace period starts
-    JOB_MISSING_AFTER_OUTAGE = auto()  # ... first seen so when Ray came back from an outage
-    REQUEUE_LOST = auto()  # it stayed missing; restarts are left: queued again
-    LOSE = auto()  # it stayed missing; no restarts left
-    TIME_OUT = auto()  # ran longer than spec.timeoutSeconds
-    START_TIMEOUT = auto()  # pending in Ray for longer than the start timeout
-    RETRY = auto()  # a failed or timed-out run is tried again (spec.retry)
-    GIVE_UP = auto()  # no retry: the limit is used up, or the exit code is final
-    DEPENDENCY_CYCLE = auto()  # a waiting task is part of a dependency cycle
-    CYCLE_RESOLVED = auto()  # ... and no longer is: back into the queue
-    PREEMPT = auto()  # stopped to make room for a more urgent task: queued again
-
-
-def _states(*phases: Phase) -> list[State]:
-    """Every state of these phases."""
-    return [state for state in State if state.phase in phases]
-
-
-_ACTIVE = _states(Phase.STARTING, Phase.RUNNING)
-_WAITING = _states(Phase.QUEUED, Phase.UNSCHEDULABLE)
-_FINISHED = _states(*FINISHED)
-_MISSING = [State.MISSING, State.MISSING_AFTER_OUTAGE]
-_OUTCOMES = {
-    Trigger.RAY_SUCCEEDED: Phase.SUCCEEDED,
-    Trigger.RAY_FAILED: Phase.FAILED,
-    Trigger.RAY_STOPPED: Phase.STOPPED,
-}
-
-
-Key = tuple[State, Trigger]
-
-
-def _edges(sources: Iterable[State], trigger: Trigger, target: Phase) -> dict[Key, Phase]:
-    return {(source, trigger): target for source in sources}
-
-
-_INVALID = _states(Phase.INVALID)
-
-TRANSITIONS: Mapping[Key, Phase] = {
-    **_edges([s for s in State if not s.phase.active], Trigger.INVALIDATE, Phase.INVALID),
-    **_edges([*_ACTIVE, *_FINISHED, *_INVALID], Trigger.SPEC_CHANGED, Phase.QUEUED),
-    **_edges([*_ACTIVE, *_WAITING, *_FINISHED, *_INVALID], Trigger.SUSPEND, Phase.SUSPENDED),
-    (State.SUSPENDED, Trigger.RESUME): Phase.QUEUED,
-    **_edges(_WAITING, Trigger.QUEUE, Phase.QUEUED),
-    **_edges(_WAITING, Trigger.HOLD, Phase.QUEUED),
-    **_edges(_WAITING, Trigger.WAIT_FOR_VICTIMS, Phase.QUEUED),
-    **_edges(_WAITING, Trigger.UNSCHEDULABLE, Phase.UNSCHEDULABLE),
-    **_edges(_WAITING, Trigger.ADMIT, Phase.STARTING),
-    (State.STARTING, Trigger.SUBMIT_REFUSED): Phase.FAILED,
-    **_edges(_ACTIVE, Trigger.RAY_PENDING, Phase.STARTING),
-    **_edges(_ACTIVE, Trigger.RAY_RUNNING, Phase.RUNNING),
-    # From Invalid too: a spec fixed back to the run that ended meanwhile keeps its outcome.
-    **{
-        key: target
-        for trigger, target in _OUTCOMES.items()
-        for key in _edges([*_ACTIVE, *_INVALID], trigger, target)
-    },
-    **_edges(_ACTIVE, Trigger.ID_CONFLICT, Phase.FAILED),
-    # A Starting run missing from Ray is submitted again instead: its id is still free.
-    (State.RUNNING, Trigger.JOB_MISSING): Phase.RUNNING,
-    (State.RUNNING, Trigger.JOB_MISSING_AFTER_OUTAGE): Phase.RUNNING,
-    **_edges(_MISSING, Trigger.REQUEUE_LOST, Phase.QUEUED),
-    **_edges(_MISSING, Trigger.LOSE, Phase.LOST),
-    **_edges(_states(Phase.RUNNING), Trigger.TIME_OUT, Phase.TIMED_OUT),
-    (State.STARTING, Trigger.START_TIMEOUT): Phase.FAILED,
-    **_edges([State.FAILED, State.TIMED_OUT], Trigger.RETRY, Phase.QUEUED),
-    # Missing: a lost run whose retries are used up (it is still Running while missing).
-    **_edges([State.FAILED, State.TIMED_OUT, *_MISSING], Trigger.GIVE_UP, Phase.FAILED),
-    **_edges([*_WAITING, State.IN_CYCLE], Trigger.DEPENDENCY_CYCLE, Phase.INVALID),
-    (State.IN_CYCLE, Trigger.CYCLE_RESOLVED): Phase.QUEUED,
-    # Only a run Ray is running is a victim; never a failure, so back to the queue.
-    **_edges(_states(Phase.RUNNING), Trigger.PREEMPT, Phase.QUEUED),
-}
-
-
-def set_fields(body: TaskStatusBody, update: Mapping[str, object]) -> TaskStatusBody:
-    """model_copy only if a field really changes: unchanged statuses keep their identity,
-    which lets the shell skip them cheaply."""
-    for key, value in update.items():
-        if getattr(body, key) != value:
-            return body.model_copy(update=dict(update))
-    return body
-
-
-def _fire(body: TaskStatusBody, trigger: Trigger, update: Mapping[str, object]) -> TaskStatusBody:
-    state = state_of(body)
-    target = TRANSITIONS.get((state, trigger))
-    if target is None:
-        raise IllegalTransition(state, trigger)
-    # The missing-job timer belongs to the one state it times; any other step ends it.
-    missing = trigger in (Trigger.JOB_MISSING, Trigger.JOB_MISSING_AFTER_OUTAGE)
-    timer = {} if missing else {"missing_since": None}
-    return set_fields(body, {"phase": target, **timer, **update})
+__all__ = [  # the machine's names the planner and the tests use, beside the transitions
+    "TRANSITIONS",
+    "IllegalTransition",
+    "State",
+    "Trigger",
+    "in_cycle",
+    "missing_since",
+    "set_fields",
+    "state_of",
+]
 
 
 def _ts(epoch: float) -> datetime:
@@ -253,7 +91,7 @@ def invalidate(body: TaskStatusBody | None, message: str) -> TaskStatusBody:
     update = {"reason": Reason.INVALID_SPEC, "message": message, **_OFF_QUEUE}
     if body is None:
         return set_fields(base, update)
-    return _fire(base, Trigger.INVALIDATE, update)
+    return fire(base, Trigger.INVALIDATE, update)
 
 
 def _new_run(
@@ -265,7 +103,7 @@ def _new_run(
     queued_at: datetime | None,
     extra: Mapping[str, object] = _NOTHING,
 ) -> TaskStatusBody:
-    return _fire(
+    return fire(
         body,
         trigger,
         {
@@ -314,7 +152,7 @@ def resume(body: TaskStatusBody, spec_hash: str, now: datetime) -> TaskStatusBod
 
 def suspend(body: TaskStatusBody, spec_hash: str | None, now: datetime) -> TaskStatusBody:
     """The one way to suspend. An active run ends now; a waiting task leaves the queue."""
-    return _fire(
+    return fire(
         body,
         Trigger.SUSPEND,
         {
@@ -337,7 +175,7 @@ def queue(
     estimated_start_at: datetime | None,
 ) -> TaskStatusBody:
     """Waits at `position` (1-based) for the reason the admission policy gave."""
-    return _fire(
+    return fire(
         body,
         Trigger.QUEUE,
         {
@@ -359,12 +197,12 @@ def wait_for_victims(
         "message": message,
         "estimated_start_at": estimated_start_at,
     }
-    return _fire(body, Trigger.WAIT_FOR_VICTIMS, update)
+    return fire(body, Trigger.WAIT_FOR_VICTIMS, update)
 
 
 def unschedulable(body: TaskStatusBody, message: str) -> TaskStatusBody:
     update = {"reason": Reason.EXCEEDS_CLUSTER, "message": message, **_OFF_QUEUE}
-    return _fire(body, Trigger.UNSCHEDULABLE, update)
+    return fire(body, Trigger.UNSCHEDULABLE, update)
 
 
 def start_run(
@@ -376,7 +214,7 @@ def start_run(
 ) -> TaskStatusBody:
     """Admitted: run number `body.run + 1` is recorded under `submission_id` before submit,
     with the commit its spec came from, if the folder is in git."""
-    return _fire(
+    return fire(
         body,
         Trigger.ADMIT,
         {
@@ -404,7 +242,7 @@ def refuse_submit(body: TaskStatusBody, message: str, now: datetime) -> TaskStat
         "message": f"Ray refused the job: {message}",
         "finished_at": now,
     }
-    return _fire(body, Trigger.SUBMIT_REFUSED, update)
+    return fire(body, Trigger.SUBMIT_REFUSED, update)
 
 
 # -- what Ray reports -----------------------------------------------------------------------
@@ -414,7 +252,7 @@ def observe_pending(body: TaskStatusBody, job: RayJob) -> TaskStatusBody:
         "reason": Reason.PENDING,
         "message": f"Ray job {body.submission_id or ''} is pending",
     }
-    return _fire(body, Trigger.RAY_PENDING, update)
+    return fire(body, Trigger.RAY_PENDING, update)
 
 
 def observe_running(body: TaskStatusBody, job: RayJob, now: datetime) -> TaskStatusBody:
@@ -425,7 +263,7 @@ def observe_running(body: TaskStatusBody, job: RayJob, now: datetime) -> TaskSta
         "finished_at": None,
         "started_at": body.started_at or now,
     }
-    return _fire(body, Trigger.RAY_RUNNING, update)
+    return fire(body, Trigger.RAY_RUNNING, update)
 
 
 def end_run(body: TaskStatusBody, job: RayJob) -> TaskStatusBody:
@@ -452,7 +290,7 @@ def end_run(body: TaskStatusBody, job: RayJob) -> TaskStatusBody:
         # fixed keeps its record as it stood.
         started = _ts(job.start_time) if job.start_time else None
         update["started_at"] = body.started_at or started
-    return _fire(body, trigger, update)
+    return fire(body, trigger, update)
 
 
 def conflict(body: TaskStatusBody, now: datetime) -> TaskStatusBody:
@@ -467,15 +305,7 @@ def conflict(body: TaskStatusBody, now: datetime) -> TaskStatusBody:
         "finished_at": now,
         "ray_status": None,
     }
-    return _fire(body, Trigger.ID_CONFLICT, update)
-
-
-def missing_since(body: TaskStatusBody) -> datetime | None:
-    """When Ray stopped listing the run, or None while it is listed."""
-    if body.missing_since is not None:
-        return body.missing_since
-    # Status files written before missingSince existed kept the timer in finishedAt.
-    return body.finished_at if body.reason == Reason.JOB_MISSING else None
+    return fire(body, Trigger.ID_CONFLICT, update)
 
 
 def note_missing(
@@ -494,7 +324,7 @@ def note_missing(
     else:
         trigger, reason = Trigger.JOB_MISSING, Reason.JOB_MISSING
     update = {"reason": reason, "message": message, "missing_since": now}
-    return _fire(body, trigger, update)
+    return fire(body, trigger, update)
 
 
 def requeue(
@@ -532,23 +362,57 @@ def give_up(body: TaskStatusBody, reason: Reason, message: str, now: datetime) -
         "next_retry_at": None,
         **_OFF_QUEUE,
     }
-    return _fire(body, Trigger.GIVE_UP, update)
+    return fire(body, Trigger.GIVE_UP, update)
 
 
 def dependency_cycle(body: TaskStatusBody, message: str) -> TaskStatusBody:
     update = {"reason": Reason.DEPENDENCY_CYCLE, "message": message, **_OFF_QUEUE}
-    return _fire(body, Trigger.DEPENDENCY_CYCLE, update)
+    return fire(body, Trigger.DEPENDENCY_CYCLE, update)
 
 
 def cycle_resolved(body: TaskStatusBody) -> TaskStatusBody:
     update = {"reason": Reason.QUEUED, "message": "queued", **_OFF_QUEUE}
-    return _fire(body, Trigger.CYCLE_RESOLVED, update)
+    return fire(body, Trigger.CYCLE_RESOLVED, update)
 
 
 def hold(body: TaskStatusBody, reason: Reason, message: str) -> TaskStatusBody:
     """Waits off the queue (no place in it): for a retry's backoff, or for dependencies."""
     update = {"reason": reason, "message": message, **_OFF_QUEUE}
-    return _fire(body, Trigger.HOLD, update)
+    return fire(body, Trigger.HOLD, update)
+
+
+def lose(body: TaskStatusBody, now: datetime) -> TaskStatusBody:
+    message = f"job {body.submission_id or ''} vanished from Ray and restarts are used up"
+    update = {"reason": Reason.JOB_LOST, "message": message, "finished_at": now}
+    return fire(body, Trigger.LOSE, update)
+
+
+def time_out(body: TaskStatusBody, timeout_seconds: float, now: datetime) -> TaskStatusBody:
+    """Ran longer than spec.timeoutSeconds. Recorded first; the planner then stops the job."""
+    message = f"ran longer than timeoutSeconds={timeout_seconds:g}; stopped"
+    update = {
+        "reason": Reason.TIMEOUT_EXCEEDED,
+        "message": message,
+        "finished_at": now,
+        **_OFF_QUEUE,
+    }
+    return fire(body, Trigger.TIME_OUT, update)
+
+
+def start_timed_out(body: TaskStatusBody, limit_seconds: float, now: datetime) -> TaskStatusBody:
+    """Pending in Ray for longer than the start timeout (no node will take it)."""
+    message = f"pending in Ray for over {limit_seconds:g}s; stopped"
+    update = {"reason": Reason.START_TIMEOUT, "message": message, "finished_at": now, **_OFF_QUEUE}
+    return fire(body, Trigger.START_TIMEOUT, update)
+
+
+def preempt(body: TaskStatusBody, preemptor: str, message: str) -> TaskStatusBody:
+    """Stopped for `preemptor`: queued again as a new run in its old place (queuedAt is kept),
+    counted in `preemptions`, never as a failure. Recorded before the stop is sent."""
+    extra = {"preemptions": body.preemptions + 1, "preempted_by": preemptor}
+    trigger, reason = Trigger.PREEMPT, Reason.PREEMPTED
+    spec_hash = body.spec_hash or ""
+    return _new_run(body, trigger, reason, message, spec_hash, body.queued_at, extra)
 
 
 # -- fields no transition writes ------------------------------------------------------------
@@ -579,37 +443,3 @@ def in_queue(body: TaskStatusBody, queue: str | None) -> TaskStatusBody:
 def attach_log_tail(body: TaskStatusBody, log_tail: str) -> TaskStatusBody:
     """The end of a failed run's log, fetched by the shell after the pass."""
     return body.model_copy(update={"log_tail": log_tail})
-
-
-def lose(body: TaskStatusBody, now: datetime) -> TaskStatusBody:
-    message = f"job {body.submission_id or ''} vanished from Ray and restarts are used up"
-    update = {"reason": Reason.JOB_LOST, "message": message, "finished_at": now}
-    return _fire(body, Trigger.LOSE, update)
-
-
-def time_out(body: TaskStatusBody, timeout_seconds: float, now: datetime) -> TaskStatusBody:
-    """Ran longer than spec.timeoutSeconds. Recorded first; the planner then stops the job."""
-    message = f"ran longer than timeoutSeconds={timeout_seconds:g}; stopped"
-    update = {
-        "reason": Reason.TIMEOUT_EXCEEDED,
-        "message": message,
-        "finished_at": now,
-        **_OFF_QUEUE,
-    }
-    return _fire(body, Trigger.TIME_OUT, update)
-
-
-def start_timed_out(body: TaskStatusBody, limit_seconds: float, now: datetime) -> TaskStatusBody:
-    """Pending in Ray for longer than the start timeout (no node will take it)."""
-    message = f"pending in Ray for over {limit_seconds:g}s; stopped"
-    update = {"reason": Reason.START_TIMEOUT, "message": message, "finished_at": now, **_OFF_QUEUE}
-    return _fire(body, Trigger.START_TIMEOUT, update)
-
-
-def preempt(body: TaskStatusBody, preemptor: str, message: str) -> TaskStatusBody:
-    """Stopped for `preemptor`: queued again as a new run in its old place (queuedAt is kept),
-    counted in `preemptions`, never as a failure. Recorded before the stop is sent."""
-    extra = {"preemptions": body.preemptions + 1, "preempted_by": preemptor}
-    trigger, reason = Trigger.PREEMPT, Reason.PREEMPTED
-    spec_hash = body.spec_hash or ""
-    return _new_run(body, trigger, reason, message, spec_hash, body.queued_at, extra)
