@@ -22,7 +22,6 @@ the heads that are guaranteed, so no borrower can take a returning team's quota.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -35,70 +34,23 @@ from reconciler.core.policies import (
     describe_shortfall,
     reserve,
 )
+from reconciler.core.quotas import (
+    EPS,
+    NO_LIMIT,
+    RESOURCES,
+    QueueQuota,
+    Quotas,
+    amount,
+    min_of,
+    of,
+    pos,
+    resolve,
+    scale,
+    unit,
+    weighted_share,
+)
 from specs.cluster import Capacity
 from specs.models import Reason
-from specs.quantity import human_memory
-from specs.queues import DEFAULT_QUEUE, UNLIMITED, QueueConfig
-
-RESOURCES = ("cpu", "gpu", "memory")
-NO_LIMIT = Capacity(UNLIMITED, UNLIMITED, UNLIMITED)
-_EPS = 1e-9
-
-
-@dataclass(frozen=True)
-class QueueQuota:
-    """One queue's configuration, resolved against the cluster's capacity."""
-
-    name: str
-    nominal: Capacity
-    borrowing_limit: Capacity = NO_LIMIT
-    lending_limit: Capacity = NO_LIMIT
-    weight: float = 1.0
-
-
-@dataclass(frozen=True)
-class Quotas:
-    queues: tuple[QueueQuota, ...]
-    oversubscribed: str | None = None  # why the listed quotas cannot all be honoured
-
-
-def resolve(config: QueueConfig, capacity: Capacity) -> Quotas:
-    """Listed queues as configured; `default` gets what the cluster has beyond them (>= 0)."""
-    listed = tuple(
-        QueueQuota(
-            q.name,
-            q.nominal_quota.capacity(),
-            q.borrowing_limit.capacity(),
-            q.lending_limit.capacity(),
-            q.weight,
-        )
-        for q in config.spec.queues
-    )
-    total = Capacity()
-    for q in listed:
-        total = total + q.nominal
-    rest = capacity - total
-    default = config.spec.default
-    default_quota = QueueQuota(
-        DEFAULT_QUEUE,
-        _pos(rest),
-        default.borrowing_limit.capacity(),
-        default.lending_limit.capacity(),
-        default.weight,
-    )
-    over = [
-        f"{_amount(r, _of(total, r))} {_unit(r)} > {_amount(r, _of(capacity, r))}"
-        for r in RESOURCES
-        if _of(rest, r) < -_EPS
-    ]
-    warning = None
-    if over:
-        warning = (
-            "the listed nominal quotas add up to more than the cluster has ("
-            + ", ".join(over)
-            + "); they are honoured only as far as resources are free"
-        )
-    return Quotas((*listed, default_quota), warning)
 
 
 @dataclass(frozen=True)
@@ -131,46 +83,6 @@ class FairAdmission:
     start: list[str] = field(default_factory=list)  # in admission order, across queues
     waiting: dict[str, Waiting] = field(default_factory=dict)
     queues: dict[str, QueueState] = field(default_factory=dict)
-
-
-# --- per-resource arithmetic on Capacity ---------------------------------------------------
-
-
-def _map2(a: Capacity, b: Capacity, op: Callable[[float, float], float]) -> Capacity:
-    return Capacity(op(a.cpu, b.cpu), op(a.gpu, b.gpu), op(a.memory, b.memory))
-
-
-def _pos(a: Capacity) -> Capacity:
-    return _map2(a, Capacity(), max)
-
-
-def _min(a: Capacity, b: Capacity) -> Capacity:
-    return _map2(a, b, min)
-
-
-def _scale(a: Capacity, factor: Capacity) -> Capacity:
-    return Capacity(a.cpu * factor.cpu, a.gpu * factor.gpu, a.memory * factor.memory)
-
-
-def _of(amounts: Capacity, resource: str) -> float:
-    return float(getattr(amounts, resource))
-
-
-def _amount(resource: str, value: float) -> str:
-    if resource == "memory":
-        return "unlimited" if math.isinf(value) else human_memory(value)
-    return "unlimited" if math.isinf(value) else f"{value:g}"
-
-
-def _unit(resource: str) -> str:
-    return {"cpu": "CPU", "gpu": "GPU", "memory": "memory"}[resource]
-
-
-def weighted_share(usage: Capacity, capacity: Capacity, weight: float) -> float:
-    """max over resources of usage / capacity, divided by the weight (resources absent from
-    the cluster do not count)."""
-    ratios = [_of(usage, r) / _of(capacity, r) for r in RESOURCES if _of(capacity, r) > 0]
-    return max([0.0, *ratios]) / weight
 
 
 # --- the pass -------------------------------------------------------------------------------
@@ -209,7 +121,7 @@ class _Reservation:
 
 def fits_needed(request: Capacity, room: Capacity) -> bool:
     """Fits, counting only the resources it asks for (a blocked GPU does not stop CPU work)."""
-    return all(_of(request, r) <= _of(room, r) + _EPS for r in RESOURCES if _of(request, r) > 0)
+    return all(of(request, r) <= of(room, r) + EPS for r in RESOURCES if of(request, r) > 0)
 
 
 def _first_strict(queue: Sequence[Candidate], budget: Capacity) -> Candidate | None:
@@ -237,19 +149,19 @@ class _Queue:
 
     @property
     def borrowed(self) -> Capacity:
-        return _pos(self.usage - self.quota.nominal)
+        return pos(self.usage - self.quota.nominal)
 
     def idle(self) -> Capacity:
         """Unused nominal quota, without what its head needs if the head is guaranteed."""
-        unused = _pos(self.quota.nominal - self.usage)
+        unused = pos(self.quota.nominal - self.usage)
         if self.remaining:
             head = self.remaining[0].request
             if (self.usage + head).fits_in(self.quota.nominal):
-                unused = _pos(unused - head)
+                unused = pos(unused - head)
         return unused
 
     def lendable(self) -> Capacity:
-        return _min(self.quota.lending_limit, self.idle())
+        return min_of(self.quota.lending_limit, self.idle())
 
 
 class _Pass:
@@ -298,22 +210,22 @@ class _Pass:
 
     def above_nominal(self, queue: _Queue) -> Capacity:
         """Per resource: the most the queue may hold above its nominal quota right now."""
-        return _pos(_min(queue.quota.borrowing_limit, self.slack_for(queue)))
+        return pos(min_of(queue.quota.borrowing_limit, self.slack_for(queue)))
 
     def can_borrow(self, queue: _Queue) -> Capacity:
         """Per resource: how much more it may borrow now."""
-        return _pos(self.above_nominal(queue) - queue.borrowed)
+        return pos(self.above_nominal(queue) - queue.borrowed)
 
     def quota_limit(self, queue: _Queue) -> Capacity:
         """Per resource: what its quota alone lets the next admission take."""
-        return _pos(queue.quota.nominal - queue.usage + self.above_nominal(queue))
+        return pos(queue.quota.nominal - queue.usage + self.above_nominal(queue))
 
     def budget(self, queue: _Queue) -> Capacity:
         """Per resource: the most its next admission may take."""
         cached = self.budgets.get(queue.quota.name)
         if cached is not None and cached[0] == self.version:
             return cached[1]
-        budget = _min(_pos(self.free), self.quota_limit(queue))
+        budget = min_of(pos(self.free), self.quota_limit(queue))
         self.budgets[queue.quota.name] = (self.version, budget)
         return budget
 
@@ -378,12 +290,12 @@ class _Pass:
         if self.reservation == NO_RESERVATION or not queue.remaining:
             return None
         head = queue.remaining[0]
-        free = _pos(self.free)
+        free = pos(self.free)
         # Room it will have once the others' borrowed jobs end: borrowed resources come back
         # to the pool, but nobody's nominal use does.
         lend, _ = self._totals()
-        others = _pos(_min(queue.quota.borrowing_limit, lend - queue.lendable()))
-        quota_room = _pos(queue.quota.nominal - queue.usage + others)
+        others = pos(min_of(queue.quota.borrowing_limit, lend - queue.lendable()))
+        quota_room = pos(queue.quota.nominal - queue.usage + others)
         if head.request.fits_in(free) or not head.request.fits_in(quota_room):
             return None
         spare = free - head.request
@@ -411,14 +323,14 @@ class _Pass:
         for candidate in list(queue.remaining):
             request = candidate.request
             for r in RESOURCES:
-                if _of(request, r) > _of(ceiling, r) + _EPS:
+                if of(request, r) > of(ceiling, r) + EPS:
                     name = queue.quota.name
                     self.unfit[candidate.name] = Waiting(
                         Reason.QUOTA_EXCEEDED,
-                        f"asks for {_amount(r, _of(request, r))} {_unit(r)}; {name} may "
-                        f"hold at most {_amount(r, _of(ceiling, r))} (nominal "
-                        f"{_amount(r, _of(queue.quota.nominal, r))} + borrowingLimit "
-                        f"{_amount(r, _of(queue.quota.borrowing_limit, r))}); it cannot "
+                        f"asks for {amount(r, of(request, r))} {unit(r)}; {name} may "
+                        f"hold at most {amount(r, of(ceiling, r))} (nominal "
+                        f"{amount(r, of(queue.quota.nominal, r))} + borrowingLimit "
+                        f"{amount(r, of(queue.quota.borrowing_limit, r))}); it cannot "
                         "start unless the quota changes",
                     )
                     queue.remaining.remove(candidate)
@@ -428,27 +340,27 @@ class _Pass:
         borrowed_total, lend_total = Capacity(), Capacity()
         for queue in self.queues:
             borrowed_total = borrowed_total + queue.borrowed
-            lend_total = lend_total + _min(
-                queue.quota.lending_limit, _pos(queue.quota.nominal - queue.usage)
+            lend_total = lend_total + min_of(
+                queue.quota.lending_limit, pos(queue.quota.nominal - queue.usage)
             )
         # Who lent what is not tracked per loan; lenders share the total in proportion.
         fraction = Capacity(
             *(
-                min(1.0, _of(borrowed_total, r) / _of(lend_total, r))
-                if _of(lend_total, r) > 0
+                min(1.0, of(borrowed_total, r) / of(lend_total, r))
+                if of(lend_total, r) > 0
                 else 0.0
                 for r in RESOURCES
             )
         )
         for queue in self.queues:
             name = queue.quota.name
-            offered = _min(queue.quota.lending_limit, _pos(queue.quota.nominal - queue.usage))
+            offered = min_of(queue.quota.lending_limit, pos(queue.quota.nominal - queue.usage))
             self.result.queues[name] = QueueState(
                 name=name,
                 nominal=queue.quota.nominal,
                 usage=queue.usage,
                 borrowed=queue.borrowed,
-                lent=_scale(offered, fraction),
+                lent=scale(offered, fraction),
                 share=weighted_share(queue.usage, self.capacity, queue.quota.weight),
                 admitted=tuple(queue.admitted),
                 above_nominal=self.above_nominal(queue),
@@ -488,27 +400,27 @@ class _Pass:
         request = candidate.request
         # The policy measured the shortfall against the budget; its place and note still hold.
         if request.fits_in(self.quota_limit(queue)):  # the quota allows it: the cluster is full
-            return replace(waiting, lacks=describe_shortfall(request, _pos(self.free)))
+            return replace(waiting, lacks=describe_shortfall(request, pos(self.free)))
         return replace(
             waiting, reason=Reason.QUOTA_EXCEEDED, lacks=self._quota_text(queue, request)
         )
 
     def _quota_text(self, queue: _Queue, request: Capacity) -> str:
         budget = self.quota_limit(queue)
-        r = next((r for r in RESOURCES if _of(request, r) > _of(budget, r) + _EPS), "cpu")
+        r = next((r for r in RESOURCES if of(request, r) > of(budget, r) + EPS), "cpu")
         quota = queue.quota
-        used = _amount(r, _of(queue.usage, r))
-        nominal = _amount(r, _of(quota.nominal, r))
-        borrow = _amount(r, _of(self.can_borrow(queue), r))
-        slack = _of(self.slack_for(queue), r) - _of(queue.borrowed, r)
-        if _of(quota.borrowing_limit, r) <= _of(self.slack_for(queue), r):
-            why = f"borrowingLimit {_amount(r, _of(quota.borrowing_limit, r))}"
+        used = amount(r, of(queue.usage, r))
+        nominal = amount(r, of(quota.nominal, r))
+        borrow = amount(r, of(self.can_borrow(queue), r))
+        slack = of(self.slack_for(queue), r) - of(queue.borrowed, r)
+        if of(quota.borrowing_limit, r) <= of(self.slack_for(queue), r):
+            why = f"borrowingLimit {amount(r, of(quota.borrowing_limit, r))}"
         else:
             why = "no other queue has idle quota to lend"
-            if slack > _EPS:
-                why = f"other queues lend {_amount(r, slack)} more"
+            if slack > EPS:
+                why = f"other queues lend {amount(r, slack)} more"
         return (
-            f"{quota.name} uses {used}/{nominal} {_unit(r)} of its quota; "
+            f"{quota.name} uses {used}/{nominal} {unit(r)} of its quota; "
             f"can borrow {borrow} more ({why})"
         )
 
@@ -544,6 +456,7 @@ def usage_by_queue(
 
 
 __all__ = [
+    "NO_LIMIT",
     "FairAdmission",
     "QueueDemand",
     "QueueQuota",
