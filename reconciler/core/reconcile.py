@@ -224,7 +224,8 @@ def _enqueue(step: TaskStep, name: str, task: Task, body: TaskStatusBody) -> Tas
     assert capacity is not None
     too_big = unschedulable(req, capacity)
     if too_big is not None:
-        return lifecycle.unschedulable(body, too_big)
+        # A task held in a dependency cycle stays so: the cycle is what the user must fix first.
+        return body if lifecycle.in_cycle(body) else lifecycle.unschedulable(body, too_big)
     key = (-task.spec.priority, to_epoch(body.queued_at) or step.now, name)
     candidate = policies.Candidate(name, req, task.spec.timeout_seconds)
     step.waiter = Waiter(
