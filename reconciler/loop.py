@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 from reconciler import writes
-from reconciler.core import incremental, planner, queueing
+from reconciler.core import incremental, lifecycle, planner, queueing
 from reconciler.core.planner import Observation, Plan, TaskInput
 from reconciler.events import FileEvents
 from reconciler.faults import Faults
@@ -498,7 +498,7 @@ class Reconciler:
             return  # Ray was not asked this pass: keep the last figures
         if self.metrics is not None:
             self.metrics.observe_queues(admission.states if admission is not None else {})
-        phases = {n: (s.status.queue, s.status.phase.value) for n, s in plan.statuses.items()}
+        phases = {n: (s.status.queue, s.status.phase) for n, s in plan.statuses.items()}
         document = queueing.status_document(
             queues.state,
             admission.states if admission is not None else {},
@@ -555,7 +555,7 @@ class Reconciler:
             except RayError as exc:
                 log.warning("no log for failed %s: %s", name, exc)
                 continue
-            body = status.status.model_copy(update={"log_tail": text})
+            body = lifecycle.attach_log_tail(status.status, text)
             tails[name] = status.model_copy(update={"status": body})
         return replace(plan, statuses={**plan.statuses, **tails}) if tails else plan
 

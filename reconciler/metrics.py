@@ -20,7 +20,6 @@ from typing import Any, Protocol, TypeVar
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from reconciler.core.planner import COND_PREEMPTED
 from specs.cluster import (
     Capacity,
     JobConflict,
@@ -31,7 +30,7 @@ from specs.cluster import (
     RayUnavailable,
     SubmitRequest,
 )
-from specs.models import FINISHED, Phase, TaskStatus
+from specs.models import FINISHED, ConditionType, Phase, TaskStatus
 from specs.queues import DEFAULT_QUEUE
 
 T = TypeVar("T")
@@ -286,7 +285,7 @@ class QueueMetrics:
             self.retries.labels(queue).inc(added)
         if body.preemptions > was.preemptions:
             reason = next(
-                (c.reason for c in body.conditions if c.type == COND_PREEMPTED), "Unknown"
+                (c.reason for c in body.conditions if c.type == ConditionType.PREEMPTED), "Unknown"
             )
             self.preempted.labels(queue, reason).inc(body.preemptions - was.preemptions)
 

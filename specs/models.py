@@ -222,6 +222,7 @@ class Reason(StrEnum):
     DEPENDENCY_FAILED = "DependencyFailed"
     DEPENDENCY_MISSING = "DependencyMissing"
     DEPENDENCY_CYCLE = "DependencyCycle"
+    DEPENDENCIES_MET = "DependenciesMet"  # the dependency gate's verdict; never a status reason
     # preemption: the victim's phase reason, and the preemptor's while its victims stop
     PREEMPTED = "Preempted"
     PREEMPTING = "Preempting"
@@ -237,8 +238,7 @@ class Reason(StrEnum):
     WAITING_BEHIND_HIGHER_PRIORITY = "WaitingBehindHigherPriority"
     WAITING_BEHIND_RESERVATION = "WaitingBehindReservation"
     QUOTA_EXCEEDED = "QuotaExceeded"  # its team queue's quota, not the cluster, holds it back
-    # conditions
-    SPEC_INVALID = "SpecInvalid"
+    # conditions (a SpecInvalid condition's reason is its type, ConditionType.SPEC_INVALID)
     RAY_UNREACHABLE = "RayUnreachable"
     # why a run was preempted (the Preempted condition's reason)
     WITHIN_QUEUE = "WithinQueue"
@@ -248,6 +248,23 @@ class Reason(StrEnum):
     # deletions the loop refuses to carry out (log events, never a task's status)
     FOLDER_EMPTY = "FolderEmpty"
     TOO_MANY_DELETIONS = "TooManyDeletions"
+
+
+def read_reason(text: str | None) -> Reason | None:
+    """A reason as a status file spells it; None if absent or unknown to this version."""
+    try:
+        return Reason(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+class ConditionType(StrEnum):
+    """The conditions a task's status may list, in the order it lists them. Status files keep
+    `type` a plain string."""
+
+    SPEC_INVALID = "SpecInvalid"
+    CLUSTER_UNAVAILABLE = "ClusterUnavailable"
+    PREEMPTED = "Preempted"
 
 
 class Condition(_Model):

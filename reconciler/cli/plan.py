@@ -187,9 +187,9 @@ def report(result: Plan, specs: Mapping[str, TaskInput], statuses: Mapping[str, 
     ]
     section("Unschedulable", ("NAME", "WHY"), unschedulable)
 
-    if result.held_deletions is not None:
+    if result.refused_deletions is not None:
         out.append("")
-        out.append(f"Held: {result.held_deletions.message}")
+        out.append(f"Held: {result.refused_deletions.message}")
     if not (submits or stops or timeouts):
         out.append("")
         out.append("Nothing to submit, stop or time out.")

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 
-from specs.models import FINISHED, Phase
+from specs.models import FINISHED, Phase, Reason
 from specs.pipeline import DependencySpec
 
 SUCCEEDED = "Succeeded"
@@ -25,18 +24,14 @@ FINISHED_ANY = "Finished"
 _UNSUCCESSFUL = FINISHED - {Phase.SUCCEEDED}
 
 
-class Gate(StrEnum):
-    """The verdict on a task's dependencies; the values are the status reasons."""
-
-    MET = "DependenciesMet"
-    WAITING = "WaitingForDependency"
-    MISSING = "DependencyMissing"
-    FAILED = "DependencyFailed"
-    CYCLE = "DependencyCycle"
-
-
 # When dependencies disagree, the status shows the one that most needs the user.
-_RANK = {Gate.MET: 0, Gate.WAITING: 1, Gate.MISSING: 2, Gate.FAILED: 3, Gate.CYCLE: 4}
+_RANK = {
+    Reason.DEPENDENCIES_MET: 0,
+    Reason.WAITING_FOR_DEPENDENCY: 1,
+    Reason.DEPENDENCY_MISSING: 2,
+    Reason.DEPENDENCY_FAILED: 3,
+    Reason.DEPENDENCY_CYCLE: 4,
+}
 
 
 @dataclass(frozen=True)
@@ -53,30 +48,30 @@ class DependencyState:
 
     name: str
     condition: str
-    gate: Gate  # MET, WAITING, MISSING or FAILED for this one dependency
+    gate: Reason  # DependenciesMet, WaitingForDependency, DependencyMissing or -Failed
     phase: Phase | None  # None: no such task
 
     def describe(self) -> str:
         shown = self.phase.value if self.phase is not None else "missing"
         state = {
-            Gate.MET: "met",
-            Gate.WAITING: "waiting",
-            Gate.MISSING: "waiting",
-            Gate.FAILED: "cannot be met",
+            Reason.DEPENDENCIES_MET: "met",
+            Reason.WAITING_FOR_DEPENDENCY: "waiting",
+            Reason.DEPENDENCY_MISSING: "waiting",
+            Reason.DEPENDENCY_FAILED: "cannot be met",
         }.get(self.gate, "")
         return f"{self.name} ({self.condition}): {shown}, {state}"
 
 
 @dataclass(frozen=True)
 class Judgement:
-    gate: Gate
+    gate: Reason  # DependenciesMet, or why not
     message: str
     met_at: float | None = None  # when the last dependency was met; its FIFO age starts there
     states: tuple[DependencyState, ...] = ()
 
     @property
     def met(self) -> bool:
-        return self.gate is Gate.MET
+        return self.gate is Reason.DEPENDENCIES_MET
 
 
 def satisfies(condition: str, phase: Phase) -> bool | None:
@@ -103,29 +98,29 @@ def judge(deps: Sequence[DependencySpec], views: Mapping[str, RunView]) -> Judge
     for dep in deps:
         view = views.get(dep.name)
         if view is None:
-            states.append(DependencyState(dep.name, dep.condition, Gate.MISSING, None))
+            states.append(DependencyState(dep.name, dep.condition, Reason.DEPENDENCY_MISSING, None))
             missing.append(dep.name)
             continue
         verdict = satisfies(dep.condition, view.phase)
         if verdict is None:
-            gate = Gate.WAITING
+            gate = Reason.WAITING_FOR_DEPENDENCY
             waiting.append(f"{dep.name} ({view.phase.value})")
         elif verdict:
-            gate = Gate.MET
+            gate = Reason.DEPENDENCIES_MET
             if view.finished_at is None:
                 all_times = False
             else:
                 met_at = view.finished_at if met_at is None else max(met_at, view.finished_at)
         else:
-            gate = Gate.FAILED
+            gate = Reason.DEPENDENCY_FAILED
             failed.append(
                 f"{dep.name} ended {view.phase.value}, needs {dep.condition}; "
                 f"this task runs once a new run of {dep.name} ends so "
                 f"(rayqueue rerun {dep.name})"
             )
         states.append(DependencyState(dep.name, dep.condition, gate, view.phase))
-    gate = max((s.gate for s in states), key=_RANK.__getitem__, default=Gate.MET)
-    if gate is Gate.MET:
+    gate = max((s.gate for s in states), key=_RANK.__getitem__, default=Reason.DEPENDENCIES_MET)
+    if gate is Reason.DEPENDENCIES_MET:
         return Judgement(gate, "dependencies met", met_at if all_times else None, tuple(states))
     parts = list(failed)
     if missing:

@@ -22,17 +22,11 @@ the heads that are guaranteed, so no borrower can take a returning team's quota.
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from reconciler.core import policies
 from reconciler.core.policies import (
-    BLOCKED_BY_HIGHER,
-    BLOCKED_BY_RESERVATION,
-    INFLIGHT_LIMIT,
-    WAITING_FOR_RESOURCES,
     Candidate,
     Claim,
     Policy,
@@ -40,71 +34,23 @@ from reconciler.core.policies import (
     describe_shortfall,
     reserve,
 )
+from reconciler.core.quotas import (
+    EPS,
+    NO_LIMIT,
+    RESOURCES,
+    QueueQuota,
+    Quotas,
+    amount,
+    min_of,
+    of,
+    pos,
+    resolve,
+    scale,
+    unit,
+    weighted_share,
+)
 from specs.cluster import Capacity
 from specs.models import Reason
-from specs.quantity import human_memory
-from specs.queues import DEFAULT_QUEUE, UNLIMITED, QueueConfig
-
-QUOTA_EXCEEDED = Reason.QUOTA_EXCEEDED
-RESOURCES = ("cpu", "gpu", "memory")
-NO_LIMIT = Capacity(UNLIMITED, UNLIMITED, UNLIMITED)
-_EPS = 1e-9
-
-
-@dataclass(frozen=True)
-class QueueQuota:
-    """One queue's configuration, resolved against the cluster's capacity."""
-
-    name: str
-    nominal: Capacity
-    borrowing_limit: Capacity = NO_LIMIT
-    lending_limit: Capacity = NO_LIMIT
-    weight: float = 1.0
-
-
-@dataclass(frozen=True)
-class Quotas:
-    queues: tuple[QueueQuota, ...]
-    oversubscribed: str | None = None  # why the listed quotas cannot all be honoured
-
-
-def resolve(config: QueueConfig, capacity: Capacity) -> Quotas:
-    """Listed queues as configured; `default` gets what the cluster has beyond them (>= 0)."""
-    listed = tuple(
-        QueueQuota(
-            q.name,
-            q.nominal_quota.capacity(),
-            q.borrowing_limit.capacity(),
-            q.lending_limit.capacity(),
-            q.weight,
-        )
-        for q in config.spec.queues
-    )
-    total = Capacity()
-    for q in listed:
-        total = total + q.nominal
-    rest = capacity - total
-    default = config.spec.default
-    default_quota = QueueQuota(
-        DEFAULT_QUEUE,
-        _pos(rest),
-        default.borrowing_limit.capacity(),
-        default.lending_limit.capacity(),
-        default.weight,
-    )
-    over = [
-        f"{_amount(r, _of(total, r))} {_unit(r)} > {_amount(r, _of(capacity, r))}"
-        for r in RESOURCES
-        if _of(rest, r) < -_EPS
-    ]
-    warning = None
-    if over:
-        warning = (
-            "the listed nominal quotas add up to more than the cluster has ("
-            + ", ".join(over)
-            + "); they are honoured only as far as resources are free"
-        )
-    return Quotas((*listed, default_quota), warning)
 
 
 @dataclass(frozen=True)
@@ -139,46 +85,6 @@ class FairAdmission:
     queues: dict[str, QueueState] = field(default_factory=dict)
 
 
-# --- per-resource arithmetic on Capacity ---------------------------------------------------
-
-
-def _map2(a: Capacity, b: Capacity, op: Callable[[float, float], float]) -> Capacity:
-    return Capacity(op(a.cpu, b.cpu), op(a.gpu, b.gpu), op(a.memory, b.memory))
-
-
-def _pos(a: Capacity) -> Capacity:
-    return _map2(a, Capacity(), max)
-
-
-def _min(a: Capacity, b: Capacity) -> Capacity:
-    return _map2(a, b, min)
-
-
-def _scale(a: Capacity, factor: Capacity) -> Capacity:
-    return Capacity(a.cpu * factor.cpu, a.gpu * factor.gpu, a.memory * factor.memory)
-
-
-def _of(amounts: Capacity, resource: str) -> float:
-    return float(getattr(amounts, resource))
-
-
-def _amount(resource: str, value: float) -> str:
-    if resource == "memory":
-        return "unlimited" if math.isinf(value) else human_memory(value)
-    return "unlimited" if math.isinf(value) else f"{value:g}"
-
-
-def _unit(resource: str) -> str:
-    return {"cpu": "CPU", "gpu": "GPU", "memory": "memory"}[resource]
-
-
-def weighted_share(usage: Capacity, capacity: Capacity, weight: float) -> float:
-    """max over resources of usage / capacity, divided by the weight (resources absent from
-    the cluster do not count)."""
-    ratios = [_of(usage, r) / _of(capacity, r) for r in RESOURCES if _of(capacity, r) > 0]
-    return max([0.0, *ratios]) / weight
-
-
 # --- the pass -------------------------------------------------------------------------------
 
 
@@ -193,7 +99,7 @@ RESERVATION_OF_POLICY = {
 
 
 @dataclass(frozen=True)
-class _Hold:
+class _Reservation:
     """Resources kept for the least-served queue's head, and what may still be borrowed."""
 
     queue: str
@@ -215,7 +121,7 @@ class _Hold:
 
 def fits_needed(request: Capacity, room: Capacity) -> bool:
     """Fits, counting only the resources it asks for (a blocked GPU does not stop CPU work)."""
-    return all(_of(request, r) <= _of(room, r) + _EPS for r in RESOURCES if _of(request, r) > 0)
+    return all(of(request, r) <= of(room, r) + EPS for r in RESOURCES if of(request, r) > 0)
 
 
 def _first_strict(queue: Sequence[Candidate], budget: Capacity) -> Candidate | None:
@@ -243,19 +149,19 @@ class _Queue:
 
     @property
     def borrowed(self) -> Capacity:
-        return _pos(self.usage - self.quota.nominal)
+        return pos(self.usage - self.quota.nominal)
 
     def idle(self) -> Capacity:
         """Unused nominal quota, without what its head needs if the head is guaranteed."""
-        unused = _pos(self.quota.nominal - self.usage)
+        unused = pos(self.quota.nominal - self.usage)
         if self.remaining:
             head = self.remaining[0].request
             if (self.usage + head).fits_in(self.quota.nominal):
-                unused = _pos(unused - head)
+                unused = pos(unused - head)
         return unused
 
     def lendable(self) -> Capacity:
-        return _min(self.quota.lending_limit, self.idle())
+        return min_of(self.quota.lending_limit, self.idle())
 
 
 class _Pass:
@@ -280,7 +186,8 @@ class _Pass:
         self.result = FairAdmission()
         self.unfit: dict[str, Waiting] = {}
         self.reservation = reservation
-        self.held_back: dict[str, _Hold] = {}  # queues whose borrowing a hold stopped
+        # queues whose borrowing a reservation stopped
+        self.reserved_by: dict[str, _Reservation] = {}
         # Caches, valid while `version` (bumped by every admission) stands.
         self.version = 0
         self.totals: tuple[int, Capacity, Capacity] | None = None
@@ -303,22 +210,22 @@ class _Pass:
 
     def above_nominal(self, queue: _Queue) -> Capacity:
         """Per resource: the most the queue may hold above its nominal quota right now."""
-        return _pos(_min(queue.quota.borrowing_limit, self.slack_for(queue)))
+        return pos(min_of(queue.quota.borrowing_limit, self.slack_for(queue)))
 
     def can_borrow(self, queue: _Queue) -> Capacity:
         """Per resource: how much more it may borrow now."""
-        return _pos(self.above_nominal(queue) - queue.borrowed)
+        return pos(self.above_nominal(queue) - queue.borrowed)
 
     def quota_limit(self, queue: _Queue) -> Capacity:
         """Per resource: what its quota alone lets the next admission take."""
-        return _pos(queue.quota.nominal - queue.usage + self.above_nominal(queue))
+        return pos(queue.quota.nominal - queue.usage + self.above_nominal(queue))
 
     def budget(self, queue: _Queue) -> Capacity:
         """Per resource: the most its next admission may take."""
         cached = self.budgets.get(queue.quota.name)
         if cached is not None and cached[0] == self.version:
             return cached[1]
-        budget = _min(_pos(self.free), self.quota_limit(queue))
+        budget = min_of(pos(self.free), self.quota_limit(queue))
         self.budgets[queue.quota.name] = (self.version, budget)
         return budget
 
@@ -344,23 +251,23 @@ class _Pass:
             self._drop_never_fitting(queue)
         while self.slots > 0:
             best: tuple[tuple[bool, bool, float, str], _Queue, Candidate] | None = None
-            hold: _Hold | None = None
-            self.held_back = {}
+            reservation: _Reservation | None = None
+            self.reserved_by = {}
             for queue in sorted(self.queues, key=self._share_key):
                 candidate = self.pick(queue)
                 if candidate is None:
-                    if hold is None:
-                        hold = self._hold_for(queue)
+                    if reservation is None:
+                        reservation = self._reservation_for(queue)
                     continue
                 borrows = not (queue.usage + candidate.request).fits_in(queue.quota.nominal)
                 reserved = candidate.name in self.first
                 if (
                     borrows
                     and not reserved
-                    and hold is not None
-                    and not hold.allows(candidate, self.now)
+                    and reservation is not None
+                    and not reservation.allows(candidate, self.now)
                 ):
-                    self.held_back[queue.quota.name] = hold
+                    self.reserved_by[queue.quota.name] = reservation
                     continue
                 # A preemptor whose victims are gone goes first: the room they left is its.
                 key = (not reserved, borrows, *self._share_key(queue))
@@ -376,27 +283,27 @@ class _Pass:
     def _share_key(self, queue: _Queue) -> tuple[float, str]:
         return weighted_share(queue.usage, self.capacity, queue.quota.weight), queue.quota.name
 
-    def _hold_for(self, queue: _Queue) -> _Hold | None:
+    def _reservation_for(self, queue: _Queue) -> _Reservation | None:
         """The least-served queue whose head waits for the cluster (not for its quota) keeps
         what is freed for that head: queues above it in share may not borrow it away, or the
         queue with the lowest share would stay lowest for ever. Their nominal stays theirs."""
         if self.reservation == NO_RESERVATION or not queue.remaining:
             return None
         head = queue.remaining[0]
-        free = _pos(self.free)
+        free = pos(self.free)
         # Room it will have once the others' borrowed jobs end: borrowed resources come back
         # to the pool, but nobody's nominal use does.
         lend, _ = self._totals()
-        others = _pos(_min(queue.quota.borrowing_limit, lend - queue.lendable()))
-        quota_room = _pos(queue.quota.nominal - queue.usage + others)
+        others = pos(min_of(queue.quota.borrowing_limit, lend - queue.lendable()))
+        quota_room = pos(queue.quota.nominal - queue.usage + others)
         if head.request.fits_in(free) or not head.request.fits_in(quota_room):
             return None
         spare = free - head.request
         if self.reservation == BACKFILL_RESERVATION:
             booked = reserve(head.request, free, self.claims, self.now)
             if booked is not None:
-                return _Hold(queue.quota.name, head.name, spare, booked.start, booked.extra)
-        return _Hold(queue.quota.name, head.name, spare, None, None)
+                return _Reservation(queue.quota.name, head.name, spare, booked.start, booked.extra)
+        return _Reservation(queue.quota.name, head.name, spare, None, None)
 
     def _admit(self, queue: _Queue, candidate: Candidate) -> None:
         self.version += 1
@@ -416,14 +323,14 @@ class _Pass:
         for candidate in list(queue.remaining):
             request = candidate.request
             for r in RESOURCES:
-                if _of(request, r) > _of(ceiling, r) + _EPS:
+                if of(request, r) > of(ceiling, r) + EPS:
                     name = queue.quota.name
                     self.unfit[candidate.name] = Waiting(
-                        QUOTA_EXCEEDED,
-                        f"asks for {_amount(r, _of(request, r))} {_unit(r)}; {name} may "
-                        f"hold at most {_amount(r, _of(ceiling, r))} (nominal "
-                        f"{_amount(r, _of(queue.quota.nominal, r))} + borrowingLimit "
-                        f"{_amount(r, _of(queue.quota.borrowing_limit, r))}); it cannot "
+                        Reason.QUOTA_EXCEEDED,
+                        f"asks for {amount(r, of(request, r))} {unit(r)}; {name} may "
+                        f"hold at most {amount(r, of(ceiling, r))} (nominal "
+                        f"{amount(r, of(queue.quota.nominal, r))} + borrowingLimit "
+                        f"{amount(r, of(queue.quota.borrowing_limit, r))}); it cannot "
                         "start unless the quota changes",
                     )
                     queue.remaining.remove(candidate)
@@ -433,27 +340,27 @@ class _Pass:
         borrowed_total, lend_total = Capacity(), Capacity()
         for queue in self.queues:
             borrowed_total = borrowed_total + queue.borrowed
-            lend_total = lend_total + _min(
-                queue.quota.lending_limit, _pos(queue.quota.nominal - queue.usage)
+            lend_total = lend_total + min_of(
+                queue.quota.lending_limit, pos(queue.quota.nominal - queue.usage)
             )
         # Who lent what is not tracked per loan; lenders share the total in proportion.
         fraction = Capacity(
             *(
-                min(1.0, _of(borrowed_total, r) / _of(lend_total, r))
-                if _of(lend_total, r) > 0
+                min(1.0, of(borrowed_total, r) / of(lend_total, r))
+                if of(lend_total, r) > 0
                 else 0.0
                 for r in RESOURCES
             )
         )
         for queue in self.queues:
             name = queue.quota.name
-            offered = _min(queue.quota.lending_limit, _pos(queue.quota.nominal - queue.usage))
+            offered = min_of(queue.quota.lending_limit, pos(queue.quota.nominal - queue.usage))
             self.result.queues[name] = QueueState(
                 name=name,
                 nominal=queue.quota.nominal,
                 usage=queue.usage,
                 borrowed=queue.borrowed,
-                lent=_scale(offered, fraction),
+                lent=scale(offered, fraction),
                 share=weighted_share(queue.usage, self.capacity, queue.quota.weight),
                 admitted=tuple(queue.admitted),
                 above_nominal=self.above_nominal(queue),
@@ -470,62 +377,52 @@ class _Pass:
         for candidate in queue.remaining:
             waiting = admission.waiting.get(candidate.name)
             if waiting is None:
-                hold = self.held_back.get(queue.quota.name)
-                if hold is not None:
+                reservation = self.reserved_by.get(queue.quota.name)
+                if reservation is not None:
                     waiting = Waiting(
-                        BLOCKED_BY_RESERVATION,
+                        Reason.WAITING_BEHIND_RESERVATION,
                         f"fits now, but {queue.quota.name} is above its nominal quota and "
-                        f"{hold.queue} has a lower share; the free resources are kept for "
-                        f"{hold.head}",
+                        f"{reservation.queue} has a lower share; the free resources are kept for "
+                        f"{reservation.head}",
                     )
                 else:  # its policy would start it, but nothing more fit in this pass
-                    waiting = Waiting(WAITING_FOR_RESOURCES, "waits for the next pass")
+                    # the shortfall is the cluster's or the quota's: _reword tells which
+                    waiting = Waiting(
+                        Reason.WAITING_FOR_RESOURCES, "", note="waits for the next pass"
+                    )
             self.result.waiting[candidate.name] = self._reword(queue, candidate, waiting)
 
     def _reword(self, queue: _Queue, candidate: Candidate, waiting: Waiting) -> Waiting:
         """Name the queue, and tell a full quota from a full cluster."""
-        name = queue.quota.name
-        message = _in_queue(waiting.message, name)
-        if waiting.reason != WAITING_FOR_RESOURCES:
-            return Waiting(waiting.reason, message, waiting.estimated_start)
+        waiting = replace(waiting, queue=queue.quota.name)
+        if waiting.reason is not Reason.WAITING_FOR_RESOURCES:
+            return waiting
         request = candidate.request
-        # The policy measured the shortfall against the budget; the rest of its message (place,
-        # reservation) still holds.
-        rest = message.split("; ", 2)[2] if message.count("; ") >= 2 else message
+        # The policy measured the shortfall against the budget; its place and note still hold.
         if request.fits_in(self.quota_limit(queue)):  # the quota allows it: the cluster is full
-            shortfall = describe_shortfall(request, _pos(self.free))
-            return Waiting(WAITING_FOR_RESOURCES, f"{shortfall}; {rest}", waiting.estimated_start)
-        return Waiting(
-            QUOTA_EXCEEDED, f"{self._quota_text(queue, request)}; {rest}", waiting.estimated_start
+            return replace(waiting, lacks=describe_shortfall(request, pos(self.free)))
+        return replace(
+            waiting, reason=Reason.QUOTA_EXCEEDED, lacks=self._quota_text(queue, request)
         )
 
     def _quota_text(self, queue: _Queue, request: Capacity) -> str:
         budget = self.quota_limit(queue)
-        r = next((r for r in RESOURCES if _of(request, r) > _of(budget, r) + _EPS), "cpu")
+        r = next((r for r in RESOURCES if of(request, r) > of(budget, r) + EPS), "cpu")
         quota = queue.quota
-        used = _amount(r, _of(queue.usage, r))
-        nominal = _amount(r, _of(quota.nominal, r))
-        borrow = _amount(r, _of(self.can_borrow(queue), r))
-        slack = _of(self.slack_for(queue), r) - _of(queue.borrowed, r)
-        if _of(quota.borrowing_limit, r) <= _of(self.slack_for(queue), r):
-            why = f"borrowingLimit {_amount(r, _of(quota.borrowing_limit, r))}"
+        used = amount(r, of(queue.usage, r))
+        nominal = amount(r, of(quota.nominal, r))
+        borrow = amount(r, of(self.can_borrow(queue), r))
+        slack = of(self.slack_for(queue), r) - of(queue.borrowed, r)
+        if of(quota.borrowing_limit, r) <= of(self.slack_for(queue), r):
+            why = f"borrowingLimit {amount(r, of(quota.borrowing_limit, r))}"
         else:
             why = "no other queue has idle quota to lend"
-            if slack > _EPS:
-                why = f"other queues lend {_amount(r, slack)} more"
+            if slack > EPS:
+                why = f"other queues lend {amount(r, slack)} more"
         return (
-            f"{quota.name} uses {used}/{nominal} {_unit(r)} of its quota; "
+            f"{quota.name} uses {used}/{nominal} {unit(r)} of its quota; "
             f"can borrow {borrow} more ({why})"
         )
-
-
-_AHEAD = re.compile(r"(\d+ tasks? ahead)")
-
-
-def _in_queue(message: str, queue: str) -> str:
-    """Policies count places within the queue they were given; say which queue that is."""
-    message = message.replace("first in queue", f"first in {queue}")
-    return _AHEAD.sub(rf"\1 in {queue}", message)
 
 
 def admit(
@@ -542,17 +439,13 @@ def admit(
     `claims` are every running job's (for backfill's estimates); `slots` caps starts.
     `reservation`: how the least-served queue's blocked head holds back borrowers: `strict`
     (only spare resources may be borrowed), `backfill` (also what ends before the head's
-    reserved start), `none` (besteffort: no hold). `first`: preemptors whose victims have
+    reserved start), `none` (besteffort: no reservation). `first`: preemptors whose victims have
     stopped; when their queue's policy picks them, they go before every other pick."""
     return _Pass(capacity, free, queues, claims, now, slots, reservation, first).run()
 
 
 __all__ = [
-    "BLOCKED_BY_HIGHER",
-    "BLOCKED_BY_RESERVATION",
-    "INFLIGHT_LIMIT",
-    "QUOTA_EXCEEDED",
-    "WAITING_FOR_RESOURCES",
+    "NO_LIMIT",
     "FairAdmission",
     "QueueDemand",
     "QueueQuota",

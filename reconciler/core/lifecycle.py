@@ -1,13 +1,11 @@
-"""The task state machine: which phase may follow which, and the status body each step writes.
+"""The task's status through its life: each function fires one trigger of the state machine
+(`reconciler.core.states`) and says which status fields change with it.
 
 Pure: no I/O and no clock (the caller passes `now`). The planner decides *when* a trigger
-fires; only this module decides what the phase becomes and which fields change with it.
-
-Every transition function looks its `(phase, trigger)` pair up in `TRANSITIONS`. A pair that
-is not there leaves the status unchanged and returns the very same object, rather than
-raising: the planner must stay a total function even over a sidecar someone edited by hand,
-and "nothing changed" is the safe answer (the loop skips writing it). tests/unit/
-test_lifecycle.py walks every pair to prove that.
+fires; only this module decides what the phase becomes and which fields change with it. The
+status fields are written here only, each by a named function: a transition, or, for a
+field no transition writes, `record_spec_hash`, `note_ray_status`, `date_queue_entry`,
+`with_conditions`, `in_queue` or `attach_log_tail`.
 
 All transitions also keep the identity rule of `set_fields`: a status whose fields do not
 really change is returned as the same object, which is how the loop knows not to write it.
@@ -15,109 +13,33 @@ really change is returned as the same object, which is how the loop knows not to
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from enum import Enum, auto
 
+from reconciler.core.states import (
+    TRANSITIONS,
+    IllegalTransition,
+    State,
+    Trigger,
+    fire,
+    in_cycle,
+    missing_since,
+    set_fields,
+    state_of,
+)
 from specs.cluster import META_RUN, META_UID, RUNNING, STOPPED, SUCCEEDED, RayJob
-from specs.models import FINISHED, Phase, Reason, SourceRef, TaskStatusBody
+from specs.models import Condition, Phase, Reason, SourceRef, TaskStatusBody
 
-
-class Trigger(Enum):
-    """What happened to a task, as far as its phase is concerned."""
-
-    INVALIDATE = auto()  # the spec no longer parses, and no run is active
-    SPEC_CHANGED = auto()  # a run-defining field changed (or the spec was fixed): a new run
-    SUSPEND = auto()
-    RESUME = auto()
-    QUEUE = auto()  # waits in the queue: its place, and why
-    UNSCHEDULABLE = auto()  # asks for more than the whole cluster has
-    ADMIT = auto()  # the policy starts it: a new run is submitted
-    SUBMIT_REFUSED = auto()  # Ray refused the submission for good
-    RAY_PENDING = auto()
-    RAY_RUNNING = auto()
-    RAY_SUCCEEDED = auto()
-    RAY_FAILED = auto()
-    RAY_STOPPED = auto()  # stopped by someone other than rayqueue
-    ID_CONFLICT = auto()  # the submission id is held by a job that is not this run's
-    JOB_MISSING = auto()  # Ray no longer lists the running job: the grace period starts
-    REQUEUE_LOST = auto()  # it stayed missing; restarts are left: queued again
-    LOSE = auto()  # it stayed missing; no restarts left
-    TIME_OUT = auto()  # ran longer than spec.timeoutSeconds
-    START_TIMEOUT = auto()  # pending in Ray for longer than the start timeout
-    RETRY = auto()  # a failed or timed-out run is tried again (spec.retry)
-    GIVE_UP = auto()  # no retry: the limit is used up, or the exit code is final
-    DEPENDENCY_CYCLE = auto()  # a waiting task is part of a dependency cycle
-    CYCLE_RESOLVED = auto()  # ... and no longer is: back into the queue
-    PREEMPT = auto()  # stopped to make room for a more urgent task: queued again
-
-
-_ACTIVE = (Phase.STARTING, Phase.RUNNING)
-_WAITING = (Phase.QUEUED, Phase.UNSCHEDULABLE)
-_OUTCOMES = {
-    Trigger.RAY_SUCCEEDED: Phase.SUCCEEDED,
-    Trigger.RAY_FAILED: Phase.FAILED,
-    Trigger.RAY_STOPPED: Phase.STOPPED,
-}
-
-
-Key = tuple[Phase, Trigger]
-
-
-def _edges(sources: Iterable[Phase], trigger: Trigger, target: Phase) -> dict[Key, Phase]:
-    return {(source, trigger): target for source in sources}
-
-
-TRANSITIONS: Mapping[Key, Phase] = {
-    **_edges([p for p in Phase if not p.active], Trigger.INVALIDATE, Phase.INVALID),
-    **_edges([*_ACTIVE, *FINISHED, Phase.INVALID], Trigger.SPEC_CHANGED, Phase.QUEUED),
-    **_edges([*_ACTIVE, *_WAITING, *FINISHED, Phase.INVALID], Trigger.SUSPEND, Phase.SUSPENDED),
-    (Phase.SUSPENDED, Trigger.RESUME): Phase.QUEUED,
-    **_edges(_WAITING, Trigger.QUEUE, Phase.QUEUED),
-    **_edges(_WAITING, Trigger.UNSCHEDULABLE, Phase.UNSCHEDULABLE),
-    **_edges(_WAITING, Trigger.ADMIT, Phase.STARTING),
-    (Phase.STARTING, Trigger.SUBMIT_REFUSED): Phase.FAILED,
-    **_edges(_ACTIVE, Trigger.RAY_PENDING, Phase.STARTING),
-    **_edges(_ACTIVE, Trigger.RAY_RUNNING, Phase.RUNNING),
-    # From Invalid too: a spec fixed back to the run that ended meanwhile keeps its outcome.
-    **{
-        key: target
-        for trigger, target in _OUTCOMES.items()
-        for key in _edges([*_ACTIVE, Phase.INVALID], trigger, target)
-    },
-    **_edges(_ACTIVE, Trigger.ID_CONFLICT, Phase.FAILED),
-    # A Starting run missing from Ray is submitted again instead: its id is still free.
-    (Phase.RUNNING, Trigger.JOB_MISSING): Phase.RUNNING,
-    (Phase.RUNNING, Trigger.REQUEUE_LOST): Phase.QUEUED,
-    (Phase.RUNNING, Trigger.LOSE): Phase.LOST,
-    (Phase.RUNNING, Trigger.TIME_OUT): Phase.TIMED_OUT,
-    (Phase.STARTING, Trigger.START_TIMEOUT): Phase.FAILED,
-    **_edges([Phase.FAILED, Phase.TIMED_OUT], Trigger.RETRY, Phase.QUEUED),
-    # Running: a lost run whose retries are used up (it is still Running while missing).
-    **_edges([Phase.FAILED, Phase.TIMED_OUT, Phase.RUNNING], Trigger.GIVE_UP, Phase.FAILED),
-    **_edges([*_WAITING, Phase.INVALID], Trigger.DEPENDENCY_CYCLE, Phase.INVALID),
-    (Phase.INVALID, Trigger.CYCLE_RESOLVED): Phase.QUEUED,
-    # Only a run Ray is running is a victim; never a failure, so back to the queue.
-    (Phase.RUNNING, Trigger.PREEMPT): Phase.QUEUED,
-}
-
-
-def set_fields(body: TaskStatusBody, update: Mapping[str, object]) -> TaskStatusBody:
-    """model_copy only if a field really changes: unchanged statuses keep their identity,
-    which lets the shell skip them cheaply."""
-    for key, value in update.items():
-        if getattr(body, key) != value:
-            return body.model_copy(update=dict(update))
-    return body
-
-
-def _fire(body: TaskStatusBody, trigger: Trigger, update: Mapping[str, object]) -> TaskStatusBody:
-    target = TRANSITIONS.get((body.phase, trigger))
-    if target is None:
-        return body
-    # The missing-job timer belongs to the one state it times; any other step ends it.
-    timer = {} if trigger is Trigger.JOB_MISSING else {"missing_since": None}
-    return set_fields(body, {"phase": target, **timer, **update})
+__all__ = [  # the machine's names the planner and the tests use, beside the transitions
+    "TRANSITIONS",
+    "IllegalTransition",
+    "State",
+    "Trigger",
+    "in_cycle",
+    "missing_since",
+    "set_fields",
+    "state_of",
+]
 
 
 def _ts(epoch: float) -> datetime:
@@ -169,7 +91,7 @@ def invalidate(body: TaskStatusBody | None, message: str) -> TaskStatusBody:
     update = {"reason": Reason.INVALID_SPEC, "message": message, **_OFF_QUEUE}
     if body is None:
         return set_fields(base, update)
-    return _fire(base, Trigger.INVALIDATE, update)
+    return fire(base, Trigger.INVALIDATE, update)
 
 
 def _new_run(
@@ -181,7 +103,7 @@ def _new_run(
     queued_at: datetime | None,
     extra: Mapping[str, object] = _NOTHING,
 ) -> TaskStatusBody:
-    return _fire(
+    return fire(
         body,
         trigger,
         {
@@ -230,7 +152,7 @@ def resume(body: TaskStatusBody, spec_hash: str, now: datetime) -> TaskStatusBod
 
 def suspend(body: TaskStatusBody, spec_hash: str | None, now: datetime) -> TaskStatusBody:
     """The one way to suspend. An active run ends now; a waiting task leaves the queue."""
-    return _fire(
+    return fire(
         body,
         Trigger.SUSPEND,
         {
@@ -248,12 +170,12 @@ def suspend(body: TaskStatusBody, spec_hash: str | None, now: datetime) -> TaskS
 def queue(
     body: TaskStatusBody,
     position: int,
-    reason: str,
+    reason: Reason,
     message: str,
     estimated_start_at: datetime | None,
 ) -> TaskStatusBody:
     """Waits at `position` (1-based) for the reason the admission policy gave."""
-    return _fire(
+    return fire(
         body,
         Trigger.QUEUE,
         {
@@ -265,9 +187,22 @@ def queue(
     )
 
 
+def wait_for_victims(
+    body: TaskStatusBody, position: int, message: str, estimated_start_at: datetime | None
+) -> TaskStatusBody:
+    """A preemptor waits at `position` while the runs it preempted stop."""
+    update = {
+        "queue_position": position,
+        "reason": Reason.PREEMPTING,
+        "message": message,
+        "estimated_start_at": estimated_start_at,
+    }
+    return fire(body, Trigger.WAIT_FOR_VICTIMS, update)
+
+
 def unschedulable(body: TaskStatusBody, message: str) -> TaskStatusBody:
     update = {"reason": Reason.EXCEEDS_CLUSTER, "message": message, **_OFF_QUEUE}
-    return _fire(body, Trigger.UNSCHEDULABLE, update)
+    return fire(body, Trigger.UNSCHEDULABLE, update)
 
 
 def start_run(
@@ -279,7 +214,7 @@ def start_run(
 ) -> TaskStatusBody:
     """Admitted: run number `body.run + 1` is recorded under `submission_id` before submit,
     with the commit its spec came from, if the folder is in git."""
-    return _fire(
+    return fire(
         body,
         Trigger.ADMIT,
         {
@@ -307,7 +242,7 @@ def refuse_submit(body: TaskStatusBody, message: str, now: datetime) -> TaskStat
         "message": f"Ray refused the job: {message}",
         "finished_at": now,
     }
-    return _fire(body, Trigger.SUBMIT_REFUSED, update)
+    return fire(body, Trigger.SUBMIT_REFUSED, update)
 
 
 # -- what Ray reports -----------------------------------------------------------------------
@@ -317,7 +252,7 @@ def observe_pending(body: TaskStatusBody, job: RayJob) -> TaskStatusBody:
         "reason": Reason.PENDING,
         "message": f"Ray job {body.submission_id or ''} is pending",
     }
-    return _fire(body, Trigger.RAY_PENDING, update)
+    return fire(body, Trigger.RAY_PENDING, update)
 
 
 def observe_running(body: TaskStatusBody, job: RayJob, now: datetime) -> TaskStatusBody:
@@ -328,7 +263,7 @@ def observe_running(body: TaskStatusBody, job: RayJob, now: datetime) -> TaskSta
         "finished_at": None,
         "started_at": body.started_at or now,
     }
-    return _fire(body, Trigger.RAY_RUNNING, update)
+    return fire(body, Trigger.RAY_RUNNING, update)
 
 
 def end_run(body: TaskStatusBody, job: RayJob) -> TaskStatusBody:
@@ -355,7 +290,7 @@ def end_run(body: TaskStatusBody, job: RayJob) -> TaskStatusBody:
         # fixed keeps its record as it stood.
         started = _ts(job.start_time) if job.start_time else None
         update["started_at"] = body.started_at or started
-    return _fire(body, trigger, update)
+    return fire(body, trigger, update)
 
 
 def conflict(body: TaskStatusBody, now: datetime) -> TaskStatusBody:
@@ -370,15 +305,7 @@ def conflict(body: TaskStatusBody, now: datetime) -> TaskStatusBody:
         "finished_at": now,
         "ray_status": None,
     }
-    return _fire(body, Trigger.ID_CONFLICT, update)
-
-
-def missing_since(body: TaskStatusBody) -> datetime | None:
-    """When Ray stopped listing the run, or None while it is listed."""
-    if body.missing_since is not None:
-        return body.missing_since
-    # Status files written before missingSince existed kept the timer in finishedAt.
-    return body.finished_at if body.reason == Reason.JOB_MISSING else None
+    return fire(body, Trigger.ID_CONFLICT, update)
 
 
 def note_missing(
@@ -392,9 +319,12 @@ def note_missing(
         f"{' after it was unreachable' if after_outage else ''}; waiting "
         f"{grace_seconds:g}s before declaring it lost"
     )
-    reason = Reason.JOB_MISSING_AFTER_OUTAGE if after_outage else Reason.JOB_MISSING
+    if after_outage:
+        trigger, reason = Trigger.JOB_MISSING_AFTER_OUTAGE, Reason.JOB_MISSING_AFTER_OUTAGE
+    else:
+        trigger, reason = Trigger.JOB_MISSING, Reason.JOB_MISSING
     update = {"reason": reason, "message": message, "missing_since": now}
-    return _fire(body, Trigger.JOB_MISSING, update)
+    return fire(body, trigger, update)
 
 
 def requeue(
@@ -432,29 +362,29 @@ def give_up(body: TaskStatusBody, reason: Reason, message: str, now: datetime) -
         "next_retry_at": None,
         **_OFF_QUEUE,
     }
-    return _fire(body, Trigger.GIVE_UP, update)
+    return fire(body, Trigger.GIVE_UP, update)
 
 
 def dependency_cycle(body: TaskStatusBody, message: str) -> TaskStatusBody:
     update = {"reason": Reason.DEPENDENCY_CYCLE, "message": message, **_OFF_QUEUE}
-    return _fire(body, Trigger.DEPENDENCY_CYCLE, update)
+    return fire(body, Trigger.DEPENDENCY_CYCLE, update)
 
 
 def cycle_resolved(body: TaskStatusBody) -> TaskStatusBody:
     update = {"reason": Reason.QUEUED, "message": "queued", **_OFF_QUEUE}
-    return _fire(body, Trigger.CYCLE_RESOLVED, update)
+    return fire(body, Trigger.CYCLE_RESOLVED, update)
 
 
-def hold(body: TaskStatusBody, reason: str, message: str) -> TaskStatusBody:
+def hold(body: TaskStatusBody, reason: Reason, message: str) -> TaskStatusBody:
     """Waits off the queue (no place in it): for a retry's backoff, or for dependencies."""
     update = {"reason": reason, "message": message, **_OFF_QUEUE}
-    return _fire(body, Trigger.QUEUE, update)
+    return fire(body, Trigger.HOLD, update)
 
 
 def lose(body: TaskStatusBody, now: datetime) -> TaskStatusBody:
     message = f"job {body.submission_id or ''} vanished from Ray and restarts are used up"
     update = {"reason": Reason.JOB_LOST, "message": message, "finished_at": now}
-    return _fire(body, Trigger.LOSE, update)
+    return fire(body, Trigger.LOSE, update)
 
 
 def time_out(body: TaskStatusBody, timeout_seconds: float, now: datetime) -> TaskStatusBody:
@@ -466,14 +396,14 @@ def time_out(body: TaskStatusBody, timeout_seconds: float, now: datetime) -> Tas
         "finished_at": now,
         **_OFF_QUEUE,
     }
-    return _fire(body, Trigger.TIME_OUT, update)
+    return fire(body, Trigger.TIME_OUT, update)
 
 
 def start_timed_out(body: TaskStatusBody, limit_seconds: float, now: datetime) -> TaskStatusBody:
     """Pending in Ray for longer than the start timeout (no node will take it)."""
     message = f"pending in Ray for over {limit_seconds:g}s; stopped"
     update = {"reason": Reason.START_TIMEOUT, "message": message, "finished_at": now, **_OFF_QUEUE}
-    return _fire(body, Trigger.START_TIMEOUT, update)
+    return fire(body, Trigger.START_TIMEOUT, update)
 
 
 def preempt(body: TaskStatusBody, preemptor: str, message: str) -> TaskStatusBody:
@@ -483,3 +413,33 @@ def preempt(body: TaskStatusBody, preemptor: str, message: str) -> TaskStatusBod
     trigger, reason = Trigger.PREEMPT, Reason.PREEMPTED
     spec_hash = body.spec_hash or ""
     return _new_run(body, trigger, reason, message, spec_hash, body.queued_at, extra)
+
+
+# -- fields no transition writes ------------------------------------------------------------
+def record_spec_hash(body: TaskStatusBody, spec_hash: str) -> TaskStatusBody:
+    """The spec a waiting task (or, without Ray, any task) will run."""
+    return set_fields(body, {"spec_hash": spec_hash})
+
+
+def note_ray_status(body: TaskStatusBody, ray_status: str) -> TaskStatusBody:
+    """What Ray says of a finished run's job now (e.g. STOPPED after a timeout)."""
+    return set_fields(body, {"ray_status": ray_status})
+
+
+def date_queue_entry(body: TaskStatusBody, queued_at: datetime) -> TaskStatusBody:
+    """Its FIFO age starts when its last dependency was met."""
+    return set_fields(body, {"queued_at": queued_at})
+
+
+def with_conditions(body: TaskStatusBody, conditions: list[Condition]) -> TaskStatusBody:
+    return set_fields(body, {"conditions": conditions})
+
+
+def in_queue(body: TaskStatusBody, queue: str | None) -> TaskStatusBody:
+    """The team queue it belongs to (None: no team queues)."""
+    return set_fields(body, {"queue": queue})
+
+
+def attach_log_tail(body: TaskStatusBody, log_tail: str) -> TaskStatusBody:
+    """The end of a failed run's log, fetched by the shell after the pass."""
+    return body.model_copy(update={"log_tail": log_tail})

@@ -14,11 +14,6 @@ from specs.cluster import Capacity
 from specs.models import Reason
 from specs.quantity import human_memory
 
-WAITING_FOR_RESOURCES = Reason.WAITING_FOR_RESOURCES
-INFLIGHT_LIMIT = Reason.INFLIGHT_LIMIT
-BLOCKED_BY_HIGHER = Reason.WAITING_BEHIND_HIGHER_PRIORITY
-BLOCKED_BY_RESERVATION = Reason.WAITING_BEHIND_RESERVATION
-
 
 @dataclass(frozen=True)
 class Candidate:
@@ -39,9 +34,24 @@ class Claim:
 
 @dataclass(frozen=True)
 class Waiting:
-    reason: str
-    message: str
+    """Why a queued task does not start this pass. Its message is rendered here only:
+    "<lacks>; <its place>; <note>", each part present when set."""
+
+    reason: Reason
+    lacks: str  # what holds it back: a shortfall ("needs 2 CPU; 0 free"), a quota, a task ahead
+    ahead: int | None = None  # tasks ahead of it in its queue; None: its place is not told
+    queue: str | None = None  # the team queue its place counts in; None: the one queue
+    note: str | None = None  # after its place: e.g. the head's reserved start
     estimated_start: float | None = None
+
+    @property
+    def message(self) -> str:
+        parts = [self.lacks]
+        if self.ahead is not None:
+            parts.append(_place(self.ahead, self.queue))
+        if self.note is not None:
+            parts.append(self.note)
+        return "; ".join(parts)
 
 
 @dataclass
@@ -59,10 +69,11 @@ def describe_shortfall(request: Capacity, free: Capacity) -> str:
     return f"needs {human_memory(request.memory)} memory; {human_memory(max(free.memory, 0))} free"
 
 
-def _ahead(count: int) -> str:
-    if count == 0:
-        return "first in queue"
-    return "1 task ahead" if count == 1 else f"{count} tasks ahead"
+def _place(ahead: int, queue: str | None) -> str:
+    if ahead == 0:
+        return f"first in {queue or 'queue'}"
+    where = f" in {queue}" if queue else ""
+    return f"1 task ahead{where}" if ahead == 1 else f"{ahead} tasks ahead{where}"
 
 
 def _in_order(
@@ -76,11 +87,11 @@ def _in_order(
         index = len(admission.waiting)
         if blocked_by is not None:
             admission.waiting[task.name] = Waiting(
-                BLOCKED_BY_HIGHER, f"waits behind {blocked_by}; {_ahead(index)}"
+                Reason.WAITING_BEHIND_HIGHER_PRIORITY, f"waits behind {blocked_by}", index
             )
             continue
         if slots <= 0:
-            waiting = Waiting(INFLIGHT_LIMIT, f"too many jobs starting at once; {_ahead(index)}")
+            waiting = Waiting(Reason.INFLIGHT_LIMIT, "too many jobs starting at once", index)
         elif task.request.fits_in(free):
             admission.start.append(task.name)
             free = free - task.request
@@ -88,7 +99,7 @@ def _in_order(
             continue
         else:
             shortfall = describe_shortfall(task.request, free)
-            waiting = Waiting(WAITING_FOR_RESOURCES, f"{shortfall}; {_ahead(index)}")
+            waiting = Waiting(Reason.WAITING_FOR_RESOURCES, shortfall, index)
         admission.waiting[task.name] = waiting
         if blocking:
             blocked_by = task.name
@@ -176,8 +187,7 @@ def backfill(
     if slots <= 0:
         for task in queue[index:]:
             admission.waiting[task.name] = Waiting(
-                INFLIGHT_LIMIT,
-                f"too many jobs starting at once; {_ahead(len(admission.waiting))}",
+                Reason.INFLIGHT_LIMIT, "too many jobs starting at once", len(admission.waiting)
             )
         return admission
 
@@ -187,31 +197,36 @@ def backfill(
         # The head needs resources held by jobs with no declared end (no timeoutSeconds): no
         # promise is possible, so nobody may overtake it (strict for this pass).
         admission.waiting[head.name] = Waiting(
-            WAITING_FOR_RESOURCES,
-            f"{shortfall}; first in queue; no start estimate: it needs resources held by "
-            "jobs without timeoutSeconds",
+            Reason.WAITING_FOR_RESOURCES,
+            shortfall,
+            0,
+            note="no start estimate: it needs resources held by jobs without timeoutSeconds",
         )
         for task in queue[index + 1 :]:
             admission.waiting[task.name] = Waiting(
-                BLOCKED_BY_HIGHER, f"waits behind {head.name}; {_ahead(len(admission.waiting))}"
+                Reason.WAITING_BEHIND_HIGHER_PRIORITY,
+                f"waits behind {head.name}",
+                len(admission.waiting),
             )
         return admission
 
     shadow, extra = reservation.start, reservation.extra
     admission.waiting[head.name] = Waiting(
-        WAITING_FOR_RESOURCES,
-        f"{shortfall}; first in queue; resources reserved, starts by {_clock(shadow)}",
+        Reason.WAITING_FOR_RESOURCES,
+        shortfall,
+        0,
+        note=f"resources reserved, starts by {_clock(shadow)}",
         estimated_start=shadow,
     )
     for task in queue[index + 1 :]:
-        ahead = _ahead(len(admission.waiting))
+        ahead = len(admission.waiting)
         if slots <= 0:
             admission.waiting[task.name] = Waiting(
-                INFLIGHT_LIMIT, f"too many jobs starting at once; {ahead}"
+                Reason.INFLIGHT_LIMIT, "too many jobs starting at once", ahead
             )
         elif not task.request.fits_in(free):
             admission.waiting[task.name] = Waiting(
-                WAITING_FOR_RESOURCES, f"{describe_shortfall(task.request, free)}; {ahead}"
+                Reason.WAITING_FOR_RESOURCES, describe_shortfall(task.request, free), ahead
             )
         elif task.timeout_seconds > 0 and now + task.timeout_seconds <= shadow:
             # Ends before the head's reserved start, so it cannot delay it.
@@ -231,8 +246,9 @@ def backfill(
                 else "it has no timeoutSeconds and would hold resources past"
             )
             admission.waiting[task.name] = Waiting(
-                BLOCKED_BY_RESERVATION,
-                f"fits now, but {bound} {head.name}'s reserved start at {_clock(shadow)}; {ahead}",
+                Reason.WAITING_BEHIND_RESERVATION,
+                f"fits now, but {bound} {head.name}'s reserved start at {_clock(shadow)}",
+                ahead,
             )
     return admission
 

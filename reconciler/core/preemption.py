@@ -22,14 +22,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from reconciler.core import policies, queueing, victims
+from reconciler.core import lifecycle, policies, queueing, victims
+from reconciler.core.decisions import Preemption, Stop, StopCause
 from reconciler.core.fairshare import fits_needed
+from reconciler.core.jobs import resources_text
 from reconciler.core.victims import NEVER, Preemptor, QueueLoad, Rules, Running, Victim
 from specs.cluster import Capacity, RayJob
-from specs.models import Phase, Reason, TaskStatusBody
+from specs.models import ConditionType, Reason, TaskStatusBody
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
+
+if TYPE_CHECKING:
+    from reconciler.core.planner import PassState
 
 ONE_QUEUE = ""
 """The key of the only queue when no `_queues.yaml` is in force."""
@@ -121,22 +127,22 @@ def setup(config: QueueConfig | None, options: PlanOptions) -> Setup:
 
 
 @dataclass(frozen=True)
-class Hold:
-    """A preemptor whose victims are still stopping: who they are, and what each still holds."""
+class StoppingVictims:
+    """A preemptor whose victims are still stopping: who they are, and what each still uses."""
 
     victims: tuple[str, ...]
-    held: tuple[Capacity, ...]  # by victim, in the same order
+    using: tuple[Capacity, ...]  # by victim, in the same order
 
     @property
     def freeing(self) -> Capacity:
-        return sum(self.held, Capacity())
+        return sum(self.using, Capacity())
 
 
-def holds(
+def stopping_victims(
     bodies: Mapping[str, TaskStatusBody],
     jobs_by_task: Mapping[str, Sequence[RayJob]],
     claim_of: Callable[[RayJob], Capacity],
-) -> dict[str, Hold]:
+) -> dict[str, StoppingVictims]:
     """Preemptors whose victims' jobs are still live, read from the victims' sidecars
     (`preemptedBy`) and Ray's job list: after a crash the next pass finds the same."""
     victims: dict[str, list[tuple[str, Capacity]]] = {}
@@ -150,13 +156,15 @@ def holds(
             held = sum((claim_of(job) for job in live), Capacity())
             victims.setdefault(by, []).append((name, held))
     return {
-        by: Hold(tuple(n for n, _ in pairs), tuple(c for _, c in pairs))
+        by: StoppingVictims(tuple(n for n, _ in pairs), tuple(c for _, c in pairs))
         for by, pairs in victims.items()
     }
 
 
 def ready(
-    bodies: Mapping[str, TaskStatusBody], queued: Collection[str], stopping: Mapping[str, Hold]
+    bodies: Mapping[str, TaskStatusBody],
+    queued: Collection[str],
+    stopping: Mapping[str, StoppingVictims],
 ) -> frozenset[str]:
     """Preemptors whose victims have all stopped but that have not started yet: queued, still
     recorded as Preempting, named by some victim, none of whose jobs is live. Team queues
@@ -169,8 +177,7 @@ def ready(
         if name in queued
         and name not in stopping
         and (body := bodies.get(name)) is not None
-        and body.phase is Phase.QUEUED
-        and body.reason == Reason.PREEMPTING
+        and lifecycle.state_of(body) is lifecycle.State.PREEMPTING
     )
 
 
@@ -192,13 +199,13 @@ def decide(
     queue: Sequence[policies.Candidate],
     admission: policies.Admission | queueing.QueueAdmission,
     free: Capacity,
-    stopping: Mapping[str, Hold],
+    stopping: Mapping[str, StoppingVictims],
     running: Sequence[Running],
     priorities: Mapping[str, int],
     now: float,
 ) -> list[Decision]:
     """Every preemption of this pass. `queue`: the eligible candidates in global order; `free`:
-    what the admission had (reservations taken off); `stopping`: holds by preemptor."""
+    what the admission had (reservations taken off); `stopping`: by preemptor."""
     if not plan_setup.any_on:
         return []
     started = set(admission.start)
@@ -241,7 +248,7 @@ def _decide_by_queue(
     admission: queueing.QueueAdmission,
     by_name: Mapping[str, policies.Candidate],
     free: Capacity,
-    stopping: Mapping[str, Hold],
+    stopping: Mapping[str, StoppingVictims],
     running: Sequence[Running],
     priorities: Mapping[str, int],
     now: float,
@@ -249,8 +256,8 @@ def _decide_by_queue(
     states = admission.states
     # What each queue holds, without the runs already stopping for someone else.
     usage = {name: state.usage for name, state in states.items()}
-    for hold in stopping.values():
-        for stopped, held in zip(hold.victims, hold.held, strict=True):
+    for pending in stopping.values():
+        for stopped, held in zip(pending.victims, pending.using, strict=True):
             owner = plan_setup.queue_of(stopped)
             if owner in usage:
                 usage[owner] = usage[owner] - held
@@ -324,5 +331,88 @@ def _decide_by_queue(
             freed = freed + victim.run.request
             usage[victim.queue] = usage[victim.queue] - victim.run.request
         # Reserved for it from now on: the next preemptor may not count on this room.
-        free = free - victims.held_back(request, freed)
+        free = free - victims.still_needed(request, freed)
     return decisions
+
+
+# --- recording a decision in the pass -------------------------------------------------------
+
+
+def preempt(
+    ctx: PassState,
+    queue: Sequence[policies.Candidate],
+    admission: policies.Admission | queueing.QueueAdmission,
+    free: Capacity,
+    stopping: Mapping[str, StoppingVictims],
+) -> dict[str, Preemption]:
+    """Only the task a queue's policy would admit next may preempt, and only if it waits for
+    resources (or, within its queue, for its quota) and none of its earlier victims is still
+    stopping. `decide` chooses; this records it (victims first). `stopping`: all
+    of them, also those of preemptors that started meanwhile: their victims still stopping
+    are nobody's usage when reclaim asks who borrows."""
+    setup = ctx.env.preemption
+    if not setup.any_on:
+        return {}
+    priorities = {c.name: ctx.tasks[c.name].spec.priority for c in queue}
+    decisions = decide(setup, queue, admission, free, stopping, ctx.running, priorities, ctx.now)
+    result: dict[str, Preemption] = {}
+    for decision in decisions:
+        preemptor, victims = decision.preemptor, decision.victims
+        reasons = tuple(Reason.RECLAIM if v.reclaim else Reason.WITHIN_QUEUE for v in victims)
+        names = tuple(v.run.name for v in victims)
+        total = Capacity()
+        for victim, reason in zip(victims, reasons, strict=True):
+            total = total + victim.run.request
+            _preempt_one(ctx, victim.run, preemptor, reason, victim.queue)
+        lent = " lent quota of" if all(v.reclaim for v in victims) else ""
+        message = (
+            f"preempting{lent} {', '.join(names)} (priority "
+            f"{', '.join(str(v.run.priority) for v in victims)}; {resources_text(total)}): it "
+            f"needs {resources_text(preemptor.request)} and only those free enough; starts once "
+            "they have stopped"
+        )
+        reason = Reason.RECLAIM if Reason.RECLAIM in reasons else Reason.WITHIN_QUEUE
+        queue_name = decision.queue if ctx.queues is not None else None
+        result[preemptor.name] = Preemption(
+            preemptor.name, names, reason, message, decision.free, reasons, queue_name
+        )
+        ctx.plan.preemptions.append(result[preemptor.name])
+        ctx.plan.note(
+            Reason.PREEMPTED,
+            f"preempted {', '.join(names)} for {preemptor.name} (priority {preemptor.priority}"
+            f"{', reclaiming lent quota' if reason is Reason.RECLAIM else ''})",
+        )
+    return result
+
+
+def _preempt_one(
+    ctx: PassState,
+    victim: victims.Running,
+    preemptor: victims.Preemptor,
+    reason: Reason,
+    victim_queue: str,
+) -> None:
+    """Queue the victim again and stop its job. Its status (written before any stop goes out)
+    says who took its place; its job holds its resources until Ray reports it stopped."""
+    body = ctx.bodies[victim.name]
+    sid = body.submission_id or ""
+    ran = _duration(ctx.now - victim.started)
+    why = ""
+    if reason is Reason.RECLAIM and ctx.queues is not None:
+        lender = ctx.queues.queue_of(preemptor.name)
+        why = f" of {lender}, taking back the quota {victim_queue} borrowed,"
+    message = (
+        f"preempted by {preemptor.name} (priority {preemptor.priority}){why} after run "
+        f"{body.run} had run {ran}; queued again in its old place"
+    )
+    ctx.bodies[victim.name] = lifecycle.preempt(body, preemptor.name, message)
+    ctx.conds.setdefault(victim.name, {})[ConditionType.PREEMPTED] = (reason, message)
+    ctx.plan.stops.append(Stop(sid, victim.name, StopCause.PREEMPTED, preemptor.name))
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"

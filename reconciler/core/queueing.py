@@ -10,6 +10,7 @@ from typing import Any
 from reconciler.core import fairshare
 from reconciler.core.policies import Candidate, Claim, Policy, Waiting
 from specs.cluster import Capacity
+from specs.models import Phase
 from specs.quantity import format_memory
 from specs.queues import QueueConfig
 
@@ -29,7 +30,7 @@ def admit_by_queue(
     capacity: Capacity,
     free: Capacity,
     queue: Sequence[Candidate],
-    held: Mapping[str, Capacity],
+    in_use: Mapping[str, Capacity],
     claims: Sequence[Claim],
     now: float,
     slots: int,
@@ -37,12 +38,12 @@ def admit_by_queue(
     reservation: str = fairshare.STRICT_RESERVATION,
     first: frozenset[str] = frozenset(),
 ) -> QueueAdmission:
-    """`queue` in global order (priority, queuedAt, name); `held`: what each task with a live
+    """`queue` in global order (priority, queuedAt, name); `in_use`: what each task with a live
     job holds, by task name. Each queue keeps that order and runs `policy` within itself."""
     quotas = fairshare.resolve(config, capacity)
     names = [q.name for q in quotas.queues]
     usage = {name: Capacity() for name in names}
-    for task, request in held.items():
+    for task, request in in_use.items():
         owner = config.queue_of(task)
         usage[owner] = usage[owner] + request
     members: dict[str, list[Candidate]] = {name: [] for name in names}
@@ -124,7 +125,7 @@ def status_document(
 
 
 def counts_by_queue(
-    phases: Mapping[str, tuple[str | None, str]],
+    phases: Mapping[str, tuple[str | None, Phase]],
 ) -> dict[str, tuple[int, int]]:
     """(pending, admitted) per queue from each task's (queue, phase)."""
     counts: dict[str, tuple[int, int]] = {}
@@ -132,9 +133,9 @@ def counts_by_queue(
         if queue is None:
             continue
         pending, admitted = counts.get(queue, (0, 0))
-        if phase == "Queued":
+        if phase is Phase.QUEUED:
             pending += 1
-        elif phase in ("Starting", "Running"):
+        elif phase.active:
             admitted += 1
         counts[queue] = (pending, admitted)
     return counts

@@ -13,18 +13,19 @@ from enum import StrEnum
 
 from specs.pipeline import RetrySpec
 
-# The outcomes a retry policy may name in `on`: the ends that are the run's own fault, or
-# Ray's. Succeeded is never retried; Stopped is someone's decision, not an accident.
-FAILED = "Failed"
-LOST = "Lost"
-TIMED_OUT = "TimedOut"
-RETRYABLE_OUTCOMES = frozenset({FAILED, LOST, TIMED_OUT})
-DEFAULT_ON = frozenset({FAILED, LOST})
 
-# Reasons the planner shows; CamelCase as in the status sidecar.
-RETRY_BACKOFF = "RetryBackoff"
-BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
-NON_RETRYABLE_EXIT_CODE = "NonRetryableExitCode"
+class Outcome(StrEnum):
+    """How a run ended, as a retry policy names it in `on` (the values are the spec's words):
+    the ends that are the run's own fault, or Ray's. Succeeded is never retried; Stopped is
+    someone's decision, not an accident."""
+
+    FAILED = "Failed"
+    LOST = "Lost"
+    TIMED_OUT = "TimedOut"
+
+
+RETRYABLE_OUTCOMES = frozenset(Outcome)
+DEFAULT_ON = frozenset({Outcome.FAILED, Outcome.LOST})
 
 
 class Cause(StrEnum):
@@ -93,7 +94,7 @@ def lost_only(max_lost_restarts: int) -> RetryPolicy:
     return RetryPolicy(
         limit=max_lost_restarts,
         backoff_seconds=0.0,
-        on=frozenset({LOST}),
+        on=frozenset({Outcome.LOST}),
         free_outage_losses=False,
     )
 
@@ -120,7 +121,7 @@ class RunEnd:
     """How one run ended: its phase (Failed, Lost, TimedOut, ...), Ray's driver exit code if
     the driver ran to its end, and why it ended."""
 
-    outcome: str
+    outcome: Outcome
     exit_code: int | None = None
     cause: Cause = Cause.RUN
 
@@ -129,8 +130,8 @@ class Verdict(StrEnum):
     RETRY = "Retry"  # a new run after the delay; uses one of the limit
     RETRY_FREE = "RetryFree"  # a new run; does not use the limit
     FINAL = "Final"  # the outcome stands (succeeded, not retried on, a user's stop)
-    NON_RETRYABLE = NON_RETRYABLE_EXIT_CODE  # exited with a code the policy calls final
-    EXHAUSTED = BACKOFF_LIMIT_EXCEEDED  # would be retried, but the limit is used up
+    NON_RETRYABLE = "NonRetryableExitCode"  # exited with a code the policy calls final
+    EXHAUSTED = "BackoffLimitExceeded"  # would be retried, but the limit is used up
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ def decide(policy: RetryPolicy, end: RunEnd, retries_used: int) -> Decision:
         return Decision(Verdict.FINAL, retries=retries_used)
     if end.exit_code is not None and end.exit_code in policy.non_retryable_exit_codes:
         return Decision(Verdict.NON_RETRYABLE, retries=retries_used)
-    if end.cause is Cause.OUTAGE and end.outcome == LOST and policy.free_outage_losses:
+    if end.cause is Cause.OUTAGE and end.outcome == Outcome.LOST and policy.free_outage_losses:
         return Decision(Verdict.RETRY_FREE, retries=retries_used)
     if retries_used >= policy.limit:
         verdict = Verdict.EXHAUSTED if policy.limit > 0 else Verdict.FINAL

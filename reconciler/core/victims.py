@@ -95,7 +95,7 @@ def exempt(run: Running, now: float, rules: Rules) -> bool:
     )
 
 
-def held_back(request: Capacity, freeing: Capacity) -> Capacity:
+def still_needed(request: Capacity, freeing: Capacity) -> Capacity:
     """What a preemptor still needs of today's free resources beyond what its stopping victims
     will free: others may not take it meanwhile, or it would find no room when they are gone
     and preempt again."""

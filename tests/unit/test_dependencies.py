@@ -11,14 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.core.dependencies import (
-    Gate,
     RunView,
     find_cycles,
     judge,
     satisfies,
     strongly_connected,
 )
-from specs.models import Phase
+from specs.models import Phase, Reason
 from specs.pipeline import DependencySpec
 
 
@@ -62,31 +61,35 @@ def test_unknown_condition_is_refused() -> None:
 @pytest.mark.parametrize(
     ("prep", "gate", "words"),
     [
-        (RunView(Phase.SUCCEEDED, 100.0), Gate.MET, "dependencies met"),
-        (RunView(Phase.RUNNING), Gate.WAITING, "waits for prep (Running)"),
+        (RunView(Phase.SUCCEEDED, 100.0), Reason.DEPENDENCIES_MET, "dependencies met"),
+        (RunView(Phase.RUNNING), Reason.WAITING_FOR_DEPENDENCY, "waits for prep (Running)"),
         # Failed, and a retry or a rerun is queued: its latest run has not ended yet.
-        (RunView(Phase.QUEUED), Gate.WAITING, "waits for prep (Queued)"),
+        (RunView(Phase.QUEUED), Reason.WAITING_FOR_DEPENDENCY, "waits for prep (Queued)"),
         # Failed and nothing queues a new run: say it cannot happen as things stand.
-        (RunView(Phase.FAILED, 100.0), Gate.FAILED, "prep ended Failed, needs Succeeded"),
-        (RunView(Phase.SUSPENDED), Gate.WAITING, "prep (Suspended)"),
-        (None, Gate.MISSING, "prep: no such task"),
+        (
+            RunView(Phase.FAILED, 100.0),
+            Reason.DEPENDENCY_FAILED,
+            "prep ended Failed, needs Succeeded",
+        ),
+        (RunView(Phase.SUSPENDED), Reason.WAITING_FOR_DEPENDENCY, "prep (Suspended)"),
+        (None, Reason.DEPENDENCY_MISSING, "prep: no such task"),
     ],
 )
-def test_judged_against_the_latest_run(prep: RunView | None, gate: Gate, words: str) -> None:
+def test_judged_against_the_latest_run(prep: RunView | None, gate: Reason, words: str) -> None:
     views = {} if prep is None else {"prep": prep}
     judgement = judge([dep("prep")], views)
     assert judgement.gate is gate
     assert words in judgement.message
-    assert judgement.met == (gate is Gate.MET)
+    assert judgement.met == (gate is Reason.DEPENDENCIES_MET)
     assert [s.name for s in judgement.states] == ["prep"]
 
 
 def test_failed_then_rerun_then_succeeded_lets_the_dependent_go() -> None:
     history = [
-        (RunView(Phase.FAILED, 10.0), Gate.FAILED),
-        (RunView(Phase.QUEUED), Gate.WAITING),  # rayqueue rerun prep
-        (RunView(Phase.RUNNING), Gate.WAITING),
-        (RunView(Phase.SUCCEEDED, 50.0), Gate.MET),
+        (RunView(Phase.FAILED, 10.0), Reason.DEPENDENCY_FAILED),
+        (RunView(Phase.QUEUED), Reason.WAITING_FOR_DEPENDENCY),  # rayqueue rerun prep
+        (RunView(Phase.RUNNING), Reason.WAITING_FOR_DEPENDENCY),
+        (RunView(Phase.SUCCEEDED, 50.0), Reason.DEPENDENCIES_MET),
     ]
     for view, gate in history:
         assert judge([dep("prep")], {"prep": view}).gate is gate
@@ -107,15 +110,20 @@ def test_the_worst_dependency_gives_the_reason_and_all_are_named() -> None:
         "broke": RunView(Phase.TIMED_OUT, 2.0),
     }
     judgement = judge([dep("done"), dep("busy"), dep("ghost"), dep("broke")], views)
-    assert judgement.gate is Gate.FAILED
+    assert judgement.gate is Reason.DEPENDENCY_FAILED
     for words in ("broke ended TimedOut", "ghost: no such task", "busy (Running)"):
         assert words in judgement.message
     assert "done" not in judgement.message
-    assert [s.gate for s in judgement.states] == [Gate.MET, Gate.WAITING, Gate.MISSING, Gate.FAILED]
+    assert [s.gate for s in judgement.states] == [
+        Reason.DEPENDENCIES_MET,
+        Reason.WAITING_FOR_DEPENDENCY,
+        Reason.DEPENDENCY_MISSING,
+        Reason.DEPENDENCY_FAILED,
+    ]
     assert judgement.states[2].describe() == "ghost (Succeeded): missing, waiting"
     assert judgement.states[3].describe() == "broke (Succeeded): TimedOut, cannot be met"
     missing_and_waiting = judge([dep("busy"), dep("ghost")], views)
-    assert missing_and_waiting.gate is Gate.MISSING
+    assert missing_and_waiting.gate is Reason.DEPENDENCY_MISSING
 
 
 @pytest.mark.parametrize(

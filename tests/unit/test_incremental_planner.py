@@ -116,7 +116,7 @@ def assert_same(full: Plan, inc: Plan, before: dict[str, TaskStatus]) -> None:
     assert inc.fetch_logs == full.fetch_logs
     assert inc.deletes == full.deletes
     assert inc.events == full.events
-    assert inc.held_deletions == full.held_deletions
+    assert inc.refused_deletions == full.refused_deletions
     assert inc.summary == full.summary
     assert inc.statuses == full.statuses
     for name, status in full.statuses.items():

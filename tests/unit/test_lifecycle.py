@@ -1,5 +1,5 @@
-"""The task state machine: every (phase, trigger) pair is either a transition in the table, or
-leaves the status exactly as it was (the same object)."""
+"""The task state machine: every (state, trigger) pair is either a transition in the table, or
+raises IllegalTransition."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from reconciler.core import lifecycle
-from reconciler.core.lifecycle import TRANSITIONS, Trigger
+from reconciler.core.lifecycle import TRANSITIONS, IllegalTransition, State, Trigger
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, RayJob
 from specs.models import Phase, Reason, TaskStatusBody
 
@@ -32,6 +32,8 @@ FIRE: dict[Trigger, Fire] = {
     Trigger.SUSPEND: lambda b: lifecycle.suspend(b, "new-hash", NOW),
     Trigger.RESUME: lambda b: lifecycle.resume(b, "new-hash", NOW),
     Trigger.QUEUE: lambda b: lifecycle.queue(b, 3, Reason.WAITING_FOR_RESOURCES, "needs 1", None),
+    Trigger.HOLD: lambda b: lifecycle.hold(b, Reason.WAITING_FOR_DEPENDENCY, "waits for prep"),
+    Trigger.WAIT_FOR_VICTIMS: lambda b: lifecycle.wait_for_victims(b, 1, "preempted low", None),
     Trigger.UNSCHEDULABLE: lambda b: lifecycle.unschedulable(b, "asks for 64 CPU"),
     Trigger.ADMIT: lambda b: lifecycle.start_run(b, "1234abcd", "rq-a-1234abcd-2", NOW),
     Trigger.SUBMIT_REFUSED: lambda b: lifecycle.refuse_submit(b, "bad runtime_env", NOW),
@@ -42,6 +44,9 @@ FIRE: dict[Trigger, Fire] = {
     Trigger.RAY_STOPPED: lambda b: lifecycle.end_run(b, job(STOPPED)),
     Trigger.ID_CONFLICT: lambda b: lifecycle.conflict(b, NOW),
     Trigger.JOB_MISSING: lambda b: lifecycle.note_missing(b, 60, NOW),
+    Trigger.JOB_MISSING_AFTER_OUTAGE: lambda b: lifecycle.note_missing(
+        b, 60, NOW, after_outage=True
+    ),
     Trigger.REQUEUE_LOST: lambda b: lifecycle.requeue(b, "old-hash", 1),
     Trigger.LOSE: lambda b: lifecycle.lose(b, NOW),
     Trigger.TIME_OUT: lambda b: lifecycle.time_out(b, 30, NOW),
@@ -54,9 +59,21 @@ FIRE: dict[Trigger, Fire] = {
 }
 
 
-def body_in(phase: Phase) -> TaskStatusBody:
-    """A status as it could be found in `phase`, from a previous run."""
-    return TaskStatusBody(
+# What tells a sub-state from its phase, as a status file shows it.
+SUB_STATE: dict[State, dict[str, object]] = {
+    State.PREEMPTING: {"reason": Reason.PREEMPTING},
+    State.MISSING: {"reason": Reason.JOB_MISSING, "missing_since": T0},
+    State.MISSING_AFTER_OUTAGE: {"reason": Reason.JOB_MISSING_AFTER_OUTAGE, "missing_since": T0},
+    State.IN_CYCLE: {"reason": Reason.DEPENDENCY_CYCLE},
+}
+
+
+def body_in(where: Phase | State) -> TaskStatusBody:
+    """A status as it could be found in `where` (a phase: its plain state), from a previous
+    run."""
+    state = State[where.name] if isinstance(where, Phase) else where
+    phase = state.phase
+    body = TaskStatusBody(
         phase=phase,
         reason="Whatever",
         message="before",
@@ -71,6 +88,9 @@ def body_in(phase: Phase) -> TaskStatusBody:
         started_at=T0 if phase is Phase.RUNNING else None,
         finished_at=T0 if phase.finished else None,
     )
+    body = body.model_copy(update=SUB_STATE.get(state, {}))
+    assert lifecycle.state_of(body) is state
+    return body
 
 
 def test_every_trigger_can_be_fired() -> None:
@@ -78,17 +98,22 @@ def test_every_trigger_can_be_fired() -> None:
 
 
 @pytest.mark.parametrize("trigger", list(Trigger), ids=lambda t: t.name)
-@pytest.mark.parametrize("phase", list(Phase), ids=lambda p: p.value)
-def test_every_pair_is_a_transition_or_changes_nothing(phase: Phase, trigger: Trigger) -> None:
-    before = body_in(phase)
-    after = FIRE[trigger](before)
-    target = TRANSITIONS.get((phase, trigger))
+@pytest.mark.parametrize("state", list(State), ids=lambda s: s.name)
+def test_every_pair_is_a_transition_or_raises(state: State, trigger: Trigger) -> None:
+    before = body_in(state)
+    target = TRANSITIONS.get((state, trigger))
     if target is None:
-        assert after is before
+        with pytest.raises(IllegalTransition):
+            FIRE[trigger](before)
     else:
+        after = FIRE[trigger](before)
         assert after.phase is target
         assert after is not before  # every transition writes its reason at least
         assert after.reason != "Whatever" and isinstance(after.reason, Reason)
+
+
+def test_every_state_has_its_phase() -> None:
+    assert {state.phase for state in State} == set(Phase)
 
 
 def test_an_unchanged_transition_keeps_the_same_object() -> None:

@@ -8,8 +8,6 @@ from datetime import timedelta
 import pytest
 
 from reconciler.core.planner import (
-    COND_CLUSTER_UNAVAILABLE,
-    COND_SPEC_INVALID,
     Plan,
     PlanOptions,
     TimeOut,
@@ -25,7 +23,7 @@ from specs.cluster import (
     Capacity,
     RayJob,
 )
-from specs.models import Phase, Reason
+from specs.models import ConditionType, Phase, Reason
 from tests.support.planner_world import GIB, PlanWorld, task
 
 
@@ -366,7 +364,7 @@ def test_ray_unavailable_changes_nothing_and_says_so() -> None:
     assert p.submits == [] and p.stops == [] and p.delete_statuses == []
     assert {n: w.phase(n) for n in ("a",)} == {"a": before["a"]}
     conds = [c.type for c in w.status("a").conditions]
-    assert conds == [COND_CLUSTER_UNAVAILABLE]
+    assert conds == [ConditionType.CLUSTER_UNAVAILABLE]
     w.available = True
     w.step()
     assert w.status("a").conditions == []
@@ -392,7 +390,7 @@ def test_spec_turning_invalid_keeps_running_job() -> None:
         p = w.step()
         assert p.stops == [] and p.submits == []
     assert w.phase("a") is Phase.RUNNING
-    assert [c.type for c in w.status("a").conditions] == [COND_SPEC_INVALID]
+    assert [c.type for c in w.status("a").conditions] == [ConditionType.SPEC_INVALID]
     w.now += timedelta(seconds=200)  # the last valid spec's timeout still applies
     p = w.step()
     assert w.phase("a") is Phase.TIMED_OUT and len(p.stops) == 1
@@ -420,7 +418,7 @@ def test_mass_deletion_is_held() -> None:
     w.step()
     w.specs.clear()
     p = w.step()
-    assert p.stops == [] and p.held_deletions is not None and p.held_deletions.count == 12
+    assert p.stops == [] and p.refused_deletions is not None and p.refused_deletions.count == 12
     assert p.delete_statuses == []
     w.options = PlanOptions(max_stops_per_pass=10, allow_mass_delete=True)
     p = w.step()
@@ -509,7 +507,7 @@ def test_events_are_typed_and_refusals_are_warnings() -> None:
     assert all(e.level == logging.INFO for e in p.events)
     w.specs.clear()
     p = w.step()
-    held = p.held_deletions
+    held = p.refused_deletions
     assert held is not None and held.reason == Reason.TOO_MANY_DELETIONS
     assert [(e.level, e.reason, e.message) for e in p.events] == [
         (logging.WARNING, held.reason, held.message)

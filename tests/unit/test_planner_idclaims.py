@@ -4,7 +4,7 @@ also claims, makes the spec Invalid; the task that has used it keeps it and is n
 from __future__ import annotations
 
 from specs.cluster import RUNNING, RayJob
-from specs.models import Phase, Reason
+from specs.models import ConditionType, Phase, Reason
 from tests.support.planner_world import PlanWorld, task
 
 
@@ -76,7 +76,7 @@ def test_a_running_claimant_is_never_stopped_by_the_rule() -> None:
     assert not p.stops and not p.submits
     assert w.phase("a") is Phase.RUNNING and w.phase("b") is Phase.RUNNING
     (cond,) = w.status("b").conditions
-    assert cond.reason == Reason.SPEC_INVALID
+    assert cond.reason == ConditionType.SPEC_INVALID
     assert "'x' is already used by task a" in cond.message
     w.ray("b", "SUCCEEDED")
     w.step()

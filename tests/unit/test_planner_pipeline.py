@@ -262,6 +262,16 @@ def test_a_cycle_is_invalid_and_stays_put_until_fixed() -> None:
     assert w.status("a").reason == Reason.WAITING_FOR_DEPENDENCY
 
 
+def test_a_task_in_a_cycle_that_could_never_fit_stays_in_the_cycle() -> None:
+    # The state machine has no edge from a cycle to Unschedulable: the cycle is told first.
+    w = PlanWorld({"a": dep_task("b"), "b": dep_task("a", cpu=2)})
+    w.step()
+    assert (w.phase("b"), w.status("b").reason) == (Phase.INVALID, Reason.DEPENDENCY_CYCLE)
+    before = w.statuses["b"]
+    w.capacity = Capacity(1, 0, 16 * GIB)  # the cluster shrank below what b asks for
+    assert w.step().statuses["b"] is before
+
+
 def test_a_missing_dependency_waits_until_it_is_dropped_in() -> None:
     w = PlanWorld({"train": dep_task("team-a/prep")})
     w.step()

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.core.planner import COND_PREEMPTED, STOP_WAIT_ENV, Plan, request_of
+from reconciler.core.planner import STOP_WAIT_ENV, Plan, request_of
 from specs.cluster import RUNNING, STOPPED, SUCCEEDED, Capacity
-from specs.models import Phase, Reason, Task
+from specs.models import ConditionType, Phase, Reason, Task
 from specs.settings import PlanOptions
 from tests.support.planner_world import GIB, PlanWorld, task
 from tests.unit.test_planner import started
@@ -78,7 +78,7 @@ def test_urgent_task_preempts_the_minimal_set_and_records_it_first() -> None:
         assert body.queued_at == w.statuses["low2"].status.queued_at  # its old place
         assert body.run == 1 and body.submission_id is None  # a new run is next
         (cond,) = body.conditions
-        assert (cond.type, cond.reason) == (COND_PREEMPTED, Reason.WITHIN_QUEUE)
+        assert (cond.type, cond.reason) == (ConditionType.PREEMPTED, Reason.WITHIN_QUEUE)
         assert "urgent" in cond.message
     assert w.status("urgent").reason == Reason.PREEMPTING
     assert w.phase("low2") is Phase.RUNNING and w.phase("low3") is Phase.RUNNING

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.core.planner import COND_PREEMPTED, STOP_WAIT_ENV, Plan
+from reconciler.core.planner import STOP_WAIT_ENV, Plan
 from specs.cluster import SUCCEEDED, Capacity
-from specs.models import Phase, Reason, Task
+from specs.models import ConditionType, Phase, Reason, Task
 from specs.parse import parse_queue_config
 from specs.settings import PlanOptions
 from tests.support.planner_world import GIB, task
@@ -79,7 +79,7 @@ def test_reclaim_takes_back_lent_quota_and_names_the_preemptor() -> None:
         assert body.phase is Phase.QUEUED and body.reason == Reason.PREEMPTED
         assert body.preemptions == 1 and body.preempted_by == "team-a/x"
         (cond,) = body.conditions
-        assert (cond.type, cond.reason) == (COND_PREEMPTED, Reason.RECLAIM)
+        assert (cond.type, cond.reason) == (ConditionType.PREEMPTED, Reason.RECLAIM)
         assert "team-a/x" in cond.message and "team-b borrowed" in cond.message
     assert w.status("team-a/x").reason == Reason.PREEMPTING
     assert sorted(s.task or "" for s in p.stops) == ["team-b/b0", "team-b/b1"]

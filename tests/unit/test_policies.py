@@ -10,11 +10,7 @@ from hypothesis import strategies as st
 
 from reconciler.core.planner import PlanOptions
 from reconciler.core.policies import (
-    BLOCKED_BY_HIGHER,
-    BLOCKED_BY_RESERVATION,
-    INFLIGHT_LIMIT,
     POLICIES,
-    WAITING_FOR_RESOURCES,
     Admission,
     Candidate,
     Claim,
@@ -24,7 +20,7 @@ from reconciler.core.policies import (
     strict,
 )
 from specs.cluster import RUNNING, SUCCEEDED, Capacity
-from specs.models import Phase
+from specs.models import Phase, Reason
 from tests.support.planner_world import PlanWorld, task
 
 NOW = 1_000.0
@@ -60,26 +56,30 @@ RUNNING_CLAIMS = (claim(4, 100), claim(2, 300))
         # the head fits: it starts, as under strict, and so does the next that fits
         ([cand("a", 1, 10), cand("b", 1, 500)], ["a", "b"], {}),
         # ends (by its timeout) before the head's reserved start: it may overtake
-        ([cand("head", 6), cand("short", 2, 100)], ["short"], {"head": WAITING_FOR_RESOURCES}),
+        (
+            [cand("head", 6), cand("short", 2, 100)],
+            ["short"],
+            {"head": Reason.WAITING_FOR_RESOURCES},
+        ),
         # would still hold its CPUs when the head is due: it must wait
         (
             [cand("head", 6), cand("long", 2, 101)],
             [],
-            {"head": WAITING_FOR_RESOURCES, "long": BLOCKED_BY_RESERVATION},
+            {"head": Reason.WAITING_FOR_RESOURCES, "long": Reason.WAITING_BEHIND_RESERVATION},
         ),
         # no timeout at all: it could run for ever, so only spare CPUs would do; there are none
         (
             [cand("head", 6), cand("unbounded", 1, 0)],
             [],
-            {"unbounded": BLOCKED_BY_RESERVATION},
+            {"unbounded": Reason.WAITING_BEHIND_RESERVATION},
         ),
         # does not fit in what is free now, whatever its timeout
-        ([cand("head", 6), cand("wide", 3, 5)], [], {"wide": WAITING_FOR_RESOURCES}),
+        ([cand("head", 6), cand("wide", 3, 5)], [], {"wide": Reason.WAITING_FOR_RESOURCES}),
         # backfilled tasks use up the free CPUs one by one
         (
             [cand("head", 6), cand("s1", 1, 50), cand("s2", 1, 50), cand("s3", 1, 50)],
             ["s1", "s2"],
-            {"s3": WAITING_FOR_RESOURCES},
+            {"s3": Reason.WAITING_FOR_RESOURCES},
         ),
     ],
 )
@@ -110,7 +110,7 @@ def test_spare_resources_take_long_and_unbounded_tasks() -> None:
     queue = [cand("head", 5), cand("unbounded", 1, 0), cand("long", 1, 9_999)]
     admission = backfill(queue, cpu(2), RUNNING_CLAIMS, NOW, 32)
     assert admission.start == ["unbounded"]
-    assert admission.waiting["long"].reason == BLOCKED_BY_RESERVATION
+    assert admission.waiting["long"].reason == Reason.WAITING_BEHIND_RESERVATION
 
 
 def test_claims_ending_together_are_all_spare() -> None:
@@ -134,7 +134,7 @@ def test_unbounded_claim_the_head_needs_falls_back_to_strict() -> None:
     assert admission.start == []
     assert admission.waiting["head"].estimated_start is None
     assert "without timeoutSeconds" in admission.waiting["head"].message
-    assert admission.waiting["short"].reason == BLOCKED_BY_HIGHER
+    assert admission.waiting["short"].reason == Reason.WAITING_BEHIND_HIGHER_PRIORITY
 
 
 def test_unbounded_claim_the_head_does_not_need_still_allows_a_reservation() -> None:
@@ -154,10 +154,10 @@ def test_inflight_limit() -> None:
     queue = [cand("a", 1, 1), cand("head", 8), cand("b", 1, 1), cand("c", 1, 1)]
     admission = backfill(queue, cpu(2), RUNNING_CLAIMS, NOW, 2)
     assert admission.start == ["a", "b"]
-    assert admission.waiting["c"].reason == INFLIGHT_LIMIT
+    assert admission.waiting["c"].reason == Reason.INFLIGHT_LIMIT
     admission = backfill(queue, cpu(2), RUNNING_CLAIMS, NOW, 1)
     assert admission.start == ["a"]
-    assert {w.reason for w in admission.waiting.values()} == {INFLIGHT_LIMIT}
+    assert {w.reason for w in admission.waiting.values()} == {Reason.INFLIGHT_LIMIT}
 
 
 def test_every_queued_task_gets_a_reason() -> None:
@@ -187,9 +187,9 @@ def test_planner_reports_estimated_start_and_backfills() -> None:
     p = w.step()
     assert [s.task for s in p.submits] == ["short"]
     head = w.status("head")
-    assert head.phase is Phase.QUEUED and head.reason == WAITING_FOR_RESOURCES
+    assert head.phase is Phase.QUEUED and head.reason == Reason.WAITING_FOR_RESOURCES
     assert (head.estimated_start_at - started_at).total_seconds() == 100
-    assert w.status("long").reason == BLOCKED_BY_RESERVATION
+    assert w.status("long").reason == Reason.WAITING_BEHIND_RESERVATION
     w.ray("running", SUCCEEDED)
     w.ray("short", SUCCEEDED)
     p = w.step()

@@ -16,7 +16,7 @@ from reconciler.core.victims import (
     Rules,
     Running,
     choose_in_cohort,
-    held_back,
+    still_needed,
 )
 from specs.cluster import Capacity
 
@@ -122,7 +122,7 @@ def test_candidate_order_is_priority_then_elapsed_then_name() -> None:
 
 
 def test_held_back_is_what_the_victims_do_not_free() -> None:
-    assert held_back(Capacity(4, 1, 8), Capacity(3, 2, 8)) == Capacity(1, 0, 0)
+    assert still_needed(Capacity(4, 1, 8), Capacity(3, 2, 8)) == Capacity(1, 0, 0)
 
 
 runs = st.lists(

@@ -9,7 +9,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from reconciler.core.retries import (
-    BACKOFF_LIMIT_EXCEEDED,
     NO_RETRY,
     Cause,
     RetryPolicy,
@@ -22,6 +21,7 @@ from reconciler.core.retries import (
     lost_only,
     policy_for,
 )
+from specs.models import Reason
 from specs.pipeline import RetrySpec
 
 DEFAULTS = RetryPolicy(limit=3, backoff_seconds=10, factor=2, max_backoff_seconds=600)
@@ -152,7 +152,7 @@ def test_messages_name_the_exit_code_and_runs() -> None:
     assert "3 runs" in message and "exit code 1" in message and "limit 2" in message
     assert "no exit code" in exhausted_message(RunEnd("Lost"), runs=2, limit=1)
     assert backoff_message(FAILED_1, 2, 3, 20) == "run failed (exit code 1); retry 2 of 3 in 20s"
-    assert BACKOFF_LIMIT_EXCEEDED == Verdict.EXHAUSTED.value == "BackoffLimitExceeded"
+    assert Reason.BACKOFF_LIMIT_EXCEEDED == Verdict.EXHAUSTED.value == "BackoffLimitExceeded"
 
 
 @pytest.mark.parametrize(

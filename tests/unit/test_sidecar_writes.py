@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from reconciler import writes
-from reconciler.core.planner import Plan, Preemption, Stop, Submit
+from reconciler.core.planner import Plan, Preemption, Stop, StopCause, Submit
 from specs import atomic
 from specs.cluster import RUNNING, Capacity, SubmitRequest
 from specs.models import Metadata, Phase, Reason, TaskStatus, TaskStatusBody
@@ -43,7 +43,10 @@ def test_ray_actions_and_run_records_are_durable() -> None:
             "same": queued,
         },
         submits=[Submit("sub", request("rq-sub-1"))],
-        stops=[Stop("rq-stop-1", "stop", "deleted"), Stop("rq-victim-1", "victim", "p")],
+        stops=[
+            Stop("rq-stop-1", "stop", StopCause.SPEC_DELETED),
+            Stop("rq-victim-1", "victim", StopCause.PREEMPTED, "p"),
+        ],
         preemptions=[Preemption("winner", ("victim",), Reason.WITHIN_QUEUE, "m", Capacity())],
     )
     before["same"] = queued

@@ -1,0 +1,112 @@
+"""Team queues' quotas, resolved against the cluster (`resolve`), and the per-resource
+arithmetic on Capacity that fair sharing and its messages use."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from specs.cluster import Capacity
+from specs.quantity import human_memory
+from specs.queues import DEFAULT_QUEUE, UNLIMITED, QueueConfig
+
+RESOURCES = ("cpu", "gpu", "memory")
+NO_LIMIT = Capacity(UNLIMITED, UNLIMITED, UNLIMITED)
+EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class QueueQuota:
+    """One queue's configuration, resolved against the cluster's capacity."""
+
+    name: str
+    nominal: Capacity
+    borrowing_limit: Capacity = NO_LIMIT
+    lending_limit: Capacity = NO_LIMIT
+    weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class Quotas:
+    queues: tuple[QueueQuota, ...]
+    oversubscribed: str | None = None  # why the listed quotas cannot all be honoured
+
+
+def resolve(config: QueueConfig, capacity: Capacity) -> Quotas:
+    """Listed queues as configured; `default` gets what the cluster has beyond them (>= 0)."""
+    listed = tuple(
+        QueueQuota(
+            q.name,
+            q.nominal_quota.capacity(),
+            q.borrowing_limit.capacity(),
+            q.lending_limit.capacity(),
+            q.weight,
+        )
+        for q in config.spec.queues
+    )
+    total = Capacity()
+    for q in listed:
+        total = total + q.nominal
+    rest = capacity - total
+    default = config.spec.default
+    default_quota = QueueQuota(
+        DEFAULT_QUEUE,
+        pos(rest),
+        default.borrowing_limit.capacity(),
+        default.lending_limit.capacity(),
+        default.weight,
+    )
+    over = [
+        f"{amount(r, of(total, r))} {unit(r)} > {amount(r, of(capacity, r))}"
+        for r in RESOURCES
+        if of(rest, r) < -EPS
+    ]
+    warning = None
+    if over:
+        warning = (
+            "the listed nominal quotas add up to more than the cluster has ("
+            + ", ".join(over)
+            + "); they are honoured only as far as resources are free"
+        )
+    return Quotas((*listed, default_quota), warning)
+
+
+# --- per-resource arithmetic on Capacity ---------------------------------------------------
+
+
+def _map2(a: Capacity, b: Capacity, op: Callable[[float, float], float]) -> Capacity:
+    return Capacity(op(a.cpu, b.cpu), op(a.gpu, b.gpu), op(a.memory, b.memory))
+
+
+def pos(a: Capacity) -> Capacity:
+    return _map2(a, Capacity(), max)
+
+
+def min_of(a: Capacity, b: Capacity) -> Capacity:
+    return _map2(a, b, min)
+
+
+def scale(a: Capacity, factor: Capacity) -> Capacity:
+    return Capacity(a.cpu * factor.cpu, a.gpu * factor.gpu, a.memory * factor.memory)
+
+
+def of(amounts: Capacity, resource: str) -> float:
+    return float(getattr(amounts, resource))
+
+
+def amount(resource: str, value: float) -> str:
+    if resource == "memory":
+        return "unlimited" if math.isinf(value) else human_memory(value)
+    return "unlimited" if math.isinf(value) else f"{value:g}"
+
+
+def unit(resource: str) -> str:
+    return {"cpu": "CPU", "gpu": "GPU", "memory": "memory"}[resource]
+
+
+def weighted_share(usage: Capacity, capacity: Capacity, weight: float) -> float:
+    """max over resources of usage / capacity, divided by the weight (resources absent from
+    the cluster do not count)."""
+    ratios = [of(usage, r) / of(capacity, r) for r in RESOURCES if of(capacity, r) > 0]
+    return max([0.0, *ratios]) / weight

@@ -1,0 +1,234 @@
+"""One task's own part of a pass: decided from its spec, its status, its run's job, the
+pass-wide TaskEnv and `now` alone (see TaskResult), before dependencies and admission look at
+all tasks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from reconciler.core import lifecycle, policies, victims
+from reconciler.core.decisions import Submit
+from reconciler.core.inputs import TaskInput
+from reconciler.core.jobs import make_uid, request_of, submit_request
+from reconciler.core.runs import check_timeouts, keep_active, note_ended, observe_run
+from reconciler.core.step import TaskEnv, TaskResult, TaskStep, Waiter
+from reconciler.core.timestamps import to_epoch
+from specs.cluster import (
+    META_SPEC_HASH,
+    Capacity,
+    RayJob,
+)
+from specs.models import (
+    ConditionType,
+    Phase,
+    Reason,
+    Task,
+    TaskStatus,
+    TaskStatusBody,
+)
+from specs.quantity import human_memory
+
+
+def unschedulable(req: Capacity, capacity: Capacity) -> str | None:
+    if req.cpu > capacity.cpu + 1e-9:
+        return f"asks for {req.cpu:g} CPU; the whole cluster has {capacity.cpu:g}"
+    if req.gpu > capacity.gpu + 1e-9:
+        return f"asks for {req.gpu:g} GPU; the whole cluster has {capacity.gpu:g}"
+    if req.memory > capacity.memory + 1e-9:
+        return (
+            f"asks for {human_memory(req.memory)} memory; "
+            f"the whole cluster has {human_memory(capacity.memory)}"
+        )
+    return None
+
+
+def reconcile_task(
+    env: TaskEnv, spec: TaskInput, prev: TaskStatus | None, now: float
+) -> TaskResult:
+    """One task's own part of a pass (see TaskResult). Pure."""
+    step = TaskStep(env, spec.name, now)
+    _reconcile_task(step, spec, prev)
+    settled, task = step.body, spec.task
+    if (
+        settled is not None
+        and settled.phase is Phase.RUNNING
+        and task is not None
+        and settled.started_at
+    ):
+        # A run under a broken spec is never a victim: it could not be queued again.
+        return step.result(
+            victims.Running(
+                spec.name,
+                task.spec.priority,
+                request_of(task),
+                settled.started_at.timestamp(),
+                task.spec.preemptible,
+                settled.preemptions,
+            )
+        )
+    return step.result(None)
+
+
+def _reconcile_task(step: TaskStep, spec: TaskInput, prev: TaskStatus | None) -> None:
+    name, ours = spec.name, step.env.ours
+    body = prev.status if prev is not None else None
+    if not step.obs.available:
+        step.conds[ConditionType.CLUSTER_UNAVAILABLE] = (
+            Reason.RAY_UNREACHABLE,
+            f"Ray could not be asked: {step.obs.error or 'unavailable'}; nothing is stopped",
+        )
+    task = _usable_task(step, spec, body)
+    if task is None:
+        return
+    spec_hash = spec.hash_of(task)
+    if body is None:
+        body = _first_sight(step, name, task, spec_hash, step.env.by_task.get(name, ()))
+    job = _job_of(step, body, ours)
+
+    if not step.obs.available:
+        # Without Ray we can only keep what we had; never act, never re-derive phases.
+        if body.phase.active:
+            keep_active(step, body, task)
+        step.body = lifecycle.record_spec_hash(body, body.spec_hash or spec_hash)
+        return
+
+    if body.phase.active:
+        body = observe_run(step, name, task, body, job)
+    body = _follow_spec(step, name, task, body, job, spec_hash, edited=spec.task is not None)
+    _settle(step, name, task, body, job)
+
+
+def _usable_task(step: TaskStep, spec: TaskInput, body: TaskStatusBody | None) -> Task | None:
+    """The spec to plan with; None when the task is settled already (its file is broken)."""
+    if spec.task is not None:
+        return spec.task
+    message = spec.error or "invalid spec"
+    if body is None or not body.phase.active:
+        step.body = lifecycle.invalidate(body, message)
+        return None
+    # A broken file never stops a healthy job: it runs on under the last valid spec.
+    step.conds[ConditionType.SPEC_INVALID] = (
+        ConditionType.SPEC_INVALID,
+        f"{message}; the job keeps running",
+    )
+    if spec.last_valid is None:  # nothing remembered (we restarted): leave it untouched
+        keep_active(step, body, None)
+        step.body = body
+    return spec.last_valid
+
+
+def _job_of(step: TaskStep, body: TaskStatusBody, ours: Mapping[str, RayJob]) -> RayJob | None:
+    if not body.submission_id:
+        return None
+    job = ours.get(body.submission_id)
+    if job is None and step.obs.jobs is not None:
+        job = step.obs.jobs.get(body.submission_id)  # present but not ours: an id conflict
+    return job
+
+
+def _follow_spec(
+    step: TaskStep,
+    name: str,
+    task: Task,
+    body: TaskStatusBody,
+    job: RayJob | None,
+    spec_hash: str,
+    *,
+    edited: bool,  # False: planning under the last valid spec of a broken file
+) -> TaskStatusBody:
+    """A run-defining change, a suspend, or a re-run request all end the current run."""
+    suspend, phase = task.spec.suspend, body.phase
+    if phase.active:
+        if suspend:
+            suspended = lifecycle.suspend(body, body.spec_hash, step.stamp)
+            return note_ended(step, name, suspended, Reason.SUSPENDED)
+        if body.spec_hash != spec_hash and edited:
+            step.note(
+                Reason.SPEC_CHANGED, f"spec of {name} changed while running; stopping old run"
+            )
+            return lifecycle.restart(body, spec_hash, step.stamp)
+        return body
+    if phase is Phase.SUSPENDED:
+        return body if suspend else lifecycle.resume(body, spec_hash, step.stamp)
+    if lifecycle.in_cycle(body) and body.spec_hash == spec_hash:
+        # Invalid only through its dependencies: it waits; the dependency gate judges it anew.
+        return lifecycle.suspend(body, spec_hash, step.stamp) if suspend else body
+    if phase is Phase.INVALID and _outcome_stands(body, job, spec_hash):
+        assert job is not None
+        return lifecycle.end_run(body, job)
+    if phase.finished or phase is Phase.INVALID:
+        if body.spec_hash == spec_hash and phase is not Phase.INVALID:
+            return body
+        if suspend:
+            return lifecycle.suspend(body, spec_hash, step.stamp)
+        return lifecycle.restart(body, spec_hash, step.stamp)
+    if phase in (Phase.QUEUED, Phase.UNSCHEDULABLE):
+        if body.spec_hash != spec_hash:
+            body = lifecycle.fresh_series(body)  # a fixed spec need not sit out a backoff
+        body = lifecycle.record_spec_hash(body, spec_hash)
+        return lifecycle.suspend(body, spec_hash, step.stamp) if suspend else body
+    return body
+
+
+def _outcome_stands(body: TaskStatusBody, job: RayJob | None, spec_hash: str) -> bool:
+    """Fixed back to the spec of a run that already ended: its outcome stands."""
+    return bool(
+        body.spec_hash == spec_hash and job is not None and job.terminal and body.submission_id
+    )
+
+
+def _settle(
+    step: TaskStep,
+    name: str,
+    task: Task,
+    body: TaskStatusBody,
+    job: RayJob | None,
+) -> None:
+    """Time limits, resources held, resubmits and the queue, for the task's final phase."""
+    if body.phase.active:
+        body = check_timeouts(step, name, task, body)
+    if body.phase.active:
+        keep_active(step, body, task)
+    if step.resubmit and body.phase is Phase.STARTING and body.submission_id:
+        step.submits.append(Submit(name, submit_request(step.env, name, task, body)))
+    if body.phase in (Phase.QUEUED, Phase.UNSCHEDULABLE) or lifecycle.in_cycle(body):
+        if step.due(to_epoch(body.next_retry_at)):
+            body = _enqueue(step, name, task, body)
+        elif not lifecycle.in_cycle(body):  # a cycle keeps it off the queue already
+            body = lifecycle.hold(body, Reason.RETRY_BACKOFF, body.message or "retry backoff")
+    elif job is not None and body.phase.finished and body.ray_status != job.status:
+        body = lifecycle.note_ray_status(body, job.status)  # e.g. STOPPED after a timeout
+    step.body = body
+
+
+def _first_sight(
+    step: TaskStep, name: str, task: Task, spec_hash: str, task_jobs: Sequence[RayJob]
+) -> TaskStatusBody:
+    """A task with no sidecar: adopt its live job if Ray has one, else queue it."""
+    live = [j for j in task_jobs if not j.terminal and j.metadata.get(META_SPEC_HASH) == spec_hash]
+    if live:
+        job = max(live, key=lambda j: j.start_time or 0)
+        step.note(
+            Reason.ADOPTED, f"adopted {name}: Ray job {job.submission_id} (status file was missing)"
+        )
+        return lifecycle.adopted(job, spec_hash, step.stamp)
+    uid = make_uid(step.options.queue_id, name, step.stamp)
+    return lifecycle.first_queued(uid, spec_hash, step.stamp)
+
+
+def _enqueue(step: TaskStep, name: str, task: Task, body: TaskStatusBody) -> TaskStatusBody:
+    """Into the admission queue, unless it could never fit. Its phase and place in the queue
+    are written by admit, which always follows."""
+    req = request_of(task)
+    capacity = step.obs.capacity
+    assert capacity is not None
+    too_big = unschedulable(req, capacity)
+    if too_big is not None:
+        # A task held in a dependency cycle stays so: the cycle is what the user must fix first.
+        return body if lifecycle.in_cycle(body) else lifecycle.unschedulable(body, too_big)
+    key = (-task.spec.priority, to_epoch(body.queued_at) or step.now, name)
+    candidate = policies.Candidate(name, req, task.spec.timeout_seconds)
+    step.waiter = Waiter(
+        key, candidate, task, bool(task.spec.depends_on) or lifecycle.in_cycle(body)
+    )
+    return body
