@@ -248,6 +248,8 @@ class Reason(StrEnum):
     # deletions the loop refuses to carry out (log events, never a task's status)
     FOLDER_EMPTY = "FolderEmpty"
     TOO_MANY_DELETIONS = "TooManyDeletions"
+    # a transition the state machine refuses: a bug, logged; the task keeps its status
+    ILLEGAL_TRANSITION = "IllegalTransition"
 
 
 def read_reason(text: str | None) -> Reason | None:

@@ -4,6 +4,7 @@ all tasks."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 
 from reconciler.core import lifecycle, policies, victims
@@ -47,7 +48,10 @@ def reconcile_task(
 ) -> TaskResult:
     """One task's own part of a pass (see TaskResult). Pure."""
     step = TaskStep(env, spec.name, now)
-    _reconcile_task(step, spec, prev)
+    try:
+        _reconcile_task(step, spec, prev)
+    except lifecycle.IllegalTransition as exc:
+        return _refused_transition(env, spec, prev, now, exc)
     settled, task = step.body, spec.task
     if (
         settled is not None
@@ -66,6 +70,32 @@ def reconcile_task(
                 settled.preemptions,
             )
         )
+    return step.result(None)
+
+
+def _refused_transition(
+    env: TaskEnv,
+    spec: TaskInput,
+    prev: TaskStatus | None,
+    now: float,
+    exc: lifecycle.IllegalTransition,
+) -> TaskResult:
+    """The state machine refused a transition: a bug in the planner, never the user's doing.
+    One task must not stop the pass for all the others, so this one keeps its status (and a
+    running job keeps its resources) and the pass logs an error every time until it is fixed.
+    The test worlds assert that no pass logs it (tests/support/planner_world.py)."""
+    step = TaskStep(env, spec.name, now)
+    step.note(
+        Reason.ILLEGAL_TRANSITION,
+        f"{spec.name}: {exc}; its status is left as it was (a bug: please report it)",
+        logging.ERROR,
+    )
+    if prev is None:
+        step.body = lifecycle.invalidate(None, f"internal error: {exc}")
+        return step.result(None)
+    step.body = prev.status
+    if prev.status.phase.active:
+        keep_active(step, prev.status, spec.task or spec.last_valid)
     return step.result(None)
 
 

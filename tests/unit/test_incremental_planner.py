@@ -17,7 +17,7 @@ from reconciler.core import incremental, planner
 from reconciler.core.incremental import Memo, plan_incremental
 from reconciler.core.planner import Observation, Plan, TaskInput, plan
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
-from specs.models import Phase, TaskStatus
+from specs.models import Phase, Reason, TaskStatus
 from specs.parse import parse_queue_config
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
@@ -217,6 +217,8 @@ class History:
             queues=self.queues,
             versions=versions,
         )
+        # The state machine refusing a transition is a planner bug.
+        assert not [e for e in inc.events if e.reason is Reason.ILLEGAL_TRANSITION], inc.events
         if self.compare:
             full = plan(self.specs, before, observed, at, self.options, queues=self.queues)
             assert_same(full, inc, before)

@@ -554,3 +554,37 @@ def test_old_sidecar_with_missing_timer_in_finished_at_still_counts() -> None:
     w.statuses["a"] = w.statuses["a"].model_copy(update={"status": old})
     p = w.step()
     assert w.status("a").retries == 1 and started(p) == ["a"]
+
+
+def test_a_refused_transition_keeps_that_task_and_the_pass_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An illegal transition is a bug: it must not stop the pass for every other task. The
+    task keeps its status, its job and its resources, and every pass logs an error."""
+    from reconciler.core import lifecycle, reconcile
+
+    w = PlanWorld({"a": task(5, 1), "b": task(5, 1), "c": task(0, 1)}, capacity=Capacity(2, 0, 0))
+    w.step()
+    w.ray("a", RUNNING)
+    w.ray("b", RUNNING)
+    w.step()
+    assert {w.phase("a"), w.phase("b")} == {Phase.RUNNING}
+    real = reconcile.observe_run
+
+    def refuse_for_a(step, name, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if name == "a":
+            state = lifecycle.state_of(w.statuses["a"].status)
+            raise lifecycle.IllegalTransition(state, lifecycle.Trigger.RAY_SUCCEEDED)
+        return real(step, name, *args, **kwargs)
+
+    monkeypatch.setattr(reconcile, "observe_run", refuse_for_a)
+    before = w.statuses["a"]
+    w.ray("b", SUCCEEDED)
+    p = plan(w.inputs(), dict(w.statuses), w.observe(), w.now, w.options)  # not w.step(): it
+    # asserts that no pass refuses a transition
+    assert p.statuses["a"] is before  # untouched
+    assert p.statuses["b"].status.phase is Phase.SUCCEEDED  # the others are planned as ever
+    assert [s.task for s in p.submits] == ["c"]  # b's CPU went to c; a keeps its own
+    assert not p.stops
+    errors = [e for e in p.events if e.reason is Reason.ILLEGAL_TRANSITION]
+    assert len(errors) == 1 and errors[0].level == logging.ERROR and "a:" in errors[0].message
