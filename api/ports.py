@@ -2,7 +2,7 @@
 
 The API reads the loop's last observations, its clock, wakes it after a write and reads job
 logs through its Ray adapter; nothing more. Typing against these, not the loop's classes,
-keeps `api` below `reconciler`: the composition root (reconciler/daemon.py) hands the real
+keeps `api` below `reconciler`: the composition root (reconciler/app/daemon.py) hands the real
 loop in, and any object of the same shape (a test double) does as well.
 """
 
@@ -47,7 +47,7 @@ class Wake(Protocol):
 
 
 class Loop(Protocol):
-    """A running reconcile loop (reconciler.loop.Reconciler satisfies this)."""
+    """A running reconcile loop (reconciler.shell.loop.Reconciler satisfies this)."""
 
     @property
     def state(self) -> LoopState: ...
@@ -60,7 +60,7 @@ class Loop(Protocol):
 
 
 class Exposition(Protocol):
-    """Prometheus text and its content type (reconciler.metrics.Exposition)."""
+    """Prometheus text and its content type (reconciler.shell.metrics.Exposition)."""
 
     @property
     def body(self) -> bytes: ...

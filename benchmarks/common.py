@@ -14,10 +14,10 @@ from typing import Any
 
 import yaml
 
-from reconciler import assembly
+from reconciler.app import assembly
 from reconciler.cli.flags import settings_from_args
 from reconciler.cli.main import build_parser
-from reconciler.loop import Reconciler
+from reconciler.shell.loop import Reconciler
 from specs.atomic import write_atomic
 from specs.cluster import RayAdapter
 from specs.settings import Settings

@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 from benchmarks.common import save, spec_text, table, write_before_start
-from reconciler.loop import Reconciler
-from reconciler.raycluster.fake import FakeRay
-from reconciler.runtime import tune_gc
+from reconciler.app.runtime import tune_gc
+from reconciler.shell.loop import Reconciler
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import Capacity
 from specs.settings import Settings
 from specs.store import TaskStore

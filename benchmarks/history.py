@@ -17,8 +17,8 @@ from pathlib import Path
 
 from benchmarks import common
 from benchmarks.common import save, spec_text, table, write_before_start
-from reconciler.raycluster.fake import FakeRay
-from reconciler.runtime import tune_gc
+from reconciler.app.runtime import tune_gc
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import META_QUEUE, META_TASK, SUCCEEDED, Capacity, RayJob
 
 LIVE_TASKS = 100

@@ -21,9 +21,9 @@ from pathlib import Path
 
 from benchmarks import common
 from benchmarks.common import drop, percentile, save, spec_text, table
-from reconciler.assembly import start_loop
-from reconciler.raycluster.fake import FakeRay
-from reconciler.runtime import tune_gc
+from reconciler.app.assembly import start_loop
+from reconciler.app.runtime import tune_gc
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import META_TASK, Capacity, RayAdapter, SubmitRequest
 
 
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(summary("in-process, fake Ray", run(fake, args.drops, Path(tmp) / "fake")))
         if args.real_drops:
             from benchmarks import served
-            from reconciler.raycluster.local_head import LocalRayHead
+            from reconciler.shell.raycluster.local_head import LocalRayHead
 
             head = LocalRayHead() if args.address is None else None
             try:

@@ -25,9 +25,9 @@ from pathlib import Path
 
 from benchmarks import common, served_scale
 from benchmarks.common import drop, peak_rss_mb, save, spec_text, table, write_before_start
-from reconciler.assembly import start_watcher
-from reconciler.raycluster.fake import FakeRay
-from reconciler.runtime import tune_gc
+from reconciler.app.assembly import start_watcher
+from reconciler.app.runtime import tune_gc
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import Capacity
 
 PASSES = 5
@@ -121,7 +121,7 @@ def measure(size: int, root: Path) -> dict[str, float]:
 
 
 def measure_served(sizes: list[int], window: float, address: str | None) -> list[dict[str, object]]:
-    from reconciler.raycluster.local_head import LocalRayHead
+    from reconciler.shell.raycluster.local_head import LocalRayHead
 
     # One CPU: the long task holds it, and every other task waits (see served_scale).
     head = LocalRayHead() if address is None else None

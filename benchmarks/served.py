@@ -24,7 +24,7 @@ from typing import TypeVar
 import yaml
 
 from benchmarks.common import drop, spec_text
-from reconciler.raycluster.adapter import RayJobsAdapter
+from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.cluster import JobNotFound, RayJob
 
 METHODS = ("rename", "http")

@@ -23,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from benchmarks import procstat
 from benchmarks.common import spec_text, write_before_start
 from benchmarks.served import serve_process, wait
-from reconciler.raycluster.adapter import RayJobsAdapter
+from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.cluster import META_QUEUE
 
 BLOCKER = "a-blocker"

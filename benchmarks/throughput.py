@@ -9,7 +9,7 @@ ratio holds on a noisy machine. Side A is the best a hand-written client can do:
 cluster full, poll list_jobs every 0.1 s, submit the next job the moment one ends. Side B
 drops the same jobs as spec files into a folder watched by `rayqueue serve`, run as a child
 process as a user runs it (--via serve, the default), or by the same loop built in this
-process through reconciler/assembly.py (--via in-process).
+process through reconciler/app/assembly.py (--via in-process).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from pathlib import Path
 
 from benchmarks import common, served
 from benchmarks.common import drop, save, spec_text, table
-from reconciler.assembly import start_loop
-from reconciler.raycluster.adapter import RayJobsAdapter
-from reconciler.raycluster.local_head import LocalRayHead
-from reconciler.runtime import tune_gc
+from reconciler.app.assembly import start_loop
+from reconciler.app.runtime import tune_gc
+from reconciler.shell.raycluster.adapter import RayJobsAdapter
+from reconciler.shell.raycluster.local_head import LocalRayHead
 from specs.cluster import META_QUEUE, SubmitRequest
 
 ENTRYPOINT = "true"

@@ -528,7 +528,7 @@ class TaskStore:
         """Write the sidecar atomically; False (and no write) if the bytes are unchanged.
 
         durable: fsynced, so it survives an OS crash (a write-ahead record: see
-        reconciler/writes.py). Either way it replaces a status waiting in defer_status.
+        reconciler/shell/writes.py). Either way it replaces a status waiting in defer_status.
         """
         path = self.status_path(name)
         data = dump_status(status).encode()

@@ -9,14 +9,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reconciler import head_record
+from reconciler.shell import head_record
 from specs.service import TaskService
 from specs.settings import address_from_env
 from specs.store import FolderUnavailable, TaskStore
 from specs.views import TaskView
 
 if TYPE_CHECKING:
-    from reconciler.raycluster.adapter import RayJobsAdapter
+    from reconciler.shell.raycluster.adapter import RayJobsAdapter
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # invalid input, not found, Ray unreachable
@@ -146,7 +146,7 @@ def make_adapter(
 
     Tests replace this function to hand in a fake.
     """
-    from reconciler.raycluster.adapter import RayJobsAdapter
+    from reconciler.shell.raycluster.adapter import RayJobsAdapter
 
     try:
         return RayJobsAdapter(

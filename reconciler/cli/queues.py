@@ -19,7 +19,7 @@ from reconciler.cli.common import (
     table,
     tasks_dir,
 )
-from reconciler.queuefile import read_status
+from reconciler.shell.queuefile import read_status
 from specs.queues import CONFIG_FILE, STATUS_FILE
 
 HEADER = ("NAME", "NOMINAL", "USED", "BORROWED", "SHARE", "PENDING", "RUNNING")

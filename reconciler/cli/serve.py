@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 
+from reconciler.app.logsetup import setup_logging
 from reconciler.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -15,7 +16,6 @@ from reconciler.cli.common import (
     folder_parent,
 )
 from reconciler.cli.flags import add_setting_flags, settings_from_args
-from reconciler.logsetup import setup_logging
 from specs.settings import Settings
 
 EPILOG = """\
@@ -57,7 +57,7 @@ def register(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from reconciler.daemon import ServeError, serve
+    from reconciler.app.daemon import ServeError, serve
 
     settings = settings_from_args(args)  # CliError (exit 2) for a refused value
     setup_logging(

@@ -22,8 +22,8 @@ import requests
 import uvicorn
 
 from api.app import create_app
-from reconciler.loop import Reconciler
-from reconciler.raycluster.adapter import RayJobsAdapter
+from reconciler.shell.loop import Reconciler
+from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.cluster import META_QUEUE, RUNNING, STOPPED, SUCCEEDED, JobNotFound, RayJob
 from specs.settings import Settings
 from specs.store import TaskStore

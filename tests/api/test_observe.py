@@ -10,10 +10,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from api.app import create_app
 from api.ports import Observability
-from reconciler.history import HistoryView
-from reconciler.loop import Reconciler
-from reconciler.metrics import CountingRayAdapter, QueueMetrics
-from reconciler.raycluster.fake import FakeRay
+from reconciler.shell.history import HistoryView
+from reconciler.shell.loop import Reconciler
+from reconciler.shell.metrics import CountingRayAdapter, QueueMetrics
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import Capacity
 from specs.settings import Settings
 from specs.store import TaskStore

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from benchmarks import common, history, latency, scale
-from reconciler import assembly, daemon
-from reconciler.faults import Faults
-from reconciler.loop import Reconciler
-from reconciler.raycluster.fake import FakeRay
+from reconciler.app import assembly, daemon
+from reconciler.shell.faults import Faults
+from reconciler.shell.loop import Reconciler
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import Capacity
 from specs.settings import Settings
 
@@ -21,7 +21,7 @@ from specs.settings import Settings
 def served_loop(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Reconciler:
     """The reconciler the daemon's own start-up builds for `settings` (Ray faked)."""
     monkeypatch.setattr(
-        "reconciler.raycluster.adapter.RayJobsAdapter",
+        "reconciler.shell.raycluster.adapter.RayJobsAdapter",
         lambda *args, **kwargs: FakeRay(Capacity(4, 0, 2**34)),
     )
     stop = threading.Event()

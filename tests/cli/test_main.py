@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-import reconciler.daemon
+import reconciler.app.daemon
+from reconciler.app.daemon import ServeError
 from reconciler.cli.main import build_parser, main
-from reconciler.daemon import ServeError
 from specs.schema import render_schema
 from specs.settings import DEFAULT_PORT, Settings
 
@@ -53,7 +53,7 @@ def test_schema_prints_the_committed_schema(capsys: pytest.CaptureFixture[str]) 
 @pytest.fixture
 def served(monkeypatch: pytest.MonkeyPatch) -> list[Settings]:
     calls: list[Settings] = []
-    monkeypatch.setattr(reconciler.daemon, "serve", calls.append)
+    monkeypatch.setattr(reconciler.app.daemon, "serve", calls.append)
     for var in ("RAY_DASHBOARD_ADDRESS", "RAY_ADDRESS", "RAYQUEUE_DIR"):
         monkeypatch.delenv(var, raising=False)
     return calls
@@ -118,6 +118,6 @@ def test_serve_errors(
     def fail(settings: Settings) -> None:
         raise ServeError("cannot create tasks folder")
 
-    monkeypatch.setattr(reconciler.daemon, "serve", fail)
+    monkeypatch.setattr(reconciler.app.daemon, "serve", fail)
     assert main(["serve"]) == 1
     assert "cannot create tasks folder" in capsys.readouterr().err

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from reconciler.cli import common
-from reconciler.raycluster.fake import FakeRay
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import RUNNING
 from tests.cli.conftest import QUEUE_ID, snapshot, spec_text, write
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.raycluster.adapter import RayJobsAdapter
+from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.cluster import META_QUEUE, SubmitRequest
 from specs.models import Metadata, Phase, TaskStatus, TaskStatusBody
 from specs.store import TaskStore

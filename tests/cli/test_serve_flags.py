@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import reconciler.daemon
-from reconciler.assembly import build_reconciler
+import reconciler.app.daemon
+from reconciler.app.assembly import build_reconciler
 from reconciler.cli.main import build_parser, main
-from reconciler.raycluster.fake import FakeRay
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.access import Tokens
 from specs.cluster import Capacity
 from specs.settings import GROUPS, Settings, env_name, knobs
@@ -38,7 +38,7 @@ def _shown(parser: argparse.ArgumentParser) -> list[argparse.Action]:
 @pytest.fixture
 def served(monkeypatch: pytest.MonkeyPatch) -> list[Settings]:
     calls: list[Settings] = []
-    monkeypatch.setattr(reconciler.daemon, "serve", calls.append)
+    monkeypatch.setattr(reconciler.app.daemon, "serve", calls.append)
     for var in ("RAY_DASHBOARD_ADDRESS", "RAY_ADDRESS", "RAYQUEUE_DIR"):
         monkeypatch.delenv(var, raising=False)
     for name, _ in knobs():
@@ -242,9 +242,9 @@ def test_the_daemon_tunes_gc_before_it_builds_the_loop(
         calls.append("build")
         raise Built
 
-    monkeypatch.setattr(reconciler.daemon, "tune_gc", lambda: calls.append("tune_gc"))
-    monkeypatch.setattr(reconciler.daemon, "build_reconciler", build)
+    monkeypatch.setattr(reconciler.app.daemon, "tune_gc", lambda: calls.append("tune_gc"))
+    monkeypatch.setattr(reconciler.app.daemon, "build_reconciler", build)
     settings = Settings(tasks_dir=tmp_path, address="http://127.0.0.1:9", api=False)
     with pytest.raises(Built):
-        reconciler.daemon.serve(settings)
+        reconciler.app.daemon.serve(settings)
     assert calls == ["tune_gc", "build"]

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from reconciler.raycluster.adapter import RayJobsAdapter
-from reconciler.raycluster.fake import FakeRay
+from reconciler.shell.raycluster.adapter import RayJobsAdapter
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import (
     FAILED,
     META_TASK,
@@ -338,7 +338,7 @@ def test_real_adapter_recovers_after_being_unavailable(ray_head: str) -> None:
 def test_conflict_is_found_even_if_ray_rewords_its_error(
     ray_adapter: RayJobsAdapter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from reconciler.raycluster import adapter as module
+    from reconciler.shell.raycluster import adapter as module
 
     def reworded(self: object, r: object) -> None:
         raise module._HTTPStatusError(500, "Internal Server Error")

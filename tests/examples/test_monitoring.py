@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from reconciler.metrics import CountingRayAdapter, QueueMetrics
-from reconciler.raycluster.fake import FakeRay
+from reconciler.shell.metrics import CountingRayAdapter, QueueMetrics
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import Capacity
 from specs.models import Metadata, Phase, TaskStatus, TaskStatusBody
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.loop import Reconciler
-from reconciler.raycluster.adapter import RayJobsAdapter
+from reconciler.shell.loop import Reconciler
+from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.atomic import write_atomic
 from specs.cluster import META_QUEUE, RayJob
 from specs.settings import Settings

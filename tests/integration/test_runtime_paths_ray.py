@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.assembly import build_reconciler
+from reconciler.app.assembly import build_reconciler
 from specs.access import Tokens
 
 pytestmark = pytest.mark.ray

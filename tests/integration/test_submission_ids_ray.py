@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from reconciler.raycluster.adapter import RayJobsAdapter
+from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.cluster import META_TASK, RUNNING, JobNotFound, RayRequestError, SubmitRequest
 from tests.support.waiting import wait_until
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.raycluster.adapter import RayJobsAdapter
+from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.cluster import META_QUEUE
 from tests.support.net import answers, free_port
 

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from reconciler.faults import ENV as CRASH_ENV
-from reconciler.raycluster.adapter import RayJobsAdapter
-from reconciler.raycluster.fake import FakeRay
+from reconciler.shell.faults import ENV as CRASH_ENV
+from reconciler.shell.raycluster.adapter import RayJobsAdapter
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import META_QUEUE, Capacity
 from tests.support.world import GIB, World
 

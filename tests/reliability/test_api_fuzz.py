@@ -24,8 +24,8 @@ import yaml
 from schemathesis import GenerationMode
 
 from api.app import create_app
-from reconciler.loop import Reconciler
-from reconciler.raycluster.fake import FakeRay
+from reconciler.shell.loop import Reconciler
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.access import Tokens
 from specs.cluster import Capacity
 from specs.runtimepaths import RuntimePaths

@@ -25,8 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import specs.store
-from reconciler.loop import Reconciler
-from reconciler.raycluster.fake import FakeRay
+from reconciler.shell.loop import Reconciler
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import RUNNING, Capacity
 from specs.models import Task
 from specs.parse import MAX_FILE_BYTES, SpecParseError, parse_task

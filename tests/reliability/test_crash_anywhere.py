@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.raycluster.adapter import RayJobsAdapter
+from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.cluster import META_QUEUE, META_RUN, META_TASK, META_UID, RayJob
 from tests.reliability.conftest import ServeProcess
 from tests.support.specs import read_status, write_task

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.loop import Reconciler
-from reconciler.raycluster.adapter import RayJobsAdapter
-from reconciler.raycluster.fake import FakeRay
-from reconciler.watcher import Watcher
+from reconciler.shell.loop import Reconciler
+from reconciler.shell.raycluster.adapter import RayJobsAdapter
+from reconciler.shell.raycluster.fake import FakeRay
+from reconciler.shell.watcher import Watcher
 from specs.cluster import META_QUEUE, RUNNING, STOPPED, Capacity
 from specs.parse import parse_task
 from specs.settings import Settings
@@ -408,7 +408,7 @@ def test_a_spec_written_in_two_pieces_never_starts_a_wrong_job(
     """As `rayqueue serve` runs (its settings, store and watcher): the first piece alone is a
     valid spec with another entrypoint, and it must never reach Ray."""
     from benchmarks.common import serve_settings
-    from reconciler.assembly import build_reconciler, start_loop
+    from reconciler.app.assembly import build_reconciler, start_loop
 
     tasks = tmp_path / "tasks"
     tasks.mkdir()

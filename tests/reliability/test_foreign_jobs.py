@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.loop import Reconciler
-from reconciler.raycluster.adapter import RayJobsAdapter
+from reconciler.shell.loop import Reconciler
+from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.cluster import META_QUEUE, META_TASK, RUNNING, Capacity, RayJob
 from specs.settings import Settings
 from specs.store import TaskStore

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.raycluster.adapter import RayJobsAdapter
+from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.cluster import RUNNING, STOPPED, RayUnavailable
 from tests.support.net import free_port
 from tests.support.specs import snapshot

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from reconciler.raycluster.fake import FakeRay
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import PENDING, RUNNING, STOPPED, Capacity
 from tests.support.world import GIB, World
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.lock import LOCK_NAME, LockHeld, StateLock
-from reconciler.raycluster.adapter import RayJobsAdapter
+from reconciler.shell.lock import LOCK_NAME, LockHeld, StateLock
+from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.cluster import META_QUEUE
 from tests.reliability.conftest import ServeProcess
 from tests.support.specs import read_status, write_task
@@ -40,7 +40,7 @@ def test_lock_names_its_holder_and_is_released(tmp_path: Path) -> None:
 HOLD = """
 import sys, time
 from pathlib import Path
-from reconciler.lock import StateLock
+from reconciler.shell.lock import StateLock
 StateLock(Path(sys.argv[1])).acquire()
 print("held", flush=True)
 time.sleep(600)

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from reconciler.raycluster.local_head import LocalRayHead, find_ray_executable
+from reconciler.shell.raycluster.local_head import LocalRayHead, find_ray_executable
 
 if TYPE_CHECKING:
-    from reconciler.raycluster.adapter import RayJobsAdapter
+    from reconciler.shell.raycluster.adapter import RayJobsAdapter
 
 RAY_HEAD_CPUS = 4
 RAY_HEAD_MEMORY = 8 * 2**30
@@ -40,7 +40,7 @@ def ray_head(request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.fixture
 def ray_adapter(ray_head: str) -> RayJobsAdapter:
-    from reconciler.raycluster.adapter import RayJobsAdapter
+    from reconciler.shell.raycluster.adapter import RayJobsAdapter
 
     return RayJobsAdapter(ray_head, timeout_seconds=10)
 

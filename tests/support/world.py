@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.loop import Reconciler
-from reconciler.raycluster.fake import FakeRay
+from reconciler.shell.loop import Reconciler
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import META_QUEUE, Capacity, RayJob
 from specs.settings import Settings
 from specs.store import TaskStore

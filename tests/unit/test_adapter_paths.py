@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("ray")
 
-from reconciler.raycluster.adapter import RayJobsAdapter
+from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.cluster import JobNotFound
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.raycluster.fake import FakeRay
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import Capacity
 from specs.store import TaskStore
 from tests.support.world import World

@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import pytest
 
-from reconciler.raycluster.poll import HTTPStatus, KeptAliveGet
+from reconciler.shell.raycluster.poll import HTTPStatus, KeptAliveGet
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.raycluster.local_head import LocalRayError, LocalRayHead
+from reconciler.shell.raycluster.local_head import LocalRayError, LocalRayHead
 from tests.support.ray_head import RAY_HEAD_CPUS
 
 
@@ -36,7 +36,7 @@ def live_members(pgid: int) -> list[int]:
 
 @pytest.mark.ray
 def test_two_heads_side_by_side(ray_head: str) -> None:
-    from reconciler.raycluster.adapter import RayJobsAdapter  # imports ray: only when it runs
+    from reconciler.shell.raycluster.adapter import RayJobsAdapter  # imports ray: only when it runs
 
     second = LocalRayHead()
     try:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from reconciler.logsetup import setup_logging
+from reconciler.app.logsetup import setup_logging
 
 
 @pytest.fixture

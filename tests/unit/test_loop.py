@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.loop import Reconciler
-from reconciler.raycluster.fake import FakeRay
+from reconciler.shell.loop import Reconciler
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import RUNNING, Capacity, RayRequestError, RayUnavailable
 from tests.support.clock import FakeClock
 from tests.support.world import World

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from reconciler.metrics import CountingRayAdapter, QueueMetrics
-from reconciler.raycluster.fake import FakeRay
+from reconciler.shell.metrics import CountingRayAdapter, QueueMetrics
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import Capacity, JobNotFound, RayUnavailable
 from specs.models import Condition, Metadata, Phase, TaskStatus, TaskStatusBody
 

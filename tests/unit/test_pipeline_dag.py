@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from reconciler.core.planner import Observation, PlanOptions, TaskInput, plan
-from reconciler.raycluster.fake import FakeRay
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import FAILED, META_RUN, META_TASK, RUNNING, SUCCEEDED, Capacity, RayJob
 from specs.models import FINISHED, Phase, Task, TaskStatus
 

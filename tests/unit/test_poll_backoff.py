@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.loop import Reconciler
-from reconciler.raycluster.fake import FakeRay
+from reconciler.shell.loop import Reconciler
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import RUNNING, Capacity
 from specs.settings import Settings
 from specs.store import TaskStore

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.assembly import build_reconciler
-from reconciler.raycluster.fake import FakeRay
+from reconciler.app.assembly import build_reconciler
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.access import AccessError, Principal, Role, Tokens, load_tokens, parse_tokens_file
 from specs.cluster import SUCCEEDED, Capacity
 from specs.parse import SpecParseError, parse_task

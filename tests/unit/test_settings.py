@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import reconciler.daemon
+import reconciler.app.daemon
 from reconciler.cli.flags import settings_from_args
 from reconciler.cli.main import build_parser, main
 from reconciler.core import policies, victims
@@ -147,7 +147,7 @@ def test_a_bad_value_is_refused_the_same_way_by_settings_and_the_cli(
     assert message in str(raised.value)
 
     served: list[Settings] = []
-    monkeypatch.setattr(reconciler.daemon, "serve", served.append)
+    monkeypatch.setattr(reconciler.app.daemon, "serve", served.append)
     assert main(["serve", "--dir", "/t", flag, str(value)]) == 2
     assert served == []
     assert f"error: {raised.value}" in capsys.readouterr().err

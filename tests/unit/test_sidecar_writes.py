@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler import writes
 from reconciler.core.planner import Plan, Preemption, Stop, StopCause, Submit
+from reconciler.shell import writes
 from specs import atomic
 from specs.cluster import RUNNING, Capacity, SubmitRequest
 from specs.models import Metadata, Phase, Reason, TaskStatus, TaskStatusBody

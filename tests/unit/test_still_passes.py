@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from reconciler.core import planner
-from reconciler.loop import Reconciler, observe_ray, plan_options, scan_specs
-from reconciler.raycluster.fake import FakeRay
+from reconciler.shell.loop import Reconciler, observe_ray, plan_options, scan_specs
+from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import RUNNING, SUCCEEDED, Capacity
 from specs.settings import Settings
 from specs.store import TaskStore

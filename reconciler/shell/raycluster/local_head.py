@@ -1,7 +1,7 @@
 """A private Ray head on loopback: free ports, its own temp dir, stopped by process group.
 
 This module runs the `ray` CLI as a subprocess and never imports `ray` itself, so that only
-`reconciler.raycluster.adapter` depends on the Ray SDK.
+`reconciler.shell.raycluster.adapter` depends on the Ray SDK.
 """
 
 from __future__ import annotations

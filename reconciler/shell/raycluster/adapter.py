@@ -39,9 +39,9 @@ import requests
 from ray.dashboard.modules.dashboard_sdk import SubmissionClient
 from ray.job_submission import JobDetails, JobSubmissionClient
 
-from reconciler.raycluster.poll import HTTPStatus as _HTTPStatusError
-from reconciler.raycluster.poll import KeptAliveGet
-from reconciler.raycluster.poll import shorten as _shorten
+from reconciler.shell.raycluster.poll import HTTPStatus as _HTTPStatusError
+from reconciler.shell.raycluster.poll import KeptAliveGet
+from reconciler.shell.raycluster.poll import shorten as _shorten
 from specs import submission_ids
 from specs.cluster import (
     Capacity,

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.faults import Faults
-from reconciler.loop import Reconciler
-from reconciler.metrics import CountingRayAdapter, QueueMetrics
-from reconciler.watcher import Watcher
+from reconciler.shell.faults import Faults
+from reconciler.shell.loop import Reconciler
+from reconciler.shell.metrics import CountingRayAdapter, QueueMetrics
+from reconciler.shell.watcher import Watcher
 from specs.access import Tokens, load_tokens
 from specs.cluster import RayAdapter
 from specs.runtimepaths import OFF, RuntimePaths

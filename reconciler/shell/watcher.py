@@ -1,4 +1,4 @@
-"""File events wake the loop early and tell it which paths changed (reconciler/events.py)."""
+"""File events wake the loop early and tell it which paths changed (reconciler/shell/events.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from watchfiles import Change, watch
 
-from reconciler.events import FileEvents
+from reconciler.shell.events import FileEvents
 
 log = logging.getLogger("rayqueue.watcher")
 

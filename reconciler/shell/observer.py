@@ -10,8 +10,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from reconciler.history import ResourceHistory
-from reconciler.metrics import QueueMetrics
+from reconciler.shell.history import ResourceHistory
+from reconciler.shell.metrics import QueueMetrics
 from specs.cluster import Capacity
 from specs.models import TaskStatus
 

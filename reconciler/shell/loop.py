@@ -11,16 +11,16 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-from reconciler import writes
 from reconciler.core import incremental, lifecycle, planner, queueing
 from reconciler.core.planner import Observation, Plan, TaskInput
-from reconciler.events import FileEvents
-from reconciler.faults import Faults
-from reconciler.gitrev import GitRevisions, SourceRevision
-from reconciler.history import ResourceHistory
-from reconciler.metrics import QueueMetrics
-from reconciler.observer import PassObserver
-from reconciler.queuefile import Loaded, QueueFile
+from reconciler.shell import writes
+from reconciler.shell.events import FileEvents
+from reconciler.shell.faults import Faults
+from reconciler.shell.gitrev import GitRevisions, SourceRevision
+from reconciler.shell.history import ResourceHistory
+from reconciler.shell.metrics import QueueMetrics
+from reconciler.shell.observer import PassObserver
+from reconciler.shell.queuefile import Loaded, QueueFile
 from specs.cluster import (
     Capacity,
     JobConflict,
@@ -203,7 +203,7 @@ class Reconciler:
         self._sourced: dict[str, tuple[int, int, TaskInput]] = {}
         self._source_version = 0  # a new one whenever git's answer changes
         self.wake = threading.Event()
-        # Filled by the watcher (reconciler/assembly.py); with none attached, every pass walks.
+        # Filled by the watcher (reconciler/app/assembly.py); with none attached, every pass walks.
         self.events = FileEvents(self.wake)
         self._walked_at = -float("inf")  # monotonic time of the last full walk of the folder
         self._walking = True  # this pass walks the folder (and rereads every sidecar)
@@ -216,7 +216,7 @@ class Reconciler:
         self._lock = threading.Lock()  # one pass at a time, whoever calls it
         self._inputs: dict[str, tuple[SpecEntry, TaskInput]] = {}
         # The versions of the last pass that wrote statuses: a task whose spec has a new one
-        # was edited, and its own queue move is written at once (reconciler/writes.py).
+        # was edited, and its own queue move is written at once (reconciler/shell/writes.py).
         self._written_versions: Mapping[str, Version] = {}
         self._capacity_read: tuple[float, Capacity] | None = None
         # Last pass's per-task results, handed to the next pass; a new loop starts afresh.
@@ -518,7 +518,7 @@ class Reconciler:
         only: AbstractSet[str] | None = None,
         skip: AbstractSet[str] = frozenset(),
     ) -> set[str]:
-        """Write the statuses that changed, each as its class says (reconciler/writes.py);
+        """Write the statuses that changed, each as its class says (reconciler/shell/writes.py);
         return the names whose write failed."""
         unwritten: set[str] = set()
         names = plan.statuses if only is None else [n for n in plan.statuses if n in only]

@@ -12,21 +12,21 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from reconciler import head_record
-from reconciler.assembly import build_reconciler, start_loop
-from reconciler.faults import Faults, FaultSpecError
-from reconciler.history import HistoryView
-from reconciler.lock import LOCK_NAME, LockHeld, StateLock
-from reconciler.logsetup import route_foreign
-from reconciler.loop import Reconciler
-from reconciler.runtime import tune_gc
+from reconciler.app.assembly import build_reconciler, start_loop
+from reconciler.app.logsetup import route_foreign
+from reconciler.app.runtime import tune_gc
+from reconciler.shell import head_record
+from reconciler.shell.faults import Faults, FaultSpecError
+from reconciler.shell.history import HistoryView
+from reconciler.shell.lock import LOCK_NAME, LockHeld, StateLock
+from reconciler.shell.loop import Reconciler
 from specs.access import AccessError, Tokens, exposure_problem, load_tokens
 from specs.cluster import RayAdapter
 from specs.runtimepaths import unconfined_warning
 from specs.settings import Settings
 
 if TYPE_CHECKING:
-    from reconciler.raycluster.local_head import LocalRayHead
+    from reconciler.shell.raycluster.local_head import LocalRayHead
 
 log = logging.getLogger("rayqueue.serve")
 
@@ -104,7 +104,9 @@ def serve(settings: Settings) -> None:
             reconciler.history.path, heartbeat_seconds=settings.history_heartbeat_seconds
         )
         observability = Observability(
-            metrics=reconciler.metrics.exposition if reconciler.metrics is not None else None,
+            metrics=reconciler.metrics.exposition
+            if reconciler.metrics is not None
+            else None,
             history=history.window,
             dashboard=address,
         )
@@ -142,8 +144,8 @@ def _start(
     """Ray (a private head if no address), the store, and the loop and watcher threads."""
     # Imported here, not at the top: importing Ray costs about a second and needs Ray
     # installed, which the CLI's other commands and the pure tests do not.
-    from reconciler.raycluster.adapter import RayJobsAdapter
-    from reconciler.raycluster.local_head import LocalRayHead
+    from reconciler.shell.raycluster.adapter import RayJobsAdapter
+    from reconciler.shell.raycluster.local_head import LocalRayHead
 
     # Importing ray gave its logger a handler and format of its own: route it through ours.
     route_foreign(access_log=settings.access_log)
