@@ -104,9 +104,7 @@ def serve(settings: Settings) -> None:
             reconciler.history.path, heartbeat_seconds=settings.history_heartbeat_seconds
         )
         observability = Observability(
-            metrics=reconciler.metrics.exposition
-            if reconciler.metrics is not None
-            else None,
+            metrics=reconciler.metrics.exposition if reconciler.metrics is not None else None,
             history=history.window,
             dashboard=address,
         )
