@@ -140,8 +140,10 @@ def admit(ctx: PassState) -> None:
         positions[owner] = positions.get(owner, 0) + 1
         waiting = _why_waiting(ctx, name, admission, stopping_for, preempting)
         eta = waiting.estimated_start if waiting else None
-        if eta is not None and eta <= ctx.now:
-            ctx.until = min(ctx.until, ctx.now)  # a reserved start of "now" moves with the clock
+        if eta is not None:
+            # A reserved start is max(the claims' end, now): once the clock passes that end, it
+            # moves with the clock, so this pass's answer holds up to the end at most.
+            ctx.until = min(ctx.until, max(eta, ctx.now))
         body, place, at = ctx.bodies[name], positions[owner], to_datetime(eta) if eta else None
         if waiting is None:
             ctx.bodies[name] = lifecycle.queue(body, place, Reason.QUEUED, "queued", at)

@@ -588,3 +588,24 @@ def test_a_refused_transition_keeps_that_task_and_the_pass_goes_on(
     assert not p.stops
     errors = [e for e in p.events if e.reason is Reason.ILLEGAL_TRANSITION]
     assert len(errors) == 1 and errors[0].level == logging.ERROR and "a:" in errors[0].message
+
+
+def test_a_still_plan_ends_where_a_reserved_start_begins_to_move() -> None:
+    """A reserved start is max(the claims' end, now): past that end it follows the clock, so a
+    plan that changes nothing may promise so only up to the end (a hypothesis history found the
+    plan claiming 10 s where the estimate moved after 5)."""
+    w = PlanWorld(
+        {"a": task(5, 2, timeoutSeconds=5), "b": task(1, 2)},
+        capacity=Capacity(3, 0, 16 * GIB),
+        options=PlanOptions(policy="backfill"),
+    )
+    for _ in range(3):
+        p = w.step(0)
+    assert p.still and "starts by 2026-01-01T00:00:05Z" in w.status("b").message
+    t0 = w.now.timestamp()
+    assert p.deadline == t0 + 5
+    inputs, statuses, observed = w.inputs(), dict(w.statuses), w.observe()
+    at_deadline = plan(inputs, statuses, observed, w.now + timedelta(seconds=5), w.options)
+    assert at_deadline.statuses == statuses  # up to the deadline: the same plan
+    later = plan(inputs, statuses, observed, w.now + timedelta(seconds=6), w.options)
+    assert "starts by 2026-01-01T00:00:06Z" in later.statuses["b"].status.message
