@@ -15,19 +15,20 @@ from reconciler.core import (
     queueing,
     victims,
 )
-from reconciler.core.decisions import Preemption, Submit
+from reconciler.core.decisions import Submit
 from reconciler.core.inputs import TaskInput
 from reconciler.core.jobs import (
     claim_of,
     foreign_claim,
     make_uid,
     request_of,
-    resources_text,
     submission_id_for,
     submit_request,
 )
 from reconciler.core.preemption import preempt
+from reconciler.core.quotas import resources_text
 from reconciler.core.timestamps import EARLY, to_datetime, to_epoch
+from reconciler.core.waits import AwaitingVictims, PreemptedBy, Preempting, Waiting
 from specs.cluster import (
     META_QUEUE,
     Capacity,
@@ -172,23 +173,16 @@ def _why_waiting(
     name: str,
     admission: policies.Admission | queueing.QueueAdmission,
     stopping_for: Mapping[str, preemption.StoppingVictims],
-    preempting: Mapping[str, Preemption],
-) -> policies.Waiting | None:
+    preempting: Mapping[str, Preempting],
+) -> Waiting | None:
     if name in preempting:
-        return policies.Waiting(Reason.PREEMPTING, preempting[name].message)
+        return Waiting(preempting[name])
     pending = stopping_for.get(name)
     if pending is not None and name not in admission.start:
-        return policies.Waiting(
-            Reason.PREEMPTING,
-            f"preempted {', '.join(pending.victims)}; starts once they have stopped "
-            "(their resources are reserved for it)",
-        )
+        return Waiting(AwaitingVictims(pending.victims))
     body = ctx.bodies[name]
     if name not in admission.waiting and body.preempted_by is not None:
-        return policies.Waiting(
-            Reason.PREEMPTED,
-            f"preempted by {body.preempted_by}; queued again once its stopped run is gone",
-        )
+        return Waiting(PreemptedBy(body.preempted_by))
     return admission.waiting.get(name)
 
 

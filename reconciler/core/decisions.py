@@ -62,7 +62,6 @@ class Preemption:
     preemptor: str
     victims: tuple[str, ...]
     reason: Reason  # Reclaim if any victim's queue lent to it, else WithinQueue
-    message: str
     free: Capacity  # what the preemptor had without them: it did not fit, with them it does
     reasons: tuple[Reason, ...] = ()  # by victim: its Preempted condition's reason
     queue: str | None = None  # the preemptor's team queue, when queues are configured

@@ -26,31 +26,31 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from reconciler.core import policies
-from reconciler.core.policies import (
-    Candidate,
-    Claim,
-    Policy,
-    Waiting,
-    describe_shortfall,
-    reserve,
-)
+from reconciler.core.policies import Candidate, Claim, Policy, reserve
 from reconciler.core.quotas import (
     EPS,
     NO_LIMIT,
     RESOURCES,
     QueueQuota,
     Quotas,
-    amount,
     min_of,
     of,
     pos,
     resolve,
     scale,
-    unit,
     weighted_share,
 )
+from reconciler.core.waits import (
+    BorrowBound,
+    KeptForQueue,
+    NextPass,
+    OverQuota,
+    QuotaShortfall,
+    Shortfall,
+    Waiting,
+    shortfall,
+)
 from specs.cluster import Capacity
-from specs.models import Reason
 
 
 @dataclass(frozen=True)
@@ -324,14 +324,15 @@ class _Pass:
             request = candidate.request
             for r in RESOURCES:
                 if of(request, r) > of(ceiling, r) + EPS:
-                    name = queue.quota.name
+                    quota = queue.quota
                     self.unfit[candidate.name] = Waiting(
-                        Reason.QUOTA_EXCEEDED,
-                        f"asks for {amount(r, of(request, r))} {unit(r)}; {name} may "
-                        f"hold at most {amount(r, of(ceiling, r))} (nominal "
-                        f"{amount(r, of(queue.quota.nominal, r))} + borrowingLimit "
-                        f"{amount(r, of(queue.quota.borrowing_limit, r))}); it cannot "
-                        "start unless the quota changes",
+                        OverQuota(
+                            quota.name,
+                            r,
+                            of(request, r),
+                            of(quota.nominal, r),
+                            of(quota.borrowing_limit, r),
+                        )
                     )
                     queue.remaining.remove(candidate)
                     break
@@ -379,49 +380,44 @@ class _Pass:
             if waiting is None:
                 reservation = self.reserved_by.get(queue.quota.name)
                 if reservation is not None:
-                    waiting = Waiting(
-                        Reason.WAITING_BEHIND_RESERVATION,
-                        f"fits now, but {queue.quota.name} is above its nominal quota and "
-                        f"{reservation.queue} has a lower share; the free resources are kept for "
-                        f"{reservation.head}",
-                    )
+                    kept = KeptForQueue(queue.quota.name, reservation.queue, reservation.head)
+                    waiting = Waiting(kept)
                 else:  # its policy would start it, but nothing more fit in this pass
-                    # the shortfall is the cluster's or the quota's: _reword tells which
-                    waiting = Waiting(
-                        Reason.WAITING_FOR_RESOURCES, "", note="waits for the next pass"
-                    )
+                    waiting = Waiting(self._lack(queue, candidate.request), note=NextPass())
             self.result.waiting[candidate.name] = self._reword(queue, candidate, waiting)
 
     def _reword(self, queue: _Queue, candidate: Candidate, waiting: Waiting) -> Waiting:
         """Name the queue, and tell a full quota from a full cluster."""
         waiting = replace(waiting, queue=queue.quota.name)
-        if waiting.reason is not Reason.WAITING_FOR_RESOURCES:
+        if not isinstance(waiting.lacks, Shortfall):
             return waiting
-        request = candidate.request
         # The policy measured the shortfall against the budget; its place and note still hold.
-        if request.fits_in(self.quota_limit(queue)):  # the quota allows it: the cluster is full
-            return replace(waiting, lacks=describe_shortfall(request, pos(self.free)))
-        return replace(
-            waiting, reason=Reason.QUOTA_EXCEEDED, lacks=self._quota_text(queue, request)
-        )
+        return replace(waiting, lacks=self._lack(queue, candidate.request))
 
-    def _quota_text(self, queue: _Queue, request: Capacity) -> str:
+    def _lack(self, queue: _Queue, request: Capacity) -> Shortfall | QuotaShortfall:
+        """What `request` lacks beyond its budget: the cluster's free resources, or (when they
+        would do) its queue's quota."""
         budget = self.quota_limit(queue)
+        if request.fits_in(budget):  # the quota allows it: the cluster is full
+            return shortfall(request, pos(self.free))
         r = next((r for r in RESOURCES if of(request, r) > of(budget, r) + EPS), "cpu")
         quota = queue.quota
-        used = amount(r, of(queue.usage, r))
-        nominal = amount(r, of(quota.nominal, r))
-        borrow = amount(r, of(self.can_borrow(queue), r))
+        limit = of(quota.borrowing_limit, r)
         slack = of(self.slack_for(queue), r) - of(queue.borrowed, r)
-        if of(quota.borrowing_limit, r) <= of(self.slack_for(queue), r):
-            why = f"borrowingLimit {amount(r, of(quota.borrowing_limit, r))}"
+        if limit <= of(self.slack_for(queue), r):
+            bound = BorrowBound.BORROWING_LIMIT
+        elif slack > EPS:
+            bound, limit = BorrowBound.OTHERS_LEND, slack
         else:
-            why = "no other queue has idle quota to lend"
-            if slack > EPS:
-                why = f"other queues lend {amount(r, slack)} more"
-        return (
-            f"{quota.name} uses {used}/{nominal} {unit(r)} of its quota; "
-            f"can borrow {borrow} more ({why})"
+            bound, limit = BorrowBound.NOTHING_TO_LEND, 0.0
+        return QuotaShortfall(
+            quota.name,
+            r,
+            of(queue.usage, r),
+            of(quota.nominal, r),
+            of(self.can_borrow(queue), r),
+            bound,
+            limit,
         )
 
 

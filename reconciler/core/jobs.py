@@ -27,7 +27,6 @@ from specs.models import (
     TaskStatusBody,
 )
 from specs.policy import STOP_WAIT_ENV
-from specs.quantity import human_memory
 
 
 def request_of(task: Task) -> Capacity:
@@ -68,17 +67,6 @@ def submission_id_for(name: str, uid: str, run: int, explicit: str | None) -> st
         return explicit if run == 1 else f"{explicit}-{run}"
     slug = _UNSAFE.sub("-", name.replace("/", ".")).strip("-.")[:80] or "task"
     return f"rq-{slug}-{uid}-{run}"
-
-
-def resources_text(req: Capacity) -> str:
-    parts = []
-    if req.cpu:
-        parts.append(f"{req.cpu:g} CPU")
-    if req.gpu:
-        parts.append(f"{req.gpu:g} GPU")
-    if req.memory:
-        parts.append(f"{human_memory(req.memory)} memory")
-    return ", ".join(parts)
 
 
 def submit_request(env: TaskEnv, name: str, task: Task, body: TaskStatusBody) -> SubmitRequest:

@@ -8,11 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
+from reconciler.core.waits import (
+    BehindReservation,
+    BehindTask,
+    InflightLimit,
+    NoEstimate,
+    ReservedStart,
+    Waiting,
+    shortfall,
+)
 from specs.cluster import Capacity
-from specs.models import Reason
-from specs.quantity import human_memory
 
 
 @dataclass(frozen=True)
@@ -32,48 +38,10 @@ class Claim:
     ends_by: float | None
 
 
-@dataclass(frozen=True)
-class Waiting:
-    """Why a queued task does not start this pass. Its message is rendered here only:
-    "<lacks>; <its place>; <note>", each part present when set."""
-
-    reason: Reason
-    lacks: str  # what holds it back: a shortfall ("needs 2 CPU; 0 free"), a quota, a task ahead
-    ahead: int | None = None  # tasks ahead of it in its queue; None: its place is not told
-    queue: str | None = None  # the team queue its place counts in; None: the one queue
-    note: str | None = None  # after its place: e.g. the head's reserved start
-    estimated_start: float | None = None
-
-    @property
-    def message(self) -> str:
-        parts = [self.lacks]
-        if self.ahead is not None:
-            parts.append(_place(self.ahead, self.queue))
-        if self.note is not None:
-            parts.append(self.note)
-        return "; ".join(parts)
-
-
 @dataclass
 class Admission:
     start: list[str] = field(default_factory=list)
     waiting: dict[str, Waiting] = field(default_factory=dict)
-
-
-def describe_shortfall(request: Capacity, free: Capacity) -> str:
-    """'needs 2 CPU; 0 of 4 free' for the first resource that does not fit."""
-    if request.cpu > free.cpu + 1e-9:
-        return f"needs {request.cpu:g} CPU; {max(free.cpu, 0):g} free"
-    if request.gpu > free.gpu + 1e-9:
-        return f"needs {request.gpu:g} GPU; {max(free.gpu, 0):g} free"
-    return f"needs {human_memory(request.memory)} memory; {human_memory(max(free.memory, 0))} free"
-
-
-def _place(ahead: int, queue: str | None) -> str:
-    if ahead == 0:
-        return f"first in {queue or 'queue'}"
-    where = f" in {queue}" if queue else ""
-    return f"1 task ahead{where}" if ahead == 1 else f"{ahead} tasks ahead{where}"
 
 
 def _in_order(
@@ -86,20 +54,17 @@ def _in_order(
     for task in queue:
         index = len(admission.waiting)
         if blocked_by is not None:
-            admission.waiting[task.name] = Waiting(
-                Reason.WAITING_BEHIND_HIGHER_PRIORITY, f"waits behind {blocked_by}", index
-            )
+            admission.waiting[task.name] = Waiting(BehindTask(blocked_by), index)
             continue
         if slots <= 0:
-            waiting = Waiting(Reason.INFLIGHT_LIMIT, "too many jobs starting at once", index)
+            waiting = Waiting(InflightLimit(), index)
         elif task.request.fits_in(free):
             admission.start.append(task.name)
             free = free - task.request
             slots -= 1
             continue
         else:
-            shortfall = describe_shortfall(task.request, free)
-            waiting = Waiting(Reason.WAITING_FOR_RESOURCES, shortfall, index)
+            waiting = Waiting(shortfall(task.request, free), index)
         admission.waiting[task.name] = waiting
         if blocking:
             blocked_by = task.name
@@ -153,10 +118,6 @@ def reserve(
     return None
 
 
-def _clock(when: float) -> str:
-    return datetime.fromtimestamp(when, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def backfill(
     queue: Sequence[Candidate], free: Capacity, claims: Sequence[Claim], now: float, slots: int
 ) -> Admission:
@@ -186,48 +147,27 @@ def backfill(
     head = queue[index]
     if slots <= 0:
         for task in queue[index:]:
-            admission.waiting[task.name] = Waiting(
-                Reason.INFLIGHT_LIMIT, "too many jobs starting at once", len(admission.waiting)
-            )
+            admission.waiting[task.name] = Waiting(InflightLimit(), len(admission.waiting))
         return admission
 
-    shortfall = describe_shortfall(head.request, free)
+    lacks = shortfall(head.request, free)
     reservation = reserve(head.request, free, claims, now)
     if reservation is None:
         # The head needs resources held by jobs with no declared end (no timeoutSeconds): no
         # promise is possible, so nobody may overtake it (strict for this pass).
-        admission.waiting[head.name] = Waiting(
-            Reason.WAITING_FOR_RESOURCES,
-            shortfall,
-            0,
-            note="no start estimate: it needs resources held by jobs without timeoutSeconds",
-        )
+        admission.waiting[head.name] = Waiting(lacks, 0, note=NoEstimate())
         for task in queue[index + 1 :]:
-            admission.waiting[task.name] = Waiting(
-                Reason.WAITING_BEHIND_HIGHER_PRIORITY,
-                f"waits behind {head.name}",
-                len(admission.waiting),
-            )
+            admission.waiting[task.name] = Waiting(BehindTask(head.name), len(admission.waiting))
         return admission
 
     shadow, extra = reservation.start, reservation.extra
-    admission.waiting[head.name] = Waiting(
-        Reason.WAITING_FOR_RESOURCES,
-        shortfall,
-        0,
-        note=f"resources reserved, starts by {_clock(shadow)}",
-        estimated_start=shadow,
-    )
+    admission.waiting[head.name] = Waiting(lacks, 0, note=ReservedStart(shadow))
     for task in queue[index + 1 :]:
         ahead = len(admission.waiting)
         if slots <= 0:
-            admission.waiting[task.name] = Waiting(
-                Reason.INFLIGHT_LIMIT, "too many jobs starting at once", ahead
-            )
+            admission.waiting[task.name] = Waiting(InflightLimit(), ahead)
         elif not task.request.fits_in(free):
-            admission.waiting[task.name] = Waiting(
-                Reason.WAITING_FOR_RESOURCES, describe_shortfall(task.request, free), ahead
-            )
+            admission.waiting[task.name] = Waiting(shortfall(task.request, free), ahead)
         elif task.timeout_seconds > 0 and now + task.timeout_seconds <= shadow:
             # Ends before the head's reserved start, so it cannot delay it.
             admission.start.append(task.name)
@@ -240,16 +180,8 @@ def backfill(
             extra = extra - task.request
             slots -= 1
         else:
-            bound = (
-                f"its timeoutSeconds={task.timeout_seconds:g} ends after"
-                if task.timeout_seconds > 0
-                else "it has no timeoutSeconds and would hold resources past"
-            )
-            admission.waiting[task.name] = Waiting(
-                Reason.WAITING_BEHIND_RESERVATION,
-                f"fits now, but {bound} {head.name}'s reserved start at {_clock(shadow)}",
-                ahead,
-            )
+            behind = BehindReservation(head.name, shadow, task.timeout_seconds)
+            admission.waiting[task.name] = Waiting(behind, ahead)
     return admission
 
 

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 from reconciler.core import lifecycle, policies, queueing, victims
 from reconciler.core.decisions import Preemption, Stop, StopCause
 from reconciler.core.fairshare import fits_needed
-from reconciler.core.jobs import resources_text
 from reconciler.core.victims import NEVER, Preemptor, QueueLoad, Rules, Running, Victim
+from reconciler.core.waits import Preempting
 from specs.cluster import Capacity, RayJob
 from specs.models import ConditionType, Reason, TaskStatusBody
 from specs.queues import QueueConfig
@@ -344,10 +344,11 @@ def preempt(
     admission: policies.Admission | queueing.QueueAdmission,
     free: Capacity,
     stopping: Mapping[str, StoppingVictims],
-) -> dict[str, Preemption]:
+) -> dict[str, Preempting]:
     """Only the task a queue's policy would admit next may preempt, and only if it waits for
     resources (or, within its queue, for its quota) and none of its earlier victims is still
-    stopping. `decide` chooses; this records it (victims first). `stopping`: all
+    stopping. `decide` chooses; this records it (victims first) and says, by preemptor, what
+    it waits for. `stopping`: all
     of them, also those of preemptors that started meanwhile: their victims still stopping
     are nobody's usage when reclaim asks who borrows."""
     setup = ctx.env.preemption
@@ -355,7 +356,7 @@ def preempt(
         return {}
     priorities = {c.name: ctx.tasks[c.name].spec.priority for c in queue}
     decisions = decide(setup, queue, admission, free, stopping, ctx.running, priorities, ctx.now)
-    result: dict[str, Preemption] = {}
+    result: dict[str, Preempting] = {}
     for decision in decisions:
         preemptor, victims = decision.preemptor, decision.victims
         reasons = tuple(Reason.RECLAIM if v.reclaim else Reason.WITHIN_QUEUE for v in victims)
@@ -364,19 +365,18 @@ def preempt(
         for victim, reason in zip(victims, reasons, strict=True):
             total = total + victim.run.request
             _preempt_one(ctx, victim.run, preemptor, reason, victim.queue)
-        lent = " lent quota of" if all(v.reclaim for v in victims) else ""
-        message = (
-            f"preempting{lent} {', '.join(names)} (priority "
-            f"{', '.join(str(v.run.priority) for v in victims)}; {resources_text(total)}): it "
-            f"needs {resources_text(preemptor.request)} and only those free enough; starts once "
-            "they have stopped"
+        result[preemptor.name] = Preempting(
+            names,
+            tuple(v.run.priority for v in victims),
+            total,
+            preemptor.request,
+            all(v.reclaim for v in victims),
         )
         reason = Reason.RECLAIM if Reason.RECLAIM in reasons else Reason.WITHIN_QUEUE
         queue_name = decision.queue if ctx.queues is not None else None
-        result[preemptor.name] = Preemption(
-            preemptor.name, names, reason, message, decision.free, reasons, queue_name
+        ctx.plan.preemptions.append(
+            Preemption(preemptor.name, names, reason, decision.free, reasons, queue_name)
         )
-        ctx.plan.preemptions.append(result[preemptor.name])
         ctx.plan.note(
             Reason.PREEMPTED,
             f"preempted {', '.join(names)} for {preemptor.name} (priority {preemptor.priority}"

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.core import fairshare
-from reconciler.core.policies import Candidate, Claim, Policy, Waiting
+from reconciler.core.policies import Candidate, Claim, Policy
+from reconciler.core.waits import Waiting
 from specs.cluster import Capacity
 from specs.models import Phase
 from specs.quantity import format_memory

@@ -47,7 +47,7 @@ def test_ray_actions_and_run_records_are_durable() -> None:
             Stop("rq-stop-1", "stop", StopCause.SPEC_DELETED),
             Stop("rq-victim-1", "victim", StopCause.PREEMPTED, "p"),
         ],
-        preemptions=[Preemption("winner", ("victim",), Reason.WITHIN_QUEUE, "m", Capacity())],
+        preemptions=[Preemption("winner", ("victim",), Reason.WITHIN_QUEUE, Capacity())],
     )
     before["same"] = queued
     classes = writes.classify(plan, before)

@@ -1,0 +1,154 @@
+"""Why a task waits: each typed value, its reason, and the words `render` makes of it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from reconciler.core.waits import (
+    AwaitingVictims,
+    BehindReservation,
+    BehindTask,
+    BorrowBound,
+    InflightLimit,
+    KeptForQueue,
+    NextPass,
+    NoEstimate,
+    OverQuota,
+    PreemptedBy,
+    Preempting,
+    QuotaShortfall,
+    ReservedStart,
+    Shortfall,
+    Waiting,
+    render,
+    shortfall,
+)
+from specs.cluster import Capacity
+from specs.models import Reason
+
+GIB = 1024**3
+T = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+
+ROWS = [
+    (Waiting(Shortfall("cpu", 2, 0)), Reason.WAITING_FOR_RESOURCES, "needs 2 CPU; 0 free"),
+    (Waiting(Shortfall("gpu", 1, 0.5)), Reason.WAITING_FOR_RESOURCES, "needs 1 GPU; 0.5 free"),
+    (
+        Waiting(Shortfall("memory", 2 * GIB, GIB)),
+        Reason.WAITING_FOR_RESOURCES,
+        "needs 2Gi memory; 1Gi free",
+    ),
+    (
+        Waiting(QuotaShortfall("team-a", "cpu", 3, 4, 0, BorrowBound.BORROWING_LIMIT, 0)),
+        Reason.QUOTA_EXCEEDED,
+        "team-a uses 3/4 CPU of its quota; can borrow 0 more (borrowingLimit 0)",
+    ),
+    (
+        Waiting(QuotaShortfall("b", "gpu", 1, 1, 1, BorrowBound.OTHERS_LEND, 1)),
+        Reason.QUOTA_EXCEEDED,
+        "b uses 1/1 GPU of its quota; can borrow 1 more (other queues lend 1 more)",
+    ),
+    (
+        Waiting(QuotaShortfall("b", "cpu", 2, 2, 0, BorrowBound.NOTHING_TO_LEND)),
+        Reason.QUOTA_EXCEEDED,
+        "b uses 2/2 CPU of its quota; can borrow 0 more (no other queue has idle quota to lend)",
+    ),
+    (
+        Waiting(OverQuota("a", "cpu", 9, 3, math.inf)),
+        Reason.QUOTA_EXCEEDED,
+        "asks for 9 CPU; a may hold at most unlimited (nominal 3 + borrowingLimit unlimited); "
+        "it cannot start unless the quota changes",
+    ),
+    (
+        Waiting(InflightLimit(), 0),
+        Reason.INFLIGHT_LIMIT,
+        "too many jobs starting at once; first in queue",
+    ),
+    (
+        Waiting(BehindTask("big"), 1, "team-a"),
+        Reason.WAITING_BEHIND_HIGHER_PRIORITY,
+        "waits behind big; 1 task ahead in team-a",
+    ),
+    (
+        Waiting(BehindReservation("head", T, 60), 2),
+        Reason.WAITING_BEHIND_RESERVATION,
+        "fits now, but its timeoutSeconds=60 ends after head's reserved start at "
+        "2026-01-01T00:00:00Z; 2 tasks ahead",
+    ),
+    (
+        Waiting(BehindReservation("head", T, 0)),
+        Reason.WAITING_BEHIND_RESERVATION,
+        "fits now, but it has no timeoutSeconds and would hold resources past head's reserved "
+        "start at 2026-01-01T00:00:00Z",
+    ),
+    (
+        Waiting(KeptForQueue("a", "b", "b/wide")),
+        Reason.WAITING_BEHIND_RESERVATION,
+        "fits now, but a is above its nominal quota and b has a lower share; the free resources "
+        "are kept for b/wide",
+    ),
+    (
+        Waiting(Preempting(("x", "y"), (0, 1), Capacity(cpu=3), Capacity(cpu=2), lent=True)),
+        Reason.PREEMPTING,
+        "preempting lent quota of x, y (priority 0, 1; 3 CPU): it needs 2 CPU and only those "
+        "free enough; starts once they have stopped",
+    ),
+    (
+        Waiting(Preempting(("x",), (0,), Capacity(cpu=1), Capacity(cpu=1), lent=False)),
+        Reason.PREEMPTING,
+        "preempting x (priority 0; 1 CPU): it needs 1 CPU and only those free enough; starts "
+        "once they have stopped",
+    ),
+    (
+        Waiting(AwaitingVictims(("x",))),
+        Reason.PREEMPTING,
+        "preempted x; starts once they have stopped (their resources are reserved for it)",
+    ),
+    (
+        Waiting(PreemptedBy("boss")),
+        Reason.PREEMPTED,
+        "preempted by boss; queued again once its stopped run is gone",
+    ),
+    (
+        Waiting(Shortfall("cpu", 6, 2), 0, note=ReservedStart(T)),
+        Reason.WAITING_FOR_RESOURCES,
+        "needs 6 CPU; 2 free; first in queue; resources reserved, starts by 2026-01-01T00:00:00Z",
+    ),
+    (
+        Waiting(Shortfall("cpu", 6, 2), 0, "a", NoEstimate()),
+        Reason.WAITING_FOR_RESOURCES,
+        "needs 6 CPU; 2 free; first in a; no start estimate: it needs resources held by jobs "
+        "without timeoutSeconds",
+    ),
+    (
+        Waiting(Shortfall("cpu", 1, 0), queue="a", note=NextPass()),
+        Reason.WAITING_FOR_RESOURCES,
+        "needs 1 CPU; 0 free; waits for the next pass",
+    ),
+]
+
+
+@pytest.mark.parametrize(("waiting", "reason", "message"), ROWS)
+def test_each_wait_renders_its_words(waiting: Waiting, reason: Reason, message: str) -> None:
+    assert waiting.reason is reason
+    assert render(waiting) == waiting.message == message
+
+
+def test_only_a_reserved_start_gives_an_estimate() -> None:
+    assert Waiting(Shortfall("cpu", 1, 0), note=ReservedStart(T)).estimated_start == T
+    assert Waiting(Shortfall("cpu", 1, 0), note=NoEstimate()).estimated_start is None
+
+
+@pytest.mark.parametrize(
+    ("request_", "free", "expected"),
+    [
+        (Capacity(2, 0, 0), Capacity(-1, 0, 0), Shortfall("cpu", 2, 0)),  # never below 0 free
+        (Capacity(1, 1, 0), Capacity(4, 0, 0), Shortfall("gpu", 1, 0)),
+        (Capacity(1, 0, 2 * GIB), Capacity(4, 0, GIB), Shortfall("memory", 2 * GIB, GIB)),
+    ],
+)
+def test_a_shortfall_names_the_first_resource_that_does_not_fit(
+    request_: Capacity, free: Capacity, expected: Shortfall
+) -> None:
+    assert shortfall(request_, free) == expected
