@@ -32,6 +32,7 @@ from reconciler.core.decisions import (
     TimeOut,
     Wanted,
 )
+from reconciler.core.durability import WriteClass, acting, write_classes
 from reconciler.core.inputs import Observation, TaskInput
 from reconciler.core.jobs import request_of as request_of
 from reconciler.core.reconcile import reconcile_task
@@ -70,6 +71,7 @@ __all__ = [  # what the shell, the simulator and the tests use of a pass
     "TaskInput",
     "TaskResult",
     "TimeOut",
+    "WriteClass",
     "begin",
     "finish",
     "merge",
@@ -99,6 +101,9 @@ class Plan:
     events: Sequence[Event] = field(default_factory=list)
     refused_deletions: RefusedDeletions | None = None
     summary: Summary | None = None
+    # How each changed status reaches disk (reconciler.core.durability); an unchanged one
+    # (the very object handed in) has no entry.
+    write_classes: Mapping[str, WriteClass] = field(default_factory=dict)
     # The plan's next deadline: the last instant at which the same inputs still give this
     # same plan (a timeout, a backoff, a grace period, a reserved start: every rule that reads
     # the clock narrows it); None: no rule does. The loop wakes just after it (RequeueAfter).
@@ -299,6 +304,11 @@ def finish(
         events=draft.events,
         refused_deletions=draft.refused_deletions,
         summary=_summary(ctx),
+        write_classes=write_classes(
+            draft.statuses,
+            statuses,
+            acting(draft.submits, draft.stops, draft.timeouts, draft.preemptions),
+        ),
         deadline=None if math.isinf(until) else until,
         still=_changes_nothing(ctx, statuses),
     )

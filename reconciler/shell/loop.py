@@ -416,7 +416,7 @@ class Reconciler:
         last = self._written_versions
         edited = {n for n, v in versions.items() if n in last and last[n][:2] != (v.spec, v.source)}
         self._written_versions = versions
-        classes = writes.classify(plan, statuses, edited)
+        classes = writes.split(plan, edited)
         unwritten = self._write_statuses(plan, statuses, classes, only=submitting)
         refused = self._submit(plan, unwritten, now)
         if refused:
