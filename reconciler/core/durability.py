@@ -14,8 +14,7 @@ rule is documented in docs/reliability.md.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from collections.abc import Set as AbstractSet
+from collections.abc import Iterable
 from enum import Enum
 
 from reconciler.core.decisions import Preemption, Stop, Submit, TimeOut
@@ -51,22 +50,9 @@ def acting(
     return frozenset(names)
 
 
-def write_classes(
-    statuses: Mapping[str, TaskStatus],
-    before: Mapping[str, TaskStatus],
-    acting: AbstractSet[str],
-) -> dict[str, WriteClass]:
-    """The class of each status in `statuses` that changed (a status handed back as the very
-    object given is unchanged and has none)."""
-    classes: dict[str, WriteClass] = {}
-    for name, status in statuses.items():
-        old = before.get(name)
-        if old is not status:
-            classes[name] = write_class(old, status, name in acting)
-    return classes
-
-
 def write_class(old: TaskStatus | None, new: TaskStatus, acting: bool) -> WriteClass:
+    """How `new`, a changed status (`old`: the one it replaces), reaches disk. `acting`: the
+    pass acts on its task in Ray."""
     if acting or records_a_run(old, new):
         return WriteClass.DURABLE
     if position_only(old, new):

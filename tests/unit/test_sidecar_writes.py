@@ -53,7 +53,9 @@ def test_ray_actions_and_run_records_are_durable() -> None:
     )
     before["same"] = queued
     acting = durability.acting(plan.submits, plan.stops, plan.timeouts, plan.preemptions)
-    plan = replace(plan, write_classes=durability.write_classes(plan.statuses, before, acting))
+    changed = {n: s for n, s in plan.statuses.items() if before.get(n) is not s}
+    kinds = {n: durability.write_class(before.get(n), s, n in acting) for n, s in changed.items()}
+    plan = replace(plan, write_classes=kinds)
     classes = writes.split(plan)
     assert classes.durable == {"sub", "stop", "victim", "winner", "ended"}
     assert classes.deferred == {"moved"}
