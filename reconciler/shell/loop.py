@@ -530,10 +530,9 @@ class Reconciler:
                 self.store.defer_status(name, status)
                 continue
             try:
-                if name in classes.durable:
-                    written = self.store.write_status(name, status)
-                else:
-                    written = self.store.write_status(name, status, durable=False)
+                # A status the plan gave no class (none should be) is fsynced: the safe side.
+                durable = name not in classes.prompt
+                written = self.store.write_status(name, status, durable=durable)
                 if written:
                     self.faults.crash_point("status_written")
             except OSError as exc:
