@@ -32,6 +32,7 @@ from reconciler.core.decisions import (
     TimeOut,
     Wanted,
 )
+from reconciler.core.durability import WriteClass, acting, write_class
 from reconciler.core.inputs import Observation, TaskInput
 from reconciler.core.jobs import request_of as request_of
 from reconciler.core.reconcile import reconcile_task
@@ -70,6 +71,7 @@ __all__ = [  # what the shell, the simulator and the tests use of a pass
     "TaskInput",
     "TaskResult",
     "TimeOut",
+    "WriteClass",
     "begin",
     "finish",
     "merge",
@@ -99,6 +101,9 @@ class Plan:
     events: Sequence[Event] = field(default_factory=list)
     refused_deletions: RefusedDeletions | None = None
     summary: Summary | None = None
+    # How each changed status reaches disk (reconciler.core.durability); an unchanged one
+    # (the very object handed in) has no entry.
+    write_classes: Mapping[str, WriteClass] = field(default_factory=dict)
     # The plan's next deadline: the last instant at which the same inputs still give this
     # same plan (a timeout, a backoff, a grace period, a reserved start: every rule that reads
     # the clock narrows it); None: no rule does. The loop wakes just after it (RequeueAfter).
@@ -129,6 +134,7 @@ class _Draft:
     deletes: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     refused_deletions: RefusedDeletions | None = None
+    write_classes: dict[str, WriteClass] = field(default_factory=dict)
 
     def note(self, reason: Reason, message: str, level: int = logging.INFO) -> None:
         self.events.append(Event(level, reason, message))
@@ -299,6 +305,7 @@ def finish(
         events=draft.events,
         refused_deletions=draft.refused_deletions,
         summary=_summary(ctx),
+        write_classes=draft.write_classes,
         deadline=None if math.isinf(until) else until,
         still=_changes_nothing(ctx, statuses),
     )
@@ -324,6 +331,10 @@ def _changes_nothing(ctx: PassState, statuses: Mapping[str, TaskStatus]) -> bool
 
 
 def _collect_statuses(ctx: PassState, statuses: Mapping[str, TaskStatus]) -> None:
+    """Each task's status, and for each changed one how it must reach disk: durable when this
+    pass acts on the task in Ray or the status records a run (reconciler.core.durability)."""
+    draft = ctx.plan
+    acts = acting(draft.submits, draft.stops, draft.timeouts, draft.preemptions)
     for name, body in ctx.bodies.items():
         prev = statuses.get(name)
         wanted = ctx.conds.get(name, {})
@@ -338,7 +349,9 @@ def _collect_statuses(ctx: PassState, statuses: Mapping[str, TaskStatus]) -> Non
         if prev is not None and prev.status is body:
             ctx.plan.statuses[name] = prev  # unchanged: same object, nothing to write
         else:
-            ctx.plan.statuses[name] = TaskStatus(metadata=Metadata(name=name), status=body)
+            status = TaskStatus(metadata=Metadata(name=name), status=body)
+            ctx.plan.statuses[name] = status
+            draft.write_classes[name] = write_class(prev, status, name in acts)
 
 
 def _preempted_condition(body: TaskStatusBody) -> tuple[Reason, str]:

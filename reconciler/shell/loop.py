@@ -416,7 +416,7 @@ class Reconciler:
         last = self._written_versions
         edited = {n for n, v in versions.items() if n in last and last[n][:2] != (v.spec, v.source)}
         self._written_versions = versions
-        classes = writes.classify(plan, statuses, edited)
+        classes = writes.split(plan, edited)
         unwritten = self._write_statuses(plan, statuses, classes, only=submitting)
         refused = self._submit(plan, unwritten, now)
         if refused:
@@ -530,10 +530,9 @@ class Reconciler:
                 self.store.defer_status(name, status)
                 continue
             try:
-                if name in classes.durable:
-                    written = self.store.write_status(name, status)
-                else:
-                    written = self.store.write_status(name, status, durable=False)
+                # A status the plan gave no class (none should be) is fsynced: the safe side.
+                durable = name not in classes.prompt
+                written = self.store.write_status(name, status, durable=durable)
                 if written:
                     self.faults.crash_point("status_written")
             except OSError as exc:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from reconciler.core import durability
 from reconciler.core.planner import Plan, Preemption, Stop, StopCause, Submit
 from reconciler.shell import writes
 from specs import atomic
@@ -50,28 +52,32 @@ def test_ray_actions_and_run_records_are_durable() -> None:
         preemptions=[Preemption("winner", ("victim",), Reason.WITHIN_QUEUE, Capacity())],
     )
     before["same"] = queued
-    classes = writes.classify(plan, before)
+    acting = durability.acting(plan.submits, plan.stops, plan.timeouts, plan.preemptions)
+    changed = {n: s for n, s in plan.statuses.items() if before.get(n) is not s}
+    kinds = {n: durability.write_class(before.get(n), s, n in acting) for n, s in changed.items()}
+    plan = replace(plan, write_classes=kinds)
+    classes = writes.split(plan)
     assert classes.durable == {"sub", "stop", "victim", "winner", "ended"}
     assert classes.deferred == {"moved"}
     assert classes.prompt == {"why"}
 
 
 def test_deferrable_is_a_first_queued_record_or_a_position_change_only() -> None:
-    assert writes.deferrable(None, st(queue_position=7))
-    assert not writes.deferrable(None, st(Phase.INVALID))
+    assert durability.position_only(None, st(queue_position=7))
+    assert not durability.position_only(None, st(Phase.INVALID))
     old = st(queue_position=7, message="7 tasks ahead", uid="u1")
-    assert writes.deferrable(old, st(queue_position=2, message="2 tasks ahead", uid="u1"))
-    assert not writes.deferrable(old, st(queue_position=2, uid="u2"))
-    assert not writes.deferrable(old, st(Phase.STARTING, queue_position=7, uid="u1"))
-    assert not writes.deferrable(old, st(queue_position=7, message="x", uid="u1", retries=1))
+    assert durability.position_only(old, st(queue_position=2, message="2 tasks ahead", uid="u1"))
+    assert not durability.position_only(old, st(queue_position=2, uid="u2"))
+    assert not durability.position_only(old, st(Phase.STARTING, queue_position=7, uid="u1"))
+    assert not durability.position_only(old, st(queue_position=7, message="x", uid="u1", retries=1))
 
 
 def test_records_a_run() -> None:
     running = st(Phase.RUNNING, submission_id="rq-a-1", run=1)
-    assert writes.records_a_run(running, st(Phase.FAILED, submission_id="rq-a-1", run=1))
-    assert not writes.records_a_run(running, st(Phase.RUNNING, submission_id="rq-a-1", run=1))
-    assert writes.records_a_run(None, st(Phase.RUNNING, submission_id="rq-a-1", run=1))
-    assert not writes.records_a_run(None, st(queue_position=1))
+    assert durability.records_a_run(running, st(Phase.FAILED, submission_id="rq-a-1", run=1))
+    assert not durability.records_a_run(running, st(Phase.RUNNING, submission_id="rq-a-1", run=1))
+    assert durability.records_a_run(None, st(Phase.RUNNING, submission_id="rq-a-1", run=1))
+    assert not durability.records_a_run(None, st(queue_position=1))
 
 
 # --- the store -------------------------------------------------------------------------------
