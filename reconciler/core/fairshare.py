@@ -33,12 +33,14 @@ from reconciler.core.quotas import (
     RESOURCES,
     QueueQuota,
     Quotas,
+    Share,
+    dominant_share,
+    lendable,
     min_of,
     of,
     pos,
     resolve,
     scale,
-    weighted_share,
 )
 from reconciler.core.waits import (
     BorrowBound,
@@ -183,6 +185,7 @@ class _Pass:
         self.now = now
         self.slots = slots
         self.queues = [_Queue(d.quota, d.usage, list(d.candidates), d.policy) for d in queues]
+        self.lend = lendable(d.quota for d in queues)  # what shares are measured against
         self.result = FairAdmission()
         self.unfit: dict[str, Waiting] = {}
         self.reservation = reservation
@@ -250,7 +253,7 @@ class _Pass:
         for queue in self.queues:
             self._drop_never_fitting(queue)
         while self.slots > 0:
-            best: tuple[tuple[bool, bool, float, str], _Queue, Candidate] | None = None
+            best: tuple[tuple[bool, bool, Share, str], _Queue, Candidate] | None = None
             reservation: _Reservation | None = None
             self.reserved_by = {}
             for queue in sorted(self.queues, key=self._share_key):
@@ -270,7 +273,9 @@ class _Pass:
                     self.reserved_by[queue.quota.name] = reservation
                     continue
                 # A preemptor whose victims are gone goes first: the room they left is its.
-                key = (not reserved, borrows, *self._share_key(queue))
+                # Then picks within nominal; then the lowest share once this pick is counted.
+                share = self._share(queue, queue.usage + candidate.request)
+                key = (not reserved, borrows, share, queue.quota.name)
                 if best is None or key < best[0]:
                     best = (key, queue, candidate)
             if best is None:
@@ -280,8 +285,11 @@ class _Pass:
         self._explain()
         return self.result
 
-    def _share_key(self, queue: _Queue) -> tuple[float, str]:
-        return weighted_share(queue.usage, self.capacity, queue.quota.weight), queue.quota.name
+    def _share(self, queue: _Queue, usage: Capacity) -> Share:
+        return dominant_share(usage, queue.quota.nominal, self.lend, queue.quota.weight)
+
+    def _share_key(self, queue: _Queue) -> tuple[Share, str]:
+        return self._share(queue, queue.usage), queue.quota.name
 
     def _reservation_for(self, queue: _Queue) -> _Reservation | None:
         """The least-served queue whose head waits for the cluster (not for its quota) keeps
@@ -362,7 +370,7 @@ class _Pass:
                 usage=queue.usage,
                 borrowed=queue.borrowed,
                 lent=scale(offered, fraction),
-                share=weighted_share(queue.usage, self.capacity, queue.quota.weight),
+                share=self._share(queue, queue.usage).weighted,
                 admitted=tuple(queue.admitted),
                 above_nominal=self.above_nominal(queue),
                 head=queue.remaining[0].name if queue.remaining else None,
@@ -448,6 +456,6 @@ __all__ = [
     "QueueState",
     "Quotas",
     "admit",
+    "dominant_share",
     "resolve",
-    "weighted_share",
 ]

@@ -241,7 +241,8 @@ def test_report_borrowed_and_lent() -> None:
     a, b = result.queues["a"], result.queues["b"]
     assert a.usage.cpu == 12 and a.borrowed.cpu == 4
     assert b.usage.cpu == 1 and b.lent.cpu == 4 and b.borrowed.cpu == 0
-    assert a.share == pytest.approx(12 / 16)
+    # the share counts only what a borrows (4 CPU) against what a and b can lend (16 CPU)
+    assert a.share == pytest.approx(4 / 16) and b.share == 0
 
 
 # --- the invariant, for any mix of queues --------------------------------------------------
