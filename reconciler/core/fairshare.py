@@ -9,8 +9,9 @@ queue's next pick goes first and how much each queue may take:
   other queues lend. A queue lends `min(lendingLimit, nominal - usage - its head's request)`
   when its head fits within its nominal: a queue whose work comes back is not idle, so its
   quota stops being lent at once and returns to it as borrowed jobs end.
-- Picks within nominal go first; then the queue with the lowest weighted dominant share
-  (max over cpu, gpu, memory of usage / capacity, divided by weight). Shares are recomputed
+- Picks within nominal go first; then the queue with the lowest weighted dominant share of
+  what it borrows, counting the pick (`quotas.dominant_share`: max over cpu, gpu, memory of
+  usage above nominal / what the queues can lend, divided by weight). Shares are recomputed
   after every admission, so one pass can never hand a queue more than its turn (kueue #9345).
 - A queue's blocked head stops only that queue (kueue #4809); a budget is per resource, and a
   task that needs none of a blocked resource does not see it (kueue #8309).
