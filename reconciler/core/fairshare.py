@@ -9,8 +9,9 @@ queue's next pick goes first and how much each queue may take:
   other queues lend. A queue lends `min(lendingLimit, nominal - usage - its head's request)`
   when its head fits within its nominal: a queue whose work comes back is not idle, so its
   quota stops being lent at once and returns to it as borrowed jobs end.
-- Picks within nominal go first; then the queue with the lowest weighted dominant share
-  (max over cpu, gpu, memory of usage / capacity, divided by weight). Shares are recomputed
+- Picks within nominal go first; then the queue with the lowest weighted dominant share of
+  what it borrows, counting the pick (`quotas.dominant_share`: max over cpu, gpu, memory of
+  usage above nominal / what the queues can lend, divided by weight). Shares are recomputed
   after every admission, so one pass can never hand a queue more than its turn (kueue #9345).
 - A queue's blocked head stops only that queue (kueue #4809); a budget is per resource, and a
   task that needs none of a blocked resource does not see it (kueue #8309).
@@ -33,12 +34,14 @@ from reconciler.core.quotas import (
     RESOURCES,
     QueueQuota,
     Quotas,
+    Share,
+    dominant_share,
+    lendable,
     min_of,
     of,
     pos,
     resolve,
     scale,
-    weighted_share,
 )
 from reconciler.core.waits import (
     BorrowBound,
@@ -183,6 +186,7 @@ class _Pass:
         self.now = now
         self.slots = slots
         self.queues = [_Queue(d.quota, d.usage, list(d.candidates), d.policy) for d in queues]
+        self.lend = lendable(d.quota for d in queues)  # what shares are measured against
         self.result = FairAdmission()
         self.unfit: dict[str, Waiting] = {}
         self.reservation = reservation
@@ -250,7 +254,7 @@ class _Pass:
         for queue in self.queues:
             self._drop_never_fitting(queue)
         while self.slots > 0:
-            best: tuple[tuple[bool, bool, float, str], _Queue, Candidate] | None = None
+            best: tuple[tuple[bool, bool, Share, str], _Queue, Candidate] | None = None
             reservation: _Reservation | None = None
             self.reserved_by = {}
             for queue in sorted(self.queues, key=self._share_key):
@@ -270,7 +274,9 @@ class _Pass:
                     self.reserved_by[queue.quota.name] = reservation
                     continue
                 # A preemptor whose victims are gone goes first: the room they left is its.
-                key = (not reserved, borrows, *self._share_key(queue))
+                # Then picks within nominal; then the lowest share once this pick is counted.
+                share = self._share(queue, queue.usage + candidate.request)
+                key = (not reserved, borrows, share, queue.quota.name)
                 if best is None or key < best[0]:
                     best = (key, queue, candidate)
             if best is None:
@@ -280,8 +286,11 @@ class _Pass:
         self._explain()
         return self.result
 
-    def _share_key(self, queue: _Queue) -> tuple[float, str]:
-        return weighted_share(queue.usage, self.capacity, queue.quota.weight), queue.quota.name
+    def _share(self, queue: _Queue, usage: Capacity) -> Share:
+        return dominant_share(usage, queue.quota.nominal, self.lend, queue.quota.weight)
+
+    def _share_key(self, queue: _Queue) -> tuple[Share, str]:
+        return self._share(queue, queue.usage), queue.quota.name
 
     def _reservation_for(self, queue: _Queue) -> _Reservation | None:
         """The least-served queue whose head waits for the cluster (not for its quota) keeps
@@ -362,7 +371,7 @@ class _Pass:
                 usage=queue.usage,
                 borrowed=queue.borrowed,
                 lent=scale(offered, fraction),
-                share=weighted_share(queue.usage, self.capacity, queue.quota.weight),
+                share=self._share(queue, queue.usage).weighted,
                 admitted=tuple(queue.admitted),
                 above_nominal=self.above_nominal(queue),
                 head=queue.remaining[0].name if queue.remaining else None,
@@ -448,6 +457,6 @@ __all__ = [
     "QueueState",
     "Quotas",
     "admit",
+    "dominant_share",
     "resolve",
-    "weighted_share",
 ]

@@ -4,7 +4,7 @@ arithmetic on Capacity that fair sharing and its messages use."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from specs.cluster import Capacity
@@ -117,8 +117,36 @@ def unit(resource: str) -> str:
     return {"cpu": "CPU", "gpu": "GPU", "memory": "memory"}[resource]
 
 
-def weighted_share(usage: Capacity, capacity: Capacity, weight: float) -> float:
-    """max over resources of usage / capacity, divided by the weight (resources absent from
-    the cluster do not count)."""
-    ratios = [of(usage, r) / of(capacity, r) for r in RESOURCES if of(capacity, r) > 0]
-    return max([0.0, *ratios]) / weight
+def lendable(quotas: Iterable[QueueQuota]) -> Capacity:
+    """What the queues can lend between them, per resource: each queue's nominal quota capped
+    by its lendingLimit (Kueue's "lendable resources" of a cohort). A fixed amount of the
+    configuration, not lowered by use, so shares stay comparable as work starts and ends."""
+    total = Capacity()
+    for quota in quotas:
+        total = total + min_of(quota.nominal, quota.lending_limit)
+    return total
+
+
+@dataclass(frozen=True, order=True)
+class Share:
+    """A queue's weighted dominant share of what is borrowed; lower is served first."""
+
+    weighted: float  # the share divided by the weight; inf: a weight-0 queue that borrows
+    ratio: float = 0.0  # before the weight: orders weight-0 borrowers among themselves
+
+
+NO_SHARE = Share(0.0)
+
+
+def dominant_share(usage: Capacity, nominal: Capacity, lend: Capacity, weight: float) -> Share:
+    """Max over resources of (usage above nominal) / what the queues can lend, divided by the
+    weight. Within its nominal quota a queue's share is 0 whatever its weight; a resource
+    nobody lends does not count; a weight-0 queue that borrows has an infinite share (it
+    borrows last), never NaN."""
+    borrowed = pos(usage - nominal)
+    if not any(of(borrowed, r) > EPS for r in RESOURCES):
+        return NO_SHARE
+    ratio = max([0.0, *(of(borrowed, r) / of(lend, r) for r in RESOURCES if of(lend, r) > EPS)])
+    if weight <= 0:
+        return Share(math.inf, ratio)
+    return Share(ratio / weight, ratio)

@@ -184,7 +184,7 @@ class QueueMetrics:
         )
         self.queue_share = Gauge(
             "rayqueue_queue_weighted_share",
-            "A team queue's dominant share of the cluster divided by its weight",
+            "A team queue's dominant share of what it borrows, divided by its weight",
             ["queue"],
             registry=r,
         )

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.core import fairshare
+from reconciler.core import fairshare, quotas
 from reconciler.core.fairshare import NO_LIMIT, QueueDemand, QueueQuota, admit, resolve
 from reconciler.core.policies import POLICIES, Candidate
 from specs.cluster import Capacity
@@ -162,6 +162,80 @@ def test_weights_divide_borrowed_capacity() -> None:
     assert sum(t.startswith("b/") for t in result.start) == 12
 
 
+LEND = Capacity(16, 4, 0)  # what the queues can lend between them
+
+
+# usage, nominal, weight, expected weighted share
+SHARES = [
+    ("under nominal: 0", cpu(3), cpu(4), 1.0, 0.0),
+    ("at nominal: 0", cpu(4), cpu(4), 1.0, 0.0),
+    ("under nominal, weight 0: 0, not NaN", cpu(3), cpu(4), 0.0, 0.0),
+    ("only what is above nominal counts", cpu(6), cpu(4), 1.0, 2 / 16),
+    ("a big nominal is not counted", cpu(14), cpu(12), 1.0, 2 / 16),
+    ("divided by the weight", cpu(6), cpu(4), 2.0, 1 / 16),
+    ("weight 0 borrows last", cpu(6), cpu(4), 0.0, INF),
+    ("the dominant resource", Capacity(6, 2, 0), Capacity(4, 1, 0), 1.0, 1 / 4),
+    (
+        "a resource under nominal does not offset one above",
+        Capacity(6, 0, 0),
+        cpu(4) + Capacity(0, 4, 0),
+        1.0,
+        2 / 16,
+    ),
+    ("a resource nobody lends does not count", Capacity(4, 0, 2**30), cpu(4), 1.0, 0.0),
+]
+
+
+@pytest.mark.parametrize(("case", "usage", "nominal", "weight", "expected"), SHARES)
+def test_dominant_share(
+    case: str, usage: Capacity, nominal: Capacity, weight: float, expected: float
+) -> None:
+    share = quotas.dominant_share(usage, nominal, LEND, weight)
+    assert share.weighted == pytest.approx(expected), case
+    assert not math.isnan(share.weighted)
+
+
+def test_shares_order_weight_zero_borrowers_last_and_among_themselves_by_ratio() -> None:
+    lend = cpu(16)
+    big = quotas.dominant_share(cpu(16), cpu(0), lend, 1.0)  # borrows everything: 1.0
+    small_zero = quotas.dominant_share(cpu(1), cpu(0), lend, 0.0)
+    large_zero = quotas.dominant_share(cpu(2), cpu(0), lend, 0.0)
+    assert big < small_zero < large_zero
+    # borrowing only what nobody lends: still borrowing, so a weight-0 queue is last
+    assert quotas.dominant_share(Capacity(0, 1, 0), cpu(0), lend, 0.0).weighted == INF
+
+
+def test_lendable_is_nominal_capped_by_lending_limit() -> None:
+    queues = [
+        QueueQuota("a", Capacity(8, 2, 0), lending_limit=Capacity(3, INF, INF)),
+        QueueQuota("b", Capacity(4, 0, 0)),
+    ]
+    assert quotas.lendable(queues) == Capacity(7, 2, 0)
+
+
+def test_weight_zero_borrows_only_what_nobody_else_wants() -> None:
+    queues = [
+        Q("a", cpu(0), tasks("a", 8, 1), weight=0),
+        Q("b", cpu(0), tasks("b", 4, 1), weight=1),
+        Q("default", cpu(6)),
+    ]
+    result = run(queues, capacity=cpu(6))
+    assert result.start == ["b/0", "b/1", "b/2", "b/3", "a/0", "a/1"]
+    assert result.queues["a"].share == INF and result.queues["b"].share == pytest.approx(4 / 6)
+
+
+def test_a_bigger_nominal_quota_is_not_counted_against_a_borrower() -> None:
+    # a and b both use their whole nominal quota; default's 8 idle CPU are the only loan.
+    queues = [
+        Q("a", cpu(2), tasks("a", 12, 1), usage=cpu(2)),
+        Q("b", cpu(6), tasks("b", 12, 1), usage=cpu(6)),
+        Q("default", cpu(8)),
+    ]
+    result = run(queues)
+    assert sum(t.startswith("a/") for t in result.start) == 4
+    assert sum(t.startswith("b/") for t in result.start) == 4
+
+
 def test_lowest_share_first_when_only_one_fits() -> None:
     queues = [
         Q("a", cpu(0), [task("a/0", cpu(2))], usage=cpu(4)),
@@ -241,7 +315,8 @@ def test_report_borrowed_and_lent() -> None:
     a, b = result.queues["a"], result.queues["b"]
     assert a.usage.cpu == 12 and a.borrowed.cpu == 4
     assert b.usage.cpu == 1 and b.lent.cpu == 4 and b.borrowed.cpu == 0
-    assert a.share == pytest.approx(12 / 16)
+    # the share counts only what a borrows (4 CPU) against what a and b can lend (16 CPU)
+    assert a.share == pytest.approx(4 / 16) and b.share == 0
 
 
 # --- the invariant, for any mix of queues --------------------------------------------------
