@@ -254,7 +254,7 @@ class _Pass:
         for queue in self.queues:
             self._drop_never_fitting(queue)
         while self.slots > 0:
-            best: tuple[tuple[bool, bool, Share, str], _Queue, Candidate] | None = None
+            best: tuple[tuple[bool, bool, Share, float, str], _Queue, Candidate] | None = None
             reservation: _Reservation | None = None
             self.reserved_by = {}
             for queue in sorted(self.queues, key=self._share_key):
@@ -275,8 +275,15 @@ class _Pass:
                     continue
                 # A preemptor whose victims are gone goes first: the room they left is its.
                 # Then picks within nominal; then the lowest share once this pick is counted.
-                share = self._share(queue, queue.usage + candidate.request)
-                key = (not reserved, borrows, share, queue.quota.name)
+                usage = queue.usage + candidate.request
+                share = self._share(queue, usage)
+                key = (
+                    not reserved,
+                    borrows,
+                    share,
+                    _guarantee_used(queue, usage),
+                    queue.quota.name,
+                )
                 if best is None or key < best[0]:
                     best = (key, queue, candidate)
             if best is None:
@@ -289,8 +296,12 @@ class _Pass:
     def _share(self, queue: _Queue, usage: Capacity) -> Share:
         return dominant_share(usage, queue.quota.nominal, self.lend, queue.quota.weight)
 
-    def _share_key(self, queue: _Queue) -> tuple[Share, str]:
-        return self._share(queue, queue.usage), queue.quota.name
+    def _share_key(self, queue: _Queue) -> tuple[Share, float, str]:
+        return (
+            self._share(queue, queue.usage),
+            _guarantee_used(queue, queue.usage),
+            queue.quota.name,
+        )
 
     def _reservation_for(self, queue: _Queue) -> _Reservation | None:
         """The least-served queue whose head waits for the cluster (not for its quota) keeps
@@ -428,6 +439,15 @@ class _Pass:
             bound,
             limit,
         )
+
+
+def _guarantee_used(queue: _Queue, usage: Capacity) -> float:
+    """How much of its nominal quota a queue uses (the largest fraction over resources): among
+    queues of equal share (all within nominal have 0), the one that has used least of its own
+    guarantee goes first, not the first by name."""
+    nominal = queue.quota.nominal
+    fractions = [of(usage, r) / of(nominal, r) for r in RESOURCES if of(nominal, r) > EPS]
+    return max(fractions, default=0.0)
 
 
 def admit(

@@ -64,3 +64,20 @@ def test_a_team_with_a_bigger_nominal_quota_borrows_as_much() -> None:
     # Equal weights: the lender's 8 idle CPUs are split evenly, whatever each team's own quota.
     held = fill((2, 1), (6, 1), 8)
     assert held == {"team-a": 2 + 4, "team-b": 6 + 4}
+
+
+def test_among_queues_within_nominal_the_least_served_starts_first() -> None:
+    """Within nominal every share is 0: the queue that has used less of its own guarantee goes
+    first, whatever the names (team-a sorts first, but it already uses half of its quota)."""
+    w = PlanWorld(
+        specs={"team-a/run": task(0, 2)},
+        capacity=Capacity(4, 0, 16 * GIB),
+        queues=parse_queue_config(config((4, 1), (4, 1), 0)),
+    )
+    w.step()
+    w.ray("team-a/run", "RUNNING")
+    w.step()
+    w.specs["team-a/next"] = task(0, 2)
+    w.specs["team-b/next"] = task(0, 2)  # 2 CPUs free: room for one of them
+    p = w.step()
+    assert [s.task for s in p.submits] == ["team-b/next"]
