@@ -183,13 +183,18 @@ def _fraction(text: str) -> float:
     return value
 
 
-# The flag, its dest, and the value it has when not given (the settings' defaults).
-PREEMPTION_FLAGS = (
-    ("--preemption", "preemption", NEVER),
-    ("--grace", "grace", 30.0),
-    ("--min-runtime", "min_runtime", 0.0),
-    ("--max-preemptions", "max_preemptions", 3),
-    ("--min-preemptor-priority", "min_preemptor_priority", 0),
+# The flag, its dest, and the value it has when not given: the settings' default.
+_DEFAULTS = PlanOptions()
+PREEMPTION_FLAGS: tuple[tuple[str, str, object], ...] = (
+    ("--preemption", "preemption", _DEFAULTS.preemption),
+    ("--grace", "grace", _DEFAULTS.preemption_grace_seconds),
+    ("--min-runtime", "min_runtime", _DEFAULTS.preemption_min_runtime_seconds),
+    ("--max-preemptions", "max_preemptions", _DEFAULTS.preemption_max_per_task),
+    (
+        "--min-preemptor-priority",
+        "min_preemptor_priority",
+        _DEFAULTS.preemption_min_preemptor_priority,
+    ),
 )
 
 
