@@ -97,6 +97,9 @@ class TaskSpec(_Model):
     retry: RetrySpec | None = None
     depends_on: list[DependencySpec] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
     preemptible: bool = True  # false: never a preemption victim
+    # true: the task saves its state on SIGTERM (within the grace period) and resumes on its
+    # next run (RAYQUEUE_PREEMPTED=1): the cheapest victim, it loses only the grace period.
+    resumable: bool = False
 
     @field_validator("entrypoint")
     @classmethod
@@ -315,6 +318,9 @@ class TaskStatusBody(_Model):
     # until its next run is admitted, which task took it (the Preempted condition holds).
     preemptions: int = 0
     preempted_by: str | None = None
+    # The current run follows a preemption: its job is told so (RAYQUEUE_PREEMPTED=1), also
+    # when it is submitted again after a crash, when preemptedBy is already cleared.
+    after_preemption: bool = False
     log_tail: str | None = None
     # Recorded when a run starts; absent when the tasks folder is not in a git work tree.
     source: SourceRef | None = None

@@ -89,7 +89,7 @@ _MAX_SECONDS = 7 * 86400.0  # a week: anything longer is a typo, not a grace per
 
 class PreemptionConfig(_Model):
     """A queue's `preemption:` block, the one place preemption is set when there is a queue
-    file. A field left out takes its default: Never, 30, 0 and 0, those of the settings
+    file. A field left out takes its default: Never, 30, 0, 0 and 3, those of the settings
     (specs/settings.py) for a folder without a queue file; `reclaimWithinCohort`: Never."""
 
     within_queue: Literal["Never", "LowerPriority"] | None = Field(
@@ -108,6 +108,13 @@ class PreemptionConfig(_Model):
     # A task's priority is 0..9; 0 lets every higher priority preempt, as before the field.
     min_preemptor_priority: int | None = Field(
         default=None, ge=0, le=9, description="a waiting head below this priority never preempts"
+    )
+    # After this many preemptions a task is never a victim again: its run goes to the end.
+    max_per_task: int | None = Field(
+        default=None,
+        ge=0,
+        le=1000,
+        description="a task preempted this often is spared; 0: no limit",
     )
 
 

@@ -63,6 +63,11 @@ _DESCRIPTIONS: dict[str, dict[str, str]] = {
             "false: never stopped to make room for more urgent work (default true). "
             "See `--preemption`."
         ),
+        "resumable": (
+            "true: the task saves its state when it gets SIGTERM (within the grace period) and "
+            "resumes on its next run, told by RAYQUEUE_PREEMPTED=1; it is preempted first, as "
+            "it loses only the grace period (default false). Editing it never restarts a run."
+        ),
     },
     "RetrySpec": {
         "limit": "Runs after the first; 0 (default): none.",

@@ -163,8 +163,8 @@ class PlannerSettings:
 
     # Preemption of the one queue of a folder without a queue file. With a queue file its
     # `preemption:` blocks (withinQueue, gracePeriodSeconds, minRuntimeSeconds,
-    # minPreemptorPriority) are the one place: the CLI refuses these beside it, and the planner
-    # reads only the blocks (reconciler/preemptors.py, setup).
+    # minPreemptorPriority, maxPerTask) are the one place: the CLI refuses these beside it,
+    # and the planner reads only the blocks (reconciler/core/preemption.py, setup).
     preemption: str = field(
         default="Never",
         metadata=knob(
@@ -208,16 +208,17 @@ class PlannerSettings:
     """A run that has been Running for less than this is exempt from preemption."""
 
     preemption_max_per_task: int = field(
-        default=0,
+        default=3,
         metadata=knob(
-            "a task preempted this often is never preempted again (default 0: no limit)",
+            "a task preempted this often is never preempted again (default 3; 0: no limit)",
             old_flag="--preemption-max-per-task",
             commands=LOOP,
             minimum=0,
             group="planner",
         ),
     )
-    """Bounds the work one task can lose to preemption: after this many, it runs to the end."""
+    """Bounds the work one task can lose to preemption: after this many, it runs to the end.
+    On by default: without it one job was preempted 80 times on a real trace (issue 25)."""
 
     preemption_min_preemptor_priority: int = field(
         default=0,

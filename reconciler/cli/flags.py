@@ -154,6 +154,7 @@ PREEMPTION_BLOCK = {
     "preemption_grace_seconds": "gracePeriodSeconds",
     "preemption_min_runtime_seconds": "minRuntimeSeconds",
     "preemption_min_preemptor_priority": "minPreemptorPriority",
+    "preemption_max_per_task": "maxPerTask",
 }
 
 

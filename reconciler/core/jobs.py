@@ -74,7 +74,7 @@ def submit_request(env: TaskEnv, name: str, task: Task, body: TaskStatusBody) ->
     return SubmitRequest(
         submission_id=body.submission_id or "",
         entrypoint=task.spec.entrypoint,
-        runtime_env=_runtime_env(task, env.preemption.stop_wait(name)),
+        runtime_env=_runtime_env(task, env.preemption.stop_wait(name), body),
         metadata={
             META_QUEUE: options.queue_id,
             META_TASK: name,
@@ -90,22 +90,35 @@ def submit_request(env: TaskEnv, name: str, task: Task, body: TaskStatusBody) ->
     )
 
 
+RUN_ENV = "RAYQUEUE_RUN"
+"""Every job's run number (1, 2, ...), as in its submission id."""
+PREEMPTED_ENV = "RAYQUEUE_PREEMPTED"
+"""1 in a run that follows a preemption: a resumable task loads its checkpoint."""
+
 # Ray's job supervisor waits STOP_WAIT_ENV seconds (whole, read from its own environment, which
 # the job's runtime_env env_vars set) between SIGTERM and SIGKILL when a job is stopped.
 
 
-def _runtime_env(task: Task, grace: float | None) -> dict[str, object] | None:
-    """The task's runtime_env, plus its queue's grace period when its run could be preempted.
+def _runtime_env(task: Task, grace: float | None, body: TaskStatusBody) -> dict[str, object]:
+    """The task's runtime_env, plus its run number (RAYQUEUE_RUN), RAYQUEUE_PREEMPTED=1 when
+    the run follows a preemption (a resumable script loads its checkpoint), and its queue's
+    grace period when its run could be preempted. Ours win over the spec's own values.
+
     The queue's grace is a ceiling: a spec may ask for less, never more (a team that could set
-    its own would hold the resources a preemptor waits for as long as it liked)."""
-    env = task.spec.runtime_env
-    if grace is None:
-        return env
-    env_vars = dict((env or {}).get("env_vars") or {})
-    ceiling = math.ceil(grace)
-    asked = _whole_seconds(env_vars.get(STOP_WAIT_ENV))
-    env_vars[STOP_WAIT_ENV] = str(ceiling if asked is None else min(asked, ceiling))
-    return {**(env or {}), "env_vars": env_vars}
+    its own would hold the resources a preemptor waits for as long as it liked). None of this
+    is in the spec hash (that reads the spec's runtimeEnv), so ids and restarts are as before."""
+    env = task.spec.runtime_env or {}
+    env_vars = dict(env.get("env_vars") or {})
+    env_vars[RUN_ENV] = str(body.run)
+    if body.after_preemption:
+        env_vars[PREEMPTED_ENV] = "1"
+    else:
+        env_vars.pop(PREEMPTED_ENV, None)  # only rayqueue says a run was preempted
+    if grace is not None:
+        ceiling = math.ceil(grace)
+        asked = _whole_seconds(env_vars.get(STOP_WAIT_ENV))
+        env_vars[STOP_WAIT_ENV] = str(ceiling if asked is None else min(asked, ceiling))
+    return {**env, "env_vars": env_vars}
 
 
 def _whole_seconds(value: object) -> int | None:

@@ -229,6 +229,7 @@ def start_run(
             "exit_code": None,
             "next_retry_at": None,
             "log_tail": None,  # a retry's run must not show the failed run's log as its own
+            "after_preemption": body.preempted_by is not None,
             **_NOT_PREEMPTED,
             **_OFF_QUEUE,
         },

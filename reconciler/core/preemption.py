@@ -86,9 +86,9 @@ def _can_preempt(rules: Rules) -> bool:
 def setup(config: QueueConfig | None, options: PlanOptions) -> Setup:
     """Without a queue file the settings are the one queue's rules; with one, each queue's
     `preemption:` block is, a field left out taking the declared default (the CLI refuses the
-    preemption flags then). `preemption_max_per_task` has no per-queue field: it applies to all."""
+    preemption flags then), `maxPerTask` included."""
     if config is not None:  # one place: the file, with no rules that merge it with the flags
-        options = PlanOptions(preemption_max_per_task=options.preemption_max_per_task)
+        options = PlanOptions()
     flags = QueueRules(
         Rules(
             options.preemption,
@@ -110,7 +110,7 @@ def setup(config: QueueConfig | None, options: PlanOptions) -> Setup:
                 if block.min_runtime_seconds is not None
                 else flags.rules.min_runtime_seconds
             ),
-            flags.rules.max_per_task,
+            block.max_per_task if block.max_per_task is not None else flags.rules.max_per_task,
             block.reclaim_within_cohort or NEVER,
             (
                 block.min_preemptor_priority

@@ -68,6 +68,9 @@ def reconcile_task(
                 settled.started_at.timestamp(),
                 task.spec.preemptible,
                 settled.preemptions,
+                task.spec.resumable,
+                victims.dominant_share(request_of(task), env.obs.capacity or Capacity()),
+                env.preemption.stop_wait(spec.name) or 0.0,
             )
         )
     return step.result(None)

@@ -8,11 +8,14 @@ The rules, chosen against the complaints about Kueue's preemption:
 - a preemptor below its queue's `min_preemptor_priority` takes nothing (it waits instead);
 - a victim is running, preemptible, of lower priority, and has run at least the minimum
   runtime (a fresh run is never thrown away at once); a task preempted `max_per_task` times
-  already is spared from then on, so no task can be starved by being restarted for ever;
+  already (3 unless its queue says otherwise) is spared from then on, so no task can be
+  starved by being restarted for ever;
 - a victim is never chosen by a task it could itself preempt back, so two tasks cannot take
   turns stopping each other;
-- victims are tried cheapest first: lowest priority, then the shortest elapsed run (the work a
-  restart throws away), then the name, so the choice is deterministic and predictable;
+- victims are tried cheapest first: lowest priority, then the least lost work (`lost_work`:
+  the seconds of work a stop throws away times the run's size, its dominant share of the
+  cluster; a resumable run loses at most its grace period), then the name, so the choice is
+  deterministic and predictable;
 - the greedy choice is then trimmed to a minimal set: every victim the preemptor fits without
   is dropped, the costliest first;
 - if the preemptor would not fit even with every candidate gone, nobody is preempted.
@@ -42,7 +45,7 @@ class Rules:
 
     within_queue: str = NEVER
     min_runtime_seconds: float = 0.0
-    max_per_task: int = 0  # a task preempted this often is never a victim again; 0: no limit
+    max_per_task: int = 3  # a task preempted this often is never a victim again; 0: no limit
     reclaim_within_cohort: str = NEVER  # below its nominal quota: take lent quota back
     min_preemptor_priority: int = 0  # a task of lower priority never preempts (nor reclaims)
 
@@ -66,6 +69,9 @@ class Running:
     started: float  # when Ray started running it, Unix seconds
     preemptible: bool = True
     preemptions: int = 0  # how often the task was preempted before this run
+    resumable: bool = False  # saves its state on SIGTERM and resumes on its next run
+    size: float = 1.0  # its dominant share of the cluster (`dominant_share`)
+    grace_seconds: float = 0.0  # SIGTERM to SIGKILL, what its job gets when stopped
 
 
 def may_ask(rules: Rules, priority: int) -> bool:
@@ -93,6 +99,24 @@ def exempt(run: Running, now: float, rules: Rules) -> bool:
         or now - run.started < rules.min_runtime_seconds
         or bool(rules.max_per_task and run.preemptions >= rules.max_per_task)
     )
+
+
+def dominant_share(request: Capacity, total: Capacity) -> float:
+    """A run's size: the largest share of the cluster it declares of any resource (CPU, GPU,
+    memory), as in DRF. Resources the cluster has none of are left out; 0 if it has none."""
+    return max(
+        (getattr(request, r) / getattr(total, r) for r in _RESOURCES if getattr(total, r) > 0),
+        default=0.0,
+    )
+
+
+def lost_work(run: Running, now: float) -> float:
+    """What stopping the run now throws away: the seconds of work lost times its size. A
+    plain run loses all it has run; a resumable one saves its state when it gets SIGTERM, so it
+    loses only the time it takes to stop, at most its grace period."""
+    elapsed = max(now - run.started, 0.0)
+    seconds = min(elapsed, run.grace_seconds) if run.resumable else elapsed
+    return seconds * run.size
 
 
 def still_needed(request: Capacity, freeing: Capacity) -> Capacity:
@@ -162,7 +186,7 @@ def choose_in_cohort(
     nominal quota once it runs, so the victim's queue can never reclaim from it in turn.
 
     Order: reclaim victims first (the lender takes back its own quota before it sacrifices
-    its own work, as in Kueue), then within each, lowest priority, shortest run, name.
+    its own work, as in Kueue), then within each, lowest priority, least lost work, name.
     """
     own = rules.get(queue, Rules())
     if not may_ask(own, preemptor.priority) or fits(Capacity(), Capacity()):
@@ -178,7 +202,7 @@ def choose_in_cohort(
                 pool.append(Victim(run, where, reclaim=False))
         elif reclaim and where in loads and may_reclaim(own, preemptor.priority, run.priority):
             pool.append(Victim(run, where, reclaim=True))
-    pool.sort(key=lambda v: (not v.reclaim, v.run.priority, now - v.run.started, v.run.name))
+    pool.sort(key=lambda v: (not v.reclaim, v.run.priority, lost_work(v.run, now), v.run.name))
     chosen: list[Victim] = []
     taken: dict[str, Capacity] = {}
     freed, freed_own = Capacity(), Capacity()

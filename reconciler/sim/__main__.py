@@ -4,6 +4,7 @@ python -m reconciler.sim                                   # synthetic workload,
 python -m reconciler.sim --trace lublin_256.swf            # trace prefix + synthetic
 python -m reconciler.sim --workload synthetic --jobs 500 --policies strict,backfill
 python -m reconciler.sim --teams 4 --weights 1,1,1,3   # team folders with fair-share queues
+python -m reconciler.sim --queues _queues.yaml --resumable-fraction 0.5  # a queue file, as serve
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ from reconciler.sim.workload import (
     PRIORITIES,
     TIMEOUT_FACTOR,
     Job,
+    mark_resumable,
     offered_load,
     read_swf,
     synthetic,
 )
+from specs.parse import SpecParseError, parse_queue_config
+from specs.queues import QueueConfig
 from specs.settings import PlanOptions
 
 URGENT_TIER_TEXT = "13,13,13,13,13,13,12,5,3,2"
@@ -100,38 +104,56 @@ def build_parser() -> argparse.ArgumentParser:
         help="team-0 sends no work before this time: its quota is lent, then must come back",
     )
     p.add_argument(
+        "--queues",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="a queue file in the format of _queues.yaml, preemption: blocks included; job i "
+        "goes to its i-th listed queue (mod their number). Replaces --teams and the "
+        "preemption flags, as it does for serve",
+    )
+    # The preemption flags of one queue; None: not given (refused beside --queues).
+    p.add_argument(
         "--preemption",
         choices=MODES,
-        default=NEVER,
-        help="the queue's withinQueue preemption (default Never)",
+        default=None,
+        help=f"the queue's withinQueue preemption (default {NEVER})",
     )
     p.add_argument(
         "--grace",
         type=float,
-        default=30.0,
+        default=None,
         metavar="SECONDS",
         help="a preempted job holds its CPUs this long before it stops (default 30)",
     )
     p.add_argument(
         "--min-runtime",
         type=float,
-        default=0.0,
+        default=None,
         metavar="SECONDS",
         help="a run younger than this is never preempted (default 0)",
     )
     p.add_argument(
         "--max-preemptions",
         type=int,
-        default=0,
+        default=None,
         metavar="N",
-        help="a job preempted N times is spared from then on (default 0: no limit)",
+        help="a job preempted N times is spared from then on (default 3; 0: no limit)",
     )
     p.add_argument(
         "--min-preemptor-priority",
         type=_priority,
-        default=0,
+        default=None,
         metavar="N",
         help="only a job of priority N or more may preempt (default 0: any higher priority)",
+    )
+    p.add_argument(
+        "--resumable-fraction",
+        type=_fraction,
+        default=0.0,
+        metavar="F",
+        help="each job is resumable with probability F (seeded by --seed): preempted, it "
+        "loses only its grace period (default 0)",
     )
     p.add_argument("--json", type=Path, default=None, help="also write the metrics here")
     p.add_argument(
@@ -149,6 +171,31 @@ def _factor(text: str) -> tuple[float, float]:
     if not 1 <= bounds[0] <= bounds[1]:
         raise argparse.ArgumentTypeError("need 1 <= LOW <= HIGH: a job must end within its bound")
     return bounds
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"a fraction 0..1 (got {text!r})")
+    return value
+
+
+# The flag, its dest, and the value it has when not given: the settings' default.
+_DEFAULTS = PlanOptions()
+PREEMPTION_FLAGS: tuple[tuple[str, str, object], ...] = (
+    ("--preemption", "preemption", _DEFAULTS.preemption),
+    ("--grace", "grace", _DEFAULTS.preemption_grace_seconds),
+    ("--min-runtime", "min_runtime", _DEFAULTS.preemption_min_runtime_seconds),
+    ("--max-preemptions", "max_preemptions", _DEFAULTS.preemption_max_per_task),
+    (
+        "--min-preemptor-priority",
+        "min_preemptor_priority",
+        _DEFAULTS.preemption_min_preemptor_priority,
+    ),
+)
 
 
 def _priority(text: str) -> int:
@@ -212,10 +259,14 @@ def workloads(args: argparse.Namespace) -> dict[str, list[Job]]:
     return result
 
 
-def _run(job: tuple[list[Job], str, int, Teams | None, PlanOptions]) -> Metrics:
-    workload, policy, capacity, teams, options = job
+Run = tuple[list[Job], str, int, Teams | None, PlanOptions, QueueConfig | None]
+
+
+def _run(job: Run) -> Metrics:
+    workload, policy, capacity, teams, options, queues = job
     if teams is None:
-        return measure(simulate(workload, policy, capacity_cpu=capacity, options=options))
+        result = simulate(workload, policy, capacity_cpu=capacity, options=options, queues=queues)
+        return measure(result)
     config = team_split.team_config(
         teams.count, teams.weights, capacity, MEMORY_BYTES, quota=teams.quota
     )
@@ -341,7 +392,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.workload != "synthetic" and not args.trace.is_file():
         print(f"no trace at {args.trace}; pass --trace PATH or --workload synthetic")
         return 2
-    loads = workloads(args)
+    given = [flag for flag, dest, _ in PREEMPTION_FLAGS if getattr(args, dest) is not None]
+    queues: QueueConfig | None = None
+    if args.queues is not None:
+        if args.teams > 0 or given:
+            clash = ", ".join(given + (["--teams"] if args.teams > 0 else []))
+            print(
+                f"{clash}: with --queues, the queue file sets queues and preemption "
+                "(its preemption: blocks), as it does for serve"
+            )
+            return 2
+        try:
+            queues = parse_queue_config(args.queues.read_bytes(), file=str(args.queues))
+        except OSError as exc:
+            print(f"cannot read {args.queues}: {exc.strerror}")
+            return 2
+        except SpecParseError as exc:
+            print(str(exc))
+            return 2
+    for _, dest, default in PREEMPTION_FLAGS:
+        if getattr(args, dest) is None:
+            setattr(args, dest, default)
+    loads = {
+        name: mark_resumable(jobs, args.resumable_fraction, args.seed)
+        for name, jobs in workloads(args).items()
+    }
+    if queues is not None:
+        listed = [q.name for q in queues.spec.queues]
+        loads = {name: team_split.split_over(jobs, listed) for name, jobs in loads.items()}
     teams: Teams | None = None
     if args.teams > 0:
         weights = tuple(args.weights or [1.0] * args.teams)
@@ -363,8 +441,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         preemption_max_per_task=args.max_preemptions,
         preemption_min_preemptor_priority=args.min_preemptor_priority,
     )
-    runs = [
-        (jobs, policy, args.capacity, teams, options)
+    runs: list[Run] = [
+        (jobs, policy, args.capacity, teams, options, queues)
         for jobs in loads.values()
         for policy in policies
     ]
@@ -388,6 +466,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "capacity": args.capacity,
         "timeout_factor": list(args.timeout_factor),
         "teams": None if teams is None else asdict(teams),
+        "queues": None if args.queues is None else str(args.queues),
+        "resumable_fraction": args.resumable_fraction,
         "preemption": args.preemption,
         "grace_seconds": args.grace,
         "min_runtime_seconds": args.min_runtime,

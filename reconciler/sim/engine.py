@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from reconciler.core.planner import Observation, Plan, TaskInput, plan
+from reconciler.core.planner import STOP_WAIT_ENV, Observation, Plan, TaskInput, plan
 from reconciler.sim.workload import Job
 from specs.cluster import META_TASK, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
 from specs.models import Phase, Task, TaskStatus
@@ -51,6 +51,7 @@ class JobRecord:
     last_start: float | None = None  # of the run that finished (later than start if preempted)
     preemptions: int = 0
     wasted: float = 0.0  # CPU-seconds of runs thrown away by preemption
+    saved: float = 0.0  # seconds of its run a resumable job checkpointed before preemptions
 
     @property
     def wait(self) -> float | None:
@@ -93,6 +94,7 @@ def to_task(job: Job) -> Task:
                 "priority": job.priority,
                 "resources": {"cpu": job.cpu},
                 "timeoutSeconds": job.timeout,
+                "resumable": job.resumable,
             },
         }
     )
@@ -110,6 +112,8 @@ class _Cluster:
     jobs: dict[str, RayJob] = field(default_factory=dict)
     events: list[tuple[float, int, str]] = field(default_factory=list)  # (time, kind, sid)
     stopping: set[str] = field(default_factory=set)  # preempted jobs in their grace period
+    sigterm: dict[str, float] = field(default_factory=dict)  # preempted job -> when it was told
+    graces: dict[str, float] = field(default_factory=dict)  # job -> its grace, from its env
     runs: dict[str, list[str]] = field(default_factory=dict)  # task -> its jobs' ids
 
 
@@ -125,9 +129,11 @@ def simulate(
     """Run `workload` through the real planner under `policy`. Deterministic: no clock, no RNG.
     With `queues`, tasks are admitted per queue (team folders) with fair sharing.
 
-    With `options.preemption` on, a preempted job holds its CPUs for the grace period
-    (`options.preemption_grace_seconds`: the worst case, a job that uses all of it), then
-    stops; the run so far is wasted and the task runs again in full (no checkpoints).
+    With preemption on, a preempted job holds its CPUs for its grace period (the one the
+    planner gave the job in RAY_JOB_STOP_WAIT_TIME_S, as Ray reads it; the worst case, a job
+    that uses all of it), then stops. A plain job's run so far is wasted and it runs again in
+    full; a resumable one (`Job.resumable`) saves its state when told, so it loses only the
+    grace period and its next run does only what was left.
     """
     began = time.perf_counter()
     options = replace(options or PlanOptions(), policy=policy)
@@ -158,8 +164,7 @@ def simulate(
                 # stop would have ended it anyway); everything it did is lost.
                 cluster.stopping.discard(sid)
                 cluster.jobs[sid] = replace(job_now, status=STOPPED, end_time=_unix(now))
-                record = records[job_now.metadata[META_TASK]]
-                record.wasted += record.job.cpu * (_unix(now) - (job_now.start_time or 0))
+                _lose(records[job_now.metadata[META_TASK]], job_now, now, cluster.sigterm.pop(sid))
             elif kind == END:
                 cluster.jobs[sid] = replace(job_now, status=SUCCEEDED, end_time=_unix(now))
             changed = True  # a timeout needs a pass to be noticed; the planner stops the job
@@ -172,6 +177,28 @@ def simulate(
 
 
 EPOCH_UNIX = EPOCH.timestamp()
+
+
+def _lose(record: JobRecord, job: RayJob, now: float, told: float) -> None:
+    """A preempted run ended at `now`, told to stop at `told`. A plain job loses all it ran; a
+    resumable one saved its progress when told and loses only the time since (the grace)."""
+    began = (job.start_time or 0) - EPOCH_UNIX
+    if record.job.resumable:
+        record.saved += told - began
+        record.wasted += record.job.cpu * (now - told)
+    else:
+        record.wasted += record.job.cpu * (now - began)
+
+
+def _grace(request_env: object, default: float) -> float:
+    """The grace period Ray gives a stopped job: the runtime_env's RAY_JOB_STOP_WAIT_TIME_S
+    that the planner set, else (a job nothing could preempt) the configured default."""
+    env_vars = request_env.get("env_vars") if isinstance(request_env, dict) else None
+    value = env_vars.get(STOP_WAIT_ENV) if isinstance(env_vars, dict) else None
+    try:
+        return float(value) if value is not None else default
+    except ValueError:
+        return default
 
 
 def _unix(seconds: float) -> float:
@@ -187,6 +214,7 @@ def _settle(
 ) -> None:
     """Run passes at one instant until the planner neither submits nor stops anything."""
     when = EPOCH + timedelta(seconds=now)
+    default_grace = cluster.options.preemption_grace_seconds
     for _ in range(MAX_PASSES_PER_INSTANT):
         observed = Observation(cluster.jobs, cluster.capacity)
         live = len(cluster.specs)
@@ -216,9 +244,11 @@ def _settle(
             )
             record.start = now if record.start is None else record.start
             record.last_start = now
-            heapq.heappush(cluster.events, (now + record.job.run, END, sid))
+            cluster.graces[sid] = _grace(submit.request.runtime_env, default_grace)
+            left = record.job.run - record.saved  # a resumed job does only what was left
+            heapq.heappush(cluster.events, (now + left, END, sid))
             timeout = record.job.timeout
-            if 0 < timeout < record.job.run:
+            if 0 < timeout < left:
                 # The planner times a job out once it ran *longer* than its timeout.
                 heapq.heappush(cluster.events, (now + timeout + 1, TIMEOUT, sid))
         victims = {v for d in p.preemptions for v in d.victims}
@@ -233,14 +263,14 @@ def _settle(
             if job is None or job.terminal or sid in cluster.stopping:
                 continue
             acted = True
-            grace = cluster.options.preemption_grace_seconds
+            grace = cluster.graces.get(sid, default_grace)
             if sid in preempted and grace > 0:
                 cluster.stopping.add(sid)
+                cluster.sigterm[sid] = now
                 heapq.heappush(cluster.events, (now + grace, STOP, sid))
             elif sid in preempted:
                 cluster.jobs[sid] = replace(job, status=STOPPED, end_time=_unix(now))
-                record = records[job.metadata[META_TASK]]
-                record.wasted += record.job.cpu * (_unix(now) - (job.start_time or 0))
+                _lose(records[job.metadata[META_TASK]], job, now, now)
             else:
                 cluster.jobs[sid] = replace(job, status=STOPPED, end_time=_unix(now))
 
@@ -258,6 +288,7 @@ def _settle(
             del cluster.specs[name], cluster.statuses[name]
             for sid in cluster.runs.pop(name, []):
                 cluster.jobs.pop(sid, None)
+                cluster.graces.pop(sid, None)
 
         if not p.submits and not acted:
             return

@@ -85,8 +85,11 @@ def measure(result: SimResult) -> Metrics:
         raise ValueError("no job finished; nothing to measure")
     first = min(r.job.arrival for r in result.records)
     makespan = max(r.end or 0.0 for r in done) - first
-    # Useful work only: the run that finished. Preempted runs are counted as wasted instead.
-    used = sum(r.job.cpu * ((r.end or 0.0) - (r.last_start or r.start or 0.0)) for r in done)
+    # Useful work only: the run that finished, and what a resumable job saved in its earlier
+    # runs. The rest of the preempted runs is counted as wasted instead.
+    used = sum(
+        r.job.cpu * ((r.end or 0.0) - (r.last_start or r.start or 0.0) + r.saved) for r in done
+    )
     wasted = sum(r.wasted for r in result.records)
     waits = [r.wait or 0.0 for r in done]
     by_priority: dict[int, list[float]] = {}

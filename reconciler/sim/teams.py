@@ -30,6 +30,16 @@ def split(workload: Sequence[Job], teams: int) -> list[Job]:
     ]
 
 
+def split_over(workload: Sequence[Job], queues: Sequence[str]) -> list[Job]:
+    """Job i (in workload order) to the folder of queue i mod len(queues); with no queue listed,
+    every job stays outside them all (the default queue)."""
+    if not queues:
+        return list(workload)
+    return [
+        replace(job, name=f"{queues[i % len(queues)]}/{job.name}") for i, job in enumerate(workload)
+    ]
+
+
 def team_config(
     teams: int,
     weights: Sequence[float],

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 TIMEOUT_FACTOR = (1.0, 5.0)
@@ -40,6 +41,14 @@ class Job:
     cpu: float
     priority: int
     timeout: float  # declared timeoutSeconds; 0 means none (unbounded)
+    resumable: bool = False  # checkpoints on SIGTERM: a preemption loses only the grace period
+
+
+def mark_resumable(workload: Sequence[Job], fraction: float, seed: int) -> list[Job]:
+    """Each job resumable with probability `fraction`, drawn from its own seeded generator so
+    that the rest of the workload (arrivals, sizes, priorities) is the same at every fraction."""
+    rng = random.Random(f"resumable:{seed}")
+    return [replace(job, resumable=rng.random() < fraction) for job in workload]
 
 
 def declared_timeout(

@@ -182,6 +182,7 @@ def queue_file(tmp_path: Path) -> Iterator[Path]:
         (["--preemption-grace-seconds", "5"], {}, "--preemption-grace-seconds / "),
         ([], {"RAYQUEUE_PREEMPTION_MIN_RUNTIME_SECONDS": "60"}, "RAYQUEUE_PREEMPTION_MIN_RUNTIME"),
         ([], {"RAYQUEUE_PREEMPTION_MIN_PREEMPTOR_PRIORITY": "7"}, "minPreemptorPriority"),
+        ([], {"RAYQUEUE_PREEMPTION_MAX_PER_TASK": "5"}, "maxPerTask"),
     ],
 )
 @pytest.mark.parametrize("command", ["serve", "plan"])
@@ -212,12 +213,12 @@ def test_without_a_queue_file_the_preemption_flags_set_the_one_queue(
     assert (served[0].preemption, served[0].preemption_grace_seconds) == ("LowerPriority", 5)
 
 
-def test_max_per_task_has_no_block_field_and_is_accepted_beside_a_queue_file(
-    served: list[Settings], monkeypatch: pytest.MonkeyPatch, queue_file: Path
+def test_max_per_task_is_3_by_default_and_set_by_the_flag_without_a_queue_file(
+    served: list[Settings], tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("RAYQUEUE_PREEMPTION_MAX_PER_TASK", "3")
-    assert main(["serve", "--dir", str(queue_file.parent)]) == 0
-    assert served[0].preemption_max_per_task == 3
+    assert main(["serve", "--dir", str(tmp_path)]) == 0
+    assert main(["serve", "--dir", str(tmp_path), "--preemption-max-per-task", "0"]) == 0
+    assert [s.preemption_max_per_task for s in served] == [3, 0]
 
 
 def test_building_a_loop_leaves_the_gc_alone(tmp_path: Path) -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +37,7 @@ def test_there_are_examples() -> None:
         "tasks/priority-low.yaml",
         "tasks/timeout.yaml",
         "tasks/working-dir.yaml",
+        "tasks/resumable.yaml",
         "bundle.yaml",
     ):
         assert expected in names
@@ -91,3 +95,35 @@ def test_old_http_client_example_keeps_the_old_request() -> None:
     strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)}
     assert "http://127.0.0.1:8264/add_task" in strings
     assert {"name", "entrypoint", "runtime_env", "priority", "cpu", "gpu", "memory"} <= strings
+
+
+def _train(tmp_path: Path, **env: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(EXAMPLES / "resumable" / "train.py")],
+        env={**os.environ, "CHECKPOINT": str(tmp_path / "state.json"), **env},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_resumable_example_saves_on_sigterm_and_resumes_when_preempted(tmp_path: Path) -> None:
+    doc = yaml.safe_load((EXAMPLES / "tasks" / "resumable.yaml").read_text())
+    assert doc["spec"]["resumable"] is True
+    assert (ROOT / doc["spec"]["runtimeEnv"]["working_dir"] / "train.py").is_file()
+    first = _train(tmp_path, STEPS="100000", STEP_SECONDS="0.01", RAYQUEUE_RUN="1")
+    assert first.stdout is not None
+    for line in first.stdout:  # wait for work to be done, not for a time
+        if line.startswith("step 3 "):
+            first.send_signal(signal.SIGTERM)
+            break
+    out = first.stdout.read()
+    assert first.wait(timeout=60) == 143
+    saved = json.loads((tmp_path / "state.json").read_text())["step"]
+    assert saved >= 3 and f"SIGTERM: saved step {saved}" in out
+    second = _train(tmp_path, STEPS=str(saved + 2), STEP_SECONDS="0", RAYQUEUE_PREEMPTED="1")
+    out, _ = second.communicate(timeout=60)
+    assert second.returncode == 0
+    assert f"resumed from step {saved}" in out and f"step {saved + 1} " in out and "done" in out
+    fresh = _train(tmp_path, STEPS="1", STEP_SECONDS="0", RAYQUEUE_RUN="3")
+    out, _ = fresh.communicate(timeout=60)
+    assert "starting afresh" in out and "step 1 " in out  # not after a preemption: from 0

@@ -23,6 +23,7 @@ GRACE = 4
 SLEEPER = """\
 import os, signal, sys, time
 print("stop wait", os.environ.get("RAY_JOB_STOP_WAIT_TIME_S"), flush=True)
+print("run", os.environ.get("RAYQUEUE_RUN"), os.environ.get("RAYQUEUE_PREEMPTED"), flush=True)
 signal.signal(signal.SIGTERM, lambda *args: print("got SIGTERM", flush=True))
 end = time.time() + (60 if os.path.exists(sys.argv[1]) else 3)
 while time.time() < end:
@@ -71,6 +72,14 @@ def test_urgent_task_preempts_minimal_victims_who_run_again(
         for j in jobs
         if j.metadata["rayqueue.task"] in preempted
     ) == sorted([(n, "1", STOPPED) for n in preempted] + [(n, "2", SUCCEEDED) for n in preempted])
+    # Each run is told its number, and the run after a preemption that it follows one.
+    told = {
+        (j.metadata["rayqueue.task"], j.metadata["rayqueue.run"]): q.ray.logs(j.submission_id)
+        for j in jobs
+        if j.metadata["rayqueue.task"] in preempted
+    }
+    for name in preempted:
+        assert "run 1 None" in told[(name, "1")] and "run 2 1" in told[(name, "2")]
 
 
 RECLAIM_QUEUES = {

@@ -171,7 +171,7 @@ def test_preemption_is_on_disk_before_any_stop(tmp_path: Path, monkeypatch) -> N
     w.step()
     assert seen == [("low0", "Queued", "urgent"), ("low1", "Queued", "urgent")]
     env = w.ray.submitted[0].runtime_env
-    assert env == {"env_vars": {"RAY_JOB_STOP_WAIT_TIME_S": "30"}}
+    assert env == {"env_vars": {"RAYQUEUE_RUN": "1", "RAY_JOB_STOP_WAIT_TIME_S": "30"}}
 
 
 def test_unwritable_victim_status_means_no_stop(tmp_path: Path, monkeypatch) -> None:

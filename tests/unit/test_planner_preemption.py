@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reconciler.core.jobs import RUN_ENV
 from reconciler.core.planner import STOP_WAIT_ENV, Plan, request_of
 from specs.cluster import RUNNING, STOPPED, SUCCEEDED, Capacity
 from specs.models import ConditionType, Phase, Reason, Task
@@ -224,10 +225,11 @@ def test_grace_period_goes_to_ray_in_the_runtime_env() -> None:
     )
     p = w.step()
     envs = {s.task: s.request.runtime_env for s in p.submits}
-    assert envs["a"] == {"env_vars": {"X": "1", STOP_WAIT_ENV: "13"}}  # Ray wants whole seconds
-    assert envs["b"] == {"env_vars": {STOP_WAIT_ENV: "13"}}
+    run = {RUN_ENV: "1"}  # every run is told its number (issue 25)
+    assert envs["a"] == {"env_vars": {"X": "1", **run, STOP_WAIT_ENV: "13"}}  # whole seconds
+    assert envs["b"] == {"env_vars": {**run, STOP_WAIT_ENV: "13"}}
     off = PlanWorld({"a": task(0, 1)}).step()
-    assert off.submits[0].request.runtime_env is None  # preemption off: the spec's, unchanged
+    assert off.submits[0].request.runtime_env == {"env_vars": run}  # preemption off: no grace
 
 
 @pytest.mark.parametrize(
@@ -241,7 +243,7 @@ def test_the_queue_grace_caps_the_one_a_spec_asks_for(asked: object, sent: str) 
         options=replace(ON, preemption_grace_seconds=30),
     )
     (submit,) = w.step().submits
-    assert submit.request.runtime_env == {"env_vars": {STOP_WAIT_ENV: sent, "X": "1"}}
+    assert submit.request.runtime_env == {"env_vars": {STOP_WAIT_ENV: sent, "X": "1", RUN_ENV: "1"}}
 
 
 def test_restart_after_crash_between_stops_and_submit_preempts_no_more() -> None:

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from reconciler.core.jobs import RUN_ENV
 from reconciler.core.planner import STOP_WAIT_ENV, Plan
 from specs.cluster import SUCCEEDED, Capacity
 from specs.models import ConditionType, Phase, Reason, Task
@@ -356,15 +357,16 @@ def test_grace_per_queue_reaches_ray() -> None:
         ),
     )
     envs = {s.task: s.request.runtime_env for s in w.step().submits}
-    assert envs["team-a/x"] == {"env_vars": {STOP_WAIT_ENV: "7"}}
-    assert envs["team-b/y"] is None  # nothing can preempt team-b's runs: Ray's default
-    assert envs["loose"] is None
+    run = {RUN_ENV: "1"}  # every run is told its number (issue 25)
+    assert envs["team-a/x"] == {"env_vars": {**run, STOP_WAIT_ENV: "7"}}
+    assert envs["team-b/y"] == {"env_vars": run}  # nothing can preempt team-b: Ray's default
+    assert envs["loose"] == {"env_vars": run}
     w.queues = parse_queue_config(config("reclaimWithinCohort: Any", "gracePeriodSeconds: 90"))
     w.specs["team-b/z"] = task(0, 1)
     w.specs["loose2"] = task(0, 1)
     envs = {s.task: s.request.runtime_env for s in w.step().submits}
-    assert envs["team-b/z"] == {"env_vars": {STOP_WAIT_ENV: "90"}}  # team-a may reclaim
-    assert envs["loose2"] == {"env_vars": {STOP_WAIT_ENV: "30"}}  # the flag's default
+    assert envs["team-b/z"] == {"env_vars": {**run, STOP_WAIT_ENV: "90"}}  # team-a may reclaim
+    assert envs["loose2"] == {"env_vars": {**run, STOP_WAIT_ENV: "30"}}  # the flag's default
 
 
 def test_reclaim_victim_runs_again_and_its_count_stays() -> None:

@@ -355,7 +355,8 @@ def test_a_dropped_in_spec_outside_the_roots_is_invalid_and_never_submitted(
     assert "bad.yaml:6:18: spec.runtimeEnv.working_dir" in status["message"]
     assert "outside the allowed roots" in status["message"]
     submitted = [r.runtime_env for r in ray.submitted]
-    assert submitted == [{"working_dir": str(layout["root"] / "proj")}]
+    run = {"RAYQUEUE_RUN": "1"}  # every run is told its number (issue 25)
+    assert submitted == [{"working_dir": str(layout["root"] / "proj"), "env_vars": run}]
 
 
 def test_a_path_that_turns_into_a_symlink_is_refused_at_submission(
