@@ -58,7 +58,7 @@ def test_table_after_a_pass(rq, world) -> None:
     assert set(rows) == {"team-a", "team-b", "default"}
     assert rows["team-b"].split()[-2:] == ["2", "2"]  # 2 pending, 2 running
     assert rows["team-a"].split()[-2:] == ["0", "1"]
-    assert "0.500" in rows["team-b"]  # 2 of 4 CPUs
+    assert "0.000" in rows["team-b"]  # 2 of its 2 nominal CPUs: nothing borrowed, share 0
 
     as_json = json.loads(rq("queues", "-o", "json").out)
     assert as_json["kind"] == "QueueStatus"
