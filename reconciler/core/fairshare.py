@@ -317,9 +317,16 @@ class _Pass:
         self.result.start.append(candidate.name)
 
     def _drop_never_fitting(self, queue: _Queue) -> None:
-        """A task bigger than nominal + borrowingLimit can never start while the config
-        stands; like a task bigger than the cluster, it must not block its queue."""
-        ceiling = queue.quota.nominal + queue.quota.borrowing_limit
+        """A task bigger than its queue can ever get can never start while the config stands;
+        like a task bigger than the cluster, it must not block its queue. The most a queue can
+        get: its nominal quota, plus what it may borrow (its borrowingLimit, and at most what
+        the others can ever lend: each min(lendingLimit, nominal)), never more than the cluster."""
+        lenders = Capacity()
+        for other in self.queues:
+            if other is not queue:
+                lenders = lenders + min_of(other.quota.lending_limit, other.quota.nominal)
+        borrowable = min_of(queue.quota.borrowing_limit, lenders)
+        ceiling = min_of(self.capacity, queue.quota.nominal + borrowable)
         for candidate in list(queue.remaining):
             request = candidate.request
             for r in RESOURCES:
@@ -332,6 +339,7 @@ class _Pass:
                             of(request, r),
                             of(quota.nominal, r),
                             of(quota.borrowing_limit, r),
+                            of(lenders, r),
                         )
                     )
                     queue.remaining.remove(candidate)

@@ -58,7 +58,13 @@ ROWS = [
         Waiting(OverQuota("a", "cpu", 9, 3, math.inf)),
         Reason.QUOTA_EXCEEDED,
         "asks for 9 CPU; a may hold at most unlimited (nominal 3 + borrowingLimit unlimited); "
-        "it cannot start unless the quota changes",
+        "it cannot start until the queue configuration changes",
+    ),
+    (
+        Waiting(OverQuota("a", "cpu", 6, 4, math.inf, 1)),
+        Reason.QUOTA_EXCEEDED,
+        "asks for 6 CPU; a may hold at most 5 (nominal 4 + what the other queues' "
+        "lendingLimits let them lend 1); it cannot start until the queue configuration changes",
     ),
     (
         Waiting(InflightLimit(), 0),
