@@ -61,6 +61,7 @@ class QueueDemand:
     usage: Capacity
     candidates: Sequence[Candidate]
     policy: Policy
+    claims: Sequence[Claim] = ()  # its own runs' claims: only their end frees its quota
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,7 @@ class _Queue:
     usage: Capacity
     remaining: list[Candidate]
     policy: Policy
+    claims: list[Claim] = field(default_factory=list)
     admitted: list[str] = field(default_factory=list)
     memo: tuple[object, list[str]] | None = None  # (inputs, the policy's starts) of last ask
 
@@ -182,7 +184,9 @@ class _Pass:
         self.claims = list(claims)
         self.now = now
         self.slots = slots
-        self.queues = [_Queue(d.quota, d.usage, list(d.candidates), d.policy) for d in queues]
+        self.queues = [
+            _Queue(d.quota, d.usage, list(d.candidates), d.policy, list(d.claims)) for d in queues
+        ]
         self.result = FairAdmission()
         self.unfit: dict[str, Waiting] = {}
         self.reservation = reservation
@@ -237,14 +241,24 @@ class _Pass:
         fast = _FIRST_START.get(queue.policy)
         if fast is not None:  # strict and besteffort need neither claims nor the whole walk
             return fast(queue.remaining, budget) if self.slots > 0 else None
-        key = (budget, len(queue.remaining), self.slots, len(self.claims))
+        key = (budget, self.free, len(queue.remaining), self.slots, len(self.claims))
         if queue.memo is None or queue.memo[0] != key:
-            admission = queue.policy(queue.remaining, budget, self.claims, self.now, self.slots)
+            admission = self._ask(queue, budget)
             queue.memo = (key, admission.start)
         starts = queue.memo[1]
         if not starts:
             return None
         return next(c for c in queue.remaining if c.name == starts[0])
+
+    def _ask(self, queue: _Queue, budget: Capacity) -> policies.Admission:
+        """The queue's policy on its waiting tasks; backfill also gets the queue's view, so
+        its reservation waits for what frees the quota as well as the cluster."""
+        if queue.policy is policies.backfill:
+            view = policies.QuotaView(self.quota_limit(queue), queue.claims, pos(self.free))
+            return policies.backfill(
+                queue.remaining, budget, self.claims, self.now, self.slots, quota=view
+            )
+        return queue.policy(queue.remaining, budget, self.claims, self.now, self.slots)
 
     def run(self) -> FairAdmission:
         for queue in self.queues:
@@ -313,7 +327,8 @@ class _Pass:
         self.free = self.free - candidate.request
         self.slots -= 1
         ends_by = self.now + candidate.timeout_seconds if candidate.timeout_seconds > 0 else None
-        self.claims.append(Claim(candidate.request, ends_by))
+        self.claims.append(Claim(candidate.request, ends_by, candidate.name))
+        queue.claims.append(self.claims[-1])
         self.result.start.append(candidate.name)
 
     def _drop_never_fitting(self, queue: _Queue) -> None:
@@ -382,7 +397,7 @@ class _Pass:
         if not queue.remaining:
             return
         budget = self.budget(queue)
-        admission = queue.policy(queue.remaining, budget, self.claims, self.now, self.slots)
+        admission = self._ask(queue, budget)
         for candidate in queue.remaining:
             waiting = admission.waiting.get(candidate.name)
             if waiting is None:
