@@ -41,6 +41,7 @@ from reconciler.core.quotas import (
     weighted_share,
 )
 from reconciler.core.waits import (
+    BehindTask,
     BorrowBound,
     KeptForQueue,
     NextPass,
@@ -192,6 +193,8 @@ class _Pass:
         self.reservation = reservation
         # queues whose borrowing a reservation stopped
         self.reserved_by: dict[str, _Reservation] = {}
+        # queues held by a pick that may not borrow (preemptible: false), by queue
+        self.held: dict[str, Candidate] = {}
         # Caches, valid while `version` (bumped by every admission) stands.
         self.version = 0
         self.totals: tuple[int, Capacity, Capacity] | None = None
@@ -267,6 +270,7 @@ class _Pass:
             best: tuple[tuple[bool, bool, float, str], _Queue, Candidate] | None = None
             reservation: _Reservation | None = None
             self.reserved_by = {}
+            self.held = {}
             for queue in sorted(self.queues, key=self._share_key):
                 candidate = self.pick(queue)
                 if candidate is None:
@@ -274,6 +278,11 @@ class _Pass:
                         reservation = self._reservation_for(queue)
                     continue
                 borrows = not (queue.usage + candidate.request).fits_in(queue.quota.nominal)
+                if borrows and not candidate.preemptible:
+                    # Work above nominal must stay reclaimable: a run nobody may stop never
+                    # borrows. The queue waits for its own quota, as if its quota were full.
+                    self.held[queue.quota.name] = candidate
+                    continue
                 reserved = candidate.name in self.first
                 if (
                     borrows
@@ -398,8 +407,13 @@ class _Pass:
             return
         budget = self.budget(queue)
         admission = self._ask(queue, budget)
-        for candidate in queue.remaining:
+        held = self.held.get(queue.quota.name)
+        for ahead, candidate in enumerate(queue.remaining):
             waiting = admission.waiting.get(candidate.name)
+            if held is not None and candidate is held:
+                waiting = Waiting(self._not_preemptible(queue, candidate.request), ahead)
+            elif held is not None and waiting is None:
+                waiting = Waiting(BehindTask(held.name), ahead)
             if waiting is None:
                 reservation = self.reserved_by.get(queue.quota.name)
                 if reservation is not None:
@@ -416,6 +430,20 @@ class _Pass:
             return waiting
         # The policy measured the shortfall against the budget; its place and note still hold.
         return replace(waiting, lacks=self._lack(queue, candidate.request))
+
+    def _not_preemptible(self, queue: _Queue, request: Capacity) -> QuotaShortfall:
+        room = pos(queue.quota.nominal - queue.usage)
+        r = next((r for r in RESOURCES if of(request, r) > of(room, r) + EPS), "cpu")
+        quota = queue.quota
+        return QuotaShortfall(
+            quota.name,
+            r,
+            of(queue.usage, r),
+            of(quota.nominal, r),
+            0.0,
+            BorrowBound.NOT_PREEMPTIBLE,
+            0.0,
+        )
 
     def _lack(self, queue: _Queue, request: Capacity) -> Shortfall | QuotaShortfall:
         """What `request` lacks beyond its budget: the cluster's free resources, or (when they

@@ -28,6 +28,7 @@ class Candidate:
     name: str
     request: Capacity
     timeout_seconds: float  # 0: no declared bound on its run time
+    preemptible: bool = True  # false: with team queues, it never borrows
 
 
 @dataclass(frozen=True)

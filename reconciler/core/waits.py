@@ -38,6 +38,7 @@ class BorrowBound(Enum):
     BORROWING_LIMIT = auto()  # its own borrowingLimit
     NOTHING_TO_LEND = auto()  # no other queue has idle quota
     OTHERS_LEND = auto()  # the others lend only so much more
+    NOT_PREEMPTIBLE = auto()  # preemptible: false runs only within its queue's nominal quota
 
 
 @dataclass(frozen=True)
@@ -224,6 +225,8 @@ def _lack(lack: Lack) -> str:
                 why = f"borrowingLimit {amount(r, limit)}"
             elif bound is BorrowBound.OTHERS_LEND:
                 why = f"other queues lend {amount(r, limit)} more"
+            elif bound is BorrowBound.NOT_PREEMPTIBLE:
+                why = "a task with preemptible: false runs only within its queue's nominal quota"
             else:
                 why = "no other queue has idle quota to lend"
             return (

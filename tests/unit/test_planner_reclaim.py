@@ -161,10 +161,16 @@ def test_reclaim_victims_are_minimal() -> None:
     assert victims(w.step()) == ["team-b/big"]
 
 
+def _three_to_take() -> dict[str, Task]:
+    """team-b: four non-preemptible runs within its nominal quota (they may not borrow), and
+    four it borrows, of which only the three of priority 0 are below a priority-5 reclaimer."""
+    runs = {f"team-b/b{i}": task(9, 1, preemptible=i == 4) for i in range(5)}
+    return runs | {f"team-b/p{i}": task(0, 1) for i in range(3)}
+
+
 def test_nothing_is_reclaimed_when_it_would_not_suffice() -> None:
-    runs = {f"team-b/b{i}": task(0, 1, preemptible=(i > 4)) for i in range(8)}
-    w = borrowed_world(runs=runs)
-    w.specs["team-a/x"] = task(0, 4)  # only three preemptible CPUs
+    w = borrowed_world("reclaimWithinCohort: LowerPriority", runs=_three_to_take())
+    w.specs["team-a/x"] = task(5, 4)  # only three CPUs may be taken back
     p = w.step()
     assert p.preemptions == [] and p.stops == []
 
@@ -284,13 +290,11 @@ def test_a_head_beyond_its_nominal_quota_does_not_reclaim() -> None:
 
 
 def test_only_the_queues_head_reclaims() -> None:
-    runs = {f"team-b/b{i}": task(0, 1, preemptible=False) for i in range(5)}
-    runs |= {f"team-b/p{i}": task(0, 1) for i in range(3)}
-    w = borrowed_world(runs=runs)
+    w = borrowed_world("reclaimWithinCohort: LowerPriority", runs=_three_to_take())
     # team-a's head needs 4 CPUs and only 3 of team-b's runs may go; the small task behind
     # it could be seated by one victim, but it is not the head.
-    w.specs["team-a/head"] = task(9, 4)
-    w.specs["team-a/behind"] = task(0, 1)
+    w.specs["team-a/head"] = task(5, 4)
+    w.specs["team-a/behind"] = task(1, 1)
     p = w.step()
     assert p.preemptions == [] and p.stops == []
 

@@ -55,6 +55,12 @@ ROWS = [
         "b uses 2/2 CPU of its quota; can borrow 0 more (no other queue has idle quota to lend)",
     ),
     (
+        Waiting(QuotaShortfall("b", "cpu", 4, 4, 0, BorrowBound.NOT_PREEMPTIBLE, 0)),
+        Reason.QUOTA_EXCEEDED,
+        "b uses 4/4 CPU of its quota; can borrow 0 more (a task with preemptible: false runs "
+        "only within its queue's nominal quota)",
+    ),
+    (
         Waiting(OverQuota("a", "cpu", 9, 3, math.inf)),
         Reason.QUOTA_EXCEEDED,
         "asks for 9 CPU; a may hold at most unlimited (nominal 3 + borrowingLimit unlimited); "
