@@ -248,7 +248,7 @@ def decide(
         now,
         reclaim=False,
     )
-    return [Decision(preemptor, ONE_QUEUE, picked, free)] if picked else []
+    return [Decision(preemptor, ONE_QUEUE, picked, free + coming)] if picked else []
 
 
 @dataclass(frozen=True)
@@ -393,7 +393,7 @@ def _decide_by_queue(
         )
         if not picked:
             continue
-        decisions.append(Decision(preemptor, name, picked, free))
+        decisions.append(Decision(preemptor, name, picked, room))
         chosen = {v.run.name for v in picked}
         pool = [(q, run) for q, run in pool if run.name not in chosen]
         freed = Capacity()

@@ -14,7 +14,7 @@ from specs.cluster import SUCCEEDED, Capacity
 from specs.models import ConditionType, Phase, Reason, Task
 from specs.parse import parse_queue_config
 from specs.settings import PlanOptions
-from tests.support.planner_world import GIB, task
+from tests.support.planner_world import GIB, T0, task
 from tests.unit.test_planner_preemption import Cluster
 
 
@@ -466,6 +466,20 @@ def _check_pass(w: Cluster, within: str, reclaim: str, min_preemptor: int) -> No
     for name in waiting_for_victims:
         if name is not None and w.phase(name) is Phase.QUEUED:
             start[_queue_of(name)] += cpus[name]
+    def key(name: str) -> tuple[int, float, str]:
+        return (-priority[name], (w.status(name).queued_at or T0).timestamp(), name)
+
+    def handed(me: str) -> float:
+        """What preemptors of its queue that it overtakes had been promised: now its own."""
+        return sum(
+            cpus[n]
+            for n in waiting_for_victims
+            if n is not None
+            and w.phase(n) is Phase.QUEUED
+            and _queue_of(n) == _queue_of(me)
+            and key(n) > key(me)
+        )
+
     for decision in p.preemptions:
         me, need = decision.preemptor, cpus[decision.preemptor]
         assert priority[me] >= min_preemptor, "a preemptor below the threshold"
@@ -487,8 +501,10 @@ def _check_pass(w: Cluster, within: str, reclaim: str, min_preemptor: int) -> No
                 if reclaim == "LowerPriority":
                     assert priority[victim] < priority[me]
                 assert usage[theirs] > NOMINAL[theirs] + 1e-9, "reclaimed from a lender"
-                # the reclaimer stays within its nominal quota: no reclaim back
-                assert start[mine] + need <= NOMINAL[mine] + 1e-9
+                # the reclaimer stays within its nominal quota, counting its own victims
+                # and the room promised to preemptors of its queue it overtakes (issue 25):
+                # no reclaim back
+                assert start[mine] - freed_own - handed(me) + need <= NOMINAL[mine] + 1e-9
                 assert need > decision.free.cpu + freed - cpus[victim] + 1e-9, "more than needed"
             usage[theirs] -= cpus[victim]
     w.run_all()
