@@ -466,6 +466,7 @@ def _check_pass(w: Cluster, within: str, reclaim: str, min_preemptor: int) -> No
     for name in waiting_for_victims:
         if name is not None and w.phase(name) is Phase.QUEUED:
             start[_queue_of(name)] += cpus[name]
+
     def key(name: str) -> tuple[int, float, str]:
         return (-priority[name], (w.status(name).queued_at or T0).timestamp(), name)
 
