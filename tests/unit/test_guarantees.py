@@ -46,12 +46,15 @@ def world(
     cpus: float,
     age: float = 600,
     preemption: str = "Never",
+    max_per_task: int = 0,
 ) -> Cluster:
     """`runs` running for `age` seconds on a `cpus`-CPU cluster, backfill."""
     w = Cluster(
         dict(runs),
         capacity=Capacity(cpus, 0, 64 * GIB),
-        options=PlanOptions(policy="backfill", preemption=preemption),
+        options=PlanOptions(
+            policy="backfill", preemption=preemption, preemption_max_per_task=max_per_task
+        ),
         queues=config,
     )
     w.step()
@@ -201,6 +204,19 @@ def test_too_young_runs_above_nominal_are_reclaimable() -> None:
     w = world({f"team-b/b{i}": task(0, 1) for i in range(8)}, config, 8, age=60)
     w.specs["team-a/x"] = task(9, 4)
     assert victims(w.step()) == [f"team-b/b{i}" for i in range(4)]
+
+
+def test_a_run_preempted_as_often_as_the_cap_allows_is_not_reclaimed() -> None:
+    config = queues(
+        "nominalQuota: {cpu: 4}\npreemption: {reclaimWithinCohort: Any}", "nominalQuota: {cpu: 4}"
+    )
+    w = world({f"team-b/b{i}": task(0, 1) for i in range(8)}, config, 8, max_per_task=1)
+    for name in ("team-b/b0", "team-b/b1"):
+        status = w.statuses[name]
+        body = status.status.model_copy(update={"preemptions": 1})
+        w.statuses[name] = status.model_copy(update={"status": body})
+    w.specs["team-a/x"] = task(9, 2)
+    assert victims(w.step()) == ["team-b/b2", "team-b/b3"]
 
 
 def test_a_queue_below_nominal_combines_reclaim_with_its_own_victims() -> None:
