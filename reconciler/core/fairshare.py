@@ -44,6 +44,7 @@ from reconciler.core.quotas import (
     scale,
 )
 from reconciler.core.waits import (
+    BehindTask,
     BorrowBound,
     KeptForQueue,
     NextPass,
@@ -64,6 +65,7 @@ class QueueDemand:
     usage: Capacity
     candidates: Sequence[Candidate]
     policy: Policy
+    claims: Sequence[Claim] = ()  # its own runs' claims: only their end frees its quota
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,7 @@ class _Queue:
     usage: Capacity
     remaining: list[Candidate]
     policy: Policy
+    claims: list[Claim] = field(default_factory=list)
     admitted: list[str] = field(default_factory=list)
     memo: tuple[object, list[str]] | None = None  # (inputs, the policy's starts) of last ask
 
@@ -185,13 +188,17 @@ class _Pass:
         self.claims = list(claims)
         self.now = now
         self.slots = slots
-        self.queues = [_Queue(d.quota, d.usage, list(d.candidates), d.policy) for d in queues]
+        self.queues = [
+            _Queue(d.quota, d.usage, list(d.candidates), d.policy, list(d.claims)) for d in queues
+        ]
         self.lend = lendable(d.quota for d in queues)  # what shares are measured against
         self.result = FairAdmission()
         self.unfit: dict[str, Waiting] = {}
         self.reservation = reservation
         # queues whose borrowing a reservation stopped
         self.reserved_by: dict[str, _Reservation] = {}
+        # queues held by a pick that may not borrow (preemptible: false), by queue
+        self.held: dict[str, Candidate] = {}
         # Caches, valid while `version` (bumped by every admission) stands.
         self.version = 0
         self.totals: tuple[int, Capacity, Capacity] | None = None
@@ -241,14 +248,24 @@ class _Pass:
         fast = _FIRST_START.get(queue.policy)
         if fast is not None:  # strict and besteffort need neither claims nor the whole walk
             return fast(queue.remaining, budget) if self.slots > 0 else None
-        key = (budget, len(queue.remaining), self.slots, len(self.claims))
+        key = (budget, self.free, len(queue.remaining), self.slots, len(self.claims))
         if queue.memo is None or queue.memo[0] != key:
-            admission = queue.policy(queue.remaining, budget, self.claims, self.now, self.slots)
+            admission = self._ask(queue, budget)
             queue.memo = (key, admission.start)
         starts = queue.memo[1]
         if not starts:
             return None
         return next(c for c in queue.remaining if c.name == starts[0])
+
+    def _ask(self, queue: _Queue, budget: Capacity) -> policies.Admission:
+        """The queue's policy on its waiting tasks; backfill also gets the queue's view, so
+        its reservation waits for what frees the quota as well as the cluster."""
+        if queue.policy is policies.backfill:
+            view = policies.QuotaView(self.quota_limit(queue), queue.claims, pos(self.free))
+            return policies.backfill(
+                queue.remaining, budget, self.claims, self.now, self.slots, quota=view
+            )
+        return queue.policy(queue.remaining, budget, self.claims, self.now, self.slots)
 
     def run(self) -> FairAdmission:
         for queue in self.queues:
@@ -257,6 +274,7 @@ class _Pass:
             best: tuple[tuple[bool, bool, Share, float, str], _Queue, Candidate] | None = None
             reservation: _Reservation | None = None
             self.reserved_by = {}
+            self.held = {}
             for queue in sorted(self.queues, key=self._share_key):
                 candidate = self.pick(queue)
                 if candidate is None:
@@ -264,6 +282,11 @@ class _Pass:
                         reservation = self._reservation_for(queue)
                     continue
                 borrows = not (queue.usage + candidate.request).fits_in(queue.quota.nominal)
+                if borrows and not candidate.preemptible:
+                    # Work above nominal must stay reclaimable: a run nobody may stop never
+                    # borrows. The queue waits for its own quota, as if its quota were full.
+                    self.held[queue.quota.name] = candidate
+                    continue
                 reserved = candidate.name in self.first
                 if (
                     borrows
@@ -333,13 +356,21 @@ class _Pass:
         self.free = self.free - candidate.request
         self.slots -= 1
         ends_by = self.now + candidate.timeout_seconds if candidate.timeout_seconds > 0 else None
-        self.claims.append(Claim(candidate.request, ends_by))
+        self.claims.append(Claim(candidate.request, ends_by, candidate.name))
+        queue.claims.append(self.claims[-1])
         self.result.start.append(candidate.name)
 
     def _drop_never_fitting(self, queue: _Queue) -> None:
-        """A task bigger than nominal + borrowingLimit can never start while the config
-        stands; like a task bigger than the cluster, it must not block its queue."""
-        ceiling = queue.quota.nominal + queue.quota.borrowing_limit
+        """A task bigger than its queue can ever get can never start while the config stands;
+        like a task bigger than the cluster, it must not block its queue. The most a queue can
+        get: its nominal quota, plus what it may borrow (its borrowingLimit, and at most what
+        the others can ever lend: each min(lendingLimit, nominal)), never more than the cluster."""
+        lenders = Capacity()
+        for other in self.queues:
+            if other is not queue:
+                lenders = lenders + min_of(other.quota.lending_limit, other.quota.nominal)
+        borrowable = min_of(queue.quota.borrowing_limit, lenders)
+        ceiling = min_of(self.capacity, queue.quota.nominal + borrowable)
         for candidate in list(queue.remaining):
             request = candidate.request
             for r in RESOURCES:
@@ -352,6 +383,7 @@ class _Pass:
                             of(request, r),
                             of(quota.nominal, r),
                             of(quota.borrowing_limit, r),
+                            of(lenders, r),
                         )
                     )
                     queue.remaining.remove(candidate)
@@ -394,9 +426,14 @@ class _Pass:
         if not queue.remaining:
             return
         budget = self.budget(queue)
-        admission = queue.policy(queue.remaining, budget, self.claims, self.now, self.slots)
-        for candidate in queue.remaining:
+        admission = self._ask(queue, budget)
+        held = self.held.get(queue.quota.name)
+        for ahead, candidate in enumerate(queue.remaining):
             waiting = admission.waiting.get(candidate.name)
+            if held is not None and candidate is held:
+                waiting = Waiting(self._not_preemptible(queue, candidate.request), ahead)
+            elif held is not None and waiting is None:
+                waiting = Waiting(BehindTask(held.name), ahead)
             if waiting is None:
                 reservation = self.reserved_by.get(queue.quota.name)
                 if reservation is not None:
@@ -413,6 +450,20 @@ class _Pass:
             return waiting
         # The policy measured the shortfall against the budget; its place and note still hold.
         return replace(waiting, lacks=self._lack(queue, candidate.request))
+
+    def _not_preemptible(self, queue: _Queue, request: Capacity) -> QuotaShortfall:
+        room = pos(queue.quota.nominal - queue.usage)
+        r = next((r for r in RESOURCES if of(request, r) > of(room, r) + EPS), "cpu")
+        quota = queue.quota
+        return QuotaShortfall(
+            quota.name,
+            r,
+            of(queue.usage, r),
+            of(quota.nominal, r),
+            0.0,
+            BorrowBound.NOT_PREEMPTIBLE,
+            0.0,
+        )
 
     def _lack(self, queue: _Queue, request: Capacity) -> Shortfall | QuotaShortfall:
         """What `request` lacks beyond its budget: the cluster's free resources, or (when they

@@ -28,6 +28,7 @@ class Candidate:
     name: str
     request: Capacity
     timeout_seconds: float  # 0: no declared bound on its run time
+    preemptible: bool = True  # false: with team queues, it never borrows
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,18 @@ class Claim:
 
     request: Capacity
     ends_by: float | None
+    task: str = ""  # whose run it is: with team queues, the claims of a queue free its quota
+
+
+@dataclass(frozen=True)
+class QuotaView:
+    """With team queues, what a queue's quota lets it take: `room` now, and its own runs'
+    claims, the only ones whose end gives it more. Backfill's estimate must wait for both
+    this and the cluster, or it promises a start the quota will not allow."""
+
+    room: Capacity
+    claims: Sequence[Claim]
+    free: Capacity  # the cluster's free resources (the policy's budget is the smaller)
 
 
 @dataclass
@@ -93,33 +106,56 @@ class Reservation:
 
     start: float  # the shadow time: every claim the head needs has ended by then
     extra: Capacity  # free at `start` beyond the head's request; may be held past `start`
+    quota_extra: Capacity | None = None  # with a QuotaView: its quota's room beyond the head
 
 
 def reserve(
-    request: Capacity, free: Capacity, claims: Sequence[Claim], now: float
+    request: Capacity,
+    free: Capacity,
+    claims: Sequence[Claim],
+    now: float,
+    quota: QuotaView | None = None,
 ) -> Reservation | None:
-    """The earliest time `request` fits if every bounded claim runs to its bound.
+    """The earliest time `request` fits if every bounded claim runs to its bound: in the
+    cluster, and (given `quota`) in its queue's quota too.
 
     Unbounded claims count as held for ever, which is still a true upper bound; None when the
     request needs resources only unbounded claims hold, so no time can be promised.
     """
-    available = free
-    bounded = sorted((c for c in claims if c.ends_by is not None), key=lambda c: c.ends_by or 0)
-    index = 0
-    while index < len(bounded):
-        shadow = bounded[index].ends_by
-        assert shadow is not None
+    bounded = sorted((c for c in claims if c.ends_by is not None), key=_end)
+    own = sorted((c for c in quota.claims if c.ends_by is not None), key=_end) if quota else []
+    available, room = free, quota.room if quota is not None else Capacity()
+    i = j = 0
+    while i < len(bounded) or j < len(own):
         # Claims ending at the same moment all release at once; take them together.
-        while index < len(bounded) and bounded[index].ends_by == shadow:
-            available = available + bounded[index].request
-            index += 1
-        if request.fits_in(available):
+        shadow = min(_end(c) for c in (bounded[i : i + 1] + own[j : j + 1]))
+        while i < len(bounded) and _end(bounded[i]) == shadow:
+            available = available + bounded[i].request
+            i += 1
+        while j < len(own) and _end(own[j]) == shadow:
+            room = room + own[j].request
+            j += 1
+        if not request.fits_in(available):
+            continue
+        if quota is None:
             return Reservation(max(shadow, now), available - request)
+        if request.fits_in(room):
+            return Reservation(max(shadow, now), available - request, room - request)
     return None
 
 
+def _end(claim: Claim) -> float:
+    assert claim.ends_by is not None
+    return claim.ends_by
+
+
 def backfill(
-    queue: Sequence[Candidate], free: Capacity, claims: Sequence[Claim], now: float, slots: int
+    queue: Sequence[Candidate],
+    free: Capacity,
+    claims: Sequence[Claim],
+    now: float,
+    slots: int,
+    quota: QuotaView | None = None,
 ) -> Admission:
     """EASY backfilling, as Slurm does it.
 
@@ -129,10 +165,13 @@ def backfill(
     ends by its own timeoutSeconds before that time, or uses only the reservation's spare
     resources. A task without a timeout can only use the spare. If no reservation can be
     computed (the head needs what unbounded claims hold), the pass falls back to strict.
+    With team queues, `quota` is the queue's view: its reservation waits for the queue's
+    quota as well as for the cluster, and what runs past it must fit in both.
     """
     admission = Admission()
     # Jobs started in this pass hold resources too; without them the shadow time would be early.
     claims = list(claims)
+    own = list(quota.claims) if quota is not None else []
     index = 0
     while index < len(queue) and slots > 0 and queue[index].request.fits_in(free):
         task = queue[index]
@@ -140,7 +179,8 @@ def backfill(
         free = free - task.request
         slots -= 1
         ends_by = now + task.timeout_seconds if task.timeout_seconds > 0 else None
-        claims.append(Claim(task.request, ends_by))
+        claims.append(Claim(task.request, ends_by, task.name))
+        own.append(claims[-1])
         index += 1
     if index == len(queue):
         return admission
@@ -151,7 +191,12 @@ def backfill(
         return admission
 
     lacks = shortfall(head.request, free)
-    reservation = reserve(head.request, free, claims, now)
+    view, cluster_free = None, free
+    if quota is not None:  # `free` is the budget: the smaller of the cluster and the quota
+        used = sum((task.request for task in queue[:index]), Capacity())
+        view = QuotaView(quota.room - used, own, quota.free - used)
+        cluster_free = view.free
+    reservation = reserve(head.request, cluster_free, claims, now, view)
     if reservation is None:
         # The head needs resources held by jobs with no declared end (no timeoutSeconds): no
         # promise is possible, so nobody may overtake it (strict for this pass).
@@ -161,6 +206,12 @@ def backfill(
         return admission
 
     shadow, extra = reservation.start, reservation.extra
+    if reservation.quota_extra is not None:  # what runs past the start holds both
+        extra = Capacity(
+            min(extra.cpu, reservation.quota_extra.cpu),
+            min(extra.gpu, reservation.quota_extra.gpu),
+            min(extra.memory, reservation.quota_extra.memory),
+        )
     admission.waiting[head.name] = Waiting(lacks, 0, note=ReservedStart(shadow))
     for task in queue[index + 1 :]:
         ahead = len(admission.waiting)

@@ -10,10 +10,15 @@ waiting heads ask, and what "fits" means for each:
   under its queue's `preemption:` block alone (a field left out takes its default):
   `withinQueue` lets it stop lower-priority runs of its own queue when the cluster or its
   quota is full; `reclaimWithinCohort` lets it take lent quota back from queues that borrow,
-  when it fits within its own queue's nominal quota and only the cluster holds it back; a
-  head below `minPreemptorPriority` does neither (it waits, as without preemption).
+  whenever its queue is below its nominal quota (combined with its own lower-priority
+  victims when `withinQueue` allows), never so that it borrows; a head below
+  `minPreemptorPriority` does neither (it waits, as without preemption).
   Heads that reclaim ask first, then the others, each by lowest weighted share; the room a
   preemptor is promised is reserved before the next one asks.
+- One ledger (`Ledger`): what victims still stopping will free is committed to their
+  preemptor; a head that overtakes it takes the claim over, and what stops for a preemptor
+  no longer waiting goes to the first head that asks; after each decision the victims' queues
+  are lowered in usage and in commitments together.
 
 Everything here is read from the sidecars and Ray's job list each pass, never remembered.
 """
@@ -27,6 +32,7 @@ from typing import TYPE_CHECKING
 from reconciler.core import lifecycle, policies, queueing, victims
 from reconciler.core.decisions import Preemption, Stop, StopCause
 from reconciler.core.fairshare import fits_needed
+from reconciler.core.quotas import EPS, RESOURCES, of
 from reconciler.core.victims import NEVER, Preemptor, QueueLoad, Rules, Running, Victim
 from reconciler.core.waits import Preempting
 from specs.cluster import Capacity, RayJob
@@ -229,6 +235,8 @@ def decide(
     waiting = admission.waiting.get(head.name)
     if waiting is None or waiting.reason != Reason.WAITING_FOR_RESOURCES:
         return []  # an in-flight slot, not resources, holds it back
+    ledger = Ledger(stopping, by_name, [c.name for c in queue])
+    coming = ledger.draw(head.name, lambda _by: True).room
     preemptor = Preemptor(head.name, priorities[head.name], head.request)
     picked = victims.choose_in_cohort(
         preemptor,
@@ -236,11 +244,62 @@ def decide(
         ((ONE_QUEUE, run) for run in running),
         {ONE_QUEUE: rules},
         {},
-        lambda freed, _own: head.request.fits_in(free + freed),
+        lambda freed, _own: head.request.fits_in(free + coming + freed),
         now,
         reclaim=False,
     )
-    return [Decision(preemptor, ONE_QUEUE, picked, free)] if picked else []
+    return [Decision(preemptor, ONE_QUEUE, picked, free + coming)] if picked else []
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """What a head may count on of the room committed to others: `room` in the cluster, and
+    `promised`, the quota its own queue had promised to the preemptors it overtakes."""
+
+    room: Capacity
+    promised: Capacity
+
+
+class Ledger:
+    """The resources of victims still stopping, each committed to its preemptor (the task its
+    victims name). A head that overtakes a waiting preemptor (comes before it in the queue
+    order, in a scope where it could have preempted the same runs) takes its claim over: the
+    victims' room and what was reserved of today's free for it. What stops for a preemptor
+    that is no longer waiting (it started, or was deleted) is nobody's: the first head that
+    asks counts it. Each claim is drawn once per pass, so nothing is counted twice."""
+
+    def __init__(
+        self,
+        stopping: Mapping[str, StoppingVictims],
+        waiting: Mapping[str, policies.Candidate],
+        order: Sequence[str],
+    ) -> None:
+        self.stopping = stopping
+        self.waiting = waiting
+        self.place = {name: i for i, name in enumerate(order)}
+        self.drawn: set[str] = set()
+
+    def draw(self, head: str, same_scope: Callable[[str], bool]) -> Drawn:
+        room, promised = Capacity(), Capacity()
+        for by, pending in sorted(self.stopping.items()):
+            if by == head or by in self.drawn:
+                continue
+            owner = self.waiting.get(by)
+            if owner is None:  # its preemptor no longer waits: nobody's room
+                room = room + pending.freeing
+            elif (
+                same_scope(by)
+                and by in self.place
+                and head in self.place
+                and self.place[by] > self.place[head]
+            ):
+                reserved = victims.still_needed(owner.request, pending.freeing)
+                room = room + pending.freeing + reserved
+                promised = promised + owner.request
+            else:
+                continue
+            self.drawn.add(by)
+        return Drawn(room, promised)
 
 
 def _decide_by_queue(
@@ -277,40 +336,51 @@ def _decide_by_queue(
         guaranteed = (committed[name] + head.request).fits_in(state.nominal)
         heads.append(((not guaranteed, state.share, name), name, head))
     heads.sort(key=lambda item: item[0])
+    ledger = Ledger(stopping, by_name, list(by_name))  # by_name: in the global order
     pool = [(plan_setup.queue_of(run.name), run) for run in running]
     rules = plan_setup.rules()
     decisions: list[Decision] = []
-    for (not_guaranteed, _, _), name, head in heads:
+    for _, name, head in heads:
         own = rules.get(name, Rules())
         if not victims.may_ask(own, priorities[head.name]):
             continue  # it waits as without preemption; nobody behind it asks instead
         waiting = admission.waiting.get(head.name)
         reason = waiting.reason if waiting is not None else None
-        # Reclaim: the head fits its nominal quota and only the cluster is full.
-        reclaim = (
-            own.reclaim_within_cohort != NEVER
-            and not not_guaranteed
-            and reason == Reason.WAITING_FOR_RESOURCES
+        state = states[name]
+        waits = reason in (Reason.WAITING_FOR_RESOURCES, Reason.QUOTA_EXCEEDED)
+        # Reclaim: its queue is below its nominal quota in something the head needs (Kueue:
+        # a queue may always get back to its nominal quota); with withinQueue it may add its
+        # own lower-priority victims to fit.
+        below = any(
+            of(head.request, r) > 0 and of(committed[name], r) < of(state.nominal, r) - EPS
+            for r in RESOURCES
         )
-        within = own.within_queue != NEVER and reason in (
-            Reason.WAITING_FOR_RESOURCES,
-            Reason.QUOTA_EXCEEDED,
-        )
+        reclaim = own.reclaim_within_cohort != NEVER and below and waits
+        within = own.within_queue != NEVER and waits
         if not (reclaim or within):
             continue
-        state = states[name]
-        # Its quota room grows by what its own victims free (they count in its usage).
-        headroom = state.nominal - committed[name] + state.above_nominal
-        room, request = free, head.request
+        drawn = ledger.draw(head.name, _same_queue(plan_setup, name))
+        # Its quota room grows by what its own victims free (they count in its usage), and by
+        # what its queue had promised to the preemptors it overtakes.
+        nominal_room = state.nominal - committed[name] + drawn.promised
+        room, request = free + drawn.room, head.request
+        borrow = state.above_nominal
 
         def fits(
             freed: Capacity,
             freed_own: Capacity,
             room: Capacity = room,
             request: Capacity = request,
-            headroom: Capacity = headroom,
+            nominal_room: Capacity = nominal_room,
+            borrow: Capacity = borrow,
         ) -> bool:
-            return request.fits_in(room + freed) and fits_needed(request, headroom + freed_own)
+            if not request.fits_in(room + freed):
+                return False
+            if fits_needed(request, nominal_room + freed_own):
+                return True
+            # Taking quota back never makes the preemptor a borrower: only without reclaim
+            # victims may it fit above its nominal quota.
+            return freed == freed_own and fits_needed(request, nominal_room + borrow + freed_own)
 
         loads = {
             other: QueueLoad(st.nominal, usage[other])
@@ -323,16 +393,24 @@ def _decide_by_queue(
         )
         if not picked:
             continue
-        decisions.append(Decision(preemptor, name, picked, free))
+        decisions.append(Decision(preemptor, name, picked, room))
         chosen = {v.run.name for v in picked}
         pool = [(q, run) for q, run in pool if run.name not in chosen]
         freed = Capacity()
         for victim in picked:
             freed = freed + victim.run.request
+            # One ledger: what a victim frees leaves its queue's usage and its commitments
+            # at once, so the next head sees its queue as it will be.
             usage[victim.queue] = usage[victim.queue] - victim.run.request
+            committed[victim.queue] = committed[victim.queue] - victim.run.request
+        committed[name] = committed[name] + request - drawn.promised
         # Reserved for it from now on: the next preemptor may not count on this room.
-        free = free - victims.still_needed(request, freed)
+        free = free - victims.still_needed(request, freed + drawn.room)
     return decisions
+
+
+def _same_queue(plan_setup: Setup, queue: str) -> Callable[[str], bool]:
+    return lambda task: plan_setup.queue_of(task) == queue
 
 
 # --- recording a decision in the pass -------------------------------------------------------

@@ -53,8 +53,14 @@ def admit_by_queue(
         owner = config.queue_of(candidate.name)
         queue_of[candidate.name] = owner
         members[owner].append(candidate)
+    own: dict[str, list[Claim]] = {name: [] for name in names}
+    for claim in claims:
+        if claim.task:
+            own[config.queue_of(claim.task)].append(claim)
     demands = [
-        fairshare.QueueDemand(quota, usage[quota.name], members[quota.name], policy)
+        fairshare.QueueDemand(
+            quota, usage[quota.name], members[quota.name], policy, own[quota.name]
+        )
         for quota in quotas.queues
     ]
     result = fairshare.admit(capacity, free, demands, claims, now, slots, reservation, first)

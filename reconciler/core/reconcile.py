@@ -260,7 +260,7 @@ def _enqueue(step: TaskStep, name: str, task: Task, body: TaskStatusBody) -> Tas
         # A task held in a dependency cycle stays so: the cycle is what the user must fix first.
         return body if lifecycle.in_cycle(body) else lifecycle.unschedulable(body, too_big)
     key = (-task.spec.priority, to_epoch(body.queued_at) or step.now, name)
-    candidate = policies.Candidate(name, req, task.spec.timeout_seconds)
+    candidate = policies.Candidate(name, req, task.spec.timeout_seconds, task.spec.preemptible)
     step.waiter = Waiter(
         key, candidate, task, bool(task.spec.depends_on) or lifecycle.in_cycle(body)
     )

@@ -196,4 +196,6 @@ def keep_active(step: TaskStep, body: TaskStatusBody, task: Task | None) -> None
         req = Capacity()
     timeout = task.spec.timeout_seconds if task is not None else 0
     started = to_epoch(body.started_at) or to_epoch(body.submitted_at) or step.now
-    step.in_use = InUse(sid, req, policies.Claim(req, started + timeout if timeout > 0 else None))
+    step.in_use = InUse(
+        sid, req, policies.Claim(req, started + timeout if timeout > 0 else None, step.name)
+    )

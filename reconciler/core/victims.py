@@ -119,6 +119,13 @@ def lost_work(run: Running, now: float) -> float:
     return seconds * run.size
 
 
+def exempt_from_reclaim(run: Running, rules: Rules) -> bool:
+    """Never taken back from a borrowing queue: opted out, or preempted enough. Its age does
+    not protect it: work above a queue's nominal quota is always reclaimable (as in Kueue),
+    or minRuntimeSeconds would let a queue keep what it borrowed for as long as it likes."""
+    return not run.preemptible or bool(rules.max_per_task and run.preemptions >= rules.max_per_task)
+
+
 def still_needed(request: Capacity, freeing: Capacity) -> Capacity:
     """What a preemptor still needs of today's free resources beyond what its stopping victims
     will free: others may not take it meanwhile, or it would find no room when they are gone
@@ -193,14 +200,21 @@ def choose_in_cohort(
         return ()
     pool: list[Victim] = []
     for where, run in running:
-        if run.name == preemptor.name or exempt(run, now, rules.get(where, own)):
+        if run.name == preemptor.name:
             continue
         if where == queue:
+            if exempt(run, now, own):
+                continue
             if may_preempt(own, preemptor.priority, run.priority) and not may_preempt(
                 own, run.priority, preemptor.priority
             ):
                 pool.append(Victim(run, where, reclaim=False))
-        elif reclaim and where in loads and may_reclaim(own, preemptor.priority, run.priority):
+        elif (
+            reclaim
+            and where in loads
+            and not exempt_from_reclaim(run, rules.get(where, own))
+            and may_reclaim(own, preemptor.priority, run.priority)
+        ):
             pool.append(Victim(run, where, reclaim=True))
     pool.sort(key=lambda v: (not v.reclaim, v.run.priority, lost_work(v.run, now), v.run.name))
     chosen: list[Victim] = []

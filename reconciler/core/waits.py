@@ -8,6 +8,7 @@ waits looks at the value (`Waiting.lacks`, `Waiting.reason`).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum, auto
@@ -37,6 +38,7 @@ class BorrowBound(Enum):
     BORROWING_LIMIT = auto()  # its own borrowingLimit
     NOTHING_TO_LEND = auto()  # no other queue has idle quota
     OTHERS_LEND = auto()  # the others lend only so much more
+    NOT_PREEMPTIBLE = auto()  # preemptible: false runs only within its queue's nominal quota
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,8 @@ class QuotaShortfall:
 
 @dataclass(frozen=True)
 class OverQuota:
-    """It asks for more than its queue may ever hold (nominal + borrowingLimit)."""
+    """It asks for more than its queue may ever hold: nominal + what it may borrow (its
+    borrowingLimit, and what the other queues' lendingLimits let them lend)."""
 
     reason: ClassVar[Reason] = Reason.QUOTA_EXCEEDED
     queue: str
@@ -63,6 +66,7 @@ class OverQuota:
     asked: float
     nominal: float
     borrowing_limit: float
+    lenders: float = math.inf  # the most the other queues can ever lend
 
 
 @dataclass(frozen=True)
@@ -221,18 +225,27 @@ def _lack(lack: Lack) -> str:
                 why = f"borrowingLimit {amount(r, limit)}"
             elif bound is BorrowBound.OTHERS_LEND:
                 why = f"other queues lend {amount(r, limit)} more"
+            elif bound is BorrowBound.NOT_PREEMPTIBLE:
+                why = "a task with preemptible: false runs only within its queue's nominal quota"
             else:
                 why = "no other queue has idle quota to lend"
             return (
                 f"{queue} uses {amount(r, used)}/{amount(r, nominal)} {unit(r)} of its quota; "
                 f"can borrow {amount(r, borrowable)} more ({why})"
             )
-        case OverQuota(queue, r, asked, nominal, borrowing_limit):
+        case OverQuota(queue, r, asked, nominal, borrowing_limit, lenders):
+            if lenders < borrowing_limit:
+                most = nominal + lenders
+                why = f"what the other queues' lendingLimits let them lend {amount(r, lenders)}"
+            else:
+                most, why = (
+                    nominal + borrowing_limit,
+                    f"borrowingLimit {amount(r, borrowing_limit)}",
+                )
             return (
                 f"asks for {amount(r, asked)} {unit(r)}; {queue} may hold at most "
-                f"{amount(r, nominal + borrowing_limit)} (nominal {amount(r, nominal)} + "
-                f"borrowingLimit {amount(r, borrowing_limit)}); it cannot start unless the "
-                "quota changes"
+                f"{amount(r, most)} (nominal {amount(r, nominal)} + {why}); it cannot start "
+                "until the queue configuration changes"
             )
         case InflightLimit():
             return "too many jobs starting at once"

@@ -55,10 +55,22 @@ ROWS = [
         "b uses 2/2 CPU of its quota; can borrow 0 more (no other queue has idle quota to lend)",
     ),
     (
+        Waiting(QuotaShortfall("b", "cpu", 4, 4, 0, BorrowBound.NOT_PREEMPTIBLE, 0)),
+        Reason.QUOTA_EXCEEDED,
+        "b uses 4/4 CPU of its quota; can borrow 0 more (a task with preemptible: false runs "
+        "only within its queue's nominal quota)",
+    ),
+    (
         Waiting(OverQuota("a", "cpu", 9, 3, math.inf)),
         Reason.QUOTA_EXCEEDED,
         "asks for 9 CPU; a may hold at most unlimited (nominal 3 + borrowingLimit unlimited); "
-        "it cannot start unless the quota changes",
+        "it cannot start until the queue configuration changes",
+    ),
+    (
+        Waiting(OverQuota("a", "cpu", 6, 4, math.inf, 1)),
+        Reason.QUOTA_EXCEEDED,
+        "asks for 6 CPU; a may hold at most 5 (nominal 4 + what the other queues' "
+        "lendingLimits let them lend 1); it cannot start until the queue configuration changes",
     ),
     (
         Waiting(InflightLimit(), 0),
