@@ -17,6 +17,7 @@ EXPECTED = {
     "working-dir": "Succeeded",
     "team-a/preprocess": "Succeeded",
     "timeout": "TimedOut",  # the timeout demo is meant to be stopped
+    "resumable": "Succeeded",
 }
 
 
