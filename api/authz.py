@@ -78,13 +78,13 @@ def require_top(request: Request, principal: Principal) -> None:
         )
 
 
-def deny(request: Request, principal: Principal, why: str) -> Forbidden:
+def deny(principal: Principal, why: str) -> Forbidden:
     """403 for a write the token's policy forbids; `why` starts with "may not". The front door
     (api.frontdoor) writes the audit line, as for every 403."""
     return Forbidden(f"token {principal.name} {why}")
 
 
-def policy_check(request: Request, principal: Principal) -> Check | None:
+def policy_check(principal: Principal) -> Check | None:
     """The token policy's rules on a spec, for TaskService's put, create and patch."""
     if principal.policy == UNRESTRICTED:
         return None
@@ -92,7 +92,7 @@ def policy_check(request: Request, principal: Principal) -> Check | None:
     def check(name: str, new: Task, before: Task | None) -> None:
         why = spec_violation(principal.policy, new, before)
         if why is not None:
-            raise deny(request, principal, why)
+            raise deny(principal, why)
 
     return check
 
@@ -124,7 +124,7 @@ def task_quota(
             held = sum(1 for task in service.entries() if principal.holds(task))
             why = task_limit_violation(principal.policy, held)
             if why is not None:
-                raise deny(request, principal, why)
+                raise deny(principal, why)
         yield
 
 

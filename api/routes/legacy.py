@@ -152,7 +152,7 @@ def add_task(
     header = f"# Created by POST /add_task (the old scheduler API). Task id: {task_id}\n"
     data = (header + dump_document(_spec_document(body, task_id))).encode()
     check = checks(
-        policy_check(request, caller),
+        policy_check(caller),
         id_check(service, caller, reconciler, settings.resolved_queue_id),
     )
     with task_quota(request, caller, service, name):
@@ -214,7 +214,7 @@ def change_task_priority(
         name,
         {"spec": {"priority": body.priority}},
         author=caller.name,
-        check=policy_check(request, caller),
+        check=policy_check(caller),
     )
     audit(request, caller, "set priority of", name)
     return LegacyTaskState(**legacy_state(body.task_id, name, spec, service.status(name)))
@@ -237,7 +237,7 @@ def cancel_task(
     name = _lookup(service, body.task_id)
     require_write(request, caller, service, name)  # a symlink, or configuration
     spec, _ = service.patch(
-        name, {"spec": {"suspend": True}}, author=caller.name, check=policy_check(request, caller)
+        name, {"spec": {"suspend": True}}, author=caller.name, check=policy_check(caller)
     )
     audit(request, caller, "cancelled", name)
     return LegacyTaskState(**legacy_state(body.task_id, name, spec, service.status(name)))

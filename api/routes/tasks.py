@@ -202,7 +202,7 @@ def put_task(
     else:
         raise ApiError(415, f"send application/json or application/yaml, not {kind}")
     check = checks(
-        policy_check(request, caller),
+        policy_check(caller),
         id_check(service, caller, reconciler, settings.resolved_queue_id),
     )
     with task_quota(request, caller, service, name):
@@ -247,7 +247,7 @@ def patch_task(
         raise Unprocessable("a merge patch must be a JSON object")
     patch.pop("status", None)  # status belongs to the reconciler
     check = checks(
-        policy_check(request, caller),
+        policy_check(caller),
         id_check(service, caller, reconciler, settings.resolved_queue_id),
     )
     spec, changed = service.patch(
