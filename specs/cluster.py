@@ -50,6 +50,31 @@ class Capacity:
 
 
 @dataclass(frozen=True)
+class NodeType:
+    """One kind of node the autoscaler may launch: what one node has, and how many may run."""
+
+    name: str
+    resources: Capacity  # of one node
+    max_count: int
+    min_count: int = 0
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """What the cluster can grow to (issue 26), read from Ray's autoscaler report or from
+    configuration. `ceiling` is the whole cluster at its largest (the head and every node type
+    at its max); `node_types` may be empty when only a ceiling is configured. `pending` and
+    `failures` are the autoscaler's own words: nodes being launched, and recent failed launches
+    (a cloud quota or capacity error, verbatim)."""
+
+    ceiling: Capacity
+    node_types: tuple[NodeType, ...] = ()
+    source: str = "config"  # "autoscaler" | "config"
+    pending: tuple[str, ...] = ()  # e.g. ("small-worker",) per node being launched
+    failures: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class RayJob:
     """One Ray job as listed by the dashboard. Times are Unix seconds."""
 
@@ -126,4 +151,18 @@ class RayAdapter(Protocol):
 
     def logs(self, submission_id: str) -> str:
         """The job's whole log so far. JobNotFound if absent."""
+        ...
+
+
+class Autoscaler(Protocol):
+    """Ray's autoscaler as rayqueue sees it (issue 26). The shell polls `scaling()` beside the
+    capacity read and, after each pass whose plan has a `scale_request`, calls `request()`."""
+
+    def scaling(self) -> Scaling | None:
+        """The autoscaler's node types, max counts, pending launches and failures; None when
+        the cluster does not autoscale (no autoscaler report)."""
+        ...
+
+    def request(self, bundles: Sequence[Capacity]) -> None:
+        """Replace the standing resource request with `bundles` (empty: clear it)."""
         ...

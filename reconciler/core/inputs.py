@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from specs.cluster import (
     Capacity,
     RayJob,
+    Scaling,
 )
 from specs.models import (
     SourceRef,
@@ -37,6 +38,8 @@ class Observation:
     jobs: Mapping[str, RayJob] | None
     capacity: Capacity | None
     error: str | None = None
+    # What the cluster can grow to (issue 26); None: a fixed cluster, exactly as before.
+    scaling: Scaling | None = None
 
     @property
     def available(self) -> bool:

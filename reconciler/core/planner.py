@@ -108,6 +108,10 @@ class Plan:
     # same plan (a timeout, a backoff, a grace period, a reserved start: every rule that reads
     # the clock narrows it); None: no rule does. The loop wakes just after it (RequeueAfter).
     deadline: float | None = None
+    # What to ask the autoscaler for (issue 26): the resource bundles the cluster should be
+    # able to hold (what runs, plus the demand that waits for nodes), shaped to the node types;
+    # None: no scaling (leave any request alone); (): nothing waits, clear the request.
+    scale_request: tuple[Capacity, ...] | None = None
     # No action, no event, every status the very object handed in: the loop then skips
     # passes until something it reads changes, or the deadline passes.
     still: bool = False
