@@ -99,7 +99,7 @@ class QueueMetrics:
     def __init__(self, version: str, *, queue_of: QueueOf = status_queue) -> None:
         # No `*_created` series: neither Kueue nor the dashboard has a use for them. The switch
         # is prometheus_client's, process-wide; this process's only registry is this one.
-        disable_created_metrics()
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # (untyped upstream)
         self.queue_of = queue_of
         self.registry = CollectorRegistry()
         r = self.registry

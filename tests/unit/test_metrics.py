@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 import yaml
@@ -332,3 +334,19 @@ def test_queue_usage_has_kueues_name_and_keeps_the_old_one() -> None:
     m.observe_queues({"team-a": Figures(Capacity(2), Capacity(3), Capacity(1), 0.5)})
     assert value(m, "rayqueue_queue_resource_usage", queue="team-a", resource="cpu") == 3
     assert value(m, "rayqueue_queue_usage", queue="team-a", resource="cpu") == 3
+
+
+def test_the_docs_table_states_every_registered_metric_with_its_type_and_labels() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "observability.md").read_text()
+    section = doc.split("## Prometheus metrics: `/metrics`")[1].split("\n## ")[0]
+    rows = re.findall(r"^\| `(rayqueue_\w+)` \| (\w+) \|([^|]*)\|", section, re.MULTILINE)
+    documented = {name: (kind, set(re.findall(r"`(\w+)`", labels))) for name, kind, labels in rows}
+    assert len(documented) == len(rows)  # no metric twice
+    m = QueueMetrics("0")
+    registered = {}
+    # Every collector in the registry, whoever added it (the loop's metrics, the autoscaler's).
+    for metric in m.registry._collector_to_names:
+        suffix = "_total" if metric._type == "counter" else ""  # type: ignore[attr-defined]
+        labels = set(metric._labelnames)  # type: ignore[attr-defined]
+        registered[metric._name + suffix] = (metric._type, labels)  # type: ignore[attr-defined]
+    assert documented == registered
