@@ -241,10 +241,10 @@ def test_every_dashboard_query_shows_what_happened(
 
     assert one("Running") == 0
     assert one("Pending") == 1
-    assert round(one("Finished (24 h)")) == 3
+    assert one("Finished (24 h)") == 3
     assert one("Ray reachable") == 1
     assert by("Version") == {f"version={_version(text)}": 1}
-    assert round(one("Preempted (24 h)")) == 0
+    assert one("Preempted (24 h)") == 0
     assert by("CPU: declared use vs. capacity", "B") == {"resource=cpu": 4}
     assert by("CPU: declared use vs. capacity", "A") == {"resource=cpu": 0}
     assert by("GPU: declared use vs. capacity", "B") == {"resource=gpu": 0}
@@ -255,7 +255,7 @@ def test_every_dashboard_query_shows_what_happened(
     # them (a wait near 0); the retry keeps its task's queuedAt, so its wait spans the first run.
     (p50,) = wait["A"].values()
     (p95,) = wait["B"].values()
-    assert 0 <= p50 <= 5 and p50 <= p95 < 60, wait
+    assert 0 <= p50 <= 1 and p50 <= p95, wait
     assert {k for k, v in wait["C"].items() if not math.isnan(v)} == {"priority=0", "priority=5"}
     finished = count("Finished runs by phase (per hour)")
     others = {"phase=TimedOut": 0, "phase=Stopped": 0, "phase=Lost": 0}
