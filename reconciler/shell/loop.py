@@ -488,6 +488,8 @@ class Reconciler:
 
     def _write_queue_status(self, plan: Plan, queues: Loaded) -> None:
         """_queues.status.yaml: each queue's quota, use and counts, and the config's validity."""
+        if self.metrics is not None:
+            self.metrics.observe_config(queues.config)
         if queues.state is None:
             self.state.queues = None
             if self.metrics is not None:
@@ -661,6 +663,7 @@ class Reconciler:
             summary,
             ray_available=observed.available,
             priorities=priorities,
+            submitted={submit.task for submit in plan.submits},
         )
 
     # -- the loop ------------------------------------------------------------------------------

@@ -8,16 +8,29 @@ of values, so 10,000 tasks make no more series than 10.
 Gauges are recomputed from all statuses each pass (one walk over what the planner returned);
 counters and the admission-wait histogram count transitions between the statuses before and
 after a pass, so a restart that re-reads finished sidecars counts nothing twice.
+
+Every label set of a counter or histogram that can be known in advance (each queue of the
+configuration x phase, reason, priority; each Ray call x result) is created at 0 before its
+first event: Prometheus' `rate()` and `increase()` see a counter's first increment only if a
+sample before it exists, so without the 0 the first failure of a queue would never show.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from specs.cluster import (
@@ -30,8 +43,8 @@ from specs.cluster import (
     RayUnavailable,
     SubmitRequest,
 )
-from specs.models import FINISHED, ConditionType, Phase, TaskStatus
-from specs.queues import DEFAULT_QUEUE
+from specs.models import FINISHED, ConditionType, Phase, Reason, TaskStatus
+from specs.queues import DEFAULT_QUEUE, UNLIMITED, QueueConfig
 
 T = TypeVar("T")
 
@@ -42,6 +55,14 @@ WAIT_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 12 * 3600, 864
 # A pass over a few tasks takes milliseconds, one over 10,000 about a second.
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 WAITING = frozenset({Phase.QUEUED, Phase.UNSCHEDULABLE})
+PRIORITIES = tuple(str(p) for p in range(10))  # spec.priority is 0..9
+# The Preempted condition's reasons, and why a run that held resources was stopped and put back
+# (Kueue's eviction reasons: Preempted, and Deactivated for a suspend).
+PREEMPTION_REASONS = (Reason.WITHIN_QUEUE.value, Reason.RECLAIM.value)
+EVICTION_REASONS = (Reason.PREEMPTED.value, Reason.SPEC_CHANGED.value, Reason.SUSPENDED.value)
+CALLS = ("list_jobs", "capacity", "submit", "stop", "delete", "logs")
+RESULTS = ("ok", "unavailable", "not_found", "conflict", "refused", "error")
+PASS_KINDS = ("walk", "events", "still")
 
 QueueOf = Callable[[TaskStatus], str]
 
@@ -76,6 +97,9 @@ class QueueMetrics:
     """Every metric of the process; `registry` is what /metrics exposes."""
 
     def __init__(self, version: str, *, queue_of: QueueOf = status_queue) -> None:
+        # No `*_created` series: neither Kueue nor the dashboard has a use for them. The switch
+        # is prometheus_client's, process-wide; this process's only registry is this one.
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # (untyped upstream)
         self.queue_of = queue_of
         self.registry = CollectorRegistry()
         r = self.registry
@@ -96,6 +120,20 @@ class QueueMetrics:
             "Time from queuedAt to the submission to Ray, by queue and priority",
             ["queue", "priority"],
             buckets=WAIT_BUCKETS,
+            registry=r,
+        )
+        # Kueue's kueue_admitted_workloads_total and kueue_evicted_workloads_total.
+        self.admitted = Counter(
+            "rayqueue_admitted_tasks",
+            "Runs submitted to Ray (admitted), by queue",
+            ["queue"],
+            registry=r,
+        )
+        self.evicted = Counter(
+            "rayqueue_evicted_tasks",
+            "Runs that held resources and were stopped and put back, by queue and reason "
+            "(Preempted, SpecChanged, Suspended)",
+            ["queue", "reason"],
             registry=r,
         )
         self.finished = Counter(
@@ -162,8 +200,8 @@ class QueueMetrics:
             registry=r,
         )
         # Per team queue (admin-defined, so few): Kueue's cluster_queue_nominal_quota,
-        # _resource_usage and _weighted_share. The share is the dominant one over all
-        # resources, so it has no resource label (as in Kueue).
+        # _resource_usage, _borrowing_limit, _lending_limit and _weighted_share. The share is
+        # the dominant one over all resources, so it has no resource label (as in Kueue).
         self.queue_nominal = Gauge(
             "rayqueue_queue_nominal_quota",
             "A team queue's nominal quota, resolved against capacity (memory in bytes)",
@@ -171,14 +209,35 @@ class QueueMetrics:
             registry=r,
         )
         self.queue_usage = Gauge(
-            "rayqueue_queue_usage",
+            "rayqueue_queue_resource_usage",
             "Resources declared by a team queue's Starting and Running tasks (memory in bytes)",
+            ["queue", "resource"],
+            registry=r,
+        )
+        # The name before Kueue's was followed; kept so existing dashboards and alerts work.
+        self.queue_usage_deprecated = Gauge(
+            "rayqueue_queue_usage",
+            "Deprecated: the same as rayqueue_queue_resource_usage, which replaces it",
             ["queue", "resource"],
             registry=r,
         )
         self.queue_borrowed = Gauge(
             "rayqueue_queue_borrowed",
             "Usage of a team queue beyond its nominal quota (memory in bytes)",
+            ["queue", "resource"],
+            registry=r,
+        )
+        self.queue_borrowing_limit = Gauge(
+            "rayqueue_queue_borrowing_limit",
+            "The most a team queue may use above its nominal quota (_queues.yaml "
+            "borrowingLimit; memory in bytes); no series for a resource without a limit",
+            ["queue", "resource"],
+            registry=r,
+        )
+        self.queue_lending_limit = Gauge(
+            "rayqueue_queue_lending_limit",
+            "The most of a team queue's idle quota others may borrow (_queues.yaml "
+            "lendingLimit; memory in bytes); no series for a resource without a limit",
             ["queue", "resource"],
             registry=r,
         )
@@ -189,12 +248,71 @@ class QueueMetrics:
             registry=r,
         )
         self._queues_seen: set[str] = set()
+        self._limits_seen: set[tuple[Gauge, str, str]] = set()
+        self._config: QueueConfig | None = None
+        self._declared: set[str] = set()
         build = Gauge(
             "rayqueue_build_info", "Always 1; the version is the label", ["version"], registry=r
         )
         build.labels(version=version).set(1)
         self._pending_seen: set[tuple[str, str]] = set()
         self._running_seen: set[str] = set()
+        for kind in PASS_KINDS:
+            self.passes.labels(kind)
+        for call in CALLS:
+            for result in RESULTS:
+                self.ray_calls.labels(call, result)
+        self.declare_queues([DEFAULT_QUEUE])
+
+    # -- label sets known in advance -------------------------------------------------------------
+    def declare_queues(self, queues: Iterable[str]) -> None:
+        """Create every per-queue counter and histogram label set at 0 (once per queue).
+
+        A queue that leaves the configuration keeps its counters: they only ever grow, and
+        its series simply stop changing.
+        """
+        for queue in queues:
+            if queue in self._declared:
+                continue
+            self._declared.add(queue)
+            self.admitted.labels(queue)
+            self.retries.labels(queue)
+            for phase in sorted(FINISHED):
+                self.finished.labels(queue, phase.value)
+            for reason in PREEMPTION_REASONS:
+                self.preempted.labels(queue, reason)
+            for reason in EVICTION_REASONS:
+                self.evicted.labels(queue, reason)
+            for priority in PRIORITIES:
+                self.admission_wait.labels(queue, priority)
+
+    def observe_config(self, config: QueueConfig | None) -> None:
+        """The queue configuration in force: its queues' label sets, and the limits it sets.
+
+        Called every pass; does work only when the configuration object changed (a new read).
+        """
+        if config is self._config:
+            return
+        self._config = config
+        limits: dict[tuple[Gauge, str, str], float] = {}
+        if config is not None:
+            self.declare_queues(config.queue_names())
+            sharing = [(q.name, q) for q in config.spec.queues]
+            for queue, entry in [*sharing, (DEFAULT_QUEUE, config.spec.default)]:
+                for gauge, limit in (
+                    (self.queue_borrowing_limit, entry.borrowing_limit),
+                    (self.queue_lending_limit, entry.lending_limit),
+                ):
+                    bounds = limit.capacity()
+                    for resource in RESOURCES:
+                        amount = getattr(bounds, resource)
+                        if amount != UNLIMITED:
+                            limits[(gauge, queue, resource)] = amount
+        for gauge, queue, resource in self._limits_seen - limits.keys():
+            gauge.remove(queue, resource)
+        for (gauge, queue, resource), amount in limits.items():
+            gauge.labels(queue, resource).set(amount)
+        self._limits_seen = set(limits)
 
     # -- per pass --------------------------------------------------------------------------------
     def observe_pass(
@@ -206,10 +324,13 @@ class QueueMetrics:
         reserved: Capacity,
         ray_available: bool,
         priorities: Mapping[str, int] | None = None,
+        submitted: AbstractSet[str] = frozenset(),
     ) -> None:
         """Gauges from `after`; counters from what changed between `before` and `after`.
 
-        `priorities` maps task names to their spec's priority (statuses do not carry it).
+        `priorities` maps task names to their spec's priority (statuses do not carry it);
+        `submitted` names the tasks submitted to Ray in this pass, so that a task admitted in
+        the pass where it first appears (no status before) is timed too.
         """
         priorities = priorities or {}
         pending: dict[tuple[str, str], int] = {}
@@ -224,7 +345,12 @@ class QueueMetrics:
                 running[queue] = running.get(queue, 0) + 1
             old = before.get(name)
             if old is not status:  # the planner hands back unchanged statuses as the same object
-                self._count_transition(old, status, queue, priorities.get(name, 0))
+                priority = priorities.get(name, 0)
+                if old is None:
+                    if name in submitted:
+                        self._count_admission(status, queue, priority)
+                else:
+                    self._count_transition(old, status, queue, priority)
         # Label sets seen once stay at 0 rather than vanish, so graphs drop to zero, not to a gap;
         # reasons and queues are few, so this stays bounded.
         for key in self._pending_seen - pending.keys():
@@ -250,34 +376,53 @@ class QueueMetrics:
         A queue removed from the config loses its series (it no longer exists), unlike a
         pending reason, which drops to 0.
         """
+        per_resource = (
+            self.queue_nominal,
+            self.queue_usage,
+            self.queue_usage_deprecated,
+            self.queue_borrowed,
+        )
         for queue in self._queues_seen - states.keys():
             for resource in RESOURCES:
-                for gauge in (self.queue_nominal, self.queue_usage, self.queue_borrowed):
+                for gauge in per_resource:
                     gauge.remove(queue, resource)
             self.queue_share.remove(queue)
+        self.declare_queues(states)
         for queue, state in states.items():
             for resource in RESOURCES:
                 self.queue_nominal.labels(queue, resource).set(getattr(state.nominal, resource))
-                self.queue_usage.labels(queue, resource).set(getattr(state.usage, resource))
+                usage = getattr(state.usage, resource)
+                self.queue_usage.labels(queue, resource).set(usage)
+                self.queue_usage_deprecated.labels(queue, resource).set(usage)
                 self.queue_borrowed.labels(queue, resource).set(getattr(state.borrowed, resource))
             self.queue_share.labels(queue).set(state.share)
         self._queues_seen = set(states)
 
-    def _count_transition(
-        self, old: TaskStatus | None, new: TaskStatus, queue: str, priority: int
-    ) -> None:
-        if old is None:
-            return  # a sidecar first seen (a restart, a new task) is history, not news
-        body, was = new.status, old.status
-        if body.phase in FINISHED and (was.phase != body.phase or was.run != body.run):
-            self.finished.labels(queue, body.phase.value).inc()
-        if (
-            body.submitted_at is not None
-            and body.queued_at is not None
-            and was.submitted_at != body.submitted_at
-        ):
+    def _count_admission(self, new: TaskStatus, queue: str, priority: int) -> None:
+        """A submission to Ray: counted, and its wait from queuedAt observed."""
+        body = new.status
+        if body.submitted_at is None:
+            return
+        self.declare_queues([queue])
+        self.admitted.labels(queue).inc()
+        if body.queued_at is not None:
             wait = (body.submitted_at - body.queued_at).total_seconds()
             self.admission_wait.labels(queue, str(priority)).observe(max(wait, 0.0))
+
+    def _count_transition(
+        self, old: TaskStatus, new: TaskStatus, queue: str, priority: int
+    ) -> None:
+        """What changed between two statuses of a task. A status with none before it (a
+        restart's first read, a new task) is history, not news, except a submission in this
+        pass (observe_pass)."""
+        body, was = new.status, old.status
+        self.declare_queues([queue])
+        if body.phase in FINISHED and (was.phase != body.phase or was.run != body.run):
+            self.finished.labels(queue, body.phase.value).inc()
+        if body.submitted_at is not None and was.submitted_at != body.submitted_at:
+            self._count_admission(new, queue, priority)
+        if was.phase.active and not body.phase.active and body.reason in EVICTION_REASONS:
+            self.evicted.labels(queue, body.reason).inc()
         # spec.retry counts in `retries` (reset when the user asks for a new run: no decrease
         # is counted); old sidecars kept the Lost-only retries in `lost_restarts`.
         added = max(body.retries - was.retries, 0) + max(body.lost_restarts - was.lost_restarts, 0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any, Protocol
 
 from reconciler.shell.history import ResourceHistory
@@ -59,6 +60,7 @@ class PassObserver:
         *,
         ray_available: bool,
         priorities: Mapping[str, int],
+        submitted: AbstractSet[str] = frozenset(),
     ) -> None:
         if self.metrics is not None:
             self.metrics.observe_pass(
@@ -68,6 +70,7 @@ class PassObserver:
                 reserved=summary.used,
                 ray_available=ray_available,
                 priorities=priorities,
+                submitted=submitted,
             )
         self.heartbeat(now, summary, ray_available=ray_available)
 

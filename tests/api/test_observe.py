@@ -140,6 +140,7 @@ spec:
     - name: team-b
       nominalQuota: {cpu: 2}
       weight: 2
+      lendingLimit: {cpu: 1}
 """
 
 
@@ -169,6 +170,17 @@ def test_queues_reach_metrics_and_the_web_view(tasks_dir: Path) -> None:
     assert values[("rayqueue_queue_borrowed", cpu)] == 1
     assert values[("rayqueue_queue_weighted_share", (("queue", "team-a"),))] > 0
     assert ("rayqueue_queue_usage", (("queue", "team-b"), ("resource", "cpu"))) in values
+    assert values[("rayqueue_queue_resource_usage", cpu)] == 2
+    team_b_cpu = (("queue", "team-b"), ("resource", "cpu"))
+    assert values[("rayqueue_queue_lending_limit", team_b_cpu)] == 1
+    # The loop's wiring: both runs were submitted in the pass that first saw their tasks, and
+    # are counted and timed; team-b, with no task yet, has its zeros from the config.
+    assert values[("rayqueue_admitted_tasks_total", (("queue", "team-a"),))] == 1
+    assert values[("rayqueue_admitted_tasks_total", (("queue", "default"),))] == 1
+    wait = (("priority", "9"), ("queue", "team-a"))
+    assert values[("rayqueue_admission_wait_time_seconds_count", wait)] == 1
+    failed_b = (("phase", "Failed"), ("queue", "team-b"))
+    assert values[("rayqueue_finished_tasks_total", failed_b)] == 0
 
     panel = client.get("/ui/api/queues", headers=AUTH).json()
     assert panel["queues"] == client.get("/queues", headers=AUTH).json()["items"]
@@ -187,6 +199,7 @@ def test_queues_reach_metrics_and_the_web_view(tasks_dir: Path) -> None:
     rec.run_pass()
     assert client.get("/ui/api/queues", headers=AUTH).json()["queues"] is None
     assert "rayqueue_queue_usage{" not in client.get("/metrics").text
+    assert "rayqueue_queue_lending_limit{" not in client.get("/metrics").text
 
 
 def test_queue_panel_is_empty_without_a_config(world) -> None:
