@@ -3,12 +3,8 @@ statuses while nodes come, and backfill and preemption on a growing cluster."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from reconciler.core.scaling import ceiling_of, merge, shape
-from specs.cluster import RUNNING, Capacity, NodeType, Scaling
+from specs.cluster import Capacity, NodeType, Scaling
 from specs.models import Phase, Reason
-from specs.settings import PlanOptions
 from tests.support.planner_world import GIB, PlanWorld, task
 
 SMALL = NodeType("small", Capacity(8, 0, 32 * GIB), max_count=4)
