@@ -358,6 +358,19 @@ class Settings(PlannerSettings):
     address: str | None = None
     """Ray dashboard address (http://host:8265). None: start a private local Ray head."""
 
+    ray_gcs_address: str | None = field(
+        default=None,
+        metadata=knob(
+            "the Ray head's GCS, host:port, for requests to Ray's autoscaler on an autoscaling "
+            "cluster (default: the dashboard's host, port 6379). See docs/autoscaling.md",
+            flag="--ray-gcs-address",
+            commands=LOOP,
+            metavar="HOST:PORT",
+        ),
+    )
+    """Where rayqueue sends its resource request (issue 26). Default: the --address host on
+    Ray's default GCS port 6379 (KubeRay's head service has both)."""
+
     status_dir: Path | None = None
     """Where sidecars go instead of beside the specs (for read-only git checkouts)."""
 

@@ -110,4 +110,3 @@ def autoscaling_head(request: pytest.FixtureRequest) -> Iterator[AutoscalingHead
     head = start_autoscaling_head()
     request.addfinalizer(head.stop)
     yield AutoscalingHead(head, head.dashboard_address, head.gcs_address)
-

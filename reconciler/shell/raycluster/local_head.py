@@ -19,8 +19,8 @@ import sys
 import tempfile
 import time
 import urllib.request
-from dataclasses import dataclass
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
