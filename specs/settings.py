@@ -361,15 +361,15 @@ class Settings(PlannerSettings):
     ray_gcs_address: str | None = field(
         default=None,
         metadata=knob(
-            "the Ray head's GCS, host:port, for requests to Ray's autoscaler on an autoscaling "
-            "cluster (default: the dashboard's host, port 6379). See docs/autoscaling.md",
-            flag="--ray-gcs-address",
+            "the Ray head's GCS, host:port, where requests to Ray's autoscaler go "
+            "(default: the --address host, port 6379)",
             commands=LOOP,
             metavar="HOST:PORT",
         ),
     )
-    """Where rayqueue sends its resource request (issue 26). Default: the --address host on
-    Ray's default GCS port 6379 (KubeRay's head service has both)."""
+    """Where rayqueue sends its resource request on an autoscaling cluster (issue 26). Default:
+    the --address host on Ray's default GCS port 6379, which KubeRay's head service has beside
+    the dashboard's 8265; set it only when the GCS is elsewhere."""
 
     status_dir: Path | None = None
     """Where sidecars go instead of beside the specs (for read-only git checkouts)."""
