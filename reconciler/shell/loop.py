@@ -27,7 +27,6 @@ from specs.cluster import (
     Capacity,
     JobConflict,
     JobNotFound,
-    NodeType,
     RayAdapter,
     RayError,
     RayJob,
@@ -36,7 +35,7 @@ from specs.cluster import (
     Scaling,
 )
 from specs.models import SourceRef, TaskStatus
-from specs.queues import CONFIG_FILE
+from specs.queues import CONFIG_FILE, parse_capacity
 from specs.runtimepaths import OFF, RuntimePaths
 from specs.settings import PlanOptions, Settings
 from specs.store import FolderUnavailable, SpecEntry, TaskStore
@@ -237,6 +236,9 @@ class Reconciler:
         # plan's scale_request is sent to it when it changes. None: nothing is asked of it.
         self.autoscaler = autoscaler
         self._report: tuple[float, Scaling | None] | None = None
+        self._max_capacity = (
+            parse_capacity(settings.max_capacity) if settings.max_capacity is not None else None
+        )
         self.scale_requests = (
             ScaleRequests(
                 autoscaler, AutoscalerMetrics(metrics.registry) if metrics is not None else None
@@ -291,28 +293,9 @@ class Reconciler:
                     log.warning("cannot read the autoscaler's report: %s", exc)
                     report = None
                 self._report = (now, report)
-        node_types, max_capacity = self._configured_scaling()
-        return combine(report, node_types, max_capacity)
-
-    def _configured_scaling(self) -> tuple[tuple[NodeType, ...], Capacity | None]:
-        """The `cluster:` section of _queues.yaml and --max-capacity (issue 26, the core's
-        part); absent on a build without them."""
         config = self.queue_file.load().config
-        cluster = getattr(config, "cluster", None)
-        node_types = tuple(getattr(cluster, "node_types", ()) or ())
-        caps = (
-            getattr(cluster, "max_capacity", None),
-            getattr(self.settings, "max_capacity", None),
-        )
-        known = [c for c in caps if isinstance(c, Capacity)]
-        if not known:
-            return node_types, None
-        cap = known[0]
-        for other in known[1:]:
-            cap = Capacity(
-                min(cap.cpu, other.cpu), min(cap.gpu, other.gpu), min(cap.memory, other.memory)
-            )
-        return node_types, cap
+        section = config.spec.cluster if config is not None else None
+        return combine(report, section, self._max_capacity)
 
     def _capacity(self, now: float) -> Capacity:
         """Nodes come and go far more slowly than jobs end, and the dashboard's node listing

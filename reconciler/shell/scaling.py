@@ -13,7 +13,8 @@ from dataclasses import replace
 from prometheus_client import CollectorRegistry, Gauge, Histogram
 
 from reconciler.core import scaling
-from specs.cluster import Autoscaler, Capacity, NodeType, RayError, Scaling
+from specs.cluster import Autoscaler, Capacity, RayError, Scaling
+from specs.queues import ClusterSection
 
 log = logging.getLogger("rayqueue.loop")
 
@@ -26,17 +27,18 @@ START_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600)
 
 def combine(
     report: Scaling | None,
-    node_types: Sequence[NodeType] = (),
+    section: ClusterSection | None = None,
     max_capacity: Capacity | None = None,
 ) -> Scaling | None:
     """One Scaling for the planner. Ray's report (RayAutoscaler.scaling) says whether the
     cluster autoscales, what is being launched and what failed, but not how far it may grow:
-    a report without node types takes its ceiling and node types from the configuration, and
-    gives nothing (a fixed cluster, today's behaviour) when there is none. A report that
-    does carry node types goes through `core.scaling.merge` as it is."""
+    a report without node types takes its ceiling and node types from the configuration
+    (`_queues.yaml`'s spec.cluster, --max-capacity), and gives nothing (a fixed cluster,
+    today's behaviour) when there is none. A report that does carry node types is joined by
+    `core.scaling.from_config` as it is."""
     if report is None or report.node_types:
-        return scaling.merge(report, node_types, max_capacity)
-    configured = scaling.merge(None, node_types, max_capacity)
+        return scaling.from_config(report, section, max_capacity)
+    configured = scaling.from_config(None, section, max_capacity)
     if configured is None:
         return None
     return replace(

@@ -8,11 +8,19 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import yaml
 
+from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from reconciler.shell.raycluster.autoscaler import RayAutoscaler
+from specs.atomic import write_atomic
 from specs.cluster import Capacity
+from specs.settings import Settings
+from tests.integration.conftest import Queue
 from tests.support.autoscaling_head import IDLE_TIMEOUT_SECONDS, WORKER_TYPE, AutoscalingHead
 from tests.support.waiting import wait_until
 
@@ -78,3 +86,93 @@ def test_a_bundle_no_node_type_holds_launches_nothing(autoscaling_head: Autoscal
         assert _cpus(autoscaling_head.dashboard) == 0
     finally:
         scaler.request([])
+
+
+# --- rayqueue's loop on the autoscaling cluster ------------------------------------------------
+
+SLEEP = "python -c 'import time; time.sleep({})'"
+CLUSTER = {
+    # Ray's report does not say how far each type may grow: the ceiling is configured.
+    "nodeTypes": [
+        {"name": "ray.head.default", "resources": {"cpu": 0}, "maxCount": 1, "minCount": 1},
+        {"name": WORKER_TYPE, "resources": {"cpu": 1}, "maxCount": 2},
+    ]
+}
+
+
+@pytest.fixture
+def queue(autoscaling_head: AutoscalingHead, tmp_path: Path) -> Iterator[Queue]:
+    settings = Settings(
+        tasks_dir=tmp_path / "tasks",
+        address=autoscaling_head.dashboard,
+        queue_id=f"as-{uuid.uuid4().hex[:8]}",
+        interval_seconds=0.2,
+        api=False,
+    )
+    settings.tasks_dir.mkdir()
+    ray = RayJobsAdapter(autoscaling_head.dashboard, timeout_seconds=10)
+    scaler = RayAutoscaler(autoscaling_head.dashboard, autoscaling_head.gcs)
+    q = Queue(settings, ray, autoscaler=scaler)
+    yield q
+    q.halt()
+    for job in q.jobs():
+        if not job.terminal:
+            ray.stop(job.submission_id)
+    scaler.request([])  # leave the cluster as found: no request, and (soon) no node
+
+
+def _queues(q: Queue, spec: dict[str, object]) -> None:
+    doc = {"apiVersion": "rayqueue/v1", "kind": "QueueConfig", "spec": spec}
+    write_atomic(q.dir / "_queues.yaml", yaml.safe_dump(doc).encode())
+
+
+def test_a_task_that_needs_a_worker_gets_one_and_the_drained_queue_lets_it_go(
+    queue: Queue, autoscaling_head: AutoscalingHead
+) -> None:
+    scaler = queue.autoscaler
+    assert isinstance(scaler, RayAutoscaler)
+    wait_until(lambda: _cpus(autoscaling_head.dashboard) == 0, "no worker left", 90)
+    _queues(queue, {"cluster": CLUSTER})
+    queue.write("one", {"entrypoint": SLEEP.format(2), "resources": {"cpu": 1}})
+    queue.start()
+    waiting = queue.wait_phase("one", {"Queued", "Running", "Succeeded"}, timeout=60)
+    assert (waiting["phase"], waiting["reason"]) == ("Queued", "WaitingForScaleUp")
+    wait_until(lambda: scaler.requested() == [{"CPU": 1.0}], "the request for 1 CPU", 30)
+    queue.wait_phase("one", {"Succeeded"}, timeout=180)
+    # It ran on the node the request bought (the head has no CPU) and the queue is empty now:
+    # the request is cleared, and the idle node goes after the autoscaler's idle timeout.
+    wait_until(lambda: scaler.requested() == [], "the request to be cleared", 30)
+    wait_until(
+        lambda: _cpus(autoscaling_head.dashboard) == 0,
+        "the idle worker to be removed",
+        IDLE_TIMEOUT_SECONDS + 90,
+    )
+
+
+def test_over_the_ceiling_or_over_quota_buys_no_node(
+    queue: Queue, autoscaling_head: AutoscalingHead
+) -> None:
+    scaler = queue.autoscaler
+    assert isinstance(scaler, RayAutoscaler)
+    wait_until(lambda: _cpus(autoscaling_head.dashboard) == 0, "no worker left", 90)
+    _queues(
+        queue,
+        {
+            "cluster": CLUSTER,
+            "queues": [{"name": "team", "nominalQuota": {"cpu": 0}, "borrowingLimit": {"cpu": 0}}],
+        },
+    )
+    queue.write("big", {"entrypoint": SLEEP.format(1), "resources": {"cpu": 3}})
+    queue.write("team/small", {"entrypoint": SLEEP.format(1), "resources": {"cpu": 1}})
+    queue.start()
+    big = queue.wait_phase("big", {"Unschedulable"}, timeout=60)
+    assert "3" in str(big.get("message"))
+    small = queue.wait_phase("team/small", {"Queued"}, timeout=60)
+    assert small["reason"] != "WaitingForScaleUp"
+    for _ in range(6):  # six autoscaler updates: nothing is asked, nothing launched
+        time.sleep(1)
+        report = scaler.scaling()
+        assert report is not None and report.pending == ()
+        assert scaler.requested() in ([], None)
+    assert _cpus(autoscaling_head.dashboard) == 0
+    assert queue.status("team/small")["phase"] == "Queued"

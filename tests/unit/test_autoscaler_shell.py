@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry
 from reconciler.shell.raycluster.autoscaler import bundle_dict, gcs_address_for, read_report
 from reconciler.shell.scaling import RESEND_SECONDS, AutoscalerMetrics, ScaleRequests, combine
 from specs.cluster import Capacity, NodeType, RayUnavailable, Scaling
+from specs.queues import ClusterSection, NodeTypeEntry, Quota
 from tests.support.world import World
 
 GiB = 2**30
@@ -101,6 +102,9 @@ def test_bundles_go_to_ray_in_its_units_without_zeros() -> None:
 
 
 SMALL = NodeType("small", Capacity(cpu=1), max_count=2)
+SECTION = ClusterSection(
+    node_types=[NodeTypeEntry(name="small", resources=Quota(cpu=1), max_count=2)]
+)
 
 
 def test_no_autoscaler_and_no_config_is_a_fixed_cluster() -> None:
@@ -110,16 +114,16 @@ def test_no_autoscaler_and_no_config_is_a_fixed_cluster() -> None:
 
 
 def test_the_configured_ceiling_joins_the_autoscaler_report() -> None:
-    joined = combine(read_report(LAUNCHING), (SMALL,))
+    joined = combine(read_report(LAUNCHING), SECTION)
     assert joined is not None
     assert joined.ceiling == Capacity(cpu=2)
     assert joined.node_types == (SMALL,)
     assert joined.source == "autoscaler"
     assert joined.pending == ("small", "small")
-    capped = combine(read_report(LAUNCHING), (SMALL,), Capacity(cpu=1, gpu=0, memory=0))
+    capped = combine(read_report(LAUNCHING), SECTION, Capacity(cpu=1, gpu=0, memory=0))
     assert capped is not None and capped.ceiling == Capacity(cpu=1)
     # Configuration alone: a ceiling from configuration, nothing pending.
-    alone = combine(None, (SMALL,))
+    alone = combine(None, SECTION)
     assert alone is not None and alone.source == "config" and alone.pending == ()
 
 
