@@ -92,9 +92,9 @@ def test_a_bundle_no_node_type_holds_launches_nothing(autoscaling_head: Autoscal
 
 SLEEP = "python -c 'import time; time.sleep({})'"
 CLUSTER = {
-    # Ray's report does not say how far each type may grow: the ceiling is configured.
+    # Ray's report does not say how far each type may grow: the ceiling is configured (the
+    # head, with nothing for tasks, is left out).
     "nodeTypes": [
-        {"name": "ray.head.default", "resources": {"cpu": 0}, "maxCount": 1, "minCount": 1},
         {"name": WORKER_TYPE, "resources": {"cpu": 1}, "maxCount": 2},
     ]
 }
