@@ -86,6 +86,9 @@ class ScaleRequests:
         self.sent_at = -float("inf")
         self.since: float | None = None  # when the standing non-empty request began
         self.calls = 0  # how many requests reached the autoscaler (for tests)
+        # After a failed request (each may wait out a timeout), the next try waits, doubling.
+        self.failures = 0
+        self.retry_at = -float("inf")
 
     def act(self, target: tuple[Capacity, ...] | None, now: float, starts: int) -> None:
         """After a pass: `target` is the plan's scale_request, `starts` its submits."""
@@ -96,11 +99,19 @@ class ScaleRequests:
             return  # a fixed cluster, or Ray unreadable: leave the standing request alone
         if target == self.sent and now - self.sent_at < RESEND_SECONDS:
             return
+        if now < self.retry_at:
+            return
         try:
             self.autoscaler.request(target)
         except RayError as exc:
-            log.warning("cannot ask the autoscaler for %d bundles: %s", len(target), exc)
+            self.failures += 1
+            self.retry_at = now + min(RESEND_SECONDS, 2.0 ** min(self.failures, 10))
+            level = logging.WARNING if self.failures == 1 else logging.DEBUG
+            log.log(level, "cannot ask the autoscaler for %d bundles: %s", len(target), exc)
             return
+        if self.failures:
+            log.info("the autoscaler takes requests again")
+        self.failures, self.retry_at = 0, -float("inf")
         self.calls += 1
         if target != self.sent:
             log.info("asked the autoscaler for %s", _words(target))

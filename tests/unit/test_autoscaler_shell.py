@@ -169,13 +169,16 @@ def test_a_request_is_sent_when_it_changes_and_again_now_and_then() -> None:
     assert _sample(registry, "rayqueue_autoscaler_requested", resource="cpu") == 0
 
 
-def test_a_failed_request_is_tried_again_next_pass() -> None:
+def test_a_failed_request_is_tried_again_after_a_growing_wait() -> None:
     fake = FakeAutoscaler(fail=True)
     sender = ScaleRequests(fake)
-    sender.act((Capacity(cpu=1),), 0.0, 0)
+    one = (Capacity(cpu=1),)
+    sender.act(one, 0.0, 0)  # fails: the next try after 2 s
     fake.fail = False
-    sender.act((Capacity(cpu=1),), 1.0, 0)
-    assert fake.requests == [(Capacity(cpu=1),)]
+    sender.act(one, 1.0, 0)  # too soon: not tried (a try may wait out a timeout)
+    assert fake.requests == []
+    sender.act(one, 2.5, 0)
+    assert fake.requests == [one]
 
 
 @pytest.fixture
