@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from reconciler.core.scaling import ceiling_of, from_config, merge, shape
-from specs.cluster import RUNNING, Capacity, NodeType, Scaling
+from specs.cluster import RUNNING, Capacity, NodeType, RayJob, Scaling
 from specs.models import Phase, Reason
 from specs.parse import parse_queue_config
 from specs.settings import PlanOptions
@@ -339,3 +339,21 @@ def test_from_config_reads_the_cluster_section_and_the_flag() -> None:
 def test_the_ceiling_is_never_below_the_cluster_of_the_moment() -> None:
     assert ceiling_of(Capacity(8, 1), Scaling(Capacity(4, 2))) == Capacity(8, 2)
     assert ceiling_of(Capacity(8, 1), None) == Capacity(8, 1)
+
+
+def test_in_its_backoff_it_still_starts_once_its_resources_are_free() -> None:
+    w = world(a=task(cpu=8))
+    w.step()
+    w.now = T0 + timedelta(seconds=700)
+    w.step()
+    assert w.status("a").reason == Reason.SCALE_UP_TIMEOUT
+    w.capacity = Capacity(12, 0, 48 * GIB)  # the nodes came late after all
+    assert started(w.step()) == ["a"]
+
+
+def test_other_clients_jobs_count_in_the_request_when_they_count_as_used() -> None:
+    w = world(a=task(cpu=8))
+    w.options = PlanOptions(count_foreign_jobs=True)
+    w.jobs["theirs"] = RayJob("theirs", RUNNING, entrypoint_cpus=3)
+    p = w.step()
+    assert p.scale_request == (Capacity(3, 0, 0), Capacity(8, 0, 0))
