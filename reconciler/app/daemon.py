@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from reconciler.app.assembly import build_reconciler, start_loop
+from reconciler.app.assembly import autoscaler_for, build_reconciler, start_loop
 from reconciler.app.logsetup import route_foreign
 from reconciler.app.runtime import tune_gc
 from reconciler.shell import head_record
@@ -161,7 +161,14 @@ def _start(
     # Here, in serve's composition root, not in build_reconciler: a test process that builds a
     # loop keeps the default GC.
     tune_gc()
-    reconciler = build_reconciler(settings, ray, faults=faults, tokens=tokens)
+    reconciler = build_reconciler(
+        settings,
+        ray,
+        faults=faults,
+        tokens=tokens,
+        # A private head never autoscales; a given cluster may (issue 26).
+        autoscaler=autoscaler_for(settings, address) if running.head is None else None,
+    )
     running.threads.append(start_loop(reconciler, stop).loop)
     return reconciler.ray, reconciler, address
 

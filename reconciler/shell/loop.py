@@ -21,7 +21,9 @@ from reconciler.shell.history import ResourceHistory
 from reconciler.shell.metrics import QueueMetrics
 from reconciler.shell.observer import PassObserver
 from reconciler.shell.queuefile import Loaded, QueueFile
+from reconciler.shell.scaling import AutoscalerMetrics, ScaleRequests, combine
 from specs.cluster import (
+    Autoscaler,
     Capacity,
     JobConflict,
     JobNotFound,
@@ -30,9 +32,10 @@ from specs.cluster import (
     RayJob,
     RayRequestError,
     RayUnavailable,
+    Scaling,
 )
 from specs.models import SourceRef, TaskStatus
-from specs.queues import CONFIG_FILE
+from specs.queues import CONFIG_FILE, parse_capacity
 from specs.runtimepaths import OFF, RuntimePaths
 from specs.settings import PlanOptions, Settings
 from specs.store import FolderUnavailable, SpecEntry, TaskStore
@@ -144,6 +147,7 @@ class _Still:
     revision: SourceRevision | None
     versions: Mapping[str, Version]  # of the specs the pass planned from
     statuses: Mapping[str, int]  # the generation of every status it read
+    scaling: Scaling | None = None  # what the cluster could grow to (issue 26)
 
     def holds(self, observed: Observation, now: float, queues: int, revision: object) -> bool:
         until = self.plan.still_until
@@ -155,6 +159,7 @@ class _Still:
             and observed.capacity == self.capacity
             and observed.error == self.error
             and observed.jobs == self.jobs
+            and observed.scaling == self.scaling
         )
 
     def read_the_same(self, versions: Mapping[str, Version], statuses: Mapping[str, int]) -> bool:
@@ -176,6 +181,7 @@ class Reconciler:
         faults: Faults | None = None,
         metrics: QueueMetrics | None = None,
         paths: RuntimePaths = OFF,
+        autoscaler: Autoscaler | None = None,
     ) -> None:
         """`clock`: wall time, what the planner plans at; `monotonic`: the loop's own pace
         (rescans, waits); `cpu_clock`: this thread's CPU time (what a full walk costs)."""
@@ -226,6 +232,20 @@ class Reconciler:
         self._fingerprint: tuple[tuple[str, str | None], ...] = ()  # of the files git is asked of
         self._revision: SourceRevision | None = None
         self.skipped = 0  # passes skipped as still (a counter for benchmarks and tests)
+        # Ray's autoscaler (issue 26): its report is read at the capacity read's pace, and the
+        # plan's scale_request is sent to it when it changes. None: nothing is asked of it.
+        self.autoscaler = autoscaler
+        self._report: tuple[float, Scaling | None] | None = None
+        self._max_capacity = (
+            parse_capacity(settings.max_capacity) if settings.max_capacity is not None else None
+        )
+        self.scale_requests = (
+            ScaleRequests(
+                autoscaler, AutoscalerMetrics(metrics.registry) if metrics is not None else None
+            )
+            if autoscaler is not None
+            else None
+        )
 
     # -- one pass ------------------------------------------------------------------------------
     def observe(self) -> Observation:
@@ -255,7 +275,27 @@ class Reconciler:
         self.state.ray_error, self.state.last_ray_ok_at = None, now
         self.state.capacity = observed.capacity
         self.state.jobs = observed.jobs
-        return observed
+        return replace(observed, scaling=self._scaling(now))
+
+    def _scaling(self, now: float) -> Scaling | None:
+        """What the cluster can grow to: the autoscaler's report (re-read when the capacity
+        is), joined with the configured ceiling. With neither, None: today's fixed cluster."""
+        report = None
+        if self.autoscaler is not None:
+            cached = self._report
+            if cached is not None and now - cached[0] < self.settings.capacity_refresh_seconds:
+                report = cached[1]
+            else:
+                try:
+                    report = self.autoscaler.scaling()
+                except RayError as exc:
+                    # The jobs and nodes answered: plan on them, as on a fixed cluster.
+                    log.warning("cannot read the autoscaler's report: %s", exc)
+                    report = None
+                self._report = (now, report)
+        config = self.queue_file.load().config
+        section = config.spec.cluster if config is not None else None
+        return combine(report, section, self._max_capacity)
 
     def _capacity(self, now: float) -> Capacity:
         """Nodes come and go far more slowly than jobs end, and the dashboard's node listing
@@ -431,6 +471,8 @@ class Reconciler:
             except OSError as exc:
                 log.error("cannot remove status of deleted task %s: %s", name, exc)
         self._flush()
+        if self.scale_requests is not None:
+            self.scale_requests.act(plan.scale_request, self.clock(), len(plan.submits))
         self._record(plan, statuses, observed)
         self._write_queue_status(plan, queues)
         self._deadline = plan.deadline
@@ -447,6 +489,7 @@ class Reconciler:
                 self._revision,
                 versions,
                 status_generations,
+                observed.scaling,
             )
         return plan
 
