@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import re
 import sys
 import tempfile
 import time
@@ -347,25 +348,34 @@ def _sidecar(folder: Path, name: str) -> Mapping[str, Any]:
 
 
 class _Watch:
-    """Polls the sidecars: a task's `preemptions` count going up, with `preemptedBy`, is a
-    preemption (its time: Ray's end of the stopped run, filled in afterwards)."""
+    """Polls the sidecars for the tasks that have finished."""
 
     def __init__(self, folder: Path, names: Sequence[str]) -> None:
         self.folder, self.names = folder, list(names)
-        self.counts = dict.fromkeys(self.names, 0)
-        self.seen: list[tuple[str, str, float]] = []  # (victim, preemptor, when seen)
         self.finished: set[str] = set()
 
-    def poll(self, now: float) -> None:
+    def poll(self) -> None:
         for name in self.names:
-            status = _sidecar(self.folder, name)
-            count = int(status.get("preemptions") or 0)
-            if count > self.counts[name]:
-                by = str(status.get("preemptedBy") or "?")
-                self.seen += [(name, by, now)] * (count - self.counts[name])
-                self.counts[name] = count
-            if status.get("phase") in FINISHED:
+            if name not in self.finished and _sidecar(self.folder, name).get("phase") in FINISHED:
                 self.finished.add(name)
+
+
+# serve's log line for each preemption decision (reconciler/core/preemption.py notes it):
+# "2026-12-01 12:40:32,314 INFO rayqueue.loop: preempted a, b for p (priority 7...)".
+PREEMPTED_LINE = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) \S+ rayqueue\.loop: "
+    r"preempted (.+?) for (\S+) \(priority",
+    re.MULTILINE,
+)
+
+
+def log_preemptions(text: str, t0: float) -> list[Preempted]:
+    """The preemptions serve decided, from its log (local time), in seconds from `t0`."""
+    found = []
+    for stamp, millis, victims, preemptor in PREEMPTED_LINE.findall(text):
+        at = time.mktime(time.strptime(stamp, "%Y-%m-%d %H:%M:%S")) + int(millis) / 1000 - t0
+        found += [Preempted(round(at, 3), v, preemptor) for v in victims.split(", ")]
+    return found
 
 
 def real(
@@ -391,53 +401,48 @@ def real(
             arrivals: dict[str, float] = {}
             for job in order:
                 while time.time() < t0 + job.arrival:
-                    watch.poll(time.time() - t0)
+                    watch.poll()
                     time.sleep(min(0.25, max(0.0, t0 + job.arrival - time.time())))
                 # Landed whole by rename, as a user or git-sync does.
                 write_atomic(folder / f"{job.name}.yaml", spec_yaml(job))
                 arrivals[job.name] = time.time() - t0
 
             def done() -> bool | None:
-                watch.poll(time.time() - t0)
+                watch.poll()
                 time.sleep(0.25)
                 return True if len(watch.finished) == len(jobs) else None
 
             with contextlib.suppress(RuntimeError):  # reported as unfinished
                 wait(done, tail, "every task to finish")
             listing = list(ray.list_jobs())
-        outcome = _outcome(listing, watch, t0, [j.name for j in jobs])
+        log = log_preemptions((root / "serve.log").read_text(errors="replace"), t0)
+        outcome = _outcome(listing, log, watch.finished, t0, [j.name for j in jobs])
         lag = {n: arrivals[n] - j.arrival for j in jobs for n in [j.name]}
         return outcome, {"arrival_lag_max": max(lag.values(), default=0.0)}
     finally:
         head.stop()
 
 
-def _outcome(listing: Sequence[RayJob], watch: _Watch, t0: float, names: Sequence[str]) -> Outcome:
+def _outcome(
+    listing: Sequence[RayJob],
+    preemptions: list[Preempted],
+    finished: set[str],
+    t0: float,
+    names: Sequence[str],
+) -> Outcome:
+    """Each task's first start and last end as Ray recorded them; the log's preemptions."""
     runs: dict[str, list[RayJob]] = {}
     for job in listing:
         task = job.metadata.get(META_TASK)
-        if task in watch.counts and job.start_time is not None:
+        if task in names and job.start_time is not None:
             runs.setdefault(task, []).append(job)
-    outcome = Outcome()
+    outcome = Outcome(preemptions=sorted(preemptions, key=lambda p: (p.at, p.victim)))
     for task, task_runs in runs.items():
         task_runs.sort(key=lambda j: j.start_time or 0.0)
         outcome.starts[task] = (task_runs[0].start_time or 0.0) - t0
-        last = task_runs[-1]
-        if last.end_time is not None:
-            outcome.ends[task] = last.end_time - t0
-    # A preemption's time is when the victim's run was stopped, as Ray recorded it: the
-    # earliest stopped run of that task that ended at or before the sidecar showed it.
-    for victim, preemptor, seen in watch.seen:
-        stopped = [
-            j.end_time - t0
-            for j in runs.get(victim, [])
-            if j.status == "STOPPED" and j.end_time is not None and j.end_time - t0 <= seen + 1
-        ]
-        used = {p.at for p in outcome.preemptions if p.victim == victim}
-        free = [s for s in sorted(stopped) if s not in used]
-        outcome.preemptions.append(Preempted(free[0] if free else seen, victim, preemptor))
-    outcome.preemptions.sort(key=lambda p: (p.at, p.victim))
-    outcome.unfinished = [n for n in names if n not in watch.finished]
+        if task_runs[-1].end_time is not None:
+            outcome.ends[task] = (task_runs[-1].end_time or 0.0) - t0
+    outcome.unfinished = [n for n in names if n not in finished]
     return outcome
 
 

@@ -3,6 +3,7 @@ the simulator's side and the comparison (the real replay itself takes minutes an
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import yaml
@@ -102,3 +103,21 @@ def test_discordant_pairs_of_identical_and_reversed_orders() -> None:
     assert replay.discordant_pairs(["a", "b", "c"], ["a", "b", "c"]) == 0
     assert replay.discordant_pairs(["a", "b", "c"], ["c", "b", "a"]) == 3
     assert replay.discordant_pairs(["a", "b", "x"], ["b", "a"]) == 1  # only common tasks
+
+
+def test_serve_s_preemptions_are_read_from_its_log() -> None:
+    log = (
+        "2026-12-01 12:40:30,000 INFO rayqueue.loop: submitted team-b/x (priority 0, 1 CPU)\n"
+        "2026-12-01 12:40:32,314 INFO rayqueue.loop: preempted team-b/a for team-b/p "
+        "(priority 7)\n"
+        "2026-12-01 12:40:35,500 INFO rayqueue.loop: preempted team-a/b, team-a/c for "
+        "team-b/q (priority 9, reclaiming lent quota)\n"
+        "2026-12-01 12:40:36,000 INFO rayqueue.loop: stop requested for team-a/b (rq-1): "
+        "preempted by team-b/q\n"
+    )
+    t0 = time.mktime(time.strptime("2026-12-01 12:40:30", "%Y-%m-%d %H:%M:%S"))
+    assert replay.log_preemptions(log, t0) == [
+        replay.Preempted(2.314, "team-b/a", "team-b/p"),
+        replay.Preempted(5.5, "team-a/b", "team-b/q"),
+        replay.Preempted(5.5, "team-a/c", "team-b/q"),
+    ]
