@@ -227,6 +227,10 @@ class Comparison:
             "preemptions_sim": len(self.sim_preemptions),
             "preemptions_real": len(self.real_preemptions),
             "preemptions_both": len(self.both),
+            "preemptors_both": len(
+                {p.preemptor for p in self.sim_preemptions}
+                & {p.preemptor for p in self.real_preemptions}
+            ),
         }
 
 
@@ -310,7 +314,8 @@ def render(comparison: Comparison) -> str:
         f"start order: {s['same_position']:.0f} at the same position; "
         f"{s['discordant_pairs']:.0f} of {s['pairs']:.0f} pairs the other way round",
         f"preemptions: sim {s['preemptions_sim']:.0f}, real {s['preemptions_real']:.0f}, "
-        f"the same (victim, preemptor) on both {s['preemptions_both']:.0f}",
+        f"the same (victim, preemptor) on both {s['preemptions_both']:.0f}; "
+        f"tasks that preempted on both {s['preemptors_both']:.0f}",
     ]
     for label, events in (
         ("sim", comparison.sim_preemptions),
@@ -446,6 +451,43 @@ def _outcome(
     return outcome
 
 
+def run_overhead(jobs: Sequence[Job], real_side: Outcome, preempted: set[str]) -> float:
+    """What a real run costs beyond its sleep, in whole seconds (the simulator's unit): the
+    median, over the tasks never preempted, of Ray's end minus Ray's start minus the run.
+    The simulator has none: its job runs the moment it is submitted and ends on time."""
+    extra = sorted(
+        real_side.ends[j.name] - real_side.starts[j.name] - j.run
+        for j in jobs
+        if j.name in real_side.ends and j.name in real_side.starts and j.name not in preempted
+    )
+    return float(round(extra[len(extra) // 2])) if extra else 0.0
+
+
+def with_overhead(jobs: Sequence[Job], seconds: float) -> list[Job]:
+    """Each run (and its declared timeout) longer by `seconds`, for the simulator."""
+    return [
+        replace(j, run=j.run + seconds, timeout=j.timeout + seconds if j.timeout else 0.0)
+        for j in jobs
+    ]
+
+
+def load_real(path: Path) -> Outcome:
+    """The real side of an earlier result (its JSON), to compare again without the head."""
+    import json
+
+    saved = json.loads(path.read_text())["real"]
+    return Outcome(
+        starts=saved["starts"],
+        preemptions=[Preempted(**p) for p in saved["preemptions"]],
+        ends=saved["ends"],
+        unfinished=saved["unfinished"],
+    )
+
+
+def _last_end(outcome: Outcome) -> float:
+    return max(outcome.ends.values(), default=0.0)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks.replay", description=__doc__.split("\n")[0]
@@ -458,6 +500,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--run-factor", type=float, default=Scale.run_factor)
     p.add_argument("--grace", type=float, default=3.0, help="gracePeriodSeconds of both queues")
     p.add_argument("--sim-only", action="store_true", help="the simulator's side only (seconds)")
+    p.add_argument(
+        "--real-from", type=Path, default=None, help="compare with the real side of this JSON"
+    )
     p.add_argument("--out", type=Path, default=None, help="the JSON result (default results/)")
     args = p.parse_args(argv)
     if not args.trace.is_file():
@@ -470,13 +515,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     extra: dict[str, Any] = {}
     if args.sim_only:
         real_side = Outcome()
+    elif args.real_from is not None:
+        real_side = load_real(args.real_from)
     else:
         with tempfile.TemporaryDirectory(prefix="rq-replay-") as tmp:
             real_side, extra = real(jobs, text, Path(tmp))
     comparison = compare(jobs, sim, real_side)
     print(render(comparison))
+    print(f"last end: sim {_last_end(sim):.0f} s, real {_last_end(real_side):.0f} s")
     if sim.unfinished or real_side.unfinished:
         print(f"unfinished: sim {sim.unfinished}, real {real_side.unfinished}")
+    preempted = {p.victim for p in real_side.preemptions}
+    overhead = run_overhead(jobs, real_side, preempted)
+    again = simulated(with_overhead(jobs, overhead), parse_queues(text))
+    adjusted = compare(jobs, again, real_side)
+    print(f"\nthe simulator again, each run {overhead:g} s longer (the real runs' median cost):")
+    print("\n".join(render(adjusted).split("\n")[len(adjusted.rows) + 3 :]))
+    print(f"last end: sim {_last_end(again):.0f} s, real {_last_end(real_side):.0f} s")
     save(
         "replay",
         {
@@ -484,6 +539,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "scale": asdict(how),
             "queues": text,
             "summary": comparison.summary(),
+            "overhead": overhead,
+            "summary_with_overhead": adjusted.summary(),
+            "sim_with_overhead": asdict(again),
             "rows": [asdict(r) for r in comparison.rows],
             "sim": asdict(sim),
             "real": asdict(real_side),

@@ -91,6 +91,7 @@ def test_the_comparison_counts_order_preemptions_and_waits() -> None:
     assert (got.same_position, got.discordant, got.pairs) == (2, 1, 6)
     assert got.both == [("a", "c")]
     assert got.only_sim == [("b", "d")] and got.only_real == [("a", "d")]
+    assert got.summary()["preemptors_both"] == 2  # c and d preempted on both sides
     waits = {r.name: (r.sim_wait, r.real_wait, r.sim_preempted, r.real_preempted) for r in got.rows}
     assert waits["c"] == (3, 7.0, 0, 0)
     assert waits["a"] == (0, 0.5, 1, 2)
@@ -121,3 +122,15 @@ def test_serve_s_preemptions_are_read_from_its_log() -> None:
         replay.Preempted(5.5, "team-a/b", "team-b/q"),
         replay.Preempted(5.5, "team-a/c", "team-b/q"),
     ]
+
+
+def test_the_overhead_is_the_median_extra_of_runs_never_preempted() -> None:
+    jobs = [Job(n, 0, 3, 1, 0, 10) for n in ("a", "b", "c", "d")]
+    real = replay.Outcome(
+        starts={"a": 0, "b": 0, "c": 0, "d": 0}, ends={"a": 10, "b": 11.4, "c": 50, "d": 5}
+    )
+    # d's extra (2 s) is left out: it was preempted; the median of 7, 8.4 and 47 is 8.4.
+    assert replay.run_overhead(jobs, real, {"d"}) == 8
+    longer = replay.with_overhead(jobs, 8)
+    assert [(j.run, j.timeout) for j in longer[:1]] == [(11, 18)]
+    assert replay.with_overhead([Job("x", 0, 3, 1, 0, 0)], 8)[0].timeout == 0
