@@ -14,7 +14,8 @@ the queue and by reclaim for priority >= 7) on 4 CPUs:
 Then the start order, the preemptions (victim, preemptor, when) and each job's wait are set
 side by side. A start is the submission of a task's first run on both sides (Ray's job
 start_time; the simulator's submit), a wait is that start minus the arrival. The real replay
-takes about as long as the slice's scaled span plus its tail (6-7 minutes by default).
+takes as long as the real head needs for the work: about 8 minutes by the simulator's clock,
+13 on a loaded 2-core machine (docs/scheduling.md, "The simulator against the real head").
 """
 
 from __future__ import annotations
