@@ -440,7 +440,7 @@ def _outcome(
     runs: dict[str, list[RayJob]] = {}
     for job in listing:
         task = job.metadata.get(META_TASK)
-        if task in names and job.start_time is not None:
+        if task is not None and task in names and job.start_time is not None:
             runs.setdefault(task, []).append(job)
     outcome = Outcome(preemptions=sorted(preemptions, key=lambda p: (p.at, p.victim)))
     for task, task_runs in runs.items():
