@@ -56,8 +56,8 @@ class _Model(BaseModel):
     )
 
 
-class Resources(_Model):
-    """What a task declares it will use while it runs. A reservation, not a Ray limit."""
+class Bundle(_Model):
+    """Resources that must fit on one node: one piece of a task's shape for the autoscaler."""
 
     cpu: Finite = 0.0
     gpu: Finite = 0.0
@@ -75,6 +75,37 @@ class Resources(_Model):
 
     def is_empty(self) -> bool:
         return self.cpu == 0 and self.gpu == 0 and self.memory == 0
+
+
+MAX_BUNDLES = 256
+
+
+class Resources(Bundle):
+    """What a task declares it will use while it runs. A reservation, not a Ray limit.
+    `bundles`: on an autoscaling cluster, how it is spread over nodes (each bundle on one
+    node); together they must hold at least the resources above. Not given: rayqueue cuts the
+    request to the node types itself."""
+
+    bundles: list[Bundle] = Field(default_factory=list, max_length=MAX_BUNDLES)
+
+    @model_validator(mode="after")
+    def _bundles_cover(self) -> Resources:
+        if not self.bundles:
+            return self
+        short = [
+            f"{name} {total:g} < {asked:g}"
+            for name, asked, total in (
+                ("cpu", self.cpu, sum(b.cpu for b in self.bundles)),
+                ("gpu", self.gpu, sum(b.gpu for b in self.bundles)),
+                ("memory", self.memory, sum(b.memory for b in self.bundles)),
+            )
+            if total < asked - 1e-9
+        ]
+        if short:
+            raise ValueError(
+                "bundles must together hold at least the task's resources: " + ", ".join(short)
+            )
+        return self
 
 
 class Metadata(_Model):
@@ -155,7 +186,8 @@ class Task(_Model):
         defining = {
             "entrypoint": self.spec.entrypoint,
             "runtimeEnv": self.spec.runtime_env,
-            "resources": self.spec.resources.model_dump(by_alias=True),
+            # bundles only shape the autoscaler's request: changing them is no new run
+            "resources": self.spec.resources.model_dump(by_alias=True, exclude={"bundles"}),
             "restartedAt": self.metadata.annotations.get(RESTARTED_AT),
         }
         blob = json.dumps(defining, sort_keys=True, separators=(",", ":"), default=str)
@@ -241,6 +273,9 @@ class Reason(StrEnum):
     WAITING_BEHIND_HIGHER_PRIORITY = "WaitingBehindHigherPriority"
     WAITING_BEHIND_RESERVATION = "WaitingBehindReservation"
     QUOTA_EXCEEDED = "QuotaExceeded"  # its team queue's quota, not the cluster, holds it back
+    # autoscaling (issue 26): it waits for nodes the autoscaler was asked for, or gave up on them
+    WAITING_FOR_SCALE_UP = "WaitingForScaleUp"
+    SCALE_UP_TIMEOUT = "ScaleUpTimeout"
     # conditions (a SpecInvalid condition's reason is its type, ConditionType.SPEC_INVALID)
     RAY_UNREACHABLE = "RayUnreachable"
     # why a run was preempted (the Preempted condition's reason)
@@ -304,6 +339,9 @@ class TaskStatusBody(_Model):
     spec_hash: str | None = None
     ray_status: str | None = None
     queued_at: Timestamp | None = None
+    # On an autoscaling cluster: when this wait's request for nodes began (WaitingForScaleUp);
+    # kept through its ScaleUpTimeout backoff, cleared when it leaves the queue.
+    scale_up_requested_at: Timestamp | None = None
     submitted_at: Timestamp | None = None
     started_at: Timestamp | None = None
     finished_at: Timestamp | None = None

@@ -259,6 +259,21 @@ class PlannerSettings:
     )
     """A job PENDING in Ray longer than this is stopped and marked Failed (StartTimeout)."""
 
+    scale_up_timeout_seconds: float = field(
+        default=600.0,
+        metadata=knob(
+            "on an autoscaling cluster, seconds a task waits for the nodes it asked for before "
+            "it stops asking for as long again (default 600)",
+            flag="--scale-up-timeout",
+            commands=LOOP,
+            metavar="SECONDS",
+            above=0,
+            group="planner",
+        ),
+    )
+    """How long a task waits WaitingForScaleUp; then ScaleUpTimeout, and it asks for no nodes
+    for as long again, so one impossible request does not keep nodes up."""
+
     lost_grace_seconds: float = field(
         default=60.0,
         metadata=knob(

@@ -4,6 +4,8 @@ else waits."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from reconciler.core import (
@@ -13,6 +15,7 @@ from reconciler.core import (
     policies,
     preemption,
     queueing,
+    scaling,
     victims,
 )
 from reconciler.core.decisions import Submit
@@ -28,7 +31,14 @@ from reconciler.core.jobs import (
 from reconciler.core.preemption import preempt
 from reconciler.core.quotas import resources_text
 from reconciler.core.timestamps import EARLY, to_datetime, to_epoch
-from reconciler.core.waits import AwaitingVictims, PreemptedBy, Preempting, Waiting
+from reconciler.core.waits import (
+    AwaitingVictims,
+    PreemptedBy,
+    Preempting,
+    ScaleUp,
+    ScaleUpTimedOut,
+    Waiting,
+)
 from specs.cluster import (
     META_QUEUE,
     Capacity,
@@ -107,29 +117,13 @@ def admit(ctx: PassState) -> None:
     eligible = [c for c in queue if c.name not in stopping]
     starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
     slots = max(ctx.options.max_inflight - starting, 0)
-    policy = policies.POLICIES[ctx.options.policy]
-    admission: policies.Admission | queueing.QueueAdmission
-    if ctx.queues is None:
-        admission = policy(eligible, free, ctx.claims, ctx.now, slots)
-    else:
-        capacity = ctx.obs.capacity
-        assert capacity is not None
-        admission = queueing.admit_by_queue(
-            ctx.queues,
-            capacity,
-            free,
-            eligible,
-            ctx.in_use,
-            ctx.claims,
-            ctx.now,
-            slots,
-            policy,
-            fairshare.RESERVATION_OF_POLICY.get(ctx.options.policy, fairshare.STRICT_RESERVATION),
-            preemption.ready(ctx.bodies, ctx.tasks, all_stopping),
-        )
+    admission = _admission(ctx, eligible, free, slots, all_stopping)
+    if isinstance(admission, queueing.QueueAdmission):
         ctx.queue_admission = admission
     started = set(admission.start)
-    preempting = preempt(ctx, eligible, admission, free, all_stopping)
+    scale = _scale_up(ctx, eligible, free, slots, all_stopping, admission, stopping_for)
+    # Work that new nodes will serve waits for them rather than preempting (issue 26).
+    preempting = preempt(ctx, eligible, admission, free, all_stopping, frozenset(scale.demand))
     _until_of_age(ctx)
     positions: dict[str, int] = {}  # per queue with queues; one count without
     for candidate in queue:
@@ -140,6 +134,7 @@ def admit(ctx: PassState) -> None:
         owner = ctx.queues.queue_of(candidate.name) if ctx.queues is not None else ""
         positions[owner] = positions.get(owner, 0) + 1
         waiting = _why_waiting(ctx, name, admission, stopping_for, preempting)
+        waiting, asked_at = _scale_wait(ctx, scale, candidate, waiting)
         eta = waiting.estimated_start if waiting else None
         if eta is not None:
             # A reserved start is max(the claims' end, now): once the clock passes that end, it
@@ -147,11 +142,135 @@ def admit(ctx: PassState) -> None:
             ctx.until = min(ctx.until, max(eta, ctx.now))
         body, place, at = ctx.bodies[name], positions[owner], to_datetime(eta) if eta else None
         if waiting is None:
-            ctx.bodies[name] = lifecycle.queue(body, place, Reason.QUEUED, "queued", at)
+            ctx.bodies[name] = lifecycle.queue(body, place, Reason.QUEUED, "queued", at, asked_at)
         elif waiting.reason is Reason.PREEMPTING:
             ctx.bodies[name] = lifecycle.wait_for_victims(body, place, waiting.message, at)
         else:
-            ctx.bodies[name] = lifecycle.queue(body, place, waiting.reason, waiting.message, at)
+            ctx.bodies[name] = lifecycle.queue(
+                body, place, waiting.reason, waiting.message, at, asked_at
+            )
+
+
+def _admission(
+    ctx: PassState,
+    eligible: list[policies.Candidate],
+    free: Capacity,
+    slots: int,
+    all_stopping: Mapping[str, preemption.StoppingVictims],
+) -> policies.Admission | queueing.QueueAdmission:
+    """The policy's (or the queues') pick from `eligible` with `free` resources. Quotas are
+    shares of what the cluster can grow to (its ceiling), not of what it has now."""
+    policy = policies.POLICIES[ctx.options.policy]
+    if ctx.queues is None:
+        return policy(eligible, free, ctx.claims, ctx.now, slots)
+    capacity = ctx.obs.capacity
+    assert capacity is not None
+    return queueing.admit_by_queue(
+        ctx.queues,
+        scaling.ceiling_of(capacity, ctx.obs.scaling),
+        free,
+        eligible,
+        ctx.in_use,
+        ctx.claims,
+        ctx.now,
+        slots,
+        policy,
+        fairshare.RESERVATION_OF_POLICY.get(ctx.options.policy, fairshare.STRICT_RESERVATION),
+        preemption.ready(ctx.bodies, ctx.tasks, all_stopping),
+    )
+
+
+@dataclass(frozen=True)
+class ScaleUpState:
+    """Who waits for nodes this pass (`demand`) and who gave up on them (`backoff`), each with
+    when its request began (epoch seconds)."""
+
+    demand: Mapping[str, float]
+    backoff: Mapping[str, float]
+
+
+_NO_SCALING = ScaleUpState({}, {})
+
+
+def _scale_up(
+    ctx: PassState,
+    eligible: list[policies.Candidate],
+    free: Capacity,
+    slots: int,
+    all_stopping: Mapping[str, preemption.StoppingVictims],
+    admission: policies.Admission | queueing.QueueAdmission,
+    stopping_for: Mapping[str, preemption.StoppingVictims],
+) -> ScaleUpState:
+    """The demand for the autoscaler: the tasks the same policy, quotas and --max-inflight
+    would start if the cluster were at its ceiling, that do not start now and do not fit what
+    is left free now. A task whose request timed out sits out a backoff as long as the timeout
+    (`ScaleUpTimeout`), and the others are judged without it."""
+    grow = ctx.obs.scaling
+    capacity = ctx.obs.capacity
+    if grow is None or capacity is None:
+        return _NO_SCALING
+    limit = ctx.options.scale_up_timeout_seconds
+    backoff: dict[str, float] = {}
+    for candidate in eligible:
+        since = to_epoch(ctx.bodies[candidate.name].scale_up_requested_at)
+        if since is not None and since + limit <= ctx.now < since + 2 * limit:
+            backoff[candidate.name] = since
+            ctx.until = min(ctx.until, max(since + 2 * limit - EARLY, ctx.now))
+    hopeful = [c for c in eligible if c.name not in backoff]
+    room = free + scaling.headroom(capacity, grow)
+    at_ceiling = _admission(ctx, hopeful, room, slots, all_stopping)
+    left = free
+    for candidate in eligible:
+        if candidate.name in admission.start:
+            left = left - candidate.request
+    started = set(admission.start)
+    demand: dict[str, float] = {}
+    for candidate in hopeful:
+        name = candidate.name
+        if (
+            name not in at_ceiling.start
+            or name in started
+            or name in stopping_for
+            or candidate.request.fits_in(left)
+        ):
+            continue
+        since = to_epoch(ctx.bodies[name].scale_up_requested_at)
+        if since is None or not ctx.now < since + limit:
+            since = ctx.now  # a new request (or a new one after its backoff)
+        demand[name] = since
+        ctx.until = min(ctx.until, max(since + limit - EARLY, ctx.now))
+        ctx.scale_demand.append(name)
+    return ScaleUpState(demand, backoff)
+
+
+def _scale_wait(
+    ctx: PassState,
+    scale: ScaleUpState,
+    candidate: policies.Candidate,
+    waiting: Waiting | None,
+) -> tuple[Waiting | None, datetime | None]:
+    """Its wait as the autoscaler changes it, and when its request for nodes began (kept in
+    its status, so the timeout survives restarts); the wait as given when it asks for none."""
+    grow, name = ctx.obs.scaling, candidate.name
+    if grow is None or (waiting is not None and waiting.reason in _NOT_FOR_NODES):
+        return waiting, None
+    ahead, owner = (waiting.ahead, waiting.queue) if waiting is not None else (None, None)
+    limit = ctx.options.scale_up_timeout_seconds
+    if name in scale.demand:
+        since = scale.demand[name]
+        lack: ScaleUp | ScaleUpTimedOut = ScaleUp(
+            candidate.request, since, len(grow.pending), since + limit
+        )
+    elif name in scale.backoff:
+        since = scale.backoff[name]
+        lack = ScaleUpTimedOut(candidate.request, since, limit, since + 2 * limit, grow.failures)
+    else:
+        return waiting, None
+    return Waiting(lack, ahead, owner), to_datetime(since)
+
+
+# A preemptor's own waits say more than the autoscaler's.
+_NOT_FOR_NODES = frozenset({Reason.PREEMPTING, Reason.PREEMPTED})
 
 
 def _until_of_age(ctx: PassState) -> None:

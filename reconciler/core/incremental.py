@@ -23,7 +23,7 @@ from datetime import datetime
 
 from reconciler.core import planner
 from reconciler.core.planner import Observation, Plan, TaskInput, TaskResult
-from specs.cluster import Capacity, RayJob
+from specs.cluster import Capacity, NodeType, RayJob
 from specs.models import TaskStatus
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
@@ -31,7 +31,14 @@ from specs.settings import PlanOptions
 # Everything every task's own reconcile reads besides its own inputs and the clock: when any
 # of it changes, no earlier result is reused. The queue config is in it for the preemption
 # grace period a (re)submitted job gets from its queue.
-World = tuple[PlanOptions, Capacity | None, bool, str | None, QueueConfig | None]
+World = tuple[
+    PlanOptions,
+    Capacity | None,
+    bool,
+    str | None,
+    QueueConfig | None,
+    tuple[Capacity, tuple[NodeType, ...]] | None,
+]
 
 
 @dataclass(frozen=True)
@@ -56,7 +63,11 @@ _DEFAULTS = PlanOptions()
 
 
 def _world(observed: Observation, options: PlanOptions, queues: QueueConfig | None) -> World:
-    return (options, observed.capacity, observed.available, observed.error, queues)
+    grow = observed.scaling
+    # Each task's own part reads the ceiling and node types (Unschedulable); the rest of the
+    # autoscaler's report (pending nodes, failures) only admission reads, every pass.
+    ceiling = (grow.ceiling, grow.node_types) if grow is not None else None
+    return (options, observed.capacity, observed.available, observed.error, queues, ceiling)
 
 
 def _run_job(jobs: Mapping[str, RayJob] | None, status: TaskStatus) -> RayJob | None:

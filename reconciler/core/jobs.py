@@ -34,6 +34,11 @@ def request_of(task: Task) -> Capacity:
     return Capacity(r.cpu, r.gpu, float(r.memory))
 
 
+def bundles_of(task: Task) -> tuple[Capacity, ...]:
+    """The task's own shape for the autoscaler (spec.resources.bundles); () when not given."""
+    return tuple(Capacity(b.cpu, b.gpu, float(b.memory)) for b in task.spec.resources.bundles)
+
+
 def claim_of(job: RayJob) -> Capacity:
     def num(key: str) -> float:
         try:

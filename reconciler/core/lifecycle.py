@@ -46,7 +46,11 @@ def _ts(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, UTC)
 
 
-_OFF_QUEUE: Mapping[str, object] = {"queue_position": None, "estimated_start_at": None}
+_OFF_QUEUE: Mapping[str, object] = {
+    "queue_position": None,
+    "estimated_start_at": None,
+    "scale_up_requested_at": None,
+}
 _NOTHING: Mapping[str, object] = {}
 # The Preempted condition holds until the task's next run is admitted (or it is suspended, or
 # its spec changes): that is when the preemption stops explaining why it waits.
@@ -173,8 +177,10 @@ def queue(
     reason: Reason,
     message: str,
     estimated_start_at: datetime | None,
+    scale_up_requested_at: datetime | None = None,
 ) -> TaskStatusBody:
-    """Waits at `position` (1-based) for the reason the admission policy gave."""
+    """Waits at `position` (1-based) for the reason the admission policy gave; on an
+    autoscaling cluster, `scale_up_requested_at` dates its request for nodes."""
     return fire(
         body,
         Trigger.QUEUE,
@@ -183,6 +189,7 @@ def queue(
             "reason": reason,
             "message": message,
             "estimated_start_at": estimated_start_at,
+            "scale_up_requested_at": scale_up_requested_at,
         },
     )
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from reconciler.core import idclaims, lifecycle, policies, queueing, victims
+from reconciler.core import idclaims, lifecycle, policies, queueing, scaling, victims
 from reconciler.core.admission import admit, gate_dependencies
 from reconciler.core.cleanup import expire_finished_jobs, orphan_sidecars, stop_strays
 from reconciler.core.decisions import (
@@ -34,11 +34,12 @@ from reconciler.core.decisions import (
 )
 from reconciler.core.durability import WriteClass, acting, write_class
 from reconciler.core.inputs import Observation, TaskInput
+from reconciler.core.jobs import bundles_of, foreign_claim
 from reconciler.core.jobs import request_of as request_of
 from reconciler.core.reconcile import reconcile_task
 from reconciler.core.step import TaskEnv, TaskResult, task_env
 from reconciler.core.timestamps import to_datetime
-from specs.cluster import Capacity, RayJob
+from specs.cluster import META_QUEUE, Capacity, RayJob
 from specs.models import (
     Condition,
     ConditionType,
@@ -183,6 +184,7 @@ class PassState:
     queue_admission: queueing.QueueAdmission | None = None
     gated: bool = False  # some queued task has dependencies or sits in a cycle
     until: float = math.inf  # the latest `now` at which each time-dependent answer still holds
+    scale_demand: list[str] = field(default_factory=list)  # tasks that wait for new nodes
 
     @property
     def stamp(self) -> datetime:
@@ -311,8 +313,33 @@ def finish(
         summary=_summary(ctx),
         write_classes=draft.write_classes,
         deadline=None if math.isinf(until) else until,
+        scale_request=_scale_request(ctx, specs),
         still=_changes_nothing(ctx, statuses),
     )
+
+
+def _scale_request(ctx: PassState, specs: Mapping[str, TaskInput]) -> tuple[Capacity, ...] | None:
+    """What to ask the autoscaler for: None on a fixed cluster (or with Ray unreadable: leave
+    the standing request alone); else what runs and what waits for nodes, shaped to the node
+    types; () when nothing waits for nodes."""
+    grow = ctx.obs.scaling
+    if grow is None or not ctx.obs.available:
+        return None
+
+    def own(name: str) -> tuple[Capacity, ...]:
+        spec = specs.get(name)
+        task = spec.task or spec.last_valid if spec is not None else None
+        return bundles_of(task) if task is not None else ()
+
+    running = [(request, own(name)) for name, request in ctx.in_use.items()]
+    if ctx.options.count_foreign_jobs and ctx.obs.jobs is not None:
+        running += [
+            (foreign_claim(job), ())
+            for job in ctx.obs.jobs.values()
+            if not job.terminal and job.metadata.get(META_QUEUE) != ctx.options.queue_id
+        ]
+    demand = [(request_of(ctx.tasks[name]), own(name)) for name in ctx.scale_demand]
+    return scaling.request_of(running, demand, grow.node_types)
 
 
 def _changes_nothing(ctx: PassState, statuses: Mapping[str, TaskStatus]) -> bool:

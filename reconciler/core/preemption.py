@@ -422,6 +422,7 @@ def preempt(
     admission: policies.Admission | queueing.QueueAdmission,
     free: Capacity,
     stopping: Mapping[str, StoppingVictims],
+    awaits_nodes: frozenset[str] = frozenset(),
 ) -> dict[str, Preempting]:
     """Only the task a queue's policy would admit next may preempt, and only if it waits for
     resources (or, within its queue, for its quota) and none of its earlier victims is still
@@ -434,6 +435,8 @@ def preempt(
         return {}
     priorities = {c.name: ctx.tasks[c.name].spec.priority for c in queue}
     decisions = decide(setup, queue, admission, free, stopping, ctx.running, priorities, ctx.now)
+    # `awaits_nodes`: preemptors the autoscaler will serve; they wait for nodes instead.
+    decisions = [d for d in decisions if d.preemptor.name not in awaits_nodes]
     result: dict[str, Preempting] = {}
     for decision in decisions:
         preemptor, victims = decision.preemptor, decision.victims

@@ -8,9 +8,10 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from reconciler.core import lifecycle, policies, victims
+from reconciler.core import scaling as scaling_core
 from reconciler.core.decisions import Submit
 from reconciler.core.inputs import TaskInput
-from reconciler.core.jobs import make_uid, request_of, submit_request
+from reconciler.core.jobs import bundles_of, make_uid, request_of, submit_request
 from reconciler.core.runs import check_timeouts, keep_active, note_ended, observe_run
 from reconciler.core.step import TaskEnv, TaskResult, TaskStep, Waiter
 from reconciler.core.timestamps import to_epoch
@@ -30,15 +31,16 @@ from specs.models import (
 from specs.quantity import human_memory
 
 
-def unschedulable(req: Capacity, capacity: Capacity) -> str | None:
+def unschedulable(req: Capacity, capacity: Capacity, grows: bool = False) -> str | None:
+    """Why `req` can never fit `capacity` (the whole cluster, or with `grows` its ceiling)."""
+    whole = "the cluster can grow to at most" if grows else "the whole cluster has"
     if req.cpu > capacity.cpu + 1e-9:
-        return f"asks for {req.cpu:g} CPU; the whole cluster has {capacity.cpu:g}"
+        return f"asks for {req.cpu:g} CPU; {whole} {capacity.cpu:g}"
     if req.gpu > capacity.gpu + 1e-9:
-        return f"asks for {req.gpu:g} GPU; the whole cluster has {capacity.gpu:g}"
+        return f"asks for {req.gpu:g} GPU; {whole} {capacity.gpu:g}"
     if req.memory > capacity.memory + 1e-9:
         return (
-            f"asks for {human_memory(req.memory)} memory; "
-            f"the whole cluster has {human_memory(capacity.memory)}"
+            f"asks for {human_memory(req.memory)} memory; {whole} {human_memory(capacity.memory)}"
         )
     return None
 
@@ -255,7 +257,11 @@ def _enqueue(step: TaskStep, name: str, task: Task, body: TaskStatusBody) -> Tas
     req = request_of(task)
     capacity = step.obs.capacity
     assert capacity is not None
-    too_big = unschedulable(req, capacity)
+    scaling = step.obs.scaling
+    # On an autoscaling cluster, what it can grow to decides; what is free now decides later.
+    too_big = unschedulable(req, scaling_core.ceiling_of(capacity, scaling), scaling is not None)
+    if too_big is None and scaling is not None:
+        too_big = scaling_core.misfit(bundles_of(task), scaling.node_types)
     if too_big is not None:
         # A task held in a dependency cycle stays so: the cycle is what the user must fix first.
         return body if lifecycle.in_cycle(body) else lifecycle.unschedulable(body, too_big)

@@ -133,6 +133,31 @@ class PreemptedBy:
     by: str
 
 
+@dataclass(frozen=True)
+class ScaleUp:
+    """It fits what the cluster can grow to, not what is free now: its resources were asked
+    of the autoscaler at `since` (epoch seconds); `pending`: nodes being launched."""
+
+    reason: ClassVar[Reason] = Reason.WAITING_FOR_SCALE_UP
+    requested: Capacity
+    since: float
+    pending: int
+    timeout_at: float  # when it stops waiting for nodes (ScaleUpTimeout)
+
+
+@dataclass(frozen=True)
+class ScaleUpTimedOut:
+    """The nodes asked for at `since` did not come within the scale-up timeout; it stops
+    asking until `retry_at`, so one impossible request does not keep nodes up."""
+
+    reason: ClassVar[Reason] = Reason.SCALE_UP_TIMEOUT
+    requested: Capacity
+    since: float
+    timeout_seconds: float
+    retry_at: float
+    failures: tuple[str, ...]  # the autoscaler's failed launches, verbatim
+
+
 Lack = (
     Shortfall
     | QuotaShortfall
@@ -144,6 +169,8 @@ Lack = (
     | Preempting
     | AwaitingVictims
     | PreemptedBy
+    | ScaleUp
+    | ScaleUpTimedOut
 )
 
 
@@ -277,6 +304,19 @@ def _lack(lack: Lack) -> str:
             )
         case PreemptedBy(by):
             return f"preempted by {by}; queued again once its stopped run is gone"
+        case ScaleUp(requested, since, pending, timeout_at):
+            nodes = "no node" if pending == 0 else "1 node" if pending == 1 else f"{pending} nodes"
+            return (
+                f"requested {resources_text(requested)} from the autoscaler at {_clock(since)}; "
+                f"{nodes} pending; gives up at {_clock(timeout_at)}"
+            )
+        case ScaleUpTimedOut(requested, since, timeout_seconds, retry_at, failures):
+            said = "; ".join(failures) if failures else "no failed launch"
+            return (
+                f"the autoscaler did not bring {resources_text(requested)} within "
+                f"{timeout_seconds:g} s of {_clock(since)} (it reports: {said}); asks again "
+                f"at {_clock(retry_at)}"
+            )
         case _:
             assert_never(lack)
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconciler.core.planner import Observation, Plan, TaskInput, plan
-from specs.cluster import FAILED, PENDING, STOPPED, SUCCEEDED, Capacity, RayJob
+from specs.cluster import FAILED, PENDING, STOPPED, SUCCEEDED, Capacity, RayJob, Scaling
 from specs.models import Phase, Reason, Task, TaskStatus, TaskStatusBody
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
@@ -53,6 +53,7 @@ class PlanWorld:
     submitted: list[str] = field(default_factory=list)
     stopped: list[str] = field(default_factory=list)
     queues: QueueConfig | None = None  # team queues (_queues.yaml); None: one queue
+    scaling: Scaling | None = None  # what the cluster can grow to; None: a fixed cluster
 
     def inputs(self) -> dict[str, TaskInput]:
         result: dict[str, TaskInput] = {}
@@ -65,7 +66,7 @@ class PlanWorld:
     def observe(self) -> Observation:
         if not self.available:
             return Observation(None, None, "connection refused")
-        return Observation(dict(self.jobs), self.capacity)
+        return Observation(dict(self.jobs), self.capacity, scaling=self.scaling)
 
     def step(self, seconds: float = 1.0) -> Plan:
         p = plan(
