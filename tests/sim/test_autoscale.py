@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from reconciler.core.planner import Plan
 from reconciler.sim.__main__ import main
 from reconciler.sim.direct import straight_to_ray
+from reconciler.sim.engine import simulate
 from reconciler.sim.nodes import NodeModel, Nodes, parse_node_type, split
 from reconciler.sim.workload import Job
 from specs.cluster import Capacity, NodeType
+from specs.models import Reason
 
 SMALL = NodeType("small", Capacity(8, 0, 32 * 2**30), max_count=3)
 
@@ -179,3 +182,44 @@ def test_the_cli_compares_three_runs(capsys: pytest.CaptureFixture[str]) -> None
 def test_the_cli_refuses_autoscale_without_node_types(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--autoscale", "--workload", "synthetic", "--jobs", "5"]) == 2
     assert "--node-type" in capsys.readouterr().out
+
+
+def test_queued_work_makes_nodes_appear_and_a_drained_queue_lets_them_go() -> None:
+    """rayqueue's run: the planner's scale_request drives the node model."""
+    jobs = [Job(name, 0, 600, 8, 0, 3000) for name in ("a", "b", "c")]
+    nodes = Nodes(_model(NodeType("small", Capacity(8), max_count=2)))
+    reasons: dict[str, list[tuple[float, str | None]]] = {}
+    requests: list[tuple[float, int]] = []
+
+    def watch(now: float, p: Plan) -> None:
+        for name, status in p.statuses.items():
+            reasons.setdefault(name, []).append((now, status.status.reason))
+        if p.scale_request is not None:
+            requests.append((now, len(p.scale_request)))
+
+    result = simulate(jobs, "backfill", capacity_cpu=16, nodes=nodes, observer=watch)
+    assert result.unfinished == 0
+    starts = {r.job.name: r.start for r in result.records}
+    # Two nodes (the ceiling) are asked for at once and are up after the launch delay; the
+    # third job waits for a running one, not for nodes: the ceiling holds two.
+    assert starts == {"a": 180, "b": 180, "c": 780}
+    assert nodes.launches == 2
+    assert (0, str(Reason.WAITING_FOR_SCALE_UP)) in reasons["a"]
+    assert all(reason != Reason.WAITING_FOR_SCALE_UP for _, reason in reasons["c"])
+    assert requests[0] == (0, 2)
+    assert requests[-1][1] == 0  # drained: the request is cleared
+    # One node goes 300 s after a and b end (780); c's node 300 s after c ends (1380).
+    assert sorted(n.removed or 0 for n in nodes.nodes) == [1080, 1680]
+    assert nodes.capacity(2000).cpu == 0
+    assert nodes.node_seconds(end=2000) == 1080 + 1680
+
+
+def test_a_fixed_cluster_runs_as_before() -> None:
+    """Without nodes the planner is given no scaling and asks for nothing."""
+    jobs = [Job(name, 0, 600, 8, 0, 3000) for name in ("a", "b", "c")]
+    seen: list[object] = []
+    result = simulate(
+        jobs, "backfill", capacity_cpu=16, observer=lambda _, p: seen.append(p.scale_request)
+    )
+    assert {r.job.name: r.start for r in result.records} == {"a": 0, "b": 0, "c": 600}
+    assert set(seen) == {None}
