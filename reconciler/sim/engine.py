@@ -16,6 +16,7 @@ the inputs once its status is final and its job has ended, which keeps each pass
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -121,6 +122,7 @@ class _Cluster:
     runs: dict[str, list[str]] = field(default_factory=dict)  # task -> its jobs' ids
     scaling: Scaling | None = None  # what the autoscaler reports, with autoscaling
     scale_request: tuple[Capacity, ...] | None = None  # the last plan's, standing
+    deadline: float | None = None  # the last plan's (epoch seconds)
 
 
 def simulate(
@@ -196,10 +198,14 @@ def simulate(
             }
             nodes.place(running, now)
             nodes.scale(cluster.scale_request, now)
-            due = nodes.next_due(now)
-            if due is not None and due not in node_events:
-                node_events.add(due)
-                heapq.heappush(cluster.events, (due, NODE, ""))
+            # A pass at the plan's deadline too, as the loop makes: a request for nodes times
+            # out (ScaleUpTimeout) and its backoff ends there. Whole seconds keep the clock exact.
+            deadline = cluster.deadline
+            replan = None if deadline is None else math.ceil(deadline - EPOCH_UNIX + 1e-3)
+            for due in (nodes.next_due(now), replan):
+                if due is not None and due > now and due not in node_events:
+                    node_events.add(due)
+                    heapq.heappush(cluster.events, (due, NODE, ""))
 
     result.unfinished = sum(1 for r in records.values() if r.end is None)
     result.wall_seconds = time.perf_counter() - began
@@ -257,6 +263,7 @@ def _settle(
         result.live_task_passes += live
         result.max_live = max(result.max_live, live)
         cluster.statuses.update(p.statuses)
+        cluster.deadline = p.deadline
         if p.scale_request is not None:
             cluster.scale_request = p.scale_request
         if observer is not None:
