@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from specs.cluster import Capacity
 from specs.models import Task, TaskStatus
 from specs.queues import CONFIG_FILE, QueueConfig
 from specs.yamldepth import TooDeep, check_nesting
@@ -637,6 +638,22 @@ def _check_queues(config: QueueConfig) -> Sequence[Problem]:
             problems.append((("spec", "queues", index, "name"), message))
         else:
             first[entry.name] = index
+    cluster = config.spec.cluster
+    kinds: dict[str, int] = {}
+    for index, kind in enumerate(cluster.node_types if cluster is not None else ()):
+        where = ("spec", "cluster", "nodeTypes", index)
+        if kind.name in kinds:
+            message = (
+                f'node type "{kind.name}" is listed twice (first as nodeTypes[{kinds[kind.name]}])'
+            )
+            problems.append(((*where, "name"), message))
+        else:
+            kinds[kind.name] = index
+        if kind.min_count > kind.max_count:
+            message = f"minCount {kind.min_count} is more than maxCount {kind.max_count}"
+            problems.append(((*where, "minCount"), message))
+        if kind.resources.capacity() == Capacity():
+            problems.append(((*where, "resources"), "a node type must have some resource"))
     return problems
 
 

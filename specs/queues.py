@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from pydantic.alias_generators import to_camel
 
-from specs.cluster import Capacity
+from specs.cluster import Capacity, NodeType
 from specs.quantity import QuantityError, parse_memory
 
 CONFIG_FILE = "_queues.yaml"
@@ -145,9 +145,37 @@ class DefaultQueue(_Sharing):
     """Tasks outside every listed folder; its nominal quota is what no other queue holds."""
 
 
+class NodeTypeEntry(_Model):
+    """One kind of node an autoscaler may launch (`spec.cluster.nodeTypes[]`)."""
+
+    name: str = Field(min_length=1, max_length=_MAX_NAME)
+    resources: Quota = Field(description="what one node of this type has")
+    max_count: int = Field(ge=0, le=100_000, description="most nodes of this type")
+    min_count: int = Field(default=0, ge=0, le=100_000)
+
+    def node_type(self) -> NodeType:
+        return NodeType(self.name, self.resources.capacity(), self.max_count, self.min_count)
+
+
+class ClusterSection(_Model):
+    """`spec.cluster`: what an autoscaling cluster can grow to, where Ray's autoscaler does not
+    report it (issue 26). `maxCapacity` caps the whole cluster (and lowers what Ray reports);
+    `nodeTypes` lists every kind of node, the head too, when Ray reports none."""
+
+    max_capacity: Quota | None = None
+    node_types: list[NodeTypeEntry] = Field(default_factory=list, max_length=1000)
+
+    def node_type_values(self) -> tuple[NodeType, ...]:
+        return tuple(entry.node_type() for entry in self.node_types)
+
+    def max_capacity_value(self) -> Capacity | None:
+        return self.max_capacity.capacity() if self.max_capacity is not None else None
+
+
 class QueueConfigSpec(_Model):
     queues: list[QueueEntry] = Field(default_factory=list)
     default: DefaultQueue = Field(default_factory=DefaultQueue)
+    cluster: ClusterSection | None = None
 
 
 class ConfigMetadata(_Model):
@@ -227,3 +255,29 @@ def config_path(tasks_dir: Path, queues_path: Path | None) -> Path:
 def status_path(config: Path, status_dir: Path | None) -> Path:
     """`_queues.status.yaml`: under --status-dir if given, else beside the configuration."""
     return (status_dir or config.parent) / STATUS_FILE
+
+
+def parse_capacity(text: str) -> Capacity:
+    """`cpu=64,gpu=8,memory=512Gi` (the --max-capacity flag): a resource left out is 0.
+    ValueError naming what is wrong."""
+    amounts = {"cpu": 0.0, "gpu": 0.0, "memory": 0.0}
+    seen: set[str] = set()
+    for part in text.split(","):
+        key, sep, value = part.strip().partition("=")
+        key = key.strip().lower()
+        if not sep or key not in amounts:
+            raise ValueError(
+                f"{part.strip()!r} is not cpu=N, gpu=N or memory=QUANTITY (e.g. "
+                "cpu=64,gpu=8,memory=512Gi)"
+            )
+        if key in seen:
+            raise ValueError(f"{key} is given twice")
+        seen.add(key)
+        try:
+            number = float(_memory(value.strip())) if key == "memory" else float(value)
+        except ValueError as exc:
+            raise ValueError(f"{key}={value.strip()}: {exc}") from None
+        if not 0 <= number <= 1e15:  # also refuses NaN and inf
+            raise ValueError(f"{key}={value.strip()} must be a finite number >= 0")
+        amounts[key] = number
+    return Capacity(amounts["cpu"], amounts["gpu"], amounts["memory"])

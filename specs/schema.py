@@ -113,13 +113,19 @@ def task_schema() -> dict[str, Any]:
         for prop, text in texts.items():
             properties[prop]["description"] = text
 
-    memory = definitions["Resources"]["properties"]["memory"]
-    # The field holds bytes, but a spec writes a number of GiB or a quantity string.
-    memory.pop("type")
-    memory["anyOf"] = [
-        {"type": "number", "minimum": 0},
-        {"type": "string", "pattern": quantity._QUANTITY.pattern},
-    ]
+    for model in ("Resources", "Bundle"):
+        memory = definitions[model]["properties"]["memory"]
+        # The field holds bytes, but a spec writes a number of GiB or a quantity string.
+        memory.pop("type")
+        memory["description"] = _DESCRIPTIONS["Resources"]["memory"]
+        memory["anyOf"] = [
+            {"type": "number", "minimum": 0},
+            {"type": "string", "pattern": quantity._QUANTITY.pattern},
+        ]
+    definitions["Resources"]["properties"]["bundles"]["description"] = (
+        "On an autoscaling cluster: how the task spreads over nodes, each bundle on one node; "
+        "together they must hold at least the resources above."
+    )
     spec = definitions["TaskSpec"]
     spec["properties"]["entrypoint"]["pattern"] = r"\S"  # not blank
     # A task with no resources is invalid, so an editor should ask for the block.

@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import NoneType, UnionType
 
+from specs.cluster import Capacity
+from specs.queues import parse_capacity
+
 DEFAULT_PORT = 8264  # the old scheduler's port, kept so old clients need no change
 
 # Which commands take a knob. `plan` plans with serve's planner and options, so it takes every
@@ -264,9 +267,7 @@ class PlannerSettings:
         metadata=knob(
             "on an autoscaling cluster, seconds a task waits for the nodes it asked for before "
             "it stops asking for as long again (default 600)",
-            flag="--scale-up-timeout",
             commands=LOOP,
-            metavar="SECONDS",
             above=0,
             group="planner",
         ),
@@ -382,6 +383,20 @@ class Settings(PlannerSettings):
     )
     """The team queues' configuration. Default: <tasks_dir>/_queues.yaml; with no such file
     there is one queue for all tasks, as before queues existed."""
+
+    max_capacity: str | None = field(
+        default=None,
+        metadata=knob(
+            "on an autoscaling cluster, the most it can grow to, e.g. cpu=64,gpu=8,memory=512Gi "
+            "(a resource left out is 0); lowers what Ray's autoscaler reports. See "
+            "docs/autoscaling.md",
+            flag="--max-capacity",
+            commands=LOOP,
+            metavar="cpu=N,gpu=N,memory=Q",
+        ),
+    )
+    """The cluster's ceiling where Ray does not report one (or a budget below it); with
+    `_queues.yaml`'s spec.cluster.maxCapacity the smaller of the two holds."""
 
     queue_id: str | None = field(
         default=None,
@@ -632,6 +647,11 @@ class Settings(PlannerSettings):
                 raise ValueError(
                     f"--allowed-hosts: {host!r} is not a host name, an address, '*.domain' or '*'"
                 )
+        if self.max_capacity is not None:
+            try:
+                parse_capacity(self.max_capacity)
+            except ValueError as exc:
+                raise ValueError(f"--max-capacity: {exc}") from None
         for root in self.working_dir_roots:
             if not os.path.isabs(root):
                 raise ValueError(f"--working-dir-root: {root!r} must be an absolute path")
@@ -641,6 +661,11 @@ class Settings(PlannerSettings):
                     f"--allowed-origins: {origin!r} is not an origin like https://host[:port] "
                     "(scheme and host, no path)"
                 )
+
+    @property
+    def max_capacity_value(self) -> Capacity | None:
+        """--max-capacity as resources; None when not given."""
+        return parse_capacity(self.max_capacity) if self.max_capacity is not None else None
 
     @property
     def resolved_state_dir(self) -> Path:

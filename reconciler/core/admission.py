@@ -33,6 +33,9 @@ from reconciler.core.quotas import resources_text
 from reconciler.core.timestamps import EARLY, to_datetime, to_epoch
 from reconciler.core.waits import (
     AwaitingVictims,
+    BehindReservation,
+    BehindScaleUp,
+    BehindTask,
     PreemptedBy,
     Preempting,
     ScaleUp,
@@ -122,6 +125,9 @@ def admit(ctx: PassState) -> None:
         ctx.queue_admission = admission
     started = set(admission.start)
     scale = _scale_up(ctx, eligible, free, slots, all_stopping, admission, stopping_for)
+    if scale.demand and ctx.options.policy != "besteffort":
+        _keep_for_scale_up(ctx, eligible, free, slots, admission, scale)
+        started = set(admission.start)
     # Work that new nodes will serve waits for them rather than preempting (issue 26).
     preempting = preempt(ctx, eligible, admission, free, all_stopping, frozenset(scale.demand))
     _until_of_age(ctx)
@@ -241,6 +247,82 @@ def _scale_up(
         ctx.until = min(ctx.until, max(since + limit - EARLY, ctx.now))
         ctx.scale_demand.append(name)
     return ScaleUpState(demand, backoff)
+
+
+def _keep_for_scale_up(
+    ctx: PassState,
+    eligible: list[policies.Candidate],
+    free: Capacity,
+    slots: int,
+    admission: policies.Admission | queueing.QueueAdmission,
+    scale: ScaleUpState,
+) -> None:
+    """A task waiting for nodes keeps its claim on what is free now: the autoscaler is asked
+    for its whole request beside what runs, so the nodes that come complete today's free
+    resources, and a task behind it in its queue that took them would delay it by another
+    launch. So one that overtook it starts only on what is free beyond its need (per resource
+    it asks for). The other way round, under backfill without team queues, a head that waits
+    for nodes does not hold back what does not need its resources: a task the policy kept
+    behind it starts if it fits that spare (a GPU head waiting for a GPU node leaves the CPUs
+    of today to CPU work). Strict never overtakes; besteffort lets anything that fits start."""
+    add = ctx.options.policy == "backfill" and ctx.queues is None
+    spare: dict[str, Capacity] = {}  # per queue ("" without queues)
+    holder: dict[str, str] = {}  # per queue: the first task in it that waits for nodes
+    ahead: dict[str, int] = {}
+    left, room = free, slots - len(admission.start)
+    for candidate in eligible:
+        if candidate.name in admission.start:
+            left = left - candidate.request
+    for candidate in eligible:
+        name, request = candidate.name, candidate.request
+        owner = ctx.queues.queue_of(name) if ctx.queues is not None else ""
+        have = spare.get(owner, free)
+        if name in scale.demand:
+            holder.setdefault(owner, name)
+            spare[owner] = have - request
+        elif name in admission.start:
+            if owner in holder and not _fits_asked(request, have):
+                admission.start.remove(name)
+                admission.waiting[name] = Waiting(BehindScaleUp(holder[owner]), ahead.get(owner))
+                left, room = left + request, room + 1
+            else:
+                spare[owner] = have - request
+                continue
+        elif (
+            add
+            and owner in holder
+            and _behind(admission.waiting.get(name), holder[owner])
+            and _fits_asked(request, have)
+            and request.fits_in(left)
+            and room > 0
+        ):
+            admission.start.append(name)
+            del admission.waiting[name]
+            spare[owner], left, room = have - request, left - request, room - 1
+            continue
+        ahead[owner] = ahead.get(owner, 0) + 1
+
+
+def _behind(waiting: Waiting | None, head: str) -> bool:
+    """Whether the policy kept it waiting only for `head`'s sake (not for its own lack)."""
+    if waiting is None:
+        return False
+    lack = waiting.lacks
+    return (isinstance(lack, BehindTask) and lack.task == head) or (
+        isinstance(lack, BehindReservation) and lack.head == head
+    )
+
+
+def _fits_asked(request: Capacity, room: Capacity) -> bool:
+    """`request` fits `room` in every resource it asks for (room may be negative elsewhere)."""
+    return all(
+        asked <= 1e-9 or asked <= have + 1e-9
+        for asked, have in (
+            (request.cpu, room.cpu),
+            (request.gpu, room.gpu),
+            (request.memory, room.memory),
+        )
+    )
 
 
 def _scale_wait(

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from reconciler.core.quotas import resources_text
 from specs.cluster import Capacity, NodeType, Scaling
+from specs.queues import ClusterSection
 
 _EPS = 1e-9
 RESOURCES = ("cpu", "gpu", "memory")
@@ -76,6 +77,23 @@ def merge(
     if max_capacity is not None:
         return Scaling(max_capacity, (), "config")
     return None
+
+
+def from_config(
+    report: Scaling | None,
+    section: ClusterSection | None,
+    max_capacity: Capacity | None = None,
+) -> Scaling | None:
+    """What the shell hands the planner each pass: the autoscaler's report (None when Ray
+    reports no autoscaler) joined with `_queues.yaml`'s `spec.cluster` and `--max-capacity`
+    (the smaller of the two caps holds), as `merge` rules."""
+    caps = [section.max_capacity_value() if section is not None else None, max_capacity]
+    cap = None
+    for each in caps:
+        if each is not None:
+            cap = each if cap is None else _smaller(cap, each)
+    kinds = section.node_type_values() if section is not None else ()
+    return merge(report, kinds, cap)
 
 
 def _times(amounts: Capacity, count: int) -> Capacity:

@@ -146,6 +146,15 @@ class ScaleUp:
 
 
 @dataclass(frozen=True)
+class BehindScaleUp:
+    """It fits now, but the free resources are kept for `head`, ahead of it, which waits for
+    new nodes and needs them too (backfill must not take what the new nodes complete)."""
+
+    reason: ClassVar[Reason] = Reason.WAITING_BEHIND_RESERVATION
+    head: str
+
+
+@dataclass(frozen=True)
 class ScaleUpTimedOut:
     """The nodes asked for at `since` did not come within the scale-up timeout; it stops
     asking until `retry_at`, so one impossible request does not keep nodes up."""
@@ -170,6 +179,7 @@ Lack = (
     | AwaitingVictims
     | PreemptedBy
     | ScaleUp
+    | BehindScaleUp
     | ScaleUpTimedOut
 )
 
@@ -309,6 +319,10 @@ def _lack(lack: Lack) -> str:
             return (
                 f"requested {resources_text(requested)} from the autoscaler at {_clock(since)}; "
                 f"{nodes} pending; gives up at {_clock(timeout_at)}"
+            )
+        case BehindScaleUp(head):
+            return (
+                f"fits now, but the free resources are kept for {head}, which waits for new nodes"
             )
         case ScaleUpTimedOut(requested, since, timeout_seconds, retry_at, failures):
             said = "; ".join(failures) if failures else "no failed launch"

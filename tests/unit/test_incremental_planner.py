@@ -16,7 +16,17 @@ from hypothesis import strategies as st
 from reconciler.core import incremental, planner
 from reconciler.core.incremental import Memo, plan_incremental
 from reconciler.core.planner import Observation, Plan, TaskInput, plan
-from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
+from specs.cluster import (
+    FAILED,
+    PENDING,
+    RUNNING,
+    STOPPED,
+    SUCCEEDED,
+    Capacity,
+    NodeType,
+    RayJob,
+    Scaling,
+)
 from specs.models import Phase, Reason, TaskStatus
 from specs.parse import parse_queue_config
 from specs.queues import QueueConfig
@@ -37,6 +47,15 @@ spec:
 """
 T0 = 1_767_225_600.0  # 2026-01-01
 RETRY = {"limit": 2, "backoffSeconds": 7, "on": ["Failed", "TimedOut", "Lost"]}
+# What the cluster may grow to (issue 26): none, 2-CPU nodes up to 8 CPU, the same with a
+# node pending and a failure, or a bare configured ceiling.
+SMALL = NodeType("small", Capacity(2, 0, 8 * GIB), max_count=3)
+SCALINGS = (
+    None,
+    Scaling(Capacity(8, 0, 32 * GIB), (SMALL,)),
+    Scaling(Capacity(8, 0, 32 * GIB), (SMALL,), "autoscaler", ("small",), ("quota",)),
+    Scaling(Capacity(6, 1, 16 * GIB)),
+)
 
 
 @st.composite
@@ -65,7 +84,7 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
         st.sampled_from(
             [
                 *("put", "put", "touch", "break", "delete", "ray", "ray", "ray", "rebuild"),
-                *("tick", "tick", "tick", "capacity", "outage", "foreign"),
+                *("tick", "tick", "tick", "capacity", "outage", "foreign", "scaling"),
                 *("lose_writes", "lose_writes"),
                 "restart",
             ]
@@ -83,6 +102,8 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
         return (kind, draw(st.sampled_from([2, 4, 6])))
     if kind == "outage":
         return (kind, draw(st.booleans()))
+    if kind == "scaling":
+        return (kind, draw(st.sampled_from(SCALINGS)))
     if kind == "foreign":
         return (kind, draw(st.integers(0, 1000)))
     if kind == "lose_writes":
@@ -104,6 +125,7 @@ def options_of(draw: st.DrawFn) -> PlanOptions:
         lost_grace_seconds=draw(st.sampled_from([5.0, 60.0])),
         ray_history_retention_seconds=draw(st.sampled_from([None, 30.0])),
         max_stops_per_pass=draw(st.sampled_from([0, 1])),
+        scale_up_timeout_seconds=draw(st.sampled_from([30.0, 600.0])),
     )
 
 
@@ -118,6 +140,7 @@ def assert_same(full: Plan, inc: Plan, before: dict[str, TaskStatus]) -> None:
     assert inc.events == full.events
     assert inc.refused_deletions == full.refused_deletions
     assert inc.summary == full.summary
+    assert inc.scale_request == full.scale_request
     assert inc.statuses == full.statuses
     for name, status in full.statuses.items():
         # Unchanged means the very object passed in, for both: the loop skips those writes.
@@ -136,6 +159,7 @@ class History:
     capacity: Capacity = field(default_factory=lambda: Capacity(4, 0, 16 * GIB))
     now: float = T0
     available: bool = True
+    scaling: Scaling | None = None
     unwritten: frozenset[str] = frozenset()
     unwritten_passes: int = 0
     fail_once: frozenset[str] = frozenset()
@@ -174,6 +198,8 @@ class History:
             self.capacity = Capacity(step[1], 0, 16 * GIB)
         elif kind == "outage":
             self.available = not step[1]
+        elif kind == "scaling":
+            self.scaling = step[1]
         elif kind == "foreign":
             sid = f"foreign-{step[1]}"
             self.jobs[sid] = RayJob(sid, RUNNING, start_time=self.now, entrypoint_cpus=1)
@@ -198,7 +224,7 @@ class History:
 
     def run_pass(self) -> Plan:
         observed = (
-            Observation(dict(self.jobs), self.capacity)
+            Observation(dict(self.jobs), self.capacity, scaling=self.scaling)
             if self.available
             else Observation(None, None, "connection refused")
         )
@@ -280,14 +306,18 @@ class History:
 @given(
     options=options_of(),
     with_queues=st.booleans(),
+    grows=st.sampled_from(SCALINGS),
     history=st.lists(
         st.tuples(steps(), st.sets(st.sampled_from(NAMES), max_size=2)), min_size=1, max_size=60
     ),
 )
 def test_incremental_plan_equals_full_plan_on_random_histories(
-    options: PlanOptions, with_queues: bool, history: list[tuple[tuple[Any, ...], set[str]]]
+    options: PlanOptions,
+    with_queues: bool,
+    grows: Scaling | None,
+    history: list[tuple[tuple[Any, ...], set[str]]],
 ) -> None:
-    world = History(options, parse_queue_config(QUEUES) if with_queues else None)
+    world = History(options, parse_queue_config(QUEUES) if with_queues else None, scaling=grows)
     for step, failing in history:
         world.apply(step)
         world.fail_once = frozenset(failing)  # status writes that fail in this pass only

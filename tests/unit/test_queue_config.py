@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from specs.cluster import Capacity
 from specs.parse import SpecParseError, parse_queue_config
-from specs.queues import DEFAULT_QUEUE
+from specs.queues import DEFAULT_QUEUE, parse_capacity
 from specs.store import InvalidName, TaskStore, validate_name
 
 GOOD = """\
@@ -218,3 +219,79 @@ def test_preemption_errors_name_the_field(edit: tuple[str, str], expected: str) 
     with pytest.raises(SpecParseError) as info:
         parse_queue_config(PREEMPTING.replace(*edit))
     assert str(info.value) == expected
+
+
+# --- spec.cluster: what an autoscaling cluster can grow to (issue 26) ----------------------
+
+CLUSTER = """\
+apiVersion: rayqueue/v1
+kind: QueueConfig
+spec:
+  cluster:
+    maxCapacity: {cpu: 64, gpu: 8, memory: 512Gi}
+    nodeTypes:
+      - name: head
+        resources: {cpu: 4, memory: 16Gi}
+        maxCount: 1
+        minCount: 1
+      - name: gpu-worker
+        resources: {cpu: 8, gpu: 1, memory: 64Gi}
+        maxCount: 4
+"""
+
+
+def test_the_cluster_section_parses() -> None:
+    section = parse_queue_config(CLUSTER).spec.cluster
+    assert section is not None
+    cap = section.max_capacity_value()
+    assert cap is not None and (cap.cpu, cap.gpu, cap.memory) == (64, 8, 512 * 2**30)
+    kinds = section.node_type_values()
+    assert [(k.name, k.max_count, k.min_count) for k in kinds] == [
+        ("head", 1, 1),
+        ("gpu-worker", 4, 0),
+    ]
+    assert kinds[1].resources.gpu == 1
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (("maxCount: 4", "maxCount: -4"), "_queues.yaml:13:19: spec.cluster.nodeTypes[1].maxCount"),
+        (
+            ("name: gpu-worker", "name: head"),
+            '_queues.yaml:11:15: spec.cluster.nodeTypes[1].name: node type "head" is listed '
+            "twice (first as nodeTypes[0])",
+        ),
+        (
+            ("minCount: 1", "minCount: 2"),
+            "_queues.yaml:10:19: spec.cluster.nodeTypes[0].minCount: minCount 2 is more than "
+            "maxCount 1",
+        ),
+        (
+            ("{cpu: 64,", "{cpus: 64,"),
+            "_queues.yaml:5:19: spec.cluster.maxCapacity.cpus: unknown field",
+        ),
+        (
+            ("memory: 512Gi", "memory: lots"),
+            "_queues.yaml:5:44: spec.cluster.maxCapacity.memory: 'lots' is not",
+        ),
+    ],
+)
+def test_cluster_errors_name_file_line_and_field(edit: tuple[str, str], expected: str) -> None:
+    with pytest.raises(SpecParseError) as err:
+        parse_queue_config(CLUSTER.replace(*edit))
+    assert str(err.value).startswith(expected), str(err.value)
+
+
+def test_the_max_capacity_flag_parses_and_refuses_nonsense() -> None:
+    assert parse_capacity("cpu=64,gpu=8,memory=512Gi") == Capacity(64, 8, 512 * 2**30)
+    assert parse_capacity("gpu=2") == Capacity(0, 2, 0)
+    for bad, why in [
+        ("cpu=64,cpu=2", "given twice"),
+        ("cores=4", "is not cpu=N"),
+        ("cpu=-1", ">= 0"),
+        ("cpu=nan", ">= 0"),
+        ("memory=lots", "memory=lots"),
+    ]:
+        with pytest.raises(ValueError, match=why):
+            parse_capacity(bad)

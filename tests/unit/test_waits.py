@@ -9,6 +9,7 @@ import pytest
 from reconciler.core.waits import (
     AwaitingVictims,
     BehindReservation,
+    BehindScaleUp,
     BehindTask,
     BorrowBound,
     InflightLimit,
@@ -20,6 +21,8 @@ from reconciler.core.waits import (
     Preempting,
     QuotaShortfall,
     ReservedStart,
+    ScaleUp,
+    ScaleUpTimedOut,
     Shortfall,
     Waiting,
     render,
@@ -137,6 +140,30 @@ ROWS = [
         Waiting(Shortfall("cpu", 1, 0), queue="a", note=NextPass()),
         Reason.WAITING_FOR_RESOURCES,
         "needs 1 CPU; 0 free; waits for the next pass",
+    ),
+    (
+        Waiting(ScaleUp(Capacity(8, 1), T, 1, T + 600), 0),
+        Reason.WAITING_FOR_SCALE_UP,
+        "requested 8 CPU, 1 GPU from the autoscaler at 2026-01-01T00:00:00Z; 1 node pending; "
+        "gives up at 2026-01-01T00:10:00Z; first in queue",
+    ),
+    (
+        Waiting(ScaleUp(Capacity(2), T, 0, T + 60)),
+        Reason.WAITING_FOR_SCALE_UP,
+        "requested 2 CPU from the autoscaler at 2026-01-01T00:00:00Z; no node pending; "
+        "gives up at 2026-01-01T00:01:00Z",
+    ),
+    (
+        Waiting(ScaleUpTimedOut(Capacity(0, 4), T, 600, T + 1200, ("quota exceeded",)), 2),
+        Reason.SCALE_UP_TIMEOUT,
+        "the autoscaler did not bring 4 GPU within 600 s of 2026-01-01T00:00:00Z (it reports: "
+        "quota exceeded); asks again at 2026-01-01T00:20:00Z; 2 tasks ahead",
+    ),
+    (
+        Waiting(BehindScaleUp("big"), 1),
+        Reason.WAITING_BEHIND_RESERVATION,
+        "fits now, but the free resources are kept for big, which waits for new nodes; "
+        "1 task ahead",
     ),
 ]
 
