@@ -177,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME:cpu=N,max=M",
-        help="a worker node type (repeatable); also min=K, gpu=G, memory=GIB",
+        help="a worker node type (repeatable); also min=K, gpu=G, memory=GIB. Default with "
+        "--autoscale: the --queues file's cluster: nodeTypes",
     )
     p.add_argument(
         "--head-cpu",
@@ -466,9 +467,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, dest) is None:
             setattr(args, dest, default)
     model: NodeModel | None = None
+    if args.autoscale and not args.node_type and queues is not None and queues.spec.cluster:
+        args.node_type = list(queues.spec.cluster.node_type_values())  # the file's cluster:
     if args.autoscale or args.node_type:
         if not (args.autoscale and args.node_type) or args.teams > 0:
-            print("--autoscale needs at least one --node-type, and --node-type needs --autoscale")
+            print(
+                "--autoscale needs node types (--node-type, or the --queues file's cluster: "
+                "nodeTypes), and --node-type needs --autoscale"
+            )
             if args.teams > 0:
                 print("--autoscale takes --queues for queues, not --teams")
             return 2

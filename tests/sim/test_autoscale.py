@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from reconciler.core.planner import Plan
@@ -223,3 +225,18 @@ def test_a_fixed_cluster_runs_as_before() -> None:
     )
     assert {r.job.name: r.start for r in result.records} == {"a": 0, "b": 0, "c": 600}
     assert set(seen) == {None}
+
+
+def test_the_node_types_may_come_from_the_queue_files_cluster_section(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    queues = tmp_path / "_queues.yaml"
+    queues.write_text(
+        "apiVersion: rayqueue/v1\nkind: QueueConfig\nspec:\n  cluster:\n    nodeTypes:\n"
+        "      - name: w\n        resources: {cpu: 8}\n        maxCount: 3\n"
+    )
+    args = ["--autoscale", "--queues", str(queues), "--workload", "synthetic", "--jobs", "20"]
+    assert main([*args, "--processes", "1", "--policies", "strict"]) == 0
+    out = capsys.readouterr().out
+    assert "ceiling 24 CPUs (w 8 CPU x 3;" in out
+    assert "| rayqueue autoscale (strict) |" in out
