@@ -34,12 +34,16 @@ def queue_status(settings: Settings) -> dict[str, Any]:
 
 @router.get("")
 def list_queues(settings: SettingsDep) -> dict[str, Any]:
-    """Every queue: nominal quota, usage, borrowed, lent, weighted share, pending and admitted
-    counts; and whether the configuration file is valid."""
+    """Every queue: nominal quota, usage, borrowed, lent, decayed usage (`decayedUsage`, CPU-,
+    GPU- and byte-seconds), weighted share, pending and admitted counts; whether the
+    configuration file is valid; `fairSharing` (mode, usageHalfLife in seconds)."""
     body = queue_status(settings)
     result: dict[str, Any] = {"config": body.get("config"), "items": body.get("queues", [])}
     if body.get("warning"):
         result["warning"] = body["warning"]
+    for key in ("fairSharing", "usageAt"):  # how past use counts, and when it was measured
+        if key in body:
+            result[key] = body[key]
     return result
 
 

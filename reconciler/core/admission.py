@@ -126,6 +126,7 @@ def admit(ctx: PassState) -> None:
             policy,
             fairshare.RESERVATION_OF_POLICY.get(ctx.options.policy, fairshare.STRICT_RESERVATION),
             preemption.ready(ctx.bodies, ctx.tasks, all_stopping),
+            ctx.usage,
         )
         ctx.queue_admission = admission
     started = set(admission.start)

@@ -11,7 +11,8 @@ queue's next pick goes first and how much each queue may take:
   quota stops being lent at once and returns to it as borrowed jobs end.
 - Picks within nominal go first; then the queue with the lowest weighted dominant share of
   what it borrows, counting the pick (`quotas.dominant_share`: max over cpu, gpu, memory of
-  usage above nominal / what the queues can lend, divided by weight). Shares are recomputed
+  usage above nominal, plus its decayed past use above nominal when given (core/usage.py),
+  / what the queues can lend, divided by weight). Shares are recomputed
   after every admission, so one pass can never hand a queue more than its turn (kueue #9345).
 - A queue's blocked head stops only that queue (kueue #4809); a budget is per resource, and a
   task that needs none of a blocked resource does not see it (kueue #8309).
@@ -66,6 +67,7 @@ class QueueDemand:
     candidates: Sequence[Candidate]
     policy: Policy
     claims: Sequence[Claim] = ()  # its own runs' claims: only their end frees its quota
+    past: Capacity | None = None  # its decayed mean use (core/usage.py); None: not counted
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ class QueueState:
     usage: Capacity
     borrowed: Capacity
     lent: Capacity
-    share: float  # weighted dominant share
+    share: float  # weighted dominant share (with the decayed past use, when counted)
     admitted: tuple[str, ...]  # started in this pass, in order
     above_nominal: Capacity = field(default_factory=Capacity)  # the most it may hold above
     head: str | None = None  # its first task not started (and not too big for its quota)
@@ -150,6 +152,7 @@ class _Queue:
     remaining: list[Candidate]
     policy: Policy
     claims: list[Claim] = field(default_factory=list)
+    past: Capacity | None = None
     admitted: list[str] = field(default_factory=list)
     memo: tuple[object, list[str]] | None = None  # (inputs, the policy's starts) of last ask
 
@@ -189,7 +192,8 @@ class _Pass:
         self.now = now
         self.slots = slots
         self.queues = [
-            _Queue(d.quota, d.usage, list(d.candidates), d.policy, list(d.claims)) for d in queues
+            _Queue(d.quota, d.usage, list(d.candidates), d.policy, list(d.claims), d.past)
+            for d in queues
         ]
         self.lend = lendable(d.quota for d in queues)  # what shares are measured against
         self.result = FairAdmission()
@@ -317,7 +321,8 @@ class _Pass:
         return self.result
 
     def _share(self, queue: _Queue, usage: Capacity) -> Share:
-        return dominant_share(usage, queue.quota.nominal, self.lend, queue.quota.weight)
+        quota = queue.quota
+        return dominant_share(usage, quota.nominal, self.lend, quota.weight, queue.past)
 
     def _share_key(self, queue: _Queue) -> tuple[Share, float, str]:
         return (

@@ -3,17 +3,18 @@ and the queues' status document (`_queues.status.yaml`). Pure, like the planner.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.core import fairshare
+from reconciler.core import fairshare, usage
 from reconciler.core.policies import Candidate, Claim, Policy
 from reconciler.core.waits import Waiting
 from specs.cluster import Capacity
 from specs.models import Phase
-from specs.quantity import format_memory
-from specs.queues import QueueConfig
+from specs.quantity import format_memory, parse_memory
+from specs.queues import FairSharing, QueueConfig
 
 
 @dataclass
@@ -38,15 +39,23 @@ def admit_by_queue(
     policy: Policy,
     reservation: str = fairshare.STRICT_RESERVATION,
     first: frozenset[str] = frozenset(),
+    past: usage.QueueUsage | None = None,
 ) -> QueueAdmission:
     """`queue` in global order (priority, queuedAt, name); `in_use`: what each task with a live
-    job holds, by task name. Each queue keeps that order and runs `policy` within itself."""
+    job holds, by task name. Each queue keeps that order and runs `policy` within itself.
+    `past`: each queue's decayed usage (resource-seconds, core/usage.py), counted in its share
+    unless `fairSharing.mode` is CurrentUsage; a queue it leaves out has used nothing."""
     quotas = fairshare.resolve(config, capacity)
     names = [q.name for q in quotas.queues]
-    usage = {name: Capacity() for name in names}
+    held = {name: Capacity() for name in names}
     for task, request in in_use.items():
         owner = config.queue_of(task)
-        usage[owner] = usage[owner] + request
+        held[owner] = held[owner] + request
+    sharing = config.spec.fair_sharing
+    means: dict[str, Capacity | None] = dict.fromkeys(names)
+    if past is not None and sharing.decays:
+        for name in names:
+            means[name] = usage.mean_rate(past.get(name, Capacity()), sharing.usage_half_life)
     members: dict[str, list[Candidate]] = {name: [] for name in names}
     queue_of: dict[str, str] = {}
     for candidate in queue:
@@ -59,7 +68,7 @@ def admit_by_queue(
             own[config.queue_of(claim.task)].append(claim)
     demands = [
         fairshare.QueueDemand(
-            quota, usage[quota.name], members[quota.name], policy, own[quota.name]
+            quota, held[quota.name], members[quota.name], policy, own[quota.name], means[quota.name]
         )
         for quota in quotas.queues
     ]
@@ -85,6 +94,50 @@ def _amounts(value: Capacity) -> dict[str, Any]:
     }
 
 
+def _seconds(value: Capacity) -> dict[str, float]:
+    """Resource-seconds, kept exact enough to read back (no memory units: byte-seconds)."""
+    return {"cpu": round(value.cpu, 3), "gpu": round(value.gpu, 3), "memory": round(value.memory)}
+
+
+def restore_usage(
+    document: Mapping[str, Any] | None,
+) -> tuple[dict[str, Capacity], dict[str, Capacity], float | None]:
+    """From a `_queues.status.yaml` written earlier: (decayed usage, what each queue held, and
+    when), so a restart integrates the time it was down at the rates it last saw. Anything
+    malformed reads as nothing remembered, never as an error."""
+    past: dict[str, Capacity] = {}
+    held: dict[str, Capacity] = {}
+    body = document.get("status") if isinstance(document, Mapping) else None
+    if not isinstance(body, Mapping):
+        return past, held, None
+    at = body.get("usageAt")
+    when = float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
+    for entry in body.get("queues") or ():
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            continue
+        decayed = _capacity(entry.get("decayedUsage"))
+        if decayed is not None:
+            past[entry["name"]] = decayed
+        now = _capacity(entry.get("usage"))
+        if now is not None:
+            held[entry["name"]] = now
+    return past, held, when
+
+
+def _capacity(value: object) -> Capacity | None:
+    if not isinstance(value, Mapping):
+        return None
+    try:
+        memory = value.get("memory", 0)
+        memory_bytes = float(parse_memory(memory)) if isinstance(memory, str) else float(memory)
+        amounts = (float(value.get("cpu", 0)), float(value.get("gpu", 0)), memory_bytes)
+    except (TypeError, ValueError):
+        return None
+    if not all(math.isfinite(a) and a >= 0 for a in amounts):
+        return None
+    return Capacity(*amounts)
+
+
 @dataclass(frozen=True)
 class ConfigState:
     """Which configuration is in force, and whether the file on disk is good."""
@@ -101,29 +154,39 @@ def status_document(
     weights: Mapping[str, float],
     counts: Mapping[str, tuple[int, int]],
     oversubscribed: str | None,
+    past: usage.QueueUsage | None = None,
+    past_at: float | None = None,
+    sharing: FairSharing | None = None,
 ) -> dict[str, Any]:
     """The queues' status: one entry per queue, in config order. `counts`: (pending, admitted)
-    by queue, where admitted means Starting or Running."""
+    by queue, where admitted means Starting or Running. `past`: each queue's decayed usage at
+    `past_at` (unix seconds), written as `decayedUsage` (CPU-, GPU- and byte-seconds) so that
+    serve reads it back when it starts again (`restore_usage`)."""
     queues = []
     for name, state in states.items():
         pending, admitted = counts.get(name, (0, 0))
-        queues.append(
-            {
-                "name": name,
-                "nominalQuota": _amounts(state.nominal),
-                "usage": _amounts(state.usage),
-                "borrowed": _amounts(state.borrowed),
-                "lent": _amounts(state.lent),
-                "weight": weights.get(name, 1.0),
-                "weightedShare": round(state.share, 4),
-                "pending": pending,
-                "admitted": admitted,
-            }
-        )
+        entry: dict[str, Any] = {
+            "name": name,
+            "nominalQuota": _amounts(state.nominal),
+            "usage": _amounts(state.usage),
+            "borrowed": _amounts(state.borrowed),
+            "lent": _amounts(state.lent),
+            "weight": weights.get(name, 1.0),
+            "weightedShare": round(state.share, 4),
+            "pending": pending,
+            "admitted": admitted,
+        }
+        if past is not None and name in past:
+            entry["decayedUsage"] = _seconds(past[name])
+        queues.append(entry)
     body: dict[str, Any] = {
         "config": {"file": config.file, "valid": config.valid, "inForce": config.in_force},
         "queues": queues,
     }
+    if sharing is not None:
+        body["fairSharing"] = {"mode": sharing.mode, "usageHalfLife": sharing.usage_half_life}
+    if past is not None and past_at is not None:
+        body["usageAt"] = round(past_at, 3)
     if config.error:
         body["config"]["error"] = config.error
     if oversubscribed:
