@@ -241,6 +241,8 @@ class Reason(StrEnum):
     WAITING_BEHIND_HIGHER_PRIORITY = "WaitingBehindHigherPriority"
     WAITING_BEHIND_RESERVATION = "WaitingBehindReservation"
     QUOTA_EXCEEDED = "QuotaExceeded"  # its team queue's quota, not the cluster, holds it back
+    MAX_RUNNING = "MaxRunning"  # its team queue runs as many tasks as its maxRunning allows
+    QUEUE_FULL = "QueueFull"  # its team queue holds maxQueued tasks: this one does not count
     # conditions (a SpecInvalid condition's reason is its type, ConditionType.SPEC_INVALID)
     RAY_UNREACHABLE = "RayUnreachable"
     # why a run was preempted (the Preempted condition's reason)

@@ -126,6 +126,15 @@ class _Sharing(_Model):
     lending_limit: Limit = Field(default=NO_LIMIT, description="most of its idle quota lent")
     weight: float = Field(default=1.0, gt=0, le=1e6, allow_inf_nan=False)
     preemption: PreemptionConfig = Field(default=NO_PREEMPTION_BLOCK)
+    max_running: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="most tasks Starting or Running at once"
+    )
+    max_queued: int | None = Field(
+        default=None,
+        ge=0,
+        le=1_000_000,
+        description="most tasks Queued; more are QueueFull (a file) or refused (API, 429)",
+    )
 
 
 class QueueEntry(_Sharing):

@@ -51,6 +51,7 @@ from reconciler.core.waits import (
     NextPass,
     OverQuota,
     QuotaShortfall,
+    RunningLimit,
     Shortfall,
     Waiting,
     shortfall,
@@ -68,6 +69,7 @@ class QueueDemand:
     policy: Policy
     claims: Sequence[Claim] = ()  # its own runs' claims: only their end frees its quota
     past: Capacity | None = None  # its decayed mean use (core/usage.py); None: not counted
+    running: int = 0  # its tasks Starting or Running, for maxRunning
 
 
 @dataclass(frozen=True)
@@ -153,12 +155,19 @@ class _Queue:
     policy: Policy
     claims: list[Claim] = field(default_factory=list)
     past: Capacity | None = None
+    running: int = 0
     admitted: list[str] = field(default_factory=list)
     memo: tuple[object, list[str]] | None = None  # (inputs, the policy's starts) of last ask
 
     @property
     def borrowed(self) -> Capacity:
         return pos(self.usage - self.quota.nominal)
+
+    @property
+    def at_limit(self) -> bool:
+        """As many tasks Starting or Running as its maxRunning allows: no pick, no hold."""
+        limit = self.quota.max_running
+        return limit is not None and self.running + len(self.admitted) >= limit
 
     def idle(self) -> Capacity:
         """Unused nominal quota, without what its head needs if the head is guaranteed."""
@@ -192,7 +201,9 @@ class _Pass:
         self.now = now
         self.slots = slots
         self.queues = [
-            _Queue(d.quota, d.usage, list(d.candidates), d.policy, list(d.claims), d.past)
+            _Queue(
+                d.quota, d.usage, list(d.candidates), d.policy, list(d.claims), d.past, d.running
+            )
             for d in queues
         ]
         self.lend = lendable(d.quota for d in queues)  # what shares are measured against
@@ -246,7 +257,7 @@ class _Pass:
 
     def pick(self, queue: _Queue) -> Candidate | None:
         """The task the queue's own policy would start next within its budget."""
-        if not queue.remaining:
+        if not queue.remaining or queue.at_limit:
             return None
         budget = self.budget(queue)
         fast = _FIRST_START.get(queue.policy)
@@ -282,7 +293,7 @@ class _Pass:
             for queue in sorted(self.queues, key=self._share_key):
                 candidate = self.pick(queue)
                 if candidate is None:
-                    if reservation is None:
+                    if reservation is None and not queue.at_limit:
                         reservation = self._reservation_for(queue)
                     continue
                 borrows = not (queue.usage + candidate.request).fits_in(queue.quota.nominal)
@@ -429,6 +440,12 @@ class _Pass:
 
     def _waiting(self, queue: _Queue) -> None:
         if not queue.remaining:
+            return
+        limit = queue.quota.max_running
+        if queue.at_limit and limit is not None:
+            for ahead, candidate in enumerate(queue.remaining):
+                lack = RunningLimit(queue.quota.name, limit)
+                self.result.waiting[candidate.name] = Waiting(lack, ahead, queue.quota.name)
             return
         budget = self.budget(queue)
         admission = self._ask(queue, budget)

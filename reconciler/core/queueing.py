@@ -10,11 +10,11 @@ from typing import Any
 
 from reconciler.core import fairshare, usage
 from reconciler.core.policies import Candidate, Claim, Policy
-from reconciler.core.waits import Waiting
+from reconciler.core.waits import QueueFull, Waiting
 from specs.cluster import Capacity
-from specs.models import Phase
+from specs.models import Phase, Reason
 from specs.quantity import format_memory, parse_memory
-from specs.queues import FairSharing, QueueConfig
+from specs.queues import DEFAULT_QUEUE, FairSharing, QueueConfig
 
 
 @dataclass
@@ -25,6 +25,7 @@ class QueueAdmission:
     states: dict[str, fairshare.QueueState] = field(default_factory=dict)
     weights: dict[str, float] = field(default_factory=dict)
     oversubscribed: str | None = None
+    limits: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)  # run, queue
 
 
 def admit_by_queue(
@@ -48,9 +49,11 @@ def admit_by_queue(
     quotas = fairshare.resolve(config, capacity)
     names = [q.name for q in quotas.queues]
     held = {name: Capacity() for name in names}
+    running = dict.fromkeys(names, 0)
     for task, request in in_use.items():
         owner = config.queue_of(task)
         held[owner] = held[owner] + request
+        running[owner] += 1
     sharing = config.spec.fair_sharing
     means: dict[str, Capacity | None] = dict.fromkeys(names)
     if past is not None and sharing.decays:
@@ -68,7 +71,13 @@ def admit_by_queue(
             own[config.queue_of(claim.task)].append(claim)
     demands = [
         fairshare.QueueDemand(
-            quota, held[quota.name], members[quota.name], policy, own[quota.name], means[quota.name]
+            quota,
+            held[quota.name],
+            members[quota.name],
+            policy,
+            own[quota.name],
+            means[quota.name],
+            running[quota.name],
         )
         for quota in quotas.queues
     ]
@@ -79,8 +88,33 @@ def admit_by_queue(
         queue_of=queue_of,
         states=result.queues,
         weights={q.name: q.weight for q in quotas.queues},
+        limits={q.name: (q.max_running, q.max_queued) for q in quotas.queues},
         oversubscribed=quotas.oversubscribed,
     )
+
+
+def queue_full(config: QueueConfig, arrivals: Sequence[tuple[float, str]]) -> dict[str, Waiting]:
+    """The queued tasks beyond their queue's maxQueued, by arrival (queuedAt, then name): the
+    first maxQueued to arrive count, the later ones wait as QueueFull and are left out of
+    admission, so a newcomer never pushes out a task that was already let in, whatever its
+    priority."""
+    limits = {q.name: q.max_queued for q in config.spec.queues}
+    limits[DEFAULT_QUEUE] = config.spec.default.max_queued
+    if all(limit is None for limit in limits.values()):
+        return {}
+    seen: dict[str, int] = {}
+    full: dict[str, Waiting] = {}
+    for _, name in sorted(arrivals):
+        owner = config.queue_of(name)
+        limit = limits.get(owner)
+        if limit is None:
+            continue
+        count = seen.get(owner, 0)
+        if count >= limit:
+            full[name] = Waiting(QueueFull(owner, limit), queue=owner)
+        else:
+            seen[owner] = count + 1
+    return full
 
 
 # --- _queues.status.yaml ------------------------------------------------------------------
@@ -157,6 +191,7 @@ def status_document(
     past: usage.QueueUsage | None = None,
     past_at: float | None = None,
     sharing: FairSharing | None = None,
+    limits: Mapping[str, tuple[int | None, int | None]] | None = None,
 ) -> dict[str, Any]:
     """The queues' status: one entry per queue, in config order. `counts`: (pending, admitted)
     by queue, where admitted means Starting or Running. `past`: each queue's decayed usage at
@@ -178,6 +213,11 @@ def status_document(
         }
         if past is not None and name in past:
             entry["decayedUsage"] = _seconds(past[name])
+        most_running, most_queued = (limits or {}).get(name, (None, None))
+        if most_running is not None:
+            entry["maxRunning"] = most_running
+        if most_queued is not None:
+            entry["maxQueued"] = most_queued  # the API refuses a new task beyond it (429)
         queues.append(entry)
     body: dict[str, Any] = {
         "config": {"file": config.file, "valid": config.valid, "inForce": config.in_force},
@@ -195,15 +235,16 @@ def status_document(
 
 
 def counts_by_queue(
-    phases: Mapping[str, tuple[str | None, Phase]],
+    phases: Mapping[str, tuple[str | None, Phase, str | None]],
 ) -> dict[str, tuple[int, int]]:
-    """(pending, admitted) per queue from each task's (queue, phase)."""
+    """(pending, admitted) per queue from each task's (queue, phase, reason); a task beyond
+    its queue's maxQueued (QueueFull) is not counted."""
     counts: dict[str, tuple[int, int]] = {}
-    for queue, phase in phases.values():
+    for queue, phase, reason in phases.values():
         if queue is None:
             continue
         pending, admitted = counts.get(queue, (0, 0))
-        if phase is Phase.QUEUED:
+        if phase is Phase.QUEUED and reason != Reason.QUEUE_FULL:
             pending += 1
         elif phase.active:
             admitted += 1

@@ -25,6 +25,8 @@ class QueueQuota:
     borrowing_limit: Capacity = NO_LIMIT
     lending_limit: Capacity = NO_LIMIT
     weight: float = 1.0
+    max_running: int | None = None  # tasks Starting or Running; None: no limit
+    max_queued: int | None = None  # tasks Queued; None: no limit
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ def resolve(config: QueueConfig, capacity: Capacity) -> Quotas:
             q.borrowing_limit.capacity(),
             q.lending_limit.capacity(),
             q.weight,
+            q.max_running,
+            q.max_queued,
         )
         for q in config.spec.queues
     )
@@ -56,6 +60,8 @@ def resolve(config: QueueConfig, capacity: Capacity) -> Quotas:
         default.borrowing_limit.capacity(),
         default.lending_limit.capacity(),
         default.weight,
+        default.max_running,
+        default.max_queued,
     )
     over = [
         f"{amount(r, of(total, r))} {unit(r)} > {amount(r, of(capacity, r))}"

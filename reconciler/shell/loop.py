@@ -503,7 +503,9 @@ class Reconciler:
             return  # Ray was not asked this pass: keep the last figures
         if self.metrics is not None:
             self.metrics.observe_queues(admission.states if admission is not None else {})
-        phases = {n: (s.status.queue, s.status.phase) for n, s in plan.statuses.items()}
+        phases = {
+            n: (s.status.queue, s.status.phase, s.status.reason) for n, s in plan.statuses.items()
+        }
         document = queueing.status_document(
             queues.state,
             admission.states if admission is not None else {},
@@ -513,6 +515,7 @@ class Reconciler:
             self.usage.past if queues.config is not None else None,
             self.usage.at,
             queues.config.spec.fair_sharing if queues.config is not None else None,
+            admission.limits if admission is not None else None,
         )
         self.state.queues = document
         self.queue_file.write_status(document)

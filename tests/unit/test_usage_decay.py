@@ -242,3 +242,40 @@ def test_a_damaged_status_file_reads_as_nothing_remembered() -> None:
         assert book.past == {} and book.at is None
     bad = {"status": {"queues": [{"name": "a", "decayedUsage": {"cpu": -5}}], "usageAt": "x"}}
     assert UsageBook(bad).past == {}
+
+
+# --- limits per queue (maxRunning, maxQueued) ------------------------------------------------
+
+
+def test_max_running_stops_a_queue_without_holding_anything_for_it() -> None:
+    limited = QueueDemand(
+        QueueQuota("a", Capacity(), NO_LIMIT, NO_LIMIT, 1.0, max_running=3),
+        cpu(2),
+        [Candidate(f"a/{i}", cpu(1), 0) for i in range(5)],
+        POLICIES["strict"],
+        running=2,
+    )
+    other = _queue("b", None, n=3)
+    result = admit(cpu(16), cpu(14), [limited, other, _lender()], [], 0.0, 10, "strict")
+    assert [s for s in result.start if s.startswith("a/")] == ["a/0"]  # 2 running + 1 = 3
+    assert sum(s.startswith("b/") for s in result.start) == 3
+    waiting = result.waiting["a/2"]
+    assert waiting.reason.value == "MaxRunning" and waiting.ahead == 1
+
+
+def test_max_queued_counts_the_first_to_arrive_whatever_their_priority() -> None:
+    config = parse_queue_config(HEAD + "  queues:\n  - name: a\n    maxQueued: 2\n  - name: b\n")
+    arrivals = [(5.0, "a/new-urgent"), (1.0, "a/old"), (2.0, "a/older2"), (3.0, "b/x")]
+    full = queueing.queue_full(config, arrivals)
+    assert set(full) == {"a/new-urgent"}
+    assert full["a/new-urgent"].reason.value == "QueueFull"
+
+
+def test_limits_are_checked() -> None:
+    for body, where in (
+        ("  queues:\n  - name: a\n    maxRunning: 0\n", "6:17: spec.queues[0].maxRunning"),
+        ("  queues:\n  - name: a\n    maxQueued: -1\n", "6:16: spec.queues[0].maxQueued"),
+    ):
+        with pytest.raises(SpecParseError) as caught:
+            parse_queue_config(HEAD + body)
+        assert f"_queues.yaml:{where}:" in str(caught.value)
