@@ -150,3 +150,27 @@ def test_decayed_usage_is_kept_shown_and_survives_a_restart(rq, world, tmp_path)
     again = next(q for q in _status(t)["queues"] if q["name"] == "team-a")["decayedUsage"]
     # the first hour halved, plus another hour at 2 CPUs: what one uninterrupted serve counts
     assert again["cpu"] == pytest.approx(past["cpu"] * 1.5, rel=1e-3)
+
+
+def test_a_zero_weight_or_half_life_keeps_the_last_good_config(world) -> None:
+    t = world.tasks
+    (t / "_queues.yaml").write_text(CONFIG + "  fairSharing: {usageHalfLife: 2h}\n")
+    write(t, "team-a/a0", spec_text(cpu=1))
+    world.step()
+    for bad, where in (
+        (CONFIG + "  fairSharing: {usageHalfLife: 0h}\n", "_queues.yaml:10:32"),
+        (
+            CONFIG.replace(
+                "nominalQuota: {cpu: 2}\n    - name: team-b", "weight: 0\n    - name: team-b", 1
+            ),
+            "_queues.yaml:6:15",
+        ),
+    ):
+        (t / "_queues.yaml").write_text(bad)
+        write(t, "team-a/a1", spec_text(cpu=1))  # a change, so the pass plans
+        world.step()
+        state = _status(t)
+        assert state["config"]["valid"] is False and state["config"]["inForce"] is True
+        assert where in state["config"]["error"], state["config"]["error"]
+        assert state["fairSharing"]["usageHalfLife"] == 7200.0  # the last good one
+        (t / "team-a/a1.yaml").unlink()
