@@ -276,6 +276,8 @@ class Reason(StrEnum):
     # autoscaling (issue 26): it waits for nodes the autoscaler was asked for, or gave up on them
     WAITING_FOR_SCALE_UP = "WaitingForScaleUp"
     SCALE_UP_TIMEOUT = "ScaleUpTimeout"
+    MAX_RUNNING = "MaxRunning"  # its team queue runs as many tasks as its maxRunning allows
+    QUEUE_FULL = "QueueFull"  # its team queue holds maxQueued tasks: this one does not count
     # conditions (a SpecInvalid condition's reason is its type, ConditionType.SPEC_INVALID)
     RAY_UNREACHABLE = "RayUnreachable"
     # why a run was preempted (the Preempted condition's reason)

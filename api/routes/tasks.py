@@ -34,6 +34,7 @@ from api.deps import (
 from api.errors import ApiError, NotFound, Unprocessable
 from api.idclaims import id_check
 from api.models import TaskList, TaskRow
+from api.routes.queues import require_room
 from specs.cluster import JobNotFound
 from specs.service import TaskService, parse_phases, parse_selector, quote_etag, select
 from specs.views import SpecFile, TaskView, human_age, resources, status_body, task_object
@@ -205,6 +206,8 @@ def put_task(
         policy_check(caller),
         id_check(service, caller, reconciler, settings.resolved_queue_id),
     )
+    if service.read(name) is None:
+        require_room(settings, name)  # 429 when its queue holds maxQueued tasks
     with task_quota(request, caller, service, name):
         spec, created = service.put(
             name,

@@ -195,6 +195,7 @@ function renderQueues(data) {
     el("td", {}, quantities(q.nominalQuota)),
     el("td", {}, quantities(q.usage)),
     el("td", {}, quantities(q.borrowed)),
+    el("td", { class: "num" }, q.decayedUsage ? (Math.round(q.decayedUsage.cpu / 36) / 100).toString() + " CPU-h" : "-"),
     el("td", { class: "num" }, (Math.round(q.weightedShare * 1000) / 1000).toString() + (q.weight !== 1 ? " (weight " + q.weight + ")" : "")),
     el("td", { class: "num", "data-col": "pending" }, q.pending),
     el("td", { class: "num", "data-col": "running" }, q.admitted)));

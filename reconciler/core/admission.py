@@ -116,12 +116,17 @@ def admit(ctx: PassState) -> None:
     free = _free(ctx)
     for by, pending in stopping_for.items():
         free = free - victims.still_needed(request_of(ctx.tasks[by]), pending.freeing)
+    # A task beyond its queue's maxQueued is not counted: it waits as QueueFull.
+    full = {}
+    if ctx.queues is not None:
+        full = queueing.queue_full(ctx.queues, [(key[1], c.name) for key, c in ctx.queue])
     # A victim waits until its stopped run is gone from Ray, so it never holds two runs.
-    eligible = [c for c in queue if c.name not in stopping]
+    eligible = [c for c in queue if c.name not in stopping and c.name not in full]
     starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
     slots = max(ctx.options.max_inflight - starting, 0)
     admission = _admission(ctx, eligible, free, slots, all_stopping)
     if isinstance(admission, queueing.QueueAdmission):
+        admission.waiting.update(full)
         ctx.queue_admission = admission
     started = set(admission.start)
     scale = _scale_up(ctx, eligible, free, slots, all_stopping, admission, stopping_for)
@@ -132,7 +137,10 @@ def admit(ctx: PassState) -> None:
     preempting = preempt(ctx, eligible, admission, free, all_stopping, frozenset(scale.demand))
     _until_of_age(ctx)
     positions: dict[str, int] = {}  # per queue with queues; one count without
-    for candidate in queue:
+    # Tasks of a full queue are not counted in it: their places come after its counted tasks.
+    for candidate in [c for c in queue if c.name not in full] + [
+        c for c in queue if c.name in full
+    ]:
         name = candidate.name
         if name in started:
             _start(ctx, candidate)
@@ -183,6 +191,7 @@ def _admission(
         policy,
         fairshare.RESERVATION_OF_POLICY.get(ctx.options.policy, fairshare.STRICT_RESERVATION),
         preemption.ready(ctx.bodies, ctx.tasks, all_stopping),
+        ctx.usage,
     )
 
 

@@ -70,6 +70,25 @@ class OverQuota:
 
 
 @dataclass(frozen=True)
+class RunningLimit:
+    """Its team queue has `limit` tasks Starting or Running (`maxRunning`)."""
+
+    reason: ClassVar[Reason] = Reason.MAX_RUNNING
+    queue: str
+    limit: int
+
+
+@dataclass(frozen=True)
+class QueueFull:
+    """Its team queue already holds `limit` queued tasks (`maxQueued`) that came before it:
+    it is not counted, and is let in as they start."""
+
+    reason: ClassVar[Reason] = Reason.QUEUE_FULL
+    queue: str
+    limit: int
+
+
+@dataclass(frozen=True)
 class InflightLimit:
     """As many jobs are starting as may start at once."""
 
@@ -171,6 +190,8 @@ Lack = (
     Shortfall
     | QuotaShortfall
     | OverQuota
+    | RunningLimit
+    | QueueFull
     | InflightLimit
     | BehindTask
     | BehindReservation
@@ -283,6 +304,13 @@ def _lack(lack: Lack) -> str:
                 f"asks for {amount(r, asked)} {unit(r)}; {queue} may hold at most "
                 f"{amount(r, most)} (nominal {amount(r, nominal)} + {why}); it cannot start "
                 "until the queue configuration changes"
+            )
+        case RunningLimit(queue, limit):
+            return f"{queue} has {limit} tasks starting or running, its maxRunning"
+        case QueueFull(queue, limit):
+            return (
+                f"{queue} is full: {limit} tasks queued before it (maxQueued {limit}); this one "
+                "is not counted until some of them start"
             )
         case InflightLimit():
             return "too many jobs starting at once"

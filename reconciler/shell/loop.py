@@ -20,7 +20,7 @@ from reconciler.shell.gitrev import GitRevisions, SourceRevision
 from reconciler.shell.history import ResourceHistory
 from reconciler.shell.metrics import QueueMetrics
 from reconciler.shell.observer import PassObserver
-from reconciler.shell.queuefile import Loaded, QueueFile
+from reconciler.shell.queuefile import Loaded, QueueFile, UsageBook, read_status
 from reconciler.shell.scaling import AutoscalerMetrics, ScaleRequests, combine
 from specs.cluster import (
     Autoscaler,
@@ -228,6 +228,8 @@ class Reconciler:
         # Last pass's per-task results, handed to the next pass; a new loop starts afresh.
         self._memo = incremental.EMPTY
         self.queue_file = queue_file(settings)
+        # The queues' decayed usage, read back from the status file the last run wrote.
+        self.usage = UsageBook(read_status(self.queue_file.status_path))
         self._still: _Still | None = None  # the last pass, if it changed nothing
         self._fingerprint: tuple[tuple[str, str | None], ...] = ()  # of the files git is asked of
         self._revision: SourceRevision | None = None
@@ -442,8 +444,11 @@ class Reconciler:
             now,
             self.options,
             queues=queues.config,
+            usage=self.usage.advance(now.timestamp(), queues.config),
             versions=versions,
         )
+        if plan.summary is not None and plan.summary.queues is not None:
+            self.usage.observe({n: s.usage for n, s in plan.summary.queues.states.items()})
         plan = self._with_log_tails(plan)
         for event in plan.events:
             log.log(event.level, "%s", event.message)
@@ -543,13 +548,19 @@ class Reconciler:
             return  # Ray was not asked this pass: keep the last figures
         if self.metrics is not None:
             self.metrics.observe_queues(admission.states if admission is not None else {})
-        phases = {n: (s.status.queue, s.status.phase) for n, s in plan.statuses.items()}
+        phases = {
+            n: (s.status.queue, s.status.phase, s.status.reason) for n, s in plan.statuses.items()
+        }
         document = queueing.status_document(
             queues.state,
             admission.states if admission is not None else {},
             admission.weights if admission is not None else {},
             queueing.counts_by_queue(phases),
             admission.oversubscribed if admission is not None else None,
+            self.usage.past if queues.config is not None else None,
+            self.usage.at,
+            queues.config.spec.fair_sharing if queues.config is not None else None,
+            admission.limits if admission is not None else None,
         )
         self.state.queues = document
         self.queue_file.write_status(document)

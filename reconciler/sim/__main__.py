@@ -43,7 +43,7 @@ from reconciler.sim.workload import (
 )
 from specs.cluster import Capacity, NodeType
 from specs.parse import SpecParseError, parse_queue_config
-from specs.queues import QueueConfig
+from specs.queues import DEFAULT_HALF_LIFE, QueueConfig, parse_duration
 from specs.settings import PlanOptions
 
 URGENT_TIER_TEXT = "13,13,13,13,13,13,12,5,3,2"
@@ -66,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1, help="seeds timeouts, priorities, synthetic")
     p.add_argument("--load", type=float, default=0.9, help="offered load of the synthetic one")
     p.add_argument("--capacity", type=int, default=256, help="CPUs of the simulated cluster")
+    p.add_argument(
+        "--arrival-scale",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="multiply every arrival time by F (0.35 offers a trace ~2.9 times its load)",
+    )
     p.add_argument(
         "--timeout-factor",
         type=_factor,
@@ -105,6 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="equal",
         help="nominal quota per team: an equal split of the cluster (default), or none, so "
         "that every start borrows and the weights alone divide the cluster",
+    )
+    p.add_argument(
+        "--usage-half-life",
+        type=_half_life,
+        default=DEFAULT_HALF_LIFE,
+        metavar="DURATION",
+        help="with --teams: past use counts half after this long (168h, 7d, seconds), or off "
+        "(only current use counts; fairSharing.mode CurrentUsage); default 168h",
     )
     p.add_argument(
         "--idle-team-until",
@@ -271,6 +286,18 @@ def _priority_weights(text: str) -> tuple[float, ...]:
     return weights
 
 
+def _half_life(text: str) -> float | None:
+    if text.strip().lower() == "off":
+        return None
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError("the half-life must be > 0 (or off)")
+    return seconds
+
+
 def _weights(text: str) -> list[float]:
     try:
         weights = [float(w) for w in text.split(",") if w.strip()]
@@ -287,6 +314,7 @@ class Teams:
     weights: tuple[float, ...]
     idle_until: float | None = None
     quota: bool = True
+    half_life: float | None = DEFAULT_HALF_LIFE  # None: only current use counts
 
 
 def workloads(args: argparse.Namespace) -> dict[str, list[Job]]:
@@ -309,6 +337,11 @@ def workloads(args: argparse.Namespace) -> dict[str, list[Job]]:
             timeout_factor=args.timeout_factor,
             priority_weights=args.priority_weights,
         )
+    if args.arrival_scale != 1.0:
+        result = {
+            name: [replace(j, arrival=j.arrival * args.arrival_scale) for j in jobs]
+            for name, jobs in result.items()
+        }
     return result
 
 
@@ -321,7 +354,12 @@ def _run(job: Run) -> Metrics:
         result = simulate(workload, policy, capacity_cpu=capacity, options=options, queues=queues)
         return measure(result)
     config = team_split.team_config(
-        teams.count, teams.weights, capacity, MEMORY_BYTES, quota=teams.quota
+        teams.count,
+        teams.weights,
+        capacity,
+        MEMORY_BYTES,
+        quota=teams.quota,
+        half_life=teams.half_life,
     )
     result = simulate(workload, policy, capacity_cpu=capacity, queues=config, options=options)
     fair = team_split.fairness(result.records, teams.count, teams.weights, capacity)
@@ -330,6 +368,7 @@ def _run(job: Run) -> Metrics:
         jain_index=fair.jain_index,
         team_shares=fair.team_shares,
         contended_seconds=fair.contended_seconds,
+        delivered=asdict(team_split.delivered(result.records, teams.count, teams.weights)),
     )
     if teams.idle_until is not None:
         back = team_split.reclaim(
@@ -353,6 +392,27 @@ def _team_lines(rows: Sequence[Metrics]) -> list[str]:
             f"- {m.policy}: Jain {m.jain_index:.3f}; {shares}; "
             f"contended {duration(m.contended_seconds or 0)}"
         )
+        if m.delivered is not None:
+            d = m.delivered
+            run = d["run_shares"]
+            hot = d["contended_shares"]
+            waits = d["p95_wait"]
+            assert isinstance(run, dict) and isinstance(hot, dict) and isinstance(waits, dict)
+            lines.append(
+                "  share of delivered CPU-hours, run: "
+                + " / ".join(f"{v:.3f}" for v in run.values())
+                + "; contended: "
+                + " / ".join(f"{v:.3f}" for v in hot.values())
+                + f"; weighted Jain {d['weighted_jain']:.3f}"
+                + (
+                    f"; sliding days ({d['windows']}): Jain min {d['window_jain_min']:.3f}, "
+                    f"mean {d['window_jain_mean']:.3f}"
+                    if d["windows"]
+                    else ""
+                )
+                + "; p95 wait "
+                + " / ".join(duration(float(v)) for v in waits.values())
+            )
         if m.reclaim is not None:
             r = m.reclaim
             regained = r["regained_at"]
@@ -437,6 +497,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         print(f"unknown policy {', '.join(unknown)}; choose from {', '.join(POLICIES)}")
         return 2
+    if args.arrival_scale <= 0:
+        print("--arrival-scale must be > 0")
+        return 2
     if args.workload is None:
         args.workload = "synthetic" if args.trace is None else "all"
     if args.workload != "synthetic" and args.trace is None:
@@ -498,7 +561,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(weights) != args.teams:
             print(f"--weights gives {len(weights)} weights for {args.teams} teams")
             return 2
-        teams = Teams(args.teams, weights, args.idle_team_until, args.team_quota == "equal")
+        teams = Teams(
+            args.teams,
+            weights,
+            args.idle_team_until,
+            args.team_quota == "equal",
+            args.usage_half_life,
+        )
         loads = {name: team_split.split(jobs, args.teams) for name, jobs in loads.items()}
         if args.idle_team_until is not None:
             idle = team_split.team_name(0)

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+from reconciler.core import usage
 from reconciler.core.planner import STOP_WAIT_ENV, Observation, Plan, TaskInput, plan
 from reconciler.sim.nodes import Nodes
 from reconciler.sim.workload import Job
@@ -123,6 +124,10 @@ class _Cluster:
     scaling: Scaling | None = None  # what the autoscaler reports, with autoscaling
     scale_request: tuple[Capacity, ...] | None = None  # the last plan's, standing
     deadline: float | None = None  # the last plan's (epoch seconds)
+    # the queues' decayed usage, advanced with the simulated clock as serve's loop does
+    past: dict[str, Capacity] = field(default_factory=dict)
+    held: dict[str, Capacity] = field(default_factory=dict)  # by queue, since `past_at`
+    past_at: float = 0.0
 
 
 def simulate(
@@ -255,9 +260,25 @@ def _settle(
         observed = Observation(cluster.jobs, cluster.capacity, scaling=cluster.scaling)
         live = len(cluster.specs)
         began = time.perf_counter()
+        past = None
+        if cluster.queues is not None:
+            half_life = cluster.queues.spec.fair_sharing.usage_half_life
+            names = cluster.queues.queue_names()
+            elapsed = now - cluster.past_at
+            cluster.past = usage.advance_all(cluster.past, cluster.held, elapsed, half_life, names)
+            cluster.past_at = now
+            past = cluster.past
         p = plan(
-            cluster.specs, cluster.statuses, observed, when, cluster.options, queues=cluster.queues
+            cluster.specs,
+            cluster.statuses,
+            observed,
+            when,
+            cluster.options,
+            queues=cluster.queues,
+            usage=past,
         )
+        if p.summary is not None and p.summary.queues is not None:
+            cluster.held = {n: s.usage for n, s in p.summary.queues.states.items()}
         result.plan_seconds += time.perf_counter() - began
         result.passes += 1
         result.live_task_passes += live

@@ -19,8 +19,10 @@ from reconciler.core.waits import (
     OverQuota,
     PreemptedBy,
     Preempting,
+    QueueFull,
     QuotaShortfall,
     ReservedStart,
+    RunningLimit,
     ScaleUp,
     ScaleUpTimedOut,
     Shortfall,
@@ -74,6 +76,17 @@ ROWS = [
         Reason.QUOTA_EXCEEDED,
         "asks for 6 CPU; a may hold at most 5 (nominal 4 + what the other queues' "
         "lendingLimits let them lend 1); it cannot start until the queue configuration changes",
+    ),
+    (
+        Waiting(RunningLimit("team-a", 3), 1, "team-a"),
+        Reason.MAX_RUNNING,
+        "team-a has 3 tasks starting or running, its maxRunning; 1 task ahead in team-a",
+    ),
+    (
+        Waiting(QueueFull("team-a", 5), queue="team-a"),
+        Reason.QUEUE_FULL,
+        "team-a is full: 5 tasks queued before it (maxQueued 5); this one is not counted until "
+        "some of them start",
     ),
     (
         Waiting(InflightLimit(), 0),
