@@ -324,6 +324,7 @@ class Reason(StrEnum):
     WAITING_BEHIND_HIGHER_PRIORITY = "WaitingBehindHigherPriority"
     WAITING_BEHIND_RESERVATION = "WaitingBehindReservation"
     QUOTA_EXCEEDED = "QuotaExceeded"  # its team queue's quota, not the cluster, holds it back
+    ARRAY_AT_MAX_PARALLEL = "ArrayAtMaxParallel"  # its array's maxParallel elements are active
     # conditions (a SpecInvalid condition's reason is its type, ConditionType.SPEC_INVALID)
     RAY_UNREACHABLE = "RayUnreachable"
     # why a run was preempted (the Preempted condition's reason)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from reconciler.core import (
+    arrays,
     dependencies,
     fairshare,
     lifecycle,
@@ -105,6 +106,8 @@ def admit(ctx: PassState) -> None:
         free = free - victims.still_needed(request_of(ctx.tasks[by]), pending.freeing)
     # A victim waits until its stopped run is gone from Ray, so it never holds two runs.
     eligible = [c for c in queue if c.name not in stopping]
+    # An array at its maxParallel starts no more elements: they are not candidates at all.
+    eligible, capped = arrays.cap(eligible, ctx.bodies, ctx.tasks)
     starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
     slots = max(ctx.options.max_inflight - starting, 0)
     policy = policies.POLICIES[ctx.options.policy]
@@ -139,7 +142,7 @@ def admit(ctx: PassState) -> None:
             continue
         owner = ctx.queues.queue_of(candidate.name) if ctx.queues is not None else ""
         positions[owner] = positions.get(owner, 0) + 1
-        waiting = _why_waiting(ctx, name, admission, stopping_for, preempting)
+        waiting = capped.get(name) or _why_waiting(ctx, name, admission, stopping_for, preempting)
         eta = waiting.estimated_start if waiting else None
         if eta is not None:
             # A reserved start is max(the claims' end, now): once the clock passes that end, it

@@ -133,6 +133,15 @@ class PreemptedBy:
     by: str
 
 
+@dataclass(frozen=True)
+class ArrayAtMaxParallel:
+    """Its array has `limit` elements Starting or Running (spec.array.maxParallel)."""
+
+    reason: ClassVar[Reason] = Reason.ARRAY_AT_MAX_PARALLEL
+    array: str
+    limit: int
+
+
 Lack = (
     Shortfall
     | QuotaShortfall
@@ -144,6 +153,7 @@ Lack = (
     | Preempting
     | AwaitingVictims
     | PreemptedBy
+    | ArrayAtMaxParallel
 )
 
 
@@ -249,6 +259,8 @@ def _lack(lack: Lack) -> str:
             )
         case InflightLimit():
             return "too many jobs starting at once"
+        case ArrayAtMaxParallel(array, limit):
+            return f"array {array} has {limit} elements starting or running (maxParallel)"
         case BehindTask(task):
             return f"waits behind {task}"
         case BehindReservation(head, starts_at, timeout_seconds):

@@ -93,7 +93,7 @@ def test_bad_arrays_are_invalid_with_file_line_and_field(
 
 def test_submission_id_cannot_be_shared_by_elements() -> None:
     text = HEAD.replace("  array:\n", "  submissionId: mine\n  array:\n") + "    count: 2\n"
-    with pytest.raises(SpecParseError, match="spec.array: cannot be combined with submissionId"):
+    with pytest.raises(SpecParseError, match=r"spec\.array: cannot be combined with submissionId"):
         parse_task(text, file="s.yaml")
 
 
