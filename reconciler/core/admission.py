@@ -17,6 +17,7 @@ from reconciler.core import (
     victims,
 )
 from reconciler.core.decisions import Submit
+from reconciler.core.depnames import DependencyViews
 from reconciler.core.inputs import TaskInput
 from reconciler.core.jobs import (
     claim_of,
@@ -56,7 +57,9 @@ def gate_dependencies(ctx: PassState, specs: Mapping[str, TaskInput]) -> None:
         for name, spec in specs.items()
         if (task := spec.task or spec.last_valid) is not None and task.spec.depends_on
     }
-    cycles = dependencies.find_cycles({n: [d.name for d in deps] for n, deps in graph.items()})
+    names = _dependency_views(ctx)  # names resolved in the dependent's folder first
+    edges = {n: [t for d in deps for t in names.targets(n, d.name)] for n, deps in graph.items()}
+    cycles = dependencies.find_cycles(edges)
     kept: list[tuple[tuple[int, float, str], policies.Candidate]] = []
     for key, candidate in ctx.queue:  # cycles first, so dependents see them as they end up
         name = candidate.name
@@ -64,10 +67,7 @@ def gate_dependencies(ctx: PassState, specs: Mapping[str, TaskInput]) -> None:
             ctx.bodies[name] = lifecycle.dependency_cycle(ctx.bodies[name], cycles[name])
         else:
             kept.append((key, candidate))
-    views = {
-        name: dependencies.RunView(body.phase, to_epoch(body.finished_at))
-        for name, body in ctx.bodies.items()
-    }
+    views = _dependency_views(ctx)
     ctx.queue, kept = kept, []
     for key, candidate in ctx.queue:
         name = candidate.name
@@ -78,7 +78,7 @@ def gate_dependencies(ctx: PassState, specs: Mapping[str, TaskInput]) -> None:
         if not deps:
             kept.append((key, candidate))
             continue
-        judgement = dependencies.judge(deps, views)
+        judgement = dependencies.judge(deps, views.of(name, deps))
         if not judgement.met:
             ctx.bodies[name] = lifecycle.hold(body, judgement.gate, judgement.message)
             continue
@@ -89,6 +89,15 @@ def gate_dependencies(ctx: PassState, specs: Mapping[str, TaskInput]) -> None:
         ctx.bodies[name] = body
         kept.append(((key[0], queued, key[2]), candidate))
     ctx.queue = kept
+
+
+def _dependency_views(ctx: PassState) -> DependencyViews:
+    return DependencyViews(
+        {
+            name: dependencies.RunView(body.phase, to_epoch(body.finished_at))
+            for name, body in ctx.bodies.items()
+        }
+    )
 
 
 def admit(ctx: PassState) -> None:
