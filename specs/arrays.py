@@ -12,10 +12,10 @@ import itertools
 import re
 from typing import Any, Final
 
-from specs.models import ArraySpec, ArrayValue, Task
+from specs.models import ARRAY_SIZE_VAR, ArraySpec, ArrayValue, Task
 
 INDEX_VAR: Final = "RAYQUEUE_ARRAY_INDEX"
-SIZE_VAR: Final = "RAYQUEUE_ARRAY_SIZE"
+SIZE_VAR: Final = ARRAY_SIZE_VAR
 _ELEMENT = re.compile(r"(?P<array>.+)\[(?P<index>0|[1-9][0-9]{0,5})\]")
 
 

@@ -89,6 +89,7 @@ class Metadata(_Model):
 # The most elements an array may expand to (issue 28). One array's status sidecar stays under
 # 1 MB at this size.
 MAX_ARRAY_ELEMENTS: Final = 10_000
+ARRAY_SIZE_VAR: Final = "RAYQUEUE_ARRAY_SIZE"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ArrayValue = str | int | float | bool
 
@@ -235,9 +236,16 @@ class Task(_Model):
 
     def spec_hash(self) -> str:
         """Hash of the run-defining fields; a change to any of them means a new run."""
+        runtime_env = self.spec.runtime_env
+        if self.spec.array is not None and runtime_env is not None:
+            # An array element's size changes when elements are added or removed; that alone
+            # must not re-run the elements that stay (specs/arrays.py sets it).
+            env = {k: v for k, v in (runtime_env.get("env_vars") or {}).items()}
+            env.pop(ARRAY_SIZE_VAR, None)
+            runtime_env = {**runtime_env, "env_vars": env}
         defining = {
             "entrypoint": self.spec.entrypoint,
-            "runtimeEnv": self.spec.runtime_env,
+            "runtimeEnv": runtime_env,
             "resources": self.spec.resources.model_dump(by_alias=True),
             "restartedAt": self.metadata.annotations.get(RESTARTED_AT),
         }

@@ -148,3 +148,61 @@ def test_deleting_the_file_stops_every_element_and_forgets_the_sidecar(world: Wo
         len(world.ray.stop_requested | {j.submission_id for j in world.our_jobs() if j.terminal})
         == 3
     )
+
+
+def _run_all(world: World, status: str = SUCCEEDED) -> None:
+    for sid in _by_element(world).values():
+        world.ray.set_status(sid, status)
+    world.step()
+
+
+def test_growing_an_array_keeps_what_finished_and_shrinking_forgets(world: World) -> None:
+    (world.tasks / "sweep.yaml").write_text(_array_spec({"matrix": {"LR": ["a", "b"]}}))
+    world.step()
+    _run_all(world)
+    first = dict(_by_element(world))
+    # a value added: one more element; the finished ones are not run again
+    (world.tasks / "sweep.yaml").write_text(_array_spec({"matrix": {"LR": ["a", "b", "c"]}}))
+    world.step()
+    assert set(_by_element(world)) == {"sweep[0]", "sweep[1]", "sweep[2]"}
+    assert {k: v for k, v in _by_element(world).items() if k in first} == first
+    assert _sidecar(world)["counts"] == {"Starting": 1, "Succeeded": 2}
+    # a value removed: its element is stopped and forgotten
+    (world.tasks / "sweep.yaml").write_text(_array_spec({"matrix": {"LR": ["a", "b"]}}))
+    world.step(2)
+    assert _by_element(world)["sweep[2]"] in world.ray.stop_requested | {
+        j.submission_id for j in world.our_jobs() if j.terminal
+    }
+    assert _sidecar(world)["size"] == 2
+
+
+def test_priority_and_max_parallel_apply_in_place(world: World) -> None:
+    (world.tasks / "sweep.yaml").write_text(_array_spec({"count": 4, "maxParallel": 1}))
+    world.step()
+    assert list(_by_element(world)) == ["sweep[0]"]
+    (world.tasks / "sweep.yaml").write_text(
+        _array_spec({"count": 4, "maxParallel": 3}, priority=5)
+    )
+    world.step()
+    assert sorted(_by_element(world)) == ["sweep[0]", "sweep[1]", "sweep[2]"]
+    assert world.ray.calls["submit"] == 3  # sweep[0] kept its run
+
+
+def test_an_entrypoint_change_reruns_every_element(world: World) -> None:
+    (world.tasks / "sweep.yaml").write_text(_array_spec({"count": 2}))
+    world.step()
+    _run_all(world)
+    text = _array_spec({"count": 2}).replace("python train.py", "python train2.py")
+    (world.tasks / "sweep.yaml").write_text(text)
+    world.step(2)
+    assert world.ray.calls["submit"] == 4
+
+
+def test_suspend_suspends_every_element(world: World) -> None:
+    (world.tasks / "sweep.yaml").write_text(_array_spec({"count": 3}))
+    world.step()
+    doc = yaml.safe_load(_array_spec({"count": 3}))
+    doc["spec"]["suspend"] = True
+    (world.tasks / "sweep.yaml").write_text(yaml.safe_dump(doc))
+    world.step(3)
+    assert _sidecar(world)["counts"] == {"Suspended": 3}
