@@ -9,11 +9,15 @@ sidecar for the whole array (specs/arraystatus.py).
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from typing import Any, Final
 
-from specs.models import ARRAY_SIZE_VAR, ArraySpec, ArrayValue, Task
+from specs.models import ARRAY_SIZE_VAR, RESTARTED_AT, ArraySpec, ArrayValue, Task
 
+# `rayqueue rerun NAME --failed`: a JSON object of element index -> the time it was asked to
+# run again. Each listed element gets its own restartedAt, so only it starts a new run.
+RERUN_ELEMENTS: Final = "rayqueue/rerunElements"
 INDEX_VAR: Final = "RAYQUEUE_ARRAY_INDEX"
 SIZE_VAR: Final = ARRAY_SIZE_VAR
 _ELEMENT = re.compile(r"(?P<array>.+)\[(?P<index>0|[1-9][0-9]{0,5})\]")
@@ -67,9 +71,28 @@ def expand(name: str, task: Task) -> dict[str, Task]:
     size = str(len(elements))
     runtime_env: dict[str, Any] = dict(task.spec.runtime_env or {})
     base_env = dict(runtime_env.get("env_vars") or {})
+    reruns = rerun_elements(task)
     out: dict[str, Task] = {}
     for index, own in enumerate(elements):
         env = {**base_env, **own, INDEX_VAR: str(index), SIZE_VAR: size}
         spec = task.spec.model_copy(update={"runtime_env": {**runtime_env, "env_vars": env}})
-        out[element_name(name, index)] = task.model_copy(update={"spec": spec})
+        update: dict[str, Any] = {"spec": spec}
+        if index in reruns:
+            notes = dict(task.metadata.annotations)
+            notes[RESTARTED_AT] = f"{notes.get(RESTARTED_AT, '')}+{reruns[index]}"
+            update["metadata"] = task.metadata.model_copy(update={"annotations": notes})
+        out[element_name(name, index)] = task.model_copy(update=update)
     return out
+
+
+def rerun_elements(task: Task) -> dict[int, str]:
+    """The elements asked to run again, by index (the annotation RERUN_ELEMENTS); an
+    unreadable annotation asks for none."""
+    text = task.metadata.annotations.get(RERUN_ELEMENTS)
+    if not text:
+        return {}
+    try:
+        found = json.loads(text)
+        return {int(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+    except ValueError:
+        return {}

@@ -180,9 +180,7 @@ def test_priority_and_max_parallel_apply_in_place(world: World) -> None:
     (world.tasks / "sweep.yaml").write_text(_array_spec({"count": 4, "maxParallel": 1}))
     world.step()
     assert list(_by_element(world)) == ["sweep[0]"]
-    (world.tasks / "sweep.yaml").write_text(
-        _array_spec({"count": 4, "maxParallel": 3}, priority=5)
-    )
+    (world.tasks / "sweep.yaml").write_text(_array_spec({"count": 4, "maxParallel": 3}, priority=5))
     world.step()
     assert sorted(_by_element(world)) == ["sweep[0]", "sweep[1]", "sweep[2]"]
     assert world.ray.calls["submit"] == 3  # sweep[0] kept its run
