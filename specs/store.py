@@ -574,6 +574,24 @@ class TaskStore:
         self._arrays = found
         return sidecars
 
+    def read_array(self, array: str) -> dict[int, TaskStatus]:
+        """The element statuses of one array, by index: what this store holds, else its
+        sidecar on disk (empty when there is none or it is unreadable)."""
+        with self._lock:
+            held = self._arrays.get(array)
+            if held is not None:
+                return dict(held.elements)
+        try:
+            data = _read_regular(self._array_path(array), limit=16 * MAX_FILE_BYTES)
+        except OSError:
+            return {}
+        if data is None:
+            return {}
+        try:
+            return arraystatus.load(data)[1]
+        except arraystatus.ArrayStatusError:
+            return {}
+
     def _load_array(self, array: str, entry: os.DirEntry[str]) -> _ArraySidecar | None:
         try:
             st = entry.stat()

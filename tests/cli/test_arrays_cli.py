@@ -63,3 +63,16 @@ def test_rerun_failed_runs_only_the_failed_elements_again(rq, world) -> None:
     del before["sweep[1]"]
     assert after == before
     assert rq("rerun", "solo", "--failed").code != 0  # not an array
+
+
+def test_logs_of_one_element(rq, world, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from reconciler.cli import common
+
+    write(world.tasks, "sweep", spec_text(array={"count": 2}))
+    world.step()
+    world.ray.set_logs(_jobs(world)["sweep[1]"], "element one\n")
+    monkeypatch.setattr(common, "make_adapter", lambda *a, **k: world.ray)
+    result = rq("logs", "sweep[1]", "--address", "http://head:8265")
+    assert (result.code, result.out) == (0, "element one\n")
+    missing = rq("logs", "sweep[7]", "--address", "http://head:8265")
+    assert missing.code != 0 and 'task "sweep[7]" not found' in missing.err
