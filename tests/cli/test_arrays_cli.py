@@ -76,3 +76,15 @@ def test_logs_of_one_element(rq, world, monkeypatch) -> None:  # type: ignore[no
     assert (result.code, result.out) == (0, "element one\n")
     missing = rq("logs", "sweep[7]", "--address", "http://head:8265")
     assert missing.code != 0 and 'task "sweep[7]" not found' in missing.err
+
+
+def test_describe_sums_an_array_up(rq, world) -> None:  # type: ignore[no-untyped-def]
+    _sweep(rq, world)
+    result = rq("describe", "sweep")
+    assert result.code == 0, result.err
+    out = result.out
+    assert "Elements:             6" in out and "Max parallel:         4" in out
+    assert "Progress:             1/6 done, 3 running, 1 queued, 1 failed" in out
+    assert "sweep[1]   Failed   2" in out
+    one = rq("describe", "sweep[1]")  # one element in full
+    assert one.code == 0 and "RAYQUEUE_ARRAY_INDEX: '1'" in one.out
