@@ -39,6 +39,8 @@ def test_an_array_and_its_elements(make_world, tasks_dir: Path) -> None:
     ]
     assert api.get("/tasks/sweep[1]/logs").text == "line 1\nboom\n"
     assert api.get("/tasks/plain/elements").status_code == 404
+    listed = [row["name"] for row in api.get("/tasks").json()["items"]]
+    assert listed == ["plain", "sweep[0]", "sweep[1]", "sweep[2]"]
     # the old API: a plain task as before
     assert api.get("/tasks/plain").json()["status"]["phase"] == "Starting"
 

@@ -20,9 +20,7 @@ def test_the_sweep_runs_two_at_a_time_then_the_report(tmp_path: Path) -> None:
     most = 0
     for _ in range(20):
         world.step()
-        live = {
-            j.metadata[META_TASK]: j.submission_id for j in world.our_jobs() if not j.terminal
-        }
+        live = {j.metadata[META_TASK]: j.submission_id for j in world.our_jobs() if not j.terminal}
         most = max(most, sum(1 for n in live if n.startswith("team-b/sweep[")))
         if "team-b/report" in live:  # only once every element has succeeded
             assert {f"team-b/sweep[{i}]" for i in range(6)} <= done

@@ -204,3 +204,22 @@ def test_suspend_suspends_every_element(world: World) -> None:
     (world.tasks / "sweep.yaml").write_text(yaml.safe_dump(doc))
     world.step(3)
     assert _sidecar(world)["counts"] == {"Suspended": 3}
+
+
+def test_other_tasks_start_past_a_capped_array(world: World) -> None:
+    (world.tasks / "sweep.yaml").write_text(_array_spec({"count": 5, "maxParallel": 1}, priority=9))
+    (world.tasks / "later.yaml").write_text(
+        _array_spec({"count": 1}).replace("  array:\n    count: 1\n", "")
+    )
+    world.step()
+    assert sorted(_by_element(world)) == ["later", "sweep[0]"]
+
+
+def test_a_larger_count_adds_elements_and_keeps_finished_ones(world: World) -> None:
+    (world.tasks / "sweep.yaml").write_text(_array_spec({"count": 2}))
+    world.step()
+    _run_all(world)
+    (world.tasks / "sweep.yaml").write_text(_array_spec({"count": 3}))
+    world.step()
+    assert world.ray.calls["submit"] == 3
+    assert _sidecar(world)["counts"] == {"Starting": 1, "Succeeded": 2}

@@ -52,8 +52,9 @@ def test_count_and_values_keep_the_tasks_own_env() -> None:
     task = parse_task(text + "    count: 3\n", file="c.yaml")
     env = arrays.expand("c", task)["c[2]"].spec.runtime_env
     assert env == {"env_vars": {"A": "x", "RAYQUEUE_ARRAY_INDEX": "2", "RAYQUEUE_ARRAY_SIZE": "3"}}
-    listed = arrays.expand("v", _parse("    values: [{LR: a}, {LR: b, SEED: 1}]\n"))
+    listed = arrays.expand("v", _parse("    values: [{LR: a}, {LR: b, SEED: 1, FLAG: true}]\n"))
     assert listed["v[1]"].spec.runtime_env["env_vars"]["SEED"] == "1"  # type: ignore[index]
+    assert listed["v[1]"].spec.runtime_env["env_vars"]["FLAG"] == "true"  # type: ignore[index]
 
 
 def test_a_plain_task_is_its_own_only_element() -> None:
@@ -70,6 +71,8 @@ def test_a_plain_task_is_its_own_only_element() -> None:
         ("    values: [{a-b: 1}]\n", "spec.array.values", "not a valid environment variable"),
         ("    count: 2\n    matrix: {A: [1]}\n", "sweep.yaml:7:5: spec.array", "exactly one"),
         ("    maxParallel: 2\n", "sweep.yaml:7:5: spec.array", "got none"),
+        ("    values: []\n", "spec.array.values", "must not be empty"),
+        ("    matrix: {RAYQUEUE_X: [1]}\n", "spec.array.matrix", "RAYQUEUE_ are reserved"),
         (
             "    count: 3\n    maxParallel: 0\n",
             "spec.array.maxParallel",
