@@ -53,3 +53,18 @@ def test_elements_without_a_loop_are_read_from_the_one_sidecar(
     world.step()
     items = client.get("/tasks/sweep/elements").json()["items"]
     assert [e["phase"] for e in items] == ["Starting", "Starting"]
+
+
+def test_the_web_view_shows_an_array_as_one_row_with_a_bar(make_world, tasks_dir: Path) -> None:
+    world, api = make_world()
+    (tasks_dir / "sweep.yaml").write_text(task_yaml(array={"count": 4, "maxParallel": 2}))
+    world.step()
+    jobs = _jobs(world)
+    world.ray.set_status(jobs["sweep[0]"], SUCCEEDED)
+    world.step()
+    rows = api.get("/ui/api/tasks").json()["tasks"]
+    assert [r["name"] for r in rows] == ["sweep"]
+    row = rows[0]
+    assert row["phase"] == "Running" and row["message"] == "1/4 done, 2 running, 1 queued"
+    assert row["array"] == {"size": 4, "succeeded": 1, "running": 2, "failed": 0}
+    assert "array-bar" in api.get("/ui/ui.js").text
