@@ -22,10 +22,11 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from specs import arrays, arraystatus
 from specs.atomic import write_atomic
 from specs.models import Task, TaskStatus
 from specs.parse import (
@@ -140,6 +141,18 @@ class _Deferred:
     generation: int
 
 
+@dataclass
+class _ArraySidecar:
+    """One array's sidecar: its elements' statuses (by index) and what is on disk."""
+
+    key: StatKey | None
+    data: bytes
+    elements: dict[int, TaskStatus]
+    generations: dict[int, int]
+    dirty: bool = False
+    durable: bool = False
+
+
 class _Unreadable(Exception):
     """A file exists but cannot be read right now: keep what we knew of it."""
 
@@ -196,6 +209,11 @@ class TaskStore:
         self._warned: set[tuple[str, str]] = set()
         self._held: list[str] = []  # names the first scan found still being written
         self._crossed: set[str] = set()  # names the last walk found behind a cross-team link
+        # Arrays (specs/arrays.py): the elements of each array entry, by its generation; and
+        # each array's one sidecar, by array name. In a batch, array sidecars are written once.
+        self._expanded: dict[str, tuple[int, dict[str, SpecEntry]]] = {}
+        self._arrays: dict[str, _ArraySidecar] = {}
+        self._batching = 0
 
     # --- specs ---------------------------------------------------------------------------
 
@@ -212,8 +230,8 @@ class TaskStore:
             if names is not None:
                 entries = self._scan_names(names)
                 if entries is not None:
-                    return entries
-            return self._scan_all()
+                    return self._elements(entries)
+            return self._elements(self._scan_all())
 
     def still(self) -> bool:
         """Whether a scan that events name nothing for would read nothing either: no file is
@@ -231,7 +249,24 @@ class TaskStore:
         scan. For a reader beside the loop (the HTTP API in `serve`) that must neither walk
         the folder nor disturb the loop's own scans."""
         with self._lock:
-            return dict(self._entries) if self._scanned else None
+            return self._elements(dict(self._entries)) if self._scanned else None
+
+    def _elements(self, entries: dict[str, SpecEntry]) -> dict[str, SpecEntry]:
+        """`entries` with every array replaced by its elements (cached per generation)."""
+        out: dict[str, SpecEntry] = {}
+        kept: dict[str, tuple[int, dict[str, SpecEntry]]] = {}
+        for name, entry in entries.items():
+            source = entry.task or entry.last_valid
+            if source is None or source.spec.array is None:
+                out[name] = entry
+                continue
+            cached = self._expanded.get(name)
+            if cached is None or cached[0] != entry.generation:
+                cached = (entry.generation, _element_entries(entry))
+            kept[name] = cached
+            out.update(cached[1])
+        self._expanded = kept
+        return out
 
     def _scan_all(self) -> dict[str, SpecEntry]:
         top = self._real_dir(self.root)
@@ -493,6 +528,11 @@ class TaskStore:
             for name, sidecar in self._sidecars.items():
                 if sidecar.status is not None:  # None: unparsable, counts as absent
                     statuses[name], generations[name] = sidecar.status, sidecar.generation
+            for array, held in self._arrays.items():
+                for index, status in held.elements.items():
+                    element = arrays.element_name(array, index)
+                    statuses[element] = status
+                    generations[element] = held.generations.get(index, 0)
             # What waits to be written is newer, and only this process writes sidecars.
             for name, deferred in self._pending.items():
                 statuses[name], generations[name] = deferred.status, deferred.generation
@@ -508,10 +548,17 @@ class TaskStore:
             return None
         walk = self._walk(top, lambda n: n.endswith(STATUS_SUFFIX), None)
         sidecars: dict[str, _Sidecar] = {}
+        found: dict[str, _ArraySidecar] = {}
         for rel, entry in walk.files:
             name = rel.removesuffix(STATUS_SUFFIX)
             if rel == STATUS_FILE or rel in walk.crossings:
                 continue  # the queues' status; or another team's, reached by a symlink
+            if rel.endswith(arraystatus.SUFFIX):
+                array = rel.removesuffix(arraystatus.SUFFIX)
+                held = self._load_array(array, entry)
+                if held is not None:
+                    found[array] = held
+                continue
             try:
                 sidecar = self._load_sidecar(name, rel, entry)
             except _Unreadable:
@@ -522,7 +569,112 @@ class TaskStore:
         for name, old in self._sidecars.items():
             if name not in sidecars and _under_any(name + STATUS_SUFFIX, walk.unreadable):
                 sidecars[name] = old
+        # What this process holds and has not written yet is newer than the disk.
+        found.update({a: held for a, held in self._arrays.items() if held.dirty})
+        self._arrays = found
         return sidecars
+
+    def read_array(self, array: str) -> dict[int, TaskStatus]:
+        """The element statuses of one array, by index: what this store holds, else its
+        sidecar on disk (empty when there is none or it is unreadable)."""
+        with self._lock:
+            held = self._arrays.get(array)
+            if held is not None:
+                return dict(held.elements)
+        try:
+            data = _read_regular(self._array_path(array), limit=16 * MAX_FILE_BYTES)
+        except OSError:
+            return {}
+        if data is None:
+            return {}
+        try:
+            return arraystatus.load(data)[1]
+        except arraystatus.ArrayStatusError:
+            return {}
+
+    def _load_array(self, array: str, entry: os.DirEntry[str]) -> _ArraySidecar | None:
+        try:
+            st = entry.stat()
+            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+            held = self._arrays.get(array)
+            if held is not None and held.key == key:
+                return held
+            data = _read_regular(entry.path)
+        except OSError as exc:
+            self._warn_once(entry.path, f"cannot read sidecar: {exc}")
+            return self._arrays.get(array)
+        if data is None:
+            return None
+        try:
+            _, elements = arraystatus.load(data)
+        except arraystatus.ArrayStatusError as exc:
+            log.warning("ignoring unreadable array sidecar %s: %s", entry.path, exc)
+            return None
+        generation = next(self._generations)
+        return _ArraySidecar(key, data, elements, dict.fromkeys(elements, generation))
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[set[str]]:
+        """Statuses of array elements written inside are written once per array at the end
+        (fsynced if any of them asked to be): a pass changes many elements at once. The set
+        yielded holds, after the block, the elements whose sidecar could not be written."""
+        failed: set[str] = set()
+        with self._lock:
+            self._batching += 1
+        try:
+            yield failed
+        finally:
+            with self._lock:
+                self._batching -= 1
+                if not self._batching:
+                    failed |= self._write_arrays()
+
+    def _array_status(
+        self, array: str, index: int, status: TaskStatus | None, durable: bool
+    ) -> bool:
+        """Set (or with None forget) one element's status; write now unless in a batch."""
+        held = self._arrays.setdefault(array, _ArraySidecar(None, b"", {}, {}))
+        if status is None:
+            if held.elements.pop(index, None) is None:
+                return False
+            held.generations.pop(index, None)
+        else:
+            held.elements[index] = status
+            held.generations[index] = next(self._generations)
+        held.dirty = True
+        held.durable = held.durable or durable
+        if not self._batching and self._write_arrays():
+            raise OSError(f"cannot write the status of array {array}")
+        return True
+
+    def _write_arrays(self) -> set[str]:
+        """Write every changed array sidecar; the elements of those that failed (kept dirty)."""
+        failed: set[str] = set()
+        for array, held in list(self._arrays.items()):
+            if not held.dirty:
+                continue
+            path = self._array_path(array)
+            try:
+                if not held.elements:
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
+                    del self._arrays[array]
+                    continue
+                data = arraystatus.dump(array, held.elements)
+                if data != held.data:
+                    write_atomic(path, data, durable=held.durable)
+                    held.key, held.data = _stat_key(path), data
+            except OSError as exc:
+                log.error("cannot write the status of array %s: %s", array, exc)
+                failed |= {arrays.element_name(array, i) for i in held.elements}
+                continue
+            held.dirty = held.durable = False
+        return failed
+
+    def _array_path(self, array: str) -> Path:
+        _check_relative(array)
+        base = self.root if self.status_dir is None else self.status_dir
+        return base / f"{array}{arraystatus.SUFFIX}"
 
     def write_status(self, name: str, status: TaskStatus, *, durable: bool = True) -> bool:
         """Write the sidecar atomically; False (and no write) if the bytes are unchanged.
@@ -530,6 +682,10 @@ class TaskStore:
         durable: fsynced, so it survives an OS crash (a write-ahead record: see
         reconciler/shell/writes.py). Either way it replaces a status waiting in defer_status.
         """
+        element = arrays.split(name)
+        if element is not None:
+            with self._lock:
+                return self._array_status(*element, status, durable)
         path = self.status_path(name)
         data = dump_status(status).encode()
         with self._lock:
@@ -562,6 +718,11 @@ class TaskStore:
         """Keep `status` to be written by a later flush_statuses; read_statuses returns it
         meanwhile. Only for what the next process could derive again: it is lost with us."""
         _check_relative(name)
+        element = arrays.split(name)
+        if element is not None:  # an element's derived fields are never written anyway
+            with self._lock:
+                self._array_status(*element, status, False)
+            return
         with self._lock:
             held = self._pending.get(name)
             since = held.since if held is not None else self._clock()
@@ -609,6 +770,11 @@ class TaskStore:
 
     def delete_status(self, name: str) -> None:
         """Remove the sidecar; a missing one is fine."""
+        element = arrays.split(name)
+        if element is not None:
+            with self._lock:
+                self._array_status(*element, None, False)
+            return
         path = self.status_path(name)
         with self._lock:
             self._sidecars.pop(name, None)
@@ -827,6 +993,22 @@ class TaskStore:
 
 
 # --- helpers -------------------------------------------------------------------------------
+
+
+def _element_entries(entry: SpecEntry) -> dict[str, SpecEntry]:
+    """The entries of an array's elements: each with its own task (or, while the file is
+    invalid, its error and its last valid element)."""
+    tasks = arrays.expand(entry.name, entry.task) if entry.task is not None else {}
+    last = entry.last_valid
+    if last is entry.task:
+        lasts = tasks
+    else:
+        lasts = arrays.expand(entry.name, last) if last is not None and last.spec.array else {}
+    names = tasks or lasts
+    return {
+        name: replace(entry, name=name, task=tasks.get(name), last_valid=lasts.get(name))
+        for name in names
+    }
 
 
 def _is_spec_file(filename: str) -> bool:

@@ -186,6 +186,15 @@ class ScaleUpTimedOut:
     failures: tuple[str, ...]  # the autoscaler's failed launches, verbatim
 
 
+@dataclass(frozen=True)
+class ArrayAtMaxParallel:
+    """Its array has `limit` elements Starting or Running (spec.array.maxParallel)."""
+
+    reason: ClassVar[Reason] = Reason.ARRAY_AT_MAX_PARALLEL
+    array: str
+    limit: int
+
+
 Lack = (
     Shortfall
     | QuotaShortfall
@@ -202,6 +211,7 @@ Lack = (
     | ScaleUp
     | BehindScaleUp
     | ScaleUpTimedOut
+    | ArrayAtMaxParallel
 )
 
 
@@ -314,6 +324,8 @@ def _lack(lack: Lack) -> str:
             )
         case InflightLimit():
             return "too many jobs starting at once"
+        case ArrayAtMaxParallel(array, limit):
+            return f"array {array} has {limit} elements starting or running (maxParallel)"
         case BehindTask(task):
             return f"waits behind {task}"
         case BehindReservation(head, starts_at, timeout_seconds):

@@ -462,19 +462,25 @@ class Reconciler:
         edited = {n for n, v in versions.items() if n in last and last[n][:2] != (v.spec, v.source)}
         self._written_versions = versions
         classes = writes.split(plan, edited)
-        unwritten = self._write_statuses(plan, statuses, classes, only=submitting)
+        # An array's elements share one sidecar: each batch writes it once.
+        with self.store.batch() as failed:
+            unwritten = self._write_statuses(plan, statuses, classes, only=submitting)
+        unwritten |= failed
         refused = self._submit(plan, unwritten, now)
         if refused:
             plan = replace(plan, statuses={**plan.statuses, **refused})
-        unwritten |= self._write_statuses(plan, statuses, classes, skip=submitting)
+        with self.store.batch() as failed:
+            unwritten |= self._write_statuses(plan, statuses, classes, skip=submitting)
+        unwritten |= failed
         self._stop(plan, unwritten)
         self._expire(plan)
-        for name in plan.delete_statuses:
-            self.faults.crash_point("before_delete_status")
-            try:
-                self.store.delete_status(name)
-            except OSError as exc:
-                log.error("cannot remove status of deleted task %s: %s", name, exc)
+        with self.store.batch():
+            for name in plan.delete_statuses:
+                self.faults.crash_point("before_delete_status")
+                try:
+                    self.store.delete_status(name)
+                except OSError as exc:
+                    log.error("cannot remove status of deleted task %s: %s", name, exc)
         self._flush()
         if self.scale_requests is not None:
             self.scale_requests.act(plan.scale_request, self.clock(), len(plan.submits))

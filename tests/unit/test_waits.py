@@ -7,6 +7,7 @@ import math
 import pytest
 
 from reconciler.core.waits import (
+    ArrayAtMaxParallel,
     AwaitingVictims,
     BehindReservation,
     BehindScaleUp,
@@ -92,6 +93,11 @@ ROWS = [
         Waiting(InflightLimit(), 0),
         Reason.INFLIGHT_LIMIT,
         "too many jobs starting at once; first in queue",
+    ),
+    (
+        Waiting(ArrayAtMaxParallel("team-a/sweep", 4)),
+        Reason.ARRAY_AT_MAX_PARALLEL,
+        "array team-a/sweep has 4 elements starting or running (maxParallel)",
     ),
     (
         Waiting(BehindTask("big"), 1, "team-a"),
