@@ -575,9 +575,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"--node-type names must differ (got {', '.join(names)})")
             return 2
         head = Capacity(args.head_cpu, 0.0, args.head_cpu * MEMORY_PER_CPU)
-        model = NodeModel(
-            tuple(args.node_type), head, args.launch_delay, args.idle_timeout, budget
-        )
+        model = NodeModel(tuple(args.node_type), head, args.launch_delay, args.idle_timeout, budget)
         args.capacity = int(model.ceiling.cpu)  # the static cluster is the ceiling
     loads = {
         name: mark_resumable(jobs, args.resumable_fraction, args.seed)
