@@ -53,6 +53,7 @@ _CONFIG_NAME = CONFIG_FILE.removesuffix(".yaml")
 _SEGMENT = re.compile(r"[A-Za-z0-9._-]+")
 
 StatKey = tuple[int, int, int]
+_WHOLE_KEPT = 10_000  # stat keys of finished files remembered (mark_whole)
 
 
 class FolderUnavailable(Exception):
@@ -196,6 +197,9 @@ class TaskStore:
         self._warned: set[tuple[str, str]] = set()
         self._held: list[str] = []  # names the first scan found still being written
         self._crossed: set[str] = set()  # names the last walk found behind a cross-team link
+        # Stat keys of files their writer is known to have finished (mark_whole): no settle
+        # wait for them. Insertion-ordered, and only the latest _WHOLE_KEPT are kept.
+        self._whole: dict[StatKey, None] = {}
 
     # --- specs ---------------------------------------------------------------------------
 
@@ -214,6 +218,16 @@ class TaskStore:
                 if entries is not None:
                     return entries
             return self._scan_all()
+
+    def mark_whole(self, keys: Iterable[StatKey]) -> None:
+        """Files with these stat keys are complete (a watcher saw their writer close them, or
+        a rename put them in place): read them without waiting out the settle time. A later
+        write changes the key, and the file settles again."""
+        with self._lock:
+            for key in keys:
+                self._whole[key] = None
+            while len(self._whole) > _WHOLE_KEPT:
+                del self._whole[next(iter(self._whole))]
 
     def still(self) -> bool:
         """Whether a scan that events name nothing for would read nothing either: no file is
@@ -409,7 +423,7 @@ class TaskStore:
     def _settling(self, name: str, parsed: _Parsed, now: float) -> bool:
         """Whether the file behind `name` changed too recently to be believed yet."""
         key = parsed.key
-        if self.settle_seconds <= 0 or parsed.whole:
+        if self.settle_seconds <= 0 or parsed.whole or key in self._whole:
             return False
         if not self._scanned:
             # Files older than the settle time were complete when serve started; a younger

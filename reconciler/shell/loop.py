@@ -318,6 +318,9 @@ class Reconciler:
         return interval
 
     def read_specs(self, changed: set[str] | None = None) -> dict[str, TaskInput] | None:
+        complete = self.events.take_complete()
+        if complete:
+            self.store.mark_whole(complete)
         try:
             inputs = scan_specs(self.store, self._inputs, changed)
         except FolderUnavailable as exc:

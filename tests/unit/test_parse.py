@@ -594,6 +594,7 @@ def test_unexpected_exceptions_become_spec_errors(monkeypatch: Any) -> None:
         raise KeyError("surprise")
 
     monkeypatch.setattr(parse._Builder, "document", broken)
+    monkeypatch.setattr(parse.fastyaml, "load", broken)  # the fast path, tried first
     error = only_error(ISSUE_EXAMPLE)
     assert error.message == "could not parse: KeyError: 'surprise'"
 
