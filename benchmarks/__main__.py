@@ -28,6 +28,7 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "scale": ([], ["--sizes", "100", "1000", "--serve-window", "10"]),
     "history": ([], ["--history", "0", "1000"]),
     "gitrev": ([], ["--size", "100"]),
+    "parsing": ([], ["--count", "200", "--rounds", "2"]),
 }
 
 
