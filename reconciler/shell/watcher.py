@@ -8,6 +8,7 @@ cannot be had, watchfiles reports changes and the settle time decides when a fil
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -102,7 +103,7 @@ class Watcher:
                 continue
             changed: set[str] = set()
             complete: dict[str, bool] = {}
-            self._sort(ino, batch, folders, changed, complete)
+            self._sort(ino, batch, target, folders, changed, complete)
             # A writer that opened the file again since it closed it: not complete after all.
             # (Events already queued say so; the stat below then describes unfinished bytes.)
             keys = _keys([p for p, whole in complete.items() if whole])
@@ -119,6 +120,7 @@ class Watcher:
     def _sort(
         ino: inotify.Inotify,
         batch: list[inotify.Event],
+        top: str,
         folders: dict[int, str],
         changed: set[str],
         complete: dict[str, bool],
@@ -128,7 +130,8 @@ class Watcher:
             if event.mask & inotify.IN_Q_OVERFLOW:
                 raise OSError("inotify queue overflowed; events were lost")
             if event.mask & inotify.IN_IGNORED:
-                folders.pop(event.wd, None)  # the folder is gone
+                if folders.pop(event.wd, None) == top:
+                    raise OSError("the watched folder went away")  # watched again once back
                 continue
             base = folders.get(event.wd)
             if base is None:
@@ -138,7 +141,8 @@ class Watcher:
                 continue
             if event.mask & inotify.IN_ISDIR:
                 if event.mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO):
-                    _watch_tree(ino, path, folders)  # a new team folder: watch it too
+                    with contextlib.suppress(OSError):  # gone again already: nothing to watch
+                        _watch_tree(ino, path, folders)  # a new team folder: watch it too
                 changed.add(path)  # a folder: the next pass walks
                 continue
             changed.add(path)
@@ -191,14 +195,14 @@ class Watcher:
 def _watch_tree(ino: inotify.Inotify, top: str, folders: dict[int, str]) -> None:
     """Watch `top` and every folder under it (not hidden ones: ours, .git), not following
     links, as the store's walk does not."""
+    folders[ino.add_watch(top)] = top  # raises OSError if `top` is gone
     for folder, subfolders, _files in os.walk(top):
         subfolders[:] = [d for d in subfolders if not d.startswith(".")]
-        try:
+        if folder == top:
+            continue
+        # Gone since listed, or unreadable: the walk in the store reports it.
+        with contextlib.suppress(OSError):
             folders[ino.add_watch(folder)] = folder
-        except OSError:
-            if folder == top:
-                raise
-            # Gone since listed, or unreadable: the walk in the store reports it.
 
 
 def _keys(paths: list[str]) -> dict[str, tuple[int, int, int]]:

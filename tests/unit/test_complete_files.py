@@ -5,6 +5,7 @@ without waiting out the settle time, in team sub-folders too."""
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -105,3 +106,14 @@ def test_inotify_reports_a_rename_and_a_closed_write(tmp_path: Path) -> None:
     moved = [e.name for e in seen if e.mask & inotify.IN_MOVED_TO]
     closed = [e.name for e in seen if e.mask & inotify.IN_CLOSE_WRITE]
     assert moved == ["x.yaml"] and "y.yaml" in closed
+
+
+def test_the_watch_follows_the_folder_removed_and_made_again(world: World) -> None:
+    events = world.reconciler.events
+    shutil.rmtree(world.tasks)
+    wait_until(lambda: not events.is_armed, "the watcher to notice the folder went away")
+    world.tasks.mkdir()
+    wait_until(lambda: events.is_armed, "the watcher to arm again")
+    world.reconciler.run_pass()  # the walk after arming
+    drop(world, lambda: renamed(world.tasks, "e.yaml"), submitted=1)
+    assert [r.metadata["rayqueue.task"] for r in world.ray.submitted] == ["e"]
