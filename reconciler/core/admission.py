@@ -139,6 +139,7 @@ def admit(ctx: PassState) -> None:
             continue
         owner = ctx.queues.queue_of(candidate.name) if ctx.queues is not None else ""
         positions[owner] = positions.get(owner, 0) + 1
+        ctx.order.setdefault(owner, []).append(name)
         waiting = _why_waiting(ctx, name, admission, stopping_for, preempting)
         waiting, asked_at = _scale_wait(ctx, scale, candidate, waiting)
         eta = waiting.estimated_start if waiting else None
