@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from specs.arrayviews import ArrayView, group
 from specs.views import NOT_SEEN, TaskView
 
 
@@ -55,6 +56,42 @@ def task_row(view: TaskView, *, dashboard: str | None) -> dict[str, Any]:
         "revision": source.revision if source is not None else None,
         "dirty": source.dirty if source is not None else None,
     }
+
+
+def array_row(array: ArrayView, *, dashboard: str | None) -> dict[str, Any]:
+    """A task array as one row: its first element's fields, the array's name and phase, its
+    progress as the message, and the counts the page draws as a progress bar."""
+    row = task_row(array.first, dashboard=dashboard)
+    counts = array.counts
+    positions = [e.body.queue_position for e in array.elements if e.body is not None]
+    known = [p for p in positions if p is not None]
+    row.update(
+        name=array.name,
+        phase=array.phase,
+        position=min(known) if known else None,
+        reason=None,
+        message=array.progress,
+        run=None,
+        submissionId=None,
+        jobUrl=None,
+        array={
+            "size": len(array.elements),
+            "succeeded": counts["Succeeded"],
+            "running": counts["Running"] + counts["Starting"],
+            "failed": counts["Failed"] + counts["TimedOut"] + counts["Lost"],
+        },
+    )
+    return row
+
+
+def rows(views: Iterable[TaskView], *, dashboard: str | None) -> list[dict[str, Any]]:
+    """The table's rows: a task each, a task array as one row."""
+    return [
+        task_row(v, dashboard=dashboard)
+        if isinstance(v, TaskView)
+        else array_row(v, dashboard=dashboard)
+        for v in group(views)
+    ]
 
 
 def finished_since(views: Iterable[TaskView], since: datetime) -> int:

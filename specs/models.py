@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
@@ -114,6 +117,79 @@ class Metadata(_Model):
     annotations: dict[str, str] = Field(default_factory=dict)
 
 
+# The most elements an array may expand to (issue 28). One array's status sidecar stays under
+# 1 MB at this size.
+MAX_ARRAY_ELEMENTS: Final = 10_000
+ARRAY_SIZE_VAR: Final = "RAYQUEUE_ARRAY_SIZE"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ArrayValue = str | int | float | bool
+
+
+def _env_keys(keys: Iterable[str], what: str) -> None:
+    for key in keys:
+        if not _ENV_NAME.fullmatch(key):
+            raise ValueError(f"{what} key {key!r} is not a valid environment variable name")
+        if key.startswith("RAYQUEUE_"):
+            raise ValueError(f"{what} key {key!r}: names starting with RAYQUEUE_ are reserved")
+
+
+class ArraySpec(_Model):
+    """One task run many times: the product of `matrix`, `count` runs, or a list of `values`.
+    Each element gets its values as environment variables, plus RAYQUEUE_ARRAY_INDEX and
+    RAYQUEUE_ARRAY_SIZE."""
+
+    matrix: dict[str, list[ArrayValue]] | None = None
+    count: int | None = Field(default=None, ge=1)
+    values: list[dict[str, ArrayValue]] | None = None
+    max_parallel: int | None = Field(default=None, ge=1)
+
+    @field_validator("matrix")
+    @classmethod
+    def _matrix(
+        cls, value: dict[str, list[ArrayValue]] | None
+    ) -> dict[str, list[ArrayValue]] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("matrix must not be empty")
+        _env_keys(value, "matrix")
+        for key, items in value.items():
+            if not items:
+                raise ValueError(f"matrix {key} has no values")
+        return value
+
+    @field_validator("values")
+    @classmethod
+    def _values(
+        cls, value: list[dict[str, ArrayValue]] | None
+    ) -> list[dict[str, ArrayValue]] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("values must not be empty")
+        for item in value:
+            _env_keys(item, "values")
+        return value
+
+    @model_validator(mode="after")
+    def _one_form(self) -> ArraySpec:
+        given = [n for n in ("matrix", "count", "values") if getattr(self, n) is not None]
+        if len(given) != 1:
+            shown = " and ".join(given) if given else "none"
+            raise ValueError(f"give exactly one of matrix, count and values (got {shown})")
+        if self.size > MAX_ARRAY_ELEMENTS:
+            raise ValueError(f"has {self.size} elements; the limit is {MAX_ARRAY_ELEMENTS}")
+        return self
+
+    @property
+    def size(self) -> int:
+        if self.count is not None:
+            return self.count
+        if self.values is not None:
+            return len(self.values)
+        return math.prod(len(v) for v in (self.matrix or {}).values())
+
+
 class TaskSpec(_Model):
     entrypoint: str = Field(min_length=1)
     runtime_env: dict[str, Any] | None = None
@@ -131,6 +207,7 @@ class TaskSpec(_Model):
     # true: the task saves its state on SIGTERM (within the grace period) and resumes on its
     # next run (RAYQUEUE_PREEMPTED=1): the cheapest victim, it loses only the grace period.
     resumable: bool = False
+    array: ArraySpec | None = None  # run as many elements (specs/arrays.py)
 
     @field_validator("entrypoint")
     @classmethod
@@ -165,6 +242,13 @@ class TaskSpec(_Model):
             )
         return value
 
+    @field_validator("array")
+    @classmethod
+    def _array_ids(cls, value: ArraySpec | None, info: ValidationInfo) -> ArraySpec | None:
+        if value is not None and info.data.get("submission_id") is not None:
+            raise ValueError("cannot be combined with submissionId: each element has its own id")
+        return value
+
     @field_validator("depends_on")
     @classmethod
     def _distinct_dependencies(cls, value: list[DependencySpec]) -> list[DependencySpec]:
@@ -183,9 +267,16 @@ class Task(_Model):
 
     def spec_hash(self) -> str:
         """Hash of the run-defining fields; a change to any of them means a new run."""
+        runtime_env = self.spec.runtime_env
+        if self.spec.array is not None and runtime_env is not None:
+            # An array element's size changes when elements are added or removed; that alone
+            # must not re-run the elements that stay (specs/arrays.py sets it).
+            env = {k: v for k, v in (runtime_env.get("env_vars") or {}).items()}
+            env.pop(ARRAY_SIZE_VAR, None)
+            runtime_env = {**runtime_env, "env_vars": env}
         defining = {
             "entrypoint": self.spec.entrypoint,
-            "runtimeEnv": self.spec.runtime_env,
+            "runtimeEnv": runtime_env,
             # bundles only shape the autoscaler's request: changing them is no new run
             "resources": self.spec.resources.model_dump(by_alias=True, exclude={"bundles"}),
             "restartedAt": self.metadata.annotations.get(RESTARTED_AT),
@@ -276,6 +367,9 @@ class Reason(StrEnum):
     # autoscaling (issue 26): it waits for nodes the autoscaler was asked for, or gave up on them
     WAITING_FOR_SCALE_UP = "WaitingForScaleUp"
     SCALE_UP_TIMEOUT = "ScaleUpTimeout"
+    MAX_RUNNING = "MaxRunning"  # its team queue runs as many tasks as its maxRunning allows
+    QUEUE_FULL = "QueueFull"  # its team queue holds maxQueued tasks: this one does not count
+    ARRAY_AT_MAX_PARALLEL = "ArrayAtMaxParallel"  # its array's maxParallel elements are active
     # conditions (a SpecInvalid condition's reason is its type, ConditionType.SPEC_INVALID)
     RAY_UNREACHABLE = "RayUnreachable"
     # why a run was preempted (the Preempted condition's reason)

@@ -126,6 +126,15 @@ class _Sharing(_Model):
     lending_limit: Limit = Field(default=NO_LIMIT, description="most of its idle quota lent")
     weight: float = Field(default=1.0, gt=0, le=1e6, allow_inf_nan=False)
     preemption: PreemptionConfig = Field(default=NO_PREEMPTION_BLOCK)
+    max_running: int | None = Field(
+        default=None, ge=1, le=1_000_000, description="most tasks Starting or Running at once"
+    )
+    max_queued: int | None = Field(
+        default=None,
+        ge=0,
+        le=1_000_000,
+        description="most tasks Queued; more are QueueFull (a file) or refused (API, 429)",
+    )
 
 
 class QueueEntry(_Sharing):
@@ -172,10 +181,68 @@ class ClusterSection(_Model):
         return self.max_capacity.capacity() if self.max_capacity is not None else None
 
 
+DECAYED_USAGE = "DecayedUsage"
+CURRENT_USAGE = "CurrentUsage"
+DEFAULT_HALF_LIFE = 7 * 86400.0  # Slurm's PriorityDecayHalfLife default
+_MAX_HALF_LIFE = 3650 * 86400.0
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(d|h|m|s)")
+_UNIT_SECONDS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def parse_duration(value: object) -> float:
+    """Seconds from a number (seconds) or a string such as `168h`, `7d`, `1h30m`, `90s`."""
+    if isinstance(value, bool):
+        raise ValueError("must be a duration such as 168h, 7d or 3600 (seconds)")
+    if isinstance(value, int | float):
+        return float(value)
+    if not isinstance(value, str):
+        raise ValueError("must be a duration such as 168h, 7d or 3600 (seconds)")
+    text = value.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(f"{value!r} is not a duration: write e.g. 168h, 7d, 1h30m or 3600")
+    return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+
+
+class FairSharing(_Model):
+    """`spec.fairSharing`: how the queues' past use counts when they share (issue 30).
+    `DecayedUsage` (the default) orders starts by what each queue used, decayed with
+    `usageHalfLife`, plus what it uses now; `CurrentUsage` only by what it uses now."""
+
+    mode: Literal["DecayedUsage", "CurrentUsage"] = Field(
+        default="DecayedUsage",
+        description="DecayedUsage | CurrentUsage: whether past use counts",
+    )
+    usage_half_life: float = Field(
+        default=DEFAULT_HALF_LIFE,
+        gt=0,
+        le=_MAX_HALF_LIFE,
+        allow_inf_nan=False,
+        description="seconds, or 168h, 7d: past use counts half after this long",
+    )
+
+    @field_validator("usage_half_life", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> float:
+        return parse_duration(value)
+
+    @property
+    def decays(self) -> bool:
+        return self.mode == DECAYED_USAGE
+
+
+DEFAULT_FAIR_SHARING = FairSharing()
+
+
 class QueueConfigSpec(_Model):
     queues: list[QueueEntry] = Field(default_factory=list)
     default: DefaultQueue = Field(default_factory=DefaultQueue)
     cluster: ClusterSection | None = None
+    fair_sharing: FairSharing = Field(default=DEFAULT_FAIR_SHARING)
 
 
 class ConfigMetadata(_Model):

@@ -68,6 +68,19 @@ _DESCRIPTIONS: dict[str, dict[str, str]] = {
             "resumes on its next run, told by RAYQUEUE_PREEMPTED=1; it is preempted first, as "
             "it loses only the grace period (default false). Editing it never restarts a run."
         ),
+        "array": (
+            "Run this task as many elements (NAME[0], NAME[1], ...): give one of matrix, count "
+            "and values. Each element is a run of its own, with its own retries and timeout."
+        ),
+    },
+    "ArraySpec": {
+        "matrix": (
+            "Variable name to a list of values; one element per combination (their product), "
+            "each given its values as environment variables."
+        ),
+        "count": "This many elements, 0..count-1, told apart by RAYQUEUE_ARRAY_INDEX.",
+        "values": "An explicit list of elements, each a mapping of environment variables.",
+        "maxParallel": "At most this many elements Starting or Running at once; no limit if unset.",
     },
     "RetrySpec": {
         "limit": "Runs after the first; 0 (default): none.",

@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from specs import submission_ids
+from specs import arrays, submission_ids
 from specs.atomic import write_atomic
 from specs.cluster import META_QUEUE, META_TASK, RayJob
 from specs.models import Phase, Reason, Task, TaskStatus
@@ -339,6 +339,14 @@ class TaskService:
             return SpecFile(name, path, data, None, exc.errors)
         return SpecFile(name, path, data, task)
 
+    def elements(self, array: str) -> dict[int, TaskStatus]:
+        """The statuses of an array's elements, by index (none seen yet: empty)."""
+        if self.loop_store and self.store.scanned() is not None:
+            statuses = self.store.read_statuses(cached=True)
+            found = ((arrays.split(n), s) for n, s in statuses.items())
+            return {p[1]: s for p, s in found if p is not None and p[0] == array}
+        return self.store.read_array(array)
+
     def require(self, name: str) -> SpecFile:
         spec = self.read(name)
         if spec is None:
@@ -350,6 +358,9 @@ class TaskService:
         Beside a loop, the status it holds (a queue position not yet on disk included)."""
         if self.loop_store and self.store.scanned() is not None:
             return self.store.read_statuses(cached=True).get(name)
+        element = arrays.split(name)
+        if element is not None:  # one of an array's, in the array's one sidecar
+            return self.store.read_array(element[0]).get(element[1])
         path = self.store.status_path(name)
         try:
             st = os.stat(path)

@@ -373,6 +373,19 @@ class Settings(PlannerSettings):
     address: str | None = None
     """Ray dashboard address (http://host:8265). None: start a private local Ray head."""
 
+    ray_gcs_address: str | None = field(
+        default=None,
+        metadata=knob(
+            "the Ray head's GCS, host:port, where requests to Ray's autoscaler go "
+            "(default: the --address host, port 6379)",
+            commands=LOOP,
+            metavar="HOST:PORT",
+        ),
+    )
+    """Where rayqueue sends its resource request on an autoscaling cluster (issue 26). Default:
+    the --address host on Ray's default GCS port 6379, which KubeRay's head service has beside
+    the dashboard's 8265; set it only when the GCS is elsewhere."""
+
     status_dir: Path | None = None
     """Where sidecars go instead of beside the specs (for read-only git checkouts)."""
 

@@ -22,10 +22,11 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from specs import arrays, arraystatus
 from specs.atomic import write_atomic
 from specs.models import Task, TaskStatus
 from specs.parse import (
@@ -53,6 +54,7 @@ _CONFIG_NAME = CONFIG_FILE.removesuffix(".yaml")
 _SEGMENT = re.compile(r"[A-Za-z0-9._-]+")
 
 StatKey = tuple[int, int, int]
+_WHOLE_KEPT = 10_000  # stat keys of finished files remembered (mark_whole)
 
 
 class FolderUnavailable(Exception):
@@ -129,7 +131,7 @@ class _Parsed:
 class _Sidecar:
     key: StatKey
     status: TaskStatus | None  # None: unparsable, counts as absent
-    data: bytes  # the bytes on disk, to skip identical rewrites
+    digest: bytes  # of the bytes on disk, to skip identical rewrites (not the bytes: memory)
     generation: int  # of `status`: kept while it is the status held
 
 
@@ -138,6 +140,18 @@ class _Deferred:
     status: TaskStatus
     since: float  # deferred since (the store's clock)
     generation: int
+
+
+@dataclass
+class _ArraySidecar:
+    """One array's sidecar: its elements' statuses (by index) and what is on disk."""
+
+    key: StatKey | None
+    data: bytes
+    elements: dict[int, TaskStatus]
+    generations: dict[int, int]
+    dirty: bool = False
+    durable: bool = False
 
 
 class _Unreadable(Exception):
@@ -196,6 +210,14 @@ class TaskStore:
         self._warned: set[tuple[str, str]] = set()
         self._held: list[str] = []  # names the first scan found still being written
         self._crossed: set[str] = set()  # names the last walk found behind a cross-team link
+        # Arrays (specs/arrays.py): the elements of each array entry, by its generation; and
+        # each array's one sidecar, by array name. In a batch, array sidecars are written once.
+        self._expanded: dict[str, tuple[int, dict[str, SpecEntry]]] = {}
+        self._arrays: dict[str, _ArraySidecar] = {}
+        self._batching = 0
+        # Stat keys of files their writer is known to have finished (mark_whole): no settle
+        # wait for them. Insertion-ordered, and only the latest _WHOLE_KEPT are kept.
+        self._whole: dict[StatKey, None] = {}
 
     # --- specs ---------------------------------------------------------------------------
 
@@ -212,8 +234,18 @@ class TaskStore:
             if names is not None:
                 entries = self._scan_names(names)
                 if entries is not None:
-                    return entries
-            return self._scan_all()
+                    return self._elements(entries)
+            return self._elements(self._scan_all())
+
+    def mark_whole(self, keys: Iterable[StatKey]) -> None:
+        """Files with these stat keys are complete (a watcher saw their writer close them, or
+        a rename put them in place): read them without waiting out the settle time. A later
+        write changes the key, and the file settles again."""
+        with self._lock:
+            for key in keys:
+                self._whole[key] = None
+            while len(self._whole) > _WHOLE_KEPT:
+                del self._whole[next(iter(self._whole))]
 
     def still(self) -> bool:
         """Whether a scan that events name nothing for would read nothing either: no file is
@@ -231,7 +263,24 @@ class TaskStore:
         scan. For a reader beside the loop (the HTTP API in `serve`) that must neither walk
         the folder nor disturb the loop's own scans."""
         with self._lock:
-            return dict(self._entries) if self._scanned else None
+            return self._elements(dict(self._entries)) if self._scanned else None
+
+    def _elements(self, entries: dict[str, SpecEntry]) -> dict[str, SpecEntry]:
+        """`entries` with every array replaced by its elements (cached per generation)."""
+        out: dict[str, SpecEntry] = {}
+        kept: dict[str, tuple[int, dict[str, SpecEntry]]] = {}
+        for name, entry in entries.items():
+            source = entry.task or entry.last_valid
+            if source is None or source.spec.array is None:
+                out[name] = entry
+                continue
+            cached = self._expanded.get(name)
+            if cached is None or cached[0] != entry.generation:
+                cached = (entry.generation, _element_entries(entry))
+            kept[name] = cached
+            out.update(cached[1])
+        self._expanded = kept
+        return out
 
     def _scan_all(self) -> dict[str, SpecEntry]:
         top = self._real_dir(self.root)
@@ -409,7 +458,7 @@ class TaskStore:
     def _settling(self, name: str, parsed: _Parsed, now: float) -> bool:
         """Whether the file behind `name` changed too recently to be believed yet."""
         key = parsed.key
-        if self.settle_seconds <= 0 or parsed.whole:
+        if self.settle_seconds <= 0 or parsed.whole or key in self._whole:
             return False
         if not self._scanned:
             # Files older than the settle time were complete when serve started; a younger
@@ -493,6 +542,11 @@ class TaskStore:
             for name, sidecar in self._sidecars.items():
                 if sidecar.status is not None:  # None: unparsable, counts as absent
                     statuses[name], generations[name] = sidecar.status, sidecar.generation
+            for array, held in self._arrays.items():
+                for index, status in held.elements.items():
+                    element = arrays.element_name(array, index)
+                    statuses[element] = status
+                    generations[element] = held.generations.get(index, 0)
             # What waits to be written is newer, and only this process writes sidecars.
             for name, deferred in self._pending.items():
                 statuses[name], generations[name] = deferred.status, deferred.generation
@@ -508,10 +562,17 @@ class TaskStore:
             return None
         walk = self._walk(top, lambda n: n.endswith(STATUS_SUFFIX), None)
         sidecars: dict[str, _Sidecar] = {}
+        found: dict[str, _ArraySidecar] = {}
         for rel, entry in walk.files:
             name = rel.removesuffix(STATUS_SUFFIX)
             if rel == STATUS_FILE or rel in walk.crossings:
                 continue  # the queues' status; or another team's, reached by a symlink
+            if rel.endswith(arraystatus.SUFFIX):
+                array = rel.removesuffix(arraystatus.SUFFIX)
+                held = self._load_array(array, entry)
+                if held is not None:
+                    found[array] = held
+                continue
             try:
                 sidecar = self._load_sidecar(name, rel, entry)
             except _Unreadable:
@@ -522,7 +583,112 @@ class TaskStore:
         for name, old in self._sidecars.items():
             if name not in sidecars and _under_any(name + STATUS_SUFFIX, walk.unreadable):
                 sidecars[name] = old
+        # What this process holds and has not written yet is newer than the disk.
+        found.update({a: held for a, held in self._arrays.items() if held.dirty})
+        self._arrays = found
         return sidecars
+
+    def read_array(self, array: str) -> dict[int, TaskStatus]:
+        """The element statuses of one array, by index: what this store holds, else its
+        sidecar on disk (empty when there is none or it is unreadable)."""
+        with self._lock:
+            held = self._arrays.get(array)
+            if held is not None:
+                return dict(held.elements)
+        try:
+            data = _read_regular(self._array_path(array), limit=16 * MAX_FILE_BYTES)
+        except OSError:
+            return {}
+        if data is None:
+            return {}
+        try:
+            return arraystatus.load(data)[1]
+        except arraystatus.ArrayStatusError:
+            return {}
+
+    def _load_array(self, array: str, entry: os.DirEntry[str]) -> _ArraySidecar | None:
+        try:
+            st = entry.stat()
+            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+            held = self._arrays.get(array)
+            if held is not None and held.key == key:
+                return held
+            data = _read_regular(entry.path)
+        except OSError as exc:
+            self._warn_once(entry.path, f"cannot read sidecar: {exc}")
+            return self._arrays.get(array)
+        if data is None:
+            return None
+        try:
+            _, elements = arraystatus.load(data)
+        except arraystatus.ArrayStatusError as exc:
+            log.warning("ignoring unreadable array sidecar %s: %s", entry.path, exc)
+            return None
+        generation = next(self._generations)
+        return _ArraySidecar(key, data, elements, dict.fromkeys(elements, generation))
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[set[str]]:
+        """Statuses of array elements written inside are written once per array at the end
+        (fsynced if any of them asked to be): a pass changes many elements at once. The set
+        yielded holds, after the block, the elements whose sidecar could not be written."""
+        failed: set[str] = set()
+        with self._lock:
+            self._batching += 1
+        try:
+            yield failed
+        finally:
+            with self._lock:
+                self._batching -= 1
+                if not self._batching:
+                    failed |= self._write_arrays()
+
+    def _array_status(
+        self, array: str, index: int, status: TaskStatus | None, durable: bool
+    ) -> bool:
+        """Set (or with None forget) one element's status; write now unless in a batch."""
+        held = self._arrays.setdefault(array, _ArraySidecar(None, b"", {}, {}))
+        if status is None:
+            if held.elements.pop(index, None) is None:
+                return False
+            held.generations.pop(index, None)
+        else:
+            held.elements[index] = status
+            held.generations[index] = next(self._generations)
+        held.dirty = True
+        held.durable = held.durable or durable
+        if not self._batching and self._write_arrays():
+            raise OSError(f"cannot write the status of array {array}")
+        return True
+
+    def _write_arrays(self) -> set[str]:
+        """Write every changed array sidecar; the elements of those that failed (kept dirty)."""
+        failed: set[str] = set()
+        for array, held in list(self._arrays.items()):
+            if not held.dirty:
+                continue
+            path = self._array_path(array)
+            try:
+                if not held.elements:
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
+                    del self._arrays[array]
+                    continue
+                data = arraystatus.dump(array, held.elements)
+                if data != held.data:
+                    write_atomic(path, data, durable=held.durable)
+                    held.key, held.data = _stat_key(path), data
+            except OSError as exc:
+                log.error("cannot write the status of array %s: %s", array, exc)
+                failed |= {arrays.element_name(array, i) for i in held.elements}
+                continue
+            held.dirty = held.durable = False
+        return failed
+
+    def _array_path(self, array: str) -> Path:
+        _check_relative(array)
+        base = self.root if self.status_dir is None else self.status_dir
+        return base / f"{array}{arraystatus.SUFFIX}"
 
     def write_status(self, name: str, status: TaskStatus, *, durable: bool = True) -> bool:
         """Write the sidecar atomically; False (and no write) if the bytes are unchanged.
@@ -530,6 +696,10 @@ class TaskStore:
         durable: fsynced, so it survives an OS crash (a write-ahead record: see
         reconciler/shell/writes.py). Either way it replaces a status waiting in defer_status.
         """
+        element = arrays.split(name)
+        if element is not None:
+            with self._lock:
+                return self._array_status(*element, status, durable)
         path = self.status_path(name)
         data = dump_status(status).encode()
         with self._lock:
@@ -543,25 +713,35 @@ class TaskStore:
         if self._links and self._crosses(path):
             # The sidecar's folder is a symlink into another team's: never write there (it
             # would be that team's status file). Kept in memory; the spec is Invalid anyway.
-            self._sidecars[name] = _Sidecar((0, 0, 0), status, data, generation)
+            self._sidecars[name] = _Sidecar((0, 0, 0), status, _digest(data), generation)
             return False
         key = _stat_key(path)
         if key is not None:
             cached = self._sidecars.get(name)
-            on_disk = cached.data if cached and cached.key == key else _read_regular(path)
-            if on_disk == data:
-                self._sidecars[name] = _Sidecar(key, status, data, generation)
+            digest = _digest(data)
+            if cached is not None and cached.key == key:
+                on_disk = cached.digest
+            else:
+                read = _read_regular(path)
+                on_disk = _digest(read) if read is not None else b""
+            if on_disk == digest:
+                self._sidecars[name] = _Sidecar(key, status, digest, generation)
                 return False
         write_atomic(path, data, durable=durable)
         key = _stat_key(path)
         if key is not None:
-            self._sidecars[name] = _Sidecar(key, status, data, generation)
+            self._sidecars[name] = _Sidecar(key, status, _digest(data), generation)
         return True
 
     def defer_status(self, name: str, status: TaskStatus) -> None:
         """Keep `status` to be written by a later flush_statuses; read_statuses returns it
         meanwhile. Only for what the next process could derive again: it is lost with us."""
         _check_relative(name)
+        element = arrays.split(name)
+        if element is not None:  # an element's derived fields are never written anyway
+            with self._lock:
+                self._array_status(*element, status, False)
+            return
         with self._lock:
             held = self._pending.get(name)
             since = held.since if held is not None else self._clock()
@@ -609,6 +789,11 @@ class TaskStore:
 
     def delete_status(self, name: str) -> None:
         """Remove the sidecar; a missing one is fine."""
+        element = arrays.split(name)
+        if element is not None:
+            with self._lock:
+                self._array_status(*element, None, False)
+            return
         path = self.status_path(name)
         with self._lock:
             self._sidecars.pop(name, None)
@@ -802,7 +987,7 @@ class TaskStore:
             # Counts as absent: the reconciler rebuilds status from the world.
             log.warning("ignoring unreadable sidecar %s: %s", entry.path, exc.errors[0])
             status = None
-        return _Sidecar(key, status, data, next(self._generations))
+        return _Sidecar(key, status, _digest(data), next(self._generations))
 
     def _crosses(self, path: Path) -> bool:
         """Whether the sidecar `path` would land, through a symlinked folder, in another
@@ -827,6 +1012,22 @@ class TaskStore:
 
 
 # --- helpers -------------------------------------------------------------------------------
+
+
+def _element_entries(entry: SpecEntry) -> dict[str, SpecEntry]:
+    """The entries of an array's elements: each with its own task (or, while the file is
+    invalid, its error and its last valid element)."""
+    tasks = arrays.expand(entry.name, entry.task) if entry.task is not None else {}
+    last = entry.last_valid
+    if last is entry.task:
+        lasts = tasks
+    else:
+        lasts = arrays.expand(entry.name, last) if last is not None and last.spec.array else {}
+    names = tasks or lasts
+    return {
+        name: replace(entry, name=name, task=tasks.get(name), last_valid=lasts.get(name))
+        for name in names
+    }
 
 
 def _is_spec_file(filename: str) -> bool:
@@ -905,6 +1106,11 @@ def _check_relative(name: str) -> None:
         raise InvalidName(f"task name {name!r} is not a relative path")
     if any(segment in ("", ".", "..") for segment in name.split("/")):
         raise InvalidName(f"task name {name!r} must not contain empty, '.' or '..' segments")
+
+
+def _digest(data: bytes) -> bytes:
+    """What a sidecar's bytes are remembered by: 16 bytes, not ~500 (50,000 sidecars)."""
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 def _is_whole(key: StatKey, after: os.stat_result) -> bool:

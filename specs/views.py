@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specs.arrays import order_key
 from specs.models import API_VERSION, Phase, Reason, Task, TaskStatus, TaskStatusBody
 from specs.parse import SpecError
 from specs.quantity import format_memory
@@ -210,7 +211,7 @@ class TaskView:
             group = _GROUPS.get(body.phase, _GROUP_FINISHED)
         priority = self.task.spec.priority if self.task is not None else -1
         queued = body.queued_at.timestamp() if body is not None and body.queued_at else None
-        return (group, -priority, queued is None, queued or 0.0, self.name)
+        return (group, -priority, queued is None, queued or 0.0, order_key(self.name))
 
     def age_seconds(self, now: float) -> float | None:
         """Since this run was queued; for a task not seen yet, since its file was written."""

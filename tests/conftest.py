@@ -6,4 +6,4 @@ suite; the plugin itself imports the Ray adapter only when a test asks for it.
 
 from __future__ import annotations
 
-pytest_plugins = ["tests.support.ray_head"]
+pytest_plugins = ["tests.support.ray_head", "tests.support.autoscaling_head"]

@@ -9,8 +9,8 @@ import yaml
 from fastapi import APIRouter
 
 from api.deps import SettingsDep
-from api.errors import NotFound
-from specs.queues import config_path, status_path
+from api.errors import ApiError, NotFound
+from specs.queues import DEFAULT_QUEUE, config_path, status_path
 from specs.settings import Settings
 
 router = APIRouter(prefix="/queues", tags=["queues"])
@@ -32,14 +32,49 @@ def queue_status(settings: Settings) -> dict[str, Any]:
     return body
 
 
+def require_room(settings: Settings, name: str) -> None:
+    """429 if a new task `name` would go to a queue that holds its `maxQueued` queued tasks,
+    as of the loop's last pass (a file dropped there instead waits as QueueFull)."""
+    config = config_path(settings.tasks_dir, settings.queues_path)
+    try:
+        document = yaml.safe_load(status_path(config, settings.status_dir).read_bytes())
+    except (OSError, yaml.YAMLError):
+        return
+    body = document.get("status") if isinstance(document, dict) else None
+    entries = body.get("queues") if isinstance(body, dict) else None
+    if not isinstance(entries, list):
+        return
+    named = {e.get("name"): e for e in entries if isinstance(e, dict)}
+    owner = max(
+        (q for q in named if isinstance(q, str) and name.startswith(q + "/")),
+        key=len,
+        default=DEFAULT_QUEUE,
+    )
+    entry = named.get(owner)
+    if not isinstance(entry, dict):
+        return
+    limit, pending = entry.get("maxQueued"), entry.get("pending", 0)
+    if isinstance(limit, int) and isinstance(pending, int) and pending >= limit:
+        raise ApiError(
+            429,
+            f"queue {owner} is full: {pending} tasks queued, its maxQueued is {limit}; "
+            "try again once some have started",
+            headers={"Retry-After": "30"},
+        )
+
+
 @router.get("")
 def list_queues(settings: SettingsDep) -> dict[str, Any]:
-    """Every queue: nominal quota, usage, borrowed, lent, weighted share, pending and admitted
-    counts; and whether the configuration file is valid."""
+    """Every queue: nominal quota, usage, borrowed, lent, decayed usage (`decayedUsage`, CPU-,
+    GPU- and byte-seconds), weighted share, pending and admitted counts; whether the
+    configuration file is valid; `fairSharing` (mode, usageHalfLife in seconds)."""
     body = queue_status(settings)
     result: dict[str, Any] = {"config": body.get("config"), "items": body.get("queues", [])}
     if body.get("warning"):
         result["warning"] = body["warning"]
+    for key in ("fairSharing", "usageAt"):  # how past use counts, and when it was measured
+        if key in body:
+            result[key] = body[key]
     return result
 
 

@@ -36,6 +36,9 @@ from api.errors import ApiError, NotFound, Unprocessable
 from api.idclaims import id_check
 from api.models import TaskList, TaskRow
 from api.ports import Loop
+from api.routes.queues import require_room
+from specs.arrays import element_name, split
+from specs.arrayviews import array_status
 from specs.cluster import JobNotFound
 from specs.service import TaskService, parse_phases, parse_selector, quote_etag, select
 from specs.views import SpecFile, TaskView, human_age, resources, status_body, task_object
@@ -165,8 +168,10 @@ def task_logs(
     tail: Annotated[int | None, Query(ge=1, le=100_000, description="the last N lines")] = None,
 ) -> Response:
     """The Ray log of the task's current or last run; 404 if it never ran."""
-    visible = readable(caller, service, name)  # read: own: another folder's task is "no task"
-    spec = service.read(name) if visible else None
+    element = split(name)  # NAME[i], an element of a task array: its array's file decides
+    owner = element[0] if element is not None else name
+    visible = readable(caller, service, owner)  # read: own: another folder's task is "no task"
+    spec = service.read(name) if visible and element is None else None
     status = service.status(name) if visible else None
     if spec is None and status is None:
         # A task whose own name ends in "/logs" is still reachable here.
@@ -189,13 +194,51 @@ def task_logs(
     return PlainTextResponse(text)
 
 
+@router.get("/{name:path}/elements")
+def array_elements(name: str, service: Service, caller: Caller) -> Response:
+    """The elements of a task array, in index order: name, index, phase, reason, message,
+    run, submission id and exit code of each."""
+    visible = readable(caller, service, name)
+    spec = service.read(name) if visible else None
+    if spec is None:
+        inner = f"{name}/elements"  # a task whose own name ends in "/elements"
+        found = service.read(inner) if readable(caller, service, inner) else None
+        if found is not None:
+            return _object_response(service, found)
+        raise NotFound(f"no task {name}")
+    if spec.task is None or spec.task.spec.array is None:
+        raise NotFound(f"task {name} is not a task array")
+    statuses = service.elements(name)
+    items = []
+    for index in range(spec.task.spec.array.size):
+        body = statuses[index].status if index in statuses else None
+        items.append(
+            {
+                "name": element_name(name, index),
+                "index": index,
+                "phase": body.phase.value if body is not None else None,
+                "reason": body.reason if body is not None else None,
+                "message": body.message if body is not None else None,
+                "run": body.run if body is not None else 0,
+                "submissionId": body.submission_id if body is not None else None,
+                "exitCode": body.exit_code if body is not None else None,
+            }
+        )
+    return JSONResponse({"name": name, "items": items})
+
+
 @router.get("/{name:path}")
 def get_task(name: str, service: Service, caller: Caller, reconciler: ReconcilerDep) -> Response:
     """The spec as written, and its status. The ETag header is the file's hash (for If-Match).
-    A task beyond its queue's exact places (a `queuePositionBucket` in its sidecar) gets its
-    exact `queuePosition` from the loop's last pass."""
+    A task array's status sums up its elements (`/tasks/NAME/elements` lists them). A task
+    beyond its queue's exact places (a `queuePositionBucket` in its sidecar) gets its exact
+    `queuePosition` from the loop's last pass."""
     require_read(caller, service, name)
     spec = service.require(name)
+    if spec.task is not None and spec.task.spec.array is not None:
+        body = task_object(spec, None)
+        body["status"] = array_status(service.elements(name), spec.task.spec.array.size)
+        return JSONResponse(body, headers={"ETag": quote_etag(spec.etag)})
     body = task_object(spec, service.status(spec.name))
     _exact_place(body["status"], spec.name, _places(reconciler))
     return JSONResponse(body, headers={"ETag": quote_etag(spec.etag)})
@@ -235,6 +278,8 @@ def put_task(
         policy_check(caller),
         id_check(service, caller, reconciler, settings.resolved_queue_id),
     )
+    if service.read(name) is None:
+        require_room(settings, name)  # 429 when its queue holds maxQueued tasks
     with task_quota(request, caller, service, name):
         spec, created = service.put(
             name,

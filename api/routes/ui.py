@@ -20,7 +20,7 @@ from api.deps import ReconcilerDep, Service, SettingsDep
 from api.errors import ApiError, NotFound
 from api.ports import Loop, Observability
 from api.routes.queues import queue_status
-from api.ui_views import finished_since, task_row
+from api.ui_views import finished_since, rows
 from specs.cluster import Capacity
 from specs.store import FolderUnavailable
 
@@ -121,7 +121,7 @@ def tasks(
     return {
         "now": now,
         "finished24h": finished_since(views, since),
-        "tasks": [task_row(view, dashboard=dashboard) for view in views],
+        "tasks": rows(views, dashboard=dashboard),  # a task array is one row
     }
 
 

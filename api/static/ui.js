@@ -145,6 +145,15 @@ function renderTasks(data) {
     const why = el("td", { class: "why" });
     if (t.reason) why.append(el("span", { class: "reason" }, t.reason), " ");
     if (t.message) why.append(el("span", {}, t.message));
+    if (t.array) {
+      // A task array: one row, a bar of its elements (succeeded, running, failed, the rest).
+      const a = t.array;
+      const bar = el("div", { class: "array-bar", title: t.message, "data-testid": "array-bar" });
+      for (const [part, n] of [["succeeded", a.succeeded], ["running", a.running], ["failed", a.failed]]) {
+        if (n) bar.append(el("span", { class: "array-" + part, style: "width:" + (100 * n / a.size) + "%" }));
+      }
+      why.append(bar);
+    }
     const job = el("td", {});
     if (t.submissionId) {
       job.append(t.jobUrl ? el("a", { href: t.jobUrl, target: "_blank", rel: "noopener" }, t.submissionId) : t.submissionId);
@@ -195,6 +204,7 @@ function renderQueues(data) {
     el("td", {}, quantities(q.nominalQuota)),
     el("td", {}, quantities(q.usage)),
     el("td", {}, quantities(q.borrowed)),
+    el("td", { class: "num" }, q.decayedUsage ? (Math.round(q.decayedUsage.cpu / 36) / 100).toString() + " CPU-h" : "-"),
     el("td", { class: "num" }, (Math.round(q.weightedShare * 1000) / 1000).toString() + (q.weight !== 1 ? " (weight " + q.weight + ")" : "")),
     el("td", { class: "num", "data-col": "pending" }, q.pending),
     el("td", { class: "num", "data-col": "running" }, q.admitted)));

@@ -18,7 +18,7 @@ from reconciler.shell.loop import Reconciler
 from reconciler.shell.metrics import CountingRayAdapter, QueueMetrics
 from reconciler.shell.watcher import Watcher
 from specs.access import Tokens, load_tokens
-from specs.cluster import RayAdapter
+from specs.cluster import Autoscaler, RayAdapter
 from specs.runtimepaths import OFF, RuntimePaths
 from specs.settings import Settings
 from specs.store import TaskStore
@@ -42,6 +42,7 @@ def build_reconciler(
     faults: Faults | None = None,
     clock: Callable[[], float] = time.time,
     tokens: Tokens | None = None,
+    autoscaler: Autoscaler | None = None,
 ) -> Reconciler:
     """The store and the reconciler as `serve` builds them (serve's daemon also tunes GC,
     there, so a test process that builds a loop keeps the default GC).
@@ -55,7 +56,27 @@ def build_reconciler(
     # Counted at the adapter's edge, so the loop's and the API's calls to Ray are all seen.
     counted = CountingRayAdapter(ray, metrics)
     return Reconciler(
-        settings, store, counted, faults=faults, clock=clock, metrics=metrics, paths=paths
+        settings,
+        store,
+        counted,
+        faults=faults,
+        clock=clock,
+        metrics=metrics,
+        paths=paths,
+        autoscaler=autoscaler,
+    )
+
+
+def autoscaler_for(settings: Settings, dashboard: str) -> Autoscaler:
+    """Ray's autoscaler behind the dashboard at `dashboard`: its report read from there, its
+    request sent to --ray-gcs-address (default: the dashboard's host, port 6379). On a cluster
+    without one, its report says so and nothing is ever requested."""
+    from reconciler.shell.raycluster.autoscaler import RayAutoscaler, gcs_address_for
+
+    return RayAutoscaler(
+        dashboard,
+        gcs_address_for(dashboard, settings.ray_gcs_address),
+        timeout_seconds=settings.ray_timeout_seconds,
     )
 
 
@@ -108,4 +129,5 @@ def describe(reconciler: Reconciler) -> dict[str, Any]:
         "ray": type(reconciler.ray).__qualname__,
         "metrics": type(reconciler.metrics).__qualname__,
         "paths": reconciler.paths,
+        "autoscaler": None if reconciler.autoscaler is None else repr(reconciler.autoscaler),
     }

@@ -24,7 +24,9 @@ from reconciler.cli.common import (
     table,
 )
 from reconciler.core.dependencies import RunView, judge
+from reconciler.core.depnames import DependencyViews
 from reconciler.core.retries import policy_for
+from specs.arrayviews import ArrayView, elements_of
 from specs.cluster import RayError
 from specs.parse import MAX_FILE_BYTES, SpecParseError, parse_task
 from specs.quantity import format_memory
@@ -62,9 +64,63 @@ def register(sub: Subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     views = load_views(open_service(args))
+    members = elements_of(views, args.name)
+    if members and not any(v.name == args.name for v in views):
+        print(describe_array(ArrayView(args.name, tuple(members))), end="")
+        return EXIT_OK
     view = find_view(views, args.name)
     print(describe(view, address_of(args), args.tail, others=views), end="")
     return EXIT_OK
+
+
+def describe_array(array: ArrayView) -> str:
+    """A task array in short: its spec (as element 0 has it), its progress, the elements that
+    failed; `rayqueue describe NAME[i]` shows one element in full."""
+    lines: list[str] = []
+
+    def field(label: str, value: object, indent: int = 0) -> None:
+        lines.append(f"{' ' * indent}{label + ':':<{LABEL_WIDTH - indent}}{value}")
+
+    first = array.first
+    field("Name", array.name)
+    field("File", first.path)
+    task = first.known
+    if task is not None and task.spec.array is not None:
+        spec = task.spec
+        form = spec.array
+        assert form is not None
+        field("Entrypoint", spec.entrypoint)
+        field("Priority", spec.priority)
+        if form.matrix is not None:
+            shown = " x ".join(f"{k} ({len(v)})" for k, v in form.matrix.items())
+            field("Matrix", shown)
+        elif form.values is not None:
+            field("Values", f"{len(form.values)} listed")
+        field("Elements", len(array.elements))
+        field("Max parallel", form.max_parallel or "no limit")
+    field("Phase", array.phase)
+    field("Progress", array.progress)
+    failed = [e for e in array.elements if e.phase in ("Failed", "TimedOut", "Lost")]
+    if failed:
+        lines.append("Failed elements:")
+        rows = [
+            [
+                e.name,
+                e.phase,
+                str(e.body.exit_code) if e.body and e.body.exit_code is not None else "-",
+                (e.body.message or "") if e.body else "",
+            ]
+            for e in failed[:20]
+        ]
+        lines.extend(
+            "  " + line
+            for line in table(("ELEMENT", "PHASE", "EXIT", "MESSAGE"), rows).splitlines()
+        )
+        if len(failed) > 20:
+            lines.append(
+                f"  ... and {len(failed) - 20} more (rayqueue get {array.name} --elements)"
+            )
+    return "\n".join(lines) + "\n"
 
 
 def _run_views(views: Sequence[TaskView]) -> dict[str, RunView]:
@@ -123,7 +179,8 @@ def describe(
             field("Max lost restarts", f"{spec.max_lost_restarts} (deprecated: use retry)", 2)
         if spec.depends_on:
             add("  Depends on:")
-            judgement = judge(spec.depends_on, _run_views(others))
+            views = DependencyViews(_run_views(others))
+            judgement = judge(spec.depends_on, views.of(view.name, spec.depends_on))
             lines.extend(f"    {state.describe()}" for state in judgement.states)
         if spec.runtime_env:
             add("  Runtime env:")

@@ -8,6 +8,7 @@ written atomically, and redone from the new text if the file changed while we ed
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ from reconciler.cli.common import (
     open_service,
     open_store,
 )
+from specs.arrays import RERUN_ELEMENTS, element_name, rerun_elements, split
 from specs.models import RESTARTED_AT, Task
 from specs.service import Conflict, SpecBroken, SpecRejected, TaskNotFound, TaskService
 from specs.store import InvalidName, TaskStore, validate_name
@@ -90,6 +92,11 @@ def register(sub: Subparsers) -> None:
         epilog="example:\n  rayqueue rerun train",
     )
     p.add_argument("name", metavar="NAME", help="the task")
+    p.add_argument(
+        "--failed",
+        action="store_true",
+        help="a task array: run again only the elements that failed (Failed, TimedOut, Lost)",
+    )
     p.set_defaults(func=run_rerun)
 
 
@@ -140,8 +147,42 @@ def run_set_priority(args: argparse.Namespace) -> int:
 def run_rerun(args: argparse.Namespace) -> int:
     now = rfc3339(datetime.now(UTC), timespec="seconds")
     args.names = [args.name]
+    if args.failed:
+        return _rerun_failed(args, now)
     patch = {"metadata": {"annotations": {RESTARTED_AT: now}}}
     return _edit_each(args, patch, "restarted", lambda t: False)
+
+
+def _rerun_failed(args: argparse.Namespace, now: str) -> int:
+    """Mark the failed elements of an array for a new run (specs/arrays.py RERUN_ELEMENTS),
+    keeping the marks of earlier reruns so their elements do not run again."""
+    store = open_store(args)
+    _check_name(args.name)
+    spec = TaskService(store).read(args.name)
+    if spec is None or spec.task is None:
+        raise CliError(f'task "{args.name}" not found or invalid')
+    if spec.task.spec.array is None:
+        raise CliError(f"{args.name} is not a task array; use `rayqueue rerun {args.name}`")
+    statuses = store.read_statuses()
+    failed = sorted(
+        index
+        for element, status in statuses.items()
+        if (parts := split(element)) is not None
+        and parts[0] == args.name
+        and status.status.phase.value in ("Failed", "TimedOut", "Lost")
+        for index in [parts[1]]
+    )
+    if not failed:
+        print(f"task/{args.name} unchanged (no failed elements)")
+        return EXIT_OK
+    marks = rerun_elements(spec.task) | dict.fromkeys(failed, now)
+    text = json.dumps({str(i): marks[i] for i in sorted(marks)}, separators=(",", ":"))
+    patch = {"metadata": {"annotations": {RERUN_ELEMENTS: text}}}
+    edit_spec(store, args.name, patch, lambda t: False)
+    shown = ", ".join(element_name(args.name, i) for i in failed[:5])
+    more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
+    print(f"task/{args.name} restarted {len(failed)} failed element(s): {shown}{more}")
+    return EXIT_OK
 
 
 def _edit_each(

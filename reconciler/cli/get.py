@@ -25,6 +25,8 @@ from reconciler.cli.common import (
     open_store,
     table,
 )
+from specs.arrays import split
+from specs.arrayviews import ArrayView, group
 from specs.quantity import format_memory
 from specs.service import (
     QueryError,
@@ -99,6 +101,11 @@ def register(sub: Subparsers) -> None:
         help="only tasks in these phases, e.g. Queued,Running (case-insensitive)",
     )
     p.add_argument(
+        "--elements",
+        action="store_true",
+        help="one row per element of a task array (default: one row per array, with progress)",
+    )
+    p.add_argument(
         "-w",
         "--watch",
         action="store_true",
@@ -117,7 +124,9 @@ def run(args: argparse.Namespace) -> int:
 
     def render() -> tuple[str, str, list[str]]:
         views, missing = select_views(store, args.names, selector, phases)
-        text, signature = render_views(views, args.output, single=len(args.names) == 1)
+        text, signature = render_views(
+            views, args.output, single=len(args.names) == 1, elements=args.elements
+        )
         return text, signature, missing
 
     text, signature, missing = render()
@@ -139,14 +148,21 @@ def select_views(
     views = load_views(TaskService(store))
     missing: list[str] = []
     if names:
-        by_name = {v.name: v for v in views}
-        missing = [n for n in names if n not in by_name]
+        # An array's name stands for its elements.
+        known = {v.name for v in views} | {p[0] for v in views if (p := split(v.name))}
+        missing = [n for n in names if n not in known]
         wanted = set(names)
-        views = [v for v in views if v.name in wanted]
+        views = [
+            v
+            for v in views
+            if v.name in wanted or ((p := split(v.name)) is not None and p[0] in wanted)
+        ]
     return select(views, selector, phases), missing
 
 
-def render_views(views: Sequence[TaskView], output: str, *, single: bool) -> tuple[str, str]:
+def render_views(
+    views: Sequence[TaskView], output: str, *, single: bool, elements: bool = False
+) -> tuple[str, str]:
     """(text to print, signature): the signature leaves out AGE, so -w redraws on real changes."""
     if output == "name":
         text = "".join(f"task/{v.name}\n" for v in views)
@@ -167,7 +183,13 @@ def render_views(views: Sequence[TaskView], output: str, *, single: bool) -> tup
         return "", ""
     wide = output == "wide"
     now = time.time()
-    rows = [_row(v, now, wide) for v in views]
+    if wide or elements:
+        rows = [_row(v, now, wide) for v in views]
+    else:  # an array is one row, its progress as the message
+        rows = [
+            _row(v, now, wide) if isinstance(v, TaskView) else _array_row(v, now)
+            for v in group(views)
+        ]
     age = HEADER.index("AGE")
     signature = repr([row[:age] + row[age + 1 :] for row in rows])
     return table(WIDE_HEADER if wide else HEADER, rows), signature
@@ -203,6 +225,16 @@ def _row(view: TaskView, now: float, wide: bool) -> list[str]:
         ]
     else:
         row.append(one_line(view.message, MESSAGE_WIDTH))
+    return row
+
+
+def _array_row(array: ArrayView, now: float) -> list[str]:
+    row = _row(array.first, now, wide=False)
+    positions = [e.body.queue_position for e in array.elements if e.body is not None]
+    shown = [p for p in positions if p is not None]
+    row[0], row[2] = array.name, array.phase
+    row[HEADER.index("POSITION")] = str(min(shown)) if shown else "-"
+    row[-1] = array.progress
     return row
 
 

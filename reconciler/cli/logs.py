@@ -16,6 +16,7 @@ from reconciler.cli.common import (
     open_store,
     require_address,
 )
+from specs.arrays import split
 from specs.cluster import JobNotFound, RayError
 from specs.parse import SpecParseError, parse_status
 from specs.store import InvalidName, validate_name
@@ -83,11 +84,20 @@ def run(args: argparse.Namespace) -> int:
 def _submission_id(args: argparse.Namespace) -> str:
     """The current run's id, from the sidecar (the spec may already be deleted)."""
     name = args.name
+    element = split(name)  # NAME[i]: an element of a task array, in the array's sidecar
     try:
-        validate_name(name)
+        validate_name(element[0] if element is not None else name)
     except InvalidName as exc:
         raise CliError(str(exc)) from None
     store = open_store(args)
+    if element is not None:
+        status = store.read_array(element[0]).get(element[1])
+        if status is None:
+            raise CliError(f'task "{name}" not found (or not seen by the reconciler yet)')
+        if not status.status.submission_id:
+            phase = status.status.phase.value
+            raise CliError(f"task {name} has not been submitted to Ray yet (phase {phase})")
+        return status.status.submission_id
     path = store.status_path(name)
     try:
         data = path.read_bytes()

@@ -22,13 +22,15 @@ from reconciler.cli.common import (
 from reconciler.shell.queuefile import read_status
 from specs.queues import CONFIG_FILE, STATUS_FILE
 
-HEADER = ("NAME", "NOMINAL", "USED", "BORROWED", "SHARE", "PENDING", "RUNNING")
+HEADER = ("NAME", "NOMINAL", "USED", "BORROWED", "PAST", "SHARE", "PENDING", "RUNNING")
 
 EPILOG = f"""\
 The figures are the reconciler's at its last pass, read from {STATUS_FILE} (beside the
-configuration, or under --status-dir). SHARE is the weighted dominant share: the largest of
-CPU, GPU and memory used over the cluster's capacity, divided by the queue's weight. RUNNING
-counts Starting and Running tasks.
+configuration, or under --status-dir). PAST is the queue's decayed usage (fairSharing in
+_queues.yaml: resources x hours, each hour counting half after usageHalfLife). SHARE is the
+weighted share the next start is ordered by: the largest over CPU, GPU and memory of what the
+queue uses above its nominal quota, now plus its decayed mean use, over what the queues can
+lend, divided by its weight. RUNNING counts Starting and Running tasks.
 
 examples:
   rayqueue queues
@@ -90,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
             amounts(q.get("nominalQuota")),
             amounts(q.get("usage")),
             amounts(q.get("borrowed")),
+            hours(q.get("decayedUsage")),
             f"{float(q.get('weightedShare', 0)):.3f}",
             str(q.get("pending", 0)),
             str(q.get("admitted", 0)),
@@ -98,6 +101,18 @@ def run(args: argparse.Namespace) -> int:
     ]
     print(table(HEADER, rows))
     return EXIT_OK
+
+
+def hours(value: Any) -> str:
+    """Decayed usage in resource-hours: `12.5 CPU-h, 1 GPU-h` (memory left out); `-` if none."""
+    if not isinstance(value, dict):
+        return "-"
+    parts = []
+    for key, unit in (("cpu", "CPU-h"), ("gpu", "GPU-h")):
+        amount = value.get(key)
+        if isinstance(amount, int | float) and amount > 0:
+            parts.append(f"{amount / 3600:.3g} {unit}")
+    return ", ".join(parts) or "0"
 
 
 def amounts(value: Any) -> str:

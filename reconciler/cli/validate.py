@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -34,7 +35,8 @@ EPILOG = """\
 A file is read as `apply -f` reads it: several `---`-separated tasks are allowed.
 A folder is read as `rayqueue serve` reads a tasks folder: one task per file, named
 after the file, hidden files, editor leftovers and status sidecars ignored. Its queue
-configuration (_queues.yaml), if any, is checked too; so is a _queues.yaml named alone.
+configuration (_queues.yaml), if any, is checked too; so is a _queues.yaml named alone,
+or any file of `kind: QueueConfig` (as given to serve --queues).
 
 Errors read `file:line:column: field: message`, one per line, on stderr.
 
@@ -72,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     for arg in args.paths:
         if arg != STDIN and Path(arg).is_dir():
             results = _check_folder(Path(arg), tuple(args.working_dir_roots))
-        elif arg != STDIN and Path(arg).name == CONFIG_FILE:
+        elif arg != STDIN and (Path(arg).name == CONFIG_FILE or _is_queue_config(Path(arg))):
             results = [_check_queues(Path(arg))]
         else:
             results = [_check_file(source) for source in read_sources([arg], recursive=False)]
@@ -131,6 +133,20 @@ def _check_folder(
             pass
         results.append((display, [], errors))
     return results
+
+
+_QUEUE_KIND = re.compile(rb"^kind:[ \t]*[\"']?QueueConfig[\"']?[ \t]*(#.*)?$", re.MULTILINE)
+
+
+def _is_queue_config(path: Path) -> bool:
+    """A file that says `kind: QueueConfig` at its top level is checked as serve reads
+    `--queues FILE`, whatever its name (an unreadable one is left to the task reader)."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(MAX_FILE_BYTES + 1)
+    except OSError:
+        return False
+    return _QUEUE_KIND.search(head) is not None
 
 
 def _check_queues(path: Path) -> tuple[str, list[str], list[SpecError]]:

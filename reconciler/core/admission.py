@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from reconciler.core import (
+    arrays,
     dependencies,
     fairshare,
     lifecycle,
@@ -19,6 +20,7 @@ from reconciler.core import (
     victims,
 )
 from reconciler.core.decisions import Submit
+from reconciler.core.depnames import DependencyViews
 from reconciler.core.inputs import TaskInput
 from reconciler.core.jobs import (
     claim_of,
@@ -68,7 +70,9 @@ def gate_dependencies(ctx: PassState, specs: Mapping[str, TaskInput]) -> None:
         for name, spec in specs.items()
         if (task := spec.task or spec.last_valid) is not None and task.spec.depends_on
     }
-    cycles = dependencies.find_cycles({n: [d.name for d in deps] for n, deps in graph.items()})
+    names = _dependency_views(ctx)  # names resolved in the dependent's folder first
+    edges = {n: [t for d in deps for t in names.targets(n, d.name)] for n, deps in graph.items()}
+    cycles = dependencies.find_cycles(edges)
     kept: list[tuple[tuple[int, float, str], policies.Candidate]] = []
     for key, candidate in ctx.queue:  # cycles first, so dependents see them as they end up
         name = candidate.name
@@ -76,10 +80,7 @@ def gate_dependencies(ctx: PassState, specs: Mapping[str, TaskInput]) -> None:
             ctx.bodies[name] = lifecycle.dependency_cycle(ctx.bodies[name], cycles[name])
         else:
             kept.append((key, candidate))
-    views = {
-        name: dependencies.RunView(body.phase, to_epoch(body.finished_at))
-        for name, body in ctx.bodies.items()
-    }
+    views = _dependency_views(ctx)
     ctx.queue, kept = kept, []
     for key, candidate in ctx.queue:
         name = candidate.name
@@ -90,7 +91,7 @@ def gate_dependencies(ctx: PassState, specs: Mapping[str, TaskInput]) -> None:
         if not deps:
             kept.append((key, candidate))
             continue
-        judgement = dependencies.judge(deps, views)
+        judgement = dependencies.judge(deps, views.of(name, deps))
         if not judgement.met:
             ctx.bodies[name] = lifecycle.hold(body, judgement.gate, judgement.message)
             continue
@@ -101,6 +102,15 @@ def gate_dependencies(ctx: PassState, specs: Mapping[str, TaskInput]) -> None:
         ctx.bodies[name] = body
         kept.append(((key[0], queued, key[2]), candidate))
     ctx.queue = kept
+
+
+def _dependency_views(ctx: PassState) -> DependencyViews:
+    return DependencyViews(
+        {
+            name: dependencies.RunView(body.phase, to_epoch(body.finished_at))
+            for name, body in ctx.bodies.items()
+        }
+    )
 
 
 def admit(ctx: PassState) -> None:
@@ -116,12 +126,19 @@ def admit(ctx: PassState) -> None:
     free = _free(ctx)
     for by, pending in stopping_for.items():
         free = free - victims.still_needed(request_of(ctx.tasks[by]), pending.freeing)
+    # A task beyond its queue's maxQueued is not counted: it waits as QueueFull.
+    full = {}
+    if ctx.queues is not None:
+        full = queueing.queue_full(ctx.queues, [(key[1], c.name) for key, c in ctx.queue])
     # A victim waits until its stopped run is gone from Ray, so it never holds two runs.
-    eligible = [c for c in queue if c.name not in stopping]
+    eligible = [c for c in queue if c.name not in stopping and c.name not in full]
+    # An array at its maxParallel starts no more elements: they are not candidates at all.
+    eligible, capped = arrays.cap(eligible, ctx.bodies, ctx.tasks)
     starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
     slots = max(ctx.options.max_inflight - starting, 0)
     admission = _admission(ctx, eligible, free, slots, all_stopping)
     if isinstance(admission, queueing.QueueAdmission):
+        admission.waiting.update(full)
         ctx.queue_admission = admission
     started = set(admission.start)
     scale = _scale_up(ctx, eligible, free, slots, all_stopping, admission, stopping_for)
@@ -132,7 +149,10 @@ def admit(ctx: PassState) -> None:
     preempting = preempt(ctx, eligible, admission, free, all_stopping, frozenset(scale.demand))
     _until_of_age(ctx)
     positions: dict[str, int] = {}  # per queue with queues; one count without
-    for candidate in queue:
+    # Tasks of a full queue are not counted in it: their places come after its counted tasks.
+    for candidate in [c for c in queue if c.name not in full] + [
+        c for c in queue if c.name in full
+    ]:
         name = candidate.name
         if name in started:
             _start(ctx, candidate)
@@ -140,7 +160,7 @@ def admit(ctx: PassState) -> None:
         owner = ctx.queues.queue_of(candidate.name) if ctx.queues is not None else ""
         positions[owner] = positions.get(owner, 0) + 1
         ctx.order.setdefault(owner, []).append(name)
-        waiting = _why_waiting(ctx, name, admission, stopping_for, preempting)
+        waiting = capped.get(name) or _why_waiting(ctx, name, admission, stopping_for, preempting)
         waiting, asked_at = _scale_wait(ctx, scale, candidate, waiting)
         eta = waiting.estimated_start if waiting else None
         if eta is not None:
@@ -211,6 +231,7 @@ def _admission(
         policy,
         fairshare.RESERVATION_OF_POLICY.get(ctx.options.policy, fairshare.STRICT_RESERVATION),
         preemption.ready(ctx.bodies, ctx.tasks, all_stopping),
+        ctx.usage,
     )
 
 

@@ -11,7 +11,8 @@ queue's next pick goes first and how much each queue may take:
   quota stops being lent at once and returns to it as borrowed jobs end.
 - Picks within nominal go first; then the queue with the lowest weighted dominant share of
   what it borrows, counting the pick (`quotas.dominant_share`: max over cpu, gpu, memory of
-  usage above nominal / what the queues can lend, divided by weight). Shares are recomputed
+  usage above nominal, plus its decayed past use above nominal when given (core/usage.py),
+  / what the queues can lend, divided by weight). Shares are recomputed
   after every admission, so one pass can never hand a queue more than its turn (kueue #9345).
 - A queue's blocked head stops only that queue (kueue #4809); a budget is per resource, and a
   task that needs none of a blocked resource does not see it (kueue #8309).
@@ -50,6 +51,7 @@ from reconciler.core.waits import (
     NextPass,
     OverQuota,
     QuotaShortfall,
+    RunningLimit,
     Shortfall,
     Waiting,
     shortfall,
@@ -66,6 +68,8 @@ class QueueDemand:
     candidates: Sequence[Candidate]
     policy: Policy
     claims: Sequence[Claim] = ()  # its own runs' claims: only their end frees its quota
+    past: Capacity | None = None  # its decayed mean use (core/usage.py); None: not counted
+    running: int = 0  # its tasks Starting or Running, for maxRunning
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,7 @@ class QueueState:
     usage: Capacity
     borrowed: Capacity
     lent: Capacity
-    share: float  # weighted dominant share
+    share: float  # weighted dominant share (with the decayed past use, when counted)
     admitted: tuple[str, ...]  # started in this pass, in order
     above_nominal: Capacity = field(default_factory=Capacity)  # the most it may hold above
     head: str | None = None  # its first task not started (and not too big for its quota)
@@ -150,12 +154,20 @@ class _Queue:
     remaining: list[Candidate]
     policy: Policy
     claims: list[Claim] = field(default_factory=list)
+    past: Capacity | None = None
+    running: int = 0
     admitted: list[str] = field(default_factory=list)
     memo: tuple[object, list[str]] | None = None  # (inputs, the policy's starts) of last ask
 
     @property
     def borrowed(self) -> Capacity:
         return pos(self.usage - self.quota.nominal)
+
+    @property
+    def at_limit(self) -> bool:
+        """As many tasks Starting or Running as its maxRunning allows: no pick, no hold."""
+        limit = self.quota.max_running
+        return limit is not None and self.running + len(self.admitted) >= limit
 
     def idle(self) -> Capacity:
         """Unused nominal quota, without what its head needs if the head is guaranteed."""
@@ -189,7 +201,10 @@ class _Pass:
         self.now = now
         self.slots = slots
         self.queues = [
-            _Queue(d.quota, d.usage, list(d.candidates), d.policy, list(d.claims)) for d in queues
+            _Queue(
+                d.quota, d.usage, list(d.candidates), d.policy, list(d.claims), d.past, d.running
+            )
+            for d in queues
         ]
         self.lend = lendable(d.quota for d in queues)  # what shares are measured against
         self.result = FairAdmission()
@@ -242,7 +257,7 @@ class _Pass:
 
     def pick(self, queue: _Queue) -> Candidate | None:
         """The task the queue's own policy would start next within its budget."""
-        if not queue.remaining:
+        if not queue.remaining or queue.at_limit:
             return None
         budget = self.budget(queue)
         fast = _FIRST_START.get(queue.policy)
@@ -278,7 +293,7 @@ class _Pass:
             for queue in sorted(self.queues, key=self._share_key):
                 candidate = self.pick(queue)
                 if candidate is None:
-                    if reservation is None:
+                    if reservation is None and not queue.at_limit:
                         reservation = self._reservation_for(queue)
                     continue
                 borrows = not (queue.usage + candidate.request).fits_in(queue.quota.nominal)
@@ -317,7 +332,8 @@ class _Pass:
         return self.result
 
     def _share(self, queue: _Queue, usage: Capacity) -> Share:
-        return dominant_share(usage, queue.quota.nominal, self.lend, queue.quota.weight)
+        quota = queue.quota
+        return dominant_share(usage, quota.nominal, self.lend, quota.weight, queue.past)
 
     def _share_key(self, queue: _Queue) -> tuple[Share, float, str]:
         return (
@@ -424,6 +440,12 @@ class _Pass:
 
     def _waiting(self, queue: _Queue) -> None:
         if not queue.remaining:
+            return
+        limit = queue.quota.max_running
+        if queue.at_limit and limit is not None:
+            for ahead, candidate in enumerate(queue.remaining):
+                lack = RunningLimit(queue.quota.name, limit)
+                self.result.waiting[candidate.name] = Waiting(lack, ahead, queue.quota.name)
             return
         budget = self.budget(queue)
         admission = self._ask(queue, budget)

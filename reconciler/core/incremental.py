@@ -23,6 +23,7 @@ from datetime import datetime
 
 from reconciler.core import planner
 from reconciler.core.planner import Observation, Plan, TaskInput, TaskResult
+from reconciler.core.usage import QueueUsage
 from specs.cluster import Capacity, NodeType, RayJob
 from specs.models import TaskStatus
 from specs.queues import QueueConfig
@@ -84,13 +85,14 @@ def plan_incremental(
     options: PlanOptions = _DEFAULTS,
     *,
     queues: QueueConfig | None = None,
+    usage: QueueUsage | None = None,
     versions: Mapping[str, Hashable] | None = None,
 ) -> tuple[Plan, Memo]:
     """`planner.plan(specs, statuses, observed, now, options, queues=queues)`, and the memo
     for the next pass. `versions`: each task's version, a value that changes whenever its spec
     or its status does (the loop builds it from the store's generations); a task without one
     is always reconciled anew."""
-    ctx = planner.begin(specs, statuses, observed, now, options, queues)
+    ctx = planner.begin(specs, statuses, observed, now, options, queues, usage)
     env, at = ctx.env, ctx.now
     versions = versions or {}
     read = specs

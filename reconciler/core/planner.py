@@ -39,6 +39,7 @@ from reconciler.core.jobs import request_of as request_of
 from reconciler.core.reconcile import reconcile_task
 from reconciler.core.step import TaskEnv, TaskResult, task_env
 from reconciler.core.timestamps import to_datetime
+from reconciler.core.usage import QueueUsage
 from specs.cluster import META_QUEUE, Capacity, RayJob
 from specs.models import (
     Condition,
@@ -180,6 +181,7 @@ class PassState:
     jobs_by_task: Mapping[str, Sequence[RayJob]] = field(default_factory=dict)
     folder_empty: bool = False  # no spec and no sidecar at all: unmounted, or wiped
     queues: QueueConfig | None = None  # team queues with quotas; None: one queue, as before
+    usage: QueueUsage | None = None  # the queues' decayed past use, by queue (core/usage.py)
     in_use: dict[str, Capacity] = field(default_factory=dict)  # by task: jobs holding resources
     queue_admission: queueing.QueueAdmission | None = None
     gated: bool = False  # some queued task has dependencies or sits in a cycle
@@ -200,10 +202,12 @@ def plan(
     options: PlanOptions = PlanOptions(),
     *,
     queues: QueueConfig | None = None,
+    usage: QueueUsage | None = None,
 ) -> Plan:
     """Decide one reconcile pass. Pure: same inputs, same plan. With `queues`, each team
-    folder is its own queue with a quota, and the queues share the cluster fairly."""
-    ctx = begin(specs, statuses, observed, now, options, queues)
+    folder is its own queue with a quota, and the queues share the cluster fairly; `usage`:
+    each queue's decayed past use (resource-seconds), which the caller keeps and advances."""
+    ctx = begin(specs, statuses, observed, now, options, queues, usage)
     env = ctx.env
     specs = with_id_claims(specs, statuses, env)
     for name in sorted(specs):
@@ -239,10 +243,11 @@ def begin(
     now: datetime,
     options: PlanOptions,
     queues: QueueConfig | None,
+    usage: QueueUsage | None = None,
 ) -> PassState:
     """A pass's shared state, before any task is merged into it."""
     env = task_env(observed, options, queues)
-    ctx = PassState(options, observed, now.timestamp(), _Draft(), env, queues=queues)
+    ctx = PassState(options, observed, now.timestamp(), _Draft(), env, queues=queues, usage=usage)
     ctx.folder_empty = not specs and not statuses
     ctx.sources = {name: s.source for name, s in specs.items() if s.source is not None}
     ctx.jobs_by_task = env.by_task

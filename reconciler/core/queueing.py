@@ -3,17 +3,18 @@ and the queues' status document (`_queues.status.yaml`). Pure, like the planner.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.core import fairshare
+from reconciler.core import fairshare, usage
 from reconciler.core.policies import Candidate, Claim, Policy
-from reconciler.core.waits import Waiting
+from reconciler.core.waits import QueueFull, Waiting
 from specs.cluster import Capacity
-from specs.models import Phase
-from specs.quantity import format_memory
-from specs.queues import QueueConfig
+from specs.models import Phase, Reason
+from specs.quantity import format_memory, parse_memory
+from specs.queues import DEFAULT_QUEUE, FairSharing, QueueConfig
 
 
 @dataclass
@@ -24,6 +25,7 @@ class QueueAdmission:
     states: dict[str, fairshare.QueueState] = field(default_factory=dict)
     weights: dict[str, float] = field(default_factory=dict)
     oversubscribed: str | None = None
+    limits: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)  # run, queue
 
 
 def admit_by_queue(
@@ -38,15 +40,25 @@ def admit_by_queue(
     policy: Policy,
     reservation: str = fairshare.STRICT_RESERVATION,
     first: frozenset[str] = frozenset(),
+    past: usage.QueueUsage | None = None,
 ) -> QueueAdmission:
     """`queue` in global order (priority, queuedAt, name); `in_use`: what each task with a live
-    job holds, by task name. Each queue keeps that order and runs `policy` within itself."""
+    job holds, by task name. Each queue keeps that order and runs `policy` within itself.
+    `past`: each queue's decayed usage (resource-seconds, core/usage.py), counted in its share
+    unless `fairSharing.mode` is CurrentUsage; a queue it leaves out has used nothing."""
     quotas = fairshare.resolve(config, capacity)
     names = [q.name for q in quotas.queues]
-    usage = {name: Capacity() for name in names}
+    held = {name: Capacity() for name in names}
+    running = dict.fromkeys(names, 0)
     for task, request in in_use.items():
         owner = config.queue_of(task)
-        usage[owner] = usage[owner] + request
+        held[owner] = held[owner] + request
+        running[owner] += 1
+    sharing = config.spec.fair_sharing
+    means: dict[str, Capacity | None] = dict.fromkeys(names)
+    if past is not None and sharing.decays:
+        for name in names:
+            means[name] = usage.mean_rate(past.get(name, Capacity()), sharing.usage_half_life)
     members: dict[str, list[Candidate]] = {name: [] for name in names}
     queue_of: dict[str, str] = {}
     for candidate in queue:
@@ -59,7 +71,13 @@ def admit_by_queue(
             own[config.queue_of(claim.task)].append(claim)
     demands = [
         fairshare.QueueDemand(
-            quota, usage[quota.name], members[quota.name], policy, own[quota.name]
+            quota,
+            held[quota.name],
+            members[quota.name],
+            policy,
+            own[quota.name],
+            means[quota.name],
+            running[quota.name],
         )
         for quota in quotas.queues
     ]
@@ -70,8 +88,33 @@ def admit_by_queue(
         queue_of=queue_of,
         states=result.queues,
         weights={q.name: q.weight for q in quotas.queues},
+        limits={q.name: (q.max_running, q.max_queued) for q in quotas.queues},
         oversubscribed=quotas.oversubscribed,
     )
+
+
+def queue_full(config: QueueConfig, arrivals: Sequence[tuple[float, str]]) -> dict[str, Waiting]:
+    """The queued tasks beyond their queue's maxQueued, by arrival (queuedAt, then name): the
+    first maxQueued to arrive count, the later ones wait as QueueFull and are left out of
+    admission, so a newcomer never pushes out a task that was already let in, whatever its
+    priority."""
+    limits = {q.name: q.max_queued for q in config.spec.queues}
+    limits[DEFAULT_QUEUE] = config.spec.default.max_queued
+    if all(limit is None for limit in limits.values()):
+        return {}
+    seen: dict[str, int] = {}
+    full: dict[str, Waiting] = {}
+    for _, name in sorted(arrivals):
+        owner = config.queue_of(name)
+        limit = limits.get(owner)
+        if limit is None:
+            continue
+        count = seen.get(owner, 0)
+        if count >= limit:
+            full[name] = Waiting(QueueFull(owner, limit), queue=owner)
+        else:
+            seen[owner] = count + 1
+    return full
 
 
 # --- _queues.status.yaml ------------------------------------------------------------------
@@ -83,6 +126,50 @@ def _amounts(value: Capacity) -> dict[str, Any]:
         "gpu": round(value.gpu, 6),
         "memory": format_memory(round(value.memory)),
     }
+
+
+def _seconds(value: Capacity) -> dict[str, float]:
+    """Resource-seconds, kept exact enough to read back (no memory units: byte-seconds)."""
+    return {"cpu": round(value.cpu, 3), "gpu": round(value.gpu, 3), "memory": round(value.memory)}
+
+
+def restore_usage(
+    document: Mapping[str, Any] | None,
+) -> tuple[dict[str, Capacity], dict[str, Capacity], float | None]:
+    """From a `_queues.status.yaml` written earlier: (decayed usage, what each queue held, and
+    when), so a restart integrates the time it was down at the rates it last saw. Anything
+    malformed reads as nothing remembered, never as an error."""
+    past: dict[str, Capacity] = {}
+    held: dict[str, Capacity] = {}
+    body = document.get("status") if isinstance(document, Mapping) else None
+    if not isinstance(body, Mapping):
+        return past, held, None
+    at = body.get("usageAt")
+    when = float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
+    for entry in body.get("queues") or ():
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            continue
+        decayed = _capacity(entry.get("decayedUsage"))
+        if decayed is not None:
+            past[entry["name"]] = decayed
+        now = _capacity(entry.get("usage"))
+        if now is not None:
+            held[entry["name"]] = now
+    return past, held, when
+
+
+def _capacity(value: object) -> Capacity | None:
+    if not isinstance(value, Mapping):
+        return None
+    try:
+        memory = value.get("memory", 0)
+        memory_bytes = float(parse_memory(memory)) if isinstance(memory, str) else float(memory)
+        amounts = (float(value.get("cpu", 0)), float(value.get("gpu", 0)), memory_bytes)
+    except (TypeError, ValueError):
+        return None
+    if not all(math.isfinite(a) and a >= 0 for a in amounts):
+        return None
+    return Capacity(*amounts)
 
 
 @dataclass(frozen=True)
@@ -101,29 +188,45 @@ def status_document(
     weights: Mapping[str, float],
     counts: Mapping[str, tuple[int, int]],
     oversubscribed: str | None,
+    past: usage.QueueUsage | None = None,
+    past_at: float | None = None,
+    sharing: FairSharing | None = None,
+    limits: Mapping[str, tuple[int | None, int | None]] | None = None,
 ) -> dict[str, Any]:
     """The queues' status: one entry per queue, in config order. `counts`: (pending, admitted)
-    by queue, where admitted means Starting or Running."""
+    by queue, where admitted means Starting or Running. `past`: each queue's decayed usage at
+    `past_at` (unix seconds), written as `decayedUsage` (CPU-, GPU- and byte-seconds) so that
+    serve reads it back when it starts again (`restore_usage`)."""
     queues = []
     for name, state in states.items():
         pending, admitted = counts.get(name, (0, 0))
-        queues.append(
-            {
-                "name": name,
-                "nominalQuota": _amounts(state.nominal),
-                "usage": _amounts(state.usage),
-                "borrowed": _amounts(state.borrowed),
-                "lent": _amounts(state.lent),
-                "weight": weights.get(name, 1.0),
-                "weightedShare": round(state.share, 4),
-                "pending": pending,
-                "admitted": admitted,
-            }
-        )
+        entry: dict[str, Any] = {
+            "name": name,
+            "nominalQuota": _amounts(state.nominal),
+            "usage": _amounts(state.usage),
+            "borrowed": _amounts(state.borrowed),
+            "lent": _amounts(state.lent),
+            "weight": weights.get(name, 1.0),
+            "weightedShare": round(state.share, 4),
+            "pending": pending,
+            "admitted": admitted,
+        }
+        if past is not None and name in past:
+            entry["decayedUsage"] = _seconds(past[name])
+        most_running, most_queued = (limits or {}).get(name, (None, None))
+        if most_running is not None:
+            entry["maxRunning"] = most_running
+        if most_queued is not None:
+            entry["maxQueued"] = most_queued  # the API refuses a new task beyond it (429)
+        queues.append(entry)
     body: dict[str, Any] = {
         "config": {"file": config.file, "valid": config.valid, "inForce": config.in_force},
         "queues": queues,
     }
+    if sharing is not None:
+        body["fairSharing"] = {"mode": sharing.mode, "usageHalfLife": sharing.usage_half_life}
+    if past is not None and past_at is not None:
+        body["usageAt"] = round(past_at, 3)
     if config.error:
         body["config"]["error"] = config.error
     if oversubscribed:
@@ -132,15 +235,16 @@ def status_document(
 
 
 def counts_by_queue(
-    phases: Mapping[str, tuple[str | None, Phase]],
+    phases: Mapping[str, tuple[str | None, Phase, str | None]],
 ) -> dict[str, tuple[int, int]]:
-    """(pending, admitted) per queue from each task's (queue, phase)."""
+    """(pending, admitted) per queue from each task's (queue, phase, reason); a task beyond
+    its queue's maxQueued (QueueFull) is not counted."""
     counts: dict[str, tuple[int, int]] = {}
-    for queue, phase in phases.values():
+    for queue, phase, reason in phases.values():
         if queue is None:
             continue
         pending, admitted = counts.get(queue, (0, 0))
-        if phase is Phase.QUEUED:
+        if phase is Phase.QUEUED and reason != Reason.QUEUE_FULL:
             pending += 1
         elif phase.active:
             admitted += 1

@@ -25,6 +25,8 @@ class QueueQuota:
     borrowing_limit: Capacity = NO_LIMIT
     lending_limit: Capacity = NO_LIMIT
     weight: float = 1.0
+    max_running: int | None = None  # tasks Starting or Running; None: no limit
+    max_queued: int | None = None  # tasks Queued; None: no limit
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ def resolve(config: QueueConfig, capacity: Capacity) -> Quotas:
             q.borrowing_limit.capacity(),
             q.lending_limit.capacity(),
             q.weight,
+            q.max_running,
+            q.max_queued,
         )
         for q in config.spec.queues
     )
@@ -56,6 +60,8 @@ def resolve(config: QueueConfig, capacity: Capacity) -> Quotas:
         default.borrowing_limit.capacity(),
         default.lending_limit.capacity(),
         default.weight,
+        default.max_running,
+        default.max_queued,
     )
     over = [
         f"{amount(r, of(total, r))} {unit(r)} > {amount(r, of(capacity, r))}"
@@ -138,12 +144,21 @@ class Share:
 NO_SHARE = Share(0.0)
 
 
-def dominant_share(usage: Capacity, nominal: Capacity, lend: Capacity, weight: float) -> Share:
-    """Max over resources of (usage above nominal) / what the queues can lend, divided by the
-    weight. Within its nominal quota a queue's share is 0 whatever its weight; a resource
-    nobody lends does not count; a weight-0 queue that borrows has an infinite share (it
-    borrows last), never NaN."""
+def dominant_share(
+    usage: Capacity,
+    nominal: Capacity,
+    lend: Capacity,
+    weight: float,
+    past: Capacity | None = None,
+) -> Share:
+    """Max over resources of (usage above nominal, plus the decayed past use above nominal)
+    / what the queues can lend, divided by the weight. Within its nominal quota, now and in
+    the past, a queue's share is 0 whatever its weight; a resource nobody lends does not count;
+    a weight-0 queue that borrows has an infinite share (it borrows last), never NaN.
+    `past`: the queue's decayed mean use (`reconciler.core.usage.mean_rate`), in resources."""
     borrowed = pos(usage - nominal)
+    if past is not None:
+        borrowed = borrowed + pos(past - nominal)
     if not any(of(borrowed, r) > EPS for r in RESOURCES):
         return NO_SHARE
     ratio = max([0.0, *(of(borrowed, r) / of(lend, r) for r in RESOURCES if of(lend, r) > EPS)])

@@ -15,6 +15,7 @@ from reconciler.core.jobs import bundles_of, make_uid, request_of, submit_reques
 from reconciler.core.runs import check_timeouts, keep_active, note_ended, observe_run
 from reconciler.core.step import TaskEnv, TaskResult, TaskStep, Waiter
 from reconciler.core.timestamps import to_epoch
+from specs.arrays import order_key
 from specs.cluster import (
     META_SPEC_HASH,
     Capacity,
@@ -265,7 +266,8 @@ def _enqueue(step: TaskStep, name: str, task: Task, body: TaskStatusBody) -> Tas
     if too_big is not None:
         # A task held in a dependency cycle stays so: the cycle is what the user must fix first.
         return body if lifecycle.in_cycle(body) else lifecycle.unschedulable(body, too_big)
-    key = (-task.spec.priority, to_epoch(body.queued_at) or step.now, name)
+    # An array's elements share priority and first sight: they queue in index order.
+    key = (-task.spec.priority, to_epoch(body.queued_at) or step.now, order_key(name))
     candidate = policies.Candidate(name, req, task.spec.timeout_seconds, task.spec.preemptible)
     step.waiter = Waiter(
         key, candidate, task, bool(task.spec.depends_on) or lifecycle.in_cycle(body)

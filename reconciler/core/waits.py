@@ -70,6 +70,25 @@ class OverQuota:
 
 
 @dataclass(frozen=True)
+class RunningLimit:
+    """Its team queue has `limit` tasks Starting or Running (`maxRunning`)."""
+
+    reason: ClassVar[Reason] = Reason.MAX_RUNNING
+    queue: str
+    limit: int
+
+
+@dataclass(frozen=True)
+class QueueFull:
+    """Its team queue already holds `limit` queued tasks (`maxQueued`) that came before it:
+    it is not counted, and is let in as they start."""
+
+    reason: ClassVar[Reason] = Reason.QUEUE_FULL
+    queue: str
+    limit: int
+
+
+@dataclass(frozen=True)
 class InflightLimit:
     """As many jobs are starting as may start at once."""
 
@@ -167,10 +186,21 @@ class ScaleUpTimedOut:
     failures: tuple[str, ...]  # the autoscaler's failed launches, verbatim
 
 
+@dataclass(frozen=True)
+class ArrayAtMaxParallel:
+    """Its array has `limit` elements Starting or Running (spec.array.maxParallel)."""
+
+    reason: ClassVar[Reason] = Reason.ARRAY_AT_MAX_PARALLEL
+    array: str
+    limit: int
+
+
 Lack = (
     Shortfall
     | QuotaShortfall
     | OverQuota
+    | RunningLimit
+    | QueueFull
     | InflightLimit
     | BehindTask
     | BehindReservation
@@ -181,6 +211,7 @@ Lack = (
     | ScaleUp
     | BehindScaleUp
     | ScaleUpTimedOut
+    | ArrayAtMaxParallel
 )
 
 
@@ -284,8 +315,17 @@ def _lack(lack: Lack) -> str:
                 f"{amount(r, most)} (nominal {amount(r, nominal)} + {why}); it cannot start "
                 "until the queue configuration changes"
             )
+        case RunningLimit(queue, limit):
+            return f"{queue} has {limit} tasks starting or running, its maxRunning"
+        case QueueFull(queue, limit):
+            return (
+                f"{queue} is full: {limit} tasks queued before it (maxQueued {limit}); this one "
+                "is not counted until some of them start"
+            )
         case InflightLimit():
             return "too many jobs starting at once"
+        case ArrayAtMaxParallel(array, limit):
+            return f"array {array} has {limit} elements starting or running (maxParallel)"
         case BehindTask(task):
             return f"waits behind {task}"
         case BehindReservation(head, starts_at, timeout_seconds):

@@ -12,7 +12,9 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 from reconciler.core import incremental, lifecycle, planner, queueing
+from reconciler.core.jobs import request_of
 from reconciler.core.planner import Observation, Plan, TaskInput
+from reconciler.core.quotas import resources_text
 from reconciler.shell import writes
 from reconciler.shell.events import FileEvents
 from reconciler.shell.faults import Faults
@@ -20,8 +22,11 @@ from reconciler.shell.gitrev import GitRevisions, SourceRevision
 from reconciler.shell.history import ResourceHistory
 from reconciler.shell.metrics import QueueMetrics
 from reconciler.shell.observer import PassObserver
-from reconciler.shell.queuefile import Loaded, QueueFile
+from reconciler.shell.queuefile import Loaded, QueueFile, UsageBook, read_status
+from reconciler.shell.repeats import Repeating
+from reconciler.shell.scaling import AutoscalerMetrics, ScaleRequests, combine
 from specs.cluster import (
+    Autoscaler,
     Capacity,
     JobConflict,
     JobNotFound,
@@ -30,9 +35,10 @@ from specs.cluster import (
     RayJob,
     RayRequestError,
     RayUnavailable,
+    Scaling,
 )
-from specs.models import SourceRef, TaskStatus
-from specs.queues import CONFIG_FILE
+from specs.models import Reason, SourceRef, TaskStatus
+from specs.queues import CONFIG_FILE, parse_capacity
 from specs.runtimepaths import OFF, RuntimePaths
 from specs.settings import PlanOptions, Settings
 from specs.store import FolderUnavailable, SpecEntry, TaskStore
@@ -46,6 +52,11 @@ _SHORTEST_WAIT = 0.01  # between two passes, whatever the deadline says
 # busy_interval_seconds right after a change, backing off to this share of the quiet time since
 # (a queue behind one long job is asked about once a second, not ten times).
 _WAITING_ON_RAY_SHARE = 0.05
+# A stop is sent once per run. Ray stops a job within its stop wait (3 s by default, the
+# preemption grace when that is set); a job still listed as live well past it may have lost
+# the request (a stop of a job still PENDING can be, ray #58353), so it is sent again then.
+_RAY_STOP_WAIT = 3.0
+_STOP_MARGIN = 10.0
 
 
 @dataclass
@@ -147,6 +158,7 @@ class _Still:
     revision: SourceRevision | None
     versions: Mapping[str, Version]  # of the specs the pass planned from
     statuses: Mapping[str, int]  # the generation of every status it read
+    scaling: Scaling | None = None  # what the cluster could grow to (issue 26)
 
     def holds(self, observed: Observation, now: float, queues: int, revision: object) -> bool:
         until = self.plan.still_until
@@ -158,6 +170,7 @@ class _Still:
             and observed.capacity == self.capacity
             and observed.error == self.error
             and observed.jobs == self.jobs
+            and observed.scaling == self.scaling
         )
 
     def read_the_same(self, versions: Mapping[str, Version], statuses: Mapping[str, int]) -> bool:
@@ -179,6 +192,7 @@ class Reconciler:
         faults: Faults | None = None,
         metrics: QueueMetrics | None = None,
         paths: RuntimePaths = OFF,
+        autoscaler: Autoscaler | None = None,
     ) -> None:
         """`clock`: wall time, what the planner plans at; `monotonic`: the loop's own pace
         (rescans, waits); `cpu_clock`: this thread's CPU time (what a full walk costs)."""
@@ -225,10 +239,39 @@ class Reconciler:
         # Last pass's per-task results, handed to the next pass; a new loop starts afresh.
         self._memo = incremental.EMPTY
         self.queue_file = queue_file(settings)
+        # The queues' decayed usage, read back from the status file the last run wrote.
+        self.usage = UsageBook(read_status(self.queue_file.status_path))
         self._still: _Still | None = None  # the last pass, if it changed nothing
         self._fingerprint: tuple[tuple[str, str | None], ...] = ()  # of the files git is asked of
         self._revision: SourceRevision | None = None
         self.skipped = 0  # passes skipped as still (a counter for benchmarks and tests)
+        # Ray's autoscaler (issue 26): its report is read at the capacity read's pace, and the
+        # plan's scale_request is sent to it when it changes. None: nothing is asked of it.
+        self.autoscaler = autoscaler
+        self._report: tuple[float, Scaling | None] | None = None
+        self._max_capacity = (
+            parse_capacity(settings.max_capacity) if settings.max_capacity is not None else None
+        )
+        self.scale_requests = (
+            ScaleRequests(
+                autoscaler, AutoscalerMetrics(metrics.registry) if metrics is not None else None
+            )
+            if autoscaler is not None
+            else None
+        )
+        # Repeating errors: logged when they start, counted while they last, and when they end.
+        self._ray_down = Repeating(
+            log, "Ray unavailable; nothing will be stopped; retrying", clock, level=logging.WARNING
+        )
+        self._status_writes = Repeating(log, "cannot write status", clock)
+        self._writes_ok = self._writes_failed = 0  # this pass's status writes
+        # submission id -> when its stop was sent (wall clock). In memory: after a restart one
+        # stop is sent again, which is harmless.
+        self._stops_sent: dict[str, float] = {}
+        # Tasks whose first status could not be written: the Queued status they would have had,
+        # so that their uid (minted from the pass that first saw them) stays the same until
+        # one is on disk. Nothing was submitted for them (nothing is without its record).
+        self._unrecorded: dict[str, TaskStatus] = {}
 
     # -- one pass ------------------------------------------------------------------------------
     def observe(self) -> Observation:
@@ -247,18 +290,36 @@ class Reconciler:
             self._ray_retry_at = now + delay
             self._capacity_read = None
             self.state.ray_failures, self.state.ray_backoff_seconds = self._failures, delay
-            if self.state.ray_error is None:
-                log.warning("Ray unavailable (%s); nothing will be stopped; retrying", exc)
             self.state.ray_error = str(exc) or type(exc).__name__
+            self._ray_down.failed(self.state.ray_error)
             return Observation(None, None, self.state.ray_error)
-        if self.state.ray_error is not None:
-            log.info("Ray is reachable again")
+        self._ray_down.cleared()
         self._failures, self._ray_retry_at = 0, 0.0
         self.state.ray_failures, self.state.ray_backoff_seconds = 0, 0.0
         self.state.ray_error, self.state.last_ray_ok_at = None, now
         self.state.capacity = observed.capacity
         self.state.jobs = observed.jobs
-        return observed
+        return replace(observed, scaling=self._scaling(now))
+
+    def _scaling(self, now: float) -> Scaling | None:
+        """What the cluster can grow to: the autoscaler's report (re-read when the capacity
+        is), joined with the configured ceiling. With neither, None: today's fixed cluster."""
+        report = None
+        if self.autoscaler is not None:
+            cached = self._report
+            if cached is not None and now - cached[0] < self.settings.capacity_refresh_seconds:
+                report = cached[1]
+            else:
+                try:
+                    report = self.autoscaler.scaling()
+                except RayError as exc:
+                    # The jobs and nodes answered: plan on them, as on a fixed cluster.
+                    log.warning("cannot read the autoscaler's report: %s", exc)
+                    report = None
+                self._report = (now, report)
+        config = self.queue_file.load().config
+        section = config.spec.cluster if config is not None else None
+        return combine(report, section, self._max_capacity)
 
     def _capacity(self, now: float) -> Capacity:
         """Nodes come and go far more slowly than jobs end, and the dashboard's node listing
@@ -302,6 +363,9 @@ class Reconciler:
         return interval
 
     def read_specs(self, changed: set[str] | None = None) -> dict[str, TaskInput] | None:
+        complete = self.events.take_complete()
+        if complete:
+            self.store.mark_whole(complete)
         try:
             inputs = scan_specs(self.store, self._inputs, changed)
         except FolderUnavailable as exc:
@@ -379,6 +443,10 @@ class Reconciler:
             return None  # a vanished folder is never read as "delete everything"
         # Sidecars are ours: between full walks, the store's record of what it wrote stands.
         statuses, status_generations = self.store.read_statuses_versioned(cached=not self._walking)
+        if self._unrecorded:
+            statuses, status_generations = self._with_unrecorded(
+                specs, statuses, status_generations
+            )
         versions = self._versions(specs, status_generations)
         if self._walking:
             self._walk_cpu = self.cpu_clock() - walk_started
@@ -405,11 +473,18 @@ class Reconciler:
             now,
             self.options,
             queues=queues.config,
+            usage=self.usage.advance(now.timestamp(), queues.config),
             versions=versions,
         )
+        if plan.summary is not None and plan.summary.queues is not None:
+            self.usage.observe({n: s.usage for n, s in plan.summary.queues.states.items()})
         plan = self._with_log_tails(plan)
         for event in plan.events:
-            log.log(event.level, "%s", event.message)
+            # What was done, not what was planned: a submission is logged once Ray accepted it
+            # (_submit); a planned one whose record could not be written never happens.
+            if event.reason is not Reason.SUBMITTED:
+                log.log(event.level, "%s", event.message)
+        self._writes_ok = self._writes_failed = 0
         self._count_pass("walk" if self._walking else "events")
 
         # A run's submission id is on disk before Ray ever hears of it: the statuses of the
@@ -420,20 +495,30 @@ class Reconciler:
         edited = {n for n, v in versions.items() if n in last and last[n][:2] != (v.spec, v.source)}
         self._written_versions = versions
         classes = writes.split(plan, edited)
-        unwritten = self._write_statuses(plan, statuses, classes, only=submitting)
+        # An array's elements share one sidecar: each batch writes it once.
+        with self.store.batch() as failed:
+            unwritten = self._write_statuses(plan, statuses, classes, only=submitting)
+        unwritten |= failed
         refused = self._submit(plan, unwritten, now)
         if refused:
             plan = replace(plan, statuses={**plan.statuses, **refused})
-        unwritten |= self._write_statuses(plan, statuses, classes, skip=submitting)
+        with self.store.batch() as failed:
+            unwritten |= self._write_statuses(plan, statuses, classes, skip=submitting)
+        unwritten |= failed
         self._stop(plan, unwritten)
         self._expire(plan)
-        for name in plan.delete_statuses:
-            self.faults.crash_point("before_delete_status")
-            try:
-                self.store.delete_status(name)
-            except OSError as exc:
-                log.error("cannot remove status of deleted task %s: %s", name, exc)
+        with self.store.batch():
+            for name in plan.delete_statuses:
+                self.faults.crash_point("before_delete_status")
+                try:
+                    self.store.delete_status(name)
+                except OSError as exc:
+                    log.error("cannot remove status of deleted task %s: %s", name, exc)
         self._flush()
+        if self.scale_requests is not None:
+            self.scale_requests.act(plan.scale_request, self.clock(), len(plan.submits))
+        if self._writes_ok and not self._writes_failed:
+            self._status_writes.cleared()
         self._record(plan, statuses, observed)
         self._write_queue_status(plan, queues)
         self._deadline = plan.deadline
@@ -450,8 +535,35 @@ class Reconciler:
                 self._revision,
                 versions,
                 status_generations,
+                observed.scaling,
             )
         return plan
+
+    def _with_unrecorded(
+        self,
+        specs: Mapping[str, TaskInput],
+        statuses: Mapping[str, TaskStatus],
+        generations: Mapping[str, int],
+    ) -> tuple[dict[str, TaskStatus], dict[str, int]]:
+        """The statuses read, plus the remembered first status of each task that has none on
+        disk yet (same spec): the planner then keeps its uid. Given a fixed generation (-1),
+        so it reads as unchanged from pass to pass."""
+        out, gens = dict(statuses), dict(generations)
+        for name, kept in list(self._unrecorded.items()):
+            spec = specs.get(name)
+            if name in statuses or spec is None or spec.spec_hash != kept.status.spec_hash:
+                del self._unrecorded[name]  # on disk now, or the task is gone or edited
+                continue
+            out[name], gens[name] = kept, -1
+        return out, gens
+
+    def _remember_unrecorded(self, name: str, status: TaskStatus) -> None:
+        """The first status of `name` could not be written: keep its uid for the next pass."""
+        body = status.status
+        if name in self._unrecorded or not body.uid or not body.spec_hash or not body.queued_at:
+            return
+        first = lifecycle.first_queued(body.uid, body.spec_hash, body.queued_at)
+        self._unrecorded[name] = status.model_copy(update={"status": first})
 
     def _versions(
         self, specs: Mapping[str, TaskInput], statuses: Mapping[str, int]
@@ -503,13 +615,19 @@ class Reconciler:
             return  # Ray was not asked this pass: keep the last figures
         if self.metrics is not None:
             self.metrics.observe_queues(admission.states if admission is not None else {})
-        phases = {n: (s.status.queue, s.status.phase) for n, s in plan.statuses.items()}
+        phases = {
+            n: (s.status.queue, s.status.phase, s.status.reason) for n, s in plan.statuses.items()
+        }
         document = queueing.status_document(
             queues.state,
             admission.states if admission is not None else {},
             admission.weights if admission is not None else {},
             queueing.counts_by_queue(phases),
             admission.oversubscribed if admission is not None else None,
+            self.usage.past if queues.config is not None else None,
+            self.usage.at,
+            queues.config.spec.fair_sharing if queues.config is not None else None,
+            admission.limits if admission is not None else None,
         )
         self.state.queues = document
         self.queue_file.write_status(document)
@@ -540,9 +658,13 @@ class Reconciler:
                 written = self.store.write_status(name, status, durable=durable)
                 if written:
                     self.faults.crash_point("status_written")
+                self._writes_ok += 1
             except OSError as exc:
                 unwritten.add(name)
-                log.error("cannot write status of %s: %s", name, exc)
+                self._writes_failed += 1
+                self._status_writes.failed(f"{name}: {exc}")
+                if name not in before:
+                    self._remember_unrecorded(name, status)
         return unwritten
 
     def _with_log_tails(self, plan: Plan) -> Plan:
@@ -580,6 +702,7 @@ class Reconciler:
                     )
                 self.ray.submit(submit.request)
                 self.faults.crash_point("after_submit")
+                self._log_submitted(submit.task, submit.request.submission_id)
             except JobConflict:
                 # Already in Ray: this run, submitted before a crash (the next pass follows it),
                 # or someone else's job (the next pass fails the run: SubmissionIdConflict).
@@ -587,7 +710,7 @@ class Reconciler:
                     "%s is already in Ray; the next pass looks at it", submit.request.submission_id
                 )
             except RayUnavailable as exc:
-                log.warning("submit of %s deferred: %s", submit.task, exc)
+                self._ray_down.failed(f"submit of {submit.task} deferred: {exc}")
                 break
             except RayRequestError as exc:
                 log.error("Ray refused %s: %s", submit.task, exc)
@@ -596,34 +719,75 @@ class Reconciler:
                 try:
                     self.store.write_status(submit.task, failed)
                 except OSError as write_exc:
-                    log.error("cannot write status of %s: %s", submit.task, write_exc)
+                    self._status_writes.failed(f"{submit.task}: {write_exc}")
         return failed_runs
+
+    def _log_submitted(self, task: str, submission_id: str) -> None:
+        cached = self._inputs.get(task)
+        spec = cached[1].task if cached is not None else None
+        if spec is None:
+            log.info("submitted %s as %s", task, submission_id)
+            return
+        log.info(
+            "submitted %s (priority %d, %s) as %s",
+            task,
+            spec.spec.priority,
+            resources_text(request_of(spec)),
+            submission_id,
+        )
 
     def _stop(self, plan: Plan, unwritten: AbstractSet[str] = frozenset()) -> None:
         # A stop is a request, not a fact: the planner asks again every pass until Ray reports
         # the job ended (a stop of a job still PENDING can be lost, ray #58353).
+        # So one is sent per run (_stops_sent), and again only after resend_stop_seconds.
         victims = {victim for p in plan.preemptions for victim in p.victims}
+        now = self.clock()
+        wanted = {stop.submission_id for stop in plan.stops}
+        for sid in [s for s in self._stops_sent if s not in wanted]:
+            del self._stops_sent[sid]  # ended (or no longer ours to stop): forget it
+        resend = self.resend_stop_seconds
         for stop in plan.stops:
             preempting = stop.task in victims
             if stop.task in unwritten:
                 # The decision behind it (a preemption, a timeout) is not on disk: a crash now
                 # would forget why the job stopped. The next pass decides again.
                 continue
+            sent = self._stops_sent.get(stop.submission_id)
+            if sent is not None and now - sent < resend:
+                continue  # Ray is stopping it
             self.faults.crash_point("before_preempt_stop" if preempting else "before_stop")
             try:
                 self.ray.stop(stop.submission_id)
                 self.faults.crash_point("after_preempt_stop" if preempting else "after_stop")
-                log.info(
-                    "stop requested for %s (%s): %s", stop.task, stop.submission_id, stop.reason
-                )
+                self._stops_sent[stop.submission_id] = now
+                if sent is None:
+                    log.info(
+                        "stop requested for %s (%s): %s",
+                        stop.task,
+                        stop.submission_id,
+                        stop.reason,
+                    )
+                else:
+                    log.warning(
+                        "stop of %s (%s) sent again: Ray still lists it %.0f s after the first",
+                        stop.task,
+                        stop.submission_id,
+                        now - sent,
+                    )
             except JobNotFound:
                 pass  # gone already: what we wanted
             except RayUnavailable as exc:
                 # Each further call would wait out its own timeout; the next pass retries all.
-                log.warning("stops deferred, Ray unavailable: %s", exc)
+                self._ray_down.failed(f"stops deferred: {exc}")
                 return
             except RayError as exc:
                 log.warning("stop of %s failed, will retry: %s", stop.submission_id, exc)
+
+    @property
+    def resend_stop_seconds(self) -> float:
+        """How long after a stop Ray may still list its job before the stop is sent again: the
+        longest stop wait a job can have, plus a margin."""
+        return max(self.settings.preemption_grace_seconds, _RAY_STOP_WAIT) + _STOP_MARGIN
 
     def _expire(self, plan: Plan) -> None:
         """Drop finished jobs from Ray's history (--ray-history-retention); best effort."""
@@ -633,7 +797,7 @@ class Reconciler:
             except JobNotFound:
                 pass
             except RayUnavailable as exc:
-                log.warning("history clean-up deferred, Ray unavailable: %s", exc)
+                self._ray_down.failed(f"history clean-up deferred: {exc}")
                 return
             except RayError as exc:
                 log.warning("cannot delete finished job %s from Ray: %s", sid, exc)

@@ -7,14 +7,17 @@ import contextlib
 import json
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from reconciler.core.queueing import ConfigState
+from reconciler.core import usage
+from reconciler.core.queueing import ConfigState, restore_usage
 from specs.atomic import write_atomic
+from specs.cluster import Capacity
 from specs.parse import MAX_FILE_BYTES, SpecParseError, parse_queue_config
 from specs.queues import CONFIG_FILE, STATUS_FILE, QueueConfig
 
@@ -126,3 +129,36 @@ def read_status(path: Path) -> dict[str, Any] | None:
 
 def to_json(document: dict[str, Any]) -> str:
     return json.dumps(document, indent=2)
+
+
+class UsageBook:
+    """The queues' decayed usage, advanced with the loop's clock (reconciler/core/usage.py).
+
+    At each pass the time since the last one is integrated at the rates (what each queue held)
+    seen by the last pass; the result goes to the planner and into `_queues.status.yaml`, which
+    is read back when serve starts: the time it was down is integrated at the last rates it
+    wrote, so a restart forgets nothing (a run that kept going in Ray meanwhile is counted)."""
+
+    def __init__(self, status: dict[str, Any] | None = None) -> None:
+        past, held, at = restore_usage(status)
+        self.past: dict[str, Capacity] = past
+        self.rates: dict[str, Capacity] = held
+        self.at: float | None = at
+
+    def advance(self, now: float, config: QueueConfig | None) -> dict[str, Capacity] | None:
+        """The decayed usage at `now`; None without queues (nothing is remembered then)."""
+        if config is None:
+            self.past, self.rates, self.at = {}, {}, None
+            return None
+        seconds = 0.0 if self.at is None else now - self.at
+        half_life = config.spec.fair_sharing.usage_half_life
+        self.past = usage.advance_all(
+            self.past, self.rates, seconds, half_life, config.queue_names()
+        )
+        if self.at is None or now > self.at:
+            self.at = now  # a clock set back waits for the old instant, counting nothing twice
+        return self.past
+
+    def observe(self, held: Mapping[str, Capacity]) -> None:
+        """What each queue holds after this pass: the rate until the next one."""
+        self.rates = dict(held)

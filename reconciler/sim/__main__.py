@@ -5,6 +5,7 @@ python -m reconciler.sim --trace lublin_256.swf            # trace prefix + synt
 python -m reconciler.sim --workload synthetic --jobs 500 --policies strict,backfill
 python -m reconciler.sim --teams 4 --weights 1,1,1,3   # team folders with fair-share queues
 python -m reconciler.sim --queues _queues.yaml --resumable-fraction 0.5  # a queue file, as serve
+python -m reconciler.sim --autoscale --node-type worker:cpu=32,max=8 --trace lublin_256.swf
 """
 
 from __future__ import annotations
@@ -20,9 +21,17 @@ from pathlib import Path
 
 from reconciler.core.policies import POLICIES
 from reconciler.core.victims import MODES, NEVER
+from reconciler.sim import autoscale
 from reconciler.sim import teams as team_split
 from reconciler.sim.engine import MEMORY_BYTES, simulate
 from reconciler.sim.metrics import URGENT_PRIORITY, Metrics, measure
+from reconciler.sim.nodes import (
+    IDLE_TIMEOUT,
+    LAUNCH_DELAY,
+    MEMORY_PER_CPU,
+    NodeModel,
+    parse_node_type,
+)
 from reconciler.sim.workload import (
     PRIORITIES,
     TIMEOUT_FACTOR,
@@ -32,8 +41,9 @@ from reconciler.sim.workload import (
     read_swf,
     synthetic,
 )
+from specs.cluster import Capacity, NodeType
 from specs.parse import SpecParseError, parse_queue_config
-from specs.queues import QueueConfig
+from specs.queues import DEFAULT_HALF_LIFE, QueueConfig, parse_duration
 from specs.settings import PlanOptions
 
 URGENT_TIER_TEXT = "13,13,13,13,13,13,12,5,3,2"
@@ -56,6 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1, help="seeds timeouts, priorities, synthetic")
     p.add_argument("--load", type=float, default=0.9, help="offered load of the synthetic one")
     p.add_argument("--capacity", type=int, default=256, help="CPUs of the simulated cluster")
+    p.add_argument(
+        "--arrival-scale",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="multiply every arrival time by F (0.35 offers a trace ~2.9 times its load)",
+    )
     p.add_argument(
         "--timeout-factor",
         type=_factor,
@@ -95,6 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="equal",
         help="nominal quota per team: an equal split of the cluster (default), or none, so "
         "that every start borrows and the weights alone divide the cluster",
+    )
+    p.add_argument(
+        "--usage-half-life",
+        type=_half_life,
+        default=DEFAULT_HALF_LIFE,
+        metavar="DURATION",
+        help="with --teams: past use counts half after this long (168h, 7d, seconds), or off "
+        "(only current use counts; fairSharing.mode CurrentUsage); default 168h",
     )
     p.add_argument(
         "--idle-team-until",
@@ -155,6 +180,42 @@ def build_parser() -> argparse.ArgumentParser:
         help="each job is resumable with probability F (seeded by --seed): preempted, it "
         "loses only its grace period (default 0)",
     )
+    p.add_argument(
+        "--autoscale",
+        action="store_true",
+        help="compare a static cluster at the ceiling, rayqueue on an autoscaling cluster and "
+        "the jobs straight to Ray on it (needs --node-type; the ceiling replaces --capacity)",
+    )
+    p.add_argument(
+        "--node-type",
+        type=_node_type,
+        action="append",
+        default=[],
+        metavar="NAME:cpu=N,max=M",
+        help="a worker node type (repeatable); also min=K, gpu=G, memory=GIB. Default with "
+        "--autoscale: the --queues file's cluster: nodeTypes",
+    )
+    p.add_argument(
+        "--head-cpu",
+        type=float,
+        default=0.0,
+        metavar="N",
+        help="CPUs the static head offers to jobs (default 0: the head runs none)",
+    )
+    p.add_argument(
+        "--launch-delay",
+        type=float,
+        default=LAUNCH_DELAY,
+        metavar="SECONDS",
+        help=f"a launched node is up this much later (default {LAUNCH_DELAY:g})",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=IDLE_TIMEOUT,
+        metavar="SECONDS",
+        help=f"a node idle this long, and not requested, is removed (default {IDLE_TIMEOUT:g})",
+    )
     p.add_argument("--json", type=Path, default=None, help="also write the metrics here")
     p.add_argument(
         "--processes",
@@ -171,6 +232,13 @@ def _factor(text: str) -> tuple[float, float]:
     if not 1 <= bounds[0] <= bounds[1]:
         raise argparse.ArgumentTypeError("need 1 <= LOW <= HIGH: a job must end within its bound")
     return bounds
+
+
+def _node_type(text: str) -> NodeType:
+    try:
+        return parse_node_type(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _fraction(text: str) -> float:
@@ -218,6 +286,18 @@ def _priority_weights(text: str) -> tuple[float, ...]:
     return weights
 
 
+def _half_life(text: str) -> float | None:
+    if text.strip().lower() == "off":
+        return None
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError("the half-life must be > 0 (or off)")
+    return seconds
+
+
 def _weights(text: str) -> list[float]:
     try:
         weights = [float(w) for w in text.split(",") if w.strip()]
@@ -234,6 +314,7 @@ class Teams:
     weights: tuple[float, ...]
     idle_until: float | None = None
     quota: bool = True
+    half_life: float | None = DEFAULT_HALF_LIFE  # None: only current use counts
 
 
 def workloads(args: argparse.Namespace) -> dict[str, list[Job]]:
@@ -256,6 +337,11 @@ def workloads(args: argparse.Namespace) -> dict[str, list[Job]]:
             timeout_factor=args.timeout_factor,
             priority_weights=args.priority_weights,
         )
+    if args.arrival_scale != 1.0:
+        result = {
+            name: [replace(j, arrival=j.arrival * args.arrival_scale) for j in jobs]
+            for name, jobs in result.items()
+        }
     return result
 
 
@@ -268,7 +354,12 @@ def _run(job: Run) -> Metrics:
         result = simulate(workload, policy, capacity_cpu=capacity, options=options, queues=queues)
         return measure(result)
     config = team_split.team_config(
-        teams.count, teams.weights, capacity, MEMORY_BYTES, quota=teams.quota
+        teams.count,
+        teams.weights,
+        capacity,
+        MEMORY_BYTES,
+        quota=teams.quota,
+        half_life=teams.half_life,
     )
     result = simulate(workload, policy, capacity_cpu=capacity, queues=config, options=options)
     fair = team_split.fairness(result.records, teams.count, teams.weights, capacity)
@@ -277,6 +368,7 @@ def _run(job: Run) -> Metrics:
         jain_index=fair.jain_index,
         team_shares=fair.team_shares,
         contended_seconds=fair.contended_seconds,
+        delivered=asdict(team_split.delivered(result.records, teams.count, teams.weights)),
     )
     if teams.idle_until is not None:
         back = team_split.reclaim(
@@ -300,6 +392,27 @@ def _team_lines(rows: Sequence[Metrics]) -> list[str]:
             f"- {m.policy}: Jain {m.jain_index:.3f}; {shares}; "
             f"contended {duration(m.contended_seconds or 0)}"
         )
+        if m.delivered is not None:
+            d = m.delivered
+            run = d["run_shares"]
+            hot = d["contended_shares"]
+            waits = d["p95_wait"]
+            assert isinstance(run, dict) and isinstance(hot, dict) and isinstance(waits, dict)
+            lines.append(
+                "  share of delivered CPU-hours, run: "
+                + " / ".join(f"{v:.3f}" for v in run.values())
+                + "; contended: "
+                + " / ".join(f"{v:.3f}" for v in hot.values())
+                + f"; weighted Jain {d['weighted_jain']:.3f}"
+                + (
+                    f"; sliding days ({d['windows']}): Jain min {d['window_jain_min']:.3f}, "
+                    f"mean {d['window_jain_mean']:.3f}"
+                    if d["windows"]
+                    else ""
+                )
+                + "; p95 wait "
+                + " / ".join(duration(float(v)) for v in waits.values())
+            )
         if m.reclaim is not None:
             r = m.reclaim
             regained = r["regained_at"]
@@ -384,6 +497,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         print(f"unknown policy {', '.join(unknown)}; choose from {', '.join(POLICIES)}")
         return 2
+    if args.arrival_scale <= 0:
+        print("--arrival-scale must be > 0")
+        return 2
     if args.workload is None:
         args.workload = "synthetic" if args.trace is None else "all"
     if args.workload != "synthetic" and args.trace is None:
@@ -413,6 +529,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     for _, dest, default in PREEMPTION_FLAGS:
         if getattr(args, dest) is None:
             setattr(args, dest, default)
+    model: NodeModel | None = None
+    if args.autoscale and not args.node_type and queues is not None and queues.spec.cluster:
+        args.node_type = list(queues.spec.cluster.node_type_values())  # the file's cluster:
+    if args.autoscale or args.node_type:
+        if not (args.autoscale and args.node_type) or args.teams > 0:
+            print(
+                "--autoscale needs node types (--node-type, or the --queues file's cluster: "
+                "nodeTypes), and --node-type needs --autoscale"
+            )
+            if args.teams > 0:
+                print("--autoscale takes --queues for queues, not --teams")
+            return 2
+        names = [t.name for t in args.node_type]
+        if len(set(names)) != len(names):
+            print(f"--node-type names must differ (got {', '.join(names)})")
+            return 2
+        head = Capacity(args.head_cpu, 0.0, args.head_cpu * MEMORY_PER_CPU)
+        model = NodeModel(tuple(args.node_type), head, args.launch_delay, args.idle_timeout)
+        args.capacity = int(model.ceiling.cpu)  # the static cluster is the ceiling
     loads = {
         name: mark_resumable(jobs, args.resumable_fraction, args.seed)
         for name, jobs in workloads(args).items()
@@ -426,7 +561,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(weights) != args.teams:
             print(f"--weights gives {len(weights)} weights for {args.teams} teams")
             return 2
-        teams = Teams(args.teams, weights, args.idle_team_until, args.team_quota == "equal")
+        teams = Teams(
+            args.teams,
+            weights,
+            args.idle_team_until,
+            args.team_quota == "equal",
+            args.usage_half_life,
+        )
         loads = {name: team_split.split(jobs, args.teams) for name, jobs in loads.items()}
         if args.idle_team_until is not None:
             idle = team_split.team_name(0)
@@ -441,6 +582,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         preemption_max_per_task=args.max_preemptions,
         preemption_min_preemptor_priority=args.min_preemptor_priority,
     )
+    if model is not None:
+        return _compare(args, loads, policies, model, options, queues)
     runs: list[Run] = [
         (jobs, policy, args.capacity, teams, options, queues)
         for jobs in loads.values()
@@ -476,6 +619,61 @@ def main(argv: Sequence[str] | None = None) -> int:
         "workloads": results,
     }
     if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+AutoscaleRun = tuple[str, list[Job], NodeModel, str, PlanOptions, QueueConfig | None]
+
+
+def _autoscale_run(job: AutoscaleRun) -> autoscale.Row:
+    return autoscale.run_one(*job)
+
+
+def _compare(
+    args: argparse.Namespace,
+    loads: dict[str, list[Job]],
+    policies: Sequence[str],
+    model: NodeModel,
+    options: PlanOptions,
+    queues: QueueConfig | None,
+) -> int:
+    """--autoscale: static, rayqueue autoscaling (each policy) and straight to Ray, per workload."""
+    runs: list[AutoscaleRun] = []
+    for jobs in loads.values():
+        runs += [
+            (kind, jobs, model, policy, options, queues)
+            for policy in policies
+            for kind in (autoscale.STATIC, autoscale.AUTOSCALE)
+        ]
+        runs.append((autoscale.DIRECT, jobs, model, policies[0], options, queues))
+    if args.processes > 1 and len(runs) > 1:
+        with ProcessPoolExecutor(max_workers=args.processes) as pool:
+            rows = list(pool.map(_autoscale_run, runs))
+    else:
+        rows = [_autoscale_run(run) for run in runs]
+    per = 2 * len(policies) + 1
+    types = ", ".join(f"{t.name} {t.resources.cpu:g} CPU x {t.max_count}" for t in model.node_types)
+    results: dict[str, object] = {}
+    for index, (name, jobs) in enumerate(loads.items()):
+        title = (
+            f"{name}: {len(jobs)} jobs, ceiling {model.ceiling.cpu:g} CPUs ({types}; head "
+            f"{model.head.cpu:g} CPU for jobs), offered load "
+            f"{offered_load(jobs, model.ceiling.cpu):.2f}; launch delay "
+            f"{duration(model.launch_delay)}, idle timeout {duration(model.idle_timeout)}"
+        )
+        mine = rows[index * per : (index + 1) * per]
+        print(autoscale.table(title, mine), end="\n\n")
+        results[name] = [asdict(row) for row in mine]
+    if args.json is not None:
+        report = {
+            "seed": args.seed,
+            "node_types": [asdict(t) for t in model.node_types],
+            "head_cpu": model.head.cpu,
+            "launch_delay": model.launch_delay,
+            "idle_timeout": model.idle_timeout,
+            "workloads": results,
+        }
         args.json.write_text(json.dumps(report, indent=2) + "\n")
     return 0
 

@@ -16,14 +16,17 @@ the inputs once its status is final and its job has ended, which keeps each pass
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
+from reconciler.core import usage
 from reconciler.core.planner import STOP_WAIT_ENV, Observation, Plan, TaskInput, plan
+from reconciler.sim.nodes import Nodes
 from reconciler.sim.workload import Job
-from specs.cluster import META_TASK, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
+from specs.cluster import META_TASK, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob, Scaling
 from specs.models import Phase, Task, TaskStatus
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
@@ -37,7 +40,9 @@ MEMORY_BYTES = 1024 * 2**30
 MAX_PASSES_PER_INSTANT = 10_000
 """A guard: the planner must settle at one instant; a livelock would otherwise hang the run."""
 
-END, TIMEOUT, STOP = 0, 1, 2  # event kinds; an end sorts before a timeout due at the same second
+# Event kinds; an end sorts before a timeout due at the same second. NODE: a node comes up, or
+# an idle one may go (autoscaling only).
+END, TIMEOUT, STOP, NODE = 0, 1, 2, 3
 
 
 @dataclass
@@ -69,6 +74,7 @@ class SimResult:
     max_live: int = 0  # most tasks handed to one pass
     live_task_passes: int = 0  # sum over passes of the tasks handed in, for a per-task cost
     unfinished: int = 0
+    nodes: Nodes | None = None  # with autoscaling: the nodes, for node-hours
 
     @property
     def pass_ms(self) -> float:
@@ -115,6 +121,13 @@ class _Cluster:
     sigterm: dict[str, float] = field(default_factory=dict)  # preempted job -> when it was told
     graces: dict[str, float] = field(default_factory=dict)  # job -> its grace, from its env
     runs: dict[str, list[str]] = field(default_factory=dict)  # task -> its jobs' ids
+    scaling: Scaling | None = None  # what the autoscaler reports, with autoscaling
+    scale_request: tuple[Capacity, ...] | None = None  # the last plan's, standing
+    deadline: float | None = None  # the last plan's (epoch seconds)
+    # the queues' decayed usage, advanced with the simulated clock as serve's loop does
+    past: dict[str, Capacity] = field(default_factory=dict)
+    held: dict[str, Capacity] = field(default_factory=dict)  # by queue, since `past_at`
+    past_at: float = 0.0
 
 
 def simulate(
@@ -125,6 +138,7 @@ def simulate(
     options: PlanOptions | None = None,
     observer: PassObserver | None = None,
     queues: QueueConfig | None = None,
+    nodes: Nodes | None = None,
 ) -> SimResult:
     """Run `workload` through the real planner under `policy`. Deterministic: no clock, no RNG.
     With `queues`, tasks are admitted per queue (team folders) with fair sharing.
@@ -134,13 +148,18 @@ def simulate(
     that uses all of it), then stops. A plain job's run so far is wasted and it runs again in
     full; a resumable one (`Job.resumable`) saves its state when told, so it loses only the
     grace period and its next run does only what was left.
+
+    With `nodes`, the cluster autoscales: each pass sees the nodes that are up and the
+    autoscaler's `Scaling`, and after each instant the autoscaler model reads the plan's
+    `scale_request` (a request stands until a plan replaces it, as in Ray).
     """
     began = time.perf_counter()
     options = replace(options or PlanOptions(), policy=policy)
     cluster = _Cluster(options, Capacity(capacity_cpu, 0, MEMORY_BYTES), queues)
     arrivals = sorted(workload, key=lambda j: (j.arrival, j.name))
     records = {job.name: JobRecord(job) for job in arrivals}
-    result = SimResult(policy, capacity_cpu, list(records.values()))
+    result = SimResult(policy, capacity_cpu, list(records.values()), nodes=nodes)
+    node_events: set[float] = set()
     next_arrival = 0
 
     while next_arrival < len(arrivals) or cluster.events:
@@ -156,6 +175,9 @@ def simulate(
             changed = True
         while cluster.events and cluster.events[0][0] <= now:
             _, kind, sid = heapq.heappop(cluster.events)
+            if kind == NODE:
+                changed = True  # capacity grew, or an idle node may go
+                continue
             job_now = cluster.jobs.get(sid)
             if job_now is None or job_now.terminal:
                 continue  # stale: the job was stopped, or ended, before this event
@@ -168,8 +190,27 @@ def simulate(
             elif kind == END:
                 cluster.jobs[sid] = replace(job_now, status=SUCCEEDED, end_time=_unix(now))
             changed = True  # a timeout needs a pass to be noticed; the planner stops the job
+        if changed and nodes is not None:
+            cluster.capacity = nodes.capacity(now)
+            cluster.scaling = nodes.scaling(now)
         if changed:
             _settle(cluster, now, records, result, observer)
+        if changed and nodes is not None:
+            running = {
+                sid: records[j.metadata[META_TASK]].job.cpu
+                for sid, j in cluster.jobs.items()
+                if not j.terminal
+            }
+            nodes.place(running, now)
+            nodes.scale(cluster.scale_request, now)
+            # A pass at the plan's deadline too, as the loop makes: a request for nodes times
+            # out (ScaleUpTimeout) and its backoff ends there. Whole seconds keep the clock exact.
+            deadline = cluster.deadline
+            replan = None if deadline is None else math.ceil(deadline - EPOCH_UNIX + 1e-3)
+            for due in (nodes.next_due(now), replan):
+                if due is not None and due > now and due not in node_events:
+                    node_events.add(due)
+                    heapq.heappush(cluster.events, (due, NODE, ""))
 
     result.unfinished = sum(1 for r in records.values() if r.end is None)
     result.wall_seconds = time.perf_counter() - began
@@ -216,17 +257,36 @@ def _settle(
     when = EPOCH + timedelta(seconds=now)
     default_grace = cluster.options.preemption_grace_seconds
     for _ in range(MAX_PASSES_PER_INSTANT):
-        observed = Observation(cluster.jobs, cluster.capacity)
+        observed = Observation(cluster.jobs, cluster.capacity, scaling=cluster.scaling)
         live = len(cluster.specs)
         began = time.perf_counter()
+        past = None
+        if cluster.queues is not None:
+            half_life = cluster.queues.spec.fair_sharing.usage_half_life
+            names = cluster.queues.queue_names()
+            elapsed = now - cluster.past_at
+            cluster.past = usage.advance_all(cluster.past, cluster.held, elapsed, half_life, names)
+            cluster.past_at = now
+            past = cluster.past
         p = plan(
-            cluster.specs, cluster.statuses, observed, when, cluster.options, queues=cluster.queues
+            cluster.specs,
+            cluster.statuses,
+            observed,
+            when,
+            cluster.options,
+            queues=cluster.queues,
+            usage=past,
         )
+        if p.summary is not None and p.summary.queues is not None:
+            cluster.held = {n: s.usage for n, s in p.summary.queues.states.items()}
         result.plan_seconds += time.perf_counter() - began
         result.passes += 1
         result.live_task_passes += live
         result.max_live = max(result.max_live, live)
         cluster.statuses.update(p.statuses)
+        cluster.deadline = p.deadline
+        if p.scale_request is not None:
+            cluster.scale_request = p.scale_request
         if observer is not None:
             observer(now, p)
 

@@ -51,6 +51,9 @@ class Metrics:
     team_shares: dict[str, float] | None = None
     contended_seconds: float | None = None
     reclaim: dict[str, float | None] | None = None
+    # With teams: shares of delivered CPU-hours (run, contended, sliding days), p95 waits
+    # (reconciler.sim.teams.Delivered, as a dict).
+    delivered: dict[str, object] | None = None
 
     def to_json(self) -> dict[str, object]:
         data = asdict(self)

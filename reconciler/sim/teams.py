@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from reconciler.sim.engine import JobRecord
 from reconciler.sim.workload import Job
-from specs.queues import QueueConfig
+from specs.queues import DEFAULT_HALF_LIFE, QueueConfig
 
 
 def team_name(index: int) -> str:
@@ -47,10 +47,15 @@ def team_config(
     memory: float,
     *,
     quota: bool = True,
+    half_life: float | None = DEFAULT_HALF_LIFE,
 ) -> QueueConfig:
     """Equal nominal quotas (none with `quota=False`: all capacity is then the default
     queue's, idle and lent, so every start is a borrow ordered by weighted share), no borrowing
-    or lending limits, the given weights."""
+    or lending limits, the given weights; past use decayed with `half_life` seconds (None:
+    only current use counts, `mode: CurrentUsage`)."""
+    sharing: dict[str, object] = (
+        {"mode": "CurrentUsage"} if half_life is None else {"usageHalfLife": half_life}
+    )
     share = 1 / teams if quota else 0.0
     return QueueConfig.model_validate(
         {
@@ -67,7 +72,8 @@ def team_config(
                         "weight": weights[k],
                     }
                     for k in range(teams)
-                ]
+                ],
+                "fairSharing": sharing,
             },
         }
     )
@@ -185,3 +191,111 @@ def reclaim(
             # another team borrowed while this one was below its quota with work waiting
             meanwhile += max(0.0, held[owner] - max(before, nominal))
     return Reclaim(returned, regained, meanwhile, at_return or 0.0)
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """Each team's share of the CPU-hours delivered to the teams, and how fair that was."""
+
+    run_shares: dict[str, float]  # over the whole run
+    contended_shares: dict[str, float]  # over the seconds in which every team had work waiting
+    weighted_jain: float  # Jain's index of contended share / weight share
+    window_jain_min: float | None  # the worst sliding day (only days contended half the time)
+    window_jain_mean: float | None
+    windows: int
+    p95_wait: dict[str, float]  # per team, seconds
+
+
+def _p95(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] if ordered else 0.0
+
+
+def delivered(
+    records: Sequence[JobRecord],
+    teams: int,
+    weights: Sequence[float],
+    *,
+    window: float = 86400.0,
+    stride: float = 21600.0,
+) -> Delivered:
+    """Shares of delivered CPU-seconds (a job's CPUs x the time it held them), over the run,
+    over the contended seconds (every team had work waiting), and over sliding windows of
+    `window` seconds every `stride`, counting only their contended seconds."""
+    names = [team_name(k) for k in range(teams)]
+    weight_share = {t: weights[k] / sum(weights) for k, t in enumerate(names)}
+    deltas: list[tuple[float, str, int, float]] = []  # (time, team, d waiting, d CPUs held)
+    waits: dict[str, list[float]] = {t: [] for t in names}
+    for record in records:
+        team = team_of(record.job.name)
+        arrival = record.job.arrival
+        if record.start is None:
+            deltas.append((arrival, team, 1, 0.0))
+            continue
+        waits[team].append(record.start - arrival)
+        if record.start > arrival:
+            deltas += [(arrival, team, 1, 0.0), (record.start, team, -1, 0.0)]
+        end = record.end if record.end is not None else record.start
+        deltas += [(record.start, team, 0, record.job.cpu), (end, team, 0, -record.job.cpu)]
+    deltas.sort(key=lambda d: d[0])
+    waiting = dict.fromkeys(names, 0)
+    held = dict.fromkeys(names, 0.0)
+    run = dict.fromkeys(names, 0.0)
+    contended = dict.fromkeys(names, 0.0)
+    buckets: dict[int, tuple[dict[str, float], float]] = {}  # by stride: CPU-s, contended s
+    index = 0
+    while index < len(deltas):
+        now = deltas[index][0]
+        while index < len(deltas) and deltas[index][0] == now:
+            _, team, dw, dc = deltas[index]
+            waiting[team] += dw
+            held[team] += dc
+            index += 1
+        if index == len(deltas):
+            break
+        span = deltas[index][0] - now
+        for t in names:
+            run[t] += span * held[t]
+        if span <= 0 or not all(waiting[t] > 0 for t in names):
+            continue
+        for t in names:
+            contended[t] += span * held[t]
+        at, end = now, now + span
+        while at < end:  # split the span over the buckets it covers
+            b = int(at // stride)
+            upto = min(end, (b + 1) * stride)
+            cpu, secs = buckets.get(b, (dict.fromkeys(names, 0.0), 0.0))
+            for t in names:
+                cpu[t] += (upto - at) * held[t]
+            buckets[b] = (cpu, secs + upto - at)
+            at = upto
+
+    def shares(amounts: dict[str, float]) -> dict[str, float]:
+        total = sum(amounts.values())
+        return {t: (v / total if total else 0.0) for t, v in amounts.items()}
+
+    def weighted(amounts: dict[str, float]) -> float:
+        got = shares(amounts)
+        return jain([got[t] / weight_share[t] for t in names])
+
+    per_window = max(1, round(window / stride))
+    window_jains: list[float] = []
+    for first in sorted(buckets):
+        cpu = dict.fromkeys(names, 0.0)
+        secs = 0.0
+        for b in range(first, first + per_window):
+            got, s = buckets.get(b, ({}, 0.0))
+            secs += s
+            for t, v in got.items():
+                cpu[t] += v
+        if secs >= window / 2:
+            window_jains.append(weighted(cpu))
+    return Delivered(
+        run_shares=shares(run),
+        contended_shares=shares(contended),
+        weighted_jain=weighted(contended),
+        window_jain_min=min(window_jains) if window_jains else None,
+        window_jain_mean=sum(window_jains) / len(window_jains) if window_jains else None,
+        windows=len(window_jains),
+        p95_wait={t: _p95(waits[t]) for t in names},
+    )

@@ -65,3 +65,53 @@ def test_add_task_lands_in_the_default_queue(make_world) -> None:
     world.step()
     rows = api.get("/tasks", params={"queue": "default"}).json()["items"]
     assert len(rows) == 1 and rows[0]["name"].startswith("mlumina-my_job")
+
+
+LIMITED = """\
+apiVersion: rayqueue/v1
+kind: QueueConfig
+spec:
+  queues:
+    - name: team-a
+      maxRunning: 1
+      maxQueued: 2
+"""
+
+
+def test_a_full_queue_refuses_an_api_write_with_429_and_a_file_waits_as_queue_full(
+    make_world,
+) -> None:
+    world, api = make_world(Capacity(8, 0, 16 * GIB))
+    (world.tasks / "_queues.yaml").write_text(LIMITED)
+    (world.tasks / "team-a").mkdir()
+    for name in ("a0", "a1", "a2"):
+        (world.tasks / f"team-a/{name}.yaml").write_text(task_yaml(cpu=1))
+    world.step()
+    world.step()
+    # maxRunning 1: a0 runs; a1 and a2 wait for it (2 queued: the queue is full)
+    assert world.status("team-a/a0")["phase"] in ("Starting", "Running")
+    assert world.status("team-a/a1")["reason"] == "MaxRunning"
+    assert world.status("team-a/a2")["reason"] == "MaxRunning"
+    entry = api.get("/queues/team-a").json()
+    assert (entry["pending"], entry["maxQueued"], entry["maxRunning"]) == (2, 2, 1)
+
+    refused = api.put(
+        "/tasks/team-a/a3", content=task_yaml(cpu=1), headers={"Content-Type": "application/yaml"}
+    )
+    assert refused.status_code == 429
+    assert "queue team-a is full: 2 tasks queued, its maxQueued is 2" in refused.json()["detail"]
+    assert not (world.tasks / "team-a/a3.yaml").exists()
+    # elsewhere there is room
+    other = api.put(
+        "/tasks/loose", content=task_yaml(cpu=1), headers={"Content-Type": "application/yaml"}
+    )
+    assert other.status_code == 201
+
+    # a file dropped in anyway waits as QueueFull and is not counted
+    (world.tasks / "team-a/a4.yaml").write_text(task_yaml(cpu=1))
+    world.step()
+    late = world.status("team-a/a4")
+    assert (late["phase"], late["reason"]) == ("Queued", "QueueFull")
+    assert "team-a is full" in late["message"]
+    assert late["queuePosition"] == 3  # after the two that count
+    assert api.get("/queues/team-a").json()["pending"] == 2

@@ -24,6 +24,9 @@ def served_loop(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Reconcil
         "reconciler.shell.raycluster.adapter.RayJobsAdapter",
         lambda *args, **kwargs: FakeRay(Capacity(4, 0, 2**34)),
     )
+    # The address given below (so that no head is started) would also attach Ray's
+    # autoscaler, which a private head never has, nor the benchmarks' fake Ray.
+    monkeypatch.setattr("reconciler.app.daemon.autoscaler_for", lambda *args, **kwargs: None)
     stop = threading.Event()
     running = daemon._Running()
     try:

@@ -4,9 +4,11 @@ queues' status written beside the config."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.cli.conftest import spec_text, write
@@ -52,7 +54,7 @@ def test_table_after_a_pass(rq, world) -> None:
     assert result.code == 0, result.err
     lines = result.out.splitlines()
     assert lines[0].split() == [
-        "NAME", "NOMINAL", "USED", "BORROWED", "SHARE", "PENDING", "RUNNING"
+        "NAME", "NOMINAL", "USED", "BORROWED", "PAST", "SHARE", "PENDING", "RUNNING"
     ]  # fmt: skip
     rows = {line.split()[0]: line for line in lines[1:] if line.strip()}
     assert set(rows) == {"team-a", "team-b", "default"}
@@ -115,3 +117,60 @@ def test_removing_the_config_goes_back_to_one_queue(world) -> None:
     assert not (t / "_queues.status.yaml").exists()
     status = yaml.safe_load((t / "team-a/a0.status.yaml").read_text())["status"]
     assert "queue" not in status
+
+
+def test_decayed_usage_is_kept_shown_and_survives_a_restart(rq, world, tmp_path) -> None:
+    from tests.support.world import World
+
+    t = world.tasks
+    (t / "_queues.yaml").write_text(CONFIG + "  fairSharing: {usageHalfLife: 1h}\n")
+    write(t, "team-a/a0", spec_text(cpu=2))
+    world.step()
+    world.step()  # a0 is Running, holding 2 CPUs
+    write(t, "team-a/a1", spec_text(cpu=4))  # a change, so the next pass plans
+    world.step(seconds=3600)
+    past = next(q for q in _status(t)["queues"] if q["name"] == "team-a")["decayedUsage"]
+    # an hour at 2 CPUs with a 1 h half-life: 2 x tau x (1 - 1/2) = 2 x 3600 / (2 ln 2)
+    assert past["cpu"] == pytest.approx(2 * 3600 / (2 * math.log(2)), rel=1e-3)
+    assert _status(t)["fairSharing"] == {"mode": "DecayedUsage", "usageHalfLife": 3600.0}
+    row = next(line for line in rq("queues").out.splitlines() if line.startswith("team-a"))
+    assert "1.44 CPU-h" in row
+
+    # serve stops; a0 goes on in Ray for an hour; serve starts again and plans
+    later = World.build(
+        t,
+        ray=world.ray,
+        start=world.clock() + 3600,
+        tick=0.0,
+        queue_id=world.reconciler.options.queue_id,
+        state_dir=tmp_path / "state",
+    )
+    write(t, "team-a/a2", spec_text(cpu=4))
+    later.step()
+    again = next(q for q in _status(t)["queues"] if q["name"] == "team-a")["decayedUsage"]
+    # the first hour halved, plus another hour at 2 CPUs: what one uninterrupted serve counts
+    assert again["cpu"] == pytest.approx(past["cpu"] * 1.5, rel=1e-3)
+
+
+def test_a_zero_weight_or_half_life_keeps_the_last_good_config(world) -> None:
+    t = world.tasks
+    (t / "_queues.yaml").write_text(CONFIG + "  fairSharing: {usageHalfLife: 2h}\n")
+    write(t, "team-a/a0", spec_text(cpu=1))
+    world.step()
+    for bad, where in (
+        (CONFIG + "  fairSharing: {usageHalfLife: 0h}\n", "_queues.yaml:10:32"),
+        (
+            CONFIG.replace(
+                "nominalQuota: {cpu: 2}\n    - name: team-b", "weight: 0\n    - name: team-b", 1
+            ),
+            "_queues.yaml:6:15",
+        ),
+    ):
+        (t / "_queues.yaml").write_text(bad)
+        write(t, "team-a/a1", spec_text(cpu=1))  # a change, so the pass plans
+        world.step()
+        state = _status(t)
+        assert state["config"]["valid"] is False and state["config"]["inForce"] is True
+        assert where in state["config"]["error"], state["config"]["error"]
+        assert state["fairSharing"]["usageHalfLife"] == 7200.0  # the last good one
+        (t / "team-a/a1.yaml").unlink()

@@ -124,6 +124,25 @@ def test_queue_configuration_is_checked(rq, tmp_path: Path) -> None:
         assert f"{config}:6:27: spec.queues[0].nominalQuota.cpu: must be greater" in bad.err
 
 
+def test_a_queue_config_under_any_name_is_checked_with_the_errors_serve_gives(
+    rq, tmp_path: Path
+) -> None:
+    from specs.parse import SpecParseError, parse_queue_config
+
+    config = tmp_path / "queues.yaml"  # as given to serve --queues
+    config.write_text(QUEUES)
+    ok = rq("validate", str(config), folder=None)
+    assert ok.code == 0 and "ok (queues team-a, default)" in ok.out
+    bad_text = QUEUES + "  fairSharing:\n    usageHalfLife: 0h\n"
+    config.write_text(bad_text)
+    bad = rq("validate", str(config), folder=None)
+    assert bad.code == 1
+    with pytest.raises(SpecParseError) as served:  # what serve logs and writes to the status
+        parse_queue_config(bad_text, file=str(config))
+    assert bad.err.strip() == str(served.value).strip()
+    assert "spec.fairSharing.usageHalfLife: must be greater than 0" in bad.err
+
+
 def test_a_folder_is_checked_against_working_dir_roots(rq, tmp_path: Path) -> None:
     """Issue 23: CI can refuse a spec whose runtimeEnv would ship a folder from outside the
     roots, and a symlink from one team folder into another, before serve ever reads it."""

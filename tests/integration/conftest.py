@@ -16,7 +16,7 @@ import yaml
 from reconciler.shell.loop import Reconciler
 from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.atomic import write_atomic
-from specs.cluster import META_QUEUE, RayJob
+from specs.cluster import META_QUEUE, Autoscaler, RayJob
 from specs.settings import Settings
 from specs.store import TaskStore
 from tests.support.specs import read_status
@@ -30,6 +30,7 @@ class Queue:
     reconciler: Reconciler | None = None
     stop_event: threading.Event | None = None
     thread: threading.Thread | None = None
+    autoscaler: Autoscaler | None = None
 
     @property
     def dir(self) -> Path:
@@ -37,7 +38,7 @@ class Queue:
 
     def start(self) -> None:
         store = TaskStore(self.settings.tasks_dir, self.settings.status_dir)
-        self.reconciler = Reconciler(self.settings, store, self.ray)
+        self.reconciler = Reconciler(self.settings, store, self.ray, autoscaler=self.autoscaler)
         self.stop_event = threading.Event()
         self.thread = threading.Thread(
             target=self.reconciler.run, args=(self.stop_event,), daemon=True

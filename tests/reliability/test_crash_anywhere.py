@@ -336,3 +336,103 @@ def test_sigkill_during_preemption_loses_nothing_and_preempts_no_more(
         assert statuses[name]["run"] == expected_runs
         assert sorted(r for t, r in pairs if t == name) == list(range(1, expected_runs + 1))
     assert "Traceback" not in "\n".join(serve.log_text(i) for i in range(len(serve.log_paths)))
+
+
+# -- a crash with a claim outstanding: victims told to stop, still stopping -------------------
+
+# A run that ignores SIGTERM until the test lets it go, so its stop takes as long as the test
+# wants, deterministically: while LONG exists it runs; once told to stop, it runs on while
+# STOPPING exists. The grace (SIGTERM to SIGKILL) is far longer than the test needs.
+STUBBORN = """\
+import os, signal, sys, time
+told = []
+signal.signal(signal.SIGTERM, lambda *_: told.append(1))
+long, stopping = sys.argv[1], sys.argv[2]
+while os.path.exists(stopping if told else long):
+    time.sleep(0.1)
+"""
+CLAIM_ARGS = (
+    *("--interval", "0.2", "--preemption", "LowerPriority"),
+    *("--preemption-grace-seconds", "300"),
+)
+
+
+def test_sigkill_while_victims_still_stop_keeps_the_claim(
+    make_serve: Callable[..., ServeProcess], ray_head: str
+) -> None:
+    """serve dies after it told both victims to stop, before the preemptor starts, and the
+    victims are still stopping through two restarts (one of them killed again): nobody is
+    preempted twice or in addition, the preemptor starts once, on the room its victims free,
+    and no (task, run) reaches Ray twice."""
+    serve = make_serve(args=CLAIM_ARGS)
+    ray = RayJobsAdapter(ray_head, timeout_seconds=10)
+    long = serve.tasks.parent / f"{serve.queue_id}.long"
+    stopping = serve.tasks.parent / f"{serve.queue_id}.stopping"
+    script = serve.tasks.parent / f"{serve.queue_id}-stubborn.py"
+    script.write_text(STUBBORN)
+    long.write_text("")
+    stopping.write_text("")
+    lows = [f"low{i}" for i in range(4)]
+    for name in lows:
+        write_task(serve.tasks, name, f"exec python {script} {long} {stopping}", priority=0)
+    serve.start("after_preempt_stop:2")  # both victims told, the preemptor not submitted
+    assert settle(
+        lambda: all(read_status(serve.tasks, n).get("phase") == "Running" for n in lows), 60
+    ), "the four runs did not start"
+    write_task(serve.tasks, "urgent", "python -c 'print(9)'", cpu=2, priority=9)
+    assert serve.wait(30) == -9, f"no crash:\n{serve.log_text()[-3000:]}"
+
+    def claim_outstanding() -> list[str]:
+        """The claim as Ray shows it: two first runs still live though told to stop, the other
+        two untouched, and no run of the preemptor submitted."""
+        jobs = our_jobs(ray, serve.queue_id)
+        assert not [j for j in jobs if j.metadata[META_TASK] == "urgent"], "urgent submitted"
+        assert all(not j.terminal for j in jobs), [(j.submission_id, j.status) for j in jobs]
+        statuses = {n: read_status(serve.tasks, n) for n in lows}
+        victims = sorted(n for n, s in statuses.items() if s.get("preemptions"))
+        assert len(victims) == 2, statuses
+        assert all(statuses[v]["preemptions"] == 1 for v in victims), statuses
+        assert all(s.get("run") == 1 for s in statuses.values()), statuses
+        return victims
+
+    victims = claim_outstanding()
+    for attempt in range(2):  # restart twice; the first restart is killed while it waits
+        serve.start()
+        serve.wait_ready()
+        time.sleep(2)  # ten passes at --interval 0.2, each free to preempt again if it would
+        assert claim_outstanding() == victims
+        if attempt == 0:
+            serve.kill()
+
+    names = ["urgent", *lows]
+    try:
+        stopping.unlink()  # the victims stop now; urgent takes their room
+        assert settle(lambda: read_status(serve.tasks, "urgent").get("phase") == "Succeeded", 90), (
+            read_status(serve.tasks, "urgent")
+        )
+        long.unlink()
+        settle(
+            lambda: all(read_status(serve.tasks, n).get("phase") == "Succeeded" for n in names),
+            90,
+        )
+    finally:
+        if serve.alive:
+            assert serve.terminate() == 0
+
+    jobs = our_jobs(ray, serve.queue_id)
+    pairs = Counter((j.metadata[META_TASK], int(j.metadata[META_RUN])) for j in jobs)
+    assert all(n == 1 for n in pairs.values()), f"submitted twice: {pairs}"
+    statuses = {n: read_status(serve.tasks, n) for n in names}
+    assert {n: s.get("phase") for n, s in statuses.items()} == dict.fromkeys(names, "Succeeded")
+    assert sorted(n for n, s in statuses.items() if s.get("preemptions")) == victims
+    assert all(statuses[v]["preemptions"] == 1 for v in victims)
+    for name in names:
+        runs = 2 if name in victims else 1
+        assert statuses[name]["run"] == runs
+        assert sorted(r for t, r in pairs if t == name) == list(range(1, runs + 1))
+    # The preemptor went in only once its victims' first runs were gone (Ray's own times).
+    first = {j.metadata[META_TASK]: j for j in jobs if j.metadata[META_RUN] == "1"}
+    victim_ends = [first[v].end_time or 0.0 for v in victims]
+    assert [first[v].status for v in victims] == ["STOPPED", "STOPPED"]
+    assert (first["urgent"].start_time or 0.0) >= max(victim_ends)
+    assert "Traceback" not in "\n".join(serve.log_text(i) for i in range(len(serve.log_paths)))

@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from reconciler.sim.engine import JobRecord
-from reconciler.sim.teams import drop_until, fairness, jain, reclaim, split, team_config
+from reconciler.sim.teams import (
+    delivered,
+    drop_until,
+    fairness,
+    jain,
+    reclaim,
+    split,
+    team_config,
+)
 from reconciler.sim.workload import Job
 
 
@@ -54,6 +62,35 @@ def test_fairness_counts_only_seconds_in_which_every_team_waits() -> None:
     weighted = fairness(records, 2, (2.0, 1.0), 16)
     assert weighted.team_shares["team-0"] == pytest.approx(0.25)
     assert weighted.jain_index == pytest.approx(1.0)
+
+
+def test_delivered_shares_over_the_run_the_contended_time_and_sliding_days() -> None:
+    day = 86400.0
+    records = [
+        # two days, both teams waiting throughout; team-1 (weight 3) gets 3 of every 4 CPUs
+        record("team-0/run", 0, 0, 2 * day, 4),
+        record("team-0/wait", 0, 2 * day, 2 * day + 10, 1),
+        record("team-1/run", 0, 0, 2 * day, 12),
+        record("team-1/wait", 0, 2 * day, 2 * day + 10, 1),
+        # then team-1 alone for a day: counted over the run, not when contended
+        record("team-1/alone", 2 * day, 2 * day, 3 * day, 16),
+    ]
+    got = delivered(records, 2, (1.0, 3.0))
+    assert got.contended_shares == {"team-0": pytest.approx(0.25), "team-1": pytest.approx(0.75)}
+    assert got.weighted_jain == pytest.approx(1.0)
+    assert got.run_shares["team-0"] == pytest.approx((8 + 10 / day) / (48 + 20 / day))
+    assert got.windows >= 4 and got.window_jain_min == pytest.approx(1.0)
+    assert got.p95_wait == {"team-0": 2 * day, "team-1": 2 * day}
+    equal = delivered(records, 2, (1.0, 1.0))
+    assert equal.weighted_jain == pytest.approx(1 / (2 * (0.5**2 + 1.5**2) / 4))
+
+
+def test_team_config_sets_the_half_life_or_turns_decay_off() -> None:
+    assert (
+        team_config(2, (1, 1), 16, 2**30, half_life=3600).spec.fair_sharing.usage_half_life == 3600
+    )
+    off = team_config(2, (1, 1), 16, 2**30, half_life=None).spec.fair_sharing
+    assert off.mode == "CurrentUsage"
 
 
 def test_reclaim_measures_borrowing_after_the_return() -> None:

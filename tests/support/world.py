@@ -8,7 +8,7 @@ from typing import Any
 
 from reconciler.shell.loop import Reconciler
 from reconciler.shell.raycluster.fake import FakeRay
-from specs.cluster import META_QUEUE, Capacity, RayJob
+from specs.cluster import META_QUEUE, Autoscaler, Capacity, RayJob
 from specs.settings import Settings
 from specs.store import TaskStore
 from tests.support.clock import DEFAULT_START, FakeClock
@@ -36,6 +36,7 @@ class World:
         settle_seconds: float = 0.0,
         start: float = DEFAULT_START,
         tick: float = 1.0,
+        autoscaler: Autoscaler | None = None,
         **settings: Any,
     ) -> World:
         """Reconciler, store and FakeRay all on one new FakeClock set to `start`; `settings`
@@ -46,7 +47,8 @@ class World:
         fields: dict[str, Any] = {"queue_id": "q-test", "api": False} | settings
         config = Settings(tasks_dir=tasks, **fields)
         store = TaskStore(tasks, config.status_dir, settle_seconds=settle_seconds, clock=clock)
-        return cls(tasks, fake, clock, Reconciler(config, store, fake, clock=clock), tick)
+        reconciler = Reconciler(config, store, fake, clock=clock, autoscaler=autoscaler)
+        return cls(tasks, fake, clock, reconciler, tick)
 
     def step(self, passes: int = 1, seconds: float | None = None) -> None:
         """`passes` reconcile passes, each `seconds` (by default `tick`) after the one before."""

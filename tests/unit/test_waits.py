@@ -7,6 +7,7 @@ import math
 import pytest
 
 from reconciler.core.waits import (
+    ArrayAtMaxParallel,
     AwaitingVictims,
     BehindReservation,
     BehindScaleUp,
@@ -19,8 +20,10 @@ from reconciler.core.waits import (
     OverQuota,
     PreemptedBy,
     Preempting,
+    QueueFull,
     QuotaShortfall,
     ReservedStart,
+    RunningLimit,
     ScaleUp,
     ScaleUpTimedOut,
     Shortfall,
@@ -76,9 +79,25 @@ ROWS = [
         "lendingLimits let them lend 1); it cannot start until the queue configuration changes",
     ),
     (
+        Waiting(RunningLimit("team-a", 3), 1, "team-a"),
+        Reason.MAX_RUNNING,
+        "team-a has 3 tasks starting or running, its maxRunning; 1 task ahead in team-a",
+    ),
+    (
+        Waiting(QueueFull("team-a", 5), queue="team-a"),
+        Reason.QUEUE_FULL,
+        "team-a is full: 5 tasks queued before it (maxQueued 5); this one is not counted until "
+        "some of them start",
+    ),
+    (
         Waiting(InflightLimit(), 0),
         Reason.INFLIGHT_LIMIT,
         "too many jobs starting at once; first in queue",
+    ),
+    (
+        Waiting(ArrayAtMaxParallel("team-a/sweep", 4)),
+        Reason.ARRAY_AT_MAX_PARALLEL,
+        "array team-a/sweep has 4 elements starting or running (maxParallel)",
     ),
     (
         Waiting(BehindTask("big"), 1, "team-a"),

@@ -19,7 +19,8 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
@@ -47,6 +48,15 @@ _LOCK_DIR = Path("/tmp/rq-ray-ports")
 # Set in the head's environment; every Ray process and job driver inherits it, even those
 # that Ray puts into sessions of their own, so stop() can find them all.
 _MARKER_ENV = "RAYQUEUE_LOCAL_HEAD"
+
+
+@dataclass(frozen=True)
+class _Extra:
+    """What an autoscaling head adds to a plain one (see LocalRayHead.start)."""
+
+    resources: dict[str, float]
+    autoscaling_config: Callable[[Path, Mapping[str, int]], Path] | None
+    env: dict[str, str]
 
 
 class LocalRayError(RuntimeError):
@@ -77,6 +87,13 @@ class LocalRayHead:
         return self._address
 
     @property
+    def gcs_address(self) -> str:
+        """host:port of the head's GCS (what Ray's autoscaler SDK and `ray start` take)."""
+        if self._address is None:
+            raise RuntimeError("the local Ray head is not running")
+        return f"127.0.0.1:{self.ports['port']}"
+
+    @property
     def pid(self) -> int | None:
         """Pid of `ray start`, which is also the id of the head's process group."""
         return self._proc.pid if self._proc is not None else None
@@ -96,13 +113,22 @@ class LocalRayHead:
         num_gpus: float | None = None,
         memory_bytes: int | None = None,
         timeout_seconds: float = 90,
+        resources: Mapping[str, float] | None = None,
+        autoscaling_config: Callable[[Path, Mapping[str, int]], Path] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> str:
-        """Start the head and wait until its jobs API answers; return the dashboard address."""
+        """Start the head and wait until its jobs API answers; return the dashboard address.
+
+        `autoscaling_config(temp_dir, ports)` writes the autoscaler's cluster config (it is
+        called once the temp dir and the ports are known) and returns its path: the head then
+        runs Ray's autoscaler (`ray start --autoscaling-config`). `env` is added to the
+        head's environment (e.g. RAY_FAKE_CLUSTER=1 for Ray's fake node provider)."""
         if self._proc is not None:
             raise RuntimeError("the local Ray head is already started")
         ray = self._find_ray()
+        extra = _Extra(dict(resources or {}), autoscaling_config, dict(env or {}))
         try:
-            self._start(ray, num_cpus, num_gpus, memory_bytes, timeout_seconds)
+            self._start(ray, num_cpus, num_gpus, memory_bytes, timeout_seconds, extra)
         except BaseException:
             self.stop(grace_seconds=2)
             raise
@@ -115,6 +141,7 @@ class LocalRayHead:
         num_gpus: float | None,
         memory_bytes: int | None,
         timeout_seconds: float,
+        extra: _Extra | None = None,
     ) -> None:
         deadline = time.monotonic() + timeout_seconds
         # Short path on purpose: Ray's unix socket paths live below it (~107-char limit).
@@ -153,6 +180,11 @@ class LocalRayHead:
         if memory_bytes is not None:
             # Hidden in `ray start --help`, but supported: bytes of memory for scheduling.
             cmd += ["--memory", str(int(memory_bytes))]
+        if extra is not None and extra.resources:
+            cmd += ["--resources", json.dumps(extra.resources)]
+        if extra is not None and extra.autoscaling_config is not None:
+            config = extra.autoscaling_config(self._temp_dir, dict(self.ports))
+            cmd += ["--autoscaling-config", str(config)]
 
         env = dict(os.environ)
         env["RAY_USAGE_STATS_ENABLED"] = "0"
@@ -166,6 +198,8 @@ class LocalRayHead:
         # The private head must not be steered towards another cluster by the caller's env.
         for name in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS"):
             env.pop(name, None)
+        if extra is not None:
+            env.update(extra.env)
 
         with open(self._log_path, "wb") as log:
             self._proc = subprocess.Popen(

@@ -1,0 +1,281 @@
+"""Fair share over time (issue 30): decayed usage, the share it gives, and where it is kept."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reconciler.core import queueing, usage
+from reconciler.core.fairshare import NO_LIMIT, QueueDemand, QueueQuota, admit
+from reconciler.core.policies import POLICIES, Candidate
+from reconciler.core.quotas import dominant_share
+from reconciler.shell.queuefile import QueueFile, UsageBook, read_status
+from specs.cluster import Capacity
+from specs.parse import SpecParseError, parse_queue_config
+
+HOUR = 3600.0
+WEEK = 168 * HOUR
+
+
+def cpu(n: float) -> Capacity:
+    return Capacity(n, 0, 0)
+
+
+# --- the arithmetic --------------------------------------------------------------------------
+
+
+def test_usage_halves_after_one_half_life_with_nothing_running() -> None:
+    assert usage.advance(cpu(1000), Capacity(), WEEK, WEEK).cpu == pytest.approx(500)
+
+
+def test_steady_use_tends_to_rate_times_tau_so_the_mean_rate_is_the_rate() -> None:
+    past = usage.advance(Capacity(), cpu(8), 50 * WEEK, WEEK)
+    assert past.cpu == pytest.approx(8 * WEEK / math.log(2))
+    assert usage.mean_rate(past, WEEK).cpu == pytest.approx(8)
+
+
+def test_advancing_in_steps_equals_advancing_at_once() -> None:
+    once = usage.advance(cpu(100), cpu(4), 10 * HOUR, WEEK)
+    stepped = cpu(100)
+    for _ in range(10):
+        stepped = usage.advance(stepped, cpu(4), HOUR, WEEK)
+    assert stepped.cpu == pytest.approx(once.cpu)
+    # short intervals: about rate x seconds, as the CPU-seconds definition says
+    assert usage.advance(Capacity(), cpu(4), 10.0, WEEK).cpu == pytest.approx(40, rel=1e-4)
+
+
+def test_a_clock_set_back_changes_nothing() -> None:
+    assert usage.advance(cpu(7), cpu(4), -5.0, WEEK) == cpu(7)
+
+
+def test_queues_no_longer_configured_are_forgotten() -> None:
+    out = usage.advance_all({"a": cpu(1), "gone": cpu(9)}, {}, 0.0, WEEK, ["a", "b"])
+    assert out == {"a": cpu(1), "b": Capacity()}
+
+
+# --- the share -------------------------------------------------------------------------------
+
+LEND = cpu(16)
+
+
+@pytest.mark.parametrize(
+    ("now", "nominal", "past", "weight", "expected"),
+    [
+        (cpu(4), cpu(0), None, 1.0, 4 / 16),  # no past: today's share
+        (cpu(4), cpu(0), cpu(4), 1.0, 8 / 16),  # past mean use adds to current use
+        (cpu(4), cpu(0), cpu(4), 2.0, 4 / 16),  # divided by the weight
+        (cpu(6), cpu(8), cpu(8), 1.0, 0.0),  # within nominal, now and in the past: 0
+        (cpu(10), cpu(8), cpu(12), 1.0, (2 + 4) / 16),  # only what is above nominal counts
+        (cpu(0), cpu(0), cpu(3), 1.0, 3 / 16),  # an idle queue that ran lately is not at 0
+    ],
+)
+def test_share_with_past_use(
+    now: Capacity, nominal: Capacity, past: Capacity | None, weight: float, expected: float
+) -> None:
+    assert dominant_share(now, nominal, LEND, weight, past).weighted == pytest.approx(expected)
+
+
+def _queue(name: str, past: Capacity | None, n: int = 4, weight: float = 1.0) -> QueueDemand:
+    quota = QueueQuota(name, Capacity(), NO_LIMIT, NO_LIMIT, weight)
+    tasks = [Candidate(f"{name}/{i}", cpu(1), 0) for i in range(n)]
+    return QueueDemand(quota, Capacity(), tasks, POLICIES["besteffort"], (), past)
+
+
+def _lender() -> QueueDemand:
+    quota = QueueQuota("default", cpu(16))
+    return QueueDemand(quota, Capacity(), [], POLICIES["besteffort"])
+
+
+def test_the_queue_that_ran_lately_waits_for_the_one_that_did_not() -> None:
+    # Today both hold nothing; a ran the cluster all night: b starts first, and gets more.
+    queues = [_queue("a", cpu(4), n=8), _queue("b", cpu(0), n=8), _lender()]
+    result = admit(cpu(16), cpu(6), queues, [], 0.0, 6, "none")
+    assert result.start[0] == "b/0"
+    # b takes 4 before a's 4 of past use is matched, then they alternate
+    assert sum(s.startswith("b/") for s in result.start) == 5
+    assert sum(s.startswith("a/") for s in result.start) == 1
+
+
+def test_current_usage_mode_ignores_the_past() -> None:
+    text = HEAD + "  queues:\n  - name: a\n  - name: b\n"
+    for mode, first in (("CurrentUsage", "a/0"), ("DecayedUsage", "b/0")):
+        config = parse_queue_config(text + f"  fairSharing:\n    mode: {mode}\n")
+        queue = [Candidate("a/0", cpu(1), 0), Candidate("b/0", cpu(1), 0)]
+        past = {"a": cpu(3600.0 * 1000)}
+        got = queueing.admit_by_queue(
+            config, cpu(16), cpu(16), queue, {}, [], 0.0, 1, POLICIES["besteffort"], past=past
+        )
+        assert got.start == [first], mode
+
+
+# The property: over random arrivals, the next start goes to the queue with the lowest
+# weighted decayed share (counting its pick) among the queues that can start one.
+
+
+@st.composite
+def arrivals(draw: st.DrawFn) -> tuple[list[QueueDemand], Capacity]:
+    n = draw(st.integers(2, 5))
+    queues = []
+    for k in range(n):
+        name = f"q{k}"
+        sizes = draw(st.lists(st.integers(1, 8), min_size=0, max_size=4))
+        tasks = [Candidate(f"{name}/{i}", cpu(s), 0) for i, s in enumerate(sizes)]
+        held = cpu(draw(st.integers(0, 8)))  # all held + free <= 64: the lender covers it
+        past = cpu(draw(st.floats(0, 64, allow_nan=False)))
+        weight = draw(st.sampled_from([0.5, 1.0, 2.0, 3.0]))
+        quota = QueueQuota(name, Capacity(), NO_LIMIT, NO_LIMIT, weight)
+        queues.append(QueueDemand(quota, held, tasks, POLICIES["besteffort"], (), past))
+    queues.append(QueueDemand(QueueQuota("default", cpu(64)), Capacity(), [], POLICIES["strict"]))
+    free = cpu(draw(st.integers(0, 16)))
+    return queues, free
+
+
+@settings(max_examples=300, deadline=None)
+@given(arrivals())
+def test_the_next_start_goes_to_the_lowest_weighted_decayed_share(
+    case: tuple[list[QueueDemand], Capacity],
+) -> None:
+    queues, free = case
+    result = admit(cpu(64), free, queues, [], 0.0, 1, "none")
+    lend = cpu(64)
+    could: dict[str, float] = {}
+    for q in queues:
+        pick = next((c for c in q.candidates if c.request.fits_in(free)), None)
+        if pick is None:
+            continue
+        usage_with_pick = q.usage + pick.request
+        share = dominant_share(usage_with_pick, q.quota.nominal, lend, q.quota.weight, q.past)
+        could[q.quota.name] = share.weighted
+    if not could:
+        assert result.start == []
+        return
+    assert len(result.start) == 1
+    chosen = result.start[0].split("/")[0]
+    assert could[chosen] == pytest.approx(min(could.values()))
+
+
+# --- configuration ---------------------------------------------------------------------------
+
+HEAD = "apiVersion: rayqueue/v1\nkind: QueueConfig\nspec:\n"
+
+
+def test_fair_sharing_defaults_on_with_a_week() -> None:
+    sharing = parse_queue_config(HEAD + "  queues: []\n").spec.fair_sharing
+    assert sharing.mode == "DecayedUsage" and sharing.usage_half_life == WEEK
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"), [("168h", WEEK), ("7d", WEEK), ("1h30m", 5400.0), ("90", 90.0)]
+)
+def test_half_life_durations(value: str, seconds: float) -> None:
+    text = HEAD + f"  fairSharing:\n    usageHalfLife: {value}\n"
+    assert parse_queue_config(text).spec.fair_sharing.usage_half_life == seconds
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ("  fairSharing:\n    usageHalfLife: 0h\n", "5:20: spec.fairSharing.usageHalfLife"),
+        ("  fairSharing:\n    usageHalfLife: -3\n", "5:20: spec.fairSharing.usageHalfLife"),
+        ("  fairSharing:\n    usageHalfLife: soon\n", "5:20: spec.fairSharing.usageHalfLife"),
+        ("  fairSharing:\n    mode: Off\n", "5:11: spec.fairSharing.mode"),
+        ("  queues:\n  - name: a\n    weight: 0\n", "6:13: spec.queues[0].weight"),
+        ("  queues:\n  - name: a\n    weight: -1\n", "6:13: spec.queues[0].weight"),
+    ],
+)
+def test_bad_fair_sharing_names_file_line_and_field(body: str, where: str) -> None:
+    with pytest.raises(SpecParseError) as caught:
+        parse_queue_config(HEAD + body)
+    assert f"_queues.yaml:{where}:" in str(caught.value)
+
+
+# --- kept across restarts --------------------------------------------------------------------
+
+CONFIG = HEAD + "  queues:\n  - name: a\n  - name: b\n"
+
+
+def _status(book: UsageBook, held: dict[str, Capacity]) -> dict[str, object]:
+    config = parse_queue_config(CONFIG)
+    states = {
+        name: queueing.fairshare.QueueState(
+            name, Capacity(), held.get(name, Capacity()), Capacity(), Capacity(), 0.0, ()
+        )
+        for name in config.queue_names()
+    }
+    return queueing.status_document(
+        queueing.ConfigState("_queues.yaml", True),
+        states,
+        {},
+        {},
+        None,
+        book.past,
+        book.at,
+        config.spec.fair_sharing,
+    )
+
+
+def test_a_restart_forgets_nothing(tmp_path: Path) -> None:
+    config = parse_queue_config(CONFIG)
+    book = UsageBook()
+    book.advance(1000.0, config)
+    book.observe({"a": cpu(8)})
+    book.advance(1000.0 + HOUR, config)  # a held 8 CPUs for an hour
+    book.observe({"a": cpu(8)})
+    files = QueueFile(tmp_path / "_queues.yaml")
+    assert files.write_status(_status(book, {"a": cpu(8)}))
+    # serve stops here; a runs on in Ray for another hour; serve starts again
+    again = UsageBook(read_status(files.status_path))
+    past = again.advance(1000.0 + 2 * HOUR, config)
+    assert past is not None
+    uninterrupted = usage.advance(Capacity(), cpu(8), 2 * HOUR, WEEK)
+    assert past["a"].cpu == pytest.approx(uninterrupted.cpu, rel=1e-6)
+    assert past["b"] == Capacity()
+
+
+def test_a_damaged_status_file_reads_as_nothing_remembered() -> None:
+    for document in (None, {"status": "x"}, {"status": {"queues": [{"name": "a", "usage": 5}]}}):
+        book = UsageBook(document)
+        assert book.past == {} and book.at is None
+    bad = {"status": {"queues": [{"name": "a", "decayedUsage": {"cpu": -5}}], "usageAt": "x"}}
+    assert UsageBook(bad).past == {}
+
+
+# --- limits per queue (maxRunning, maxQueued) ------------------------------------------------
+
+
+def test_max_running_stops_a_queue_without_holding_anything_for_it() -> None:
+    limited = QueueDemand(
+        QueueQuota("a", Capacity(), NO_LIMIT, NO_LIMIT, 1.0, max_running=3),
+        cpu(2),
+        [Candidate(f"a/{i}", cpu(1), 0) for i in range(5)],
+        POLICIES["strict"],
+        running=2,
+    )
+    other = _queue("b", None, n=3)
+    result = admit(cpu(16), cpu(14), [limited, other, _lender()], [], 0.0, 10, "strict")
+    assert [s for s in result.start if s.startswith("a/")] == ["a/0"]  # 2 running + 1 = 3
+    assert sum(s.startswith("b/") for s in result.start) == 3
+    waiting = result.waiting["a/2"]
+    assert waiting.reason.value == "MaxRunning" and waiting.ahead == 1
+
+
+def test_max_queued_counts_the_first_to_arrive_whatever_their_priority() -> None:
+    config = parse_queue_config(HEAD + "  queues:\n  - name: a\n    maxQueued: 2\n  - name: b\n")
+    arrivals = [(5.0, "a/new-urgent"), (1.0, "a/old"), (2.0, "a/older2"), (3.0, "b/x")]
+    full = queueing.queue_full(config, arrivals)
+    assert set(full) == {"a/new-urgent"}
+    assert full["a/new-urgent"].reason.value == "QueueFull"
+
+
+def test_limits_are_checked() -> None:
+    for body, where in (
+        ("  queues:\n  - name: a\n    maxRunning: 0\n", "6:17: spec.queues[0].maxRunning"),
+        ("  queues:\n  - name: a\n    maxQueued: -1\n", "6:16: spec.queues[0].maxQueued"),
+    ):
+        with pytest.raises(SpecParseError) as caught:
+            parse_queue_config(HEAD + body)
+        assert f"_queues.yaml:{where}:" in str(caught.value)
