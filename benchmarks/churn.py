@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import common
-from benchmarks.common import spec_text, table, write_before_start
+from benchmarks.common import save, spec_text, table, write_before_start
 from reconciler.app.assembly import start_watcher
 from reconciler.app.runtime import tune_gc
 from reconciler.shell.raycluster.fake import FakeRay
@@ -91,13 +91,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 50000])
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--out", type=Path, default=None, help="JSON result file")
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="rq-bench-churn-") as tmp:
         for size in args.sizes:
             rows.append(measure(size, Path(tmp), args.profile))
+            print(rows[-1], flush=True)  # a long run's sizes, one by one
     header = list(rows[0])
     print(table("cost that follows change", header, [[r[h] for h in header] for r in rows]))
+    print(f"results: {save('churn', {'rows': rows}, args.out)}")
 
 
 if __name__ == "__main__":
