@@ -189,6 +189,7 @@ class PassState:
     scale_demand: list[str] = field(default_factory=list)  # tasks that wait for new nodes
     # _queues.yaml's error (file:line:col: field: message) while no configuration is in force
     queue_error: str | None = None
+    order: dict[str, list[str]] = field(default_factory=dict)  # waiting, per queue, in order
 
     @property
     def stamp(self) -> datetime:
@@ -430,6 +431,7 @@ def _summary(ctx: PassState) -> Summary:
         starting=phases.count(Phase.STARTING),
         running=phases.count(Phase.RUNNING),
         queues=ctx.queue_admission,
+        order=ctx.order,
     )
 
 
