@@ -382,6 +382,8 @@ class Reason(StrEnum):
     TOO_MANY_DELETIONS = "TooManyDeletions"
     # a transition the state machine refuses: a bug, logged; the task keeps its status
     ILLEGAL_TRANSITION = "IllegalTransition"
+    # _queues.yaml is invalid and none was ever valid: every task is in one default queue
+    QUEUE_CONFIG_INVALID = "QueueConfigInvalid"
 
 
 def read_reason(text: str | None) -> Reason | None:
@@ -399,6 +401,7 @@ class ConditionType(StrEnum):
     SPEC_INVALID = "SpecInvalid"
     CLUSTER_UNAVAILABLE = "ClusterUnavailable"
     PREEMPTED = "Preempted"
+    QUEUE_CONFIG_INVALID = "QueueConfigInvalid"
 
 
 class Condition(_Model):

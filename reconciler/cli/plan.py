@@ -90,7 +90,15 @@ def run(args: argparse.Namespace) -> int:
     if loaded.state is not None and not loaded.state.valid:
         print(f"warning: {queues.path} is invalid: {loaded.state.error}", file=sys.stderr)
     now = datetime.now(UTC)
-    result = planner.plan(specs, statuses, observed, now, options, queues=loaded.config)
+    result = planner.plan(
+        specs,
+        statuses,
+        observed,
+        now,
+        options,
+        queues=loaded.config,
+        queue_error=loaded.error_without_config,
+    )
 
     mode = f", preemption {options.preemption}" if options.preemption != "Never" else ""
     if mode and options.preemption_min_preemptor_priority:

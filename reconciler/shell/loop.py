@@ -475,6 +475,7 @@ class Reconciler:
             queues=queues.config,
             usage=self.usage.advance(now.timestamp(), queues.config),
             versions=versions,
+            queue_error=queues.error_without_config,
         )
         if plan.summary is not None and plan.summary.queues is not None:
             self.usage.observe({n: s.usage for n, s in plan.summary.queues.states.items()})

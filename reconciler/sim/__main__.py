@@ -43,7 +43,7 @@ from reconciler.sim.workload import (
 )
 from specs.cluster import Capacity, NodeType
 from specs.parse import SpecParseError, parse_queue_config
-from specs.queues import DEFAULT_HALF_LIFE, QueueConfig, parse_duration
+from specs.queues import DEFAULT_HALF_LIFE, QueueConfig, parse_capacity, parse_duration
 from specs.settings import PlanOptions
 
 URGENT_TIER_TEXT = "13,13,13,13,13,13,12,5,3,2"
@@ -196,6 +196,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--autoscale: the --queues file's cluster: nodeTypes",
     )
     p.add_argument(
+        "--max-capacity",
+        type=_capacity,
+        default=None,
+        metavar="cpu=N,gpu=N,memory=Q",
+        help="--autoscale: a budget that lowers the ceiling rayqueue plans with, as serve's "
+        "flag (a resource left out is 0); with the --queues file's cluster: maxCapacity, the "
+        "smaller holds. Ray's autoscaler does not know it",
+    )
+    p.add_argument(
         "--head-cpu",
         type=float,
         default=0.0,
@@ -232,6 +241,20 @@ def _factor(text: str) -> tuple[float, float]:
     if not 1 <= bounds[0] <= bounds[1]:
         raise argparse.ArgumentTypeError("need 1 <= LOW <= HIGH: a job must end within its bound")
     return bounds
+
+
+def _smaller(a: Capacity | None, b: Capacity | None) -> Capacity | None:
+    """The smaller per resource of two budgets, either of which may be absent."""
+    if a is None or b is None:
+        return a if b is None else b
+    return Capacity(min(a.cpu, b.cpu), min(a.gpu, b.gpu), min(a.memory, b.memory))
+
+
+def _capacity(text: str) -> Capacity:
+    try:
+        return parse_capacity(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _node_type(text: str) -> NodeType:
@@ -532,6 +555,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     model: NodeModel | None = None
     if args.autoscale and not args.node_type and queues is not None and queues.spec.cluster:
         args.node_type = list(queues.spec.cluster.node_type_values())  # the file's cluster:
+    budget = args.max_capacity
+    if args.autoscale and queues is not None and queues.spec.cluster:
+        budget = _smaller(budget, queues.spec.cluster.max_capacity_value())
+    if args.max_capacity is not None and not args.autoscale:
+        print("--max-capacity needs --autoscale")
+        return 2
     if args.autoscale or args.node_type:
         if not (args.autoscale and args.node_type) or args.teams > 0:
             print(
@@ -546,7 +575,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"--node-type names must differ (got {', '.join(names)})")
             return 2
         head = Capacity(args.head_cpu, 0.0, args.head_cpu * MEMORY_PER_CPU)
-        model = NodeModel(tuple(args.node_type), head, args.launch_delay, args.idle_timeout)
+        model = NodeModel(tuple(args.node_type), head, args.launch_delay, args.idle_timeout, budget)
         args.capacity = int(model.ceiling.cpu)  # the static cluster is the ceiling
     loads = {
         name: mark_resumable(jobs, args.resumable_fraction, args.seed)
@@ -654,6 +683,8 @@ def _compare(
         rows = [_autoscale_run(run) for run in runs]
     per = 2 * len(policies) + 1
     types = ", ".join(f"{t.name} {t.resources.cpu:g} CPU x {t.max_count}" for t in model.node_types)
+    if model.max_capacity is not None:
+        types += f"; budget {model.max_capacity.cpu:g} CPU"
     results: dict[str, object] = {}
     for index, (name, jobs) in enumerate(loads.items()):
         title = (
@@ -669,6 +700,7 @@ def _compare(
         report = {
             "seed": args.seed,
             "node_types": [asdict(t) for t in model.node_types],
+            "max_capacity": None if model.max_capacity is None else asdict(model.max_capacity),
             "head_cpu": model.head.cpu,
             "launch_delay": model.launch_delay,
             "idle_timeout": model.idle_timeout,
