@@ -28,6 +28,8 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "scale": ([], ["--sizes", "100", "1000", "--serve-window", "10"]),
     "history": ([], ["--history", "0", "1000"]),
     "gitrev": ([], ["--size", "100"]),
+    "arrays": ([], ["--size", "1000"]),
+    "arrays_head": ([], ["--size", "20"]),
 }
 
 
