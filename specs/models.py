@@ -425,7 +425,10 @@ class TaskStatusBody(_Model):
     reason: str | None = None
     message: str | None = None
     queue: str | None = None  # the team queue, when _queues.yaml configures queues
-    queue_position: int | None = None
+    queue_position: int | None = None  # exact for the first exact_queue_positions of a queue
+    # Beyond them, a bucket such as ">1000" (docs/scheduling.md, "Queue positions"): a start at
+    # the head then rewrites the few sidecars whose bucket changes, not every waiting one.
+    queue_position_bucket: str | None = None
     estimated_start_at: Timestamp | None = None
     uid: str | None = None  # fixed at first sight; keeps ids unique if a task is re-created
     run: int = 0  # runs started so far; part of each run's submission id

@@ -276,6 +276,20 @@ class PlannerSettings:
     """How long a task waits WaitingForScaleUp; then ScaleUpTimeout, and it asks for no nodes
     for as long again, so one impossible request does not keep nodes up."""
 
+    exact_queue_positions: int = field(
+        default=100,
+        metadata=knob(
+            "waiting tasks of each queue whose sidecar shows an exact queuePosition, message "
+            "and estimatedStartAt (default 100); those behind show a bucket such as >1000",
+            commands=LOOP,
+            minimum=1,
+            group="planner",
+        ),
+    )
+    """Beyond these places a sidecar shows `queuePositionBucket` (">100", ">1000", ...) and a
+    message without the moving parts, so a start at the head rewrites about this many sidecars
+    rather than every waiting one (docs/scheduling.md, "Queue positions")."""
+
     lost_grace_seconds: float = field(
         default=60.0,
         metadata=knob(

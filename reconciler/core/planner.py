@@ -187,6 +187,7 @@ class PassState:
     gated: bool = False  # some queued task has dependencies or sits in a cycle
     until: float = math.inf  # the latest `now` at which each time-dependent answer still holds
     scale_demand: list[str] = field(default_factory=list)  # tasks that wait for new nodes
+    order: dict[str, list[str]] = field(default_factory=dict)  # waiting, per queue, in order
 
     @property
     def stamp(self) -> datetime:
@@ -408,6 +409,7 @@ def _summary(ctx: PassState) -> Summary:
         starting=phases.count(Phase.STARTING),
         running=phases.count(Phase.RUNNING),
         queues=ctx.queue_admission,
+        order=ctx.order,
     )
 
 

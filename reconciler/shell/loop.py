@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -78,6 +78,9 @@ class LoopState:
     queues: dict[str, object] | None = None  # the latest _queues.status.yaml document
     # Ray's jobs as last listed: the API refuses an explicit submission id one of them holds.
     jobs: Mapping[str, RayJob] | None = None
+    # The last plan's waiting tasks per queue ("" without queues), in place order: the API's
+    # exact queue positions, which sidecars show only for the first few (issue 27).
+    queue_order: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 
 def plan_options(settings: Settings) -> PlanOptions:
@@ -809,6 +812,7 @@ class Reconciler:
         if summary is None:
             return
         self.state.used = summary.used
+        self.state.queue_order = summary.order
         self.state.queued, self.state.starting, self.state.running = (
             summary.queued,
             summary.starting,
