@@ -30,6 +30,8 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "gitrev": ([], ["--size", "100"]),
     "parsing": ([], ["--count", "200", "--rounds", "2"]),
     "churn": ([], ["--sizes", "1000"]),
+    "arrays": ([], ["--size", "1000"]),
+    "arrays_head": ([], ["--size", "20"]),
 }
 
 

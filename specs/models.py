@@ -117,9 +117,11 @@ class Metadata(_Model):
     annotations: dict[str, str] = Field(default_factory=dict)
 
 
-# The most elements an array may expand to (issue 28). One array's status sidecar stays under
-# 1 MB at this size.
+# The default of the most elements an array may expand to (issue 28; the setting
+# max_array_elements, RAYQUEUE_MAX_ARRAY_ELEMENTS). One array's status sidecar stays under 1 MB
+# at this size. The parser checks it (specs/parse.py), since the limit is a setting.
 MAX_ARRAY_ELEMENTS: Final = 10_000
+ARRAY_LIMIT_VAR: Final = "RAYQUEUE_MAX_ARRAY_ELEMENTS"
 ARRAY_SIZE_VAR: Final = "RAYQUEUE_ARRAY_SIZE"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ArrayValue = str | int | float | bool
@@ -177,8 +179,6 @@ class ArraySpec(_Model):
         if len(given) != 1:
             shown = " and ".join(given) if given else "none"
             raise ValueError(f"give exactly one of matrix, count and values (got {shown})")
-        if self.size > MAX_ARRAY_ELEMENTS:
-            raise ValueError(f"has {self.size} elements; the limit is {MAX_ARRAY_ELEMENTS}")
         return self
 
     @property

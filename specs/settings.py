@@ -26,6 +26,7 @@ from pathlib import Path
 from types import NoneType, UnionType
 
 from specs.cluster import Capacity
+from specs.models import MAX_ARRAY_ELEMENTS
 from specs.queues import parse_capacity
 
 DEFAULT_PORT = 8264  # the old scheduler's port, kept so old clients need no change
@@ -529,6 +530,12 @@ class Settings(PlannerSettings):
 
     log_tail_lines: int = field(default=50, metadata=knob(minimum=0))
     """Lines of a failed job's log kept in its status."""
+
+    max_array_elements: int = field(
+        default=MAX_ARRAY_ELEMENTS, metadata=knob(minimum=1, commands=(*LOOP, "validate"))
+    )
+    """An array task of more elements than this is Invalid (read by serve, plan, validate and
+    the API: every parse of a spec)."""
 
     local_num_cpus: float | None = field(
         default=None,

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from specs import arrays, arraystatus
 from specs.atomic import write_atomic
-from specs.models import Task, TaskStatus
+from specs.models import MAX_ARRAY_ELEMENTS, Task, TaskStatus
 from specs.parse import (
     MAX_FILE_BYTES,
     Problem,
@@ -178,8 +178,11 @@ class TaskStore:
         settle_seconds: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
         check: Callable[[str, Task], Sequence[Problem]] | None = None,
+        max_array_elements: int = MAX_ARRAY_ELEMENTS,
     ) -> None:
         self.root = Path(root)
+        # The setting max_array_elements: a larger array reads as Invalid.
+        self.max_array_elements = max_array_elements
         # What a spec must also pass beyond its own file (runtimeEnv paths: runtimepaths.py),
         # given its task name; checked whenever the file is (re)read.
         self.check = check
@@ -932,7 +935,12 @@ class TaskStore:
         try:
             check = None if self.check is None else functools.partial(self.check, name)
             task: Task | None = parse_task(
-                data, file=rel, expected_name=stem, task_name=name, check=check
+                data,
+                file=rel,
+                expected_name=stem,
+                task_name=name,
+                check=check,
+                max_array_elements=self.max_array_elements,
             )
             error = None
         except SpecParseError as exc:

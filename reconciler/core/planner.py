@@ -96,9 +96,9 @@ class Plan:
     timeouts: Sequence[TimeOut] = field(default_factory=list)
     preemptions: Sequence[Preemption] = field(default_factory=list)
     delete_statuses: Sequence[str] = field(default_factory=list)
-    fetch_logs: Sequence[str] = field(
-        default_factory=list
-    )  # tasks whose failed run needs a logTail
+    # task -> the submission id of its run that failed this pass, whose log tail it needs (the
+    # status may already name a retry's new run)
+    fetch_logs: Mapping[str, str] = field(default_factory=dict)
     deletes: Sequence[str] = field(default_factory=list)  # finished jobs to drop from Ray's history
     events: Sequence[Event] = field(default_factory=list)
     refused_deletions: RefusedDeletions | None = None
@@ -136,7 +136,7 @@ class _Draft:
     timeouts: list[TimeOut] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
     delete_statuses: list[str] = field(default_factory=list)
-    fetch_logs: list[str] = field(default_factory=list)
+    fetch_logs: dict[str, str] = field(default_factory=dict)
     deletes: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     refused_deletions: RefusedDeletions | None = None
@@ -273,8 +273,8 @@ def merge(ctx: PassState, name: str, result: TaskResult) -> None:
         ctx.plan.submits.extend(result.submits)
     if result.timeouts:
         ctx.plan.timeouts.extend(result.timeouts)
-    if result.fetch_log:
-        ctx.plan.fetch_logs.append(name)
+    if result.fetch_log is not None:
+        ctx.plan.fetch_logs[name] = result.fetch_log
     in_use = result.in_use
     if in_use is not None:
         ctx.kept_jobs.add(in_use.submission_id)

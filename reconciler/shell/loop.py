@@ -670,13 +670,13 @@ class Reconciler:
 
     def _with_log_tails(self, plan: Plan) -> Plan:
         """The plan, with the log tail of each failed run it names (a new value: the log is
-        Ray's to give, after planning)."""
+        Ray's to give, after planning). The log is the failed run's, by the id the plan gives,
+        not the status's: a retry queued in this pass has none yet, and one resubmitted in this
+        pass already names its new run. Either keeps the failed run's tail on show (a retry
+        admitted in a later pass clears it, lifecycle.admit)."""
         tails: dict[str, TaskStatus] = {}
-        for name in plan.fetch_logs:
+        for name, sid in plan.fetch_logs.items():
             status = plan.statuses[name]
-            sid = status.status.submission_id
-            if not sid:
-                continue
             try:
                 text = tail(self.ray.logs(sid), self.settings.log_tail_lines)
             except RayError as exc:

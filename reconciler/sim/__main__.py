@@ -5,6 +5,7 @@ python -m reconciler.sim --trace lublin_256.swf            # trace prefix + synt
 python -m reconciler.sim --workload synthetic --jobs 500 --policies strict,backfill
 python -m reconciler.sim --teams 4 --weights 1,1,1,3   # team folders with fair-share queues
 python -m reconciler.sim --queues _queues.yaml --resumable-fraction 0.5  # a queue file, as serve
+python -m reconciler.sim --teams 2 --preemption LowerPriority --array-fraction 0.1 --array-size 20
 python -m reconciler.sim --autoscale --node-type worker:cpu=32,max=8 --trace lublin_256.swf
 """
 
@@ -36,6 +37,7 @@ from reconciler.sim.workload import (
     PRIORITIES,
     TIMEOUT_FACTOR,
     Job,
+    make_arrays,
     mark_resumable,
     offered_load,
     read_swf,
@@ -181,6 +183,24 @@ def build_parser() -> argparse.ArgumentParser:
         "loses only its grace period (default 0)",
     )
     p.add_argument(
+        "--array-fraction",
+        type=_fraction,
+        default=0.0,
+        metavar="F",
+        help="each job becomes a task array with probability F (seeded by --seed): "
+        "--array-size copies of it, elements NAME[i] (default 0)",
+    )
+    p.add_argument(
+        "--array-size", type=_positive, default=10, metavar="N", help="elements per array (10)"
+    )
+    p.add_argument(
+        "--array-max-parallel",
+        type=_positive,
+        default=None,
+        metavar="M",
+        help="each array's maxParallel (default: its size, no cap)",
+    )
+    p.add_argument(
         "--autoscale",
         action="store_true",
         help="compare a static cluster at the ceiling, rayqueue on an autoscaling cluster and "
@@ -287,6 +307,16 @@ PREEMPTION_FLAGS: tuple[tuple[str, str, object], ...] = (
         _DEFAULTS.preemption_min_preemptor_priority,
     ),
 )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of at least 1 (got {text!r})")
+    return value
 
 
 def _priority(text: str) -> int:
@@ -604,6 +634,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 name: team_split.drop_until(jobs, idle, args.idle_team_until)
                 for name, jobs in loads.items()
             }
+    if args.array_fraction > 0:
+        # After the split into teams or queues: an array's elements stay in one folder.
+        loads = {
+            name: make_arrays(
+                jobs, args.array_fraction, args.array_size, args.array_max_parallel, args.seed
+            )
+            for name, jobs in loads.items()
+        }
     options = PlanOptions(
         preemption=args.preemption,
         preemption_grace_seconds=args.grace,
@@ -640,6 +678,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "teams": None if teams is None else asdict(teams),
         "queues": None if args.queues is None else str(args.queues),
         "resumable_fraction": args.resumable_fraction,
+        "array_fraction": args.array_fraction,
+        "array_size": args.array_size,
+        "array_max_parallel": args.array_max_parallel,
         "preemption": args.preemption,
         "grace_seconds": args.grace,
         "min_runtime_seconds": args.min_runtime,

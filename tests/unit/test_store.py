@@ -81,9 +81,17 @@ def count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         expected_name: str | None = None,
         task_name: str | None = None,
         check: Any = None,
+        max_array_elements: int = 10_000,
     ) -> Task:
         calls.append(file)
-        return real(text, file=file, expected_name=expected_name, task_name=task_name, check=check)
+        return real(
+            text,
+            file=file,
+            expected_name=expected_name,
+            task_name=task_name,
+            check=check,
+            max_array_elements=max_array_elements,
+        )
 
     monkeypatch.setattr(store, "parse_task", counting)
     return calls
