@@ -22,6 +22,7 @@ from specs.quantity import QuantityError, parse_memory
 CONFIG_FILE = "_queues.yaml"
 STATUS_FILE = "_queues.status.yaml"
 DEFAULT_QUEUE = "default"
+DEFAULT_QUEUE_DEPTH = 3  # levels of nested queues (RAYQUEUE_QUEUE_DEPTH)
 RESERVED_PREFIX = "_"
 """File names starting with this are configuration, never tasks."""
 
