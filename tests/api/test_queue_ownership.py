@@ -115,3 +115,29 @@ def test_a_queue_file_is_checked_as_the_loop_reads_it(client: TestClient, tasks_
 def test_a_scoped_admins_reach(folders: tuple[str, ...], name: str, expected: bool) -> None:
     assert Principal("p", Role.ADMIN, folders).can_write(name) is expected
     assert Principal("w", Role.WRITE, folders).can_write("team-a/_queues.yaml") is False
+
+
+def test_queues_lists_the_tree_and_a_parents_max_queued_bounds_its_sub_queues(
+    client: TestClient, tasks_dir: Path
+) -> None:
+    status = {
+        "apiVersion": "rayqueue/v1",
+        "kind": "QueueStatus",
+        "status": {
+            "config": {"file": "_queues.yaml", "valid": True, "inForce": True},
+            "queues": [
+                {"name": "team-a", "pending": 2, "maxQueued": 2},
+                {"name": "team-a/x", "parent": "team-a", "pending": 0},
+                {"name": "default", "pending": 0},
+            ],
+        },
+    }
+    (tasks_dir / "_queues.status.yaml").write_text(yaml.safe_dump(status))
+    items = client.get("/queues", headers=auth("platform")).json()["items"]
+    assert [(q["name"], q.get("parent")) for q in items] == [
+        ("team-a", None),
+        ("team-a/x", "team-a"),
+        ("default", None),
+    ]
+    full = client.put("/tasks/team-a/x/new", json=task_json(), headers=auth("team-a-ci"))
+    assert full.status_code == 429 and "queue team-a is full" in full.text

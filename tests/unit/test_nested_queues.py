@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from reconciler.core import queueing
 from reconciler.core.policies import POLICIES, Candidate
-from reconciler.core.waits import RunningLimit
+from reconciler.core.waits import QueueFull, RunningLimit
 from specs.cluster import Capacity
 from specs.parse import parse_queue_config
 from specs.queues import QueueConfig
@@ -149,3 +149,22 @@ def test_the_default_queue_gets_what_top_queues_leave_not_counting_sub_queues_tw
     result, _ = admit(config(TWO_TEAMS.replace("BORROW", "0")), [])
     assert result.states["default"].nominal == Capacity(0, 0, 0)
     assert result.oversubscribed is None
+
+
+def test_a_parents_max_queued_counts_its_sub_queues_tasks() -> None:
+    cfg = config(
+        """\
+  queues:
+    - name: team-a
+      maxQueued: 3
+    - name: team-a/x
+    - name: team-a/y
+      maxQueued: 1
+"""
+    )
+    arrivals = [(1.0, "team-a/y/a"), (2.0, "team-a/y/b"), (3.0, "team-a/x/c"), (4.0, "team-a/x/d")]
+    arrivals += [(5.0, "team-a/e")]
+    full = queueing.queue_full(cfg, arrivals)
+    assert sorted(full) == ["team-a/e", "team-a/y/b"]  # y's own limit, then team-a's 3
+    assert full["team-a/y/b"].lacks == QueueFull("team-a/y", 1)
+    assert full["team-a/e"].lacks == QueueFull("team-a", 3)
