@@ -241,11 +241,11 @@ class _Pass:
         # What shares are measured against, per set of siblings: the top queues, and each
         # divided queue's sub-queues (the same formula at every level).
         self.lend = lendable(q.quota for q in self.queues)
-        self.lend_in = {
-            id(node): lendable(c.quota for c in node.children)
-            for node in _walk(self.queues)
-            if node.children
-        }
+        self.lend_in: dict[int, Capacity] = {}
+        for node in _walk(self.queues):
+            if node.children:  # what its sub-queues may borrow: between them, and from above
+                above = pos(self._ceiling(node)[0] - node.quota.nominal)
+                self.lend_in[id(node)] = lendable(c.quota for c in node.children) + above
         self.result = FairAdmission()
         self.unfit: dict[str, Waiting] = {}
         self.reservation = reservation

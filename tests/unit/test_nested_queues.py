@@ -168,3 +168,20 @@ def test_a_parents_max_queued_counts_its_sub_queues_tasks() -> None:
     assert sorted(full) == ["team-a/e", "team-a/y/b"]  # y's own limit, then team-a's 3
     assert full["team-a/y/b"].lacks == QueueFull("team-a/y", 1)
     assert full["team-a/e"].lacks == QueueFull("team-a", 3)
+
+
+def test_siblings_share_by_weight_when_their_parent_only_borrows() -> None:
+    # Pure sharing: team-a holds no quota, so everything its users get is borrowed from the
+    # default queue's idle 16 CPUs; the users' weights still divide it.
+    cfg = config(
+        """\
+  queues:
+    - name: team-a
+    - name: team-a/x
+      weight: 1
+    - name: team-a/y
+      weight: 3
+"""
+    )
+    _, counts = admit(cfg, flood("team-a/x", 20) + flood("team-a/y", 20))
+    assert counts == {"team-a/x": 4, "team-a/y": 12}
