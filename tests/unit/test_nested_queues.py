@@ -6,7 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from reconciler.core import queueing
+from reconciler.core.fairshare import QueueState
 from reconciler.core.policies import POLICIES, Candidate
+from reconciler.core.preemption import _loads
+from reconciler.core.victims import QueueLoad
 from reconciler.core.waits import QueueFull, RunningLimit
 from specs.cluster import Capacity
 from specs.parse import parse_queue_config
@@ -185,3 +188,40 @@ def test_siblings_share_by_weight_when_their_parent_only_borrows() -> None:
     )
     _, counts = admit(cfg, flood("team-a/x", 20) + flood("team-a/y", 20))
     assert counts == {"team-a/x": 4, "team-a/y": 12}
+
+
+def _state(name: str, nominal: float, used: float, parent: str | None = None) -> QueueState:
+    return QueueState(
+        name,
+        Capacity(nominal, 0, 0),
+        Capacity(used, 0, 0),
+        Capacity(max(0.0, used - nominal), 0, 0),
+        Capacity(),
+        0.0,
+        (),
+        parent=parent,
+    )
+
+
+def test_reclaim_between_nested_queues_is_judged_where_the_branches_meet() -> None:
+    states = {
+        "team-a": _state("team-a", 8, 8),
+        "team-a/x": _state("team-a/x", 4, 0, "team-a"),
+        "team-a/y": _state("team-a/y", 4, 8, "team-a"),  # borrows x's idle quota
+        "team-b": _state("team-b", 8, 8),
+        "team-b/z": _state("team-b/z", 2, 8, "team-b"),  # borrows within team-b only
+    }
+    usage = {name: s.usage for name, s in states.items()}
+    loads = _loads(states, usage, dict(usage), "team-a/x", Capacity(1, 0, 0))
+    # Its sibling y borrows from x: reclaimable, by y's own quota.
+    assert loads["team-a/y"] == QueueLoad(Capacity(4, 0, 0), Capacity(8, 0, 0))
+    # z borrows only within team-b, and team-a is not below its nominal: team-b is not a lender
+    # to take back from. Judged as team-b (at nominal), never as z (above its own).
+    assert "team-b/z" not in loads
+    assert "team-a" not in loads  # its own parent is never a victim queue
+    # With team-a below its nominal, team-b's side is judged as team-b: it borrows nothing.
+    states["team-a/y"] = _state("team-a/y", 4, 2, "team-a")
+    states["team-a"] = _state("team-a", 8, 2)
+    usage = {name: s.usage for name, s in states.items()}
+    loads = _loads(states, usage, dict(usage), "team-a/x", Capacity(1, 0, 0))
+    assert loads["team-b/z"] == QueueLoad(Capacity(8, 0, 0), Capacity(8, 0, 0))
