@@ -406,7 +406,10 @@ def _run(job: Run) -> Metrics:
             teams.count, teams.users, teams.weights, teams.user_weights
         )
         users = team_split.delivered_by(result.records, due, team_split.user_of)
-        metrics = replace(metrics, users=asdict(users))
+        within = team_split.within_teams(
+            result.records, teams.count, teams.users, teams.user_weights
+        )
+        metrics = replace(metrics, users={**asdict(users), "within_teams": within})
     if teams.idle_until is not None:
         back = team_split.reclaim(
             result.records,
@@ -480,10 +483,18 @@ def _user_lines(users: dict[str, object]) -> list[str]:
         for user, value in run.items()
     )
     jain = users["weighted_jain"]
-    assert isinstance(jain, float)
+    teams = users["within_teams"]
+    assert isinstance(jain, float) and isinstance(teams, dict)
+    split = "; ".join(
+        f"{team} "
+        + " / ".join(f"{v:.3f}" for v in got["contended_shares"].values())
+        + f" (Jain {got['weighted_jain']:.3f}, {duration(got['contended_seconds'])})"
+        for team, got in teams.items()
+    )
     return [
         f"  users' share of delivered CPU-hours, run: {within}",
         f"  users' weighted Jain (every user waiting; due: team share x user share) {jain:.3f}",
+        f"  users within each team, while all its users had work waiting: {split}",
     ]
 
 

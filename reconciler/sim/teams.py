@@ -128,6 +128,47 @@ def team_config(
     )
 
 
+def within_teams(
+    records: Sequence[JobRecord], teams: int, users: int, user_weights: Sequence[float]
+) -> dict[str, dict[str, object]]:
+    """Per team: its users' shares of the team's delivered CPU-hours over the seconds in which
+    every one of its users had work waiting, the weighted Jain index of those shares against
+    the user weights, and how many such seconds there were."""
+    result: dict[str, dict[str, object]] = {}
+    for k in range(teams):
+        team = team_name(k)
+        mine = [r for r in records if team_of(r.job.name) == team]
+        due = {user_name(k, j): user_weights[j] / sum(user_weights) for j in range(users)}
+        got = delivered_by(mine, due, user_of)
+        seconds = _contended_seconds(mine, list(due), user_of)
+        result[team] = {
+            "contended_shares": got.contended_shares,
+            "weighted_jain": got.weighted_jain,
+            "contended_seconds": seconds,
+        }
+    return result
+
+
+def _contended_seconds(
+    records: Sequence[JobRecord], names: Sequence[str], owner_of: Callable[[str], str]
+) -> float:
+    deltas: list[tuple[float, str, int]] = []
+    for record in records:
+        owner, arrival = owner_of(record.job.name), record.job.arrival
+        if record.start is None:
+            deltas.append((arrival, owner, 1))
+        elif record.start > arrival:
+            deltas += [(arrival, owner, 1), (record.start, owner, -1)]
+    deltas.sort(key=lambda d: d[0])
+    waiting = dict.fromkeys(names, 0)
+    total = 0.0
+    for index, (at, owner, change) in enumerate(deltas):
+        waiting[owner] += change
+        if index + 1 < len(deltas) and all(waiting[n] > 0 for n in names):
+            total += deltas[index + 1][0] - at
+    return total
+
+
 @dataclass(frozen=True)
 class Fairness:
     jain_index: float  # of the teams' weight-normalised shares; 1 is perfectly fair

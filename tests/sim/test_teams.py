@@ -148,3 +148,21 @@ def test_delivered_by_user_measures_against_the_users_due_shares() -> None:
         "team-0/user-1": pytest.approx(0.75),
     }
     assert got.weighted_jain == pytest.approx(1.0)
+
+
+def test_within_teams_splits_each_team_among_its_users_while_all_of_them_wait() -> None:
+    from reconciler.sim.teams import within_teams
+
+    records = [
+        record("team-0/user-0/a", 0, 0, 100, 1),
+        record("team-0/user-0/w", 0, 100, 110, 1),
+        record("team-0/user-1/a", 0, 0, 100, 3),
+        record("team-0/user-1/w", 0, 100, 110, 1),
+    ]
+    got = within_teams(records, 1, 2, (1, 3))["team-0"]
+    assert got["contended_shares"] == {
+        "team-0/user-0": pytest.approx(0.25),
+        "team-0/user-1": pytest.approx(0.75),
+    }
+    assert got["weighted_jain"] == pytest.approx(1.0)
+    assert got["contended_seconds"] == pytest.approx(100)
