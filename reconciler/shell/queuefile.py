@@ -20,6 +20,7 @@ from specs.atomic import write_atomic
 from specs.cluster import Capacity
 from specs.parse import (
     MAX_FILE_BYTES,
+    SpecError,
     SpecParseError,
     parse_queue_config,
     parse_sub_queue_config,
@@ -105,39 +106,14 @@ class QueueFile:
         return Loaded(config, self._state, self._generation)
 
     def _divide(self, config: QueueConfig) -> QueueConfig:
-        """Add each queue's own sub-queues, from `<root>/<queue>/_queues.yaml` (nested queues),
-        parents before their sub-queues; a bad file raises SpecParseError, naming its path."""
-        pending = [entry.name for entry in config.spec.queues]
-        while pending:
-            folder = pending.pop(0)
-            path = self.root / folder / CONFIG_FILE
-            self._watched.append(path)
-            try:
-                size = path.stat().st_size
-            except FileNotFoundError:
-                continue
-            if size > MAX_FILE_BYTES:
-                raise SpecParseError([]) from None
-            sub = parse_sub_queue_config(
-                path.read_bytes(),
-                file=f"{folder}/{CONFIG_FILE}",
-                folder=folder,
-                folder_depth=config.depth_of(folder),
-                listed=config.queue_names(),
-                max_depth=self.max_depth,
-            )
-            spec = config.spec.model_copy(
-                update={"queues": [*config.spec.queues, *sub.spec.queues]}
-            )
-            config = config.model_copy(update={"spec": spec})
-            pending.extend(entry.name for entry in sub.spec.queues)
-        return config
+        return divide_tree(config, self.root, self.max_depth, self._watched)
 
     def _keep(self, error: str) -> Loaded:
         """A bad edit: the last good configuration stays in force."""
         kept = "keeping the last good configuration" if self._good else "no queues in force"
         if self._state is None or self._state.error != error:
             log.error("queue configuration %s is invalid (%s): %s", self.path, kept, error)
+            self._generation += 1  # the next pass writes the error to the status, even if idle
         self._state = ConfigState(
             str(self.path), valid=False, error=error, in_force=self._good is not None
         )
@@ -163,6 +139,44 @@ class QueueFile:
         self._written = None
         with contextlib.suppress(OSError):
             self.status_path.unlink()
+
+
+def divide_tree(
+    config: QueueConfig,
+    root: Path,
+    max_depth: int = DEFAULT_QUEUE_DEPTH,
+    watched: list[Path] | None = None,
+    prefix: str = "",
+) -> QueueConfig:
+    """Add each queue's own sub-queues, from `<root>/<queue>/_queues.yaml` (nested queues),
+    parents before their sub-queues. A bad file raises SpecParseError naming it (`prefix`, then
+    its path under root), line and field. `watched` gets every path looked at, present or not."""
+    pending = [entry.name for entry in config.spec.queues]
+    while pending:
+        folder = pending.pop(0)
+        path = root / folder / CONFIG_FILE
+        if watched is not None:
+            watched.append(path)
+        try:
+            size = path.stat().st_size
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        file = f"{prefix}{folder}/{CONFIG_FILE}"
+        if size > MAX_FILE_BYTES:
+            message = f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
+            raise SpecParseError([SpecError(file, None, None, None, message)])
+        sub = parse_sub_queue_config(
+            path.read_bytes(),
+            file=file,
+            folder=folder,
+            folder_depth=config.depth_of(folder),
+            listed=config.queue_names(),
+            max_depth=max_depth,
+        )
+        spec = config.spec.model_copy(update={"queues": [*config.spec.queues, *sub.spec.queues]})
+        config = config.model_copy(update={"spec": spec})
+        pending.extend(entry.name for entry in sub.spec.queues)
+    return config
 
 
 def _stat(path: Path) -> tuple[int, int, int] | None:

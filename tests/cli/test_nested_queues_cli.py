@@ -54,6 +54,7 @@ def test_a_teams_file_divides_its_queue_and_the_table_shows_the_tree(rq, world) 
 
     status = yaml.safe_load((t / "_queues.status.yaml").read_text())["status"]
     assert status["config"]["valid"] is True
+    assert not list(t.glob("team-a/_queues.status*"))  # configuration, never a task
     names = [(q["name"], q.get("parent")) for q in status["queues"]]
     assert names == [
         ("team-a", None),
@@ -93,3 +94,17 @@ def test_a_bad_team_file_keeps_the_last_good_tree(rq, world) -> None:
     assert "team-a/y" in [q["name"] for q in status["queues"]]  # the last good tree
     result = rq("queues")
     assert "is invalid (the last good one is in force)" in result.err
+
+
+def test_validate_reads_the_queues_own_files_too(rq, tasks) -> None:
+    (tasks / "_queues.yaml").write_text(TOP)
+    write(tasks, "team-a/x/a0", spec_text(cpu=1))
+    (tasks / "team-a" / "_queues.yaml").write_text(TEAM_A)
+    ok = rq("validate", str(tasks), folder=None)
+    assert ok.code == 0, ok.err
+    assert "queues team-a/x, team-a/y" in ok.out
+    (tasks / "team-a" / "_queues.yaml").write_text(TEAM_A.replace("team-a/y", "team-a"))
+    bad = rq("validate", str(tasks), folder=None)
+    assert bad.code != 0
+    assert f"{tasks}/team-a/_queues.yaml:7:13: spec.queues[1].name:" in bad.err
+    assert "(a cycle)" in bad.err
