@@ -516,7 +516,7 @@ class Settings(PlannerSettings):
     log_tail_lines: int = field(default=50, metadata=knob(minimum=0))
     """Lines of a failed job's log kept in its status."""
 
-    queue_depth: int = field(default=3, metadata=knob(minimum=1, maximum=10, group="planner"))
+    queue_depth: int = field(default=3, metadata=knob(minimum=1, maximum=10))
     """Most levels of nested queues (a top queue is 1, its sub-queue 2); a deeper one is an
     error in its `_queues.yaml`, and the last good configuration stays in force."""
 
