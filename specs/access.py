@@ -14,6 +14,8 @@ caller is the `anonymous` admin.
 Roles: `read` sees everything but changes nothing; `write` creates, edits and deletes tasks
 under its folders only (`/` means the whole tree); `admin` also edits configuration, the
 top-level names starting with `_` (such as `_queues.yaml`), which no `write` token may touch.
+An `admin` token with `folders: [team-a]` is a team's admin: it writes under team-a/ and edits
+the queue files there (`team-a/_queues.yaml`, its sub-queues; nested queues), nothing above.
 
 Each entry may also carry a policy (specs.policy: maxPriority, allowNonPreemptible,
 forbiddenEnvVars, read, maxTasks, requestsPerMinute). A `write` token reads only its own
@@ -37,6 +39,7 @@ from typing import Any
 import yaml
 
 from specs.policy import POLICY_KEYS, UNRESTRICTED, Policy, PolicyError, parse_policy
+from specs.queues import CONFIG_FILE as QUEUES_FILE
 from specs.settings import Settings
 from specs.store import InvalidName, validate_name
 from specs.yamldepth import TooDeep, check_nesting
@@ -80,6 +83,12 @@ def is_config(name: str) -> bool:
     return name.split("/", 1)[0].startswith(CONFIG_PREFIX)
 
 
+def queue_file_folder(name: str) -> str | None:
+    """`team-a` for `team-a/_queues.yaml`, a queue's own division into sub-queues; else None."""
+    folder, _, file = name.rpartition("/")
+    return folder if folder and file == QUEUES_FILE else None
+
+
 @dataclass(frozen=True)
 class Principal:
     """The caller, as its token names it."""
@@ -107,18 +116,23 @@ class Principal:
 
         `name` must already have passed specs.store.validate_name: no `..`, no empty or hidden
         segments, so a plain prefix test on whole segments is exact."""
-        if self.role is Role.ADMIN:
+        if self.role is Role.ADMIN and TOP in self.folders:
             return True
-        if self.role is not Role.WRITE or is_config(name):
+        if self.role is Role.READ or is_config(name):
             return False
+        folder = queue_file_folder(name)
+        if folder is not None:  # a team's admin owns its queues' files, a write token none
+            return self.role is Role.ADMIN and (folder in self.folders or self.holds(folder))
         return self.holds(name)
 
     @property
     def can_write_top(self) -> bool:
         """Write on the top folder: what the old API's endpoints need (they name no folder)."""
-        return self.role is Role.ADMIN or (self.role is Role.WRITE and TOP in self.folders)
+        return self.role in (Role.ADMIN, Role.WRITE) and TOP in self.folders
 
     def describe_scope(self) -> str:
+        if self.role is Role.ADMIN and TOP not in self.folders:
+            return "is an admin of " + ", ".join(f"{f}/" for f in self.folders) + " only"
         if self.role is Role.WRITE:
             return "may write under " + ", ".join(
                 "the whole tree" if f == TOP else f"{f}/" for f in self.folders
@@ -132,7 +146,7 @@ class Principal:
     def resolves_within(self, root: Path, path: Path) -> bool:
         """Whether `path` (a spec file under `root`), symlinks resolved, still lies in one of
         this caller's folders: a link inside team-a's folder must not lead into team-b's."""
-        if self.role is Role.ADMIN or TOP in self.folders:
+        if TOP in self.folders:
             return True  # the store itself keeps every path inside the root
         real = os.path.realpath(path)
         for folder in self.folders:
@@ -243,10 +257,8 @@ def _roots(raw: Any, where: str) -> tuple[str, ...]:
 
 
 def _folders(raw: Any, role: Role, where: str) -> tuple[str, ...]:
-    if role is Role.ADMIN:
-        if raw is not None:
-            raise AccessError(f"{where}: folders do not apply to admin tokens (they reach all)")
-        return (TOP,)
+    if role is Role.ADMIN and raw is None:
+        return (TOP,)  # the cluster's admin; with folders, a team's (nested queues)
     if role is Role.READ and raw is None:
         return ()  # reads everything (read: all), or parse_policy refuses read: own
     if not isinstance(raw, list) or not raw:

@@ -22,6 +22,7 @@ from specs.quantity import QuantityError, parse_memory
 CONFIG_FILE = "_queues.yaml"
 STATUS_FILE = "_queues.status.yaml"
 DEFAULT_QUEUE = "default"
+DEFAULT_QUEUE_DEPTH = 3  # levels of nested queues (RAYQUEUE_QUEUE_DEPTH)
 RESERVED_PREFIX = "_"
 """File names starting with this are configuration, never tasks."""
 
@@ -268,6 +269,24 @@ class QueueConfig(_Model):
             return self.spec.default.preemption
         entry = next((q for q in self.spec.queues if q.name == queue), None)
         return entry.preemption if entry is not None else NO_PREEMPTION_BLOCK
+
+    def parent_of(self, queue: str) -> str | None:
+        """The listed queue whose folder holds `queue`'s folder most closely, if any: queues are
+        folders, so `team-a/x` is a sub-queue of `team-a` (issue 30, nested queues)."""
+        best: str | None = None
+        for entry in self.spec.queues:
+            if queue.startswith(entry.name + "/") and (best is None or len(entry.name) > len(best)):
+                best = entry.name
+        return best
+
+    def depth_of(self, queue: str) -> int:
+        """1 for a top-level queue, 2 for its sub-queue, and so on."""
+        depth = 1
+        parent = self.parent_of(queue)
+        while parent is not None:
+            depth += 1
+            parent = self.parent_of(parent)
+        return depth
 
     def queue_of(self, task: str) -> str:
         """The queue of a task name: the longest listed folder it lies under, else default."""

@@ -19,6 +19,7 @@ a line on stderr, or an HTTP status and a JSON detail).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -43,9 +44,11 @@ from specs.parse import (
     SpecParseError,
     parse_queue_config,
     parse_status,
+    parse_sub_queue_config,
     parse_task,
 )
 from specs.queues import CONFIG_FILE as QUEUES_FILE
+from specs.queues import QueueConfig
 from specs.runtimepaths import PathProblem
 from specs.store import (
     SIDECAR_SUFFIXES,
@@ -546,8 +549,19 @@ class TaskService:
     # --- configuration files ------------------------------------------------------------------
 
     def config_path(self, file: str) -> Path:
-        """Where the top-level configuration file `file` (`_queues.yaml`) lives; InvalidName
-        for anything else, so this never reaches a task or a sidecar."""
+        """Where the top-level configuration file `file` (`_queues.yaml`) lives, or a queue's
+        own `team-a/_queues.yaml` (nested queues); InvalidName for anything else, so this never
+        reaches a task or a sidecar."""
+        folder, _, base = file.rpartition("/")
+        if folder:
+            if base != QUEUES_FILE:
+                raise InvalidName(f"{file!r}: under a folder, only {QUEUES_FILE} is configuration")
+            validate_name(folder)  # no '..', no hidden or empty segments
+            path = self.store.root / folder / base
+            root = os.path.realpath(self.store.root)
+            if not os.path.realpath(path).startswith(root.rstrip(os.sep) + os.sep):
+                raise InvalidName(f"{file!r} resolves outside the tasks folder")
+            return path
         if not _CONFIG_FILE.fullmatch(file) or file.endswith(SIDECAR_SUFFIXES):
             raise InvalidName(
                 f"{file!r} is not a configuration file name: '_' first, letters, digits, "
@@ -584,10 +598,31 @@ class TaskService:
             raise ConfigRejected(f"{file} must be a YAML mapping")
         if file == QUEUES_FILE:
             parse_queue_config(data, file=file)  # SpecParseError names line and field
+        elif file.endswith("/" + QUEUES_FILE):
+            self._check_sub_queues(file, data)
         with self.lock(file):
             existed = os.path.lexists(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
             self._write(path, data)
         return not existed
+
+    def _check_sub_queues(self, file: str, data: bytes) -> None:
+        """A queue's own file, checked as far as it can be alone: it lists only folders under
+        its own, none listed in the top file, within the depth limit (the loop checks the
+        whole tree, and keeps the last good one if this edit still breaks it)."""
+        folder = file.rpartition("/")[0]
+        top: QueueConfig | None = None
+        raw = self.read_config(QUEUES_FILE)
+        if raw is not None:
+            with contextlib.suppress(SpecParseError):
+                top = parse_queue_config(raw)
+        parse_sub_queue_config(
+            data,
+            file=file,
+            folder=folder,
+            folder_depth=top.depth_of(folder) if top is not None else 1,
+            listed=top.queue_names() if top is not None else (),
+        )
 
     def delete_config(self, file: str) -> None:
         path = self.config_path(file)

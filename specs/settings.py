@@ -537,6 +537,10 @@ class Settings(PlannerSettings):
     """An array task of more elements than this is Invalid (read by serve, plan, validate and
     the API: every parse of a spec)."""
 
+    queue_depth: int = field(default=3, metadata=knob(minimum=1, maximum=10))
+    """Most levels of nested queues (a top queue is 1, its sub-queue 2); a deeper one is an
+    error in its `_queues.yaml`, and the last good configuration stays in force."""
+
     local_num_cpus: float | None = field(
         default=None,
         metadata=knob(

@@ -57,6 +57,11 @@ StatKey = tuple[int, int, int]
 _WHOLE_KEPT = 10_000  # stat keys of finished files remembered (mark_whole)
 
 
+def _is_queue_config(name: str) -> bool:
+    """`_queues`, or a queue's own `team-a/_queues` (nested queues): configuration."""
+    return name.rsplit("/", 1)[-1] == _CONFIG_NAME
+
+
 class FolderUnavailable(Exception):
     """The tasks folder (or status folder) is missing, not a directory, or unreadable."""
 
@@ -292,7 +297,7 @@ class TaskStore:
         by_name: dict[str, list[tuple[str, str, Callable[[], os.stat_result]]]] = {}
         crossed: dict[str, str] = {}
         for rel, entry in walk.files:
-            if _strip(rel, TASK_SUFFIXES) == _CONFIG_NAME:
+            if _is_queue_config(_strip(rel, TASK_SUFFIXES)):
                 continue  # the queue configuration, read by the loop, not a task
             if rel in walk.crossings:
                 crossed.setdefault(_strip(rel, TASK_SUFFIXES), rel)
@@ -403,7 +408,7 @@ class TaskStore:
                 continue  # hidden: temp files of atomic writes, .git; a walk skips them too
             if _is_spec_file(segments[-1]):
                 name = _strip("/".join(segments), TASK_SUFFIXES)
-                if name != _CONFIG_NAME:  # the queue configuration is not a task
+                if not _is_queue_config(name):  # the queue configuration is not a task
                     names.add(name)
             elif not segments[-1].endswith(SIDECAR_SUFFIXES + EDITOR_SUFFIXES):
                 return None  # a folder (or anything else) may hold or have held specs

@@ -1,4 +1,5 @@
-"""Configuration files at the top of the tasks folder (`_queues.yaml`): admin tokens only.
+"""Configuration files at the top of the tasks folder (`_queues.yaml`): admin tokens only; a
+queue's own `team-a/_queues.yaml` (nested queues) also a team's admin token (`folders`).
 
 `_queues.yaml` is validated as the loop will read it; other `_` files only as YAML mappings.
 """
@@ -23,7 +24,7 @@ _YAML_BODY = {
 }
 
 
-@router.get("/{file}", response_class=PlainTextResponse)
+@router.get("/{file:path}", response_class=PlainTextResponse)
 def get_config(file: str, request: Request, service: Service, caller: Caller) -> Response:
     """The file as it is on disk, e.g. GET /config/_queues.yaml."""
     require_admin(request, caller, file)
@@ -33,7 +34,7 @@ def get_config(file: str, request: Request, service: Service, caller: Caller) ->
     return Response(data, media_type="application/yaml")
 
 
-@router.put("/{file}", openapi_extra=_YAML_BODY)
+@router.put("/{file:path}", openapi_extra=_YAML_BODY)
 def put_config(
     file: str,
     request: Request,
@@ -54,7 +55,7 @@ def put_config(
     return Response(status_code=201 if created else 200)
 
 
-@router.delete("/{file}")
+@router.delete("/{file:path}")
 def delete_config(file: str, request: Request, service: Service, caller: Caller) -> Response:
     require_admin(request, caller, file)
     service.delete_config(file)

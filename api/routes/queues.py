@@ -45,22 +45,26 @@ def require_room(settings: Settings, name: str) -> None:
     if not isinstance(entries, list):
         return
     named = {e.get("name"): e for e in entries if isinstance(e, dict)}
-    owner = max(
+    owner: object = max(
         (q for q in named if isinstance(q, str) and name.startswith(q + "/")),
         key=len,
         default=DEFAULT_QUEUE,
     )
-    entry = named.get(owner)
-    if not isinstance(entry, dict):
-        return
-    limit, pending = entry.get("maxQueued"), entry.get("pending", 0)
-    if isinstance(limit, int) and isinstance(pending, int) and pending >= limit:
-        raise ApiError(
-            429,
-            f"queue {owner} is full: {pending} tasks queued, its maxQueued is {limit}; "
-            "try again once some have started",
-            headers={"Retry-After": "30"},
-        )
+    seen: set[str] = set()
+    while isinstance(owner, str) and owner not in seen:  # its queue, then those it lies in
+        seen.add(owner)
+        entry = named.get(owner)
+        if not isinstance(entry, dict):
+            return
+        limit, pending = entry.get("maxQueued"), entry.get("pending", 0)
+        if isinstance(limit, int) and isinstance(pending, int) and pending >= limit:
+            raise ApiError(
+                429,
+                f"queue {owner} is full: {pending} tasks queued, its maxQueued is {limit}; "
+                "try again once some have started",
+                headers={"Retry-After": "30"},
+            )
+        owner = entry.get("parent")
 
 
 @router.get("")

@@ -30,7 +30,8 @@ configuration, or under --status-dir). PAST is the queue's decayed usage (fairSh
 _queues.yaml: resources x hours, each hour counting half after usageHalfLife). SHARE is the
 weighted share the next start is ordered by: the largest over CPU, GPU and memory of what the
 queue uses above its nominal quota, now plus its decayed mean use, over what the queues can
-lend, divided by its weight. RUNNING counts Starting and Running tasks.
+lend, divided by its weight. RUNNING counts Starting and Running tasks. A sub-queue (nested
+queues: team-a/_queues.yaml) is indented under its queue, whose counts include its sub-queues'.
 
 examples:
   rayqueue queues
@@ -86,9 +87,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {config} is invalid ({kept}): {state.get('error')}", file=sys.stderr)
     if body.get("warning"):
         print(f"warning: {body['warning']}", file=sys.stderr)
+    depth = _depths(body.get("queues", []))
     rows = [
         (
-            str(q.get("name")),
+            "  " * depth.get(str(q.get("name")), 0) + str(q.get("name")),
             amounts(q.get("nominalQuota")),
             amounts(q.get("usage")),
             amounts(q.get("borrowed")),
@@ -101,6 +103,18 @@ def run(args: argparse.Namespace) -> int:
     ]
     print(table(HEADER, rows))
     return EXIT_OK
+
+
+def _depths(entries: list[Any]) -> dict[str, int]:
+    """How deep each queue lies (0: a top queue): a sub-queue is indented under its parent."""
+    parent = {str(q.get("name")): q.get("parent") for q in entries if isinstance(q, dict)}
+    depth: dict[str, int] = {}
+    for name in parent:
+        level, above = 0, parent.get(name)
+        while isinstance(above, str) and level < len(parent):
+            level, above = level + 1, parent.get(above)
+        depth[name] = level
+    return depth
 
 
 def hours(value: Any) -> str:

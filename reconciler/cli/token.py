@@ -51,7 +51,8 @@ def register(sub: Subparsers) -> None:
         "--folder",
         action="append",
         default=[],
-        help="for write: a folder the token may change (repeat; '/' for all)",
+        help="for write: a folder the token may change (repeat; '/' for all); for admin: "
+        "the team folders it administers (their _queues.yaml too), none: the whole cluster",
     )
     new.set_defaults(func=run_new)
 

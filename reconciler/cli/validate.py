@@ -19,6 +19,7 @@ from reconciler.cli.common import (
     max_array_elements,
 )
 from reconciler.cli.files import STDIN, Source, parse_source, read_sources
+from reconciler.shell.queuefile import divide_tree
 from specs.access import Tokens
 from specs.parse import (
     MAX_FILE_BYTES,
@@ -117,6 +118,7 @@ def _check_folder(
     results: list[tuple[str, list[str], list[SpecError]]] = []
     if (root / CONFIG_FILE).exists():
         results.append(_check_queues(root / CONFIG_FILE))
+        results += _check_sub_queues(root)
     for name, entry in sorted(entries.items()):
         display = os.path.join(str(root), name + entry.path.suffix)
         if entry.error is None:
@@ -153,6 +155,24 @@ def _is_queue_config(path: Path) -> bool:
     except OSError:
         return False
     return _QUEUE_KIND.search(head) is not None
+
+
+def _check_sub_queues(root: Path) -> list[tuple[str, list[str], list[SpecError]]]:
+    """The queues' own files (`team-a/_queues.yaml`, nested queues), read as serve reads them
+    with the default depth limit; nothing when the top file is bad (reported above)."""
+    try:
+        top = parse_queue_config((root / CONFIG_FILE).read_bytes())
+    except (SpecParseError, OSError):
+        return []
+    prefix = str(root) + os.sep
+    try:
+        tree = divide_tree(top, root, prefix=prefix)
+    except SpecParseError as exc:
+        return [(exc.errors[0].file if exc.errors else prefix, [], exc.errors)]
+    except OSError as exc:
+        return [(prefix, [], [SpecError(prefix, None, None, None, f"cannot read: {exc}")])]
+    added = tree.queue_names()[len(top.spec.queues) : -1]
+    return [(prefix + "(sub-queues)", [f"queues {', '.join(added)}"], [])] if added else []
 
 
 def _check_queues(path: Path) -> tuple[str, list[str], list[SpecError]]:

@@ -85,6 +85,7 @@ class QueueState:
     admitted: tuple[str, ...]  # started in this pass, in order
     above_nominal: Capacity = field(default_factory=Capacity)  # the most it may hold above
     head: str | None = None  # its first task not started (and not too big for its quota)
+    parent: str | None = None  # the queue it divides (nested queues)
 
 
 @dataclass
@@ -158,6 +159,11 @@ class _Queue:
     running: int = 0
     admitted: list[str] = field(default_factory=list)
     memo: tuple[object, list[str]] | None = None  # (inputs, the policy's starts) of last ask
+    # Nested queues: a divided queue holds its sub-queues (and a leaf of its own for the tasks
+    # directly in its folder, `own`); its usage, running count and admissions are theirs summed.
+    parent: _Queue | None = None
+    children: list[_Queue] = field(default_factory=list)
+    own: bool = False
 
     @property
     def borrowed(self) -> Capacity:
@@ -165,18 +171,48 @@ class _Queue:
 
     @property
     def at_limit(self) -> bool:
-        """As many tasks Starting or Running as its maxRunning allows: no pick, no hold."""
-        limit = self.quota.max_running
-        return limit is not None and self.running + len(self.admitted) >= limit
+        """As many tasks Starting or Running as its (or an enclosing queue's) maxRunning
+        allows: no pick, no hold."""
+        return self.limiting() is not None
 
-    def idle(self) -> Capacity:
-        """Unused nominal quota, without what its head needs if the head is guaranteed."""
-        unused = pos(self.quota.nominal - self.usage)
+    def limiting(self) -> _Queue | None:
+        """The nearest queue, itself or one it lies in, at its maxRunning."""
+        node: _Queue | None = self
+        while node is not None:
+            limit = node.quota.max_running
+            if limit is not None and node.running + len(node.admitted) >= limit:
+                return node
+            node = node.parent
+        return None
+
+    def guarded(self) -> Capacity:
+        """What its waiting heads within their nominal quotas are owed (never lent away)."""
+        if self.children:
+            total = Capacity()
+            for child in self.children:
+                total = total + child.guarded()
+            return total
         if self.remaining:
             head = self.remaining[0].request
             if (self.usage + head).fits_in(self.quota.nominal):
-                unused = pos(unused - head)
-        return unused
+                return head
+        return Capacity()
+
+    def idle(self) -> Capacity:
+        """Unused nominal quota, without what its head needs if the head is guaranteed."""
+        return pos(pos(self.quota.nominal - self.usage) - self.guarded())
+
+    def leaves(self) -> list[_Queue]:
+        if not self.children:
+            return [self]
+        return [leaf for child in self.children for leaf in child.leaves()]
+
+    def chain(self) -> list[_Queue]:
+        """Itself and every queue it lies in, innermost first."""
+        nodes = [self]
+        while nodes[-1].parent is not None:
+            nodes.append(nodes[-1].parent)
+        return nodes
 
     def lendable(self) -> Capacity:
         return min_of(self.quota.lending_limit, self.idle())
@@ -200,13 +236,16 @@ class _Pass:
         self.claims = list(claims)
         self.now = now
         self.slots = slots
-        self.queues = [
-            _Queue(
-                d.quota, d.usage, list(d.candidates), d.policy, list(d.claims), d.past, d.running
-            )
-            for d in queues
-        ]
-        self.lend = lendable(d.quota for d in queues)  # what shares are measured against
+        self.queues, self.leaves = _tree(queues)
+        self.owner = {c.name: leaf for leaf in self.leaves for c in leaf.remaining}
+        # What shares are measured against, per set of siblings: the top queues, and each
+        # divided queue's sub-queues (the same formula at every level).
+        self.lend = lendable(q.quota for q in self.queues)
+        self.lend_in: dict[int, Capacity] = {}
+        for node in _walk(self.queues):
+            if node.children:  # what its sub-queues may borrow: between them, and from above
+                above = pos(self._ceiling(node)[0] - node.quota.nominal)
+                self.lend_in[id(node)] = lendable(c.quota for c in node.children) + above
         self.result = FairAdmission()
         self.unfit: dict[str, Waiting] = {}
         self.reservation = reservation
@@ -216,27 +255,39 @@ class _Pass:
         self.held: dict[str, Candidate] = {}
         # Caches, valid while `version` (bumped by every admission) stands.
         self.version = 0
-        self.totals: tuple[int, Capacity, Capacity] | None = None
-        self.budgets: dict[str, tuple[int, Capacity]] = {}
+        self.totals: dict[int, tuple[int, Capacity, Capacity]] = {}
+        self.budgets: dict[int, tuple[int, Capacity]] = {}
+
+    def siblings(self, queue: _Queue) -> list[_Queue]:
+        return queue.parent.children if queue.parent is not None else self.queues
 
     def slack_for(self, queue: _Queue) -> Capacity:
-        """What the other queues lend and nobody has borrowed yet (negative: over-borrowed)."""
-        lend, borrowed = self._totals()
+        """What its siblings lend and nobody has borrowed yet (negative: over-borrowed)."""
+        lend, borrowed = self._totals(queue.parent)
         return (lend - queue.lendable()) - (borrowed - queue.borrowed)
 
-    def _totals(self) -> tuple[Capacity, Capacity]:
-        """Lendable and borrowed over all queues; they change only when a task is admitted."""
-        if self.totals is None or self.totals[0] != self.version:
+    def _totals(self, parent: _Queue | None = None) -> tuple[Capacity, Capacity]:
+        """Lendable and borrowed over a set of siblings (the top queues when `parent` is None);
+        they change only when a task is admitted."""
+        key = id(parent)
+        cached = self.totals.get(key)
+        if cached is None or cached[0] != self.version:
             lend, borrowed = Capacity(), Capacity()
-            for other in self.queues:
+            for other in parent.children if parent is not None else self.queues:
                 lend = lend + other.lendable()
                 borrowed = borrowed + other.borrowed
-            self.totals = (self.version, lend, borrowed)
-        return self.totals[1], self.totals[2]
+            cached = (self.version, lend, borrowed)
+            self.totals[key] = cached
+        return cached[1], cached[2]
 
     def above_nominal(self, queue: _Queue) -> Capacity:
-        """Per resource: the most the queue may hold above its nominal quota right now."""
-        return pos(min_of(queue.quota.borrowing_limit, self.slack_for(queue)))
+        """Per resource: the most the queue may hold above its nominal quota right now. A
+        sub-queue borrows its siblings' idle quota first, then what its parent may hold above
+        its own (the parent's budget, which bounds every sub-queue, counts what is taken)."""
+        slack = self.slack_for(queue)
+        if queue.parent is not None:
+            slack = slack + self.above_nominal(queue.parent)
+        return pos(min_of(queue.quota.borrowing_limit, slack))
 
     def can_borrow(self, queue: _Queue) -> Capacity:
         """Per resource: how much more it may borrow now."""
@@ -248,15 +299,20 @@ class _Pass:
 
     def budget(self, queue: _Queue) -> Capacity:
         """Per resource: the most its next admission may take."""
-        cached = self.budgets.get(queue.quota.name)
+        cached = self.budgets.get(id(queue))
         if cached is not None and cached[0] == self.version:
             return cached[1]
-        budget = min_of(pos(self.free), self.quota_limit(queue))
-        self.budgets[queue.quota.name] = (self.version, budget)
+        # A sub-queue never gets more than its parent may take.
+        outer = pos(self.free) if queue.parent is None else self.budget(queue.parent)
+        budget = min_of(outer, self.quota_limit(queue))
+        self.budgets[id(queue)] = (self.version, budget)
         return budget
 
     def pick(self, queue: _Queue) -> Candidate | None:
-        """The task the queue's own policy would start next within its budget."""
+        """The task the queue's own policy would start next within its budget; for a divided
+        queue, the pick of its sub-queue that goes first, by the same key as the top level."""
+        if queue.children:
+            return self._pick_among(queue)
         if not queue.remaining or queue.at_limit:
             return None
         budget = self.budget(queue)
@@ -272,6 +328,39 @@ class _Pass:
             return None
         return next(c for c in queue.remaining if c.name == starts[0])
 
+    def _pick_among(self, parent: _Queue) -> Candidate | None:
+        if parent.at_limit:
+            return None
+        best: tuple[tuple[bool, Share, float, str], Candidate] | None = None
+        for child in sorted(parent.children, key=self._share_key):
+            candidate = self.pick(child)
+            if candidate is None:
+                continue
+            borrows = not (child.usage + candidate.request).fits_in(child.quota.nominal)
+            if borrows and not candidate.preemptible:
+                self.held[self.owner[candidate.name].quota.name] = candidate
+                continue
+            usage = child.usage + candidate.request
+            key = (
+                borrows,
+                self._share(child, usage),
+                _guarantee_used(child, usage),
+                child.quota.name,
+            )
+            if best is None or key < best[0]:
+                best = (key, candidate)
+        return best[1] if best is not None else None
+
+    def head(self, queue: _Queue) -> Candidate | None:
+        """Its first waiting task; for a divided queue, that of its least-served sub-queue."""
+        if not queue.children:
+            return queue.remaining[0] if queue.remaining else None
+        for child in sorted(queue.children, key=self._share_key):
+            head = self.head(child)
+            if head is not None:
+                return head
+        return None
+
     def _ask(self, queue: _Queue, budget: Capacity) -> policies.Admission:
         """The queue's policy on its waiting tasks; backfill also gets the queue's view, so
         its reservation waits for what frees the quota as well as the cluster."""
@@ -283,7 +372,7 @@ class _Pass:
         return queue.policy(queue.remaining, budget, self.claims, self.now, self.slots)
 
     def run(self) -> FairAdmission:
-        for queue in self.queues:
+        for queue in self.leaves:
             self._drop_never_fitting(queue)
         while self.slots > 0:
             best: tuple[tuple[bool, bool, Share, float, str], _Queue, Candidate] | None = None
@@ -300,7 +389,7 @@ class _Pass:
                 if borrows and not candidate.preemptible:
                     # Work above nominal must stay reclaimable: a run nobody may stop never
                     # borrows. The queue waits for its own quota, as if its quota were full.
-                    self.held[queue.quota.name] = candidate
+                    self.held[self.owner[candidate.name].quota.name] = candidate
                     continue
                 reserved = candidate.name in self.first
                 if (
@@ -333,7 +422,8 @@ class _Pass:
 
     def _share(self, queue: _Queue, usage: Capacity) -> Share:
         quota = queue.quota
-        return dominant_share(usage, quota.nominal, self.lend, quota.weight, queue.past)
+        lend = self.lend if queue.parent is None else self.lend_in[id(queue.parent)]
+        return dominant_share(usage, quota.nominal, lend, quota.weight, queue.past)
 
     def _share_key(self, queue: _Queue) -> tuple[Share, float, str]:
         return (
@@ -346,9 +436,9 @@ class _Pass:
         """The least-served queue whose head waits for the cluster (not for its quota) keeps
         what is freed for that head: queues above it in share may not borrow it away, or the
         queue with the lowest share would stay lowest for ever. Their nominal stays theirs."""
-        if self.reservation == NO_RESERVATION or not queue.remaining:
+        head = self.head(queue)
+        if self.reservation == NO_RESERVATION or head is None:
             return None
-        head = queue.remaining[0]
         free = pos(self.free)
         # Room it will have once the others' borrowed jobs end: borrowed resources come back
         # to the pool, but nobody's nominal use does.
@@ -366,9 +456,11 @@ class _Pass:
 
     def _admit(self, queue: _Queue, candidate: Candidate) -> None:
         self.version += 1
+        queue = self.owner[candidate.name]
         queue.remaining.remove(candidate)
-        queue.admitted.append(candidate.name)
-        queue.usage = queue.usage + candidate.request
+        for node in queue.chain():
+            node.admitted.append(candidate.name)
+            node.usage = node.usage + candidate.request
         self.free = self.free - candidate.request
         self.slots -= 1
         ends_by = self.now + candidate.timeout_seconds if candidate.timeout_seconds > 0 else None
@@ -381,12 +473,7 @@ class _Pass:
         like a task bigger than the cluster, it must not block its queue. The most a queue can
         get: its nominal quota, plus what it may borrow (its borrowingLimit, and at most what
         the others can ever lend: each min(lendingLimit, nominal)), never more than the cluster."""
-        lenders = Capacity()
-        for other in self.queues:
-            if other is not queue:
-                lenders = lenders + min_of(other.quota.lending_limit, other.quota.nominal)
-        borrowable = min_of(queue.quota.borrowing_limit, lenders)
-        ceiling = min_of(self.capacity, queue.quota.nominal + borrowable)
+        ceiling, lenders = self._ceiling(queue)
         for candidate in list(queue.remaining):
             request = candidate.request
             for r in RESOURCES:
@@ -405,9 +492,33 @@ class _Pass:
                     queue.remaining.remove(candidate)
                     break
 
+    def _ceiling(self, queue: _Queue) -> tuple[Capacity, Capacity]:
+        """The most a queue can ever hold, and what others can ever lend it: its siblings'
+        lendable quota, and for a sub-queue also what its parent can hold above its own."""
+        lenders = Capacity()
+        for other in self.siblings(queue):
+            if other is not queue:
+                lenders = lenders + min_of(other.quota.lending_limit, other.quota.nominal)
+        outer = self.capacity
+        if queue.parent is not None:
+            outer, _ = self._ceiling(queue.parent)
+            lenders = lenders + pos(outer - queue.parent.quota.nominal)
+        borrowable = min_of(queue.quota.borrowing_limit, lenders)
+        return min_of(outer, queue.quota.nominal + borrowable), lenders
+
     def _explain(self) -> None:
+        self._explain_level(self.queues)
+        for node in _walk(self.queues):
+            if node.children:
+                self._explain_level(node.children)
+        for queue in self.leaves:
+            self._waiting(queue)
+        self.result.waiting.update(self.unfit)
+
+    def _explain_level(self, level: list[_Queue]) -> None:
+        """Each queue of one set of siblings after the pass."""
         borrowed_total, lend_total = Capacity(), Capacity()
-        for queue in self.queues:
+        for queue in level:
             borrowed_total = borrowed_total + queue.borrowed
             lend_total = lend_total + min_of(
                 queue.quota.lending_limit, pos(queue.quota.nominal - queue.usage)
@@ -421,7 +532,9 @@ class _Pass:
                 for r in RESOURCES
             )
         )
-        for queue in self.queues:
+        for queue in level:
+            if queue.own:  # the tasks directly in a divided queue's folder: shown as the queue
+                continue
             name = queue.quota.name
             offered = min_of(queue.quota.lending_limit, pos(queue.quota.nominal - queue.usage))
             self.result.queues[name] = QueueState(
@@ -433,18 +546,18 @@ class _Pass:
                 share=self._share(queue, queue.usage).weighted,
                 admitted=tuple(queue.admitted),
                 above_nominal=self.above_nominal(queue),
-                head=queue.remaining[0].name if queue.remaining else None,
+                head=head.name if (head := self.head(queue)) is not None else None,
+                parent=queue.parent.quota.name if queue.parent is not None else None,
             )
-            self._waiting(queue)
-        self.result.waiting.update(self.unfit)
 
     def _waiting(self, queue: _Queue) -> None:
         if not queue.remaining:
             return
-        limit = queue.quota.max_running
-        if queue.at_limit and limit is not None:
+        limiting = queue.limiting()
+        limit = limiting.quota.max_running if limiting is not None else None
+        if limiting is not None and limit is not None:
             for ahead, candidate in enumerate(queue.remaining):
-                lack = RunningLimit(queue.quota.name, limit)
+                lack = RunningLimit(limiting.quota.name, limit)
                 self.result.waiting[candidate.name] = Waiting(lack, ahead, queue.quota.name)
             return
         budget = self.budget(queue)
@@ -457,7 +570,7 @@ class _Pass:
             elif held is not None and waiting is None:
                 waiting = Waiting(BehindTask(held.name), ahead)
             if waiting is None:
-                reservation = self.reserved_by.get(queue.quota.name)
+                reservation = self.reserved_by.get(queue.chain()[-1].quota.name)
                 if reservation is not None:
                     kept = KeptForQueue(queue.quota.name, reservation.queue, reservation.head)
                     waiting = Waiting(kept)
@@ -512,6 +625,88 @@ class _Pass:
             bound,
             limit,
         )
+
+
+def _tree(demands: Sequence[QueueDemand]) -> tuple[list[_Queue], list[_Queue]]:
+    """The queues as a tree (top queues, in order) and its leaves. A queue whose quota names a
+    parent is that parent's sub-queue; a divided queue's own tasks (directly in its folder) form
+    a leaf of their own, holding what its sub-queues' nominal quotas leave of its own."""
+    nodes = {
+        d.quota.name: _Queue(
+            d.quota, d.usage, list(d.candidates), d.policy, list(d.claims), d.past, d.running
+        )
+        for d in demands
+    }
+    top: list[_Queue] = []
+    for node in nodes.values():
+        parent = nodes.get(node.quota.parent) if node.quota.parent is not None else None
+        if parent is None:
+            top.append(node)
+        else:
+            node.parent = parent
+            parent.children.append(node)
+    for node in reversed(_walk(top)):  # sub-queues first: a parent sums what they hold
+        if node.children:
+            _divide(node)
+    return top, [leaf for node in top for leaf in node.leaves()]
+
+
+def _divide(node: _Queue) -> None:
+    """Move a divided queue's own tasks to a leaf, and sum its sub-queues into it."""
+    children = list(node.children)
+    carved = Capacity()
+    for child in children:
+        carved = carved + child.quota.nominal
+    own_quota = QueueQuota(node.quota.name, pos(node.quota.nominal - carved))
+    # Decayed usage is linear in what was held, so the queue's own tasks' past is the queue's
+    # (recorded as the sum) less its sub-queues'.
+    own_past = node.past
+    if own_past is not None:
+        for child in children:
+            own_past = pos(own_past - _total_past(child))
+    own = _Queue(
+        own_quota,
+        node.usage,
+        node.remaining,
+        node.policy,
+        node.claims,
+        own_past,
+        node.running,
+        parent=node,
+        own=True,
+    )
+    node.children = [own, *children]
+    node.remaining, node.claims = [], []
+    node.usage = _sum_usage(node)
+    node.running = sum(_running(child) for child in node.children)
+
+
+def _total_past(node: _Queue) -> Capacity:
+    return node.past if node.past is not None else Capacity()
+
+
+def _sum_usage(node: _Queue) -> Capacity:
+    if not node.children:
+        return node.usage
+    total = Capacity()
+    for child in node.children:
+        total = total + _sum_usage(child)
+    return total
+
+
+def _running(node: _Queue) -> int:
+    if not node.children:
+        return node.running
+    return sum(_running(child) for child in node.children)
+
+
+def _walk(level: Sequence[_Queue]) -> list[_Queue]:
+    """Every queue, parents before their sub-queues."""
+    out: list[_Queue] = []
+    for node in level:
+        out.append(node)
+        out.extend(_walk(node.children))
+    return out
 
 
 def _guarantee_used(queue: _Queue, usage: Capacity) -> float:

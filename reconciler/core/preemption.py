@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from reconciler.core import lifecycle, policies, queueing, victims
 from reconciler.core.decisions import Preemption, Stop, StopCause
-from reconciler.core.fairshare import fits_needed
+from reconciler.core.fairshare import QueueState, fits_needed
 from reconciler.core.quotas import EPS, RESOURCES, of
 from reconciler.core.victims import NEVER, Preemptor, QueueLoad, Rules, Running, Victim
 from reconciler.core.waits import Preempting
@@ -332,7 +332,10 @@ def _decide_by_queue(
         if waiting_preemptor is not None and owner in committed:
             committed[owner] = committed[owner] + waiting_preemptor.request
     heads: list[tuple[tuple[bool, float, str], str, policies.Candidate]] = []
+    divided = {state.parent for state in states.values() if state.parent is not None}
     for name, state in states.items():
+        if name in divided:
+            continue  # a divided queue's head is one of its sub-queues' (nested queues)
         head = by_name.get(state.head) if state.head is not None else None
         if head is None or head.name in stopping:
             continue
@@ -385,11 +388,7 @@ def _decide_by_queue(
             # victims may it fit above its nominal quota.
             return freed == freed_own and fits_needed(request, nominal_room + borrow + freed_own)
 
-        loads = {
-            other: QueueLoad(st.nominal, usage[other])
-            for other, st in states.items()
-            if other != name
-        }
+        loads = _loads(states, usage, committed, name, head.request)
         preemptor = Preemptor(head.name, priorities[head.name], request)
         picked = victims.choose_in_cohort(
             preemptor, name, pool, rules, loads, fits, now, reclaim=reclaim
@@ -403,13 +402,59 @@ def _decide_by_queue(
         for victim in picked:
             freed = freed + victim.run.request
             # One ledger: what a victim frees leaves its queue's usage and its commitments
-            # at once, so the next head sees its queue as it will be.
-            usage[victim.queue] = usage[victim.queue] - victim.run.request
-            committed[victim.queue] = committed[victim.queue] - victim.run.request
-        committed[name] = committed[name] + request - drawn.promised
+            # at once (and those of the queues it lies in), so the next head sees its queue
+            # as it will be.
+            for owner in _chain(states, victim.queue):
+                usage[owner] = usage[owner] - victim.run.request
+                committed[owner] = committed[owner] - victim.run.request
+        for owner in _chain(states, name):
+            committed[owner] = committed[owner] + request - drawn.promised
         # Reserved for it from now on: the next preemptor may not count on this room.
         free = free - victims.still_needed(request, freed + drawn.room)
     return decisions
+
+
+def _chain(states: Mapping[str, QueueState], queue: str) -> list[str]:
+    """The queue, then each queue it lies in (nested queues), as far as `states` knows them."""
+    chain = [queue]
+    while (parent := states[chain[-1]].parent if chain[-1] in states else None) is not None:
+        if parent in chain or parent not in states:
+            break
+        chain.append(parent)
+    return [q for q in chain if q in states]
+
+
+def _loads(
+    states: Mapping[str, QueueState],
+    usage: Mapping[str, Capacity],
+    committed: Mapping[str, Capacity],
+    name: str,
+    request: Capacity,
+) -> dict[str, QueueLoad]:
+    """Whom the head of `name` may reclaim from, and how much each borrows. Flat queues: every
+    other queue, by its own quota. Nested queues: a victim's queue is judged where the two
+    branches meet (the two ancestors that are siblings): the victim's side must borrow there,
+    and the preemptor's side be below its nominal quota there, so a sub-queue takes back only
+    what its own side lent at that level."""
+    mine = _chain(states, name)
+    loads: dict[str, QueueLoad] = {}
+    for other in states:
+        if other == name or other in mine:
+            continue
+        theirs = _chain(states, other)
+        met = next((q for q in theirs if q in mine), None)
+        side = theirs[theirs.index(met) - 1] if met is not None else theirs[-1]
+        own = mine[mine.index(met) - 1] if met is not None else mine[-1]
+        if own != name:
+            nominal = states[own].nominal
+            below = any(
+                of(request, r) > 0 and of(committed[own], r) < of(nominal, r) - EPS
+                for r in RESOURCES
+            )
+            if not below:
+                continue
+        loads[other] = QueueLoad(states[side].nominal, usage[side])
+    return loads
 
 
 def _same_queue(plan_setup: Setup, queue: str) -> Callable[[str], bool]:

@@ -106,14 +106,16 @@ def queue_full(config: QueueConfig, arrivals: Sequence[tuple[float, str]]) -> di
     full: dict[str, Waiting] = {}
     for _, name in sorted(arrivals):
         owner = config.queue_of(name)
-        limit = limits.get(owner)
-        if limit is None:
+        chain = [owner]  # its queue, then the queues that one lies in (nested queues)
+        while (parent := config.parent_of(chain[-1])) is not None:
+            chain.append(parent)
+        bounded = [(q, limit) for q in chain if (limit := limits.get(q)) is not None]
+        over = next(((q, limit) for q, limit in bounded if seen.get(q, 0) >= limit), None)
+        if over is not None:
+            full[name] = Waiting(QueueFull(*over), queue=owner)
             continue
-        count = seen.get(owner, 0)
-        if count >= limit:
-            full[name] = Waiting(QueueFull(owner, limit), queue=owner)
-        else:
-            seen[owner] = count + 1
+        for q, _ in bounded:
+            seen[q] = seen.get(q, 0) + 1
     return full
 
 
@@ -196,10 +198,13 @@ def status_document(
     """The queues' status: one entry per queue, in config order. `counts`: (pending, admitted)
     by queue, where admitted means Starting or Running. `past`: each queue's decayed usage at
     `past_at` (unix seconds), written as `decayedUsage` (CPU-, GPU- and byte-seconds) so that
-    serve reads it back when it starts again (`restore_usage`)."""
+    serve reads it back when it starts again (`restore_usage`). Nested queues: each sub-queue
+    follows its parent, names it (`parent`), and a parent counts its sub-queues' tasks too."""
     queues = []
-    for name, state in states.items():
-        pending, admitted = counts.get(name, (0, 0))
+    totals = _rolled_up(states, counts)
+    for name in _tree_order(states):
+        state = states[name]
+        pending, admitted = totals.get(name, (0, 0))
         entry: dict[str, Any] = {
             "name": name,
             "nominalQuota": _amounts(state.nominal),
@@ -211,6 +216,8 @@ def status_document(
             "pending": pending,
             "admitted": admitted,
         }
+        if state.parent is not None:
+            entry["parent"] = state.parent
         if past is not None and name in past:
             entry["decayedUsage"] = _seconds(past[name])
         most_running, most_queued = (limits or {}).get(name, (None, None))
@@ -232,6 +239,40 @@ def status_document(
     if oversubscribed:
         body["warning"] = oversubscribed
     return {"apiVersion": "rayqueue/v1", "kind": "QueueStatus", "status": body}
+
+
+def _tree_order(states: Mapping[str, fairshare.QueueState]) -> list[str]:
+    """Top queues in their order, each followed by its sub-queues (depth first)."""
+    children: dict[str | None, list[str]] = {}
+    for name, state in states.items():
+        parent = state.parent if state.parent in states else None
+        children.setdefault(parent, []).append(name)
+    order: list[str] = []
+
+    def visit(parent: str | None) -> None:
+        for name in children.get(parent, ()):
+            order.append(name)
+            visit(name)
+
+    visit(None)
+    return order
+
+
+def _rolled_up(
+    states: Mapping[str, fairshare.QueueState], counts: Mapping[str, tuple[int, int]]
+) -> dict[str, tuple[int, int]]:
+    """(pending, admitted) per queue, each queue's including its sub-queues'."""
+    totals: dict[str, tuple[int, int]] = {}
+    for name, (pending, admitted) in counts.items():
+        owner: str | None = name
+        seen: set[str] = set()
+        while owner is not None and owner not in seen:
+            seen.add(owner)
+            before = totals.get(owner, (0, 0))
+            totals[owner] = (before[0] + pending, before[1] + admitted)
+            state = states.get(owner)
+            owner = state.parent if state is not None else None
+    return totals
 
 
 def counts_by_queue(

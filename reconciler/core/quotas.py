@@ -27,6 +27,7 @@ class QueueQuota:
     weight: float = 1.0
     max_running: int | None = None  # tasks Starting or Running; None: no limit
     max_queued: int | None = None  # tasks Queued; None: no limit
+    parent: str | None = None  # the queue it divides (nested queues); None: a top-level queue
 
 
 @dataclass(frozen=True)
@@ -46,12 +47,14 @@ def resolve(config: QueueConfig, capacity: Capacity) -> Quotas:
             q.weight,
             q.max_running,
             q.max_queued,
+            config.parent_of(q.name),
         )
         for q in config.spec.queues
     )
     total = Capacity()
     for q in listed:
-        total = total + q.nominal
+        if q.parent is None:  # a sub-queue's quota is carved out of its parent's
+            total = total + q.nominal
     rest = capacity - total
     default = config.spec.default
     default_quota = QueueQuota(
@@ -68,14 +71,40 @@ def resolve(config: QueueConfig, capacity: Capacity) -> Quotas:
         for r in RESOURCES
         if of(rest, r) < -EPS
     ]
-    warning = None
+    warnings = []
     if over:
-        warning = (
+        warnings.append(
             "the listed nominal quotas add up to more than the cluster has ("
             + ", ".join(over)
             + "); they are honoured only as far as resources are free"
         )
-    return Quotas((*listed, default_quota), warning)
+    warnings.extend(_divided_beyond(listed))
+    return Quotas((*listed, default_quota), "; ".join(warnings) or None)
+
+
+def _divided_beyond(listed: tuple[QueueQuota, ...]) -> list[str]:
+    """Each queue whose sub-queues' nominal quotas add up to more than its own: reported, not
+    fatal; the parent's quota still caps them all."""
+    children: dict[str, Capacity] = {}
+    for q in listed:
+        if q.parent is not None:
+            children[q.parent] = children.get(q.parent, Capacity()) + q.nominal
+    warnings = []
+    for q in listed:
+        total = children.get(q.name)
+        if total is None:
+            continue
+        over = [
+            f"{amount(r, of(total, r))} {unit(r)} > {amount(r, of(q.nominal, r))}"
+            for r in RESOURCES
+            if of(total, r) > of(q.nominal, r) + EPS
+        ]
+        if over:
+            warnings.append(
+                f'the sub-queues of "{q.name}" have nominal quotas adding up to more than its '
+                f"own ({', '.join(over)}); together they get at most what {q.name} gets"
+            )
+    return warnings
 
 
 # --- per-resource arithmetic on Capacity ---------------------------------------------------

@@ -129,7 +129,7 @@ def observe_ray(ray: RayAdapter, capacity: Callable[[], Capacity] | None = None)
 def queue_file(settings: Settings) -> QueueFile:
     """`--queues PATH`, else `<tasks>/_queues.yaml`; its status beside it or in --status-dir."""
     path = settings.queues_path or settings.tasks_dir / CONFIG_FILE
-    return QueueFile(path, settings.status_dir)
+    return QueueFile(path, settings.status_dir, settings.tasks_dir, settings.queue_depth)
 
 
 def tail(text: str, lines: int) -> str:

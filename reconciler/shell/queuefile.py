@@ -18,12 +18,18 @@ from reconciler.core import usage
 from reconciler.core.queueing import ConfigState, restore_usage
 from specs.atomic import write_atomic
 from specs.cluster import Capacity
-from specs.parse import MAX_FILE_BYTES, SpecParseError, parse_queue_config
-from specs.queues import CONFIG_FILE, STATUS_FILE, QueueConfig
+from specs.parse import (
+    MAX_FILE_BYTES,
+    SpecError,
+    SpecParseError,
+    parse_queue_config,
+    parse_sub_queue_config,
+)
+from specs.queues import CONFIG_FILE, DEFAULT_QUEUE_DEPTH, STATUS_FILE, QueueConfig
 
 log = logging.getLogger("rayqueue.queues")
 
-StatKey = tuple[int, int, int]
+StatKey = tuple[tuple[int, int, int] | None, ...]
 
 
 @dataclass(frozen=True)
@@ -46,8 +52,18 @@ class QueueFile:
     """`path` is `<tasks>/_queues.yaml` unless `--queues` names another file. The status goes
     beside it, or under `status_dir` (for read-only checkouts and ConfigMaps)."""
 
-    def __init__(self, path: Path, status_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        status_dir: Path | None = None,
+        root: Path | None = None,
+        max_depth: int = DEFAULT_QUEUE_DEPTH,
+    ) -> None:
         self.path = Path(path)
+        # Where each queue's folder, and so its own `_queues.yaml`, lies: the tasks folder.
+        self.root = Path(root) if root is not None else self.path.parent
+        self.max_depth = max_depth
+        self._watched: list[Path] = []  # the queues' own files, present or not, as last read
         self.status_path = (status_dir or self.path.parent) / STATUS_FILE
         self._key: StatKey | None = None
         self._good: QueueConfig | None = None
@@ -74,20 +90,23 @@ class QueueFile:
             return Loaded(None, None, self._generation)
         except OSError as exc:
             return self._keep(f"cannot read: {exc.strerror}")
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        key = ((st.st_mtime_ns, st.st_size, st.st_ino), *(_stat(p) for p in self._watched))
         if key == self._key:
             return Loaded(self._good, self._state, self._generation)
-        self._key = key
+        self._watched = []
         try:
             if st.st_size > MAX_FILE_BYTES:
                 raise SpecParseError([])  # reported below with the size
             data = self.path.read_bytes()
-            config = parse_queue_config(data, file=self.path.name)
+            config = parse_queue_config(data, file=self.path.name, max_depth=self.max_depth)
+            config = self._divide(config)
         except SpecParseError as exc:
             message = str(exc) or f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
             return self._keep(message)
         except OSError as exc:
             return self._keep(f"cannot read: {exc.strerror}")
+        finally:
+            self._key = ((st.st_mtime_ns, st.st_size, st.st_ino), *map(_stat, self._watched))
         if self._good is None or self._good != config:
             log.info("queues from %s: %s", self.path, ", ".join(config.queue_names()))
         self._good = config
@@ -95,13 +114,15 @@ class QueueFile:
         self._state = ConfigState(str(self.path), valid=True)
         return Loaded(config, self._state, self._generation)
 
+    def _divide(self, config: QueueConfig) -> QueueConfig:
+        return divide_tree(config, self.root, self.max_depth, self._watched)
+
     def _keep(self, error: str) -> Loaded:
         """A bad edit: the last good configuration stays in force."""
         kept = "keeping the last good configuration" if self._good else "no queues in force"
         if self._state is None or self._state.error != error:
             log.error("queue configuration %s is invalid (%s): %s", self.path, kept, error)
-            if self._good is None:
-                self._generation += 1  # the tasks' statuses name the new error
+            self._generation += 1  # the next pass writes the error to the status, even if idle
         self._state = ConfigState(
             str(self.path), valid=False, error=error, in_force=self._good is not None
         )
@@ -127,6 +148,52 @@ class QueueFile:
         self._written = None
         with contextlib.suppress(OSError):
             self.status_path.unlink()
+
+
+def divide_tree(
+    config: QueueConfig,
+    root: Path,
+    max_depth: int = DEFAULT_QUEUE_DEPTH,
+    watched: list[Path] | None = None,
+    prefix: str = "",
+) -> QueueConfig:
+    """Add each queue's own sub-queues, from `<root>/<queue>/_queues.yaml` (nested queues),
+    parents before their sub-queues. A bad file raises SpecParseError naming it (`prefix`, then
+    its path under root), line and field. `watched` gets every path looked at, present or not."""
+    pending = [entry.name for entry in config.spec.queues]
+    while pending:
+        folder = pending.pop(0)
+        path = root / folder / CONFIG_FILE
+        if watched is not None:
+            watched.append(path)
+        try:
+            size = path.stat().st_size
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        file = f"{prefix}{folder}/{CONFIG_FILE}"
+        if size > MAX_FILE_BYTES:
+            message = f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
+            raise SpecParseError([SpecError(file, None, None, None, message)])
+        sub = parse_sub_queue_config(
+            path.read_bytes(),
+            file=file,
+            folder=folder,
+            folder_depth=config.depth_of(folder),
+            listed=config.queue_names(),
+            max_depth=max_depth,
+        )
+        spec = config.spec.model_copy(update={"queues": [*config.spec.queues, *sub.spec.queues]})
+        config = config.model_copy(update={"spec": spec})
+        pending.extend(entry.name for entry in sub.spec.queues)
+    return config
+
+
+def _stat(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 def read_status(path: Path) -> dict[str, Any] | None:

@@ -4,6 +4,7 @@ python -m reconciler.sim                                   # synthetic workload,
 python -m reconciler.sim --trace lublin_256.swf            # trace prefix + synthetic
 python -m reconciler.sim --workload synthetic --jobs 500 --policies strict,backfill
 python -m reconciler.sim --teams 4 --weights 1,1,1,3   # team folders with fair-share queues
+python -m reconciler.sim --tree 4x2 --weights 1,1,1,3 --user-weights 1,3   # nested: users
 python -m reconciler.sim --queues _queues.yaml --resumable-fraction 0.5  # a queue file, as serve
 python -m reconciler.sim --teams 2 --preemption LowerPriority --array-fraction 0.1 --array-size 20
 python -m reconciler.sim --autoscale --node-type worker:cpu=32,max=8 --trace lublin_256.swf
@@ -107,6 +108,21 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="W1,W2,...",
         help="fair-sharing weight per team (default all 1)",
+    )
+    p.add_argument(
+        "--tree",
+        type=_tree,
+        default=None,
+        metavar="TxU",
+        help="nested queues: T teams of U users each (e.g. 4x2), each user a sub-queue of its "
+        "team (team-k/user-j); job i to team i mod T, user (i div T) mod U. Replaces --teams",
+    )
+    p.add_argument(
+        "--user-weights",
+        type=_weights,
+        default=None,
+        metavar="W1,W2,...",
+        help="with --tree: fair-sharing weight of each user within its team (default all 1)",
     )
     p.add_argument(
         "--team-quota",
@@ -351,6 +367,17 @@ def _half_life(text: str) -> float | None:
     return seconds
 
 
+def _tree(text: str) -> tuple[int, int]:
+    teams, sep, users = text.lower().partition("x")
+    try:
+        shape = (int(teams), int(users))
+    except ValueError:
+        raise argparse.ArgumentTypeError("a tree is TEAMSxUSERS, e.g. 4x2") from None
+    if not sep or not (1 <= shape[0] <= 1000 and 1 <= shape[1] <= 1000):
+        raise argparse.ArgumentTypeError("a tree is TEAMSxUSERS, each 1..1000, e.g. 4x2")
+    return shape
+
+
 def _weights(text: str) -> list[float]:
     try:
         weights = [float(w) for w in text.split(",") if w.strip()]
@@ -368,6 +395,8 @@ class Teams:
     idle_until: float | None = None
     quota: bool = True
     half_life: float | None = DEFAULT_HALF_LIFE  # None: only current use counts
+    users: int = 0  # --tree: users per team, each a sub-queue of its team; 0: no tree
+    user_weights: tuple[float, ...] = ()
 
 
 def workloads(args: argparse.Namespace) -> dict[str, list[Job]]:
@@ -414,6 +443,8 @@ def _run(job: Run) -> Metrics:
         quota=teams.quota,
         half_life=teams.half_life,
     )
+    if teams.users:
+        config = team_split.divide(config, teams.users, teams.user_weights)
     result = simulate(workload, policy, capacity_cpu=capacity, queues=config, options=options)
     fair = team_split.fairness(result.records, teams.count, teams.weights, capacity)
     metrics = replace(
@@ -423,6 +454,15 @@ def _run(job: Run) -> Metrics:
         contended_seconds=fair.contended_seconds,
         delivered=asdict(team_split.delivered(result.records, teams.count, teams.weights)),
     )
+    if teams.users:
+        due = team_split.user_weight_shares(
+            teams.count, teams.users, teams.weights, teams.user_weights
+        )
+        users = team_split.delivered_by(result.records, due, team_split.user_of)
+        within = team_split.within_teams(
+            result.records, teams.count, teams.users, teams.user_weights
+        )
+        metrics = replace(metrics, users={**asdict(users), "within_teams": within})
     if teams.idle_until is not None:
         back = team_split.reclaim(
             result.records,
@@ -466,6 +506,8 @@ def _team_lines(rows: Sequence[Metrics]) -> list[str]:
                 + "; p95 wait "
                 + " / ".join(duration(float(v)) for v in waits.values())
             )
+        if m.users is not None:
+            lines += _user_lines(m.users)
         if m.reclaim is not None:
             r = m.reclaim
             regained = r["regained_at"]
@@ -477,6 +519,36 @@ def _team_lines(rows: Sequence[Metrics]) -> list[str]:
                 + f"; CPUs others borrowed meanwhile: {r['borrowed_meanwhile']:g}"
             )
     return lines
+
+
+def _user_lines(users: dict[str, object]) -> list[str]:
+    """--tree: each user's share of delivered CPU-hours over the run, and within its team."""
+    run = users["run_shares"]
+    assert isinstance(run, dict)
+    team_total: dict[str, float] = {}
+    for user, value in run.items():
+        team = team_split.team_of(user)
+        team_total[team] = team_total.get(team, 0.0) + value
+    within = ", ".join(
+        f"{user} {value:.3f} ({value / team_total[team_split.team_of(user)]:.2f} of its team)"
+        if team_total[team_split.team_of(user)]
+        else f"{user} 0"
+        for user, value in run.items()
+    )
+    jain = users["weighted_jain"]
+    teams = users["within_teams"]
+    assert isinstance(jain, float) and isinstance(teams, dict)
+    split = "; ".join(
+        f"{team} "
+        + " / ".join(f"{v:.3f}" for v in got["contended_shares"].values())
+        + f" (Jain {got['weighted_jain']:.3f}, {duration(got['contended_seconds'])})"
+        for team, got in teams.items()
+    )
+    return [
+        f"  users' share of delivered CPU-hours, run: {within}",
+        f"  users' weighted Jain (every user waiting; due: team share x user share) {jain:.3f}",
+        f"  users within each team, while all its users had work waiting: {split}",
+    ]
 
 
 def duration(seconds: float) -> str:
@@ -614,11 +686,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if queues is not None:
         listed = [q.name for q in queues.spec.queues]
         loads = {name: team_split.split_over(jobs, listed) for name, jobs in loads.items()}
+    if args.tree is not None:
+        if args.teams > 0:
+            print("--tree replaces --teams: give one of them")
+            return 2
+        args.teams = args.tree[0]
+    elif args.user_weights is not None:
+        print("--user-weights goes with --tree")
+        return 2
     teams: Teams | None = None
     if args.teams > 0:
         weights = tuple(args.weights or [1.0] * args.teams)
         if len(weights) != args.teams:
             print(f"--weights gives {len(weights)} weights for {args.teams} teams")
+            return 2
+        users = args.tree[1] if args.tree is not None else 0
+        user_weights = tuple(args.user_weights or [1.0] * users)
+        if len(user_weights) != users:
+            print(f"--user-weights gives {len(user_weights)} weights for {users} users")
             return 2
         teams = Teams(
             args.teams,
@@ -626,8 +711,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.idle_team_until,
             args.team_quota == "equal",
             args.usage_half_life,
+            users,
+            user_weights,
         )
-        loads = {name: team_split.split(jobs, args.teams) for name, jobs in loads.items()}
+        if users:
+            loads = {n: team_split.split_tree(jobs, args.teams, users) for n, jobs in loads.items()}
+        else:
+            loads = {name: team_split.split(jobs, args.teams) for name, jobs in loads.items()}
         if args.idle_team_until is not None:
             idle = team_split.team_name(0)
             loads = {

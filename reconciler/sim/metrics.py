@@ -54,6 +54,8 @@ class Metrics:
     # With teams: shares of delivered CPU-hours (run, contended, sliding days), p95 waits
     # (reconciler.sim.teams.Delivered, as a dict).
     delivered: dict[str, object] | None = None
+    # With --tree: the same per user (reconciler.sim.teams.Delivered over the users' queues).
+    users: dict[str, object] | None = None
 
     def to_json(self) -> dict[str, object]:
         data = asdict(self)

@@ -2,17 +2,19 @@
 how fairly the cluster was shared.
 
 Job i goes to team i mod N (folder `team-<k>/`). Each team's nominal quota is an equal split of
-the cluster, lending and borrowing are unlimited, and each team has its own weight.
+the cluster, lending and borrowing are unlimited, and each team has its own weight. With a tree
+(`--tree 4x2`, nested queues), each team is divided into users (`team-<k>/user-<j>/`, job i to
+user (i div N) mod U), sub-queues with an equal split of their team's quota and their own weights.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from reconciler.sim.engine import JobRecord
 from reconciler.sim.workload import Job
-from specs.queues import DEFAULT_HALF_LIFE, QueueConfig
+from specs.queues import DEFAULT_HALF_LIFE, QueueConfig, QueueEntry
 
 
 def team_name(index: int) -> str:
@@ -21,6 +23,53 @@ def team_name(index: int) -> str:
 
 def team_of(job_name: str) -> str:
     return job_name.split("/", 1)[0]
+
+
+def user_name(team: int, user: int) -> str:
+    return f"{team_name(team)}/user-{user}"
+
+
+def user_of(job_name: str) -> str:
+    return "/".join(job_name.split("/", 2)[:2])
+
+
+def split_tree(workload: Sequence[Job], teams: int, users: int) -> list[Job]:
+    """Job i to team i mod `teams`, and within it to user (i div `teams`) mod `users`."""
+    return [
+        replace(job, name=f"{user_name(i % teams, (i // teams) % users)}/{job.name}")
+        for i, job in enumerate(workload)
+    ]
+
+
+def divide(config: QueueConfig, users: int, user_weights: Sequence[float]) -> QueueConfig:
+    """Each team queue divided into `users` sub-queues (nested queues): an equal split of its
+    nominal quota each, the given weights."""
+    entries = []
+    for entry in config.spec.queues:
+        entries.append(entry)
+        share = entry.nominal_quota.model_copy(
+            update={
+                "cpu": entry.nominal_quota.cpu / users,
+                "memory": entry.nominal_quota.memory // users,
+            }
+        )
+        entries += [
+            QueueEntry(name=f"{entry.name}/user-{j}", nominal_quota=share, weight=user_weights[j])
+            for j in range(users)
+        ]
+    spec = config.spec.model_copy(update={"queues": entries})
+    return config.model_copy(update={"spec": spec})
+
+
+def user_weight_shares(
+    teams: int, users: int, weights: Sequence[float], user_weights: Sequence[float]
+) -> dict[str, float]:
+    """Each user's due share of the cluster: its team's weight share times its own within."""
+    return {
+        user_name(k, j): weights[k] / sum(weights) * user_weights[j] / sum(user_weights)
+        for k in range(teams)
+        for j in range(users)
+    }
 
 
 def split(workload: Sequence[Job], teams: int) -> list[Job]:
@@ -77,6 +126,47 @@ def team_config(
             },
         }
     )
+
+
+def within_teams(
+    records: Sequence[JobRecord], teams: int, users: int, user_weights: Sequence[float]
+) -> dict[str, dict[str, object]]:
+    """Per team: its users' shares of the team's delivered CPU-hours over the seconds in which
+    every one of its users had work waiting, the weighted Jain index of those shares against
+    the user weights, and how many such seconds there were."""
+    result: dict[str, dict[str, object]] = {}
+    for k in range(teams):
+        team = team_name(k)
+        mine = [r for r in records if team_of(r.job.name) == team]
+        due = {user_name(k, j): user_weights[j] / sum(user_weights) for j in range(users)}
+        got = delivered_by(mine, due, user_of)
+        seconds = _contended_seconds(mine, list(due), user_of)
+        result[team] = {
+            "contended_shares": got.contended_shares,
+            "weighted_jain": got.weighted_jain,
+            "contended_seconds": seconds,
+        }
+    return result
+
+
+def _contended_seconds(
+    records: Sequence[JobRecord], names: Sequence[str], owner_of: Callable[[str], str]
+) -> float:
+    deltas: list[tuple[float, str, int]] = []
+    for record in records:
+        owner, arrival = owner_of(record.job.name), record.job.arrival
+        if record.start is None:
+            deltas.append((arrival, owner, 1))
+        elif record.start > arrival:
+            deltas += [(arrival, owner, 1), (record.start, owner, -1)]
+    deltas.sort(key=lambda d: d[0])
+    waiting = dict.fromkeys(names, 0)
+    total = 0.0
+    for index, (at, owner, change) in enumerate(deltas):
+        waiting[owner] += change
+        if index + 1 < len(deltas) and all(waiting[n] > 0 for n in names):
+            total += deltas[index + 1][0] - at
+    return total
 
 
 @dataclass(frozen=True)
@@ -223,11 +313,25 @@ def delivered(
     over the contended seconds (every team had work waiting), and over sliding windows of
     `window` seconds every `stride`, counting only their contended seconds."""
     names = [team_name(k) for k in range(teams)]
-    weight_share = {t: weights[k] / sum(weights) for k, t in enumerate(names)}
+    due = {t: weights[k] / sum(weights) for k, t in enumerate(names)}
+    return delivered_by(records, due, team_of, window=window, stride=stride)
+
+
+def delivered_by(
+    records: Sequence[JobRecord],
+    weight_share: dict[str, float],
+    owner_of: Callable[[str], str],
+    *,
+    window: float = 86400.0,
+    stride: float = 21600.0,
+) -> Delivered:
+    """`delivered` for any grouping of the jobs: `owner_of` names a job's group (a team, or a
+    user in a tree), `weight_share` each group's due share of the cluster."""
+    names = list(weight_share)
     deltas: list[tuple[float, str, int, float]] = []  # (time, team, d waiting, d CPUs held)
     waits: dict[str, list[float]] = {t: [] for t in names}
     for record in records:
-        team = team_of(record.job.name)
+        team = owner_of(record.job.name)
         arrival = record.job.arrival
         if record.start is None:
             deltas.append((arrival, team, 1, 0.0))
@@ -276,7 +380,8 @@ def delivered(
 
     def weighted(amounts: dict[str, float]) -> float:
         got = shares(amounts)
-        return jain([got[t] / weight_share[t] for t in names])
+        total = sum(weight_share.values())
+        return jain([got[t] / (weight_share[t] / total) for t in names])
 
     per_window = max(1, round(window / stride))
     window_jains: list[float] = []

@@ -113,3 +113,56 @@ def test_reclaim_measures_borrowing_after_the_return() -> None:
     ]
     late = reclaim(greedy, "team-0", nominal, 2, 30)
     assert late.borrowed_meanwhile == 8 and late.regained_at == 200
+
+
+def test_a_tree_splits_jobs_over_teams_then_users_and_divides_each_team() -> None:
+    from reconciler.sim.teams import divide, split_tree, user_of, user_weight_shares
+
+    jobs = [job(f"j{i}", i, 1) for i in range(8)]
+    names = [user_of(j.name) for j in split_tree(jobs, 2, 2)]
+    assert names == [
+        "team-0/user-0", "team-1/user-0", "team-0/user-1", "team-1/user-1",
+        "team-0/user-0", "team-1/user-0", "team-0/user-1", "team-1/user-1",
+    ]  # fmt: skip
+    config = divide(team_config(2, (1, 3), 16, 2**30), 2, (1, 3))
+    assert config.parent_of("team-1/user-1") == "team-1"
+    entry = next(q for q in config.spec.queues if q.name == "team-1/user-1")
+    assert (entry.nominal_quota.cpu, entry.weight) == (4.0, 3.0)
+    due = user_weight_shares(2, 2, (1, 3), (1, 3))
+    assert due["team-1/user-1"] == pytest.approx(0.75 * 0.75)
+    assert sum(due.values()) == pytest.approx(1.0)
+
+
+def test_delivered_by_user_measures_against_the_users_due_shares() -> None:
+    from reconciler.sim.teams import delivered_by, user_of
+
+    records = [
+        record("team-0/user-0/a", 0, 0, 100, 1),
+        record("team-0/user-0/w", 0, 100, 110, 1),
+        record("team-0/user-1/a", 0, 0, 100, 3),
+        record("team-0/user-1/w", 0, 100, 110, 1),
+    ]
+    got = delivered_by(records, {"team-0/user-0": 0.25, "team-0/user-1": 0.75}, user_of)
+    assert got.contended_shares == {
+        "team-0/user-0": pytest.approx(0.25),
+        "team-0/user-1": pytest.approx(0.75),
+    }
+    assert got.weighted_jain == pytest.approx(1.0)
+
+
+def test_within_teams_splits_each_team_among_its_users_while_all_of_them_wait() -> None:
+    from reconciler.sim.teams import within_teams
+
+    records = [
+        record("team-0/user-0/a", 0, 0, 100, 1),
+        record("team-0/user-0/w", 0, 100, 110, 1),
+        record("team-0/user-1/a", 0, 0, 100, 3),
+        record("team-0/user-1/w", 0, 100, 110, 1),
+    ]
+    got = within_teams(records, 1, 2, (1, 3))["team-0"]
+    assert got["contended_shares"] == {
+        "team-0/user-0": pytest.approx(0.25),
+        "team-0/user-1": pytest.approx(0.75),
+    }
+    assert got["weighted_jain"] == pytest.approx(1.0)
+    assert got["contended_seconds"] == pytest.approx(100)

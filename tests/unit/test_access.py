@@ -46,7 +46,7 @@ def test_hash_is_sha256_hex() -> None:
         ({"name": "a", "sha256": H, "role": "write"}, "needs folders"),
         ({"name": "a", "sha256": H, "role": "write", "folders": []}, "needs folders"),
         ({"name": "a", "sha256": H, "role": "read", "folders": ["x"]}, "need read: own"),
-        ({"name": "a", "sha256": H, "role": "admin", "folders": ["x"]}, "not apply to admin"),
+        ({"name": "a", "sha256": H, "role": "admin", "folders": ["_x"]}, "'_'"),
         ({"name": "a", "sha256": H, "role": "write", "folders": ["../x"]}, "'..'"),
         ({"name": "a", "sha256": H, "role": "write", "folders": ["_queues"]}, "'_'"),
         ({"name": "a", "sha256": H, "role": "write", "folder": ["x"]}, "unknown keys"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -279,3 +280,45 @@ def test_limits_are_checked() -> None:
         with pytest.raises(SpecParseError) as caught:
             parse_queue_config(HEAD + body)
         assert f"_queues.yaml:{where}:" in str(caught.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(arrivals())
+def test_between_sub_queues_the_next_start_goes_to_the_lowest_weighted_decayed_share(
+    case: tuple[list[QueueDemand], Capacity],
+) -> None:
+    # The same arrivals as sub-queues of one queue `p` (nested queues, issue 30), which holds
+    # no quota of its own: the same formula orders the siblings.
+    flat, free = case
+    subs = [
+        QueueDemand(
+            replace(q.quota, name=f"p/{q.quota.name}", parent="p"),
+            q.usage,
+            [replace(c, name=f"p/{c.name}") for c in q.candidates],
+            q.policy,
+            (),
+            q.past,
+        )
+        for q in flat
+        if q.quota.name != "default"
+    ]
+    held, past = Capacity(), Capacity()
+    for q in subs:
+        held, past = held + q.usage, past + (q.past or Capacity())
+    parent = QueueDemand(QueueQuota("p", Capacity()), held, [], POLICIES["besteffort"], (), past)
+    lender = QueueDemand(QueueQuota("default", cpu(64)), Capacity(), [], POLICIES["strict"])
+    result = admit(cpu(64), free, [parent, *subs, lender], [], 0.0, 1, "none")
+    could: dict[str, float] = {}
+    for q in subs:
+        pick = next((c for c in q.candidates if c.request.fits_in(free)), None)
+        if pick is not None:
+            share = dominant_share(
+                q.usage + pick.request, q.quota.nominal, cpu(64), q.quota.weight, q.past
+            )
+            could[q.quota.name] = share.weighted
+    if not could:
+        assert result.start == []
+        return
+    assert len(result.start) == 1
+    chosen = result.start[0].rsplit("/", 1)[0]
+    assert could[chosen] == pytest.approx(min(could.values()))
