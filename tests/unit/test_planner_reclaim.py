@@ -483,6 +483,10 @@ def _check_pass(w: Cluster, within: str, reclaim: str, min_preemptor: int) -> No
             and key(n) > key(me)
         )
 
+    # What earlier decisions of this pass took from each queue: the ledger has already lowered
+    # that queue's usage when a later preemptor of it decides (a queue reclaimed from, then
+    # reclaiming within its nominal, is not over it).
+    taken = dict.fromkeys(NOMINAL, 0.0)
     for decision in p.preemptions:
         me, need = decision.preemptor, cpus[decision.preemptor]
         assert priority[me] >= min_preemptor, "a preemptor below the threshold"
@@ -507,7 +511,10 @@ def _check_pass(w: Cluster, within: str, reclaim: str, min_preemptor: int) -> No
                 # the reclaimer stays within its nominal quota, counting its own victims
                 # and the room promised to preemptors of its queue it overtakes (issue 25):
                 # no reclaim back
-                assert start[mine] - freed_own - handed(me) + need <= NOMINAL[mine] + 1e-9
+                held = start[mine] - taken[mine] - freed_own - handed(me)
+                assert held + need <= NOMINAL[mine] + 1e-9
                 assert need > decision.free.cpu + freed - cpus[victim] + 1e-9, "more than needed"
             usage[theirs] -= cpus[victim]
+        for victim in decision.victims:
+            taken[_queue_of(victim)] += cpus[victim]
     w.run_all()
