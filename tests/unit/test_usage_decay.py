@@ -302,10 +302,12 @@ def test_between_sub_queues_the_next_start_goes_to_the_lowest_weighted_decayed_s
         for q in flat
         if q.quota.name != "default"
     ]
-    held, past = Capacity(), Capacity()
+    past = Capacity()
     for q in subs:
-        held, past = held + q.usage, past + (q.past or Capacity())
-    parent = QueueDemand(QueueQuota("p", Capacity()), held, [], POLICIES["besteffort"], (), past)
+        past = past + (q.past or Capacity())
+    parent = QueueDemand(
+        QueueQuota("p", Capacity()), Capacity(), [], POLICIES["besteffort"], (), past
+    )
     lender = QueueDemand(QueueQuota("default", cpu(64)), Capacity(), [], POLICIES["strict"])
     result = admit(cpu(64), free, [parent, *subs, lender], [], 0.0, 1, "none")
     could: dict[str, float] = {}
