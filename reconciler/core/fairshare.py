@@ -24,6 +24,7 @@ the heads that are guaranteed, so no borrower can take a returning team's quota.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -286,7 +287,9 @@ class _Pass:
         for queue in self.queues:
             self._drop_never_fitting(queue)
         while self.slots > 0:
-            best: tuple[tuple[bool, bool, Share, float, str], _Queue, Candidate] | None = None
+            best: (
+                tuple[tuple[bool, bool, bool, Share, Share, float, str], _Queue, Candidate] | None
+            ) = None
             reservation: _Reservation | None = None
             self.reserved_by = {}
             self.held = {}
@@ -312,13 +315,19 @@ class _Pass:
                     self.reserved_by[queue.quota.name] = reservation
                     continue
                 # A preemptor whose victims are gone goes first: the room they left is its.
-                # Then picks within nominal; then the lowest share once this pick is counted.
+                # Then picks within nominal; then the least-served queue, by its share before
+                # the pick: counting the pick would make a wide head lose to any narrow pick
+                # and to a heavier weight's (Slurm orders by the account's usage, not the
+                # job's size); the share with the pick counted breaks ties. A weight-0 queue
+                # whose pick borrows goes after every other (its share with the pick is inf).
                 usage = queue.usage + candidate.request
-                share = self._share(queue, usage)
+                after = self._share(queue, usage)
                 key = (
                     not reserved,
                     borrows,
-                    share,
+                    math.isinf(after.weighted),
+                    self._share(queue, queue.usage),
+                    after,
                     _guarantee_used(queue, usage),
                     queue.quota.name,
                 )

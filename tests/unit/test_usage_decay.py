@@ -113,7 +113,8 @@ def test_current_usage_mode_ignores_the_past() -> None:
 
 
 # The property: over random arrivals, the next start goes to the queue with the lowest
-# weighted decayed share (counting its pick) among the queues that can start one.
+# weighted decayed share (before its pick: the least-served queue) among the queues that can
+# start one; among equal shares, to the lowest share counting the pick.
 
 
 @st.composite
@@ -142,20 +143,24 @@ def test_the_next_start_goes_to_the_lowest_weighted_decayed_share(
     queues, free = case
     result = admit(cpu(64), free, queues, [], 0.0, 1, "none")
     lend = cpu(64)
-    could: dict[str, float] = {}
+    could: dict[str, tuple[float, float]] = {}
     for q in queues:
         pick = next((c for c in q.candidates if c.request.fits_in(free)), None)
         if pick is None:
             continue
+        before = dominant_share(q.usage, q.quota.nominal, lend, q.quota.weight, q.past)
         usage_with_pick = q.usage + pick.request
-        share = dominant_share(usage_with_pick, q.quota.nominal, lend, q.quota.weight, q.past)
-        could[q.quota.name] = share.weighted
+        after = dominant_share(usage_with_pick, q.quota.nominal, lend, q.quota.weight, q.past)
+        could[q.quota.name] = (before.weighted, after.weighted)
     if not could:
         assert result.start == []
         return
     assert len(result.start) == 1
     chosen = result.start[0].split("/")[0]
-    assert could[chosen] == pytest.approx(min(could.values()))
+    least = min(before for before, _ in could.values())
+    assert could[chosen][0] == pytest.approx(least)
+    tied = [after for before, after in could.values() if before == pytest.approx(least)]
+    assert could[chosen][1] == pytest.approx(min(tied))
 
 
 # --- configuration ---------------------------------------------------------------------------
