@@ -112,6 +112,28 @@ def test_current_usage_mode_ignores_the_past() -> None:
         assert got.start == [first], mode
 
 
+def test_a_wide_head_of_the_least_served_queue_goes_before_a_narrow_pick() -> None:
+    """Issue 30's Lublin run: counting the pick, a queue using nothing whose head is wide
+    (8 of 8 free CPUs: share 0.5) lost to a queue already using 2 whose pick is 1 CPU (share
+    3/16), every time, so the wide team starved. The least-served queue goes first."""
+
+    def demand(name: str, held: float, size: float) -> QueueDemand:
+        quota = QueueQuota(name, Capacity(), NO_LIMIT, NO_LIMIT, 1.0)
+        return QueueDemand(
+            quota,
+            cpu(held),
+            [Candidate(f"{name}/0", cpu(size), 0)],
+            POLICIES["backfill"],
+            (),
+            cpu(0),
+        )
+
+    lender = QueueDemand(QueueQuota("default", cpu(16)), Capacity(), [], POLICIES["strict"])
+    queues = [demand("narrow", 2, 1), demand("wide", 0, 8), lender]
+    result = admit(cpu(16), cpu(8), queues, [], 0.0, 1, "backfill")
+    assert result.start == ["wide/0"]
+
+
 # The property: over random arrivals, the next start goes to the queue with the lowest
 # weighted decayed share (before its pick: the least-served queue) among the queues that can
 # start one; among equal shares, to the lowest share counting the pick.
