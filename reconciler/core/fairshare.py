@@ -10,7 +10,8 @@ queue's next pick goes first and how much each queue may take:
   when its head fits within its nominal: a queue whose work comes back is not idle, so its
   quota stops being lent at once and returns to it as borrowed jobs end.
 - Picks within nominal go first; then the queue with the lowest weighted dominant share of
-  what it borrows, counting the pick (`quotas.dominant_share`: max over cpu, gpu, memory of
+  what it borrows before its pick, the share counting the pick breaking ties
+  (`quotas.dominant_share`: max over cpu, gpu, memory of
   usage above nominal, plus its decayed past use above nominal when given (core/usage.py),
   / what the queues can lend, divided by weight). Shares are recomputed
   after every admission, so one pass can never hand a queue more than its turn (kueue #9345).
