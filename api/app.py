@@ -71,7 +71,10 @@ def create_app(
     shared = store is not None
     if store is None:
         store = TaskStore(
-            settings.tasks_dir, settings.status_dir, check=runtime_paths.store_check()
+            settings.tasks_dir,
+            settings.status_dir,
+            check=runtime_paths.store_check(),
+            max_array_elements=settings.max_array_elements,
         )
 
     @asynccontextmanager

@@ -8,7 +8,7 @@ loop in, and any object of the same shape (a test double) does as well.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -36,6 +36,11 @@ class LoopState(Protocol):
     def starting(self) -> int: ...
     @property
     def running(self) -> int: ...
+    @property
+    def queue_order(self) -> Mapping[str, Sequence[str]]:
+        """The waiting tasks of each queue ("" without queues) in place order, last pass."""
+        ...
+
     @property
     def jobs(self) -> Mapping[str, RayJob] | None:
         """Ray's jobs by submission id as last listed; None before the first listing."""

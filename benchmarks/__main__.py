@@ -23,11 +23,15 @@ REPO = Path(__file__).resolve().parent.parent
 
 # name -> (full arguments, quick arguments); the full ones are the benchmarks' defaults.
 RUNS: dict[str, tuple[list[str], list[str]]] = {
-    "throughput": ([], ["--jobs", "4"]),
+    "throughput": ([], ["--jobs", "4", "--rounds", "1"]),
     "latency": ([], ["--drops", "10", "--real-drops", "5"]),
     "scale": ([], ["--sizes", "100", "1000", "--serve-window", "10"]),
     "history": ([], ["--history", "0", "1000"]),
     "gitrev": ([], ["--size", "100"]),
+    "parsing": ([], ["--count", "200", "--rounds", "2"]),
+    "churn": ([], ["--sizes", "1000"]),
+    "arrays": ([], ["--size", "1000"]),
+    "arrays_head": ([], ["--size", "20"]),
 }
 
 

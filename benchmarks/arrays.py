@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from benchmarks.common import save
 from specs.cluster import Capacity
 
 
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=10_000)
     parser.add_argument("--case", choices=["array", "files"], help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, default=None, help="the JSON results file")
     args = parser.parse_args(argv)
     if args.case is not None:
         print(json.dumps(_case(args.case, args.size)))
@@ -80,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         ).stdout
         results[case] = json.loads(out.strip().splitlines()[-1])
     print(json.dumps({"size": args.size, **results}, indent=2))
+    if args.out is not None:
+        print(f"results: {save('arrays', {'size': args.size, **results}, args.out)}")
     return 0
 
 

@@ -6,8 +6,8 @@ python -m benchmarks.latency --drops 0 --real-drops 30 --address http://127.0.0.
 
 In-process: from the atomic rename to the adapter's submit call, on the loop `serve` builds.
 Through serve: a `rayqueue serve` child process on a real head (a private one unless
---address); from the start of the write (atomic rename of a file, or HTTP PUT) to Ray's own
-job start_time.
+--address); from the start of the write to Ray's own job start_time, for each way users write
+(benchmarks.served.METHODS: rayqueue's writer, mv, os.replace, cp, git pull, vim :wq, HTTP).
 """
 
 from __future__ import annotations
@@ -94,6 +94,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--address", default=None, help="real runs use this Ray dashboard instead of a private head"
     )
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=None,
+        help="ways of writing through serve (default: all of benchmarks.served.METHODS)",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     rows = []
@@ -109,7 +115,8 @@ def main(argv: list[str] | None = None) -> None:
             head = LocalRayHead() if args.address is None else None
             try:
                 address = args.address if head is None else head.start(num_cpus=2)
-                measured = served.measure(address, args.real_drops, Path(tmp))
+                methods = args.methods or served.METHODS
+                measured = served.measure(address, args.real_drops, Path(tmp), methods)
             finally:
                 if head is not None:
                     head.stop()

@@ -1,21 +1,25 @@
 """`rayqueue serve` as a user runs it: a child process on a real Ray head, fed by file or HTTP.
 
 The latency of a task is Ray's own job `start_time` (set when the job is submitted) minus the
-moment the user began the write: the atomic rename of a spec file, or the HTTP PUT of one.
+moment the user began the write, for each way users write (WRITERS): rayqueue's own writer
+(`rename`, specs/atomic.py), `mv` of a finished file, a temporary file and os.replace from
+Python, `cp`, `git pull` of a pushed commit, an editor's save (vim `:wq`), and an HTTP PUT.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -27,8 +31,9 @@ from benchmarks.common import drop, spec_text
 from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.cluster import JobNotFound, RayJob
 
-METHODS = ("rename", "http")
+METHODS = ("rename", "mv", "os.replace", "cp", "git pull", "vim :wq", "http")
 T = TypeVar("T")
+_SLUG = re.compile(r"[^a-z]+")
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -136,23 +141,79 @@ def ended(ray: RayJobsAdapter, sid: str) -> bool | None:
     return True if found is not None and found.terminal else None
 
 
-def measure(address: str, drops: int, root: Path) -> dict[str, list[float]]:
-    """Alternate rename and HTTP writes, one at a time, each into an idle cluster."""
+_GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
+
+
+def _git(cwd: Path, *args: str) -> None:
+    subprocess.run([*_GIT, *args], cwd=cwd, check=True, capture_output=True)
+
+
+class Writers:
+    """Each way of writing, as a user runs it. `prepare` does what comes before the user's
+    action (a finished file elsewhere, a pushed commit); `write` is the action, timed."""
+
+    def __init__(self, root: Path, folder: Path) -> None:
+        self.folder = folder
+        self.staging = root / "staging"  # same filesystem: mv is a rename
+        self.staging.mkdir()
+        self.upstream = root / "upstream.git"
+        self.author = root / "author"
+        _git(root, "init", "-q", "--bare", str(self.upstream))
+        _git(root, "clone", "-q", str(self.upstream), str(self.author))
+        (self.author / "README.md").write_text("tasks\n")
+        _git(self.author, "add", "README.md")
+        _git(self.author, "commit", "-q", "-m", "start")
+        _git(self.author, "push", "-q", "origin", "HEAD")
+        _git(root, "clone", "-q", str(self.upstream), str(folder))  # the watched folder
+
+    def prepare(self, method: str, name: str, data: bytes) -> None:
+        if method in ("mv", "cp", "vim :wq"):
+            (self.staging / f"{name}.yaml").write_bytes(data)
+        elif method == "git pull":
+            (self.author / f"{name}.yaml").write_bytes(data)
+            _git(self.author, "add", f"{name}.yaml")
+            _git(self.author, "commit", "-q", "-m", name)
+            _git(self.author, "push", "-q", "origin", "HEAD")
+
+    def write(self, method: str, name: str, data: bytes, url: str) -> None:
+        target = self.folder / f"{name}.yaml"
+        source = self.staging / f"{name}.yaml"
+        if method == "rename":
+            drop(self.folder, name, data)
+        elif method == "mv":
+            subprocess.run(["mv", str(source), str(target)], check=True)
+        elif method == "os.replace":
+            with tempfile.NamedTemporaryFile(dir=self.folder, delete=False) as tmp:
+                tmp.write(data)
+            os.replace(tmp.name, target)
+        elif method == "cp":
+            subprocess.run(["cp", str(source), str(target)], check=True)
+        elif method == "git pull":
+            _git(self.folder, "pull", "-q", "--ff-only")
+        elif method == "vim :wq":
+            command = ["vim", "-u", "NONE", "-N", "-n", "-es", "-c", f"0r {source}", "-c", "wq"]
+            subprocess.run([*command, str(target)], check=True)
+        else:
+            put_task(url, name, data)
+
+
+def measure(
+    address: str, drops: int, root: Path, methods: Sequence[str] = METHODS
+) -> dict[str, list[float]]:
+    """Each way of writing in turn, one at a time, each into an idle cluster."""
     folder = root / "served"
-    folder.mkdir(parents=True)
+    writers = Writers(root, folder)
     ray = RayJobsAdapter(address)
-    latencies: dict[str, list[float]] = {method: [] for method in METHODS}
+    latencies: dict[str, list[float]] = {method: [] for method in methods}
     with serve_process(address, folder, root / "serve.log") as served:
         url = served.url
         for i in range(drops):
-            for method in METHODS:
-                name = f"{method}{i:04d}"
+            for method in methods:
+                name = f"{_SLUG.sub('-', method)}{i:04d}"
                 data = spec_text(cpu=0.01)
+                writers.prepare(method, name, data)
                 written = time.time()  # Ray's start_time is wall-clock time on this machine
-                if method == "rename":
-                    drop(folder, name, data)
-                else:
-                    put_task(url, name, data)
+                writers.write(method, name, data, url)
                 sid = wait(partial(submission_id, folder, name), 60, f"{name}'s submission")
                 started = wait(partial(job, ray, sid), 60, f"{sid} in Ray", every=0.05)
                 assert started.start_time is not None

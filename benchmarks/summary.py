@@ -50,8 +50,12 @@ def _throughput(result: Result | None) -> str:
         return "not run"
     r = rows[0]
     via = r.get("side_b", "in-process")
+    spread = ""
+    if "ratio_min" in r:
+        spread = f", median of {r['rounds']} ABBA rounds, {r['ratio_min']:.2f}-{r['ratio_max']:.2f}"
     return (
-        f"{r['ratio_b_over_a']:.2f}{TIMES} raw Ray ({r['jobs']} jobs, {r['cpus']} CPUs, via {via})"
+        f"{r['ratio_b_over_a']:.2f}{TIMES} raw Ray ({r['jobs']} jobs, {r['cpus']} CPUs, via {via}"
+        f"{spread})"
     )
 
 

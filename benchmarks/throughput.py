@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import shutil
+import statistics
 import tempfile
 import threading
 import time
@@ -112,40 +113,53 @@ def main(argv: list[str] | None = None) -> None:
         default="",
         help="more arguments for `rayqueue serve` (side B through serve), e.g. '--interval 0.5'",
     )
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="ABBA rounds (default 5): the median and spread"
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     flags = shlex.split(args.serve_args)
     head = LocalRayHead() if args.address is None else None
     tmp = ""
+    rounds: list[tuple[float, float, float, float]] = []
     try:
         address = args.address if head is None else head.start(num_cpus=args.cpus)
         ray = RayJobsAdapter(address)
         tmp = tempfile.mkdtemp(prefix="rq-tp-")
         side_a(ray, min(args.jobs, 2), args.cpus)  # warm-up: first job start is slow
-        # A, B, B, A: Ray slows down a little as its job history grows, so an ABBA order
-        # cancels that drift instead of charging it all to the side that runs second.
-        a1 = side_a(ray, args.jobs, args.cpus)
-        b1, b2 = (
-            side_b_served(ray, args.jobs, Path(tmp) / f"tasks-{i}", address, flags)
-            if args.via == "serve"
-            else side_b(ray, args.jobs, Path(tmp) / f"tasks-{i}")
-            for i in (1, 2)
-        )
-        a2 = side_a(ray, args.jobs, args.cpus)
-        a, b = (a1 + a2) / 2, (b1 + b2) / 2
+        for r in range(args.rounds):
+            # A, B, B, A: Ray slows down a little as its job history grows, so an ABBA order
+            # cancels that drift instead of charging it all to the side that runs second.
+            a1 = side_a(ray, args.jobs, args.cpus)
+            b1, b2 = (
+                side_b_served(ray, args.jobs, Path(tmp) / f"tasks-{r}-{i}", address, flags)
+                if args.via == "serve"
+                else side_b(ray, args.jobs, Path(tmp) / f"tasks-{r}-{i}")
+                for i in (1, 2)
+            )
+            a2 = side_a(ray, args.jobs, args.cpus)
+            rounds.append((a1, b1, b2, a2))
+            print(f"round {r + 1}: A1 B1 B2 A2 = {a1:.1f} {b1:.1f} {b2:.1f} {a2:.1f} s", flush=True)
     finally:
         if head is not None:
             head.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+    # Each round's ratio (A1 + A2) / (B1 + B2); the median of the rounds, and their spread.
+    ratios = sorted((a1 + a2) / (b1 + b2) for a1, b1, b2, a2 in rounds)
+    a = statistics.median((a1 + a2) / 2 for a1, _, _, a2 in rounds)
+    b = statistics.median((b1 + b2) / 2 for _, b1, b2, _ in rounds)
     row = {
         "jobs": args.jobs,
         "cpus": args.cpus,
         "side_b": args.via,
         "serve_args": args.serve_args,
+        "rounds": len(rounds),
         "raw_jobs_per_s": args.jobs / a,
         "rayqueue_jobs_per_s": args.jobs / b,
-        "ratio_b_over_a": a / b,
-        "seconds_a1_b1_b2_a2": [round(x, 2) for x in (a1, b1, b2, a2)],
+        "ratio_b_over_a": statistics.median(ratios),
+        "ratio_min": ratios[0],
+        "ratio_max": ratios[-1],
+        "seconds_a1_b1_b2_a2": [[round(x, 2) for x in r] for r in rounds],
     }
     print(table("throughput against raw Ray", list(row), [list(row.values())]))
     print(f"results: {save('throughput', {'rows': [row]}, args.out)}")

@@ -117,9 +117,11 @@ class Metadata(_Model):
     annotations: dict[str, str] = Field(default_factory=dict)
 
 
-# The most elements an array may expand to (issue 28). One array's status sidecar stays under
-# 1 MB at this size.
+# The default of the most elements an array may expand to (issue 28; the setting
+# max_array_elements, RAYQUEUE_MAX_ARRAY_ELEMENTS). One array's status sidecar stays under 1 MB
+# at this size. The parser checks it (specs/parse.py), since the limit is a setting.
 MAX_ARRAY_ELEMENTS: Final = 10_000
+ARRAY_LIMIT_VAR: Final = "RAYQUEUE_MAX_ARRAY_ELEMENTS"
 ARRAY_SIZE_VAR: Final = "RAYQUEUE_ARRAY_SIZE"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ArrayValue = str | int | float | bool
@@ -177,8 +179,6 @@ class ArraySpec(_Model):
         if len(given) != 1:
             shown = " and ".join(given) if given else "none"
             raise ValueError(f"give exactly one of matrix, count and values (got {shown})")
-        if self.size > MAX_ARRAY_ELEMENTS:
-            raise ValueError(f"has {self.size} elements; the limit is {MAX_ARRAY_ELEMENTS}")
         return self
 
     @property
@@ -382,6 +382,8 @@ class Reason(StrEnum):
     TOO_MANY_DELETIONS = "TooManyDeletions"
     # a transition the state machine refuses: a bug, logged; the task keeps its status
     ILLEGAL_TRANSITION = "IllegalTransition"
+    # _queues.yaml is invalid and none was ever valid: every task is in one default queue
+    QUEUE_CONFIG_INVALID = "QueueConfigInvalid"
 
 
 def read_reason(text: str | None) -> Reason | None:
@@ -399,6 +401,7 @@ class ConditionType(StrEnum):
     SPEC_INVALID = "SpecInvalid"
     CLUSTER_UNAVAILABLE = "ClusterUnavailable"
     PREEMPTED = "Preempted"
+    QUEUE_CONFIG_INVALID = "QueueConfigInvalid"
 
 
 class Condition(_Model):
@@ -425,7 +428,10 @@ class TaskStatusBody(_Model):
     reason: str | None = None
     message: str | None = None
     queue: str | None = None  # the team queue, when _queues.yaml configures queues
-    queue_position: int | None = None
+    queue_position: int | None = None  # exact for the first exact_queue_positions of a queue
+    # Beyond them, a bucket such as ">1000" (docs/scheduling.md, "Queue positions"): a start at
+    # the head then rewrites the few sidecars whose bucket changes, not every waiting one.
+    queue_position_bucket: str | None = None
     estimated_start_at: Timestamp | None = None
     uid: str | None = None  # fixed at first sight; keeps ids unique if a task is re-created
     run: int = 0  # runs started so far; part of each run's submission id

@@ -16,8 +16,9 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from specs import fastyaml
 from specs.cluster import Capacity
-from specs.models import Task, TaskStatus
+from specs.models import ARRAY_LIMIT_VAR, MAX_ARRAY_ELEMENTS, Task, TaskStatus
 from specs.queues import CONFIG_FILE, QueueConfig
 from specs.yamldepth import TooDeep, check_nesting
 
@@ -116,22 +117,35 @@ def parse_task(
     expected_name: str | None = None,
     task_name: str | None = None,
     check: Callable[[Task], Sequence[Problem]] | None = None,
+    max_array_elements: int = MAX_ARRAY_ELEMENTS,
 ) -> Task:
     """Parse one task document. `expected_name`, if given, must match metadata.name when set.
     `task_name` (the full name, team-a/train) lets dependsOn be checked against the task itself.
     `check` finds what depends on more than the file (runtimeEnv paths and the roots allowed
-    for them); each problem is pinned on the line of the field it names."""
-    return _guarded(file, lambda: _parse_task(text, file, expected_name, task_name, check))
+    for them); each problem is pinned on the line of the field it names. An array of more than
+    `max_array_elements` elements (the setting of that name) is refused."""
+    return _guarded(
+        file,
+        lambda: _parse_task(text, file, expected_name, task_name, check, max_array_elements),
+    )
 
 
-def parse_tasks(text: str | bytes, *, file: str) -> list[Task]:
+def parse_tasks(
+    text: str | bytes, *, file: str, max_array_elements: int = MAX_ARRAY_ELEMENTS
+) -> list[Task]:
     """Parse a multi-document stream (CLI `apply -f`); every task must carry metadata.name."""
-    return _guarded(file, lambda: _parse_tasks(text, file))
+    return _guarded(file, lambda: _parse_tasks(text, file, max_array_elements))
 
 
 def parse_status(text: str | bytes, *, file: str = "<status>") -> TaskStatus:
     """Parse a status sidecar."""
-    return _guarded(file, lambda: _parse_single(text, file, TaskStatus)[0])
+    return _guarded(file, lambda: _parse_status(text, file))
+
+
+def _parse_status(text: str | bytes, file: str) -> TaskStatus:
+    decoded = _decode(text, file)
+    fast = _fast_single(decoded, TaskStatus)
+    return fast if fast is not None else _parse_single(decoded, file, TaskStatus)[0]
 
 
 def dump_task(task: Task) -> str:
@@ -170,8 +184,14 @@ def _parse_task(
     expected_name: str | None,
     task_name: str | None,
     check: Callable[[Task], Sequence[Problem]] | None = None,
+    max_array_elements: int = MAX_ARRAY_ELEMENTS,
 ) -> Task:
-    task, node = _parse_single(text, file, Task)
+    decoded = _decode(text, file)
+    fast = _fast_single(decoded, Task)
+    if fast is not None and _task_holds(fast, expected_name, task_name, check, max_array_elements):
+        return fast
+    task, node = _parse_single(decoded, file, Task)
+    _check_array_size(file, task, node, max_array_elements)
     for index, dep in enumerate(task.spec.depends_on):
         if dep.name == task_name:
             at = _find(node, "spec", "dependsOn")
@@ -191,6 +211,40 @@ def _parse_task(
     return task
 
 
+def _task_holds(
+    task: Task,
+    expected_name: str | None,
+    task_name: str | None,
+    check: Callable[[Task], Sequence[Problem]] | None,
+    max_array_elements: int,
+) -> bool:
+    """Whether a task from the fast path passes the checks beyond its model; if not, the slow
+    path finds the same problem again, with the line of the field."""
+    if any(dep.name == task_name for dep in task.spec.depends_on):
+        return False
+    if task.spec.array is not None and task.spec.array.size > max_array_elements:
+        return False
+    name = task.metadata.name
+    if expected_name is not None and name is not None and name != expected_name:
+        return False
+    return not (check is not None and check(task))
+
+
+def _fast_single(text: str, model: type[M]) -> M | None:
+    """A valid document the fast way (specs/fastyaml.py), or None: the slow path decides."""
+    try:
+        check_nesting(text)
+    except TooDeep:
+        return None
+    data = fastyaml.load(text)
+    if not isinstance(data, dict):
+        return None
+    try:
+        return model.model_validate(data)
+    except ValidationError:
+        return None
+
+
 def _parse_single(text: str | bytes, file: str, model: type[M]) -> tuple[M, Node]:
     docs = _load(_decode(text, file), file, single=True)
     if not docs:
@@ -199,7 +253,17 @@ def _parse_single(text: str | bytes, file: str, model: type[M]) -> tuple[M, Node
     return _validate(model, node, data, file), node
 
 
-def _parse_tasks(text: str | bytes, file: str) -> list[Task]:
+def _check_array_size(file: str, task: Task, node: Node, limit: int) -> None:
+    """An array over the limit is refused here, not by the model: the limit is a setting.
+    Its size is a product of list lengths, so this costs nothing however large it is."""
+    array = task.spec.array
+    if array is None or array.size <= limit:
+        return
+    message = f"has {array.size} elements; the limit is {limit} (the setting {ARRAY_LIMIT_VAR})"
+    raise SpecParseError([_node_error(file, "spec.array", _find(node, "spec", "array"), message)])
+
+
+def _parse_tasks(text: str | bytes, file: str, max_array_elements: int) -> list[Task]:
     docs = _load(_decode(text, file), file, single=False)
     if not docs:
         raise _Found(_doc_error(file, "empty file"))
@@ -209,6 +273,7 @@ def _parse_tasks(text: str | bytes, file: str) -> list[Task]:
     for node, data in docs:
         try:
             task = _validate(Task, node, data, file)
+            _check_array_size(file, task, node, max_array_elements)
         except SpecParseError as exc:
             errors.extend(exc.errors)
             continue

@@ -303,7 +303,12 @@ class TaskService:
         """A store of our own over the loop's folder, read only until the loop's first scan."""
         if self._before_loop is None:
             store = self.store
-            self._before_loop = TaskStore(store.root, store.status_dir, check=store.check)
+            self._before_loop = TaskStore(
+                store.root,
+                store.status_dir,
+                check=store.check,
+                max_array_elements=store.max_array_elements,
+            )
         return self._before_loop
 
     def _wrote(self, name: str) -> None:
@@ -504,6 +509,7 @@ class TaskService:
                 expected_name=_stem(name),
                 task_name=name,
                 check=pinned if check is not None else None,
+                max_array_elements=self.store.max_array_elements,
             )
         except SpecParseError as exc:
             kind = SpecForbidden if forbidden else SpecRejected

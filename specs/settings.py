@@ -26,6 +26,7 @@ from pathlib import Path
 from types import NoneType, UnionType
 
 from specs.cluster import Capacity
+from specs.models import MAX_ARRAY_ELEMENTS
 from specs.queues import parse_capacity
 
 DEFAULT_PORT = 8264  # the old scheduler's port, kept so old clients need no change
@@ -275,6 +276,20 @@ class PlannerSettings:
     """How long a task waits WaitingForScaleUp; then ScaleUpTimeout, and it asks for no nodes
     for as long again, so one impossible request does not keep nodes up."""
 
+    exact_queue_positions: int = field(
+        default=100,
+        metadata=knob(
+            "waiting tasks of each queue whose sidecar shows an exact queuePosition, message "
+            "and estimatedStartAt (default 100); those behind show a bucket such as >1000",
+            commands=LOOP,
+            minimum=1,
+            group="planner",
+        ),
+    )
+    """Beyond these places a sidecar shows `queuePositionBucket` (">100", ">1000", ...) and a
+    message without the moving parts, so a start at the head rewrites about this many sidecars
+    rather than every waiting one (docs/scheduling.md, "Queue positions")."""
+
     lost_grace_seconds: float = field(
         default=60.0,
         metadata=knob(
@@ -515,6 +530,12 @@ class Settings(PlannerSettings):
 
     log_tail_lines: int = field(default=50, metadata=knob(minimum=0))
     """Lines of a failed job's log kept in its status."""
+
+    max_array_elements: int = field(
+        default=MAX_ARRAY_ELEMENTS, metadata=knob(minimum=1, commands=(*LOOP, "validate"))
+    )
+    """An array task of more elements than this is Invalid (read by serve, plan, validate and
+    the API: every parse of a spec)."""
 
     local_num_cpus: float | None = field(
         default=None,

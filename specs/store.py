@@ -28,7 +28,7 @@ from pathlib import Path
 
 from specs import arrays, arraystatus
 from specs.atomic import write_atomic
-from specs.models import Task, TaskStatus
+from specs.models import MAX_ARRAY_ELEMENTS, Task, TaskStatus
 from specs.parse import (
     MAX_FILE_BYTES,
     Problem,
@@ -54,6 +54,7 @@ _CONFIG_NAME = CONFIG_FILE.removesuffix(".yaml")
 _SEGMENT = re.compile(r"[A-Za-z0-9._-]+")
 
 StatKey = tuple[int, int, int]
+_WHOLE_KEPT = 10_000  # stat keys of finished files remembered (mark_whole)
 
 
 class FolderUnavailable(Exception):
@@ -130,7 +131,7 @@ class _Parsed:
 class _Sidecar:
     key: StatKey
     status: TaskStatus | None  # None: unparsable, counts as absent
-    data: bytes  # the bytes on disk, to skip identical rewrites
+    digest: bytes  # of the bytes on disk, to skip identical rewrites (not the bytes: memory)
     generation: int  # of `status`: kept while it is the status held
 
 
@@ -177,8 +178,11 @@ class TaskStore:
         settle_seconds: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
         check: Callable[[str, Task], Sequence[Problem]] | None = None,
+        max_array_elements: int = MAX_ARRAY_ELEMENTS,
     ) -> None:
         self.root = Path(root)
+        # The setting max_array_elements: a larger array reads as Invalid.
+        self.max_array_elements = max_array_elements
         # What a spec must also pass beyond its own file (runtimeEnv paths: runtimepaths.py),
         # given its task name; checked whenever the file is (re)read.
         self.check = check
@@ -214,6 +218,9 @@ class TaskStore:
         self._expanded: dict[str, tuple[int, dict[str, SpecEntry]]] = {}
         self._arrays: dict[str, _ArraySidecar] = {}
         self._batching = 0
+        # Stat keys of files their writer is known to have finished (mark_whole): no settle
+        # wait for them. Insertion-ordered, and only the latest _WHOLE_KEPT are kept.
+        self._whole: dict[StatKey, None] = {}
 
     # --- specs ---------------------------------------------------------------------------
 
@@ -232,6 +239,16 @@ class TaskStore:
                 if entries is not None:
                     return self._elements(entries)
             return self._elements(self._scan_all())
+
+    def mark_whole(self, keys: Iterable[StatKey]) -> None:
+        """Files with these stat keys are complete (a watcher saw their writer close them, or
+        a rename put them in place): read them without waiting out the settle time. A later
+        write changes the key, and the file settles again."""
+        with self._lock:
+            for key in keys:
+                self._whole[key] = None
+            while len(self._whole) > _WHOLE_KEPT:
+                del self._whole[next(iter(self._whole))]
 
     def still(self) -> bool:
         """Whether a scan that events name nothing for would read nothing either: no file is
@@ -444,7 +461,7 @@ class TaskStore:
     def _settling(self, name: str, parsed: _Parsed, now: float) -> bool:
         """Whether the file behind `name` changed too recently to be believed yet."""
         key = parsed.key
-        if self.settle_seconds <= 0 or parsed.whole:
+        if self.settle_seconds <= 0 or parsed.whole or key in self._whole:
             return False
         if not self._scanned:
             # Files older than the settle time were complete when serve started; a younger
@@ -699,19 +716,24 @@ class TaskStore:
         if self._links and self._crosses(path):
             # The sidecar's folder is a symlink into another team's: never write there (it
             # would be that team's status file). Kept in memory; the spec is Invalid anyway.
-            self._sidecars[name] = _Sidecar((0, 0, 0), status, data, generation)
+            self._sidecars[name] = _Sidecar((0, 0, 0), status, _digest(data), generation)
             return False
         key = _stat_key(path)
         if key is not None:
             cached = self._sidecars.get(name)
-            on_disk = cached.data if cached and cached.key == key else _read_regular(path)
-            if on_disk == data:
-                self._sidecars[name] = _Sidecar(key, status, data, generation)
+            digest = _digest(data)
+            if cached is not None and cached.key == key:
+                on_disk = cached.digest
+            else:
+                read = _read_regular(path)
+                on_disk = _digest(read) if read is not None else b""
+            if on_disk == digest:
+                self._sidecars[name] = _Sidecar(key, status, digest, generation)
                 return False
         write_atomic(path, data, durable=durable)
         key = _stat_key(path)
         if key is not None:
-            self._sidecars[name] = _Sidecar(key, status, data, generation)
+            self._sidecars[name] = _Sidecar(key, status, _digest(data), generation)
         return True
 
     def defer_status(self, name: str, status: TaskStatus) -> None:
@@ -913,7 +935,12 @@ class TaskStore:
         try:
             check = None if self.check is None else functools.partial(self.check, name)
             task: Task | None = parse_task(
-                data, file=rel, expected_name=stem, task_name=name, check=check
+                data,
+                file=rel,
+                expected_name=stem,
+                task_name=name,
+                check=check,
+                max_array_elements=self.max_array_elements,
             )
             error = None
         except SpecParseError as exc:
@@ -968,7 +995,7 @@ class TaskStore:
             # Counts as absent: the reconciler rebuilds status from the world.
             log.warning("ignoring unreadable sidecar %s: %s", entry.path, exc.errors[0])
             status = None
-        return _Sidecar(key, status, data, next(self._generations))
+        return _Sidecar(key, status, _digest(data), next(self._generations))
 
     def _crosses(self, path: Path) -> bool:
         """Whether the sidecar `path` would land, through a symlinked folder, in another
@@ -1087,6 +1114,11 @@ def _check_relative(name: str) -> None:
         raise InvalidName(f"task name {name!r} is not a relative path")
     if any(segment in ("", ".", "..") for segment in name.split("/")):
         raise InvalidName(f"task name {name!r} must not contain empty, '.' or '..' segments")
+
+
+def _digest(data: bytes) -> bytes:
+    """What a sidecar's bytes are remembered by: 16 bytes, not ~500 (50,000 sidecars)."""
+    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 def _is_whole(key: StatKey, after: os.stat_result) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
@@ -34,6 +35,7 @@ from api.deps import (
 from api.errors import ApiError, NotFound, Unprocessable
 from api.idclaims import id_check
 from api.models import TaskList, TaskRow
+from api.ports import Loop
 from api.routes.queues import require_room
 from specs.arrays import element_name, split
 from specs.arrayviews import array_status
@@ -72,6 +74,26 @@ _PATCH_BODY = {
 # --- helpers ----------------------------------------------------------------------------------
 
 
+def _places(reconciler: Loop | None) -> Mapping[str, int]:
+    """Each waiting task's exact place in its queue, as the loop's last pass computed it."""
+    if reconciler is None:
+        return {}
+    return {
+        name: place
+        for names in reconciler.state.queue_order.values()
+        for place, name in enumerate(names, 1)
+    }
+
+
+def _exact_place(body: dict[str, Any], name: str, places: Mapping[str, int]) -> None:
+    """Fill in `queuePosition` where the sidecar shows only a bucket (docs/scheduling.md,
+    "Queue positions"); the bucket stays, so a reader sees both."""
+    if body.get("queuePositionBucket") is not None and body.get("queuePosition") is None:
+        place = places.get(name)
+        if place is not None:
+            body["queuePosition"] = place
+
+
 def _object_response(service: TaskService, spec: SpecFile, status_code: int = 200) -> JSONResponse:
     body = task_object(spec, service.status(spec.name))
     return JSONResponse(body, status_code, headers={"ETag": quote_etag(spec.etag)})
@@ -90,6 +112,7 @@ def _known_labels(view: TaskView) -> dict[str, str]:
 def list_tasks(
     service: Service,
     caller: Caller,
+    reconciler: ReconcilerDep,
     phase: Annotated[
         str | None, Query(description="comma-separated phases, e.g. Queued,Running")
     ] = None,
@@ -109,9 +132,11 @@ def list_tasks(
     views = [v for v in views if caller.can_read(v.name)]  # read: own hides other folders
     now = service.clock()
     rows = []
+    places = _places(reconciler)
     for view in sorted(views, key=lambda v: v.name):
         task = view.known
         body = status_body(view.status, [view.error] if view.error is not None else [])
+        _exact_place(body, view.name, places)
         age = view.age_seconds(now)
         age = age if age is not None else 0.0
         rows.append(
@@ -203,16 +228,20 @@ def array_elements(name: str, service: Service, caller: Caller) -> Response:
 
 
 @router.get("/{name:path}")
-def get_task(name: str, service: Service, caller: Caller) -> Response:
+def get_task(name: str, service: Service, caller: Caller, reconciler: ReconcilerDep) -> Response:
     """The spec as written, and its status. The ETag header is the file's hash (for If-Match).
-    A task array's status sums up its elements (`/tasks/NAME/elements` lists them)."""
+    A task array's status sums up its elements (`/tasks/NAME/elements` lists them). A task
+    beyond its queue's exact places (a `queuePositionBucket` in its sidecar) gets its exact
+    `queuePosition` from the loop's last pass."""
     require_read(caller, service, name)
     spec = service.require(name)
     if spec.task is not None and spec.task.spec.array is not None:
         body = task_object(spec, None)
         body["status"] = array_status(service.elements(name), spec.task.spec.array.size)
         return JSONResponse(body, headers={"ETag": quote_etag(spec.etag)})
-    return _object_response(service, spec)
+    body = task_object(spec, service.status(spec.name))
+    _exact_place(body["status"], spec.name, _places(reconciler))
+    return JSONResponse(body, headers={"ETag": quote_etag(spec.etag)})
 
 
 @router.put("/{name:path}", openapi_extra=_SPEC_BODY)

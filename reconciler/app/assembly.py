@@ -32,6 +32,7 @@ def build_store(settings: Settings, paths: RuntimePaths = OFF) -> TaskStore:
         settings.status_dir,
         settle_seconds=settings.settle_seconds,
         check=paths.store_check(),
+        max_array_elements=settings.max_array_elements,
     )
 
 

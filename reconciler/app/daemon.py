@@ -20,6 +20,7 @@ from reconciler.shell.faults import Faults, FaultSpecError
 from reconciler.shell.history import HistoryView
 from reconciler.shell.lock import LOCK_NAME, LockHeld, StateLock
 from reconciler.shell.loop import Reconciler
+from reconciler.shell.writes import status_location_problem
 from specs.access import AccessError, Tokens, exposure_problem, load_tokens
 from specs.cluster import RayAdapter
 from specs.runtimepaths import unconfined_warning
@@ -53,6 +54,15 @@ def serve(settings: Settings) -> None:
         settings.tasks_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ServeError(f"cannot create tasks folder {settings.tasks_dir}: {exc}") from exc
+    # A read-only tasks folder without --status-dir would plan a start every pass and submit
+    # nothing (no run starts before its record is on disk): say so at once.
+    location = settings.status_dir or settings.tasks_dir
+    unwritable = status_location_problem(location, given=settings.status_dir is not None)
+    if unwritable is not None:
+        fatal, message = unwritable
+        if fatal:
+            raise ServeError(message)
+        log.warning("%s", message)
     try:
         faults = Faults.from_env(os.environ)  # read once, here, never at import
     except FaultSpecError as exc:

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reconciler.shell import head_record
+from specs.models import ARRAY_LIMIT_VAR, MAX_ARRAY_ELEMENTS
 from specs.service import TaskService
-from specs.settings import address_from_env
+from specs.settings import address_from_env, knobs
 from specs.store import FolderUnavailable, TaskStore
 from specs.views import TaskView
 
@@ -86,8 +87,26 @@ def tasks_dir(value: Path | None) -> Path:
     return Path(env) if env else Path("tasks")
 
 
+def max_array_elements() -> int:
+    """The setting max_array_elements from $RAYQUEUE_MAX_ARRAY_ELEMENTS, so every command
+    reads a folder as serve with the same environment does; a bad value is a usage error."""
+    text = os.environ.get(ARRAY_LIMIT_VAR, "").strip()
+    if not text:
+        return MAX_ARRAY_ELEMENTS
+    try:
+        value = int(text)
+    except ValueError:
+        raise CliError(
+            f"{ARRAY_LIMIT_VAR} must be a whole number, not {text!r}", EXIT_USAGE
+        ) from None
+    problem = dict(knobs())["max_array_elements"].problem("", value, label=ARRAY_LIMIT_VAR)
+    if problem is not None:
+        raise CliError(problem, EXIT_USAGE)
+    return value
+
+
 def open_store(args: argparse.Namespace) -> TaskStore:
-    return TaskStore(tasks_dir(args.dir), args.status_dir)
+    return TaskStore(tasks_dir(args.dir), args.status_dir, max_array_elements=max_array_elements())
 
 
 def open_service(args: argparse.Namespace) -> TaskService:

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.cli.common import CliError
+from reconciler.cli.common import CliError, max_array_elements
 from specs.models import Task
 from specs.parse import MAX_FILE_BYTES, SpecParseError, dump_task, parse_task, parse_tasks
 from specs.store import SIDECAR_SUFFIXES
@@ -61,6 +61,7 @@ def read_sources(paths: Sequence[str], *, recursive: bool) -> list[Source]:
 
 def parse_source(source: Source) -> list[tuple[str, Task]]:
     """(task name, task) for each document; raises SpecParseError listing every problem."""
+    limit = max_array_elements()
     if source.stem is not None:
         try:
             task = parse_task(
@@ -68,13 +69,14 @@ def parse_source(source: Source) -> list[tuple[str, Task]]:
                 file=source.display,
                 expected_name=source.stem,
                 task_name=source.prefix + source.stem,
+                max_array_elements=limit,
             )
         except SpecParseError as exc:
             if not any(e.message == _SEVERAL for e in exc.errors):
                 raise
         else:
             return [(source.prefix + (task.metadata.name or source.stem), task)]
-    tasks = parse_tasks(source.data, file=source.display)
+    tasks = parse_tasks(source.data, file=source.display, max_array_elements=limit)
     return [(source.prefix + str(task.metadata.name), task) for task in tasks]
 
 
@@ -131,7 +133,13 @@ def _pieces(text: str) -> list[str]:
 def _same_task(data: bytes, name: str, task: Task) -> bool:
     stem = name.rsplit("/", 1)[-1]
     try:
-        alone = parse_task(data, file=name, expected_name=stem, task_name=name)
+        alone = parse_task(
+            data,
+            file=name,
+            expected_name=stem,
+            task_name=name,
+            max_array_elements=max_array_elements(),
+        )
     except SpecParseError:
         return False
     return alone == task

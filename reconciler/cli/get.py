@@ -27,6 +27,7 @@ from reconciler.cli.common import (
 )
 from specs.arrays import split
 from specs.arrayviews import ArrayView, group
+from specs.models import TaskStatusBody
 from specs.quantity import format_memory
 from specs.service import (
     QueryError,
@@ -210,7 +211,7 @@ def _row(view: TaskView, now: float, wide: bool) -> list[str]:
         cells[0],
         view.phase,
         *cells[1:],
-        str(position) if position is not None else "-",
+        str(position) if position is not None else _bucket(body),
         human_age(age) if age is not None else "-",
     ]
     if wide:
@@ -285,3 +286,9 @@ def _draw(out: TextIO, text: str, clear: bool, *, initial: bool) -> None:
     else:
         out.write(shown if initial else "\n" + shown)
     out.flush()
+
+
+def _bucket(body: TaskStatusBody | None) -> str:
+    """Beyond the exact places a sidecar shows only a bucket such as `>1000`."""
+    bucket = body.queue_position_bucket if body is not None else None
+    return bucket or "-"

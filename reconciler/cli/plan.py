@@ -10,6 +10,7 @@ confine runtimeEnv local paths (--working-dir-root and team tokens are serve's).
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -89,7 +90,15 @@ def run(args: argparse.Namespace) -> int:
     if loaded.state is not None and not loaded.state.valid:
         print(f"warning: {queues.path} is invalid: {loaded.state.error}", file=sys.stderr)
     now = datetime.now(UTC)
-    result = planner.plan(specs, statuses, observed, now, options, queues=loaded.config)
+    result = planner.plan(
+        specs,
+        statuses,
+        observed,
+        now,
+        options,
+        queues=loaded.config,
+        queue_error=loaded.error_without_config,
+    )
 
     mode = f", preemption {options.preemption}" if options.preemption != "Never" else ""
     if mode and options.preemption_min_preemptor_priority:
@@ -163,16 +172,23 @@ def report(result: Plan, specs: Mapping[str, TaskInput], statuses: Mapping[str, 
     section("Would time out", ("NAME", "WHY"), timeouts)
     section("Would record", ("NAME", "PHASE", "MESSAGE"), changes)
 
+    # The plan knows every exact place (its summary's queue order), also beyond the ones a
+    # sidecar shows exactly (docs/scheduling.md, Queue positions).
+    places = {}
+    if result.summary is not None:
+        for names in result.summary.order.values():
+            places.update({name: i for i, name in enumerate(names, start=1)})
     waiting = sorted(
         ((n, s.status) for n, s in result.statuses.items() if s.status.phase is Phase.QUEUED),
-        key=lambda item: (item[1].queue_position or 0, item[0]),
+        key=lambda item: (places.get(item[0]) or item[1].queue_position or math.inf, item[0]),
     )
     rows = []
     for name, body in waiting:
         task = specs[name].task
+        place = places.get(name) or body.queue_position
         rows.append(
             [
-                str(body.queue_position or "-"),
+                str(place or "-"),
                 name,
                 str(task.spec.priority) if task else "-",
                 f"{body.reason}: {body.message}" if body.reason else body.message or "",

@@ -16,6 +16,7 @@ from reconciler.cli.common import (
     CliError,
     HelpFormatter,
     Subparsers,
+    max_array_elements,
 )
 from reconciler.cli.files import STDIN, Source, parse_source, read_sources
 from specs.access import Tokens
@@ -107,7 +108,8 @@ def _check_folder(
         raise CliError(str(exc), EXIT_USAGE) from None
     paths = RuntimePaths.from_settings(settings, Tokens())
     try:
-        entries = TaskStore(root, check=paths.store_check()).scan()
+        limit = max_array_elements()
+        entries = TaskStore(root, check=paths.store_check(), max_array_elements=limit).scan()
     except FolderUnavailable as exc:
         raise CliError(str(exc)) from None
     if not entries:
@@ -125,7 +127,11 @@ def _check_folder(
             if entry.path.stat().st_size <= MAX_FILE_BYTES:
                 stem = name.rsplit("/", 1)[-1]
                 parse_task(
-                    entry.path.read_bytes(), file=display, expected_name=stem, task_name=name
+                    entry.path.read_bytes(),
+                    file=display,
+                    expected_name=stem,
+                    task_name=name,
+                    max_array_elements=limit,
                 )
         except SpecParseError as exc:
             errors = exc.errors  # all of them, where the scan keeps the first

@@ -159,6 +159,7 @@ def admit(ctx: PassState) -> None:
             continue
         owner = ctx.queues.queue_of(candidate.name) if ctx.queues is not None else ""
         positions[owner] = positions.get(owner, 0) + 1
+        ctx.order.setdefault(owner, []).append(name)
         waiting = capped.get(name) or _why_waiting(ctx, name, admission, stopping_for, preempting)
         waiting, asked_at = _scale_wait(ctx, scale, candidate, waiting)
         eta = waiting.estimated_start if waiting else None
@@ -167,14 +168,41 @@ def admit(ctx: PassState) -> None:
             # moves with the clock, so this pass's answer holds up to the end at most.
             ctx.until = min(ctx.until, max(eta, ctx.now))
         body, place, at = ctx.bodies[name], positions[owner], to_datetime(eta) if eta else None
+        exact: int | None = place
+        bucket = message = None
+        if place > ctx.options.exact_queue_positions:
+            # Beyond the exact places only what moves seldom is written (see position_bucket).
+            bucket = position_bucket(place, ctx.options.exact_queue_positions)
+            exact, at, message = None, None, far_message(bucket, waiting, owner or None)
         if waiting is None:
-            ctx.bodies[name] = lifecycle.queue(body, place, Reason.QUEUED, "queued", at, asked_at)
+            ctx.bodies[name] = lifecycle.queue(
+                body, exact, Reason.QUEUED, message or "queued", at, asked_at, bucket
+            )
         elif waiting.reason is Reason.PREEMPTING:
-            ctx.bodies[name] = lifecycle.wait_for_victims(body, place, waiting.message, at)
+            ctx.bodies[name] = lifecycle.wait_for_victims(
+                body, exact, message or waiting.message, at, bucket
+            )
         else:
             ctx.bodies[name] = lifecycle.queue(
-                body, place, waiting.reason, waiting.message, at, asked_at
+                body, exact, waiting.reason, message or waiting.message, at, asked_at, bucket
             )
+
+
+def position_bucket(place: int, exact: int) -> str:
+    """The bucket of a place beyond the first `exact`: ">E", ">10E", ">100E", ... the largest
+    E * 10**k below it, so a task's bucket changes about once per tenfold move."""
+    bound = exact
+    while place > bound * 10:
+        bound *= 10
+    return f">{bound}"
+
+
+def far_message(bucket: str, waiting: Waiting | None, queue: str | None) -> str:
+    """A far task's message: its reason and its bucket, without what moves with every start
+    (the count ahead, the head's name, the free resources, an estimate)."""
+    where = f" in {queue}" if queue else ""
+    reason = waiting.reason if waiting is not None else Reason.QUEUED
+    return f"{reason.value}; at least {bucket[1:]} tasks ahead{where}"
 
 
 def _admission(

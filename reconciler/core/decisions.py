@@ -3,7 +3,8 @@ logs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import Enum, auto
 
 from reconciler.core import queueing
@@ -93,3 +94,6 @@ class Summary:
     starting: int
     running: int
     queues: queueing.QueueAdmission | None = None  # per-queue state, when queues are configured
+    # The waiting tasks of each queue ("" without queues) in place order: the exact places the
+    # sidecars beyond exact_queue_positions do not show (the API computes them from this).
+    order: Mapping[str, Sequence[str]] = field(default_factory=dict)

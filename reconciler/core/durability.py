@@ -30,7 +30,9 @@ class WriteClass(Enum):
 
 
 # Fields that follow the queue's order rather than a decision about the task itself.
-_POSITION_FIELDS = frozenset({"queue_position", "message", "estimated_start_at"})
+_POSITION_FIELDS = frozenset(
+    {"queue_position", "queue_position_bucket", "message", "estimated_start_at"}
+)
 
 
 def acting(

@@ -87,12 +87,13 @@ def plan_incremental(
     queues: QueueConfig | None = None,
     usage: QueueUsage | None = None,
     versions: Mapping[str, Hashable] | None = None,
+    queue_error: str | None = None,
 ) -> tuple[Plan, Memo]:
     """`planner.plan(specs, statuses, observed, now, options, queues=queues)`, and the memo
     for the next pass. `versions`: each task's version, a value that changes whenever its spec
     or its status does (the loop builds it from the store's generations); a task without one
     is always reconciled anew."""
-    ctx = planner.begin(specs, statuses, observed, now, options, queues, usage)
+    ctx = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
     env, at = ctx.env, ctx.now
     versions = versions or {}
     read = specs

@@ -48,6 +48,7 @@ def _ts(epoch: float) -> datetime:
 
 _OFF_QUEUE: Mapping[str, object] = {
     "queue_position": None,
+    "queue_position_bucket": None,
     "estimated_start_at": None,
     "scale_up_requested_at": None,
 }
@@ -173,19 +174,22 @@ def suspend(body: TaskStatusBody, spec_hash: str | None, now: datetime) -> TaskS
 # -- the queue ------------------------------------------------------------------------------
 def queue(
     body: TaskStatusBody,
-    position: int,
+    position: int | None,
     reason: Reason,
     message: str,
     estimated_start_at: datetime | None,
     scale_up_requested_at: datetime | None = None,
+    bucket: str | None = None,
 ) -> TaskStatusBody:
-    """Waits at `position` (1-based) for the reason the admission policy gave; on an
-    autoscaling cluster, `scale_up_requested_at` dates its request for nodes."""
+    """Waits at `position` (1-based; None with a `bucket` beyond the exact places) for the
+    reason the admission policy gave; on an autoscaling cluster, `scale_up_requested_at` dates
+    its request for nodes."""
     return fire(
         body,
         Trigger.QUEUE,
         {
             "queue_position": position,
+            "queue_position_bucket": bucket,
             "reason": reason,
             "message": message,
             "estimated_start_at": estimated_start_at,
@@ -195,11 +199,16 @@ def queue(
 
 
 def wait_for_victims(
-    body: TaskStatusBody, position: int, message: str, estimated_start_at: datetime | None
+    body: TaskStatusBody,
+    position: int | None,
+    message: str,
+    estimated_start_at: datetime | None,
+    bucket: str | None = None,
 ) -> TaskStatusBody:
     """A preemptor waits at `position` while the runs it preempted stop."""
     update = {
         "queue_position": position,
+        "queue_position_bucket": bucket,
         "reason": Reason.PREEMPTING,
         "message": message,
         "estimated_start_at": estimated_start_at,

@@ -96,9 +96,9 @@ class Plan:
     timeouts: Sequence[TimeOut] = field(default_factory=list)
     preemptions: Sequence[Preemption] = field(default_factory=list)
     delete_statuses: Sequence[str] = field(default_factory=list)
-    fetch_logs: Sequence[str] = field(
-        default_factory=list
-    )  # tasks whose failed run needs a logTail
+    # task -> the submission id of its run that failed this pass, whose log tail it needs (the
+    # status may already name a retry's new run)
+    fetch_logs: Mapping[str, str] = field(default_factory=dict)
     deletes: Sequence[str] = field(default_factory=list)  # finished jobs to drop from Ray's history
     events: Sequence[Event] = field(default_factory=list)
     refused_deletions: RefusedDeletions | None = None
@@ -136,7 +136,7 @@ class _Draft:
     timeouts: list[TimeOut] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
     delete_statuses: list[str] = field(default_factory=list)
-    fetch_logs: list[str] = field(default_factory=list)
+    fetch_logs: dict[str, str] = field(default_factory=dict)
     deletes: list[str] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     refused_deletions: RefusedDeletions | None = None
@@ -187,6 +187,9 @@ class PassState:
     gated: bool = False  # some queued task has dependencies or sits in a cycle
     until: float = math.inf  # the latest `now` at which each time-dependent answer still holds
     scale_demand: list[str] = field(default_factory=list)  # tasks that wait for new nodes
+    # _queues.yaml's error (file:line:col: field: message) while no configuration is in force
+    queue_error: str | None = None
+    order: dict[str, list[str]] = field(default_factory=dict)  # waiting, per queue, in order
 
     @property
     def stamp(self) -> datetime:
@@ -202,11 +205,14 @@ def plan(
     *,
     queues: QueueConfig | None = None,
     usage: QueueUsage | None = None,
+    queue_error: str | None = None,
 ) -> Plan:
     """Decide one reconcile pass. Pure: same inputs, same plan. With `queues`, each team
     folder is its own queue with a quota, and the queues share the cluster fairly; `usage`:
-    each queue's decayed past use (resource-seconds), which the caller keeps and advances."""
-    ctx = begin(specs, statuses, observed, now, options, queues, usage)
+    each queue's decayed past use (resource-seconds), which the caller keeps and advances.
+    `queue_error`: the queue file is invalid and no configuration is in force (`queues` is
+    None): every task is in the one default queue, and each unfinished one says why."""
+    ctx = begin(specs, statuses, observed, now, options, queues, usage, queue_error)
     env = ctx.env
     specs = with_id_claims(specs, statuses, env)
     for name in sorted(specs):
@@ -243,10 +249,12 @@ def begin(
     options: PlanOptions,
     queues: QueueConfig | None,
     usage: QueueUsage | None = None,
+    queue_error: str | None = None,
 ) -> PassState:
     """A pass's shared state, before any task is merged into it."""
     env = task_env(observed, options, queues)
     ctx = PassState(options, observed, now.timestamp(), _Draft(), env, queues=queues, usage=usage)
+    ctx.queue_error = queue_error if queues is None else None
     ctx.folder_empty = not specs and not statuses
     ctx.sources = {name: s.source for name, s in specs.items() if s.source is not None}
     ctx.jobs_by_task = env.by_task
@@ -265,8 +273,8 @@ def merge(ctx: PassState, name: str, result: TaskResult) -> None:
         ctx.plan.submits.extend(result.submits)
     if result.timeouts:
         ctx.plan.timeouts.extend(result.timeouts)
-    if result.fetch_log:
-        ctx.plan.fetch_logs.append(name)
+    if result.fetch_log is not None:
+        ctx.plan.fetch_logs[name] = result.fetch_log
     in_use = result.in_use
     if in_use is not None:
         ctx.kept_jobs.add(in_use.submission_id)
@@ -376,6 +384,8 @@ def _collect_statuses(ctx: PassState, statuses: Mapping[str, TaskStatus]) -> Non
         wanted = ctx.conds.get(name, {})
         if body.preempted_by is not None and ConditionType.PREEMPTED not in wanted:
             wanted = {**wanted, ConditionType.PREEMPTED: _preempted_condition(body)}
+        if ctx.queue_error is not None and _in_a_queue(body):
+            wanted = {**wanted, ConditionType.QUEUE_CONFIG_INVALID: _no_config(ctx.queue_error)}
         if wanted or body.conditions:
             old = prev.status.conditions if prev else []
             body = lifecycle.with_conditions(body, _conditions(old, wanted, ctx.now))
@@ -388,6 +398,19 @@ def _collect_statuses(ctx: PassState, statuses: Mapping[str, TaskStatus]) -> Non
             status = TaskStatus(metadata=Metadata(name=name), status=body)
             ctx.plan.statuses[name] = status
             draft.write_classes[name] = write_class(prev, status, name in acts)
+
+
+def _in_a_queue(body: TaskStatusBody) -> bool:
+    """Waiting or holding resources: what a queue's quota decides or counts."""
+    return body.phase is Phase.QUEUED or body.phase.active
+
+
+def _no_config(error: str) -> tuple[Reason, str]:
+    return (
+        Reason.QUEUE_CONFIG_INVALID,
+        f"{error}; no queue configuration has been valid since serve started, so every task "
+        "is in the one default queue (no quotas) until the file is fixed",
+    )
 
 
 def _preempted_condition(body: TaskStatusBody) -> tuple[Reason, str]:
@@ -408,6 +431,7 @@ def _summary(ctx: PassState) -> Summary:
         starting=phases.count(Phase.STARTING),
         running=phases.count(Phase.RUNNING),
         queues=ctx.queue_admission,
+        order=ctx.order,
     )
 
 

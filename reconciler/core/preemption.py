@@ -152,7 +152,10 @@ def stopping_victims(
     """Preemptors whose victims' jobs are still live, read from the victims' sidecars
     (`preemptedBy`) and Ray's job list: after a crash the next pass finds the same."""
     victims: dict[str, list[tuple[str, Capacity]]] = {}
-    for name, body in sorted(bodies.items()):
+    # Only a few bodies name a preemptor: pick them out before sorting, not all of them.
+    marked = sorted(name for name, body in bodies.items() if body.preempted_by is not None)
+    for name in marked:
+        body = bodies[name]
         by = body.preempted_by
         if by is None or body.phase.active:
             continue

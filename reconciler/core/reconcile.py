@@ -72,7 +72,11 @@ def reconcile_task(
                 task.spec.preemptible,
                 settled.preemptions,
                 task.spec.resumable,
-                victims.dominant_share(request_of(task), env.obs.capacity or Capacity()),
+                # Its share of the ceiling, as quotas and fair shares count it (admission).
+                victims.dominant_share(
+                    request_of(task),
+                    scaling_core.ceiling_of(env.obs.capacity or Capacity(), env.obs.scaling),
+                ),
                 env.preemption.stop_wait(spec.name) or 0.0,
             )
         )

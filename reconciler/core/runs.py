@@ -48,9 +48,9 @@ def observe_run(
         # The clock is read only to record a start not recorded yet.
         return lifecycle.observe_running(body, job, body.started_at or step.stamp)
     ended = lifecycle.end_run(body, job)
-    if ended.phase is Phase.FAILED:
-        step.fetch_log = True
     sid = body.submission_id or ""
+    if ended.phase is Phase.FAILED and sid:
+        step.fetch_log = sid
     # end_run of an active run always writes a Reason member; the fallback only satisfies types.
     reason = read_reason(ended.reason) or Reason.JOB_FAILED
     step.note(reason, f"{ended.phase.value.lower()} {name} (job {sid})")

@@ -87,7 +87,9 @@ class TaskResult:
     events: tuple[Event, ...] = ()
     submits: tuple[Submit, ...] = ()
     timeouts: tuple[TimeOut, ...] = ()
-    fetch_log: bool = False
+    # the submission id of the run that failed this pass, whose log tail the shell fetches
+    # (not the status's: a retry with no backoff is resubmitted under a new id in the same pass)
+    fetch_log: str | None = None
     in_use: InUse | None = None
     waiter: Waiter | None = None
     running: victims.Running | None = None
@@ -115,7 +117,7 @@ class TaskStep:
         self.events: list[Event] = []
         self.submits: list[Submit] = []
         self.timeouts: list[TimeOut] = []
-        self.fetch_log = False
+        self.fetch_log: str | None = None
         self.resubmit = False  # a Starting run Ray has never heard of
         self.in_use: InUse | None = None
         self.waiter: Waiter | None = None

@@ -70,7 +70,7 @@ class Running:
     preemptible: bool = True
     preemptions: int = 0  # how often the task was preempted before this run
     resumable: bool = False  # saves its state on SIGTERM and resumes on its next run
-    size: float = 1.0  # its dominant share of the cluster (`dominant_share`)
+    size: float = 1.0  # its dominant share of the cluster's ceiling (`dominant_share`)
     grace_seconds: float = 0.0  # SIGTERM to SIGKILL, what its job gets when stopped
 
 
@@ -103,7 +103,9 @@ def exempt(run: Running, now: float, rules: Rules) -> bool:
 
 def dominant_share(request: Capacity, total: Capacity) -> float:
     """A run's size: the largest share of the cluster it declares of any resource (CPU, GPU,
-    memory), as in DRF. Resources the cluster has none of are left out; 0 if it has none."""
+    memory), as in DRF. Resources the cluster has none of are left out; 0 if it has none.
+    `total` is the cluster's ceiling on an autoscaling cluster (`scaling.ceiling_of`), the
+    same whole that quotas are shares of."""
     return max(
         (getattr(request, r) / getattr(total, r) for r in _RESOURCES if getattr(total, r) > 0),
         default=0.0,

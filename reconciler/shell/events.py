@@ -20,16 +20,26 @@ class FileEvents:
         self._paths: set[str] = set()
         self._armed = False  # no watcher running: every pass walks the folder
         self._full = True  # the next pass walks the folder
+        # Stat keys (mtime_ns, size, inode) of files a writer finished: closed after writing,
+        # or renamed into place (reconciler/shell/inotify.py). Read without a settle wait.
+        self._complete: set[tuple[int, int, int]] = set()
 
     @property
     def is_armed(self) -> bool:
         with self._lock:
             return self._armed
 
-    def add(self, paths: Iterable[str]) -> None:
+    def add(self, paths: Iterable[str], complete: Iterable[tuple[int, int, int]] = ()) -> None:
         with self._lock:
             self._paths.update(paths)
+            self._complete.update(complete)
         self._wake.set()
+
+    def take_complete(self) -> set[tuple[int, int, int]]:
+        """The stat keys of files known complete since the last call."""
+        with self._lock:
+            keys, self._complete = self._complete, set()
+            return keys
 
     def armed(self) -> None:
         """A watcher runs; events from now on are complete. The next pass still walks the

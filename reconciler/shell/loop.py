@@ -5,14 +5,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import NamedTuple
 
 from reconciler.core import incremental, lifecycle, planner, queueing
+from reconciler.core.jobs import request_of
 from reconciler.core.planner import Observation, Plan, TaskInput
+from reconciler.core.quotas import resources_text
 from reconciler.shell import writes
 from reconciler.shell.events import FileEvents
 from reconciler.shell.faults import Faults
@@ -21,6 +23,7 @@ from reconciler.shell.history import ResourceHistory
 from reconciler.shell.metrics import QueueMetrics
 from reconciler.shell.observer import PassObserver
 from reconciler.shell.queuefile import Loaded, QueueFile, UsageBook, read_status
+from reconciler.shell.repeats import Repeating
 from reconciler.shell.scaling import AutoscalerMetrics, ScaleRequests, combine
 from specs.cluster import (
     Autoscaler,
@@ -34,7 +37,7 @@ from specs.cluster import (
     RayUnavailable,
     Scaling,
 )
-from specs.models import SourceRef, TaskStatus
+from specs.models import Reason, SourceRef, TaskStatus
 from specs.queues import CONFIG_FILE, parse_capacity
 from specs.runtimepaths import OFF, RuntimePaths
 from specs.settings import PlanOptions, Settings
@@ -49,6 +52,11 @@ _SHORTEST_WAIT = 0.01  # between two passes, whatever the deadline says
 # busy_interval_seconds right after a change, backing off to this share of the quiet time since
 # (a queue behind one long job is asked about once a second, not ten times).
 _WAITING_ON_RAY_SHARE = 0.05
+# A stop is sent once per run. Ray stops a job within its stop wait (3 s by default, the
+# preemption grace when that is set); a job still listed as live well past it may have lost
+# the request (a stop of a job still PENDING can be, ray #58353), so it is sent again then.
+_RAY_STOP_WAIT = 3.0
+_STOP_MARGIN = 10.0
 
 
 @dataclass
@@ -70,6 +78,9 @@ class LoopState:
     queues: dict[str, object] | None = None  # the latest _queues.status.yaml document
     # Ray's jobs as last listed: the API refuses an explicit submission id one of them holds.
     jobs: Mapping[str, RayJob] | None = None
+    # The last plan's waiting tasks per queue ("" without queues), in place order: the API's
+    # exact queue positions, which sidecars show only for the first few (issue 27).
+    queue_order: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 
 def plan_options(settings: Settings) -> PlanOptions:
@@ -248,6 +259,19 @@ class Reconciler:
             if autoscaler is not None
             else None
         )
+        # Repeating errors: logged when they start, counted while they last, and when they end.
+        self._ray_down = Repeating(
+            log, "Ray unavailable; nothing will be stopped; retrying", clock, level=logging.WARNING
+        )
+        self._status_writes = Repeating(log, "cannot write status", clock)
+        self._writes_ok = self._writes_failed = 0  # this pass's status writes
+        # submission id -> when its stop was sent (wall clock). In memory: after a restart one
+        # stop is sent again, which is harmless.
+        self._stops_sent: dict[str, float] = {}
+        # Tasks whose first status could not be written: the Queued status they would have had,
+        # so that their uid (minted from the pass that first saw them) stays the same until
+        # one is on disk. Nothing was submitted for them (nothing is without its record).
+        self._unrecorded: dict[str, TaskStatus] = {}
 
     # -- one pass ------------------------------------------------------------------------------
     def observe(self) -> Observation:
@@ -266,12 +290,10 @@ class Reconciler:
             self._ray_retry_at = now + delay
             self._capacity_read = None
             self.state.ray_failures, self.state.ray_backoff_seconds = self._failures, delay
-            if self.state.ray_error is None:
-                log.warning("Ray unavailable (%s); nothing will be stopped; retrying", exc)
             self.state.ray_error = str(exc) or type(exc).__name__
+            self._ray_down.failed(self.state.ray_error)
             return Observation(None, None, self.state.ray_error)
-        if self.state.ray_error is not None:
-            log.info("Ray is reachable again")
+        self._ray_down.cleared()
         self._failures, self._ray_retry_at = 0, 0.0
         self.state.ray_failures, self.state.ray_backoff_seconds = 0, 0.0
         self.state.ray_error, self.state.last_ray_ok_at = None, now
@@ -341,6 +363,9 @@ class Reconciler:
         return interval
 
     def read_specs(self, changed: set[str] | None = None) -> dict[str, TaskInput] | None:
+        complete = self.events.take_complete()
+        if complete:
+            self.store.mark_whole(complete)
         try:
             inputs = scan_specs(self.store, self._inputs, changed)
         except FolderUnavailable as exc:
@@ -418,6 +443,10 @@ class Reconciler:
             return None  # a vanished folder is never read as "delete everything"
         # Sidecars are ours: between full walks, the store's record of what it wrote stands.
         statuses, status_generations = self.store.read_statuses_versioned(cached=not self._walking)
+        if self._unrecorded:
+            statuses, status_generations = self._with_unrecorded(
+                specs, statuses, status_generations
+            )
         versions = self._versions(specs, status_generations)
         if self._walking:
             self._walk_cpu = self.cpu_clock() - walk_started
@@ -446,12 +475,17 @@ class Reconciler:
             queues=queues.config,
             usage=self.usage.advance(now.timestamp(), queues.config),
             versions=versions,
+            queue_error=queues.error_without_config,
         )
         if plan.summary is not None and plan.summary.queues is not None:
             self.usage.observe({n: s.usage for n, s in plan.summary.queues.states.items()})
         plan = self._with_log_tails(plan)
         for event in plan.events:
-            log.log(event.level, "%s", event.message)
+            # What was done, not what was planned: a submission is logged once Ray accepted it
+            # (_submit); a planned one whose record could not be written never happens.
+            if event.reason is not Reason.SUBMITTED:
+                log.log(event.level, "%s", event.message)
+        self._writes_ok = self._writes_failed = 0
         self._count_pass("walk" if self._walking else "events")
 
         # A run's submission id is on disk before Ray ever hears of it: the statuses of the
@@ -484,6 +518,8 @@ class Reconciler:
         self._flush()
         if self.scale_requests is not None:
             self.scale_requests.act(plan.scale_request, self.clock(), len(plan.submits))
+        if self._writes_ok and not self._writes_failed:
+            self._status_writes.cleared()
         self._record(plan, statuses, observed)
         self._write_queue_status(plan, queues)
         self._deadline = plan.deadline
@@ -503,6 +539,32 @@ class Reconciler:
                 observed.scaling,
             )
         return plan
+
+    def _with_unrecorded(
+        self,
+        specs: Mapping[str, TaskInput],
+        statuses: Mapping[str, TaskStatus],
+        generations: Mapping[str, int],
+    ) -> tuple[dict[str, TaskStatus], dict[str, int]]:
+        """The statuses read, plus the remembered first status of each task that has none on
+        disk yet (same spec): the planner then keeps its uid. Given a fixed generation (-1),
+        so it reads as unchanged from pass to pass."""
+        out, gens = dict(statuses), dict(generations)
+        for name, kept in list(self._unrecorded.items()):
+            spec = specs.get(name)
+            if name in statuses or spec is None or spec.spec_hash != kept.status.spec_hash:
+                del self._unrecorded[name]  # on disk now, or the task is gone or edited
+                continue
+            out[name], gens[name] = kept, -1
+        return out, gens
+
+    def _remember_unrecorded(self, name: str, status: TaskStatus) -> None:
+        """The first status of `name` could not be written: keep its uid for the next pass."""
+        body = status.status
+        if name in self._unrecorded or not body.uid or not body.spec_hash or not body.queued_at:
+            return
+        first = lifecycle.first_queued(body.uid, body.spec_hash, body.queued_at)
+        self._unrecorded[name] = status.model_copy(update={"status": first})
 
     def _versions(
         self, specs: Mapping[str, TaskInput], statuses: Mapping[str, int]
@@ -597,20 +659,24 @@ class Reconciler:
                 written = self.store.write_status(name, status, durable=durable)
                 if written:
                     self.faults.crash_point("status_written")
+                self._writes_ok += 1
             except OSError as exc:
                 unwritten.add(name)
-                log.error("cannot write status of %s: %s", name, exc)
+                self._writes_failed += 1
+                self._status_writes.failed(f"{name}: {exc}")
+                if name not in before:
+                    self._remember_unrecorded(name, status)
         return unwritten
 
     def _with_log_tails(self, plan: Plan) -> Plan:
         """The plan, with the log tail of each failed run it names (a new value: the log is
-        Ray's to give, after planning)."""
+        Ray's to give, after planning). The log is the failed run's, by the id the plan gives,
+        not the status's: a retry queued in this pass has none yet, and one resubmitted in this
+        pass already names its new run. Either keeps the failed run's tail on show (a retry
+        admitted in a later pass clears it, lifecycle.admit)."""
         tails: dict[str, TaskStatus] = {}
-        for name in plan.fetch_logs:
+        for name, sid in plan.fetch_logs.items():
             status = plan.statuses[name]
-            sid = status.status.submission_id
-            if not sid:
-                continue
             try:
                 text = tail(self.ray.logs(sid), self.settings.log_tail_lines)
             except RayError as exc:
@@ -637,6 +703,7 @@ class Reconciler:
                     )
                 self.ray.submit(submit.request)
                 self.faults.crash_point("after_submit")
+                self._log_submitted(submit.task, submit.request.submission_id)
             except JobConflict:
                 # Already in Ray: this run, submitted before a crash (the next pass follows it),
                 # or someone else's job (the next pass fails the run: SubmissionIdConflict).
@@ -644,7 +711,7 @@ class Reconciler:
                     "%s is already in Ray; the next pass looks at it", submit.request.submission_id
                 )
             except RayUnavailable as exc:
-                log.warning("submit of %s deferred: %s", submit.task, exc)
+                self._ray_down.failed(f"submit of {submit.task} deferred: {exc}")
                 break
             except RayRequestError as exc:
                 log.error("Ray refused %s: %s", submit.task, exc)
@@ -653,34 +720,75 @@ class Reconciler:
                 try:
                     self.store.write_status(submit.task, failed)
                 except OSError as write_exc:
-                    log.error("cannot write status of %s: %s", submit.task, write_exc)
+                    self._status_writes.failed(f"{submit.task}: {write_exc}")
         return failed_runs
+
+    def _log_submitted(self, task: str, submission_id: str) -> None:
+        cached = self._inputs.get(task)
+        spec = cached[1].task if cached is not None else None
+        if spec is None:
+            log.info("submitted %s as %s", task, submission_id)
+            return
+        log.info(
+            "submitted %s (priority %d, %s) as %s",
+            task,
+            spec.spec.priority,
+            resources_text(request_of(spec)),
+            submission_id,
+        )
 
     def _stop(self, plan: Plan, unwritten: AbstractSet[str] = frozenset()) -> None:
         # A stop is a request, not a fact: the planner asks again every pass until Ray reports
         # the job ended (a stop of a job still PENDING can be lost, ray #58353).
+        # So one is sent per run (_stops_sent), and again only after resend_stop_seconds.
         victims = {victim for p in plan.preemptions for victim in p.victims}
+        now = self.clock()
+        wanted = {stop.submission_id for stop in plan.stops}
+        for sid in [s for s in self._stops_sent if s not in wanted]:
+            del self._stops_sent[sid]  # ended (or no longer ours to stop): forget it
+        resend = self.resend_stop_seconds
         for stop in plan.stops:
             preempting = stop.task in victims
             if stop.task in unwritten:
                 # The decision behind it (a preemption, a timeout) is not on disk: a crash now
                 # would forget why the job stopped. The next pass decides again.
                 continue
+            sent = self._stops_sent.get(stop.submission_id)
+            if sent is not None and now - sent < resend:
+                continue  # Ray is stopping it
             self.faults.crash_point("before_preempt_stop" if preempting else "before_stop")
             try:
                 self.ray.stop(stop.submission_id)
                 self.faults.crash_point("after_preempt_stop" if preempting else "after_stop")
-                log.info(
-                    "stop requested for %s (%s): %s", stop.task, stop.submission_id, stop.reason
-                )
+                self._stops_sent[stop.submission_id] = now
+                if sent is None:
+                    log.info(
+                        "stop requested for %s (%s): %s",
+                        stop.task,
+                        stop.submission_id,
+                        stop.reason,
+                    )
+                else:
+                    log.warning(
+                        "stop of %s (%s) sent again: Ray still lists it %.0f s after the first",
+                        stop.task,
+                        stop.submission_id,
+                        now - sent,
+                    )
             except JobNotFound:
                 pass  # gone already: what we wanted
             except RayUnavailable as exc:
                 # Each further call would wait out its own timeout; the next pass retries all.
-                log.warning("stops deferred, Ray unavailable: %s", exc)
+                self._ray_down.failed(f"stops deferred: {exc}")
                 return
             except RayError as exc:
                 log.warning("stop of %s failed, will retry: %s", stop.submission_id, exc)
+
+    @property
+    def resend_stop_seconds(self) -> float:
+        """How long after a stop Ray may still list its job before the stop is sent again: the
+        longest stop wait a job can have, plus a margin."""
+        return max(self.settings.preemption_grace_seconds, _RAY_STOP_WAIT) + _STOP_MARGIN
 
     def _expire(self, plan: Plan) -> None:
         """Drop finished jobs from Ray's history (--ray-history-retention); best effort."""
@@ -690,7 +798,7 @@ class Reconciler:
             except JobNotFound:
                 pass
             except RayUnavailable as exc:
-                log.warning("history clean-up deferred, Ray unavailable: %s", exc)
+                self._ray_down.failed(f"history clean-up deferred: {exc}")
                 return
             except RayError as exc:
                 log.warning("cannot delete finished job %s from Ray: %s", sid, exc)
@@ -705,6 +813,7 @@ class Reconciler:
         if summary is None:
             return
         self.state.used = summary.used
+        self.state.queue_order = summary.order
         self.state.queued, self.state.starting, self.state.running = (
             summary.queued,
             summary.starting,

@@ -30,7 +30,16 @@ StatKey = tuple[int, int, int]
 class Loaded:
     config: QueueConfig | None  # in force: the last good one; None: no queues
     state: ConfigState | None  # None: there is no config file at all
-    generation: int = 0  # of `config`: a new one whenever the file is read anew or goes
+    generation: int = 0  # of `config`, or of the error while none is in force: a new one
+    # whenever the file is read anew, goes, or its error changes with no configuration in force
+
+    @property
+    def error_without_config(self) -> str | None:
+        """The file's error while no configuration is in force (none was ever valid): the
+        planner puts every task in the default queue and says why in its status."""
+        if self.config is None and self.state is not None and not self.state.valid:
+            return self.state.error
+        return None
 
 
 class QueueFile:
@@ -59,7 +68,7 @@ class QueueFile:
             if self._key is not None or self._state is not None:
                 log.info("%s is gone: one queue for all tasks again", self.path)
                 self._remove_status()
-            if self._good is not None:
+            if self._good is not None or (self._state is not None and not self._state.valid):
                 self._generation += 1
             self._key, self._good, self._state = None, None, None
             return Loaded(None, None, self._generation)
@@ -91,6 +100,8 @@ class QueueFile:
         kept = "keeping the last good configuration" if self._good else "no queues in force"
         if self._state is None or self._state.error != error:
             log.error("queue configuration %s is invalid (%s): %s", self.path, kept, error)
+            if self._good is None:
+                self._generation += 1  # the tasks' statuses name the new error
         self._state = ConfigState(
             str(self.path), valid=False, error=error, in_force=self._good is not None
         )

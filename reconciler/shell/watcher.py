@@ -1,20 +1,32 @@
-"""File events wake the loop early and tell it which paths changed (reconciler/shell/events.py)."""
+"""File events wake the loop early and tell it which paths changed (reconciler/shell/events.py).
+
+On Linux the events come from inotify (reconciler/shell/inotify.py), which also says when a
+file is complete: renamed into place (IN_MOVED_TO) or closed after a write (IN_CLOSE_WRITE);
+such a file is read at once, without the settle time. Elsewhere (macOS), or where inotify
+cannot be had, watchfiles reports changes and the settle time decides when a file is whole.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import sys
 import threading
 from pathlib import Path
 
 from watchfiles import Change, watch
 
+from reconciler.shell import inotify
 from reconciler.shell.events import FileEvents
 
 log = logging.getLogger("rayqueue.watcher")
 
 
-def _relevant(change: Change, path: str) -> bool:
+_POLL = 0.2  # seconds between checks that the root link still points where it did
+
+
+def _relevant(change: Change | None, path: str) -> bool:
     del change
     name = Path(path).name
     # Our own sidecar and temp-file writes must not wake us into a busy loop.
@@ -49,6 +61,97 @@ class Watcher:
             self._thread.join(timeout)
 
     def _run(self) -> None:
+        if sys.platform.startswith("linux"):
+            try:
+                inotify.Inotify().close()
+            except OSError as exc:
+                log.info("inotify unavailable (%s); files settle before they count", exc)
+            else:
+                self._run_inotify()
+                return
+        self._run_watchfiles()
+
+    def _run_inotify(self) -> None:
+        while not self.stop.is_set():
+            target = os.path.realpath(self.root)
+            try:
+                with inotify.Inotify() as ino:
+                    self._follow(ino, target)
+            except OSError as exc:
+                # Folder missing, swapped, a watch limit, an overflow: the periodic rescan
+                # covers us until the watch is set up again.
+                log.debug("watcher restarting: %s", exc)
+                self.stop.wait(1.0)
+            finally:
+                if self.events is not None:
+                    self.events.lost()
+
+    def _follow(self, ino: inotify.Inotify, target: str) -> None:
+        """Watch every folder under `target` and report what changes until the root link is
+        swapped or the watch fails (OSError)."""
+        folders: dict[int, str] = {}
+        _watch_tree(ino, target, folders)
+        if self.events is not None:
+            self.events.armed()
+        pending: list[inotify.Event] = []
+        while not self.stop.is_set():
+            batch = pending or ino.read(_POLL)
+            pending = []
+            if os.path.realpath(self.root) != target:
+                return
+            if not batch:
+                continue
+            changed: set[str] = set()
+            complete: dict[str, bool] = {}
+            self._sort(ino, batch, target, folders, changed, complete)
+            # A writer that opened the file again since it closed it: not complete after all.
+            # (Events already queued say so; the stat below then describes unfinished bytes.)
+            keys = _keys([p for p, whole in complete.items() if whole])
+            pending = ino.read(0)
+            for event in pending:
+                if event.mask & inotify.IN_MODIFY:
+                    keys.pop(os.path.join(folders.get(event.wd, ""), event.name), None)
+            if changed:
+                if self.events is not None:
+                    self.events.add(changed, keys.values())
+                self.wake.set()
+
+    @staticmethod
+    def _sort(
+        ino: inotify.Inotify,
+        batch: list[inotify.Event],
+        top: str,
+        folders: dict[int, str],
+        changed: set[str],
+        complete: dict[str, bool],
+    ) -> None:
+        """Paths of `batch` into `changed`, and whether each file's writer finished it."""
+        for event in batch:
+            if event.mask & inotify.IN_Q_OVERFLOW:
+                raise OSError("inotify queue overflowed; events were lost")
+            if event.mask & inotify.IN_IGNORED:
+                if folders.pop(event.wd, None) == top:
+                    raise OSError("the watched folder went away")  # watched again once back
+                continue
+            base = folders.get(event.wd)
+            if base is None:
+                continue
+            path = os.path.join(base, event.name) if event.name else base
+            if not _relevant(None, path):
+                continue
+            if event.mask & inotify.IN_ISDIR:
+                if event.mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO):
+                    with contextlib.suppress(OSError):  # gone again already: nothing to watch
+                        _watch_tree(ino, path, folders)  # a new team folder: watch it too
+                changed.add(path)  # a folder: the next pass walks
+                continue
+            changed.add(path)
+            if event.mask & inotify.COMPLETE:
+                complete[path] = True
+            elif event.mask & (inotify.IN_MODIFY | inotify.IN_CREATE):
+                complete[path] = False  # written again after it was finished
+
+    def _run_watchfiles(self) -> None:
         while not self.stop.is_set():
             # The watch is on the link's target of the moment: git-sync's swap of the root link
             # is noticed on the next tick (at most rust_timeout), and the watch starts over.
@@ -87,3 +190,28 @@ class Watcher:
             finally:
                 if self.events is not None:
                     self.events.lost()
+
+
+def _watch_tree(ino: inotify.Inotify, top: str, folders: dict[int, str]) -> None:
+    """Watch `top` and every folder under it (not hidden ones: ours, .git), not following
+    links, as the store's walk does not."""
+    folders[ino.add_watch(top)] = top  # raises OSError if `top` is gone
+    for folder, subfolders, _files in os.walk(top):
+        subfolders[:] = [d for d in subfolders if not d.startswith(".")]
+        if folder == top:
+            continue
+        # Gone since listed, or unreadable: the walk in the store reports it.
+        with contextlib.suppress(OSError):
+            folders[ino.add_watch(folder)] = folder
+
+
+def _keys(paths: list[str]) -> dict[str, tuple[int, int, int]]:
+    """The stat key (as the store keys a parse) of each path that is a regular file now."""
+    keys: dict[str, tuple[int, int, int]] = {}
+    for path in paths:
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except OSError:
+            continue
+        keys[path] = (st.st_mtime_ns, st.st_size, st.st_ino)
+    return keys

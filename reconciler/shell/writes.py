@@ -10,8 +10,12 @@ thousands of files in every pass. The rule is documented in docs/reliability.md.
 
 from __future__ import annotations
 
+import errno
+import os
+import tempfile
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from pathlib import Path
 
 from reconciler.core.planner import Plan, WriteClass
 
@@ -40,3 +44,33 @@ def split(plan: Plan, edited: AbstractSet[str] = frozenset()) -> WriteClasses:
         else:
             prompt.add(name)
     return WriteClasses(frozenset(durable), frozenset(prompt), frozenset(deferred))
+
+
+# Errors that mean "never writable here" rather than "not now" (a full disk frees up).
+_NEVER = {errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def _probe(folder: Path) -> None:
+    """Create and remove one hidden file in `folder`; raises OSError."""
+    fd, name = tempfile.mkstemp(prefix=".rayqueue-probe-", dir=folder)
+    os.close(fd)
+    os.unlink(name)
+
+
+def status_location_problem(folder: Path, *, given: bool) -> tuple[bool, str] | None:
+    """Whether serve can write sidecars in `folder`, checked once at start: None when it can,
+    else (fatal, message). A read-only or forbidden location is fatal (nothing could ever be
+    submitted: a run starts only once its record is on disk); a full disk is a warning, as
+    serve recovers when space comes back. `given`: the folder came from --status-dir."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _probe(folder)
+    except OSError as exc:
+        fatal = exc.errno in _NEVER
+        hint = (
+            "give --status-dir a writable folder"
+            if given
+            else "give serve a writable --status-dir (sidecars go there, mirroring the folder)"
+        )
+        return fatal, f"cannot write task statuses in {folder}: {exc.strerror or exc}; {hint}"
+    return None

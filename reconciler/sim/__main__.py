@@ -5,6 +5,7 @@ python -m reconciler.sim --trace lublin_256.swf            # trace prefix + synt
 python -m reconciler.sim --workload synthetic --jobs 500 --policies strict,backfill
 python -m reconciler.sim --teams 4 --weights 1,1,1,3   # team folders with fair-share queues
 python -m reconciler.sim --queues _queues.yaml --resumable-fraction 0.5  # a queue file, as serve
+python -m reconciler.sim --teams 2 --preemption LowerPriority --array-fraction 0.1 --array-size 20
 python -m reconciler.sim --autoscale --node-type worker:cpu=32,max=8 --trace lublin_256.swf
 """
 
@@ -36,6 +37,7 @@ from reconciler.sim.workload import (
     PRIORITIES,
     TIMEOUT_FACTOR,
     Job,
+    make_arrays,
     mark_resumable,
     offered_load,
     read_swf,
@@ -43,7 +45,7 @@ from reconciler.sim.workload import (
 )
 from specs.cluster import Capacity, NodeType
 from specs.parse import SpecParseError, parse_queue_config
-from specs.queues import DEFAULT_HALF_LIFE, QueueConfig, parse_duration
+from specs.queues import DEFAULT_HALF_LIFE, QueueConfig, parse_capacity, parse_duration
 from specs.settings import PlanOptions
 
 URGENT_TIER_TEXT = "13,13,13,13,13,13,12,5,3,2"
@@ -181,6 +183,24 @@ def build_parser() -> argparse.ArgumentParser:
         "loses only its grace period (default 0)",
     )
     p.add_argument(
+        "--array-fraction",
+        type=_fraction,
+        default=0.0,
+        metavar="F",
+        help="each job becomes a task array with probability F (seeded by --seed): "
+        "--array-size copies of it, elements NAME[i] (default 0)",
+    )
+    p.add_argument(
+        "--array-size", type=_positive, default=10, metavar="N", help="elements per array (10)"
+    )
+    p.add_argument(
+        "--array-max-parallel",
+        type=_positive,
+        default=None,
+        metavar="M",
+        help="each array's maxParallel (default: its size, no cap)",
+    )
+    p.add_argument(
         "--autoscale",
         action="store_true",
         help="compare a static cluster at the ceiling, rayqueue on an autoscaling cluster and "
@@ -194,6 +214,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME:cpu=N,max=M",
         help="a worker node type (repeatable); also min=K, gpu=G, memory=GIB. Default with "
         "--autoscale: the --queues file's cluster: nodeTypes",
+    )
+    p.add_argument(
+        "--max-capacity",
+        type=_capacity,
+        default=None,
+        metavar="cpu=N,gpu=N,memory=Q",
+        help="--autoscale: a budget that lowers the ceiling rayqueue plans with, as serve's "
+        "flag (a resource left out is 0); with the --queues file's cluster: maxCapacity, the "
+        "smaller holds. Ray's autoscaler does not know it",
     )
     p.add_argument(
         "--head-cpu",
@@ -234,6 +263,20 @@ def _factor(text: str) -> tuple[float, float]:
     return bounds
 
 
+def _smaller(a: Capacity | None, b: Capacity | None) -> Capacity | None:
+    """The smaller per resource of two budgets, either of which may be absent."""
+    if a is None or b is None:
+        return a if b is None else b
+    return Capacity(min(a.cpu, b.cpu), min(a.gpu, b.gpu), min(a.memory, b.memory))
+
+
+def _capacity(text: str) -> Capacity:
+    try:
+        return parse_capacity(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _node_type(text: str) -> NodeType:
     try:
         return parse_node_type(text)
@@ -264,6 +307,16 @@ PREEMPTION_FLAGS: tuple[tuple[str, str, object], ...] = (
         _DEFAULTS.preemption_min_preemptor_priority,
     ),
 )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of at least 1 (got {text!r})")
+    return value
 
 
 def _priority(text: str) -> int:
@@ -532,6 +585,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     model: NodeModel | None = None
     if args.autoscale and not args.node_type and queues is not None and queues.spec.cluster:
         args.node_type = list(queues.spec.cluster.node_type_values())  # the file's cluster:
+    budget = args.max_capacity
+    if args.autoscale and queues is not None and queues.spec.cluster:
+        budget = _smaller(budget, queues.spec.cluster.max_capacity_value())
+    if args.max_capacity is not None and not args.autoscale:
+        print("--max-capacity needs --autoscale")
+        return 2
     if args.autoscale or args.node_type:
         if not (args.autoscale and args.node_type) or args.teams > 0:
             print(
@@ -546,7 +605,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"--node-type names must differ (got {', '.join(names)})")
             return 2
         head = Capacity(args.head_cpu, 0.0, args.head_cpu * MEMORY_PER_CPU)
-        model = NodeModel(tuple(args.node_type), head, args.launch_delay, args.idle_timeout)
+        model = NodeModel(tuple(args.node_type), head, args.launch_delay, args.idle_timeout, budget)
         args.capacity = int(model.ceiling.cpu)  # the static cluster is the ceiling
     loads = {
         name: mark_resumable(jobs, args.resumable_fraction, args.seed)
@@ -575,6 +634,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 name: team_split.drop_until(jobs, idle, args.idle_team_until)
                 for name, jobs in loads.items()
             }
+    if args.array_fraction > 0:
+        # After the split into teams or queues: an array's elements stay in one folder.
+        loads = {
+            name: make_arrays(
+                jobs, args.array_fraction, args.array_size, args.array_max_parallel, args.seed
+            )
+            for name, jobs in loads.items()
+        }
     options = PlanOptions(
         preemption=args.preemption,
         preemption_grace_seconds=args.grace,
@@ -611,6 +678,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "teams": None if teams is None else asdict(teams),
         "queues": None if args.queues is None else str(args.queues),
         "resumable_fraction": args.resumable_fraction,
+        "array_fraction": args.array_fraction,
+        "array_size": args.array_size,
+        "array_max_parallel": args.array_max_parallel,
         "preemption": args.preemption,
         "grace_seconds": args.grace,
         "min_runtime_seconds": args.min_runtime,
@@ -654,6 +724,8 @@ def _compare(
         rows = [_autoscale_run(run) for run in runs]
     per = 2 * len(policies) + 1
     types = ", ".join(f"{t.name} {t.resources.cpu:g} CPU x {t.max_count}" for t in model.node_types)
+    if model.max_capacity is not None:
+        types += f"; budget {model.max_capacity.cpu:g} CPU"
     results: dict[str, object] = {}
     for index, (name, jobs) in enumerate(loads.items()):
         title = (
@@ -669,6 +741,7 @@ def _compare(
         report = {
             "seed": args.seed,
             "node_types": [asdict(t) for t in model.node_types],
+            "max_capacity": None if model.max_capacity is None else asdict(model.max_capacity),
             "head_cpu": model.head.cpu,
             "launch_delay": model.launch_delay,
             "idle_timeout": model.idle_timeout,

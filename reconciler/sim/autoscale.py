@@ -2,9 +2,9 @@
 through rayqueue on an autoscaling cluster, and straight to Ray on the same autoscaling cluster.
 
 Each row: p50/p95/mean wait, utilization relative to what was up (the static cluster: all of
-it; an autoscaled one: the head's job CPUs and the nodes that were up), node-hours (worker
-nodes, from launch to removal; the head is the same in every row and is left out) and the
-nodes launched.
+it; an autoscaled one: the head's job CPUs and the nodes that were up), node-hours (the nodes
+the autoscaler launched or could remove, from launch to removal; the head and every type's
+min-count nodes are the same in every row and are left out) and the nodes launched.
 """
 
 from __future__ import annotations
@@ -77,8 +77,9 @@ def summarize(name: str, result: SimResult, model: NodeModel) -> Row:
     nodes = result.nodes
     if nodes is None:  # static: every node up from the first arrival to the last end
         offered = model.ceiling.cpu * (end - first)
-        node_seconds = model.max_nodes * (end - first)
-        launches, peak = model.max_nodes, model.max_nodes
+        static = model.scaled_nodes(model.static_counts())
+        node_seconds = static * (end - first)
+        launches, peak = static, static
     else:
         offered = nodes.up_cpu_seconds(first, end)
         node_seconds = nodes.node_seconds(max(end, nodes.last_change()))

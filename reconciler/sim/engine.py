@@ -26,6 +26,7 @@ from reconciler.core import usage
 from reconciler.core.planner import STOP_WAIT_ENV, Observation, Plan, TaskInput, plan
 from reconciler.sim.nodes import Nodes
 from reconciler.sim.workload import Job
+from specs import arrays
 from specs.cluster import META_TASK, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob, Scaling
 from specs.models import Phase, Task, TaskStatus
 from specs.queues import QueueConfig
@@ -91,19 +92,22 @@ PassObserver = Callable[[float, Plan], None]
 
 
 def to_task(job: Job) -> Task:
-    return Task.model_validate(
-        {
-            "apiVersion": "rayqueue/v1",
-            "kind": "Task",
-            "spec": {
-                "entrypoint": f"sim {job.name}",
-                "priority": job.priority,
-                "resources": {"cpu": job.cpu},
-                "timeoutSeconds": job.timeout,
-                "resumable": job.resumable,
-            },
-        }
-    )
+    spec: dict[str, object] = {
+        "entrypoint": f"sim {job.name}",
+        "priority": job.priority,
+        "resources": {"cpu": job.cpu},
+        "timeoutSeconds": job.timeout,
+        "resumable": job.resumable,
+    }
+    parts = arrays.split(job.name) if job.array_size else None
+    if parts is not None:
+        # The element task the store would hand the planner (specs.arrays.expand), built
+        # directly: expanding the whole array for each element would cost size^2.
+        spec["entrypoint"] = f"sim {parts[0]}"
+        spec["array"] = {"count": job.array_size, "maxParallel": job.max_parallel}
+        env = {arrays.INDEX_VAR: str(parts[1]), arrays.SIZE_VAR: str(job.array_size)}
+        spec["runtimeEnv"] = {"env_vars": env}
+    return Task.model_validate({"apiVersion": "rayqueue/v1", "kind": "Task", "spec": spec})
 
 
 @dataclass

@@ -36,17 +36,58 @@ class NodeModel:
     head: Capacity = field(default_factory=Capacity)  # what the head offers to jobs
     launch_delay: float = LAUNCH_DELAY
     idle_timeout: float = IDLE_TIMEOUT
+    max_capacity: Capacity | None = None  # a configured budget (--max-capacity, maxCapacity)
 
     @property
-    def ceiling(self) -> Capacity:
+    def reach(self) -> Capacity:
+        """What Ray's autoscaler may launch: the head and every type at its max count."""
         total = self.head
         for t in self.node_types:
             total = total + scaled(t.resources, t.max_count)
         return total
 
     @property
+    def ceiling(self) -> Capacity:
+        """What rayqueue plans with: the reach, lowered per resource by the budget (as
+        `core.scaling.merge` lowers what the autoscaler reports). Ray does not know the
+        budget: its autoscaler still launches up to the max counts for whoever asks."""
+        cap = self.max_capacity
+        if cap is None:
+            return self.reach
+        r = self.reach
+        return Capacity(min(r.cpu, cap.cpu), min(r.gpu, cap.gpu), min(r.memory, cap.memory))
+
+    def static_counts(self) -> dict[str, int]:
+        """The static cluster at the ceiling: per node type, in the order listed, as many
+        nodes as hold what the ceiling has beyond the head (every max count without a budget;
+        never below a type's min count)."""
+        left = _floor0(self.ceiling - self.head)
+        counts: dict[str, int] = {}
+        for t in self.node_types:
+            need = max(
+                (
+                    math.ceil(getattr(left, r) / getattr(t.resources, r) - 1e-9)
+                    for r in ("cpu", "gpu", "memory")
+                    if getattr(t.resources, r) > 0 and getattr(left, r) > 1e-9
+                ),
+                default=0,
+            )
+            counts[t.name] = max(min(t.max_count, need), t.min_count)
+            left = _floor0(left - scaled(t.resources, counts[t.name]))
+        return counts
+
+    def scaled_nodes(self, counts: Mapping[str, int]) -> int:
+        """Of `counts` nodes per type, those the autoscaler launches or may remove: the ones
+        above each type's min count. A type with min = max (a queue file's head) has none."""
+        return sum(max(0, counts.get(t.name, 0) - t.min_count) for t in self.node_types)
+
+    @property
     def max_nodes(self) -> int:
-        return sum(t.max_count for t in self.node_types)
+        return self.scaled_nodes({t.name: t.max_count for t in self.node_types})
+
+
+def _floor0(c: Capacity) -> Capacity:
+    return Capacity(max(c.cpu, 0.0), max(c.gpu, 0.0), max(c.memory, 0.0))
 
 
 def scaled(c: Capacity, n: float) -> Capacity:
@@ -121,12 +162,14 @@ class Nodes:
         self.nodes: list[Node] = []
         self.placed: dict[str, list[tuple[Node | None, float]]] = {}  # job -> (node, CPUs)
         self.head_used = 0.0
-        self.launches = 0
+        self.start = start
+        self.launches = 0  # by the autoscaler: the min-count nodes there from the start are not
         self.removals = 0
-        self.peak = 0
+        self.peak = 0  # the most nodes alive above the min counts
         for t in model.node_types:
             for _ in range(t.min_count):
                 self._launch(t, start, delay=0.0)
+        self.launches = 0
 
     # What the planner sees.
 
@@ -218,7 +261,12 @@ class Nodes:
     # What it cost.
 
     def node_seconds(self, end: float) -> float:
-        return sum(max(0.0, min(n.removed or end, end) - n.launched) for n in self.nodes)
+        """Node-seconds of the nodes the autoscaler launched or could remove, from launch to
+        removal: each type's min-count nodes (alive from the start to the end, whatever
+        happens, like the head) are left out, so a type with min = max counts nothing."""
+        alive = sum(max(0.0, min(n.removed or end, end) - n.launched) for n in self.nodes)
+        fixed = sum(t.min_count for t in self.model.node_types) * max(0.0, end - self.start)
+        return max(0.0, alive - fixed)
 
     def up_cpu_seconds(self, start: float, end: float) -> float:
         """CPU-seconds the cluster offered to jobs over [start, end]: the head and up nodes."""
@@ -271,7 +319,8 @@ class Nodes:
 
     def _launch(self, kind: NodeType, now: float, *, delay: float) -> Node:
         self.launches += 1
-        node = Node(f"{kind.name}-{self.launches}", kind, now, now + delay)
+        node = Node(f"{kind.name}-{len(self.nodes) + 1}", kind, now, now + delay)
         self.nodes.append(node)
-        self.peak = max(self.peak, sum(1 for n in self.nodes if n.alive()))
+        fixed = sum(t.min_count for t in self.model.node_types)
+        self.peak = max(self.peak, sum(1 for n in self.nodes if n.alive()) - fixed)
         return node

@@ -42,6 +42,31 @@ class Job:
     priority: int
     timeout: float  # declared timeoutSeconds; 0 means none (unbounded)
     resumable: bool = False  # checkpoints on SIGTERM: a preemption loses only the grace period
+    # An element of a task array (issue 28): named `ARRAY[i]`, of an array of `array_size`
+    # elements (0: a plain task) with this maxParallel.
+    array_size: int = 0
+    max_parallel: int | None = None
+
+
+def make_arrays(
+    workload: Sequence[Job], fraction: float, size: int, max_parallel: int | None, seed: int
+) -> list[Job]:
+    """Each job, with probability `fraction`, becomes an array of `size` elements, each a copy
+    of the job (same arrival, run, CPUs, priority, timeout) named `NAME[i]`, capped at
+    `max_parallel` (default: `size`, no cap below the array's own size). Drawn from its own
+    seeded generator, so the rest of the workload is the same at every fraction."""
+    rng = random.Random(f"arrays:{seed}")
+    out: list[Job] = []
+    for job in workload:
+        if size < 1 or rng.random() >= fraction:
+            out.append(job)
+            continue
+        cap = max_parallel or size
+        out.extend(
+            replace(job, name=f"{job.name}[{i}]", array_size=size, max_parallel=cap)
+            for i in range(size)
+        )
+    return out
 
 
 def mark_resumable(workload: Sequence[Job], fraction: float, seed: int) -> list[Job]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from api.app import create_app
+from specs.cluster import Capacity
 from specs.models import TaskStatus
 from specs.service import TaskService
 from specs.store import TaskStore
@@ -95,3 +96,27 @@ def test_before_the_loops_first_scan_the_folder_is_read(tasks_dir: Path) -> None
     service = TaskService(store, loop_store=True)
     assert [v.name for v in service.views()] == ["early"]
     assert store.scanned() is None  # read with a store of the service's own, not the loop's
+
+
+def test_beyond_the_exact_places_the_api_tells_the_loops_exact_place(tasks_dir: Path) -> None:
+    # One CPU, one exact place: "a" runs, "b" is shown exactly, "c" and "d" only as a bucket
+    # in their sidecars, and exactly through the API, from the loop's last pass (issue 27).
+    world = World.build(
+        tasks_dir, Capacity(1, 0, 2**34), tick=0.0, api=True, exact_queue_positions=1
+    )
+    for name in "abcd":
+        world.write(name)
+    world.step(2)
+    assert world.status("d")["queuePositionBucket"] == ">1"
+    assert "queuePosition" not in world.status("d")
+    app = create_app(
+        world.reconciler.settings,
+        reconciler=world.reconciler,
+        ray=world.ray,
+        store=world.reconciler.store,
+    )
+    with TestClient(app, base_url=BASE_URL) as client:
+        rows = {row["name"]: row["position"] for row in client.get("/tasks").json()["items"]}
+        assert (rows["b"], rows["c"], rows["d"]) == (1, 2, 3)
+        status = client.get("/tasks/d").json()["status"]
+        assert (status["queuePosition"], status["queuePositionBucket"]) == (3, ">1")

@@ -41,10 +41,11 @@ def test_throughput_smoke(
     ray_head: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "throughput.json"
-    throughput.main(["--jobs", "2", "--address", ray_head, "--out", str(out)])
+    throughput.main(["--jobs", "2", "--rounds", "2", "--address", ray_head, "--out", str(out)])
     assert "throughput against raw Ray" in capsys.readouterr().out
     row = json.loads(out.read_text())["rows"][0]
-    assert row["jobs"] == 2 and row["ratio_b_over_a"] > 0
+    assert row["jobs"] == 2 and row["rounds"] == 2 and len(row["seconds_a1_b1_b2_a2"]) == 2
+    assert row["ratio_min"] <= row["ratio_b_over_a"] <= row["ratio_max"]
 
 
 @pytest.mark.ray

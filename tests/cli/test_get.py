@@ -12,6 +12,7 @@ import yaml
 from reconciler.cli import get
 from specs.cluster import RUNNING
 from tests.cli.conftest import spec_text, write
+from tests.support.world import World
 
 
 def names(table: str) -> list[str]:
@@ -181,3 +182,20 @@ def test_watch_redraws_on_change_and_stops_on_ctrl_c(
     assert len(tables) == 2  # the first draw, and one redraw for the one change
     assert names(tables[0]) == ["a"]
     assert names(tables[1]) == ["a", "b"]
+
+
+def test_beyond_the_exact_places_the_bucket_shows(rq, tasks: Path, tmp_path: Path) -> None:
+    # Sidecars hold an exact place only for the first N of a queue; further back, the bucket.
+    world = World.build(tasks, start=time.time(), tick=0.0, exact_queue_positions=1)
+    t = world.tasks
+    write(t, "runs", spec_text(cpu=4))
+    world.step()
+    write(t, "first", spec_text(cpu=2, priority=9))
+    write(t, "second", spec_text(cpu=2, priority=1))
+    world.step()
+
+    result = rq("get")
+    assert result.code == 0, result.err
+    rows = {line.split()[0]: line.split() for line in result.out.splitlines()[1:]}
+    assert rows["first"][6] == "1"
+    assert rows["second"][6] == ">1"

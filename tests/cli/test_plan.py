@@ -134,3 +134,21 @@ def test_count_foreign_jobs_reads_entrypoint_resources_as_serve_does(
     assert rq("plan", *ADDRESS).code == 0
     assert rq("plan", *ADDRESS, "--count-foreign-jobs").code == 0
     assert [m["entrypoint_resources"] for m in made] == [False, True]
+
+
+def test_waiting_beyond_the_exact_places_keeps_its_order(
+    rq, world, fake: FakeRay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Sidecars show exact places only for the first N; the plan still lists every waiting task
+    # at its exact place (a task beyond N once sorted as place 0, ahead of the head).
+    monkeypatch.setenv("RAYQUEUE_EXACT_QUEUE_POSITIONS", "1")
+    t = world.tasks
+    write(t, "big", spec_text(cpu=3, priority=9))
+    for name, priority in (("p5", 5), ("p4", 4), ("p3", 3)):
+        write(t, name, spec_text(cpu=2, priority=priority))
+
+    result = rq("plan", *ADDRESS, "--policy", "strict")
+    assert result.code == 0, result.err
+    assert sections(result.out)["Waiting"] == ["p5", "p4", "p3"]
+    places = [line.split()[0] for line in result.out.split("Waiting", 1)[1].splitlines()[2:5]]
+    assert places == ["1", "2", "3"]

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.core.planner import Plan
+from reconciler.sim import autoscale
 from reconciler.sim.__main__ import main
 from reconciler.sim.direct import straight_to_ray
 from reconciler.sim.engine import simulate
@@ -14,6 +15,7 @@ from reconciler.sim.nodes import NodeModel, Nodes, parse_node_type, split
 from reconciler.sim.workload import Job
 from specs.cluster import Capacity, NodeType
 from specs.models import Reason
+from specs.settings import PlanOptions
 
 SMALL = NodeType("small", Capacity(8, 0, 32 * 2**30), max_count=3)
 
@@ -240,3 +242,56 @@ def test_the_node_types_may_come_from_the_queue_files_cluster_section(
     out = capsys.readouterr().out
     assert "ceiling 24 CPUs (w 8 CPU x 3;" in out
     assert "| rayqueue autoscale (strict) |" in out
+
+
+HEAD = NodeType("head", Capacity(4), max_count=1, min_count=1)  # a queue file lists the head
+
+
+def test_a_budget_lowers_the_ceiling_rayqueue_plans_with_not_what_ray_may_launch() -> None:
+    model = NodeModel((SMALL,), max_capacity=Capacity(16))
+    assert model.reach.cpu == 24 and model.ceiling.cpu == 16
+    assert Nodes(model).scaling(0).ceiling.cpu == 16  # what the planner is told
+    assert model.static_counts() == {"small": 2}  # the static cluster holds the budget
+    # Ray's autoscaler does not know the budget: asked for three nodes, it launches three.
+    nodes = Nodes(model)
+    nodes.scale([Capacity(8)] * 3, 0)
+    assert nodes.launches == 3
+
+
+def test_the_budget_comes_from_the_flag_and_from_the_queue_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    run = ["--autoscale", "--workload", "synthetic", "--jobs", "20", "--processes", "1"]
+    run += ["--policies", "strict"]
+    assert main([*run, "--node-type", "w:cpu=8,max=4", "--max-capacity", "cpu=16"]) == 0
+    assert "ceiling 16 CPUs (w 8 CPU x 4; budget 16 CPU;" in capsys.readouterr().out
+    queues = tmp_path / "_queues.yaml"
+    queues.write_text(
+        "apiVersion: rayqueue/v1\nkind: QueueConfig\nspec:\n  cluster:\n"
+        "    maxCapacity: {cpu: 24}\n    nodeTypes:\n"
+        "      - name: w\n        resources: {cpu: 8}\n        maxCount: 4\n"
+    )
+    assert main([*run, "--queues", str(queues)]) == 0
+    assert "ceiling 24 CPUs (w 8 CPU x 4; budget 24 CPU;" in capsys.readouterr().out
+    # With both, the smaller holds.
+    assert main([*run, "--queues", str(queues), "--max-capacity", "cpu=16"]) == 0
+    assert "ceiling 16 CPUs" in capsys.readouterr().out
+
+
+def test_max_capacity_needs_autoscale(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--workload", "synthetic", "--jobs", "5", "--max-capacity", "cpu=8"]) == 2
+    assert "--max-capacity needs --autoscale" in capsys.readouterr().out
+
+
+def test_node_hours_leave_out_the_nodes_the_autoscaler_never_launches_nor_removes() -> None:
+    model = _model(HEAD, SMALL)
+    nodes = Nodes(model)
+    assert nodes.capacity(0).cpu == 4  # the head is up from the start, as a node
+    nodes.scale([Capacity(8)], 0)
+    assert nodes.launches == 1 and nodes.peak == 1
+    assert nodes.node_seconds(end=1000) == 1000  # the small node; not the head's 1000
+    assert model.max_nodes == 3
+    jobs = [Job("a", 0, 600, 8, 0, 3000)]
+    static = autoscale.run_one(autoscale.STATIC, jobs, model, "backfill", PlanOptions())
+    assert static.node_hours == 3 * 600 / 3600  # three workers for 600 s, not four
+    assert (static.launches, static.peak_nodes) == (3, 3)

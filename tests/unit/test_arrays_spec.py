@@ -3,12 +3,17 @@ with file, line and field."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from reconciler.cli.main import main
 from specs import arrays
 from specs.models import MAX_ARRAY_ELEMENTS
 from specs.parse import SpecParseError, parse_task
 from specs.schema import task_schema
+from specs.service import SpecRejected, TaskService
+from specs.store import TaskStore
 
 HEAD = """apiVersion: rayqueue/v1
 kind: Task
@@ -112,3 +117,48 @@ def test_the_schema_knows_array() -> None:
     assert "array" in schema["definitions"]["TaskSpec"]["properties"]
     props = schema["definitions"]["ArraySpec"]["properties"]
     assert set(props) == {"matrix", "count", "values", "maxParallel"}
+
+
+# --- the element limit is a setting (max_array_elements, RAYQUEUE_MAX_ARRAY_ELEMENTS) -------
+
+
+def test_the_limit_is_the_setting_and_the_message_names_it() -> None:
+    with pytest.raises(SpecParseError) as info:
+        parse_task(HEAD + "    count: 6\n", file="sweep.yaml", max_array_elements=5)
+    assert str(info.value) == (
+        "sweep.yaml:7:5: spec.array: has 6 elements; the limit is 5 "
+        "(the setting RAYQUEUE_MAX_ARRAY_ELEMENTS)"
+    )
+    assert parse_task(HEAD + "    count: 5\n", file="s.yaml", max_array_elements=5)
+    big = MAX_ARRAY_ELEMENTS + 1
+    task = parse_task(HEAD + f"    count: {big}\n", file="s.yaml", max_array_elements=big)
+    assert task.spec.array is not None and task.spec.array.size == big
+
+
+def test_the_store_and_the_api_service_apply_the_setting(tmp_path: Path) -> None:
+    (tmp_path / "sweep.yaml").write_text(HEAD + "    count: 4\n")
+    entry = TaskStore(tmp_path, max_array_elements=3).scan()["sweep"]
+    assert entry.task is None and entry.error is not None
+    assert str(entry.error).startswith("sweep.yaml:7:5: spec.array: has 4 elements")
+    scanned = TaskStore(tmp_path, max_array_elements=4).scan()  # one entry per element
+    assert sorted(scanned) == [f"sweep[{i}]" for i in range(4)]
+    service = TaskService(TaskStore(tmp_path, max_array_elements=3))
+    with pytest.raises(SpecRejected, match="the limit is 3"):
+        service.create("other", (HEAD + "    count: 4\n").encode())
+
+
+def test_validate_reads_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(HEAD + "    count: 4\n")
+    monkeypatch.setenv("RAYQUEUE_MAX_ARRAY_ELEMENTS", "3")
+    assert main(["validate", str(spec)]) == 1
+    assert "spec.array: has 4 elements; the limit is 3" in capsys.readouterr().err
+    assert main(["validate", str(tmp_path)]) == 1
+    assert "the limit is 3 (the setting RAYQUEUE_MAX_ARRAY_ELEMENTS)" in capsys.readouterr().err
+    monkeypatch.setenv("RAYQUEUE_MAX_ARRAY_ELEMENTS", "4")
+    assert main(["validate", str(spec), str(tmp_path)]) == 0
+    monkeypatch.setenv("RAYQUEUE_MAX_ARRAY_ELEMENTS", "0")
+    assert main(["validate", str(spec)]) == 2
+    assert "RAYQUEUE_MAX_ARRAY_ELEMENTS must be at least 1" in capsys.readouterr().err

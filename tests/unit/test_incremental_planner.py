@@ -126,6 +126,8 @@ def options_of(draw: st.DrawFn) -> PlanOptions:
         ray_history_retention_seconds=draw(st.sampled_from([None, 30.0])),
         max_stops_per_pass=draw(st.sampled_from([0, 1])),
         scale_up_timeout_seconds=draw(st.sampled_from([30.0, 600.0])),
+        # 1 and 2: most waiting tasks sit beyond the exact places, in buckets (issue 27).
+        exact_queue_positions=draw(st.sampled_from([1, 2, 100])),
     )
 
 

@@ -594,6 +594,7 @@ def test_unexpected_exceptions_become_spec_errors(monkeypatch: Any) -> None:
         raise KeyError("surprise")
 
     monkeypatch.setattr(parse._Builder, "document", broken)
+    monkeypatch.setattr(parse.fastyaml, "load", broken)  # the fast path, tried first
     error = only_error(ISSUE_EXAMPLE)
     assert error.message == "could not parse: KeyError: 'surprise'"
 
@@ -855,3 +856,70 @@ def test_fuzz_mutated_valid_spec(edits: list[tuple[int, int, str]]) -> None:
             assert exc.errors
         else:
             assert all(isinstance(t, Task) for t in many)
+
+
+# --- the fast path (specs/fastyaml.py) -----------------------------------------------------
+
+FAST_VALID = [
+    "apiVersion: rayqueue/v1\nkind: Task\nspec:\n  entrypoint: python a.py\n"
+    "  resources: {cpu: 2}\n  priority: 5\n",
+    "apiVersion: rayqueue/v1\nkind: Task\nspec:\n  entrypoint: echo\n  resources: {cpu: 1}\n"
+    "  runtimeEnv:\n    env_vars:\n      DATE: 2024-01-01\n      N: '3'\n",
+    "apiVersion: rayqueue/v1\nkind: Task\nmetadata: {name: t}\nspec:\n  entrypoint: 'x'\n"
+    "  resources: {gpu: 1}\n  dependsOn: [{name: other}]\n  retry:\n    on: [Failed]\n",
+]
+
+
+@pytest.mark.parametrize("text", FAST_VALID)
+def test_the_fast_path_gives_what_the_slow_path_gives(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast = parse_task(text, file="t.yaml")
+    monkeypatch.setattr(parse.fastyaml, "load", lambda text: None)
+    assert parse_task(text, file="t.yaml") == fast
+
+
+def test_the_fast_path_reads_a_plain_spec_and_keeps_timestamps_as_text() -> None:
+    data = parse.fastyaml.load(FAST_VALID[1])
+    assert data is not None
+    assert data["spec"]["runtimeEnv"]["env_vars"] == {"DATE": "2024-01-01", "N": "3"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a: 1\nb: 2\na: 3\n",  # a repeated key at the top
+        "spec:\n  runtimeEnv:\n    env_vars:\n      A: '1'\n      A: '2'\n",  # deep down
+        "a: &x {b: 1}\nc: *x\n",  # an alias: the guarded walk counts its expansion
+        "a: {<<: {b: 1}}\n",  # a merge key
+        "1: a\n",  # a key that is not a string
+        "on: x\n",  # YAML 1.1 reads it as a boolean
+        "a: !!binary aGk=\n",  # beyond JSON
+        "a: [1\n",  # a syntax error
+    ],
+)
+def test_the_fast_path_leaves_to_the_slow_path_what_it_does_not_decide(text: str) -> None:
+    assert parse.fastyaml.load(text) is None
+
+
+def test_a_repeated_key_where_any_value_is_valid_is_still_refused() -> None:
+    # runtimeEnv takes any mapping: validation alone would accept the second A.
+    text = (
+        "apiVersion: rayqueue/v1\nkind: Task\nspec:\n  entrypoint: echo\n  resources: {cpu: 1}\n"
+        "  runtimeEnv:\n    env_vars:\n      A: '1'\n      A: '2'\n"
+    )
+    with pytest.raises(SpecParseError) as info:
+        parse_task(text, file="t.yaml")
+    [error] = info.value.errors
+    assert (error.file, error.line, error.column) == ("t.yaml", 9, 7)
+    assert error.message == 'duplicate key "A" (lines 8 and 9)'
+
+
+def test_a_status_with_a_repeated_key_is_refused_with_its_line() -> None:
+    status = dump_status(
+        TaskStatus(metadata=Metadata(name="a"), status=TaskStatusBody(phase=Phase.QUEUED))
+    )
+    text = status + "kind: TaskStatus\n"
+    with pytest.raises(SpecParseError, match="duplicate key"):
+        parse_status(text)
+    assert parse_status(status).status.phase is Phase.QUEUED

@@ -150,11 +150,12 @@ def test_run_to_success_and_never_again() -> None:
 def test_failed_job_asks_for_log_tail() -> None:
     w = PlanWorld({"a": task()})
     w.step()
+    sid = w.status("a").submission_id
     w.ray("a", FAILED)
     p = w.step()
     assert w.phase("a") is Phase.FAILED
-    assert p.fetch_logs == ["a"]
-    assert w.step().fetch_logs == []
+    assert sid and p.fetch_logs == {"a": sid}  # the failed run's id
+    assert w.step().fetch_logs == {}
 
 
 def test_timeout_stops_running_job() -> None:

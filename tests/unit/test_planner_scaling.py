@@ -357,3 +357,22 @@ def test_other_clients_jobs_count_in_the_request_when_they_count_as_used() -> No
     w.jobs["theirs"] = RayJob("theirs", RUNNING, entrypoint_cpus=3)
     p = w.step()
     assert p.scale_request == (Capacity(3, 0, 0), Capacity(8, 0, 0))
+
+
+def test_a_victims_size_is_its_share_of_the_ceiling_as_admission_sees_it() -> None:
+    # Memory is at its ceiling, CPU may grow fourfold. Of today's 16 CPU, `cpus` (12 CPU) would
+    # look the bigger run (0.75 against 0.5 of the memory); of the ceiling's 64 CPU, the share
+    # quotas are counted in, it is the smaller (0.19 against 0.5), so it loses least and goes.
+    memory_full = Scaling(Capacity(64, 0, 32 * GIB))
+    w = PlanWorld(specs={}, capacity=Capacity(16, 0, 32 * GIB), scaling=memory_full)
+    w.options = PREEMPT
+    w.specs["cpus"] = task(0, cpu=12, resources={"memory": "1Gi"})
+    w.specs["mem"] = task(0, cpu=1, resources={"memory": "16Gi"})
+    assert sorted(started(w.step())) == ["cpus", "mem"]
+    w.ray("cpus", RUNNING)
+    w.ray("mem", RUNNING)
+    w.step(100)
+    # 16 GiB: no new node brings memory, and either victim frees enough.
+    w.specs["urgent"] = task(9, cpu=1, resources={"memory": "16Gi"})
+    p = w.step()
+    assert [pr.victims for pr in p.preemptions] == [("cpus",)]

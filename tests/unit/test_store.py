@@ -81,9 +81,17 @@ def count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         expected_name: str | None = None,
         task_name: str | None = None,
         check: Any = None,
+        max_array_elements: int = 10_000,
     ) -> Task:
         calls.append(file)
-        return real(text, file=file, expected_name=expected_name, task_name=task_name, check=check)
+        return real(
+            text,
+            file=file,
+            expected_name=expected_name,
+            task_name=task_name,
+            check=check,
+            max_array_elements=max_array_elements,
+        )
 
     monkeypatch.setattr(store, "parse_task", counting)
     return calls
@@ -753,3 +761,11 @@ def test_a_status_keeps_its_generation_until_it_is_written_or_read_anew(root: Pa
     sidecar.write_text(sidecar.read_text().replace("Running", "Queued"))
     bump_mtime(sidecar)
     assert s.read_statuses_versioned()[1]["a"] > deferred
+
+
+def test_the_store_remembers_a_digest_of_each_sidecar_not_its_bytes(root: Path) -> None:
+    task_store = TaskStore(root)
+    task_store.write_status("a", status())
+    remembered = task_store._sidecars["a"]
+    assert len(remembered.digest) == 16 < len((root / "a.status.yaml").read_bytes())
+    assert task_store.write_status("a", status()) is False  # still no identical rewrite
