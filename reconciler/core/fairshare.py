@@ -289,7 +289,7 @@ class _Pass:
             self._drop_never_fitting(queue)
         while self.slots > 0:
             best: (
-                tuple[tuple[bool, bool, bool, Share, Share, float, str], _Queue, Candidate] | None
+                tuple[tuple[bool, bool, bool, float, Share, float, str], _Queue, Candidate] | None
             ) = None
             reservation: _Reservation | None = None
             self.reserved_by = {}
@@ -327,7 +327,9 @@ class _Pass:
                     not reserved,
                     borrows,
                     math.isinf(after.weighted),
-                    self._share(queue, queue.usage),
+                    # the weighted share alone: a tie on it goes to the lower share after the
+                    # pick, not to the lower unweighted ratio
+                    self._share(queue, queue.usage).weighted,
                     after,
                     _guarantee_used(queue, usage),
                     queue.quota.name,
