@@ -10,7 +10,8 @@ queue's next pick goes first and how much each queue may take:
   when its head fits within its nominal: a queue whose work comes back is not idle, so its
   quota stops being lent at once and returns to it as borrowed jobs end.
 - Picks within nominal go first; then the queue with the lowest weighted dominant share of
-  what it borrows, counting the pick (`quotas.dominant_share`: max over cpu, gpu, memory of
+  what it borrows before its pick, the share counting the pick breaking ties
+  (`quotas.dominant_share`: max over cpu, gpu, memory of
   usage above nominal, plus its decayed past use above nominal when given (core/usage.py),
   / what the queues can lend, divided by weight). Shares are recomputed
   after every admission, so one pass can never hand a queue more than its turn (kueue #9345).
@@ -24,6 +25,7 @@ the heads that are guaranteed, so no borrower can take a returning team's quota.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -375,7 +377,9 @@ class _Pass:
         for queue in self.leaves:
             self._drop_never_fitting(queue)
         while self.slots > 0:
-            best: tuple[tuple[bool, bool, Share, float, str], _Queue, Candidate] | None = None
+            best: (
+                tuple[tuple[bool, bool, bool, float, Share, float, str], _Queue, Candidate] | None
+            ) = None
             reservation: _Reservation | None = None
             self.reserved_by = {}
             self.held = {}
@@ -401,13 +405,21 @@ class _Pass:
                     self.reserved_by[queue.quota.name] = reservation
                     continue
                 # A preemptor whose victims are gone goes first: the room they left is its.
-                # Then picks within nominal; then the lowest share once this pick is counted.
+                # Then picks within nominal; then the least-served queue, by its share before
+                # the pick: counting the pick would make a wide head lose to any narrow pick
+                # and to a heavier weight's (Slurm orders by the account's usage, not the
+                # job's size); the share with the pick counted breaks ties. A weight-0 queue
+                # whose pick borrows goes after every other (its share with the pick is inf).
                 usage = queue.usage + candidate.request
-                share = self._share(queue, usage)
+                after = self._share(queue, usage)
                 key = (
                     not reserved,
                     borrows,
-                    share,
+                    math.isinf(after.weighted),
+                    # the weighted share alone: a tie on it goes to the lower share after the
+                    # pick, not to the lower unweighted ratio
+                    self._share(queue, queue.usage).weighted,
+                    after,
                     _guarantee_used(queue, usage),
                     queue.quota.name,
                 )

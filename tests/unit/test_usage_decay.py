@@ -113,8 +113,31 @@ def test_current_usage_mode_ignores_the_past() -> None:
         assert got.start == [first], mode
 
 
+def test_a_wide_head_of_the_least_served_queue_goes_before_a_narrow_pick() -> None:
+    """Issue 30's Lublin run: counting the pick, a queue using nothing whose head is wide
+    (8 of 8 free CPUs: share 0.5) lost to a queue already using 2 whose pick is 1 CPU (share
+    3/16), every time, so the wide team starved. The least-served queue goes first."""
+
+    def demand(name: str, held: float, size: float) -> QueueDemand:
+        quota = QueueQuota(name, Capacity(), NO_LIMIT, NO_LIMIT, 1.0)
+        return QueueDemand(
+            quota,
+            cpu(held),
+            [Candidate(f"{name}/0", cpu(size), 0)],
+            POLICIES["backfill"],
+            (),
+            cpu(0),
+        )
+
+    lender = QueueDemand(QueueQuota("default", cpu(16)), Capacity(), [], POLICIES["strict"])
+    queues = [demand("narrow", 2, 1), demand("wide", 0, 8), lender]
+    result = admit(cpu(16), cpu(8), queues, [], 0.0, 1, "backfill")
+    assert result.start == ["wide/0"]
+
+
 # The property: over random arrivals, the next start goes to the queue with the lowest
-# weighted decayed share (counting its pick) among the queues that can start one.
+# weighted decayed share (before its pick: the least-served queue) among the queues that can
+# start one; among equal shares, to the lowest share counting the pick.
 
 
 @st.composite
@@ -143,20 +166,24 @@ def test_the_next_start_goes_to_the_lowest_weighted_decayed_share(
     queues, free = case
     result = admit(cpu(64), free, queues, [], 0.0, 1, "none")
     lend = cpu(64)
-    could: dict[str, float] = {}
+    could: dict[str, tuple[float, float]] = {}
     for q in queues:
         pick = next((c for c in q.candidates if c.request.fits_in(free)), None)
         if pick is None:
             continue
+        before = dominant_share(q.usage, q.quota.nominal, lend, q.quota.weight, q.past)
         usage_with_pick = q.usage + pick.request
-        share = dominant_share(usage_with_pick, q.quota.nominal, lend, q.quota.weight, q.past)
-        could[q.quota.name] = share.weighted
+        after = dominant_share(usage_with_pick, q.quota.nominal, lend, q.quota.weight, q.past)
+        could[q.quota.name] = (before.weighted, after.weighted)
     if not could:
         assert result.start == []
         return
     assert len(result.start) == 1
     chosen = result.start[0].split("/")[0]
-    assert could[chosen] == pytest.approx(min(could.values()))
+    least = min(before for before, _ in could.values())
+    assert could[chosen][0] == pytest.approx(least)
+    tied = [after for before, after in could.values() if before == pytest.approx(least)]
+    assert could[chosen][1] == pytest.approx(min(tied))
 
 
 # --- configuration ---------------------------------------------------------------------------
