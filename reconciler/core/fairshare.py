@@ -333,7 +333,7 @@ class _Pass:
     def _pick_among(self, parent: _Queue) -> Candidate | None:
         if parent.at_limit:
             return None
-        best: tuple[tuple[bool, Share, float, str], Candidate] | None = None
+        best: tuple[tuple[bool, bool, float, Share, float, str], Candidate] | None = None
         for child in sorted(parent.children, key=self._share_key):
             candidate = self.pick(child)
             if candidate is None:
@@ -342,10 +342,15 @@ class _Pass:
             if borrows and not candidate.preemptible:
                 self.held[self.owner[candidate.name].quota.name] = candidate
                 continue
+            # The same order as between top queues (run): the least-served sibling by its
+            # weighted share before the pick, the share with the pick breaking ties.
             usage = child.usage + candidate.request
+            after = self._share(child, usage)
             key = (
                 borrows,
-                self._share(child, usage),
+                math.isinf(after.weighted),
+                self._share(child, child.usage).weighted,
+                after,
                 _guarantee_used(child, usage),
                 child.quota.name,
             )

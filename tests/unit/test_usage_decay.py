@@ -337,17 +337,22 @@ def test_between_sub_queues_the_next_start_goes_to_the_lowest_weighted_decayed_s
     )
     lender = QueueDemand(QueueQuota("default", cpu(64)), Capacity(), [], POLICIES["strict"])
     result = admit(cpu(64), free, [parent, *subs, lender], [], 0.0, 1, "none")
-    could: dict[str, float] = {}
+    # The order between top queues: the lowest share before the pick, ties by the share with it.
+    could: dict[str, tuple[float, float]] = {}
     for q in subs:
         pick = next((c for c in q.candidates if c.request.fits_in(free)), None)
         if pick is not None:
-            share = dominant_share(
+            before = dominant_share(q.usage, q.quota.nominal, cpu(64), q.quota.weight, q.past)
+            after = dominant_share(
                 q.usage + pick.request, q.quota.nominal, cpu(64), q.quota.weight, q.past
             )
-            could[q.quota.name] = share.weighted
+            could[q.quota.name] = (before.weighted, after.weighted)
     if not could:
         assert result.start == []
         return
     assert len(result.start) == 1
     chosen = result.start[0].rsplit("/", 1)[0]
-    assert could[chosen] == pytest.approx(min(could.values()))
+    least = min(before for before, _ in could.values())
+    assert could[chosen][0] == pytest.approx(least)
+    tied = [after for before, after in could.values() if before == pytest.approx(least)]
+    assert could[chosen][1] == pytest.approx(min(tied))
