@@ -64,10 +64,17 @@ def test_stop_is_repeated_until_ray_reports_the_end(make_world: Callable[..., Wo
     assert world.status("stuck")["reason"] == "StartTimeout"
     # The stops were acknowledged but ignored, and the job went on to run anyway.
     ray.set_status(sid, RUNNING)
+    sent = len(ray.stop_calls)
     world.step(passes=3)
-    assert ray.stop_calls == [sid] * 4  # asked every pass, still running after the ignored ones
+    # One stop per run (issue 27): while Ray still lists the job, no stop is sent again
+    # before the resend wait; after it, once per wait, until Ray reports the end.
+    assert len(ray.stop_calls) == sent
+    resend = world.reconciler.resend_stop_seconds + 0.5
+    for _ in range(3):  # three resends, one per wait, are what the ignored stops need
+        world.step(seconds=resend)
+    assert ray.stop_calls == [sid] * 4  # still running after the ignored ones
     assert ray.jobs[sid].status == STOPPED
-    world.step(passes=3)
+    world.step(passes=3, seconds=resend)
     assert len(ray.stop_calls) == 4  # ended: no more asking
     status = world.status("stuck")
     assert status["phase"] == "Failed" and status["reason"] == "StartTimeout"
@@ -83,6 +90,8 @@ def test_deleting_a_pending_task_stops_its_job(make_world: Callable[..., World])
     assert ray.jobs[sid].status == PENDING
     (world.tasks / "pending.yaml").unlink()
     world.step(passes=3)
+    assert ray.jobs[sid].status == PENDING and len(ray.stop_calls) == 1  # ignored; not resent yet
+    world.step(passes=2, seconds=world.reconciler.resend_stop_seconds + 0.5)
     assert ray.jobs[sid].status == STOPPED and len(ray.stop_calls) == 2
     assert not (world.tasks / "pending.status.yaml").exists()
 
