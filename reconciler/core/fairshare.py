@@ -150,6 +150,10 @@ _FIRST_START: dict[Policy, Callable[[Sequence[Candidate], Capacity], Candidate |
 }
 
 
+# Which pick starts next, lowest first (_Pass._order).
+_OrderKey = tuple[bool, bool, float, Share, float, str]
+
+
 @dataclass
 class _Queue:
     quota: QueueQuota
@@ -333,7 +337,7 @@ class _Pass:
     def _pick_among(self, parent: _Queue) -> Candidate | None:
         if parent.at_limit:
             return None
-        best: tuple[tuple[bool, bool, float, Share, float, str], Candidate] | None = None
+        best: tuple[_OrderKey, Candidate] | None = None
         for child in sorted(parent.children, key=self._share_key):
             candidate = self.pick(child)
             if candidate is None:
@@ -342,18 +346,8 @@ class _Pass:
             if borrows and not candidate.preemptible:
                 self.held[self.owner[candidate.name].quota.name] = candidate
                 continue
-            # The same order as between top queues (run): the least-served sibling by its
-            # weighted share before the pick, the share with the pick breaking ties.
-            usage = child.usage + candidate.request
-            after = self._share(child, usage)
-            key = (
-                borrows,
-                math.isinf(after.weighted),
-                self._share(child, child.usage).weighted,
-                after,
-                _guarantee_used(child, usage),
-                child.quota.name,
-            )
+            # The same order as between top queues (run).
+            key = self._order(child, candidate, borrows)
             if best is None or key < best[0]:
                 best = (key, candidate)
         return best[1] if best is not None else None
@@ -382,9 +376,7 @@ class _Pass:
         for queue in self.leaves:
             self._drop_never_fitting(queue)
         while self.slots > 0:
-            best: (
-                tuple[tuple[bool, bool, bool, float, Share, float, str], _Queue, Candidate] | None
-            ) = None
+            best: tuple[tuple[bool, *_OrderKey], _Queue, Candidate] | None = None
             reservation: _Reservation | None = None
             self.reserved_by = {}
             self.held = {}
@@ -410,24 +402,7 @@ class _Pass:
                     self.reserved_by[queue.quota.name] = reservation
                     continue
                 # A preemptor whose victims are gone goes first: the room they left is its.
-                # Then picks within nominal; then the least-served queue, by its share before
-                # the pick: counting the pick would make a wide head lose to any narrow pick
-                # and to a heavier weight's (Slurm orders by the account's usage, not the
-                # job's size); the share with the pick counted breaks ties. A weight-0 queue
-                # whose pick borrows goes after every other (its share with the pick is inf).
-                usage = queue.usage + candidate.request
-                after = self._share(queue, usage)
-                key = (
-                    not reserved,
-                    borrows,
-                    math.isinf(after.weighted),
-                    # the weighted share alone: a tie on it goes to the lower share after the
-                    # pick, not to the lower unweighted ratio
-                    self._share(queue, queue.usage).weighted,
-                    after,
-                    _guarantee_used(queue, usage),
-                    queue.quota.name,
-                )
+                key = (not reserved, *self._order(queue, candidate, borrows))
                 if best is None or key < best[0]:
                     best = (key, queue, candidate)
             if best is None:
@@ -436,6 +411,25 @@ class _Pass:
             self._admit(queue, candidate)
         self._explain()
         return self.result
+
+    def _order(self, queue: _Queue, candidate: Candidate, borrows: bool) -> _OrderKey:
+        """Which queue's pick starts next, lowest first (between top queues and between
+        siblings alike): picks within nominal; then the least-served queue, by its weighted
+        share before the pick: counting the pick would make a wide head lose to any narrow pick
+        and to a heavier weight's (Slurm orders by the account's usage, not the job's size).
+        The share with the pick breaks ties (the weighted share alone comes first, so a tie on
+        it is not decided by the unweighted ratio). A weight-0 queue whose pick borrows goes
+        after every other (its share with the pick is inf)."""
+        usage = queue.usage + candidate.request
+        after = self._share(queue, usage)
+        return (
+            borrows,
+            math.isinf(after.weighted),
+            self._share(queue, queue.usage).weighted,
+            after,
+            _guarantee_used(queue, usage),
+            queue.quota.name,
+        )
 
     def _share(self, queue: _Queue, usage: Capacity) -> Share:
         quota = queue.quota
