@@ -31,6 +31,8 @@ from dataclasses import dataclass, field, replace
 
 from reconciler.core import policies
 from reconciler.core.policies import Candidate, Claim, Policy, reserve
+from reconciler.core.queuetree import QueueDemand as QueueDemand  # callers import it here
+from reconciler.core.queuetree import QueueNode, build_tree, walk
 from reconciler.core.quotas import (
     EPS,
     NO_LIMIT,
@@ -59,19 +61,6 @@ from reconciler.core.waits import (
     shortfall,
 )
 from specs.cluster import Capacity
-
-
-@dataclass(frozen=True)
-class QueueDemand:
-    """One queue going into a pass: its quota, what it holds, and its waiting tasks in order."""
-
-    quota: QueueQuota
-    usage: Capacity
-    candidates: Sequence[Candidate]
-    policy: Policy
-    claims: Sequence[Claim] = ()  # its own runs' claims: only their end frees its quota
-    past: Capacity | None = None  # its decayed mean use (core/usage.py); None: not counted
-    running: int = 0  # its tasks Starting or Running, for maxRunning
 
 
 @dataclass(frozen=True)
@@ -154,76 +143,6 @@ _FIRST_START: dict[Policy, Callable[[Sequence[Candidate], Capacity], Candidate |
 _OrderKey = tuple[bool, bool, float, Share, float, str]
 
 
-@dataclass
-class _Queue:
-    quota: QueueQuota
-    usage: Capacity
-    remaining: list[Candidate]
-    policy: Policy
-    claims: list[Claim] = field(default_factory=list)
-    past: Capacity | None = None
-    running: int = 0
-    admitted: list[str] = field(default_factory=list)
-    memo: tuple[object, list[str]] | None = None  # (inputs, the policy's starts) of last ask
-    # Nested queues: a divided queue holds its sub-queues (and a leaf of its own for the tasks
-    # directly in its folder, `own`); its usage, running count and admissions are theirs summed.
-    parent: _Queue | None = None
-    children: list[_Queue] = field(default_factory=list)
-    own: bool = False
-
-    @property
-    def borrowed(self) -> Capacity:
-        return pos(self.usage - self.quota.nominal)
-
-    @property
-    def at_limit(self) -> bool:
-        """As many tasks Starting or Running as its (or an enclosing queue's) maxRunning
-        allows: no pick, no hold."""
-        return self.limiting() is not None
-
-    def limiting(self) -> _Queue | None:
-        """The nearest queue, itself or one it lies in, at its maxRunning."""
-        node: _Queue | None = self
-        while node is not None:
-            limit = node.quota.max_running
-            if limit is not None and node.running + len(node.admitted) >= limit:
-                return node
-            node = node.parent
-        return None
-
-    def guarded(self) -> Capacity:
-        """What its waiting heads within their nominal quotas are owed (never lent away)."""
-        if self.children:
-            total = Capacity()
-            for child in self.children:
-                total = total + child.guarded()
-            return total
-        if self.remaining:
-            head = self.remaining[0].request
-            if (self.usage + head).fits_in(self.quota.nominal):
-                return head
-        return Capacity()
-
-    def idle(self) -> Capacity:
-        """Unused nominal quota, without what its head needs if the head is guaranteed."""
-        return pos(pos(self.quota.nominal - self.usage) - self.guarded())
-
-    def leaves(self) -> list[_Queue]:
-        if not self.children:
-            return [self]
-        return [leaf for child in self.children for leaf in child.leaves()]
-
-    def chain(self) -> list[_Queue]:
-        """Itself and every queue it lies in, innermost first."""
-        nodes = [self]
-        while nodes[-1].parent is not None:
-            nodes.append(nodes[-1].parent)
-        return nodes
-
-    def lendable(self) -> Capacity:
-        return min_of(self.quota.lending_limit, self.idle())
-
-
 class _Pass:
     def __init__(
         self,
@@ -242,13 +161,13 @@ class _Pass:
         self.claims = list(claims)
         self.now = now
         self.slots = slots
-        self.queues, self.leaves = _tree(queues)
+        self.queues, self.leaves = build_tree(queues)
         self.owner = {c.name: leaf for leaf in self.leaves for c in leaf.remaining}
         # What shares are measured against, per set of siblings: the top queues, and each
         # divided queue's sub-queues (the same formula at every level).
         self.lend = lendable(q.quota for q in self.queues)
         self.lend_in: dict[int, Capacity] = {}
-        for node in _walk(self.queues):
+        for node in walk(self.queues):
             if node.children:  # what its sub-queues may borrow: between them, and from above
                 above = pos(self._ceiling(node)[0] - node.quota.nominal)
                 self.lend_in[id(node)] = lendable(c.quota for c in node.children) + above
@@ -264,15 +183,15 @@ class _Pass:
         self.totals: dict[int, tuple[int, Capacity, Capacity]] = {}
         self.budgets: dict[int, tuple[int, Capacity]] = {}
 
-    def siblings(self, queue: _Queue) -> list[_Queue]:
+    def siblings(self, queue: QueueNode) -> list[QueueNode]:
         return queue.parent.children if queue.parent is not None else self.queues
 
-    def slack_for(self, queue: _Queue) -> Capacity:
+    def slack_for(self, queue: QueueNode) -> Capacity:
         """What its siblings lend and nobody has borrowed yet (negative: over-borrowed)."""
         lend, borrowed = self._totals(queue.parent)
         return (lend - queue.lendable()) - (borrowed - queue.borrowed)
 
-    def _totals(self, parent: _Queue | None = None) -> tuple[Capacity, Capacity]:
+    def _totals(self, parent: QueueNode | None = None) -> tuple[Capacity, Capacity]:
         """Lendable and borrowed over a set of siblings (the top queues when `parent` is None);
         they change only when a task is admitted."""
         key = id(parent)
@@ -286,7 +205,7 @@ class _Pass:
             self.totals[key] = cached
         return cached[1], cached[2]
 
-    def above_nominal(self, queue: _Queue) -> Capacity:
+    def above_nominal(self, queue: QueueNode) -> Capacity:
         """Per resource: the most the queue may hold above its nominal quota right now. A
         sub-queue borrows its siblings' idle quota first, then what its parent may hold above
         its own (the parent's budget, which bounds every sub-queue, counts what is taken)."""
@@ -295,15 +214,15 @@ class _Pass:
             slack = slack + self.above_nominal(queue.parent)
         return pos(min_of(queue.quota.borrowing_limit, slack))
 
-    def can_borrow(self, queue: _Queue) -> Capacity:
+    def can_borrow(self, queue: QueueNode) -> Capacity:
         """Per resource: how much more it may borrow now."""
         return pos(self.above_nominal(queue) - queue.borrowed)
 
-    def quota_limit(self, queue: _Queue) -> Capacity:
+    def quota_limit(self, queue: QueueNode) -> Capacity:
         """Per resource: what its quota alone lets the next admission take."""
         return pos(queue.quota.nominal - queue.usage + self.above_nominal(queue))
 
-    def budget(self, queue: _Queue) -> Capacity:
+    def budget(self, queue: QueueNode) -> Capacity:
         """Per resource: the most its next admission may take."""
         cached = self.budgets.get(id(queue))
         if cached is not None and cached[0] == self.version:
@@ -314,7 +233,7 @@ class _Pass:
         self.budgets[id(queue)] = (self.version, budget)
         return budget
 
-    def pick(self, queue: _Queue) -> Candidate | None:
+    def pick(self, queue: QueueNode) -> Candidate | None:
         """The task the queue's own policy would start next within its budget; for a divided
         queue, the pick of its sub-queue that goes first, by the same key as the top level."""
         if queue.children:
@@ -334,7 +253,7 @@ class _Pass:
             return None
         return next(c for c in queue.remaining if c.name == starts[0])
 
-    def _pick_among(self, parent: _Queue) -> Candidate | None:
+    def _pick_among(self, parent: QueueNode) -> Candidate | None:
         if parent.at_limit:
             return None
         best: tuple[_OrderKey, Candidate] | None = None
@@ -352,7 +271,7 @@ class _Pass:
                 best = (key, candidate)
         return best[1] if best is not None else None
 
-    def head(self, queue: _Queue) -> Candidate | None:
+    def head(self, queue: QueueNode) -> Candidate | None:
         """Its first waiting task; for a divided queue, that of its least-served sub-queue."""
         if not queue.children:
             return queue.remaining[0] if queue.remaining else None
@@ -362,7 +281,7 @@ class _Pass:
                 return head
         return None
 
-    def _ask(self, queue: _Queue, budget: Capacity) -> policies.Admission:
+    def _ask(self, queue: QueueNode, budget: Capacity) -> policies.Admission:
         """The queue's policy on its waiting tasks; backfill also gets the queue's view, so
         its reservation waits for what frees the quota as well as the cluster."""
         if queue.policy is policies.backfill:
@@ -376,7 +295,7 @@ class _Pass:
         for queue in self.leaves:
             self._drop_never_fitting(queue)
         while self.slots > 0:
-            best: tuple[tuple[bool, *_OrderKey], _Queue, Candidate] | None = None
+            best: tuple[tuple[bool, *_OrderKey], QueueNode, Candidate] | None = None
             reservation: _Reservation | None = None
             self.reserved_by = {}
             self.held = {}
@@ -412,7 +331,7 @@ class _Pass:
         self._explain()
         return self.result
 
-    def _order(self, queue: _Queue, candidate: Candidate, borrows: bool) -> _OrderKey:
+    def _order(self, queue: QueueNode, candidate: Candidate, borrows: bool) -> _OrderKey:
         """Which queue's pick starts next, lowest first (between top queues and between
         siblings alike): picks within nominal; then the least-served queue, by its weighted
         share before the pick: counting the pick would make a wide head lose to any narrow pick
@@ -431,19 +350,19 @@ class _Pass:
             queue.quota.name,
         )
 
-    def _share(self, queue: _Queue, usage: Capacity) -> Share:
+    def _share(self, queue: QueueNode, usage: Capacity) -> Share:
         quota = queue.quota
         lend = self.lend if queue.parent is None else self.lend_in[id(queue.parent)]
         return dominant_share(usage, quota.nominal, lend, quota.weight, queue.past)
 
-    def _share_key(self, queue: _Queue) -> tuple[Share, float, str]:
+    def _share_key(self, queue: QueueNode) -> tuple[Share, float, str]:
         return (
             self._share(queue, queue.usage),
             _guarantee_used(queue, queue.usage),
             queue.quota.name,
         )
 
-    def _reservation_for(self, queue: _Queue) -> _Reservation | None:
+    def _reservation_for(self, queue: QueueNode) -> _Reservation | None:
         """The least-served queue whose head waits for the cluster (not for its quota) keeps
         what is freed for that head: queues above it in share may not borrow it away, or the
         queue with the lowest share would stay lowest for ever. Their nominal stays theirs."""
@@ -465,7 +384,7 @@ class _Pass:
                 return _Reservation(queue.quota.name, head.name, spare, booked.start, booked.extra)
         return _Reservation(queue.quota.name, head.name, spare, None, None)
 
-    def _admit(self, queue: _Queue, candidate: Candidate) -> None:
+    def _admit(self, queue: QueueNode, candidate: Candidate) -> None:
         self.version += 1
         queue = self.owner[candidate.name]
         queue.remaining.remove(candidate)
@@ -479,7 +398,7 @@ class _Pass:
         queue.claims.append(self.claims[-1])
         self.result.start.append(candidate.name)
 
-    def _drop_never_fitting(self, queue: _Queue) -> None:
+    def _drop_never_fitting(self, queue: QueueNode) -> None:
         """A task bigger than its queue can ever get can never start while the config stands;
         like a task bigger than the cluster, it must not block its queue. The most a queue can
         get: its nominal quota, plus what it may borrow (its borrowingLimit, and at most what
@@ -503,7 +422,7 @@ class _Pass:
                     queue.remaining.remove(candidate)
                     break
 
-    def _ceiling(self, queue: _Queue) -> tuple[Capacity, Capacity]:
+    def _ceiling(self, queue: QueueNode) -> tuple[Capacity, Capacity]:
         """The most a queue can ever hold, and what others can ever lend it: its siblings'
         lendable quota, and for a sub-queue also what its parent can hold above its own."""
         lenders = Capacity()
@@ -519,14 +438,14 @@ class _Pass:
 
     def _explain(self) -> None:
         self._explain_level(self.queues)
-        for node in _walk(self.queues):
+        for node in walk(self.queues):
             if node.children:
                 self._explain_level(node.children)
         for queue in self.leaves:
             self._waiting(queue)
         self.result.waiting.update(self.unfit)
 
-    def _explain_level(self, level: list[_Queue]) -> None:
+    def _explain_level(self, level: list[QueueNode]) -> None:
         """Each queue of one set of siblings after the pass."""
         borrowed_total, lend_total = Capacity(), Capacity()
         for queue in level:
@@ -561,7 +480,7 @@ class _Pass:
                 parent=queue.parent.quota.name if queue.parent is not None else None,
             )
 
-    def _waiting(self, queue: _Queue) -> None:
+    def _waiting(self, queue: QueueNode) -> None:
         if not queue.remaining:
             return
         limiting = queue.limiting()
@@ -589,7 +508,7 @@ class _Pass:
                     waiting = Waiting(self._lack(queue, candidate.request), note=NextPass())
             self.result.waiting[candidate.name] = self._reword(queue, candidate, waiting)
 
-    def _reword(self, queue: _Queue, candidate: Candidate, waiting: Waiting) -> Waiting:
+    def _reword(self, queue: QueueNode, candidate: Candidate, waiting: Waiting) -> Waiting:
         """Name the queue, and tell a full quota from a full cluster."""
         waiting = replace(waiting, queue=queue.quota.name)
         if not isinstance(waiting.lacks, Shortfall):
@@ -597,7 +516,7 @@ class _Pass:
         # The policy measured the shortfall against the budget; its place and note still hold.
         return replace(waiting, lacks=self._lack(queue, candidate.request))
 
-    def _not_preemptible(self, queue: _Queue, request: Capacity) -> QuotaShortfall:
+    def _not_preemptible(self, queue: QueueNode, request: Capacity) -> QuotaShortfall:
         room = pos(queue.quota.nominal - queue.usage)
         r = next((r for r in RESOURCES if of(request, r) > of(room, r) + EPS), "cpu")
         quota = queue.quota
@@ -611,7 +530,7 @@ class _Pass:
             0.0,
         )
 
-    def _lack(self, queue: _Queue, request: Capacity) -> Shortfall | QuotaShortfall:
+    def _lack(self, queue: QueueNode, request: Capacity) -> Shortfall | QuotaShortfall:
         """What `request` lacks beyond its budget: the cluster's free resources, or (when they
         would do) its queue's quota."""
         budget = self.quota_limit(queue)
@@ -638,89 +557,7 @@ class _Pass:
         )
 
 
-def _tree(demands: Sequence[QueueDemand]) -> tuple[list[_Queue], list[_Queue]]:
-    """The queues as a tree (top queues, in order) and its leaves. A queue whose quota names a
-    parent is that parent's sub-queue; a divided queue's own tasks (directly in its folder) form
-    a leaf of their own, holding what its sub-queues' nominal quotas leave of its own."""
-    nodes = {
-        d.quota.name: _Queue(
-            d.quota, d.usage, list(d.candidates), d.policy, list(d.claims), d.past, d.running
-        )
-        for d in demands
-    }
-    top: list[_Queue] = []
-    for node in nodes.values():
-        parent = nodes.get(node.quota.parent) if node.quota.parent is not None else None
-        if parent is None:
-            top.append(node)
-        else:
-            node.parent = parent
-            parent.children.append(node)
-    for node in reversed(_walk(top)):  # sub-queues first: a parent sums what they hold
-        if node.children:
-            _divide(node)
-    return top, [leaf for node in top for leaf in node.leaves()]
-
-
-def _divide(node: _Queue) -> None:
-    """Move a divided queue's own tasks to a leaf, and sum its sub-queues into it."""
-    children = list(node.children)
-    carved = Capacity()
-    for child in children:
-        carved = carved + child.quota.nominal
-    own_quota = QueueQuota(node.quota.name, pos(node.quota.nominal - carved))
-    # Decayed usage is linear in what was held, so the queue's own tasks' past is the queue's
-    # (recorded as the sum) less its sub-queues'.
-    own_past = node.past
-    if own_past is not None:
-        for child in children:
-            own_past = pos(own_past - _total_past(child))
-    own = _Queue(
-        own_quota,
-        node.usage,
-        node.remaining,
-        node.policy,
-        node.claims,
-        own_past,
-        node.running,
-        parent=node,
-        own=True,
-    )
-    node.children = [own, *children]
-    node.remaining, node.claims = [], []
-    node.usage = _sum_usage(node)
-    node.running = sum(_running(child) for child in node.children)
-
-
-def _total_past(node: _Queue) -> Capacity:
-    return node.past if node.past is not None else Capacity()
-
-
-def _sum_usage(node: _Queue) -> Capacity:
-    if not node.children:
-        return node.usage
-    total = Capacity()
-    for child in node.children:
-        total = total + _sum_usage(child)
-    return total
-
-
-def _running(node: _Queue) -> int:
-    if not node.children:
-        return node.running
-    return sum(_running(child) for child in node.children)
-
-
-def _walk(level: Sequence[_Queue]) -> list[_Queue]:
-    """Every queue, parents before their sub-queues."""
-    out: list[_Queue] = []
-    for node in level:
-        out.append(node)
-        out.extend(_walk(node.children))
-    return out
-
-
-def _guarantee_used(queue: _Queue, usage: Capacity) -> float:
+def _guarantee_used(queue: QueueNode, usage: Capacity) -> float:
     """How much of its nominal quota a queue uses (the largest fraction over resources): among
     queues of equal share (all within nominal have 0), the one that has used least of its own
     guarantee goes first, not the first by name."""
