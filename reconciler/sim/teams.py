@@ -9,7 +9,7 @@ user (i div N) mod U), sub-queues with an equal split of their team's quota and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from reconciler.sim.engine import JobRecord
@@ -190,40 +190,49 @@ def fairness(
     which every team had work waiting (arrived, not yet started): only then is a fair split
     owed. Only CPUs are simulated, so the dominant share is the CPU share."""
     names = [team_name(k) for k in range(teams)]
-    # (time, team, change in waiting count, change in CPUs held)
-    deltas: list[tuple[float, str, int, float]] = []
-    for record in records:
-        team = team_of(record.job.name)
-        arrival = record.job.arrival
-        if record.start is None:
-            deltas.append((arrival, team, 1, 0.0))
-            continue
-        if record.start > arrival:
-            deltas += [(arrival, team, 1, 0.0), (record.start, team, -1, 0.0)]
-        end = record.end if record.end is not None else record.start
-        deltas += [(record.start, team, 0, record.job.cpu), (end, team, 0, -record.job.cpu)]
-    deltas.sort(key=lambda d: d[0])
-    waiting = dict.fromkeys(names, 0)
-    held = dict.fromkeys(names, 0.0)
     integral = dict.fromkeys(names, 0.0)
     contended = 0.0
-    index = 0
-    while index < len(deltas):
-        now = deltas[index][0]
-        while index < len(deltas) and deltas[index][0] == now:
-            _, team, dw, dc = deltas[index]
-            waiting[team] += dw
-            held[team] += dc
-            index += 1
-        if index == len(deltas):
-            break
-        span = deltas[index][0] - now
+    for _, span, waiting, held in _spans(records, team_of, names):
         if span > 0 and all(waiting[t] > 0 for t in names):
             contended += span
             for k, t in enumerate(names):
                 integral[t] += span * held[t] / capacity_cpu / weights[k]
     shares = {t: (integral[t] / contended if contended else 0.0) for t in names}
     return Fairness(jain(list(shares.values())), shares, contended)
+
+
+def _spans(
+    records: Sequence[JobRecord], owner_of: Callable[[str], str], names: Sequence[str]
+) -> Iterator[tuple[float, float, dict[str, int], dict[str, float]]]:
+    """The run as a sweep line: for each interval between two events (an arrival, a start,
+    an end), its start, its length, and per group the tasks waiting and the CPUs held in it.
+    The dicts are live: read them before the next interval."""
+    # (time, group, change in waiting count, change in CPUs held)
+    deltas: list[tuple[float, str, int, float]] = []
+    for record in records:
+        group = owner_of(record.job.name)
+        arrival = record.job.arrival
+        if record.start is None:
+            deltas.append((arrival, group, 1, 0.0))
+            continue
+        if record.start > arrival:
+            deltas += [(arrival, group, 1, 0.0), (record.start, group, -1, 0.0)]
+        end = record.end if record.end is not None else record.start
+        deltas += [(record.start, group, 0, record.job.cpu), (end, group, 0, -record.job.cpu)]
+    deltas.sort(key=lambda d: d[0])
+    waiting = dict.fromkeys(names, 0)
+    held = dict.fromkeys(names, 0.0)
+    index = 0
+    while index < len(deltas):
+        now = deltas[index][0]
+        while index < len(deltas) and deltas[index][0] == now:
+            _, group, dw, dc = deltas[index]
+            waiting[group] += dw
+            held[group] += dc
+            index += 1
+        if index == len(deltas):
+            return
+        yield now, deltas[index][0] - now, waiting, held
 
 
 def drop_until(workload: Sequence[Job], team: str, until: float) -> list[Job]:
@@ -328,36 +337,14 @@ def delivered_by(
     """`delivered` for any grouping of the jobs: `owner_of` names a job's group (a team, or a
     user in a tree), `weight_share` each group's due share of the cluster."""
     names = list(weight_share)
-    deltas: list[tuple[float, str, int, float]] = []  # (time, team, d waiting, d CPUs held)
     waits: dict[str, list[float]] = {t: [] for t in names}
     for record in records:
-        team = owner_of(record.job.name)
-        arrival = record.job.arrival
-        if record.start is None:
-            deltas.append((arrival, team, 1, 0.0))
-            continue
-        waits[team].append(record.start - arrival)
-        if record.start > arrival:
-            deltas += [(arrival, team, 1, 0.0), (record.start, team, -1, 0.0)]
-        end = record.end if record.end is not None else record.start
-        deltas += [(record.start, team, 0, record.job.cpu), (end, team, 0, -record.job.cpu)]
-    deltas.sort(key=lambda d: d[0])
-    waiting = dict.fromkeys(names, 0)
-    held = dict.fromkeys(names, 0.0)
+        if record.start is not None:
+            waits[owner_of(record.job.name)].append(record.start - record.job.arrival)
     run = dict.fromkeys(names, 0.0)
     contended = dict.fromkeys(names, 0.0)
     buckets: dict[int, tuple[dict[str, float], float]] = {}  # by stride: CPU-s, contended s
-    index = 0
-    while index < len(deltas):
-        now = deltas[index][0]
-        while index < len(deltas) and deltas[index][0] == now:
-            _, team, dw, dc = deltas[index]
-            waiting[team] += dw
-            held[team] += dc
-            index += 1
-        if index == len(deltas):
-            break
-        span = deltas[index][0] - now
+    for now, span, waiting, held in _spans(records, owner_of, names):
         for t in names:
             run[t] += span * held[t]
         if span <= 0 or not all(waiting[t] > 0 for t in names):
