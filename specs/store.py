@@ -12,21 +12,19 @@ differs, a status written or deferred gets a new one; whatever is unchanged keep
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import itertools
 import logging
 import os
-import re
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from specs import arrays, arraystatus
+from specs.arraysidecars import _ArraySidecar
 from specs.atomic import write_atomic
 from specs.models import MAX_ARRAY_ELEMENTS, Task, TaskStatus
 from specs.parse import (
@@ -34,79 +32,49 @@ from specs.parse import (
     Problem,
     SpecError,
     SpecParseError,
-    dump_status,
     parse_status,
     parse_task,
 )
-from specs.queues import CONFIG_FILE, STATUS_FILE, is_reserved
+from specs.queues import CONFIG_FILE, is_reserved
+from specs.statussidecars import _Deferred, _Sidecar, _StatusSidecars
+from specs.storepaths import (
+    EDITOR_SUFFIXES,
+    TASK_SUFFIXES,
+    FolderSettling,
+    StatKey,
+    _digest,
+    _dir_id,
+    _inside,
+    _is_queue_config,
+    _is_spec_file,
+    _read_regular,
+    _read_with_stat,
+    _rel_of,
+    _stat_key,
+    _strip,
+    _under_any,
+    _Unreadable,
+)
+from specs.storepaths import (  # re-exported: callers import these from specs.store
+    MAX_NAME_LENGTH as MAX_NAME_LENGTH,
+)
+from specs.storepaths import (
+    SIDECAR_SUFFIXES as SIDECAR_SUFFIXES,
+)
+from specs.storepaths import (
+    FolderUnavailable as FolderUnavailable,
+)
+from specs.storepaths import (
+    InvalidName as InvalidName,
+)
+from specs.storepaths import (
+    validate_name as validate_name,
+)
 
 log = logging.getLogger("rayqueue.store")
 
-TASK_SUFFIXES = (".yaml", ".yml")
-STATUS_SUFFIX = ".status.yaml"
-SIDECAR_SUFFIXES = (".status.yaml", ".status.yml")
-EDITOR_SUFFIXES = ("~", ".swp", ".swx")
-MAX_NAME_LENGTH = 200
-# A cap on directories per walk, so a web of symlinked directories cannot explode the scan.
-MAX_DIRECTORIES = 100_000
 
-_CONFIG_NAME = CONFIG_FILE.removesuffix(".yaml")
-_SEGMENT = re.compile(r"[A-Za-z0-9._-]+")
-
-StatKey = tuple[int, int, int]
 _WHOLE_KEPT = 10_000  # stat keys of finished files remembered (mark_whole)
-
-
-def _is_queue_config(name: str) -> bool:
-    """`_queues`, or a queue's own `team-a/_queues` (nested queues): configuration."""
-    return name.rsplit("/", 1)[-1] == _CONFIG_NAME
-
-
-class FolderUnavailable(Exception):
-    """The tasks folder (or status folder) is missing, not a directory, or unreadable."""
-
-
-class FolderSettling(FolderUnavailable):
-    """The first scan found spec files still being written: nothing is believed yet."""
-
-
-class InvalidName(ValueError):
-    """A task name from the API or CLI is not acceptable."""
-
-
-def validate_name(name: str) -> str:
-    """Check a task name given by a user (API, CLI); return it unchanged.
-
-    Stricter than what a scan accepts: the filesystem may hold any name, but names we create
-    must be portable and safe in URLs and Ray metadata.
-    """
-    if not name:
-        raise InvalidName("task name must not be empty")
-    if "\x00" in name:
-        raise InvalidName("task name must not contain NUL")
-    if len(name) > MAX_NAME_LENGTH:
-        raise InvalidName(f"task name is {len(name)} characters long; the limit is 200")
-    if name.startswith("/"):
-        raise InvalidName(f"task name {name!r} must be relative (no leading '/')")
-    for segment in name.split("/"):
-        if not segment:
-            raise InvalidName(f"task name {name!r} has an empty segment ('//' or a trailing '/')")
-        if segment in (".", ".."):
-            raise InvalidName(f"task name {name!r} must not contain '.' or '..' segments")
-        if segment.startswith("."):
-            raise InvalidName(f"task name {name!r}: segment {segment!r} would be a hidden file")
-        if not _SEGMENT.fullmatch(segment):
-            raise InvalidName(
-                f"task name {name!r} may only contain ASCII letters, digits, '.', '_', '-',"
-                " and '/' between segments"
-            )
-    if name.endswith(".status"):
-        raise InvalidName(f"task name {name!r} must not end with '.status' (sidecar names)")
-    if is_reserved(name.rsplit("/", 1)[-1]):
-        raise InvalidName(
-            f"task name {name!r}: names starting with '_' are reserved for configuration"
-        )
-    return name
 
 
 @dataclass(frozen=True)
@@ -132,47 +100,7 @@ class _Parsed:
     generation: int = 0  # of this read of the file
 
 
-@dataclass(frozen=True)
-class _Sidecar:
-    key: StatKey
-    status: TaskStatus | None  # None: unparsable, counts as absent
-    digest: bytes  # of the bytes on disk, to skip identical rewrites (not the bytes: memory)
-    generation: int  # of `status`: kept while it is the status held
-
-
-@dataclass(frozen=True)
-class _Deferred:
-    status: TaskStatus
-    since: float  # deferred since (the store's clock)
-    generation: int
-
-
-@dataclass
-class _ArraySidecar:
-    """One array's sidecar: its elements' statuses (by index) and what is on disk."""
-
-    key: StatKey | None
-    data: bytes
-    elements: dict[int, TaskStatus]
-    generations: dict[int, int]
-    dirty: bool = False
-    durable: bool = False
-
-
-class _Unreadable(Exception):
-    """A file exists but cannot be read right now: keep what we knew of it."""
-
-
-@dataclass
-class _Walk:
-    files: list[tuple[str, os.DirEntry[str]]]  # (relative path, entry), regular files only
-    unreadable: list[str]  # relative files and "dir/" prefixes we could not read
-    links: bool = False  # a symlink somewhere: file events cannot be mapped to names
-    # Files reached through a symlink from one team folder into another: why each is refused.
-    crossings: dict[str, str] = field(default_factory=dict)
-
-
-class TaskStore:
+class TaskStore(_StatusSidecars):
     """Specs and sidecars under `root`. Safe to share between threads; no I/O until used."""
 
     def __init__(
@@ -272,23 +200,6 @@ class TaskStore:
         the folder nor disturb the loop's own scans."""
         with self._lock:
             return self._elements(dict(self._entries)) if self._scanned else None
-
-    def _elements(self, entries: dict[str, SpecEntry]) -> dict[str, SpecEntry]:
-        """`entries` with every array replaced by its elements (cached per generation)."""
-        out: dict[str, SpecEntry] = {}
-        kept: dict[str, tuple[int, dict[str, SpecEntry]]] = {}
-        for name, entry in entries.items():
-            source = entry.task or entry.last_valid
-            if source is None or source.spec.array is None:
-                out[name] = entry
-                continue
-            cached = self._expanded.get(name)
-            if cached is None or cached[0] != entry.generation:
-                cached = (entry.generation, _element_entries(entry))
-            kept[name] = cached
-            out.update(cached[1])
-        self._expanded = kept
-        return out
 
     def _scan_all(self) -> dict[str, SpecEntry]:
         top = self._real_dir(self.root)
@@ -517,204 +428,6 @@ class TaskStore:
 
     # --- statuses ------------------------------------------------------------------------
 
-    def status_path(self, name: str) -> Path:
-        """Where the sidecar of `name` lives. Names from a scan are trusted; only the shape of
-        the path is checked, since scanned names need not pass validate_name."""
-        _check_relative(name)
-        base = self.root if self.status_dir is None else self.status_dir
-        return base / f"{name}{STATUS_SUFFIX}"
-
-    def read_statuses(self, *, cached: bool = False) -> dict[str, TaskStatus]:
-        """Every readable sidecar by task name, including orphans whose spec is gone.
-
-        cached: what the last read found, updated by this store's own writes, without a walk.
-        Only this process writes sidecars (the lock sees to it), so that record is exact
-        between full reads; the loop still does a full read at every periodic rescan.
-        """
-        return self.read_statuses_versioned(cached=cached)[0]
-
-    def read_statuses_versioned(
-        self, *, cached: bool = False
-    ) -> tuple[dict[str, TaskStatus], dict[str, int]]:
-        """read_statuses, and the generation of each status it hands out."""
-        with self._lock:
-            if not (cached and self._statuses_read):
-                self._statuses_read = True
-                sidecars = self._read_sidecars()
-                if sidecars is None:
-                    self._sidecars = {}  # no status folder yet: nothing written so far
-                    return {}, {}
-                self._sidecars = sidecars
-            statuses: dict[str, TaskStatus] = {}
-            generations: dict[str, int] = {}
-            for name, sidecar in self._sidecars.items():
-                if sidecar.status is not None:  # None: unparsable, counts as absent
-                    statuses[name], generations[name] = sidecar.status, sidecar.generation
-            for array, held in self._arrays.items():
-                for index, status in held.elements.items():
-                    element = arrays.element_name(array, index)
-                    statuses[element] = status
-                    generations[element] = held.generations.get(index, 0)
-            # What waits to be written is newer, and only this process writes sidecars.
-            for name, deferred in self._pending.items():
-                statuses[name], generations[name] = deferred.status, deferred.generation
-            return statuses, generations
-
-    def _read_sidecars(self) -> dict[str, _Sidecar] | None:
-        """Every sidecar on disk; None when the status folder does not exist yet."""
-        try:
-            top = self._real_dir(self.root if self.status_dir is None else self.status_dir)
-        except FolderUnavailable:
-            if self.status_dir is None or os.path.lexists(self.status_dir):
-                raise
-            return None
-        walk = self._walk(top, lambda n: n.endswith(STATUS_SUFFIX), None)
-        sidecars: dict[str, _Sidecar] = {}
-        found: dict[str, _ArraySidecar] = {}
-        for rel, entry in walk.files:
-            name = rel.removesuffix(STATUS_SUFFIX)
-            if rel == STATUS_FILE or rel in walk.crossings:
-                continue  # the queues' status; or another team's, reached by a symlink
-            if rel.endswith(arraystatus.SUFFIX):
-                array = rel.removesuffix(arraystatus.SUFFIX)
-                held = self._load_array(array, entry)
-                if held is not None:
-                    found[array] = held
-                continue
-            try:
-                sidecar = self._load_sidecar(name, rel, entry)
-            except _Unreadable:
-                walk.unreadable.append(rel)
-                continue
-            if sidecar is not None:
-                sidecars[name] = sidecar
-        for name, old in self._sidecars.items():
-            if name not in sidecars and _under_any(name + STATUS_SUFFIX, walk.unreadable):
-                sidecars[name] = old
-        # What this process holds and has not written yet is newer than the disk.
-        found.update({a: held for a, held in self._arrays.items() if held.dirty})
-        self._arrays = found
-        return sidecars
-
-    def read_array(self, array: str) -> dict[int, TaskStatus]:
-        """The element statuses of one array, by index: what this store holds, else its
-        sidecar on disk (empty when there is none or it is unreadable)."""
-        with self._lock:
-            held = self._arrays.get(array)
-            if held is not None:
-                return dict(held.elements)
-        try:
-            data = _read_regular(self._array_path(array), limit=16 * MAX_FILE_BYTES)
-        except OSError:
-            return {}
-        if data is None:
-            return {}
-        try:
-            return arraystatus.load(data)[1]
-        except arraystatus.ArrayStatusError:
-            return {}
-
-    def _load_array(self, array: str, entry: os.DirEntry[str]) -> _ArraySidecar | None:
-        try:
-            st = entry.stat()
-            key = (st.st_mtime_ns, st.st_size, st.st_ino)
-            held = self._arrays.get(array)
-            if held is not None and held.key == key:
-                return held
-            data = _read_regular(entry.path)
-        except OSError as exc:
-            self._warn_once(entry.path, f"cannot read sidecar: {exc}")
-            return self._arrays.get(array)
-        if data is None:
-            return None
-        try:
-            _, elements = arraystatus.load(data)
-        except arraystatus.ArrayStatusError as exc:
-            log.warning("ignoring unreadable array sidecar %s: %s", entry.path, exc)
-            return None
-        generation = next(self._generations)
-        return _ArraySidecar(key, data, elements, dict.fromkeys(elements, generation))
-
-    @contextlib.contextmanager
-    def batch(self) -> Iterator[set[str]]:
-        """Statuses of array elements written inside are written once per array at the end
-        (fsynced if any of them asked to be): a pass changes many elements at once. The set
-        yielded holds, after the block, the elements whose sidecar could not be written."""
-        failed: set[str] = set()
-        with self._lock:
-            self._batching += 1
-        try:
-            yield failed
-        finally:
-            with self._lock:
-                self._batching -= 1
-                if not self._batching:
-                    failed |= self._write_arrays()
-
-    def _array_status(
-        self, array: str, index: int, status: TaskStatus | None, durable: bool
-    ) -> bool:
-        """Set (or with None forget) one element's status; write now unless in a batch."""
-        held = self._arrays.setdefault(array, _ArraySidecar(None, b"", {}, {}))
-        if status is None:
-            if held.elements.pop(index, None) is None:
-                return False
-            held.generations.pop(index, None)
-        else:
-            held.elements[index] = status
-            held.generations[index] = next(self._generations)
-        held.dirty = True
-        held.durable = held.durable or durable
-        if not self._batching and self._write_arrays():
-            raise OSError(f"cannot write the status of array {array}")
-        return True
-
-    def _write_arrays(self) -> set[str]:
-        """Write every changed array sidecar; the elements of those that failed (kept dirty)."""
-        failed: set[str] = set()
-        for array, held in list(self._arrays.items()):
-            if not held.dirty:
-                continue
-            path = self._array_path(array)
-            try:
-                if not held.elements:
-                    with contextlib.suppress(FileNotFoundError):
-                        path.unlink()
-                    del self._arrays[array]
-                    continue
-                data = arraystatus.dump(array, held.elements)
-                if data != held.data:
-                    write_atomic(path, data, durable=held.durable)
-                    held.key, held.data = _stat_key(path), data
-            except OSError as exc:
-                log.error("cannot write the status of array %s: %s", array, exc)
-                failed |= {arrays.element_name(array, i) for i in held.elements}
-                continue
-            held.dirty = held.durable = False
-        return failed
-
-    def _array_path(self, array: str) -> Path:
-        _check_relative(array)
-        base = self.root if self.status_dir is None else self.status_dir
-        return base / f"{array}{arraystatus.SUFFIX}"
-
-    def write_status(self, name: str, status: TaskStatus, *, durable: bool = True) -> bool:
-        """Write the sidecar atomically; False (and no write) if the bytes are unchanged.
-
-        durable: fsynced, so it survives an OS crash (a write-ahead record: see
-        reconciler/shell/writes.py). Either way it replaces a status waiting in defer_status.
-        """
-        element = arrays.split(name)
-        if element is not None:
-            with self._lock:
-                return self._array_status(*element, status, durable)
-        path = self.status_path(name)
-        data = dump_status(status).encode()
-        with self._lock:
-            self._pending.pop(name, None)
-            generation = next(self._generations)
-            return self._write_sidecar(name, path, status, data, durable, generation)
-
     def _write_sidecar(
         self, name: str, path: Path, status: TaskStatus, data: bytes, durable: bool, generation: int
     ) -> bool:
@@ -741,159 +454,7 @@ class TaskStore:
             self._sidecars[name] = _Sidecar(key, status, _digest(data), generation)
         return True
 
-    def defer_status(self, name: str, status: TaskStatus) -> None:
-        """Keep `status` to be written by a later flush_statuses; read_statuses returns it
-        meanwhile. Only for what the next process could derive again: it is lost with us."""
-        _check_relative(name)
-        element = arrays.split(name)
-        if element is not None:  # an element's derived fields are never written anyway
-            with self._lock:
-                self._array_status(*element, status, False)
-            return
-        with self._lock:
-            held = self._pending.get(name)
-            since = held.since if held is not None else self._clock()
-            self._pending[name] = _Deferred(status, since, next(self._generations))
-
-    def flush_statuses(self, budget: int, min_age: float) -> int:
-        """Write up to `budget` deferred statuses, without fsync: first those with no sidecar
-        yet (front of the queue first), then those deferred at least `min_age` seconds ago
-        (the longest waiting first). Returns how many were written; a failed write stays
-        deferred and is logged once."""
-        with self._lock:
-            if not self._pending:
-                return 0
-            now = self._clock()
-            fresh: list[tuple[int, str]] = []
-            stale: list[tuple[float, str]] = []
-            for name, deferred in self._pending.items():
-                if name not in self._sidecars:
-                    position = deferred.status.status.queue_position
-                    fresh.append((position if position is not None else 1 << 62, name))
-                elif now - deferred.since >= min_age:
-                    stale.append((deferred.since, name))
-            fresh.sort()
-            stale.sort()
-            chosen = [n for _, n in fresh] + [n for _, n in stale]
-            written = 0
-            for name in chosen[:budget]:
-                deferred = self._pending[name]
-                status = deferred.status  # written as it was handed out: its generation stays
-                try:
-                    path = self.status_path(name)
-                    data = dump_status(status).encode()
-                    self._write_sidecar(name, path, status, data, False, deferred.generation)
-                except OSError as exc:
-                    self._warn_once(str(self.status_path(name)), f"cannot write: {exc.strerror}")
-                    continue
-                del self._pending[name]
-                written += 1
-            return written
-
-    @property
-    def deferred_statuses(self) -> int:
-        """How many statuses wait for flush_statuses."""
-        return len(self._pending)
-
-    def delete_status(self, name: str) -> None:
-        """Remove the sidecar; a missing one is fine."""
-        element = arrays.split(name)
-        if element is not None:
-            with self._lock:
-                self._array_status(*element, None, False)
-            return
-        path = self.status_path(name)
-        with self._lock:
-            self._sidecars.pop(name, None)
-            self._pending.pop(name, None)
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-            if self.status_dir is not None:
-                # The parallel tree is ours: prune folders it no longer needs.
-                _prune_empty_parents(path.parent, self.status_dir)
-
     # --- internals -----------------------------------------------------------------------
-
-    def _real_dir(self, directory: Path) -> str:
-        """Resolve on every call: git-sync swaps the root symlink to a new worktree."""
-        real = os.path.realpath(directory)
-        try:
-            st = os.stat(real)
-        except FileNotFoundError as exc:
-            raise FolderUnavailable(f"folder {directory} does not exist") from exc
-        except OSError as exc:
-            raise FolderUnavailable(f"folder {directory} is unreadable: {exc.strerror}") from exc
-        if not stat.S_ISDIR(st.st_mode):
-            raise FolderUnavailable(f"folder {directory} is not a directory")
-        return real
-
-    def _walk(self, top: str, accept: Callable[[str], bool], skip: tuple[int, int] | None) -> _Walk:
-        """Iterative walk yielding accepted regular files; follows symlinks only within `top`."""
-        walk = _Walk([], [])
-        top_id = _dir_id(top)
-        # (folder as walked, its relative path, ancestors, its real path if reached through a
-        # symlink: then each file's real path is known without another system call)
-        stack: list[tuple[str, str, frozenset[tuple[int, int] | None], str | None]] = [
-            (top, "", frozenset({top_id}), None)
-        ]
-        visited = 0
-        while stack:
-            directory, rel, ancestors, real_dir = stack.pop()
-            visited += 1
-            if visited > MAX_DIRECTORIES:
-                self._warn_once(top, f"more than {MAX_DIRECTORIES} folders; the rest is skipped")
-                walk.unreadable.append(rel)
-                continue
-            try:
-                with os.scandir(directory) as listing:
-                    children = list(listing)
-            except FileNotFoundError:
-                if not rel:
-                    raise FolderUnavailable(f"folder {top} disappeared") from None
-                continue
-            except OSError as exc:
-                if not rel:
-                    raise FolderUnavailable(f"folder {top} is unreadable: {exc.strerror}") from exc
-                self._warn_once(directory, f"cannot list folder: {exc.strerror}")
-                walk.unreadable.append(rel)
-                continue
-            for child in children:
-                if child.name.startswith("."):
-                    continue  # hidden: .git, .rayqueue, editor temp files, our temp files
-                child_rel = rel + child.name
-                try:
-                    link = child.is_symlink()
-                    walk.links = walk.links or link
-                    real = None
-                    if link:
-                        real = os.path.realpath(child.path)
-                        if not _inside(real, top):
-                            self._warn_once(
-                                child.path, "symlink points outside the folder; ignored"
-                            )
-                            continue
-                    elif real_dir is not None:
-                        real = os.path.join(real_dir, child.name)
-                    if child.is_dir():
-                        st = child.stat()
-                        ident = (st.st_dev, st.st_ino)
-                        if ident == skip:
-                            continue
-                        if ident in ancestors:
-                            self._warn_once(child.path, "symlink loop; not followed")
-                            continue
-                        stack.append((child.path, child_rel + "/", ancestors | {ident}, real))
-                    elif child.is_file() and accept(child.name):
-                        walk.files.append((child_rel, child))
-                        crossing = None if real is None else _crossing(child_rel, real, top)
-                        if crossing is not None:
-                            walk.crossings[child_rel] = crossing
-                except FileNotFoundError:
-                    continue  # deleted while we looked
-                except OSError as exc:
-                    self._warn_once(child.path, f"cannot read: {exc.strerror}")
-                    walk.unreadable += [child_rel, child_rel + "/"]  # a file, or a folder
-        return walk
 
     def _load_spec(
         self, rel: str, path: str, stat_of: Callable[[], os.stat_result], name: str
@@ -1002,128 +563,8 @@ class TaskStore:
             status = None
         return _Sidecar(key, status, _digest(data), next(self._generations))
 
-    def _crosses(self, path: Path) -> bool:
-        """Whether the sidecar `path` would land, through a symlinked folder, in another
-        team folder than its name says (only possible when the last walk met a symlink)."""
-        base = self.root if self.status_dir is None else self.status_dir
-        rel = os.path.relpath(path, base).replace(os.sep, "/")
-        real_base = os.path.realpath(base)
-        real = os.path.join(os.path.realpath(path.parent), path.name)
-        if not _inside(real, real_base):
-            return True
-        return _team(rel) != _team(os.path.relpath(real, real_base).replace(os.sep, "/"))
-
-    def _check_inside(self, path: Path, name: str) -> None:
-        root = os.path.realpath(self.root)
-        if not _inside(os.path.realpath(path), root):
-            raise InvalidName(f"task name {name!r} resolves outside the tasks folder")
-
-    def _warn_once(self, path: str, message: str) -> None:
-        if (path, message) not in self._warned:
-            self._warned.add((path, message))
-            log.warning("%s: %s", path, message)
-
 
 # --- helpers -------------------------------------------------------------------------------
-
-
-def _element_entries(entry: SpecEntry) -> dict[str, SpecEntry]:
-    """The entries of an array's elements: each with its own task (or, while the file is
-    invalid, its error and its last valid element)."""
-    tasks = arrays.expand(entry.name, entry.task) if entry.task is not None else {}
-    last = entry.last_valid
-    if last is entry.task:
-        lasts = tasks
-    else:
-        lasts = arrays.expand(entry.name, last) if last is not None and last.spec.array else {}
-    names = tasks or lasts
-    return {
-        name: replace(entry, name=name, task=tasks.get(name), last_valid=lasts.get(name))
-        for name in names
-    }
-
-
-def _is_spec_file(filename: str) -> bool:
-    if filename.endswith(EDITOR_SUFFIXES) or (filename.startswith("#") and filename.endswith("#")):
-        return False
-    if filename.endswith(SIDECAR_SUFFIXES):
-        return False
-    return filename.endswith(TASK_SUFFIXES) and _strip(filename, TASK_SUFFIXES) != ""
-
-
-def _strip(rel: str, suffixes: Iterable[str]) -> str:
-    for suffix in suffixes:
-        if rel.endswith(suffix):
-            return rel[: -len(suffix)]
-    return rel
-
-
-def _rel_of(entry: SpecEntry) -> str:
-    return entry.name + entry.path.suffix
-
-
-def _under_any(rel: str, prefixes: list[str]) -> bool:
-    """`rel` is one of the unreadable files, or inside an unreadable "dir/" (or the root, "")."""
-    return any(rel == p or (p.endswith("/") and rel.startswith(p)) or p == "" for p in prefixes)
-
-
-def _team(rel: str) -> str:
-    """The team folder of a path relative to the root: its top-level folder ("" at the top)."""
-    head, sep, _ = rel.partition("/")
-    return head if sep else ""
-
-
-def _crossing(rel: str, real: str, top: str) -> str | None:
-    """Why the file at `rel`, really at `real` (inside `top`), is refused, or None: a symlink
-    must not carry a spec from one team folder into another (it would run as the other's
-    task, and both would share one status file)."""
-    target = os.path.relpath(real, top).replace(os.sep, "/")
-    here, there = _team(rel), _team(target)
-    if here == there:
-        return None
-
-    def shown(team: str) -> str:
-        return f"{team}/" if team else "the top folder"
-
-    return (
-        f"reached through a symlink from {shown(here)} into {shown(there)} ({rel} -> "
-        f"{target}); a spec is never followed into another team's folder: copy it instead"
-    )
-
-
-def _inside(real_path: str, real_top: str) -> bool:
-    return real_path == real_top or real_path.startswith(real_top.rstrip(os.sep) + os.sep)
-
-
-def _dir_id(path: str | Path | None) -> tuple[int, int] | None:
-    if path is None:
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino)
-
-
-def _stat_key(path: Path) -> StatKey | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_mtime_ns, st.st_size, st.st_ino)
-
-
-def _check_relative(name: str) -> None:
-    """Path safety for any name, including scanned ones that validate_name would refuse."""
-    if not name or "\x00" in name or name.startswith("/"):
-        raise InvalidName(f"task name {name!r} is not a relative path")
-    if any(segment in ("", ".", "..") for segment in name.split("/")):
-        raise InvalidName(f"task name {name!r} must not contain empty, '.' or '..' segments")
-
-
-def _digest(data: bytes) -> bytes:
-    """What a sidecar's bytes are remembered by: 16 bytes, not ~500 (50,000 sidecars)."""
-    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 def _is_whole(key: StatKey, after: os.stat_result) -> bool:
@@ -1145,48 +586,3 @@ def _is_whole(key: StatKey, after: os.stat_result) -> bool:
     return (after.st_mtime_ns, after.st_size, after.st_ino) == key and (
         after.st_ctime_ns > after.st_mtime_ns
     )
-
-
-def _read_regular(path: str | Path, limit: int = -1) -> bytes | None:
-    """Read a regular file; None if missing or not regular."""
-    read = _read_with_stat(path, limit)
-    return None if read is None else read[0]
-
-
-def _read_with_stat(path: str | Path, limit: int = -1) -> tuple[bytes, os.stat_result] | None:
-    """Read a regular file and stat it after the read; None if missing or not regular.
-    O_NONBLOCK: a FIFO never blocks us.
-
-    At most `limit` bytes (if >= 0) are read, sized by fstat: a buffered read(limit) would
-    allocate the whole limit for every small file.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        chunks: list[bytes] = []
-        total = 0
-        want = st.st_size + 1  # one byte more, to see EOF (or growth) in the same call
-        while limit < 0 or total < limit:
-            chunk = os.read(fd, want if limit < 0 else min(want, limit - total))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            total += len(chunk)
-            want = 1 << 16
-        return b"".join(chunks), os.fstat(fd)
-    finally:
-        os.close(fd)
-
-
-def _prune_empty_parents(directory: Path, stop: Path) -> None:
-    while directory != stop and stop in directory.parents:
-        try:
-            directory.rmdir()
-        except OSError:
-            return  # not empty (or gone): stop climbing
-        directory = directory.parent

@@ -1,0 +1,235 @@
+"""The store's status sidecars: where they live, reading them all (cached by stat), writing,
+deferring and flushing, deleting (a TaskStore mixin). The per-file read and write
+(`_load_sidecar`, `_write_sidecar`) stay in specs/store.py, where tests patch their helpers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from specs import arrays, arraystatus
+from specs.arraysidecars import _ArraySidecar, _ArraySidecars
+from specs.folderwalk import _FolderWalk
+from specs.models import TaskStatus
+from specs.parse import dump_status
+from specs.queues import STATUS_FILE
+from specs.storepaths import (
+    STATUS_SUFFIX,
+    FolderUnavailable,
+    StatKey,
+    _check_relative,
+    _prune_empty_parents,
+    _under_any,
+    _Unreadable,
+)
+
+
+@dataclass(frozen=True)
+class _Sidecar:
+    key: StatKey
+    status: TaskStatus | None  # None: unparsable, counts as absent
+    digest: bytes  # of the bytes on disk, to skip identical rewrites (not the bytes: memory)
+    generation: int  # of `status`: kept while it is the status held
+
+
+@dataclass(frozen=True)
+class _Deferred:
+    status: TaskStatus
+    since: float  # deferred since (the store's clock)
+    generation: int
+
+
+class _StatusSidecars(_ArraySidecars, _FolderWalk):
+    """TaskStore's status sidecars."""
+
+    if TYPE_CHECKING:
+        _clock: Callable[[], float]
+        _statuses_read: bool
+        _sidecars: dict[str, _Sidecar]
+        _pending: dict[str, _Deferred]
+
+        def _load_sidecar(
+            self, name: str, rel: str, entry: os.DirEntry[str]
+        ) -> _Sidecar | None: ...
+
+        def _write_sidecar(
+            self,
+            name: str,
+            path: Path,
+            status: TaskStatus,
+            data: bytes,
+            durable: bool,
+            generation: int,
+        ) -> bool: ...
+
+    def status_path(self, name: str) -> Path:
+        """Where the sidecar of `name` lives. Names from a scan are trusted; only the shape of
+        the path is checked, since scanned names need not pass validate_name."""
+        _check_relative(name)
+        base = self.root if self.status_dir is None else self.status_dir
+        return base / f"{name}{STATUS_SUFFIX}"
+
+    def read_statuses(self, *, cached: bool = False) -> dict[str, TaskStatus]:
+        """Every readable sidecar by task name, including orphans whose spec is gone.
+
+        cached: what the last read found, updated by this store's own writes, without a walk.
+        Only this process writes sidecars (the lock sees to it), so that record is exact
+        between full reads; the loop still does a full read at every periodic rescan.
+        """
+        return self.read_statuses_versioned(cached=cached)[0]
+
+    def read_statuses_versioned(
+        self, *, cached: bool = False
+    ) -> tuple[dict[str, TaskStatus], dict[str, int]]:
+        """read_statuses, and the generation of each status it hands out."""
+        with self._lock:
+            if not (cached and self._statuses_read):
+                self._statuses_read = True
+                sidecars = self._read_sidecars()
+                if sidecars is None:
+                    self._sidecars = {}  # no status folder yet: nothing written so far
+                    return {}, {}
+                self._sidecars = sidecars
+            statuses: dict[str, TaskStatus] = {}
+            generations: dict[str, int] = {}
+            for name, sidecar in self._sidecars.items():
+                if sidecar.status is not None:  # None: unparsable, counts as absent
+                    statuses[name], generations[name] = sidecar.status, sidecar.generation
+            for array, held in self._arrays.items():
+                for index, status in held.elements.items():
+                    element = arrays.element_name(array, index)
+                    statuses[element] = status
+                    generations[element] = held.generations.get(index, 0)
+            # What waits to be written is newer, and only this process writes sidecars.
+            for name, deferred in self._pending.items():
+                statuses[name], generations[name] = deferred.status, deferred.generation
+            return statuses, generations
+
+    def _read_sidecars(self) -> dict[str, _Sidecar] | None:
+        """Every sidecar on disk; None when the status folder does not exist yet."""
+        try:
+            top = self._real_dir(self.root if self.status_dir is None else self.status_dir)
+        except FolderUnavailable:
+            if self.status_dir is None or os.path.lexists(self.status_dir):
+                raise
+            return None
+        walk = self._walk(top, lambda n: n.endswith(STATUS_SUFFIX), None)
+        sidecars: dict[str, _Sidecar] = {}
+        found: dict[str, _ArraySidecar] = {}
+        for rel, entry in walk.files:
+            name = rel.removesuffix(STATUS_SUFFIX)
+            if rel == STATUS_FILE or rel in walk.crossings:
+                continue  # the queues' status; or another team's, reached by a symlink
+            if rel.endswith(arraystatus.SUFFIX):
+                array = rel.removesuffix(arraystatus.SUFFIX)
+                held = self._load_array(array, entry)
+                if held is not None:
+                    found[array] = held
+                continue
+            try:
+                sidecar = self._load_sidecar(name, rel, entry)
+            except _Unreadable:
+                walk.unreadable.append(rel)
+                continue
+            if sidecar is not None:
+                sidecars[name] = sidecar
+        for name, old in self._sidecars.items():
+            if name not in sidecars and _under_any(name + STATUS_SUFFIX, walk.unreadable):
+                sidecars[name] = old
+        # What this process holds and has not written yet is newer than the disk.
+        found.update({a: held for a, held in self._arrays.items() if held.dirty})
+        self._arrays = found
+        return sidecars
+
+    def write_status(self, name: str, status: TaskStatus, *, durable: bool = True) -> bool:
+        """Write the sidecar atomically; False (and no write) if the bytes are unchanged.
+
+        durable: fsynced, so it survives an OS crash (a write-ahead record: see
+        reconciler/shell/writes.py). Either way it replaces a status waiting in defer_status.
+        """
+        element = arrays.split(name)
+        if element is not None:
+            with self._lock:
+                return self._array_status(*element, status, durable)
+        path = self.status_path(name)
+        data = dump_status(status).encode()
+        with self._lock:
+            self._pending.pop(name, None)
+            generation = next(self._generations)
+            return self._write_sidecar(name, path, status, data, durable, generation)
+
+    def defer_status(self, name: str, status: TaskStatus) -> None:
+        """Keep `status` to be written by a later flush_statuses; read_statuses returns it
+        meanwhile. Only for what the next process could derive again: it is lost with us."""
+        _check_relative(name)
+        element = arrays.split(name)
+        if element is not None:  # an element's derived fields are never written anyway
+            with self._lock:
+                self._array_status(*element, status, False)
+            return
+        with self._lock:
+            held = self._pending.get(name)
+            since = held.since if held is not None else self._clock()
+            self._pending[name] = _Deferred(status, since, next(self._generations))
+
+    def flush_statuses(self, budget: int, min_age: float) -> int:
+        """Write up to `budget` deferred statuses, without fsync: first those with no sidecar
+        yet (front of the queue first), then those deferred at least `min_age` seconds ago
+        (the longest waiting first). Returns how many were written; a failed write stays
+        deferred and is logged once."""
+        with self._lock:
+            if not self._pending:
+                return 0
+            now = self._clock()
+            fresh: list[tuple[int, str]] = []
+            stale: list[tuple[float, str]] = []
+            for name, deferred in self._pending.items():
+                if name not in self._sidecars:
+                    position = deferred.status.status.queue_position
+                    fresh.append((position if position is not None else 1 << 62, name))
+                elif now - deferred.since >= min_age:
+                    stale.append((deferred.since, name))
+            fresh.sort()
+            stale.sort()
+            chosen = [n for _, n in fresh] + [n for _, n in stale]
+            written = 0
+            for name in chosen[:budget]:
+                deferred = self._pending[name]
+                status = deferred.status  # written as it was handed out: its generation stays
+                try:
+                    path = self.status_path(name)
+                    data = dump_status(status).encode()
+                    self._write_sidecar(name, path, status, data, False, deferred.generation)
+                except OSError as exc:
+                    self._warn_once(str(self.status_path(name)), f"cannot write: {exc.strerror}")
+                    continue
+                del self._pending[name]
+                written += 1
+            return written
+
+    @property
+    def deferred_statuses(self) -> int:
+        """How many statuses wait for flush_statuses."""
+        return len(self._pending)
+
+    def delete_status(self, name: str) -> None:
+        """Remove the sidecar; a missing one is fine."""
+        element = arrays.split(name)
+        if element is not None:
+            with self._lock:
+                self._array_status(*element, None, False)
+            return
+        path = self.status_path(name)
+        with self._lock:
+            self._sidecars.pop(name, None)
+            self._pending.pop(name, None)
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            if self.status_dir is not None:
+                # The parallel tree is ours: prune folders it no longer needs.
+                _prune_empty_parents(path.parent, self.status_dir)
