@@ -8,18 +8,31 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from specs import fastyaml
-from specs.cluster import Capacity
+from specs.dump import dump_status as dump_status
+from specs.dump import dump_task as dump_task
 from specs.models import ARRAY_LIMIT_VAR, MAX_ARRAY_ELEMENTS, Task, TaskStatus
-from specs.queues import CONFIG_FILE, DEFAULT_QUEUE_DEPTH, QueueConfig
+from specs.queueparse import parse_queue_config as parse_queue_config
+from specs.queueparse import parse_sub_queue_config as parse_sub_queue_config
+from specs.specerrors import (
+    _MAX_ERRORS,
+    _doc_error,
+    _dotted,
+    _Found,
+    _line,
+    _message,
+    _node_error,
+)
+from specs.specerrors import Problem as Problem
+from specs.specerrors import SpecError as SpecError
+from specs.specerrors import SpecParseError as SpecParseError
 from specs.yamldepth import TooDeep, check_nesting
 
 log = logging.getLogger("rayqueue.parse")
@@ -59,55 +72,8 @@ _NOT_PRINTABLE = re.compile(
 )
 # Model-level (not field-level) validator errors, pinned on the field they are about.
 _MODEL_ERROR_FIELDS: dict[tuple[str | int, ...], str] = {("spec",): "resources"}
-_PREFIXES = ("Input should ", "String should ", "Value should ", "List should ")
-_TYPE_MESSAGES = {
-    "missing": "required field is missing",
-    "extra_forbidden": "unknown field",
-    "model_type": "must be a mapping",
-    "model_attributes_type": "must be a mapping",
-    "dict_type": "must be a mapping",
-}
-_MAX_ERRORS = 20
 
 M = TypeVar("M", bound=BaseModel)
-
-Problem = tuple[tuple[str | int, ...], str]
-"""A problem found after validation: the field's path in the document, and what is wrong."""
-
-
-@dataclass(frozen=True)
-class SpecError:
-    """One problem in one file, located as precisely as we can."""
-
-    file: str
-    field: str | None
-    line: int | None
-    column: int | None
-    message: str
-
-    def __str__(self) -> str:
-        where = self.file
-        if self.line is not None:
-            where += f":{self.line}"
-            if self.column is not None:
-                where += f":{self.column}"
-        parts = [where, self.field, self.message]
-        return ": ".join(p for p in parts if p)
-
-
-class SpecParseError(ValueError):
-    """A file is not a valid task (or status); `errors` lists every problem found."""
-
-    def __init__(self, errors: Sequence[SpecError]) -> None:
-        self.errors = list(errors)
-        super().__init__("\n".join(str(e) for e in self.errors))
-
-
-class _Found(Exception):
-    """Internal: stop at the first fatal problem."""
-
-    def __init__(self, error: SpecError) -> None:
-        self.error = error
 
 
 def parse_task(
@@ -146,14 +112,6 @@ def _parse_status(text: str | bytes, file: str) -> TaskStatus:
     decoded = _decode(text, file)
     fast = _fast_single(decoded, TaskStatus)
     return fast if fast is not None else _parse_single(decoded, file, TaskStatus)[0]
-
-
-def dump_task(task: Task) -> str:
-    return _dump(task.to_document())
-
-
-def dump_status(status: TaskStatus) -> str:
-    return _dump(status.to_document())
 
 
 # --- parsing ------------------------------------------------------------------------------
@@ -577,24 +535,6 @@ def _lookup(node: MappingNode, name: str, hops: int = 0) -> tuple[Node, Node] | 
     return None
 
 
-def _message(err: Any) -> str:
-    kind: str = err["type"]
-    if kind in _TYPE_MESSAGES:
-        return _TYPE_MESSAGES[kind]
-    message: str = err["msg"]
-    if kind == "value_error":
-        return message.removeprefix("Value error, ")
-    for prefix in _PREFIXES:
-        if message.startswith(prefix):
-            message = "must " + message.removeprefix(prefix)
-            break
-    value = err.get("input")
-    if isinstance(value, bool | int | float | str) or value is None:
-        shown = repr(value) if not isinstance(value, str) or len(value) <= 40 else "a long string"
-        message += f" (got {shown})"
-    return message
-
-
 def _find(node: Node | None, *keys: str) -> Node | None:
     for key in keys:
         found = _lookup(node, key) if isinstance(node, MappingNode) else None
@@ -604,63 +544,7 @@ def _find(node: Node | None, *keys: str) -> Node | None:
     return node
 
 
-def _dotted(path: Sequence[str | int]) -> str:
-    out = ""
-    for segment in path:
-        out += f"[{segment}]" if isinstance(segment, int) else (f".{segment}" if out else segment)
-    return out
-
-
-def _line(node: Node | None) -> int | None:
-    return None if node is None else node.start_mark.line + 1
-
-
-def _node_error(file: str, field: str | None, node: Node | None, message: str) -> SpecError:
-    if node is None:
-        return SpecError(file, field, None, None, message)
-    mark = node.start_mark
-    return SpecError(file, field, mark.line + 1, mark.column + 1, message)
-
-
-def _doc_error(file: str, message: str) -> SpecError:
-    return SpecError(file, None, None, None, message)
-
-
-# --- dumping ------------------------------------------------------------------------------
-
-
-def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
-    # Multi-line text (log tails) reads best as a literal block; the emitter falls back to
-    # quoting by itself when a block cannot hold the string exactly.
-    style = "|" if "\n" in data else None
-    return dumper.represent_scalar(_STR_TAG, data, style=style)
-
-
-# mypy cannot subclass a base chosen at run time (C dumper if built, else the pure one).
-class _Dumper(_FastDumper):  # type: ignore[misc, valid-type]
-    yaml_representers: ClassVar[dict[Any, Any]] = {
-        **_FastDumper.yaml_representers,
-        str: _represent_str,
-    }
-
-
-_TOP_ORDER = ("apiVersion", "kind", "metadata", "spec", "status")
-
-
-def _dump(document: dict[str, Any]) -> str:
-    ordered = {k: document[k] for k in _TOP_ORDER if k in document}
-    ordered.update((k, v) for k, v in document.items() if k not in ordered)
-    return yaml.dump(
-        ordered,
-        Dumper=_Dumper,
-        sort_keys=False,
-        default_flow_style=False,
-        allow_unicode=True,
-        width=10_000,  # long entrypoints stay on one line
-    )
-
-
-# --- other documents ------------------------------------------------------------------------
+# --- other documents (queue configuration: specs/queueparse.py) -----------------------------------
 
 
 def parse_document(
@@ -692,104 +576,3 @@ def _pinned(file: str, node: Node, problems: Sequence[Problem]) -> list[SpecErro
         at = _locate(node, loc)[1]
         errors.append(_node_error(file, _dotted(loc) or None, at, message))
     return errors
-
-
-def _check_queues(config: QueueConfig) -> Sequence[Problem]:
-    problems: list[Problem] = []
-    first: dict[str, int] = {}
-    for index, entry in enumerate(config.spec.queues):
-        if entry.name in first:
-            message = f'queue "{entry.name}" is listed twice (first as queues[{first[entry.name]}])'
-            problems.append((("spec", "queues", index, "name"), message))
-        else:
-            first[entry.name] = index
-    cluster = config.spec.cluster
-    kinds: dict[str, int] = {}
-    for index, kind in enumerate(cluster.node_types if cluster is not None else ()):
-        where = ("spec", "cluster", "nodeTypes", index)
-        if kind.name in kinds:
-            message = (
-                f'node type "{kind.name}" is listed twice (first as nodeTypes[{kinds[kind.name]}])'
-            )
-            problems.append(((*where, "name"), message))
-        else:
-            kinds[kind.name] = index
-        if kind.min_count > kind.max_count:
-            message = f"minCount {kind.min_count} is more than maxCount {kind.max_count}"
-            problems.append(((*where, "minCount"), message))
-        if kind.resources.capacity() == Capacity():
-            problems.append(((*where, "resources"), "a node type must have some resource"))
-    return problems
-
-
-def parse_queue_config(
-    text: str | bytes, *, file: str = CONFIG_FILE, max_depth: int = DEFAULT_QUEUE_DEPTH
-) -> QueueConfig:
-    """Parse `_queues.yaml`; raises SpecParseError naming file, line and field."""
-
-    def check(config: QueueConfig) -> Sequence[Problem]:
-        problems = list(_check_queues(config))
-        for index, entry in enumerate(config.spec.queues):
-            depth = config.depth_of(entry.name)
-            if depth > max_depth:
-                problems.append((_name_at(index), _too_deep(entry.name, depth, max_depth)))
-        return problems
-
-    return parse_document(text, file=file, model=QueueConfig, check=check)
-
-
-_TOP_ONLY = {"default": "default", "cluster": "cluster", "fair_sharing": "fairSharing"}
-
-
-def parse_sub_queue_config(
-    text: str | bytes,
-    *,
-    file: str,
-    folder: str,
-    folder_depth: int,
-    listed: Collection[str] = (),
-    max_depth: int = DEFAULT_QUEUE_DEPTH,
-) -> QueueConfig:
-    """Parse `<folder>/_queues.yaml`, a queue's own division into sub-queues (nested queues):
-    it lists only queues under `folder` (full folder paths), each at most `max_depth` deep
-    counting `folder_depth` above; `default`, `cluster` and `fairSharing` are the top file's.
-    `listed`: queues other files list already. Raises SpecParseError naming file, line, field."""
-
-    def check(config: QueueConfig) -> Sequence[Problem]:
-        problems = list(_check_queues(config))
-        for key, word in _TOP_ONLY.items():
-            if key in config.spec.model_fields_set:
-                message = f"{word} is set in the top _queues.yaml only, not in a queue's own"
-                problems.append((("spec", word), message))
-        for index, entry in enumerate(config.spec.queues):
-            name = entry.name
-            if name == folder:
-                message = f'"{name}" is the queue this file divides: a queue is not its own part'
-                problems.append((_name_at(index), message + " (a cycle)"))
-            elif not name.startswith(folder + "/"):
-                message = (
-                    f'"{name}" is outside {folder}/: {file} may list only sub-queues of '
-                    f'"{folder}" (folders under {folder}/)'
-                )
-                problems.append((_name_at(index), message))
-            elif name in listed:
-                message = f'queue "{name}" is listed in another _queues.yaml already'
-                problems.append((_name_at(index), message))
-            else:
-                depth = folder_depth + config.depth_of(name)
-                if depth > max_depth:
-                    problems.append((_name_at(index), _too_deep(name, depth, max_depth)))
-        return problems
-
-    return parse_document(text, file=file, model=QueueConfig, check=check)
-
-
-def _name_at(index: int) -> tuple[str | int, ...]:
-    return ("spec", "queues", index, "name")
-
-
-def _too_deep(name: str, depth: int, limit: int) -> str:
-    return (
-        f'queue "{name}" would be {depth} levels deep; queues nest at most {limit} '
-        "(RAYQUEUE_QUEUE_DEPTH)"
-    )

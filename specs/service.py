@@ -13,8 +13,8 @@ yet written to disk included), with no walk of the folder; the tasks this servic
 that scan are read from their files, so a caller sees its own writes at once. One task's spec
 is always read from its file.
 
-The errors are this module's own; each front end turns them into its words (an exit code and
-a line on stderr, or an HTTP status and a JSON detail).
+The errors are this module's own (specs/serviceerrors.py); each front end turns them into its
+words (an exit code and a line on stderr, or an HTTP status and a JSON detail).
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,8 @@ import yaml
 from specs import arrays, submission_ids
 from specs.atomic import write_atomic
 from specs.cluster import META_QUEUE, META_TASK, RayJob
-from specs.models import Phase, Reason, Task, TaskStatus
+from specs.etags import _preconditions, etag_matches, quote_etag
+from specs.models import Reason, Task, TaskStatus
 from specs.parse import (
     MAX_FILE_BYTES,
     SpecError,
@@ -50,6 +50,16 @@ from specs.parse import (
 from specs.queues import CONFIG_FILE as QUEUES_FILE
 from specs.queues import QueueConfig
 from specs.runtimepaths import PathProblem
+from specs.serviceerrors import (
+    ConfigRejected,
+    Conflict,
+    IdUser,
+    QueryError,
+    SpecBroken,
+    SpecForbidden,
+    SpecRejected,
+    TaskNotFound,
+)
 from specs.store import (
     SIDECAR_SUFFIXES,
     FolderUnavailable,
@@ -58,6 +68,7 @@ from specs.store import (
     TaskStore,
     validate_name,
 )
+from specs.taskquery import Requirement, parse_phases, parse_selector, select
 from specs.views import SpecFile, TaskView
 from specs.yamldepth import TooDeep, check_nesting
 from specs.yamledit import load_document, patch_text
@@ -69,7 +80,6 @@ LEGACY_TASK_ID = "rayqueue/legacyTaskId"
 _LOCK_STRIPES = 64  # bounded memory however many names are used; collisions only serialize
 _ATTEMPTS = 5  # re-reads when another process changes the file under us
 _CONFIG_FILE = re.compile(r"_[A-Za-z0-9._-]{1,100}\.ya?ml")
-_LABEL_KEY = re.compile(r"[A-Za-z0-9._/-]+")
 
 Check = Callable[[str, Task, Task | None], None]
 """A caller's own rule on a write: (the task's name, the new spec, the one it replaces or
@@ -79,154 +89,6 @@ token policy and its submission-id claims)."""
 WriterCheck = Callable[[Task], Sequence[PathProblem]]
 """What one writer may not put in a spec (specs.runtimepaths.RuntimePaths.writer_check); run
 during validation so a problem names its line."""
-
-
-# --- errors ------------------------------------------------------------------------------------
-
-
-class TaskNotFound(LookupError):
-    def __init__(self, name: str) -> None:
-        super().__init__(f"no task {name}")
-        self.name = name
-
-
-class Conflict(Exception):
-    """The edit cannot be made as asked: the file changed, exists, or is broken."""
-
-
-class SpecBroken(Conflict):
-    """The spec file is invalid now, so a patch has nothing to apply to."""
-
-    def __init__(self, name: str, errors: list[SpecError]) -> None:
-        problems = "; ".join(str(e) for e in errors) or "not a mapping"
-        super().__init__(f"the spec file of {name} is invalid ({problems})")
-        self.name = name
-        self.errors = errors
-
-
-@dataclass(frozen=True)
-class IdUser:
-    """Who already has a submission id: a task (by name), or a Ray job outside this queue."""
-
-    task: str | None
-
-
-class SpecRejected(ValueError):
-    """The new content would be an invalid spec; nothing was written."""
-
-    def __init__(self, name: str, errors: list[SpecError], *, with_position: bool) -> None:
-        super().__init__(f"the edit would make {name} invalid: {errors[0]}")
-        self.name = name
-        self.errors = errors
-        self.with_position = with_position  # YAML bodies have lines; JSON ones do not
-
-
-class SpecForbidden(SpecRejected):
-    """The spec names something its writer may not (a runtimeEnv path outside its roots)."""
-
-
-class ConfigRejected(ValueError):
-    """A configuration file body that is not a YAML mapping; nothing was written."""
-
-
-class QueryError(ValueError):
-    """A label selector or phase list that cannot be understood."""
-
-
-# --- query -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """One term of a label selector."""
-
-    key: str
-    op: str  # "=", "!=", "exists", "!exists"
-    value: str = ""
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        if self.op == "exists":
-            return self.key in labels
-        if self.op == "!exists":
-            return self.key not in labels
-        if self.op == "=":
-            return labels.get(self.key) == self.value
-        return labels.get(self.key) != self.value
-
-
-def parse_selector(texts: str | Sequence[str]) -> list[Requirement]:
-    """Kubernetes' equality-based selectors: `a=b,c!=d,e,!f` (`==` is `=`); comma-separated
-    or several texts."""
-    result = []
-    for text in [texts] if isinstance(texts, str) else texts:
-        for term in (t.strip() for t in text.split(",")):
-            if not term:
-                continue
-            if "!=" in term:
-                key, value = term.split("!=", 1)
-                req = Requirement(key.strip(), "!=", value.strip())
-            elif "=" in term:
-                key, value = term.split("==", 1) if "==" in term else term.split("=", 1)
-                req = Requirement(key.strip(), "=", value.strip())
-            elif term.startswith("!"):
-                req = Requirement(term[1:].strip(), "!exists")
-            else:
-                req = Requirement(term, "exists")
-            if not _LABEL_KEY.fullmatch(req.key):
-                raise QueryError(f"invalid label selector term {term!r}")
-            result.append(req)
-    return result
-
-
-def parse_phases(texts: str | Sequence[str]) -> set[str]:
-    """Phase names, comma-separated or several texts, case-insensitive."""
-    known = {p.value.lower(): p.value for p in Phase}
-    phases = set()
-    for text in [texts] if isinstance(texts, str) else texts:
-        for raw in (t.strip() for t in text.split(",")):
-            if not raw:
-                continue
-            if raw.lower() not in known:
-                valid = ", ".join(p.value for p in Phase)
-                raise QueryError(f"unknown phase {raw!r}; one of: {valid}")
-            phases.add(known[raw.lower()])
-    return phases
-
-
-def select(
-    views: Iterable[TaskView],
-    selector: Sequence[Requirement] = (),
-    phases: Iterable[str] = (),
-    *,
-    labels: Callable[[TaskView], Mapping[str, str]] = lambda v: v.labels,
-) -> list[TaskView]:
-    """The views whose labels match every requirement and whose phase is one of `phases`
-    (no phases: any)."""
-    wanted = set(phases)
-    return [
-        v
-        for v in views
-        if all(r.matches(labels(v)) for r in selector) and (not wanted or v.phase in wanted)
-    ]
-
-
-# --- If-Match ----------------------------------------------------------------------------------
-
-
-def quote_etag(etag: str) -> str:
-    return f'"{etag}"'
-
-
-def etag_matches(header: str, etag: str | None) -> bool:
-    """If-Match semantics: `*` matches any existing file; weak or strong, quoted or bare."""
-    for raw in header.split(","):
-        candidate = raw.strip()
-        if candidate == "*":
-            return etag is not None
-        candidate = candidate.removeprefix("W/").strip('"')
-        if etag is not None and candidate == etag:
-            return True
-    return False
 
 
 # --- the service -------------------------------------------------------------------------------
@@ -708,18 +570,6 @@ def _signature(author: str) -> dict[str, Any]:
     return {"metadata": {"annotations": {WRITTEN_BY: author}}}
 
 
-def _preconditions(
-    name: str, current: SpecFile | None, if_match: str | None, if_none_match: str | None
-) -> None:
-    etag = current.etag if current is not None else None
-    if if_match is not None and not etag_matches(if_match, etag):
-        if current is None:
-            raise Conflict(f"If-Match given, but task {name} does not exist")
-        raise Conflict(f"task {name} has changed: its hash is {etag}, not {if_match}")
-    if if_none_match is not None and etag_matches(if_none_match, etag):
-        raise Conflict(f"task {name} already exists")
-
-
 def _rel(name: str, path: Path | None = None) -> str:
     return f"{name}{path.suffix if path is not None else '.yaml'}"
 
@@ -738,6 +588,7 @@ __all__ = [
     "QueryError",
     "Requirement",
     "SpecBroken",
+    "SpecForbidden",
     "SpecRejected",
     "TaskNotFound",
     "TaskService",

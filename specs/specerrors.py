@@ -1,0 +1,98 @@
+"""Errors for spec files: SpecError (one problem, with file, field, line and column),
+SpecParseError (all of a file's problems), and the helpers that word and place them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from yaml.nodes import Node
+
+_PREFIXES = ("Input should ", "String should ", "Value should ", "List should ")
+_TYPE_MESSAGES = {
+    "missing": "required field is missing",
+    "extra_forbidden": "unknown field",
+    "model_type": "must be a mapping",
+    "model_attributes_type": "must be a mapping",
+    "dict_type": "must be a mapping",
+}
+_MAX_ERRORS = 20
+
+Problem = tuple[tuple[str | int, ...], str]
+"""A problem found after validation: the field's path in the document, and what is wrong."""
+
+
+@dataclass(frozen=True)
+class SpecError:
+    """One problem in one file, located as precisely as we can."""
+
+    file: str
+    field: str | None
+    line: int | None
+    column: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = self.file
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        parts = [where, self.field, self.message]
+        return ": ".join(p for p in parts if p)
+
+
+class SpecParseError(ValueError):
+    """A file is not a valid task (or status); `errors` lists every problem found."""
+
+    def __init__(self, errors: Sequence[SpecError]) -> None:
+        self.errors = list(errors)
+        super().__init__("\n".join(str(e) for e in self.errors))
+
+
+class _Found(Exception):
+    """Internal: stop at the first fatal problem."""
+
+    def __init__(self, error: SpecError) -> None:
+        self.error = error
+
+
+def _message(err: Any) -> str:
+    kind: str = err["type"]
+    if kind in _TYPE_MESSAGES:
+        return _TYPE_MESSAGES[kind]
+    message: str = err["msg"]
+    if kind == "value_error":
+        return message.removeprefix("Value error, ")
+    for prefix in _PREFIXES:
+        if message.startswith(prefix):
+            message = "must " + message.removeprefix(prefix)
+            break
+    value = err.get("input")
+    if isinstance(value, bool | int | float | str) or value is None:
+        shown = repr(value) if not isinstance(value, str) or len(value) <= 40 else "a long string"
+        message += f" (got {shown})"
+    return message
+
+
+def _dotted(path: Sequence[str | int]) -> str:
+    out = ""
+    for segment in path:
+        out += f"[{segment}]" if isinstance(segment, int) else (f".{segment}" if out else segment)
+    return out
+
+
+def _line(node: Node | None) -> int | None:
+    return None if node is None else node.start_mark.line + 1
+
+
+def _node_error(file: str, field: str | None, node: Node | None, message: str) -> SpecError:
+    if node is None:
+        return SpecError(file, field, None, None, message)
+    mark = node.start_mark
+    return SpecError(file, field, mark.line + 1, mark.column + 1, message)
+
+
+def _doc_error(file: str, message: str) -> SpecError:
+    return SpecError(file, None, None, None, message)
