@@ -1,12 +1,13 @@
 """Settings for one rayqueue process: built once by the CLI and passed down, never global.
 
-Every knob is declared once, here: its type and default (the dataclass field), and in the
-field's metadata its group (loop, API or planner), its command-line flag or, for a tuning
-knob, its environment variable, its help text and the values it accepts (a range or a list
-of choices). The CLI derives its flags and the environment it reads from this declaration
-(reconciler/cli/flags.py); the planner's PlanOptions share the planner group's fields; and
-every dataclass here checks its values when it is built, so a bad value is refused in one
-place with one message, whether it came from a flag, the environment or code.
+Every knob is declared once, here (the planner's in specs/planner_settings.py, with knob() of
+specs/knobs.py): its type and default (the dataclass field), and in the field's metadata its
+group (loop, API or planner), its command-line flag or, for a tuning knob, its environment
+variable, its help text and the values it accepts (a range or a list of choices). The CLI
+derives its flags and the environment it reads from this declaration (reconciler/cli/flags.py);
+the planner's PlanOptions share the planner group's fields; and every dataclass here checks its
+values when it is built, so a bad value is refused in one place with one message, whether it
+came from a flag, the environment or code.
 
 A few knobs are flags, those a user of `serve` sets; the tuning knobs are read from
 `RAYQUEUE_<NAME>` (the field name in capitals), listed in docs/settings.md. A tuning knob that
@@ -26,344 +27,25 @@ from pathlib import Path
 from types import NoneType, UnionType
 
 from specs.cluster import Capacity
+from specs.knobs import GROUPS as GROUPS
+from specs.knobs import LOOP, check, knob
+from specs.knobs import Knob as Knob
+from specs.knobs import address_from_env as address_from_env
+from specs.knobs import env_name as env_name
 from specs.models import MAX_ARRAY_ELEMENTS
+from specs.planner_settings import POLICY_NAMES as POLICY_NAMES
+from specs.planner_settings import PREEMPTION_MODES as PREEMPTION_MODES
+from specs.planner_settings import PlannerSettings as PlannerSettings
+from specs.planner_settings import PlanOptions as PlanOptions
 from specs.queues import parse_capacity
 
 DEFAULT_PORT = 8264  # the old scheduler's port, kept so old clients need no change
 
-# Which commands take a knob. `plan` plans with serve's planner and options, so it takes every
-# option that decides what the planner does (it reads no git sources and does not confine
-# runtimeEnv paths: see reconciler/cli/plan.py).
-SERVE = ("serve",)
-LOOP = ("serve", "plan")
-
-# The groups a knob belongs to, in `serve --help` order, with their titles.
-GROUPS = {
-    "loop": "loop: the folder, Ray and the process",
-    "api": "HTTP API and access",
-    "planner": "planner: what a pass starts and stops",
-}
-
 LOG_FORMATS = ("text", "json")
-# The names reconciler.core.policies.POLICIES and reconciler.core.victims.MODES register (specs
-# imports nothing of reconciler's; tests/unit/test_settings.py checks that the lists agree).
-POLICY_NAMES = ("strict", "backfill", "besteffort")
-PREEMPTION_MODES = ("Never", "LowerPriority")
-
-ENV_PREFIX = "RAYQUEUE_"
 
 # Host patterns as Starlette's TrustedHostMiddleware takes them, and browser origins.
 _HOST_PATTERN = re.compile(r"\*|(\*\.)?[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]")
 _ORIGIN = re.compile(r"https?://([A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?")
-
-
-def address_from_env(environ: dict[str, str] | None = None) -> str | None:
-    """The old service's RAY_DASHBOARD_ADDRESS first, then Ray's own RAY_ADDRESS."""
-    env = os.environ if environ is None else environ
-    return env.get("RAY_DASHBOARD_ADDRESS") or env.get("RAY_ADDRESS") or None
-
-
-@dataclass(frozen=True)
-class Knob:
-    """How one setting is given (a flag, or the environment) and which values it accepts."""
-
-    flag: str | None = None  # None: a tuning knob, read from RAYQUEUE_<NAME>
-    help: str = ""
-    commands: tuple[str, ...] = SERVE
-    metavar: str | None = None
-    minimum: float | None = None
-    maximum: float | None = None
-    above: float | None = None  # an exclusive minimum: the value must be greater
-    choices: tuple[str, ...] | None = None
-    group: str = "loop"
-    old_flag: str | None = None  # a tuning knob's retired flag: accepted with a warning
-
-    @property
-    def tuning(self) -> bool:
-        return self.flag is None
-
-    def label(self, name: str) -> str:
-        return self.flag or self.old_flag or name
-
-    def problem(self, name: str, value: object, label: str | None = None) -> str | None:
-        """Why `value` is refused, in words that name the flag (or `label`); None if fine."""
-        label = label or self.label(name)
-        if self.choices is not None and value is not None and value not in self.choices:
-            return f"{label} must be one of {', '.join(self.choices)}, not {value!r}"
-        if value is None or isinstance(value, bool) or not isinstance(value, int | float):
-            return None
-        low, high = self.minimum, self.maximum
-        if value != value:  # NaN compares false with everything, so it would pass the ranges
-            return f"{label} must be a number, not {value}"
-        if low is not None and high is not None and not low <= value <= high:
-            return f"{label} must be between {low:g} and {high:g}, not {value:g}"
-        if low is not None and value < low:
-            return f"{label} must be at least {low:g}, not {value:g}"
-        if high is not None and value > high:
-            return f"{label} must be at most {high:g}, not {value:g}"
-        if self.above is not None and not value > self.above:
-            return f"{label} must be greater than {self.above:g}, not {value:g}"
-        return None
-
-
-def knob(
-    help: str = "",
-    *,
-    flag: str | None = None,
-    commands: tuple[str, ...] = SERVE,
-    metavar: str | None = None,
-    minimum: float | None = None,
-    maximum: float | None = None,
-    above: float | None = None,
-    choices: tuple[str, ...] | None = None,
-    group: str = "loop",
-    old_flag: str | None = None,
-) -> dict[str, Knob]:
-    """The metadata of a Settings field: `field(default=..., metadata=knob(...))`."""
-    if group not in GROUPS:
-        raise ValueError(f"knob group {group!r} is not one of {', '.join(GROUPS)}")
-    return {
-        "knob": Knob(
-            flag, help, commands, metavar, minimum, maximum, above, choices, group, old_flag
-        )
-    }
-
-
-def env_name(name: str) -> str:
-    """The environment variable of a tuning knob: RAYQUEUE_ and the field name in capitals."""
-    return ENV_PREFIX + name.upper()
-
-
-def _check(obj: object) -> None:
-    """Refuse a value its knob does not accept (ValueError naming the flag or field)."""
-    for f in dataclasses.fields(obj):  # type: ignore[arg-type]
-        declared = f.metadata.get("knob")
-        if isinstance(declared, Knob):
-            problem = declared.problem(f.name, getattr(obj, f.name))
-            if problem is not None:
-                raise ValueError(problem)
-
-
-@dataclass(frozen=True, kw_only=True)
-class PlannerSettings:
-    """The knobs that decide what a pass does: declared once here, shared by Settings (which
-    adds the rest) and by the planner's PlanOptions (which adds the resolved queue id)."""
-
-    policy: str = field(
-        default="backfill",
-        metadata=knob(
-            "admission policy (default backfill: EASY backfilling, later tasks start only if "
-            "they cannot delay the head; without timeoutSeconds anywhere it behaves exactly as "
-            "strict; strict: the head of the queue is never overtaken; besteffort: anything "
-            "that fits starts). See docs/scheduling.md",
-            flag="--policy",
-            commands=LOOP,
-            choices=POLICY_NAMES,
-            group="planner",
-        ),
-    )
-    """Admission policy: backfill (the default), strict (the old service's) or besteffort, the
-    names of reconciler.core.policies.POLICIES."""
-
-    # Preemption of the one queue of a folder without a queue file. With a queue file its
-    # `preemption:` blocks (withinQueue, gracePeriodSeconds, minRuntimeSeconds,
-    # minPreemptorPriority, maxPerTask) are the one place: the CLI refuses these beside it,
-    # and the planner reads only the blocks (reconciler/core/preemption.py, setup).
-    preemption: str = field(
-        default="Never",
-        metadata=knob(
-            "preemption within the queue (default Never; LowerPriority: the task the policy "
-            "would start next may stop running, preemptible, lower-priority tasks to make "
-            "room; they are queued again). See docs/scheduling.md",
-            flag="--preemption",
-            commands=LOOP,
-            choices=PREEMPTION_MODES,
-            group="planner",
-        ),
-    )
-    """Never, or LowerPriority (Kueue's withinClusterQueue): reconciler.core.victims.MODES."""
-
-    preemption_grace_seconds: float = field(
-        default=30.0,
-        metadata=knob(
-            "seconds a stopped job gets between SIGTERM and SIGKILL, with --preemption "
-            "(default 30; Ray's RAY_JOB_STOP_WAIT_TIME_S, set per job)",
-            old_flag="--preemption-grace-seconds",
-            commands=LOOP,
-            minimum=0,
-            maximum=86400,
-            group="planner",
-        ),
-    )
-    """Grace between SIGTERM and SIGKILL: given to each job as RAY_JOB_STOP_WAIT_TIME_S in its
-    runtime_env env_vars (Ray's supervisor reads it from its own environment) when preemption
-    is on."""
-
-    preemption_min_runtime_seconds: float = field(
-        default=0.0,
-        metadata=knob(
-            "a run younger than this is never preempted (default 0)",
-            old_flag="--preemption-min-runtime-seconds",
-            commands=LOOP,
-            minimum=0,
-            group="planner",
-        ),
-    )
-    """A run that has been Running for less than this is exempt from preemption."""
-
-    preemption_max_per_task: int = field(
-        default=3,
-        metadata=knob(
-            "a task preempted this often is never preempted again (default 3; 0: no limit)",
-            old_flag="--preemption-max-per-task",
-            commands=LOOP,
-            minimum=0,
-            group="planner",
-        ),
-    )
-    """Bounds the work one task can lose to preemption: after this many, it runs to the end.
-    On by default: without it one job was preempted 80 times on a real trace (issue 25)."""
-
-    preemption_min_preemptor_priority: int = field(
-        default=0,
-        metadata=knob(
-            "only a waiting task of at least this priority may preempt, within its queue or "
-            "by reclaim (default 0: any higher priority); lower ones wait as without preemption",
-            old_flag="--preemption-min-preemptor-priority",
-            commands=LOOP,
-            minimum=0,
-            maximum=9,
-            group="planner",
-        ),
-    )
-    """Kubernetes' `preemptionPolicy: Never` for the priorities below it: urgent work preempts,
-    ordinary work waits, so preemption's waste is spent on the few tasks that need it."""
-
-    max_inflight: int = field(
-        default=32,
-        metadata=knob(
-            "jobs that may be Starting at once (default 32)",
-            old_flag="--max-inflight",
-            commands=LOOP,
-            minimum=1,
-            group="planner",
-        ),
-    )
-    """Jobs that may be Starting at once; each holds a ~85 MB supervisor actor on the head."""
-
-    start_timeout_seconds: float = field(
-        default=600.0,
-        metadata=knob(
-            "seconds a job may stay PENDING in Ray (default 600)",
-            old_flag="--start-timeout",
-            commands=LOOP,
-            minimum=0,
-            group="planner",
-        ),
-    )
-    """A job PENDING in Ray longer than this is stopped and marked Failed (StartTimeout)."""
-
-    scale_up_timeout_seconds: float = field(
-        default=600.0,
-        metadata=knob(
-            "on an autoscaling cluster, seconds a task waits for the nodes it asked for before "
-            "it stops asking for as long again (default 600)",
-            commands=LOOP,
-            above=0,
-            group="planner",
-        ),
-    )
-    """How long a task waits WaitingForScaleUp; then ScaleUpTimeout, and it asks for no nodes
-    for as long again, so one impossible request does not keep nodes up."""
-
-    exact_queue_positions: int = field(
-        default=100,
-        metadata=knob(
-            "waiting tasks of each queue whose sidecar shows an exact queuePosition, message "
-            "and estimatedStartAt (default 100); those behind show a bucket such as >1000",
-            commands=LOOP,
-            minimum=1,
-            group="planner",
-        ),
-    )
-    """Beyond these places a sidecar shows `queuePositionBucket` (">100", ">1000", ...) and a
-    message without the moving parts, so a start at the head rewrites about this many sidecars
-    rather than every waiting one (docs/scheduling.md, "Queue positions")."""
-
-    lost_grace_seconds: float = field(
-        default=60.0,
-        metadata=knob(
-            "seconds a running job may be missing from Ray before it is Lost",
-            old_flag="--lost-grace",
-            commands=LOOP,
-            minimum=0,
-            group="planner",
-        ),
-    )
-    """How long a Running job may be missing from Ray before it counts as Lost."""
-
-    max_stops_per_pass: int = field(
-        default=10,
-        metadata=knob(
-            "most jobs stopped in one pass for deleted specs (0: no limit)",
-            old_flag="--max-stops-per-pass",
-            commands=LOOP,
-            minimum=0,
-            group="planner",
-        ),
-    )
-    """Most jobs stopped in one pass because their specs vanished; 0 means no limit."""
-
-    allow_mass_delete: bool = field(
-        default=False,
-        metadata=knob(
-            "carry out deletions beyond --max-stops-per-pass",
-            old_flag="--allow-mass-delete",
-            commands=LOOP,
-            group="planner",
-        ),
-    )
-    """Carry out deletions beyond max_stops_per_pass instead of holding them."""
-
-    count_foreign_jobs: bool = field(
-        default=False,
-        metadata=knob(
-            "subtract other clients' Ray jobs from free capacity",
-            old_flag="--count-foreign-jobs",
-            commands=LOOP,
-            group="planner",
-        ),
-    )
-    """Subtract other clients' jobs (their declared entrypoint resources) from free capacity."""
-
-    ray_history_retention_seconds: float | None = field(
-        default=None,
-        metadata=knob(
-            "delete this queue's finished jobs from Ray this long after they ended, once the "
-            "outcome is in the sidecar (default: keep them; Ray's job list then grows forever)",
-            old_flag="--ray-history-retention",
-            commands=LOOP,
-            metavar="SECONDS",
-            minimum=0,
-            group="planner",
-        ),
-    )
-    """Delete our finished jobs from Ray this long after they ended, once their outcome is in
-    the sidecar; keeps list_jobs (and so every pass) from growing with history. None: keep."""
-
-    max_deletes_per_pass: int = field(
-        default=100,
-        metadata=knob(
-            "most finished jobs deleted from Ray in one pass, with --ray-history-retention",
-            commands=LOOP,
-            minimum=1,
-            group="planner",
-        ),
-    )
-    """Bounds the Ray calls one pass spends on deleting old jobs; the rest go in later passes."""
-
-    def __post_init__(self) -> None:
-        _check(self)
 
 
 @dataclass(frozen=True)
@@ -679,7 +361,7 @@ class Settings(PlannerSettings):
     """Allow a non-loopback listener without a token."""
 
     def __post_init__(self) -> None:
-        _check(self)
+        check(self)
         for host in self.allowed_hosts:
             if not _HOST_PATTERN.fullmatch(host):
                 raise ValueError(
@@ -741,11 +423,3 @@ def value_type(name: str) -> type:
     if not isinstance(hint, type):
         raise TypeError(f"setting {name} has no simple type: {hint!r}")
     return hint
-
-
-@dataclass(frozen=True, kw_only=True)
-class PlanOptions(PlannerSettings):
-    """The planner's options: the planner group of the settings (declared, with their
-    defaults and ranges, in PlannerSettings above) and the resolved queue id."""
-
-    queue_id: str = "default"
