@@ -31,7 +31,8 @@ from reconciler.cli.common import (
 from reconciler.cli.serve import add_loop_options, loop_settings
 from reconciler.core import planner, preemption
 from reconciler.core.planner import Plan, TaskInput
-from reconciler.shell.loop import observe_ray, plan_options, queue_file, scan_specs
+from reconciler.shell.observing import observe_ray
+from reconciler.shell.passinputs import plan_options, queue_file, scan_specs
 from specs.cluster import Capacity, RayError
 from specs.models import Phase, TaskStatus
 from specs.quantity import human_memory

@@ -5,42 +5,38 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import NamedTuple
 
-from reconciler.core import incremental, lifecycle, planner, queueing
-from reconciler.core.jobs import request_of
+from reconciler.core import incremental, lifecycle, queueing
 from reconciler.core.planner import Observation, Plan, TaskInput
-from reconciler.core.quotas import resources_text
 from reconciler.shell import writes
+from reconciler.shell.acting import RayActions
 from reconciler.shell.events import FileEvents
 from reconciler.shell.faults import Faults
 from reconciler.shell.gitrev import GitRevisions, SourceRevision
 from reconciler.shell.history import ResourceHistory
+from reconciler.shell.loopstate import LoopState
 from reconciler.shell.metrics import QueueMetrics
 from reconciler.shell.observer import PassObserver
-from reconciler.shell.queuefile import Loaded, QueueFile, UsageBook, read_status
+from reconciler.shell.observing import RayObserver
+from reconciler.shell.observing import observe_ray as observe_ray  # re-exported: cli/plan.py
+from reconciler.shell.passinputs import plan_options as plan_options  # re-exported
+from reconciler.shell.passinputs import queue_file as queue_file  # re-exported
+from reconciler.shell.passinputs import scan_specs as scan_specs  # re-exported
+from reconciler.shell.queuefile import Loaded, UsageBook, read_status
 from reconciler.shell.repeats import Repeating
-from reconciler.shell.scaling import AutoscalerMetrics, ScaleRequests, combine
+from reconciler.shell.scaling import AutoscalerMetrics, ScaleRequests
+from reconciler.shell.still import StillPass, Version
 from specs.cluster import (
     Autoscaler,
-    Capacity,
-    JobConflict,
-    JobNotFound,
     RayAdapter,
-    RayError,
-    RayJob,
-    RayRequestError,
-    RayUnavailable,
-    Scaling,
 )
-from specs.models import Reason, SourceRef, TaskStatus
-from specs.queues import CONFIG_FILE, parse_capacity
+from specs.models import Reason, SourceRef, Task, TaskStatus
 from specs.runtimepaths import OFF, RuntimePaths
-from specs.settings import PlanOptions, Settings
+from specs.settings import Settings
 from specs.store import FolderUnavailable, SpecEntry, TaskStore
 
 log = logging.getLogger("rayqueue.loop")
@@ -57,126 +53,6 @@ _WAITING_ON_RAY_SHARE = 0.05
 # the request (a stop of a job still PENDING can be, ray #58353), so it is sent again then.
 _RAY_STOP_WAIT = 3.0
 _STOP_MARGIN = 10.0
-
-
-@dataclass
-class LoopState:
-    """What the loop last saw; read by the HTTP API and health checks."""
-
-    last_pass_at: float | None = None
-    last_ray_ok_at: float | None = None
-    ray_error: str | None = None
-    ray_failures: int = 0  # consecutive failed observations; 0 once Ray answers again
-    ray_backoff_seconds: float = 0.0  # the wait before Ray is asked again; grows, then resets
-    folder_error: str | None = None
-    capacity: Capacity | None = None
-    used: Capacity = field(default_factory=Capacity)
-    queued: int = 0
-    starting: int = 0
-    running: int = 0
-    passes: int = 0
-    queues: dict[str, object] | None = None  # the latest _queues.status.yaml document
-    # Ray's jobs as last listed: the API refuses an explicit submission id one of them holds.
-    jobs: Mapping[str, RayJob] | None = None
-    # The last plan's waiting tasks per queue ("" without queues), in place order: the API's
-    # exact queue positions, which sidecars show only for the first few (issue 27).
-    queue_order: Mapping[str, Sequence[str]] = field(default_factory=dict)
-
-
-def plan_options(settings: Settings) -> PlanOptions:
-    return settings.plan_options()
-
-
-def task_input(entry: SpecEntry) -> TaskInput:
-    """What the planner needs of one scanned file; the spec hash is computed once per parse."""
-    error = str(entry.error) if entry.error else None
-    spec_hash = entry.task.spec_hash() if entry.task is not None else None
-    return TaskInput(entry.name, entry.task, error, entry.last_valid, spec_hash)
-
-
-def scan_specs(
-    store: TaskStore,
-    cache: dict[str, tuple[SpecEntry, TaskInput]] | None = None,
-    changed: set[str] | None = None,
-) -> dict[str, TaskInput]:
-    """The folder as planner inputs; raises FolderUnavailable. `cache`, updated in place, keeps
-    the TaskInput of every entry the store handed back unchanged (same generation). `changed`:
-    look only at these paths (file events); None: walk the folder."""
-    entries = store.scan(changed)
-    previous = dict(cache) if cache is not None else {}
-    inputs: dict[str, TaskInput] = {}
-    kept: dict[str, tuple[SpecEntry, TaskInput]] = {}
-    for name, entry in entries.items():
-        cached = previous.get(name)
-        if cached is None or cached[0].generation != entry.generation:
-            cached = (entry, task_input(entry))
-        kept[name] = cached
-        inputs[name] = cached[1]
-    if cache is not None:
-        cache.clear()
-        cache.update(kept)
-    return inputs
-
-
-def observe_ray(ray: RayAdapter, capacity: Callable[[], Capacity] | None = None) -> Observation:
-    """What one pass asks of Ray: one job listing, then one capacity read (`capacity` may
-    serve a cached one). Raises RayError."""
-    jobs = ray.list_jobs()
-    cap = capacity() if capacity is not None else ray.capacity()
-    return Observation({job.submission_id: job for job in jobs}, cap)
-
-
-def queue_file(settings: Settings) -> QueueFile:
-    """`--queues PATH`, else `<tasks>/_queues.yaml`; its status beside it or in --status-dir."""
-    path = settings.queues_path or settings.tasks_dir / CONFIG_FILE
-    return QueueFile(path, settings.status_dir, settings.tasks_dir, settings.queue_depth)
-
-
-def tail(text: str, lines: int) -> str:
-    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
-
-
-class Version(NamedTuple):
-    """What one task's inputs are made of, as generations: equal versions, equal inputs."""
-
-    spec: int  # the store's generation of the spec entry
-    source: int  # of the git revision answer its source was taken from (0: git not asked)
-    status: int  # the store's generation of its status (0: none)
-
-
-@dataclass(frozen=True)
-class _Still:
-    """A pass whose plan changed nothing, and what it read: while none of it changes and the
-    plan's `still_until` has not passed, a full pass would give that same plan again."""
-
-    plan: Plan
-    at: float  # the pass's `now`
-    jobs: Mapping[str, object] | None
-    capacity: Capacity | None
-    error: str | None
-    queues: int  # the generation of the queue config
-    revision: SourceRevision | None
-    versions: Mapping[str, Version]  # of the specs the pass planned from
-    statuses: Mapping[str, int]  # the generation of every status it read
-    scaling: Scaling | None = None  # what the cluster could grow to (issue 26)
-
-    def holds(self, observed: Observation, now: float, queues: int, revision: object) -> bool:
-        until = self.plan.still_until
-        return (
-            until is not None
-            and self.at <= now <= until
-            and queues == self.queues
-            and revision == self.revision
-            and observed.capacity == self.capacity
-            and observed.error == self.error
-            and observed.jobs == self.jobs
-            and observed.scaling == self.scaling
-        )
-
-    def read_the_same(self, versions: Mapping[str, Version], statuses: Mapping[str, int]) -> bool:
-        """Whether a read of the folder gave the inputs this pass planned from, generation for
-        generation (the store keeps an unchanged file's generation)."""
-        return versions == self.versions and statuses == self.statuses
 
 
 class Reconciler:
@@ -228,30 +104,23 @@ class Reconciler:
         self._backlog = False  # deferred sidecars left after a flush that used its budget
         self._deadline: float | None = None  # the last plan's (Plan.deadline)
         self._changed_at = -float("inf")  # monotonic time of the last pass that was not still
-        self._failures = 0
-        self._ray_retry_at = 0.0
         self._lock = threading.Lock()  # one pass at a time, whoever calls it
         self._inputs: dict[str, tuple[SpecEntry, TaskInput]] = {}
         # The versions of the last pass that wrote statuses: a task whose spec has a new one
         # was edited, and its own queue move is written at once (reconciler/shell/writes.py).
         self._written_versions: Mapping[str, Version] = {}
-        self._capacity_read: tuple[float, Capacity] | None = None
         # Last pass's per-task results, handed to the next pass; a new loop starts afresh.
         self._memo = incremental.EMPTY
         self.queue_file = queue_file(settings)
         # The queues' decayed usage, read back from the status file the last run wrote.
         self.usage = UsageBook(read_status(self.queue_file.status_path))
-        self._still: _Still | None = None  # the last pass, if it changed nothing
+        self._still: StillPass | None = None  # the last pass, if it changed nothing
         self._fingerprint: tuple[tuple[str, str | None], ...] = ()  # of the files git is asked of
         self._revision: SourceRevision | None = None
         self.skipped = 0  # passes skipped as still (a counter for benchmarks and tests)
         # Ray's autoscaler (issue 26): its report is read at the capacity read's pace, and the
         # plan's scale_request is sent to it when it changes. None: nothing is asked of it.
         self.autoscaler = autoscaler
-        self._report: tuple[float, Scaling | None] | None = None
-        self._max_capacity = (
-            parse_capacity(settings.max_capacity) if settings.max_capacity is not None else None
-        )
         self.scale_requests = (
             ScaleRequests(
                 autoscaler, AutoscalerMetrics(metrics.registry) if metrics is not None else None
@@ -265,9 +134,11 @@ class Reconciler:
         )
         self._status_writes = Repeating(log, "cannot write status", clock)
         self._writes_ok = self._writes_failed = 0  # this pass's status writes
-        # submission id -> when its stop was sent (wall clock). In memory: after a restart one
-        # stop is sent again, which is harmless.
-        self._stops_sent: dict[str, float] = {}
+        # The Ray side of a pass (observe: backoff, capacity and autoscaler caches) and the
+        # acting side (submit, stop once per run, expire, log tails); `self.ray` is handed to
+        # each call, so replacing it takes effect at once.
+        self.ray_observer = RayObserver(settings, self.queue_file, autoscaler, self._ray_down)
+        self.actions = RayActions(store, self.faults, paths, self._ray_down, self._status_writes)
         # Tasks whose first status could not be written: the Queued status they would have had,
         # so that their uid (minted from the pass that first saw them) stays the same until
         # one is on disk. Nothing was submitted for them (nothing is without its record).
@@ -276,60 +147,22 @@ class Reconciler:
     # -- one pass ------------------------------------------------------------------------------
     def observe(self) -> Observation:
         """One job listing and one capacity read, or the reason we could not have them."""
-        now = self.clock()
-        if now < self._ray_retry_at:
-            return Observation(None, None, f"backing off after: {self.state.ray_error}")
-        try:
-            observed = observe_ray(self.ray, lambda: self._capacity(now))
-        except RayError as exc:
-            self._failures += 1
-            delay = min(
-                self.settings.interval_seconds * 2 ** min(self._failures, 30),
-                self.settings.max_backoff_seconds,
-            )
-            self._ray_retry_at = now + delay
-            self._capacity_read = None
-            self.state.ray_failures, self.state.ray_backoff_seconds = self._failures, delay
-            self.state.ray_error = str(exc) or type(exc).__name__
-            self._ray_down.failed(self.state.ray_error)
-            return Observation(None, None, self.state.ray_error)
-        self._ray_down.cleared()
-        self._failures, self._ray_retry_at = 0, 0.0
-        self.state.ray_failures, self.state.ray_backoff_seconds = 0, 0.0
-        self.state.ray_error, self.state.last_ray_ok_at = None, now
-        self.state.capacity = observed.capacity
-        self.state.jobs = observed.jobs
-        return replace(observed, scaling=self._scaling(now))
+        return self.ray_observer.observe(self.ray, self.clock(), self.state)
 
-    def _scaling(self, now: float) -> Scaling | None:
-        """What the cluster can grow to: the autoscaler's report (re-read when the capacity
-        is), joined with the configured ceiling. With neither, None: today's fixed cluster."""
-        report = None
-        if self.autoscaler is not None:
-            cached = self._report
-            if cached is not None and now - cached[0] < self.settings.capacity_refresh_seconds:
-                report = cached[1]
-            else:
-                try:
-                    report = self.autoscaler.scaling()
-                except RayError as exc:
-                    # The jobs and nodes answered: plan on them, as on a fixed cluster.
-                    log.warning("cannot read the autoscaler's report: %s", exc)
-                    report = None
-                self._report = (now, report)
-        config = self.queue_file.load().config
-        section = config.spec.cluster if config is not None else None
-        return combine(report, section, self._max_capacity)
+    @property
+    def _stops_sent(self) -> dict[str, float]:
+        """submission id -> when its stop was sent (wall clock); see RayActions."""
+        return self.actions.stops_sent
 
-    def _capacity(self, now: float) -> Capacity:
-        """Nodes come and go far more slowly than jobs end, and the dashboard's node listing
-        is its costliest call: while the loop polls fast, reuse a capacity read a few seconds."""
-        cached = self._capacity_read
-        if cached is not None and now - cached[0] < self.settings.capacity_refresh_seconds:
-            return cached[1]
-        capacity = self.ray.capacity()
-        self._capacity_read = (now, capacity)
-        return capacity
+    @property
+    def resend_stop_seconds(self) -> float:
+        """How long after a stop Ray may still list its job before the stop is sent again: the
+        longest stop wait a job can have, plus a margin."""
+        return max(self.settings.preemption_grace_seconds, _RAY_STOP_WAIT) + _STOP_MARGIN
+
+    def _spec_of(self, task: str) -> Task | None:
+        cached = self._inputs.get(task)
+        return cached[1].task if cached is not None else None
 
     def _changed_paths(self) -> set[str] | None:
         """What file events named since the last pass, or None when this pass must walk the
@@ -479,10 +312,10 @@ class Reconciler:
         )
         if plan.summary is not None and plan.summary.queues is not None:
             self.usage.observe({n: s.usage for n, s in plan.summary.queues.states.items()})
-        plan = self._with_log_tails(plan)
+        plan = self.actions.with_log_tails(self.ray, plan, self.settings.log_tail_lines)
         for event in plan.events:
             # What was done, not what was planned: a submission is logged once Ray accepted it
-            # (_submit); a planned one whose record could not be written never happens.
+            # (RayActions.submit); a planned one whose record could not be written never happens.
             if event.reason is not Reason.SUBMITTED:
                 log.log(event.level, "%s", event.message)
         self._writes_ok = self._writes_failed = 0
@@ -500,14 +333,14 @@ class Reconciler:
         with self.store.batch() as failed:
             unwritten = self._write_statuses(plan, statuses, classes, only=submitting)
         unwritten |= failed
-        refused = self._submit(plan, unwritten, now)
+        refused = self.actions.submit(self.ray, plan, unwritten, now, self._spec_of)
         if refused:
             plan = replace(plan, statuses={**plan.statuses, **refused})
         with self.store.batch() as failed:
             unwritten |= self._write_statuses(plan, statuses, classes, skip=submitting)
         unwritten |= failed
-        self._stop(plan, unwritten)
-        self._expire(plan)
+        self.actions.stop(self.ray, plan, unwritten, self.clock(), self.resend_stop_seconds)
+        self.actions.expire(self.ray, plan)
         with self.store.batch():
             for name in plan.delete_statuses:
                 self.faults.crash_point("before_delete_status")
@@ -526,7 +359,7 @@ class Reconciler:
         if not plan.still:
             self._changed_at = self.monotonic()
         if plan.still and self.store.still():
-            self._still = _Still(
+            self._still = StillPass(
                 plan,
                 now.timestamp(),
                 observed.jobs,
@@ -667,143 +500,6 @@ class Reconciler:
                 if name not in before:
                     self._remember_unrecorded(name, status)
         return unwritten
-
-    def _with_log_tails(self, plan: Plan) -> Plan:
-        """The plan, with the log tail of each failed run it names (a new value: the log is
-        Ray's to give, after planning). The log is the failed run's, by the id the plan gives,
-        not the status's: a retry queued in this pass has none yet, and one resubmitted in this
-        pass already names its new run. Either keeps the failed run's tail on show (a retry
-        admitted in a later pass clears it, lifecycle.admit)."""
-        tails: dict[str, TaskStatus] = {}
-        for name, sid in plan.fetch_logs.items():
-            status = plan.statuses[name]
-            try:
-                text = tail(self.ray.logs(sid), self.settings.log_tail_lines)
-            except RayError as exc:
-                log.warning("no log for failed %s: %s", name, exc)
-                continue
-            body = lifecycle.attach_log_tail(status.status, text)
-            tails[name] = status.model_copy(update={"status": body})
-        return replace(plan, statuses={**plan.statuses, **tails}) if tails else plan
-
-    def _submit(self, plan: Plan, unwritten: set[str], now: datetime) -> dict[str, TaskStatus]:
-        """Submit what the plan says; return the statuses of the runs Ray refused (Failed,
-        written here)."""
-        failed_runs: dict[str, TaskStatus] = {}
-        for submit in plan.submits:
-            if submit.task in unwritten:
-                continue  # never submit an id we could not record
-            self.faults.crash_point("before_submit")
-            try:
-                refused = self.paths.check_task(submit.task, submit.request.runtime_env)
-                if refused:
-                    raise RayRequestError(
-                        "; ".join(map(str, refused)) + " (checked again before submitting; "
-                        "nothing was sent)"
-                    )
-                self.ray.submit(submit.request)
-                self.faults.crash_point("after_submit")
-                self._log_submitted(submit.task, submit.request.submission_id)
-            except JobConflict:
-                # Already in Ray: this run, submitted before a crash (the next pass follows it),
-                # or someone else's job (the next pass fails the run: SubmissionIdConflict).
-                log.info(
-                    "%s is already in Ray; the next pass looks at it", submit.request.submission_id
-                )
-            except RayUnavailable as exc:
-                self._ray_down.failed(f"submit of {submit.task} deferred: {exc}")
-                break
-            except RayRequestError as exc:
-                log.error("Ray refused %s: %s", submit.task, exc)
-                failed = planner.submit_failed(plan.statuses[submit.task], str(exc), now)
-                failed_runs[submit.task] = failed
-                try:
-                    self.store.write_status(submit.task, failed)
-                except OSError as write_exc:
-                    self._status_writes.failed(f"{submit.task}: {write_exc}")
-        return failed_runs
-
-    def _log_submitted(self, task: str, submission_id: str) -> None:
-        cached = self._inputs.get(task)
-        spec = cached[1].task if cached is not None else None
-        if spec is None:
-            log.info("submitted %s as %s", task, submission_id)
-            return
-        log.info(
-            "submitted %s (priority %d, %s) as %s",
-            task,
-            spec.spec.priority,
-            resources_text(request_of(spec)),
-            submission_id,
-        )
-
-    def _stop(self, plan: Plan, unwritten: AbstractSet[str] = frozenset()) -> None:
-        # A stop is a request, not a fact: the planner asks again every pass until Ray reports
-        # the job ended (a stop of a job still PENDING can be lost, ray #58353).
-        # So one is sent per run (_stops_sent), and again only after resend_stop_seconds.
-        victims = {victim for p in plan.preemptions for victim in p.victims}
-        now = self.clock()
-        wanted = {stop.submission_id for stop in plan.stops}
-        for sid in [s for s in self._stops_sent if s not in wanted]:
-            del self._stops_sent[sid]  # ended (or no longer ours to stop): forget it
-        resend = self.resend_stop_seconds
-        for stop in plan.stops:
-            preempting = stop.task in victims
-            if stop.task in unwritten:
-                # The decision behind it (a preemption, a timeout) is not on disk: a crash now
-                # would forget why the job stopped. The next pass decides again.
-                continue
-            sent = self._stops_sent.get(stop.submission_id)
-            if sent is not None and now - sent < resend:
-                continue  # Ray is stopping it
-            self.faults.crash_point("before_preempt_stop" if preempting else "before_stop")
-            try:
-                self.ray.stop(stop.submission_id)
-                self.faults.crash_point("after_preempt_stop" if preempting else "after_stop")
-                self._stops_sent[stop.submission_id] = now
-                if sent is None:
-                    log.info(
-                        "stop requested for %s (%s): %s",
-                        stop.task,
-                        stop.submission_id,
-                        stop.reason,
-                    )
-                else:
-                    log.warning(
-                        "stop of %s (%s) sent again: Ray still lists it %.0f s after the first",
-                        stop.task,
-                        stop.submission_id,
-                        now - sent,
-                    )
-            except JobNotFound:
-                pass  # gone already: what we wanted
-            except RayUnavailable as exc:
-                # Each further call would wait out its own timeout; the next pass retries all.
-                self._ray_down.failed(f"stops deferred: {exc}")
-                return
-            except RayError as exc:
-                log.warning("stop of %s failed, will retry: %s", stop.submission_id, exc)
-
-    @property
-    def resend_stop_seconds(self) -> float:
-        """How long after a stop Ray may still list its job before the stop is sent again: the
-        longest stop wait a job can have, plus a margin."""
-        return max(self.settings.preemption_grace_seconds, _RAY_STOP_WAIT) + _STOP_MARGIN
-
-    def _expire(self, plan: Plan) -> None:
-        """Drop finished jobs from Ray's history (--ray-history-retention); best effort."""
-        for sid in plan.deletes:
-            try:
-                self.ray.delete(sid)
-            except JobNotFound:
-                pass
-            except RayUnavailable as exc:
-                self._ray_down.failed(f"history clean-up deferred: {exc}")
-                return
-            except RayError as exc:
-                log.warning("cannot delete finished job %s from Ray: %s", sid, exc)
-        if plan.deletes:
-            log.info("deleted %d finished jobs from Ray's history", len(plan.deletes))
 
     def _record(self, plan: Plan, before: Mapping[str, TaskStatus], observed: Observation) -> None:
         summary = plan.summary

@@ -1,0 +1,51 @@
+"""What a pass reads besides Ray: the tasks folder as planner inputs, the queue file, the
+planner's options."""
+
+from __future__ import annotations
+
+from reconciler.core.planner import TaskInput
+from reconciler.shell.queuefile import QueueFile
+from specs.queues import CONFIG_FILE
+from specs.settings import PlanOptions, Settings
+from specs.store import SpecEntry, TaskStore
+
+
+def plan_options(settings: Settings) -> PlanOptions:
+    return settings.plan_options()
+
+
+def task_input(entry: SpecEntry) -> TaskInput:
+    """What the planner needs of one scanned file; the spec hash is computed once per parse."""
+    error = str(entry.error) if entry.error else None
+    spec_hash = entry.task.spec_hash() if entry.task is not None else None
+    return TaskInput(entry.name, entry.task, error, entry.last_valid, spec_hash)
+
+
+def scan_specs(
+    store: TaskStore,
+    cache: dict[str, tuple[SpecEntry, TaskInput]] | None = None,
+    changed: set[str] | None = None,
+) -> dict[str, TaskInput]:
+    """The folder as planner inputs; raises FolderUnavailable. `cache`, updated in place, keeps
+    the TaskInput of every entry the store handed back unchanged (same generation). `changed`:
+    look only at these paths (file events); None: walk the folder."""
+    entries = store.scan(changed)
+    previous = dict(cache) if cache is not None else {}
+    inputs: dict[str, TaskInput] = {}
+    kept: dict[str, tuple[SpecEntry, TaskInput]] = {}
+    for name, entry in entries.items():
+        cached = previous.get(name)
+        if cached is None or cached[0].generation != entry.generation:
+            cached = (entry, task_input(entry))
+        kept[name] = cached
+        inputs[name] = cached[1]
+    if cache is not None:
+        cache.clear()
+        cache.update(kept)
+    return inputs
+
+
+def queue_file(settings: Settings) -> QueueFile:
+    """`--queues PATH`, else `<tasks>/_queues.yaml`; its status beside it or in --status-dir."""
+    path = settings.queues_path or settings.tasks_dir / CONFIG_FILE
+    return QueueFile(path, settings.status_dir, settings.tasks_dir, settings.queue_depth)
