@@ -15,6 +15,17 @@ StatKey = tuple[int, int, int]
 _DEFAULT_MODE = 0o644
 
 
+def _read_umask() -> int:
+    mask = os.umask(0o022)  # the only way to read it is to set it: put it back at once
+    os.umask(mask)
+    return mask
+
+
+# Read once, at import (before serve starts threads); only replace_file uses it, to skip a
+# chmod that the umask makes needless.
+_UMASK = _read_umask()
+
+
 def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Replace `path` with `data` via a temp file in the same directory and os.replace.
 
@@ -90,18 +101,22 @@ def replace_file(path: Path, data: bytes, *, durable: bool, mode: int = _DEFAULT
     """
     parent = path.parent
     tmp = os.path.join(parent, f".{path.name}.{os.getpid()}.tmp")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
         fd = os.open(tmp, flags, mode)
     except FileNotFoundError:
         parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, flags, mode)
+    except FileExistsError:  # left by a crash of ours: its mode is not ours to keep
+        os.unlink(tmp)
         fd = os.open(tmp, flags, mode)
     try:
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fchmod(fd, mode)  # exactly `mode`, whatever the umask
+            if mode & _UMASK:
+                os.fchmod(fd, mode)  # exactly `mode`, whatever the umask
             if durable:
                 os.fsync(fd)
             st = os.fstat(fd)  # a rename changes only ctime: this is the key after it too

@@ -142,6 +142,8 @@ class TaskStore(_StatusSidecars):
         self._sidecars: dict[str, _Sidecar] = {}  # by task name
         # Statuses handed to defer_status and not yet on disk.
         self._pending: dict[str, _Deferred] = {}
+        # The new records among them, the last to write first; None: sort again.
+        self._fresh_order: list[str] | None = None
         self._statuses_read = False
         self._warned: set[tuple[str, str]] = set()
         self._held: list[str] = []  # names the first scan found still being written

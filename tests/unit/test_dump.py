@@ -90,9 +90,7 @@ def via_pyyaml(document: dict[str, Any]) -> str:
     st.booleans(),
 )
 @settings(max_examples=500, deadline=None)
-def test_the_fast_path_writes_what_pyyaml_writes(
-    words: list[str], number: int, flag: bool
-) -> None:
+def test_the_fast_path_writes_what_pyyaml_writes(words: list[str], number: int, flag: bool) -> None:
     document: dict[str, Any] = {
         "apiVersion": "rayqueue/v1",
         "kind": "TaskStatus",
