@@ -51,7 +51,7 @@ def _plain(value: str) -> Any:
     if tag in _TEXT:
         return value
     if tag in _CONSTRUCTED:
-        return _constructor.construct_object(ScalarNode(tag, value))  # type: ignore[no-untyped-call]
+        return _constructor.construct_object(ScalarNode(tag, value))
     raise _Other  # `<<` (merge), `=` (value): the slow path's
 
 

@@ -29,7 +29,7 @@ from specs.storepaths import (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Sidecar:
     key: StatKey
     status: TaskStatus | None  # None: unparsable, counts as absent
@@ -37,7 +37,7 @@ class _Sidecar:
     generation: int  # of `status`: kept while it is the status held
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Deferred:
     status: TaskStatus
     since: float  # deferred since (the store's clock)

@@ -77,7 +77,7 @@ _SIDECAR_MODE = 0o644  # a new sidecar's: readable by the users and tools that w
 _WHOLE_KEPT = 10_000  # stat keys of finished files remembered (mark_whole)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SpecEntry:
     """One task as found on disk in the latest scan."""
 
@@ -90,7 +90,7 @@ class SpecEntry:
     generation: int = 0  # the store's: a new one whenever anything above changes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Parsed:
     key: StatKey
     task: Task | None
