@@ -30,19 +30,21 @@ def template(priority: int) -> bytes:
     return _TEMPLATE.format(priority=priority).encode()
 
 
-def prepared(size: int) -> Path:
-    """The cached folder of `size` specs (t00000.yaml ...), made once; do not write into it."""
-    folder = CACHE / f"v{_VERSION}-{size}"
+def prepared(size: int, levels: int = 10) -> Path:
+    """The cached folder of `size` specs (t00000.yaml ...; spec i has priority i % levels),
+    made once; do not write into it."""
+    name = f"v{_VERSION}-{size}" if levels == 10 else f"v{_VERSION}-{size}-{levels}"
+    folder = CACHE / name
     if folder.is_dir():
         return folder
     CACHE.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".building-{size}-", dir=CACHE))
-    texts = [template(p) for p in range(10)]
+    texts = [template(p) for p in range(levels)]
     old = 0  # a minute back: written well before serve starts, nothing to settle
     for i in range(size):
         path = building / f"t{i:05d}.yaml"
         with open(path, "wb") as out:
-            out.write(texts[i % 10])
+            out.write(texts[i % levels])
         if not old:
             old = os.stat(path).st_mtime_ns - 60 * 10**9
         os.utime(path, ns=(old, old))
@@ -50,9 +52,9 @@ def prepared(size: int) -> Path:
     return folder
 
 
-def copy_of(size: int, dest: Path) -> Path:
+def copy_of(size: int, dest: Path, levels: int = 10) -> Path:
     """A private copy of the prepared folder at `dest` (which must not exist)."""
-    subprocess.run(["cp", "-a", str(prepared(size)), str(dest)], check=True)
+    subprocess.run(["cp", "-a", str(prepared(size, levels)), str(dest)], check=True)
     return dest
 
 
