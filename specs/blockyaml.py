@@ -51,7 +51,8 @@ def _plain(value: str) -> Any:
     if tag in _TEXT:
         return value
     if tag in _CONSTRUCTED:
-        return _constructor.construct_object(ScalarNode(tag, value))
+        # The tag's constructor itself: construct_object would remember every node it built.
+        return _constructor.yaml_constructors[tag](_constructor, ScalarNode(tag, value))
     raise _Other  # `<<` (merge), `=` (value): the slow path's
 
 

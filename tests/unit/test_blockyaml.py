@@ -200,6 +200,12 @@ def test_a_usual_spec_takes_this_path() -> None:
     assert data["spec"]["resources"] == {"cpu": 1, "gpu": 0.5}
 
 
+def test_numbers_read_leave_nothing_behind() -> None:
+    for n in range(100):
+        assert blockyaml.load(f"a: {n}.5\nb: 0x{n:x}\n") == {"a": n + 0.5, "b": n}
+    assert not blockyaml._constructor.constructed_objects  # a long-running serve keeps none
+
+
 @pytest.mark.parametrize(
     "text",
     [
