@@ -94,8 +94,10 @@ class _StatusSidecars(_ArraySidecars, _FolderWalk):
                 sidecars = self._read_sidecars()
                 if sidecars is None:
                     self._sidecars = {}  # no status folder yet: nothing written so far
+                    self._fresh_order = None
                     return {}, {}
                 self._sidecars = sidecars
+                self._fresh_order = None  # which records are new follows _sidecars: sort again
             statuses: dict[str, TaskStatus] = {}
             generations: dict[str, int] = {}
             for name, sidecar in self._sidecars.items():

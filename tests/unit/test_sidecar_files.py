@@ -98,3 +98,17 @@ def test_deferred_records_go_out_front_of_the_queue_first_then_the_longest_waiti
     clock.advance(2)
     assert store.flush_statuses(5, 10) == 1
     assert "queuePosition: 4" in (tmp_path / "a.status.yaml").read_text()
+
+
+def test_a_record_whose_sidecar_vanished_is_written_again_as_new(tmp_path: Path) -> None:
+    clock = FakeClock(0.0)
+    store = TaskStore(tmp_path, clock=clock)
+    store.read_statuses()
+    store.write_status("a", queued("a", 1), durable=False)
+    store.defer_status("b", queued("b", 2))
+    store.defer_status("a", queued("a", 3))  # a move: waits min_age
+    assert store.flush_statuses(1, 10) == 1  # b, new; the order of new records is now kept
+    (tmp_path / "a.status.yaml").unlink()  # someone removed it
+    store.read_statuses()  # a full read: a has no sidecar now, so its record is new again
+    assert store.flush_statuses(5, 10) == 1
+    assert "queuePosition: 3" in (tmp_path / "a.status.yaml").read_text()
