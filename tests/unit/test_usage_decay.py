@@ -349,6 +349,23 @@ def test_a_restart_forgets_nothing(tmp_path: Path) -> None:
     uninterrupted = usage.advance(Capacity(), cpu(8), 2 * HOUR, WEEK)
     assert past["a"].cpu == pytest.approx(uninterrupted.cpu, rel=1e-6)
     assert past["b"] == Capacity()
+    # when tracking began is kept too, so the planner's mean is still corrected for 2 hours
+    status = read_status(files.status_path)
+    assert status is not None and status["status"]["usageSince"] == 1000.0
+    assert usage.since_of(past) == 1000.0
+    assert usage.mean_rate(past["a"], WEEK, 2 * HOUR).cpu == pytest.approx(8)
+
+
+def test_tracking_begins_at_the_first_pass_and_again_after_the_queues_go() -> None:
+    config = parse_queue_config(CONFIG)
+    book = UsageBook()
+    assert usage.since_of(book.advance(50.0, config) or {}) == 50.0
+    assert usage.since_of(book.advance(80.0, config) or {}) == 50.0
+    assert book.advance(90.0, None) is None
+    assert usage.since_of(book.advance(99.0, config) or {}) == 99.0
+    # a status file from before usageSince was written: unknown, the mean is U / tau
+    old = {"status": {"usageAt": 10.0, "queues": [{"name": "a", "decayedUsage": {"cpu": 5}}]}}
+    assert usage.since_of(UsageBook(old).advance(20.0, config) or {}) is None
 
 
 def test_a_damaged_status_file_reads_as_nothing_remembered() -> None:
