@@ -106,19 +106,18 @@ class _Reservation:
     queue: str
     head: str
     spare: Capacity  # free now beyond the head's request (negative: none)
-    extra: Capacity | None  # backfill: free at its reserved start beyond the head's request
+    shadow: float | None  # backfill: when the head is sure to fit
+    extra: Capacity | None  # backfill: free at that time beyond the head's request
 
-    def allows(self, candidate: Candidate) -> bool:
-        """Another queue's borrowing pick may take what the head leaves now (`spare`) and, under
-        backfill, what it leaves at its reserved start (`extra`): not what only ends, by its
-        timeout, before that start. Timeouts bound run times from above, so the jobs the head
-        waits for often end early; a job let in because its timeout ends before the reserved
-        start then holds the head back past that moment (issue 30: the least-served team's
-        wide head waited behind such jobs while its share stayed lowest). A queue's own
-        backfill, within itself, still uses the reserved start (core/policies.py)."""
+    def allows(self, candidate: Candidate, now: float) -> bool:
         if fits_needed(candidate.request, self.spare):
             return True
-        return self.extra is not None and fits_needed(candidate.request, self.extra)
+        if self.shadow is None or self.extra is None:
+            return False
+        ends = candidate.timeout_seconds
+        if ends > 0 and now + ends <= self.shadow:
+            return True
+        return fits_needed(candidate.request, self.extra)
 
 
 def fits_needed(request: Capacity, room: Capacity) -> bool:
@@ -319,7 +318,7 @@ class _Pass:
                     borrows
                     and not reserved
                     and reservation is not None
-                    and not reservation.allows(candidate)
+                    and not reservation.allows(candidate, self.now)
                 ):
                     self.reserved_by[queue.quota.name] = reservation
                     continue
@@ -397,8 +396,8 @@ class _Pass:
         if self.reservation == BACKFILL_RESERVATION:
             booked = reserve(head.request, free, self.claims, self.now)
             if booked is not None:
-                return _Reservation(queue.quota.name, head.name, spare, booked.extra)
-        return _Reservation(queue.quota.name, head.name, spare, None)
+                return _Reservation(queue.quota.name, head.name, spare, booked.start, booked.extra)
+        return _Reservation(queue.quota.name, head.name, spare, None, None)
 
     def _admit(self, queue: QueueNode, candidate: Candidate) -> None:
         self.version += 1
