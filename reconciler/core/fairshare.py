@@ -92,10 +92,6 @@ class FairAdmission:
 STRICT_RESERVATION = "strict"
 BACKFILL_RESERVATION = "backfill"
 NO_RESERVATION = "none"
-# Under backfill, the least-served queue keeps even the room that ends before its head's
-# reserved start while its weighted share is below this fraction of its due (the weighted
-# mean share of the queues with work waiting).
-HOLD_MARGIN = 0.9
 RESERVATION_OF_POLICY = {
     "strict": STRICT_RESERVATION,
     "backfill": BACKFILL_RESERVATION,
@@ -112,7 +108,6 @@ class _Reservation:
     spare: Capacity  # free now beyond the head's request (negative: none)
     shadow: float | None  # backfill: when the head is sure to fit
     extra: Capacity | None  # backfill: free at that time beyond the head's request
-    behind: bool = False  # its queue's share is below its due by more than HOLD_MARGIN
 
     def allows(self, candidate: Candidate, now: float) -> bool:
         if fits_needed(candidate.request, self.spare):
@@ -120,10 +115,7 @@ class _Reservation:
         if self.shadow is None or self.extra is None:
             return False
         ends = candidate.timeout_seconds
-        # Timeouts bound runs from above, so the reserved start is late and what ends "before"
-        # it may still hold the head back once the runs it waits for end early. A queue far
-        # behind its due keeps that room too; one near its due lends it (utilization).
-        if ends > 0 and now + ends <= self.shadow and not self.behind:
+        if ends > 0 and now + ends <= self.shadow:
             return True
         return fits_needed(candidate.request, self.extra)
 
@@ -404,27 +396,8 @@ class _Pass:
         if self.reservation == BACKFILL_RESERVATION:
             booked = reserve(head.request, free, self.claims, self.now)
             if booked is not None:
-                behind = self._behind_due(queue)
-                return _Reservation(
-                    queue.quota.name, head.name, spare, booked.start, booked.extra, behind
-                )
+                return _Reservation(queue.quota.name, head.name, spare, booked.start, booked.extra)
         return _Reservation(queue.quota.name, head.name, spare, None, None)
-
-    def _behind_due(self, queue: QueueNode) -> bool:
-        """Whether the queue's weighted share is below HOLD_MARGIN of its due: the weighted
-        mean of the weighted shares of the top queues with work waiting (where all of them
-        would stand if shares followed weights)."""
-        total, weights = 0.0, 0.0
-        for other in self.queues:
-            weight = other.quota.weight
-            share = self._share(other, other.usage).weighted
-            if weight <= 0 or math.isinf(share) or self.head(other) is None:
-                continue
-            total += weight * share
-            weights += weight
-        if weights <= 0:
-            return False
-        return self._share(queue, queue.usage).weighted < HOLD_MARGIN * total / weights
 
     def _admit(self, queue: QueueNode, candidate: Candidate) -> None:
         self.version += 1
