@@ -38,6 +38,7 @@ from reconciler.core.waits import (
     BehindReservation,
     BehindScaleUp,
     BehindTask,
+    NotConsidered,
     PreemptedBy,
     Preempting,
     ScaleUp,
@@ -162,6 +163,8 @@ def admit(ctx: PassState) -> None:
         ctx.order.setdefault(owner, []).append(name)
         waiting = capped.get(name) or _why_waiting(ctx, name, admission, stopping_for, preempting)
         waiting, asked_at = _scale_wait(ctx, scale, candidate, waiting)
+        if waiting is not None and isinstance(waiting.lacks, NotConsidered):
+            ctx.not_considered += 1
         eta = waiting.estimated_start if waiting else None
         if eta is not None:
             # A reserved start is max(the claims' end, now): once the clock passes that end, it
@@ -216,7 +219,10 @@ def _admission(
     shares of what the cluster can grow to (its ceiling), not of what it has now."""
     policy = policies.POLICIES[ctx.options.policy]
     if ctx.queues is None:
-        return policy(eligible, free, ctx.claims, ctx.now, slots)
+        bound = ctx.options.backfill_candidates
+        return policies.admit_bounded(
+            ctx.options.policy, eligible, free, ctx.claims, ctx.now, slots, bound
+        )
     capacity = ctx.obs.capacity
     assert capacity is not None
     return queueing.admit_by_queue(

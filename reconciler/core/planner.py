@@ -190,6 +190,7 @@ class PassState:
     # _queues.yaml's error (file:line:col: field: message) while no configuration is in force
     queue_error: str | None = None
     order: dict[str, list[str]] = field(default_factory=dict)  # waiting, per queue, in order
+    not_considered: int = 0  # waiting tasks past the bound of admission's walk
 
     @property
     def stamp(self) -> datetime:
@@ -432,6 +433,7 @@ def _summary(ctx: PassState) -> Summary:
         running=phases.count(Phase.RUNNING),
         queues=ctx.queue_admission,
         order=ctx.order,
+        not_considered=ctx.not_considered,
     )
 
 

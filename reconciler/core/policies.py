@@ -14,6 +14,7 @@ from reconciler.core.waits import (
     BehindTask,
     InflightLimit,
     NoEstimate,
+    NotConsidered,
     ReservedStart,
     Waiting,
     shortfall,
@@ -58,17 +59,29 @@ class Admission:
 
 
 def _in_order(
-    queue: Sequence[Candidate], free: Capacity, slots: int, *, blocking: bool
+    queue: Sequence[Candidate],
+    free: Capacity,
+    slots: int,
+    *,
+    blocking: bool,
+    bound: int | None = None,
 ) -> Admission:
     """Walk the queue in order, starting what fits. `blocking`: the first task that cannot
-    start holds back everything behind it (strict); otherwise later tasks may overtake."""
+    start holds back everything behind it (strict); otherwise later tasks may overtake, up to
+    `bound` of them past the first that could not start (None: no bound)."""
     admission = Admission()
     blocked_by: str | None = None
-    for task in queue:
+    tested = -1  # candidates tested past the first that could not start; -1: none failed yet
+    for position, task in enumerate(queue):
         index = len(admission.waiting)
         if blocked_by is not None:
             admission.waiting[task.name] = Waiting(BehindTask(blocked_by), index)
             continue
+        if bound is not None and tested >= bound and slots > 0:
+            _not_considered(admission, queue[position:], bound)
+            return admission
+        if tested >= 0:
+            tested += 1
         if slots <= 0:
             waiting = Waiting(InflightLimit(), index)
         elif task.request.fits_in(free):
@@ -79,9 +92,16 @@ def _in_order(
         else:
             waiting = Waiting(shortfall(task.request, free), index)
         admission.waiting[task.name] = waiting
+        tested = max(tested, 0)
         if blocking:
             blocked_by = task.name
     return admission
+
+
+def _not_considered(admission: Admission, rest: Sequence[Candidate], bound: int) -> None:
+    """The tasks past the bound: in the queue's order, not tested this pass."""
+    for task in rest:
+        admission.waiting[task.name] = Waiting(NotConsidered(bound), len(admission.waiting))
 
 
 def strict(
@@ -93,11 +113,17 @@ def strict(
 
 
 def besteffort(
-    queue: Sequence[Candidate], free: Capacity, claims: Sequence[Claim], now: float, slots: int
+    queue: Sequence[Candidate],
+    free: Capacity,
+    claims: Sequence[Claim],
+    now: float,
+    slots: int,
+    bound: int | None = None,
 ) -> Admission:
-    """Kueue's BestEffortFIFO: anything that fits starts, in queue order. Can starve big tasks."""
+    """Kueue's BestEffortFIFO: anything that fits starts, in queue order. Can starve big tasks.
+    `bound`: at most this many tasks tested past the first that cannot start."""
     del claims, now
-    return _in_order(queue, free, slots, blocking=False)
+    return _in_order(queue, free, slots, blocking=False, bound=bound)
 
 
 @dataclass(frozen=True)
@@ -156,6 +182,7 @@ def backfill(
     now: float,
     slots: int,
     quota: QuotaView | None = None,
+    bound: int | None = None,
 ) -> Admission:
     """EASY backfilling, as Slurm does it.
 
@@ -166,7 +193,9 @@ def backfill(
     resources. A task without a timeout can only use the spare. If no reservation can be
     computed (the head needs what unbounded claims hold), the pass falls back to strict.
     With team queues, `quota` is the queue's view: its reservation waits for the queue's
-    quota as well as for the cluster, and what runs past it must fit in both.
+    quota as well as for the cluster, and what runs past it must fit in both. `bound` (Slurm's
+    bf_max_job_test): at most this many tasks are tested past the head that cannot start; the
+    rest wait NotConsidered.
     """
     admission = Admission()
     # Jobs started in this pass hold resources too; without them the shadow time would be early.
@@ -213,8 +242,11 @@ def backfill(
             min(extra.memory, reservation.quota_extra.memory),
         )
     admission.waiting[head.name] = Waiting(lacks, 0, note=ReservedStart(shadow))
-    for task in queue[index + 1 :]:
+    for tested, task in enumerate(queue[index + 1 :]):
         ahead = len(admission.waiting)
+        if bound is not None and tested >= bound and slots > 0:
+            _not_considered(admission, queue[index + 1 + tested :], bound)
+            break
         if slots <= 0:
             admission.waiting[task.name] = Waiting(InflightLimit(), ahead)
         elif not task.request.fits_in(free):
@@ -234,6 +266,23 @@ def backfill(
             behind = BehindReservation(head.name, shadow, task.timeout_seconds)
             admission.waiting[task.name] = Waiting(behind, ahead)
     return admission
+
+
+def admit_bounded(
+    name: str,
+    queue: Sequence[Candidate],
+    free: Capacity,
+    claims: Sequence[Claim],
+    now: float,
+    slots: int,
+    bound: int,
+) -> Admission:
+    """The policy `name` on one queue, its walk bounded as `backfill_candidates` says."""
+    if name == "backfill":
+        return backfill(queue, free, claims, now, slots, bound=bound)
+    if name == "besteffort":
+        return besteffort(queue, free, claims, now, slots, bound=bound)
+    return strict(queue, free, claims, now, slots)
 
 
 Policy = Callable[[Sequence[Candidate], Capacity, Sequence[Claim], float, int], Admission]

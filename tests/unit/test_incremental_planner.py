@@ -128,6 +128,8 @@ def options_of(draw: st.DrawFn) -> PlanOptions:
         scale_up_timeout_seconds=draw(st.sampled_from([30.0, 600.0])),
         # 1 and 2: most waiting tasks sit beyond the exact places, in buckets (issue 27).
         exact_queue_positions=draw(st.sampled_from([1, 2, 100])),
+        # 0 and 1: admission's walk stops early, the rest wait NotConsidered (issue 27).
+        backfill_candidates=draw(st.sampled_from([0, 1, 500])),
     )
 
 
