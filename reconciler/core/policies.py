@@ -13,6 +13,7 @@ from reconciler.core.waits import (
     BehindReservation,
     BehindTask,
     InflightLimit,
+    Lack,
     NoEstimate,
     NotConsidered,
     ReservedStart,
@@ -56,6 +57,10 @@ class QuotaView:
 class Admission:
     start: list[str] = field(default_factory=list)
     waiting: dict[str, Waiting] = field(default_factory=dict)
+    # Where the walk ended: from this index of the queue on, every task waits for the same
+    # lack (its place aside), whatever comes after it; None: the walk reached the end. The
+    # incremental planner gives the policy only the head of a long queue and fills in the rest.
+    tail: tuple[int, Lack] | None = None
 
 
 def _in_order(
@@ -77,8 +82,11 @@ def _in_order(
         if blocked_by is not None:
             admission.waiting[task.name] = Waiting(BehindTask(blocked_by), index)
             continue
+        if slots <= 0 and not blocking and admission.tail is None:
+            admission.tail = (position, InflightLimit())  # slots never come back in a pass
         if bound is not None and tested >= bound and slots > 0:
             _not_considered(admission, queue[position:], bound)
+            admission.tail = (position, NotConsidered(bound))
             return admission
         if tested >= 0:
             tested += 1
@@ -95,6 +103,7 @@ def _in_order(
         tested = max(tested, 0)
         if blocking:
             blocked_by = task.name
+            admission.tail = (position + 1, BehindTask(task.name))
     return admission
 
 
@@ -217,6 +226,7 @@ def backfill(
     if slots <= 0:
         for task in queue[index:]:
             admission.waiting[task.name] = Waiting(InflightLimit(), len(admission.waiting))
+        admission.tail = (index, InflightLimit())
         return admission
 
     lacks = shortfall(head.request, free)
@@ -232,6 +242,7 @@ def backfill(
         admission.waiting[head.name] = Waiting(lacks, 0, note=NoEstimate())
         for task in queue[index + 1 :]:
             admission.waiting[task.name] = Waiting(BehindTask(head.name), len(admission.waiting))
+        admission.tail = (index + 1, BehindTask(head.name))
         return admission
 
     shadow, extra = reservation.start, reservation.extra
@@ -246,9 +257,12 @@ def backfill(
         ahead = len(admission.waiting)
         if bound is not None and tested >= bound and slots > 0:
             _not_considered(admission, queue[index + 1 + tested :], bound)
+            admission.tail = (index + 1 + tested, NotConsidered(bound))
             break
         if slots <= 0:
             admission.waiting[task.name] = Waiting(InflightLimit(), ahead)
+            if admission.tail is None:
+                admission.tail = (index + 1 + tested, InflightLimit())
         elif not task.request.fits_in(free):
             admission.waiting[task.name] = Waiting(shortfall(task.request, free), ahead)
         elif task.timeout_seconds > 0 and now + task.timeout_seconds <= shadow:
@@ -275,7 +289,7 @@ def admit_bounded(
     claims: Sequence[Claim],
     now: float,
     slots: int,
-    bound: int,
+    bound: int | None,
 ) -> Admission:
     """The policy `name` on one queue, its walk bounded as `backfill_candidates` says."""
     if name == "backfill":

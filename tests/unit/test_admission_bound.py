@@ -4,7 +4,17 @@ NotConsidered, counted in the Summary. Strict stops at its first misfit as befor
 
 from __future__ import annotations
 
-from reconciler.core.policies import Candidate, Claim, backfill, besteffort, strict
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from reconciler.core.policies import (
+    Candidate,
+    Claim,
+    admit_bounded,
+    backfill,
+    besteffort,
+    strict,
+)
 from reconciler.core.waits import BehindTask, NotConsidered, Waiting
 from specs.cluster import Capacity
 from specs.models import Reason
@@ -72,3 +82,41 @@ def test_a_pass_says_the_bound_in_the_status_and_the_summary() -> None:
     world = PlanWorld(specs, capacity=Capacity(4, 0, 16 * GIB), options=unbounded)
     plan = world.step()
     assert plan.summary is not None and plan.summary.not_considered == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    policy=st.sampled_from(["strict", "backfill", "besteffort"]),
+    sizes=st.lists(st.sampled_from([1, 1, 2, 3, 5]), max_size=12),
+    timeouts=st.lists(st.sampled_from([0, 10, 200]), min_size=12, max_size=12),
+    free=st.integers(0, 6),
+    slots=st.integers(0, 5),
+    bound=st.sampled_from([None, 0, 1, 3]),
+    held=st.sampled_from([None, 50.0, 500.0]),
+)
+def test_the_walk_says_where_every_later_task_waits_alike(
+    policy: str,
+    sizes: list[int],
+    timeouts: list[int],
+    free: int,
+    slots: int,
+    bound: int | None,
+    held: float | None,
+) -> None:
+    """The tail the policy reports holds: from its index on, each task waits for that lack,
+    whatever follows (so a prefix of the queue gives the same answer for its tasks)."""
+    queue = [_cand(f"t{i}", c, timeouts[i]) for i, c in enumerate(sizes)]
+    claims = [Claim(Capacity(cpu=2), None if held is None else NOW + held)]
+    result = admit_bounded(policy, queue, Capacity(cpu=free), claims, NOW, slots, bound)
+    if result.tail is None:
+        return
+    index, lack = result.tail
+    for position, task in enumerate(queue[index:], start=index):
+        assert result.waiting[task.name] == Waiting(lack, position - len(result.start))
+    # The policy on any longer prefix says the same about the head before the tail.
+    for cut in range(index, len(queue) + 1):
+        again = admit_bounded(policy, queue[:cut], Capacity(cpu=free), claims, NOW, slots, bound)
+        assert again.start == result.start
+        assert {n: again.waiting[n] for n in again.waiting} == {
+            n: result.waiting[n] for n in again.waiting
+        }
