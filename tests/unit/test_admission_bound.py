@@ -111,8 +111,8 @@ def test_the_walk_says_where_every_later_task_waits_alike(
     if result.tail is None:
         return
     index, lack = result.tail
-    for position, task in enumerate(queue[index:], start=index):
-        assert result.waiting[task.name] == Waiting(lack, position - len(result.start))
+    for position, later in enumerate(queue[index:], start=index):
+        assert result.waiting[later.name] == Waiting(lack, position - len(result.start))
     # The policy on any longer prefix says the same about the head before the tail.
     for cut in range(index, len(queue) + 1):
         again = admit_bounded(policy, queue[:cut], Capacity(cpu=free), claims, NOW, slots, bound)
