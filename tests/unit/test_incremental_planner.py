@@ -79,7 +79,25 @@ def specs_of(draw: st.DrawFn, name: str) -> dict[str, Any]:
 
 
 @st.composite
-def steps(draw: st.DrawFn) -> tuple[Any, ...]:
+def plain_specs_of(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    """Tasks the fast pass takes (reconciler.core.queueorder): no dependencies, no explicit
+    submission id."""
+    fields: dict[str, Any] = {
+        "priority": draw(st.integers(0, 2)),
+        "cpu": draw(st.sampled_from([1, 1, 1, 2, 3, 9])),
+        "timeoutSeconds": draw(st.sampled_from([0, 0, 5, 50])),
+    }
+    if draw(st.booleans()):
+        fields["retry"] = RETRY
+    if draw(st.integers(0, 9)) == 0:
+        fields["suspend"] = True
+    return fields
+
+
+@st.composite
+def steps(
+    draw: st.DrawFn, names: tuple[str, ...] = NAMES, spec_of: Any = specs_of
+) -> tuple[Any, ...]:
     kind = draw(
         st.sampled_from(
             [
@@ -90,9 +108,9 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
             ]
         )
     )
-    name = draw(st.sampled_from(NAMES))
+    name = draw(st.sampled_from(names))
     if kind == "put":
-        return (kind, name, draw(specs_of(name)))
+        return (kind, name, draw(spec_of(name)))
     if kind == "ray":
         outcome = draw(st.sampled_from([RUNNING, RUNNING, SUCCEEDED, FAILED, STOPPED, "vanish"]))
         return (kind, draw(st.integers(0, 7)), outcome, draw(st.sampled_from([1, 2, 3])))
@@ -108,7 +126,7 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
         return (kind, draw(st.integers(0, 1000)))
     if kind == "lose_writes":
         # A status file that cannot be written for a while: the next passes get the old one.
-        lost = frozenset(draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3)))
+        lost = frozenset(draw(st.lists(st.sampled_from(names), min_size=1, max_size=3)))
         return (kind, lost, draw(st.sampled_from([1, 3, 10])))
     return (kind, name)
 
@@ -328,6 +346,64 @@ def test_incremental_plan_equals_full_plan_on_random_histories(
         world.run_pass()
         if step[0] == "tick":
             world.run_pass()  # the same inputs once more, at the same instant
+
+
+MANY = tuple(f"t{i:02d}" for i in range(24))
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    policy=st.sampled_from(["strict", "backfill", "besteffort"]),
+    exact=st.sampled_from([1, 2, 3]),
+    bound=st.sampled_from([0, 0, 1, 2, 500]),
+    inflight=st.sampled_from([1, 1, 2, 8]),
+    retention=st.sampled_from([None, 30.0]),
+    start=st.lists(st.tuples(st.sampled_from(MANY), plain_specs_of("x")), min_size=8, max_size=40),
+    history=st.lists(
+        st.tuples(
+            steps(MANY, plain_specs_of).filter(lambda s: s[0] != "scaling"),
+            st.sets(st.sampled_from(MANY), max_size=2),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+)
+def test_the_fast_pass_equals_the_full_plan(
+    policy: str,
+    exact: int,
+    bound: int,
+    inflight: int,
+    retention: float | None,
+    start: list[tuple[str, dict[str, Any]]],
+    history: list[tuple[tuple[Any, ...], set[str]]],
+) -> None:
+    """One queue, no preemption, dependencies or autoscaler: the incremental planner takes its
+    fast pass (the kept queue order, reconciler.core.queueorder), with many waiting tasks, few
+    exact places and a short walk, so places, buckets and the walk's tail all move."""
+    options = PlanOptions(
+        queue_id="q",
+        policy=policy,
+        exact_queue_positions=exact,
+        backfill_candidates=bound,
+        max_inflight=inflight,
+        ray_history_retention_seconds=retention,
+        lost_grace_seconds=5.0,
+        start_timeout_seconds=10.0,
+    )
+    world = History(options, None)
+    for name, fields in start:
+        world.apply(("put", name, fields))
+    world.run_pass()
+    for step, failing in history:
+        world.apply(step)
+        world.fail_once = frozenset(failing)
+        world.run_pass()
+        if step[0] == "tick":
+            world.run_pass()
 
 
 def test_unchanged_tasks_cost_no_reconcile(monkeypatch: pytest.MonkeyPatch) -> None:
