@@ -49,8 +49,7 @@ class Order:
     versions: Mapping[str, Hashable]
     keys: list[Entry]  # every waiting task, sorted
     key_of: Mapping[str, Entry]
-    quiet: frozenset[str]
-    loud: frozenset[str]  # of the specs, those not quiet: merged every pass
+    loud: frozenset[str]  # the tasks not quiet (every other one is): merged every pass
     heap: list[tuple[float, str]]  # quiet results' ends (stale entries are skipped)
     watch: Mapping[str, str]  # a submission id a quiet task's status names -> that task
     jobs: Mapping[str, RayJob]
@@ -179,7 +178,7 @@ def order_after_full(
     watch = {sid: n for n in quiet if (sid := statuses[n].status.submission_id) is not None}
     key_of = {e[3]: e for e in keys}
     loud = frozenset(specs) - quiet
-    return _order(ctx, versions, keys, key_of, quiet, loud, heap, watch, plan, None)
+    return _order(ctx, versions, keys, key_of, loud, heap, watch, plan, None)
 
 
 def _order(
@@ -187,7 +186,6 @@ def _order(
     versions: Mapping[str, Hashable],
     keys: list[Entry],
     key_of: Mapping[str, Entry],
-    quiet: frozenset[str],
     loud: frozenset[str],
     heap: list[tuple[float, str]],
     watch: Mapping[str, str],
@@ -203,14 +201,13 @@ def _order(
     assert summary is not None
     return Order(
         now=ctx.now,
-        versions=dict(versions),
+        versions=versions,  # the caller's: it must not change it afterwards
         keys=keys,
         key_of=key_of,
-        quiet=quiet,
         loud=loud,
         heap=heap,
         watch=watch,
-        jobs=dict(ctx.obs.jobs or {}),
+        jobs=ctx.obs.jobs or {},
         statuses=plan.statuses,
         counts=counts
         if counts is not None
@@ -245,7 +242,7 @@ def fast_pass(
     redo = set(changed)
     while heap and heap[0][0] < now:
         item = heappop(heap)
-        if _current(item, order.quiet, previous):
+        if _current(item, order.loud, previous):
             redo.add(item[1])
     jobs = ctx.obs.jobs or {}
     if jobs is not order.jobs:
@@ -270,7 +267,7 @@ def fast_pass(
     for name in merged:
         planner.merge(ctx, name, results[name])
     # The quiet results' earliest end (a redone task's old entry is stale: its own counts).
-    while heap and (heap[0][1] in redo or not _current(heap[0], order.quiet, previous)):
+    while heap and (heap[0][1] in redo or not _current(heap[0], order.loud, previous)):
         heappop(heap)
     if heap:
         ctx.until = min(ctx.until, heap[0][0])
@@ -308,8 +305,10 @@ def fast_pass(
     cleanup.stop_strays(ctx, ctx.env.ours, specs)
     # The head of the queue, long enough that the policy's walk ends in it.
     options = ctx.options
-    head = options.exact_queue_positions + options.backfill_candidates + options.max_inflight
-    head = min(len(keys), head + 2)
+    head = options.exact_queue_positions + options.max_inflight + 2
+    if options.policy != "strict":  # strict's walk ends at its first misfit
+        head += options.backfill_candidates
+    head = min(len(keys), head)
     while True:
         for e in keys[:head]:
             adopt(e[3])
@@ -397,11 +396,10 @@ def fast_pass(
     )
     plan = planner.freeze(ctx, statuses, out, summary, touched)
     # What the next pass keeps.
-    quiet, loud = set(order.quiet), set(order.loud)
+    loud = set(order.loud)
     watch = dict(order.watch)
     for name in touched | deleted | set(merged):
-        was_quiet = name in quiet
-        quiet.discard(name)
+        was_quiet = name in order.statuses and name not in order.loud
         loud.discard(name)
         if was_quiet:
             gone = statuses[name].status.submission_id if name in statuses else None
@@ -411,7 +409,6 @@ def fast_pass(
             continue
         result = result_of(name) if name in kept else None
         if result is not None and _quiet(result, statuses.get(name), out.get(name)):
-            quiet.add(name)
             named = statuses[name].status.submission_id
             if named is not None:
                 watch[named] = name
@@ -420,9 +417,7 @@ def fast_pass(
         else:
             loud.add(name)
     counts = (queued, starting, running)
-    following = _order(
-        ctx, versions, keys, key_of, frozenset(quiet), frozenset(loud), heap, watch, plan, counts
-    )
+    following = _order(ctx, versions, keys, key_of, frozenset(loud), heap, watch, plan, counts)
     return plan, kept, following
 
 
@@ -431,10 +426,10 @@ def _candidate(result: TaskResult) -> policies.Candidate:
     return result.waiter.candidate
 
 
-def _current(item: tuple[float, str], quiet: frozenset[str], kept: Mapping[str, Kept]) -> bool:
+def _current(item: tuple[float, str], loud: frozenset[str], kept: Mapping[str, Kept]) -> bool:
     until, name = item
     entry = kept.get(name)
-    return name in quiet and entry is not None and entry.result.valid_until == until
+    return name not in loud and entry is not None and entry.result.valid_until == until
 
 
 def _near_edges(
