@@ -25,7 +25,8 @@ from bisect import bisect_left, insort
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
-from operator import itemgetter
+from itertools import compress
+from operator import itemgetter, ne
 
 from reconciler.core import admission, cleanup, planner, policies
 from reconciler.core.admission import admit_prefix, place_far
@@ -235,7 +236,7 @@ def fast_pass(
     if now < order.now or order.flagged:
         return None
     # What changed, at C speed: versions, names; what expired, from the heap.
-    changed = {n for n, _ in versions.items() - order.versions.items()}
+    changed = _changed(versions, order.versions)
     changed |= specs.keys() - versions.keys()
     deleted = order.statuses.keys() - specs.keys()
     heap = list(order.heap)
@@ -419,6 +420,14 @@ def fast_pass(
     counts = (queued, starting, running)
     following = _order(ctx, versions, keys, key_of, frozenset(loud), heap, watch, plan, counts)
     return plan, kept, following
+
+
+def _changed(versions: Mapping[str, Hashable], before: Mapping[str, Hashable]) -> set[str]:
+    """The names whose version is new or differs, at C speed: compared in place when both
+    list the same names in the same order (the loop builds them so), else as sets."""
+    if len(versions) == len(before) and list(versions) == list(before):
+        return set(compress(versions, map(ne, versions.values(), before.values())))
+    return {n for n, _ in versions.items() - before.items()}
 
 
 def _candidate(result: TaskResult) -> policies.Candidate:
