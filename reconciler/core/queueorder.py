@@ -60,6 +60,7 @@ class Order:
     tail: Reason | None  # why every task past the walk waited; None: no such task
     started: int  # started in the last pass (still in `keys` then)
     flagged: frozenset[str]  # tasks that need the full pass (dependencies, arrays, ...)
+    names: list[str]  # the specs' names, in the order given
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,7 @@ def order_after_full(
     watch = {sid: n for n in quiet if (sid := statuses[n].status.submission_id) is not None}
     key_of = {e[3]: e for e in keys}
     loud = frozenset(specs) - quiet
-    return _order(ctx, versions, keys, key_of, loud, heap, watch, plan, None)
+    return _order(ctx, versions, keys, key_of, loud, heap, watch, plan, None, list(specs))
 
 
 def _order(
@@ -192,6 +193,7 @@ def _order(
     watch: Mapping[str, str],
     plan: Plan,
     counts: tuple[int, int, int] | None,
+    names: list[str] | None = None,
 ) -> Order:
     walk = ctx.walk
     assert walk is not None
@@ -219,6 +221,7 @@ def _order(
         else None,
         started=started,
         flagged=frozenset(),
+        names=list(plan.statuses) if names is None else names,
     )
 
 
@@ -236,9 +239,14 @@ def fast_pass(
     if now < order.now or order.flagged:
         return None
     # What changed, at C speed: versions, names; what expired, from the heap.
+    names = list(specs)
     changed = _changed(versions, order.versions)
-    changed |= specs.keys() - versions.keys()
-    deleted = order.statuses.keys() - specs.keys()
+    if names == order.names:  # the same tasks as last time (compared at C speed)
+        deleted: set[str] = set()
+    else:
+        deleted = order.statuses.keys() - specs.keys()
+    if names != list(versions):
+        changed |= specs.keys() - versions.keys()
     heap = list(order.heap)
     redo = set(changed)
     while heap and heap[0][0] < now:
@@ -418,7 +426,9 @@ def fast_pass(
         else:
             loud.add(name)
     counts = (queued, starting, running)
-    following = _order(ctx, versions, keys, key_of, frozenset(loud), heap, watch, plan, counts)
+    following = _order(
+        ctx, versions, keys, key_of, frozenset(loud), heap, watch, plan, counts, names
+    )
     return plan, kept, following
 
 
