@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.core import incremental, planner
+from reconciler.core import incremental, lifecycle, planner
 from reconciler.core.incremental import Memo, plan_incremental
 from reconciler.core.planner import Observation, Plan, TaskInput, plan
 from specs.cluster import (
@@ -465,3 +465,46 @@ def test_a_deadline_is_kept_to_the_last_float() -> None:
     assert world.run_pass().timeouts == []
     world.now = boundary.timestamp()
     assert [t.task for t in world.run_pass().timeouts] == ["a"]
+
+
+def test_a_start_at_the_head_looks_at_the_head_not_the_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The kept order (reconciler.core.queueorder): when a job ends and the next task starts,
+    the pass sets the statuses of the exact places and the bucket edges, reconciles only the
+    tasks whose inputs changed, and hands every other status back as it was given."""
+    options = PlanOptions(queue_id="q", policy="strict", exact_queue_positions=5)
+    world = History(options, None, capacity=Capacity(2, 0, 16 * GIB))
+    for i in range(400):
+        world.apply(("put", f"t{i:03d}", {"priority": 1, "timeoutSeconds": 50}))
+    for _ in range(3):
+        world.run_pass()
+    world.apply(("ray", 0, RUNNING, 0))
+    world.apply(("ray", 1, RUNNING, 0))
+    world.run_pass()
+    world.run_pass()
+    assert world.memo.order is not None  # the next pass may take the fast path
+    queued: list[str] = []
+    reconciled: list[str] = []
+    real_queue, real_reconcile = lifecycle.queue, planner.reconcile_task
+
+    def counting_queue(body: Any, *args: Any) -> Any:
+        queued.append(body.phase)
+        return real_queue(body, *args)
+
+    def counting_reconcile(env: planner.TaskEnv, spec: TaskInput, prev: Any, now: float) -> Any:
+        reconciled.append(spec.name)
+        return real_reconcile(env, spec, prev, now)
+
+    monkeypatch.setattr(lifecycle, "queue", counting_queue)
+    monkeypatch.setattr(planner, "reconcile_task", counting_reconcile)
+    world.apply(("ray", 0, SUCCEEDED, 0))
+    before = dict(world.statuses)
+    result = world.run_pass()  # compared with plan(): the same plan
+    # plan() (run by the comparison) reconciles all 400; the fast pass only the ended one.
+    assert reconciled.count("t000") == 2 and len(reconciled) == 400 + 1
+    assert [s.task for s in result.submits] == ["t002"]
+    # The fast pass placed the exact five and the task at the bucket edge; plan() all 397.
+    assert len(queued) - 397 <= 8
+    same = [n for n in before if result.statuses[n] is before[n]]
+    assert len(same) >= 390
