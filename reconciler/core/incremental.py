@@ -17,7 +17,7 @@ and an empty memo gives `plan`'s work exactly.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Collection, Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -78,17 +78,21 @@ def plan_incremental(
     usage: QueueUsage | None = None,
     versions: Mapping[str, Hashable] | None = None,
     queue_error: str | None = None,
+    changed: Collection[str] | None = None,
 ) -> tuple[Plan, Memo]:
     """`planner.plan(specs, statuses, observed, now, options, queues=queues)`, and the memo
     for the next pass. `versions`: each task's version, a value that changes whenever its spec
     or its status does (the loop builds it from the store's generations); a task without one
-    is always reconciled anew."""
+    is always reconciled anew. `changed`: the names whose version differs from the last
+    pass's, when the caller knows them (else they are found by comparing `versions`)."""
     world = _world(observed, options, queues)
     previous = memo.kept if memo.world == world else {}
     if memo.order is not None and previous and versions:
         ctx = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
         if queueorder.fast_enough(ctx):
-            done = queueorder.fast_pass(ctx, memo.order, previous, specs, statuses, versions)
+            done = queueorder.fast_pass(
+                ctx, memo.order, previous, specs, statuses, versions, changed
+            )
             if done is not None:
                 return done[0], Memo(world, done[1], done[2])
     ctx = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, insort
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
 from itertools import compress
@@ -232,6 +232,7 @@ def fast_pass(
     specs: Mapping[str, TaskInput],
     statuses: Mapping[str, TaskStatus],
     versions: Mapping[str, Hashable],
+    given: Collection[str] | None = None,
 ) -> tuple[Plan, dict[str, Kept], Order] | None:
     """`planner.finish`'s plan, redoing only what can have changed; None: this pass needs the
     full one (nothing of `ctx` is used then: the caller starts again)."""
@@ -240,7 +241,7 @@ def fast_pass(
         return None
     # What changed, at C speed: versions, names; what expired, from the heap.
     names = list(specs)
-    changed = _changed(versions, order.versions)
+    changed = set(given) if given is not None else _changed(versions, order.versions)
     if names == order.names:  # the same tasks as last time (compared at C speed)
         deleted: set[str] = set()
     else:

@@ -187,6 +187,8 @@ class History:
     fail_once: frozenset[str] = frozenset()
     memo: Memo = incremental.EMPTY
     compare: bool = True  # also run plan() and check the two agree
+    tell_changed: bool = False  # hand the planner the names whose version changed
+    last_versions: dict[str, Any] = field(default_factory=dict)
     # Generations, as the store stamps them: a new one for each spec read and status written.
     generations: Any = field(default_factory=lambda: itertools.count(1))
     spec_generation: dict[str, int] = field(default_factory=dict)
@@ -255,6 +257,10 @@ class History:
         versions = {
             n: (self.spec_generation[n], self.status_generation.get(n, 0)) for n in self.specs
         }
+        changed = None
+        if self.tell_changed:
+            changed = {n for n, v in versions.items() if self.last_versions.get(n) != v}
+        self.last_versions = versions
         inc, self.memo = plan_incremental(
             self.memo,
             self.specs,
@@ -264,6 +270,7 @@ class History:
             self.options,
             queues=self.queues,
             versions=versions,
+            changed=changed,
         )
         # The state machine refusing a transition is a planner bug.
         assert not [e for e in inc.events if e.reason is Reason.ILLEGAL_TRANSITION], inc.events
@@ -362,6 +369,7 @@ MANY = tuple(f"t{i:02d}" for i in range(24))
     bound=st.sampled_from([0, 0, 1, 2, 500]),
     inflight=st.sampled_from([1, 1, 2, 8]),
     retention=st.sampled_from([None, 30.0]),
+    tell=st.booleans(),
     start=st.lists(st.tuples(st.sampled_from(MANY), plain_specs_of("x")), min_size=8, max_size=40),
     history=st.lists(
         st.tuples(
@@ -378,6 +386,7 @@ def test_the_fast_pass_equals_the_full_plan(
     bound: int,
     inflight: int,
     retention: float | None,
+    tell: bool,
     start: list[tuple[str, dict[str, Any]]],
     history: list[tuple[tuple[Any, ...], set[str]]],
 ) -> None:
@@ -394,7 +403,7 @@ def test_the_fast_pass_equals_the_full_plan(
         lost_grace_seconds=5.0,
         start_timeout_seconds=10.0,
     )
-    world = History(options, None)
+    world = History(options, None, tell_changed=tell)
     for name, fields in start:
         world.apply(("put", name, fields))
     world.run_pass()
