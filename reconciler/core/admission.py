@@ -494,13 +494,15 @@ def admit_prefix(
     prefix: list[policies.Candidate],
     admission: policies.Admission,
     unchanged: Callable[[str, Reason, str], bool],
+    adopt: Callable[[str], None],
 ) -> Walk:
     """`admit` on the head of the queue, for a pass with one queue and no preemption,
     autoscaler, array cap, dependency gate or stopping victim (the incremental planner checks
     that). `prefix`: the first candidates in order, long enough that the policy's walk ends in
     it (`Admission.tail`) or the whole queue. `unchanged(name, reason, bucket)`: whether a far
     task's status already says so, in which case it is left as it is. `admission`: the
-    policy's walk over `prefix` (walk_policy)."""
+    policy's walk over `prefix` (walk_policy). `adopt(name)`: puts a task's own result in
+    the pass (its body and task) before admission reads or sets them."""
     started = set(admission.start)
     exact = ctx.options.exact_queue_positions
     touched: list[str] = []
@@ -509,6 +511,7 @@ def admit_prefix(
     for candidate in prefix:
         name = candidate.name
         if name in started:
+            adopt(name)
             _start(ctx, candidate)
             touched.append(name)
             continue
@@ -517,7 +520,6 @@ def admit_prefix(
         waiting = admission.waiting[name]
         if isinstance(waiting.lacks, NotConsidered):
             ctx.not_considered += 1
-        body = ctx.bodies[name]
         eta = waiting.estimated_start
         if eta is not None:
             ctx.until = min(ctx.until, max(eta, ctx.now))
@@ -525,11 +527,15 @@ def admit_prefix(
             bucket = position_bucket(place, exact)
             if unchanged(name, waiting.reason, bucket):
                 continue
+            adopt(name)
+            body = ctx.bodies[name]
             message = far_message(bucket, waiting, None)
             ctx.bodies[name] = lifecycle.queue(
                 body, None, waiting.reason, message, None, None, bucket
             )
         else:
+            adopt(name)
+            body = ctx.bodies[name]
             at = to_datetime(eta) if eta else None
             ctx.bodies[name] = lifecycle.queue(
                 body, place, waiting.reason, waiting.message, at, None, None

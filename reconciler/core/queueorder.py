@@ -320,8 +320,6 @@ def fast_pass(
         head += options.backfill_candidates
     head = min(len(keys), head)
     while True:
-        for e in keys[:head]:
-            adopt(e[3])
         candidates = [_candidate(result_of(e[3])) for e in keys[:head]]
         walked = admission.walk_policy(ctx, candidates)
         if walked.tail is not None or head == len(keys):
@@ -338,7 +336,7 @@ def fast_pass(
             and body.reason == reason
         )
 
-    walk = admit_prefix(ctx, candidates, walked, unchanged)
+    walk = admit_prefix(ctx, candidates, walked, unchanged, adopt)
     started = len(walk.admission.start)
     tail_at, lack = walk.admission.tail or (None, None)
     if head < len(keys):
