@@ -277,7 +277,7 @@ def fast_pass(
     for name in merged:
         planner.merge(ctx, name, results[name])
     # The quiet results' earliest end (a redone task's old entry is stale: its own counts).
-    while heap and (heap[0][1] in redo or not _current(heap[0], order.loud, previous)):
+    while heap and (heap[0][1] in redo or not _current(heap[0], order.loud, kept)):
         heappop(heap)
     if heap:
         ctx.until = min(ctx.until, heap[0][0])

@@ -188,6 +188,7 @@ class History:
     memo: Memo = incremental.EMPTY
     compare: bool = True  # also run plan() and check the two agree
     tell_changed: bool = False  # hand the planner the names whose version changed
+    every_field: bool = False  # also the deadline, write classes and stillness alike
     last_versions: dict[str, Any] = field(default_factory=dict)
     # Generations, as the store stamps them: a new one for each spec read and status written.
     generations: Any = field(default_factory=lambda: itertools.count(1))
@@ -277,6 +278,9 @@ class History:
         if self.compare:
             full = plan(self.specs, before, observed, at, self.options, queues=self.queues)
             assert_same(full, inc, before)
+            if self.every_field:
+                assert (inc.deadline, inc.still) == (full.deadline, full.still)
+                assert inc.write_classes == full.write_classes
         if self.compare and inc.still_until is not None:
             self._check_still(inc.still_until, before, observed)
         self._follow(inc)
@@ -403,7 +407,7 @@ def test_the_fast_pass_equals_the_full_plan(
         lost_grace_seconds=5.0,
         start_timeout_seconds=10.0,
     )
-    world = History(options, None, tell_changed=tell)
+    world = History(options, None, tell_changed=tell, every_field=True)
     for name, fields in start:
         world.apply(("put", name, fields))
     world.run_pass()
