@@ -30,11 +30,12 @@ from reconciler.shell.queuefile import Loaded, UsageBook, read_status
 from reconciler.shell.repeats import Repeating
 from reconciler.shell.scaling import AutoscalerMetrics, ScaleRequests
 from reconciler.shell.still import StillPass, Version
+from reconciler.shell.tally import Tally
 from specs.cluster import (
     Autoscaler,
     RayAdapter,
 )
-from specs.models import Reason, SourceRef, Task, TaskStatus
+from specs.models import Phase, Reason, SourceRef, Task, TaskStatus
 from specs.runtimepaths import OFF, RuntimePaths
 from specs.settings import Settings
 from specs.store import FolderUnavailable, SpecEntry, TaskStore
@@ -143,6 +144,11 @@ class Reconciler:
         # so that their uid (minted from the pass that first saw them) stays the same until
         # one is on disk. Nothing was submitted for them (nothing is without its record).
         self._unrecorded: dict[str, TaskStatus] = {}
+        # Each status's (queue, phase, reason), counted for _queues.status.yaml and updated by
+        # the statuses that changed (a full walk counts them all again).
+        self._phases: Tally[tuple[str | None, Phase, str | None]] = Tally(
+            lambda s: (s.status.queue, s.status.phase, s.status.reason)
+        )
 
     # -- one pass ------------------------------------------------------------------------------
     def observe(self) -> Observation:
@@ -449,14 +455,18 @@ class Reconciler:
             return  # Ray was not asked this pass: keep the last figures
         if self.metrics is not None:
             self.metrics.observe_queues(admission.states if admission is not None else {})
-        phases = {
-            n: (s.status.queue, s.status.phase, s.status.reason) for n, s in plan.statuses.items()
-        }
+        self._phases.update(plan.statuses, None if self._walking else plan.write_classes.keys())
+        counts: dict[str, tuple[int, int]] = {}
+        for key, many in self._phases.counts.items():
+            # The core's rule of what counts, applied once per distinct (queue, phase, reason).
+            for queue, (pending, admitted) in queueing.counts_by_queue({"": key}).items():
+                was = counts.get(queue, (0, 0))
+                counts[queue] = (was[0] + many * pending, was[1] + many * admitted)
         document = queueing.status_document(
             queues.state,
             admission.states if admission is not None else {},
             admission.weights if admission is not None else {},
-            queueing.counts_by_queue(phases),
+            counts,
             admission.oversubscribed if admission is not None else None,
             self.usage.past if queues.config is not None else None,
             self.usage.at,
@@ -478,10 +488,12 @@ class Reconciler:
         """Write the statuses that changed, each as its class says (reconciler/shell/writes.py);
         return the names whose write failed."""
         unwritten: set[str] = set()
-        names = plan.statuses if only is None else [n for n in plan.statuses if n in only]
+        # Only the changed statuses: the planner names every one in write_classes (tested in
+        # tests/unit/test_write_classes.py), so a pass costs what changed, not every task.
+        names = plan.write_classes if only is None else only
         for name in names:
-            status = plan.statuses[name]
-            if name in skip or before.get(name) is status:
+            status = plan.statuses.get(name)
+            if status is None or name in skip or before.get(name) is status:
                 continue  # the planner hands back the very object it was given: unchanged
             if name in classes.deferred:
                 self.store.defer_status(name, status)
@@ -515,12 +527,17 @@ class Reconciler:
             summary.starting,
             summary.running,
         )
+        # Only the statuses that changed are looked at (the planner names every one of them
+        # in write_classes); a full walk looks at all of them again.
+        changed = None if self._walking else plan.write_classes.keys()
         # Priorities only of the tasks whose status changed: the rest count for gauges only.
         priorities: dict[str, int] = {}
-        for name, status in plan.statuses.items():
+        for name in plan.write_classes:
             cached = self._inputs.get(name)
-            if before.get(name) is not status and cached is not None and cached[1].task:
-                priorities[name] = cached[1].task.spec.priority
+            status = plan.statuses.get(name)
+            task = cached[1].task if cached is not None else None
+            if status is not None and before.get(name) is not status and task is not None:
+                priorities[name] = task.spec.priority
         self.observer.observe(
             now,
             before,
@@ -529,6 +546,7 @@ class Reconciler:
             ray_available=observed.available,
             priorities=priorities,
             submitted={submit.task for submit in plan.submits},
+            changed=changed,
         )
 
     # -- the loop ------------------------------------------------------------------------------
