@@ -95,6 +95,7 @@ class Reconciler:
         # name -> its input with the commit its file came from (git_revision), kept between
         # passes and updated by the inputs that changed, or all when git's answer changed.
         self._sourced: dict[str, TaskInput] = {}
+        self._sources_stale = False  # a pass failed after reading: rebuild _sourced at the next
         self._source_version = 0  # a new one whenever git's answer changes
         self.wake = threading.Event()
         # Filled by the watcher (reconciler/app/assembly.py); with none attached, every pass walks.
@@ -246,8 +247,9 @@ class Reconciler:
         names: AbstractSet[str] = self._spec_changes
         if revision != self._revision:
             self._source_version += 1
+        if revision != self._revision or self._sources_stale:
             names = self._specs.inputs.keys() | self._sourced.keys()
-        self._revision = revision
+        self._revision, self._sources_stale = revision, False
         for name in names:
             base = self._specs.inputs.get(name)
             if base is None:
@@ -263,10 +265,19 @@ class Reconciler:
 
     def run_pass(self) -> Plan | None:
         with self._lock:
-            if self.metrics is None:
-                return self._run_pass()
-            with self.metrics.time_pass():
-                return self._run_pass()
+            try:
+                if self.metrics is None:
+                    return self._run_pass()
+                with self.metrics.time_pass():
+                    return self._run_pass()
+            except BaseException:
+                # What this pass read may be in the store's records and not yet in what the
+                # loop keeps (sources, versions): the next pass rebuilds those from all it reads.
+                self._sources_stale, self._versions_of = True, None
+                self._phases.stale()  # and counts what its plan changed from all statuses
+                if self.metrics is not None:
+                    self.metrics.recount()
+                raise
 
     def _run_pass(self) -> Plan | None:
         changed = self._changed_paths()

@@ -379,6 +379,10 @@ class QueueMetrics:
             self.reserved.labels(resource).set(getattr(reserved, resource))
         self.ray_available.set(1 if ray_available else 0)
 
+    def recount(self) -> None:
+        """The next observe_pass counts the gauges from every status."""
+        self._tally.stale()
+
     def _gauge_of(self, status: TaskStatus) -> tuple[str, str, str] | None:
         body = status.status
         if body.phase in WAITING:

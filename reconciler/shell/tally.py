@@ -25,11 +25,17 @@ class Tally(Generic[K]):
         self._keys: dict[str, K | None] = {}
         self.counts: Counter[K] = Counter()
         self.recounts = 0  # full counts so far (for tests)
+        self._stale = False
+
+    def stale(self) -> None:
+        """The next update counts everything anew (a pass failed between its changes and
+        their count)."""
+        self._stale = True
 
     def update(self, after: Mapping[str, TaskStatus], changed: Collection[str] | None) -> None:
         """Count `after`. `changed`: every name whose status is new, changed or gone since
         the last update (the plan's write_classes); None: count everything anew."""
-        if changed is not None and self.recounts:
+        if changed is not None and self.recounts and not self._stale:
             for name in changed:
                 self._set(name, after.get(name))
             if len(self._keys) == len(after):
@@ -38,6 +44,7 @@ class Tally(Generic[K]):
         self._keys.clear()
         self.counts.clear()
         self.recounts += 1
+        self._stale = False
         for name, status in after.items():
             self._set(name, status)
 

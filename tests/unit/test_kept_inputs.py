@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -156,3 +157,27 @@ def test_a_pass_of_events_reads_only_what_they_name(tmp_path: Path) -> None:
     assert rec._versions_full is False  # versions updated for what changed, not rebuilt
     assert rec._specs.inputs["t05"].task.spec.entrypoint == "python edited.py"  # type: ignore[union-attr]
     _check(w, shadow)
+
+
+def test_a_failed_pass_leaves_nothing_kept_behind(tmp_path: Path) -> None:
+    """A pass that raises after the store handed out its changes: the next pass rebuilds the
+    versions rather than miss them."""
+    write_task(tmp_path, "a", "true")
+    w = _checked(World.build(tmp_path, Capacity(2, 0, 16 * 2**30), queue_id="q"))
+    rec = w.reconciler
+    rec.events.armed()
+    w.step(2)
+    path = write_task(tmp_path, "a", "python edited.py")
+    rec.events.add([str(path)])
+    versions = rec._versions
+
+    def fail(*args: Any) -> Any:
+        raise RuntimeError("a bad pass")
+
+    rec._versions = fail  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):
+        w.step()
+    rec._versions = versions  # type: ignore[method-assign]
+    w.step()  # nothing new named: the edit must still reach the kept versions
+    assert rec._versions_full is True
+    assert rec._version_map["a"].spec == rec._inputs["a"][0].generation

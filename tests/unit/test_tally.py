@@ -114,3 +114,14 @@ def test_metrics_from_changed_names_equal_metrics_from_every_status() -> None:
     assert incremental._tally.recounts == 1
     finished = incremental.finished.labels("default", "Succeeded")._value.get()
     assert finished == full.finished.labels("default", "Succeeded")._value.get() == 1
+
+
+def test_a_stale_tally_counts_everything_at_its_next_update() -> None:
+    tally: Tally[tuple[str | None, Phase]] = Tally(key_of)
+    world = {n: status(Phase.QUEUED) for n in NAMES}
+    tally.update(world, None)
+    world["t0"] = status(Phase.RUNNING)  # changed in a pass that failed before counting it
+    tally.stale()
+    tally.update(world, set())  # the next pass names nothing: t0's object is unchanged now
+    assert tally.recounts == 2
+    assert tally.counts[(None, Phase.RUNNING)] == 1
