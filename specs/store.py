@@ -178,7 +178,8 @@ class TaskStore(_StatusSidecars):
         self, changed: Iterable[str] | None = None
     ) -> tuple[dict[str, SpecEntry], set[str] | None]:
         """scan(changed), and the task names whose entry may differ from the last scan's
-        (array elements by their own names); None after a full walk: any may."""
+        (array elements by their own names); None after a full walk: any may. For the one
+        reader that scans this store (the loop; others beside it use `scanned`)."""
         with self._lock:
             names = None if changed is None else self._names_of(changed)
             if names is not None:
