@@ -51,6 +51,22 @@ def assert_identical(full: Plan, inc: Plan, before: dict[str, TaskStatus]) -> No
         assert getattr(inc, f.name) == getattr(full, f.name), f.name
 
 
+def changes(result: Plan, before: dict[str, TaskStatus]) -> dict[str, Any]:
+    """What a plan changes, briefly (for a failure's message)."""
+    moved = {
+        name: (status.status.phase.value, status.status.reason, status.status.message)
+        for name, status in result.statuses.items()
+        if status is not before.get(name)
+    }
+    acted = {
+        f.name: getattr(result, f.name)
+        for f in dataclasses.fields(Plan)
+        if f.name in ("submits", "stops", "timeouts", "preemptions", "deletes", "events")
+        and getattr(result, f.name)
+    }
+    return {"statuses": moved, **acted, "write_classes": dict(result.write_classes)}
+
+
 @dataclass
 class History:
     """Plays a history against both planners, applying each plan as the loop and Ray would."""
@@ -177,7 +193,7 @@ class History:
             if at.timestamp() > until:
                 continue  # a datetime holds microseconds: this one rounded past the edge
             again = plan(self.specs, before, observed, at, self.options, queues=self.queues)
-            assert again.still_until is not None, (when - self.now, again)
+            assert again.still_until is not None, (when - self.now, changes(again, before))
             assert again.statuses == before
 
     def _follow(self, result: Plan) -> None:
