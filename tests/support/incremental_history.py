@@ -85,6 +85,9 @@ class History:
     fail_once: frozenset[str] = frozenset()
     memo: Memo = incremental.EMPTY
     compare: bool = True  # also run plan() and check the two agree
+    # A known gap in the still check to pass over (a predicate on the later plan and the
+    # statuses before), for a bug reported and pinned by an xfail test elsewhere; None: none.
+    still_gap: Callable[[Plan, dict[str, TaskStatus]], bool] | None = None
     # How the two plans are compared: assert_same (the decisions and the statuses), or
     # assert_identical (every field of the Plan).
     check: Callable[[Plan, Plan, dict[str, TaskStatus]], None] = field(
@@ -193,6 +196,8 @@ class History:
             if at.timestamp() > until:
                 continue  # a datetime holds microseconds: this one rounded past the edge
             again = plan(self.specs, before, observed, at, self.options, queues=self.queues)
+            if self.still_gap is not None and self.still_gap(again, before):
+                continue
             assert again.still_until is not None, (when - self.now, changes(again, before))
             assert again.statuses == before
 
