@@ -84,8 +84,9 @@ def names_of(size: int) -> tuple[str, ...]:
     return tuple(f"{FOLDERS[(i * 5) % len(FOLDERS)]}t{(i * 37) % 1000:03d}" for i in range(size))
 
 
-def fields_from(seed: int, names: tuple[str, ...], name: str) -> dict[str, Any]:
-    """A spec's fields from a seed: a batch of many tasks costs Hypothesis one number."""
+def fields_from(seed: int, names: tuple[str, ...], name: str, plain: bool) -> dict[str, Any]:
+    """A spec's fields from a seed: a batch of many tasks costs Hypothesis one number. `plain`:
+    no dependency and no explicit submission id (the tasks a fast admission path may take)."""
     rng = random.Random(seed)
     fields: dict[str, Any] = {
         "priority": rng.choice(PRIORITIES),
@@ -99,9 +100,9 @@ def fields_from(seed: int, names: tuple[str, ...], name: str) -> dict[str, Any]:
         fields["suspend"] = True
     if rng.random() < 0.05:
         fields["resources"] = {"gpu": 1}  # no capacity drawn has a GPU
-    if rng.random() < 0.05:
+    if not plain and rng.random() < 0.1:
         fields["dependsOn"] = [{"name": rng.choice([n for n in names if n != name])}]
-    if rng.random() < 0.03:
+    if not plain and rng.random() < 0.06:
         fields["submissionId"] = rng.choice(["shared", "shared", "other"])
     return fields
 
@@ -154,7 +155,7 @@ def options_of(draw: st.DrawFn) -> PlanOptions:
     extra: dict[str, Any] = {}
     if "backfill_candidates" in {f.name for f in dataclasses.fields(PlanOptions)}:
         # The bound on candidates tried past the first misfit (issue 27), where it exists.
-        extra["backfill_candidates"] = draw(st.sampled_from([1, 2, 5, 100]))
+        extra["backfill_candidates"] = draw(st.sampled_from([0, 1, 2, 5, 500]))
     return PlanOptions(
         queue_id="q",
         policy=draw(st.sampled_from(["strict", "backfill", "besteffort"])),
@@ -176,6 +177,7 @@ class Sequence:
 
     world: History
     names: tuple[str, ...]
+    plain: bool = False  # only tasks without dependencies and explicit submission ids
     fields: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def name(self, index: int) -> str:
@@ -190,10 +192,10 @@ class Sequence:
         if kind == "add":  # a batch, queued in one pass: equal queuedAt
             absent = [n for n in self.names if n not in world.specs][: step[1]]
             for offset, name in enumerate(absent):
-                self.put(name, fields_from(step[2] + offset, self.names, name))
+                self.put(name, fields_from(step[2] + offset, self.names, name, self.plain))
         elif kind == "put":
             name = self.name(step[1])
-            self.put(name, fields_from(step[2], self.names, name))
+            self.put(name, fields_from(step[2], self.names, name, self.plain))
         elif kind == "edit":  # the same edit to a run of present tasks
             present = sorted(n for n in self.fields if n in world.specs)
             for name in present[step[2] % max(len(present), 1) :][: step[1]]:
@@ -264,6 +266,7 @@ def queues_of(text: str | None) -> QueueConfig | None:
     size=st.sampled_from([20, 20, 40, 60, 100, 200]),
     first=st.integers(0, 2**16),
     cpus=st.sampled_from([4, 8, 16]),
+    plain=st.booleans(),
     sequence=st.lists(steps(), min_size=1, max_size=40),
 )
 def test_incremental_plan_equals_full_plan_on_long_sequences(
@@ -272,6 +275,7 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
     size: int,
     first: int,
     cpus: int,
+    plain: bool,
     sequence: list[tuple[Any, ...]],
 ) -> None:
     world = History(
@@ -282,8 +286,8 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
         still_gap=behind_reservation_later,
     )
     note(f"queue file: {queue_file and queue_file.splitlines()[-1]}; {options}")
-    note(f"size {size}, first {first}, cpus {cpus}, sequence {sequence}")
-    run = Sequence(world, names_of(size))
+    note(f"size {size}, first {first}, cpus {cpus}, plain {plain}, sequence {sequence}")
+    run = Sequence(world, names_of(size), plain)
     run.run(("add", size // 2, first))  # the first half arrives at once
     for step in sequence:
         run.run(step)
