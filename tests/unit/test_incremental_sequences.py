@@ -33,7 +33,7 @@ from specs.settings import PlanOptions
 from tests.support.incremental_history import History, assert_identical
 from tests.support.planner_world import GIB
 
-EXAMPLES = int(os.environ.get("RAYQUEUE_PROPERTY_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("RAYQUEUE_PROPERTY_EXAMPLES", "150"))
 
 # Folders: the default queue (top level, and a folder no queue lists), two team queues and a
 # sub-queue of one of them (with the second queue file).
