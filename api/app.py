@@ -109,6 +109,7 @@ def create_app(
     app.state.tokens_required = tokens.required
     app.state.rate_limits = RateLimits()  # requestsPerMinute; a test swaps its clock
     app.state.quota_lock = threading.Lock()  # maxTasks: one create at a time under a limit
+    app.state.queue_room = queues.QueueRoom()  # maxQueued: creates since the last pass count
     app.state.runtime_paths = runtime_paths
     install_handlers(app)
     app.include_router(legacy.router)

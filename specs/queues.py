@@ -172,7 +172,7 @@ class ClusterSection(_Model):
     report it (issue 26). `maxCapacity` caps the whole cluster (and lowers what Ray reports);
     `nodeTypes` lists every kind of node, the head too, when Ray reports none."""
 
-    max_capacity: Quota | None = None
+    max_capacity: Limit | None = None  # a resource left out is not capped
     node_types: list[NodeTypeEntry] = Field(default_factory=list, max_length=1000)
 
     def node_type_values(self) -> tuple[NodeType, ...]:
@@ -344,9 +344,9 @@ def status_path(config: Path, status_dir: Path | None) -> Path:
 
 
 def parse_capacity(text: str) -> Capacity:
-    """`cpu=64,gpu=8,memory=512Gi` (the --max-capacity flag): a resource left out is 0.
-    ValueError naming what is wrong."""
-    amounts = {"cpu": 0.0, "gpu": 0.0, "memory": 0.0}
+    """`cpu=64,gpu=8,memory=512Gi` (the --max-capacity flag): a resource left out is not
+    capped (UNLIMITED), as in `maxCapacity`. ValueError naming what is wrong."""
+    amounts = {"cpu": UNLIMITED, "gpu": UNLIMITED, "memory": UNLIMITED}
     seen: set[str] = set()
     for part in text.split(","):
         key, sep, value = part.strip().partition("=")

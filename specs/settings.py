@@ -98,7 +98,7 @@ class Settings(PlannerSettings):
         default=None,
         metadata=knob(
             "on an autoscaling cluster, the most it can grow to, e.g. cpu=64,gpu=8,memory=512Gi "
-            "(a resource left out is 0); lowers what Ray's autoscaler reports. See "
+            "(a resource left out is not capped); lowers what Ray's autoscaler reports. See "
             "docs/autoscaling.md",
             flag="--max-capacity",
             commands=LOOP,

@@ -36,7 +36,7 @@ from api.errors import ApiError, NotFound, Unprocessable
 from api.idclaims import id_check
 from api.models import TaskList, TaskRow
 from api.ports import Loop
-from api.routes.queues import require_room
+from api.routes.queues import queue_room
 from specs.arrays import element_name, split
 from specs.arrayviews import array_status
 from specs.cluster import JobNotFound
@@ -278,9 +278,9 @@ def put_task(
         policy_check(caller),
         id_check(service, caller, reconciler, settings.resolved_queue_id),
     )
-    if service.read(name) is None:
-        require_room(settings, name)  # 429 when its queue holds maxQueued tasks
-    with task_quota(request, caller, service, name):
+    # 429 when its queue holds maxQueued tasks, counting creates since the loop's last pass
+    room = queue_room(request.app.state.queue_room, settings, service, name)
+    with room, task_quota(request, caller, service, name):
         spec, created = service.put(
             name,
             data,

@@ -75,8 +75,20 @@ def merge(
         ceiling = total if max_capacity is None else _smaller(total, max_capacity)
         return Scaling(ceiling, tuple(node_types), "config")
     if max_capacity is not None:
-        return Scaling(max_capacity, (), "config")
+        # Only a budget: the cluster can grow to it; a resource the budget leaves out is not
+        # said to grow at all (its ceiling is what the cluster has).
+        return Scaling(_finite(max_capacity), (), "config")
     return None
+
+
+def _finite(amounts: Capacity) -> Capacity:
+    """`amounts`, with an uncapped (infinite) resource as 0."""
+    return Capacity(
+        *(
+            0.0 if math.isinf(value) else value
+            for value in (amounts.cpu, amounts.gpu, amounts.memory)
+        )
+    )
 
 
 def from_config(

@@ -4,7 +4,7 @@ after Ray's stop wait), drop finished jobs from Ray's history, fetch failed runs
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from datetime import datetime
@@ -24,10 +24,24 @@ from specs.cluster import (
     RayUnavailable,
 )
 from specs.models import Task, TaskStatus
+from specs.policy import STOP_WAIT_ENV
 from specs.runtimepaths import RuntimePaths
 from specs.store import TaskStore
 
 log = logging.getLogger("rayqueue.loop")
+
+RAY_STOP_WAIT = 3.0  # Ray's own wait between SIGTERM and SIGKILL when the job sets none
+STOP_MARGIN = 10.0  # beyond a job's stop wait, before Ray still listing it means a lost stop
+
+
+def stop_wait_of(runtime_env: Mapping[str, object] | None) -> float:
+    """The stop wait Ray's supervisor will use for a job submitted with `runtime_env`."""
+    env_vars = (runtime_env or {}).get("env_vars")
+    value = env_vars.get(STOP_WAIT_ENV) if isinstance(env_vars, Mapping) else None
+    try:
+        return max(float(int(str(value).strip())), 0.0) if value is not None else RAY_STOP_WAIT
+    except ValueError:
+        return RAY_STOP_WAIT
 
 
 def tail(text: str, lines: int) -> str:
@@ -53,6 +67,9 @@ class RayActions:
         self.ray_down = ray_down
         self.status_writes = status_writes
         self.stops_sent: dict[str, float] = {}
+        # submission id -> the stop wait its job was submitted with (Ray's SIGTERM-to-SIGKILL
+        # wait, from its runtime env): the resend of its stop waits for that, not a global one.
+        self.stop_waits: dict[str, float] = {}
 
     def with_log_tails(self, ray: RayAdapter, plan: Plan, lines: int) -> Plan:
         """The plan, with the log tail of each failed run it names (a new value: the log is
@@ -95,6 +112,9 @@ class RayActions:
                         "nothing was sent)"
                     )
                 ray.submit(submit.request)
+                self.stop_waits[submit.request.submission_id] = stop_wait_of(
+                    submit.request.runtime_env
+                )
                 self.faults.crash_point("after_submit")
                 _log_submitted(submit.task, submit.request.submission_id, spec_of(submit.task))
             except JobConflict:
@@ -124,6 +144,8 @@ class RayActions:
         now: float,
         resend: float,
     ) -> None:
+        """`resend`: how long to wait before resending the stop of a job this process did not
+        submit (after a restart); one it submitted waits its own stop wait plus the margin."""
         # A stop is a request, not a fact: the planner asks again every pass until Ray reports
         # the job ended (a stop of a job still PENDING can be lost, ray #58353).
         # So one is sent per run (stops_sent), and again only after `resend` seconds.
@@ -131,6 +153,7 @@ class RayActions:
         wanted = {stop.submission_id for stop in plan.stops}
         for sid in [s for s in self.stops_sent if s not in wanted]:
             del self.stops_sent[sid]  # ended (or no longer ours to stop): forget it
+            self.stop_waits.pop(sid, None)
         for stop in plan.stops:
             preempting = stop.task in victims
             if stop.task in unwritten:
@@ -138,7 +161,9 @@ class RayActions:
                 # would forget why the job stopped. The next pass decides again.
                 continue
             sent = self.stops_sent.get(stop.submission_id)
-            if sent is not None and now - sent < resend:
+            own = self.stop_waits.get(stop.submission_id)
+            after = resend if own is None else max(own, RAY_STOP_WAIT) + STOP_MARGIN
+            if sent is not None and now - sent < after:
                 continue  # Ray is stopping it
             self.faults.crash_point("before_preempt_stop" if preempting else "before_stop")
             try:

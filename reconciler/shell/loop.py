@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from reconciler.core import incremental, lifecycle, queueing
 from reconciler.core.planner import Observation, Plan, TaskInput
 from reconciler.shell import writes
-from reconciler.shell.acting import RayActions
+from reconciler.shell.acting import RAY_STOP_WAIT, STOP_MARGIN, RayActions
 from reconciler.shell.events import FileEvents
 from reconciler.shell.faults import Faults
 from reconciler.shell.gitrev import GitRevisions, SourceRevision
@@ -51,8 +51,6 @@ _WAITING_ON_RAY_SHARE = 0.05
 # A stop is sent once per run. Ray stops a job within its stop wait (3 s by default, the
 # preemption grace when that is set); a job still listed as live well past it may have lost
 # the request (a stop of a job still PENDING can be, ray #58353), so it is sent again then.
-_RAY_STOP_WAIT = 3.0
-_STOP_MARGIN = 10.0
 
 
 class Reconciler:
@@ -156,9 +154,18 @@ class Reconciler:
 
     @property
     def resend_stop_seconds(self) -> float:
-        """How long after a stop Ray may still list its job before the stop is sent again: the
-        longest stop wait a job can have, plus a margin."""
-        return max(self.settings.preemption_grace_seconds, _RAY_STOP_WAIT) + _STOP_MARGIN
+        """How long after a stop Ray may still list a job this process did not submit before
+        the stop is sent again: the longest stop wait a job can have (the flag's grace or any
+        queue's), plus a margin. A job it submitted waits its own (RayActions.stop_waits)."""
+        config = self.queue_file.load().config
+        graces = [self.settings.preemption_grace_seconds, RAY_STOP_WAIT]
+        if config is not None:
+            graces += [
+                grace
+                for name in config.queue_names()
+                if (grace := config.preemption_of(name).grace_period_seconds) is not None
+            ]
+        return max(graces) + STOP_MARGIN
 
     def _spec_of(self, task: str) -> Task | None:
         cached = self._inputs.get(task)

@@ -16,7 +16,7 @@ from reconciler.sim.metrics import Metrics, measure
 from reconciler.sim.nodes import NodeModel
 from reconciler.sim.report import duration
 from reconciler.sim.workload import Job, offered_load, read_swf, synthetic
-from specs.queues import DEFAULT_HALF_LIFE, QueueConfig
+from specs.queues import DEFAULT_HALF_LIFE, PreemptionConfig, QueueConfig
 from specs.settings import PlanOptions
 
 
@@ -62,6 +62,30 @@ def workloads(args: argparse.Namespace) -> dict[str, list[Job]]:
 Run = tuple[list[Job], str, int, Teams | None, PlanOptions, QueueConfig | None]
 
 
+def with_flag_preemption(config: QueueConfig, options: PlanOptions) -> QueueConfig:
+    """`config` with the preemption flags as every queue's `preemption:` block. With a queue
+    file the planner reads preemption from the file alone (as serve does), so the flags of a
+    --teams run must be written into the file it builds, or they would do nothing."""
+    block = {
+        "withinQueue": options.preemption,
+        "gracePeriodSeconds": options.preemption_grace_seconds,
+        "minRuntimeSeconds": options.preemption_min_runtime_seconds,
+        "maxPerTask": options.preemption_max_per_task,
+        "minPreemptorPriority": options.preemption_min_preemptor_priority,
+    }
+    queues = [
+        entry.model_copy(
+            update={
+                "preemption": PreemptionConfig.model_validate(
+                    {**block, **entry.preemption.model_dump(by_alias=True, exclude_none=True)}
+                )
+            }
+        )
+        for entry in config.spec.queues
+    ]
+    return config.model_copy(update={"spec": config.spec.model_copy(update={"queues": queues})})
+
+
 def run(job: Run) -> Metrics:
     workload, policy, capacity, teams, options, queues = job
     if teams is None:
@@ -77,6 +101,7 @@ def run(job: Run) -> Metrics:
     )
     if teams.users:
         config = team_split.divide(config, teams.users, teams.user_weights)
+    config = with_flag_preemption(config, options)
     result = simulate(workload, policy, capacity_cpu=capacity, queues=config, options=options)
     fair = team_split.fairness(result.records, teams.count, teams.weights, capacity)
     metrics = replace(

@@ -115,3 +115,31 @@ def test_a_full_queue_refuses_an_api_write_with_429_and_a_file_waits_as_queue_fu
     assert "team-a is full" in late["message"]
     assert late["queuePosition"] == 3  # after the two that count
     assert api.get("/queues/team-a").json()["pending"] == 2
+
+
+def test_creates_between_two_passes_count_against_max_queued(make_world) -> None:
+    # One task queued as of the last pass, maxQueued 2: of three creates before the next
+    # pass, the first gets in and the other two are refused (the old check let all three in).
+    world, api = make_world(Capacity(8, 0, 16 * GIB))
+    (world.tasks / "_queues.yaml").write_text(LIMITED)
+    (world.tasks / "team-a").mkdir()
+    for name in ("a0", "a1"):
+        (world.tasks / f"team-a/{name}.yaml").write_text(task_yaml(cpu=1))
+    world.step()
+    world.step()
+    assert api.get("/queues/team-a").json()["pending"] == 1
+    yaml_type = {"Content-Type": "application/yaml"}
+    codes = [
+        api.put(f"/tasks/team-a/n{i}", content=task_yaml(cpu=1), headers=yaml_type).status_code
+        for i in range(3)
+    ]
+    assert codes == [201, 429, 429]
+    # Replacing a task that exists adds none: allowed while the queue is full.
+    again = api.put("/tasks/team-a/n0", content=task_yaml(cpu=2), headers=yaml_type)
+    assert again.status_code == 200
+    # Once the loop has counted it, the count is the loop's alone: still full.
+    world.step()
+    assert api.get("/queues/team-a").json()["pending"] == 2
+    late = api.put("/tasks/team-a/n9", content=task_yaml(cpu=1), headers=yaml_type)
+    assert late.status_code == 429
+    assert "2 tasks queued" in late.json()["detail"]

@@ -166,3 +166,23 @@ def test_within_teams_splits_each_team_among_its_users_while_all_of_them_wait() 
     }
     assert got["weighted_jain"] == pytest.approx(1.0)
     assert got["contended_seconds"] == pytest.approx(100)
+
+
+def test_the_preemption_flags_hold_for_teams() -> None:
+    # --teams builds a queue file, and with a queue file the planner reads preemption from the
+    # file alone: the flags must be written into it, or `--teams 2 --preemption LowerPriority`
+    # would preempt nothing. Team-0 fills the cluster at priority 0; its priority-9 task comes.
+    from reconciler.sim.runs import Teams, run
+    from reconciler.sim.teams import split
+    from specs.settings import PlanOptions
+
+    low = [Job(f"low{i}", 0.0, 3600.0, 4, 0, 0) for i in range(4)]  # team-0 and team-1
+    high = [Job("high", 60.0, 60.0, 4, 9, 0), Job("pad", 60.0, 60.0, 1, 0, 0)]  # team-0 and -1
+    workload = split(low + high, 2)
+    teams = Teams(2, (1.0, 1.0))
+    counts = {}
+    for mode in ("Never", "LowerPriority"):
+        options = PlanOptions(preemption=mode, preemption_grace_seconds=5)
+        metrics = run((workload, "backfill", 16, teams, options, None))
+        counts[mode] = metrics.preemptions
+    assert counts == {"Never": 0, "LowerPriority": 1}

@@ -14,6 +14,7 @@ from reconciler.shell import writes
 from reconciler.shell.loop import Reconciler
 from specs.cluster import RUNNING, Capacity, RayUnavailable
 from specs.models import TaskStatus
+from specs.policy import STOP_WAIT_ENV
 from specs.settings import Settings
 from tests.support.world import World
 
@@ -54,6 +55,29 @@ def test_a_stop_is_sent_once_per_run_then_again_only_after_the_stop_wait(
     assert stops == [sid, sid]
     assert len(lines(caplog, "sent again")) == 1
     world.step(3)
+    assert stops == [sid, sid]
+
+
+def test_a_stop_is_resent_after_the_jobs_own_stop_wait_not_a_global_one(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The job was submitted with a 300 s stop wait: Ray may list it for 300 s after the stop
+    # without the stop being lost, so nothing is resent within it, even past the global wait.
+    world.write("a", runtimeEnv={"env_vars": {STOP_WAIT_ENV: "300"}})
+    world.step()
+    sid = world.ray.submitted[-1].submission_id
+    world.ray.set_status(sid, RUNNING)
+    world.step()
+    stops: list[str] = []
+    monkeypatch.setattr(world.ray, "stop", stops.append)
+    (world.tasks / "a.yaml").unlink()
+    world.step()
+    assert stops == [sid]
+    assert world.reconciler.resend_stop_seconds < 200
+    world.step(seconds=world.reconciler.resend_stop_seconds + 1)
+    world.step(seconds=100)
+    assert stops == [sid]
+    world.step(seconds=200)  # 300 s + the margin have passed
     assert stops == [sid, sid]
 
 

@@ -13,6 +13,7 @@ from reconciler.core.scaling import ceiling_of, from_config, merge, shape
 from specs.cluster import RUNNING, Capacity, NodeType, RayJob, Scaling
 from specs.models import Phase, Reason
 from specs.parse import parse_queue_config
+from specs.queues import parse_capacity
 from specs.settings import PlanOptions
 from tests.support.planner_world import GIB, T0, PlanWorld, task
 
@@ -321,6 +322,25 @@ def test_merge_lets_the_report_decide_and_a_configured_cap_only_lower_it() -> No
     assert configured is not None and configured.ceiling == Capacity(48, 2, 256 * GIB)
     assert merge(None, (), Capacity(64)) == Scaling(Capacity(64))
     assert merge(None) is None
+
+
+def test_a_budget_that_leaves_a_resource_out_does_not_cap_it() -> None:
+    # `--max-capacity cpu=16` (or maxCapacity: {cpu: 16}) caps CPUs only: the GPUs and memory
+    # the autoscaler or the node types can add stay in the ceiling.
+    report = Scaling(Capacity(52, 2, 208 * GIB), (SMALL, GPU), "autoscaler")
+    capped = merge(report, (), parse_capacity("cpu=16"))
+    assert capped is not None and capped.ceiling == Capacity(16, 2, 208 * GIB)
+    configured = merge(None, (SMALL, GPU), parse_capacity("cpu=16"))
+    assert configured is not None and configured.ceiling == Capacity(16, 2, 256 * GIB)
+    # A budget alone says only what it names can grow.
+    assert merge(None, (), parse_capacity("cpu=64")) == Scaling(Capacity(64))
+    config = parse_queue_config(
+        "apiVersion: rayqueue/v1\nkind: QueueConfig\nspec:\n  cluster:\n"
+        "    maxCapacity: {cpu: 8}\n"
+        "    nodeTypes:\n      - {name: g, resources: {cpu: 4, gpu: 1}, maxCount: 4}\n"
+    )
+    got = from_config(None, config.spec.cluster)
+    assert got is not None and got.ceiling == Capacity(8, 4, 0)
 
 
 def test_from_config_reads_the_cluster_section_and_the_flag() -> None:

@@ -285,7 +285,8 @@ def test_cluster_errors_name_file_line_and_field(edit: tuple[str, str], expected
 
 def test_the_max_capacity_flag_parses_and_refuses_nonsense() -> None:
     assert parse_capacity("cpu=64,gpu=8,memory=512Gi") == Capacity(64, 8, 512 * 2**30)
-    assert parse_capacity("gpu=2") == Capacity(0, 2, 0)
+    inf = float("inf")  # a resource left out is not capped
+    assert parse_capacity("gpu=2") == Capacity(inf, 2, inf)
     for bad, why in [
         ("cpu=64,cpu=2", "given twice"),
         ("cores=4", "is not cpu=N"),
