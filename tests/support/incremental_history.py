@@ -187,7 +187,8 @@ class History:
         """A plan that changed nothing says how long it stays so: the full planner, with the
         same inputs at any later instant up to then, changes nothing either (the loop skips
         those passes)."""
-        assert until >= self.now
+        # The planner's clock is a datetime (microseconds): `now` as the planner saw it.
+        assert until >= datetime.fromtimestamp(self.now, UTC).timestamp()
         later = {self.now, min(until, self.now + 0.5), min(until, self.now + 3600)}
         if math.isfinite(until):
             later |= {until, (self.now + until) / 2}

@@ -267,6 +267,7 @@ def queues_of(text: str | None) -> QueueConfig | None:
     first=st.integers(0, 2**16),
     cpus=st.sampled_from([4, 8, 16]),
     plain=st.booleans(),
+    simple=st.booleans(),
     sequence=st.lists(steps(), min_size=1, max_size=40),
 )
 def test_incremental_plan_equals_full_plan_on_long_sequences(
@@ -276,8 +277,14 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
     first: int,
     cpus: int,
     plain: bool,
+    simple: bool,
     sequence: list[tuple[Any, ...]],
 ) -> None:
+    if simple:
+        # One queue, plain tasks, no preemption: what the incremental planner's fast pass
+        # (the kept queue order) takes, so about half the sequences run through it.
+        queue_file, plain = None, True
+        options = dataclasses.replace(options, preemption="Never")
     world = History(
         options,
         queues_of(queue_file),
@@ -286,7 +293,8 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
         still_gap=behind_reservation_later,
     )
     note(f"queue file: {queue_file and queue_file.splitlines()[-1]}; {options}")
-    note(f"size {size}, first {first}, cpus {cpus}, plain {plain}, sequence {sequence}")
+    note(f"size {size}, first {first}, cpus {cpus}, plain {plain}, simple {simple}")
+    note(f"sequence {sequence}")
     run = Sequence(world, names_of(size), plain)
     run.run(("add", size // 2, first))  # the first half arrives at once
     for step in sequence:
@@ -351,3 +359,36 @@ def test_a_still_plan_holds_until_a_candidate_cannot_end_in_time() -> None:
         world.apply(("put", name, fields))
     for _ in range(3):
         world.run_pass()  # the third plan is still; History checks it holds 0.5 s later
+
+
+def play(options: PlanOptions, size: int, first: int, cpus: int, *steps: tuple[Any, ...]) -> None:
+    """One sequence of the property, as a plain test (one queue, no plain-only tasks)."""
+    world = History(options, None, capacity=Capacity(cpus, 0, 64 * GIB), check=assert_identical)
+    run = Sequence(world, names_of(size))
+    run.run(("add", size // 2, first))
+    for step in steps:
+        run.run(step)
+
+
+def test_a_still_plan_at_a_clock_between_microseconds() -> None:
+    """Found by the property: two ticks of 4.999 s put the test's clock between two
+    microseconds; the planner's (a datetime) is the one before, and so is its deadline."""
+    options = PlanOptions(queue_id="q", policy="backfill", exact_queue_positions=1)
+    play(options, 20, 0, 8, ("tick", 4.999), ("tick", 4.999))
+
+
+def test_deleting_running_and_waiting_tasks_keeps_the_deadline() -> None:
+    """Found by the property against the kept-queue-order branch (s4-incr at 79246fb): the
+    incremental plan's deadline differed from plan()'s after this deletion."""
+    options = PlanOptions(queue_id="q", policy="strict", max_inflight=1, exact_queue_positions=1)
+    play(
+        options,
+        20,
+        471,
+        4,
+        ("capacity", 16),
+        ("ray", 0, RUNNING, 1),
+        ("ray", 0, RUNNING, 1),
+        ("tick", 30),
+        ("delete", 0, 4),
+    )
