@@ -85,6 +85,9 @@ class History:
     fail_once: frozenset[str] = frozenset()
     memo: Memo = incremental.EMPTY
     compare: bool = True  # also run plan() and check the two agree
+    # Hand the planner the names whose version changed (its `changed`, once it takes one).
+    tell_changed: bool = False
+    last_versions: dict[str, Any] = field(default_factory=dict)
     # A known gap in the still check to pass over (a predicate on the later plan and the
     # statuses before), for a bug reported and pinned by an xfail test elsewhere; None: none.
     still_gap: Callable[[Plan, dict[str, TaskStatus]], bool] | None = None
@@ -161,6 +164,10 @@ class History:
         versions = {
             n: (self.spec_generation[n], self.status_generation.get(n, 0)) for n in self.specs
         }
+        told: dict[str, Any] = {}
+        if self.tell_changed:
+            told["changed"] = {n for n, v in versions.items() if self.last_versions.get(n) != v}
+        self.last_versions = versions
         inc, self.memo = plan_incremental(
             self.memo,
             self.specs,
@@ -170,6 +177,7 @@ class History:
             self.options,
             queues=self.queues,
             versions=versions,
+            **told,
         )
         # The state machine refusing a transition is a planner bug.
         assert not [e for e in inc.events if e.reason is Reason.ILLEGAL_TRANSITION], inc.events
