@@ -23,8 +23,8 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks import common, served_scale
-from benchmarks.common import drop, peak_rss_mb, save, spec_text, table, write_before_start
+from benchmarks import bigfolder, common, served_scale
+from benchmarks.common import drop, peak_rss_mb, save, spec_text, table
 from reconciler.app.assembly import start_watcher
 from reconciler.app.runtime import tune_gc
 from reconciler.shell.raycluster.fake import FakeRay
@@ -34,10 +34,7 @@ PASSES = 5
 
 
 def measure(size: int, root: Path) -> dict[str, float]:
-    folder = root / f"tasks-{size}"
-    folder.mkdir()
-    for i in range(size):
-        write_before_start(folder / f"t{i:05d}.yaml", spec_text(priority=i % 10))
+    folder = bigfolder.copy_of(size, root / f"tasks-{size}")  # t00000.yaml ..., priority i % 10
     # Only a few fit, so nearly every task stays Queued: the common shape of a busy queue.
     ray = FakeRay(Capacity(8, 0, 2**40))
     rec = common.serve_loop(common.serve_settings(folder, "--queue-id", "bench"), ray)

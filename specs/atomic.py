@@ -8,8 +8,22 @@ import stat
 import tempfile
 from pathlib import Path
 
+# (st_mtime_ns, st_size, st_ino): what the store remembers a file by
+StatKey = tuple[int, int, int]
+
 # mkstemp creates 0600 files; specs and sidecars are meant to be read by other users and tools.
 _DEFAULT_MODE = 0o644
+
+
+def _read_umask() -> int:
+    mask = os.umask(0o022)  # the only way to read it is to set it: put it back at once
+    os.umask(mask)
+    return mask
+
+
+# Read once, at import (before serve starts threads); only replace_file uses it, to skip a
+# chmod that the umask makes needless.
+_UMASK = _read_umask()
 
 
 def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
@@ -71,3 +85,48 @@ def _fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def replace_file(path: Path, data: bytes, *, durable: bool, mode: int = _DEFAULT_MODE) -> StatKey:
+    """write_atomic for the store's own sidecars, at a fraction of its system calls (50,000
+    sidecars after a start): returns the new file's stat key (mtime, size, inode).
+
+    The same guarantees: a temp file in the same folder, renamed over `path`, so a reader sees
+    the old file or the new one; with `durable`, the file is fsynced before the rename and the
+    folder after it. What it leaves out is only needed for other writers: a random temp name
+    (one process writes sidecars: serve holds the tasks folder's lock, and the store its own
+    lock; the pid keeps two processes apart anyway, and a temp file left by a crash is
+    truncated and reused), the folder made up front (only when the open finds none), and the
+    mark of a complete file (the store's settle wait applies to specs, not to sidecars).
+    """
+    parent = path.parent
+    tmp = os.path.join(parent, f".{path.name}.{os.getpid()}.tmp")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        fd = os.open(tmp, flags, mode)
+    except FileNotFoundError:
+        parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, flags, mode)
+    except FileExistsError:  # left by a crash of ours: its mode is not ours to keep
+        os.unlink(tmp)
+        fd = os.open(tmp, flags, mode)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if mode & _UMASK:
+                os.fchmod(fd, mode)  # exactly `mode`, whatever the umask
+            if durable:
+                os.fsync(fd)
+            st = os.fstat(fd)  # a rename changes only ctime: this is the key after it too
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if durable:
+        _fsync_dir(parent)
+    return (st.st_mtime_ns, st.st_size, st.st_ino)

@@ -3,9 +3,13 @@ blocks where it has several lines."""
 
 from __future__ import annotations
 
+import functools
+import re
 from typing import Any, ClassVar
 
 import yaml
+from yaml.nodes import ScalarNode
+from yaml.resolver import Resolver
 
 from specs.models import Task, TaskStatus
 
@@ -19,7 +23,9 @@ def dump_task(task: Task) -> str:
 
 
 def dump_status(status: TaskStatus) -> str:
-    return _dump(status.to_document())
+    document = status.to_document()
+    fast = _plain_block(document)
+    return fast if fast is not None else _dump(document)
 
 
 def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
@@ -51,3 +57,95 @@ def _dump(document: dict[str, Any]) -> str:
         allow_unicode=True,
         width=10_000,  # long entrypoints stay on one line
     )
+
+
+# --- the fast path for sidecars ----------------------------------------------------------------
+# A start writes a sidecar for every task (50,000 of them), and PyYAML's representer costs
+# more than the write. A status is a few levels of mappings (and the list of conditions) of
+# short words, numbers and timestamps: for such a document this writes, by hand, exactly the
+# text _dump writes (tests/unit/test_dump.py compares them); anything else takes _dump.
+
+# Text the emitter writes plain when it resolves to a string: no indicator at its start, none
+# of ": ", " #" inside, no space at either end, one line.
+_PLAIN_TEXT = re.compile(
+    r"[A-Za-z0-9_(][A-Za-z0-9_ .,;:/()@+=-]*[A-Za-z0-9_.;/()@+=-]|[A-Za-z0-9_]"
+)
+_QUOTABLE = re.compile(r"[ -~]*")  # printable ASCII only: single quotes hold it as it is
+_MAX_SCALAR = 200  # longer text takes _dump (the emitter's own rules for long scalars)
+_resolver = Resolver()
+_QUOTED_START = frozenset("#,[]{}&*!|>'\"%@`")
+
+
+@functools.lru_cache(maxsize=4096)
+def _scalar(text: str) -> str | None:
+    """`text` as _dump writes it in block context, or None when unsure."""
+    if len(text) > _MAX_SCALAR or not _QUOTABLE.fullmatch(text):
+        return None
+    resolved = _resolver.resolve(ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]
+    if (
+        resolved == _STR_TAG
+        and _PLAIN_TEXT.fullmatch(text)
+        and ": " not in text
+        and " #" not in text
+        and not text.endswith(":")
+    ):
+        return text
+    if not text or text[0] == " " or text[-1] == " ":
+        return None  # the emitter's choice here is subtle: let it decide
+    if resolved != _STR_TAG or text[0] in _QUOTED_START:
+        # Plain would read back as another type, or cannot start so: PyYAML quotes it, with
+        # single quotes when the text is printable on one line.
+        return "'" + text.replace("'", "''") + "'"
+    return None  # plain or quoted: the emitter's rules decide (it writes a#b plain)
+
+
+def _plain_block(document: dict[str, Any]) -> str | None:
+    ordered = {k: document[k] for k in _TOP_ORDER if k in document}
+    ordered.update((k, v) for k, v in document.items() if k not in ordered)
+    out: list[str] = []
+    return "".join(out) if _mapping(ordered, "", out) else None
+
+
+def _mapping(data: dict[str, Any], indent: str, out: list[str]) -> bool:
+    if not data:
+        return False
+    for key, value in data.items():
+        if not isinstance(key, str) or _scalar(key) != key:
+            return False
+        if isinstance(value, dict):
+            out.append(f"{indent}{key}:\n")
+            if not _mapping(value, indent + "  ", out):
+                return False
+        elif isinstance(value, list):
+            out.append(f"{indent}{key}:\n")
+            if not value:
+                return False
+            for item in value:  # PyYAML writes a mapping's list without extra indentation
+                if not isinstance(item, dict) or not item:
+                    return False
+                part: list[str] = []
+                if not _mapping(item, indent + "  ", part):
+                    return False
+                first = part[0]
+                part[0] = f"{indent}- {first[len(indent) + 2 :]}"
+                out.extend(part)
+        else:
+            written = _value(value)
+            if written is None:
+                return False
+            out.append(f"{indent}{key}: {written}\n")
+    return True
+
+
+def _value(value: object) -> str | None:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if value is None:
+        return "null"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return _scalar(value)
+    return None  # floats and anything else: _dump

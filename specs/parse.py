@@ -15,7 +15,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from specs import fastyaml
+from specs import blockyaml, fastyaml
 from specs.dump import dump_status as dump_status
 from specs.dump import dump_task as dump_task
 from specs.models import ARRAY_LIMIT_VAR, MAX_ARRAY_ELEMENTS, Task, TaskStatus
@@ -189,12 +189,15 @@ def _task_holds(
 
 
 def _fast_single(text: str, model: type[M]) -> M | None:
-    """A valid document the fast way (specs/fastyaml.py), or None: the slow path decides."""
-    try:
-        check_nesting(text)
-    except TooDeep:
-        return None
-    data = fastyaml.load(text)
+    """A valid document the fast way (specs/blockyaml.py for plain block style, else
+    specs/fastyaml.py), or None: the slow path decides."""
+    data = blockyaml.load(text)
+    if data is None:
+        try:
+            check_nesting(text)
+        except TooDeep:
+            return None
+        data = fastyaml.load(text)
     if not isinstance(data, dict):
         return None
     try:

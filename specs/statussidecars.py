@@ -29,7 +29,7 @@ from specs.storepaths import (
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Sidecar:
     key: StatKey
     status: TaskStatus | None  # None: unparsable, counts as absent
@@ -37,7 +37,7 @@ class _Sidecar:
     generation: int  # of `status`: kept while it is the status held
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Deferred:
     status: TaskStatus
     since: float  # deferred since (the store's clock)
@@ -52,6 +52,7 @@ class _StatusSidecars(_ArraySidecars, _FolderWalk):
         _statuses_read: bool
         _sidecars: dict[str, _Sidecar]
         _pending: dict[str, _Deferred]
+        _fresh_order: list[str] | None
 
         def _load_sidecar(
             self, name: str, rel: str, entry: os.DirEntry[str]
@@ -93,8 +94,10 @@ class _StatusSidecars(_ArraySidecars, _FolderWalk):
                 sidecars = self._read_sidecars()
                 if sidecars is None:
                     self._sidecars = {}  # no status folder yet: nothing written so far
+                    self._fresh_order = None
                     return {}, {}
                 self._sidecars = sidecars
+                self._fresh_order = None  # which records are new follows _sidecars: sort again
             statuses: dict[str, TaskStatus] = {}
             generations: dict[str, int] = {}
             for name, sidecar in self._sidecars.items():
@@ -175,38 +178,60 @@ class _StatusSidecars(_ArraySidecars, _FolderWalk):
         with self._lock:
             held = self._pending.get(name)
             since = held.since if held is not None else self._clock()
+            # Keeps its place when held already: _pending stays in the order of `since`.
             self._pending[name] = _Deferred(status, since, next(self._generations))
+            self._fresh_order = None
 
     def flush_statuses(self, budget: int, min_age: float) -> int:
         """Write up to `budget` deferred statuses, without fsync: first those with no sidecar
         yet (front of the queue first), then those deferred at least `min_age` seconds ago
         (the longest waiting first). Returns how many were written; a failed write stays
-        deferred and is logged once."""
+        deferred and is logged once.
+
+        A start defers a record for every task and then drains them over many passes: the
+        order of the new records is sorted once per change (not per pass), and the waiting
+        ones are taken in the order they were deferred, which is the order of `since`.
+        """
         with self._lock:
             if not self._pending:
                 return 0
             now = self._clock()
-            fresh: list[tuple[int, str]] = []
-            stale: list[tuple[float, str]] = []
-            for name, deferred in self._pending.items():
-                if name not in self._sidecars:
-                    position = deferred.status.status.queue_position
-                    fresh.append((position if position is not None else 1 << 62, name))
-                elif now - deferred.since >= min_age:
-                    stale.append((deferred.since, name))
-            fresh.sort()
-            stale.sort()
-            chosen = [n for _, n in fresh] + [n for _, n in stale]
+            if self._fresh_order is None:
+                fresh: list[tuple[int, str]] = []
+                for name, deferred in self._pending.items():
+                    if name not in self._sidecars:
+                        position = deferred.status.status.queue_position
+                        fresh.append((position if position is not None else 1 << 62, name))
+                fresh.sort(reverse=True)  # popped from the end: the front of the queue first
+                self._fresh_order = [n for _, n in fresh]
+            order = self._fresh_order
+            chosen: list[str] = []
+            while order and len(chosen) < budget:
+                name = order.pop()
+                if name in self._pending and name not in self._sidecars:
+                    chosen.append(name)
+            if len(chosen) < budget:
+                for name, deferred in self._pending.items():
+                    if name not in self._sidecars:
+                        continue  # a new record: in the order above
+                    if now - deferred.since < min_age:
+                        break  # deferred in order of `since`: the rest are younger still
+                    chosen.append(name)
+                    if len(chosen) >= budget:
+                        break
+            base = os.fspath(self.root if self.status_dir is None else self.status_dir)
             written = 0
-            for name in chosen[:budget]:
+            for name in chosen:
                 deferred = self._pending[name]
                 status = deferred.status  # written as it was handed out: its generation stays
+                path = Path(base, name + STATUS_SUFFIX)
                 try:
-                    path = self.status_path(name)
                     data = dump_status(status).encode()
                     self._write_sidecar(name, path, status, data, False, deferred.generation)
                 except OSError as exc:
-                    self._warn_once(str(self.status_path(name)), f"cannot write: {exc.strerror}")
+                    self._warn_once(str(path), f"cannot write: {exc.strerror}")
+                    if name not in self._sidecars:
+                        order.insert(0, name)  # tried again after the others
                     continue
                 del self._pending[name]
                 written += 1

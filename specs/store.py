@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from specs.arraysidecars import _ArraySidecar
-from specs.atomic import write_atomic
+from specs.atomic import replace_file as write_sidecar_file
 from specs.models import MAX_ARRAY_ELEMENTS, Task, TaskStatus
 from specs.parse import (
     MAX_FILE_BYTES,
@@ -50,7 +50,6 @@ from specs.storepaths import (
     _read_regular,
     _read_with_stat,
     _rel_of,
-    _stat_key,
     _strip,
     _under_any,
     _Unreadable,
@@ -74,10 +73,11 @@ from specs.storepaths import (
 log = logging.getLogger("rayqueue.store")
 
 
+_SIDECAR_MODE = 0o644  # a new sidecar's: readable by the users and tools that watch the queue
 _WHOLE_KEPT = 10_000  # stat keys of finished files remembered (mark_whole)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SpecEntry:
     """One task as found on disk in the latest scan."""
 
@@ -90,7 +90,7 @@ class SpecEntry:
     generation: int = 0  # the store's: a new one whenever anything above changes
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Parsed:
     key: StatKey
     task: Task | None
@@ -142,6 +142,8 @@ class TaskStore(_StatusSidecars):
         self._sidecars: dict[str, _Sidecar] = {}  # by task name
         # Statuses handed to defer_status and not yet on disk.
         self._pending: dict[str, _Deferred] = {}
+        # The new records among them, the last to write first; None: sort again.
+        self._fresh_order: list[str] | None = None
         self._statuses_read = False
         self._warned: set[tuple[str, str]] = set()
         self._held: list[str] = []  # names the first scan found still being written
@@ -436,22 +438,30 @@ class TaskStore(_StatusSidecars):
             # would be that team's status file). Kept in memory; the spec is Invalid anyway.
             self._sidecars[name] = _Sidecar((0, 0, 0), status, _digest(data), generation)
             return False
-        key = _stat_key(path)
-        if key is not None:
-            cached = self._sidecars.get(name)
-            digest = _digest(data)
-            if cached is not None and cached.key == key:
-                on_disk = cached.digest
-            else:
-                read = _read_regular(path)
-                on_disk = _digest(read) if read is not None else b""
-            if on_disk == digest:
-                self._sidecars[name] = _Sidecar(key, status, digest, generation)
-                return False
-        write_atomic(path, data, durable=durable)
-        key = _stat_key(path)
-        if key is not None:
-            self._sidecars[name] = _Sidecar(key, status, _digest(data), generation)
+        mode = _SIDECAR_MODE
+        if name in self._sidecars or not self._statuses_read:
+            # Compare with what is there: identical bytes are not written again. A sidecar
+            # neither the last full read found nor this process wrote is not there (only
+            # this process writes sidecars), so a new one costs no stat.
+            try:
+                st: os.stat_result | None = os.stat(path)
+            except OSError:
+                st = None  # missing (or unreadable: the write then says why)
+            if st is not None:
+                key = (st.st_mtime_ns, st.st_size, st.st_ino)
+                mode = stat.S_IMODE(st.st_mode)
+                cached = self._sidecars.get(name)
+                digest = _digest(data)
+                if cached is not None and cached.key == key:
+                    on_disk = cached.digest
+                else:
+                    read = _read_regular(path)
+                    on_disk = _digest(read) if read is not None else b""
+                if on_disk == digest:
+                    self._sidecars[name] = _Sidecar(key, status, digest, generation)
+                    return False
+        key = write_sidecar_file(path, data, durable=durable, mode=mode)
+        self._sidecars[name] = _Sidecar(key, status, _digest(data), generation)
         return True
 
     # --- internals -----------------------------------------------------------------------

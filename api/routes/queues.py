@@ -150,7 +150,8 @@ def list_queues(settings: SettingsDep) -> dict[str, Any]:
     result: dict[str, Any] = {"config": body.get("config"), "items": body.get("queues", [])}
     if body.get("warning"):
         result["warning"] = body["warning"]
-    for key in ("fairSharing", "usageAt"):  # how past use counts, and when it was measured
+    # how past use counts, when it was measured, and since when it has been tracked
+    for key in ("fairSharing", "usageAt", "usageSince"):
         if key in body:
             result[key] = body[key]
     return result

@@ -26,7 +26,7 @@ the heads that are guaranteed, so no borrower can take a returning team's quota.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from reconciler.core import policies
@@ -140,7 +140,7 @@ _FIRST_START: dict[Policy, Callable[[Sequence[Candidate], Capacity], Candidate |
 
 
 # Which pick starts next, lowest first (_Pass._order).
-_OrderKey = tuple[bool, bool, float, Share, float, str]
+_OrderKey = tuple[bool, bool, float, int, Share, float, str]
 
 
 class _Pass:
@@ -154,8 +154,10 @@ class _Pass:
         slots: int,
         reservation: str,
         first: frozenset[str] = frozenset(),
+        order: Mapping[str, int] | None = None,
     ) -> None:
         self.first = first
+        self.order = order or {}
         self.capacity = capacity
         self.free = free
         self.claims = list(claims)
@@ -336,15 +338,19 @@ class _Pass:
         siblings alike): picks within nominal; then the least-served queue, by its weighted
         share before the pick: counting the pick would make a wide head lose to any narrow pick
         and to a heavier weight's (Slurm orders by the account's usage, not the job's size).
-        The share with the pick breaks ties (the weighted share alone comes first, so a tie on
-        it is not decided by the unweighted ratio). A weight-0 queue whose pick borrows goes
-        after every other (its share with the pick is inf)."""
+        Among borrowing picks of equal share, the queue whose head comes first in the cluster's
+        order (priority, queuedAt: the longest waiting) goes first: with nothing running every
+        queue's share is 0, and a wide head would otherwise lose every tie to a narrow pick.
+        Then the share with the pick (the weighted share alone comes first, so a tie on it is
+        not decided by the unweighted ratio). A weight-0 queue whose pick borrows goes after
+        every other (its share with the pick is inf)."""
         usage = queue.usage + candidate.request
         after = self._share(queue, usage)
         return (
             borrows,
             math.isinf(after.weighted),
             self._share(queue, queue.usage).weighted,
+            self._head_place(queue) if borrows else 0,
             after,
             _guarantee_used(queue, usage),
             queue.quota.name,
@@ -355,12 +361,21 @@ class _Pass:
         lend = self.lend if queue.parent is None else self.lend_in[id(queue.parent)]
         return dominant_share(usage, quota.nominal, lend, quota.weight, queue.past)
 
-    def _share_key(self, queue: QueueNode) -> tuple[Share, float, str]:
+    def _share_key(self, queue: QueueNode) -> tuple[Share, float, int, str]:
         return (
             self._share(queue, queue.usage),
             _guarantee_used(queue, queue.usage),
+            self._head_place(queue),
             queue.quota.name,
         )
+
+    def _head_place(self, queue: QueueNode) -> int:
+        """Where its first waiting task stands in the cluster's order (none: last)."""
+        if not queue.children:
+            if not queue.remaining:
+                return len(self.order)
+            return self.order.get(queue.remaining[0].name, len(self.order))
+        return min((self._head_place(child) for child in queue.children), default=len(self.order))
 
     def _reservation_for(self, queue: QueueNode) -> _Reservation | None:
         """The least-served queue whose head waits for the cluster (not for its quota) keeps
@@ -575,14 +590,17 @@ def admit(
     slots: int,
     reservation: str = STRICT_RESERVATION,
     first: frozenset[str] = frozenset(),
+    order: Mapping[str, int] | None = None,
 ) -> FairAdmission:
     """Decide one pass across queues. `free` is what the cluster physically has free now;
     `claims` are every running job's (for backfill's estimates); `slots` caps starts.
     `reservation`: how the least-served queue's blocked head holds back borrowers: `strict`
     (only spare resources may be borrowed), `backfill` (also what ends before the head's
     reserved start), `none` (besteffort: no reservation). `first`: preemptors whose victims have
-    stopped; when their queue's policy picks them, they go before every other pick."""
-    return _Pass(capacity, free, queues, claims, now, slots, reservation, first).run()
+    stopped; when their queue's policy picks them, they go before every other pick. `order`:
+    each task's place in the cluster's order (priority, queuedAt, name), which breaks ties
+    between queues of equal share (missing: after every placed task)."""
+    return _Pass(capacity, free, queues, claims, now, slots, reservation, first, order).run()
 
 
 __all__ = [

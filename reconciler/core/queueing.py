@@ -57,8 +57,12 @@ def admit_by_queue(
     sharing = config.spec.fair_sharing
     means: dict[str, Capacity | None] = dict.fromkeys(names)
     if past is not None and sharing.decays:
+        since = usage.since_of(past)
+        tracked = None if since is None else now - since
         for name in names:
-            means[name] = usage.mean_rate(past.get(name, Capacity()), sharing.usage_half_life)
+            means[name] = usage.mean_rate(
+                past.get(name, Capacity()), sharing.usage_half_life, tracked
+            )
     members: dict[str, list[Candidate]] = {name: [] for name in names}
     queue_of: dict[str, str] = {}
     for candidate in queue:
@@ -81,7 +85,10 @@ def admit_by_queue(
         )
         for quota in quotas.queues
     ]
-    result = fairshare.admit(capacity, free, demands, claims, now, slots, reservation, first)
+    # Each task's place in the cluster's order (priority, queuedAt, name): among queues of
+    # equal share, the one whose head comes first goes first, not the first by name.
+    order = {candidate.name: place for place, candidate in enumerate(queue)}
+    result = fairshare.admit(capacity, free, demands, claims, now, slots, reservation, first, order)
     return QueueAdmission(
         start=result.start,
         waiting=result.waiting,
@@ -137,17 +144,17 @@ def _seconds(value: Capacity) -> dict[str, float]:
 
 def restore_usage(
     document: Mapping[str, Any] | None,
-) -> tuple[dict[str, Capacity], dict[str, Capacity], float | None]:
-    """From a `_queues.status.yaml` written earlier: (decayed usage, what each queue held, and
-    when), so a restart integrates the time it was down at the rates it last saw. Anything
-    malformed reads as nothing remembered, never as an error."""
-    past: dict[str, Capacity] = {}
+) -> tuple[usage.Tracked, dict[str, Capacity], float | None]:
+    """From a `_queues.status.yaml` written earlier: (decayed usage and since when it has been
+    tracked, what each queue held, and when), so a restart integrates the time it was down at
+    the rates it last saw. Anything malformed reads as nothing remembered, never as an error."""
+    past = usage.Tracked()
     held: dict[str, Capacity] = {}
     body = document.get("status") if isinstance(document, Mapping) else None
     if not isinstance(body, Mapping):
         return past, held, None
-    at = body.get("usageAt")
-    when = float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
+    when = _instant(body.get("usageAt"))
+    past.since = _instant(body.get("usageSince"))
     for entry in body.get("queues") or ():
         if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
             continue
@@ -158,6 +165,12 @@ def restore_usage(
         if now is not None:
             held[entry["name"]] = now
     return past, held, when
+
+
+def _instant(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return None
 
 
 def _capacity(value: object) -> Capacity | None:
@@ -234,6 +247,9 @@ def status_document(
         body["fairSharing"] = {"mode": sharing.mode, "usageHalfLife": sharing.usage_half_life}
     if past is not None and past_at is not None:
         body["usageAt"] = round(past_at, 3)
+        since = usage.since_of(past)
+        if since is not None:  # when tracking began: the bias-corrected mean needs it
+            body["usageSince"] = round(since, 3)
     if config.error:
         body["config"]["error"] = config.error
     if oversubscribed:

@@ -8,6 +8,12 @@ usage decays by 2^(-dt/h) and gains what it held, decayed within the interval to
 exact while the rate stays constant (the shell advances it at every pass with the runs it
 observed). A queue that holds `rate` for ever tends to U = rate * tau, so U / tau (`mean_rate`)
 is its decayed mean use in resources, comparable with what it holds now.
+
+Early on, U / tau understates that mean: after t seconds of tracking a constant rate gives
+U = rate * tau * (1 - 2^(-t/h)), so a week's half-life remembers only 12 % of a day's use and
+the order is mostly today's share (issue 30). `mean_rate` divides by that factor when it knows
+when tracking began (`since`): the bias-corrected decayed mean (what an exponential moving
+average does at its start), equal to the plain mean use since `since` while t << h.
 """
 
 from __future__ import annotations
@@ -19,6 +25,20 @@ from specs.cluster import Capacity
 
 QueueUsage = Mapping[str, Capacity]
 """Decayed usage by queue name, in resource-seconds (CPU-seconds, GPU-seconds, byte-seconds)."""
+
+
+class Tracked(dict[str, Capacity]):
+    """Decayed usage by queue (a `QueueUsage`) and when its tracking began (`since`, unix
+    seconds; None: unknown, as in a status file written before it was recorded)."""
+
+    def __init__(self, usage: QueueUsage | None = None, since: float | None = None) -> None:
+        super().__init__(usage or {})
+        self.since = since
+
+
+def since_of(usage: QueueUsage) -> float | None:
+    """When tracking began, if the usage says."""
+    return usage.since if isinstance(usage, Tracked) else None
 
 
 def tau(half_life: float) -> float:
@@ -54,7 +74,13 @@ def advance_all(
     }
 
 
-def mean_rate(usage: Capacity, half_life: float) -> Capacity:
-    """Decayed usage as a mean use in resources (U / tau)."""
+def mean_rate(usage: Capacity, half_life: float, tracked: float | None = None) -> Capacity:
+    """Decayed usage as a mean use in resources: U / (tau * (1 - 2^(-tracked/h))) after
+    `tracked` seconds of tracking (the bias-corrected decayed mean); U / tau when that is
+    unknown (None, as if tracked for ever). Nothing tracked yet (tracked <= 0): 0."""
     t = tau(half_life)
+    if tracked is not None:
+        if tracked <= 0:
+            return Capacity()
+        t *= 1.0 - 2.0 ** (-tracked / half_life)
     return Capacity(usage.cpu / t, usage.gpu / t, usage.memory / t)

@@ -215,24 +215,30 @@ class UsageBook:
     At each pass the time since the last one is integrated at the rates (what each queue held)
     seen by the last pass; the result goes to the planner and into `_queues.status.yaml`, which
     is read back when serve starts: the time it was down is integrated at the last rates it
-    wrote, so a restart forgets nothing (a run that kept going in Ray meanwhile is counted)."""
+    wrote, so a restart forgets nothing (a run that kept going in Ray meanwhile is counted).
+    When tracking began (`since`) is kept there too: the planner's decayed mean is corrected
+    for how long there has been to remember (core/usage.py)."""
 
     def __init__(self, status: dict[str, Any] | None = None) -> None:
         past, held, at = restore_usage(status)
-        self.past: dict[str, Capacity] = past
+        self.past: usage.Tracked = past
         self.rates: dict[str, Capacity] = held
         self.at: float | None = at
 
-    def advance(self, now: float, config: QueueConfig | None) -> dict[str, Capacity] | None:
+    def advance(self, now: float, config: QueueConfig | None) -> usage.Tracked | None:
         """The decayed usage at `now`; None without queues (nothing is remembered then)."""
         if config is None:
-            self.past, self.rates, self.at = {}, {}, None
+            self.past, self.rates, self.at = usage.Tracked(), {}, None
             return None
+        # Tracking begins now, unless a status file said when it began (a file from before
+        # `usageSince` was written leaves it unknown: the mean is then U / tau).
+        since = now if self.at is None and not self.past else self.past.since
         seconds = 0.0 if self.at is None else now - self.at
         half_life = config.spec.fair_sharing.usage_half_life
-        self.past = usage.advance_all(
+        advanced = usage.advance_all(
             self.past, self.rates, seconds, half_life, config.queue_names()
         )
+        self.past = usage.Tracked(advanced, since)
         if self.at is None or now > self.at:
             self.at = now  # a clock set back waits for the old instant, counting nothing twice
         return self.past

@@ -271,7 +271,7 @@ def _settle(
             elapsed = now - cluster.past_at
             cluster.past = usage.advance_all(cluster.past, cluster.held, elapsed, half_life, names)
             cluster.past_at = now
-            past = cluster.past
+            past = usage.Tracked(cluster.past, EPOCH_UNIX)  # tracked since the run began
         p = plan(
             cluster.specs,
             cluster.statuses,

@@ -51,6 +51,9 @@ class Metrics:
     team_shares: dict[str, float] | None = None
     contended_seconds: float | None = None
     reclaim: dict[str, float | None] | None = None
+    # --idle-team-until: what the share formula owes each team once team-0 arrives
+    # (teams.expected_late), averaged over the contended seconds, and Jain's index against it
+    late: dict[str, object] | None = None
     # With teams: shares of delivered CPU-hours (run, contended, sliding days), p95 waits
     # (reconciler.sim.teams.Delivered, as a dict).
     delivered: dict[str, object] | None = None

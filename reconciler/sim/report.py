@@ -54,6 +54,14 @@ def _team_lines(rows: Sequence[Metrics]) -> list[str]:
                 + (f"{duration(regained - returned)} later" if regained is not None else "never")
                 + f"; CPUs others borrowed meanwhile: {r['borrowed_meanwhile']:g}"
             )
+        if m.late is not None:
+            owed = m.late["expected_shares"]
+            assert isinstance(owed, dict)
+            lines.append(
+                "  owed by the formula once team-0 arrives (contended): "
+                + " / ".join(f"{v:.3f}" for v in owed.values())
+                + f"; weighted Jain against it {m.late['jain_vs_expected']:.3f}"
+            )
     return lines
 
 

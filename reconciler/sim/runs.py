@@ -128,7 +128,10 @@ def run(job: Run) -> Metrics:
             teams.count,
             teams.idle_until,
         )
-        metrics = replace(metrics, reclaim=asdict(back))
+        late = team_split.expected_late(
+            result.records, teams.count, teams.weights, teams.idle_until, teams.half_life
+        )
+        metrics = replace(metrics, reclaim=asdict(back), late=late)
     return metrics
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import history, latency, scale, throughput
+from benchmarks import bigfolder, history, latency, scale, scale_start, throughput
 
 
 def test_scale_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -18,6 +18,24 @@ def test_scale_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     rows = json.loads(out.read_text())["rows"]
     # one job listing, and a capacity read unless a recent one is reused
     assert rows[0]["specs"] == 20 and 1 <= rows[0]["ray_calls_per_pass"] <= 2
+
+
+def test_scale_start_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "scale_start.json"
+    scale_start.main(["--sizes", "300", "--runs", "1", "--out", str(out)])
+    assert "scale from a start" in capsys.readouterr().out
+    row = json.loads(out.read_text())["rows"][0]
+    # Every sidecar reached the disk, and the 1 % pass took its edits in (checked inside).
+    assert row["specs"] == 300 and row["sidecars_written"] == 300
+
+
+def test_a_prepared_folder_is_made_once_and_copied(tmp_path: Path) -> None:
+    made = bigfolder.prepared(30, levels=3)
+    assert bigfolder.prepared(30, levels=3) == made
+    copy = bigfolder.copy_of(30, tmp_path / "copy", levels=3)
+    names = sorted(p.name for p in copy.iterdir())
+    assert names[0] == "t00000.yaml" and len(names) == 30
+    assert b"priority: 2" in (copy / "t00029.yaml").read_bytes()
 
 
 def test_history_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

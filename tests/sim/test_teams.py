@@ -8,6 +8,7 @@ from reconciler.sim.engine import JobRecord
 from reconciler.sim.teams import (
     delivered,
     drop_until,
+    due_after_arrival,
     fairness,
     jain,
     reclaim,
@@ -166,6 +167,23 @@ def test_within_teams_splits_each_team_among_its_users_while_all_of_them_wait() 
     }
     assert got["weighted_jain"] == pytest.approx(1.0)
     assert got["contended_seconds"] == pytest.approx(100)
+
+
+def test_what_the_formula_owes_a_team_that_arrives_after_a_week() -> None:
+    # weights 1:1:1:3, team-0 arrives after a week; half-life a week
+    weights, week = (1.0, 1.0, 1.0, 3.0), 7 * 86400.0
+    at_once = due_after_arrival(weights, 0, week, week, week)
+    # the newcomer has no past: owed twice its weight's share; the others less than theirs
+    assert at_once == pytest.approx([1 / 3, 1 / 3 - 1 / 5, 1 / 3 - 1 / 5, 1 - 3 / 5])
+    later = due_after_arrival(weights, 0, week, week, 3 * week)
+    assert sum(later) == pytest.approx(1.0)
+    assert later[0] == pytest.approx(1 / 6 + 1 / 6 / 49)  # f = ((2 - 1) / (2^3 - 1))^2
+    far = due_after_arrival(weights, 0, week, week, 40 * week)
+    assert far == pytest.approx([1 / 6, 1 / 6, 1 / 6, 1 / 2], abs=1e-6)
+    # without decay: each its weight's share from the start
+    assert due_after_arrival(weights, 0, week, None, week) == pytest.approx(
+        [1 / 6, 1 / 6, 1 / 6, 1 / 2]
+    )
 
 
 def test_the_preemption_flags_hold_for_teams() -> None:

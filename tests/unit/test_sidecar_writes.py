@@ -164,14 +164,14 @@ def test_only_write_ahead_records_are_fsynced(tmp_path: Path, monkeypatch) -> No
     for i in range(5):
         w.write(f"t{i}", priority=i)
     synced: list[str] = []
-    real = atomic.write_atomic
+    real = atomic.replace_file
 
-    def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
+    def replace_file(path: Path, data: bytes, *, durable: bool, mode: int) -> atomic.StatKey:
         if durable:
             synced.append(path.name)
-        real(path, data, durable=durable)
+        return real(path, data, durable=durable, mode=mode)
 
-    monkeypatch.setattr("specs.store.write_atomic", write_atomic)
+    monkeypatch.setattr("specs.store.write_sidecar_file", replace_file)
     w.step()
     # The two that start record their submission ids, fsynced; the three that wait are
     # written too (new records, within the budget), but not fsynced.

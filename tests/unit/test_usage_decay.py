@@ -137,36 +137,50 @@ def test_a_wide_head_of_the_least_served_queue_goes_before_a_narrow_pick() -> No
 
 # The property: over random arrivals, the next start goes to the queue with the lowest
 # weighted decayed share (before its pick: the least-served queue) among the queues that can
-# start one; among equal shares, to the lowest share counting the pick.
+# start one; among equal shares, to the queue whose head comes first in the cluster's order,
+# then to the lowest share counting the pick. The past term is the bias-corrected decayed mean
+# U / (tau * (1 - 2^(-t/h))) after t seconds of tracking.
+
+
+def _formula_mean(decayed: float, tracked: float) -> float:
+    return decayed / (WEEK / math.log(2) * (1 - 2 ** (-tracked / WEEK)))
 
 
 @st.composite
-def arrivals(draw: st.DrawFn) -> tuple[list[QueueDemand], Capacity]:
+def arrivals(draw: st.DrawFn) -> tuple[list[QueueDemand], Capacity, dict[str, int]]:
     n = draw(st.integers(2, 5))
     queues = []
+    names: list[str] = []
+    tracked = draw(st.sampled_from([HOUR, 32 * HOUR, WEEK, 10 * WEEK]))
     for k in range(n):
         name = f"q{k}"
         sizes = draw(st.lists(st.integers(1, 8), min_size=0, max_size=4))
         tasks = [Candidate(f"{name}/{i}", cpu(s), 0) for i, s in enumerate(sizes)]
+        names += [t.name for t in tasks]
         held = cpu(draw(st.integers(0, 8)))  # all held + free <= 64: the lender covers it
-        past = cpu(draw(st.floats(0, 64, allow_nan=False)))
+        # decayed usage (CPU-seconds): none, or up to 64 CPUs on average
+        mean = draw(st.sampled_from([0.0, 2.0, 4.0]) | st.floats(0, 64, allow_nan=False))
+        decayed = mean * WEEK / math.log(2) * (1 - 2 ** (-tracked / WEEK))
+        past = usage.mean_rate(cpu(decayed), WEEK, tracked)
+        assert past.cpu == pytest.approx(_formula_mean(decayed, tracked), abs=1e-9)
         weight = draw(st.sampled_from([0.5, 1.0, 2.0, 3.0]))
         quota = QueueQuota(name, Capacity(), NO_LIMIT, NO_LIMIT, weight)
         queues.append(QueueDemand(quota, held, tasks, POLICIES["besteffort"], (), past))
     queues.append(QueueDemand(QueueQuota("default", cpu(64)), Capacity(), [], POLICIES["strict"]))
     free = cpu(draw(st.integers(0, 16)))
-    return queues, free
+    places = draw(st.permutations(names))
+    return queues, free, {name: place for place, name in enumerate(places)}
 
 
 @settings(max_examples=300, deadline=None)
 @given(arrivals())
 def test_the_next_start_goes_to_the_lowest_weighted_decayed_share(
-    case: tuple[list[QueueDemand], Capacity],
+    case: tuple[list[QueueDemand], Capacity, dict[str, int]],
 ) -> None:
-    queues, free = case
-    result = admit(cpu(64), free, queues, [], 0.0, 1, "none")
+    queues, free, order = case
+    result = admit(cpu(64), free, queues, [], 0.0, 1, "none", order=order)
     lend = cpu(64)
-    could: dict[str, tuple[float, float]] = {}
+    could: dict[str, tuple[float, int, float]] = {}
     for q in queues:
         pick = next((c for c in q.candidates if c.request.fits_in(free)), None)
         if pick is None:
@@ -174,16 +188,89 @@ def test_the_next_start_goes_to_the_lowest_weighted_decayed_share(
         before = dominant_share(q.usage, q.quota.nominal, lend, q.quota.weight, q.past)
         usage_with_pick = q.usage + pick.request
         after = dominant_share(usage_with_pick, q.quota.nominal, lend, q.quota.weight, q.past)
-        could[q.quota.name] = (before.weighted, after.weighted)
+        could[q.quota.name] = (before.weighted, order[q.candidates[0].name], after.weighted)
     if not could:
         assert result.start == []
         return
     assert len(result.start) == 1
     chosen = result.start[0].split("/")[0]
-    least = min(before for before, _ in could.values())
+    least = min(before for before, _, _ in could.values())
     assert could[chosen][0] == pytest.approx(least)
-    tied = [after for before, after in could.values() if before == pytest.approx(least)]
-    assert could[chosen][1] == pytest.approx(min(tied))
+    tied = [(place, after) for before, place, after in could.values() if before == least]
+    first = min(place for place, _ in tied)
+    assert could[chosen][1] == first
+    assert could[chosen][2] == pytest.approx(min(after for place, after in tied if place == first))
+
+
+def test_the_mean_is_corrected_for_how_long_usage_has_been_tracked() -> None:
+    # 8 CPUs held for a day: U / tau says 0.8 CPUs (a week's half-life remembers 10 % of a
+    # day), the bias-corrected mean says 8; long tracked, both tend to the same.
+    day = usage.advance(Capacity(), cpu(8), 24 * HOUR, WEEK)
+    assert usage.mean_rate(day, WEEK).cpu == pytest.approx(8 * (1 - 2 ** (-24 / 168)))
+    assert usage.mean_rate(day, WEEK, 24 * HOUR).cpu == pytest.approx(8)
+    years = usage.advance(Capacity(), cpu(8), 100 * WEEK, WEEK)
+    assert usage.mean_rate(years, WEEK, 100 * WEEK).cpu == pytest.approx(8)
+    assert usage.mean_rate(cpu(5), WEEK, 0.0) == Capacity()  # nothing tracked yet
+
+
+def test_the_planner_counts_the_bias_corrected_mean_when_it_knows_since_when() -> None:
+    # a ran 4 CPUs for the day since tracking began, b 2 CPUs: uncorrected, both means are
+    # below 1 CPU and b's pick of 2 would not catch up; corrected (4 vs 2), b goes first
+    # until it has 2 more, then a.
+    text = HEAD + "  queues:\n  - name: a\n  - name: b\n"
+    config = parse_queue_config(text)
+    day = 24 * HOUR
+    past = {"a": usage.advance(Capacity(), cpu(4), day, WEEK)}
+    past["b"] = usage.advance(Capacity(), cpu(2), day, WEEK)
+    queue = [Candidate("a/0", cpu(1), 0), Candidate("b/0", cpu(1), 0)]
+    queue += [Candidate(f"b/{i}", cpu(1), 0) for i in range(1, 4)]
+    got = {}
+    for since in (None, 1000.0):
+        tracked = usage.Tracked(past, since)
+        got[since] = queueing.admit_by_queue(
+            config,
+            cpu(16),
+            cpu(16),
+            queue,
+            {},
+            [],
+            1000.0 + day,
+            3,
+            POLICIES["besteffort"],
+            past=tracked,
+        ).start
+    assert got[1000.0] == ["b/0", "b/1", "a/0"]  # b: 2+1, 2+2 ties a at 4+0; then b/...
+    assert got[None] != got[1000.0]
+
+
+def test_among_equal_shares_the_longest_waiting_head_goes_first() -> None:
+    """Issue 30, no decay: every queue with nothing running has share 0; the tie went to the
+    narrowest pick (the share counting it), then the name, so a queue whose head was wide
+    lost every tie (team-1: 0.019 of the contended CPU-hours). The head first in the cluster's
+    order (priority, queuedAt) goes first."""
+    lender = QueueDemand(QueueQuota("default", cpu(16)), Capacity(), [], POLICIES["strict"])
+
+    def demand(name: str, size: float) -> QueueDemand:
+        quota = QueueQuota(name, Capacity(), NO_LIMIT, NO_LIMIT, 1.0)
+        task = Candidate(f"{name}/0", cpu(size), 0)
+        return QueueDemand(quota, Capacity(), [task], POLICIES["backfill"])
+
+    queues = [demand("a", 1), demand("b", 8), lender]
+    order = {"b/0": 0, "a/0": 1}  # b's head has waited longer
+    assert admit(cpu(16), cpu(8), queues, [], 0.0, 1, "backfill", order=order).start == ["b/0"]
+    assert admit(cpu(16), cpu(8), queues, [], 0.0, 1, "backfill").start == ["a/0"]
+    # neither fits: the hold goes to b (first in order), so a may not borrow its room
+    held = admit(
+        cpu(16),
+        cpu(7),
+        [demand("a", 9), demand("b", 8), lender],
+        [],
+        0.0,
+        1,
+        "strict",
+        order={"b/0": 0, "a/0": 1},
+    )
+    assert held.start == [] and held.queues["b"].head == "b/0"
 
 
 # --- configuration ---------------------------------------------------------------------------
@@ -262,6 +349,23 @@ def test_a_restart_forgets_nothing(tmp_path: Path) -> None:
     uninterrupted = usage.advance(Capacity(), cpu(8), 2 * HOUR, WEEK)
     assert past["a"].cpu == pytest.approx(uninterrupted.cpu, rel=1e-6)
     assert past["b"] == Capacity()
+    # when tracking began is kept too, so the planner's mean is still corrected for 2 hours
+    status = read_status(files.status_path)
+    assert status is not None and status["status"]["usageSince"] == 1000.0
+    assert usage.since_of(past) == 1000.0
+    assert usage.mean_rate(past["a"], WEEK, 2 * HOUR).cpu == pytest.approx(8)
+
+
+def test_tracking_begins_at_the_first_pass_and_again_after_the_queues_go() -> None:
+    config = parse_queue_config(CONFIG)
+    book = UsageBook()
+    assert usage.since_of(book.advance(50.0, config) or {}) == 50.0
+    assert usage.since_of(book.advance(80.0, config) or {}) == 50.0
+    assert book.advance(90.0, None) is None
+    assert usage.since_of(book.advance(99.0, config) or {}) == 99.0
+    # a status file from before usageSince was written: unknown, the mean is U / tau
+    old = {"status": {"usageAt": 10.0, "queues": [{"name": "a", "decayedUsage": {"cpu": 5}}]}}
+    assert usage.since_of(UsageBook(old).advance(20.0, config) or {}) is None
 
 
 def test_a_damaged_status_file_reads_as_nothing_remembered() -> None:
@@ -312,11 +416,12 @@ def test_limits_are_checked() -> None:
 @settings(max_examples=200, deadline=None)
 @given(arrivals())
 def test_between_sub_queues_the_next_start_goes_to_the_lowest_weighted_decayed_share(
-    case: tuple[list[QueueDemand], Capacity],
+    case: tuple[list[QueueDemand], Capacity, dict[str, int]],
 ) -> None:
     # The same arrivals as sub-queues of one queue `p` (nested queues, issue 30), which holds
     # no quota of its own: the same formula orders the siblings.
-    flat, free = case
+    flat, free, flat_order = case
+    order = {f"p/{name}": place for name, place in flat_order.items()}
     subs = [
         QueueDemand(
             replace(q.quota, name=f"p/{q.quota.name}", parent="p"),
@@ -336,9 +441,10 @@ def test_between_sub_queues_the_next_start_goes_to_the_lowest_weighted_decayed_s
         QueueQuota("p", Capacity()), Capacity(), [], POLICIES["besteffort"], (), past
     )
     lender = QueueDemand(QueueQuota("default", cpu(64)), Capacity(), [], POLICIES["strict"])
-    result = admit(cpu(64), free, [parent, *subs, lender], [], 0.0, 1, "none")
-    # The order between top queues: the lowest share before the pick, ties by the share with it.
-    could: dict[str, tuple[float, float]] = {}
+    result = admit(cpu(64), free, [parent, *subs, lender], [], 0.0, 1, "none", order=order)
+    # The order between top queues: the lowest share before the pick, ties by the head's place
+    # in the cluster's order, then by the share with the pick.
+    could: dict[str, tuple[float, int, float]] = {}
     for q in subs:
         pick = next((c for c in q.candidates if c.request.fits_in(free)), None)
         if pick is not None:
@@ -346,13 +452,15 @@ def test_between_sub_queues_the_next_start_goes_to_the_lowest_weighted_decayed_s
             after = dominant_share(
                 q.usage + pick.request, q.quota.nominal, cpu(64), q.quota.weight, q.past
             )
-            could[q.quota.name] = (before.weighted, after.weighted)
+            could[q.quota.name] = (before.weighted, order[q.candidates[0].name], after.weighted)
     if not could:
         assert result.start == []
         return
     assert len(result.start) == 1
     chosen = result.start[0].rsplit("/", 1)[0]
-    least = min(before for before, _ in could.values())
+    least = min(before for before, _, _ in could.values())
     assert could[chosen][0] == pytest.approx(least)
-    tied = [after for before, after in could.values() if before == pytest.approx(least)]
-    assert could[chosen][1] == pytest.approx(min(tied))
+    tied = [(place, after) for before, place, after in could.values() if before == least]
+    first = min(place for place, _ in tied)
+    assert could[chosen][1] == first
+    assert could[chosen][2] == pytest.approx(min(after for place, after in tied if place == first))

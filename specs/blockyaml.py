@@ -1,0 +1,168 @@
+"""The fastest path of specs/parse.py: a spec in plain block style, read line by line.
+
+A cold start reads every spec of the folder (50,000 of them), and even libyaml's composer
+(specs/fastyaml.py) builds a node per scalar in Python. Most specs are a few levels of
+`key: value` lines, lists of `- item`, comments: this reads exactly that shape, in one pass
+over the lines, and gives None ("take the next path") for anything else: flow style, quotes
+with escapes, block scalars, anchors, tags, a value continued on the next line, a key that is
+not a plain word, a repeated key, tabs, several documents. What it returns equals what the
+slow path builds (tests/unit/test_blockyaml.py checks that on generated documents); values are
+typed by PyYAML's own resolver and constructors, and timestamps stay text, as there.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any
+
+from yaml.constructor import SafeConstructor
+from yaml.nodes import ScalarNode
+from yaml.resolver import Resolver
+
+_STR = "tag:yaml.org,2002:str"
+_CONSTRUCTED = frozenset(
+    {
+        "tag:yaml.org,2002:null",
+        "tag:yaml.org,2002:bool",
+        "tag:yaml.org,2002:int",
+        "tag:yaml.org,2002:float",
+    }
+)
+_TEXT = frozenset({_STR, "tag:yaml.org,2002:timestamp"})
+_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*):(?: +(.*))?")
+# A plain value may not start with these (YAML's indicators); "-" and ":" and "?" only when
+# followed by a space, which is checked apart.
+_INDICATORS = frozenset("[]{}#&*!|>'\"%@`,")
+_MAX_DEPTH = 64  # specs.yamldepth's limit: deeper goes the slow way, which names the line
+# Tabs, and every line break YAML knows besides "\n" (and a byte order mark past the start).
+_ODD = ("\t", "\r", "\x85", "\u2028", "\u2029", "\ufeff")
+_resolver = Resolver()
+_constructor = SafeConstructor()
+
+
+class _Other(Exception):
+    """Internal: not the shape this path reads."""
+
+
+@functools.lru_cache(maxsize=8192)
+def _plain(value: str) -> Any:
+    tag = _resolver.resolve(ScalarNode, value, (True, False))  # type: ignore[no-untyped-call]
+    if tag in _TEXT:
+        return value
+    if tag in _CONSTRUCTED:
+        # The tag's constructor itself: construct_object would remember every node it built.
+        return _constructor.yaml_constructors[tag](_constructor, ScalarNode(tag, value))
+    raise _Other  # `<<` (merge), `=` (value): the slow path's
+
+
+def _scalar(text: str) -> Any:
+    """The value after `key: ` or `- `: a plain or simply quoted scalar, comments removed."""
+    first = text[0]
+    if first == "'":
+        end = text.rfind("'")
+        inner = text[1:end]
+        rest = text[end + 1 :].strip()
+        if end == 0 or (rest and not rest.startswith("#")) or "'" in inner.replace("''", ""):
+            raise _Other
+        return inner.replace("''", "'")
+    if first == '"':
+        end = text.rfind('"')
+        inner = text[1:end]
+        rest = text[end + 1 :].strip()
+        if end == 0 or (rest and not rest.startswith("#")) or '"' in inner or "\\" in inner:
+            raise _Other
+        return inner
+    if first in _INDICATORS or (first in "-?:" and (len(text) == 1 or text[1] == " ")):
+        raise _Other
+    comment = text.find(" #")
+    if comment >= 0:
+        text = text[:comment]
+    text = text.rstrip(" ")
+    if ": " in text or text.endswith(":"):
+        raise _Other
+    return _plain(text)
+
+
+def load(text: str) -> Any | None:
+    """The data of `text` if it is a mapping in plain block style, else None."""
+    if any(c in text for c in _ODD):
+        return None
+    try:
+        return _load(text)
+    except (_Other, ValueError, OverflowError, TypeError, RecursionError):
+        return None
+
+
+def _load(text: str) -> dict[str, Any] | None:
+    root: dict[str, Any] = {}
+    # Open collections, innermost last: (indentation of their items, the collection).
+    stack: list[tuple[int, dict[str, Any] | list[Any]]] = [(0, root)]
+    opened: tuple[dict[str, Any], str, int] | None = None  # `key:` waiting for its value
+    started = False
+    for line in text.split("\n"):
+        body = line.lstrip(" ")
+        if not body or body[0] == "#":
+            continue
+        indent = len(line) - len(body)
+        if not started:
+            started = True
+            if body.rstrip(" ") == "---":
+                continue  # a document start marker, as a file may begin
+            if indent:
+                raise _Other
+        item = body[0] == "-" and (len(body) == 1 or body[1] == " ")
+        if opened is not None:
+            parent, key, at = opened
+            opened = None
+            if item and indent >= at:
+                child: dict[str, Any] | list[Any] = []
+            elif indent > at and not item:
+                child = {}
+            else:
+                child = None  # type: ignore[assignment]
+            parent[key] = child
+            if child is not None:
+                stack.append((indent, child))
+                if len(stack) > _MAX_DEPTH:
+                    raise _Other
+        while stack[-1][0] > indent or (
+            stack[-1][0] == indent and isinstance(stack[-1][1], list) and not item
+        ):
+            stack.pop()
+            if not stack:
+                raise _Other
+        at, into = stack[-1]
+        if at != indent:
+            raise _Other
+        if isinstance(into, list):
+            if not item or len(body) == 1:
+                raise _Other
+            rest = body[2:]
+            spaces = len(rest) - len(rest.lstrip(" "))
+            rest = rest[spaces:]
+            if _KEY.fullmatch(rest) is None:
+                into.append(_scalar(rest))
+                continue
+            mapping: dict[str, Any] = {}  # `- key: value`: a mapping as the item
+            into.append(mapping)
+            indent += 2 + spaces
+            stack.append((indent, mapping))
+            if len(stack) > _MAX_DEPTH:
+                raise _Other
+            into, body = mapping, rest
+        elif item:
+            raise _Other
+        found = _KEY.fullmatch(body)
+        if found is None:
+            raise _Other
+        key, value = found.group(1), found.group(2)
+        if key in into or _plain(key) != key:
+            raise _Other  # a repeated key (the slow path names both lines), or `on:`
+        if value is None or not value.strip(" ") or value.lstrip(" ")[0] == "#":
+            opened = (into, key, indent)
+        else:
+            into[key] = _scalar(value)
+    if opened is not None:
+        opened[0][opened[1]] = None
+    return root if started and root else None

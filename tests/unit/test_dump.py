@@ -1,0 +1,148 @@
+"""specs/dump.py: the hand-written fast path for sidecars writes exactly what PyYAML writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specs import dump
+from specs.models import Condition, Metadata, Phase, TaskStatus, TaskStatusBody
+from specs.parse import parse_status
+
+TRICKY = [
+    "",
+    " ",
+    "a",
+    "true",
+    "yes",
+    "No",
+    "on",
+    "null",
+    "~",
+    "123",
+    "0x1f",
+    "1e3",
+    "1_000",
+    ".5",
+    ".inf",
+    "-",
+    "- a",
+    ">100",
+    "<10",
+    "!x",
+    "&a",
+    "*a",
+    "%x",
+    "@x",
+    "`x",
+    "a: b",
+    "a:b",
+    "a:",
+    "a #b",
+    "a#b",
+    "#a",
+    "'q'",
+    '"q"',
+    "it's",
+    "a,b",
+    "[a]",
+    "{a}",
+    "a b ",
+    " a",
+    "2026-12-01T15:41:10.820Z",
+    "2026-12-01",
+    "12:30",
+    "1:20:30",
+    "main@sha1:0123456789abcdef0123456789abcdef01234567",
+    "WaitingBehindHigherPriority; at least 100 tasks ahead",
+    "rq-t00001-fd33ae6a-1",
+    "(a)",
+    "a=b",
+    "é",
+    "a\tb",
+    "a\nb",
+    "x" * 300,
+    "?",
+    "? a",
+    "a?",
+    "=",
+    "<<",
+]
+
+
+def via_pyyaml(document: dict[str, Any]) -> str:
+    return dump._dump(document)
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(TRICKY),
+            st.text(alphabet=" abc:#-'\"?,[]{}&*!|>%@`~=0123456789.eE_+()T\\é", max_size=12),
+        ),
+        min_size=6,
+        max_size=6,
+    ),
+    st.integers(-(2**40), 2**40),
+    st.booleans(),
+)
+@settings(max_examples=500, deadline=None)
+def test_the_fast_path_writes_what_pyyaml_writes(words: list[str], number: int, flag: bool) -> None:
+    document: dict[str, Any] = {
+        "apiVersion": "rayqueue/v1",
+        "kind": "TaskStatus",
+        "metadata": {"name": words[0]},
+        "status": {
+            "phase": words[1],
+            "message": words[2],
+            "run": number,
+            "afterPreemption": flag,
+            "conditions": [
+                {"type": words[3], "reason": words[4], "lastTransitionTime": words[5]},
+                {"type": "B", "status": "False", "message": words[2]},
+            ],
+        },
+    }
+    fast = dump._plain_block(document)
+    if fast is not None:
+        assert fast == via_pyyaml(document)
+        assert yaml.safe_load(fast) == document
+
+
+def test_a_usual_status_takes_the_fast_path_and_reads_back() -> None:
+    status = TaskStatus(
+        metadata=Metadata(name="t00001"),
+        status=TaskStatusBody(
+            phase=Phase.QUEUED,
+            reason="WaitingBehindHigherPriority",
+            message="WaitingBehindHigherPriority; at least 100 tasks ahead",
+            queue_position_bucket=">100",
+            uid="fd33ae6a",
+            spec_hash="0c3e567b8830fde8",
+            queued_at="2026-12-01T15:41:10.820Z",
+            run=2,
+            conditions=[
+                Condition(
+                    type="Preempted",
+                    reason="WithinQueue",
+                    last_transition_time="2026-12-01T15:41:10.820Z",
+                )
+            ],
+        ),
+    )
+    document = status.to_document()
+    assert dump._plain_block(document) is not None
+    assert dump.dump_status(status) == via_pyyaml(document)
+    assert parse_status(dump.dump_status(status)) == status
+
+
+def test_text_the_fast_path_is_unsure_of_goes_through_pyyaml() -> None:
+    status = TaskStatus(
+        metadata=Metadata(name="t"),
+        status=TaskStatusBody(phase=Phase.FAILED, log_tail="line one\nline two\n"),
+    )
+    assert dump._plain_block(status.to_document()) is None
+    assert "logTail: |" in dump.dump_status(status)

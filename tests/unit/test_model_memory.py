@@ -1,0 +1,38 @@
+"""Models share what they may: equal field sets are one object, and copies leave them intact."""
+
+from __future__ import annotations
+
+from specs.models import Metadata, Phase, TaskStatus, TaskStatusBody
+from specs.parse import parse_task
+
+SPEC = b"apiVersion: rayqueue/v1\nkind: Task\nspec:\n  entrypoint: 'true'\n  resources: {cpu: 1}\n"
+
+
+def body(**fields: object) -> TaskStatusBody:
+    return TaskStatusBody(phase=Phase.QUEUED, uid="u", **fields)
+
+
+def test_equal_field_sets_are_one_object() -> None:
+    a, b = parse_task(SPEC, file="a.yaml"), parse_task(SPEC, file="b.yaml")
+    assert a.spec.__pydantic_fields_set__ is b.spec.__pydantic_fields_set__
+    assert (
+        body(queue_position=1).__pydantic_fields_set__
+        is body(queue_position=9).__pydantic_fields_set__
+    )
+
+
+def test_a_copy_with_more_fields_leaves_the_shared_set_as_it_was() -> None:
+    first, other = body(), body()
+    moved = first.model_copy(update={"queue_position": 4})
+    assert moved.queue_position == 4
+    assert moved.__pydantic_fields_set__ == {"phase", "uid", "queue_position"}
+    assert first.__pydantic_fields_set__ == {"phase", "uid"}
+    assert other.__pydantic_fields_set__ is first.__pydantic_fields_set__
+    assert moved.__pydantic_fields_set__ is body(queue_position=1).__pydantic_fields_set__
+    # What the sets are for still works: unset fields are left out on request.
+    status = TaskStatus(metadata=Metadata(name="t"), status=moved)
+    assert status.status.model_dump(exclude_unset=True) == {
+        "phase": Phase.QUEUED,
+        "uid": "u",
+        "queue_position": 4,
+    }
