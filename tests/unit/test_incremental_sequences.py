@@ -10,7 +10,7 @@ lost), specs are edited (priority, resources, timeoutSeconds), deleted and added
 moves (past timeouts and retry backoffs), Ray is unreachable for a pass. At every pass the
 incremental plan equals the full one in every field (`assert_identical`).
 
-The default run is sized for CI. `RAYQUEUE_PROPERTY_EXAMPLES=5000` runs that many sequences.
+The default run (300 sequences) is sized for CI. `RAYQUEUE_PROPERTY_EXAMPLES=5000` runs that many.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from specs.settings import PlanOptions
 from tests.support.incremental_history import History, assert_identical
 from tests.support.planner_world import GIB
 
-EXAMPLES = int(os.environ.get("RAYQUEUE_PROPERTY_EXAMPLES", "150"))
+EXAMPLES = int(os.environ.get("RAYQUEUE_PROPERTY_EXAMPLES", "300"))
 
 # Folders: the default queue (top level, and a folder no queue lists), two team queues and a
 # sub-queue of one of them (with the second queue file).
