@@ -401,6 +401,7 @@ class Reason(StrEnum):
     MAX_RUNNING = "MaxRunning"  # its team queue runs as many tasks as its maxRunning allows
     QUEUE_FULL = "QueueFull"  # its team queue holds maxQueued tasks: this one does not count
     ARRAY_AT_MAX_PARALLEL = "ArrayAtMaxParallel"  # its array's maxParallel elements are active
+    NOT_CONSIDERED = "NotConsidered"  # past the candidates admission tests in a pass
     # conditions (a SpecInvalid condition's reason is its type, ConditionType.SPEC_INVALID)
     RAY_UNREACHABLE = "RayUnreachable"
     # why a run was preempted (the Preempted condition's reason)

@@ -159,6 +159,20 @@ class PlannerSettings:
     message without the moving parts, so a start at the head rewrites about this many sidecars
     rather than every waiting one (docs/scheduling.md, "Queue positions")."""
 
+    backfill_candidates: int = field(
+        default=500,
+        metadata=knob(
+            "under backfill and besteffort, most waiting tasks tested per queue past the "
+            "first that cannot start (default 500); those behind wait NotConsidered",
+            commands=LOOP,
+            minimum=0,
+            group="planner",
+        ),
+    )
+    """Slurm's bf_max_job_test: admission walks each queue from its head and gives up after
+    this many candidates past the first that could not start, so a pass costs what the head
+    of the queue holds, not its length. Strict stops at that first misfit anyway."""
+
     lost_grace_seconds: float = field(
         default=60.0,
         metadata=knob(

@@ -3,7 +3,7 @@ else waits."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -38,6 +38,7 @@ from reconciler.core.waits import (
     BehindReservation,
     BehindScaleUp,
     BehindTask,
+    NotConsidered,
     PreemptedBy,
     Preempting,
     ScaleUp,
@@ -137,6 +138,9 @@ def admit(ctx: PassState) -> None:
     starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
     slots = max(ctx.options.max_inflight - starting, 0)
     admission = _admission(ctx, eligible, free, slots, all_stopping)
+    if isinstance(admission, policies.Admission):
+        tail_at, lack = admission.tail or (None, None)
+        ctx.walk = (tail_at, lack, len(admission.start))
     if isinstance(admission, queueing.QueueAdmission):
         admission.waiting.update(full)
         ctx.queue_admission = admission
@@ -162,6 +166,8 @@ def admit(ctx: PassState) -> None:
         ctx.order.setdefault(owner, []).append(name)
         waiting = capped.get(name) or _why_waiting(ctx, name, admission, stopping_for, preempting)
         waiting, asked_at = _scale_wait(ctx, scale, candidate, waiting)
+        if waiting is not None and isinstance(waiting.lacks, NotConsidered):
+            ctx.not_considered += 1
         eta = waiting.estimated_start if waiting else None
         if eta is not None:
             # A reserved start is max(the claims' end, now): once the clock passes that end, it
@@ -216,7 +222,10 @@ def _admission(
     shares of what the cluster can grow to (its ceiling), not of what it has now."""
     policy = policies.POLICIES[ctx.options.policy]
     if ctx.queues is None:
-        return policy(eligible, free, ctx.claims, ctx.now, slots)
+        bound = ctx.options.backfill_candidates
+        return policies.admit_bounded(
+            ctx.options.policy, eligible, free, ctx.claims, ctx.now, slots, bound
+        )
     capacity = ctx.obs.capacity
     assert capacity is not None
     return queueing.admit_by_queue(
@@ -451,7 +460,8 @@ def _start(ctx: PassState, candidate: policies.Candidate) -> None:
     name, body, task = candidate.name, ctx.bodies[candidate.name], ctx.tasks[candidate.name]
     uid = body.uid or make_uid(ctx.options.queue_id, name, ctx.stamp)
     sid = submission_id_for(name, uid, body.run + 1, task.spec.submission_id)
-    body = lifecycle.start_run(body, uid, sid, ctx.stamp, ctx.sources.get(name))
+    read = ctx.read.get(name)
+    body = lifecycle.start_run(body, uid, sid, ctx.stamp, read.source if read else None)
     ctx.bodies[name] = body
     ctx.used = ctx.used + candidate.request
     ctx.plan.submits.append(Submit(name, submit_request(ctx.env, name, task, body)))
@@ -459,4 +469,85 @@ def _start(ctx: PassState, candidate: policies.Candidate) -> None:
         Reason.SUBMITTED,
         f"submitted {name} (priority {task.spec.priority}, "
         f"{resources_text(candidate.request)}) as {sid}",
+    )
+
+
+@dataclass
+class Walk:
+    """What `admit_prefix` did with the head of a long queue."""
+
+    admission: policies.Admission
+    touched: list[str]  # tasks whose status it set anew (the others keep theirs)
+
+
+def walk_policy(ctx: PassState, prefix: list[policies.Candidate]) -> policies.Admission:
+    """The policy's walk over the head of the queue, as `admit` runs it (see admit_prefix)."""
+    starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
+    slots = max(ctx.options.max_inflight - starting, 0)
+    admission = _admission(ctx, prefix, _free(ctx), slots, {})
+    assert isinstance(admission, policies.Admission)
+    return admission
+
+
+def admit_prefix(
+    ctx: PassState,
+    prefix: list[policies.Candidate],
+    admission: policies.Admission,
+    unchanged: Callable[[str, Reason, str], bool],
+    adopt: Callable[[str], None],
+) -> Walk:
+    """`admit` on the head of the queue, for a pass with one queue and no preemption,
+    autoscaler, array cap, dependency gate or stopping victim (the incremental planner checks
+    that). `prefix`: the first candidates in order, long enough that the policy's walk ends in
+    it (`Admission.tail`) or the whole queue. `unchanged(name, reason, bucket)`: whether a far
+    task's status already says so, in which case it is left as it is. `admission`: the
+    policy's walk over `prefix` (walk_policy). `adopt(name)`: puts a task's own result in
+    the pass (its body and task) before admission reads or sets them."""
+    started = set(admission.start)
+    exact = ctx.options.exact_queue_positions
+    touched: list[str] = []
+    place = 0
+    order = ctx.order.setdefault("", []) if len(prefix) > len(started) else []
+    for candidate in prefix:
+        name = candidate.name
+        if name in started:
+            adopt(name)
+            _start(ctx, candidate)
+            touched.append(name)
+            continue
+        place += 1
+        order.append(name)
+        waiting = admission.waiting[name]
+        if isinstance(waiting.lacks, NotConsidered):
+            ctx.not_considered += 1
+        eta = waiting.estimated_start
+        if eta is not None:
+            ctx.until = min(ctx.until, max(eta, ctx.now))
+        if place > exact:
+            bucket = position_bucket(place, exact)
+            if unchanged(name, waiting.reason, bucket):
+                continue
+            adopt(name)
+            body = ctx.bodies[name]
+            message = far_message(bucket, waiting, None)
+            ctx.bodies[name] = lifecycle.queue(
+                body, None, waiting.reason, message, None, None, bucket
+            )
+        else:
+            adopt(name)
+            body = ctx.bodies[name]
+            at = to_datetime(eta) if eta else None
+            ctx.bodies[name] = lifecycle.queue(
+                body, place, waiting.reason, waiting.message, at, None, None
+            )
+        touched.append(name)
+    return Walk(admission, touched)
+
+
+def place_far(ctx: PassState, name: str, lack: Waiting, place: int) -> None:
+    """A task past the walk (`Admission.tail`) at `place`: its far status, as `admit` sets it."""
+    bucket = position_bucket(place, ctx.options.exact_queue_positions)
+    message = far_message(bucket, lack, None)
+    ctx.bodies[name] = lifecycle.queue(
+        ctx.bodies[name], None, lack.reason, message, None, None, bucket
     )

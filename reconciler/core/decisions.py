@@ -97,3 +97,5 @@ class Summary:
     # The waiting tasks of each queue ("" without queues) in place order: the exact places the
     # sidecars beyond exact_queue_positions do not show (the API computes them from this).
     order: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    # Waiting tasks admission did not test this pass: past backfill_candidates (NotConsidered).
+    not_considered: int = 0

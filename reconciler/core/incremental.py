@@ -17,14 +17,15 @@ and an empty memo gives `plan`'s work exactly.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Collection, Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from reconciler.core import planner
+from reconciler.core import planner, queueorder
 from reconciler.core.planner import Observation, Plan, TaskInput, TaskResult
+from reconciler.core.queueorder import Kept, Order
 from reconciler.core.usage import QueueUsage
-from specs.cluster import Capacity, NodeType, RayJob
+from specs.cluster import Capacity, NodeType
 from specs.models import TaskStatus
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
@@ -43,20 +44,14 @@ World = tuple[
 
 
 @dataclass(frozen=True)
-class _Kept:
-    """A task's result and what it was computed from."""
-
-    version: Hashable  # the task's version (its spec's and status's generations)
-    job: RayJob | None  # the job its run's submission id named, as Ray listed it then
-    result: TaskResult
-
-
-@dataclass(frozen=True)
 class Memo:
     """What one pass hands the next; treat as immutable. A new loop starts from EMPTY."""
 
     world: World | None = None
-    kept: Mapping[str, _Kept] = field(default_factory=dict)
+    kept: Mapping[str, Kept] = field(default_factory=dict)
+    # The queue's order and what the fast pass needs (reconciler.core.queueorder); None: the
+    # next pass is a full one.
+    order: Order | None = None
 
 
 EMPTY = Memo()
@@ -71,11 +66,6 @@ def _world(observed: Observation, options: PlanOptions, queues: QueueConfig | No
     return (options, observed.capacity, observed.available, observed.error, queues, ceiling)
 
 
-def _run_job(jobs: Mapping[str, RayJob] | None, status: TaskStatus) -> RayJob | None:
-    sid = status.status.submission_id
-    return jobs.get(sid) if sid and jobs is not None else None
-
-
 def plan_incremental(
     memo: Memo,
     specs: Mapping[str, TaskInput],
@@ -88,40 +78,40 @@ def plan_incremental(
     usage: QueueUsage | None = None,
     versions: Mapping[str, Hashable] | None = None,
     queue_error: str | None = None,
+    changed: Collection[str] | None = None,
 ) -> tuple[Plan, Memo]:
     """`planner.plan(specs, statuses, observed, now, options, queues=queues)`, and the memo
     for the next pass. `versions`: each task's version, a value that changes whenever its spec
     or its status does (the loop builds it from the store's generations); a task without one
-    is always reconciled anew."""
+    is always reconciled anew. `changed`: the names whose version differs from the last
+    pass's, when the caller knows them (else they are found by comparing `versions`)."""
+    world = _world(observed, options, queues)
+    previous = memo.kept if memo.world == world else {}
+    if memo.order is not None and previous and versions:
+        ctx = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
+        if queueorder.fast_enough(ctx):
+            done = queueorder.fast_pass(
+                ctx, memo.order, previous, specs, statuses, versions, changed
+            )
+            if done is not None:
+                return done[0], Memo(world, done[1], done[2])
     ctx = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
-    env, at = ctx.env, ctx.now
+    env = ctx.env
     versions = versions or {}
     read = specs
     specs = planner.with_id_claims(specs, statuses, env)
-    world = _world(observed, options, queues)
-    previous = memo.kept if memo.world == world else {}
-    jobs = observed.jobs
-    kept: dict[str, _Kept] = {}
+    kept: dict[str, Kept] = {}
+    results: dict[str, TaskResult] = {}
     for name in sorted(specs):
-        spec, status = specs[name], statuses.get(name)
-        entry = previous.get(name)
+        spec = specs[name]
         version = versions.get(name)
         if spec.task is None and read[name].task is not None:
             version = None  # turned Invalid by an id claim: not what the version describes
-        if status is None:
-            # First sight reads every job of the task, not one: cheap enough to always redo.
-            result = planner.reconcile_task(env, spec, status, at)
-        else:
-            job = _run_job(jobs, status)
-            if (
-                entry is None
-                or version is None
-                or entry.version != version
-                or entry.job != job
-                or not entry.result.valid_at(at)
-            ):
-                entry = _Kept(version, job, planner.reconcile_task(env, spec, status, at))
-            kept[name] = entry
-            result = entry.result
+        result = queueorder.reconcile(ctx, name, spec, statuses.get(name), version, previous, kept)
+        results[name] = result
         planner.merge(ctx, name, result)
-    return planner.finish(ctx, specs, statuses), Memo(world, kept)
+    plan = planner.finish(ctx, specs, statuses)
+    order: Order | None = None
+    if versions:
+        order = queueorder.order_after_full(ctx, specs, statuses, versions, results, kept, plan)
+    return plan, Memo(world, kept, order)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -40,6 +40,7 @@ from reconciler.core.reconcile import reconcile_task
 from reconciler.core.step import TaskEnv, TaskResult, task_env
 from reconciler.core.timestamps import to_datetime
 from reconciler.core.usage import QueueUsage
+from reconciler.core.waits import Lack
 from specs.cluster import META_QUEUE, Capacity, RayJob
 from specs.models import (
     Condition,
@@ -47,7 +48,6 @@ from specs.models import (
     Metadata,
     Phase,
     Reason,
-    SourceRef,
     Task,
     TaskStatus,
     TaskStatusBody,
@@ -175,7 +175,7 @@ class PassState:
     queue: list[tuple[tuple[int, float, str], policies.Candidate]] = field(default_factory=list)
     bodies: dict[str, TaskStatusBody] = field(default_factory=dict)
     tasks: dict[str, Task] = field(default_factory=dict)  # the queued ones, for admission
-    sources: dict[str, SourceRef] = field(default_factory=dict)  # of the specs read, for runs
+    read: Mapping[str, TaskInput] = field(default_factory=dict)  # the specs read: their sources
     conds: dict[str, Wanted] = field(default_factory=dict)
     running: list[victims.Running] = field(default_factory=list)  # possible victims
     jobs_by_task: Mapping[str, Sequence[RayJob]] = field(default_factory=dict)
@@ -190,6 +190,10 @@ class PassState:
     # _queues.yaml's error (file:line:col: field: message) while no configuration is in force
     queue_error: str | None = None
     order: dict[str, list[str]] = field(default_factory=dict)  # waiting, per queue, in order
+    not_considered: int = 0  # waiting tasks past the bound of admission's walk
+    # Where the policy's walk ended (Admission.tail: index, lack) and how many it started;
+    # None with team queues (the incremental planner's fast pass reads it).
+    walk: tuple[int | None, Lack | None, int] | None = None
 
     @property
     def stamp(self) -> datetime:
@@ -256,7 +260,7 @@ def begin(
     ctx = PassState(options, observed, now.timestamp(), _Draft(), env, queues=queues, usage=usage)
     ctx.queue_error = queue_error if queues is None else None
     ctx.folder_empty = not specs and not statuses
-    ctx.sources = {name: s.source for name, s in specs.items() if s.source is not None}
+    ctx.read = specs
     ctx.jobs_by_task = env.by_task
     return ctx
 
@@ -302,7 +306,7 @@ def finish(
         admit(ctx)
         expire_finished_jobs(ctx, ours, statuses)
     orphan_sidecars(ctx, specs, statuses, ours)
-    _collect_statuses(ctx, statuses)
+    collect_statuses(ctx, statuses)
     draft = ctx.plan
     # Each task's own reconcile narrowed `ctx.until` to where its answers hold (timeouts,
     # backoffs, grace periods); the pass-wide rules add theirs (`_admit`, `_expire_history`).
@@ -328,6 +332,51 @@ def finish(
         deadline=None if math.isinf(until) else until,
         scale_request=_scale_request(ctx, specs),
         still=_changes_nothing(ctx, statuses),
+    )
+
+
+def freeze(
+    ctx: PassState,
+    statuses: Mapping[str, TaskStatus],
+    out: Mapping[str, TaskStatus],
+    summary: Summary,
+    touched: Iterable[str],
+) -> Plan:
+    """The incremental planner's plan: as `finish` builds it, with every status `out` (the
+    given ones, but for `touched`) and the summary it kept."""
+    draft = ctx.plan
+    until = max(ctx.until, ctx.now)
+    plan = draft
+    still = not (
+        not ctx.obs.available
+        or plan.submits
+        or plan.stops
+        or plan.timeouts
+        or plan.preemptions
+        or plan.delete_statuses
+        or plan.fetch_logs
+        or plan.deletes
+        or plan.events
+        or plan.refused_deletions is not None
+        or len(out) != len(statuses)
+        or any(statuses.get(name) is not out[name] for name in touched)
+    )
+    return Plan(
+        statuses=out,
+        submits=draft.submits,
+        stops=draft.stops,
+        timeouts=draft.timeouts,
+        preemptions=draft.preemptions,
+        delete_statuses=draft.delete_statuses,
+        fetch_logs=draft.fetch_logs,
+        deletes=draft.deletes,
+        events=draft.events,
+        refused_deletions=draft.refused_deletions,
+        summary=summary,
+        write_classes=draft.write_classes,
+        deadline=None if math.isinf(until) else until,
+        scale_request=None,  # the fast pass runs only without an autoscaler
+        still=still,
     )
 
 
@@ -374,12 +423,16 @@ def _changes_nothing(ctx: PassState, statuses: Mapping[str, TaskStatus]) -> bool
     )
 
 
-def _collect_statuses(ctx: PassState, statuses: Mapping[str, TaskStatus]) -> None:
-    """Each task's status, and for each changed one how it must reach disk: durable when this
-    pass acts on the task in Ray or the status records a run (reconciler.core.durability)."""
+def collect_statuses(
+    ctx: PassState, statuses: Mapping[str, TaskStatus], names: Iterable[str] | None = None
+) -> None:
+    """Each task's status (of `names`, default all), and for each changed one how it must
+    reach disk: durable when this pass acts on the task in Ray or the status records a run
+    (reconciler.core.durability)."""
     draft = ctx.plan
     acts = acting(draft.submits, draft.stops, draft.timeouts, draft.preemptions)
-    for name, body in ctx.bodies.items():
+    for name in ctx.bodies if names is None else names:
+        body = ctx.bodies[name]
         prev = statuses.get(name)
         wanted = ctx.conds.get(name, {})
         if body.preempted_by is not None and ConditionType.PREEMPTED not in wanted:
@@ -432,6 +485,7 @@ def _summary(ctx: PassState) -> Summary:
         running=phases.count(Phase.RUNNING),
         queues=ctx.queue_admission,
         order=ctx.order,
+        not_considered=ctx.not_considered,
     )
 
 

@@ -13,7 +13,9 @@ from reconciler.core.waits import (
     BehindReservation,
     BehindTask,
     InflightLimit,
+    Lack,
     NoEstimate,
+    NotConsidered,
     ReservedStart,
     Waiting,
     shortfall,
@@ -55,20 +57,39 @@ class QuotaView:
 class Admission:
     start: list[str] = field(default_factory=list)
     waiting: dict[str, Waiting] = field(default_factory=dict)
+    # Where the walk ended: from this index of the queue on, every task waits for the same
+    # lack (its place aside), whatever comes after it; None: the walk reached the end. The
+    # incremental planner gives the policy only the head of a long queue and fills in the rest.
+    tail: tuple[int, Lack] | None = None
 
 
 def _in_order(
-    queue: Sequence[Candidate], free: Capacity, slots: int, *, blocking: bool
+    queue: Sequence[Candidate],
+    free: Capacity,
+    slots: int,
+    *,
+    blocking: bool,
+    bound: int | None = None,
 ) -> Admission:
     """Walk the queue in order, starting what fits. `blocking`: the first task that cannot
-    start holds back everything behind it (strict); otherwise later tasks may overtake."""
+    start holds back everything behind it (strict); otherwise later tasks may overtake, up to
+    `bound` of them past the first that could not start (None: no bound)."""
     admission = Admission()
     blocked_by: str | None = None
-    for task in queue:
+    tested = -1  # candidates tested past the first that could not start; -1: none failed yet
+    for position, task in enumerate(queue):
         index = len(admission.waiting)
         if blocked_by is not None:
             admission.waiting[task.name] = Waiting(BehindTask(blocked_by), index)
             continue
+        if slots <= 0 and not blocking and admission.tail is None:
+            admission.tail = (position, InflightLimit())  # slots never come back in a pass
+        if bound is not None and tested >= bound and slots > 0:
+            _not_considered(admission, queue[position:], bound)
+            admission.tail = (position, NotConsidered(bound))
+            return admission
+        if tested >= 0:
+            tested += 1
         if slots <= 0:
             waiting = Waiting(InflightLimit(), index)
         elif task.request.fits_in(free):
@@ -79,9 +100,17 @@ def _in_order(
         else:
             waiting = Waiting(shortfall(task.request, free), index)
         admission.waiting[task.name] = waiting
+        tested = max(tested, 0)
         if blocking:
             blocked_by = task.name
+            admission.tail = (position + 1, BehindTask(task.name))
     return admission
+
+
+def _not_considered(admission: Admission, rest: Sequence[Candidate], bound: int) -> None:
+    """The tasks past the bound: in the queue's order, not tested this pass."""
+    for task in rest:
+        admission.waiting[task.name] = Waiting(NotConsidered(bound), len(admission.waiting))
 
 
 def strict(
@@ -93,11 +122,17 @@ def strict(
 
 
 def besteffort(
-    queue: Sequence[Candidate], free: Capacity, claims: Sequence[Claim], now: float, slots: int
+    queue: Sequence[Candidate],
+    free: Capacity,
+    claims: Sequence[Claim],
+    now: float,
+    slots: int,
+    bound: int | None = None,
 ) -> Admission:
-    """Kueue's BestEffortFIFO: anything that fits starts, in queue order. Can starve big tasks."""
+    """Kueue's BestEffortFIFO: anything that fits starts, in queue order. Can starve big tasks.
+    `bound`: at most this many tasks tested past the first that cannot start."""
     del claims, now
-    return _in_order(queue, free, slots, blocking=False)
+    return _in_order(queue, free, slots, blocking=False, bound=bound)
 
 
 @dataclass(frozen=True)
@@ -156,6 +191,7 @@ def backfill(
     now: float,
     slots: int,
     quota: QuotaView | None = None,
+    bound: int | None = None,
 ) -> Admission:
     """EASY backfilling, as Slurm does it.
 
@@ -166,7 +202,9 @@ def backfill(
     resources. A task without a timeout can only use the spare. If no reservation can be
     computed (the head needs what unbounded claims hold), the pass falls back to strict.
     With team queues, `quota` is the queue's view: its reservation waits for the queue's
-    quota as well as for the cluster, and what runs past it must fit in both.
+    quota as well as for the cluster, and what runs past it must fit in both. `bound` (Slurm's
+    bf_max_job_test): at most this many tasks are tested past the head that cannot start; the
+    rest wait NotConsidered.
     """
     admission = Admission()
     # Jobs started in this pass hold resources too; without them the shadow time would be early.
@@ -188,6 +226,7 @@ def backfill(
     if slots <= 0:
         for task in queue[index:]:
             admission.waiting[task.name] = Waiting(InflightLimit(), len(admission.waiting))
+        admission.tail = (index, InflightLimit())
         return admission
 
     lacks = shortfall(head.request, free)
@@ -203,6 +242,7 @@ def backfill(
         admission.waiting[head.name] = Waiting(lacks, 0, note=NoEstimate())
         for task in queue[index + 1 :]:
             admission.waiting[task.name] = Waiting(BehindTask(head.name), len(admission.waiting))
+        admission.tail = (index + 1, BehindTask(head.name))
         return admission
 
     shadow, extra = reservation.start, reservation.extra
@@ -213,10 +253,16 @@ def backfill(
             min(extra.memory, reservation.quota_extra.memory),
         )
     admission.waiting[head.name] = Waiting(lacks, 0, note=ReservedStart(shadow))
-    for task in queue[index + 1 :]:
+    for tested, task in enumerate(queue[index + 1 :]):
         ahead = len(admission.waiting)
+        if bound is not None and tested >= bound and slots > 0:
+            _not_considered(admission, queue[index + 1 + tested :], bound)
+            admission.tail = (index + 1 + tested, NotConsidered(bound))
+            break
         if slots <= 0:
             admission.waiting[task.name] = Waiting(InflightLimit(), ahead)
+            if admission.tail is None:
+                admission.tail = (index + 1 + tested, InflightLimit())
         elif not task.request.fits_in(free):
             admission.waiting[task.name] = Waiting(shortfall(task.request, free), ahead)
         elif task.timeout_seconds > 0 and now + task.timeout_seconds <= shadow:
@@ -234,6 +280,23 @@ def backfill(
             behind = BehindReservation(head.name, shadow, task.timeout_seconds)
             admission.waiting[task.name] = Waiting(behind, ahead)
     return admission
+
+
+def admit_bounded(
+    name: str,
+    queue: Sequence[Candidate],
+    free: Capacity,
+    claims: Sequence[Claim],
+    now: float,
+    slots: int,
+    bound: int | None,
+) -> Admission:
+    """The policy `name` on one queue, its walk bounded as `backfill_candidates` says."""
+    if name == "backfill":
+        return backfill(queue, free, claims, now, slots, bound=bound)
+    if name == "besteffort":
+        return besteffort(queue, free, claims, now, slots, bound=bound)
+    return strict(queue, free, claims, now, slots)
 
 
 Policy = Callable[[Sequence[Candidate], Capacity, Sequence[Claim], float, int], Admission]

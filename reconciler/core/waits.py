@@ -104,6 +104,16 @@ class BehindTask:
 
 
 @dataclass(frozen=True)
+class NotConsidered:
+    """Admission gave up before reaching it: it tested `bound` candidates past the first that
+    could not start (backfill_candidates, Slurm's bf_max_job_test), so a pass costs what the
+    head of the queue holds, not the queue's length."""
+
+    reason: ClassVar[Reason] = Reason.NOT_CONSIDERED
+    bound: int
+
+
+@dataclass(frozen=True)
 class BehindReservation:
     """It fits now, but would delay the blocked head's reserved start (backfill)."""
 
@@ -203,6 +213,7 @@ Lack = (
     | QueueFull
     | InflightLimit
     | BehindTask
+    | NotConsidered
     | BehindReservation
     | KeptForQueue
     | Preempting
@@ -328,6 +339,11 @@ def _lack(lack: Lack) -> str:
             return f"array {array} has {limit} elements starting or running (maxParallel)"
         case BehindTask(task):
             return f"waits behind {task}"
+        case NotConsidered(bound):
+            return (
+                f"not considered this pass: admission tests at most {bound} tasks past the "
+                "first that cannot start (RAYQUEUE_BACKFILL_CANDIDATES)"
+            )
         case BehindReservation(head, starts_at, timeout_seconds):
             ends = (
                 f"its timeoutSeconds={timeout_seconds:g} ends after"

@@ -85,8 +85,8 @@ class History:
     fail_once: frozenset[str] = frozenset()
     memo: Memo = incremental.EMPTY
     compare: bool = True  # also run plan() and check the two agree
-    # Hand the planner the names whose version changed (its `changed`, once it takes one).
-    tell_changed: bool = False
+    tell_changed: bool = False  # hand the planner the names whose version changed
+    every_field: bool = False  # also the deadline, write classes and stillness alike
     last_versions: dict[str, Any] = field(default_factory=dict)
     # A known gap in the still check to pass over (a predicate on the later plan and the
     # statuses before), for a bug reported and pinned by an xfail test elsewhere; None: none.
@@ -164,9 +164,9 @@ class History:
         versions = {
             n: (self.spec_generation[n], self.status_generation.get(n, 0)) for n in self.specs
         }
-        told: dict[str, Any] = {}
+        changed = None
         if self.tell_changed:
-            told["changed"] = {n for n, v in versions.items() if self.last_versions.get(n) != v}
+            changed = {n for n, v in versions.items() if self.last_versions.get(n) != v}
         self.last_versions = versions
         inc, self.memo = plan_incremental(
             self.memo,
@@ -177,13 +177,16 @@ class History:
             self.options,
             queues=self.queues,
             versions=versions,
-            **told,
+            changed=changed,
         )
         # The state machine refusing a transition is a planner bug.
         assert not [e for e in inc.events if e.reason is Reason.ILLEGAL_TRANSITION], inc.events
         if self.compare:
             full = plan(self.specs, before, observed, at, self.options, queues=self.queues)
             self.check(full, inc, before)
+            if self.every_field:
+                assert (inc.deadline, inc.still) == (full.deadline, full.still)
+                assert inc.write_classes == full.write_classes
         if self.compare and inc.still_until is not None:
             self._check_still(inc.still_until, before, observed)
         self._follow(inc)

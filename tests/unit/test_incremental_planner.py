@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.core import planner
+from reconciler.core import lifecycle, planner
 from reconciler.core.planner import TaskInput
 from specs.cluster import (
     FAILED,
@@ -72,7 +72,25 @@ def specs_of(draw: st.DrawFn, name: str) -> dict[str, Any]:
 
 
 @st.composite
-def steps(draw: st.DrawFn) -> tuple[Any, ...]:
+def plain_specs_of(draw: st.DrawFn, name: str) -> dict[str, Any]:
+    """Tasks the fast pass takes (reconciler.core.queueorder): no dependencies, no explicit
+    submission id."""
+    fields: dict[str, Any] = {
+        "priority": draw(st.integers(0, 2)),
+        "cpu": draw(st.sampled_from([1, 1, 1, 2, 3, 9])),
+        "timeoutSeconds": draw(st.sampled_from([0, 0, 5, 50])),
+    }
+    if draw(st.booleans()):
+        fields["retry"] = RETRY
+    if draw(st.integers(0, 9)) == 0:
+        fields["suspend"] = True
+    return fields
+
+
+@st.composite
+def steps(
+    draw: st.DrawFn, names: tuple[str, ...] = NAMES, spec_of: Any = specs_of
+) -> tuple[Any, ...]:
     kind = draw(
         st.sampled_from(
             [
@@ -83,9 +101,9 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
             ]
         )
     )
-    name = draw(st.sampled_from(NAMES))
+    name = draw(st.sampled_from(names))
     if kind == "put":
-        return (kind, name, draw(specs_of(name)))
+        return (kind, name, draw(spec_of(name)))
     if kind == "ray":
         outcome = draw(st.sampled_from([RUNNING, RUNNING, SUCCEEDED, FAILED, STOPPED, "vanish"]))
         return (kind, draw(st.integers(0, 7)), outcome, draw(st.sampled_from([1, 2, 3])))
@@ -101,7 +119,7 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
         return (kind, draw(st.integers(0, 1000)))
     if kind == "lose_writes":
         # A status file that cannot be written for a while: the next passes get the old one.
-        lost = frozenset(draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=3)))
+        lost = frozenset(draw(st.lists(st.sampled_from(names), min_size=1, max_size=3)))
         return (kind, lost, draw(st.sampled_from([1, 3, 10])))
     return (kind, name)
 
@@ -121,6 +139,8 @@ def options_of(draw: st.DrawFn) -> PlanOptions:
         scale_up_timeout_seconds=draw(st.sampled_from([30.0, 600.0])),
         # 1 and 2: most waiting tasks sit beyond the exact places, in buckets (issue 27).
         exact_queue_positions=draw(st.sampled_from([1, 2, 100])),
+        # 0 and 1: admission's walk stops early, the rest wait NotConsidered (issue 27).
+        backfill_candidates=draw(st.sampled_from([0, 1, 500])),
     )
 
 
@@ -150,6 +170,66 @@ def test_incremental_plan_equals_full_plan_on_random_histories(
         world.run_pass()
         if step[0] == "tick":
             world.run_pass()  # the same inputs once more, at the same instant
+
+
+MANY = tuple(f"t{i:02d}" for i in range(24))
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    policy=st.sampled_from(["strict", "backfill", "besteffort"]),
+    exact=st.sampled_from([1, 2, 3]),
+    bound=st.sampled_from([0, 0, 1, 2, 500]),
+    inflight=st.sampled_from([1, 1, 2, 8]),
+    retention=st.sampled_from([None, 30.0]),
+    tell=st.booleans(),
+    start=st.lists(st.tuples(st.sampled_from(MANY), plain_specs_of("x")), min_size=8, max_size=40),
+    history=st.lists(
+        st.tuples(
+            steps(MANY, plain_specs_of).filter(lambda s: s[0] != "scaling"),
+            st.sets(st.sampled_from(MANY), max_size=2),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+)
+def test_the_fast_pass_equals_the_full_plan(
+    policy: str,
+    exact: int,
+    bound: int,
+    inflight: int,
+    retention: float | None,
+    tell: bool,
+    start: list[tuple[str, dict[str, Any]]],
+    history: list[tuple[tuple[Any, ...], set[str]]],
+) -> None:
+    """One queue, no preemption, dependencies or autoscaler: the incremental planner takes its
+    fast pass (the kept queue order, reconciler.core.queueorder), with many waiting tasks, few
+    exact places and a short walk, so places, buckets and the walk's tail all move."""
+    options = PlanOptions(
+        queue_id="q",
+        policy=policy,
+        exact_queue_positions=exact,
+        backfill_candidates=bound,
+        max_inflight=inflight,
+        ray_history_retention_seconds=retention,
+        lost_grace_seconds=5.0,
+        start_timeout_seconds=10.0,
+    )
+    world = History(options, None, tell_changed=tell, every_field=True)
+    for name, fields in start:
+        world.apply(("put", name, fields))
+    world.run_pass()
+    for step, failing in history:
+        world.apply(step)
+        world.fail_once = frozenset(failing)
+        world.run_pass()
+        if step[0] == "tick":
+            world.run_pass()
 
 
 def test_unchanged_tasks_cost_no_reconcile(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -211,3 +291,46 @@ def test_a_deadline_is_kept_to_the_last_float() -> None:
     assert world.run_pass().timeouts == []
     world.now = boundary.timestamp()
     assert [t.task for t in world.run_pass().timeouts] == ["a"]
+
+
+def test_a_start_at_the_head_looks_at_the_head_not_the_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The kept order (reconciler.core.queueorder): when a job ends and the next task starts,
+    the pass sets the statuses of the exact places and the bucket edges, reconciles only the
+    tasks whose inputs changed, and hands every other status back as it was given."""
+    options = PlanOptions(queue_id="q", policy="strict", exact_queue_positions=5)
+    world = History(options, None, capacity=Capacity(2, 0, 16 * GIB))
+    for i in range(400):
+        world.apply(("put", f"t{i:03d}", {"priority": 1, "timeoutSeconds": 50}))
+    for _ in range(3):
+        world.run_pass()
+    world.apply(("ray", 0, RUNNING, 0))
+    world.apply(("ray", 1, RUNNING, 0))
+    world.run_pass()
+    world.run_pass()
+    assert world.memo.order is not None  # the next pass may take the fast path
+    queued: list[str] = []
+    reconciled: list[str] = []
+    real_queue, real_reconcile = lifecycle.queue, planner.reconcile_task
+
+    def counting_queue(body: Any, *args: Any) -> Any:
+        queued.append(body.phase)
+        return real_queue(body, *args)
+
+    def counting_reconcile(env: planner.TaskEnv, spec: TaskInput, prev: Any, now: float) -> Any:
+        reconciled.append(spec.name)
+        return real_reconcile(env, spec, prev, now)
+
+    monkeypatch.setattr(lifecycle, "queue", counting_queue)
+    monkeypatch.setattr(planner, "reconcile_task", counting_reconcile)
+    world.apply(("ray", 0, SUCCEEDED, 0))
+    before = dict(world.statuses)
+    result = world.run_pass()  # compared with plan(): the same plan
+    # plan() (run by the comparison) reconciles all 400; the fast pass only the ended one.
+    assert reconciled.count("t000") == 2 and len(reconciled) == 400 + 1
+    assert [s.task for s in result.submits] == ["t002"]
+    # The fast pass placed the exact five and the task at the bucket edge; plan() all 397.
+    assert len(queued) - 397 <= 8
+    same = [n for n in before if result.statuses[n] is before[n]]
+    assert len(same) >= 390

@@ -267,6 +267,7 @@ def queues_of(text: str | None) -> QueueConfig | None:
     first=st.integers(0, 2**16),
     cpus=st.sampled_from([4, 8, 16]),
     plain=st.booleans(),
+    tell=st.booleans(),
     simple=st.booleans(),
     sequence=st.lists(steps(), min_size=1, max_size=40),
 )
@@ -277,6 +278,7 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
     first: int,
     cpus: int,
     plain: bool,
+    tell: bool,
     simple: bool,
     sequence: list[tuple[Any, ...]],
 ) -> None:
@@ -291,9 +293,10 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
         capacity=Capacity(cpus, 0, 64 * GIB),
         check=assert_identical,
         still_gap=behind_reservation_later,
+        tell_changed=tell,
     )
     note(f"queue file: {queue_file and queue_file.splitlines()[-1]}; {options}")
-    note(f"size {size}, first {first}, cpus {cpus}, plain {plain}, simple {simple}")
+    note(f"size {size}, first {first}, cpus {cpus}, plain {plain}, tell {tell}, simple {simple}")
     note(f"sequence {sequence}")
     run = Sequence(world, names_of(size), plain)
     run.run(("add", size // 2, first))  # the first half arrives at once

@@ -17,6 +17,7 @@ from reconciler.core.waits import (
     KeptForQueue,
     NextPass,
     NoEstimate,
+    NotConsidered,
     OverQuota,
     PreemptedBy,
     Preempting,
@@ -88,6 +89,12 @@ ROWS = [
         Reason.QUEUE_FULL,
         "team-a is full: 5 tasks queued before it (maxQueued 5); this one is not counted until "
         "some of them start",
+    ),
+    (
+        Waiting(NotConsidered(500), 612),
+        Reason.NOT_CONSIDERED,
+        "not considered this pass: admission tests at most 500 tasks past the first that "
+        "cannot start (RAYQUEUE_BACKFILL_CANDIDATES); 612 tasks ahead",
     ),
     (
         Waiting(InflightLimit(), 0),
