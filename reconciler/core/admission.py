@@ -241,6 +241,7 @@ def _admission(
         fairshare.RESERVATION_OF_POLICY.get(ctx.options.policy, fairshare.STRICT_RESERVATION),
         preemption.ready(ctx.bodies, ctx.tasks, all_stopping),
         ctx.usage,
+        ctx.options.backfill_candidates,
     )
 
 
