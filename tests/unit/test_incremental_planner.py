@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from reconciler.core import incremental, lifecycle, planner
 from reconciler.core.incremental import Memo, plan_incremental
 from reconciler.core.planner import Observation, Plan, TaskInput, plan
+from reconciler.core.usage import QueueUsage, Tracked
 from specs.cluster import (
     FAILED,
     PENDING,
@@ -46,6 +47,38 @@ spec:
       borrowingLimit: {cpu: 0}
 """
 T0 = 1_767_225_600.0  # 2026-01-01
+TEAMS = ("team-a", "team-b", "team-c", "team-d")
+
+
+@st.composite
+def team_queues(draw: st.DrawFn) -> tuple[QueueConfig, QueueUsage | None]:
+    """Several team queues (issue 27): quotas, weights, borrowing limits, maxRunning, the
+    fair-sharing mode; and each queue's decayed past use, when it counts."""
+    count = draw(st.integers(2, 4))
+    lines = ["apiVersion: rayqueue/v1", "kind: QueueConfig", "spec:"]
+    mode = draw(st.sampled_from(["DecayedUsage", "CurrentUsage"]))
+    half = draw(st.sampled_from(["1h", "7d"]))
+    lines += ["  fairSharing:", f"    mode: {mode}", f"    usageHalfLife: {half}", "  queues:"]
+    for team in TEAMS[:count]:
+        lines += [f"    - name: {team}", f"      nominalQuota: {{cpu: {draw(st.integers(0, 3))}}}"]
+        lines.append(f"      weight: {draw(st.sampled_from([0.5, 1, 1, 2]))}")
+        if draw(st.booleans()):
+            lines.append(f"      borrowingLimit: {{cpu: {draw(st.integers(0, 2))}}}")
+        if draw(st.integers(0, 3)) == 0:
+            lines.append(f"      maxRunning: {draw(st.integers(1, 2))}")
+    config = parse_queue_config("\n".join(lines) + "\n")
+    past: QueueUsage | None = None
+    if draw(st.booleans()):
+        cpus = draw(
+            st.lists(st.sampled_from([0, 10, 3600, 90_000]), min_size=count, max_size=count)
+        )
+        since = T0 - draw(st.sampled_from([60.0, 86_400.0]))
+        past = Tracked(
+            {t: Capacity(c, 0, 0) for t, c in zip(TEAMS[:count], cpus, strict=True)}, since
+        )
+    return config, past
+
+
 RETRY = {"limit": 2, "backoffSeconds": 7, "on": ["Failed", "TimedOut", "Lost"]}
 # What the cluster may grow to (issue 26): none, 2-CPU nodes up to 8 CPU, the same with a
 # node pending and a failure, or a bare configured ceiling.
@@ -175,6 +208,7 @@ class History:
 
     options: PlanOptions
     queues: QueueConfig | None
+    usage: QueueUsage | None = None  # the queues' decayed past use (fair share)
     specs: dict[str, TaskInput] = field(default_factory=dict)
     statuses: dict[str, TaskStatus] = field(default_factory=dict)
     jobs: dict[str, RayJob] = field(default_factory=dict)
@@ -270,13 +304,22 @@ class History:
             at,
             self.options,
             queues=self.queues,
+            usage=self.usage,
             versions=versions,
             changed=changed,
         )
         # The state machine refusing a transition is a planner bug.
         assert not [e for e in inc.events if e.reason is Reason.ILLEGAL_TRANSITION], inc.events
         if self.compare:
-            full = plan(self.specs, before, observed, at, self.options, queues=self.queues)
+            full = plan(
+                self.specs,
+                before,
+                observed,
+                at,
+                self.options,
+                queues=self.queues,
+                usage=self.usage,
+            )
             assert_same(full, inc, before)
             if self.every_field:
                 assert (inc.deadline, inc.still) == (full.deadline, full.still)
@@ -300,7 +343,9 @@ class History:
             at = datetime.fromtimestamp(when, UTC)
             if at.timestamp() > until:
                 continue  # a datetime holds microseconds: this one rounded past the edge
-            again = plan(self.specs, before, observed, at, self.options, queues=self.queues)
+            again = plan(
+                self.specs, before, observed, at, self.options, queues=self.queues, usage=self.usage
+            )
             assert again.still_until is not None, (when - self.now, again)
             assert again.statuses == before
 
@@ -338,7 +383,8 @@ class History:
 )
 @given(
     options=options_of(),
-    with_queues=st.booleans(),
+    with_queues=st.sampled_from([False, True, "drawn"]),
+    teams=team_queues(),
     grows=st.sampled_from(SCALINGS),
     history=st.lists(
         st.tuples(steps(), st.sets(st.sampled_from(NAMES), max_size=2)), min_size=1, max_size=60
@@ -346,11 +392,15 @@ class History:
 )
 def test_incremental_plan_equals_full_plan_on_random_histories(
     options: PlanOptions,
-    with_queues: bool,
+    with_queues: bool | str,
+    teams: tuple[QueueConfig, QueueUsage | None],
     grows: Scaling | None,
     history: list[tuple[tuple[Any, ...], set[str]]],
 ) -> None:
-    world = History(options, parse_queue_config(QUEUES) if with_queues else None, scaling=grows)
+    if with_queues == "drawn":  # several queues, weights, limits, decayed usage
+        world = History(options, teams[0], teams[1], scaling=grows)
+    else:
+        world = History(options, parse_queue_config(QUEUES) if with_queues else None, scaling=grows)
     for step, failing in history:
         world.apply(step)
         world.fail_once = frozenset(failing)  # status writes that fail in this pass only
@@ -360,6 +410,8 @@ def test_incremental_plan_equals_full_plan_on_random_histories(
 
 
 MANY = tuple(f"t{i:02d}" for i in range(24))
+# The same, spread over the drawn team queues (some in no team: the default queue).
+MANY_TEAMS = tuple(f"{TEAMS[i % 5]}/t{i:02d}" if i % 5 < 4 else f"t{i:02d}" for i in range(24))
 
 
 @settings(
@@ -374,15 +426,8 @@ MANY = tuple(f"t{i:02d}" for i in range(24))
     inflight=st.sampled_from([1, 1, 2, 8]),
     retention=st.sampled_from([None, 30.0]),
     tell=st.booleans(),
-    start=st.lists(st.tuples(st.sampled_from(MANY), plain_specs_of("x")), min_size=8, max_size=40),
-    history=st.lists(
-        st.tuples(
-            steps(MANY, plain_specs_of).filter(lambda s: s[0] != "scaling"),
-            st.sets(st.sampled_from(MANY), max_size=2),
-        ),
-        min_size=1,
-        max_size=40,
-    ),
+    teams=st.one_of(st.none(), team_queues()),
+    data=st.data(),
 )
 def test_the_fast_pass_equals_the_full_plan(
     policy: str,
@@ -391,12 +436,27 @@ def test_the_fast_pass_equals_the_full_plan(
     inflight: int,
     retention: float | None,
     tell: bool,
-    start: list[tuple[str, dict[str, Any]]],
-    history: list[tuple[tuple[Any, ...], set[str]]],
+    teams: tuple[QueueConfig, QueueUsage | None] | None,
+    data: st.DataObject,
 ) -> None:
     """One queue, no preemption, dependencies or autoscaler: the incremental planner takes its
     fast pass (the kept queue order, reconciler.core.queueorder), with many waiting tasks, few
-    exact places and a short walk, so places, buckets and the walk's tail all move."""
+    exact places and a short walk, so places, buckets and the walk's tail all move. Also
+    with several team queues (weights, limits, decayed usage), each walk bounded alike."""
+    names = MANY if teams is None else MANY_TEAMS
+    start = data.draw(
+        st.lists(st.tuples(st.sampled_from(names), plain_specs_of("x")), min_size=8, max_size=40)
+    )
+    history = data.draw(
+        st.lists(
+            st.tuples(
+                steps(names, plain_specs_of).filter(lambda s: s[0] != "scaling"),
+                st.sets(st.sampled_from(names), max_size=2),
+            ),
+            min_size=1,
+            max_size=40,
+        )
+    )
     options = PlanOptions(
         queue_id="q",
         policy=policy,
@@ -407,7 +467,8 @@ def test_the_fast_pass_equals_the_full_plan(
         lost_grace_seconds=5.0,
         start_timeout_seconds=10.0,
     )
-    world = History(options, None, tell_changed=tell, every_field=True)
+    queues, past = teams if teams is not None else (None, None)
+    world = History(options, queues, past, tell_changed=tell, every_field=True)
     for name, fields in start:
         world.apply(("put", name, fields))
     world.run_pass()
