@@ -50,9 +50,9 @@ from reconciler.core.quotas import (
 )
 from reconciler.core.waits import (
     BehindTask,
-    Lack,
     BorrowBound,
     KeptForQueue,
+    Lack,
     NextPass,
     OverQuota,
     QuotaShortfall,
@@ -261,7 +261,9 @@ class _Pass:
             return fast(seen, budget)
         key = (budget, self.free, len(queue.remaining), self.slots, len(self.claims))
         if queue.memo is None or queue.memo[0] != key:
-            admission = self._ask(queue, budget)
+            # Bounded, the walk's starts lie in its first slots + 1 + bound tasks: ask on those.
+            seen = None if self.bound is None else self.slots + 1 + self.bound
+            admission = self._ask(queue, budget, seen)
             queue.memo = (key, admission.start)
         starts = queue.memo[1]
         if not starts:
@@ -296,13 +298,16 @@ class _Pass:
                 return head
         return None
 
-    def _ask(self, queue: QueueNode, budget: Capacity) -> policies.Admission:
-        """The queue's policy on its waiting tasks; backfill also gets the queue's view, so
-        its reservation waits for what frees the quota as well as the cluster."""
+    def _ask(
+        self, queue: QueueNode, budget: Capacity, seen: int | None = None
+    ) -> policies.Admission:
+        """The queue's policy on its waiting tasks (the first `seen` of them, if given: for
+        its starts only); backfill also gets the queue's view, so its reservation waits for
+        what frees the quota as well as the cluster."""
         if queue.policy is policies.backfill:
             view = policies.QuotaView(self.quota_limit(queue), queue.claims, pos(self.free))
             return policies.backfill(
-                queue.remaining,
+                queue.remaining if seen is None else queue.remaining[:seen],
                 budget,
                 self.claims,
                 self.now,
@@ -630,9 +635,7 @@ def admit(
     between queues of equal share (missing: after every placed task). `bound`: under backfill
     and besteffort, each queue's walk tests at most this many tasks past its first that
     cannot start; those behind wait NotConsidered (None: no bound)."""
-    return _Pass(
-        capacity, free, queues, claims, now, slots, reservation, first, order, bound
-    ).run()
+    return _Pass(capacity, free, queues, claims, now, slots, reservation, first, order, bound).run()
 
 
 __all__ = [
