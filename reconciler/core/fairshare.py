@@ -262,8 +262,8 @@ class _Pass:
         key = (budget, self.free, len(queue.remaining), self.slots, len(self.claims))
         if queue.memo is None or queue.memo[0] != key:
             # Bounded, the walk's starts lie in its first slots + 1 + bound tasks: ask on those.
-            seen = None if self.bound is None else self.slots + 1 + self.bound
-            admission = self._ask(queue, budget, seen)
+            head = None if self.bound is None else self.slots + 1 + self.bound
+            admission = self._ask(queue, budget, head)
             queue.memo = (key, admission.start)
         starts = queue.memo[1]
         if not starts:
