@@ -16,6 +16,7 @@ from typing import Any
 from reconciler.core import incremental
 from reconciler.core.incremental import Memo, plan_incremental
 from reconciler.core.planner import Observation, Plan, TaskInput, plan
+from reconciler.core.usage import QueueUsage
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob, Scaling
 from specs.models import Reason, TaskStatus
 from specs.queues import QueueConfig
@@ -73,6 +74,7 @@ class History:
 
     options: PlanOptions
     queues: QueueConfig | None
+    usage: QueueUsage | None = None  # the queues' decayed past use (fair share)
     specs: dict[str, TaskInput] = field(default_factory=dict)
     statuses: dict[str, TaskStatus] = field(default_factory=dict)
     jobs: dict[str, RayJob] = field(default_factory=dict)
@@ -176,13 +178,16 @@ class History:
             at,
             self.options,
             queues=self.queues,
+            usage=self.usage,
             versions=versions,
             changed=changed,
         )
         # The state machine refusing a transition is a planner bug.
         assert not [e for e in inc.events if e.reason is Reason.ILLEGAL_TRANSITION], inc.events
         if self.compare:
-            full = plan(self.specs, before, observed, at, self.options, queues=self.queues)
+            full = plan(
+                self.specs, before, observed, at, self.options, queues=self.queues, usage=self.usage
+            )
             self.check(full, inc, before)
             if self.every_field:
                 assert (inc.deadline, inc.still) == (full.deadline, full.still)
@@ -207,7 +212,9 @@ class History:
             at = datetime.fromtimestamp(when, UTC)
             if at.timestamp() > until:
                 continue  # a datetime holds microseconds: this one rounded past the edge
-            again = plan(self.specs, before, observed, at, self.options, queues=self.queues)
+            again = plan(
+                self.specs, before, observed, at, self.options, queues=self.queues, usage=self.usage
+            )
             if self.still_gap is not None and self.still_gap(again, before):
                 continue
             assert again.still_until is not None, (when - self.now, changes(again, before))

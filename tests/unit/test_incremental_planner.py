@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from reconciler.core import lifecycle, planner
 from reconciler.core.planner import TaskInput
+from reconciler.core.usage import QueueUsage, Tracked
 from specs.cluster import (
     FAILED,
     RUNNING,
@@ -23,8 +24,9 @@ from specs.cluster import (
 )
 from specs.models import Phase
 from specs.parse import parse_queue_config
+from specs.queues import QueueConfig
 from specs.settings import PlanOptions
-from tests.support.incremental_history import History
+from tests.support.incremental_history import T0, History
 from tests.support.planner_world import GIB
 
 NAMES = ("a", "b", "c", "team-a/d", "team-a/e", "team-b/f")
@@ -39,6 +41,40 @@ spec:
       nominalQuota: {cpu: 2}
       borrowingLimit: {cpu: 0}
 """
+
+
+TEAMS = ("team-a", "team-b", "team-c", "team-d")
+
+
+@st.composite
+def team_queues(draw: st.DrawFn) -> tuple[QueueConfig, QueueUsage | None]:
+    """Several team queues (issue 27): quotas, weights, borrowing limits, maxRunning, the
+    fair-sharing mode; and each queue's decayed past use, when it counts."""
+    count = draw(st.integers(2, 4))
+    lines = ["apiVersion: rayqueue/v1", "kind: QueueConfig", "spec:"]
+    mode = draw(st.sampled_from(["DecayedUsage", "CurrentUsage"]))
+    half = draw(st.sampled_from(["1h", "7d"]))
+    lines += ["  fairSharing:", f"    mode: {mode}", f"    usageHalfLife: {half}", "  queues:"]
+    for team in TEAMS[:count]:
+        lines += [f"    - name: {team}", f"      nominalQuota: {{cpu: {draw(st.integers(0, 3))}}}"]
+        lines.append(f"      weight: {draw(st.sampled_from([0.5, 1, 1, 2]))}")
+        if draw(st.booleans()):
+            lines.append(f"      borrowingLimit: {{cpu: {draw(st.integers(0, 2))}}}")
+        if draw(st.integers(0, 3)) == 0:
+            lines.append(f"      maxRunning: {draw(st.integers(1, 2))}")
+    config = parse_queue_config("\n".join(lines) + "\n")
+    past: QueueUsage | None = None
+    if draw(st.booleans()):
+        cpus = draw(
+            st.lists(st.sampled_from([0, 10, 3600, 90_000]), min_size=count, max_size=count)
+        )
+        since = T0 - draw(st.sampled_from([60.0, 86_400.0]))
+        past = Tracked(
+            {t: Capacity(c, 0, 0) for t, c in zip(TEAMS[:count], cpus, strict=True)}, since
+        )
+    return config, past
+
+
 RETRY = {"limit": 2, "backoffSeconds": 7, "on": ["Failed", "TimedOut", "Lost"]}
 # What the cluster may grow to (issue 26): none, 2-CPU nodes up to 8 CPU, the same with a
 # node pending and a failure, or a bare configured ceiling.
@@ -151,7 +187,8 @@ def options_of(draw: st.DrawFn) -> PlanOptions:
 )
 @given(
     options=options_of(),
-    with_queues=st.booleans(),
+    with_queues=st.sampled_from([False, True, "drawn"]),
+    teams=team_queues(),
     grows=st.sampled_from(SCALINGS),
     history=st.lists(
         st.tuples(steps(), st.sets(st.sampled_from(NAMES), max_size=2)), min_size=1, max_size=60
@@ -159,11 +196,15 @@ def options_of(draw: st.DrawFn) -> PlanOptions:
 )
 def test_incremental_plan_equals_full_plan_on_random_histories(
     options: PlanOptions,
-    with_queues: bool,
+    with_queues: bool | str,
+    teams: tuple[QueueConfig, QueueUsage | None],
     grows: Scaling | None,
     history: list[tuple[tuple[Any, ...], set[str]]],
 ) -> None:
-    world = History(options, parse_queue_config(QUEUES) if with_queues else None, scaling=grows)
+    if with_queues == "drawn":  # several queues, weights, limits, decayed usage
+        world = History(options, teams[0], teams[1], scaling=grows)
+    else:
+        world = History(options, parse_queue_config(QUEUES) if with_queues else None, scaling=grows)
     for step, failing in history:
         world.apply(step)
         world.fail_once = frozenset(failing)  # status writes that fail in this pass only
@@ -173,6 +214,8 @@ def test_incremental_plan_equals_full_plan_on_random_histories(
 
 
 MANY = tuple(f"t{i:02d}" for i in range(24))
+# The same, spread over the drawn team queues (some in no team: the default queue).
+MANY_TEAMS = tuple(f"{TEAMS[i % 5]}/t{i:02d}" if i % 5 < 4 else f"t{i:02d}" for i in range(24))
 
 
 @settings(
@@ -187,15 +230,8 @@ MANY = tuple(f"t{i:02d}" for i in range(24))
     inflight=st.sampled_from([1, 1, 2, 8]),
     retention=st.sampled_from([None, 30.0]),
     tell=st.booleans(),
-    start=st.lists(st.tuples(st.sampled_from(MANY), plain_specs_of("x")), min_size=8, max_size=40),
-    history=st.lists(
-        st.tuples(
-            steps(MANY, plain_specs_of).filter(lambda s: s[0] != "scaling"),
-            st.sets(st.sampled_from(MANY), max_size=2),
-        ),
-        min_size=1,
-        max_size=40,
-    ),
+    teams=st.one_of(st.none(), team_queues()),
+    data=st.data(),
 )
 def test_the_fast_pass_equals_the_full_plan(
     policy: str,
@@ -204,12 +240,27 @@ def test_the_fast_pass_equals_the_full_plan(
     inflight: int,
     retention: float | None,
     tell: bool,
-    start: list[tuple[str, dict[str, Any]]],
-    history: list[tuple[tuple[Any, ...], set[str]]],
+    teams: tuple[QueueConfig, QueueUsage | None] | None,
+    data: st.DataObject,
 ) -> None:
     """One queue, no preemption, dependencies or autoscaler: the incremental planner takes its
     fast pass (the kept queue order, reconciler.core.queueorder), with many waiting tasks, few
-    exact places and a short walk, so places, buckets and the walk's tail all move."""
+    exact places and a short walk, so places, buckets and the walk's tail all move. Also
+    with several team queues (weights, limits, decayed usage), each walk bounded alike."""
+    names = MANY if teams is None else MANY_TEAMS
+    start = data.draw(
+        st.lists(st.tuples(st.sampled_from(names), plain_specs_of("x")), min_size=8, max_size=40)
+    )
+    history = data.draw(
+        st.lists(
+            st.tuples(
+                steps(names, plain_specs_of).filter(lambda s: s[0] != "scaling"),
+                st.sets(st.sampled_from(names), max_size=2),
+            ),
+            min_size=1,
+            max_size=40,
+        )
+    )
     options = PlanOptions(
         queue_id="q",
         policy=policy,
@@ -220,7 +271,8 @@ def test_the_fast_pass_equals_the_full_plan(
         lost_grace_seconds=5.0,
         start_timeout_seconds=10.0,
     )
-    world = History(options, None, tell_changed=tell, every_field=True)
+    queues, past = teams if teams is not None else (None, None)
+    world = History(options, queues, past, tell_changed=tell, every_field=True)
     for name, fields in start:
         world.apply(("put", name, fields))
     world.run_pass()
