@@ -142,6 +142,11 @@ class Resources(Bundle):
         return self
 
 
+# The fields whose values spec_hash's dump of the resources depends on (bundles only shape
+# the autoscaler's request).
+_RESOURCE_FIELDS: tuple[str, ...] = tuple(n for n in Resources.model_fields if n != "bundles")
+
+
 class Metadata(_Model):
     name: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
@@ -290,6 +295,27 @@ class TaskSpec(_Model):
         return value
 
 
+# spec_hash's text. Sidecars record the hash, so it must stay byte for byte what it was
+# (tests/unit/test_spec_hash.py): one encoder made once, and the resources' dump (pydantic's
+# serializers: memory is written as text) kept per distinct value, as a cold start hashes
+# every spec and most share a few shapes.
+_HASH_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+_DUMPED_RESOURCES: dict[tuple[str, ...], dict[str, Any]] = {}
+_DUMPED_KEPT = 1024
+
+
+def _hashed_resources(resources: Resources) -> dict[str, Any]:
+    """resources.model_dump(by_alias=True, exclude={"bundles"}), from a cache by value."""
+    # By repr, not value: 1 == 1.0 and -0.0 == 0.0, but their dumps differ.
+    key = tuple(repr(getattr(resources, field)) for field in _RESOURCE_FIELDS)
+    dumped = _DUMPED_RESOURCES.get(key)
+    if dumped is None:
+        dumped = resources.model_dump(by_alias=True, exclude={"bundles"})
+        if len(_DUMPED_RESOURCES) < _DUMPED_KEPT:
+            _DUMPED_RESOURCES[key] = dumped
+    return dumped
+
+
 class Task(_Model):
     api_version: Literal["rayqueue/v1"] = Field(alias="apiVersion")
     kind: Literal["Task"]
@@ -309,10 +335,10 @@ class Task(_Model):
             "entrypoint": self.spec.entrypoint,
             "runtimeEnv": runtime_env,
             # bundles only shape the autoscaler's request: changing them is no new run
-            "resources": self.spec.resources.model_dump(by_alias=True, exclude={"bundles"}),
+            "resources": _hashed_resources(self.spec.resources),
             "restartedAt": self.metadata.annotations.get(RESTARTED_AT),
         }
-        blob = json.dumps(defining, sort_keys=True, separators=(",", ":"), default=str)
+        blob = _HASH_JSON.encode(defining)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def to_document(self) -> dict[str, Any]:
