@@ -7,7 +7,8 @@ over the lines, and gives None ("take the next path") for anything else: flow st
 with escapes, block scalars, anchors, tags, a value continued on the next line, a key that is
 not a plain word, a repeated key, tabs, several documents. What it returns equals what the
 slow path builds (tests/unit/test_blockyaml.py checks that on generated documents); values are
-typed by PyYAML's own resolver and constructors, and timestamps stay text, as there.
+typed by PyYAML's own resolver and constructors, and timestamps stay text, as there. Each
+distinct line is read once and kept (_line): the specs of one folder repeat most lines.
 """
 
 from __future__ import annotations
@@ -84,6 +85,15 @@ def _scalar(text: str) -> Any:
     return _plain(text)
 
 
+# What _line gives for a line: its indentation, its kind, and for a `key:` line the key and
+# the value (_OPEN when the value is on the lines below); None: not the shape this path reads.
+_OPEN = object()
+_ITEM = 0  # `- value`
+_ITEM_KEY = 1  # `- key: value`: a mapping as the item; `spaces` after the dash
+_KEY_LINE = 2  # `key: value`
+_Line = tuple[int, int, int, str, Any]  # (indent, kind, spaces, key, value)
+
+
 def load(text: str) -> Any | None:
     """The data of `text` if it is a mapping in plain block style, else None."""
     if any(c in text for c in _ODD):
@@ -92,6 +102,46 @@ def load(text: str) -> Any | None:
         return _load(text)
     except (_Other, ValueError, OverflowError, TypeError, RecursionError):
         return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _line(line: str) -> _Line | None:
+    """One line read on its own, kept by its text: the specs of a folder share most of their
+    lines (apiVersion, kind, resources...), so a cold start reads each distinct line once.
+    The values are scalars (str, int, float, bool, None): nothing a caller could change."""
+    try:
+        return _read_line(line)
+    except (_Other, ValueError, OverflowError, TypeError, RecursionError):
+        return None
+
+
+def _read_line(line: str) -> _Line:
+    body = line.lstrip(" ")
+    indent = len(line) - len(body)
+    if body[0] == "-" and (len(body) == 1 or body[1] == " "):
+        rest = body[2:]
+        spaces = len(rest) - len(rest.lstrip(" "))
+        rest = rest[spaces:]
+        if not rest:
+            raise _Other  # `-` alone, or `- ` and spaces: an empty item, the slow path's
+        if _KEY.fullmatch(rest) is None:
+            return (indent, _ITEM, spaces, "", _scalar(rest))
+        key, value = _key_value(rest)
+        return (indent, _ITEM_KEY, spaces, key, value)
+    key, value = _key_value(body)
+    return (indent, _KEY_LINE, 0, key, value)
+
+
+def _key_value(body: str) -> tuple[str, Any]:
+    found = _KEY.fullmatch(body)
+    if found is None:
+        raise _Other
+    key, value = found.group(1), found.group(2)
+    if _plain(key) != key:
+        raise _Other  # `on:`, `null:`, `1:`: keys YAML would read as something else
+    if value is None or not value.strip(" ") or value.lstrip(" ")[0] == "#":
+        return key, _OPEN
+    return key, _scalar(value)
 
 
 def _load(text: str) -> dict[str, Any] | None:
@@ -104,16 +154,19 @@ def _load(text: str) -> dict[str, Any] | None:
         body = line.lstrip(" ")
         if not body or body[0] == "#":
             continue
-        indent = len(line) - len(body)
         if not started:
             started = True
             if body.rstrip(" ") == "---":
                 continue  # a document start marker, as a file may begin
-            if indent:
+            if len(body) != len(line):
                 raise _Other
-        item = body[0] == "-" and (len(body) == 1 or body[1] == " ")
+        read = _line(line)
+        if read is None:
+            raise _Other
+        indent, kind, spaces, key, value = read
+        item = kind != _KEY_LINE
         if opened is not None:
-            parent, key, at = opened
+            parent, opened_key, at = opened
             opened = None
             if item and indent >= at:
                 child: dict[str, Any] | list[Any] = []
@@ -121,7 +174,7 @@ def _load(text: str) -> dict[str, Any] | None:
                 child = {}
             else:
                 child = None  # type: ignore[assignment]
-            parent[key] = child
+            parent[opened_key] = child
             if child is not None:
                 stack.append((indent, child))
                 if len(stack) > _MAX_DEPTH:
@@ -136,13 +189,10 @@ def _load(text: str) -> dict[str, Any] | None:
         if at != indent:
             raise _Other
         if isinstance(into, list):
-            if not item or len(body) == 1:
+            if not item:
                 raise _Other
-            rest = body[2:]
-            spaces = len(rest) - len(rest.lstrip(" "))
-            rest = rest[spaces:]
-            if _KEY.fullmatch(rest) is None:
-                into.append(_scalar(rest))
+            if kind == _ITEM:
+                into.append(value)
                 continue
             mapping: dict[str, Any] = {}  # `- key: value`: a mapping as the item
             into.append(mapping)
@@ -150,19 +200,15 @@ def _load(text: str) -> dict[str, Any] | None:
             stack.append((indent, mapping))
             if len(stack) > _MAX_DEPTH:
                 raise _Other
-            into, body = mapping, rest
+            into = mapping
         elif item:
             raise _Other
-        found = _KEY.fullmatch(body)
-        if found is None:
-            raise _Other
-        key, value = found.group(1), found.group(2)
-        if key in into or _plain(key) != key:
-            raise _Other  # a repeated key (the slow path names both lines), or `on:`
-        if value is None or not value.strip(" ") or value.lstrip(" ")[0] == "#":
+        if key in into:
+            raise _Other  # a repeated key: the slow path names both lines
+        if value is _OPEN:
             opened = (into, key, indent)
         else:
-            into[key] = _scalar(value)
+            into[key] = value
     if opened is not None:
         opened[0][opened[1]] = None
     return root if started and root else None
