@@ -250,7 +250,7 @@ def test_a_spec_with_an_empty_list_item_reads_as_yaml_says() -> None:
 def test_lines_shared_between_documents_give_separate_collections() -> None:
     # Lines are read once and kept (_line); what a document builds from them is its own.
     first, second = blockyaml.load(TASK), blockyaml.load(TASK)
-    assert first == second and first is not second
+    assert first is not None and first == second and first is not second
     first["spec"]["dependsOn"].append({"name": "other"})
     first["spec"]["resources"]["cpu"] = 8
     assert second == blockyaml.load(TASK) == check(TASK)
