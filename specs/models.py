@@ -296,24 +296,25 @@ class TaskSpec(_Model):
 
 
 # spec_hash's text. Sidecars record the hash, so it must stay byte for byte what it was
-# (tests/unit/test_spec_hash.py): one encoder made once, and the resources' dump (pydantic's
-# serializers: memory is written as text) kept per distinct value, as a cold start hashes
-# every spec and most share a few shapes.
+# (tests/unit/test_spec_hash.py): the JSON of the dict of the four fields with sorted keys,
+# made here from the JSON of each (one encoder made once), and the resources' part (pydantic's
+# dump: memory is written as text) kept per distinct value, as a cold start hashes every spec
+# and most share a few shapes.
 _HASH_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
-_DUMPED_RESOURCES: dict[tuple[str, ...], dict[str, Any]] = {}
-_DUMPED_KEPT = 1024
+_RESOURCES_JSON: dict[tuple[str, ...], str] = {}
+_RESOURCES_KEPT = 1024
 
 
-def _hashed_resources(resources: Resources) -> dict[str, Any]:
-    """resources.model_dump(by_alias=True, exclude={"bundles"}), from a cache by value."""
+def _resources_json(resources: Resources) -> str:
+    """The JSON of resources.model_dump(by_alias=True, exclude={"bundles"})."""
     # By repr, not value: 1 == 1.0 and -0.0 == 0.0, but their dumps differ.
     key = tuple(repr(getattr(resources, field)) for field in _RESOURCE_FIELDS)
-    dumped = _DUMPED_RESOURCES.get(key)
-    if dumped is None:
-        dumped = resources.model_dump(by_alias=True, exclude={"bundles"})
-        if len(_DUMPED_RESOURCES) < _DUMPED_KEPT:
-            _DUMPED_RESOURCES[key] = dumped
-    return dumped
+    text = _RESOURCES_JSON.get(key)
+    if text is None:
+        text = _HASH_JSON.encode(resources.model_dump(by_alias=True, exclude={"bundles"}))
+        if len(_RESOURCES_JSON) < _RESOURCES_KEPT:
+            _RESOURCES_JSON[key] = text
+    return text
 
 
 class Task(_Model):
@@ -331,14 +332,15 @@ class Task(_Model):
             env = {k: v for k, v in (runtime_env.get("env_vars") or {}).items()}
             env.pop(ARRAY_SIZE_VAR, None)
             runtime_env = {**runtime_env, "env_vars": env}
-        defining = {
-            "entrypoint": self.spec.entrypoint,
-            "runtimeEnv": runtime_env,
-            # bundles only shape the autoscaler's request: changing them is no new run
-            "resources": _hashed_resources(self.spec.resources),
-            "restartedAt": self.metadata.annotations.get(RESTARTED_AT),
-        }
-        blob = _HASH_JSON.encode(defining)
+        encode = _HASH_JSON.encode
+        # {"entrypoint", "resources", "restartedAt", "runtimeEnv"}, keys in sorted order; the
+        # resources without bundles, which only shape the autoscaler's request (no new run)
+        blob = (
+            f'{{"entrypoint":{encode(self.spec.entrypoint)},'
+            f'"resources":{_resources_json(self.spec.resources)},'
+            f'"restartedAt":{encode(self.metadata.annotations.get(RESTARTED_AT))},'
+            f'"runtimeEnv":{encode(runtime_env)}}}'
+        )
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def to_document(self) -> dict[str, Any]:
