@@ -92,6 +92,9 @@ _ITEM = 0  # `- value`
 _ITEM_KEY = 1  # `- key: value`: a mapping as the item; `spaces` after the dash
 _KEY_LINE = 2  # `key: value`
 _Line = tuple[int, int, int, str, Any]  # (indent, kind, spaces, key, value)
+_BLANK: _Line = (0, -1, 0, "", None)  # empty, spaces, or a comment: nothing to read
+_START: _Line = (0, -2, 0, "", None)  # `---`, which only the first line read may be
+_OTHER: _Line = (0, -3, 0, "", None)  # not the shape this path reads
 
 
 def load(text: str) -> Any | None:
@@ -105,18 +108,22 @@ def load(text: str) -> Any | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def _line(line: str) -> _Line | None:
+def _line(line: str) -> _Line:
     """One line read on its own, kept by its text: the specs of a folder share most of their
     lines (apiVersion, kind, resources...), so a cold start reads each distinct line once.
     The values are scalars (str, int, float, bool, None): nothing a caller could change."""
-    try:
-        return _read_line(line)
-    except (_Other, ValueError, OverflowError, TypeError, RecursionError):
-        return None
-
-
-def _read_line(line: str) -> _Line:
     body = line.lstrip(" ")
+    if not body or body[0] == "#":
+        return _BLANK
+    if body.rstrip(" ") == "---":
+        return _START if len(body) == len(line) else _OTHER
+    try:
+        return _read_line(line, body)
+    except (_Other, ValueError, OverflowError, TypeError, RecursionError):
+        return _OTHER
+
+
+def _read_line(line: str, body: str) -> _Line:
     indent = len(line) - len(body)
     if body[0] == "-" and (len(body) == 1 or body[1] == " "):
         rest = body[2:]
@@ -150,20 +157,19 @@ def _load(text: str) -> dict[str, Any] | None:
     stack: list[tuple[int, dict[str, Any] | list[Any]]] = [(0, root)]
     opened: tuple[dict[str, Any], str, int] | None = None  # `key:` waiting for its value
     started = False
-    for line in text.split("\n"):
-        body = line.lstrip(" ")
-        if not body or body[0] == "#":
-            continue
+    for read in map(_line, text.split("\n")):
+        indent, kind, spaces, key, value = read
+        if kind < 0:
+            if read is _BLANK:
+                continue
+            if read is _START and not started:
+                started = True
+                continue  # a document start marker, as a file may begin
+            raise _Other
         if not started:
             started = True
-            if body.rstrip(" ") == "---":
-                continue  # a document start marker, as a file may begin
-            if len(body) != len(line):
+            if indent:
                 raise _Other
-        read = _line(line)
-        if read is None:
-            raise _Other
-        indent, kind, spaces, key, value = read
         item = kind != _KEY_LINE
         if opened is not None:
             parent, opened_key, at = opened
