@@ -153,6 +153,11 @@ class Metadata(_Model):
     annotations: dict[str, str] = Field(default_factory=dict)
 
 
+# The metadata of a spec that has none: one object for all of them (the models are frozen, and
+# nothing changes a model's dicts in place), not one Metadata built per spec on a cold start.
+_NO_METADATA = Metadata()
+
+
 # The default of the most elements an array may expand to (issue 28; the setting
 # max_array_elements, RAYQUEUE_MAX_ARRAY_ELEMENTS). One array's status sidecar stays under 1 MB
 # at this size. The parser checks it (specs/parse.py), since the limit is a setting.
@@ -320,7 +325,7 @@ def _resources_json(resources: Resources) -> str:
 class Task(_Model):
     api_version: Literal["rayqueue/v1"] = Field(alias="apiVersion")
     kind: Literal["Task"]
-    metadata: Metadata = Field(default_factory=Metadata)
+    metadata: Metadata = Field(default_factory=lambda: _NO_METADATA)
     spec: TaskSpec
 
     def spec_hash(self) -> str:
