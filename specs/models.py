@@ -337,7 +337,10 @@ class Task(_Model):
             env = {k: v for k, v in (runtime_env.get("env_vars") or {}).items()}
             env.pop(ARRAY_SIZE_VAR, None)
             runtime_env = {**runtime_env, "env_vars": env}
-        encode = _HASH_JSON.encode
+
+        def encode(value: object) -> str:
+            return "null" if value is None else _HASH_JSON.encode(value)
+
         # {"entrypoint", "resources", "restartedAt", "runtimeEnv"}, keys in sorted order; the
         # resources without bundles, which only shape the autoscaler's request (no new run)
         blob = (
