@@ -210,13 +210,17 @@ class TaskStore(_StatusSidecars):
         by_name: dict[str, list[tuple[str, str, Callable[[], os.stat_result]]]] = {}
         crossed: dict[str, str] = {}
         for rel, entry in walk.files:
-            if _is_queue_config(_strip(rel, TASK_SUFFIXES)):
+            name = _strip(rel, TASK_SUFFIXES)
+            if _is_queue_config(name):
                 continue  # the queue configuration, read by the loop, not a task
             if rel in walk.crossings:
-                crossed.setdefault(_strip(rel, TASK_SUFFIXES), rel)
+                crossed.setdefault(name, rel)
                 continue
-            files = by_name.setdefault(_strip(rel, TASK_SUFFIXES), [])
-            files.append((rel, entry.path, entry.stat))
+            files = by_name.get(name)
+            if files is None:
+                by_name[name] = [(rel, entry.path, entry.stat)]
+            else:
+                files.append((rel, entry.path, entry.stat))
         parsed: dict[str, _Parsed] = {}
         entries: dict[str, SpecEntry] = {}
         unreadable = list(walk.unreadable)
@@ -282,7 +286,8 @@ class TaskStore(_StatusSidecars):
     ) -> bool:
         """Load the files defining `name` into `entries` (the old entry while it settles);
         False if unreadable. A file gone since the listing leaves `name` out."""
-        files.sort(key=lambda f: f[0].endswith(".yml"))  # .yaml wins
+        if len(files) > 1:
+            files.sort(key=lambda f: f[0].endswith(".yml"))  # .yaml wins
         rel, path, stat_of = files[0]
         try:
             result = self._load_spec(rel, path, stat_of, name)
