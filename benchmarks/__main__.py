@@ -32,6 +32,7 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "churn": ([], ["--sizes", "1000"]),
     "arrays": ([], ["--size", "1000"]),
     "arrays_head": ([], ["--size", "20"]),
+    "busy": ([], ["--ray", "fake", "--size", "500", "--window", "10"]),
 }
 
 
@@ -56,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         note = "quick run (python -m benchmarks --quick)" if args.quick else "python -m benchmarks"
         plot = [sys.executable, "-m", "benchmarks.plot", "--note", note, "--out", str(args.plot)]
         plot += ["--results", str(args.results / "scale.json")]
+        plot += ["--busy", str(args.results / "busy.json")]
         if subprocess.run(plot, cwd=REPO, check=False).returncode != 0:
             failed.append("plot")
     print()

@@ -5,6 +5,7 @@ pass and of the pass after it (the written statuses coming back), medians of 9.
 
 python -m benchmarks.planner_churn --sizes 10000 50000
 python -m benchmarks.planner_churn --sizes 10000 --policy strict
+python -m benchmarks.planner_churn --sizes 10000 --teams 4   (a _queues.yaml of 4 teams)
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from reconciler.core import incremental
 from reconciler.core.planner import Observation, Plan, TaskInput
 from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity, RayJob
 from specs.models import Task, TaskStatus
+from specs.parse import parse_queue_config
+from specs.queues import QueueConfig
 from specs.settings import PlanOptions
 
 ROUNDS = 9
@@ -43,12 +46,14 @@ def _task(priority: int) -> Task:
 class World:
     """Specs, statuses with their versions, and Ray's jobs, moved as the loop and Ray would."""
 
-    def __init__(self, size: int, policy: str) -> None:
+    def __init__(self, size: int, policy: str, teams: int = 0) -> None:
         self.options = PlanOptions(queue_id="bench", policy=policy)
+        self.queues = _teams(teams)
         tasks = {p: _task(p) for p in range(10)}
+        names = [f"t{i:05d}" if not teams else f"team-{i % teams}/t{i:05d}" for i in range(size)]
         self.specs = {
-            f"t{i:05d}": TaskInput(f"t{i:05d}", tasks[i % 10], None, tasks[i % 10])
-            for i in range(size)
+            name: TaskInput(name, tasks[i % 10], None, tasks[i % 10])
+            for i, name in enumerate(names)
         }
         self.statuses: dict[str, TaskStatus] = {}
         self.generation: dict[str, int] = {}
@@ -63,7 +68,14 @@ class World:
         at = datetime.fromtimestamp(self.now, UTC)
         cpu = time.process_time()
         plan, self.memo = incremental.plan_incremental(
-            self.memo, self.specs, self.statuses, observed, at, self.options, versions=versions
+            self.memo,
+            self.specs,
+            self.statuses,
+            observed,
+            at,
+            self.options,
+            queues=self.queues,
+            versions=versions,
         )
         spent = time.process_time() - cpu
         self.statuses = dict(self.statuses)
@@ -87,8 +99,18 @@ class World:
                 self.jobs[sid] = replace(self.jobs[sid], status=RUNNING)
 
 
-def measure(size: int, policy: str) -> dict[str, Any]:
-    world = World(size, policy)
+def _teams(count: int) -> QueueConfig | None:
+    """A _queues.yaml of `count` teams sharing the 8 CPUs equally (None: no team queues)."""
+    if not count:
+        return None
+    lines = ["apiVersion: rayqueue/v1", "kind: QueueConfig", "spec:", "  queues:"]
+    for k in range(count):
+        lines += [f"    - name: team-{k}", f"      nominalQuota: {{cpu: {8 / count:g}}}"]
+    return parse_queue_config("\n".join(lines) + "\n")
+
+
+def measure(size: int, policy: str, teams: int = 0) -> dict[str, Any]:
+    world = World(size, policy, teams)
     for _ in range(3):
         world.run_pass()
     world.move(RUNNING)
@@ -110,6 +132,7 @@ def measure(size: int, policy: str) -> dict[str, Any]:
     return {
         "specs": size,
         "policy": policy,
+        "teams": teams,
         "end_pass_planner_cpu_ms_median": ends[ROUNDS // 2],
         "end_pass_planner_cpu_ms_min": ends[0],
         "next_pass_planner_cpu_ms_median": after[ROUNDS // 2],
@@ -120,11 +143,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 50000])
     parser.add_argument("--policy", default="backfill", choices=("strict", "backfill"))
+    parser.add_argument("--teams", type=int, default=0, help="team queues (0: none)")
     parser.add_argument("--out", type=Path, default=None, help="JSON result file")
     args = parser.parse_args(argv)
     rows = []
     for size in args.sizes:
-        rows.append(measure(size, args.policy))
+        rows.append(measure(size, args.policy, args.teams))
         print(rows[-1], flush=True)
     header = list(rows[0])
     print(table("the planner's part of a pass", header, [[r[h] for h in header] for r in rows]))

@@ -1,6 +1,6 @@
 """Cost against folder size on log-log axes, as an SVG for docs/ (from benchmarks.scale's JSON).
 
-python -m benchmarks.plot            # benchmarks/results/scale.json -> docs/scale.svg
+python -m benchmarks.plot            # benchmarks/results/scale.json (+ busy.json) -> docs/scale.svg
 python -m benchmarks.plot --results /tmp/scale.json --out docs/scale.svg
 
 Plain SVG written here: the project has no plotting dependency, and a few lines, dots and
@@ -46,9 +46,19 @@ def _points(rows: Sequence[Mapping[str, Any]], key: str, scale: float) -> tuple[
     return tuple((x, y) for x, y in found if x > 0 and y > 0)  # a log axis has no zero
 
 
-def panels(result: Mapping[str, Any]) -> list[Panel]:
-    """What the doc shows: CPU costs in one panel, resident memory in the other."""
+# Issue 27: serve at <= 5 % of a core with a job ending every second: 50 ms of CPU per job.
+BUSY_GOAL_MS_PER_JOB = 50.0
+
+
+def _busy(busy: Mapping[str, Any] | None, ray: str) -> list[Mapping[str, Any]]:
+    return [r for r in (busy or {}).get("rows", []) if r.get("ray") == ray]
+
+
+def panels(result: Mapping[str, Any], busy: Mapping[str, Any] | None = None) -> list[Panel]:
+    """What the doc shows: CPU costs in one panel, resident memory in the other. `busy`:
+    benchmarks.busy's result (serve's CPU per ended job in the busy steady state)."""
     rows, served = result.get("rows", []), result.get("served", [])
+    fake, head = _busy(busy, "fake"), _busy(busy, "head")
     cpu = (
         Series("cold start (CPU)", "#1f77b4", _points(rows, "cold_start_cpu_s", 1000), (1e4, 2000)),
         Series(
@@ -63,10 +73,23 @@ def panels(result: Mapping[str, Any]) -> list[Panel]:
             _points(served, "idle_cpu_pct_of_core", 10),
             (5e4, 20),
         ),
+        Series(
+            "busy serve, CPU ms per ended job (fake Ray)",
+            "#8c564b",
+            _points(fake, "cpu_s_per_ended_job", 1000),
+            (1e4, BUSY_GOAL_MS_PER_JOB),
+        ),
+        Series(
+            "busy serve, CPU ms per ended job (real head)",
+            "#e377c2",
+            _points(head, "cpu_s_per_ended_job", 1000),
+            (1e4, BUSY_GOAL_MS_PER_JOB),
+        ),
     )
     memory = (
         Series("serve peak RSS (VmHWM)", "#ff7f0e", _points(served, "peak_rss_mb", 1), (5e4, 500)),
         Series("benchmark peak RSS", "#1f77b4", _points(rows, "peak_rss_mb", 1)),
+        Series("busy serve RSS (real head)", "#e377c2", _points(head, "rss_mb", 1)),
     )
     return [
         Panel("CPU against folder size", "CPU ms", tuple(s for s in cpu if s.points)),
@@ -153,15 +176,15 @@ def _panel(panel: Panel, left: float) -> list[str]:
     return out
 
 
-def render(result: Mapping[str, Any], note: str = "") -> str:
-    drawn = panels(result)
+def render(result: Mapping[str, Any], note: str = "", busy: Mapping[str, Any] | None = None) -> str:
+    drawn = panels(result, busy)
     width, height = PANEL_W * len(drawn), PANEL_H + LEGEND_H
     body: list[str] = []
     for i, panel in enumerate(drawn):
         body += _panel(panel, PANEL_W * i)
     body.append(
         f'<text x="{MARGIN_L}" y="{height - 8}" class="note">'
-        f"◇ goal of issue 15. {escape(note)}</text>"
+        f"◇ goal of issues 15 and 27. {escape(note)}</text>"
     )
     style = (
         "text{font-family:sans-serif;fill:#222}.title{font-size:14px;text-anchor:middle}"
@@ -188,9 +211,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--results", type=Path, default=RESULTS / "scale.json")
     parser.add_argument("--out", type=Path, default=DOCS / "scale.svg")
     parser.add_argument("--note", default="", help="a line under the plot: where the data is from")
+    parser.add_argument(
+        "--busy", type=Path, default=RESULTS / "busy.json", help="benchmarks.busy's JSON, if any"
+    )
     args = parser.parse_args(argv)
     result = json.loads(args.results.read_text())
-    args.out.write_text(render(result, args.note))
+    busy = json.loads(args.busy.read_text()) if args.busy.is_file() else None
+    args.out.write_text(render(result, args.note, busy))
     print(f"plot: {args.out}")
 
 

@@ -72,6 +72,18 @@ def _steady(row: Result | None, note: str) -> str:
     return text + note
 
 
+def _busy(result: Result | None, ray: str) -> str:
+    rows = [r for r in (result or {}).get("rows", []) if r.get("ray") == ray]
+    if not rows:
+        return "not run"
+    r = rows[0]
+    return (
+        f"{r['cpu_pct_of_core']:.1f} % of a core, {r['cpu_s_per_ended_job']:.2f} s CPU per ended "
+        f"job, {r['jobs_ended_per_s']:.2f} jobs/s, {r['rss_mb']:.0f} MB (at {r['specs']:,} specs, "
+        f"load {r['load_1min']:.1f})"
+    )
+
+
 def lines(folder: Path) -> list[str]:
     latency = _load(folder, "latency")
     scale = _load(folder, "scale") or {}
@@ -119,6 +131,15 @@ def lines(folder: Path) -> list[str]:
             "≤ 500 MB",
         ),
     ]
+    busy = _load(folder, "busy")
+    for ray, what in (("fake", "fake Ray in serve"), ("head", "real head, `sleep 3` jobs")):
+        table.append(
+            (
+                f"Busy steady state, 10,000 waiting tasks, a job ending every second ({what})",
+                _busy(busy, ray),
+                "≤ 5 % of a core",
+            )
+        )
     out = ["| measure | measured | goal |", "|---|---|---|"]
     out += [f"| {what} | {value} | {goal} |" for what, value, goal in table]
     return out

@@ -48,26 +48,55 @@ class _ArraySidecars:
         _generations: Iterator[int]
         _expanded: dict[str, tuple[int, dict[str, SpecEntry]]]
         _arrays: dict[str, _ArraySidecar]
+        _status_touched: set[str]
+        _shown: dict[str, SpecEntry] | None
         _batching: int
 
         def _warn_once(self, path: str, message: str) -> None: ...
 
-    def _elements(self, entries: dict[str, SpecEntry]) -> dict[str, SpecEntry]:
-        """`entries` with every array replaced by its elements (cached per generation)."""
-        out: dict[str, SpecEntry] = {}
-        kept: dict[str, tuple[int, dict[str, SpecEntry]]] = {}
-        for name, entry in entries.items():
-            source = entry.task or entry.last_valid
-            if source is None or source.spec.array is None:
-                out[name] = entry
+    def _elements(
+        self, entries: dict[str, SpecEntry], looked_at: set[str] | None = None
+    ) -> tuple[dict[str, SpecEntry], set[str] | None]:
+        """`entries` with every array replaced by its elements (cached per generation), and
+        the names that may differ from the last call's. `looked_at`: the only names whose
+        entry may have changed since the last call; None: any may (all are expanded anew)."""
+        shown = self._shown
+        if looked_at is None or shown is None:
+            out: dict[str, SpecEntry] = {}
+            kept: dict[str, tuple[int, dict[str, SpecEntry]]] = {}
+            for name, entry in entries.items():
+                source = entry.task or entry.last_valid
+                if source is None or source.spec.array is None:
+                    out[name] = entry
+                    continue
+                cached = self._expanded.get(name)
+                if cached is None or cached[0] != entry.generation:
+                    cached = (entry.generation, _element_entries(entry))
+                kept[name] = cached
+                out.update(cached[1])
+            self._expanded = kept
+            self._shown = out
+            return dict(out), None
+        changes: set[str] = set()
+        for name in looked_at:
+            was = self._expanded.pop(name, None)
+            for gone in was[1] if was is not None else (name,):
+                if shown.pop(gone, None) is not None:
+                    changes.add(gone)
+            now = entries.get(name)
+            if now is None:
                 continue
-            cached = self._expanded.get(name)
-            if cached is None or cached[0] != entry.generation:
-                cached = (entry.generation, _element_entries(entry))
-            kept[name] = cached
-            out.update(cached[1])
-        self._expanded = kept
-        return out
+            source = now.task or now.last_valid
+            if source is None or source.spec.array is None:
+                shown[name] = now
+                changes.add(name)
+                continue
+            if was is None or was[0] != now.generation:
+                was = (now.generation, _element_entries(now))
+            self._expanded[name] = was
+            shown.update(was[1])
+            changes.update(was[1])
+        return dict(shown), changes
 
     def read_array(self, array: str) -> dict[int, TaskStatus]:
         """The element statuses of one array, by index: what this store holds, else its
@@ -129,6 +158,7 @@ class _ArraySidecars:
     ) -> bool:
         """Set (or with None forget) one element's status; write now unless in a batch."""
         held = self._arrays.setdefault(array, _ArraySidecar(None, b"", {}, {}))
+        self._status_touched.add(arrays.element_name(array, index))
         if status is None:
             if held.elements.pop(index, None) is None:
                 return False

@@ -52,6 +52,11 @@ class _StatusSidecars(_ArraySidecars, _FolderWalk):
         _statuses_read: bool
         _sidecars: dict[str, _Sidecar]
         _pending: dict[str, _Deferred]
+        # The statuses (and generations) the last read handed out, and the names changed
+        # since by this store (None: build anew at the next read).
+        _status_view: tuple[dict[str, TaskStatus], dict[str, int]] | None
+        _status_touched: set[str]
+        _status_rebuilt: bool  # the view was built anew since read_status_changes last ran
         _fresh_order: list[str] | None
 
         def _load_sidecar(
@@ -88,30 +93,88 @@ class _StatusSidecars(_ArraySidecars, _FolderWalk):
         self, *, cached: bool = False
     ) -> tuple[dict[str, TaskStatus], dict[str, int]]:
         """read_statuses, and the generation of each status it hands out."""
+        statuses, generations, _ = self._read_view(cached, consume=False)
+        return statuses, generations
+
+    def read_status_changes(
+        self, *, cached: bool = False
+    ) -> tuple[dict[str, TaskStatus], dict[str, int], set[str] | None]:
+        """read_statuses_versioned, and the names whose status may differ from what the last
+        call of this method handed out (None: any may). For the one reader that follows
+        every change (the loop); others use read_statuses. A cached read costs what changed:
+        the mapping handed out is kept, updated by this store's writes, defers and deletes."""
+        return self._read_view(cached, consume=True)
+
+    def _read_view(
+        self, cached: bool, *, consume: bool
+    ) -> tuple[dict[str, TaskStatus], dict[str, int], set[str] | None]:
         with self._lock:
             if not (cached and self._statuses_read):
                 self._statuses_read = True
+                self._status_view = None
                 sidecars = self._read_sidecars()
                 if sidecars is None:
                     self._sidecars = {}  # no status folder yet: nothing written so far
+                    self._status_rebuilt = True
                     self._fresh_order = None
-                    return {}, {}
+                    return {}, {}, None
                 self._sidecars = sidecars
                 self._fresh_order = None  # which records are new follows _sidecars: sort again
-            statuses: dict[str, TaskStatus] = {}
-            generations: dict[str, int] = {}
-            for name, sidecar in self._sidecars.items():
-                if sidecar.status is not None:  # None: unparsable, counts as absent
-                    statuses[name], generations[name] = sidecar.status, sidecar.generation
-            for array, held in self._arrays.items():
-                for index, status in held.elements.items():
-                    element = arrays.element_name(array, index)
-                    statuses[element] = status
-                    generations[element] = held.generations.get(index, 0)
-            # What waits to be written is newer, and only this process writes sidecars.
-            for name, deferred in self._pending.items():
-                statuses[name], generations[name] = deferred.status, deferred.generation
-            return statuses, generations
+            view = self._status_view
+            if view is None:
+                view = self._status_view = self._all_statuses()
+                self._status_touched = set()
+                self._status_rebuilt = True
+            statuses, generations = view
+            # Applied again if another reader applied them already: the same result.
+            for name in self._status_touched:
+                self._view_one(name, statuses, generations)
+            changes: set[str] | None = None
+            if consume:
+                changes = None if self._status_rebuilt else self._status_touched
+                self._status_touched, self._status_rebuilt = set(), False
+            return dict(statuses), dict(generations), changes
+
+    def _view_one(
+        self, name: str, statuses: dict[str, TaskStatus], generations: dict[str, int]
+    ) -> None:
+        """Set `name` in a view as _all_statuses would (what is deferred first, then an
+        array's element, then the sidecar)."""
+        deferred = self._pending.get(name)
+        if deferred is not None:
+            statuses[name], generations[name] = deferred.status, deferred.generation
+            return
+        element = arrays.split(name)
+        if element is not None:
+            held = self._arrays.get(element[0])
+            status = held.elements.get(element[1]) if held is not None else None
+            generation = held.generations.get(element[1], 0) if held is not None else 0
+        else:
+            sidecar = self._sidecars.get(name)
+            status = sidecar.status if sidecar is not None else None
+            generation = sidecar.generation if sidecar is not None else 0
+        if status is None:
+            statuses.pop(name, None)
+            generations.pop(name, None)
+        else:
+            statuses[name], generations[name] = status, generation
+
+    def _all_statuses(self) -> tuple[dict[str, TaskStatus], dict[str, int]]:
+        """Every status held: the sidecars read, array elements, what is deferred."""
+        statuses: dict[str, TaskStatus] = {}
+        generations: dict[str, int] = {}
+        for name, sidecar in self._sidecars.items():
+            if sidecar.status is not None:  # None: unparsable, counts as absent
+                statuses[name], generations[name] = sidecar.status, sidecar.generation
+        for array, held in self._arrays.items():
+            for index, status in held.elements.items():
+                element = arrays.element_name(array, index)
+                statuses[element] = status
+                generations[element] = held.generations.get(index, 0)
+        # What waits to be written is newer, and only this process writes sidecars.
+        for name, deferred in self._pending.items():
+            statuses[name], generations[name] = deferred.status, deferred.generation
+        return statuses, generations
 
     def _read_sidecars(self) -> dict[str, _Sidecar] | None:
         """Every sidecar on disk; None when the status folder does not exist yet."""
@@ -163,6 +226,7 @@ class _StatusSidecars(_ArraySidecars, _FolderWalk):
         data = dump_status(status).encode()
         with self._lock:
             self._pending.pop(name, None)
+            self._status_touched.add(name)
             generation = next(self._generations)
             return self._write_sidecar(name, path, status, data, durable, generation)
 
@@ -176,6 +240,7 @@ class _StatusSidecars(_ArraySidecars, _FolderWalk):
                 self._array_status(*element, status, False)
             return
         with self._lock:
+            self._status_touched.add(name)
             held = self._pending.get(name)
             since = held.since if held is not None else self._clock()
             # Keeps its place when held already: _pending stays in the order of `since`.
@@ -251,6 +316,7 @@ class _StatusSidecars(_ArraySidecars, _FolderWalk):
             return
         path = self.status_path(name)
         with self._lock:
+            self._status_touched.add(name)
             self._sidecars.pop(name, None)
             self._pending.pop(name, None)
             with contextlib.suppress(FileNotFoundError):

@@ -145,12 +145,19 @@ class TaskStore(_StatusSidecars):
         # The new records among them, the last to write first; None: sort again.
         self._fresh_order: list[str] | None = None
         self._statuses_read = False
+        self._status_view: tuple[dict[str, TaskStatus], dict[str, int]] | None = None
+        self._status_touched: set[str] = set()
+        self._status_rebuilt = True
         self._warned: set[tuple[str, str]] = set()
         self._held: list[str] = []  # names the first scan found still being written
         self._crossed: set[str] = set()  # names the last walk found behind a cross-team link
         # Arrays (specs/arrays.py): the elements of each array entry, by its generation; and
         # each array's one sidecar, by array name. In a batch, array sidecars are written once.
         self._expanded: dict[str, tuple[int, dict[str, SpecEntry]]] = {}
+        # What the last scan handed out (arrays as their elements), kept to update it by the
+        # names a scan of events looked at (_looked_at) rather than rebuild it.
+        self._shown: dict[str, SpecEntry] | None = None
+        self._looked_at: set[str] = set()
         self._arrays: dict[str, _ArraySidecar] = {}
         self._batching = 0
         # Stat keys of files their writer is known to have finished (mark_whole): no settle
@@ -167,12 +174,20 @@ class TaskStore(_StatusSidecars):
         folder, a symlink anywhere in the tree, the root swapped to a new target) falls back
         to a full walk. None: a full walk.
         """
+        return self.scan_changes(changed)[0]
+
+    def scan_changes(
+        self, changed: Iterable[str] | None = None
+    ) -> tuple[dict[str, SpecEntry], set[str] | None]:
+        """scan(changed), and the task names whose entry may differ from the last scan's
+        (array elements by their own names); None after a full walk: any may. For the one
+        reader that scans this store (the loop; others beside it use `scanned`)."""
         with self._lock:
             names = None if changed is None else self._names_of(changed)
             if names is not None:
                 entries = self._scan_names(names)
                 if entries is not None:
-                    return self._elements(entries)
+                    return self._elements(entries, self._looked_at)
             return self._elements(self._scan_all())
 
     def mark_whole(self, keys: Iterable[StatKey]) -> None:
@@ -201,7 +216,10 @@ class TaskStore(_StatusSidecars):
         scan. For a reader beside the loop (the HTTP API in `serve`) that must neither walk
         the folder nor disturb the loop's own scans."""
         with self._lock:
-            return self._elements(dict(self._entries)) if self._scanned else None
+            if not self._scanned:
+                return None
+            shown = self._shown
+            return dict(shown) if shown is not None else self._elements(dict(self._entries))[0]
 
     def _scan_all(self) -> dict[str, SpecEntry]:
         top = self._real_dir(self.root)
@@ -337,6 +355,7 @@ class TaskStore(_StatusSidecars):
         full walk is needed after all (a symlink appeared)."""
         names = names | set(self._missing_since)
         names |= {n for n, (key, _) in self._seen.items() if self._reported_keys.get(n) != key}
+        self._looked_at = names  # what this scan may change; nothing else is touched
         now = self._clock()
         entries = dict(self._entries)
         parsed = dict(self._parsed)

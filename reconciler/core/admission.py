@@ -153,6 +153,7 @@ def admit(ctx: PassState) -> None:
     preempting = preempt(ctx, eligible, admission, free, all_stopping, frozenset(scale.demand))
     _until_of_age(ctx)
     positions: dict[str, int] = {}  # per queue with queues; one count without
+    known = admission.queue_of if isinstance(admission, queueing.QueueAdmission) else {}
     # Tasks of a full queue are not counted in it: their places come after its counted tasks.
     for candidate in [c for c in queue if c.name not in full] + [
         c for c in queue if c.name in full
@@ -161,7 +162,9 @@ def admit(ctx: PassState) -> None:
         if name in started:
             _start(ctx, candidate)
             continue
-        owner = ctx.queues.queue_of(candidate.name) if ctx.queues is not None else ""
+        owner = ""
+        if ctx.queues is not None:  # the queues' admission found most already
+            owner = known.get(name) or ctx.queues.queue_of(name)
         positions[owner] = positions.get(owner, 0) + 1
         ctx.order.setdefault(owner, []).append(name)
         waiting = capped.get(name) or _why_waiting(ctx, name, admission, stopping_for, preempting)
@@ -241,6 +244,7 @@ def _admission(
         fairshare.RESERVATION_OF_POLICY.get(ctx.options.policy, fairshare.STRICT_RESERVATION),
         preemption.ready(ctx.bodies, ctx.tasks, all_stopping),
         ctx.usage,
+        ctx.options.backfill_candidates,
     )
 
 

@@ -52,6 +52,7 @@ from reconciler.core.waits import (
     BehindTask,
     BorrowBound,
     KeptForQueue,
+    Lack,
     NextPass,
     OverQuota,
     QuotaShortfall,
@@ -84,6 +85,10 @@ class FairAdmission:
     start: list[str] = field(default_factory=list)  # in admission order, across queues
     waiting: dict[str, Waiting] = field(default_factory=dict)
     queues: dict[str, QueueState] = field(default_factory=dict)
+    # Per queue, where its walk ended (as policies.Admission.tail): from this index of the
+    # queue's waiting tasks (those not started, in its order) on, every one waits for the same
+    # lack, whatever follows. A queue whose walk reached its end is not listed.
+    tails: dict[str, tuple[int, Lack]] = field(default_factory=dict)
 
 
 # --- the pass -------------------------------------------------------------------------------
@@ -155,8 +160,12 @@ class _Pass:
         reservation: str,
         first: frozenset[str] = frozenset(),
         order: Mapping[str, int] | None = None,
+        bound: int | None = None,
     ) -> None:
         self.first = first
+        # backfill and besteffort test at most this many of a queue's tasks past its first
+        # that cannot start (backfill_candidates); the rest wait NotConsidered
+        self.bound = bound
         self.order = order or {}
         self.capacity = capacity
         self.free = free
@@ -245,10 +254,16 @@ class _Pass:
         budget = self.budget(queue)
         fast = _FIRST_START.get(queue.policy)
         if fast is not None:  # strict and besteffort need neither claims nor the whole walk
-            return fast(queue.remaining, budget) if self.slots > 0 else None
+            if self.slots <= 0:
+                return None
+            # The bounded walk tests the first task and `bound` more past it when it misfits.
+            seen = queue.remaining if self.bound is None else queue.remaining[: self.bound + 1]
+            return fast(seen, budget)
         key = (budget, self.free, len(queue.remaining), self.slots, len(self.claims))
         if queue.memo is None or queue.memo[0] != key:
-            admission = self._ask(queue, budget)
+            # Bounded, the walk's starts lie in its first slots + 1 + bound tasks: ask on those.
+            head = None if self.bound is None else self.slots + 1 + self.bound
+            admission = self._ask(queue, budget, head)
             queue.memo = (key, admission.start)
         starts = queue.memo[1]
         if not starts:
@@ -283,13 +298,26 @@ class _Pass:
                 return head
         return None
 
-    def _ask(self, queue: QueueNode, budget: Capacity) -> policies.Admission:
-        """The queue's policy on its waiting tasks; backfill also gets the queue's view, so
-        its reservation waits for what frees the quota as well as the cluster."""
+    def _ask(
+        self, queue: QueueNode, budget: Capacity, seen: int | None = None
+    ) -> policies.Admission:
+        """The queue's policy on its waiting tasks (the first `seen` of them, if given: for
+        its starts only); backfill also gets the queue's view, so its reservation waits for
+        what frees the quota as well as the cluster."""
         if queue.policy is policies.backfill:
             view = policies.QuotaView(self.quota_limit(queue), queue.claims, pos(self.free))
             return policies.backfill(
-                queue.remaining, budget, self.claims, self.now, self.slots, quota=view
+                queue.remaining if seen is None else queue.remaining[:seen],
+                budget,
+                self.claims,
+                self.now,
+                self.slots,
+                quota=view,
+                bound=self.bound,
+            )
+        if queue.policy is policies.besteffort:
+            return policies.besteffort(
+                queue.remaining, budget, self.claims, self.now, self.slots, bound=self.bound
             )
         return queue.policy(queue.remaining, budget, self.claims, self.now, self.slots)
 
@@ -501,13 +529,17 @@ class _Pass:
         limiting = queue.limiting()
         limit = limiting.quota.max_running if limiting is not None else None
         if limiting is not None and limit is not None:
+            lack = RunningLimit(limiting.quota.name, limit)
             for ahead, candidate in enumerate(queue.remaining):
-                lack = RunningLimit(limiting.quota.name, limit)
                 self.result.waiting[candidate.name] = Waiting(lack, ahead, queue.quota.name)
+            self.result.tails[queue.quota.name] = (0, lack)
             return
         budget = self.budget(queue)
         admission = self._ask(queue, budget)
         held = self.held.get(queue.quota.name)
+        if admission.tail is not None and held is None:
+            # Past the tail every task waits for a lack no queue's reservation rewords.
+            self.result.tails[queue.quota.name] = admission.tail
         for ahead, candidate in enumerate(queue.remaining):
             waiting = admission.waiting.get(candidate.name)
             if held is not None and candidate is held:
@@ -591,6 +623,7 @@ def admit(
     reservation: str = STRICT_RESERVATION,
     first: frozenset[str] = frozenset(),
     order: Mapping[str, int] | None = None,
+    bound: int | None = None,
 ) -> FairAdmission:
     """Decide one pass across queues. `free` is what the cluster physically has free now;
     `claims` are every running job's (for backfill's estimates); `slots` caps starts.
@@ -599,8 +632,10 @@ def admit(
     reserved start), `none` (besteffort: no reservation). `first`: preemptors whose victims have
     stopped; when their queue's policy picks them, they go before every other pick. `order`:
     each task's place in the cluster's order (priority, queuedAt, name), which breaks ties
-    between queues of equal share (missing: after every placed task)."""
-    return _Pass(capacity, free, queues, claims, now, slots, reservation, first, order).run()
+    between queues of equal share (missing: after every placed task). `bound`: under backfill
+    and besteffort, each queue's walk tests at most this many tasks past its first that
+    cannot start; those behind wait NotConsidered (None: no bound)."""
+    return _Pass(capacity, free, queues, claims, now, slots, reservation, first, order, bound).run()
 
 
 __all__ = [

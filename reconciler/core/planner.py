@@ -431,6 +431,7 @@ def collect_statuses(
     (reconciler.core.durability)."""
     draft = ctx.plan
     acts = acting(draft.submits, draft.stops, draft.timeouts, draft.preemptions)
+    known = ctx.queue_admission.queue_of if ctx.queue_admission is not None else {}
     for name in ctx.bodies if names is None else names:
         body = ctx.bodies[name]
         prev = statuses.get(name)
@@ -443,7 +444,9 @@ def collect_statuses(
             old = prev.status.conditions if prev else []
             body = lifecycle.with_conditions(body, _conditions(old, wanted, ctx.now))
         if ctx.queues is not None or body.queue is not None:
-            queue = ctx.queues.queue_of(name) if ctx.queues is not None else None
+            queue = None
+            if ctx.queues is not None:  # the queues' admission found most already
+                queue = known.get(name) or ctx.queues.queue_of(name)
             body = lifecycle.in_queue(body, queue)
         if prev is not None and prev.status is body:
             ctx.plan.statuses[name] = prev  # unchanged: same object, nothing to write

@@ -10,7 +10,7 @@ from typing import Any
 
 from reconciler.core import fairshare, usage
 from reconciler.core.policies import Candidate, Claim, Policy
-from reconciler.core.waits import QueueFull, Waiting
+from reconciler.core.waits import Lack, QueueFull, Waiting
 from specs.cluster import Capacity
 from specs.models import Phase, Reason
 from specs.quantity import format_memory, parse_memory
@@ -26,6 +26,7 @@ class QueueAdmission:
     weights: dict[str, float] = field(default_factory=dict)
     oversubscribed: str | None = None
     limits: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)  # run, queue
+    tails: dict[str, tuple[int, Lack]] = field(default_factory=dict)  # FairAdmission.tails
 
 
 def admit_by_queue(
@@ -41,11 +42,14 @@ def admit_by_queue(
     reservation: str = fairshare.STRICT_RESERVATION,
     first: frozenset[str] = frozenset(),
     past: usage.QueueUsage | None = None,
+    bound: int | None = None,
 ) -> QueueAdmission:
     """`queue` in global order (priority, queuedAt, name); `in_use`: what each task with a live
     job holds, by task name. Each queue keeps that order and runs `policy` within itself.
     `past`: each queue's decayed usage (resource-seconds, core/usage.py), counted in its share
-    unless `fairSharing.mode` is CurrentUsage; a queue it leaves out has used nothing."""
+    unless `fairSharing.mode` is CurrentUsage; a queue it leaves out has used nothing.
+    `bound`: each queue's walk tests at most this many tasks past its first that cannot
+    start (backfill_candidates; fairshare.admit)."""
     quotas = fairshare.resolve(config, capacity)
     names = [q.name for q in quotas.queues]
     held = {name: Capacity() for name in names}
@@ -88,7 +92,9 @@ def admit_by_queue(
     # Each task's place in the cluster's order (priority, queuedAt, name): among queues of
     # equal share, the one whose head comes first goes first, not the first by name.
     order = {candidate.name: place for place, candidate in enumerate(queue)}
-    result = fairshare.admit(capacity, free, demands, claims, now, slots, reservation, first, order)
+    result = fairshare.admit(
+        capacity, free, demands, claims, now, slots, reservation, first, order, bound
+    )
     return QueueAdmission(
         start=result.start,
         waiting=result.waiting,
@@ -97,6 +103,7 @@ def admit_by_queue(
         weights={q.name: q.weight for q in quotas.queues},
         limits={q.name: (q.max_running, q.max_queued) for q in quotas.queues},
         oversubscribed=quotas.oversubscribed,
+        tails=result.tails,
     )
 
 

@@ -135,7 +135,10 @@ def _flagged(name: str, spec: TaskInput | None, result: TaskResult | None) -> bo
     """A task whose presence needs the full pass."""
     if split(name) is not None:
         return True
-    if spec is not None and spec.task is not None and spec.task.spec.submission_id:
+    # An explicit id, also in a spec that a claim turned Invalid (its last valid one): a
+    # claim ends when another task changes, which this task's own version does not show.
+    claimant = spec.task or spec.last_valid if spec is not None else None
+    if claimant is not None and claimant.spec.submission_id:
         return True
     if result is None:
         return False

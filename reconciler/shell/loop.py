@@ -23,6 +23,7 @@ from reconciler.shell.metrics import QueueMetrics
 from reconciler.shell.observer import PassObserver
 from reconciler.shell.observing import RayObserver
 from reconciler.shell.observing import observe_ray as observe_ray  # re-exported: cli/plan.py
+from reconciler.shell.passinputs import SpecInputs
 from reconciler.shell.passinputs import plan_options as plan_options  # re-exported
 from reconciler.shell.passinputs import queue_file as queue_file  # re-exported
 from reconciler.shell.passinputs import scan_specs as scan_specs  # re-exported
@@ -30,11 +31,12 @@ from reconciler.shell.queuefile import Loaded, UsageBook, read_status
 from reconciler.shell.repeats import Repeating
 from reconciler.shell.scaling import AutoscalerMetrics, ScaleRequests
 from reconciler.shell.still import StillPass, Version
+from reconciler.shell.tally import Tally
 from specs.cluster import (
     Autoscaler,
     RayAdapter,
 )
-from specs.models import Reason, SourceRef, Task, TaskStatus
+from specs.models import Phase, Reason, SourceRef, Task, TaskStatus
 from specs.runtimepaths import OFF, RuntimePaths
 from specs.settings import Settings
 from specs.store import FolderUnavailable, SpecEntry, TaskStore
@@ -90,8 +92,10 @@ class Reconciler:
         self.metrics = metrics
         self.observer = PassObserver(self.history, metrics)
         self.revisions = GitRevisions(settings.tasks_dir) if settings.git_revision else None
-        # name -> (its entry's generation, the source version it was given, input with source)
-        self._sourced: dict[str, tuple[int, int, TaskInput]] = {}
+        # name -> its input with the commit its file came from (git_revision), kept between
+        # passes and updated by the inputs that changed, or all when git's answer changed.
+        self._sourced: dict[str, TaskInput] = {}
+        self._sources_stale = False  # a pass failed after reading: rebuild _sourced at the next
         self._source_version = 0  # a new one whenever git's answer changes
         self.wake = threading.Event()
         # Filled by the watcher (reconciler/app/assembly.py); with none attached, every pass walks.
@@ -103,7 +107,14 @@ class Reconciler:
         self._deadline: float | None = None  # the last plan's (Plan.deadline)
         self._changed_at = -float("inf")  # monotonic time of the last pass that was not still
         self._lock = threading.Lock()  # one pass at a time, whoever calls it
-        self._inputs: dict[str, tuple[SpecEntry, TaskInput]] = {}
+        # The folder as planner inputs, kept between passes (passinputs.SpecInputs); the
+        # names whose input changed in this pass's read; and each task's Version, kept too.
+        self._specs = SpecInputs()
+        self._inputs: dict[str, tuple[SpecEntry, TaskInput]] = self._specs.cache
+        self._spec_changes: set[str] = set()
+        self._version_map: dict[str, Version] = {}
+        self._versions_of: tuple[int, bool] | None = None  # (source version, unrecorded) of it
+        self._versions_full = True  # this pass's versions were all built anew
         # The versions of the last pass that wrote statuses: a task whose spec has a new one
         # was edited, and its own queue move is written at once (reconciler/shell/writes.py).
         self._written_versions: Mapping[str, Version] = {}
@@ -113,7 +124,7 @@ class Reconciler:
         # The queues' decayed usage, read back from the status file the last run wrote.
         self.usage = UsageBook(read_status(self.queue_file.status_path))
         self._still: StillPass | None = None  # the last pass, if it changed nothing
-        self._fingerprint: tuple[tuple[str, str | None], ...] = ()  # of the files git is asked of
+        self._fingerprint = 0  # a new one whenever the spec files read change (asking git)
         self._revision: SourceRevision | None = None
         self.skipped = 0  # passes skipped as still (a counter for benchmarks and tests)
         # Ray's autoscaler (issue 26): its report is read at the capacity read's pace, and the
@@ -141,6 +152,11 @@ class Reconciler:
         # so that their uid (minted from the pass that first saw them) stays the same until
         # one is on disk. Nothing was submitted for them (nothing is without its record).
         self._unrecorded: dict[str, TaskStatus] = {}
+        # Each status's (queue, phase, reason), counted for _queues.status.yaml and updated by
+        # the statuses that changed (a full walk counts them all again).
+        self._phases: Tally[tuple[str | None, Phase, str | None]] = Tally(
+            lambda s: (s.status.queue, s.status.phase, s.status.reason)
+        )
 
     # -- one pass ------------------------------------------------------------------------------
     def observe(self) -> Observation:
@@ -207,7 +223,7 @@ class Reconciler:
         if complete:
             self.store.mark_whole(complete)
         try:
-            inputs = scan_specs(self.store, self._inputs, changed)
+            self._spec_changes = self._specs.read(self.store, changed)
         except FolderUnavailable as exc:
             if self.state.folder_error is None:
                 log.error("tasks folder unavailable (%s); nothing is stopped until it is back", exc)
@@ -217,47 +233,51 @@ class Reconciler:
             log.info("tasks folder is back")
             self.state.folder_error = None
         if self.revisions is not None:
-            inputs = self._with_sources(inputs)
-        return inputs
+            return self._with_sources()
+        return dict(self._specs.inputs)
 
-    def _with_sources(self, inputs: dict[str, TaskInput]) -> dict[str, TaskInput]:
+    def _with_sources(self) -> dict[str, TaskInput]:
         """Each input with the commit its file came from. git is asked only when the files
-        read (their content hashes) or git's HEAD, ref or index changed; an unchanged input
-        with an unchanged answer is kept as it was."""
+        read or git's HEAD, ref or index changed; an unchanged input with an unchanged answer
+        is kept as it was (only the changed inputs are looked at)."""
         assert self.revisions is not None
-        fingerprint = tuple((name, e.raw_hash) for name, (e, _) in sorted(self._inputs.items()))
-        revision = self.revisions.current(fingerprint)
+        if self._spec_changes:
+            self._fingerprint += 1  # the files read changed: git's answer may have
+        revision = self.revisions.current(self._fingerprint)
+        names: AbstractSet[str] = self._spec_changes
         if revision != self._revision:
             self._source_version += 1
-        self._fingerprint, self._revision = fingerprint, revision
-        out: dict[str, TaskInput] = {}
-        kept: dict[str, tuple[int, int, TaskInput]] = {}
-        for name, base in inputs.items():
-            entry = self._inputs[name][0]
-            cached = self._sourced.get(name)
-            if (
-                cached is not None
-                and cached[0] == entry.generation
-                and cached[1] == self._source_version
-            ):
-                sourced = cached[2]
+        if revision != self._revision or self._sources_stale:
+            names = self._specs.inputs.keys() | self._sourced.keys()
+        self._revision, self._sources_stale = revision, False
+        for name in names:
+            base = self._specs.inputs.get(name)
+            if base is None:
+                self._sourced.pop(name, None)
             elif revision is None:
-                sourced = base
+                self._sourced[name] = base
             else:
+                entry = self._inputs[name][0]
                 relative = entry.path.relative_to(self.settings.tasks_dir).as_posix()
                 rev, dirty = revision.of(relative)
-                sourced = replace(base, source=SourceRef(revision=rev, dirty=dirty))
-            kept[name] = (entry.generation, self._source_version, sourced)
-            out[name] = sourced
-        self._sourced = kept
-        return out
+                self._sourced[name] = replace(base, source=SourceRef(revision=rev, dirty=dirty))
+        return dict(self._sourced)
 
     def run_pass(self) -> Plan | None:
         with self._lock:
-            if self.metrics is None:
-                return self._run_pass()
-            with self.metrics.time_pass():
-                return self._run_pass()
+            try:
+                if self.metrics is None:
+                    return self._run_pass()
+                with self.metrics.time_pass():
+                    return self._run_pass()
+            except BaseException:
+                # What this pass read may be in the store's records and not yet in what the
+                # loop keeps (sources, versions): the next pass rebuilds those from all it reads.
+                self._sources_stale, self._versions_of = True, None
+                self._phases.stale()  # and counts what its plan changed from all statuses
+                if self.metrics is not None:
+                    self.metrics.recount()
+                raise
 
     def _run_pass(self) -> Plan | None:
         changed = self._changed_paths()
@@ -282,12 +302,15 @@ class Reconciler:
             self.state.last_pass_at = self.clock()
             return None  # a vanished folder is never read as "delete everything"
         # Sidecars are ours: between full walks, the store's record of what it wrote stands.
-        statuses, status_generations = self.store.read_statuses_versioned(cached=not self._walking)
-        if self._unrecorded:
+        statuses, status_generations, status_changes = self.store.read_status_changes(
+            cached=not self._walking
+        )
+        unrecorded = bool(self._unrecorded)
+        if unrecorded:
             statuses, status_generations = self._with_unrecorded(
                 specs, statuses, status_generations
             )
-        versions = self._versions(specs, status_generations)
+        versions = self._versions(specs, status_generations, status_changes, unrecorded)
         if self._walking:
             self._walk_cpu = self.cpu_clock() - walk_started
         if observed is None:
@@ -333,7 +356,12 @@ class Reconciler:
         # positions and such, which need not delay a start), and only then the stops.
         submitting = {submit.task for submit in plan.submits}
         last = self._written_versions
-        edited = {n for n, v in versions.items() if n in last and last[n][:2] != (v.spec, v.source)}
+        # A spec (or its source) has a new version only if this pass read it anew, or all
+        # sources changed with git's answer: only those are compared.
+        maybe = self._spec_changes if self._versions_full is False else versions.keys()
+        edited = {
+            n for n in maybe if n in last and n in versions and last[n][:2] != versions[n][:2]
+        }
         self._written_versions = versions
         classes = writes.split(plan, edited)
         # An array's elements share one sidecar: each batch writes it once.
@@ -407,13 +435,33 @@ class Reconciler:
         self._unrecorded[name] = status.model_copy(update={"status": first})
 
     def _versions(
-        self, specs: Mapping[str, TaskInput], statuses: Mapping[str, int]
+        self,
+        specs: Mapping[str, TaskInput],
+        statuses: Mapping[str, int],
+        status_changes: AbstractSet[str] | None,
+        unrecorded: bool,
     ) -> dict[str, Version]:
+        """Each task's Version, kept between passes: only the tasks whose spec or status this
+        pass read anew are looked at, unless the store could not say (a full read of the
+        sidecars), git's answer changed, or remembered first statuses stand in for sidecars."""
         source = self._source_version if self.revisions is not None else 0
-        return {
-            name: Version(self._inputs[name][0].generation, source, statuses.get(name, 0))
-            for name in specs
-        }
+        kept = self._version_map
+        names: AbstractSet[str]
+        if status_changes is None or unrecorded or self._versions_of != (source, False):
+            self._versions_full = True
+            kept.clear()
+            names = specs.keys()
+        else:
+            self._versions_full = False
+            names = self._spec_changes | status_changes
+        self._versions_of = (source, unrecorded)
+        for name in names:
+            if name in specs:
+                generation = self._inputs[name][0].generation
+                kept[name] = Version(generation, source, statuses.get(name, 0))
+            else:
+                kept.pop(name, None)
+        return dict(kept)
 
     def _skip(self, plan: Plan, observed: Observation) -> Plan:
         """A still pass: the last plan stands; only deferred writes and the heartbeat run."""
@@ -456,14 +504,18 @@ class Reconciler:
             return  # Ray was not asked this pass: keep the last figures
         if self.metrics is not None:
             self.metrics.observe_queues(admission.states if admission is not None else {})
-        phases = {
-            n: (s.status.queue, s.status.phase, s.status.reason) for n, s in plan.statuses.items()
-        }
+        self._phases.update(plan.statuses, None if self._walking else plan.write_classes.keys())
+        counts: dict[str, tuple[int, int]] = {}
+        for key, many in self._phases.counts.items():
+            # The core's rule of what counts, applied once per distinct (queue, phase, reason).
+            for queue, (pending, admitted) in queueing.counts_by_queue({"": key}).items():
+                was = counts.get(queue, (0, 0))
+                counts[queue] = (was[0] + many * pending, was[1] + many * admitted)
         document = queueing.status_document(
             queues.state,
             admission.states if admission is not None else {},
             admission.weights if admission is not None else {},
-            queueing.counts_by_queue(phases),
+            counts,
             admission.oversubscribed if admission is not None else None,
             self.usage.past if queues.config is not None else None,
             self.usage.at,
@@ -485,10 +537,12 @@ class Reconciler:
         """Write the statuses that changed, each as its class says (reconciler/shell/writes.py);
         return the names whose write failed."""
         unwritten: set[str] = set()
-        names = plan.statuses if only is None else [n for n in plan.statuses if n in only]
+        # Only the changed statuses: the planner names every one in write_classes (tested in
+        # tests/unit/test_write_classes.py), so a pass costs what changed, not every task.
+        names = plan.write_classes if only is None else only
         for name in names:
-            status = plan.statuses[name]
-            if name in skip or before.get(name) is status:
+            status = plan.statuses.get(name)
+            if status is None or name in skip or before.get(name) is status:
                 continue  # the planner hands back the very object it was given: unchanged
             if name in classes.deferred:
                 self.store.defer_status(name, status)
@@ -522,12 +576,17 @@ class Reconciler:
             summary.starting,
             summary.running,
         )
+        # Only the statuses that changed are looked at (the planner names every one of them
+        # in write_classes); a full walk looks at all of them again.
+        changed = None if self._walking else plan.write_classes.keys()
         # Priorities only of the tasks whose status changed: the rest count for gauges only.
         priorities: dict[str, int] = {}
-        for name, status in plan.statuses.items():
+        for name in plan.write_classes:
             cached = self._inputs.get(name)
-            if before.get(name) is not status and cached is not None and cached[1].task:
-                priorities[name] = cached[1].task.spec.priority
+            status = plan.statuses.get(name)
+            task = cached[1].task if cached is not None else None
+            if status is not None and before.get(name) is not status and task is not None:
+                priorities[name] = task.spec.priority
         self.observer.observe(
             now,
             before,
@@ -536,6 +595,7 @@ class Reconciler:
             ray_available=observed.available,
             priorities=priorities,
             submitted={submit.task for submit in plan.submits},
+            changed=changed,
         )
 
     # -- the loop ------------------------------------------------------------------------------

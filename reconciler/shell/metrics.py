@@ -17,7 +17,7 @@ sample before it exists, so without the 0 the first failure of a queue would nev
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,6 +33,7 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from reconciler.shell.tally import Tally
 from specs.cluster import (
     Capacity,
     JobConflict,
@@ -256,6 +257,8 @@ class QueueMetrics:
         )
         build.labels(version=version).set(1)
         self._pending_seen: set[tuple[str, str]] = set()
+        # Each status's gauge: ("pending", queue, reason), ("running", queue, ""), or none.
+        self._tally: Tally[tuple[str, str, str]] = Tally(self._gauge_of)
         self._running_seen: set[str] = set()
         for kind in PASS_KINDS:
             self.passes.labels(kind)
@@ -325,24 +328,30 @@ class QueueMetrics:
         ray_available: bool,
         priorities: Mapping[str, int] | None = None,
         submitted: AbstractSet[str] = frozenset(),
+        changed: Collection[str] | None = None,
     ) -> None:
         """Gauges from `after`; counters from what changed between `before` and `after`.
 
         `priorities` maps task names to their spec's priority (statuses do not carry it);
         `submitted` names the tasks submitted to Ray in this pass, so that a task admitted in
-        the pass where it first appears (no status before) is timed too.
+        the pass where it first appears (no status before) is timed too. `changed`: the names
+        whose status changed (the plan's write_classes); only those are looked at, the gauges
+        kept as counts between passes (None: every status, as on a full walk).
         """
         priorities = priorities or {}
+        self._tally.update(after, changed)
         pending: dict[tuple[str, str], int] = {}
         running: dict[str, int] = {}
-        for name, status in after.items():
-            body = status.status
+        for (kind, queue, reason), count in self._tally.counts.items():
+            if kind == "pending":
+                pending[(queue, reason)] = count
+            else:
+                running[queue] = count
+        for name in after if changed is None else changed:
+            status = after.get(name)
+            if status is None:
+                continue  # gone
             queue = self.queue_of(status)
-            if body.phase in WAITING:
-                key = (queue, body.reason or body.phase.value)
-                pending[key] = pending.get(key, 0) + 1
-            elif body.phase.active:
-                running[queue] = running.get(queue, 0) + 1
             old = before.get(name)
             if old is not status:  # the planner hands back unchanged statuses as the same object
                 priority = priorities.get(name, 0)
@@ -369,6 +378,18 @@ class QueueMetrics:
         for resource in RESOURCES:
             self.reserved.labels(resource).set(getattr(reserved, resource))
         self.ray_available.set(1 if ray_available else 0)
+
+    def recount(self) -> None:
+        """The next observe_pass counts the gauges from every status."""
+        self._tally.stale()
+
+    def _gauge_of(self, status: TaskStatus) -> tuple[str, str, str] | None:
+        body = status.status
+        if body.phase in WAITING:
+            return ("pending", self.queue_of(status), body.reason or body.phase.value)
+        if body.phase.active:
+            return ("running", self.queue_of(status), "")
+        return None
 
     def observe_queues(self, states: Mapping[str, QueueFigures]) -> None:
         """The team queues' gauges from the pass's queue states; `{}` when none are configured.

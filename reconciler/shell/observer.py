@@ -7,7 +7,7 @@ place says what a pass reports.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Any, Protocol
 
@@ -61,7 +61,9 @@ class PassObserver:
         ray_available: bool,
         priorities: Mapping[str, int],
         submitted: AbstractSet[str] = frozenset(),
+        changed: Collection[str] | None = None,
     ) -> None:
+        """`changed`: the names whose status changed (None: look at every status)."""
         if self.metrics is not None:
             self.metrics.observe_pass(
                 before,
@@ -71,6 +73,7 @@ class PassObserver:
                 ray_available=ray_available,
                 priorities=priorities,
                 submitted=submitted,
+                changed=changed,
             )
         self.heartbeat(now, summary, ray_available=ray_available)
 

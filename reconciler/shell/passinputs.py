@@ -49,3 +49,35 @@ def queue_file(settings: Settings) -> QueueFile:
     """`--queues PATH`, else `<tasks>/_queues.yaml`; its status beside it or in --status-dir."""
     path = settings.queues_path or settings.tasks_dir / CONFIG_FILE
     return QueueFile(path, settings.status_dir, settings.tasks_dir, settings.queue_depth)
+
+
+class SpecInputs:
+    """The folder as planner inputs, kept between passes and updated by the names the store
+    says a scan may have changed (a pass that follows file events costs what they named; a
+    full walk compares every entry's generation)."""
+
+    def __init__(self) -> None:
+        self.cache: dict[str, tuple[SpecEntry, TaskInput]] = {}  # name -> (entry, its input)
+        self.inputs: dict[str, TaskInput] = {}
+
+    def read(self, store: TaskStore, changed: set[str] | None = None) -> set[str]:
+        """Scan (`changed`: the paths events named; None: walk); raises FolderUnavailable.
+        Returns the names whose input is new, different or gone."""
+        entries, looked_at = store.scan_changes(changed)
+        names = entries.keys() | self.cache.keys() if looked_at is None else looked_at
+        differ: set[str] = set()
+        for name in names:
+            entry = entries.get(name)
+            cached = self.cache.get(name)
+            if entry is None:
+                if cached is not None:
+                    del self.cache[name], self.inputs[name]
+                    differ.add(name)
+                continue
+            if cached is None or cached[0].generation != entry.generation:
+                cached = self.cache[name] = (entry, task_input(entry))
+                self.inputs[name] = cached[1]
+                differ.add(name)
+            elif cached[0] is not entry:
+                self.cache[name] = (entry, cached[1])  # the same generation: the same input
+        return differ

@@ -77,3 +77,17 @@ def test_scale_through_serve_smoke(
     assert row["specs"] == 20 and row["jobs_running"] == 1  # the long task holds the head
     assert row["idle_passes_per_s"] > 0 and row["idle_cpu_pct_of_core"] > 0
     assert 0 < row["rss_mb"] <= row["peak_rss_mb"]
+
+
+def test_busy_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """serve (its CLI entry, in a child process) with a fake Ray whose 1 s jobs end on their
+    own: jobs end, and serve's CPU is read from /proc."""
+    from benchmarks import busy
+
+    out = tmp_path / "busy.json"
+    argv = ["--ray", "fake", "--size", "60", "--cpus", "2", "--fake-job-seconds", "1"]
+    busy.main([*argv, "--window", "4", "--out", str(out)])
+    assert "busy steady state" in capsys.readouterr().out
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["ray"] == "fake" and row["specs"] == 60
+    assert row["jobs_ended_per_s"] > 0 and row["cpu_pct_of_core"] > 0

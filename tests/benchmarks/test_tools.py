@@ -147,3 +147,36 @@ def test_every_benchmark_of_the_runner_takes_out(
     with pytest.raises(SystemExit):
         module.main(["--help"])
     assert "--out" in capsys.readouterr().out
+
+
+def busy_result() -> dict[str, object]:
+    row = {
+        "specs": 10_000,
+        "cpu_pct_of_core": 3.2,
+        "cpu_s_per_ended_job": 0.032,
+        "jobs_ended_per_s": 1.0,
+        "rss_mb": 180.0,
+        "load_1min": 2.5,
+    }
+    return {"rows": [{**row, "ray": "fake"}, {**row, "ray": "head", "cpu_s_per_ended_job": 0.2}]}
+
+
+def test_the_plot_shows_the_busy_steady_state_with_its_goal() -> None:
+    root = ET.fromstring(plot.render(scale_result(), "test", busy_result()))
+    lines = {el.get("data-label") for el in root.iter(f"{SVG}polyline")}
+    assert "busy serve, CPU ms per ended job (real head)" in lines
+    assert "busy serve, CPU ms per ended job (fake Ray)" in lines
+    goals = {el.get("data-label") for el in root.iter(f"{SVG}path")}
+    assert "busy serve, CPU ms per ended job (fake Ray) goal" in goals
+    # Without busy results, no busy series (and the plot still renders).
+    root = ET.fromstring(plot.render(scale_result(), "test"))
+    assert not any("busy" in (el.get("data-label") or "") for el in root.iter(f"{SVG}polyline"))
+
+
+def test_the_summary_has_the_busy_steady_state(tmp_path: Path) -> None:
+    table = "\n".join(summary.lines(tmp_path))
+    assert "a job ending every second (fake Ray in serve) | not run | ≤ 5 % of a core |" in table
+    (tmp_path / "busy.json").write_text(json.dumps(busy_result()))
+    table = "\n".join(summary.lines(tmp_path))
+    assert "(fake Ray in serve) | 3.2 % of a core, 0.03 s CPU per ended job, 1.00 jobs/s" in table
+    assert "(real head, `sleep 3` jobs) | 3.2 % of a core, 0.20 s CPU per ended job" in table

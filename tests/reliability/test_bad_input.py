@@ -389,7 +389,8 @@ def test_an_unforeseen_parser_failure_is_still_our_error(
         raise KeyError("a bug deep inside")
 
     monkeypatch.setattr(specs.parse, "_validate", broken)
-    monkeypatch.setattr(specs.parse.fastyaml, "load", broken)  # the fast path, tried first
+    monkeypatch.setattr(specs.parse.blockyaml, "load", broken)  # the fast paths, tried first
+    monkeypatch.setattr(specs.parse.fastyaml, "load", broken)
     with pytest.raises(SpecParseError, match="could not parse: KeyError"):
         parse_task(yaml.safe_dump(valid_doc()), file="task.yaml")
     figures["inputs tried"] += 1

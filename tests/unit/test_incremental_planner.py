@@ -3,35 +3,31 @@ histories; and a task whose inputs did not change costs no reconcile."""
 
 from __future__ import annotations
 
-import itertools
-import math
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.core import incremental, lifecycle, planner
-from reconciler.core.incremental import Memo, plan_incremental
-from reconciler.core.planner import Observation, Plan, TaskInput, plan
+from reconciler.core import lifecycle, planner
+from reconciler.core.planner import TaskInput
+from reconciler.core.usage import QueueUsage, Tracked
 from specs.cluster import (
     FAILED,
-    PENDING,
     RUNNING,
     STOPPED,
     SUCCEEDED,
     Capacity,
     NodeType,
-    RayJob,
     Scaling,
 )
-from specs.models import Phase, Reason, TaskStatus
+from specs.models import Phase
 from specs.parse import parse_queue_config
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
-from tests.support.planner_world import GIB, task
+from tests.support.incremental_history import T0, History
+from tests.support.planner_world import GIB
 
 NAMES = ("a", "b", "c", "team-a/d", "team-a/e", "team-b/f")
 QUEUES = """\
@@ -45,7 +41,40 @@ spec:
       nominalQuota: {cpu: 2}
       borrowingLimit: {cpu: 0}
 """
-T0 = 1_767_225_600.0  # 2026-01-01
+
+
+TEAMS = ("team-a", "team-b", "team-c", "team-d")
+
+
+@st.composite
+def team_queues(draw: st.DrawFn) -> tuple[QueueConfig, QueueUsage | None]:
+    """Several team queues (issue 27): quotas, weights, borrowing limits, maxRunning, the
+    fair-sharing mode; and each queue's decayed past use, when it counts."""
+    count = draw(st.integers(2, 4))
+    lines = ["apiVersion: rayqueue/v1", "kind: QueueConfig", "spec:"]
+    mode = draw(st.sampled_from(["DecayedUsage", "CurrentUsage"]))
+    half = draw(st.sampled_from(["1h", "7d"]))
+    lines += ["  fairSharing:", f"    mode: {mode}", f"    usageHalfLife: {half}", "  queues:"]
+    for team in TEAMS[:count]:
+        lines += [f"    - name: {team}", f"      nominalQuota: {{cpu: {draw(st.integers(0, 3))}}}"]
+        lines.append(f"      weight: {draw(st.sampled_from([0.5, 1, 1, 2]))}")
+        if draw(st.booleans()):
+            lines.append(f"      borrowingLimit: {{cpu: {draw(st.integers(0, 2))}}}")
+        if draw(st.integers(0, 3)) == 0:
+            lines.append(f"      maxRunning: {draw(st.integers(1, 2))}")
+    config = parse_queue_config("\n".join(lines) + "\n")
+    past: QueueUsage | None = None
+    if draw(st.booleans()):
+        cpus = draw(
+            st.lists(st.sampled_from([0, 10, 3600, 90_000]), min_size=count, max_size=count)
+        )
+        since = T0 - draw(st.sampled_from([60.0, 86_400.0]))
+        past = Tracked(
+            {t: Capacity(c, 0, 0) for t, c in zip(TEAMS[:count], cpus, strict=True)}, since
+        )
+    return config, past
+
+
 RETRY = {"limit": 2, "backoffSeconds": 7, "on": ["Failed", "TimedOut", "Lost"]}
 # What the cluster may grow to (issue 26): none, 2-CPU nodes up to 8 CPU, the same with a
 # node pending and a failure, or a bare configured ceiling.
@@ -151,186 +180,6 @@ def options_of(draw: st.DrawFn) -> PlanOptions:
     )
 
 
-def assert_same(full: Plan, inc: Plan, before: dict[str, TaskStatus]) -> None:
-    assert inc.submits == full.submits
-    assert inc.stops == full.stops
-    assert inc.timeouts == full.timeouts
-    assert inc.preemptions == full.preemptions
-    assert inc.delete_statuses == full.delete_statuses
-    assert inc.fetch_logs == full.fetch_logs
-    assert inc.deletes == full.deletes
-    assert inc.events == full.events
-    assert inc.refused_deletions == full.refused_deletions
-    assert inc.summary == full.summary
-    assert inc.scale_request == full.scale_request
-    assert inc.statuses == full.statuses
-    for name, status in full.statuses.items():
-        # Unchanged means the very object passed in, for both: the loop skips those writes.
-        assert (inc.statuses[name] is before.get(name)) == (status is before.get(name)), name
-
-
-@dataclass
-class History:
-    """Plays a history against both planners, applying each plan as the loop and Ray would."""
-
-    options: PlanOptions
-    queues: QueueConfig | None
-    specs: dict[str, TaskInput] = field(default_factory=dict)
-    statuses: dict[str, TaskStatus] = field(default_factory=dict)
-    jobs: dict[str, RayJob] = field(default_factory=dict)
-    capacity: Capacity = field(default_factory=lambda: Capacity(4, 0, 16 * GIB))
-    now: float = T0
-    available: bool = True
-    scaling: Scaling | None = None
-    unwritten: frozenset[str] = frozenset()
-    unwritten_passes: int = 0
-    fail_once: frozenset[str] = frozenset()
-    memo: Memo = incremental.EMPTY
-    compare: bool = True  # also run plan() and check the two agree
-    tell_changed: bool = False  # hand the planner the names whose version changed
-    every_field: bool = False  # also the deadline, write classes and stillness alike
-    last_versions: dict[str, Any] = field(default_factory=dict)
-    # Generations, as the store stamps them: a new one for each spec read and status written.
-    generations: Any = field(default_factory=lambda: itertools.count(1))
-    spec_generation: dict[str, int] = field(default_factory=dict)
-    status_generation: dict[str, int] = field(default_factory=dict)
-
-    def apply(self, step: tuple[Any, ...]) -> None:
-        kind = step[0]
-        if kind in ("put", "touch", "break") and (kind != "touch" or step[1] in self.specs):
-            self.spec_generation[step[1]] = next(self.generations)
-        if kind == "put":
-            t = task(**step[2])
-            self.specs[step[1]] = TaskInput(step[1], t, None, t, t.spec_hash())
-        elif kind == "touch" and step[1] in self.specs:
-            # Read again: equal values, new objects (as after the store re-parses a file).
-            old = self.specs[step[1]]
-            self.specs[step[1]] = replace(old, task=old.task.model_copy() if old.task else None)
-        elif kind == "break":
-            old_input = self.specs.get(step[1])
-            last = (old_input.task or old_input.last_valid) if old_input else None
-            self.specs[step[1]] = TaskInput(step[1], None, "bad yaml", last)
-        elif kind == "delete":
-            self.specs.pop(step[1], None)
-            self.spec_generation.pop(step[1], None)
-        elif kind == "ray":
-            self._move_job(step[1], step[2], step[3])
-        elif kind == "rebuild":
-            self.jobs = {sid: replace(job) for sid, job in self.jobs.items()}
-        elif kind == "tick":
-            self.now += step[1]
-        elif kind == "capacity":
-            self.capacity = Capacity(step[1], 0, 16 * GIB)
-        elif kind == "outage":
-            self.available = not step[1]
-        elif kind == "scaling":
-            self.scaling = step[1]
-        elif kind == "foreign":
-            sid = f"foreign-{step[1]}"
-            self.jobs[sid] = RayJob(sid, RUNNING, start_time=self.now, entrypoint_cpus=1)
-        elif kind == "lose_writes":
-            self.unwritten, self.unwritten_passes = step[1], step[2]
-        elif kind == "restart":
-            self.memo = incremental.EMPTY
-
-    def _move_job(self, index: int, outcome: str, exit_code: int) -> None:
-        live = sorted(sid for sid, job in self.jobs.items() if not job.terminal)
-        if not live:
-            return
-        sid = live[index % len(live)]
-        job = self.jobs[sid]
-        if outcome == "vanish":
-            del self.jobs[sid]
-        elif outcome == RUNNING:
-            self.jobs[sid] = replace(job, status=RUNNING, start_time=self.now)
-        else:
-            code = 0 if outcome == SUCCEEDED else (exit_code if outcome == FAILED else None)
-            self.jobs[sid] = replace(job, status=outcome, end_time=self.now, exit_code=code)
-
-    def run_pass(self) -> Plan:
-        observed = (
-            Observation(dict(self.jobs), self.capacity, scaling=self.scaling)
-            if self.available
-            else Observation(None, None, "connection refused")
-        )
-        at = datetime.fromtimestamp(self.now, UTC)
-        before = dict(self.statuses)
-        versions = {
-            n: (self.spec_generation[n], self.status_generation.get(n, 0)) for n in self.specs
-        }
-        changed = None
-        if self.tell_changed:
-            changed = {n for n, v in versions.items() if self.last_versions.get(n) != v}
-        self.last_versions = versions
-        inc, self.memo = plan_incremental(
-            self.memo,
-            self.specs,
-            before,
-            observed,
-            at,
-            self.options,
-            queues=self.queues,
-            versions=versions,
-            changed=changed,
-        )
-        # The state machine refusing a transition is a planner bug.
-        assert not [e for e in inc.events if e.reason is Reason.ILLEGAL_TRANSITION], inc.events
-        if self.compare:
-            full = plan(self.specs, before, observed, at, self.options, queues=self.queues)
-            assert_same(full, inc, before)
-            if self.every_field:
-                assert (inc.deadline, inc.still) == (full.deadline, full.still)
-                assert inc.write_classes == full.write_classes
-        if self.compare and inc.still_until is not None:
-            self._check_still(inc.still_until, before, observed)
-        self._follow(inc)
-        return inc
-
-    def _check_still(
-        self, until: float, before: dict[str, TaskStatus], observed: Observation
-    ) -> None:
-        """A plan that changed nothing says how long it stays so: the full planner, with the
-        same inputs at any later instant up to then, changes nothing either (the loop skips
-        those passes)."""
-        assert until >= self.now
-        later = {self.now, min(until, self.now + 0.5), min(until, self.now + 3600)}
-        if math.isfinite(until):
-            later |= {until, (self.now + until) / 2}
-        for when in sorted(later):
-            at = datetime.fromtimestamp(when, UTC)
-            if at.timestamp() > until:
-                continue  # a datetime holds microseconds: this one rounded past the edge
-            again = plan(self.specs, before, observed, at, self.options, queues=self.queues)
-            assert again.still_until is not None, (when - self.now, again)
-            assert again.statuses == before
-
-    def _follow(self, result: Plan) -> None:
-        """As the loop: statuses first (some writes may fail), then submits and stops of what
-        was written; Ray takes them at once."""
-        lost = self.fail_once | (self.unwritten if self.unwritten_passes > 0 else frozenset())
-        self.unwritten_passes -= 1
-        self.fail_once = frozenset()
-        for name, status in result.statuses.items():
-            if name not in lost and self.statuses.get(name) is not status:
-                self.statuses[name] = status  # written: the loop writes changed statuses only
-                self.status_generation[name] = next(self.generations)
-        for submit in result.submits:
-            sid = submit.request.submission_id
-            if submit.task in lost or sid in self.jobs:
-                continue
-            metadata = dict(submit.request.metadata)
-            self.jobs[sid] = RayJob(sid, PENDING, start_time=self.now, metadata=metadata)
-        for stop in result.stops:
-            job = self.jobs.get(stop.submission_id)
-            if stop.task not in lost and job is not None and not job.terminal:
-                self.jobs[stop.submission_id] = replace(job, status=STOPPED, end_time=self.now)
-        for sid in result.deletes:
-            self.jobs.pop(sid, None)
-        for name in result.delete_statuses:
-            self.statuses.pop(name, None)
-            self.status_generation.pop(name, None)
-
-
 @settings(
     max_examples=300,
     deadline=None,
@@ -338,7 +187,8 @@ class History:
 )
 @given(
     options=options_of(),
-    with_queues=st.booleans(),
+    with_queues=st.sampled_from([False, True, "drawn"]),
+    teams=team_queues(),
     grows=st.sampled_from(SCALINGS),
     history=st.lists(
         st.tuples(steps(), st.sets(st.sampled_from(NAMES), max_size=2)), min_size=1, max_size=60
@@ -346,11 +196,15 @@ class History:
 )
 def test_incremental_plan_equals_full_plan_on_random_histories(
     options: PlanOptions,
-    with_queues: bool,
+    with_queues: bool | str,
+    teams: tuple[QueueConfig, QueueUsage | None],
     grows: Scaling | None,
     history: list[tuple[tuple[Any, ...], set[str]]],
 ) -> None:
-    world = History(options, parse_queue_config(QUEUES) if with_queues else None, scaling=grows)
+    if with_queues == "drawn":  # several queues, weights, limits, decayed usage
+        world = History(options, teams[0], teams[1], scaling=grows)
+    else:
+        world = History(options, parse_queue_config(QUEUES) if with_queues else None, scaling=grows)
     for step, failing in history:
         world.apply(step)
         world.fail_once = frozenset(failing)  # status writes that fail in this pass only
@@ -360,6 +214,8 @@ def test_incremental_plan_equals_full_plan_on_random_histories(
 
 
 MANY = tuple(f"t{i:02d}" for i in range(24))
+# The same, spread over the drawn team queues (some in no team: the default queue).
+MANY_TEAMS = tuple(f"{TEAMS[i % 5]}/t{i:02d}" if i % 5 < 4 else f"t{i:02d}" for i in range(24))
 
 
 @settings(
@@ -374,15 +230,8 @@ MANY = tuple(f"t{i:02d}" for i in range(24))
     inflight=st.sampled_from([1, 1, 2, 8]),
     retention=st.sampled_from([None, 30.0]),
     tell=st.booleans(),
-    start=st.lists(st.tuples(st.sampled_from(MANY), plain_specs_of("x")), min_size=8, max_size=40),
-    history=st.lists(
-        st.tuples(
-            steps(MANY, plain_specs_of).filter(lambda s: s[0] != "scaling"),
-            st.sets(st.sampled_from(MANY), max_size=2),
-        ),
-        min_size=1,
-        max_size=40,
-    ),
+    teams=st.one_of(st.none(), team_queues()),
+    data=st.data(),
 )
 def test_the_fast_pass_equals_the_full_plan(
     policy: str,
@@ -391,12 +240,27 @@ def test_the_fast_pass_equals_the_full_plan(
     inflight: int,
     retention: float | None,
     tell: bool,
-    start: list[tuple[str, dict[str, Any]]],
-    history: list[tuple[tuple[Any, ...], set[str]]],
+    teams: tuple[QueueConfig, QueueUsage | None] | None,
+    data: st.DataObject,
 ) -> None:
     """One queue, no preemption, dependencies or autoscaler: the incremental planner takes its
     fast pass (the kept queue order, reconciler.core.queueorder), with many waiting tasks, few
-    exact places and a short walk, so places, buckets and the walk's tail all move."""
+    exact places and a short walk, so places, buckets and the walk's tail all move. Also
+    with several team queues (weights, limits, decayed usage), each walk bounded alike."""
+    names = MANY if teams is None else MANY_TEAMS
+    start = data.draw(
+        st.lists(st.tuples(st.sampled_from(names), plain_specs_of("x")), min_size=8, max_size=40)
+    )
+    history = data.draw(
+        st.lists(
+            st.tuples(
+                steps(names, plain_specs_of).filter(lambda s: s[0] != "scaling"),
+                st.sets(st.sampled_from(names), max_size=2),
+            ),
+            min_size=1,
+            max_size=40,
+        )
+    )
     options = PlanOptions(
         queue_id="q",
         policy=policy,
@@ -407,7 +271,8 @@ def test_the_fast_pass_equals_the_full_plan(
         lost_grace_seconds=5.0,
         start_timeout_seconds=10.0,
     )
-    world = History(options, None, tell_changed=tell, every_field=True)
+    queues, past = teams if teams is not None else (None, None)
+    world = History(options, queues, past, tell_changed=tell, every_field=True)
     for name, fields in start:
         world.apply(("put", name, fields))
     world.run_pass()
