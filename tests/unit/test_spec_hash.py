@@ -46,7 +46,7 @@ def _tasks(draw: st.DrawFn) -> Task:
         resources["memory"] = draw(_memory)
     if draw(st.booleans()):
         resources["bundles"] = [dict(resources)]
-    entrypoint = draw(st.text(min_size=1, max_size=20))
+    entrypoint = "run " + draw(st.text(max_size=20))  # never blank (the model refuses that)
     spec: dict[str, Any] = {"entrypoint": entrypoint, "resources": resources}
     if draw(st.booleans()):
         names = st.from_regex(r"[A-Z]{1,4}", fullmatch=True)
