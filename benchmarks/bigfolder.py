@@ -15,19 +15,26 @@ import tempfile
 from pathlib import Path
 
 CACHE = Path(os.environ.get("RQ_BENCH_CACHE", tempfile.gettempdir())) / "rq-bench-folders"
+# Each spec has lines of its own (its entrypoint, its seed, its timeout), as a sweep a user
+# generated would: caches keyed by line or file must not see ten files repeated.
 _TEMPLATE = """apiVersion: rayqueue/v1
 kind: Task
 spec:
-  entrypoint: 'true'
+  entrypoint: python train.py --config configs/run-{index}.yaml --seed {index}
   priority: {priority}
+  timeoutSeconds: {timeout}
   resources:
     cpu: 1
+    memory: 512Mi
+  runtimeEnv:
+    env_vars:
+      RUN_ID: run-{index}
 """
-_VERSION = 1  # bump when the template changes: the cached folders are made again
+_VERSION = 2  # bump when the template changes: the cached folders are made again
 
 
-def template(priority: int) -> bytes:
-    return _TEMPLATE.format(priority=priority).encode()
+def template(priority: int, index: int = 0) -> bytes:
+    return _TEMPLATE.format(priority=priority, index=index, timeout=3600 + index % 997).encode()
 
 
 def prepared(size: int, levels: int = 10) -> Path:
@@ -39,12 +46,11 @@ def prepared(size: int, levels: int = 10) -> Path:
         return folder
     CACHE.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".building-{size}-", dir=CACHE))
-    texts = [template(p) for p in range(levels)]
     old = 0  # a minute back: written well before serve starts, nothing to settle
     for i in range(size):
         path = building / f"t{i:05d}.yaml"
         with open(path, "wb") as out:
-            out.write(texts[i % levels])
+            out.write(template(i % levels, i))
         if not old:
             old = os.stat(path).st_mtime_ns - 60 * 10**9
         os.utime(path, ns=(old, old))

@@ -80,7 +80,7 @@ def one_run(size: int, root: Path) -> dict[str, Any]:
     for round_ in range(CHANGE_ROUNDS):
         edits = range(0, size, 100)
         for i in edits:
-            drop(folder, f"t{i:05d}", bigfolder.template((i + round_ + 1) % 10))
+            drop(folder, f"t{i:05d}", bigfolder.template((i + round_ + 1) % 10, i))
         time.sleep(0.5)  # the watcher hands the events over
         cpu = time.process_time()
         rec.run_pass()

@@ -7,7 +7,8 @@ over the lines, and gives None ("take the next path") for anything else: flow st
 with escapes, block scalars, anchors, tags, a value continued on the next line, a key that is
 not a plain word, a repeated key, tabs, several documents. What it returns equals what the
 slow path builds (tests/unit/test_blockyaml.py checks that on generated documents); values are
-typed by PyYAML's own resolver and constructors, and timestamps stay text, as there.
+typed by PyYAML's own resolver and constructors, and timestamps stay text, as there. Each
+distinct line is read once and kept (_line): the specs of one folder repeat most lines.
 """
 
 from __future__ import annotations
@@ -84,6 +85,18 @@ def _scalar(text: str) -> Any:
     return _plain(text)
 
 
+# What _line gives for a line: its indentation, its kind, and for a `key:` line the key and
+# the value (_OPEN when the value is on the lines below); None: not the shape this path reads.
+_OPEN = object()
+_ITEM = 0  # `- value`
+_ITEM_KEY = 1  # `- key: value`: a mapping as the item; `spaces` after the dash
+_KEY_LINE = 2  # `key: value`
+_Line = tuple[int, int, int, str, Any]  # (indent, kind, spaces, key, value)
+_BLANK: _Line = (0, -1, 0, "", None)  # empty, spaces, or a comment: nothing to read
+_START: _Line = (0, -2, 0, "", None)  # `---`, which only the first line read may be
+_OTHER: _Line = (0, -3, 0, "", None)  # not the shape this path reads
+
+
 def load(text: str) -> Any | None:
     """The data of `text` if it is a mapping in plain block style, else None."""
     if any(c in text for c in _ODD):
@@ -94,26 +107,72 @@ def load(text: str) -> Any | None:
         return None
 
 
+@functools.lru_cache(maxsize=4096)
+def _line(line: str) -> _Line:
+    """One line read on its own, kept by its text: the specs of a folder share most of their
+    lines (apiVersion, kind, resources...), so a cold start reads each distinct line once.
+    The values are scalars (str, int, float, bool, None): nothing a caller could change."""
+    body = line.lstrip(" ")
+    if not body or body[0] == "#":
+        return _BLANK
+    if body.rstrip(" ") == "---":
+        return _START if len(body) == len(line) else _OTHER
+    try:
+        return _read_line(line, body)
+    except (_Other, ValueError, OverflowError, TypeError, RecursionError):
+        return _OTHER
+
+
+def _read_line(line: str, body: str) -> _Line:
+    indent = len(line) - len(body)
+    if body[0] == "-" and (len(body) == 1 or body[1] == " "):
+        rest = body[2:]
+        spaces = len(rest) - len(rest.lstrip(" "))
+        rest = rest[spaces:]
+        if not rest:
+            raise _Other  # `-` alone, or `- ` and spaces: an empty item, the slow path's
+        if _KEY.fullmatch(rest) is None:
+            return (indent, _ITEM, spaces, "", _scalar(rest))
+        key, value = _key_value(rest)
+        return (indent, _ITEM_KEY, spaces, key, value)
+    key, value = _key_value(body)
+    return (indent, _KEY_LINE, 0, key, value)
+
+
+def _key_value(body: str) -> tuple[str, Any]:
+    found = _KEY.fullmatch(body)
+    if found is None:
+        raise _Other
+    key, value = found.group(1), found.group(2)
+    if _plain(key) != key:
+        raise _Other  # `on:`, `null:`, `1:`: keys YAML would read as something else
+    if value is None or not value.strip(" ") or value.lstrip(" ")[0] == "#":
+        return key, _OPEN
+    return key, _scalar(value)
+
+
 def _load(text: str) -> dict[str, Any] | None:
     root: dict[str, Any] = {}
     # Open collections, innermost last: (indentation of their items, the collection).
     stack: list[tuple[int, dict[str, Any] | list[Any]]] = [(0, root)]
     opened: tuple[dict[str, Any], str, int] | None = None  # `key:` waiting for its value
     started = False
-    for line in text.split("\n"):
-        body = line.lstrip(" ")
-        if not body or body[0] == "#":
-            continue
-        indent = len(line) - len(body)
+    for read in map(_line, text.split("\n")):
+        indent, kind, spaces, key, value = read
+        if kind < 0:
+            if read is _BLANK:
+                continue
+            if read is _START and not started:
+                started = True
+                continue  # a document start marker, as a file may begin
+            raise _Other
         if not started:
             started = True
-            if body.rstrip(" ") == "---":
-                continue  # a document start marker, as a file may begin
             if indent:
                 raise _Other
-        item = body[0] == "-" and (len(body) == 1 or body[1] == " ")
+        item = kind != _KEY_LINE
         if opened is not None:
-            parent, key, at = opened
+            parent, opened_key, at = opened
             opened = None
             if item and indent >= at:
                 child: dict[str, Any] | list[Any] = []
@@ -121,7 +180,7 @@ def _load(text: str) -> dict[str, Any] | None:
                 child = {}
             else:
                 child = None  # type: ignore[assignment]
-            parent[key] = child
+            parent[opened_key] = child
             if child is not None:
                 stack.append((indent, child))
                 if len(stack) > _MAX_DEPTH:
@@ -136,13 +195,10 @@ def _load(text: str) -> dict[str, Any] | None:
         if at != indent:
             raise _Other
         if isinstance(into, list):
-            if not item or len(body) == 1:
+            if not item:
                 raise _Other
-            rest = body[2:]
-            spaces = len(rest) - len(rest.lstrip(" "))
-            rest = rest[spaces:]
-            if _KEY.fullmatch(rest) is None:
-                into.append(_scalar(rest))
+            if kind == _ITEM:
+                into.append(value)
                 continue
             mapping: dict[str, Any] = {}  # `- key: value`: a mapping as the item
             into.append(mapping)
@@ -150,19 +206,15 @@ def _load(text: str) -> dict[str, Any] | None:
             stack.append((indent, mapping))
             if len(stack) > _MAX_DEPTH:
                 raise _Other
-            into, body = mapping, rest
+            into = mapping
         elif item:
             raise _Other
-        found = _KEY.fullmatch(body)
-        if found is None:
-            raise _Other
-        key, value = found.group(1), found.group(2)
-        if key in into or _plain(key) != key:
-            raise _Other  # a repeated key (the slow path names both lines), or `on:`
-        if value is None or not value.strip(" ") or value.lstrip(" ")[0] == "#":
+        if key in into:
+            raise _Other  # a repeated key: the slow path names both lines
+        if value is _OPEN:
             opened = (into, key, indent)
         else:
-            into[key] = _scalar(value)
+            into[key] = value
     if opened is not None:
         opened[0][opened[1]] = None
     return root if started and root else None

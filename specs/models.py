@@ -142,10 +142,20 @@ class Resources(Bundle):
         return self
 
 
+# The fields whose values spec_hash's dump of the resources depends on (bundles only shape
+# the autoscaler's request).
+_RESOURCE_FIELDS: tuple[str, ...] = tuple(n for n in Resources.model_fields if n != "bundles")
+
+
 class Metadata(_Model):
     name: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+
+
+# The metadata of a spec that has none: one object for all of them (the models are frozen, and
+# nothing changes a model's dicts in place), not one Metadata built per spec on a cold start.
+_NO_METADATA = Metadata()
 
 
 # The default of the most elements an array may expand to (issue 28; the setting
@@ -290,10 +300,32 @@ class TaskSpec(_Model):
         return value
 
 
+# spec_hash's text. Sidecars record the hash, so it must stay byte for byte what it was
+# (tests/unit/test_spec_hash.py): the JSON of the dict of the four fields with sorted keys,
+# made here from the JSON of each (one encoder made once), and the resources' part (pydantic's
+# dump: memory is written as text) kept per distinct value, as a cold start hashes every spec
+# and most share a few shapes.
+_HASH_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+_RESOURCES_JSON: dict[tuple[str, ...], str] = {}
+_RESOURCES_KEPT = 1024
+
+
+def _resources_json(resources: Resources) -> str:
+    """The JSON of resources.model_dump(by_alias=True, exclude={"bundles"})."""
+    # By repr, not value: 1 == 1.0 and -0.0 == 0.0, but their dumps differ.
+    key = tuple(repr(getattr(resources, field)) for field in _RESOURCE_FIELDS)
+    text = _RESOURCES_JSON.get(key)
+    if text is None:
+        text = _HASH_JSON.encode(resources.model_dump(by_alias=True, exclude={"bundles"}))
+        if len(_RESOURCES_JSON) < _RESOURCES_KEPT:
+            _RESOURCES_JSON[key] = text
+    return text
+
+
 class Task(_Model):
     api_version: Literal["rayqueue/v1"] = Field(alias="apiVersion")
     kind: Literal["Task"]
-    metadata: Metadata = Field(default_factory=Metadata)
+    metadata: Metadata = Field(default_factory=lambda: _NO_METADATA)
     spec: TaskSpec
 
     def spec_hash(self) -> str:
@@ -305,14 +337,18 @@ class Task(_Model):
             env = {k: v for k, v in (runtime_env.get("env_vars") or {}).items()}
             env.pop(ARRAY_SIZE_VAR, None)
             runtime_env = {**runtime_env, "env_vars": env}
-        defining = {
-            "entrypoint": self.spec.entrypoint,
-            "runtimeEnv": runtime_env,
-            # bundles only shape the autoscaler's request: changing them is no new run
-            "resources": self.spec.resources.model_dump(by_alias=True, exclude={"bundles"}),
-            "restartedAt": self.metadata.annotations.get(RESTARTED_AT),
-        }
-        blob = json.dumps(defining, sort_keys=True, separators=(",", ":"), default=str)
+
+        def encode(value: object) -> str:
+            return "null" if value is None else _HASH_JSON.encode(value)
+
+        # {"entrypoint", "resources", "restartedAt", "runtimeEnv"}, keys in sorted order; the
+        # resources without bundles, which only shape the autoscaler's request (no new run)
+        blob = (
+            f'{{"entrypoint":{encode(self.spec.entrypoint)},'
+            f'"resources":{_resources_json(self.spec.resources)},'
+            f'"restartedAt":{encode(self.metadata.annotations.get(RESTARTED_AT))},'
+            f'"runtimeEnv":{encode(runtime_env)}}}'
+        )
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def to_document(self) -> dict[str, Any]:

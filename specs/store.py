@@ -21,7 +21,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from specs.arraysidecars import _ArraySidecar
@@ -228,13 +228,17 @@ class TaskStore(_StatusSidecars):
         by_name: dict[str, list[tuple[str, str, Callable[[], os.stat_result]]]] = {}
         crossed: dict[str, str] = {}
         for rel, entry in walk.files:
-            if _is_queue_config(_strip(rel, TASK_SUFFIXES)):
+            name = _strip(rel, TASK_SUFFIXES)
+            if _is_queue_config(name):
                 continue  # the queue configuration, read by the loop, not a task
             if rel in walk.crossings:
-                crossed.setdefault(_strip(rel, TASK_SUFFIXES), rel)
+                crossed.setdefault(name, rel)
                 continue
-            files = by_name.setdefault(_strip(rel, TASK_SUFFIXES), [])
-            files.append((rel, entry.path, entry.stat))
+            files = by_name.get(name)
+            if files is None:
+                by_name[name] = [(rel, entry.path, entry.stat)]
+            else:
+                files.append((rel, entry.path, entry.stat))
         parsed: dict[str, _Parsed] = {}
         entries: dict[str, SpecEntry] = {}
         unreadable = list(walk.unreadable)
@@ -247,8 +251,8 @@ class TaskStore(_StatusSidecars):
             basis = ("crossed", rel, message, last[1] if last is not None else None)
             error = SpecError(rel, None, None, None, message)
             last_task = last[0] if last is not None else None
-            crossing = SpecEntry(name, self.root / rel, None, error, last_task, "")
-            entries[name] = self._stamped(name, basis, crossing)
+            build = functools.partial(SpecEntry, name, self.root / rel, None, error, last_task, "")
+            entries[name] = self._stamped(name, basis, build)
             by_name.pop(name, None)
         for name, files in by_name.items():
             if not self._take(name, files, now, entries, parsed):
@@ -300,7 +304,8 @@ class TaskStore(_StatusSidecars):
     ) -> bool:
         """Load the files defining `name` into `entries` (the old entry while it settles);
         False if unreadable. A file gone since the listing leaves `name` out."""
-        files.sort(key=lambda f: f[0].endswith(".yml"))  # .yaml wins
+        if len(files) > 1:
+            files.sort(key=lambda f: f[0].endswith(".yml"))  # .yaml wins
         rel, path, stat_of = files[0]
         try:
             result = self._load_spec(rel, path, stat_of, name)
@@ -501,15 +506,15 @@ class TaskStore(_StatusSidecars):
         cached = self._parsed.get(path)
         if cached is not None and cached.key == key:
             return cached
-        parsed = self._parse_spec(rel, path, st, key, name)
-        return None if parsed is None else replace(parsed, generation=next(self._generations))
+        return self._parse_spec(rel, path, st, key, name)
 
     def _parse_spec(
         self, rel: str, path: str, st: os.stat_result, key: StatKey, name: str
     ) -> _Parsed | None:
         if st.st_size > MAX_FILE_BYTES:
             message = f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
-            return _Parsed(key, None, SpecError(rel, None, None, None, message), "")
+            error: SpecError | None = SpecError(rel, None, None, None, message)
+            return _Parsed(key, None, error, "", generation=next(self._generations))
         try:
             read = _read_with_stat(path, limit=MAX_FILE_BYTES + 1)
         except OSError as exc:
@@ -526,7 +531,8 @@ class TaskStore(_StatusSidecars):
                 f"{CONFIG_FILE}), so this is not run as a task; rename it to drop the '_'"
             )
             reserved = SpecError(rel, None, None, None, message)
-            return _Parsed(key, None, reserved, hashlib.sha256(data).hexdigest())
+            raw = hashlib.sha256(data).hexdigest()
+            return _Parsed(key, None, reserved, raw, generation=next(self._generations))
         try:
             check = None if self.check is None else functools.partial(self.check, name)
             task: Task | None = parse_task(
@@ -540,7 +546,8 @@ class TaskStore(_StatusSidecars):
             error = None
         except SpecParseError as exc:
             task, error = None, exc.errors[0]
-        return _Parsed(key, task, error, hashlib.sha256(data).hexdigest(), whole)
+        raw = hashlib.sha256(data).hexdigest()
+        return _Parsed(key, task, error, raw, whole, next(self._generations))
 
     def _entry(self, name: str, rel: str, result: _Parsed, others: list[str]) -> SpecEntry:
         task, error = result.task, result.error
@@ -553,17 +560,22 @@ class TaskStore(_StatusSidecars):
         last = self._last_valid.get(name)
         basis = (result.generation, tuple(others), last[1] if last is not None else None, rel)
         last_task = last[0] if last is not None else None
-        entry = SpecEntry(name, self.root / rel, task, error, last_task, result.raw_hash)
-        return self._stamped(name, basis, entry)
+        raw = result.raw_hash
+        return self._stamped(
+            name, basis, lambda g: SpecEntry(name, self.root / rel, task, error, last_task, raw, g)
+        )
 
-    def _stamped(self, name: str, basis: tuple[object, ...], entry: SpecEntry) -> SpecEntry:
-        """`entry` with a new generation, or the entry last reported for `name` (generation
-        and all) when it was made of the same reads (`basis`)."""
+    def _stamped(
+        self, name: str, basis: tuple[object, ...], build: Callable[[int], SpecEntry]
+    ) -> SpecEntry:
+        """The entry `build` makes with a new generation, or the entry last reported for
+        `name` (generation and all) when it was made of the same reads (`basis`): then nothing
+        is built (a full walk of an unchanged folder builds no entries)."""
         old = self._entries.get(name)
         if old is not None and self._basis.get(name) == basis:
             return old
         self._basis[name] = basis
-        return replace(entry, generation=next(self._generations))
+        return build(next(self._generations))
 
     def _load_sidecar(self, name: str, rel: str, entry: os.DirEntry[str]) -> _Sidecar | None:
         try:

@@ -139,11 +139,13 @@ def admit(ctx: PassState) -> None:
     slots = max(ctx.options.max_inflight - starting, 0)
     admission = _admission(ctx, eligible, free, slots, all_stopping)
     if isinstance(admission, policies.Admission):
+        ctx.until = min(ctx.until, max(admission.until, ctx.now))
         tail_at, lack = admission.tail or (None, None)
         ctx.walk = (tail_at, lack, len(admission.start))
     if isinstance(admission, queueing.QueueAdmission):
         admission.waiting.update(full)
         ctx.queue_admission = admission
+        ctx.until = min(ctx.until, max(admission.until, ctx.now))
     started = set(admission.start)
     scale = _scale_up(ctx, eligible, free, slots, all_stopping, admission, stopping_for)
     if scale.demand and ctx.options.policy != "besteffort":
@@ -507,6 +509,7 @@ def admit_prefix(
     task's status already says so, in which case it is left as it is. `admission`: the
     policy's walk over `prefix` (walk_policy). `adopt(name)`: puts a task's own result in
     the pass (its body and task) before admission reads or sets them."""
+    ctx.until = min(ctx.until, max(admission.until, ctx.now))
     started = set(admission.start)
     exact = ctx.options.exact_queue_positions
     touched: list[str] = []

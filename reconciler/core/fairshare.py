@@ -89,6 +89,9 @@ class FairAdmission:
     # queue's waiting tasks (those not started, in its order) on, every one waits for the same
     # lack, whatever follows. A queue whose walk reached its end is not listed.
     tails: dict[str, tuple[int, Lack]] = field(default_factory=dict)
+    # The latest `now` at which this answer holds: a borrower let past the reservation only
+    # because it ends before the reserved start is let past no longer once it would not.
+    until: float = math.inf
 
 
 # --- the pass -------------------------------------------------------------------------------
@@ -115,14 +118,22 @@ class _Reservation:
     extra: Capacity | None  # backfill: free at that time beyond the head's request
 
     def allows(self, candidate: Candidate, now: float) -> bool:
+        return self.allowed_until(candidate, now) is not None
+
+    def allowed_until(self, candidate: Candidate, now: float) -> float | None:
+        """None if the reservation holds `candidate` back; else the latest `now` at which it
+        still lets it past (inf: whatever the time). Only the rule "ends before the reserved
+        start" depends on the clock, and it only ever turns from yes to no."""
         if fits_needed(candidate.request, self.spare):
-            return True
+            return math.inf
         if self.shadow is None or self.extra is None:
-            return False
+            return None
+        if fits_needed(candidate.request, self.extra):
+            return math.inf
         ends = candidate.timeout_seconds
         if ends > 0 and now + ends <= self.shadow:
-            return True
-        return fits_needed(candidate.request, self.extra)
+            return self.shadow - ends
+        return None
 
 
 def fits_needed(request: Capacity, room: Capacity) -> bool:
@@ -303,7 +314,12 @@ class _Pass:
     ) -> policies.Admission:
         """The queue's policy on its waiting tasks (the first `seen` of them, if given: for
         its starts only); backfill also gets the queue's view, so its reservation waits for
-        what frees the quota as well as the cluster."""
+        what frees the quota as well as the cluster. Its answer holds as long as the pass's."""
+        admission = self._policy(queue, budget, seen)
+        self.result.until = min(self.result.until, admission.until)
+        return admission
+
+    def _policy(self, queue: QueueNode, budget: Capacity, seen: int | None) -> policies.Admission:
         if queue.policy is policies.backfill:
             view = policies.QuotaView(self.quota_limit(queue), queue.claims, pos(self.free))
             return policies.backfill(
@@ -342,14 +358,12 @@ class _Pass:
                     self.held[self.owner[candidate.name].quota.name] = candidate
                     continue
                 reserved = candidate.name in self.first
-                if (
-                    borrows
-                    and not reserved
-                    and reservation is not None
-                    and not reservation.allows(candidate, self.now)
-                ):
-                    self.reserved_by[queue.quota.name] = reservation
-                    continue
+                if borrows and not reserved and reservation is not None:
+                    allowed = reservation.allowed_until(candidate, self.now)
+                    if allowed is None:
+                        self.reserved_by[queue.quota.name] = reservation
+                        continue
+                    self.result.until = min(self.result.until, allowed)
                 # A preemptor whose victims are gone goes first: the room they left is its.
                 key = (not reserved, *self._order(queue, candidate, borrows))
                 if best is None or key < best[0]:

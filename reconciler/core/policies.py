@@ -6,6 +6,7 @@ low, then FIFO, then name); they decide how far the head of the queue may be ove
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -61,6 +62,10 @@ class Admission:
     # lack (its place aside), whatever comes after it; None: the walk reached the end. The
     # incremental planner gives the policy only the head of a long queue and fills in the rest.
     tail: tuple[int, Lack] | None = None
+    # The latest `now` at which this answer holds: a task started (or, where a caller starts
+    # fewer, let start) only because it ends before the head's reserved start is not once it
+    # would end after it.
+    until: float = math.inf
 
 
 def _in_order(
@@ -246,6 +251,11 @@ def backfill(
         return admission
 
     shadow, extra = reservation.start, reservation.extra
+    if any(task.timeout_seconds > 0 for task in queue[:index]):
+        # A start of this pass is bounded from now, so the reserved start may move with the
+        # clock: the answer holds for this instant only (where the caller starts fewer than
+        # this walk does, as fair share may, nothing else would say so).
+        admission.until = min(admission.until, now)
     if reservation.quota_extra is not None:  # what runs past the start holds both
         extra = Capacity(
             min(extra.cpu, reservation.quota_extra.cpu),
@@ -267,6 +277,7 @@ def backfill(
             admission.waiting[task.name] = Waiting(shortfall(task.request, free), ahead)
         elif task.timeout_seconds > 0 and now + task.timeout_seconds <= shadow:
             # Ends before the head's reserved start, so it cannot delay it.
+            admission.until = min(admission.until, shadow - task.timeout_seconds)
             admission.start.append(task.name)
             free = free - task.request
             slots -= 1

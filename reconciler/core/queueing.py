@@ -27,6 +27,7 @@ class QueueAdmission:
     oversubscribed: str | None = None
     limits: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)  # run, queue
     tails: dict[str, tuple[int, Lack]] = field(default_factory=dict)  # FairAdmission.tails
+    until: float = math.inf  # FairAdmission.until
 
 
 def admit_by_queue(
@@ -104,6 +105,7 @@ def admit_by_queue(
         limits={q.name: (q.max_running, q.max_queued) for q in quotas.queues},
         oversubscribed=quotas.oversubscribed,
         tails=result.tails,
+        until=result.until,
     )
 
 

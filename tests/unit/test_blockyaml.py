@@ -229,3 +229,28 @@ def test_deep_nesting_takes_the_slow_path_which_names_the_line() -> None:
     text = "".join(f"{'  ' * i}k{i}:\n" for i in range(70)) + f"{'  ' * 70}v: 1\n"
     assert blockyaml.load(text) is None
     assert slow(text) == "<error>"
+
+
+@pytest.mark.parametrize("text", ["a:\n  - \n  - x\n", "a:\n- \n", "a:\n  -   \n"])
+def test_an_empty_item_with_trailing_spaces_takes_the_slow_path(text: str) -> None:
+    # It raised IndexError here, and the spec read as "could not parse: IndexError".
+    assert blockyaml.load(text) is None
+    assert slow(text) != "<error>"
+
+
+def test_a_spec_with_an_empty_list_item_reads_as_yaml_says() -> None:
+    text = TASK.replace("  - name: prep\n", "  - name: prep\n  - \n")
+    assert blockyaml.load(text) is None
+    with pytest.raises(parse.SpecParseError) as info:
+        parse.parse_task(text, file="train.yaml")
+    assert "IndexError" not in str(info.value)
+    assert str(info.value).startswith("train.yaml:14:")  # the line of the empty item
+
+
+def test_lines_shared_between_documents_give_separate_collections() -> None:
+    # Lines are read once and kept (_line); what a document builds from them is its own.
+    first, second = blockyaml.load(TASK), blockyaml.load(TASK)
+    assert first is not None and first == second and first is not second
+    first["spec"]["dependsOn"].append({"name": "other"})
+    first["spec"]["resources"]["cpu"] = 8
+    assert second == blockyaml.load(TASK) == check(TASK)

@@ -36,3 +36,13 @@ def test_a_copy_with_more_fields_leaves_the_shared_set_as_it_was() -> None:
         "uid": "u",
         "queue_position": 4,
     }
+
+
+def test_specs_without_metadata_share_one_empty_metadata() -> None:
+    a, b = parse_task(SPEC, file="a.yaml"), parse_task(SPEC, file="b.yaml")
+    assert a.metadata is b.metadata
+    assert a.metadata == Metadata() and a.metadata.model_fields_set == set()
+    # Written back, it is still left out, and a spec that has metadata keeps its own.
+    assert "metadata" not in a.to_document()
+    named = parse_task(SPEC + b"metadata:\n  name: a\n", file="a.yaml")
+    assert named.metadata.name == "a" and named.metadata is not a.metadata
