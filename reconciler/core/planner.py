@@ -346,20 +346,10 @@ def freeze(
     given ones, but for `touched`) and the summary it kept."""
     draft = ctx.plan
     until = max(ctx.until, ctx.now)
-    plan = draft
-    still = not (
-        not ctx.obs.available
-        or plan.submits
-        or plan.stops
-        or plan.timeouts
-        or plan.preemptions
-        or plan.delete_statuses
-        or plan.fetch_logs
-        or plan.deletes
-        or plan.events
-        or plan.refused_deletions is not None
-        or len(out) != len(statuses)
-        or any(statuses.get(name) is not out[name] for name in touched)
+    still = (
+        _asks_nothing(ctx)
+        and len(out) == len(statuses)
+        and all(statuses.get(name) is out[name] for name in touched)
     )
     return Plan(
         statuses=out,
@@ -407,6 +397,16 @@ def _scale_request(ctx: PassState, specs: Mapping[str, TaskInput]) -> tuple[Capa
 def _changes_nothing(ctx: PassState, statuses: Mapping[str, TaskStatus]) -> bool:
     """Whether the plan asks for nothing and hands back every status as it was given."""
     plan = ctx.plan
+    return (
+        _asks_nothing(ctx)
+        and len(plan.statuses) == len(statuses)
+        and all(statuses.get(name) is status for name, status in plan.statuses.items())
+    )
+
+
+def _asks_nothing(ctx: PassState) -> bool:
+    """Ray was read, and the draft asks nothing of Ray, of the files or of the log."""
+    plan = ctx.plan
     return not (
         not ctx.obs.available
         or plan.submits
@@ -418,8 +418,6 @@ def _changes_nothing(ctx: PassState, statuses: Mapping[str, TaskStatus]) -> bool
         or plan.deletes
         or plan.events
         or plan.refused_deletions is not None
-        or len(plan.statuses) != len(statuses)
-        or any(statuses.get(name) is not status for name, status in plan.statuses.items())
     )
 
 
