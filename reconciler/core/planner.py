@@ -315,9 +315,27 @@ def finish(
     # admitted nobody admits nobody later with the same inputs. Only forward in time: a clock
     # set back plans afresh.
     until = max(ctx.until, ctx.now)
-    # The draft's own containers, typed read-only in the Plan: the draft ends here.
+    return _plan_of(
+        draft,
+        draft.statuses,
+        _summary(ctx),
+        until,
+        _scale_request(ctx, specs),
+        _changes_nothing(ctx, statuses),
+    )
+
+
+def _plan_of(
+    draft: _Draft,
+    statuses: Mapping[str, TaskStatus],
+    summary: Summary,
+    until: float,
+    scale_request: tuple[Capacity, ...] | None,
+    still: bool,
+) -> Plan:
+    """The Plan, of the draft's own containers, typed read-only: the draft ends here."""
     return Plan(
-        statuses=draft.statuses,
+        statuses=statuses,
         submits=draft.submits,
         stops=draft.stops,
         timeouts=draft.timeouts,
@@ -327,11 +345,11 @@ def finish(
         deletes=draft.deletes,
         events=draft.events,
         refused_deletions=draft.refused_deletions,
-        summary=_summary(ctx),
+        summary=summary,
         write_classes=draft.write_classes,
         deadline=None if math.isinf(until) else until,
-        scale_request=_scale_request(ctx, specs),
-        still=_changes_nothing(ctx, statuses),
+        scale_request=scale_request,
+        still=still,
     )
 
 
@@ -351,23 +369,8 @@ def freeze(
         and len(out) == len(statuses)
         and all(statuses.get(name) is out[name] for name in touched)
     )
-    return Plan(
-        statuses=out,
-        submits=draft.submits,
-        stops=draft.stops,
-        timeouts=draft.timeouts,
-        preemptions=draft.preemptions,
-        delete_statuses=draft.delete_statuses,
-        fetch_logs=draft.fetch_logs,
-        deletes=draft.deletes,
-        events=draft.events,
-        refused_deletions=draft.refused_deletions,
-        summary=summary,
-        write_classes=draft.write_classes,
-        deadline=None if math.isinf(until) else until,
-        scale_request=None,  # the fast pass runs only without an autoscaler
-        still=still,
-    )
+    # scale_request None: the fast pass runs only without an autoscaler
+    return _plan_of(draft, out, summary, until, None, still)
 
 
 def _scale_request(ctx: PassState, specs: Mapping[str, TaskInput]) -> tuple[Capacity, ...] | None:
