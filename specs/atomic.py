@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import stat
 import tempfile
@@ -15,15 +16,20 @@ StatKey = tuple[int, int, int]
 _DEFAULT_MODE = 0o644
 
 
-def _read_umask() -> int:
-    mask = os.umask(0o022)  # the only way to read it is to set it: put it back at once
-    os.umask(mask)
-    return mask
-
-
-# Read once, at import (before serve starts threads); only replace_file uses it, to skip a
-# chmod that the umask makes needless.
-_UMASK = _read_umask()
+@functools.cache
+def _umask() -> int:
+    """The process's umask, read once when first needed (replace_file skips a chmod that it
+    makes needless). Linux says it in /proc without changing it; elsewhere the only way to
+    read it is to set it and put it back, which a thread creating a file meanwhile could see,
+    so then the chmod is always done (as if every bit were masked)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o777
 
 
 def write_atomic(path: Path, data: bytes, *, durable: bool = True) -> None:
@@ -115,7 +121,7 @@ def replace_file(path: Path, data: bytes, *, durable: bool, mode: int = _DEFAULT
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            if mode & _UMASK:
+            if mode & _umask():
                 os.fchmod(fd, mode)  # exactly `mode`, whatever the umask
             if durable:
                 os.fsync(fd)
