@@ -20,6 +20,7 @@ import os
 import random
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
@@ -395,3 +396,28 @@ def test_deleting_running_and_waiting_tasks_keeps_the_deadline() -> None:
         ("tick", 30),
         ("delete", 0, 4),
     )
+
+
+@pytest.mark.parametrize(
+    ("first", "steps"),
+    [
+        (8, [("add", 1, 0), ("add", 12, 3377), ("add", 1, 0), ("delete", 113, 20)]),
+        (8, [("add", 12, 3377), ("add", 1, 0), ("delete", 0, 8)]),
+        (23312, [("restart",), ("put", 173, 0)]),
+    ],
+)
+def test_a_claim_that_ends_with_another_task_is_seen_by_the_fast_pass(
+    first: int, steps: list[tuple[Any, ...]]
+) -> None:
+    """Found by the sequence property against the kept queue order: a task whose explicit
+    submissionId another task also claimed is Invalid; when the other goes, its own version
+    does not change, so the fast pass kept it Invalid (or named the wrong claimants) unless
+    the claim (its last valid spec's id) sends the pass to the full planner."""
+    options = PlanOptions(
+        queue_id="q",
+        policy="strict",
+        max_inflight=1,
+        exact_queue_positions=1,
+        backfill_candidates=0,
+    )
+    play(options, 40, first, 4, *steps)
