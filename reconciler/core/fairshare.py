@@ -27,9 +27,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from reconciler.core import policies
+from reconciler.core.fairhold import BACKFILL_RESERVATION as BACKFILL_RESERVATION
+from reconciler.core.fairhold import NO_RESERVATION as NO_RESERVATION
+from reconciler.core.fairhold import RESERVATION_OF_POLICY as RESERVATION_OF_POLICY
+from reconciler.core.fairhold import STRICT_RESERVATION as STRICT_RESERVATION
+from reconciler.core.fairhold import FairAdmission as FairAdmission
+from reconciler.core.fairhold import HeldRoom
+from reconciler.core.fairhold import QueueState as QueueState
 from reconciler.core.policies import Candidate, Claim, Policy, reserve
 from reconciler.core.queuetree import QueueDemand as QueueDemand  # callers import it here
 from reconciler.core.queuetree import QueueNode, build_tree, walk
@@ -52,7 +59,6 @@ from reconciler.core.waits import (
     BehindTask,
     BorrowBound,
     KeptForQueue,
-    Lack,
     NextPass,
     OverQuota,
     QuotaShortfall,
@@ -62,83 +68,6 @@ from reconciler.core.waits import (
     shortfall,
 )
 from specs.cluster import Capacity
-
-
-@dataclass(frozen=True)
-class QueueState:
-    """One queue after a pass."""
-
-    name: str
-    nominal: Capacity
-    usage: Capacity
-    borrowed: Capacity
-    lent: Capacity
-    share: float  # weighted dominant share (with the decayed past use, when counted)
-    admitted: tuple[str, ...]  # started in this pass, in order
-    above_nominal: Capacity = field(default_factory=Capacity)  # the most it may hold above
-    head: str | None = None  # its first task not started (and not too big for its quota)
-    parent: str | None = None  # the queue it divides (nested queues)
-
-
-@dataclass
-class FairAdmission:
-    start: list[str] = field(default_factory=list)  # in admission order, across queues
-    waiting: dict[str, Waiting] = field(default_factory=dict)
-    queues: dict[str, QueueState] = field(default_factory=dict)
-    # Per queue, where its walk ended (as policies.Admission.tail): from this index of the
-    # queue's waiting tasks (those not started, in its order) on, every one waits for the same
-    # lack, whatever follows. A queue whose walk reached its end is not listed.
-    tails: dict[str, tuple[int, Lack]] = field(default_factory=dict)
-    # The latest `now` at which this answer holds: a borrower let past the reservation only
-    # because it ends before the reserved start is let past no longer once it would not.
-    until: float = math.inf
-
-
-# --- the pass -------------------------------------------------------------------------------
-
-
-STRICT_RESERVATION = "strict"
-BACKFILL_RESERVATION = "backfill"
-NO_RESERVATION = "none"
-RESERVATION_OF_POLICY = {
-    "strict": STRICT_RESERVATION,
-    "backfill": BACKFILL_RESERVATION,
-    "besteffort": NO_RESERVATION,
-}
-
-
-@dataclass(frozen=True)
-class _Reservation:
-    """Resources kept for the least-served queue's head, and what may still be borrowed."""
-
-    queue: str
-    head: str
-    spare: Capacity  # free now beyond the head's request (negative: none)
-    shadow: float | None  # backfill: when the head is sure to fit
-    extra: Capacity | None  # backfill: free at that time beyond the head's request
-
-    def allows(self, candidate: Candidate, now: float) -> bool:
-        return self.allowed_until(candidate, now) is not None
-
-    def allowed_until(self, candidate: Candidate, now: float) -> float | None:
-        """None if the reservation holds `candidate` back; else the latest `now` at which it
-        still lets it past (inf: whatever the time). Only the rule "ends before the reserved
-        start" depends on the clock, and it only ever turns from yes to no."""
-        if fits_needed(candidate.request, self.spare):
-            return math.inf
-        if self.shadow is None or self.extra is None:
-            return None
-        if fits_needed(candidate.request, self.extra):
-            return math.inf
-        ends = candidate.timeout_seconds
-        if ends > 0 and now + ends <= self.shadow:
-            return self.shadow - ends
-        return None
-
-
-def fits_needed(request: Capacity, room: Capacity) -> bool:
-    """Fits, counting only the resources it asks for (a blocked GPU does not stop CPU work)."""
-    return all(of(request, r) <= of(room, r) + EPS for r in RESOURCES if of(request, r) > 0)
 
 
 def _first_strict(queue: Sequence[Candidate], budget: Capacity) -> Candidate | None:
@@ -197,7 +126,7 @@ class _Pass:
         self.unfit: dict[str, Waiting] = {}
         self.reservation = reservation
         # queues whose borrowing a reservation stopped
-        self.reserved_by: dict[str, _Reservation] = {}
+        self.reserved_by: dict[str, HeldRoom] = {}
         # queues held by a pick that may not borrow (preemptible: false), by queue
         self.held: dict[str, Candidate] = {}
         # Caches, valid while `version` (bumped by every admission) stands.
@@ -342,7 +271,7 @@ class _Pass:
             self._drop_never_fitting(queue)
         while self.slots > 0:
             best: tuple[tuple[bool, *_OrderKey], QueueNode, Candidate] | None = None
-            reservation: _Reservation | None = None
+            reservation: HeldRoom | None = None
             self.reserved_by = {}
             self.held = {}
             for queue in sorted(self.queues, key=self._share_key):
@@ -419,7 +348,7 @@ class _Pass:
             return self.order.get(queue.remaining[0].name, len(self.order))
         return min((self._head_place(child) for child in queue.children), default=len(self.order))
 
-    def _reservation_for(self, queue: QueueNode) -> _Reservation | None:
+    def _reservation_for(self, queue: QueueNode) -> HeldRoom | None:
         """The least-served queue whose head waits for the cluster (not for its quota) keeps
         what is freed for that head: queues above it in share may not borrow it away, or the
         queue with the lowest share would stay lowest for ever. Their nominal stays theirs."""
@@ -438,8 +367,8 @@ class _Pass:
         if self.reservation == BACKFILL_RESERVATION:
             booked = reserve(head.request, free, self.claims, self.now)
             if booked is not None:
-                return _Reservation(queue.quota.name, head.name, spare, booked.start, booked.extra)
-        return _Reservation(queue.quota.name, head.name, spare, None, None)
+                return HeldRoom(queue.quota.name, head.name, spare, booked.start, booked.extra)
+        return HeldRoom(queue.quota.name, head.name, spare, None, None)
 
     def _admit(self, queue: QueueNode, candidate: Candidate) -> None:
         self.version += 1

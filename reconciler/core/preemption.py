@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from reconciler.core import lifecycle, policies, queueing, victims
 from reconciler.core.decisions import Preemption, Stop, StopCause
-from reconciler.core.fairshare import QueueState, fits_needed
+from reconciler.core.fairhold import QueueState, fits_needed
 from reconciler.core.quotas import EPS, RESOURCES, of
 from reconciler.core.victims import NEVER, Preemptor, QueueLoad, Rules, Running, Victim
 from reconciler.core.waits import Preempting

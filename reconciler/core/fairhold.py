@@ -1,0 +1,85 @@
+"""Fair share's result (each queue's state, the pass's admission) and the room held for the
+least-served queue's head (`HeldRoom`): what reconciler.core.fairshare decides with, and what
+its callers read. Pure."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from reconciler.core.policies import Candidate
+from reconciler.core.quotas import EPS, RESOURCES, of
+from reconciler.core.waits import Lack, Waiting
+from specs.cluster import Capacity
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """One queue after a pass."""
+
+    name: str
+    nominal: Capacity
+    usage: Capacity
+    borrowed: Capacity
+    lent: Capacity
+    share: float  # weighted dominant share (with the decayed past use, when counted)
+    admitted: tuple[str, ...]  # started in this pass, in order
+    above_nominal: Capacity = field(default_factory=Capacity)  # the most it may hold above
+    head: str | None = None  # its first task not started (and not too big for its quota)
+    parent: str | None = None  # the queue it divides (nested queues)
+
+
+@dataclass
+class FairAdmission:
+    start: list[str] = field(default_factory=list)  # in admission order, across queues
+    waiting: dict[str, Waiting] = field(default_factory=dict)
+    queues: dict[str, QueueState] = field(default_factory=dict)
+    # Per queue, where its walk ended (as policies.Admission.tail): from this index of the
+    # queue's waiting tasks (those not started, in its order) on, every one waits for the same
+    # lack, whatever follows. A queue whose walk reached its end is not listed.
+    tails: dict[str, tuple[int, Lack]] = field(default_factory=dict)
+    # The latest `now` at which this answer holds: a borrower let past the reservation only
+    # because it ends before the reserved start is let past no longer once it would not.
+    until: float = math.inf
+
+
+# What the least-served queue's head keeps for itself, by the policy of the pass.
+STRICT_RESERVATION = "strict"
+BACKFILL_RESERVATION = "backfill"
+NO_RESERVATION = "none"
+RESERVATION_OF_POLICY = {
+    "strict": STRICT_RESERVATION,
+    "backfill": BACKFILL_RESERVATION,
+    "besteffort": NO_RESERVATION,
+}
+
+
+@dataclass(frozen=True)
+class HeldRoom:
+    """Resources kept for the least-served queue's head, and what may still be borrowed."""
+
+    queue: str
+    head: str
+    spare: Capacity  # free now beyond the head's request (negative: none)
+    shadow: float | None  # backfill: when the head is sure to fit
+    extra: Capacity | None  # backfill: free at that time beyond the head's request
+
+    def allowed_until(self, candidate: Candidate, now: float) -> float | None:
+        """None if the reservation holds `candidate` back; else the latest `now` at which it
+        still lets it past (inf: whatever the time). Only the rule "ends before the reserved
+        start" depends on the clock, and it only ever turns from yes to no."""
+        if fits_needed(candidate.request, self.spare):
+            return math.inf
+        if self.shadow is None or self.extra is None:
+            return None
+        if fits_needed(candidate.request, self.extra):
+            return math.inf
+        ends = candidate.timeout_seconds
+        if ends > 0 and now + ends <= self.shadow:
+            return self.shadow - ends
+        return None
+
+
+def fits_needed(request: Capacity, room: Capacity) -> bool:
+    """Fits, counting only the resources it asks for (a blocked GPU does not stop CPU work)."""
+    return all(of(request, r) <= of(room, r) + EPS for r in RESOURCES if of(request, r) > 0)
