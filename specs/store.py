@@ -342,9 +342,15 @@ class TaskStore(_EventScan, _StatusSidecars):
     # --- statuses ------------------------------------------------------------------------
 
     def _write_sidecar(
-        self, name: str, path: Path, status: TaskStatus, data: bytes, durable: bool, generation: int
+        self,
+        name: str,
+        path: str | Path,
+        status: TaskStatus,
+        data: bytes,
+        durable: bool,
+        generation: int,
     ) -> bool:
-        if self._links and self._crosses(path):
+        if self._links and self._crosses(Path(path)):
             # The sidecar's folder is a symlink into another team's: never write there (it
             # would be that team's status file). Kept in memory; the spec is Invalid anyway.
             self._sidecars[name] = _Sidecar((0, 0, 0), status, _digest(data), generation)
