@@ -38,6 +38,15 @@ def _ignored_name(name: str) -> bool:
     return name.startswith(".") or name.endswith(_IGNORED_SUFFIXES)
 
 
+_IGNORED_RAW = tuple(s.encode() for s in _IGNORED_SUFFIXES)
+
+
+def _ignored_raw(name: bytes) -> bool:
+    """_ignored_name on inotify's bytes, before an event is even built: a start writes 50,000
+    sidecars, five events each, and this thread competes with the loop for the interpreter."""
+    return name.startswith(b".") or name.endswith(_IGNORED_RAW)
+
+
 class Watcher:
     """Sets `wake` whenever something under the folder changes, and hands the changed paths to
     `events` if given. Survives the folder vanishing; follows a swap of the root symlink."""
@@ -98,7 +107,7 @@ class Watcher:
             self.events.armed()
         pending: list[inotify.Event] = []
         while not self.stop.is_set():
-            batch = pending or ino.read(_POLL)
+            batch = pending or ino.read(_POLL, _ignored_raw)
             pending = []
             if os.path.realpath(self.root) != target:
                 return
@@ -110,7 +119,7 @@ class Watcher:
             # A writer that opened the file again since it closed it: not complete after all.
             # (Events already queued say so; the stat below then describes unfinished bytes.)
             keys = _keys([p for p, whole in complete.items() if whole])
-            pending = ino.read(0)
+            pending = ino.read(0, _ignored_raw)
             for event in pending:
                 if event.mask & inotify.IN_MODIFY:
                     keys.pop(os.path.join(folders.get(event.wd, ""), event.name), None)
@@ -137,9 +146,7 @@ class Watcher:
                     raise OSError("the watched folder went away")  # watched again once back
                 continue
             if event.name and _ignored_name(event.name):
-                # Checked first, on the name alone: a start writes 50,000 sidecars, five
-                # events each, and this thread competes with the loop for the interpreter.
-                continue
+                continue  # checked first, on the name alone (see _ignored_raw)
             base = folders.get(event.wd)
             if base is None:
                 continue
