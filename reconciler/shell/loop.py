@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from reconciler.core import incremental, lifecycle, queueing
 from reconciler.core.planner import Observation, Plan, TaskInput
-from reconciler.shell import writes
+from reconciler.shell import memory, writes
 from reconciler.shell.acting import RAY_STOP_WAIT, STOP_MARGIN, RayActions
 from reconciler.shell.events import FileEvents
 from reconciler.shell.faults import Faults
@@ -482,7 +482,10 @@ class Reconciler:
         busy_interval_seconds rather than at the interval (next_wait)."""
         budget = self.settings.status_write_budget
         written = self.store.flush_statuses(budget, self.settings.position_write_seconds)
+        had_backlog = self._backlog
         self._backlog = written >= budget and self.store.deferred_statuses > 0
+        if had_backlog and not self._backlog:
+            memory.release_free_memory()  # a start's backlog is written: its peak is past
         if self.metrics is not None:
             self.metrics.deferred_writes.set(self.store.deferred_statuses)
 
