@@ -551,10 +551,77 @@ def admit_prefix(
     return Walk(admission, touched)
 
 
-def place_far(ctx: PassState, name: str, lack: Waiting, place: int) -> None:
+def walk_queues(ctx: PassState, prefix: list[policies.Candidate]) -> queueing.QueueAdmission:
+    """The queues' admission over the heads of their queues, as `admit` runs it, for a pass
+    with team queues and no preemption, autoscaler, maxQueued, array cap, dependency gate or
+    stopping victim (the incremental planner checks that). `prefix`: the first candidates of
+    each queue, in the cluster's order; enough that each queue's walk ends in its part
+    (`QueueAdmission.tails`) or takes all of it."""
+    starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
+    slots = max(ctx.options.max_inflight - starting, 0)
+    admission = _admission(ctx, prefix, _free(ctx), slots, {})
+    assert isinstance(admission, queueing.QueueAdmission)
+    return admission
+
+
+def admit_queue_prefix(
+    ctx: PassState,
+    prefix: list[policies.Candidate],
+    admission: queueing.QueueAdmission,
+    unchanged: Callable[[str, Reason, str], bool],
+    adopt: Callable[[str], None],
+) -> list[str]:
+    """`admit` on the heads of the team queues (`prefix`, `admission`: walk_queues'), with
+    `unchanged` and `adopt` as in admit_prefix; returns the tasks whose status it set anew."""
+    ctx.queue_admission = admission
+    ctx.until = min(ctx.until, max(admission.until, ctx.now))
+    started = set(admission.start)
+    exact = ctx.options.exact_queue_positions
+    touched: list[str] = []
+    places: dict[str, int] = {}
+    for candidate in prefix:
+        name = candidate.name
+        if name in started:
+            adopt(name)
+            _start(ctx, candidate)
+            touched.append(name)
+            continue
+        owner = admission.queue_of[name]
+        place = places[owner] = places.get(owner, 0) + 1
+        ctx.order.setdefault(owner, []).append(name)
+        waiting = admission.waiting.get(name)
+        if waiting is not None and isinstance(waiting.lacks, NotConsidered):
+            ctx.not_considered += 1
+        eta = waiting.estimated_start if waiting else None
+        if eta is not None:
+            ctx.until = min(ctx.until, max(eta, ctx.now))
+        reason = waiting.reason if waiting is not None else Reason.QUEUED
+        said = waiting.message if waiting is not None else "queued"
+        if place > exact:
+            bucket = position_bucket(place, exact)
+            if unchanged(name, reason, bucket):
+                continue
+            adopt(name)
+            message = far_message(bucket, waiting, owner)
+            ctx.bodies[name] = lifecycle.queue(
+                ctx.bodies[name], None, reason, message, None, None, bucket
+            )
+        else:
+            adopt(name)
+            at = to_datetime(eta) if eta else None
+            ctx.bodies[name] = lifecycle.queue(
+                ctx.bodies[name], place, reason, said, at, None, None
+            )
+        touched.append(name)
+    return touched
+
+
+def place_far(
+    ctx: PassState, name: str, lack: Waiting, place: int, queue: str | None = None
+) -> None:
     """A task past the walk (`Admission.tail`) at `place`: its far status, as `admit` sets it."""
     bucket = position_bucket(place, ctx.options.exact_queue_positions)
-    message = far_message(bucket, lack, None)
+    message = far_message(bucket, lack, queue)
     ctx.bodies[name] = lifecycle.queue(
         ctx.bodies[name], None, lack.reason, message, None, None, bucket
     )

@@ -581,6 +581,18 @@ def admit(
     return _Pass(capacity, free, queues, claims, now, slots, reservation, first, order, bound).run()
 
 
+def ceilings(quotas: Quotas, capacity: Capacity) -> dict[str, Capacity]:
+    """The most each queue can ever hold (by queue name): a task that asks for more waits as
+    OverQuota wherever it stands (`_Pass._drop_never_fitting`)."""
+    demands = [QueueDemand(q, Capacity(), (), policies.strict) for q in quotas.queues]
+    run = _Pass(capacity, capacity, demands, (), 0.0, 0, STRICT_RESERVATION)
+    return {leaf.quota.name: run._ceiling(leaf)[0] for leaf in run.leaves}
+
+
+def never_fits(request: Capacity, ceiling: Capacity) -> bool:
+    return any(of(request, r) > of(ceiling, r) + EPS for r in RESOURCES)
+
+
 __all__ = [
     "NO_LIMIT",
     "FairAdmission",

@@ -29,6 +29,21 @@ class QueueAdmission:
     tails: dict[str, tuple[int, Lack]] = field(default_factory=dict)  # FairAdmission.tails
     until: float = math.inf  # FairAdmission.until
 
+    def summary(self) -> QueueSummary:
+        return QueueSummary(self.states, self.weights, self.limits, self.oversubscribed)
+
+
+@dataclass(frozen=True)
+class QueueSummary:
+    """What a pass tells of its queues beyond the core (the queue status file, metrics, the
+    simulator): per queue only, so its size follows the queues, not the waiting tasks (each
+    task's wait is in its own status)."""
+
+    states: Mapping[str, fairshare.QueueState] = field(default_factory=dict)
+    weights: Mapping[str, float] = field(default_factory=dict)
+    limits: Mapping[str, tuple[int | None, int | None]] = field(default_factory=dict)
+    oversubscribed: str | None = None
+
 
 def admit_by_queue(
     config: QueueConfig,
