@@ -3,7 +3,7 @@ else waits."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -222,9 +222,11 @@ def _admission(
     free: Capacity,
     slots: int,
     all_stopping: Mapping[str, preemption.StoppingVictims],
+    cut: Collection[str] = (),
 ) -> policies.Admission | queueing.QueueAdmission:
     """The policy's (or the queues') pick from `eligible` with `free` resources. Quotas are
-    shares of what the cluster can grow to (its ceiling), not of what it has now."""
+    shares of what the cluster can grow to (its ceiling), not of what it has now. `cut`: the
+    team queues of which `eligible` holds only the head (walk_queues)."""
     policy = policies.POLICIES[ctx.options.policy]
     if ctx.queues is None:
         bound = ctx.options.backfill_candidates
@@ -247,6 +249,7 @@ def _admission(
         preemption.ready(ctx.bodies, ctx.tasks, all_stopping),
         ctx.usage,
         ctx.options.backfill_candidates,
+        cut,
     )
 
 
@@ -551,15 +554,18 @@ def admit_prefix(
     return Walk(admission, touched)
 
 
-def walk_queues(ctx: PassState, prefix: list[policies.Candidate]) -> queueing.QueueAdmission:
+def walk_queues(
+    ctx: PassState, prefix: list[policies.Candidate], cut: Collection[str]
+) -> queueing.QueueAdmission:
     """The queues' admission over the heads of their queues, as `admit` runs it, for a pass
     with team queues and no preemption, autoscaler, maxQueued, array cap, dependency gate or
     stopping victim (the incremental planner checks that). `prefix`: the first candidates of
     each queue, in the cluster's order; enough that each queue's walk ends in its part
-    (`QueueAdmission.tails`) or takes all of it."""
+    (`QueueAdmission.tails`) or takes all of it; `cut`: the queues given in part (those the
+    answer may not hold for are in `short`)."""
     starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
     slots = max(ctx.options.max_inflight - starting, 0)
-    admission = _admission(ctx, prefix, _free(ctx), slots, {})
+    admission = _admission(ctx, prefix, _free(ctx), slots, {}, cut)
     assert isinstance(admission, queueing.QueueAdmission)
     return admission
 

@@ -198,7 +198,12 @@ class _Pass:
                 return None
             # The bounded walk tests the first task and `bound` more past it when it misfits.
             seen = queue.remaining if self.bound is None else queue.remaining[: self.bound + 1]
-            return fast(seen, budget)
+            found = fast(seen, budget)
+            # strict reads its first task only; besteffort, all it is given
+            seen_all = queue.cut and len(seen) == len(queue.remaining)
+            if found is None and seen_all and queue.policy is not policies.strict:
+                self.result.short.add(queue.quota.name)
+            return found
         key = (budget, self.free, len(queue.remaining), self.slots, len(self.claims))
         if queue.memo is None or queue.memo[0] != key:
             # Bounded, the walk's starts lie in its first slots + 1 + bound tasks: ask on those.
@@ -246,6 +251,8 @@ class _Pass:
         what frees the quota as well as the cluster. Its answer holds as long as the pass's."""
         admission = self._policy(queue, budget, seen)
         self.result.until = min(self.result.until, admission.until)
+        if queue.cut and admission.tail is None and (seen is None or seen >= len(queue.remaining)):
+            self.result.short.add(queue.quota.name)
         return admission
 
     def _policy(self, queue: QueueNode, budget: Capacity, seen: int | None) -> policies.Admission:

@@ -114,8 +114,6 @@ def plan_incremental(
         planner.merge(ctx, name, result)
     plan = planner.finish(ctx, specs, statuses)
     order: Order | None = None
-    # Whether the pass that made this memo took the fast pass (tests and benchmarks count it).
-    fast: bool = False
     if versions:
         order = queueorder.order_after_full(ctx, specs, statuses, versions, results, kept, plan)
     return plan, Memo(world, kept, order)

@@ -39,6 +39,9 @@ from specs.cluster import Capacity, RayJob
 from specs.models import Phase, Reason, TaskStatus
 from specs.queues import QueueConfig
 
+# Each team queue's head given to the fast pass's first try, past its exact places.
+_TEAM_HEAD = 16
+
 Entry = tuple[int, float, str, str]  # a waiting task's key (priority, queuedAt, name), its name
 _NAME = itemgetter(3)
 
@@ -408,11 +411,16 @@ def fast_pass(
     cleanup.stop_strays(ctx, ctx.env.ours, specs)
     # The head of each queue, long enough that the policy's walk ends in it.
     options = ctx.options
-    first = options.exact_queue_positions + options.max_inflight + 2
+    exact = options.exact_queue_positions
+    first = exact + options.max_inflight + 2
     if options.policy != "strict":  # strict's walk ends at its first misfit
         first += options.backfill_candidates
-    heads = {queue: min(len(entries), first) for queue, entries in keys.items()}
     fair: QueueAdmission | None = None
+    if ctx.queues is not None:
+        # Each queue's walk most often ends a few tasks in (a full cluster, 1 task behind its
+        # blocked head): start small, give more to a queue whose answer needs it.
+        first = options.exact_queue_positions + _TEAM_HEAD
+    heads = {queue: min(len(entries), first) for queue, entries in keys.items()}
     if ctx.queues is None:
         entries = keys.get("", [])
         while True:
@@ -430,9 +438,15 @@ def fast_pass(
         while True:
             prefix = sorted(e for queue, entries in keys.items() for e in entries[: heads[queue]])
             candidates = [_candidate(result_of(e[3])) for e in prefix]
-            fair = admission.walk_queues(ctx, candidates)
+            cut = {q for q, n in heads.items() if n < len(keys[q])}
+            fair = admission.walk_queues(ctx, candidates, cut)
             walks = _team_walks(fair, keys)
-            short = [q for q, n in heads.items() if n < len(keys[q]) and walks[q][0] is None]
+            # Short: its walk did not end in its head, or its head lacks an exact place.
+            short = [
+                q
+                for q in cut
+                if q in fair.short or walks[q][0] is None or heads[q] < exact + walks[q][2]
+            ]
             if not short:
                 break
             for queue in short:
@@ -454,7 +468,6 @@ def fast_pass(
             ctx.not_considered += len(entries) - head
         ctx.order.setdefault(queue, []).extend(map(_NAME, entries[head:]))
     # Past the heads: the tasks that moved, were walked last time, or sit near a bucket edge.
-    exact = options.exact_queue_positions
     far: set[str] = set(order.walked)
     far.update(n for n in merged if n in key_of)
     for queue in keys.keys() | order.keys.keys():
