@@ -66,10 +66,11 @@ class Order:
     started: Mapping[str, int]  # by queue: started in the last pass (still in `keys` then)
     flagged: frozenset[str]  # tasks that need the full pass (dependencies, arrays, ...)
     names: list[str]  # the specs' names, in the order given
-    # Team queues: the most each queue can ever hold (fairshare.ceilings); a waiting task
-    # that asks for more (OverQuota, taken out of the walk wherever it stands) needs the full
-    # pass. None without team queues.
+    # Team queues: the most each queue can ever hold (fairshare.ceilings); None without.
     ceilings: Mapping[str, Capacity] | None = None
+    # The waiting tasks that ask for more than that: fair admission takes them out of its walk
+    # wherever they stand (OverQuota), so each pass hands it every one of them.
+    unfit: frozenset[str] = frozenset()
 
 
 # Where each queue's walk ended: (the index in its keys from which every task waits for the
@@ -202,16 +203,17 @@ def order_after_full(
     for e in sorted(e for n in specs if (e := _entry(n, results.get(n))) is not None):
         keys.setdefault(_owner(ctx, e[3]), []).append(e)
     ceilings = None
+    unfit: frozenset[str] = frozenset()
     if ctx.queues is not None:
         capacity = ctx.obs.capacity
         assert capacity is not None
         ceilings = fairshare.ceilings(fairshare.resolve(ctx.queues, capacity), capacity)
-        for queue, entries in keys.items():
-            if any(
-                fairshare.never_fits(_candidate(results[e[3]]).request, ceilings[queue])
-                for e in entries
-            ):
-                return None
+        unfit = frozenset(
+            e[3]
+            for queue, entries in keys.items()
+            for e in entries
+            if fairshare.never_fits(_candidate(results[e[3]]).request, ceilings[queue])
+        )
     quiet = frozenset(
         n for n in specs if n in kept and _quiet(results[n], statuses.get(n), plan.statuses.get(n))
     )
@@ -220,32 +222,58 @@ def order_after_full(
     watch = {sid: n for n in quiet if (sid := statuses[n].status.submission_id) is not None}
     key_of = {e[3]: e for entries in keys.values() for e in entries}
     loud = frozenset(specs) - quiet
-    walks = _walks(ctx, keys)
+    walks = _walks(ctx, keys, unfit)
     return _order(
-        ctx, versions, keys, key_of, loud, heap, watch, plan, walks, None, list(specs), ceilings
+        ctx,
+        versions,
+        keys,
+        key_of,
+        loud,
+        heap,
+        watch,
+        plan,
+        walks,
+        None,
+        list(specs),
+        ceilings,
+        unfit,
     )
 
 
-def _walks(ctx: PassState, keys: Mapping[str, list[Entry]]) -> Walks:
+def _walks(ctx: PassState, keys: Mapping[str, list[Entry]], unfit: frozenset[str]) -> Walks:
     """Where each queue's walk ended this pass, in the terms of its keys."""
     if ctx.queues is None:
         assert ctx.walk is not None
         return {"": ctx.walk}
     assert ctx.queue_admission is not None
-    return _team_walks(ctx.queue_admission, keys)
+    return _team_walks(ctx.queue_admission, keys, unfit)
 
 
-def _team_walks(fair: QueueAdmission, keys: Mapping[str, list[Entry]]) -> Walks:
+def _team_walks(
+    fair: QueueAdmission, keys: Mapping[str, list[Entry]], unfit: frozenset[str]
+) -> Walks:
     started: dict[str, int] = {}
     for name in fair.start:
         owner = fair.queue_of[name]
         started[owner] = started.get(owner, 0) + 1
     walks: Walks = {}
-    for queue in keys:
+    begun = set(fair.start)
+    for queue, entries in keys.items():
         count = started.get(queue, 0)
         tail = fair.tails.get(queue)
-        # tails count the queue's tasks not started: every one it started lies before it
-        walks[queue] = (tail[0] + count, tail[1], count) if tail else (None, None, count)
+        if tail is None:
+            walks[queue] = (None, None, count)
+            continue
+        # A tail counts the tasks its walk kept: neither started nor too big for the queue.
+        at, left = len(entries), tail[0]
+        for index, entry in enumerate(entries):
+            if entry[3] in begun or entry[3] in unfit:
+                continue
+            if left == 0:
+                at = index
+                break
+            left -= 1
+        walks[queue] = (at, tail[1], count)
     return walks
 
 
@@ -262,6 +290,7 @@ def _order(
     counts: tuple[int, int, int] | None,
     names: list[str] | None,
     ceilings: Mapping[str, Capacity] | None,
+    unfit: frozenset[str],
 ) -> Order:
     exact = ctx.options.exact_queue_positions
     walked: list[str] = []
@@ -295,6 +324,7 @@ def _order(
         flagged=frozenset(),
         names=list(plan.statuses) if names is None else names,
         ceilings=ceilings,
+        unfit=unfit,
     )
 
 
@@ -359,6 +389,7 @@ def fast_pass(
     copied: set[str] = set()
     moves: dict[str, int] = {}
     ceilings = order.ceilings
+    unfit = set(order.unfit)
     for name in [*merged, *deleted]:
         old, new = key_of.get(name), _entry(name, results.get(name))
         if old == new:
@@ -372,15 +403,17 @@ def fast_pass(
             del entries[bisect_left(entries, old)]
             del key_of[name]
             moves[queue] = moves.get(queue, 0) + 1
+        unfit.discard(name)
         if new is not None:
             if ceilings is not None and fairshare.never_fits(
                 _candidate(results[name]).request, ceilings[queue]
             ):
-                return None  # OverQuota: out of the walk wherever it stands
+                unfit.add(name)
             insort(entries, new)
             key_of[name] = new
             moves[queue] = moves.get(queue, 0) + 1
-        if not entries:
+    for queue in copied:
+        if not keys[queue]:
             del keys[queue]
 
     def result_of(name: str) -> TaskResult:
@@ -439,8 +472,14 @@ def fast_pass(
             prefix = sorted(e for queue, entries in keys.items() for e in entries[: heads[queue]])
             candidates = [_candidate(result_of(e[3])) for e in prefix]
             cut = {q for q, n in heads.items() if n < len(keys[q])}
-            fair = admission.walk_queues(ctx, candidates, cut)
-            walks = _team_walks(fair, keys)
+            # Those too big for their queue past the heads: admission takes them out first.
+            beyond = [
+                _candidate(result_of(n))
+                for n in sorted(unfit)
+                if bisect_left(keys[q := _owner(ctx, n)], key_of[n]) >= heads[q]
+            ]
+            fair = admission.walk_queues(ctx, candidates + beyond, cut)
+            walks = _team_walks(fair, keys, frozenset(unfit))
             # Short: its walk did not end in its head, or its head lacks an exact place.
             short = [
                 q
@@ -466,6 +505,11 @@ def fast_pass(
             return None  # the whole tail waits for another reason now: the full pass
         if isinstance(lack, NotConsidered):
             ctx.not_considered += len(entries) - head
+            ctx.not_considered -= sum(
+                1
+                for n in unfit
+                if _owner(ctx, n) == queue and bisect_left(entries, key_of[n]) >= head
+            )
         ctx.order.setdefault(queue, []).extend(map(_NAME, entries[head:]))
     # Past the heads: the tasks that moved, were walked last time, or sit near a bucket edge.
     far: set[str] = set(order.walked)
@@ -492,8 +536,11 @@ def fast_pass(
         assert lack is not None
         adopt(name)
         place = position - started + 1
-        waiting = Waiting(lack, position - started, queue if label else None)
-        if not unchanged(name, lack.reason, admission.position_bucket(place, exact)):
+        if name in unfit and fair is not None:  # too big for its queue: OverQuota
+            waiting = fair.waiting[name]
+        else:
+            waiting = Waiting(lack, position - started, queue if label else None)
+        if not unchanged(name, waiting.reason, admission.position_bucket(place, exact)):
             place_far(ctx, name, waiting, place, queue if label else None)
             touched.add(name)
     cleanup.expire_finished_jobs(ctx, ctx.env.ours, _awaited(statuses, specs, merged))
@@ -560,6 +607,7 @@ def fast_pass(
         counts,
         names,
         ceilings,
+        frozenset(unfit),
     )
     return plan, kept, following
 
