@@ -39,8 +39,8 @@ from specs.cluster import Capacity, RayJob
 from specs.models import Phase, Reason, TaskStatus
 from specs.queues import QueueConfig
 
-# Each team queue's head given to the fast pass's first try, past its exact places.
-_TEAM_HEAD = 16
+# Each team queue's head given to fair admission on the fast pass's first try.
+_TEAM_HEAD = 8
 
 Entry = tuple[int, float, str, str]  # a waiting task's key (priority, queuedAt, name), its name
 _NAME = itemgetter(3)
@@ -452,7 +452,7 @@ def fast_pass(
     if ctx.queues is not None:
         # Each queue's walk most often ends a few tasks in (a full cluster, 1 task behind its
         # blocked head): start small, give more to a queue whose answer needs it.
-        first = options.exact_queue_positions + _TEAM_HEAD
+        first = _TEAM_HEAD
     heads = {queue: min(len(entries), first) for queue, entries in keys.items()}
     if ctx.queues is None:
         entries = keys.get("", [])
@@ -480,16 +480,33 @@ def fast_pass(
             ]
             fair = admission.walk_queues(ctx, candidates + beyond, cut)
             walks = _team_walks(fair, keys, frozenset(unfit))
-            # Short: its walk did not end in its head, or its head lacks an exact place.
-            short = [
-                q
-                for q in cut
-                if q in fair.short or walks[q][0] is None or heads[q] < exact + walks[q][2]
-            ]
+            # Short: its walk did not end in its head (or its answer may read past it).
+            short = [q for q in cut if q in fair.short or walks[q][0] is None]
             if not short:
                 break
             for queue in short:
                 heads[queue] = min(len(keys[queue]), heads[queue] * 4)
+        # The exact places past a walk's end: each waits for the queue's tail lack, `ahead`
+        # counting the tasks its walk kept (as the policy numbers them past its tail).
+        extra: list[Entry] = []
+        for queue, entries in keys.items():
+            head, (_, lack, count) = heads[queue], walks[queue]
+            end = min(len(entries), exact + count)
+            if end <= head:
+                continue
+            assert lack is not None
+            begun = set(fair.start)
+            ahead = sum(1 for e in entries[:head] if e[3] not in begun and e[3] not in unfit)
+            for e in entries[head:end]:
+                fair.queue_of[e[3]] = queue
+                if e[3] not in unfit:
+                    fair.waiting[e[3]] = Waiting(lack, ahead, queue)
+                    ahead += 1
+            extra.extend(entries[head:end])
+            heads[queue] = end
+        if extra:
+            prefix = sorted(prefix + extra)
+            candidates = [_candidate(result_of(e[3])) for e in prefix]
         touched = set(merged) | set(
             admission.admit_queue_prefix(ctx, candidates, fair, unchanged, adopt)
         )
