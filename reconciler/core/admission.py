@@ -52,6 +52,7 @@ from specs.cluster import (
 from specs.models import (
     Phase,
     Reason,
+    TaskStatusBody,
 )
 
 if TYPE_CHECKING:
@@ -574,11 +575,13 @@ def admit_queue_prefix(
     ctx: PassState,
     prefix: list[policies.Candidate],
     admission: queueing.QueueAdmission,
-    unchanged: Callable[[str, Reason, str], bool],
+    given: Callable[[str], TaskStatusBody | None],
     adopt: Callable[[str], None],
 ) -> list[str]:
     """`admit` on the heads of the team queues (`prefix`, `admission`: walk_queues'), with
-    `unchanged` and `adopt` as in admit_prefix; returns the tasks whose status it set anew."""
+    `adopt` as in admit_prefix; returns the tasks whose status it set anew. `given(name)`: the
+    status body a task not redone this pass was given (None for one redone): one that already
+    waits as admission says is left as it is."""
     ctx.queue_admission = admission
     ctx.until = min(ctx.until, max(admission.until, ctx.now))
     started = set(admission.start)
@@ -602,24 +605,45 @@ def admit_queue_prefix(
         if eta is not None:
             ctx.until = min(ctx.until, max(eta, ctx.now))
         reason = waiting.reason if waiting is not None else Reason.QUEUED
-        said = waiting.message if waiting is not None else "queued"
+        position: int | None = place
+        bucket: str | None = None
+        at: datetime | None = None
         if place > exact:
             bucket = position_bucket(place, exact)
-            if unchanged(name, reason, bucket):
-                continue
-            adopt(name)
-            message = far_message(bucket, waiting, owner)
-            ctx.bodies[name] = lifecycle.queue(
-                ctx.bodies[name], None, reason, message, None, None, bucket
-            )
+            position, said = None, far_message(bucket, waiting, owner)
         else:
-            adopt(name)
             at = to_datetime(eta) if eta else None
-            ctx.bodies[name] = lifecycle.queue(
-                ctx.bodies[name], place, reason, said, at, None, None
-            )
+            said = waiting.message if waiting is not None else "queued"
+        body = given(name)
+        if body is not None and _queued_as(body, position, bucket, reason, said, at):
+            continue
+        adopt(name)
+        ctx.bodies[name] = lifecycle.queue(
+            ctx.bodies[name], position, reason, said, at, None, bucket
+        )
         touched.append(name)
     return touched
+
+
+def _queued_as(
+    body: TaskStatusBody,
+    position: int | None,
+    bucket: str | None,
+    reason: Reason,
+    message: str,
+    at: datetime | None,
+) -> bool:
+    """Whether `lifecycle.queue` with these would leave `body` as it is."""
+    return (
+        body.phase is Phase.QUEUED
+        and body.queue_position == position
+        and body.queue_position_bucket == bucket
+        and body.reason == reason
+        and body.message == message
+        and body.estimated_start_at == at
+        and body.scale_up_requested_at is None
+        and body.missing_since is None
+    )
 
 
 def place_far(

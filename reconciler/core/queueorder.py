@@ -36,7 +36,7 @@ from reconciler.core.queueing import QueueAdmission
 from reconciler.core.waits import Lack, NotConsidered, Waiting
 from specs.arrays import split
 from specs.cluster import Capacity, RayJob
-from specs.models import Phase, Reason, TaskStatus
+from specs.models import Phase, Reason, TaskStatus, TaskStatusBody
 from specs.queues import QueueConfig
 
 # Each team queue's head given to fair admission on the fast pass's first try.
@@ -431,6 +431,9 @@ def fast_pass(
         assert result.waiter is not None
         ctx.tasks[name] = result.waiter.task
 
+    def as_given(name: str) -> TaskStatusBody | None:
+        return None if name in results else statuses[name].status
+
     def unchanged(name: str, reason: Reason, bucket: str) -> bool:
         if name in results:
             return False
@@ -508,7 +511,7 @@ def fast_pass(
             prefix = sorted(prefix + extra)
             candidates = [_candidate(result_of(e[3])) for e in prefix]
         touched = set(merged) | set(
-            admission.admit_queue_prefix(ctx, candidates, fair, unchanged, adopt)
+            admission.admit_queue_prefix(ctx, candidates, fair, as_given, adopt)
         )
     # Past each head: every task waits for its queue's tail lack.
     for queue, entries in keys.items():
