@@ -1,21 +1,28 @@
-"""The queue's order kept between passes (issue 27), and the incremental planner's fast pass
+"""The queues' order kept between passes (issue 27), and the incremental planner's fast pass
 over it: a pass redoes only what can change, so its cost follows change, not queue length.
 
-Kept from the last pass (`Order`): the waiting tasks as a sorted list of their keys
+Kept from the last pass (`Order`): each queue's waiting tasks as a sorted list of their keys
 (priority, queuedAt, name), updated with bisect by the tasks whose result changed; which tasks
 are *quiet* (their result holds, has nothing to merge, and their status came out as given);
 when each quiet result expires (a heap); the last plan's statuses and phase counts. A pass
 then redoes only: the tasks whose version or run's job changed or whose result expired, the
-loud ones (running, starting, unsettled), the walked head of the queue (the exact places and
+loud ones (running, starting, unsettled), the walked head of each queue (the exact places and
 the policy's walk up to `Admission.tail`), the tasks last walked, and the few whose position
-bucket may change (those near each bucket edge, from the list). Everything else keeps its
+bucket may change (those near each bucket edge, from the lists). Everything else keeps its
 status, by dict copy.
 
-The fast pass holds only where it is known to equal `planner.plan` exactly: one queue, no
-queue file error, Ray answering, no autoscaler, no preemption, no task with dependencies, in
-an array, with an explicit submission id or named as a preemptor's victim, the clock not set
-back, and the last pass's tail waiting for the same reason as this one's. Otherwise the full
-pass runs, and leaves an `Order` for the next one when these hold again.
+With team queues (`_queues.yaml`) fair admission (quotas, borrowing and lending, weights,
+decayed usage, maxRunning, nested queues) runs over the head of each queue only: it starts
+with a few tasks of each and gives more to a queue whose walk did not end in what it got
+(`FairAdmission.short`, `tails`); the exact places past a walk's end wait for its tail's lack.
+Tasks too big for their queue (OverQuota) are handed to it wherever they stand.
+
+The fast pass holds only where it is known to equal `planner.plan` exactly: no queue file
+error, Ray answering, no autoscaler, no preemption, no maxQueued (judged over every arrival),
+no task with dependencies, in an array, with an explicit submission id or named as a
+preemptor's victim, the clock not set back, and each queue's last tail waiting for the same
+reason as this one's. Otherwise the full pass runs, and leaves an `Order` for the next one
+when these hold again.
 """
 
 from __future__ import annotations

@@ -24,11 +24,12 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
+from reconciler.core.usage import Tracked
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
 from specs.parse import parse_queue_config
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
-from tests.support.incremental_history import History, assert_identical
+from tests.support.incremental_history import T0, History, assert_identical
 from tests.support.planner_world import GIB
 
 EXAMPLES = int(os.environ.get("RAYQUEUE_PROPERTY_EXAMPLES", "300"))
@@ -482,20 +483,32 @@ def busy_steps(seed: int, count: int) -> list[tuple[Any, ...]]:
 
 @pytest.mark.parametrize("queue_file", [TEAMS, NESTED_PLAIN], ids=["teams", "nested"])
 @pytest.mark.parametrize("policy", ["strict", "backfill", "besteffort"])
-@pytest.mark.parametrize(("seed", "exact"), [(1, 3), (2, 20)])
+@pytest.mark.parametrize(("seed", "exact", "decayed"), [(1, 3, False), (2, 20, True)])
 def test_team_queue_sequences_take_the_fast_pass_in_most_passes(
-    queue_file: str, policy: str, seed: int, exact: int
+    queue_file: str, policy: str, seed: int, exact: int, decayed: bool
 ) -> None:
     """With team queues (quotas, borrowing, lending, weights, a sub-queue with maxRunning),
     the incremental plan equals the full one at every pass, and the fast pass (the kept order
     per queue) takes most passes: the tasks too big for their queue (9 CPUs, a GPU) and the
     ones that borrow do not send a pass to the full planner. With 20 exact places, most of
-    them lie past where each queue's walk ends."""
+    them lie past where each queue's walk ends; `decayed`: the queues' past use counts in
+    their shares (fair share's DecayedUsage), team-a's the most."""
     options = PlanOptions(
         queue_id="q", policy=policy, exact_queue_positions=exact, backfill_candidates=5
     )
+    past = None
+    if decayed:
+        hour = 3600.0
+        past = Tracked(
+            {"team-a": Capacity(6 * hour), "team-b": Capacity(hour), "default": Capacity(2 * hour)},
+            since=T0 - 86400,
+        )
     world = History(
-        options, queues_of(queue_file), capacity=Capacity(8, 0, 64 * GIB), check=assert_identical
+        options,
+        queues_of(queue_file),
+        usage=past,
+        capacity=Capacity(8, 0, 64 * GIB),
+        check=assert_identical,
     )
     run = Sequence(world, names_of(120), plain=True)
     run.run(("add", 80, seed))
