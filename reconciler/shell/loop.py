@@ -115,6 +115,10 @@ class Reconciler:
         self._version_map: dict[str, Version] = {}
         self._versions_of: tuple[int, bool] | None = None  # (source version, unrecorded) of it
         self._versions_full = True  # this pass's versions were all built anew
+        # The names whose version may differ from those the last plan was made from (the
+        # memo's): handed to the planner so it need not compare every version. None: unknown
+        # (versions built anew, or a pass failed after reading), and the planner compares.
+        self._unplanned: set[str] | None = None
         # The versions of the last pass that wrote statuses: a task whose spec has a new one
         # was edited, and its own queue move is written at once (reconciler/shell/writes.py).
         self._written_versions: Mapping[str, Version] = {}
@@ -279,6 +283,7 @@ class Reconciler:
                 # What this pass read may be in the store's records and not yet in what the
                 # loop keeps (sources, versions): the next pass rebuilds those from all it reads.
                 self._sources_stale, self._versions_of = True, None
+                self._unplanned = None  # what the memo was planned from is not known here
                 self.report.stale()  # and counts what its plan changed from all statuses
                 if self.metrics is not None:
                     self.metrics.recount()
@@ -344,7 +349,9 @@ class Reconciler:
             usage=self.usage.advance(now.timestamp(), queues.config),
             versions=versions,
             queue_error=queues.error_without_config,
+            changed=self._unplanned,
         )
+        self._unplanned = set()  # the memo is of these versions now
         if plan.summary is not None and plan.summary.queues is not None:
             self.usage.observe({n: s.usage for n, s in plan.summary.queues.states.items()})
         plan = self.actions.with_log_tails(self.ray, plan, self.settings.log_tail_lines)
@@ -454,11 +461,14 @@ class Reconciler:
         names: AbstractSet[str]
         if status_changes is None or unrecorded or self._versions_of != (source, False):
             self._versions_full = True
+            self._unplanned = None
             kept.clear()
             names = specs.keys()
         else:
             self._versions_full = False
             names = self._spec_changes | status_changes
+            if self._unplanned is not None:
+                self._unplanned |= names
         self._versions_of = (source, unrecorded)
         for name in names:
             if name in specs:
