@@ -381,6 +381,7 @@ class Reconciler:
             unwritten = self._write_statuses(plan, statuses, classes, only=submitting)
         unwritten |= failed
         refused = self.actions.submit(self.ray, plan, unwritten, now, self._spec_of)
+        self.ray_observer.view.submitted(s.request.submission_id for s in plan.submits)
         if refused:
             plan = replace(plan, statuses={**plan.statuses, **refused})
         with self.store.batch() as failed:
@@ -388,6 +389,7 @@ class Reconciler:
         unwritten |= failed
         self.actions.stop(self.ray, plan, unwritten, self.clock(), self.resend_stop_seconds)
         self.actions.expire(self.ray, plan)
+        self.ray_observer.view.deleted(plan.deletes)
         with self.store.batch():
             for name in plan.delete_statuses:
                 self.faults.crash_point("before_delete_status")
