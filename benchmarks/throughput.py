@@ -31,7 +31,7 @@ from reconciler.app.assembly import start_loop
 from reconciler.app.runtime import tune_gc
 from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from reconciler.shell.raycluster.local_head import LocalRayHead
-from specs.cluster import META_QUEUE, SubmitRequest
+from specs.cluster import META_QUEUE, RayJob, SubmitRequest
 
 ENTRYPOINT = "true"
 
@@ -95,6 +95,34 @@ def side_b_served(
         return drop_and_wait(ray, jobs, folder, queue)
 
 
+def gaps(jobs: Sequence[RayJob], slots: int) -> list[dict[str, object]]:
+    """Where each run's time goes, from Ray's own times: per run (a side A batch by its tag,
+    a side B queue), the median time from a job's end to the submission that took its slot
+    (the i-th submission fills the slot of the (i - slots)-th end) and the median time from a
+    job's submission to its end (Ray's part: supervisor, driver, `true`)."""
+    runs: dict[str, list[RayJob]] = {}
+    for job in jobs:
+        key = job.metadata.get("bench") or job.metadata.get(META_QUEUE)
+        if key and job.start_time is not None and job.end_time is not None:
+            runs.setdefault(key, []).append(job)
+    rows = []
+    for key, members in sorted(runs.items(), key=lambda kv: min(j.start_time or 0 for j in kv[1])):
+        submitted = sorted(j.start_time or 0.0 for j in members)
+        ended = sorted(j.end_time or 0.0 for j in members)
+        refill = [submitted[i] - ended[i - slots] for i in range(slots, len(submitted))]
+        rows.append(
+            {
+                "run": ("A " if "bench" in members[0].metadata else "B ") + key,
+                "jobs": len(members),
+                "end_to_next_submit_ms": 1000 * statistics.median(refill) if refill else 0.0,
+                "submit_to_end_ms": 1000
+                * statistics.median((j.end_time or 0) - (j.start_time or 0) for j in members),
+                "span_s": ended[-1] - submitted[0],
+            }
+        )
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=16, help="jobs per run; each side runs twice")
@@ -140,6 +168,14 @@ def main(argv: list[str] | None = None) -> None:
             a2 = side_a(ray, args.jobs, args.cpus)
             rounds.append((a1, b1, b2, a2))
             print(f"round {r + 1}: A1 B1 B2 A2 = {a1:.1f} {b1:.1f} {b2:.1f} {a2:.1f} s", flush=True)
+        split = gaps(ray.list_jobs(), args.cpus)
+        print(
+            table(
+                "where the time goes, per run (Ray's times)",
+                list(split[0]),
+                [list(r.values()) for r in split],
+            )
+        )
     finally:
         if head is not None:
             head.stop()
