@@ -219,3 +219,22 @@ def test_the_adapter_looks_jobs_up_by_their_encoded_id(dashboard: str) -> None:
     got = found["rq-a/b"]
     assert got is not None and got.status == RUNNING and got.start_time == 1.0
     assert _Dashboard.seen == ["/api/jobs/rq-a%2Fb", "/api/jobs/gone"]
+
+
+def test_the_counting_adapter_counts_look_ups_and_has_none_without_them() -> None:
+    from reconciler.shell.jobview import JobLookup
+    from reconciler.shell.metrics import CountingRayAdapter, QueueMetrics
+
+    metrics = QueueMetrics("test")
+    assert not isinstance(CountingRayAdapter(FakeRay(), metrics), JobLookup)
+    ray = LookupRay()
+    seeded(ray, live=1, ended=100)
+    counted = CountingRayAdapter(ray, metrics)
+    assert isinstance(counted, JobLookup)
+    view = JobView(resync_seconds=1.0)
+    view.read(counted, 0.0)
+    view.read(counted, 0.1)
+    value = metrics.registry.get_sample_value(
+        "rayqueue_ray_calls_total", {"call": "look_up_jobs", "result": "ok"}
+    )
+    assert value == 1.0
