@@ -577,11 +577,15 @@ def admit_queue_prefix(
     admission: queueing.QueueAdmission,
     given: Callable[[str], TaskStatusBody | None],
     adopt: Callable[[str], None],
+    words: Mapping[str, tuple[Waiting, str]] | None = None,
+    spoken: dict[str, tuple[Waiting, str]] | None = None,
 ) -> list[str]:
     """`admit` on the heads of the team queues (`prefix`, `admission`: walk_queues'), with
     `adopt` as in admit_prefix; returns the tasks whose status it set anew. `given(name)`: the
     status body a task not redone this pass was given (None for one redone): one that already
-    waits as admission says is left as it is."""
+    waits as admission says is left as it is. `words`: the last pass's wait and message of
+    each task at an exact place, reused when its wait is the same (most are, in a queue that
+    did not move); `spoken` receives this pass's."""
     ctx.queue_admission = admission
     ctx.until = min(ctx.until, max(admission.until, ctx.now))
     started = set(admission.start)
@@ -613,7 +617,12 @@ def admit_queue_prefix(
             position, said = None, far_message(bucket, waiting, owner)
         else:
             at = to_datetime(eta) if eta else None
-            said = waiting.message if waiting is not None else "queued"
+            said = "queued"
+            if waiting is not None:
+                last = words.get(name) if words is not None else None
+                said = last[1] if last is not None and last[0] == waiting else waiting.message
+                if spoken is not None:
+                    spoken[name] = (waiting, said)
         body = given(name)
         if body is not None and _queued_as(body, position, bucket, reason, said, at):
             continue

@@ -84,9 +84,18 @@ spec:
       nominalQuota: {cpu: 2}
       lendingLimit: {cpu: 1}
 """
+# maxQueued, one limit in each queue's chain: a queue (team-a holds team-a/ml's tasks here),
+# the default queue; and a parent's limit over its sub-queue's tasks too. Small limits, so
+# tasks cross them as others arrive, start and go.
+TEAMS_FULL = (
+    TEAMS.replace("spec:\n", "spec:\n  default:\n    maxQueued: 10\n")
+    + "      maxQueued: 3\n"
+).replace("nominalQuota: {cpu: 3}\n", "nominalQuota: {cpu: 3}\n      maxQueued: 6\n")
+NESTED_FULL = NESTED_PLAIN.replace("weight: 3\n", "weight: 3\n      maxQueued: 8\n")
 QUEUE_FILES = (None, TEAMS, NESTED)
-# What the fast pass takes: one queue, or team queues without preemption or maxQueued.
-FAST_QUEUE_FILES = (None, TEAMS, NESTED_PLAIN)
+# What the fast pass takes: one queue, or team queues without preemption, with at most one
+# maxQueued in each queue's chain.
+FAST_QUEUE_FILES = (None, TEAMS, NESTED_PLAIN, TEAMS_FULL, NESTED_FULL)
 RETRY = {"limit": 2, "backoffSeconds": 7, "on": ["Failed", "TimedOut", "Lost"]}
 # Few distinct values, so equal priorities and equal resources are common.
 PRIORITIES = (0, 0, 0, 1, 3, 5, 5, 9)
@@ -481,7 +490,11 @@ def busy_steps(seed: int, count: int) -> list[tuple[Any, ...]]:
     return plan
 
 
-@pytest.mark.parametrize("queue_file", [TEAMS, NESTED_PLAIN], ids=["teams", "nested"])
+@pytest.mark.parametrize(
+    "queue_file",
+    [TEAMS, NESTED_PLAIN, TEAMS_FULL, NESTED_FULL],
+    ids=["teams", "nested", "teams-maxqueued", "nested-maxqueued"],
+)
 @pytest.mark.parametrize("policy", ["strict", "backfill", "besteffort"])
 @pytest.mark.parametrize(("seed", "exact", "decayed"), [(1, 3, False), (2, 20, True)])
 def test_team_queue_sequences_take_the_fast_pass_in_most_passes(
