@@ -559,11 +559,11 @@ def walk_queues(
     ctx: PassState, prefix: list[policies.Candidate], cut: Collection[str]
 ) -> queueing.QueueAdmission:
     """The queues' admission over the heads of their queues, as `admit` runs it, for a pass
-    with team queues and no preemption, autoscaler, maxQueued, array cap, dependency gate or
-    stopping victim (the incremental planner checks that). `prefix`: the first candidates of
-    each queue, in the cluster's order; enough that each queue's walk ends in its part
-    (`QueueAdmission.tails`) or takes all of it; `cut`: the queues given in part (those the
-    answer may not hold for are in `short`)."""
+    with team queues and no preemption, autoscaler, array cap, dependency gate or stopping
+    victim, the tasks past maxQueued left out (the incremental planner checks that).
+    `prefix`: the first candidates of each queue, in the cluster's order; enough that each
+    queue's walk ends in its part (`QueueAdmission.tails`) or takes all of it; `cut`: the
+    queues given in part (those the answer may not hold for are in `short`)."""
     starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
     slots = max(ctx.options.max_inflight - starting, 0)
     admission = _admission(ctx, prefix, _free(ctx), slots, {}, cut)

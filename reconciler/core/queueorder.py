@@ -15,14 +15,18 @@ With team queues (`_queues.yaml`) fair admission (quotas, borrowing and lending,
 decayed usage, maxRunning, nested queues) runs over the head of each queue only: it starts
 with a few tasks of each and gives more to a queue whose walk did not end in what it got
 (`FairAdmission.short`, `tails`); the exact places past a walk's end wait for its tail's lack.
-Tasks too big for their queue (OverQuota) are handed to it wherever they stand.
+Tasks too big for their queue (OverQuota) are handed to it wherever they stand. maxQueued:
+each limited queue keeps its subtree's waiting tasks in arrival order (`Order.arrivals`); the
+first `limit` count, the rest are QueueFull, placed after the counted ones (the first element
+of their entry), and left out of fair admission; a pass redoes the tasks that crossed the limit,
+found within as many places of it as arrivals moved.
 
 The fast pass holds only where it is known to equal `planner.plan` exactly: no queue file
-error, Ray answering, no autoscaler, no preemption, no maxQueued (judged over every arrival),
-no task with dependencies, in an array, with an explicit submission id or named as a
-preemptor's victim, the clock not set back, and each queue's last tail waiting for the same
-reason as this one's. Otherwise the full pass runs, and leaves an `Order` for the next one
-when these hold again.
+error, Ray answering, no autoscaler, no preemption, at most one maxQueued in each queue's
+chain (two, a queue's and its parent's, fill in turn over every arrival), no task with
+dependencies, in an array, with an explicit submission id or named as a preemptor's victim,
+the clock not set back, and each queue's last tail waiting for the same reason as this one's.
+Otherwise the full pass runs, and leaves an `Order` for the next one when these hold again.
 """
 
 from __future__ import annotations
