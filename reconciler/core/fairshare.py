@@ -351,11 +351,7 @@ class _Pass:
     def _reservation_for(self, queue: QueueNode) -> HeldRoom | None:
         """The least-served queue whose head waits for the cluster (not for its quota) keeps
         what is freed for that head: queues above it in share may not borrow it away, or the
-        queue with the lowest share would stay lowest for ever. Their nominal stays theirs.
-        Under backfill a head that also waits for its own runs to end (its borrowing is full
-        until they do) is held for as well, its start reserved for when both allow it: with
-        no nominal quota, a wide head of the least-served queue is often in that case, and
-        without the hold the others took the room its runs freed (issue 30, synthetic)."""
+        queue with the lowest share would stay lowest for ever. Their nominal stays theirs."""
         head = self.head(queue)
         if self.reservation == NO_RESERVATION or head is None:
             return None
@@ -364,29 +360,14 @@ class _Pass:
         # to the pool, but nobody's nominal use does.
         lend, _ = self._totals()
         others = pos(min_of(queue.quota.borrowing_limit, lend - queue.lendable()))
-        ceiling = queue.quota.nominal + others
-        quota_room = ceiling - queue.usage
-        if not head.request.fits_in(ceiling):
-            return None
-        # A head that waits for its own runs to end (its quota room, with nothing lent by
-        # the others' nominal) is held for too: else the others fill what those runs free.
-        # Under backfill only (its reserved start is when its runs and the cluster allow it).
-        own_wait = not head.request.fits_in(pos(quota_room))
-        if own_wait and self.reservation != BACKFILL_RESERVATION:
-            return None
-        if head.request.fits_in(free) and not own_wait:
+        quota_room = pos(queue.quota.nominal - queue.usage + others)
+        if head.request.fits_in(free) or not head.request.fits_in(quota_room):
             return None
         spare = free - head.request
         if self.reservation == BACKFILL_RESERVATION:
-            view = None
-            if own_wait:
-                claims = [c for leaf in queue.leaves() for c in leaf.claims]
-                view = policies.QuotaView(quota_room, claims, free)
-            booked = reserve(head.request, free, self.claims, self.now, view)
+            booked = reserve(head.request, free, self.claims, self.now)
             if booked is not None:
                 return HeldRoom(queue.quota.name, head.name, spare, booked.start, booked.extra)
-            if own_wait:  # no start can be promised: nothing held, as for a quota wait
-                return None
         return HeldRoom(queue.quota.name, head.name, spare, None, None)
 
     def _admit(self, queue: QueueNode, candidate: Candidate) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import pytest
 from hypothesis import given, settings
@@ -439,29 +439,3 @@ def test_backfill_hold_lets_a_borrower_run_that_ends_before_the_reserved_start()
     result = admit(CLUSTER, cpu(6), demands, running, 0.0, 10, fairshare.BACKFILL_RESERVATION)
     assert result.start == ["b/short"]
     assert result.waiting["b/long"].reason == "WaitingBehindReservation"
-
-
-def test_backfill_holds_for_a_least_served_head_that_waits_for_its_own_runs() -> None:
-    # Pure sharing (issue 30): `a` (weight 3) is the least served and its 12-CPU head needs
-    # its own 6-CPU run to end (by t=100) as well as the cluster: others may still take only
-    # what ends before then, not the room that run frees.
-    mine = fairshare.Claim(cpu(6), 100.0, "a/run")
-    running = [mine, fairshare.Claim(cpu(3), None, "b/run")]
-    queues = [
-        Q("a", cpu(0), [task("a/wide", cpu(12))], usage=cpu(6), weight=3, policy="backfill"),
-        Q(
-            "b",
-            cpu(0),
-            [task("b/short", cpu(2), 50), task("b/long", cpu(4), 500)],
-            usage=cpu(3),
-            policy="backfill",
-        ),
-        Q("default", cpu(16)),
-    ]
-    demands = [q.demand() for q in queues]
-    demands[0] = replace(demands[0], claims=[mine])
-    result = admit(CLUSTER, cpu(7), demands, running, 0.0, 10, fairshare.BACKFILL_RESERVATION)
-    assert result.start == ["b/short"]
-    held = result.waiting["b/long"]
-    assert held.reason == "WaitingBehindReservation"
-    assert "kept for a/wide" in held.message
