@@ -18,6 +18,7 @@ from /proc), RSS, and the runs that ended (serve's own /metrics: rayqueue_finish
 python -m benchmarks.busy                     # fake at 1k, 10k, 50k; a private 4-CPU head at 10k
 python -m benchmarks.busy --ray fake --sizes 10000 --window 60
 python -m benchmarks.busy --ray fake --profile  # cProfile of serve's passes in the window
+python -m benchmarks.busy --ray head --profile  # the same against a real head
 """
 
 from __future__ import annotations
@@ -93,12 +94,21 @@ def serve_fake(argv: list[str]) -> int:
     return cli.main(argv)
 
 
+def serve_profiled(argv: list[str]) -> int:
+    """`rayqueue serve ARGV` against a real Ray, its passes profiled (a `--profile` head run)."""
+    from reconciler.cli import main as cli
+
+    _profile_passes(Path(os.environ["RQ_BUSY_PROFILE"]), Path(os.environ["RQ_BUSY_MARK"]))
+    return cli.main(argv)
+
+
 def _profile_passes(out: Path, mark: Path) -> None:
     import cProfile
 
     from reconciler.shell.loop import Reconciler
 
-    prof = cProfile.Profile()
+    # The loop thread's CPU time, not the wall clock: waits on Ray and the disk are not cost.
+    prof = cProfile.Profile(time.thread_time)
     original = Reconciler.run_pass
     count = [0]
 
@@ -184,6 +194,9 @@ def measure(
         else:
             address = head.start(num_cpus=cpus)
             command = [sys.executable, "-m", "reconciler.cli", *flags, "--address", address]
+            if profile is not None:
+                command[1:3] = ["-m", "benchmarks.busy", "--child-real", "--"]
+                env.update(RQ_BUSY_PROFILE=str(profile), RQ_BUSY_MARK=str(mark))
         log = (root / "serve.log").open("wb")
         started = time.monotonic()
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
@@ -247,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child"]:
         return serve_fake(argv[2:] if argv[1:2] == ["--"] else argv[1:])
+    if argv[:1] == ["--child-real"]:
+        return serve_profiled(argv[2:] if argv[1:2] == ["--"] else argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ray", choices=("fake", "head"), nargs="+", default=["fake", "head"])
     parser.add_argument(
@@ -265,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--head-job-seconds", type=float, default=3.0)
     parser.add_argument("--window", type=float, default=60.0, help="seconds measured per run")
     parser.add_argument("--runs", type=int, default=1, help="runs per Ray; the median is kept")
-    parser.add_argument("--profile", action="store_true", help="cProfile serve's passes (fake)")
+    parser.add_argument("--profile", action="store_true", help="cProfile serve's passes")
     parser.add_argument("--out", type=Path, default=None, help="JSON result file")
     args = parser.parse_args(argv)
     rows = []
@@ -273,8 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     for kind, size in cases:
         seconds = args.fake_job_seconds if kind == "fake" else args.head_job_seconds
         profile = None
-        if args.profile and kind == "fake":
-            profile = Path(tempfile.gettempdir()) / f"rq-busy-{os.getpid()}-{size}.prof"
+        if args.profile:
+            profile = Path(tempfile.gettempdir()) / f"rq-busy-{os.getpid()}-{kind}-{size}.prof"
         runs = [
             measure(kind, size, args.cpus, seconds, args.window, profile) for _ in range(args.runs)
         ]

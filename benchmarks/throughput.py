@@ -15,6 +15,7 @@ process through reconciler/app/assembly.py (--via in-process).
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import shutil
 import statistics
@@ -31,7 +32,7 @@ from reconciler.app.assembly import start_loop
 from reconciler.app.runtime import tune_gc
 from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from reconciler.shell.raycluster.local_head import LocalRayHead
-from specs.cluster import META_QUEUE, SubmitRequest
+from specs.cluster import META_QUEUE, RayJob, SubmitRequest
 
 ENTRYPOINT = "true"
 
@@ -83,6 +84,27 @@ def side_b(ray: RayJobsAdapter, jobs: int, folder: Path) -> float:
         threads.join(10)
 
 
+# serve's own times, from its log (asctime, local time): queue -> (ends seen, submits accepted)
+SERVE_TIMES: dict[str, tuple[list[float], list[float]]] = {}
+_LOGGED = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) INFO rayqueue\S*: (\w+) ")
+
+
+def serve_times(log: Path) -> tuple[list[float], list[float]]:
+    """When serve logged each run's end ("succeeded X (job ...)") and each submission Ray
+    accepted ("submitted X ..."), sorted."""
+    ends, submits = [], []
+    for line in log.read_text(errors="replace").splitlines():
+        found = _LOGGED.match(line)
+        if found is None:
+            continue
+        at = time.mktime(time.strptime(found[1], "%Y-%m-%d %H:%M:%S")) + int(found[2]) / 1000
+        if found[3] in ("succeeded", "failed"):
+            ends.append(at)
+        elif found[3] == "submitted":
+            submits.append(at)
+    return sorted(ends), sorted(submits)
+
+
 def side_b_served(
     ray: RayJobsAdapter, jobs: int, folder: Path, address: str, flags: Sequence[str] = ()
 ) -> float:
@@ -92,7 +114,48 @@ def side_b_served(
     log = folder.parent / f"{folder.name}.serve.log"
     with served.serve_process(address, folder, log, *flags, queue_id=queue):
         time.sleep(1.0)  # its first pass is done and its watcher armed
-        return drop_and_wait(ray, jobs, folder, queue)
+        seconds = drop_and_wait(ray, jobs, folder, queue)
+    SERVE_TIMES[queue] = serve_times(log)
+    return seconds
+
+
+def gaps(jobs: Sequence[RayJob], slots: int) -> list[dict[str, object]]:
+    """Where each run's time goes, from Ray's own times: per run (a side A batch by its tag,
+    a side B queue), the median time from a job's end to the submission that took its slot
+    (the i-th submission fills the slot of the (i - slots)-th end) and the median time from a
+    job's submission to its end (Ray's part: supervisor, driver, `true`)."""
+    runs: dict[str, list[RayJob]] = {}
+    for job in jobs:
+        key = job.metadata.get("bench") or job.metadata.get(META_QUEUE)
+        if key and job.start_time is not None and job.end_time is not None:
+            runs.setdefault(key, []).append(job)
+    rows = []
+    for key, members in sorted(runs.items(), key=lambda kv: min(j.start_time or 0 for j in kv[1])):
+        submitted = sorted(j.start_time or 0.0 for j in members)
+        ended = sorted(j.end_time or 0.0 for j in members)
+        refill = [submitted[i] - ended[i - slots] for i in range(slots, len(submitted))]
+        # Through serve, the refill split at serve's log: the end seen, the submit accepted.
+        seen, accepted = SERVE_TIMES.get(key, ([], []))
+        noticed = [seen[i] - ended[i] for i in range(min(len(seen), len(ended)))]
+        passed = [
+            accepted[i] - seen[i - slots]
+            for i in range(slots, min(len(accepted), len(seen) + slots))
+        ]
+        rows.append(
+            {
+                "run": ("A " if "bench" in members[0].metadata else "B ") + key,
+                "jobs": len(members),
+                "end_to_next_submit_ms": 1000 * statistics.median(refill) if refill else 0.0,
+                "end_to_seen_ms": 1000 * statistics.median(noticed) if noticed else float("nan"),
+                "seen_to_submitted_ms": 1000 * statistics.median(passed)
+                if passed
+                else float("nan"),
+                "submit_to_end_ms": 1000
+                * statistics.median((j.end_time or 0) - (j.start_time or 0) for j in members),
+                "span_s": ended[-1] - submitted[0],
+            }
+        )
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -140,6 +203,14 @@ def main(argv: list[str] | None = None) -> None:
             a2 = side_a(ray, args.jobs, args.cpus)
             rounds.append((a1, b1, b2, a2))
             print(f"round {r + 1}: A1 B1 B2 A2 = {a1:.1f} {b1:.1f} {b2:.1f} {a2:.1f} s", flush=True)
+        split = gaps(ray.list_jobs(), args.cpus)
+        print(
+            table(
+                "where the time goes, per run (Ray's times)",
+                list(split[0]),
+                [list(r.values()) for r in split],
+            )
+        )
     finally:
         if head is not None:
             head.stop()

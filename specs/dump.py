@@ -74,11 +74,27 @@ _QUOTABLE = re.compile(r"[ -~]*")  # printable ASCII only: single quotes hold it
 _MAX_SCALAR = 200  # longer text takes _dump (the emitter's own rules for long scalars)
 _resolver = Resolver()
 _QUOTED_START = frozenset("#,[]{}&*!|>'\"%@`")
+# A word of letters and digits with at least one letter (names, uids, hashes: unique per task,
+# so the cache below misses on them) resolves to a string, and is written plain, unless it is
+# one of YAML 1.1's words for a boolean or null, or an int in base 2 or 16. Floats and
+# timestamps need a "." or "-", other ints only digits.
+_WORD = re.compile(r"[A-Za-z0-9]*[A-Za-z][A-Za-z0-9]*")
+_NOT_STR_WORDS = frozenset({"yes", "no", "true", "false", "on", "off", "null"})
+
+
+def _scalar(text: str) -> str | None:
+    """`text` as _dump writes it in block context, or None when unsure."""
+    if (
+        _WORD.fullmatch(text)
+        and text.lower() not in _NOT_STR_WORDS
+        and not text.startswith(("0b", "0x"))
+    ):
+        return text  # not cached: it would push the repeated words out
+    return _resolved(text)
 
 
 @functools.lru_cache(maxsize=4096)
-def _scalar(text: str) -> str | None:
-    """`text` as _dump writes it in block context, or None when unsure."""
+def _resolved(text: str) -> str | None:
     if len(text) > _MAX_SCALAR or not _QUOTABLE.fullmatch(text):
         return None
     resolved = _resolver.resolve(ScalarNode, text, (True, False))  # type: ignore[no-untyped-call]

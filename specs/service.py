@@ -19,7 +19,6 @@ words (an exit code and a line on stderr, or an HTTP status and a JSON detail).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
@@ -44,11 +43,10 @@ from specs.parse import (
     SpecParseError,
     parse_queue_config,
     parse_status,
-    parse_sub_queue_config,
     parse_task,
 )
+from specs.queuefiles import check_sub_queue_edit
 from specs.queues import CONFIG_FILE as QUEUES_FILE
-from specs.queues import QueueConfig
 from specs.runtimepaths import PathProblem
 from specs.serviceerrors import (
     ConfigRejected,
@@ -469,22 +467,8 @@ class TaskService:
         return not existed
 
     def _check_sub_queues(self, file: str, data: bytes) -> None:
-        """A queue's own file, checked as far as it can be alone: it lists only folders under
-        its own, none listed in the top file, within the depth limit (the loop checks the
-        whole tree, and keeps the last good one if this edit still breaks it)."""
-        folder = file.rpartition("/")[0]
-        top: QueueConfig | None = None
-        raw = self.read_config(QUEUES_FILE)
-        if raw is not None:
-            with contextlib.suppress(SpecParseError):
-                top = parse_queue_config(raw)
-        parse_sub_queue_config(
-            data,
-            file=file,
-            folder=folder,
-            folder_depth=top.depth_of(folder) if top is not None else 1,
-            listed=top.queue_names() if top is not None else (),
-        )
+        """A queue's own file, checked alone and inside the tree as the loop will read it."""
+        check_sub_queue_edit(self.store.root, self.read_config(QUEUES_FILE), file, data)
 
     def delete_config(self, file: str) -> None:
         path = self.config_path(file)

@@ -149,7 +149,8 @@ class Settings(PlannerSettings):
     """Time between passes while a backlog of deferred sidecars is written out."""
 
     capacity_refresh_seconds: float = field(default=0.9, metadata=knob(minimum=0))
-    """A capacity read is reused this long, so fast polling does not re-list the nodes."""
+    """A capacity read is reused this long, so fast polling does not re-list the nodes; Ray's
+    whole job listing too, while its live jobs are few (they are looked up by id between)."""
 
     ray_timeout_seconds: float = field(default=10.0, metadata=knob(minimum=0, above=0))
     """Timeout of every single call to the Ray dashboard."""

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from specs.arraysidecars import _ArraySidecar
 from specs.atomic import replace_file as write_sidecar_file
+from specs.eventscan import _EventScan
 from specs.models import MAX_ARRAY_ELEMENTS, Task, TaskStatus
 from specs.parse import (
     MAX_FILE_BYTES,
@@ -37,14 +38,18 @@ from specs.parse import (
 )
 from specs.queues import CONFIG_FILE, is_reserved
 from specs.statussidecars import _Deferred, _Sidecar, _StatusSidecars
+from specs.storepaths import (  # re-exported: callers import these from specs.store
+    MAX_NAME_LENGTH as MAX_NAME_LENGTH,
+)
 from specs.storepaths import (
-    EDITOR_SUFFIXES,
+    SIDECAR_SUFFIXES as SIDECAR_SUFFIXES,
+)
+from specs.storepaths import (
     TASK_SUFFIXES,
     FolderSettling,
     StatKey,
     _digest,
     _dir_id,
-    _inside,
     _is_queue_config,
     _is_spec_file,
     _read_regular,
@@ -53,12 +58,6 @@ from specs.storepaths import (
     _strip,
     _under_any,
     _Unreadable,
-)
-from specs.storepaths import (  # re-exported: callers import these from specs.store
-    MAX_NAME_LENGTH as MAX_NAME_LENGTH,
-)
-from specs.storepaths import (
-    SIDECAR_SUFFIXES as SIDECAR_SUFFIXES,
 )
 from specs.storepaths import (
     FolderUnavailable as FolderUnavailable,
@@ -100,7 +99,7 @@ class _Parsed:
     generation: int = 0  # of this read of the file
 
 
-class TaskStore(_StatusSidecars):
+class TaskStore(_EventScan, _StatusSidecars):
     """Specs and sidecars under `root`. Safe to share between threads; no I/O until used."""
 
     def __init__(
@@ -176,20 +175,6 @@ class TaskStore(_StatusSidecars):
         """
         return self.scan_changes(changed)[0]
 
-    def scan_changes(
-        self, changed: Iterable[str] | None = None
-    ) -> tuple[dict[str, SpecEntry], set[str] | None]:
-        """scan(changed), and the task names whose entry may differ from the last scan's
-        (array elements by their own names); None after a full walk: any may. For the one
-        reader that scans this store (the loop; others beside it use `scanned`)."""
-        with self._lock:
-            names = None if changed is None else self._names_of(changed)
-            if names is not None:
-                entries = self._scan_names(names)
-                if entries is not None:
-                    return self._elements(entries, self._looked_at)
-            return self._elements(self._scan_all())
-
     def mark_whole(self, keys: Iterable[StatKey]) -> None:
         """Files with these stat keys are complete (a watcher saw their writer close them, or
         a rename put them in place): read them without waiting out the settle time. A later
@@ -199,27 +184,6 @@ class TaskStore(_StatusSidecars):
                 self._whole[key] = None
             while len(self._whole) > _WHOLE_KEPT:
                 del self._whole[next(iter(self._whole))]
-
-    def still(self) -> bool:
-        """Whether a scan that events name nothing for would read nothing either: no file is
-        settling or briefly missing, the tree holds no symlink, and the root still points
-        where it did (git-sync swaps it). The loop skips a pass only then."""
-        with self._lock:
-            if not self._scanned or self._links or self._missing_since or self._held:
-                return False
-            if any(self._reported_keys.get(n) != key for n, (key, _) in self._seen.items()):
-                return False
-            return os.path.realpath(self.root) == self._top
-
-    def scanned(self) -> dict[str, SpecEntry] | None:
-        """What the last scan returned, without reading anything; None before the first full
-        scan. For a reader beside the loop (the HTTP API in `serve`) that must neither walk
-        the folder nor disturb the loop's own scans."""
-        with self._lock:
-            if not self._scanned:
-                return None
-            shown = self._shown
-            return dict(shown) if shown is not None else self._elements(dict(self._entries))[0]
 
     def _scan_all(self) -> dict[str, SpecEntry]:
         top = self._real_dir(self.root)
@@ -323,83 +287,6 @@ class TaskStore(_StatusSidecars):
         self._reported_keys[name] = result.key
         return True
 
-    def _names_of(self, changed: Iterable[str]) -> set[str] | None:
-        """Task names behind the changed paths; None if only a full walk can tell."""
-        if not self._scanned or self._links:
-            return None
-        top = os.path.realpath(self.root)
-        if top != self._top:
-            return None  # git-sync swapped the root link: a new tree
-        bases = (os.path.abspath(self.root), top)
-        status = os.path.realpath(self.status_dir) if self.status_dir is not None else None
-        names: set[str] = set()
-        for path in changed:
-            if status is not None and _inside(path, status):
-                continue
-            rel = next((path[len(b) + 1 :] for b in bases if path.startswith(b + os.sep)), None)
-            if rel is None:
-                return None
-            segments = rel.split(os.sep)
-            if any(s.startswith(".") for s in segments):
-                continue  # hidden: temp files of atomic writes, .git; a walk skips them too
-            if _is_spec_file(segments[-1]):
-                name = _strip("/".join(segments), TASK_SUFFIXES)
-                if not _is_queue_config(name):  # the queue configuration is not a task
-                    names.add(name)
-            elif not segments[-1].endswith(SIDECAR_SUFFIXES + EDITOR_SUFFIXES):
-                return None  # a folder (or anything else) may hold or have held specs
-        return names
-
-    def _scan_names(self, names: set[str]) -> dict[str, SpecEntry] | None:
-        """Re-read only `names` (and those still settling or briefly missing); None when a
-        full walk is needed after all (a symlink appeared)."""
-        names = names | set(self._missing_since)
-        names |= {n for n, (key, _) in self._seen.items() if self._reported_keys.get(n) != key}
-        self._looked_at = names  # what this scan may change; nothing else is touched
-        now = self._clock()
-        entries = dict(self._entries)
-        parsed = dict(self._parsed)
-        for name in names:
-            files: list[tuple[str, str, Callable[[], os.stat_result]]] = []
-            unreadable = False
-            for suffix in TASK_SUFFIXES:
-                rel = name + suffix
-                path = os.path.join(self._top, rel)
-                parsed.pop(path, None)
-                try:
-                    st = os.lstat(path)
-                except FileNotFoundError:
-                    continue
-                except OSError:
-                    unreadable = True
-                    continue
-                if stat.S_ISLNK(st.st_mode):
-                    return None  # symlinks follow the walk's rules
-                if stat.S_ISREG(st.st_mode):
-                    files.append((rel, path, functools.partial(os.stat, path)))
-            old = entries.pop(name, None)
-            if files:
-                self._missing_since.pop(name, None)
-                unreadable = not self._take(name, files, now, entries, parsed) or unreadable
-            else:
-                self._seen.pop(name, None)
-            if name in entries or old is None:
-                continue
-            if unreadable:
-                entries[name] = old
-            elif self.settle_seconds > 0:
-                since = self._missing_since.setdefault(name, now)
-                if now - since < self.settle_seconds:
-                    entries[name] = old
-            if name not in entries:
-                self._missing_since.pop(name, None)
-                self._reported_keys.pop(name, None)
-                self._last_valid.pop(name, None)
-                self._basis.pop(name, None)
-        self._parsed = parsed
-        self._entries = entries
-        return dict(entries)
-
     def _settling(self, name: str, parsed: _Parsed, now: float) -> bool:
         """Whether the file behind `name` changed too recently to be believed yet."""
         key = parsed.key
@@ -455,9 +342,15 @@ class TaskStore(_StatusSidecars):
     # --- statuses ------------------------------------------------------------------------
 
     def _write_sidecar(
-        self, name: str, path: Path, status: TaskStatus, data: bytes, durable: bool, generation: int
+        self,
+        name: str,
+        path: str | Path,
+        status: TaskStatus,
+        data: bytes,
+        durable: bool,
+        generation: int,
     ) -> bool:
-        if self._links and self._crosses(path):
+        if self._links and self._crosses(Path(path)):
             # The sidecar's folder is a symlink into another team's: never write there (it
             # would be that team's status file). Kept in memory; the spec is Invalid anyway.
             self._sidecars[name] = _Sidecar((0, 0, 0), status, _digest(data), generation)

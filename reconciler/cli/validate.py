@@ -19,7 +19,6 @@ from reconciler.cli.common import (
     max_array_elements,
 )
 from reconciler.cli.files import STDIN, Source, parse_source, read_sources
-from reconciler.shell.queuefile import divide_tree
 from specs.access import Tokens
 from specs.parse import (
     MAX_FILE_BYTES,
@@ -28,6 +27,7 @@ from specs.parse import (
     parse_queue_config,
     parse_task,
 )
+from specs.queuefiles import divide_tree
 from specs.queues import CONFIG_FILE
 from specs.runtimepaths import RuntimePaths
 from specs.settings import Settings

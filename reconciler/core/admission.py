@@ -3,7 +3,7 @@ else waits."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -52,6 +52,7 @@ from specs.cluster import (
 from specs.models import (
     Phase,
     Reason,
+    TaskStatusBody,
 )
 
 if TYPE_CHECKING:
@@ -222,9 +223,11 @@ def _admission(
     free: Capacity,
     slots: int,
     all_stopping: Mapping[str, preemption.StoppingVictims],
+    cut: Collection[str] = (),
 ) -> policies.Admission | queueing.QueueAdmission:
     """The policy's (or the queues') pick from `eligible` with `free` resources. Quotas are
-    shares of what the cluster can grow to (its ceiling), not of what it has now."""
+    shares of what the cluster can grow to (its ceiling), not of what it has now. `cut`: the
+    team queues of which `eligible` holds only the head (walk_queues)."""
     policy = policies.POLICIES[ctx.options.policy]
     if ctx.queues is None:
         bound = ctx.options.backfill_candidates
@@ -247,6 +250,7 @@ def _admission(
         preemption.ready(ctx.bodies, ctx.tasks, all_stopping),
         ctx.usage,
         ctx.options.backfill_candidates,
+        cut,
     )
 
 
@@ -551,10 +555,103 @@ def admit_prefix(
     return Walk(admission, touched)
 
 
-def place_far(ctx: PassState, name: str, lack: Waiting, place: int) -> None:
+def walk_queues(
+    ctx: PassState, prefix: list[policies.Candidate], cut: Collection[str]
+) -> queueing.QueueAdmission:
+    """The queues' admission over the heads of their queues, as `admit` runs it, for a pass
+    with team queues and no preemption, autoscaler, maxQueued, array cap, dependency gate or
+    stopping victim (the incremental planner checks that). `prefix`: the first candidates of
+    each queue, in the cluster's order; enough that each queue's walk ends in its part
+    (`QueueAdmission.tails`) or takes all of it; `cut`: the queues given in part (those the
+    answer may not hold for are in `short`)."""
+    starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
+    slots = max(ctx.options.max_inflight - starting, 0)
+    admission = _admission(ctx, prefix, _free(ctx), slots, {}, cut)
+    assert isinstance(admission, queueing.QueueAdmission)
+    return admission
+
+
+def admit_queue_prefix(
+    ctx: PassState,
+    prefix: list[policies.Candidate],
+    admission: queueing.QueueAdmission,
+    given: Callable[[str], TaskStatusBody | None],
+    adopt: Callable[[str], None],
+) -> list[str]:
+    """`admit` on the heads of the team queues (`prefix`, `admission`: walk_queues'), with
+    `adopt` as in admit_prefix; returns the tasks whose status it set anew. `given(name)`: the
+    status body a task not redone this pass was given (None for one redone): one that already
+    waits as admission says is left as it is."""
+    ctx.queue_admission = admission
+    ctx.until = min(ctx.until, max(admission.until, ctx.now))
+    started = set(admission.start)
+    exact = ctx.options.exact_queue_positions
+    touched: list[str] = []
+    places: dict[str, int] = {}
+    for candidate in prefix:
+        name = candidate.name
+        if name in started:
+            adopt(name)
+            _start(ctx, candidate)
+            touched.append(name)
+            continue
+        owner = admission.queue_of[name]
+        place = places[owner] = places.get(owner, 0) + 1
+        ctx.order.setdefault(owner, []).append(name)
+        waiting = admission.waiting.get(name)
+        if waiting is not None and isinstance(waiting.lacks, NotConsidered):
+            ctx.not_considered += 1
+        eta = waiting.estimated_start if waiting else None
+        if eta is not None:
+            ctx.until = min(ctx.until, max(eta, ctx.now))
+        reason = waiting.reason if waiting is not None else Reason.QUEUED
+        position: int | None = place
+        bucket: str | None = None
+        at: datetime | None = None
+        if place > exact:
+            bucket = position_bucket(place, exact)
+            position, said = None, far_message(bucket, waiting, owner)
+        else:
+            at = to_datetime(eta) if eta else None
+            said = waiting.message if waiting is not None else "queued"
+        body = given(name)
+        if body is not None and _queued_as(body, position, bucket, reason, said, at):
+            continue
+        adopt(name)
+        ctx.bodies[name] = lifecycle.queue(
+            ctx.bodies[name], position, reason, said, at, None, bucket
+        )
+        touched.append(name)
+    return touched
+
+
+def _queued_as(
+    body: TaskStatusBody,
+    position: int | None,
+    bucket: str | None,
+    reason: Reason,
+    message: str,
+    at: datetime | None,
+) -> bool:
+    """Whether `lifecycle.queue` with these would leave `body` as it is."""
+    return (
+        body.phase is Phase.QUEUED
+        and body.queue_position == position
+        and body.queue_position_bucket == bucket
+        and body.reason == reason
+        and body.message == message
+        and body.estimated_start_at == at
+        and body.scale_up_requested_at is None
+        and body.missing_since is None
+    )
+
+
+def place_far(
+    ctx: PassState, name: str, lack: Waiting, place: int, queue: str | None = None
+) -> None:
     """A task past the walk (`Admission.tail`) at `place`: its far status, as `admit` sets it."""
     bucket = position_bucket(place, ctx.options.exact_queue_positions)
-    message = far_message(bucket, lack, None)
+    message = far_message(bucket, lack, queue)
     ctx.bodies[name] = lifecycle.queue(
         ctx.bodies[name], None, lack.reason, message, None, None, bucket
     )

@@ -41,6 +41,9 @@ class FairAdmission:
     # The latest `now` at which this answer holds: a borrower let past the reservation only
     # because it ends before the reserved start is let past no longer once it would not.
     until: float = math.inf
+    # Queues given in part (QueueDemand.cut) whose walk reached the end of what was given
+    # without ending: their answer may differ with the rest, so the caller gives more.
+    short: set[str] = field(default_factory=set)
 
 
 # What the least-served queue's head keeps for itself, by the policy of the pass.

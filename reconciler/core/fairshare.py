@@ -198,7 +198,12 @@ class _Pass:
                 return None
             # The bounded walk tests the first task and `bound` more past it when it misfits.
             seen = queue.remaining if self.bound is None else queue.remaining[: self.bound + 1]
-            return fast(seen, budget)
+            found = fast(seen, budget)
+            # strict reads its first task only; besteffort, all it is given
+            seen_all = queue.cut and len(seen) == len(queue.remaining)
+            if found is None and seen_all and queue.policy is not policies.strict:
+                self.result.short.add(queue.quota.name)
+            return found
         key = (budget, self.free, len(queue.remaining), self.slots, len(self.claims))
         if queue.memo is None or queue.memo[0] != key:
             # Bounded, the walk's starts lie in its first slots + 1 + bound tasks: ask on those.
@@ -246,6 +251,8 @@ class _Pass:
         what frees the quota as well as the cluster. Its answer holds as long as the pass's."""
         admission = self._policy(queue, budget, seen)
         self.result.until = min(self.result.until, admission.until)
+        if queue.cut and admission.tail is None and (seen is None or seen >= len(queue.remaining)):
+            self.result.short.add(queue.quota.name)
         return admission
 
     def _policy(self, queue: QueueNode, budget: Capacity, seen: int | None) -> policies.Admission:
@@ -579,6 +586,18 @@ def admit(
     and besteffort, each queue's walk tests at most this many tasks past its first that
     cannot start; those behind wait NotConsidered (None: no bound)."""
     return _Pass(capacity, free, queues, claims, now, slots, reservation, first, order, bound).run()
+
+
+def ceilings(quotas: Quotas, capacity: Capacity) -> dict[str, Capacity]:
+    """The most each queue can ever hold (by queue name): a task that asks for more waits as
+    OverQuota wherever it stands (`_Pass._drop_never_fitting`)."""
+    demands = [QueueDemand(q, Capacity(), (), policies.strict) for q in quotas.queues]
+    run = _Pass(capacity, capacity, demands, (), 0.0, 0, STRICT_RESERVATION)
+    return {leaf.quota.name: run._ceiling(leaf)[0] for leaf in run.leaves}
+
+
+def never_fits(request: Capacity, ceiling: Capacity) -> bool:
+    return any(of(request, r) > of(ceiling, r) + EPS for r in RESOURCES)
 
 
 __all__ = [

@@ -52,6 +52,8 @@ class Memo:
     # The queue's order and what the fast pass needs (reconciler.core.queueorder); None: the
     # next pass is a full one.
     order: Order | None = None
+    # Whether the pass that made this memo took the fast pass (tests and benchmarks count it).
+    fast: bool = False
 
 
 EMPTY = Memo()
@@ -94,7 +96,7 @@ def plan_incremental(
                 ctx, memo.order, previous, specs, statuses, versions, changed
             )
             if done is not None:
-                return done[0], Memo(world, done[1], done[2])
+                return done[0], Memo(world, done[1], done[2], fast=True)
     ctx = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
     env = ctx.env
     versions = versions or {}

@@ -487,7 +487,7 @@ def _summary(ctx: PassState) -> Summary:
         queued=phases.count(Phase.QUEUED),
         starting=phases.count(Phase.STARTING),
         running=phases.count(Phase.RUNNING),
-        queues=ctx.queue_admission,
+        queues=ctx.queue_admission.summary() if ctx.queue_admission is not None else None,
         order=ctx.order,
         not_considered=ctx.not_considered,
     )

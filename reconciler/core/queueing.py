@@ -4,7 +4,7 @@ and the queues' status document (`_queues.status.yaml`). Pure, like the planner.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,22 @@ class QueueAdmission:
     limits: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)  # run, queue
     tails: dict[str, tuple[int, Lack]] = field(default_factory=dict)  # FairAdmission.tails
     until: float = math.inf  # FairAdmission.until
+    short: set[str] = field(default_factory=set)  # FairAdmission.short
+
+    def summary(self) -> QueueSummary:
+        return QueueSummary(self.states, self.weights, self.limits, self.oversubscribed)
+
+
+@dataclass(frozen=True)
+class QueueSummary:
+    """What a pass tells of its queues beyond the core (the queue status file, metrics, the
+    simulator): per queue only, so its size follows the queues, not the waiting tasks (each
+    task's wait is in its own status)."""
+
+    states: Mapping[str, fairshare.QueueState] = field(default_factory=dict)
+    weights: Mapping[str, float] = field(default_factory=dict)
+    limits: Mapping[str, tuple[int | None, int | None]] = field(default_factory=dict)
+    oversubscribed: str | None = None
 
 
 def admit_by_queue(
@@ -44,13 +60,15 @@ def admit_by_queue(
     first: frozenset[str] = frozenset(),
     past: usage.QueueUsage | None = None,
     bound: int | None = None,
+    cut: Collection[str] = (),
 ) -> QueueAdmission:
     """`queue` in global order (priority, queuedAt, name); `in_use`: what each task with a live
     job holds, by task name. Each queue keeps that order and runs `policy` within itself.
     `past`: each queue's decayed usage (resource-seconds, core/usage.py), counted in its share
     unless `fairSharing.mode` is CurrentUsage; a queue it leaves out has used nothing.
     `bound`: each queue's walk tests at most this many tasks past its first that cannot
-    start (backfill_candidates; fairshare.admit)."""
+    start (backfill_candidates; fairshare.admit). `cut`: the queues of which `queue` holds
+    only the head (QueueDemand.cut)."""
     quotas = fairshare.resolve(config, capacity)
     names = [q.name for q in quotas.queues]
     held = {name: Capacity() for name in names}
@@ -87,6 +105,7 @@ def admit_by_queue(
             own[quota.name],
             means[quota.name],
             running[quota.name],
+            quota.name in cut,
         )
         for quota in quotas.queues
     ]
@@ -106,6 +125,7 @@ def admit_by_queue(
         oversubscribed=quotas.oversubscribed,
         tails=result.tails,
         until=result.until,
+        short=result.short,
     )
 
 

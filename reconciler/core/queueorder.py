@@ -1,21 +1,28 @@
-"""The queue's order kept between passes (issue 27), and the incremental planner's fast pass
+"""The queues' order kept between passes (issue 27), and the incremental planner's fast pass
 over it: a pass redoes only what can change, so its cost follows change, not queue length.
 
-Kept from the last pass (`Order`): the waiting tasks as a sorted list of their keys
+Kept from the last pass (`Order`): each queue's waiting tasks as a sorted list of their keys
 (priority, queuedAt, name), updated with bisect by the tasks whose result changed; which tasks
 are *quiet* (their result holds, has nothing to merge, and their status came out as given);
 when each quiet result expires (a heap); the last plan's statuses and phase counts. A pass
 then redoes only: the tasks whose version or run's job changed or whose result expired, the
-loud ones (running, starting, unsettled), the walked head of the queue (the exact places and
+loud ones (running, starting, unsettled), the walked head of each queue (the exact places and
 the policy's walk up to `Admission.tail`), the tasks last walked, and the few whose position
-bucket may change (those near each bucket edge, from the list). Everything else keeps its
+bucket may change (those near each bucket edge, from the lists). Everything else keeps its
 status, by dict copy.
 
-The fast pass holds only where it is known to equal `planner.plan` exactly: one queue, no
-queue file error, Ray answering, no autoscaler, no preemption, no task with dependencies, in
-an array, with an explicit submission id or named as a preemptor's victim, the clock not set
-back, and the last pass's tail waiting for the same reason as this one's. Otherwise the full
-pass runs, and leaves an `Order` for the next one when these hold again.
+With team queues (`_queues.yaml`) fair admission (quotas, borrowing and lending, weights,
+decayed usage, maxRunning, nested queues) runs over the head of each queue only: it starts
+with a few tasks of each and gives more to a queue whose walk did not end in what it got
+(`FairAdmission.short`, `tails`); the exact places past a walk's end wait for its tail's lack.
+Tasks too big for their queue (OverQuota) are handed to it wherever they stand.
+
+The fast pass holds only where it is known to equal `planner.plan` exactly: no queue file
+error, Ray answering, no autoscaler, no preemption, no maxQueued (judged over every arrival),
+no task with dependencies, in an array, with an explicit submission id or named as a
+preemptor's victim, the clock not set back, and each queue's last tail waiting for the same
+reason as this one's. Otherwise the full pass runs, and leaves an `Order` for the next one
+when these hold again.
 """
 
 from __future__ import annotations
@@ -28,14 +35,19 @@ from heapq import heapify, heappop, heappush
 from itertools import compress
 from operator import itemgetter, ne
 
-from reconciler.core import admission, cleanup, planner, policies
+from reconciler.core import admission, cleanup, fairshare, planner, policies
 from reconciler.core.admission import admit_prefix, place_far
 from reconciler.core.decisions import Summary
 from reconciler.core.planner import PassState, Plan, TaskInput, TaskResult
-from reconciler.core.waits import NotConsidered, Waiting
+from reconciler.core.queueing import QueueAdmission
+from reconciler.core.waits import Lack, NotConsidered, Waiting
 from specs.arrays import split
-from specs.cluster import RayJob
-from specs.models import Phase, Reason, TaskStatus
+from specs.cluster import Capacity, RayJob
+from specs.models import Phase, Reason, TaskStatus, TaskStatusBody
+from specs.queues import QueueConfig
+
+# Each team queue's head given to fair admission on the fast pass's first try.
+_TEAM_HEAD = 8
 
 Entry = tuple[int, float, str, str]  # a waiting task's key (priority, queuedAt, name), its name
 _NAME = itemgetter(3)
@@ -48,7 +60,7 @@ class Order:
 
     now: float
     versions: Mapping[str, Hashable]
-    keys: list[Entry]  # every waiting task, sorted
+    keys: Mapping[str, list[Entry]]  # every waiting task, sorted, by queue ("": no queues)
     key_of: Mapping[str, Entry]
     loud: frozenset[str]  # the tasks not quiet (every other one is): merged every pass
     heap: list[tuple[float, str]]  # quiet results' ends (stale entries are skipped)
@@ -56,11 +68,21 @@ class Order:
     jobs: Mapping[str, RayJob]
     statuses: Mapping[str, TaskStatus]  # the last plan's
     counts: tuple[int, int, int]  # queued, starting, running in those
-    walked: tuple[str, ...]  # the head of the queue last walked one by one
-    tail: Reason | None  # why every task past the walk waited; None: no such task
-    started: int  # started in the last pass (still in `keys` then)
+    walked: tuple[str, ...]  # the heads of the queues last walked one by one
+    tail: Mapping[str, Reason]  # by queue: why every task past its walk waited (if any did)
+    started: Mapping[str, int]  # by queue: started in the last pass (still in `keys` then)
     flagged: frozenset[str]  # tasks that need the full pass (dependencies, arrays, ...)
     names: list[str]  # the specs' names, in the order given
+    # Team queues: the most each queue can ever hold (fairshare.ceilings); None without.
+    ceilings: Mapping[str, Capacity] | None = None
+    # The waiting tasks that ask for more than that: fair admission takes them out of its walk
+    # wherever they stand (OverQuota), so each pass hands it every one of them.
+    unfit: frozenset[str] = frozenset()
+
+
+# Where each queue's walk ended: (the index in its keys from which every task waits for the
+# same lack, or None when the walk took them all; that lack; how many it started).
+Walks = dict[str, tuple[int | None, Lack | None, int]]
 
 
 @dataclass(frozen=True)
@@ -109,12 +131,22 @@ def reconcile(
 def fast_enough(ctx: PassState) -> bool:
     """Whether the pass-wide inputs allow the fast pass at all."""
     return (
-        ctx.queues is None
-        and ctx.queue_error is None
+        ctx.queue_error is None
         and ctx.obs.available
         and ctx.obs.scaling is None
         and not ctx.env.preemption.any_on
+        and (ctx.queues is None or not _any_max_queued(ctx.queues))
     )
+
+
+def _any_max_queued(config: QueueConfig) -> bool:
+    """maxQueued is judged over every arrival (queueing.queue_full): the full pass's."""
+    spec = config.spec
+    return spec.default.max_queued is not None or any(q.max_queued is not None for q in spec.queues)
+
+
+def _owner(ctx: PassState, name: str) -> str:
+    return ctx.queues.queue_of(name) if ctx.queues is not None else ""
 
 
 def _quiet(result: TaskResult, status: TaskStatus | None, out: TaskStatus | None) -> bool:
@@ -169,40 +201,115 @@ def order_after_full(
     plan: Plan,
 ) -> Order | None:
     """The order a full pass leaves for the next fast one (None: the next cannot be fast)."""
-    if not fast_enough(ctx) or ctx.walk is None:
+    if not fast_enough(ctx) or (ctx.walk is None and ctx.queue_admission is None):
         return None
     flagged = frozenset(n for n, spec in specs.items() if _flagged(n, spec, results.get(n)))
     if flagged:
         return None
-    keys = sorted(e for n in specs if (e := _entry(n, results.get(n))) is not None)
+    keys: dict[str, list[Entry]] = {}
+    for e in sorted(e for n in specs if (e := _entry(n, results.get(n))) is not None):
+        keys.setdefault(_owner(ctx, e[3]), []).append(e)
+    ceilings = None
+    unfit: frozenset[str] = frozenset()
+    if ctx.queues is not None:
+        capacity = ctx.obs.capacity
+        assert capacity is not None
+        ceilings = fairshare.ceilings(fairshare.resolve(ctx.queues, capacity), capacity)
+        unfit = frozenset(
+            e[3]
+            for queue, entries in keys.items()
+            for e in entries
+            if fairshare.never_fits(_candidate(results[e[3]]).request, ceilings[queue])
+        )
     quiet = frozenset(
         n for n in specs if n in kept and _quiet(results[n], statuses.get(n), plan.statuses.get(n))
     )
     heap = [(results[n].valid_until, n) for n in quiet if results[n].valid_until < math.inf]
     heapify(heap)
     watch = {sid: n for n in quiet if (sid := statuses[n].status.submission_id) is not None}
-    key_of = {e[3]: e for e in keys}
+    key_of = {e[3]: e for entries in keys.values() for e in entries}
     loud = frozenset(specs) - quiet
-    return _order(ctx, versions, keys, key_of, loud, heap, watch, plan, None, list(specs))
+    walks = _walks(ctx, keys, unfit)
+    return _order(
+        ctx,
+        versions,
+        keys,
+        key_of,
+        loud,
+        heap,
+        watch,
+        plan,
+        walks,
+        None,
+        list(specs),
+        ceilings,
+        unfit,
+    )
+
+
+def _walks(ctx: PassState, keys: Mapping[str, list[Entry]], unfit: frozenset[str]) -> Walks:
+    """Where each queue's walk ended this pass, in the terms of its keys."""
+    if ctx.queues is None:
+        assert ctx.walk is not None
+        return {"": ctx.walk}
+    assert ctx.queue_admission is not None
+    return _team_walks(ctx.queue_admission, keys, unfit)
+
+
+def _team_walks(
+    fair: QueueAdmission, keys: Mapping[str, list[Entry]], unfit: frozenset[str]
+) -> Walks:
+    started: dict[str, int] = {}
+    for name in fair.start:
+        owner = fair.queue_of[name]
+        started[owner] = started.get(owner, 0) + 1
+    walks: Walks = {}
+    begun = set(fair.start)
+    for queue, entries in keys.items():
+        count = started.get(queue, 0)
+        tail = fair.tails.get(queue)
+        if tail is None:
+            walks[queue] = (None, None, count)
+            continue
+        # A tail counts the tasks its walk kept: neither started nor too big for the queue.
+        at, left = len(entries), tail[0]
+        for index, entry in enumerate(entries):
+            if entry[3] in begun or entry[3] in unfit:
+                continue
+            if left == 0:
+                at = index
+                break
+            left -= 1
+        walks[queue] = (at, tail[1], count)
+    return walks
 
 
 def _order(
     ctx: PassState,
     versions: Mapping[str, Hashable],
-    keys: list[Entry],
+    keys: Mapping[str, list[Entry]],
     key_of: Mapping[str, Entry],
     loud: frozenset[str],
     heap: list[tuple[float, str]],
     watch: Mapping[str, str],
     plan: Plan,
+    walks: Walks,
     counts: tuple[int, int, int] | None,
-    names: list[str] | None = None,
+    names: list[str] | None,
+    ceilings: Mapping[str, Capacity] | None,
+    unfit: frozenset[str],
 ) -> Order:
-    walk = ctx.walk
-    assert walk is not None
-    tail_at, tail, started = walk
     exact = ctx.options.exact_queue_positions
-    head = len(keys) if tail_at is None else max(tail_at, exact + started)
+    walked: list[str] = []
+    tails: dict[str, Reason] = {}
+    started: dict[str, int] = {}
+    for queue, entries in keys.items():
+        tail_at, tail, count = walks.get(queue, (None, None, 0))
+        head = len(entries) if tail_at is None else max(tail_at, exact + count)
+        walked.extend(map(_NAME, entries[:head]))
+        if tail is not None and tail_at is not None and tail_at < len(entries):
+            tails[queue] = tail.reason
+        started[queue] = count
     summary = plan.summary
     assert summary is not None
     return Order(
@@ -218,13 +325,13 @@ def _order(
         counts=counts
         if counts is not None
         else (summary.queued, summary.starting, summary.running),
-        walked=tuple(map(_NAME, keys[:head])),
-        tail=tail.reason
-        if tail is not None and tail_at is not None and tail_at < len(keys)
-        else None,
+        walked=tuple(walked),
+        tail=tails,
         started=started,
         flagged=frozenset(),
         names=list(plan.statuses) if names is None else names,
+        ceilings=ceilings,
+        unfit=unfit,
     )
 
 
@@ -284,21 +391,37 @@ def fast_pass(
         heappop(heap)
     if heap:
         ctx.until = min(ctx.until, heap[0][0])
-    # The order, moved by the tasks whose key changed.
-    keys, key_of = list(order.keys), dict(order.key_of)
-    moves = 0
+    # The order, moved by the tasks whose key changed (a queue's list copied when it moves).
+    keys, key_of = dict(order.keys), dict(order.key_of)
+    copied: set[str] = set()
+    moves: dict[str, int] = {}
+    ceilings = order.ceilings
+    unfit = set(order.unfit)
     for name in [*merged, *deleted]:
         old, new = key_of.get(name), _entry(name, results.get(name))
         if old == new:
             continue
+        queue = _owner(ctx, name)
+        if queue not in copied:
+            keys[queue] = list(keys.get(queue, ()))
+            copied.add(queue)
+        entries = keys[queue]
         if old is not None:
-            del keys[bisect_left(keys, old)]
+            del entries[bisect_left(entries, old)]
             del key_of[name]
-            moves += 1
+            moves[queue] = moves.get(queue, 0) + 1
+        unfit.discard(name)
         if new is not None:
-            insort(keys, new)
+            if ceilings is not None and fairshare.never_fits(
+                _candidate(results[name]).request, ceilings[queue]
+            ):
+                unfit.add(name)
+            insort(entries, new)
             key_of[name] = new
-            moves += 1
+            moves[queue] = moves.get(queue, 0) + 1
+    for queue in copied:
+        if not keys[queue]:
+            del keys[queue]
 
     def result_of(name: str) -> TaskResult:
         found = results.get(name)
@@ -315,19 +438,8 @@ def fast_pass(
         assert result.waiter is not None
         ctx.tasks[name] = result.waiter.task
 
-    cleanup.stop_strays(ctx, ctx.env.ours, specs)
-    # The head of the queue, long enough that the policy's walk ends in it.
-    options = ctx.options
-    head = options.exact_queue_positions + options.max_inflight + 2
-    if options.policy != "strict":  # strict's walk ends at its first misfit
-        head += options.backfill_candidates
-    head = min(len(keys), head)
-    while True:
-        candidates = [_candidate(result_of(e[3])) for e in keys[:head]]
-        walked = admission.walk_policy(ctx, candidates)
-        if walked.tail is not None or head == len(keys):
-            break
-        head = min(len(keys), head * 4)
+    def as_given(name: str) -> TaskStatusBody | None:
+        return None if name in results else statuses[name].status
 
     def unchanged(name: str, reason: Reason, bucket: str) -> bool:
         if name in results:
@@ -339,43 +451,124 @@ def fast_pass(
             and body.reason == reason
         )
 
-    walk = admit_prefix(ctx, candidates, walked, unchanged, adopt)
-    started = len(walk.admission.start)
-    tail_at, lack = walk.admission.tail or (None, None)
-    if head < len(keys):
+    cleanup.stop_strays(ctx, ctx.env.ours, specs)
+    # The head of each queue, long enough that the policy's walk ends in it.
+    options = ctx.options
+    exact = options.exact_queue_positions
+    first = exact + options.max_inflight + 2
+    if options.policy != "strict":  # strict's walk ends at its first misfit
+        first += options.backfill_candidates
+    fair: QueueAdmission | None = None
+    if ctx.queues is not None:
+        # Each queue's walk most often ends a few tasks in (a full cluster, 1 task behind its
+        # blocked head): start small, give more to a queue whose answer needs it.
+        first = _TEAM_HEAD
+    heads = {queue: min(len(entries), first) for queue, entries in keys.items()}
+    if ctx.queues is None:
+        entries = keys.get("", [])
+        while True:
+            candidates = [_candidate(result_of(e[3])) for e in entries[: heads.get("", 0)]]
+            walked = admission.walk_policy(ctx, candidates)
+            if walked.tail is not None or heads.get("", 0) == len(entries):
+                break
+            heads[""] = min(len(entries), heads[""] * 4)
+        walk = admit_prefix(ctx, candidates, walked, unchanged, adopt)
+        touched = set(merged) | set(walk.touched)
+        tail_at, lack = walk.admission.tail or (None, None)
+        ctx.walk = (tail_at, lack, len(walk.admission.start))
+        walks: Walks = {"": ctx.walk}
+    else:
+        while True:
+            prefix = sorted(e for queue, entries in keys.items() for e in entries[: heads[queue]])
+            candidates = [_candidate(result_of(e[3])) for e in prefix]
+            cut = {q for q, n in heads.items() if n < len(keys[q])}
+            # Those too big for their queue past the heads: admission takes them out first.
+            beyond = [
+                _candidate(result_of(n))
+                for n in sorted(unfit)
+                if bisect_left(keys[q := _owner(ctx, n)], key_of[n]) >= heads[q]
+            ]
+            fair = admission.walk_queues(ctx, candidates + beyond, cut)
+            walks = _team_walks(fair, keys, frozenset(unfit))
+            # Short: its walk did not end in its head (or its answer may read past it).
+            short = [q for q in cut if q in fair.short or walks[q][0] is None]
+            if not short:
+                break
+            for queue in short:
+                heads[queue] = min(len(keys[queue]), heads[queue] * 4)
+        # The exact places past a walk's end: each waits for the queue's tail lack, `ahead`
+        # counting the tasks its walk kept (as the policy numbers them past its tail).
+        extra: list[Entry] = []
+        for queue, entries in keys.items():
+            head, (_, lack, count) = heads[queue], walks[queue]
+            end = min(len(entries), exact + count)
+            if end <= head:
+                continue
+            assert lack is not None
+            begun = set(fair.start)
+            ahead = sum(1 for e in entries[:head] if e[3] not in begun and e[3] not in unfit)
+            for e in entries[head:end]:
+                fair.queue_of[e[3]] = queue
+                if e[3] not in unfit:
+                    fair.waiting[e[3]] = Waiting(lack, ahead, queue)
+                    ahead += 1
+            extra.extend(entries[head:end])
+            heads[queue] = end
+        if extra:
+            prefix = sorted(prefix + extra)
+            candidates = [_candidate(result_of(e[3])) for e in prefix]
+        touched = set(merged) | set(
+            admission.admit_queue_prefix(ctx, candidates, fair, as_given, adopt)
+        )
+    # Past each head: every task waits for its queue's tail lack.
+    for queue, entries in keys.items():
+        head = heads[queue]
+        if head == len(entries):
+            continue
+        tail_at, lack, _ = walks[queue]
         assert lack is not None and tail_at is not None
-        if order.tail is not None and order.tail is not lack.reason:
+        before = order.tail.get(queue)
+        if before is not None and before is not lack.reason:
             return None  # the whole tail waits for another reason now: the full pass
         if isinstance(lack, NotConsidered):
-            ctx.not_considered += len(keys) - head
-        ctx.order.setdefault("", []).extend(map(_NAME, keys[head:]))
-    ctx.walk = (tail_at, lack, started)
-    # Past the head: the tasks that moved, were walked last time, or sit near a bucket edge.
+            ctx.not_considered += len(entries) - head
+            ctx.not_considered -= sum(
+                1
+                for n in unfit
+                if _owner(ctx, n) == queue and bisect_left(entries, key_of[n]) >= head
+            )
+        ctx.order.setdefault(queue, []).extend(map(_NAME, entries[head:]))
+    # Past the heads: the tasks that moved, were walked last time, or sit near a bucket edge.
     far: set[str] = set(order.walked)
     far.update(n for n in merged if n in key_of)
-    shift = moves + abs(started - order.started)
-    far.update(_near_edges(keys, head, started, shift, options.exact_queue_positions))
-    far.update(
-        n
-        for n in _near_edges(order.keys, 0, order.started, shift, options.exact_queue_positions)
-        if n in key_of
-    )
-    touched = set(merged) | set(walk.touched)
+    for queue in keys.keys() | order.keys.keys():
+        started = walks.get(queue, (None, None, 0))[2]
+        was = order.started.get(queue, 0)
+        shift = moves.get(queue, 0) + abs(started - was)
+        far.update(_near_edges(keys.get(queue, []), heads.get(queue, 0), started, shift, exact))
+        far.update(
+            n for n in _near_edges(order.keys.get(queue, []), 0, was, shift, exact) if n in key_of
+        )
+    label = ctx.queues is not None
     for name in far:
         entry = key_of.get(name)
         if entry is None:
             continue
-        position = bisect_left(keys, entry)
-        if position < head:
+        queue = _owner(ctx, name)
+        entries = keys[queue]
+        position = bisect_left(entries, entry)
+        if position < heads[queue]:
             continue
+        _, lack, started = walks[queue]
         assert lack is not None
         adopt(name)
         place = position - started + 1
-        waiting = Waiting(lack, position - started)
-        if not unchanged(
-            name, lack.reason, admission.position_bucket(place, options.exact_queue_positions)
-        ):
-            place_far(ctx, name, waiting, place)
+        if name in unfit and fair is not None:  # too big for its queue: OverQuota
+            waiting = fair.waiting[name]
+        else:
+            waiting = Waiting(lack, position - started, queue if label else None)
+        if not unchanged(name, waiting.reason, admission.position_bucket(place, exact)):
+            place_far(ctx, name, waiting, place, queue if label else None)
             touched.add(name)
     cleanup.expire_finished_jobs(ctx, ctx.env.ours, _awaited(statuses, specs, merged))
     orphans = statuses.keys() - specs.keys()
@@ -401,7 +594,7 @@ def fast_pass(
         queued=queued,
         starting=starting,
         running=running,
-        queues=None,
+        queues=fair.summary() if fair is not None else None,
         order=ctx.order,
         not_considered=ctx.not_considered,
     )
@@ -429,7 +622,19 @@ def fast_pass(
             loud.add(name)
     counts = (queued, starting, running)
     following = _order(
-        ctx, versions, keys, key_of, frozenset(loud), heap, watch, plan, counts, names
+        ctx,
+        versions,
+        keys,
+        key_of,
+        frozenset(loud),
+        heap,
+        watch,
+        plan,
+        walks,
+        counts,
+        names,
+        ceilings,
+        frozenset(unfit),
     )
     return plan, kept, following
 

@@ -24,6 +24,9 @@ class QueueDemand:
     claims: Sequence[Claim] = ()  # its own runs' claims: only their end frees its quota
     past: Capacity | None = None  # its decayed mean use (core/usage.py); None: not counted
     running: int = 0  # its tasks Starting or Running, for maxRunning
+    # More tasks follow `candidates` (the incremental planner gives each queue's head only):
+    # an answer that would read past them is reported (FairAdmission.short), not trusted.
+    cut: bool = False
 
 
 @dataclass
@@ -44,6 +47,7 @@ class QueueNode:
     parent: QueueNode | None = None
     children: list[QueueNode] = field(default_factory=list)
     own: bool = False
+    cut: bool = False  # QueueDemand.cut
 
     @property
     def borrowed(self) -> Capacity:
@@ -104,7 +108,14 @@ def build_tree(demands: Sequence[QueueDemand]) -> tuple[list[QueueNode], list[Qu
     a leaf of their own, holding what its sub-queues' nominal quotas leave of its own."""
     nodes = {
         d.quota.name: QueueNode(
-            d.quota, d.usage, list(d.candidates), d.policy, list(d.claims), d.past, d.running
+            d.quota,
+            d.usage,
+            list(d.candidates),
+            d.policy,
+            list(d.claims),
+            d.past,
+            d.running,
+            cut=d.cut,
         )
         for d in demands
     }
@@ -145,6 +156,7 @@ def _divide(node: QueueNode) -> None:
         node.running,
         parent=node,
         own=True,
+        cut=node.cut,
     )
     node.children = [own, *children]
     node.remaining, node.claims = [], []

@@ -15,6 +15,7 @@ import os
 import select
 import struct
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,8 +101,9 @@ class Inotify:
             _raise(f"inotify_add_watch {path}")
         return wd
 
-    def read(self, timeout: float) -> list[Event]:
-        """The events queued, waiting up to `timeout` seconds for the first; [] if none."""
+    def read(self, timeout: float, skip: Callable[[bytes], bool] | None = None) -> list[Event]:
+        """The events queued, waiting up to `timeout` seconds for the first; [] if none.
+        `skip`: leave out the events of files whose (raw) name it is true for."""
         ready, _, _ = select.select([self.fd], [], [], timeout)
         if not ready:
             return []
@@ -116,6 +118,8 @@ class Inotify:
             offset += _HEADER.size
             raw = data[offset : offset + length].split(b"\0", 1)[0]
             offset += length
+            if raw and skip is not None and skip(raw):
+                continue
             events.append(Event(wd, mask, os.fsdecode(raw)))
         return events
 

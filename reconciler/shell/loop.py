@@ -10,9 +10,9 @@ from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from reconciler.core import incremental, lifecycle, queueing
+from reconciler.core import incremental, lifecycle
 from reconciler.core.planner import Observation, Plan, TaskInput
-from reconciler.shell import writes
+from reconciler.shell import memory, writes
 from reconciler.shell.acting import RAY_STOP_WAIT, STOP_MARGIN, RayActions
 from reconciler.shell.events import FileEvents
 from reconciler.shell.faults import Faults
@@ -27,16 +27,16 @@ from reconciler.shell.passinputs import SpecInputs
 from reconciler.shell.passinputs import plan_options as plan_options  # re-exported
 from reconciler.shell.passinputs import queue_file as queue_file  # re-exported
 from reconciler.shell.passinputs import scan_specs as scan_specs  # re-exported
-from reconciler.shell.queuefile import Loaded, UsageBook, read_status
+from reconciler.shell.passreport import PassReport
+from reconciler.shell.queuefile import UsageBook, read_status
 from reconciler.shell.repeats import Repeating
 from reconciler.shell.scaling import AutoscalerMetrics, ScaleRequests
 from reconciler.shell.still import StillPass, Version
-from reconciler.shell.tally import Tally
 from specs.cluster import (
     Autoscaler,
     RayAdapter,
 )
-from specs.models import Phase, Reason, SourceRef, Task, TaskStatus
+from specs.models import Reason, SourceRef, Task, TaskStatus
 from specs.runtimepaths import OFF, RuntimePaths
 from specs.settings import Settings
 from specs.store import FolderUnavailable, SpecEntry, TaskStore
@@ -115,6 +115,10 @@ class Reconciler:
         self._version_map: dict[str, Version] = {}
         self._versions_of: tuple[int, bool] | None = None  # (source version, unrecorded) of it
         self._versions_full = True  # this pass's versions were all built anew
+        # The names whose version may differ from those the last plan was made from (the
+        # memo's): handed to the planner so it need not compare every version. None: unknown
+        # (versions built anew, or a pass failed after reading), and the planner compares.
+        self._unplanned: set[str] | None = None
         # The versions of the last pass that wrote statuses: a task whose spec has a new one
         # was edited, and its own queue move is written at once (reconciler/shell/writes.py).
         self._written_versions: Mapping[str, Version] = {}
@@ -152,10 +156,15 @@ class Reconciler:
         # so that their uid (minted from the pass that first saw them) stays the same until
         # one is on disk. Nothing was submitted for them (nothing is without its record).
         self._unrecorded: dict[str, TaskStatus] = {}
-        # Each status's (queue, phase, reason), counted for _queues.status.yaml and updated by
-        # the statuses that changed (a full walk counts them all again).
-        self._phases: Tally[tuple[str | None, Phase, str | None]] = Tally(
-            lambda s: (s.status.queue, s.status.phase, s.status.reason)
+        # What a pass reports: the state, the metrics, the history, _queues.status.yaml.
+        self.report = PassReport(
+            self.state,
+            self.observer,
+            metrics,
+            self.queue_file,
+            self.usage,
+            lambda name: cached[1] if (cached := self._inputs.get(name)) is not None else None,
+            clock,
         )
 
     # -- one pass ------------------------------------------------------------------------------
@@ -274,7 +283,8 @@ class Reconciler:
                 # What this pass read may be in the store's records and not yet in what the
                 # loop keeps (sources, versions): the next pass rebuilds those from all it reads.
                 self._sources_stale, self._versions_of = True, None
-                self._phases.stale()  # and counts what its plan changed from all statuses
+                self._unplanned = None  # what the memo was planned from is not known here
+                self.report.stale()  # and counts what its plan changed from all statuses
                 if self.metrics is not None:
                     self.metrics.recount()
                 raise
@@ -339,7 +349,9 @@ class Reconciler:
             usage=self.usage.advance(now.timestamp(), queues.config),
             versions=versions,
             queue_error=queues.error_without_config,
+            changed=self._unplanned,
         )
+        self._unplanned = set()  # the memo is of these versions now
         if plan.summary is not None and plan.summary.queues is not None:
             self.usage.observe({n: s.usage for n, s in plan.summary.queues.states.items()})
         plan = self.actions.with_log_tails(self.ray, plan, self.settings.log_tail_lines)
@@ -369,6 +381,7 @@ class Reconciler:
             unwritten = self._write_statuses(plan, statuses, classes, only=submitting)
         unwritten |= failed
         refused = self.actions.submit(self.ray, plan, unwritten, now, self._spec_of)
+        self.ray_observer.view.submitted(s.request.submission_id for s in plan.submits)
         if refused:
             plan = replace(plan, statuses={**plan.statuses, **refused})
         with self.store.batch() as failed:
@@ -376,6 +389,7 @@ class Reconciler:
         unwritten |= failed
         self.actions.stop(self.ray, plan, unwritten, self.clock(), self.resend_stop_seconds)
         self.actions.expire(self.ray, plan)
+        self.ray_observer.view.deleted(plan.deletes)
         with self.store.batch():
             for name in plan.delete_statuses:
                 self.faults.crash_point("before_delete_status")
@@ -388,8 +402,8 @@ class Reconciler:
             self.scale_requests.act(plan.scale_request, self.clock(), len(plan.submits))
         if self._writes_ok and not self._writes_failed:
             self._status_writes.cleared()
-        self._record(plan, statuses, observed)
-        self._write_queue_status(plan, queues)
+        self.report.record(plan, statuses, observed, walking=self._walking)
+        self.report.queue_status(plan, queues, walking=self._walking)
         self._deadline = plan.deadline
         if not plan.still:
             self._changed_at = self.monotonic()
@@ -449,11 +463,14 @@ class Reconciler:
         names: AbstractSet[str]
         if status_changes is None or unrecorded or self._versions_of != (source, False):
             self._versions_full = True
+            self._unplanned = None
             kept.clear()
             names = specs.keys()
         else:
             self._versions_full = False
             names = self._spec_changes | status_changes
+            if self._unplanned is not None:
+                self._unplanned |= names
         self._versions_of = (source, unrecorded)
         for name in names:
             if name in specs:
@@ -482,48 +499,16 @@ class Reconciler:
         busy_interval_seconds rather than at the interval (next_wait)."""
         budget = self.settings.status_write_budget
         written = self.store.flush_statuses(budget, self.settings.position_write_seconds)
+        had_backlog = self._backlog
         self._backlog = written >= budget and self.store.deferred_statuses > 0
+        if had_backlog and not self._backlog:
+            memory.release_free_memory()  # a start's backlog is written: its peak is past
         if self.metrics is not None:
             self.metrics.deferred_writes.set(self.store.deferred_statuses)
 
     def _count_pass(self, kind: str) -> None:
         if self.metrics is not None:
             self.metrics.count_pass(kind)
-
-    def _write_queue_status(self, plan: Plan, queues: Loaded) -> None:
-        """_queues.status.yaml: each queue's quota, use and counts, and the config's validity."""
-        if self.metrics is not None:
-            self.metrics.observe_config(queues.config)
-        if queues.state is None:
-            self.state.queues = None
-            if self.metrics is not None:
-                self.metrics.observe_queues({})
-            return
-        admission = plan.summary.queues if plan.summary is not None else None
-        if admission is None and queues.config is not None:
-            return  # Ray was not asked this pass: keep the last figures
-        if self.metrics is not None:
-            self.metrics.observe_queues(admission.states if admission is not None else {})
-        self._phases.update(plan.statuses, None if self._walking else plan.write_classes.keys())
-        counts: dict[str, tuple[int, int]] = {}
-        for key, many in self._phases.counts.items():
-            # The core's rule of what counts, applied once per distinct (queue, phase, reason).
-            for queue, (pending, admitted) in queueing.counts_by_queue({"": key}).items():
-                was = counts.get(queue, (0, 0))
-                counts[queue] = (was[0] + many * pending, was[1] + many * admitted)
-        document = queueing.status_document(
-            queues.state,
-            admission.states if admission is not None else {},
-            admission.weights if admission is not None else {},
-            counts,
-            admission.oversubscribed if admission is not None else None,
-            self.usage.past if queues.config is not None else None,
-            self.usage.at,
-            queues.config.spec.fair_sharing if queues.config is not None else None,
-            admission.limits if admission is not None else None,
-        )
-        self.state.queues = document
-        self.queue_file.write_status(document)
 
     def _write_statuses(
         self,
@@ -561,42 +546,6 @@ class Reconciler:
                 if name not in before:
                     self._remember_unrecorded(name, status)
         return unwritten
-
-    def _record(self, plan: Plan, before: Mapping[str, TaskStatus], observed: Observation) -> None:
-        summary = plan.summary
-        now = self.clock()
-        self.state.last_pass_at = now
-        self.state.passes += 1
-        if summary is None:
-            return
-        self.state.used = summary.used
-        self.state.queue_order = summary.order
-        self.state.queued, self.state.starting, self.state.running = (
-            summary.queued,
-            summary.starting,
-            summary.running,
-        )
-        # Only the statuses that changed are looked at (the planner names every one of them
-        # in write_classes); a full walk looks at all of them again.
-        changed = None if self._walking else plan.write_classes.keys()
-        # Priorities only of the tasks whose status changed: the rest count for gauges only.
-        priorities: dict[str, int] = {}
-        for name in plan.write_classes:
-            cached = self._inputs.get(name)
-            status = plan.statuses.get(name)
-            task = cached[1].task if cached is not None else None
-            if status is not None and before.get(name) is not status and task is not None:
-                priorities[name] = task.spec.priority
-        self.observer.observe(
-            now,
-            before,
-            plan.statuses,
-            summary,
-            ray_available=observed.available,
-            priorities=priorities,
-            submitted={submit.task for submit in plan.submits},
-            changed=changed,
-        )
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self, stop: threading.Event) -> None:

@@ -528,5 +528,17 @@ class CountingRayAdapter:
             return self.inner.logs(submission_id)
 
     def __getattr__(self, name: str) -> Any:
-        # Anything beyond the protocol (tail_logs, close, ...) is not counted.
-        return getattr(self.inner, name)
+        found = getattr(self.inner, name)  # AttributeError when the inner adapter has none
+        if name == "look_up_jobs":  # the loop's polls between listings (shell/jobview.py)
+            return self._counted_look_up(found)
+        # Anything else beyond the protocol (tail_logs, close, ...) is not counted.
+        return found
+
+    def _counted_look_up(
+        self, look_up: Callable[[Iterable[str]], Mapping[str, RayJob | None]]
+    ) -> Callable[[Iterable[str]], Mapping[str, RayJob | None]]:
+        def counted(submission_ids: Iterable[str]) -> Mapping[str, RayJob | None]:
+            with self._counted("look_up_jobs"):
+                return look_up(submission_ids)
+
+        return counted

@@ -1,5 +1,6 @@
-"""The Ray side of a pass: one job listing, a capacity read reused a few seconds, the
-autoscaler's report, and the backoff while Ray does not answer."""
+"""The Ray side of a pass: Ray's jobs (jobview.py: a listing, or between listings a look-up
+of the live ones), a capacity read reused a few seconds, the autoscaler's report, and the
+backoff while Ray does not answer."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from reconciler.core.planner import Observation
+from reconciler.shell.jobview import JobView
 from reconciler.shell.loopstate import LoopState
 from reconciler.shell.queuefile import QueueFile
 from reconciler.shell.repeats import Repeating
@@ -46,6 +48,8 @@ class RayObserver:
         self.failures = 0
         self.retry_at = 0.0
         self.capacity_read: tuple[float, Capacity] | None = None
+        # Ray's jobs: listed at the capacity read's pace, the live ones looked up in between.
+        self.view = JobView(settings.capacity_refresh_seconds)
         self.report: tuple[float, Scaling | None] | None = None
         self.max_capacity = (
             parse_capacity(settings.max_capacity) if settings.max_capacity is not None else None
@@ -56,8 +60,10 @@ class RayObserver:
         if now < self.retry_at:
             return Observation(None, None, f"backing off after: {state.ray_error}")
         try:
-            observed = observe_ray(ray, lambda: self.capacity(ray, now))
+            # The jobs first, then the capacity, as observe_ray reads them.
+            observed = Observation(self.view.read(ray, now), self.capacity(ray, now))
         except RayError as exc:
+            self.view.drop()
             self.failures += 1
             delay = min(
                 self.settings.interval_seconds * 2 ** min(self.failures, 30),

@@ -18,13 +18,8 @@ from reconciler.core import usage
 from reconciler.core.queueing import ConfigState, restore_usage
 from specs.atomic import write_atomic
 from specs.cluster import Capacity
-from specs.parse import (
-    MAX_FILE_BYTES,
-    SpecError,
-    SpecParseError,
-    parse_queue_config,
-    parse_sub_queue_config,
-)
+from specs.parse import MAX_FILE_BYTES, SpecParseError, parse_queue_config
+from specs.queuefiles import divide_tree
 from specs.queues import CONFIG_FILE, DEFAULT_QUEUE_DEPTH, STATUS_FILE, QueueConfig
 
 log = logging.getLogger("rayqueue.queues")
@@ -148,44 +143,6 @@ class QueueFile:
         self._written = None
         with contextlib.suppress(OSError):
             self.status_path.unlink()
-
-
-def divide_tree(
-    config: QueueConfig,
-    root: Path,
-    max_depth: int = DEFAULT_QUEUE_DEPTH,
-    watched: list[Path] | None = None,
-    prefix: str = "",
-) -> QueueConfig:
-    """Add each queue's own sub-queues, from `<root>/<queue>/_queues.yaml` (nested queues),
-    parents before their sub-queues. A bad file raises SpecParseError naming it (`prefix`, then
-    its path under root), line and field. `watched` gets every path looked at, present or not."""
-    pending = [entry.name for entry in config.spec.queues]
-    while pending:
-        folder = pending.pop(0)
-        path = root / folder / CONFIG_FILE
-        if watched is not None:
-            watched.append(path)
-        try:
-            size = path.stat().st_size
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        file = f"{prefix}{folder}/{CONFIG_FILE}"
-        if size > MAX_FILE_BYTES:
-            message = f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
-            raise SpecParseError([SpecError(file, None, None, None, message)])
-        sub = parse_sub_queue_config(
-            path.read_bytes(),
-            file=file,
-            folder=folder,
-            folder_depth=config.depth_of(folder),
-            listed=config.queue_names(),
-            max_depth=max_depth,
-        )
-        spec = config.spec.model_copy(update={"queues": [*config.spec.queues, *sub.spec.queues]})
-        config = config.model_copy(update={"spec": spec})
-        pending.extend(entry.name for entry in sub.spec.queues)
-    return config
 
 
 def _stat(path: Path) -> tuple[int, int, int] | None:

@@ -141,3 +141,35 @@ def test_queues_lists_the_tree_and_a_parents_max_queued_bounds_its_sub_queues(
     ]
     full = client.put("/tasks/team-a/x/new", json=task_json(), headers=auth("team-a-ci"))
     assert full.status_code == 429 and "queue team-a is full" in full.text
+
+
+def test_a_deeper_queue_file_is_checked_inside_the_whole_tree(
+    client: TestClient, tasks_dir: Path
+) -> None:
+    """team-a's file lists team-a/x/p already: team-a/x's own file may not list it again (the
+    loop would refuse the whole tree and keep the last good one), though alone it is right."""
+    a = auth("team-a-admin")
+    divided = SUB.replace(b"    - name: team-a/y\n", b"    - name: team-a/x/p\n")
+    assert client.put("/config/team-a/_queues.yaml", content=divided, headers=a).status_code == 201
+    deeper = (
+        b"apiVersion: rayqueue/v1\nkind: QueueConfig\nspec:\n  queues:\n"
+        b"    - name: team-a/x/q\n    - name: team-a/x/p\n"
+    )
+    bad = client.put("/config/team-a/x/_queues.yaml", content=deeper, headers=a)
+    assert bad.status_code == 422, bad.text
+    (error,) = bad.json()["detail"]
+    assert (error["field"], error["line"]) == ("spec.queues[1].name", 6)
+    assert "listed in another _queues.yaml" in error["msg"]
+    assert not (tasks_dir / "team-a" / "x" / "_queues.yaml").exists()
+    alone = deeper.replace(b"    - name: team-a/x/p\n", b"")
+    ok = client.put("/config/team-a/x/_queues.yaml", content=alone, headers=a)
+    assert ok.status_code == 201
+
+
+def test_an_edit_right_in_itself_is_taken_while_another_teams_file_is_broken(
+    client: TestClient, tasks_dir: Path
+) -> None:
+    (tasks_dir / "_queues.yaml").write_bytes(TOP + b"    - name: team-b\n")
+    (tasks_dir / "team-b" / "_queues.yaml").write_bytes(b"spec: [")  # team-b's to fix
+    a = auth("team-a-admin")
+    assert client.put("/config/team-a/_queues.yaml", content=SUB, headers=a).status_code == 201

@@ -370,6 +370,34 @@ def test_tail_logs_follows_a_job_to_its_end(ray_adapter: RayJobsAdapter) -> None
         next(iter(ray_adapter.tail_logs(f"contract-missing-{uuid.uuid4().hex[:12]}")))
 
 
+@pytest.mark.ray
+def test_real_adapter_looks_up_single_jobs_as_the_listing_shows_them(
+    ray_adapter: RayJobsAdapter,
+) -> None:
+    """The loop's polls between listings (shell/jobview.py) read single jobs: each answer
+    must be the listing's job (bar the entrypoint's reservation, which a look-up does not
+    carry), a live one live, and an unknown id None, not an error."""
+    running = f"contract-{uuid.uuid4().hex[:12]}"
+    done = f"contract-{uuid.uuid4().hex[:12]}"
+    meta = {META_TASK: "contract/test"}
+    ray_adapter.submit(SubmitRequest(running, LONG_JOB, None, {**meta, META_UID: running}))
+    ray_adapter.submit(SubmitRequest(done, "exit 3", None, {**meta, META_UID: done}))
+    try:
+        wait_for_status(ray_adapter, running, {RUNNING})
+        finished = wait_for_status(ray_adapter, done, {FAILED})
+        missing = f"contract-missing-{uuid.uuid4().hex[:12]}"
+        found = ray_adapter.look_up_jobs([running, done, missing])
+        assert set(found) == {running, done, missing}
+        assert found[missing] is None
+        assert found[done] == finished
+        assert found[done] is not None and found[done].exit_code == 3
+        live = found[running]
+        assert live is not None and live.status == RUNNING and live.metadata[META_UID] == running
+    finally:
+        ray_adapter.stop(running)
+    assert ray_adapter.look_up_jobs([running])[running] is not None
+
+
 # --- the fake only -------------------------------------------------------------------------
 
 

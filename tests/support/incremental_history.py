@@ -102,6 +102,9 @@ class History:
     generations: Any = field(default_factory=lambda: itertools.count(1))
     spec_generation: dict[str, int] = field(default_factory=dict)
     status_generation: dict[str, int] = field(default_factory=dict)
+    # How many passes ran, and how many of them the fast pass took (Memo.fast).
+    passes: int = 0
+    fast_passes: int = 0
 
     def apply(self, step: tuple[Any, ...]) -> None:
         kind = step[0]
@@ -182,6 +185,8 @@ class History:
             versions=versions,
             changed=changed,
         )
+        self.passes += 1
+        self.fast_passes += self.memo.fast
         # The state machine refusing a transition is a planner bug.
         assert not [e for e in inc.events if e.reason is Reason.ILLEGAL_TRANSITION], inc.events
         if self.compare:

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.shell import inotify
+from reconciler.shell import inotify, watcher
 from reconciler.shell.watcher import Watcher
 from specs import store as store_module
+from specs.atomic import replace_file
 from specs.cluster import Capacity
 from tests.support.specs import task_yaml
 from tests.support.waiting import wait_until
@@ -106,6 +107,22 @@ def test_inotify_reports_a_rename_and_a_closed_write(tmp_path: Path) -> None:
     moved = [e.name for e in seen if e.mask & inotify.IN_MOVED_TO]
     closed = [e.name for e in seen if e.mask & inotify.IN_CLOSE_WRITE]
     assert moved == ["x.yaml"] and "y.yaml" in closed
+
+
+def test_the_watcher_leaves_out_our_own_writes_before_building_events(tmp_path: Path) -> None:
+    # A start writes a sidecar per task (a temp file renamed into place): their events are
+    # dropped on the raw name, and the task files' events still come through.
+    with inotify.Inotify() as ino:
+        ino.add_watch(str(tmp_path))
+        replace_file(tmp_path / "a.status.yaml", b"status", durable=False)
+        (tmp_path / "a.yaml~").write_text("backup")
+        renamed(tmp_path, "a.yaml")
+        seen: list[inotify.Event] = []
+        wait_until(
+            lambda: seen.extend(ino.read(0.1, watcher._ignored_raw)) or len(seen) >= 1, "events"
+        )
+        seen.extend(ino.read(0.2, watcher._ignored_raw))
+    assert {e.name for e in seen} == {"a.yaml"}
 
 
 def test_the_watch_follows_the_folder_removed_and_made_again(world: World) -> None:

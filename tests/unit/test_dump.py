@@ -112,6 +112,19 @@ def test_the_fast_path_writes_what_pyyaml_writes(words: list[str], number: int, 
         assert yaml.safe_load(fast) == document
 
 
+@given(st.text(alphabet="abefnoltrsuxyABEFNOLTRSUXY0123456789", min_size=1, max_size=8))
+@settings(max_examples=1000, deadline=None)
+def test_a_word_of_letters_and_digits_is_written_as_pyyaml_writes_it(word: str) -> None:
+    # Names, uids and hashes take a shortcut past the resolver; YAML's words for booleans
+    # and null (in any case), ints in base 2 and 16 and digits alone must not.
+    written = dump._scalar(word)
+    expected = via_pyyaml({"k": word})
+    assert written is None or f"k: {written}\n" == expected
+    for tricky in ("yes", "No", "TRUE", "off", "On", "null", "0b101", "0x1f", "123", "1e3"):
+        written = dump._scalar(tricky)
+        assert written is None or f"k: {written}\n" == via_pyyaml({"k": tricky})
+
+
 def test_a_usual_status_takes_the_fast_path_and_reads_back() -> None:
     status = TaskStatus(
         metadata=Metadata(name="t00001"),

@@ -24,11 +24,12 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
+from reconciler.core.usage import Tracked
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
 from specs.parse import parse_queue_config
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
-from tests.support.incremental_history import History, assert_identical
+from tests.support.incremental_history import T0, History, assert_identical
 from tests.support.planner_world import GIB
 
 EXAMPLES = int(os.environ.get("RAYQUEUE_PROPERTY_EXAMPLES", "300"))
@@ -66,7 +67,26 @@ spec:
       lendingLimit: {cpu: 1}
       preemption: {reclaimWithinCohort: LowerPriority, minPreemptorPriority: 5}
 """
+# Nested queues as NESTED, without what sends every pass to the full planner (preemption,
+# maxQueued): the fast pass takes these too.
+NESTED_PLAIN = """\
+apiVersion: rayqueue/v1
+kind: QueueConfig
+spec:
+  queues:
+    - name: team-a
+      nominalQuota: {cpu: 4}
+      weight: 3
+    - name: team-a/ml
+      nominalQuota: {cpu: 2}
+      maxRunning: 2
+    - name: team-b
+      nominalQuota: {cpu: 2}
+      lendingLimit: {cpu: 1}
+"""
 QUEUE_FILES = (None, TEAMS, NESTED)
+# What the fast pass takes: one queue, or team queues without preemption or maxQueued.
+FAST_QUEUE_FILES = (None, TEAMS, NESTED_PLAIN)
 RETRY = {"limit": 2, "backoffSeconds": 7, "on": ["Failed", "TimedOut", "Lost"]}
 # Few distinct values, so equal priorities and equal resources are common.
 PRIORITIES = (0, 0, 0, 1, 3, 5, 5, 9)
@@ -255,6 +275,7 @@ def queues_of(text: str | None) -> QueueConfig | None:
     plain=st.booleans(),
     tell=st.booleans(),
     simple=st.booleans(),
+    simple_file=st.sampled_from(FAST_QUEUE_FILES),
     sequence=st.lists(steps(), min_size=1, max_size=40),
 )
 def test_incremental_plan_equals_full_plan_on_long_sequences(
@@ -266,12 +287,14 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
     plain: bool,
     tell: bool,
     simple: bool,
+    simple_file: str | None,
     sequence: list[tuple[Any, ...]],
 ) -> None:
     if simple:
-        # One queue, plain tasks, no preemption: what the incremental planner's fast pass
-        # (the kept queue order) takes, so about half the sequences run through it.
-        queue_file, plain = None, True
+        # Plain tasks, no preemption, one queue or team queues without maxQueued: what the
+        # incremental planner's fast pass (the kept queue orders) takes, so about half the
+        # sequences run through it.
+        queue_file, plain = simple_file, True
         options = dataclasses.replace(options, preemption="Never")
     world = History(
         options,
@@ -287,6 +310,7 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
     run.run(("add", size // 2, first))  # the first half arrives at once
     for step in sequence:
         run.run(step)
+    note(f"fast passes: {world.fast_passes} of {world.passes}")
 
 
 def test_names_of_spreads_over_folders_in_no_sorted_order() -> None:
@@ -421,3 +445,74 @@ def test_a_claim_that_ends_with_another_task_is_seen_by_the_fast_pass(
         backfill_candidates=0,
     )
     play(options, 40, first, 4, *steps)
+
+
+# The steps of a busy queue: jobs start and end, specs are edited, added and deleted, the
+# clock moves; none of them changes what every task's reconcile reads (capacity, Ray's
+# reachability, a restart), so after the first pass the fast pass should take most passes.
+BUSY = ("ray", "ray", "rays", "start_all", "edit", "put", "add", "delete", "touch", "tick")
+
+
+def busy_steps(seed: int, count: int) -> list[tuple[Any, ...]]:
+    rng = random.Random(seed)
+    plan: list[tuple[Any, ...]] = []
+    for _ in range(count):
+        kind, index = rng.choice(BUSY), rng.randrange(200)
+        if kind == "ray":
+            plan.append((kind, index, rng.choice(OUTCOMES), rng.choice([1, 2, 3])))
+        elif kind == "rays":
+            plan.append((kind, rng.randrange(2, 10), index, rng.choice(OUTCOMES)))
+        elif kind == "edit":
+            key = rng.choice(["priority", "cpu", "timeoutSeconds"])
+            value = rng.choice(
+                {"priority": range(10), "cpu": CPUS, "timeoutSeconds": TIMEOUTS}[key]
+            )
+            plan.append((kind, rng.randrange(1, 5), index, key, value))
+        elif kind in ("put", "add"):
+            plan.append(
+                (kind, index if kind == "put" else rng.randrange(1, 10), rng.randrange(2**16))
+            )
+        elif kind == "delete":
+            plan.append((kind, index, rng.randrange(1, 4)))
+        elif kind == "tick":
+            plan.append((kind, rng.choice(TICKS)))
+        else:
+            plan.append((kind, index))
+    return plan
+
+
+@pytest.mark.parametrize("queue_file", [TEAMS, NESTED_PLAIN], ids=["teams", "nested"])
+@pytest.mark.parametrize("policy", ["strict", "backfill", "besteffort"])
+@pytest.mark.parametrize(("seed", "exact", "decayed"), [(1, 3, False), (2, 20, True)])
+def test_team_queue_sequences_take_the_fast_pass_in_most_passes(
+    queue_file: str, policy: str, seed: int, exact: int, decayed: bool
+) -> None:
+    """With team queues (quotas, borrowing, lending, weights, a sub-queue with maxRunning),
+    the incremental plan equals the full one at every pass, and the fast pass (the kept order
+    per queue) takes most passes: the tasks too big for their queue (9 CPUs, a GPU) and the
+    ones that borrow do not send a pass to the full planner. With 20 exact places, most of
+    them lie past where each queue's walk ends; `decayed`: the queues' past use counts in
+    their shares (fair share's DecayedUsage), team-a's the most."""
+    options = PlanOptions(
+        queue_id="q", policy=policy, exact_queue_positions=exact, backfill_candidates=5
+    )
+    past = None
+    if decayed:
+        hour = 3600.0
+        past = Tracked(
+            {"team-a": Capacity(6 * hour), "team-b": Capacity(hour), "default": Capacity(2 * hour)},
+            since=T0 - 86400,
+        )
+    world = History(
+        options,
+        queues_of(queue_file),
+        usage=past,
+        capacity=Capacity(8, 0, 64 * GIB),
+        check=assert_identical,
+    )
+    run = Sequence(world, names_of(120), plain=True)
+    run.run(("add", 80, seed))
+    for step in busy_steps(seed, 40):
+        run.run(step)
+    assert world.passes > 40
+    assert world.fast_passes > 0.7 * world.passes, (world.fast_passes, world.passes)

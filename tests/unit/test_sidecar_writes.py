@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from reconciler.core import durability
 from reconciler.core.planner import Plan, Preemption, Stop, StopCause, Submit
-from reconciler.shell import writes
+from reconciler.shell import memory, writes
 from specs import atomic
 from specs.cluster import RUNNING, Capacity, SubmitRequest
 from specs.models import Metadata, Phase, Reason, TaskStatus, TaskStatusBody
@@ -215,3 +216,27 @@ def test_a_folder_of_new_specs_is_written_within_the_budget(tmp_path: Path) -> N
     assert len(w.reconciler.store.read_statuses(cached=True)) == 10
     w.step(passes=2)
     assert len(list(tasks.glob("*.status.yaml"))) == 10
+
+
+def test_memory_is_given_back_once_when_a_start_backlog_is_written(
+    tmp_path: Path, monkeypatch
+) -> None:
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    w = World.build(tasks, Capacity(1, 0, 2**34), status_write_budget=4)
+    for i in range(10):
+        w.write(f"t{i}", priority=i)
+    released: list[int] = []
+    monkeypatch.setattr(memory, "release_free_memory", lambda: released.append(1) or True)
+    w.step()
+    assert released == []  # a backlog remains: the start is not over
+    w.step(passes=2)
+    assert len(list(tasks.glob("*.status.yaml"))) == 10
+    assert released == [1]
+    w.step(passes=2)
+    assert released == [1]  # not every pass
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
+def test_free_memory_can_be_given_back_on_linux() -> None:
+    assert memory.release_free_memory() is True

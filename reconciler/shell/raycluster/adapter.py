@@ -28,7 +28,7 @@ import http.client
 import logging
 import math
 import threading
-from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn, SupportsFloat, SupportsIndex, TypeVar
 from urllib.parse import quote
@@ -163,6 +163,25 @@ class RayJobsAdapter:
             else job
             for job in jobs
         ]
+
+    def look_up_jobs(self, submission_ids: Iterable[str]) -> dict[str, RayJob | None]:
+        """Each job's current state, one small GET per id over the kept-alive connection (None:
+        Ray has no such job). The loop asks this of the few live jobs between full listings:
+        the listing grows with Ray's history, a look-up does not. Entrypoint resources are not
+        filled in (a job's do not change: the caller keeps them from its listing)."""
+        found: dict[str, RayJob | None] = {}
+        for sid in submission_ids:
+            try:
+                detail = self._get_json("job info", f"/api/jobs/{_in_path(sid)}", job=sid)
+            except JobNotFound:
+                found[sid] = None
+                continue
+            try:
+                job = _job_from_json(detail)
+            except (TypeError, ValueError, AttributeError, KeyError) as exc:
+                raise RayRequestError(f"unexpected job info from {self.address}") from exc
+            found[sid] = job if job.submission_id == sid else None
+        return found
 
     def _entrypoint_claims(self) -> dict[str, Capacity]:
         """What each live job reserved for its entrypoint, by submission id, in one call.
@@ -354,7 +373,7 @@ class RayJobsAdapter:
                 raise
             raise mapped from exc
 
-    def _get_json(self, what: str, endpoint: str) -> Any:
+    def _get_json(self, what: str, endpoint: str, *, job: str | None = None) -> Any:
         """A polling GET over the kept-alive connection, with the SDK calls' typed errors."""
         with self._client_lock:
             if self._poll is None or self._poll.address != self.address:
@@ -365,7 +384,7 @@ class RayJobsAdapter:
         try:
             return poll.get_json(endpoint)
         except _HTTPStatusError as exc:
-            raise _map_error(exc, job=None, what=what) from exc
+            raise _map_error(exc, job=job, what=what) from exc
         except (OSError, http.client.HTTPException) as exc:
             raise RayUnavailable(f"{what}: cannot reach the Ray dashboard: {exc}") from exc
         except ValueError as exc:
