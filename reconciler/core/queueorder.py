@@ -40,9 +40,9 @@ from heapq import heapify, heappop, heappush
 from itertools import compress
 from operator import itemgetter, ne
 
-from reconciler.core import admission, cleanup, fairshare, planner, policies
-from reconciler.core.admission import admit_prefix, place_far
+from reconciler.core import admission, cleanup, fairshare, headadmission, planner, policies
 from reconciler.core.decisions import Summary
+from reconciler.core.headadmission import admit_prefix, place_far
 from reconciler.core.planner import PassState, Plan, TaskInput, TaskResult
 from reconciler.core.queueing import QueueAdmission
 from reconciler.core.waits import Lack, NotConsidered, QueueFull, Waiting
@@ -536,7 +536,7 @@ def fast_pass(
         entries = keys.get("", [])
         while True:
             candidates = [_candidate(result_of(e[4])) for e in entries[: heads.get("", 0)]]
-            walked = admission.walk_policy(ctx, candidates)
+            walked = headadmission.walk_policy(ctx, candidates)
             if walked.tail is not None or heads.get("", 0) == len(entries):
                 break
             heads[""] = min(len(entries), heads[""] * 4)
@@ -556,7 +556,7 @@ def fast_pass(
                 for n in sorted(unfit)
                 if bisect_left(keys[q := _owner(ctx, n)], key_of[n]) >= heads[q]
             ]
-            fair = admission.walk_queues(ctx, candidates + beyond, cut)
+            fair = headadmission.walk_queues(ctx, candidates + beyond, cut)
             walks = _team_walks(fair, keys, frozenset(unfit))
             # Short: its walk did not end in its head (or its answer may read past it).
             short = [q for q in cut if q in fair.short or walks[q][0] is None]
@@ -588,7 +588,7 @@ def fast_pass(
             prefix = sorted(prefix + extra)
             candidates = [_candidate(result_of(e[4])) for e in prefix]
         touched = set(merged) | set(
-            admission.admit_queue_prefix(
+            headadmission.admit_queue_prefix(
                 ctx, candidates, fair, as_given, adopt, order.words, spoken
             )
         )
