@@ -18,10 +18,10 @@ and an empty memo gives `plan`'s work exactly.
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from reconciler.core import planner, queueorder
+from reconciler.core import fixedpoint, planner, queueorder
 from reconciler.core.planner import Observation, Plan, TaskInput, TaskResult
 from reconciler.core.queueorder import Kept, Order
 from reconciler.core.usage import QueueUsage
@@ -68,6 +68,48 @@ def _world(observed: Observation, options: PlanOptions, queues: QueueConfig | No
     return (options, observed.capacity, observed.available, observed.error, queues, ceiling)
 
 
+def _carry_written(
+    order: Order,
+    previous: Mapping[str, Kept],
+    specs: Mapping[str, TaskInput],
+    statuses: Mapping[str, TaskStatus],
+    versions: Mapping[str, Hashable],
+    changed: Collection[str] | None,
+    observed: Observation,
+) -> tuple[Order, Mapping[str, Kept], Collection[str]]:
+    """The fast pass's inputs, with each waiting task whose version changed only because the
+    loop wrote the status the last plan gave it (the very object) taken as quiet: its result
+    carried over to that status (fixedpoint.carried), its place in the order unchanged. Such
+    a task is then just like one whose status that plan left as it was: the fast pass redoes
+    it only where its place or bucket may move. Anything else stays changed, as before."""
+    given = (
+        set(changed) if changed is not None else queueorder.changed_names(versions, order.versions)
+    )
+    last, loud = order.statuses, order.loud
+    carried: dict[str, Kept] = {}
+    for name in given:
+        status = statuses.get(name)
+        if status is None or status is not last.get(name) or name not in loud:
+            continue
+        entry, spec = previous.get(name), specs.get(name)
+        waiter = entry.result.waiter if entry is not None else None
+        if entry is None or spec is None or waiter is None:
+            continue
+        again = fixedpoint.carried(entry.result, spec, status)
+        if (
+            again is None
+            or again.waiter is None
+            or again.waiter.key != waiter.key  # its place in the order moved (queuedAt)
+            or queueorder.needs_full(name, spec, again)
+        ):
+            continue
+        carried[name] = Kept(versions[name], queueorder.run_job(observed.jobs, status), again)
+    if not carried:
+        return order, previous, given
+    quiet = replace(order, loud=loud - carried.keys())
+    return quiet, {**previous, **carried}, given - carried.keys()
+
+
 def plan_incremental(
     memo: Memo,
     specs: Mapping[str, TaskInput],
@@ -92,9 +134,10 @@ def plan_incremental(
     if memo.order is not None and previous and versions:
         ctx = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
         if queueorder.fast_enough(ctx):
-            done = queueorder.fast_pass(
-                ctx, memo.order, previous, specs, statuses, versions, changed
+            kept_order, known, changed = _carry_written(
+                memo.order, previous, specs, statuses, versions, changed, observed
             )
+            done = queueorder.fast_pass(ctx, kept_order, known, specs, statuses, versions, changed)
             if done is not None:
                 return done[0], Memo(world, done[1], done[2], fast=True)
     ctx = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
