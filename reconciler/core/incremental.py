@@ -54,6 +54,9 @@ class Memo:
     order: Order | None = None
     # Whether the pass that made this memo took the fast pass (tests and benchmarks count it).
     fast: bool = False
+    # How many waiting tasks it took as quiet though the loop had just written their status
+    # (_carry_written; tests and benchmarks count them).
+    carried: int = 0
 
 
 EMPTY = Memo()
@@ -139,7 +142,8 @@ def plan_incremental(
             )
             done = queueorder.fast_pass(ctx, kept_order, known, specs, statuses, versions, changed)
             if done is not None:
-                return done[0], Memo(world, done[1], done[2], fast=True)
+                carried = len(memo.order.loud) - len(kept_order.loud)
+                return done[0], Memo(world, done[1], done[2], fast=True, carried=carried)
     ctx = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
     env = ctx.env
     versions = versions or {}
