@@ -88,25 +88,21 @@ def _carry_written(
     given = (
         set(changed) if changed is not None else queueorder.changed_names(versions, order.versions)
     )
-    last, loud = order.statuses, order.loud
+    last, loud, jobs = order.statuses, order.loud, observed.jobs
     carried: dict[str, Kept] = {}
     for name in given:
         status = statuses.get(name)
         if status is None or status is not last.get(name) or name not in loud:
             continue
-        entry, spec = previous.get(name), specs.get(name)
-        waiter = entry.result.waiter if entry is not None else None
-        if entry is None or spec is None or waiter is None:
+        entry = previous.get(name)
+        if entry is None or (waiter := entry.result.waiter) is None:
             continue
-        again = fixedpoint.carried(entry.result, spec, status)
-        if (
-            again is None
-            or again.waiter is None
-            or again.waiter.key != waiter.key  # its place in the order moved (queuedAt)
-            or queueorder.needs_full(name, spec, again)
-        ):
+        again = fixedpoint.carried(entry.result, specs[name], status)
+        # Its place in the order moved (queuedAt), or it needs the full pass (a preemptor's
+        # victim; its name and spec, the same Task, were judged when its result was made).
+        if again is None or again.waiter != waiter or again.body.preempted_by is not None:
             continue
-        carried[name] = Kept(versions[name], queueorder.run_job(observed.jobs, status), again)
+        carried[name] = Kept(versions[name], queueorder.run_job(jobs, status), again)
     if not carried:
         return order, previous, given
     quiet = replace(order, loud=loud - carried.keys())

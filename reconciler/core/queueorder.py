@@ -694,4 +694,3 @@ def _in_order_of(statuses: Mapping[str, TaskStatus], names: set[str]) -> dict[st
 
 # What the incremental planner reads of a pass's bookkeeping (incremental._carry_written).
 changed_names = _changed
-needs_full = _flagged
