@@ -1,4 +1,4 @@
-"""Admission of the head of each queue, for the fast pass (core/queueorder.py): the policy's
+"""Admission of the head of each queue, for the fast pass (core/fastpass.py): the policy's
 or fair share's walk over a prefix of the kept order, as `admission.admit` runs it over the
 whole queue, and the places of the tasks past the prefix."""
 
