@@ -33,11 +33,18 @@ class Walk:
     touched: list[str]  # tasks whose status it set anew (the others keep theirs)
 
 
-def walk_policy(ctx: PassState, prefix: list[policies.Candidate]) -> policies.Admission:
-    """The policy's walk over the head of the queue, as `admit` runs it (see admit_prefix)."""
+def _walk(
+    ctx: PassState, prefix: list[policies.Candidate], cut: Collection[str]
+) -> policies.Admission | queueing.QueueAdmission:
+    """`admit`'s admission over `prefix`, with the slots the tasks starting now leave."""
     starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
     slots = max(ctx.options.max_inflight - starting, 0)
-    admission = _admission(ctx, prefix, _free(ctx), slots, {})
+    return _admission(ctx, prefix, _free(ctx), slots, {}, cut)
+
+
+def walk_policy(ctx: PassState, prefix: list[policies.Candidate]) -> policies.Admission:
+    """The policy's walk over the head of the queue, as `admit` runs it (see admit_prefix)."""
+    admission = _walk(ctx, prefix, ())
     assert isinstance(admission, policies.Admission)
     return admission
 
@@ -107,9 +114,7 @@ def walk_queues(
     `prefix`: the first candidates of each queue, in the cluster's order; enough that each
     queue's walk ends in its part (`QueueAdmission.tails`) or takes all of it; `cut`: the
     queues given in part (those the answer may not hold for are in `short`)."""
-    starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
-    slots = max(ctx.options.max_inflight - starting, 0)
-    admission = _admission(ctx, prefix, _free(ctx), slots, {}, cut)
+    admission = _walk(ctx, prefix, cut)
     assert isinstance(admission, queueing.QueueAdmission)
     return admission
 
