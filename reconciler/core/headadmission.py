@@ -13,6 +13,7 @@ from reconciler.core import lifecycle, policies, queueing
 from reconciler.core.admission import (
     _admission,
     _free,
+    _slots,
     _start,
     far_message,
     position_bucket,
@@ -37,9 +38,7 @@ def _walk(
     ctx: PassState, prefix: list[policies.Candidate], cut: Collection[str]
 ) -> policies.Admission | queueing.QueueAdmission:
     """`admit`'s admission over `prefix`, with the slots the tasks starting now leave."""
-    starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
-    slots = max(ctx.options.max_inflight - starting, 0)
-    return _admission(ctx, prefix, _free(ctx), slots, {}, cut)
+    return _admission(ctx, prefix, _free(ctx), _slots(ctx), {}, cut)
 
 
 def walk_policy(ctx: PassState, prefix: list[policies.Candidate]) -> policies.Admission:
