@@ -28,6 +28,7 @@ from reconciler.core.queueorder import (
     Entry,
     Kept,
     Order,
+    Places,
     Walks,
     _candidate,
     _changed,
@@ -177,6 +178,10 @@ def fast_pass(
         first += options.backfill_candidates
     fair: QueueAdmission | None = None
     spoken: dict[str, tuple[Waiting, str]] = {}
+    # By queue: what its exact places past its walk were computed from (this pass's, for the
+    # next), and the names of those handed back unchanged.
+    places: dict[str, Places] = {}
+    standing: dict[str, list[str]] = {}
     if ctx.queues is not None:
         # Each queue's walk most often ends a few tasks in (a full cluster, 1 task behind its
         # blocked head): start small, give more to a queue whose answer needs it.
@@ -219,13 +224,24 @@ def fast_pass(
         # The exact places past a walk's end: each waits for the queue's tail lack, `ahead`
         # counting the tasks its walk kept (as the policy numbers them past its tail).
         extra: list[Entry] = []
+        begun = set(fair.start)
         for queue, entries in keys.items():
             head, (_, lack, count) = heads[queue], walks[queue]
             end = min(len(entries), exact + count)
             if end <= head:
                 continue
-            begun = set(fair.start)
             ahead = sum(1 for e in entries[:head] if e[4] not in begun and e[4] not in unfit)
+            places[queue] = sign = (head, end, lack, ahead, count)
+            if order.places.get(queue) == sign and entries is order.keys.get(queue):
+                names = _standing(entries[head:end], results, statuses, order, unfit, spoken)
+                if names is not None:
+                    # The same places, waits and statuses as last pass: handed back as they
+                    # are (their order and the count NotConsidered kept as admission would).
+                    standing[queue] = names
+                    if isinstance(lack, NotConsidered):
+                        ctx.not_considered += sum(1 for e in entries[head:end] if not e[0])
+                    heads[queue] = end
+                    continue
             for e in entries[head:end]:
                 fair.queue_of[e[4]] = queue
                 if e[0]:
@@ -244,6 +260,8 @@ def fast_pass(
                 ctx, candidates, fair, as_given, adopt, order.words, spoken
             )
         )
+        for queue, names in standing.items():
+            ctx.order.setdefault(queue, []).extend(names)
     # Past each head: every task waits for its queue's tail lack.
     for queue, entries in keys.items():
         head = heads[queue]
@@ -369,8 +387,31 @@ def fast_pass(
         order.bounds,
         arrivals,
         spoken,
+        places,
     )
     return plan, kept, following
+
+
+def _standing(
+    entries: list[Entry],
+    results: Mapping[str, TaskResult],
+    statuses: Mapping[str, TaskStatus],
+    order: Order,
+    unfit: Collection[str],
+    spoken: dict[str, tuple[Waiting, str]],
+) -> list[str] | None:
+    """The names of a queue's exact places past its walk whose places and waits are those of
+    last pass (the caller checks that), when each still has the status last pass gave it and
+    was not redone: `admit_queue_prefix` would leave each as it is. None: place them again."""
+    names = list(map(_NAME, entries))
+    last, words = order.statuses, order.words
+    for name in names:
+        if name in results or name in unfit or statuses.get(name) is not last.get(name):
+            return None
+        if name not in words:
+            return None
+    spoken.update((name, words[name]) for name in names)
+    return names
 
 
 def _moved(
