@@ -231,13 +231,13 @@ def fast_pass(
             if end <= head:
                 continue
             ahead = sum(1 for e in entries[:head] if e[4] not in begun and e[4] not in unfit)
-            places[queue] = sign = (head, end, lack, ahead, count)
-            if order.places.get(queue) == sign and entries is order.keys.get(queue):
-                names = _standing(entries[head:end], results, statuses, order, unfit, spoken)
-                if names is not None:
+            places[queue] = placed = (head, end, lack, ahead, count)
+            if order.places.get(queue) == placed and entries is order.keys.get(queue):
+                same = _standing(entries[head:end], results, statuses, order, unfit, spoken)
+                if same is not None:
                     # The same places, waits and statuses as last pass: handed back as they
                     # are (their order and the count NotConsidered kept as admission would).
-                    standing[queue] = names
+                    standing[queue] = same
                     if isinstance(lack, NotConsidered):
                         ctx.not_considered += sum(1 for e in entries[head:end] if not e[0])
                     heads[queue] = end
@@ -260,14 +260,23 @@ def fast_pass(
                 ctx, candidates, fair, as_given, adopt, order.words, spoken
             )
         )
-        for queue, names in standing.items():
-            ctx.order.setdefault(queue, []).extend(names)
+        for queue, same in standing.items():
+            ctx.order.setdefault(queue, []).extend(same)
     # Past each head: every task waits for its queue's tail lack.
     for queue, entries in keys.items():
         head = heads[queue]
         if head == len(entries):
             continue
-        ctx.order.setdefault(queue, []).extend(map(_NAME, entries[head:]))
+        last = order.waiting.get(queue)
+        if (
+            entries is order.keys.get(queue)
+            and last
+            and not (walks[queue][2] or order.started.get(queue))
+        ):
+            # The same keys and no start, this pass or last: the same names waiting in order.
+            ctx.order[queue] = last
+        else:
+            ctx.order.setdefault(queue, []).extend(map(_NAME, entries[head:]))
         if head >= counted[queue]:
             continue  # past maxQueued, all of them: QueueFull, as their statuses say
         tail_at, lack, _ = walks[queue]

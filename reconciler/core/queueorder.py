@@ -100,6 +100,9 @@ class Order:
     # Team queues, by queue: what its exact places past its walk were computed from (the
     # fast pass hands them back unchanged when this pass's are the same and its keys too).
     places: Mapping[str, Places] = dataclasses.field(default_factory=dict)
+    # The last plan's waiting tasks by queue (Summary.order), handed on for a queue whose keys
+    # did not change and that started nothing in either pass.
+    waiting: Mapping[str, list[str]] = dataclasses.field(default_factory=dict)
 
 
 # Where each queue's walk ended: (the index in its keys from which every task waits for the
@@ -406,6 +409,7 @@ def _order(
         arrivals=arrivals,
         words={} if words is None else words,
         places={} if places is None else places,
+        waiting=ctx.order,
     )
 
 

@@ -24,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
+from reconciler.core import fastpass
 from reconciler.core.queueorder import bounds_of
 from reconciler.core.usage import Tracked
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
@@ -592,3 +593,49 @@ def test_the_loops_own_writes_are_carried_and_every_pass_equals_plan(
         run.run(step)
     assert world.fast_passes > 0
     assert world.carried >= 50
+
+
+@pytest.mark.parametrize("queue_file", [TEAMS, TEAMS_FULL], ids=["teams", "teams-maxqueued"])
+@pytest.mark.parametrize("seed", [3, 4])
+def test_unmoved_team_queues_are_handed_back_as_they_were(
+    queue_file: str, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fast pass keeps, per team queue, what its exact places past its walk were computed
+    from (`Order.places`) and the waiting names in order (`Order.waiting`); a queue whose keys,
+    walk and statuses are last pass's hands both back without placing them again. Both
+    shortcuts are taken in these sequences, every pass equals plan() in every field (History),
+    and after each fast pass the kept quantities equal what the pass computed anew: the
+    waiting names are the plan's `Summary.order`, each standing task's status the very object
+    it was given."""
+    handed: list[list[str]] = []
+    standing = fastpass._standing
+
+    def counted(*args: Any) -> list[str] | None:
+        names = standing(*args)
+        if names is not None:
+            handed.append(names)
+        return names
+
+    monkeypatch.setattr(fastpass, "_standing", counted)
+    options = PlanOptions(queue_id="q", policy="backfill", exact_queue_positions=20)
+    world = History(
+        options, queues_of(queue_file), capacity=Capacity(8, 0, 64 * GIB), check=assert_identical
+    )
+    run = Sequence(world, names_of(160), plain=True)
+    run.run(("add", 120, seed))
+    reused = 0
+    ends = [("ray", k, SUCCEEDED, 1) for k in range(8)]
+    for step in [("start_all",), *busy_steps(seed, 30), *ends]:
+        run.apply(step)
+        before = dict(world.statuses)
+        handed.clear()
+        result = world.run_pass()
+        order = world.memo.order
+        if not world.memo.fast or order is None:
+            continue
+        assert result.summary is not None
+        assert dict(order.waiting) == dict(result.summary.order)
+        for names in handed:
+            assert all(result.statuses[n] is before[n] for n in names)
+        reused += bool(handed)
+    assert reused > 5, reused
