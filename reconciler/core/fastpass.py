@@ -140,6 +140,18 @@ def fast_pass(
     for queue in copied:
         if not keys[queue]:
             del keys[queue]
+    if ceilings is not None:
+        # A redone task whose key stayed may ask for more (or less) than before: whether it
+        # can ever fit its queue is judged again (an edit of its resources moves no key).
+        for name in merged:
+            entry = key_of.get(name)
+            if entry is None or name in news:
+                continue
+            request = _candidate(results.get(name) or kept[name].result).request
+            if not entry[0] and fairshare.never_fits(request, ceilings[_owner(ctx, name)]):
+                unfit.add(name)
+            else:
+                unfit.discard(name)
 
     def result_of(name: str) -> TaskResult:
         found = results.get(name)
@@ -328,7 +340,8 @@ def fast_pass(
         if not unchanged(name, waiting.reason, admission.position_bucket(place, exact)):
             place_far(ctx, name, waiting, place, queue if label else None)
             touched.add(name)
-    orphans = statuses.keys() - specs.keys()
+    # Most passes have none: the key views compared in place (no set built) tell so first.
+    orphans = set() if statuses.keys() == specs.keys() else statuses.keys() - specs.keys()
     cleanup.expire_finished_jobs(ctx, ctx.env.ours, _awaited(statuses, merged, orphans))
     if orphans:
         cleanup.orphan_sidecars(ctx, specs, _in_order_of(statuses, orphans), ctx.env.ours)
