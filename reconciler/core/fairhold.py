@@ -27,6 +27,11 @@ class QueueState:
     above_nominal: Capacity = field(default_factory=Capacity)  # the most it may hold above
     head: str | None = None  # its first task not started (and not too big for its quota)
     parent: str | None = None  # the queue it divides (nested queues)
+    # What `share` is computed from besides usage (quotas.dominant_share), so that a share
+    # after a change of usage can be computed again (fair-share preemption).
+    weight: float = 1.0
+    past: Capacity | None = None  # its decayed mean use, when counted
+    lend: Capacity = field(default_factory=Capacity)  # what its siblings' shares are of
 
 
 @dataclass

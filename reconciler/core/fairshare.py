@@ -471,6 +471,9 @@ class _Pass:
                 above_nominal=self.above_nominal(queue),
                 head=head.name if (head := self.head(queue)) is not None else None,
                 parent=queue.parent.quota.name if queue.parent is not None else None,
+                weight=queue.quota.weight,
+                past=queue.past,
+                lend=self.lend if queue.parent is None else self.lend_in[id(queue.parent)],
             )
 
     def _waiting(self, queue: QueueNode) -> None:
