@@ -14,7 +14,12 @@ from dataclasses import dataclass, replace
 
 from reconciler.sim.engine import JobRecord
 from reconciler.sim.workload import Job
-from specs.queues import DEFAULT_HALF_LIFE, QueueConfig, QueueEntry
+from specs.queues import (
+    DEFAULT_HALF_LIFE,
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
+    QueueConfig,
+    QueueEntry,
+)
 
 
 def team_name(index: int) -> str:
@@ -97,14 +102,18 @@ def team_config(
     *,
     quota: bool = True,
     half_life: float | None = DEFAULT_HALF_LIFE,
+    fair_preemption: bool = False,
 ) -> QueueConfig:
     """Equal nominal quotas (none with `quota=False`: all capacity is then the default
     queue's, idle and lent, so every start is a borrow ordered by weighted share), no borrowing
     or lending limits, the given weights; past use decayed with `half_life` seconds (None:
-    only current use counts, `mode: CurrentUsage`)."""
+    only current use counts, `mode: CurrentUsage`); `fair_preemption`: a queue below another's
+    weighted share may stop its runs (`preemptionStrategies: [LessThanOrEqualToFinalShare]`)."""
     sharing: dict[str, object] = (
         {"mode": "CurrentUsage"} if half_life is None else {"usageHalfLife": half_life}
     )
+    if fair_preemption:
+        sharing["preemptionStrategies"] = [LESS_THAN_OR_EQUAL_TO_FINAL_SHARE]
     share = 1 / teams if quota else 0.0
     return QueueConfig.model_validate(
         {
