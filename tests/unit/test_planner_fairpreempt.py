@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from reconciler.core import fairpreempt
 from reconciler.core.fairhold import QueueState
 from reconciler.core.planner import Plan
 from reconciler.core.victims import Preemptor, Rules, Running
-from specs.cluster import Capacity
+from specs.cluster import SUCCEEDED, Capacity
 from specs.models import ConditionType, Phase, Reason, Task
 from specs.parse import parse_queue_config
 from specs.settings import PlanOptions
@@ -272,3 +272,73 @@ def test_every_take_keeps_the_preemptor_at_or_below_the_victim_and_none_comes_ba
                 2e6,
             )
             assert all(v.queue != mine for v in again)
+
+
+_QUEUES = ("team-a/", "team-b/", "team-c/")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(
+                st.just("arrive"),
+                st.integers(0, 2),
+                st.integers(0, 2),
+                st.integers(1, 4),
+                st.integers(1, 4),
+            ),
+            st.tuples(st.just("finish"), st.integers(0, 30)),
+            st.tuples(st.just("pass"), st.integers(0, 900)),
+        ),
+        min_size=10,
+        max_size=30,
+    )
+)
+def test_the_planner_never_preempts_back_right_after(steps: list[tuple[int | str, ...]]) -> None:
+    """Random arrivals into three pure-sharing queues (weights 1, 1, 3; decayed usage): after
+    each fair-share preemption, once its victims stop and the preemptor runs, the next pass
+    takes nothing of the preemptor's queue for a victim's queue."""
+    text = config(
+        strategy="\n  fairSharing: {preemptionStrategies: [LessThanOrEqualToFinalShare]}",
+        weights=(1, 1, 3),
+    )
+    w = Cluster(
+        {},
+        capacity=Capacity(8, 0, 64 * GIB),
+        options=PlanOptions(policy="backfill"),
+        queues=parse_queue_config(text),
+    )
+
+    def owner(name: str) -> str:
+        return name.split("/", 1)[0]
+
+    for index, action in enumerate(steps):
+        if action[0] == "arrive":
+            _, where, priority, cpus, count = action
+            for k in range(int(count)):  # a burst: the cluster fills, later queues wait
+                name = f"{_QUEUES[int(where)]}t{index:02d}-{k}"
+                w.specs[name] = task(int(priority), float(cpus))
+        elif action[0] == "finish":
+            running = sorted(n for n in w.statuses if w.phase(n) is Phase.RUNNING)
+            if running:
+                w.ray(running[int(action[1]) % len(running)], SUCCEEDED)
+            continue
+        else:
+            w.now += timedelta(seconds=int(action[1]))
+        p = w.step()
+        w.run_all()
+        fair = [d for d in p.preemptions if d.reason is Reason.IN_COHORT_FAIR_SHARING]
+        if not fair:
+            continue
+        event("a fair-share preemption")
+        takers = {owner(d.preemptor) for d in fair}
+        losers = {owner(v) for d in fair for v in d.victims}
+        assert not takers & losers
+        w.finish_stops()
+        w.step()
+        w.run_all()
+        again = w.step()
+        for d in again.preemptions:
+            if owner(d.preemptor) in losers:
+                assert not any(owner(v) in takers for v in d.victims), (d, takers)
