@@ -32,7 +32,7 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "churn": ([], ["--sizes", "1000"]),
     "arrays": ([], ["--size", "1000"]),
     "arrays_head": ([], ["--size", "20"]),
-    "busy": ([], ["--ray", "fake", "--size", "500", "--window", "10"]),
+    "busy": ([], ["--ray", "fake", "--sizes", "500", "--window", "10"]),
 }
 
 

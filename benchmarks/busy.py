@@ -1,5 +1,6 @@
-"""The busy steady state: `rayqueue serve` with 10,000 waiting 1-CPU tasks and a job ending
-about every second. What does serve cost while the queue drains one job at a time?
+"""The busy steady state: `rayqueue serve` with N waiting 1-CPU tasks (10,000 in issue 27) and a
+job ending about every second. What does serve cost while the queue drains one job at a time?
+Run at several N (fake Ray: 1,000, 10,000 and 50,000 by default), so the plot shows a line.
 
 Two Rays, each behind `python -m reconciler.cli serve` run as a user runs it (the CLI's serve
 entry, the real loop, watcher, store and HTTP API), in a process of its own:
@@ -14,10 +15,10 @@ before serve starts. Once every task is accounted for and every first sidecar is
 cold start), a `--window` of seconds is measured from outside the process: CPU (utime + stime
 from /proc), RSS, and the runs that ended (serve's own /metrics: rayqueue_finished_tasks).
 
-python -m benchmarks.busy                           # fake, then a private 4-CPU head
-python -m benchmarks.busy --ray fake --window 60
-python -m benchmarks.busy --ray fake --profile      # cProfile of serve's passes in the window
-python -m benchmarks.busy --ray head --profile      # the same against a real head
+python -m benchmarks.busy                     # fake at 1k, 10k, 50k; a private 4-CPU head at 10k
+python -m benchmarks.busy --ray fake --sizes 10000 --window 60
+python -m benchmarks.busy --ray fake --profile  # cProfile of serve's passes in the window
+python -m benchmarks.busy --ray head --profile  # the same against a real head
 """
 
 from __future__ import annotations
@@ -263,7 +264,17 @@ def main(argv: list[str] | None = None) -> int:
         return serve_profiled(argv[2:] if argv[1:2] == ["--"] else argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ray", choices=("fake", "head"), nargs="+", default=["fake", "head"])
-    parser.add_argument("--size", type=int, default=10_000)
+    parser.add_argument(
+        "--sizes",
+        "--size",
+        type=int,
+        nargs="+",
+        default=[1_000, 10_000, 50_000],
+        help="specs in the folder, one run each, with the fake Ray (default 1,000 10,000 50,000)",
+    )
+    parser.add_argument(
+        "--head-sizes", type=int, nargs="+", default=[10_000], help="the same, on the real head"
+    )
     parser.add_argument("--cpus", type=int, default=4)
     parser.add_argument("--fake-job-seconds", type=float, default=4.0)
     parser.add_argument("--head-job-seconds", type=float, default=3.0)
@@ -273,17 +284,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="JSON result file")
     args = parser.parse_args(argv)
     rows = []
-    for kind in args.ray:
+    cases = [(k, n) for k in args.ray for n in (args.sizes if k == "fake" else args.head_sizes)]
+    for kind, size in cases:
         seconds = args.fake_job_seconds if kind == "fake" else args.head_job_seconds
         profile = None
         if args.profile:
-            profile = Path(tempfile.gettempdir()) / f"rq-busy-{os.getpid()}.prof"
+            profile = Path(tempfile.gettempdir()) / f"rq-busy-{os.getpid()}-{kind}-{size}.prof"
         runs = [
-            measure(kind, args.size, args.cpus, seconds, args.window, profile)
-            for _ in range(args.runs)
+            measure(kind, size, args.cpus, seconds, args.window, profile) for _ in range(args.runs)
         ]
         for run in runs:
-            print({k: round(v, 3) if isinstance(v, float) else v for k, v in run.items()})
+            print(
+                {k: round(v, 3) if isinstance(v, float) else v for k, v in run.items()}, flush=True
+            )
         runs.sort(key=lambda r: r["cpu_pct_of_core"])
         row = dict(runs[len(runs) // 2])
         row["cpu_pct_runs"] = [round(r["cpu_pct_of_core"], 2) for r in runs]
@@ -297,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         table("busy steady state, rayqueue serve", header, [[r[h] for h in header] for r in rows])
     )
-    print(f"goal: <= {GOAL_PCT:g} % of a core; median of {args.runs} run(s) per Ray")
+    print(f"goal: <= {GOAL_PCT:g} % of a core; median of {args.runs} run(s) per Ray and size")
     print(f"results: {save('busy', {'rows': rows}, args.out)}")
     return 0
 

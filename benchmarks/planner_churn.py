@@ -6,6 +6,7 @@ pass and of the pass after it (the written statuses coming back), medians of 9.
 python -m benchmarks.planner_churn --sizes 10000 50000
 python -m benchmarks.planner_churn --sizes 10000 --policy strict
 python -m benchmarks.planner_churn --sizes 10000 --teams 4   (a _queues.yaml of 4 teams)
+python -m benchmarks.planner_churn --sizes 10000 --teams 4 --max-queued 1000   (and maxQueued)
 """
 
 from __future__ import annotations
@@ -46,9 +47,9 @@ def _task(priority: int) -> Task:
 class World:
     """Specs, statuses with their versions, and Ray's jobs, moved as the loop and Ray would."""
 
-    def __init__(self, size: int, policy: str, teams: int = 0) -> None:
+    def __init__(self, size: int, policy: str, teams: int = 0, max_queued: int = 0) -> None:
         self.options = PlanOptions(queue_id="bench", policy=policy)
-        self.queues = _teams(teams)
+        self.queues = _teams(teams, max_queued)
         tasks = {p: _task(p) for p in range(10)}
         names = [f"t{i:05d}" if not teams else f"team-{i % teams}/t{i:05d}" for i in range(size)]
         self.specs = {
@@ -99,18 +100,21 @@ class World:
                 self.jobs[sid] = replace(self.jobs[sid], status=RUNNING)
 
 
-def _teams(count: int) -> QueueConfig | None:
-    """A _queues.yaml of `count` teams sharing the 8 CPUs equally (None: no team queues)."""
+def _teams(count: int, max_queued: int = 0) -> QueueConfig | None:
+    """A _queues.yaml of `count` teams sharing the 8 CPUs equally (None: no team queues), each
+    with `max_queued` as its maxQueued (0: none)."""
     if not count:
         return None
     lines = ["apiVersion: rayqueue/v1", "kind: QueueConfig", "spec:", "  queues:"]
     for k in range(count):
         lines += [f"    - name: team-{k}", f"      nominalQuota: {{cpu: {8 / count:g}}}"]
+        if max_queued:
+            lines.append(f"      maxQueued: {max_queued}")
     return parse_queue_config("\n".join(lines) + "\n")
 
 
-def measure(size: int, policy: str, teams: int = 0) -> dict[str, Any]:
-    world = World(size, policy, teams)
+def measure(size: int, policy: str, teams: int = 0, max_queued: int = 0) -> dict[str, Any]:
+    world = World(size, policy, teams, max_queued)
     for _ in range(3):
         world.run_pass()
     world.move(RUNNING)
@@ -133,6 +137,7 @@ def measure(size: int, policy: str, teams: int = 0) -> dict[str, Any]:
         "specs": size,
         "policy": policy,
         "teams": teams,
+        "max_queued": max_queued,
         "end_pass_planner_cpu_ms_median": ends[ROUNDS // 2],
         "end_pass_planner_cpu_ms_min": ends[0],
         "next_pass_planner_cpu_ms_median": after[ROUNDS // 2],
@@ -144,11 +149,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10000, 50000])
     parser.add_argument("--policy", default="backfill", choices=("strict", "backfill"))
     parser.add_argument("--teams", type=int, default=0, help="team queues (0: none)")
+    parser.add_argument("--max-queued", type=int, default=0, help="each team's maxQueued")
     parser.add_argument("--out", type=Path, default=None, help="JSON result file")
     args = parser.parse_args(argv)
     rows = []
     for size in args.sizes:
-        rows.append(measure(size, args.policy, args.teams))
+        rows.append(measure(size, args.policy, args.teams, args.max_queued))
         print(rows[-1], flush=True)
     header = list(rows[0])
     print(table("the planner's part of a pass", header, [[r[h] for h in header] for r in rows]))

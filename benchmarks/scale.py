@@ -1,7 +1,8 @@
 """Scale of the folder: pass costs in-process (fake Ray), then `rayqueue serve` idle (real Ray).
 
-In-process, on the loop `serve` builds: cold start, a full rescan pass, a steady pass, a pass
-after 1 % of the specs changed, Ray calls per pass. A full rescan walks the folder and every
+In-process, on the loop `serve` builds: cold start, a full rescan pass, a steady pass, the pass
+in which a job ends and the next task starts, a pass after 1 % of the specs changed, Ray calls
+per pass. A full rescan walks the folder and every
 sidecar (the loop does one every --rescan-interval, and whenever events may have been lost);
 a steady pass, with the watcher running as in `serve`, reads only what file events named.
 
@@ -33,8 +34,28 @@ from specs.cluster import Capacity
 PASSES = 5
 
 
+class Phases:
+    """Wall time of each part of a run, printed as it goes: where a long run's time went."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.started = self.last = time.monotonic()
+        self.parts: list[str] = []
+
+    def done(self, name: str) -> None:
+        now = time.monotonic()
+        self.parts.append(f"{name} {now - self.last:.1f}")
+        self.last = now
+
+    def total(self) -> float:
+        print(f"{self.size} specs, wall s: {', '.join(self.parts)}", flush=True)
+        return time.monotonic() - self.started
+
+
 def measure(size: int, root: Path) -> dict[str, float]:
+    phases = Phases(size)
     folder = bigfolder.copy_of(size, root / f"tasks-{size}")  # t00000.yaml ..., priority i % 10
+    phases.done("copy")
     # Only a few fit, so nearly every task stays Queued: the common shape of a busy queue.
     ray = FakeRay(Capacity(8, 0, 2**40))
     rec = common.serve_loop(common.serve_settings(folder, "--queue-id", "bench"), ray)
@@ -43,12 +64,14 @@ def measure(size: int, root: Path) -> dict[str, float]:
     rec.run_pass()
     cold_wall, cold_cpu = time.perf_counter() - wall, time.process_time() - cpu
     rec.run_pass()  # statuses settle (positions after the first admissions)
+    phases.done("cold start")
 
     full = []
     for _ in range(PASSES):  # no watcher yet: every pass walks everything
         cpu = time.process_time()
         rec.run_pass()
         full.append(time.process_time() - cpu)
+    phases.done("walks")
 
     stop = threading.Event()
     watcher = start_watcher(rec, stop)
@@ -63,6 +86,7 @@ def measure(size: int, root: Path) -> dict[str, float]:
         rec.run_pass()
         drain_passes += 1
     drain_cpu = time.process_time() - drain_cpu
+    phases.done("arm + sidecars")
     calls_before = sum(ray.calls.values())
     steady = []
     skipped = rec.skipped
@@ -80,6 +104,24 @@ def measure(size: int, root: Path) -> dict[str, float]:
         rec.run_pass()
         unskipped.append(time.process_time() - cpu)
     calls_per_pass = (sum(ray.calls.values()) - calls_before) / PASSES
+    phases.done("steady")
+
+    # A job ends and the next task starts: the pass that sees it (the event issue 27's
+    # "pass when a job starts or ends" is about), then the writes that start deferred.
+    ended = []
+    for _ in range(PASSES):
+        running = [sid for sid, job in ray.jobs.items() if job.status in ("PENDING", "RUNNING")]
+        ray.set_status(running[0], "SUCCEEDED")
+        cpu = time.process_time()
+        rec.run_pass()
+        ended.append(time.process_time() - cpu)
+        # The moved positions are written once 10 s old (position_write_seconds): wait them
+        # out at serve's busy pace, so that the next end's pass carries no backlog.
+        while rec.store.deferred_statuses:
+            rec.run_pass()
+            time.sleep(0.1)
+    ended.sort()
+    phases.done("job ends")
 
     changed = []
     seen = 0
@@ -91,13 +133,15 @@ def measure(size: int, root: Path) -> dict[str, float]:
         cpu = time.process_time()
         rec.run_pass()
         changed.append(time.process_time() - cpu)
-        # The pass must have taken the edits in, or it measured nothing (a settle wait).
-        entries = rec.store.scan()
+        # The pass must have taken the edits in, or it measured nothing (a settle wait):
+        # what that pass's scan returned, read without another walk of the folder.
+        entries = rec.store.scanned() or {}
         seen += sum(
             1
             for name, priority in edits.items()
             if (task := entries[name].task) is not None and task.spec.priority == priority
         )
+    phases.done("1 % changed")
     stop.set()
     watcher.join(5)
     return {
@@ -110,10 +154,13 @@ def measure(size: int, root: Path) -> dict[str, float]:
         "steady_pass_cpu_ms": 1000 * min(steady),
         "steady_passes_skipped": skipped / PASSES,
         "steady_unskipped_pass_cpu_ms": 1000 * min(unskipped),
+        "job_end_pass_cpu_ms": 1000 * ended[len(ended) // 2],  # median
+        "job_end_pass_cpu_ms_min": 1000 * ended[0],
         "changed_1pct_pass_cpu_ms": 1000 * min(changed),
         "changes_seen_by_that_pass": seen / (PASSES * len(range(0, size, 100))),
         "ray_calls_per_pass": calls_per_pass,
         "peak_rss_mb": peak_rss_mb(),
+        "bench_wall_s": phases.total(),
     }
 
 

@@ -559,11 +559,11 @@ def walk_queues(
     ctx: PassState, prefix: list[policies.Candidate], cut: Collection[str]
 ) -> queueing.QueueAdmission:
     """The queues' admission over the heads of their queues, as `admit` runs it, for a pass
-    with team queues and no preemption, autoscaler, maxQueued, array cap, dependency gate or
-    stopping victim (the incremental planner checks that). `prefix`: the first candidates of
-    each queue, in the cluster's order; enough that each queue's walk ends in its part
-    (`QueueAdmission.tails`) or takes all of it; `cut`: the queues given in part (those the
-    answer may not hold for are in `short`)."""
+    with team queues and no preemption, autoscaler, array cap, dependency gate or stopping
+    victim, the tasks past maxQueued left out (the incremental planner checks that).
+    `prefix`: the first candidates of each queue, in the cluster's order; enough that each
+    queue's walk ends in its part (`QueueAdmission.tails`) or takes all of it; `cut`: the
+    queues given in part (those the answer may not hold for are in `short`)."""
     starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
     slots = max(ctx.options.max_inflight - starting, 0)
     admission = _admission(ctx, prefix, _free(ctx), slots, {}, cut)
@@ -577,11 +577,15 @@ def admit_queue_prefix(
     admission: queueing.QueueAdmission,
     given: Callable[[str], TaskStatusBody | None],
     adopt: Callable[[str], None],
+    words: Mapping[str, tuple[Waiting, str]] | None = None,
+    spoken: dict[str, tuple[Waiting, str]] | None = None,
 ) -> list[str]:
     """`admit` on the heads of the team queues (`prefix`, `admission`: walk_queues'), with
     `adopt` as in admit_prefix; returns the tasks whose status it set anew. `given(name)`: the
     status body a task not redone this pass was given (None for one redone): one that already
-    waits as admission says is left as it is."""
+    waits as admission says is left as it is. `words`: the last pass's wait and message of
+    each task at an exact place, reused when its wait is the same (most are, in a queue that
+    did not move); `spoken` receives this pass's."""
     ctx.queue_admission = admission
     ctx.until = min(ctx.until, max(admission.until, ctx.now))
     started = set(admission.start)
@@ -613,7 +617,12 @@ def admit_queue_prefix(
             position, said = None, far_message(bucket, waiting, owner)
         else:
             at = to_datetime(eta) if eta else None
-            said = waiting.message if waiting is not None else "queued"
+            said = "queued"
+            if waiting is not None:
+                last = words.get(name) if words is not None else None
+                said = last[1] if last is not None and last[0] == waiting else waiting.message
+                if spoken is not None:
+                    spoken[name] = (waiting, said)
         body = given(name)
         if body is not None and _queued_as(body, position, bucket, reason, said, at):
             continue

@@ -93,5 +93,10 @@ def position_only(old: TaskStatus | None, new: TaskStatus) -> bool:
     )
 
 
+# The position fields blanked alike in both bodies: equal dicts then means equal elsewhere (a
+# dict merge and compare at C speed, run for every moved exact place of every pass).
+_BLANK = dict.fromkeys(_POSITION_FIELDS)
+
+
 def _without_position(body: TaskStatusBody) -> dict[str, object]:
-    return {k: v for k, v in vars(body).items() if k not in _POSITION_FIELDS}
+    return {**vars(body), **_BLANK}

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 
 from reconciler.core import policies
 from reconciler.core.fairhold import BACKFILL_RESERVATION as BACKFILL_RESERVATION
@@ -133,6 +132,7 @@ class _Pass:
         self.version = 0
         self.totals: dict[int, tuple[int, Capacity, Capacity]] = {}
         self.budgets: dict[int, tuple[int, Capacity]] = {}
+        self.lacks: dict[tuple[int, int, Capacity], Shortfall | QuotaShortfall] = {}
 
     def siblings(self, queue: QueueNode) -> list[QueueNode]:
         return queue.parent.children if queue.parent is not None else self.queues
@@ -510,11 +510,11 @@ class _Pass:
 
     def _reword(self, queue: QueueNode, candidate: Candidate, waiting: Waiting) -> Waiting:
         """Name the queue, and tell a full quota from a full cluster."""
-        waiting = replace(waiting, queue=queue.quota.name)
-        if not isinstance(waiting.lacks, Shortfall):
-            return waiting
-        # The policy measured the shortfall against the budget; its place and note still hold.
-        return replace(waiting, lacks=self._lack(queue, candidate.request))
+        lacks = waiting.lacks
+        if isinstance(lacks, Shortfall):
+            # The policy measured the shortfall against the budget; its place and note still hold.
+            lacks = self._lack(queue, candidate.request)
+        return Waiting(lacks, waiting.ahead, queue.quota.name, waiting.note)
 
     def _not_preemptible(self, queue: QueueNode, request: Capacity) -> QuotaShortfall:
         room = pos(queue.quota.nominal - queue.usage)
@@ -532,7 +532,14 @@ class _Pass:
 
     def _lack(self, queue: QueueNode, request: Capacity) -> Shortfall | QuotaShortfall:
         """What `request` lacks beyond its budget: the cluster's free resources, or (when they
-        would do) its queue's quota."""
+        would do) its queue's quota. The same for every request alike until an admission."""
+        key = (self.version, id(queue), request)
+        found = self.lacks.get(key)
+        if found is None:
+            found = self.lacks[key] = self._lack_anew(queue, request)
+        return found
+
+    def _lack_anew(self, queue: QueueNode, request: Capacity) -> Shortfall | QuotaShortfall:
         budget = self.quota_limit(queue)
         if request.fits_in(budget):  # the quota allows it: the cluster is full
             return shortfall(request, pos(self.free))

@@ -15,18 +15,23 @@ With team queues (`_queues.yaml`) fair admission (quotas, borrowing and lending,
 decayed usage, maxRunning, nested queues) runs over the head of each queue only: it starts
 with a few tasks of each and gives more to a queue whose walk did not end in what it got
 (`FairAdmission.short`, `tails`); the exact places past a walk's end wait for its tail's lack.
-Tasks too big for their queue (OverQuota) are handed to it wherever they stand.
+Tasks too big for their queue (OverQuota) are handed to it wherever they stand. maxQueued:
+each limited queue keeps its subtree's waiting tasks in arrival order (`Order.arrivals`); the
+first `limit` count, the rest are QueueFull, placed after the counted ones (the first element
+of their entry), and left out of fair admission; a pass redoes the tasks that crossed the limit,
+found within as many places of it as arrivals moved.
 
 The fast pass holds only where it is known to equal `planner.plan` exactly: no queue file
-error, Ray answering, no autoscaler, no preemption, no maxQueued (judged over every arrival),
-no task with dependencies, in an array, with an explicit submission id or named as a
-preemptor's victim, the clock not set back, and each queue's last tail waiting for the same
-reason as this one's. Otherwise the full pass runs, and leaves an `Order` for the next one
-when these hold again.
+error, Ray answering, no autoscaler, no preemption, at most one maxQueued in each queue's
+chain (two, a queue's and its parent's, fill in turn over every arrival), no task with
+dependencies, in an array, with an explicit submission id or named as a preemptor's victim,
+the clock not set back, and each queue's last tail waiting for the same reason as this one's.
+Otherwise the full pass runs, and leaves an `Order` for the next one when these hold again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from bisect import bisect_left, insort
 from collections.abc import Collection, Hashable, Iterable, Mapping
@@ -40,17 +45,23 @@ from reconciler.core.admission import admit_prefix, place_far
 from reconciler.core.decisions import Summary
 from reconciler.core.planner import PassState, Plan, TaskInput, TaskResult
 from reconciler.core.queueing import QueueAdmission
-from reconciler.core.waits import Lack, NotConsidered, Waiting
+from reconciler.core.waits import Lack, NotConsidered, QueueFull, Waiting
 from specs.arrays import split
 from specs.cluster import Capacity, RayJob
 from specs.models import Phase, Reason, TaskStatus, TaskStatusBody
-from specs.queues import QueueConfig
+from specs.queues import DEFAULT_QUEUE, QueueConfig
 
 # Each team queue's head given to fair admission on the fast pass's first try.
 _TEAM_HEAD = 8
 
-Entry = tuple[int, float, str, str]  # a waiting task's key (priority, queuedAt, name), its name
-_NAME = itemgetter(3)
+# A waiting task's place in its queue: 1 if it is past its queue's maxQueued (QueueFull: its
+# place comes after every counted task's, as admit numbers them), else 0; its key (-priority,
+# queuedAt, name); its name.
+Entry = tuple[int, int, float, str, str]
+_NAME = itemgetter(4)
+# Below every entry past maxQueued and above every counted one (priorities are 0..9).
+_FULL: Entry = (1, -10, -math.inf, "", "")
+Arrival = tuple[float, str]  # (queuedAt, name): the order in which maxQueued counts tasks
 
 
 @dataclass(frozen=True)
@@ -78,6 +89,12 @@ class Order:
     # The waiting tasks that ask for more than that: fair admission takes them out of its walk
     # wherever they stand (OverQuota), so each pass hands it every one of them.
     unfit: frozenset[str] = frozenset()
+    # maxQueued (bounds_of): by queue, the queue whose limit it counts in, and the limit; by
+    # such a queue, its subtree's waiting tasks in arrival order (the first `limit` count).
+    bounds: Mapping[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
+    arrivals: Mapping[str, list[Arrival]] = dataclasses.field(default_factory=dict)
+    # Team queues: the wait and message of each task at an exact place (admit_queue_prefix).
+    words: Mapping[str, tuple[Waiting, str]] = dataclasses.field(default_factory=dict)
 
 
 # Where each queue's walk ended: (the index in its keys from which every task waits for the
@@ -135,14 +152,28 @@ def fast_enough(ctx: PassState) -> bool:
         and ctx.obs.available
         and ctx.obs.scaling is None
         and not ctx.env.preemption.any_on
-        and (ctx.queues is None or not _any_max_queued(ctx.queues))
+        and (ctx.queues is None or bounds_of(ctx.queues) is not None)
     )
 
 
-def _any_max_queued(config: QueueConfig) -> bool:
-    """maxQueued is judged over every arrival (queueing.queue_full): the full pass's."""
-    spec = config.spec
-    return spec.default.max_queued is not None or any(q.max_queued is not None for q in spec.queues)
+def bounds_of(config: QueueConfig) -> dict[str, tuple[str, int]] | None:
+    """By queue: the one queue of its chain (itself, the queues it lies in) with a maxQueued,
+    and that limit. Its tasks count in arrival order (queueing.queue_full): the first `limit`
+    of that queue's whole subtree count, the rest are QueueFull. None: some chain holds two
+    limits, so whether a task counts depends on how the two fill in turn (the full pass's)."""
+    limits = {q.name: q.max_queued for q in config.spec.queues}
+    limits[DEFAULT_QUEUE] = config.spec.default.max_queued
+    bounds: dict[str, tuple[str, int]] = {}
+    for queue in limits:
+        chain = [queue]
+        while (parent := config.parent_of(chain[-1])) is not None:
+            chain.append(parent)
+        bounded = [(q, limit) for q in chain if (limit := limits.get(q)) is not None]
+        if len(bounded) > 1:
+            return None
+        if bounded:
+            bounds[queue] = bounded[0]
+    return bounds
 
 
 def _owner(ctx: PassState, name: str) -> str:
@@ -179,11 +210,16 @@ def _flagged(name: str, spec: TaskInput | None, result: TaskResult | None) -> bo
     )
 
 
-def _entry(name: str, result: TaskResult | None) -> Entry | None:
+def _entry(name: str, result: TaskResult | None, full: int = 0) -> Entry | None:
     if result is None or result.waiter is None:
         return None
     key = result.waiter.key
-    return (key[0], key[1], key[2], name)
+    return (full, key[0], key[1], key[2], name)
+
+
+def _counted(entries: list[Entry]) -> int:
+    """How many of a queue's entries count (the rest are past its maxQueued)."""
+    return bisect_left(entries, _FULL)
 
 
 def _counts(statuses: Iterable[TaskStatus]) -> tuple[int, int, int]:
@@ -206,9 +242,22 @@ def order_after_full(
     flagged = frozenset(n for n, spec in specs.items() if _flagged(n, spec, results.get(n)))
     if flagged:
         return None
+    bounds = bounds_of(ctx.queues) if ctx.queues is not None else {}
+    assert bounds is not None  # fast_enough
+    raw = [e for n in specs if (e := _entry(n, results.get(n))) is not None]
+    arrivals: dict[str, list[Arrival]] = {}
+    for e in raw:
+        bound = bounds.get(_owner(ctx, e[4]))
+        if bound is not None:
+            arrivals.setdefault(bound[0], []).append((e[2], e[4]))
+    full: set[str] = set()
+    limits = dict(bounds.values())
+    for group, arrived in arrivals.items():
+        arrived.sort()
+        full.update(map(itemgetter(1), arrived[limits[group] :]))
     keys: dict[str, list[Entry]] = {}
-    for e in sorted(e for n in specs if (e := _entry(n, results.get(n))) is not None):
-        keys.setdefault(_owner(ctx, e[3]), []).append(e)
+    for e in sorted((1, *e[1:]) if e[4] in full else e for e in raw):
+        keys.setdefault(_owner(ctx, e[4]), []).append(e)
     ceilings = None
     unfit: frozenset[str] = frozenset()
     if ctx.queues is not None:
@@ -216,10 +265,10 @@ def order_after_full(
         assert capacity is not None
         ceilings = fairshare.ceilings(fairshare.resolve(ctx.queues, capacity), capacity)
         unfit = frozenset(
-            e[3]
+            e[4]
             for queue, entries in keys.items()
             for e in entries
-            if fairshare.never_fits(_candidate(results[e[3]]).request, ceilings[queue])
+            if not e[0] and fairshare.never_fits(_candidate(results[e[4]]).request, ceilings[queue])
         )
     quiet = frozenset(
         n for n in specs if n in kept and _quiet(results[n], statuses.get(n), plan.statuses.get(n))
@@ -227,7 +276,7 @@ def order_after_full(
     heap = [(results[n].valid_until, n) for n in quiet if results[n].valid_until < math.inf]
     heapify(heap)
     watch = {sid: n for n in quiet if (sid := statuses[n].status.submission_id) is not None}
-    key_of = {e[3]: e for entries in keys.values() for e in entries}
+    key_of = {e[4]: e for entries in keys.values() for e in entries}
     loud = frozenset(specs) - quiet
     walks = _walks(ctx, keys, unfit)
     return _order(
@@ -244,6 +293,8 @@ def order_after_full(
         list(specs),
         ceilings,
         unfit,
+        bounds,
+        arrivals,
     )
 
 
@@ -271,10 +322,12 @@ def _team_walks(
         if tail is None:
             walks[queue] = (None, None, count)
             continue
-        # A tail counts the tasks its walk kept: neither started nor too big for the queue.
-        at, left = len(entries), tail[0]
-        for index, entry in enumerate(entries):
-            if entry[3] in begun or entry[3] in unfit:
+        # A tail counts the tasks its walk kept: neither started nor too big for the queue (nor
+        # past maxQueued: those were not handed to it).
+        at = counted = _counted(entries)
+        left = tail[0]
+        for index, entry in enumerate(entries[:counted]):
+            if entry[4] in begun or entry[4] in unfit:
                 continue
             if left == 0:
                 at = index
@@ -298,6 +351,9 @@ def _order(
     names: list[str] | None,
     ceilings: Mapping[str, Capacity] | None,
     unfit: frozenset[str],
+    bounds: Mapping[str, tuple[str, int]],
+    arrivals: Mapping[str, list[Arrival]],
+    words: Mapping[str, tuple[Waiting, str]] | None = None,
 ) -> Order:
     exact = ctx.options.exact_queue_positions
     walked: list[str] = []
@@ -305,9 +361,10 @@ def _order(
     started: dict[str, int] = {}
     for queue, entries in keys.items():
         tail_at, tail, count = walks.get(queue, (None, None, 0))
-        head = len(entries) if tail_at is None else max(tail_at, exact + count)
+        counted = _counted(entries)
+        head = max(counted if tail_at is None else tail_at, exact + count)
         walked.extend(map(_NAME, entries[:head]))
-        if tail is not None and tail_at is not None and tail_at < len(entries):
+        if tail is not None and tail_at is not None and tail_at < counted:
             tails[queue] = tail.reason
         started[queue] = count
     summary = plan.summary
@@ -332,6 +389,9 @@ def _order(
         names=list(plan.statuses) if names is None else names,
         ceilings=ceilings,
         unfit=unfit,
+        bounds=bounds,
+        arrivals=arrivals,
+        words={} if words is None else words,
     )
 
 
@@ -397,8 +457,9 @@ def fast_pass(
     moves: dict[str, int] = {}
     ceilings = order.ceilings
     unfit = set(order.unfit)
-    for name in [*merged, *deleted]:
-        old, new = key_of.get(name), _entry(name, results.get(name))
+    news, arrivals, flipped = _moved(ctx, order, [*merged, *deleted], results)
+    for name, new in news.items():
+        old = key_of.get(name)
         if old == new:
             continue
         queue = _owner(ctx, name)
@@ -412,8 +473,12 @@ def fast_pass(
             moves[queue] = moves.get(queue, 0) + 1
         unfit.discard(name)
         if new is not None:
-            if ceilings is not None and fairshare.never_fits(
-                _candidate(results[name]).request, ceilings[queue]
+            if (
+                ceilings is not None
+                and not new[0]
+                and fairshare.never_fits(
+                    _candidate(results.get(name) or kept[name].result).request, ceilings[queue]
+                )
             ):
                 unfit.add(name)
             insort(entries, new)
@@ -459,15 +524,18 @@ def fast_pass(
     if options.policy != "strict":  # strict's walk ends at its first misfit
         first += options.backfill_candidates
     fair: QueueAdmission | None = None
+    spoken: dict[str, tuple[Waiting, str]] = {}
     if ctx.queues is not None:
         # Each queue's walk most often ends a few tasks in (a full cluster, 1 task behind its
         # blocked head): start small, give more to a queue whose answer needs it.
         first = _TEAM_HEAD
-    heads = {queue: min(len(entries), first) for queue, entries in keys.items()}
+    # A queue's tasks past its maxQueued are not candidates: its head is of the counted ones.
+    counted = {queue: _counted(entries) for queue, entries in keys.items()}
+    heads = {queue: min(counted[queue], first) for queue in keys}
     if ctx.queues is None:
         entries = keys.get("", [])
         while True:
-            candidates = [_candidate(result_of(e[3])) for e in entries[: heads.get("", 0)]]
+            candidates = [_candidate(result_of(e[4])) for e in entries[: heads.get("", 0)]]
             walked = admission.walk_policy(ctx, candidates)
             if walked.tail is not None or heads.get("", 0) == len(entries):
                 break
@@ -480,8 +548,8 @@ def fast_pass(
     else:
         while True:
             prefix = sorted(e for queue, entries in keys.items() for e in entries[: heads[queue]])
-            candidates = [_candidate(result_of(e[3])) for e in prefix]
-            cut = {q for q, n in heads.items() if n < len(keys[q])}
+            candidates = [_candidate(result_of(e[4])) for e in prefix]
+            cut = {q for q, n in heads.items() if n < counted[q]}
             # Those too big for their queue past the heads: admission takes them out first.
             beyond = [
                 _candidate(result_of(n))
@@ -495,7 +563,7 @@ def fast_pass(
             if not short:
                 break
             for queue in short:
-                heads[queue] = min(len(keys[queue]), heads[queue] * 4)
+                heads[queue] = min(counted[queue], heads[queue] * 4)
         # The exact places past a walk's end: each waits for the queue's tail lack, `ahead`
         # counting the tasks its walk kept (as the policy numbers them past its tail).
         extra: list[Entry] = []
@@ -504,43 +572,50 @@ def fast_pass(
             end = min(len(entries), exact + count)
             if end <= head:
                 continue
-            assert lack is not None
             begun = set(fair.start)
-            ahead = sum(1 for e in entries[:head] if e[3] not in begun and e[3] not in unfit)
+            ahead = sum(1 for e in entries[:head] if e[4] not in begun and e[4] not in unfit)
             for e in entries[head:end]:
-                fair.queue_of[e[3]] = queue
-                if e[3] not in unfit:
-                    fair.waiting[e[3]] = Waiting(lack, ahead, queue)
+                fair.queue_of[e[4]] = queue
+                if e[0]:
+                    fair.waiting[e[4]] = _queue_full(order.bounds, queue)
+                elif e[4] not in unfit:
+                    assert lack is not None  # a queue with counted tasks past its head has a tail
+                    fair.waiting[e[4]] = Waiting(lack, ahead, queue)
                     ahead += 1
             extra.extend(entries[head:end])
             heads[queue] = end
         if extra:
             prefix = sorted(prefix + extra)
-            candidates = [_candidate(result_of(e[3])) for e in prefix]
+            candidates = [_candidate(result_of(e[4])) for e in prefix]
         touched = set(merged) | set(
-            admission.admit_queue_prefix(ctx, candidates, fair, as_given, adopt)
+            admission.admit_queue_prefix(
+                ctx, candidates, fair, as_given, adopt, order.words, spoken
+            )
         )
     # Past each head: every task waits for its queue's tail lack.
     for queue, entries in keys.items():
         head = heads[queue]
         if head == len(entries):
             continue
+        ctx.order.setdefault(queue, []).extend(map(_NAME, entries[head:]))
+        if head >= counted[queue]:
+            continue  # past maxQueued, all of them: QueueFull, as their statuses say
         tail_at, lack, _ = walks[queue]
         assert lack is not None and tail_at is not None
         before = order.tail.get(queue)
         if before is not None and before is not lack.reason:
             return None  # the whole tail waits for another reason now: the full pass
         if isinstance(lack, NotConsidered):
-            ctx.not_considered += len(entries) - head
+            ctx.not_considered += counted[queue] - head
             ctx.not_considered -= sum(
                 1
                 for n in unfit
                 if _owner(ctx, n) == queue and bisect_left(entries, key_of[n]) >= head
             )
-        ctx.order.setdefault(queue, []).extend(map(_NAME, entries[head:]))
     # Past the heads: the tasks that moved, were walked last time, or sit near a bucket edge.
     far: set[str] = set(order.walked)
     far.update(n for n in merged if n in key_of)
+    far.update(flipped)
     for queue in keys.keys() | order.keys.keys():
         started = walks.get(queue, (None, None, 0))[2]
         was = order.started.get(queue, 0)
@@ -549,6 +624,8 @@ def fast_pass(
         far.update(
             n for n in _near_edges(order.keys.get(queue, []), 0, was, shift, exact) if n in key_of
         )
+    # Those in a head were placed by admission above.
+    far.difference_update(*(map(_NAME, entries[: heads[queue]]) for queue, entries in keys.items()))
     label = ctx.queues is not None
     for name in far:
         entry = key_of.get(name)
@@ -560,18 +637,20 @@ def fast_pass(
         if position < heads[queue]:
             continue
         _, lack, started = walks[queue]
-        assert lack is not None
         adopt(name)
         place = position - started + 1
-        if name in unfit and fair is not None:  # too big for its queue: OverQuota
+        if entry[0]:
+            waiting = _queue_full(order.bounds, queue)
+        elif name in unfit and fair is not None:  # too big for its queue: OverQuota
             waiting = fair.waiting[name]
         else:
+            assert lack is not None
             waiting = Waiting(lack, position - started, queue if label else None)
         if not unchanged(name, waiting.reason, admission.position_bucket(place, exact)):
             place_far(ctx, name, waiting, place, queue if label else None)
             touched.add(name)
-    cleanup.expire_finished_jobs(ctx, ctx.env.ours, _awaited(statuses, specs, merged))
     orphans = statuses.keys() - specs.keys()
+    cleanup.expire_finished_jobs(ctx, ctx.env.ours, _awaited(statuses, merged, orphans))
     if orphans:
         cleanup.orphan_sidecars(ctx, specs, _in_order_of(statuses, orphans), ctx.env.ours)
     planner.collect_statuses(ctx, statuses, sorted(touched))
@@ -635,8 +714,68 @@ def fast_pass(
         names,
         ceilings,
         frozenset(unfit),
+        order.bounds,
+        arrivals,
+        spoken,
     )
     return plan, kept, following
+
+
+def _moved(
+    ctx: PassState, order: Order, names: list[str], results: Mapping[str, TaskResult]
+) -> tuple[dict[str, Entry | None], Mapping[str, list[Arrival]], set[str]]:
+    """The new entries of the tasks whose key changed, and of those that crossed their queue's
+    maxQueued because of it (`flipped`: their key did not change); the arrivals after them."""
+    key_of, bounds = order.key_of, order.bounds
+    news: dict[str, Entry | None] = {}
+    arrivals = dict(order.arrivals)
+    changes: dict[str, int] = {}
+    for name in names:
+        old, new = key_of.get(name), _entry(name, results.get(name))
+        if (None if old is None else old[1:]) == (None if new is None else new[1:]):
+            continue  # the same key (its maxQueued flag is judged below)
+        news[name] = new
+        bound = bounds.get(_owner(ctx, name))
+        if bound is None:
+            continue
+        group = bound[0]
+        if group not in changes:
+            arrivals[group] = list(arrivals.get(group, ()))
+        changes[group] = changes.get(group, 0) + 1
+        arrived = arrivals[group]
+        if old is not None:
+            del arrived[bisect_left(arrived, (old[2], name))]
+        if new is not None:
+            insort(arrived, (new[2], name))
+    flipped: set[str] = set()
+    if not changes:
+        return news, arrivals, flipped
+    for name, new in news.items():
+        bound = bounds.get(_owner(ctx, name))
+        if new is not None and bound is not None:
+            arrived = arrivals[bound[0]]
+            news[name] = (int(bisect_left(arrived, (new[2], name)) >= bound[1]), *new[1:])
+    # Each change moves a task's index by one at most: only those within that many of the
+    # limit can cross it.
+    limits = dict(bounds.values())
+    for group, count in changes.items():
+        limit = limits[group]
+        low, high = max(limit - count, 0), limit + count
+        before, after = order.arrivals.get(group, []), arrivals[group]
+        for _, name in [*before[low:high], *after[low:high]]:
+            if name in news or name not in key_of:
+                continue
+            entry = key_of[name]
+            full = int(bisect_left(after, (entry[2], name)) >= limit)
+            if full != entry[0]:
+                news[name] = (full, *entry[1:])
+                flipped.add(name)
+    return news, arrivals, flipped
+
+
+def _queue_full(bounds: Mapping[str, tuple[str, int]], queue: str) -> Waiting:
+    """A task of `queue` past its maxQueued, as queueing.queue_full words it."""
+    return Waiting(QueueFull(*bounds[queue]), queue=queue)
 
 
 def _changed(versions: Mapping[str, Hashable], before: Mapping[str, Hashable]) -> set[str]:
@@ -668,16 +807,16 @@ def _near_edges(
         low = max(head, edge - shift - 1 + started)
         high = min(len(keys), edge + shift + 1 + started)
         for e in keys[low:high]:
-            yield e[3]
+            yield e[4]
         edge *= 10
 
 
 def _awaited(
-    statuses: Mapping[str, TaskStatus], specs: Mapping[str, TaskInput], merged: list[str]
+    statuses: Mapping[str, TaskStatus], merged: list[str], orphans: set[str]
 ) -> Mapping[str, TaskStatus]:
     """The statuses that may name an active run: a quiet task's never does."""
     names = [n for n in merged if n in statuses]
-    names += [n for n in statuses.keys() - specs.keys()]
+    names += orphans
     return {n: statuses[n] for n in names}
 
 

@@ -45,13 +45,20 @@ def scale_result() -> dict[str, object]:
             "cold_start_cpu_s": n / 1000,
             "full_rescan_pass_cpu_ms": n / 10,
             "steady_pass_cpu_ms": n / 20,
+            "job_end_pass_cpu_ms": n / 20,
             "changed_1pct_pass_cpu_ms": n / 5,
             "peak_rss_mb": 90 + n / 100,
         }
         for n in sizes
     ]
     served = [
-        {"specs": n, "idle_cpu_pct_of_core": n / 1000, "rss_mb": 100.0, "peak_rss_mb": 110.0}
+        {
+            "specs": n,
+            "idle_cpu_pct_of_core": n / 1000,
+            "sidecars_written_cpu_s": n / 500,
+            "rss_mb": 100.0,
+            "peak_rss_mb": 110.0,
+        }
         for n in sizes
     ]
     return {"rows": rows, "served": served}
@@ -61,24 +68,26 @@ def test_the_plot_has_log_log_axes() -> None:
     root = ET.fromstring(plot.render(scale_result(), "test"))
     lines = {el.get("data-label"): el for el in root.iter(f"{SVG}polyline")}
     assert set(lines) == {
-        "cold start (CPU)",
-        "1 % changed pass",
-        "full rescan pass",
-        "steady pass",
-        "serve idle, CPU ms per s",
-        "serve peak RSS (VmHWM)",
-        "benchmark peak RSS",
+        "pass when a job ends and the next starts",
+        "pass after 1 % of the specs changed",
+        "cold start: the first pass",
+        "serve: every sidecar on disk",
+        "serve, sidecars written (RSS)",
+        "in-process benchmark, peak",
     }
-    steady = [
-        tuple(map(float, p.split(","))) for p in lines["steady pass"].get("points", "").split()
-    ]
-    assert len(steady) == 3
-    (x1, y1), (x2, y2), (x3, y3) = steady
+    label = "pass when a job ends and the next starts"
+    points = [tuple(map(float, p.split(","))) for p in lines[label].get("points", "").split()]
+    assert len(points) == 3
+    (x1, y1), (x2, y2), (x3, y3) = points
     # Sizes and values grow tenfold each step: on log axes, the steps are equal.
     assert x2 - x1 == pytest.approx(x3 - x2, abs=0.2) and x2 > x1
     assert y1 - y2 == pytest.approx(y2 - y3, abs=0.2) and y2 < y1  # SVG's y grows downwards
-    goals = {el.get("data-label") for el in root.iter(f"{SVG}path")}
-    assert "steady pass goal" in goals
+    goals = [el.get("data-label") for el in root.iter(f"{SVG}path")]
+    # Issue 27's goals for that pass: 10 ms at 10,000 specs and 30 ms at 50,000.
+    assert goals.count(f"{label} goal") == 2
+    assert "serve, sidecars written (RSS) goal" in goals
+    legend = [el.text for el in root.iter(f"{SVG}text") if el.get("class") == "legend"]
+    assert f"{label} (◇ 10 at 10k, 30 at 50k)" in legend
 
 
 def test_the_log_axis_spans_whole_decades() -> None:
@@ -158,16 +167,28 @@ def busy_result() -> dict[str, object]:
         "rss_mb": 180.0,
         "load_1min": 2.5,
     }
-    return {"rows": [{**row, "ray": "fake"}, {**row, "ray": "head", "cpu_s_per_ended_job": 0.2}]}
+    fake = [
+        {**row, "ray": "fake", "specs": n, "cpu_pct_of_core": 3.2 * n / 1e4}
+        | {"cpu_s_per_ended_job": 0.032 * n / 1e4}
+        for n in (1_000, 10_000, 50_000)
+    ]
+    return {"rows": [*fake, {**row, "ray": "head", "cpu_s_per_ended_job": 0.2}]}
 
 
 def test_the_plot_shows_the_busy_steady_state_with_its_goal() -> None:
     root = ET.fromstring(plot.render(scale_result(), "test", busy_result()))
-    lines = {el.get("data-label") for el in root.iter(f"{SVG}polyline")}
-    assert "busy serve, CPU ms per ended job (real head)" in lines
-    assert "busy serve, CPU ms per ended job (fake Ray)" in lines
-    goals = {el.get("data-label") for el in root.iter(f"{SVG}path")}
-    assert "busy serve, CPU ms per ended job (fake Ray) goal" in goals
+    lines = {el.get("data-label"): el for el in root.iter(f"{SVG}polyline")}
+    assert "busy serve, per ended job (real head)" in lines
+    fake = lines["busy serve, per ended job (fake Ray)"]
+    assert len(fake.get("points", "").split()) == 3  # one point per size: a line
+    goals = {el.get("data-label"): el.get("d") for el in root.iter(f"{SVG}path")}
+    assert "busy serve, per ended job (fake Ray) goal" in goals
+    # The 1 % pass and a busy job share a goal (50 ms at 10,000): nested, not hidden.
+    shapes = {goals[f"{name} goal"] for name in ("pass after 1 % of the specs changed",)}
+    shapes |= {
+        goals[f"busy serve, per ended job ({ray}) goal"] for ray in ("fake Ray", "real head")
+    }
+    assert len(shapes) == 3
     # Without busy results, no busy series (and the plot still renders).
     root = ET.fromstring(plot.render(scale_result(), "test"))
     assert not any("busy" in (el.get("data-label") or "") for el in root.iter(f"{SVG}polyline"))
@@ -178,5 +199,6 @@ def test_the_summary_has_the_busy_steady_state(tmp_path: Path) -> None:
     assert "a job ending every second (fake Ray in serve) | not run | ≤ 5 % of a core |" in table
     (tmp_path / "busy.json").write_text(json.dumps(busy_result()))
     table = "\n".join(summary.lines(tmp_path))
+    # The row at the issue's 10,000 specs, of the three sizes run.
     assert "(fake Ray in serve) | 3.2 % of a core, 0.03 s CPU per ended job, 1.00 jobs/s" in table
     assert "(real head, `sleep 3` jobs) | 3.2 % of a core, 0.20 s CPU per ended job" in table

@@ -24,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
+from reconciler.core.queueorder import bounds_of
 from reconciler.core.usage import Tracked
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
 from specs.parse import parse_queue_config
@@ -84,9 +85,17 @@ spec:
       nominalQuota: {cpu: 2}
       lendingLimit: {cpu: 1}
 """
+# maxQueued, one limit in each queue's chain: a queue (team-a holds team-a/ml's tasks here),
+# the default queue; and a parent's limit over its sub-queue's tasks too. Small limits, so
+# tasks cross them as others arrive, start and go.
+TEAMS_FULL = (
+    TEAMS.replace("spec:\n", "spec:\n  default:\n    maxQueued: 10\n") + "      maxQueued: 3\n"
+).replace("nominalQuota: {cpu: 3}\n", "nominalQuota: {cpu: 3}\n      maxQueued: 6\n")
+NESTED_FULL = NESTED_PLAIN.replace("weight: 3\n", "weight: 3\n      maxQueued: 8\n")
 QUEUE_FILES = (None, TEAMS, NESTED)
-# What the fast pass takes: one queue, or team queues without preemption or maxQueued.
-FAST_QUEUE_FILES = (None, TEAMS, NESTED_PLAIN)
+# What the fast pass takes: one queue, or team queues without preemption, with at most one
+# maxQueued in each queue's chain.
+FAST_QUEUE_FILES = (None, TEAMS, NESTED_PLAIN, TEAMS_FULL, NESTED_FULL)
 RETRY = {"limit": 2, "backoffSeconds": 7, "on": ["Failed", "TimedOut", "Lost"]}
 # Few distinct values, so equal priorities and equal resources are common.
 PRIORITIES = (0, 0, 0, 1, 3, 5, 5, 9)
@@ -481,7 +490,11 @@ def busy_steps(seed: int, count: int) -> list[tuple[Any, ...]]:
     return plan
 
 
-@pytest.mark.parametrize("queue_file", [TEAMS, NESTED_PLAIN], ids=["teams", "nested"])
+@pytest.mark.parametrize(
+    "queue_file",
+    [TEAMS, NESTED_PLAIN, TEAMS_FULL, NESTED_FULL],
+    ids=["teams", "nested", "teams-maxqueued", "nested-maxqueued"],
+)
 @pytest.mark.parametrize("policy", ["strict", "backfill", "besteffort"])
 @pytest.mark.parametrize(("seed", "exact", "decayed"), [(1, 3, False), (2, 20, True)])
 def test_team_queue_sequences_take_the_fast_pass_in_most_passes(
@@ -516,3 +529,39 @@ def test_team_queue_sequences_take_the_fast_pass_in_most_passes(
         run.run(step)
     assert world.passes > 40
     assert world.fast_passes > 0.7 * world.passes, (world.fast_passes, world.passes)
+
+
+def test_tasks_cross_max_queued_on_the_fast_pass() -> None:
+    """maxQueued on the fast pass: team-b (maxQueued 3) holds more waiting tasks than that;
+    as its jobs start and end, tasks past the limit come to count and new ones arrive past
+    it, in passes the fast pass takes, each equal to plan() (History checks every pass)."""
+    options = PlanOptions(queue_id="q", policy="backfill", exact_queue_positions=2)
+    world = History(
+        options, queues_of(TEAMS_FULL), capacity=Capacity(4, 0, 64 * GIB), check=assert_identical
+    )
+    run = Sequence(world, names_of(120), plain=True)
+    run.run(("add", 60, 5))
+    seen: set[str] = set()  # team-b's tasks ever QueueFull
+    counted: set[str] = set()  # ... of them later counted in a fast pass
+    for step in [("start_all",), *[("ray", k, SUCCEEDED, 1) for k in range(40)]]:
+        run.run(step)
+        for name, status in world.statuses.items():
+            if not name.startswith("team-b/"):
+                continue
+            if status.status.reason == "QueueFull":
+                seen.add(name)
+            elif name in seen and world.memo.fast:
+                counted.add(name)
+    assert world.fast_passes > 0.7 * world.passes, (world.fast_passes, world.passes)
+    assert seen and counted, (seen, counted)
+
+
+def test_two_max_queued_in_one_chain_take_the_full_pass() -> None:
+    """A parent's and its sub-queue's maxQueued fill in turn over every arrival: bounds_of
+    gives None, so such a pass is the full planner's; one limit per chain gives its queue."""
+    both = NESTED_FULL.replace("maxRunning: 2\n", "maxRunning: 2\n      maxQueued: 2\n")
+    assert bounds_of(parse_queue_config(both)) is None
+    assert bounds_of(parse_queue_config(NESTED_FULL)) == {
+        "team-a": ("team-a", 8),
+        "team-a/ml": ("team-a", 8),
+    }
