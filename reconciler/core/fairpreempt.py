@@ -8,9 +8,10 @@ rule) and are top queues, not divided (nested queues are left out). The share is
 share orders by (`quotas.dominant_share`, with the decayed past use when counted).
 
 - **Whom.** Running runs of a sibling queue whose share is above the preemptor's queue's,
-  not exempt by their own queue's rules (`preemptible: false`, `minRuntimeSeconds`,
-  `maxPerTask`), whatever their priority: lowest priority first, then the newest, then the
-  name.
+  no wider than the preemptor in any resource (a 1-CPU head never stops a 200-CPU run: the
+  rest of what it frees would go to others, and its work is lost), not exempt by their own
+  queue's rules (`preemptible: false`, `minRuntimeSeconds`, `maxPerTask`), whatever their
+  priority: lowest priority first, then the newest, then the name.
 - **The final-share rule.** A run is taken only if, after it and every other victim of its
   queue are stopped and the preemptor runs, the preemptor's share is at most the victim
   queue's: `share(p, usage_p + request) <= share(v, usage_v - victims)`. So right after, the
@@ -49,6 +50,10 @@ def pure_sharing(states: Mapping[str, QueueState], name: str) -> bool:
     return all(of(state.nominal, r) <= EPS for r in RESOURCES)
 
 
+def _no_wider(run: Capacity, request: Capacity) -> bool:
+    return all(of(run, r) <= of(request, r) + EPS for r in RESOURCES)
+
+
 def choose(
     preemptor: Preemptor,
     queue: str,
@@ -73,6 +78,8 @@ def choose(
             continue
         if exempt(run, now, rules.get(where, Rules())):
             continue
+        if not _no_wider(run.request, preemptor.request):
+            continue  # what it frees beyond the head's need would go to others: no trade
         if share_of(states[where], usage[where]) <= before + _MARGIN:
             continue  # only a queue above it in share loses runs to it
         candidates.append((where, run))

@@ -243,6 +243,7 @@ def test_every_take_keeps_the_preemptor_at_or_below_the_victim_and_none_comes_ba
     for victim in chosen:  # minimal
         assert not fits(freed - victim.run.request)
         assert victim.run.preemptible and victim.queue != mine
+        assert victim.run.request.fits_in(preemptor.request)  # never wider than the head
     after = dict(usage)
     after[mine] = after[mine] + preemptor.request
     for victim in chosen:
@@ -342,3 +343,14 @@ def test_the_planner_never_preempts_back_right_after(steps: list[tuple[int | str
         for d in again.preemptions:
             if owner(d.preemptor) in losers:
                 assert not any(owner(v) in takers for v in d.victims), (d, takers)
+
+
+def test_a_narrow_head_never_stops_a_wider_run() -> None:
+    # Found by the simulator: a 1-CPU head stopped a 212-CPU run, whose rest went to others.
+    runs = {"team-b/wide": task(0, 6), "team-b/one": task(0, 1), "team-b/two": task(0, 1)}
+    w = world(runs, config())
+    w.specs["team-a/x"] = task(0, 1)
+    assert victims(w.step()) == ["team-b/one"]
+    w = world({"team-b/wide": task(0, 8)}, config())
+    w.specs["team-a/x"] = task(0, 1)
+    assert w.step().preemptions == []
