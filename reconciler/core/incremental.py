@@ -18,10 +18,10 @@ and an empty memo gives `plan`'s work exactly.
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from reconciler.core import planner, queueorder
+from reconciler.core import fixedpoint, planner, queueorder
 from reconciler.core.planner import Observation, Plan, TaskInput, TaskResult
 from reconciler.core.queueorder import Kept, Order
 from reconciler.core.usage import QueueUsage
@@ -54,6 +54,9 @@ class Memo:
     order: Order | None = None
     # Whether the pass that made this memo took the fast pass (tests and benchmarks count it).
     fast: bool = False
+    # How many waiting tasks it took as quiet though the loop had just written their status
+    # (_carry_written; tests and benchmarks count them).
+    carried: int = 0
 
 
 EMPTY = Memo()
@@ -66,6 +69,44 @@ def _world(observed: Observation, options: PlanOptions, queues: QueueConfig | No
     # autoscaler's report (pending nodes, failures) only admission reads, every pass.
     ceiling = (grow.ceiling, grow.node_types) if grow is not None else None
     return (options, observed.capacity, observed.available, observed.error, queues, ceiling)
+
+
+def _carry_written(
+    order: Order,
+    previous: Mapping[str, Kept],
+    specs: Mapping[str, TaskInput],
+    statuses: Mapping[str, TaskStatus],
+    versions: Mapping[str, Hashable],
+    changed: Collection[str] | None,
+    observed: Observation,
+) -> tuple[Order, Mapping[str, Kept], Collection[str]]:
+    """The fast pass's inputs, with each waiting task whose version changed only because the
+    loop wrote the status the last plan gave it (the very object) taken as quiet: its result
+    carried over to that status (fixedpoint.carried), its place in the order unchanged. Such
+    a task is then just like one whose status that plan left as it was: the fast pass redoes
+    it only where its place or bucket may move. Anything else stays changed, as before."""
+    given = (
+        set(changed) if changed is not None else queueorder.changed_names(versions, order.versions)
+    )
+    last, loud, jobs = order.statuses, order.loud, observed.jobs
+    carried: dict[str, Kept] = {}
+    for name in given:
+        status = statuses.get(name)
+        if status is None or status is not last.get(name) or name not in loud:
+            continue
+        entry = previous.get(name)
+        if entry is None or (waiter := entry.result.waiter) is None:
+            continue
+        again = fixedpoint.carried(entry.result, specs[name], status)
+        # Its place in the order moved (queuedAt), or it needs the full pass (a preemptor's
+        # victim; its name and spec, the same Task, were judged when its result was made).
+        if again is None or again.waiter != waiter or again.body.preempted_by is not None:
+            continue
+        carried[name] = Kept(versions[name], queueorder.run_job(jobs, status), again)
+    if not carried:
+        return order, previous, given
+    quiet = replace(order, loud=loud - carried.keys())
+    return quiet, {**previous, **carried}, given - carried.keys()
 
 
 def plan_incremental(
@@ -92,11 +133,13 @@ def plan_incremental(
     if memo.order is not None and previous and versions:
         ctx = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
         if queueorder.fast_enough(ctx):
-            done = queueorder.fast_pass(
-                ctx, memo.order, previous, specs, statuses, versions, changed
+            kept_order, known, changed = _carry_written(
+                memo.order, previous, specs, statuses, versions, changed, observed
             )
+            done = queueorder.fast_pass(ctx, kept_order, known, specs, statuses, versions, changed)
             if done is not None:
-                return done[0], Memo(world, done[1], done[2], fast=True)
+                carried = len(memo.order.loud) - len(kept_order.loud)
+                return done[0], Memo(world, done[1], done[2], fast=True, carried=carried)
     ctx = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
     env = ctx.env
     versions = versions or {}

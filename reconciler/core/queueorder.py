@@ -40,9 +40,17 @@ from heapq import heapify, heappop, heappush
 from itertools import compress
 from operator import itemgetter, ne
 
-from reconciler.core import admission, cleanup, fairshare, planner, policies
-from reconciler.core.admission import admit_prefix, place_far
+from reconciler.core import (
+    admission,
+    cleanup,
+    fairshare,
+    fixedpoint,
+    headadmission,
+    planner,
+    policies,
+)
 from reconciler.core.decisions import Summary
+from reconciler.core.headadmission import admit_prefix, place_far
 from reconciler.core.planner import PassState, Plan, TaskInput, TaskResult
 from reconciler.core.queueing import QueueAdmission
 from reconciler.core.waits import Lack, NotConsidered, QueueFull, Waiting
@@ -125,21 +133,25 @@ def reconcile(
     previous: Mapping[str, Kept],
     kept: dict[str, Kept],
 ) -> TaskResult:
-    """One task's result: last pass's if its inputs did not change and it still holds."""
+    """One task's result: last pass's if its inputs did not change and it still holds, or
+    carried over to a new status when that is known to give the same (fixedpoint.carried)."""
     at = ctx.now
     if status is None:
-        # First sight reads every job of the task, not one: cheap enough to always redo.
-        kept.pop(name, None)
-        return planner.reconcile_task(ctx.env, spec, status, at)
+        # First sight reads every job of the task, not one: always redone. Kept under no
+        # version (never reused as it is), for the status it writes (fixedpoint.carried).
+        result = planner.reconcile_task(ctx.env, spec, status, at)
+        kept[name] = Kept(None, None, result)
+        return result
     entry = previous.get(name)
     job = run_job(ctx.obs.jobs, status)
-    if (
-        entry is None
-        or version is None
-        or entry.version != version
-        or entry.job != job
-        or not entry.result.valid_at(at)
-    ):
+    if entry is None or version is None:
+        entry = Kept(version, job, planner.reconcile_task(ctx.env, spec, status, at))
+    elif entry.version != version:
+        again = fixedpoint.carried(entry.result, spec, status)
+        if again is None:
+            again = planner.reconcile_task(ctx.env, spec, status, at)
+        entry = Kept(version, job, again)
+    elif entry.job != job or not entry.result.valid_at(at):
         entry = Kept(version, job, planner.reconcile_task(ctx.env, spec, status, at))
     kept[name] = entry
     return entry.result
@@ -536,7 +548,7 @@ def fast_pass(
         entries = keys.get("", [])
         while True:
             candidates = [_candidate(result_of(e[4])) for e in entries[: heads.get("", 0)]]
-            walked = admission.walk_policy(ctx, candidates)
+            walked = headadmission.walk_policy(ctx, candidates)
             if walked.tail is not None or heads.get("", 0) == len(entries):
                 break
             heads[""] = min(len(entries), heads[""] * 4)
@@ -556,7 +568,7 @@ def fast_pass(
                 for n in sorted(unfit)
                 if bisect_left(keys[q := _owner(ctx, n)], key_of[n]) >= heads[q]
             ]
-            fair = admission.walk_queues(ctx, candidates + beyond, cut)
+            fair = headadmission.walk_queues(ctx, candidates + beyond, cut)
             walks = _team_walks(fair, keys, frozenset(unfit))
             # Short: its walk did not end in its head (or its answer may read past it).
             short = [q for q in cut if q in fair.short or walks[q][0] is None]
@@ -588,7 +600,7 @@ def fast_pass(
             prefix = sorted(prefix + extra)
             candidates = [_candidate(result_of(e[4])) for e in prefix]
         touched = set(merged) | set(
-            admission.admit_queue_prefix(
+            headadmission.admit_queue_prefix(
                 ctx, candidates, fair, as_given, adopt, order.words, spoken
             )
         )
@@ -825,3 +837,7 @@ def _in_order_of(statuses: Mapping[str, TaskStatus], names: set[str]) -> dict[st
         (name,) = names
         return {name: statuses[name]}
     return {n: s for n, s in statuses.items() if n in names}
+
+
+# What the incremental planner reads of a pass's bookkeeping (incremental._carry_written).
+changed_names = _changed

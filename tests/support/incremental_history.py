@@ -105,6 +105,9 @@ class History:
     # How many passes ran, and how many of them the fast pass took (Memo.fast).
     passes: int = 0
     fast_passes: int = 0
+    # How many waiting tasks the fast passes took as quiet right after the loop wrote their
+    # status (Memo.carried): the writes `_follow` makes, as the loop's, bump their versions.
+    carried: int = 0
 
     def apply(self, step: tuple[Any, ...]) -> None:
         kind = step[0]
@@ -187,6 +190,7 @@ class History:
         )
         self.passes += 1
         self.fast_passes += self.memo.fast
+        self.carried += self.memo.carried
         # The state machine refusing a transition is a planner bug.
         assert not [e for e in inc.events if e.reason is Reason.ILLEGAL_TRANSITION], inc.events
         if self.compare:

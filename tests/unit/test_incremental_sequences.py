@@ -319,7 +319,7 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
     run.run(("add", size // 2, first))  # the first half arrives at once
     for step in sequence:
         run.run(step)
-    note(f"fast passes: {world.fast_passes} of {world.passes}")
+    note(f"fast passes: {world.fast_passes} of {world.passes}, carried {world.carried}")
 
 
 def test_names_of_spreads_over_folders_in_no_sorted_order() -> None:
@@ -565,3 +565,30 @@ def test_two_max_queued_in_one_chain_take_the_full_pass() -> None:
         "team-a": ("team-a", 8),
         "team-a/ml": ("team-a", 8),
     }
+
+
+@pytest.mark.parametrize("queue_file", [None, NESTED_PLAIN])
+def test_the_loops_own_writes_are_carried_and_every_pass_equals_plan(
+    queue_file: str | None,
+) -> None:
+    """The harness writes each plan's statuses as the loop does, each with a new version. On
+    the fast pass, the waiting tasks whose version changed only by that write are taken as
+    quiet (Memo.carried, reconciler.core.fixedpoint), and every pass still equals plan() in
+    every field: a cold start's batch, starts and ends, a second batch, the clock."""
+    options = PlanOptions(queue_id="q", policy="backfill", exact_queue_positions=2)
+    world = History(
+        options, queues_of(queue_file), capacity=Capacity(4, 0, 64 * GIB), check=assert_identical
+    )
+    run = Sequence(world, names_of(100), plain=True)
+    run.run(("add", 50, 7))
+    for step in (
+        ("start_all",),
+        ("rays", 2, 0, SUCCEEDED),
+        ("add", 20, 3),
+        ("tick", 5),
+        ("start_all",),
+        ("rays", 3, 0, FAILED),
+    ):
+        run.run(step)
+    assert world.fast_passes > 0
+    assert world.carried >= 50

@@ -40,7 +40,7 @@ from ray.dashboard.modules.dashboard_sdk import SubmissionClient
 from ray.job_submission import JobDetails, JobSubmissionClient
 
 from reconciler.shell.raycluster.poll import HTTPStatus as _HTTPStatusError
-from reconciler.shell.raycluster.poll import KeptAliveGet
+from reconciler.shell.raycluster.poll import KeptAliveGet, KeptAliveGets
 from reconciler.shell.raycluster.poll import shorten as _shorten
 from specs import submission_ids
 from specs.cluster import (
@@ -63,6 +63,9 @@ _UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
 _SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
 # The state API caps `limit` at 10,000 by default; ask for all of it so big clusters count.
 _NODES_LIMIT = 10_000
+# The live jobs looked up at once between listings (reconciler/shell/jobview.py): a connection
+# each, so that the look-ups of a small cluster's jobs take one round trip.
+LOOKUPS_AT_ONCE = 8
 
 
 class _Client(JobSubmissionClient):
@@ -135,6 +138,8 @@ class RayJobsAdapter:
         self._client_lock = threading.Lock()
         # The reads repeated every pass go over one kept-alive connection (see poll.py).
         self._poll: KeptAliveGet | None = None
+        # The loop's look-ups of single jobs go out together, over connections of their own.
+        self._lookups: KeptAliveGets | None = None
 
     def __repr__(self) -> str:
         return f"RayJobsAdapter({self.address!r}, timeout_seconds={self.timeout_seconds})"
@@ -165,15 +170,34 @@ class RayJobsAdapter:
         ]
 
     def look_up_jobs(self, submission_ids: Iterable[str]) -> dict[str, RayJob | None]:
-        """Each job's current state, one small GET per id over the kept-alive connection (None:
-        Ray has no such job). The loop asks this of the few live jobs between full listings:
-        the listing grows with Ray's history, a look-up does not. Entrypoint resources are not
-        filled in (a job's do not change: the caller keeps them from its listing)."""
+        """Each job's current state, one small GET per id, up to LOOKUPS_AT_ONCE of them sent
+        together over kept-alive connections of their own (None: Ray has no such job). The
+        loop asks this of the few live jobs between full listings: the listing grows with
+        Ray's history, a look-up does not. Entrypoint resources are not filled in (a job's do
+        not change: the caller keeps them from its listing)."""
+        ids = list(submission_ids)
+        what = "job info"
+        with self._client_lock:
+            if self._lookups is None or self._lookups.address != self.address:
+                self._lookups = KeptAliveGets(
+                    self.address,
+                    timeout_seconds=self.timeout_seconds,
+                    headers=self._headers,
+                    width=LOOKUPS_AT_ONCE,
+                )
+            lookups = self._lookups
+        try:
+            answers = lookups.get_all([f"/api/jobs/{_in_path(sid)}" for sid in ids])
+        except (OSError, http.client.HTTPException) as exc:
+            raise RayUnavailable(f"{what}: cannot reach the Ray dashboard: {exc}") from exc
+        except ValueError as exc:
+            raise RayRequestError(f"{what}: the dashboard's answer is not JSON") from exc
         found: dict[str, RayJob | None] = {}
-        for sid in submission_ids:
-            try:
-                detail = self._get_json("job info", f"/api/jobs/{_in_path(sid)}", job=sid)
-            except JobNotFound:
+        for sid, detail in zip(ids, answers, strict=True):
+            if isinstance(detail, _HTTPStatusError):
+                mapped = _map_error(detail, job=sid, what=what)
+                if not isinstance(mapped, JobNotFound):
+                    raise mapped from detail
                 found[sid] = None
                 continue
             try:
@@ -347,6 +371,9 @@ class RayJobsAdapter:
             if self._poll is not None:
                 self._poll.close()
                 self._poll = None
+            if self._lookups is not None:
+                self._lookups.close()
+                self._lookups = None
 
     def _call(
         self,

@@ -1,0 +1,209 @@
+"""Admission of the head of each queue, for the fast pass (core/queueorder.py): the policy's
+or fair share's walk over a prefix of the kept order, as `admission.admit` runs it over the
+whole queue, and the places of the tasks past the prefix."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from reconciler.core import lifecycle, policies, queueing
+from reconciler.core.admission import (
+    _admission,
+    _free,
+    _start,
+    far_message,
+    position_bucket,
+)
+from reconciler.core.timestamps import to_datetime
+from reconciler.core.waits import NotConsidered, Waiting
+from specs.models import Phase, Reason, TaskStatusBody
+
+if TYPE_CHECKING:
+    from reconciler.core.planner import PassState
+
+
+@dataclass
+class Walk:
+    """What `admit_prefix` did with the head of a long queue."""
+
+    admission: policies.Admission
+    touched: list[str]  # tasks whose status it set anew (the others keep theirs)
+
+
+def walk_policy(ctx: PassState, prefix: list[policies.Candidate]) -> policies.Admission:
+    """The policy's walk over the head of the queue, as `admit` runs it (see admit_prefix)."""
+    starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
+    slots = max(ctx.options.max_inflight - starting, 0)
+    admission = _admission(ctx, prefix, _free(ctx), slots, {})
+    assert isinstance(admission, policies.Admission)
+    return admission
+
+
+def admit_prefix(
+    ctx: PassState,
+    prefix: list[policies.Candidate],
+    admission: policies.Admission,
+    unchanged: Callable[[str, Reason, str], bool],
+    adopt: Callable[[str], None],
+) -> Walk:
+    """`admit` on the head of the queue, for a pass with one queue and no preemption,
+    autoscaler, array cap, dependency gate or stopping victim (the incremental planner checks
+    that). `prefix`: the first candidates in order, long enough that the policy's walk ends in
+    it (`Admission.tail`) or the whole queue. `unchanged(name, reason, bucket)`: whether a far
+    task's status already says so, in which case it is left as it is. `admission`: the
+    policy's walk over `prefix` (walk_policy). `adopt(name)`: puts a task's own result in
+    the pass (its body and task) before admission reads or sets them."""
+    ctx.until = min(ctx.until, max(admission.until, ctx.now))
+    started = set(admission.start)
+    exact = ctx.options.exact_queue_positions
+    touched: list[str] = []
+    place = 0
+    order = ctx.order.setdefault("", []) if len(prefix) > len(started) else []
+    for candidate in prefix:
+        name = candidate.name
+        if name in started:
+            adopt(name)
+            _start(ctx, candidate)
+            touched.append(name)
+            continue
+        place += 1
+        order.append(name)
+        waiting = admission.waiting[name]
+        if isinstance(waiting.lacks, NotConsidered):
+            ctx.not_considered += 1
+        eta = waiting.estimated_start
+        if eta is not None:
+            ctx.until = min(ctx.until, max(eta, ctx.now))
+        if place > exact:
+            bucket = position_bucket(place, exact)
+            if unchanged(name, waiting.reason, bucket):
+                continue
+            adopt(name)
+            body = ctx.bodies[name]
+            message = far_message(bucket, waiting, None)
+            ctx.bodies[name] = lifecycle.queue(
+                body, None, waiting.reason, message, None, None, bucket
+            )
+        else:
+            adopt(name)
+            body = ctx.bodies[name]
+            at = to_datetime(eta) if eta else None
+            ctx.bodies[name] = lifecycle.queue(
+                body, place, waiting.reason, waiting.message, at, None, None
+            )
+        touched.append(name)
+    return Walk(admission, touched)
+
+
+def walk_queues(
+    ctx: PassState, prefix: list[policies.Candidate], cut: Collection[str]
+) -> queueing.QueueAdmission:
+    """The queues' admission over the heads of their queues, as `admit` runs it, for a pass
+    with team queues and no preemption, autoscaler, array cap, dependency gate or stopping
+    victim, the tasks past maxQueued left out (the incremental planner checks that).
+    `prefix`: the first candidates of each queue, in the cluster's order; enough that each
+    queue's walk ends in its part (`QueueAdmission.tails`) or takes all of it; `cut`: the
+    queues given in part (those the answer may not hold for are in `short`)."""
+    starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
+    slots = max(ctx.options.max_inflight - starting, 0)
+    admission = _admission(ctx, prefix, _free(ctx), slots, {}, cut)
+    assert isinstance(admission, queueing.QueueAdmission)
+    return admission
+
+
+def admit_queue_prefix(
+    ctx: PassState,
+    prefix: list[policies.Candidate],
+    admission: queueing.QueueAdmission,
+    given: Callable[[str], TaskStatusBody | None],
+    adopt: Callable[[str], None],
+    words: Mapping[str, tuple[Waiting, str]] | None = None,
+    spoken: dict[str, tuple[Waiting, str]] | None = None,
+) -> list[str]:
+    """`admit` on the heads of the team queues (`prefix`, `admission`: walk_queues'), with
+    `adopt` as in admit_prefix; returns the tasks whose status it set anew. `given(name)`: the
+    status body a task not redone this pass was given (None for one redone): one that already
+    waits as admission says is left as it is. `words`: the last pass's wait and message of
+    each task at an exact place, reused when its wait is the same (most are, in a queue that
+    did not move); `spoken` receives this pass's."""
+    ctx.queue_admission = admission
+    ctx.until = min(ctx.until, max(admission.until, ctx.now))
+    started = set(admission.start)
+    exact = ctx.options.exact_queue_positions
+    touched: list[str] = []
+    places: dict[str, int] = {}
+    for candidate in prefix:
+        name = candidate.name
+        if name in started:
+            adopt(name)
+            _start(ctx, candidate)
+            touched.append(name)
+            continue
+        owner = admission.queue_of[name]
+        place = places[owner] = places.get(owner, 0) + 1
+        ctx.order.setdefault(owner, []).append(name)
+        waiting = admission.waiting.get(name)
+        if waiting is not None and isinstance(waiting.lacks, NotConsidered):
+            ctx.not_considered += 1
+        eta = waiting.estimated_start if waiting else None
+        if eta is not None:
+            ctx.until = min(ctx.until, max(eta, ctx.now))
+        reason = waiting.reason if waiting is not None else Reason.QUEUED
+        position: int | None = place
+        bucket: str | None = None
+        at: datetime | None = None
+        if place > exact:
+            bucket = position_bucket(place, exact)
+            position, said = None, far_message(bucket, waiting, owner)
+        else:
+            at = to_datetime(eta) if eta else None
+            said = "queued"
+            if waiting is not None:
+                last = words.get(name) if words is not None else None
+                said = last[1] if last is not None and last[0] == waiting else waiting.message
+                if spoken is not None:
+                    spoken[name] = (waiting, said)
+        body = given(name)
+        if body is not None and _queued_as(body, position, bucket, reason, said, at):
+            continue
+        adopt(name)
+        ctx.bodies[name] = lifecycle.queue(
+            ctx.bodies[name], position, reason, said, at, None, bucket
+        )
+        touched.append(name)
+    return touched
+
+
+def _queued_as(
+    body: TaskStatusBody,
+    position: int | None,
+    bucket: str | None,
+    reason: Reason,
+    message: str,
+    at: datetime | None,
+) -> bool:
+    """Whether `lifecycle.queue` with these would leave `body` as it is."""
+    return (
+        body.phase is Phase.QUEUED
+        and body.queue_position == position
+        and body.queue_position_bucket == bucket
+        and body.reason == reason
+        and body.message == message
+        and body.estimated_start_at == at
+        and body.scale_up_requested_at is None
+        and body.missing_since is None
+    )
+
+
+def place_far(
+    ctx: PassState, name: str, lack: Waiting, place: int, queue: str | None = None
+) -> None:
+    """A task past the walk (`Admission.tail`) at `place`: its far status, as `admit` sets it."""
+    bucket = position_bucket(place, ctx.options.exact_queue_positions)
+    message = far_message(bucket, lack, queue)
+    ctx.bodies[name] = lifecycle.queue(
+        ctx.bodies[name], None, lack.reason, message, None, None, bucket
+    )
