@@ -135,8 +135,7 @@ def admit(ctx: PassState) -> None:
     eligible = [c for c in queue if c.name not in stopping and c.name not in full]
     # An array at its maxParallel starts no more elements: they are not candidates at all.
     eligible, capped = arrays.cap(eligible, ctx.bodies, ctx.tasks)
-    starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
-    slots = max(ctx.options.max_inflight - starting, 0)
+    slots = _slots(ctx)
     admission = _admission(ctx, eligible, free, slots, all_stopping)
     if isinstance(admission, policies.Admission):
         ctx.until = min(ctx.until, max(admission.until, ctx.now))
@@ -452,6 +451,12 @@ def _why_waiting(
     if name not in admission.waiting and body.preempted_by is not None:
         return Waiting(PreemptedBy(body.preempted_by))
     return admission.waiting.get(name)
+
+
+def _slots(ctx: PassState) -> int:
+    """How many more may start this pass: max_inflight less the tasks Starting now."""
+    starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
+    return max(ctx.options.max_inflight - starting, 0)
 
 
 def _free(ctx: PassState) -> Capacity:

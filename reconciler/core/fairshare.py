@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 
-from reconciler.core import policies
+from reconciler.core import fairwaits, policies
 from reconciler.core.fairhold import BACKFILL_RESERVATION as BACKFILL_RESERVATION
 from reconciler.core.fairhold import NO_RESERVATION as NO_RESERVATION
 from reconciler.core.fairhold import RESERVATION_OF_POLICY as RESERVATION_OF_POLICY
@@ -52,19 +52,12 @@ from reconciler.core.quotas import (
     of,
     pos,
     resolve,
-    scale,
 )
 from reconciler.core.waits import (
-    BehindTask,
-    BorrowBound,
-    KeptForQueue,
-    NextPass,
     OverQuota,
     QuotaShortfall,
-    RunningLimit,
     Shortfall,
     Waiting,
-    shortfall,
 )
 from specs.cluster import Capacity
 
@@ -308,7 +301,7 @@ class _Pass:
                 break
             _, queue, candidate = best
             self._admit(queue, candidate)
-        self._explain()
+        fairwaits.explain(self)
         return self.result
 
     def _order(self, queue: QueueNode, candidate: Candidate, borrows: bool) -> _OrderKey:
@@ -428,140 +421,6 @@ class _Pass:
             lenders = lenders + pos(outer - queue.parent.quota.nominal)
         borrowable = min_of(queue.quota.borrowing_limit, lenders)
         return min_of(outer, queue.quota.nominal + borrowable), lenders
-
-    def _explain(self) -> None:
-        self._explain_level(self.queues)
-        for node in walk(self.queues):
-            if node.children:
-                self._explain_level(node.children)
-        for queue in self.leaves:
-            self._waiting(queue)
-        self.result.waiting.update(self.unfit)
-
-    def _explain_level(self, level: list[QueueNode]) -> None:
-        """Each queue of one set of siblings after the pass."""
-        borrowed_total, lend_total = Capacity(), Capacity()
-        for queue in level:
-            borrowed_total = borrowed_total + queue.borrowed
-            lend_total = lend_total + min_of(
-                queue.quota.lending_limit, pos(queue.quota.nominal - queue.usage)
-            )
-        # Who lent what is not tracked per loan; lenders share the total in proportion.
-        fraction = Capacity(
-            *(
-                min(1.0, of(borrowed_total, r) / of(lend_total, r))
-                if of(lend_total, r) > 0
-                else 0.0
-                for r in RESOURCES
-            )
-        )
-        for queue in level:
-            if queue.own:  # the tasks directly in a divided queue's folder: shown as the queue
-                continue
-            name = queue.quota.name
-            offered = min_of(queue.quota.lending_limit, pos(queue.quota.nominal - queue.usage))
-            self.result.queues[name] = QueueState(
-                name=name,
-                nominal=queue.quota.nominal,
-                usage=queue.usage,
-                borrowed=queue.borrowed,
-                lent=scale(offered, fraction),
-                share=self._share(queue, queue.usage).weighted,
-                admitted=tuple(queue.admitted),
-                above_nominal=self.above_nominal(queue),
-                head=head.name if (head := self.head(queue)) is not None else None,
-                parent=queue.parent.quota.name if queue.parent is not None else None,
-                weight=queue.quota.weight,
-                past=queue.past,
-                lend=self.lend if queue.parent is None else self.lend_in[id(queue.parent)],
-            )
-
-    def _waiting(self, queue: QueueNode) -> None:
-        if not queue.remaining:
-            return
-        limiting = queue.limiting()
-        limit = limiting.quota.max_running if limiting is not None else None
-        if limiting is not None and limit is not None:
-            lack = RunningLimit(limiting.quota.name, limit)
-            for ahead, candidate in enumerate(queue.remaining):
-                self.result.waiting[candidate.name] = Waiting(lack, ahead, queue.quota.name)
-            self.result.tails[queue.quota.name] = (0, lack)
-            return
-        budget = self.budget(queue)
-        admission = self._ask(queue, budget)
-        held = self.held.get(queue.quota.name)
-        if admission.tail is not None and held is None:
-            # Past the tail every task waits for a lack no queue's reservation rewords.
-            self.result.tails[queue.quota.name] = admission.tail
-        for ahead, candidate in enumerate(queue.remaining):
-            waiting = admission.waiting.get(candidate.name)
-            if held is not None and candidate is held:
-                waiting = Waiting(self._not_preemptible(queue, candidate.request), ahead)
-            elif held is not None and waiting is None:
-                waiting = Waiting(BehindTask(held.name), ahead)
-            if waiting is None:
-                reservation = self.reserved_by.get(queue.chain()[-1].quota.name)
-                if reservation is not None:
-                    kept = KeptForQueue(queue.quota.name, reservation.queue, reservation.head)
-                    waiting = Waiting(kept)
-                else:  # its policy would start it, but nothing more fit in this pass
-                    waiting = Waiting(self._lack(queue, candidate.request), note=NextPass())
-            self.result.waiting[candidate.name] = self._reword(queue, candidate, waiting)
-
-    def _reword(self, queue: QueueNode, candidate: Candidate, waiting: Waiting) -> Waiting:
-        """Name the queue, and tell a full quota from a full cluster."""
-        lacks = waiting.lacks
-        if isinstance(lacks, Shortfall):
-            # The policy measured the shortfall against the budget; its place and note still hold.
-            lacks = self._lack(queue, candidate.request)
-        return Waiting(lacks, waiting.ahead, queue.quota.name, waiting.note)
-
-    def _not_preemptible(self, queue: QueueNode, request: Capacity) -> QuotaShortfall:
-        room = pos(queue.quota.nominal - queue.usage)
-        r = next((r for r in RESOURCES if of(request, r) > of(room, r) + EPS), "cpu")
-        quota = queue.quota
-        return QuotaShortfall(
-            quota.name,
-            r,
-            of(queue.usage, r),
-            of(quota.nominal, r),
-            0.0,
-            BorrowBound.NOT_PREEMPTIBLE,
-            0.0,
-        )
-
-    def _lack(self, queue: QueueNode, request: Capacity) -> Shortfall | QuotaShortfall:
-        """What `request` lacks beyond its budget: the cluster's free resources, or (when they
-        would do) its queue's quota. The same for every request alike until an admission."""
-        key = (self.version, id(queue), request)
-        found = self.lacks.get(key)
-        if found is None:
-            found = self.lacks[key] = self._lack_anew(queue, request)
-        return found
-
-    def _lack_anew(self, queue: QueueNode, request: Capacity) -> Shortfall | QuotaShortfall:
-        budget = self.quota_limit(queue)
-        if request.fits_in(budget):  # the quota allows it: the cluster is full
-            return shortfall(request, pos(self.free))
-        r = next((r for r in RESOURCES if of(request, r) > of(budget, r) + EPS), "cpu")
-        quota = queue.quota
-        limit = of(quota.borrowing_limit, r)
-        slack = of(self.slack_for(queue), r) - of(queue.borrowed, r)
-        if limit <= of(self.slack_for(queue), r):
-            bound = BorrowBound.BORROWING_LIMIT
-        elif slack > EPS:
-            bound, limit = BorrowBound.OTHERS_LEND, slack
-        else:
-            bound, limit = BorrowBound.NOTHING_TO_LEND, 0.0
-        return QuotaShortfall(
-            quota.name,
-            r,
-            of(queue.usage, r),
-            of(quota.nominal, r),
-            of(self.can_borrow(queue), r),
-            bound,
-            limit,
-        )
 
 
 def _guarantee_used(queue: QueueNode, usage: Capacity) -> float:

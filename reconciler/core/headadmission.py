@@ -1,4 +1,4 @@
-"""Admission of the head of each queue, for the fast pass (core/queueorder.py): the policy's
+"""Admission of the head of each queue, for the fast pass (core/fastpass.py): the policy's
 or fair share's walk over a prefix of the kept order, as `admission.admit` runs it over the
 whole queue, and the places of the tasks past the prefix."""
 
@@ -13,6 +13,7 @@ from reconciler.core import lifecycle, policies, queueing
 from reconciler.core.admission import (
     _admission,
     _free,
+    _slots,
     _start,
     far_message,
     position_bucket,
@@ -33,11 +34,16 @@ class Walk:
     touched: list[str]  # tasks whose status it set anew (the others keep theirs)
 
 
+def _walk(
+    ctx: PassState, prefix: list[policies.Candidate], cut: Collection[str]
+) -> policies.Admission | queueing.QueueAdmission:
+    """`admit`'s admission over `prefix`, with the slots the tasks starting now leave."""
+    return _admission(ctx, prefix, _free(ctx), _slots(ctx), {}, cut)
+
+
 def walk_policy(ctx: PassState, prefix: list[policies.Candidate]) -> policies.Admission:
     """The policy's walk over the head of the queue, as `admit` runs it (see admit_prefix)."""
-    starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
-    slots = max(ctx.options.max_inflight - starting, 0)
-    admission = _admission(ctx, prefix, _free(ctx), slots, {})
+    admission = _walk(ctx, prefix, ())
     assert isinstance(admission, policies.Admission)
     return admission
 
@@ -107,9 +113,7 @@ def walk_queues(
     `prefix`: the first candidates of each queue, in the cluster's order; enough that each
     queue's walk ends in its part (`QueueAdmission.tails`) or takes all of it; `cut`: the
     queues given in part (those the answer may not hold for are in `short`)."""
-    starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
-    slots = max(ctx.options.max_inflight - starting, 0)
-    admission = _admission(ctx, prefix, _free(ctx), slots, {}, cut)
+    admission = _walk(ctx, prefix, cut)
     assert isinstance(admission, queueing.QueueAdmission)
     return admission
 

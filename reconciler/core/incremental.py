@@ -21,7 +21,7 @@ from collections.abc import Collection, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from reconciler.core import fixedpoint, planner, queueorder
+from reconciler.core import fastpass, fixedpoint, planner, queueorder
 from reconciler.core.planner import Observation, Plan, TaskInput, TaskResult
 from reconciler.core.queueorder import Kept, Order
 from reconciler.core.usage import QueueUsage
@@ -136,7 +136,7 @@ def plan_incremental(
             kept_order, known, changed = _carry_written(
                 memo.order, previous, specs, statuses, versions, changed, observed
             )
-            done = queueorder.fast_pass(ctx, kept_order, known, specs, statuses, versions, changed)
+            done = fastpass.fast_pass(ctx, kept_order, known, specs, statuses, versions, changed)
             if done is not None:
                 carried = len(memo.order.loud) - len(kept_order.loud)
                 return done[0], Memo(world, done[1], done[2], fast=True, carried=carried)

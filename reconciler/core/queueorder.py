@@ -1,5 +1,7 @@
 """The queues' order kept between passes (issue 27), and the incremental planner's fast pass
-over it: a pass redoes only what can change, so its cost follows change, not queue length.
+over it (the pass itself: core/fastpass.py; here the order, the per-task memo, the full pass's
+hand-over and where the fast pass holds): a pass redoes only what can change, so its cost
+follows change, not queue length.
 
 Kept from the last pass (`Order`): each queue's waiting tasks as a sorted list of their keys
 (priority, queuedAt, name), updated with bisect by the tasks whose result changed; which tasks
@@ -33,34 +35,26 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from bisect import bisect_left, insort
-from collections.abc import Collection, Hashable, Iterable, Mapping
+from bisect import bisect_left
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from heapq import heapify, heappop, heappush
+from heapq import heapify
 from itertools import compress
 from operator import itemgetter, ne
 
 from reconciler.core import (
-    admission,
-    cleanup,
     fairshare,
     fixedpoint,
-    headadmission,
     planner,
     policies,
 )
-from reconciler.core.decisions import Summary
-from reconciler.core.headadmission import admit_prefix, place_far
 from reconciler.core.planner import PassState, Plan, TaskInput, TaskResult
 from reconciler.core.queueing import QueueAdmission
-from reconciler.core.waits import Lack, NotConsidered, QueueFull, Waiting
+from reconciler.core.waits import Lack, Waiting
 from specs.arrays import split
 from specs.cluster import Capacity, RayJob
-from specs.models import Phase, Reason, TaskStatus, TaskStatusBody
+from specs.models import Phase, Reason, TaskStatus
 from specs.queues import DEFAULT_QUEUE, QueueConfig
-
-# Each team queue's head given to fair admission on the fast pass's first try.
-_TEAM_HEAD = 8
 
 # A waiting task's place in its queue: 1 if it is past its queue's maxQueued (QueueFull: its
 # place comes after every counted task's, as admit numbers them), else 0; its key (-priority,
@@ -407,389 +401,6 @@ def _order(
     )
 
 
-def fast_pass(
-    ctx: PassState,
-    order: Order,
-    previous: Mapping[str, Kept],
-    specs: Mapping[str, TaskInput],
-    statuses: Mapping[str, TaskStatus],
-    versions: Mapping[str, Hashable],
-    given: Collection[str] | None = None,
-) -> tuple[Plan, dict[str, Kept], Order] | None:
-    """`planner.finish`'s plan, redoing only what can have changed; None: this pass needs the
-    full one (nothing of `ctx` is used then: the caller starts again)."""
-    now = ctx.now
-    if now < order.now or order.flagged:
-        return None
-    # What changed, at C speed: versions, names; what expired, from the heap.
-    names = list(specs)
-    changed = set(given) if given is not None else _changed(versions, order.versions)
-    if names == order.names:  # the same tasks as last time (compared at C speed)
-        deleted: set[str] = set()
-    else:
-        deleted = order.statuses.keys() - specs.keys()
-    if names != list(versions):
-        changed |= specs.keys() - versions.keys()
-    heap = list(order.heap)
-    redo = set(changed)
-    while heap and heap[0][0] < now:
-        item = heappop(heap)
-        if _current(item, order.loud, previous):
-            redo.add(item[1])
-    jobs = ctx.obs.jobs or {}
-    if jobs is not order.jobs:
-        for sid in jobs.keys() | order.jobs.keys():
-            if sid in order.watch and jobs.get(sid) != order.jobs.get(sid):
-                redo.add(order.watch[sid])
-    redo |= order.loud
-    redo -= deleted
-    redo &= specs.keys()
-    # Each of them reconciled (or its result reused) and merged, in name order as in plan().
-    kept = dict(previous)
-    for name in deleted:
-        kept.pop(name, None)
-    results: dict[str, TaskResult] = {}
-    merged = sorted(redo)
-    for name in merged:
-        results[name] = reconcile(
-            ctx, name, specs[name], statuses.get(name), versions.get(name), previous, kept
-        )
-        if _flagged(name, specs[name], results[name]):
-            return None
-    for name in merged:
-        planner.merge(ctx, name, results[name])
-    # The quiet results' earliest end (a redone task's old entry is stale: its own counts).
-    while heap and (heap[0][1] in redo or not _current(heap[0], order.loud, kept)):
-        heappop(heap)
-    if heap:
-        ctx.until = min(ctx.until, heap[0][0])
-    # The order, moved by the tasks whose key changed (a queue's list copied when it moves).
-    keys, key_of = dict(order.keys), dict(order.key_of)
-    copied: set[str] = set()
-    moves: dict[str, int] = {}
-    ceilings = order.ceilings
-    unfit = set(order.unfit)
-    news, arrivals, flipped = _moved(ctx, order, [*merged, *deleted], results)
-    for name, new in news.items():
-        old = key_of.get(name)
-        if old == new:
-            continue
-        queue = _owner(ctx, name)
-        if queue not in copied:
-            keys[queue] = list(keys.get(queue, ()))
-            copied.add(queue)
-        entries = keys[queue]
-        if old is not None:
-            del entries[bisect_left(entries, old)]
-            del key_of[name]
-            moves[queue] = moves.get(queue, 0) + 1
-        unfit.discard(name)
-        if new is not None:
-            if (
-                ceilings is not None
-                and not new[0]
-                and fairshare.never_fits(
-                    _candidate(results.get(name) or kept[name].result).request, ceilings[queue]
-                )
-            ):
-                unfit.add(name)
-            insort(entries, new)
-            key_of[name] = new
-            moves[queue] = moves.get(queue, 0) + 1
-    for queue in copied:
-        if not keys[queue]:
-            del keys[queue]
-
-    def result_of(name: str) -> TaskResult:
-        found = results.get(name)
-        return found if found is not None else kept[name].result
-
-    def adopt(name: str) -> None:
-        """A quiet task admission looks at: its body and request, as merge() would give."""
-        if name in results:
-            return
-        result = kept[name].result
-        ctx.bodies[name] = result.body
-        if result.conds:
-            ctx.conds[name] = dict(result.conds)
-        assert result.waiter is not None
-        ctx.tasks[name] = result.waiter.task
-
-    def as_given(name: str) -> TaskStatusBody | None:
-        return None if name in results else statuses[name].status
-
-    def unchanged(name: str, reason: Reason, bucket: str) -> bool:
-        if name in results:
-            return False
-        body = statuses[name].status
-        return (
-            body.queue_position is None
-            and body.queue_position_bucket == bucket
-            and body.reason == reason
-        )
-
-    cleanup.stop_strays(ctx, ctx.env.ours, specs)
-    # The head of each queue, long enough that the policy's walk ends in it.
-    options = ctx.options
-    exact = options.exact_queue_positions
-    first = exact + options.max_inflight + 2
-    if options.policy != "strict":  # strict's walk ends at its first misfit
-        first += options.backfill_candidates
-    fair: QueueAdmission | None = None
-    spoken: dict[str, tuple[Waiting, str]] = {}
-    if ctx.queues is not None:
-        # Each queue's walk most often ends a few tasks in (a full cluster, 1 task behind its
-        # blocked head): start small, give more to a queue whose answer needs it.
-        first = _TEAM_HEAD
-    # A queue's tasks past its maxQueued are not candidates: its head is of the counted ones.
-    counted = {queue: _counted(entries) for queue, entries in keys.items()}
-    heads = {queue: min(counted[queue], first) for queue in keys}
-    if ctx.queues is None:
-        entries = keys.get("", [])
-        while True:
-            candidates = [_candidate(result_of(e[4])) for e in entries[: heads.get("", 0)]]
-            walked = headadmission.walk_policy(ctx, candidates)
-            if walked.tail is not None or heads.get("", 0) == len(entries):
-                break
-            heads[""] = min(len(entries), heads[""] * 4)
-        walk = admit_prefix(ctx, candidates, walked, unchanged, adopt)
-        touched = set(merged) | set(walk.touched)
-        tail_at, lack = walk.admission.tail or (None, None)
-        ctx.walk = (tail_at, lack, len(walk.admission.start))
-        walks: Walks = {"": ctx.walk}
-    else:
-        while True:
-            prefix = sorted(e for queue, entries in keys.items() for e in entries[: heads[queue]])
-            candidates = [_candidate(result_of(e[4])) for e in prefix]
-            cut = {q for q, n in heads.items() if n < counted[q]}
-            # Those too big for their queue past the heads: admission takes them out first.
-            beyond = [
-                _candidate(result_of(n))
-                for n in sorted(unfit)
-                if bisect_left(keys[q := _owner(ctx, n)], key_of[n]) >= heads[q]
-            ]
-            fair = headadmission.walk_queues(ctx, candidates + beyond, cut)
-            walks = _team_walks(fair, keys, frozenset(unfit))
-            # Short: its walk did not end in its head (or its answer may read past it).
-            short = [q for q in cut if q in fair.short or walks[q][0] is None]
-            if not short:
-                break
-            for queue in short:
-                heads[queue] = min(counted[queue], heads[queue] * 4)
-        # The exact places past a walk's end: each waits for the queue's tail lack, `ahead`
-        # counting the tasks its walk kept (as the policy numbers them past its tail).
-        extra: list[Entry] = []
-        for queue, entries in keys.items():
-            head, (_, lack, count) = heads[queue], walks[queue]
-            end = min(len(entries), exact + count)
-            if end <= head:
-                continue
-            begun = set(fair.start)
-            ahead = sum(1 for e in entries[:head] if e[4] not in begun and e[4] not in unfit)
-            for e in entries[head:end]:
-                fair.queue_of[e[4]] = queue
-                if e[0]:
-                    fair.waiting[e[4]] = _queue_full(order.bounds, queue)
-                elif e[4] not in unfit:
-                    assert lack is not None  # a queue with counted tasks past its head has a tail
-                    fair.waiting[e[4]] = Waiting(lack, ahead, queue)
-                    ahead += 1
-            extra.extend(entries[head:end])
-            heads[queue] = end
-        if extra:
-            prefix = sorted(prefix + extra)
-            candidates = [_candidate(result_of(e[4])) for e in prefix]
-        touched = set(merged) | set(
-            headadmission.admit_queue_prefix(
-                ctx, candidates, fair, as_given, adopt, order.words, spoken
-            )
-        )
-    # Past each head: every task waits for its queue's tail lack.
-    for queue, entries in keys.items():
-        head = heads[queue]
-        if head == len(entries):
-            continue
-        ctx.order.setdefault(queue, []).extend(map(_NAME, entries[head:]))
-        if head >= counted[queue]:
-            continue  # past maxQueued, all of them: QueueFull, as their statuses say
-        tail_at, lack, _ = walks[queue]
-        assert lack is not None and tail_at is not None
-        before = order.tail.get(queue)
-        if before is not None and before is not lack.reason:
-            return None  # the whole tail waits for another reason now: the full pass
-        if isinstance(lack, NotConsidered):
-            ctx.not_considered += counted[queue] - head
-            ctx.not_considered -= sum(
-                1
-                for n in unfit
-                if _owner(ctx, n) == queue and bisect_left(entries, key_of[n]) >= head
-            )
-    # Past the heads: the tasks that moved, were walked last time, or sit near a bucket edge.
-    far: set[str] = set(order.walked)
-    far.update(n for n in merged if n in key_of)
-    far.update(flipped)
-    for queue in keys.keys() | order.keys.keys():
-        started = walks.get(queue, (None, None, 0))[2]
-        was = order.started.get(queue, 0)
-        shift = moves.get(queue, 0) + abs(started - was)
-        far.update(_near_edges(keys.get(queue, []), heads.get(queue, 0), started, shift, exact))
-        far.update(
-            n for n in _near_edges(order.keys.get(queue, []), 0, was, shift, exact) if n in key_of
-        )
-    # Those in a head were placed by admission above.
-    far.difference_update(*(map(_NAME, entries[: heads[queue]]) for queue, entries in keys.items()))
-    label = ctx.queues is not None
-    for name in far:
-        entry = key_of.get(name)
-        if entry is None:
-            continue
-        queue = _owner(ctx, name)
-        entries = keys[queue]
-        position = bisect_left(entries, entry)
-        if position < heads[queue]:
-            continue
-        _, lack, started = walks[queue]
-        adopt(name)
-        place = position - started + 1
-        if entry[0]:
-            waiting = _queue_full(order.bounds, queue)
-        elif name in unfit and fair is not None:  # too big for its queue: OverQuota
-            waiting = fair.waiting[name]
-        else:
-            assert lack is not None
-            waiting = Waiting(lack, position - started, queue if label else None)
-        if not unchanged(name, waiting.reason, admission.position_bucket(place, exact)):
-            place_far(ctx, name, waiting, place, queue if label else None)
-            touched.add(name)
-    orphans = statuses.keys() - specs.keys()
-    cleanup.expire_finished_jobs(ctx, ctx.env.ours, _awaited(statuses, merged, orphans))
-    if orphans:
-        cleanup.orphan_sidecars(ctx, specs, _in_order_of(statuses, orphans), ctx.env.ours)
-    planner.collect_statuses(ctx, statuses, sorted(touched))
-    out = dict(statuses)
-    for name in orphans:
-        del out[name]
-    out.update(ctx.plan.statuses)
-    queued, starting, running = order.counts
-    for name in touched | deleted:
-        for status, sign in ((order.statuses.get(name), -1), (out.get(name), 1)):
-            if status is None:
-                continue
-            phase = status.status.phase
-            queued += sign * (phase is Phase.QUEUED)
-            starting += sign * (phase is Phase.STARTING)
-            running += sign * (phase is Phase.RUNNING)
-    summary = Summary(
-        capacity=ctx.obs.capacity,
-        used=ctx.used,
-        queued=queued,
-        starting=starting,
-        running=running,
-        queues=fair.summary() if fair is not None else None,
-        order=ctx.order,
-        not_considered=ctx.not_considered,
-    )
-    plan = planner.freeze(ctx, statuses, out, summary, touched)
-    # What the next pass keeps.
-    loud = set(order.loud)
-    watch = dict(order.watch)
-    for name in touched | deleted | set(merged):
-        was_quiet = name in order.statuses and name not in order.loud
-        loud.discard(name)
-        if was_quiet:
-            gone = statuses[name].status.submission_id if name in statuses else None
-            if gone is not None and watch.get(gone) == name:
-                del watch[gone]
-        if name in deleted:
-            continue
-        result = result_of(name) if name in kept else None
-        if result is not None and _quiet(result, statuses.get(name), out.get(name)):
-            named = statuses[name].status.submission_id
-            if named is not None:
-                watch[named] = name
-            if (not was_quiet or name in results) and result.valid_until < math.inf:
-                heappush(heap, (result.valid_until, name))
-        else:
-            loud.add(name)
-    counts = (queued, starting, running)
-    following = _order(
-        ctx,
-        versions,
-        keys,
-        key_of,
-        frozenset(loud),
-        heap,
-        watch,
-        plan,
-        walks,
-        counts,
-        names,
-        ceilings,
-        frozenset(unfit),
-        order.bounds,
-        arrivals,
-        spoken,
-    )
-    return plan, kept, following
-
-
-def _moved(
-    ctx: PassState, order: Order, names: list[str], results: Mapping[str, TaskResult]
-) -> tuple[dict[str, Entry | None], Mapping[str, list[Arrival]], set[str]]:
-    """The new entries of the tasks whose key changed, and of those that crossed their queue's
-    maxQueued because of it (`flipped`: their key did not change); the arrivals after them."""
-    key_of, bounds = order.key_of, order.bounds
-    news: dict[str, Entry | None] = {}
-    arrivals = dict(order.arrivals)
-    changes: dict[str, int] = {}
-    for name in names:
-        old, new = key_of.get(name), _entry(name, results.get(name))
-        if (None if old is None else old[1:]) == (None if new is None else new[1:]):
-            continue  # the same key (its maxQueued flag is judged below)
-        news[name] = new
-        bound = bounds.get(_owner(ctx, name))
-        if bound is None:
-            continue
-        group = bound[0]
-        if group not in changes:
-            arrivals[group] = list(arrivals.get(group, ()))
-        changes[group] = changes.get(group, 0) + 1
-        arrived = arrivals[group]
-        if old is not None:
-            del arrived[bisect_left(arrived, (old[2], name))]
-        if new is not None:
-            insort(arrived, (new[2], name))
-    flipped: set[str] = set()
-    if not changes:
-        return news, arrivals, flipped
-    for name, new in news.items():
-        bound = bounds.get(_owner(ctx, name))
-        if new is not None and bound is not None:
-            arrived = arrivals[bound[0]]
-            news[name] = (int(bisect_left(arrived, (new[2], name)) >= bound[1]), *new[1:])
-    # Each change moves a task's index by one at most: only those within that many of the
-    # limit can cross it.
-    limits = dict(bounds.values())
-    for group, count in changes.items():
-        limit = limits[group]
-        low, high = max(limit - count, 0), limit + count
-        before, after = order.arrivals.get(group, []), arrivals[group]
-        for _, name in [*before[low:high], *after[low:high]]:
-            if name in news or name not in key_of:
-                continue
-            entry = key_of[name]
-            full = int(bisect_left(after, (entry[2], name)) >= limit)
-            if full != entry[0]:
-                news[name] = (full, *entry[1:])
-                flipped.add(name)
-    return news, arrivals, flipped
-
-
-def _queue_full(bounds: Mapping[str, tuple[str, int]], queue: str) -> Waiting:
-    """A task of `queue` past its maxQueued, as queueing.queue_full words it."""
-    return Waiting(QueueFull(*bounds[queue]), queue=queue)
-
-
 def _changed(versions: Mapping[str, Hashable], before: Mapping[str, Hashable]) -> set[str]:
     """The names whose version is new or differs, at C speed: compared in place when both
     list the same names in the same order (the loop builds them so), else as sets."""
@@ -801,42 +412,6 @@ def _changed(versions: Mapping[str, Hashable], before: Mapping[str, Hashable]) -
 def _candidate(result: TaskResult) -> policies.Candidate:
     assert result.waiter is not None
     return result.waiter.candidate
-
-
-def _current(item: tuple[float, str], loud: frozenset[str], kept: Mapping[str, Kept]) -> bool:
-    until, name = item
-    entry = kept.get(name)
-    return name not in loud and entry is not None and entry.result.valid_until == until
-
-
-def _near_edges(
-    keys: list[Entry], head: int, started: int, shift: int, exact: int
-) -> Iterable[str]:
-    """The tasks whose place (position - started + 1) lies within `shift` of a bucket edge
-    (exact, 10 exact, ...): only those can change bucket when places move by `shift`."""
-    edge = exact
-    while edge - shift <= len(keys):
-        low = max(head, edge - shift - 1 + started)
-        high = min(len(keys), edge + shift + 1 + started)
-        for e in keys[low:high]:
-            yield e[4]
-        edge *= 10
-
-
-def _awaited(
-    statuses: Mapping[str, TaskStatus], merged: list[str], orphans: set[str]
-) -> Mapping[str, TaskStatus]:
-    """The statuses that may name an active run: a quiet task's never does."""
-    names = [n for n in merged if n in statuses]
-    names += orphans
-    return {n: statuses[n] for n in names}
-
-
-def _in_order_of(statuses: Mapping[str, TaskStatus], names: set[str]) -> dict[str, TaskStatus]:
-    if len(names) == 1:
-        (name,) = names
-        return {name: statuses[name]}
-    return {n: s for n, s in statuses.items() if n in names}
 
 
 # What the incremental planner reads of a pass's bookkeeping (incremental._carry_written).

@@ -4,9 +4,7 @@ the request lines a stand-in dashboard receives, without a Ray head."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
 import pytest
@@ -15,9 +13,10 @@ pytest.importorskip("ray")
 
 from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.cluster import JobNotFound
+from tests.support.localhttp import QuietHandler, serving
 
 
-class _Dashboard(BaseHTTPRequestHandler):
+class _Dashboard(QuietHandler):
     """Answers the version check; every job endpoint is a 404, as for an unknown id."""
 
     protocol_version = "HTTP/1.1"
@@ -29,26 +28,16 @@ class _Dashboard(BaseHTTPRequestHandler):
             body, status = json.dumps({"ray_version": "2.60.0", "version": "4"}).encode(), 200
         else:
             body, status = b"Job does not exist", 404
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.answer(status, body)
 
     do_GET = do_POST = do_DELETE = _answer
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
 
 
 @pytest.fixture
 def dashboard() -> Iterator[str]:
     _Dashboard.seen = []
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Dashboard)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-    srv.server_close()
+    with serving(_Dashboard) as srv:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
 
 
 @pytest.mark.parametrize(

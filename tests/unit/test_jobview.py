@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
@@ -30,6 +28,7 @@ from specs.cluster import (
 from specs.settings import Settings
 from specs.store import TaskStore
 from tests.support.clock import FakeClock
+from tests.support.localhttp import QuietHandler, serving
 from tests.support.specs import write_task
 
 
@@ -191,7 +190,7 @@ def test_a_busy_loop_reads_what_a_full_listing_would(tmp_path: Path) -> None:
     assert view.lookups > 10 and view.listings > 1  # both kinds of read were exercised
 
 
-class _Dashboard(BaseHTTPRequestHandler):
+class _Dashboard(QuietHandler):
     protocol_version = "HTTP/1.1"
     seen: ClassVar[list[str]] = []
 
@@ -204,24 +203,14 @@ class _Dashboard(BaseHTTPRequestHandler):
             body, status = json.dumps(detail).encode(), 200
         else:
             body, status = b"Job does not exist", 404
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+        self.answer(status, body)
 
 
 @pytest.fixture
 def dashboard() -> Iterator[str]:
     _Dashboard.seen = []
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Dashboard)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}"
-    srv.shutdown()
-    srv.server_close()
+    with serving(_Dashboard) as srv:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
 
 
 def test_the_adapter_looks_jobs_up_by_their_encoded_id(dashboard: str) -> None:

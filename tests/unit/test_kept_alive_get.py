@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import ClassVar
 
 import pytest
 
 from reconciler.shell.raycluster.poll import HTTPStatus, KeptAliveGet
+from tests.support.localhttp import QuietHandler, serving
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the dashboard's aiohttp server
     seen: ClassVar[list[tuple[str, int, str | None]]] = []
 
@@ -25,24 +25,14 @@ class _Handler(BaseHTTPRequestHandler):
             body, status = b"{not json", 200
         else:
             body, status = json.dumps({"path": self.path}).encode(), 200
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+        self.answer(status, body)
 
 
 @pytest.fixture
 def server() -> Iterator[ThreadingHTTPServer]:
     _Handler.seen = []
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    with serving(_Handler) as srv:
+        yield srv
 
 
 def _url(srv: ThreadingHTTPServer, path: str = "") -> str:

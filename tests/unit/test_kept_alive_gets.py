@@ -6,15 +6,16 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import ClassVar
 
 import pytest
 
 from reconciler.shell.raycluster.poll import HTTPStatus, KeptAliveGets
+from tests.support.localhttp import QuietHandler, serving
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     protocol_version = "HTTP/1.1"
     seen: ClassVar[list[tuple[str, int]]] = []
     # Set by a test: every request waits until this many are in the server together.
@@ -33,24 +34,14 @@ class _Handler(BaseHTTPRequestHandler):
             body, status = b"Job does not exist", 404
         else:
             body, status = json.dumps({"path": self.path, "together": met}).encode(), 200
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+        self.answer(status, body)
 
 
 @pytest.fixture
 def server() -> Iterator[ThreadingHTTPServer]:
     _Handler.seen, _Handler.together = [], None
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
+    with serving(_Handler) as srv:
+        yield srv
 
 
 def _gets(srv: ThreadingHTTPServer, width: int) -> KeptAliveGets:
