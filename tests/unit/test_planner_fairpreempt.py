@@ -298,8 +298,8 @@ _QUEUES = ("team-a/", "team-b/", "team-c/")
 )
 def test_the_planner_never_preempts_back_right_after(steps: list[tuple[int | str, ...]]) -> None:
     """Random arrivals into three pure-sharing queues (weights 1, 1, 3; decayed usage): after
-    each fair-share preemption, once its victims stop and the preemptor runs, the next pass
-    takes nothing of the preemptor's queue for a victim's queue."""
+    each fair-share preemption, the preemptor starts in the pass its victims are gone, and the
+    pass after takes nothing of the preemptor's queue for a victim's queue."""
     text = config(
         strategy="\n  fairSharing: {preemptionStrategies: [LessThanOrEqualToFinalShare]}",
         weights=(1, 1, 3),
@@ -337,7 +337,9 @@ def test_the_planner_never_preempts_back_right_after(steps: list[tuple[int | str
         losers = {owner(v) for d in fair for v in d.victims}
         assert not takers & losers
         w.finish_stops()
-        w.step()
+        started = {s.task for s in w.step().submits}
+        # The room its victims freed is the preemptor's: it starts in the pass they are gone.
+        assert {d.preemptor for d in fair} <= started, (fair, started)
         w.run_all()
         again = w.step()
         for d in again.preemptions:
