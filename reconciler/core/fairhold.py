@@ -49,6 +49,9 @@ class FairAdmission:
     # Queues given in part (QueueDemand.cut) whose walk reached the end of what was given
     # without ending: their answer may differ with the rest, so the caller gives more.
     short: set[str] = field(default_factory=set)
+    # The room held for the least-served queue's blocked head when the pass ended (None: none
+    # held): fair-share preemption by another queue may not take it either.
+    held: HeldRoom | None = None
 
 
 # What the least-served queue's head keeps for itself, by the policy of the pass.

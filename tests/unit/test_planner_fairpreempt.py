@@ -356,3 +356,35 @@ def test_a_narrow_head_never_stops_a_wider_run() -> None:
     w = world({"team-b/wide": task(0, 8)}, config())
     w.specs["team-a/x"] = task(0, 1)
     assert w.step().preemptions == []
+
+
+def _held_for_a_wide_head(c_timeout: float) -> Cluster:
+    """team-b holds 6 of 8 CPUs and team-c 2 (their runs time out after an hour); team-a,
+    holding nothing, waits with an 8-CPU head: too wide to preempt for (it would end above
+    every other queue), so backfill holds the cluster's room for it as runs end. team-c's
+    1-CPU head, its timeout `c_timeout`, is below team-b in share."""
+    hour = {"timeoutSeconds": 3600}
+    runs = {f"team-b/b{i}": task(0, 1, **hour) for i in range(6)}
+    runs |= {f"team-c/c{i}": task(0, 1, **hour) for i in range(2)}
+    w = world(runs, config(weights=(1, 1, 1)))
+    w.specs["team-a/wide"] = task(0, 8)
+    assert w.step().preemptions == []  # team-a cannot take the whole cluster for itself
+    w.specs["team-c/x"] = task(0, 1, timeoutSeconds=c_timeout)
+    return w
+
+
+def test_fair_preemption_never_takes_the_room_held_for_a_less_served_head() -> None:
+    # Found by the simulator (Lublin, 600 jobs): with fair-share preemption, team-1's
+    # 256-CPU head waited 40 h with the lowest share while the others preempted each other
+    # for room that was draining for it.
+    w = _held_for_a_wide_head(c_timeout=7200)  # would end after team-a's reserved start
+    p = w.step()
+    assert p.preemptions == [] and p.stops == []
+    assert w.status("team-c/x").reason != Reason.PREEMPTING
+
+
+def test_fair_preemption_past_a_hold_where_admission_would_let_it() -> None:
+    # A head that ends before the held head's reserved start may pass it, as in admission.
+    w = _held_for_a_wide_head(c_timeout=600)
+    (decision,) = w.step().preemptions
+    assert decision.preemptor == "team-c/x" and decision.victims[0].startswith("team-b/")
