@@ -443,6 +443,9 @@ class Reason(StrEnum):
     # why a run was preempted (the Preempted condition's reason)
     WITHIN_QUEUE = "WithinQueue"
     RECLAIM = "Reclaim"  # lent quota taken back by a queue below its nominal quota
+    # pure sharing: a queue of lower weighted share stopped a run of a queue of higher share
+    # (fairSharing.preemptionStrategies), as Kueue's InCohortFairSharing
+    IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
     # a task the loop has not looked at yet (API and CLI views)
     NOT_YET_RECONCILED = "NotYetReconciled"
     # deletions the loop refuses to carry out (log events, never a task's status)
