@@ -125,3 +125,22 @@ def test_a_sidecar_without_conditions_shares_the_one_empty_list() -> None:
     a, b = parse_status(text), parse_status(text.replace("name: a", "name: b"))
     assert a.status.conditions == [] and a.status.conditions is b.status.conditions
     assert type(a.status) is TaskStatusBody and a.status.phase is Phase.QUEUED
+
+
+def test_a_changed_status_keeps_the_metadata_object_of_the_one_before() -> None:
+    from tests.support.planner_world import PlanWorld, task
+
+    w = PlanWorld({"a": task(), "b": task()})
+    w.step()
+    first = {name: w.statuses[name] for name in ("a", "b")}
+    assert first["a"].metadata == Metadata(name="a")
+    w.ray("a", "RUNNING")
+    w.step()
+    assert w.statuses["a"] is not first["a"]  # its status changed ...
+    assert w.statuses["a"].metadata is first["a"].metadata  # ... its metadata is the same
+    # A sidecar with labels (edited by hand) is still written with its name alone.
+    labelled = Metadata(name="b", labels={"x": "y"})
+    w.statuses["b"] = first["b"].model_copy(update={"metadata": labelled})
+    w.ray("b", "RUNNING")
+    w.step()
+    assert w.statuses["b"].metadata == Metadata(name="b")
