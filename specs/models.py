@@ -562,7 +562,8 @@ class TaskStatusBody(NamedTuple):
     """A task's status inside the loop: a plain record (~0.3 KB, built in a few µs), not a
     pydantic model (~1 KB with its field set, ~10 µs to build or copy); the planner builds
     and copies tens of thousands per start. Same fields and defaults as TaskStatusBodyModel,
-    which validates it when read (model_validate); to_document writes what that model wrote."""
+    which validates it when read (model_validate); to_document writes what that model wrote.
+    A new field goes into both, in the same place (tests/unit/test_lean_status.py checks)."""
 
     phase: Phase
     reason: str | None = None

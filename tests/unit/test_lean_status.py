@@ -144,3 +144,12 @@ def test_a_changed_status_keeps_the_metadata_object_of_the_one_before() -> None:
     w.ray("b", "RUNNING")
     w.step()
     assert w.statuses["b"].metadata == Metadata(name="b")
+
+
+def test_the_record_and_the_model_have_the_same_fields_in_order_and_defaults() -> None:
+    # A field added to one and not the other would be lost on the way to or from a file.
+    assert TaskStatusBody._fields == tuple(TaskStatusBodyModel.model_fields)
+    for name, field in TaskStatusBodyModel.model_fields.items():
+        if name != "phase":
+            model_default = field.get_default(call_default_factory=True)
+            assert TaskStatusBody._field_defaults[name] == model_default, name
