@@ -34,8 +34,9 @@ from reconciler.core.planner import Plan, TaskInput
 from reconciler.shell.observing import observe_ray
 from reconciler.shell.passinputs import plan_options, queue_file, scan_specs
 from specs.cluster import Capacity, RayError
-from specs.models import Phase, TaskStatus
+from specs.models import Phase
 from specs.quantity import human_memory
+from specs.statusrecords import TaskStatus
 from specs.store import FolderUnavailable
 
 EPILOG = """\

@@ -19,7 +19,8 @@ from collections.abc import Iterable
 from enum import Enum
 
 from reconciler.core.decisions import Preemption, Stop, Submit, TimeOut
-from specs.models import Phase, TaskStatus, TaskStatusBody
+from specs.models import Phase
+from specs.statusrecords import TaskStatus, TaskStatusBody
 
 
 class WriteClass(Enum):

@@ -26,9 +26,9 @@ from reconciler.core.planner import Observation, Plan, TaskInput, TaskResult
 from reconciler.core.queueorder import Kept, Order
 from reconciler.core.usage import QueueUsage
 from specs.cluster import Capacity, NodeType
-from specs.models import TaskStatus
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
+from specs.statusrecords import TaskStatus
 
 # Everything every task's own reconcile reads besides its own inputs and the clock: when any
 # of it changes, no earlier result is reused. The queue config is in it for the preemption

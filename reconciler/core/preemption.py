@@ -37,7 +37,8 @@ from reconciler.core.quotas import EPS, RESOURCES, of
 from reconciler.core.victims import NEVER, Preemptor, QueueLoad, Rules, Running, Victim
 from reconciler.core.waits import Preempting
 from specs.cluster import Capacity, RayJob
-from specs.models import ConditionType, Reason, TaskStatusBody
+from specs.models import ConditionType, Reason
+from specs.statusrecords import TaskStatusBody
 
 if TYPE_CHECKING:
     from reconciler.core.planner import PassState

@@ -19,14 +19,10 @@ from specs.cluster import (
     Capacity,
     RayJob,
 )
-from specs.models import (
-    ConditionType,
-    Reason,
-    Task,
-    TaskStatusBody,
-)
+from specs.models import ConditionType, Reason, Task
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
+from specs.statusrecords import TaskStatusBody
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,9 @@ from specs.cluster import (
     RayUnavailable,
     SubmitRequest,
 )
-from specs.models import FINISHED, ConditionType, Phase, Reason, TaskStatus
+from specs.models import FINISHED, ConditionType, Phase, Reason
 from specs.queues import DEFAULT_QUEUE, UNLIMITED, QueueConfig
+from specs.statusrecords import TaskStatus
 
 T = TypeVar("T")
 

@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specs import dump
-from specs.models import Condition, Metadata, Phase, TaskStatus, TaskStatusBody
+from specs.models import Condition, Metadata, Phase
 from specs.parse import parse_status
+from specs.statusrecords import TaskStatus, TaskStatusBody
 
 TRICKY = [
     "",

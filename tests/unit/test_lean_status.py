@@ -22,12 +22,11 @@ from specs.models import (
     Phase,
     Reason,
     SourceRef,
-    TaskStatus,
-    TaskStatusBody,
     TaskStatusBodyModel,
     TaskStatusModel,
 )
 from specs.parse import parse_status
+from specs.statusrecords import TaskStatus, TaskStatusBody
 
 _WORDS = st.text(alphabet="abcXYZ019-_ :>\n#'\"", max_size=12)
 _TEXT = st.none() | _WORDS | st.sampled_from(list(Reason))

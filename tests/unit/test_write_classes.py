@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 
 from reconciler.core.planner import Plan
 from reconciler.shell import writes
-from specs.models import Phase, TaskStatus, TaskStatusBody
+from specs.models import Phase
 from specs.parse import parse_queue_config
 from specs.settings import PlanOptions
+from specs.statusrecords import TaskStatus, TaskStatusBody
 from tests.unit.test_incremental_planner import NAMES, QUEUES, History, options_of, steps
 
 _POSITION_FIELDS = frozenset({"queue_position", "message", "estimated_start_at"})
