@@ -11,7 +11,8 @@ import yaml
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
-from specs.models import Task, TaskStatus
+from specs.models import Task
+from specs.statusrecords import TaskStatus
 
 _FastDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
