@@ -125,6 +125,7 @@ class _Pass:
         self.version = 0
         self.totals: dict[int, tuple[int, Capacity, Capacity]] = {}
         self.budgets: dict[int, tuple[int, Capacity]] = {}
+        self.slacks: dict[int, tuple[int, Capacity]] = {}
         self.lacks: dict[tuple[int, int, Capacity], Shortfall | QuotaShortfall] = {}
 
     def siblings(self, queue: QueueNode) -> list[QueueNode]:
@@ -132,8 +133,13 @@ class _Pass:
 
     def slack_for(self, queue: QueueNode) -> Capacity:
         """What its siblings lend and nobody has borrowed yet (negative: over-borrowed)."""
+        cached = self.slacks.get(id(queue))
+        if cached is not None and cached[0] == self.version:
+            return cached[1]
         lend, borrowed = self._totals(queue.parent)
-        return (lend - queue.lendable()) - (borrowed - queue.borrowed)
+        slack = (lend - queue.lendable()) - (borrowed - queue.borrowed)
+        self.slacks[id(queue)] = (self.version, slack)
+        return slack
 
     def _totals(self, parent: QueueNode | None = None) -> tuple[Capacity, Capacity]:
         """Lendable and borrowed over a set of siblings (the top queues when `parent` is None);

@@ -28,6 +28,7 @@ from reconciler.core.queueorder import (
     Entry,
     Kept,
     Order,
+    Places,
     Walks,
     _candidate,
     _changed,
@@ -140,6 +141,18 @@ def fast_pass(
     for queue in copied:
         if not keys[queue]:
             del keys[queue]
+    if ceilings is not None:
+        # A redone task whose key stayed may ask for more (or less) than before: whether it
+        # can ever fit its queue is judged again (an edit of its resources moves no key).
+        for name in merged:
+            entry = key_of.get(name)
+            if entry is None or name in news:
+                continue
+            request = _candidate(results.get(name) or kept[name].result).request
+            if not entry[0] and fairshare.never_fits(request, ceilings[_owner(ctx, name)]):
+                unfit.add(name)
+            else:
+                unfit.discard(name)
 
     def result_of(name: str) -> TaskResult:
         found = results.get(name)
@@ -178,6 +191,10 @@ def fast_pass(
         first += options.backfill_candidates
     fair: QueueAdmission | None = None
     spoken: dict[str, tuple[Waiting, str]] = {}
+    # By queue: what its exact places past its walk were computed from (this pass's, for the
+    # next), and the names of those handed back unchanged.
+    places: dict[str, Places] = {}
+    standing: dict[str, list[str]] = {}
     if ctx.queues is not None:
         # Each queue's walk most often ends a few tasks in (a full cluster, 1 task behind its
         # blocked head): start small, give more to a queue whose answer needs it.
@@ -220,13 +237,24 @@ def fast_pass(
         # The exact places past a walk's end: each waits for the queue's tail lack, `ahead`
         # counting the tasks its walk kept (as the policy numbers them past its tail).
         extra: list[Entry] = []
+        begun = set(fair.start)
         for queue, entries in keys.items():
             head, (_, lack, count) = heads[queue], walks[queue]
             end = min(len(entries), exact + count)
             if end <= head:
                 continue
-            begun = set(fair.start)
             ahead = sum(1 for e in entries[:head] if e[4] not in begun and e[4] not in unfit)
+            places[queue] = placed = (head, end, lack, ahead, count)
+            if order.places.get(queue) == placed and entries is order.keys.get(queue):
+                same = _standing(entries[head:end], results, statuses, order, unfit, spoken)
+                if same is not None:
+                    # The same places, waits and statuses as last pass: handed back as they
+                    # are (their order and the count NotConsidered kept as admission would).
+                    standing[queue] = same
+                    if isinstance(lack, NotConsidered):
+                        ctx.not_considered += sum(1 for e in entries[head:end] if not e[0])
+                    heads[queue] = end
+                    continue
             for e in entries[head:end]:
                 fair.queue_of[e[4]] = queue
                 if e[0]:
@@ -245,12 +273,23 @@ def fast_pass(
                 ctx, candidates, fair, as_given, adopt, order.words, spoken
             )
         )
+        for queue, same in standing.items():
+            ctx.order.setdefault(queue, []).extend(same)
     # Past each head: every task waits for its queue's tail lack.
     for queue, entries in keys.items():
         head = heads[queue]
         if head == len(entries):
             continue
-        ctx.order.setdefault(queue, []).extend(map(_NAME, entries[head:]))
+        last = order.waiting.get(queue)
+        if (
+            entries is order.keys.get(queue)
+            and last
+            and not (walks[queue][2] or order.started.get(queue))
+        ):
+            # The same keys and no start, this pass or last: the same names waiting in order.
+            ctx.order[queue] = last
+        else:
+            ctx.order.setdefault(queue, []).extend(map(_NAME, entries[head:]))
         if head >= counted[queue]:
             continue  # past maxQueued, all of them: QueueFull, as their statuses say
         tail_at, lack, _ = walks[queue]
@@ -302,7 +341,8 @@ def fast_pass(
         if not unchanged(name, waiting.reason, admission.position_bucket(place, exact)):
             place_far(ctx, name, waiting, place, queue if label else None)
             touched.add(name)
-    orphans = statuses.keys() - specs.keys()
+    # Most passes have none: the key views compared in place (no set built) tell so first.
+    orphans = set() if statuses.keys() == specs.keys() else statuses.keys() - specs.keys()
     cleanup.expire_finished_jobs(ctx, ctx.env.ours, _awaited(statuses, merged, orphans))
     if orphans:
         cleanup.orphan_sidecars(ctx, specs, _in_order_of(statuses, orphans), ctx.env.ours)
@@ -370,8 +410,31 @@ def fast_pass(
         order.bounds,
         arrivals,
         spoken,
+        places,
     )
     return plan, kept, following
+
+
+def _standing(
+    entries: list[Entry],
+    results: Mapping[str, TaskResult],
+    statuses: Mapping[str, TaskStatus],
+    order: Order,
+    unfit: Collection[str],
+    spoken: dict[str, tuple[Waiting, str]],
+) -> list[str] | None:
+    """The names of a queue's exact places past its walk whose places and waits are those of
+    last pass (the caller checks that), when each still has the status last pass gave it and
+    was not redone: `admit_queue_prefix` would leave each as it is. None: place them again."""
+    names = list(map(_NAME, entries))
+    last, words = order.statuses, order.words
+    for name in names:
+        if name in results or name in unfit or statuses.get(name) is not last.get(name):
+            return None
+        if name not in words:
+            return None
+    spoken.update((name, words[name]) for name in names)
+    return names
 
 
 def _moved(

@@ -98,11 +98,20 @@ class Order:
     arrivals: Mapping[str, list[Arrival]] = dataclasses.field(default_factory=dict)
     # Team queues: the wait and message of each task at an exact place (admit_queue_prefix).
     words: Mapping[str, tuple[Waiting, str]] = dataclasses.field(default_factory=dict)
+    # Team queues, by queue: what its exact places past its walk were computed from (the
+    # fast pass hands them back unchanged when this pass's are the same and its keys too).
+    places: Mapping[str, Places] = dataclasses.field(default_factory=dict)
+    # The last plan's waiting tasks by queue (Summary.order), handed on for a queue whose keys
+    # did not change and that started nothing in either pass.
+    waiting: Mapping[str, list[str]] = dataclasses.field(default_factory=dict)
 
 
 # Where each queue's walk ended: (the index in its keys from which every task waits for the
 # same lack, or None when the walk took them all; that lack; how many it started).
 Walks = dict[str, tuple[int | None, Lack | None, int]]
+# A queue's exact places past its walk (fast pass): the walk's head and the places' end in its
+# keys, the lack they wait for, the first one's count ahead, and how many of the queue started.
+Places = tuple[int, int, Lack | None, int, int]
 
 
 @dataclass(frozen=True)
@@ -361,6 +370,7 @@ def _order(
     bounds: Mapping[str, tuple[str, int]],
     arrivals: Mapping[str, list[Arrival]],
     words: Mapping[str, tuple[Waiting, str]] | None = None,
+    places: Mapping[str, Places] | None = None,
 ) -> Order:
     exact = ctx.options.exact_queue_positions
     walked: list[str] = []
@@ -399,6 +409,8 @@ def _order(
         bounds=bounds,
         arrivals=arrivals,
         words={} if words is None else words,
+        places={} if places is None else places,
+        waiting=ctx.order,
     )
 
 

@@ -24,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
+from reconciler.core import fastpass
 from reconciler.core.queueorder import bounds_of
 from reconciler.core.usage import Tracked
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
@@ -193,6 +194,8 @@ def options_of(draw: st.DrawFn) -> PlanOptions:
         lost_grace_seconds=draw(st.sampled_from([5.0, 60.0])),
         ray_history_retention_seconds=draw(st.sampled_from([None, 30.0])),
         max_stops_per_pass=draw(st.sampled_from([0, 1])),
+        # 1-5 only: with more than 8 (the fast pass's first team head) a known gap shows
+        # (test_strict_places_past_a_head_with_a_parents_max_queued, xfail).
         exact_queue_positions=draw(st.integers(1, 5)),
         **extra,
     )
@@ -592,3 +595,108 @@ def test_the_loops_own_writes_are_carried_and_every_pass_equals_plan(
         run.run(step)
     assert world.fast_passes > 0
     assert world.carried >= 50
+
+
+@pytest.mark.parametrize("queue_file", [TEAMS, TEAMS_FULL], ids=["teams", "teams-maxqueued"])
+@pytest.mark.parametrize("seed", [3, 4])
+def test_unmoved_team_queues_are_handed_back_as_they_were(
+    queue_file: str, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fast pass keeps, per team queue, what its exact places past its walk were computed
+    from (`Order.places`) and the waiting names in order (`Order.waiting`); a queue whose keys,
+    walk and statuses are last pass's hands both back without placing them again. Both
+    shortcuts are taken in these sequences, every pass equals plan() in every field (History),
+    and after each fast pass the kept quantities equal what the pass computed anew: the
+    waiting names are the plan's `Summary.order`, each standing task's status the very object
+    it was given."""
+    handed: list[list[str]] = []
+    standing = fastpass._standing
+
+    def counted(*args: Any) -> list[str] | None:
+        names = standing(*args)
+        if names is not None:
+            handed.append(names)
+        return names
+
+    monkeypatch.setattr(fastpass, "_standing", counted)
+    options = PlanOptions(queue_id="q", policy="backfill", exact_queue_positions=20)
+    world = History(
+        options, queues_of(queue_file), capacity=Capacity(8, 0, 64 * GIB), check=assert_identical
+    )
+    run = Sequence(world, names_of(160), plain=True)
+    run.run(("add", 120, seed))
+    reused = 0
+    ends = [("ray", k, SUCCEEDED, 1) for k in range(8)]
+    for step in [("start_all",), *busy_steps(seed, 30), *ends]:
+        run.apply(step)
+        before = dict(world.statuses)
+        handed.clear()
+        result = world.run_pass()
+        order = world.memo.order
+        if not world.memo.fast or order is None:
+            continue
+        assert result.summary is not None
+        assert dict(order.waiting) == dict(result.summary.order)
+        for names in handed:
+            assert all(result.statuses[n] is before[n] for n in names)
+        reused += bool(handed)
+    assert reused > 5, reused
+
+
+def test_a_task_edited_too_big_for_its_queue_waits_over_quota_on_the_fast_pass() -> None:
+    """An edit of a task's resources leaves its key (priority, queuedAt, name) as it was: the
+    fast pass still judges again whether it can ever fit its queue (team-b may not borrow, so
+    3 CPUs never fit its 2), so the tasks behind it count it out of their places as plan()
+    does. Found by the sequence property drawing 12 exact places (past the first team head)."""
+    options = PlanOptions(
+        queue_id="q",
+        policy="strict",
+        max_inflight=1,
+        start_timeout_seconds=10.0,
+        exact_queue_positions=12,
+        backfill_candidates=0,
+        lost_grace_seconds=5.0,
+        max_stops_per_pass=0,
+    )
+    world = History(
+        options, queues_of(TEAMS), capacity=Capacity(16, 0, 64 * GIB), check=assert_identical
+    )
+    run = Sequence(world, names_of(200), plain=True)
+    run.run(("add", 100, 587))
+    for step in [
+        ("break", 54),
+        ("touch", 110),
+        ("ray", 95, RUNNING, 1),
+        ("put", 78, 44992),
+        ("break", 0),
+        ("edit", 13, 171, "cpu", 3),
+        ("break", 54),
+        ("edit", 8, 161, "cpu", 2),
+    ]:
+        run.run(step)
+    assert world.fast_passes >= 7, (world.fast_passes, world.passes)
+
+
+@pytest.mark.xfail(strict=True, reason="known gap, session 6: see the docstring")
+def test_strict_places_past_a_head_with_a_parents_max_queued() -> None:
+    """Found by the sequence property drawing 12 exact places (more than the fast pass's
+    first team head of 8), on main before session 6 as well: with NESTED_FULL (team-a's
+    maxQueued over its sub-queue), strict and 3 jobs ending, the default queue's exact places
+    past its walk say one task more ahead than plan() ("waits behind t777; 7 tasks ahead"
+    against 6). Not yet found why; the property draws 1-5 exact places until it is fixed."""
+    options = PlanOptions(
+        queue_id="q",
+        policy="strict",
+        max_inflight=8,
+        start_timeout_seconds=10.0,
+        exact_queue_positions=12,
+        backfill_candidates=0,
+        lost_grace_seconds=5.0,
+        max_stops_per_pass=0,
+    )
+    world = History(
+        options, queues_of(NESTED_FULL), capacity=Capacity(4, 0, 64 * GIB), check=assert_identical
+    )
+    run = Sequence(world, names_of(200), plain=True)
+    run.run(("add", 100, 1491))
+    run.run(("rays", 3, 0, SUCCEEDED))
