@@ -4,6 +4,7 @@ that is full, a reservation for another queue's head."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from reconciler.core.fairhold import QueueState
@@ -98,8 +99,9 @@ def _waiting(run: _Pass, queue: QueueNode) -> None:
     if admission.tail is not None and held is None:
         # Past the tail every task waits for a lack no queue's reservation rewords.
         run.result.tails[queue.quota.name] = admission.tail
-    # The first task the policy would start but the pass kept back (for another queue's
-    # reservation): the policy's answers past it assumed it started.
+    # Tasks the policy would start but the pass did not: its answers past them assumed they
+    # started, so they are not counted ahead; the first one kept back for another queue.
+    assumed = 0
     kept_back: Candidate | None = None
     for ahead, candidate in enumerate(queue.remaining):
         waiting = admission.waiting.get(candidate.name)
@@ -107,7 +109,10 @@ def _waiting(run: _Pass, queue: QueueNode) -> None:
             waiting = Waiting(_not_preemptible(run, queue, candidate.request), ahead)
         elif held is not None and waiting is None:
             waiting = Waiting(BehindTask(held.name), ahead)
+        elif assumed and waiting is not None and waiting.ahead is not None:
+            waiting = replace(waiting, ahead=waiting.ahead + assumed)
         if waiting is None:
+            assumed += 1
             reservation = run.reserved_by.get(queue.chain()[-1].quota.name)
             if reservation is not None:
                 kept = KeptForQueue(queue.quota.name, reservation.queue, reservation.head)
