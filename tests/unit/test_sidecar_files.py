@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specs import atomic
+from specs import atomic, storepaths
 from specs.models import Metadata, Phase, TaskStatus, TaskStatusBody
 from specs.store import TaskStore
 from tests.support.clock import FakeClock
@@ -147,3 +147,22 @@ def test_durable_writes_in_a_batch_fsync_each_file_and_each_folder_once_at_its_e
     with store.batch():
         store.write_status("e", queued("e"), durable=False)  # not durable: no sync at all
     assert synced == []
+
+
+def test_a_small_file_is_read_whole_in_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cold start reads every spec: a short read is the file's end, so no second read (of
+    # nothing) follows it. A file larger than the stat said still reads whole.
+    reads: list[int] = []
+    real = os.read
+    monkeypatch.setattr(storepaths.os, "read", lambda fd, n: (reads.append(n), real(fd, n))[1])
+    (tmp_path / "a.yaml").write_bytes(b"x" * 300)
+    read = storepaths._read_with_stat(str(tmp_path / "a.yaml"))
+    assert read is not None and read[0] == b"x" * 300 and reads == [301]
+    capped = storepaths._read_with_stat(str(tmp_path / "a.yaml"), limit=100)
+    assert capped is not None and capped[0] == b"x" * 100
+    reads.clear()
+    (tmp_path / "b.yaml").write_bytes(b"")
+    empty = storepaths._read_with_stat(str(tmp_path / "b.yaml"))
+    assert empty is not None and empty[0] == b"" and reads == [1]
