@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specs.models import TaskStatus
+from specs.statusrecords import TaskStatus
 from specs.views import SpecFile, status_body
 
 

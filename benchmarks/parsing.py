@@ -20,8 +20,9 @@ from unittest import mock
 from benchmarks.common import save, spec_text, table
 from reconciler.core import lifecycle
 from specs import fastyaml
-from specs.models import Metadata, TaskStatus
+from specs.models import Metadata
 from specs.parse import dump_status, parse_status, parse_task
+from specs.statusrecords import TaskStatus
 
 
 def _cpu_us(parse: Callable[[], object], count: int) -> float:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from specs import arrays, arraystatus
 from specs.atomic import sync_folders, write_atomic
-from specs.models import TaskStatus
 from specs.parse import MAX_FILE_BYTES
+from specs.statusrecords import TaskStatus
 from specs.storepaths import StatKey, _check_relative, _read_regular, _stat_key
 
 if TYPE_CHECKING:

@@ -17,7 +17,8 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from specs.arrays import element_name
-from specs.models import API_VERSION, Metadata, Phase, TaskStatus, TaskStatusBody
+from specs.models import API_VERSION, Metadata, Phase
+from specs.statusrecords import TaskStatus, TaskStatusBody
 
 KIND: Final = "TaskArrayStatus"
 SUFFIX: Final = ".array.status.yaml"

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from specs.arrays import split
-from specs.models import Phase, TaskStatus
+from specs.models import Phase
+from specs.statusrecords import TaskStatus
 from specs.views import NOT_SEEN, TaskView
 
 _FAILED = (Phase.FAILED.value, Phase.TIMED_OUT.value, Phase.LOST.value)

@@ -14,7 +14,8 @@ from pydantic import BaseModel
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
-from specs.models import Condition, SourceRef, Task, TaskStatus, TaskStatusBody, _iso
+from specs.models import Condition, SourceRef, Task, TaskStatusBodyModel, _iso
+from specs.statusrecords import TaskStatus
 
 _FastDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
@@ -201,7 +202,7 @@ def _field(value: object) -> str | None:
     return _value(value)
 
 
-_BODY = _fields_of(TaskStatusBody)
+_BODY = _fields_of(TaskStatusBodyModel)  # the record's fields, in its order (lean's test)
 _CONDITION = _fields_of(Condition)
 _SOURCE = _fields_of(SourceRef)
 

@@ -443,6 +443,9 @@ class Reason(StrEnum):
     # why a run was preempted (the Preempted condition's reason)
     WITHIN_QUEUE = "WithinQueue"
     RECLAIM = "Reclaim"  # lent quota taken back by a queue below its nominal quota
+    # pure sharing: a queue of lower weighted share stopped a run of a queue of higher share
+    # (fairSharing.preemptionStrategies), as Kueue's InCohortFairSharing
+    IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
     # a task the loop has not looked at yet (API and CLI views)
     NOT_YET_RECONCILED = "NotYetReconciled"
     # deletions the loop refuses to carry out (log events, never a task's status)
@@ -489,7 +492,11 @@ class SourceRef(_Model):
     dirty: bool = False  # the file differed from that commit when the run started
 
 
-class TaskStatusBody(_Model):
+class TaskStatusBodyModel(_Model):
+    """A status body as read from and written to a sidecar (validation at the file boundary).
+    Inside the loop a status is the lean TaskStatusBody (specs/statusrecords.py), with the
+    same fields."""
+
     model_config = ConfigDict(extra="ignore")  # old sidecars with extra fields still load
 
     phase: Phase
@@ -533,13 +540,15 @@ class TaskStatusBody(_Model):
     conditions: list[Condition] = Field(default_factory=list)
 
 
-class TaskStatus(_Model):
+class TaskStatusModel(_Model):
+    """A status sidecar as validated when read (TaskStatus.model_validate converts it)."""
+
     model_config = ConfigDict(extra="ignore")
 
     api_version: Literal["rayqueue/v1"] = Field(default=API_VERSION, alias="apiVersion")
     kind: Literal["TaskStatus"] = "TaskStatus"
     metadata: Metadata
-    status: TaskStatusBody
+    status: TaskStatusBodyModel
 
     def to_document(self) -> dict[str, Any]:
         # Defaults (empty conditions, zero counters) are left out to keep sidecars short.

@@ -36,7 +36,7 @@ from specs import arrays, submission_ids
 from specs.atomic import write_atomic
 from specs.cluster import META_QUEUE, META_TASK, RayJob
 from specs.etags import _preconditions, etag_matches, quote_etag
-from specs.models import Reason, Task, TaskStatus
+from specs.models import Reason, Task
 from specs.parse import (
     MAX_FILE_BYTES,
     SpecError,
@@ -58,6 +58,7 @@ from specs.serviceerrors import (
     SpecRejected,
     TaskNotFound,
 )
+from specs.statusrecords import TaskStatus
 from specs.store import (
     SIDECAR_SUFFIXES,
     FolderUnavailable,

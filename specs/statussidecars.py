@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 from specs import arrays, arraystatus
 from specs.arraysidecars import _ArraySidecar, _ArraySidecars
 from specs.folderwalk import _FolderWalk
-from specs.models import TaskStatus
 from specs.parse import dump_status
 from specs.queues import STATUS_FILE
+from specs.statusrecords import TaskStatus
 from specs.storepaths import (
     STATUS_SUFFIX,
     FolderUnavailable,

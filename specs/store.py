@@ -27,7 +27,7 @@ from pathlib import Path
 from specs.arraysidecars import _ArraySidecar
 from specs.atomic import replace_file as write_sidecar_file
 from specs.eventscan import _EventScan
-from specs.models import MAX_ARRAY_ELEMENTS, Task, TaskStatus
+from specs.models import MAX_ARRAY_ELEMENTS, Task
 from specs.parse import (
     MAX_FILE_BYTES,
     Problem,
@@ -37,6 +37,7 @@ from specs.parse import (
     parse_task,
 )
 from specs.queues import CONFIG_FILE, is_reserved
+from specs.statusrecords import TaskStatus
 from specs.statussidecars import _Deferred, _Sidecar, _StatusSidecars
 from specs.storepaths import (  # re-exported: callers import these from specs.store
     MAX_NAME_LENGTH as MAX_NAME_LENGTH,

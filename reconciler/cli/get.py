@@ -27,7 +27,6 @@ from reconciler.cli.common import (
 )
 from specs.arrays import split
 from specs.arrayviews import ArrayView, group
-from specs.models import TaskStatusBody
 from specs.quantity import format_memory
 from specs.service import (
     QueryError,
@@ -37,6 +36,7 @@ from specs.service import (
     parse_selector,
     select,
 )
+from specs.statusrecords import TaskStatusBody
 from specs.store import TaskStore
 from specs.views import TaskView, human_age
 

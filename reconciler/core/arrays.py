@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from reconciler.core.policies import Candidate
 from reconciler.core.waits import ArrayAtMaxParallel, Waiting
 from specs.arrays import split
-from specs.models import Task, TaskStatusBody
+from specs.models import Task
+from specs.statusrecords import TaskStatusBody
 
 
 def cap(

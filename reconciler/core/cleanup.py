@@ -15,10 +15,8 @@ from specs.cluster import (
     Capacity,
     RayJob,
 )
-from specs.models import (
-    Reason,
-    TaskStatus,
-)
+from specs.models import Reason
+from specs.statusrecords import TaskStatus
 
 if TYPE_CHECKING:
     from reconciler.core.planner import PassState

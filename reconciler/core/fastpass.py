@@ -41,7 +41,8 @@ from reconciler.core.queueorder import (
     reconcile,
 )
 from reconciler.core.waits import NotConsidered, QueueFull, Waiting
-from specs.models import Phase, Reason, TaskStatus, TaskStatusBody
+from specs.models import Phase, Reason
+from specs.statusrecords import TaskStatus, TaskStatusBody
 
 # Each team queue's head given to fair admission on the fast pass's first try.
 _TEAM_HEAD = 8

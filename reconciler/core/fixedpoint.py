@@ -16,7 +16,8 @@ from __future__ import annotations
 from reconciler.core.inputs import TaskInput
 from reconciler.core.step import TaskResult, Waiter
 from reconciler.core.timestamps import to_epoch
-from specs.models import Phase, TaskStatus
+from specs.models import Phase
+from specs.statusrecords import TaskStatus
 
 
 def carried(result: TaskResult, spec: TaskInput, status: TaskStatus) -> TaskResult | None:

@@ -20,7 +20,8 @@ from reconciler.core.admission import (
 )
 from reconciler.core.timestamps import to_datetime
 from reconciler.core.waits import NotConsidered, Waiting
-from specs.models import Phase, Reason, TaskStatusBody
+from specs.models import Phase, Reason
+from specs.statusrecords import TaskStatusBody
 
 if TYPE_CHECKING:
     from reconciler.core.planner import PassState

@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 
 from specs import submission_ids
 from specs.cluster import META_TASK, RayJob
-from specs.models import Reason, TaskStatus
+from specs.models import Reason
+from specs.statusrecords import TaskStatus
 
 
 def conflicts(

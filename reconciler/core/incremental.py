@@ -26,9 +26,9 @@ from reconciler.core.planner import Observation, Plan, TaskInput, TaskResult
 from reconciler.core.queueorder import Kept, Order
 from reconciler.core.usage import QueueUsage
 from specs.cluster import Capacity, NodeType
-from specs.models import TaskStatus
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
+from specs.statusrecords import TaskStatus
 
 # Everything every task's own reconcile reads besides its own inputs and the clock: when any
 # of it changes, no earlier result is reused. The queue config is in it for the preemption
@@ -93,6 +93,8 @@ def _carry_written(
     for name in given:
         status = statuses.get(name)
         if status is None or status is not last.get(name) or name not in loud:
+            continue
+        if name not in specs:  # its spec was deleted: the pass decides what becomes of it
             continue
         entry = previous.get(name)
         if entry is None or (waiter := entry.result.waiter) is None:

@@ -22,11 +22,9 @@ from specs.cluster import (
     RayJob,
     SubmitRequest,
 )
-from specs.models import (
-    Task,
-    TaskStatusBody,
-)
+from specs.models import Task
 from specs.policy import STOP_WAIT_ENV
+from specs.statusrecords import TaskStatusBody
 
 
 def request_of(task: Task) -> Capacity:

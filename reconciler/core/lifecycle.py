@@ -28,7 +28,8 @@ from reconciler.core.states import (
     state_of,
 )
 from specs.cluster import META_RUN, META_UID, RUNNING, STOPPED, SUCCEEDED, RayJob
-from specs.models import Condition, Phase, Reason, SourceRef, TaskStatusBody
+from specs.models import Condition, Phase, Reason, SourceRef
+from specs.statusrecords import TaskStatusBody
 
 __all__ = [  # the machine's names the planner and the tests use, beside the transitions
     "TRANSITIONS",

@@ -53,8 +53,9 @@ from reconciler.core.queueing import QueueAdmission
 from reconciler.core.waits import Lack, Waiting
 from specs.arrays import split
 from specs.cluster import Capacity, RayJob
-from specs.models import Phase, Reason, TaskStatus
+from specs.models import Phase, Reason
 from specs.queues import DEFAULT_QUEUE, QueueConfig
+from specs.statusrecords import TaskStatus
 
 # A waiting task's place in its queue: 1 if it is past its queue's maxQueued (QueueFull: its
 # place comes after every counted task's, as admit numbers them), else 0; its key (-priority,

@@ -21,15 +21,9 @@ from specs.cluster import (
     Capacity,
     RayJob,
 )
-from specs.models import (
-    ConditionType,
-    Phase,
-    Reason,
-    Task,
-    TaskStatus,
-    TaskStatusBody,
-)
+from specs.models import ConditionType, Phase, Reason, Task
 from specs.quantity import human_memory
+from specs.statusrecords import TaskStatus, TaskStatusBody
 
 
 def unschedulable(req: Capacity, capacity: Capacity, grows: bool = False) -> str | None:

@@ -15,14 +15,8 @@ from specs.cluster import (
     Capacity,
     RayJob,
 )
-from specs.models import (
-    ConditionType,
-    Phase,
-    Reason,
-    Task,
-    TaskStatusBody,
-    read_reason,
-)
+from specs.models import ConditionType, Phase, Reason, Task, read_reason
+from specs.statusrecords import TaskStatusBody
 
 _VERB = {Phase.TIMED_OUT: "timed out", Phase.SUSPENDED: "suspended", Phase.FAILED: "failed"}
 

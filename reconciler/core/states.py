@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from enum import Enum, auto
 
-from specs.models import FINISHED, Phase, Reason, TaskStatusBody
+from specs.models import FINISHED, Phase, Reason
+from specs.statusrecords import TaskStatusBody
 
 
 class State(Enum):

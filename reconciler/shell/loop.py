@@ -36,9 +36,10 @@ from specs.cluster import (
     Autoscaler,
     RayAdapter,
 )
-from specs.models import Reason, SourceRef, Task, TaskStatus
+from specs.models import Reason, SourceRef, Task
 from specs.runtimepaths import OFF, RuntimePaths
 from specs.settings import Settings
+from specs.statusrecords import TaskStatus
 from specs.store import FolderUnavailable, SpecEntry, TaskStore
 
 log = logging.getLogger("rayqueue.loop")

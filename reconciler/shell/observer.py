@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from reconciler.shell.history import ResourceHistory
 from reconciler.shell.metrics import QueueMetrics
 from specs.cluster import Capacity
-from specs.models import TaskStatus
+from specs.statusrecords import TaskStatus
 
 log = logging.getLogger("rayqueue.loop")
 

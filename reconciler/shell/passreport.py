@@ -15,7 +15,8 @@ from reconciler.shell.metrics import QueueMetrics
 from reconciler.shell.observer import PassObserver
 from reconciler.shell.queuefile import Loaded, QueueFile, UsageBook
 from reconciler.shell.tally import Tally
-from specs.models import Phase, TaskStatus
+from specs.models import Phase
+from specs.statusrecords import TaskStatus
 
 
 class PassReport:

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Hashable, Mapping
 from typing import Generic, TypeVar
 
-from specs.models import TaskStatus
+from specs.statusrecords import TaskStatus
 
 K = TypeVar("K", bound=Hashable)
 

@@ -28,9 +28,10 @@ from reconciler.sim.nodes import Nodes
 from reconciler.sim.workload import Job
 from specs import arrays
 from specs.cluster import META_TASK, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob, Scaling
-from specs.models import Phase, Task, TaskStatus
+from specs.models import Phase, Task
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
+from specs.statusrecords import TaskStatus
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 """Virtual time 0. Workload times are whole seconds from here."""
@@ -58,6 +59,9 @@ class JobRecord:
     preemptions: int = 0
     wasted: float = 0.0  # CPU-seconds of runs thrown away by preemption
     saved: float = 0.0  # seconds of its run a resumable job checkpointed before preemptions
+    # (start, end) of each run preemption stopped: the CPUs it held then, and when it queued
+    # again (reconciler/sim/teams.py counts held and waiting time from these)
+    lost: list[tuple[float, float]] = field(default_factory=list)
 
     @property
     def wait(self) -> float | None:
@@ -228,6 +232,7 @@ def _lose(record: JobRecord, job: RayJob, now: float, told: float) -> None:
     """A preempted run ended at `now`, told to stop at `told`. A plain job loses all it ran; a
     resumable one saved its progress when told and loses only the time since (the grace)."""
     began = (job.start_time or 0) - EPOCH_UNIX
+    record.lost.append((began, now))
     if record.job.resumable:
         record.saved += told - began
         record.wasted += record.job.cpu * (now - told)

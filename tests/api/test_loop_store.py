@@ -11,8 +11,8 @@ import pytest
 
 from api.app import create_app
 from specs.cluster import Capacity
-from specs.models import TaskStatus
 from specs.service import TaskService
+from specs.statusrecords import TaskStatus
 from specs.store import TaskStore
 from tests.api.conftest import BASE_URL, TestClient, task_yaml
 from tests.support.world import World

@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from api.ui_views import finished_since, job_url, task_row
-from specs.models import Metadata, Phase, SourceRef, Task, TaskStatus, TaskStatusBody
+from specs.models import Metadata, Phase, SourceRef, Task
+from specs.statusrecords import TaskStatus, TaskStatusBody
 from specs.views import TaskView
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -10,7 +10,8 @@ import pytest
 
 from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.cluster import META_QUEUE, SubmitRequest
-from specs.models import Metadata, Phase, TaskStatus, TaskStatusBody
+from specs.models import Metadata, Phase
+from specs.statusrecords import TaskStatus, TaskStatusBody
 from specs.store import TaskStore
 from tests.cli.conftest import snapshot, spec_text, write
 

@@ -16,8 +16,9 @@ import yaml
 from reconciler.shell.metrics import CountingRayAdapter, QueueMetrics
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import Capacity
-from specs.models import Metadata, Phase, TaskStatus, TaskStatusBody
+from specs.models import Metadata, Phase
 from specs.queues import QueueConfig
+from specs.statusrecords import TaskStatus, TaskStatusBody
 
 FOLDER = Path(__file__).parents[2] / "examples" / "monitoring"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

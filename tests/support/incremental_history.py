@@ -18,9 +18,10 @@ from reconciler.core.incremental import Memo, plan_incremental
 from reconciler.core.planner import Observation, Plan, TaskInput, plan
 from reconciler.core.usage import QueueUsage
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob, Scaling
-from specs.models import Reason, TaskStatus
+from specs.models import Reason
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
+from specs.statusrecords import TaskStatus
 from tests.support.planner_world import GIB, task
 
 T0 = 1_767_225_600.0  # 2026-01-01

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from reconciler.core import fixedpoint, planner
 from reconciler.core.planner import Observation, TaskInput
 from specs.cluster import PENDING, Capacity, RayJob
-from specs.models import Phase, Reason, Task, TaskStatus
+from specs.models import Phase, Reason, Task
 from specs.settings import PlanOptions
+from specs.statusrecords import TaskStatus
 from tests.support.incremental_history import T0, History
 from tests.support.planner_world import GIB, task
 

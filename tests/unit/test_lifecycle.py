@@ -11,7 +11,8 @@ import pytest
 from reconciler.core import lifecycle
 from reconciler.core.lifecycle import TRANSITIONS, IllegalTransition, State, Trigger
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, RayJob
-from specs.models import Phase, Reason, TaskStatusBody
+from specs.models import Phase, Reason
+from specs.statusrecords import TaskStatusBody
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 NOW = T0 + timedelta(minutes=5)

@@ -13,9 +13,9 @@ from reconciler.app import daemon
 from reconciler.shell import writes
 from reconciler.shell.loop import Reconciler
 from specs.cluster import RUNNING, Capacity, RayUnavailable
-from specs.models import TaskStatus
 from specs.policy import STOP_WAIT_ENV
 from specs.settings import Settings
+from specs.statusrecords import TaskStatus
 from tests.support.world import World
 
 

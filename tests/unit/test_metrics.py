@@ -14,8 +14,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from reconciler.shell.metrics import CountingRayAdapter, QueueMetrics
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import Capacity, JobNotFound, RayUnavailable
-from specs.models import Condition, Metadata, Phase, TaskStatus, TaskStatusBody
+from specs.models import Condition, Metadata, Phase
 from specs.queues import QueueConfig
+from specs.statusrecords import TaskStatus, TaskStatusBody
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -245,7 +246,7 @@ def test_every_label_set_known_in_advance_is_at_zero_from_the_first_scrape() -> 
         assert value(m, "rayqueue_finished_tasks_total", phase=phase, **default) == 0
     assert value(m, "rayqueue_retries_total", **default) == 0
     assert value(m, "rayqueue_admitted_tasks_total", **default) == 0
-    for reason in ("WithinQueue", "Reclaim"):
+    for reason in ("WithinQueue", "Reclaim", "InCohortFairSharing"):
         assert value(m, "rayqueue_preempted_tasks_total", reason=reason, **default) == 0
     for reason in ("Preempted", "SpecChanged", "Suspended"):
         assert value(m, "rayqueue_evicted_tasks_total", reason=reason, **default) == 0

@@ -12,16 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specs import parse
-from specs.models import (
-    Condition,
-    Metadata,
-    Phase,
-    Resources,
-    Task,
-    TaskSpec,
-    TaskStatus,
-    TaskStatusBody,
-)
+from specs.models import Condition, Metadata, Phase, Resources, Task, TaskSpec
 from specs.parse import (
     MAX_DEPTH,
     MAX_FILE_BYTES,
@@ -33,6 +24,7 @@ from specs.parse import (
     parse_task,
     parse_tasks,
 )
+from specs.statusrecords import TaskStatus, TaskStatusBody
 from specs.yamldepth import MAX_NESTING
 
 GIB = 2**30

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from specs import atomic, storepaths
-from specs.models import Metadata, Phase, TaskStatus, TaskStatusBody
+from specs.models import Metadata, Phase
+from specs.statusrecords import TaskStatus, TaskStatusBody
 from specs.store import TaskStore
 from tests.support.clock import FakeClock
 

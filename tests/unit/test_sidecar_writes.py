@@ -14,7 +14,8 @@ from reconciler.core.planner import Plan, Preemption, Stop, StopCause, Submit
 from reconciler.shell import memory, writes
 from specs import atomic
 from specs.cluster import RUNNING, Capacity, SubmitRequest
-from specs.models import Metadata, Phase, Reason, TaskStatus, TaskStatusBody
+from specs.models import Metadata, Phase, Reason
+from specs.statusrecords import TaskStatus, TaskStatusBody
 from specs.store import TaskStore
 from tests.support.clock import FakeClock
 from tests.support.world import World

@@ -15,9 +15,10 @@ import pytest
 
 from specs import atomic, store
 from specs.atomic import write_atomic
-from specs.models import Metadata, Phase, Resources, Task, TaskSpec, TaskStatus, TaskStatusBody
+from specs.models import Metadata, Phase, Resources, Task, TaskSpec
 from specs.parse import MAX_FILE_BYTES, dump_task
 from specs.service import TaskService
+from specs.statusrecords import TaskStatus, TaskStatusBody
 from specs.store import (
     FolderUnavailable,
     InvalidName,

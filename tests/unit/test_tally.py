@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from reconciler.shell.metrics import QueueMetrics
 from reconciler.shell.tally import Tally
 from specs.cluster import Capacity
-from specs.models import Metadata, Phase, TaskStatus, TaskStatusBody
+from specs.models import Metadata, Phase
+from specs.statusrecords import TaskStatus, TaskStatusBody
 
 NAMES = [f"t{i}" for i in range(6)]
 PHASES = [Phase.QUEUED, Phase.RUNNING, Phase.STARTING, Phase.SUCCEEDED, Phase.UNSCHEDULABLE]

@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 
 from reconciler.core.planner import Plan
 from reconciler.shell import writes
-from specs.models import Phase, TaskStatus, TaskStatusBody
+from specs.models import Phase
 from specs.parse import parse_queue_config
 from specs.settings import PlanOptions
+from specs.statusrecords import TaskStatus, TaskStatusBody
 from tests.unit.test_incremental_planner import NAMES, QUEUES, History, options_of, steps
 
 _POSITION_FIELDS = frozenset({"queue_position", "message", "estimated_start_at"})
@@ -73,7 +74,7 @@ def old_deferrable(old: TaskStatus | None, new: TaskStatus) -> bool:
 
 
 def _without_position(body: TaskStatusBody) -> dict[str, object]:
-    return {k: v for k, v in vars(body).items() if k not in _POSITION_FIELDS}
+    return {k: v for k, v in body._asdict().items() if k not in _POSITION_FIELDS}
 
 
 @settings(
