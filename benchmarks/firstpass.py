@@ -56,11 +56,13 @@ def _inputs(size: int, root: Path) -> list[tuple[tuple[Any, ...], dict[str, Any]
     return calls
 
 
-def _cpu_ms(call: Callable[[], object], runs: int) -> list[float]:
+def _cpu_ms(
+    call: Callable[..., object], args: tuple[Any, ...], kwargs: dict[str, Any], runs: int
+) -> list[float]:
     times = []
     for _ in range(runs):
         cpu = time.process_time()
-        call()
+        call(*args, **kwargs)
         times.append(1000 * (time.process_time() - cpu))
     return times
 
@@ -80,8 +82,8 @@ def main(argv: list[str] | None = None) -> None:
             (a1, k1), (a2, k2) = _inputs(size, Path(tmp))
             first = incremental.EMPTY, *a1[1:]
             load = os.getloadavg()[0]
-            one = _cpu_ms(lambda: incremental.plan_incremental(*first, **k1), args.runs)
-            two = _cpu_ms(lambda: incremental.plan_incremental(*a2, **k2), args.runs)
+            one = _cpu_ms(incremental.plan_incremental, first, k1, args.runs)
+            two = _cpu_ms(incremental.plan_incremental, a2, k2, args.runs)
             print(
                 f"specs={size} first_pass_cpu_ms={statistics.median(one):.0f} "
                 f"({min(one):.0f}-{max(one):.0f}) next_pass_cpu_ms={statistics.median(two):.0f} "
