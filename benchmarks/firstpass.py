@@ -31,7 +31,6 @@ from benchmarks import bigfolder, common
 def _inputs(size: int, root: Path) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
     """The arguments of the planner's first two calls in a fresh `serve` loop."""
     from reconciler.core import incremental
-    from reconciler.shell import loop
     from reconciler.shell.raycluster.fake import FakeRay
     from specs.cluster import Capacity
 
@@ -46,12 +45,12 @@ def _inputs(size: int, root: Path) -> list[tuple[tuple[Any, ...], dict[str, Any]
         calls.append((args, kwargs))
         return real(*args, **kwargs)
 
-    loop.incremental.plan_incremental = keep  # type: ignore[assignment]
+    incremental.plan_incremental = keep  # the loop looks it up
     try:
         rec.run_pass()
         rec.run_pass()
     finally:
-        loop.incremental.plan_incremental = real  # type: ignore[assignment]
+        incremental.plan_incremental = real
     assert len(calls) == 2, f"{len(calls)} planner calls in two passes"
     return calls
 
