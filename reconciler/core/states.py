@@ -179,7 +179,7 @@ def set_fields(body: TaskStatusBody, update: Mapping[str, object]) -> TaskStatus
     which lets the shell skip them cheaply."""
     for key, value in update.items():
         if getattr(body, key) != value:
-            return body.model_copy(update=dict(update))
+            return body.model_copy(update=update)  # it copies: no dict of our own
     return body
 
 
