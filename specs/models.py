@@ -148,10 +148,13 @@ _RESOURCE_FIELDS: tuple[str, ...] = tuple(n for n in Resources.model_fields if n
 
 # Resources without bundles, one object per distinct value: most specs of a folder share a few
 # shapes, and each Resources is ~0.35 KB (the model, its dict, its empty bundles list, its
-# numbers). Keyed by each value's type and repr (1 == 1.0 == True, but their dumps differ) and
-# by the field set (exclude_unset tells `gpu: 0` from no gpu); bounded, past that each its own.
+# numbers). Keyed by each value's repr (-0.0 == 0.0, but their dumps differ) and by the field
+# set (exclude_unset tells `gpu: 0` from no gpu); bounded, past that each keeps its own.
 _SHARED_RESOURCES: dict[tuple[object, ...], Resources] = {}
 _SHARED_RESOURCES_KEPT = 4096
+# spec_hash's JSON of each shared Resources, by its id: shared ones are kept for good, so an id
+# here is never another object's.
+_SHARED_JSON: dict[int, str] = {}
 
 
 def _shared_resources(value: Resources) -> Resources:
@@ -166,6 +169,7 @@ def _shared_resources(value: Resources) -> Resources:
         if len(_SHARED_RESOURCES) >= _SHARED_RESOURCES_KEPT:
             return value
         shared = _SHARED_RESOURCES.setdefault(key, value)
+        _SHARED_JSON[id(shared)] = _resources_json(shared)
     return shared
 
 
@@ -360,6 +364,9 @@ _RESOURCES_KEPT = 1024
 
 def _resources_json(resources: Resources) -> str:
     """The JSON of resources.model_dump(by_alias=True, exclude={"bundles"})."""
+    shared = _SHARED_JSON.get(id(resources))
+    if shared is not None:
+        return shared
     # By repr, not value: 1 == 1.0 and -0.0 == 0.0, but their dumps differ.
     key = tuple(repr(getattr(resources, field)) for field in _RESOURCE_FIELDS)
     text = _RESOURCES_JSON.get(key)
