@@ -146,11 +146,49 @@ class Resources(Bundle):
 # the autoscaler's request).
 _RESOURCE_FIELDS: tuple[str, ...] = tuple(n for n in Resources.model_fields if n != "bundles")
 
+# Resources without bundles, one object per distinct value: most specs of a folder share a few
+# shapes, and each Resources is ~0.35 KB (the model, its dict, its empty bundles list, its
+# numbers). Keyed by each value's repr (-0.0 == 0.0, but their dumps differ) and by the field
+# set (exclude_unset tells `gpu: 0` from no gpu); bounded, past that each keeps its own.
+_SHARED_RESOURCES: dict[tuple[object, ...], Resources] = {}
+_SHARED_RESOURCES_KEPT = 4096
+# spec_hash's JSON of each shared Resources, by its id: shared ones are kept for good, so an id
+# here is never another object's.
+_SHARED_JSON: dict[int, str] = {}
+
+
+def _shared_resources(value: Resources) -> Resources:
+    if value.bundles or type(value) is not Resources:
+        return value
+    key = (
+        frozenset(value.__pydantic_fields_set__),
+        *(repr(getattr(value, field)) for field in _RESOURCE_FIELDS),
+    )
+    shared = _SHARED_RESOURCES.get(key)
+    if shared is None:
+        if len(_SHARED_RESOURCES) >= _SHARED_RESOURCES_KEPT:
+            return value
+        shared = _SHARED_RESOURCES.setdefault(key, value)
+        _SHARED_JSON[id(shared)] = _resources_json(shared)
+    return shared
+
+
+# One empty dict for every Metadata without labels or annotations (two per task, a spec's and
+# its status's, 64 B each): the models are frozen and nothing changes their dicts in place.
+_NO_TEXTS: dict[str, str] = {}
+
 
 class Metadata(_Model):
     name: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+
+    def model_post_init(self, context: Any, /) -> None:
+        super().model_post_init(context)
+        if not self.labels:
+            object.__setattr__(self, "labels", _NO_TEXTS)
+        if not self.annotations:
+            object.__setattr__(self, "annotations", _NO_TEXTS)
 
 
 # The metadata of a spec that has none: one object for all of them (the models are frozen, and
@@ -231,6 +269,11 @@ class ArraySpec(_Model):
         return math.prod(len(v) for v in (self.matrix or {}).values())
 
 
+# One empty list for every spec without dependencies (the models are frozen, and nothing
+# changes their lists in place), given as `dependsOn: []` or left out.
+_NO_DEPENDENCIES: list[DependencySpec] = []
+
+
 class TaskSpec(_Model):
     entrypoint: str = Field(min_length=1)
     runtime_env: dict[str, Any] | None = None
@@ -243,7 +286,9 @@ class TaskSpec(_Model):
     # use `retry`. None tells "not given" apart, since the two may not be combined.
     max_lost_restarts: int | None = Field(default=None, ge=0, le=100)
     retry: RetrySpec | None = None
-    depends_on: list[DependencySpec] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
+    depends_on: list[DependencySpec] = Field(
+        default_factory=lambda: _NO_DEPENDENCIES, max_length=MAX_DEPENDENCIES
+    )
     preemptible: bool = True  # false: never a preemption victim
     # true: the task saves its state on SIGTERM (within the grace period) and resumes on its
     # next run (RAYQUEUE_PREEMPTED=1): the cheapest victim, it loses only the grace period.
@@ -265,6 +310,11 @@ class TaskSpec(_Model):
         if why is not None:
             raise ValueError(f"{value!r} {why}")
         return value
+
+    @field_validator("resources")
+    @classmethod
+    def _share_resources(cls, value: Resources) -> Resources:
+        return _shared_resources(value)
 
     @model_validator(mode="after")
     def _some_resource(self) -> TaskSpec:
@@ -293,6 +343,8 @@ class TaskSpec(_Model):
     @field_validator("depends_on")
     @classmethod
     def _distinct_dependencies(cls, value: list[DependencySpec]) -> list[DependencySpec]:
+        if not value:
+            return _NO_DEPENDENCIES  # one empty list for every spec without dependencies
         names = [d.name for d in value]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
@@ -312,6 +364,9 @@ _RESOURCES_KEPT = 1024
 
 def _resources_json(resources: Resources) -> str:
     """The JSON of resources.model_dump(by_alias=True, exclude={"bundles"})."""
+    shared = _SHARED_JSON.get(id(resources))
+    if shared is not None:
+        return shared
     # By repr, not value: 1 == 1.0 and -0.0 == 0.0, but their dumps differ.
     key = tuple(repr(getattr(resources, field)) for field in _RESOURCE_FIELDS)
     text = _RESOURCES_JSON.get(key)
