@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from typing import Any
 
 from yaml.constructor import SafeConstructor
@@ -143,7 +144,8 @@ def _key_value(body: str) -> tuple[str, Any]:
     found = _KEY.fullmatch(body)
     if found is None:
         raise _Other
-    key, value = found.group(1), found.group(2)
+    # A key is kept in the dicts it names (runtimeEnv's): one object per distinct key.
+    key, value = sys.intern(found.group(1)), found.group(2)
     if _plain(key) != key:
         raise _Other  # `on:`, `null:`, `1:`: keys YAML would read as something else
     if value is None or not value.strip(" ") or value.lstrip(" ")[0] == "#":

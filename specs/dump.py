@@ -14,8 +14,8 @@ from pydantic import BaseModel
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
-from specs.models import Condition, SourceRef, Task, TaskStatusBodyModel, _iso
-from specs.statusrecords import TaskStatus
+from specs.models import Condition, SourceRef, Task, _iso
+from specs.statusrecords import TaskStatus, TaskStatusBodyModel
 
 _FastDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 

@@ -146,11 +146,49 @@ class Resources(Bundle):
 # the autoscaler's request).
 _RESOURCE_FIELDS: tuple[str, ...] = tuple(n for n in Resources.model_fields if n != "bundles")
 
+# Resources without bundles, one object per distinct value: most specs of a folder share a few
+# shapes, and each Resources is ~0.35 KB (the model, its dict, its empty bundles list, its
+# numbers). Keyed by each value's repr (-0.0 == 0.0, but their dumps differ) and by the field
+# set (exclude_unset tells `gpu: 0` from no gpu); bounded, past that each keeps its own.
+_SHARED_RESOURCES: dict[tuple[object, ...], Resources] = {}
+_SHARED_RESOURCES_KEPT = 4096
+# spec_hash's JSON of each shared Resources, by its id: shared ones are kept for good, so an id
+# here is never another object's.
+_SHARED_JSON: dict[int, str] = {}
+
+
+def _shared_resources(value: Resources) -> Resources:
+    if value.bundles or type(value) is not Resources:
+        return value
+    key = (
+        frozenset(value.__pydantic_fields_set__),
+        *(repr(getattr(value, field)) for field in _RESOURCE_FIELDS),
+    )
+    shared = _SHARED_RESOURCES.get(key)
+    if shared is None:
+        if len(_SHARED_RESOURCES) >= _SHARED_RESOURCES_KEPT:
+            return value
+        shared = _SHARED_RESOURCES.setdefault(key, value)
+        _SHARED_JSON[id(shared)] = _resources_json(shared)
+    return shared
+
+
+# One empty dict for every Metadata without labels or annotations (two per task, a spec's and
+# its status's, 64 B each): the models are frozen and nothing changes their dicts in place.
+_NO_TEXTS: dict[str, str] = {}
+
 
 class Metadata(_Model):
     name: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+
+    def model_post_init(self, context: Any, /) -> None:
+        super().model_post_init(context)
+        if not self.labels:
+            object.__setattr__(self, "labels", _NO_TEXTS)
+        if not self.annotations:
+            object.__setattr__(self, "annotations", _NO_TEXTS)
 
 
 # The metadata of a spec that has none: one object for all of them (the models are frozen, and
@@ -231,6 +269,11 @@ class ArraySpec(_Model):
         return math.prod(len(v) for v in (self.matrix or {}).values())
 
 
+# One empty list for every spec without dependencies (the models are frozen, and nothing
+# changes their lists in place), given as `dependsOn: []` or left out.
+_NO_DEPENDENCIES: list[DependencySpec] = []
+
+
 class TaskSpec(_Model):
     entrypoint: str = Field(min_length=1)
     runtime_env: dict[str, Any] | None = None
@@ -243,7 +286,9 @@ class TaskSpec(_Model):
     # use `retry`. None tells "not given" apart, since the two may not be combined.
     max_lost_restarts: int | None = Field(default=None, ge=0, le=100)
     retry: RetrySpec | None = None
-    depends_on: list[DependencySpec] = Field(default_factory=list, max_length=MAX_DEPENDENCIES)
+    depends_on: list[DependencySpec] = Field(
+        default_factory=lambda: _NO_DEPENDENCIES, max_length=MAX_DEPENDENCIES
+    )
     preemptible: bool = True  # false: never a preemption victim
     # true: the task saves its state on SIGTERM (within the grace period) and resumes on its
     # next run (RAYQUEUE_PREEMPTED=1): the cheapest victim, it loses only the grace period.
@@ -265,6 +310,11 @@ class TaskSpec(_Model):
         if why is not None:
             raise ValueError(f"{value!r} {why}")
         return value
+
+    @field_validator("resources")
+    @classmethod
+    def _share_resources(cls, value: Resources) -> Resources:
+        return _shared_resources(value)
 
     @model_validator(mode="after")
     def _some_resource(self) -> TaskSpec:
@@ -293,6 +343,8 @@ class TaskSpec(_Model):
     @field_validator("depends_on")
     @classmethod
     def _distinct_dependencies(cls, value: list[DependencySpec]) -> list[DependencySpec]:
+        if not value:
+            return _NO_DEPENDENCIES  # one empty list for every spec without dependencies
         names = [d.name for d in value]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
@@ -312,6 +364,9 @@ _RESOURCES_KEPT = 1024
 
 def _resources_json(resources: Resources) -> str:
     """The JSON of resources.model_dump(by_alias=True, exclude={"bundles"})."""
+    shared = _SHARED_JSON.get(id(resources))
+    if shared is not None:
+        return shared
     # By repr, not value: 1 == 1.0 and -0.0 == 0.0, but their dumps differ.
     key = tuple(repr(getattr(resources, field)) for field in _RESOURCE_FIELDS)
     text = _RESOURCES_JSON.get(key)
@@ -490,67 +545,3 @@ class SourceRef(_Model):
 
     revision: str  # main@sha1:<40 hex>, or sha1:<40 hex> on a detached HEAD
     dirty: bool = False  # the file differed from that commit when the run started
-
-
-class TaskStatusBodyModel(_Model):
-    """A status body as read from and written to a sidecar (validation at the file boundary).
-    Inside the loop a status is the lean TaskStatusBody (specs/statusrecords.py), with the
-    same fields."""
-
-    model_config = ConfigDict(extra="ignore")  # old sidecars with extra fields still load
-
-    phase: Phase
-    reason: str | None = None
-    message: str | None = None
-    queue: str | None = None  # the team queue, when _queues.yaml configures queues
-    queue_position: int | None = None  # exact for the first exact_queue_positions of a queue
-    # Beyond them, a bucket such as ">1000" (docs/scheduling.md, "Queue positions"): a start at
-    # the head then rewrites the few sidecars whose bucket changes, not every waiting one.
-    queue_position_bucket: str | None = None
-    estimated_start_at: Timestamp | None = None
-    uid: str | None = None  # fixed at first sight; keeps ids unique if a task is re-created
-    run: int = 0  # runs started so far; part of each run's submission id
-    submission_id: str | None = None
-    spec_hash: str | None = None
-    ray_status: str | None = None
-    queued_at: Timestamp | None = None
-    # On an autoscaling cluster: when this wait's request for nodes began (WaitingForScaleUp);
-    # kept through its ScaleUpTimeout backoff, cleared when it leaves the queue.
-    scale_up_requested_at: Timestamp | None = None
-    submitted_at: Timestamp | None = None
-    started_at: Timestamp | None = None
-    finished_at: Timestamp | None = None
-    # When Ray stopped listing the running job; cleared by every other transition. Older files
-    # kept this time in finishedAt (with reason JobMissing): see lifecycle.missing_since.
-    missing_since: Timestamp | None = None
-    lost_restarts: int = 0  # old sidecars only: the retries of maxLostRestarts before `retries`
-    retries: int = 0  # retries used since the user last asked for a run
-    next_retry_at: Timestamp | None = None  # during RetryBackoff: the retry's earliest start
-    exit_code: int | None = None  # the driver's, of the finished run (Ray's driver_exit_code)
-    # Preemption: how often the task lost a run to more urgent work (never a failure), and,
-    # until its next run is admitted, which task took it (the Preempted condition holds).
-    preemptions: int = 0
-    preempted_by: str | None = None
-    # The current run follows a preemption: its job is told so (RAYQUEUE_PREEMPTED=1), also
-    # when it is submitted again after a crash, when preemptedBy is already cleared.
-    after_preemption: bool = False
-    log_tail: str | None = None
-    # Recorded when a run starts; absent when the tasks folder is not in a git work tree.
-    source: SourceRef | None = None
-    conditions: list[Condition] = Field(default_factory=list)
-
-
-class TaskStatusModel(_Model):
-    """A status sidecar as validated when read (TaskStatus.model_validate converts it)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    api_version: Literal["rayqueue/v1"] = Field(default=API_VERSION, alias="apiVersion")
-    kind: Literal["TaskStatus"] = "TaskStatus"
-    metadata: Metadata
-    status: TaskStatusBodyModel
-
-    def to_document(self) -> dict[str, Any]:
-        # Defaults (empty conditions, zero counters) are left out to keep sidecars short.
-        doc = self.model_dump(by_alias=True, exclude_defaults=True, mode="json")
-        return {"apiVersion": API_VERSION, "kind": "TaskStatus", **doc}

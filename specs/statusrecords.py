@@ -1,15 +1,16 @@
-"""A task's status inside the loop: plain records with the fields and defaults of the
-pydantic models in specs/models.py (TaskStatusModel, TaskStatusBodyModel), which validate a
-sidecar when it is read; `to_document` writes what those models wrote."""
+"""A task's status: the pydantic models that validate a sidecar when it is read
+(TaskStatusModel, TaskStatusBodyModel), and the plain records the loop keeps inside it, with
+the same fields and defaults (TaskStatus, TaskStatusBody); `to_document` writes what those
+models wrote."""
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from specs.models import (
@@ -18,10 +19,75 @@ from specs.models import (
     Metadata,
     Phase,
     SourceRef,
-    TaskStatusBodyModel,
-    TaskStatusModel,
+    Timestamp,
     _iso,
+    _Model,
 )
+
+
+class TaskStatusBodyModel(_Model):
+    """A status body as read from and written to a sidecar (validation at the file boundary).
+    Inside the loop a status is the lean TaskStatusBody (specs/statusrecords.py), with the
+    same fields."""
+
+    model_config = ConfigDict(extra="ignore")  # old sidecars with extra fields still load
+
+    phase: Phase
+    reason: str | None = None
+    message: str | None = None
+    queue: str | None = None  # the team queue, when _queues.yaml configures queues
+    queue_position: int | None = None  # exact for the first exact_queue_positions of a queue
+    # Beyond them, a bucket such as ">1000" (docs/scheduling.md, "Queue positions"): a start at
+    # the head then rewrites the few sidecars whose bucket changes, not every waiting one.
+    queue_position_bucket: str | None = None
+    estimated_start_at: Timestamp | None = None
+    uid: str | None = None  # fixed at first sight; keeps ids unique if a task is re-created
+    run: int = 0  # runs started so far; part of each run's submission id
+    submission_id: str | None = None
+    spec_hash: str | None = None
+    ray_status: str | None = None
+    queued_at: Timestamp | None = None
+    # On an autoscaling cluster: when this wait's request for nodes began (WaitingForScaleUp);
+    # kept through its ScaleUpTimeout backoff, cleared when it leaves the queue.
+    scale_up_requested_at: Timestamp | None = None
+    submitted_at: Timestamp | None = None
+    started_at: Timestamp | None = None
+    finished_at: Timestamp | None = None
+    # When Ray stopped listing the running job; cleared by every other transition. Older files
+    # kept this time in finishedAt (with reason JobMissing): see lifecycle.missing_since.
+    missing_since: Timestamp | None = None
+    lost_restarts: int = 0  # old sidecars only: the retries of maxLostRestarts before `retries`
+    retries: int = 0  # retries used since the user last asked for a run
+    next_retry_at: Timestamp | None = None  # during RetryBackoff: the retry's earliest start
+    exit_code: int | None = None  # the driver's, of the finished run (Ray's driver_exit_code)
+    # Preemption: how often the task lost a run to more urgent work (never a failure), and,
+    # until its next run is admitted, which task took it (the Preempted condition holds).
+    preemptions: int = 0
+    preempted_by: str | None = None
+    # The current run follows a preemption: its job is told so (RAYQUEUE_PREEMPTED=1), also
+    # when it is submitted again after a crash, when preemptedBy is already cleared.
+    after_preemption: bool = False
+    log_tail: str | None = None
+    # Recorded when a run starts; absent when the tasks folder is not in a git work tree.
+    source: SourceRef | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class TaskStatusModel(_Model):
+    """A status sidecar as validated when read (TaskStatus.model_validate converts it)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    api_version: Literal["rayqueue/v1"] = Field(default=API_VERSION, alias="apiVersion")
+    kind: Literal["TaskStatus"] = "TaskStatus"
+    metadata: Metadata
+    status: TaskStatusBodyModel
+
+    def to_document(self) -> dict[str, Any]:
+        # Defaults (empty conditions, zero counters) are left out to keep sidecars short.
+        doc = self.model_dump(by_alias=True, exclude_defaults=True, mode="json")
+        return {"apiVersion": API_VERSION, "kind": "TaskStatus", **doc}
+
 
 # One empty list for every status without conditions: nothing changes a status's list in place
 # (a new list is built and the status copied), as with the frozen models before.

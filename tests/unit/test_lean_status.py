@@ -16,17 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specs.dump import dump_status
-from specs.models import (
-    Condition,
-    Metadata,
-    Phase,
-    Reason,
-    SourceRef,
-    TaskStatusBodyModel,
-    TaskStatusModel,
-)
+from specs.models import Condition, Metadata, Phase, Reason, SourceRef
 from specs.parse import parse_status
-from specs.statusrecords import TaskStatus, TaskStatusBody
+from specs.statusrecords import TaskStatus, TaskStatusBody, TaskStatusBodyModel, TaskStatusModel
 
 _WORDS = st.text(alphabet="abcXYZ019-_ :>\n#'\"", max_size=12)
 _TEXT = st.none() | _WORDS | st.sampled_from(list(Reason))
