@@ -52,5 +52,8 @@ def carried(result: TaskResult, spec: TaskInput, status: TaskStatus) -> TaskResu
         return None
     # The enqueue of `result` showed the task fits the cluster (the same env); its key's
     # priority and name come from the same task; only the time it queued is the status's.
-    key = (waiter.key[0], queued, waiter.key[2])
-    return TaskResult(body, waiter=Waiter(key, waiter.candidate, task, False))
+    # (After a start, the loop wrote the status the plan gave: its place is the one the result
+    # was enqueued with, and the very waiter is handed on: not built again, equal at once.)
+    if queued != waiter.key[1]:
+        waiter = Waiter((waiter.key[0], queued, waiter.key[2]), waiter.candidate, task, False)
+    return TaskResult(body, waiter=waiter)

@@ -246,8 +246,8 @@ def _first_sight(
             Reason.ADOPTED, f"adopted {name}: Ray job {job.submission_id} (status file was missing)"
         )
         return lifecycle.adopted(job, spec_hash, step.stamp)
-    uid = make_uid(step.options.queue_id, name, step.stamp)
-    return lifecycle.first_queued(uid, spec_hash, step.stamp)
+    stamp = step.stamp  # one instant, built once
+    return lifecycle.first_queued(make_uid(step.options.queue_id, name, stamp), spec_hash, stamp)
 
 
 def _enqueue(step: TaskStep, name: str, task: Task, body: TaskStatusBody) -> TaskStatusBody:

@@ -55,8 +55,8 @@ def state_of(body: TaskStatusBody) -> State:
     """The state a status is in, read from its fields (the only place that reads reasons
     back)."""
     phase = body.phase
-    if phase is Phase.QUEUED and body.reason == Reason.PREEMPTING:
-        return State.PREEMPTING
+    if phase is Phase.QUEUED:  # most tasks, most passes: decided without hashing an enum
+        return State.PREEMPTING if body.reason == Reason.PREEMPTING else State.QUEUED
     if phase is Phase.RUNNING and missing_since(body) is not None:
         if body.reason == Reason.JOB_MISSING_AFTER_OUTAGE:
             return State.MISSING_AFTER_OUTAGE
@@ -67,7 +67,8 @@ def state_of(body: TaskStatusBody) -> State:
 
 
 def in_cycle(body: TaskStatusBody) -> bool:
-    return state_of(body) is State.IN_CYCLE
+    """`state_of(body) is State.IN_CYCLE`, read directly (asked several times per task)."""
+    return body.phase is Phase.INVALID and body.reason == Reason.DEPENDENCY_CYCLE
 
 
 class IllegalTransition(Exception):
@@ -178,7 +179,7 @@ def set_fields(body: TaskStatusBody, update: Mapping[str, object]) -> TaskStatus
     which lets the shell skip them cheaply."""
     for key, value in update.items():
         if getattr(body, key) != value:
-            return body.model_copy(update=dict(update))
+            return body.model_copy(update=update)  # it copies: no dict of our own
     return body
 
 

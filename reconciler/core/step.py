@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 from reconciler.core import policies, preemptrules, retries, victims
 from reconciler.core.decisions import Event, Submit, TimeOut, Wanted
@@ -60,8 +61,10 @@ class InUse:
     claim: policies.Claim
 
 
-@dataclass(frozen=True)
-class Waiter:
+# Waiter and TaskResult are built for every task in every full pass (and carried over for
+# every waiting one after a start): named tuples, which build several times faster than
+# frozen dataclasses and are just as immutable.
+class Waiter(NamedTuple):
     """A task waiting for admission: its place in the queue's order, and what it asks for."""
 
     key: tuple[int, float, str]  # (-priority, queuedAt, name)
@@ -70,8 +73,7 @@ class Waiter:
     gated: bool  # has dependencies, or is held in a dependency cycle
 
 
-@dataclass(frozen=True)
-class TaskResult:
+class TaskResult(NamedTuple):
     """One task's own part of a pass: decided from its spec, its status, its run's job, the
     pass-wide TaskEnv and `now` alone, before dependencies and admission look at all tasks.
 

@@ -119,6 +119,15 @@ def test_a_first_sight_result_is_carried_to_the_status_it_wrote() -> None:
     assert again is not None
     assert again == planner.reconcile_task(env, spec, status, T0 + 60)
     assert again.valid_until == float("inf")
+    # Its place is the one it was enqueued with: the very waiter is handed on (session 6,
+    # firstpass: a start carries 10,000 of them); a moved queuedAt builds a new one.
+    assert again.waiter is first.waiter
+    moved = status.model_copy(
+        update={"status": status.status.model_copy(update={"queued_at": at.replace(year=2000)})}
+    )
+    again = fixedpoint.carried(first, spec, moved)
+    assert again is not None and again.waiter is not first.waiter
+    assert again == planner.reconcile_task(env, spec, moved, T0 + 60)
     # Edited (a new parse): not the task that was enqueued, so reconciled anew.
     edited = task(priority=1)
     assert fixedpoint.carried(first, TaskInput("a", edited, None, edited, None), status) is None

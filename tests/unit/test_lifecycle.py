@@ -197,3 +197,26 @@ def test_preemption_queues_a_new_run_in_the_old_place_and_is_no_failure() -> Non
     assert preempted.retries == 1  # untouched: not a failure, not a retry
     again = lifecycle.start_run(preempted, "1234abcd", "rq-a-1234abcd-2", NOW)
     assert again.preempted_by is None and again.preemptions == 1
+
+
+@pytest.mark.parametrize("phase", list(Phase))
+def test_the_state_read_back_for_every_phase_and_reason(phase: Phase) -> None:
+    """`state_of` decides a Queued status by identity and `in_cycle` reads its two fields
+    directly (session 6, firstpass: both are asked several times per task per full pass):
+    the same answers as the rule, for every reason, as a member or as the file's word."""
+    reasons: list[str | None] = [None, *Reason, *(r.value for r in Reason)]
+    for reason in reasons:
+        for missing in (None, datetime(2026, 1, 1, tzinfo=UTC)):
+            body = TaskStatusBody(phase, reason=reason, missing_since=missing)
+            state = lifecycle.state_of(body)
+            assert state.phase is phase
+            assert lifecycle.in_cycle(body) is (state is State.IN_CYCLE)
+            assert (state is State.IN_CYCLE) is (
+                phase is Phase.INVALID and reason == Reason.DEPENDENCY_CYCLE
+            )
+            if phase is Phase.QUEUED:
+                assert state is (State.PREEMPTING if reason == "Preempting" else State.QUEUED)
+            elif phase is Phase.RUNNING and missing is not None:
+                assert state in (State.MISSING, State.MISSING_AFTER_OUTAGE)
+            elif state is not State.IN_CYCLE:
+                assert state is State[phase.name]
