@@ -642,21 +642,27 @@ def test_unmoved_team_queues_are_handed_back_as_they_were(
     assert reused > 5, reused
 
 
-def test_a_task_edited_too_big_for_its_queue_waits_over_quota_on_the_fast_pass() -> None:
-    """An edit of a task's resources leaves its key (priority, queuedAt, name) as it was: the
-    fast pass still judges again whether it can ever fit its queue (team-b may not borrow, so
-    3 CPUs never fit its 2), so the tasks behind it count it out of their places as plan()
-    does. Found by the sequence property drawing 12 exact places (past the first team head)."""
-    options = PlanOptions(
+def _strict_with_12_places(max_inflight: int) -> PlanOptions:
+    """The options the property drew for the two cases below: strict, 12 exact places (more
+    than the fast pass's first team head of 8)."""
+    return PlanOptions(
         queue_id="q",
         policy="strict",
-        max_inflight=1,
+        max_inflight=max_inflight,
         start_timeout_seconds=10.0,
         exact_queue_positions=12,
         backfill_candidates=0,
         lost_grace_seconds=5.0,
         max_stops_per_pass=0,
     )
+
+
+def test_a_task_edited_too_big_for_its_queue_waits_over_quota_on_the_fast_pass() -> None:
+    """An edit of a task's resources leaves its key (priority, queuedAt, name) as it was: the
+    fast pass still judges again whether it can ever fit its queue (team-b may not borrow, so
+    3 CPUs never fit its 2), so the tasks behind it count it out of their places as plan()
+    does. Found by the sequence property drawing 12 exact places (past the first team head)."""
+    options = _strict_with_12_places(max_inflight=1)
     world = History(
         options, queues_of(TEAMS), capacity=Capacity(16, 0, 64 * GIB), check=assert_identical
     )
@@ -681,16 +687,7 @@ def test_strict_places_past_a_head_with_a_parents_max_queued() -> None:
     first team head of 8): the default queue's first task was kept back for another queue's
     reservation, and plan() did not count it ahead of the tasks behind it ("waits behind
     t777; 6 tasks ahead" at position 8), where the fast pass's places past its walk did (7)."""
-    options = PlanOptions(
-        queue_id="q",
-        policy="strict",
-        max_inflight=8,
-        start_timeout_seconds=10.0,
-        exact_queue_positions=12,
-        backfill_candidates=0,
-        lost_grace_seconds=5.0,
-        max_stops_per_pass=0,
-    )
+    options = _strict_with_12_places(max_inflight=8)
     world = History(
         options, queues_of(NESTED_FULL), capacity=Capacity(4, 0, 64 * GIB), check=assert_identical
     )
