@@ -272,7 +272,10 @@ def test_every_dashboard_query_shows_what_happened(
     retries = count("Runs queued again by a retry policy (per hour)")
     assert retries == {"queue=team-a": 1, "queue=team-b": 0, "queue=default": 0}
     preempted = count("Preempted runs by queue and reason (per hour)")
-    assert len(preempted) == 6 and set(preempted.values()) == {0}
+    # every queue x reason (WithinQueue, Reclaim, InCohortFairSharing), at 0 until it happens
+    reasons = {k.split(",")[1] for k in preempted}
+    assert len(preempted) == 9 and set(preempted.values()) == {0}, preempted
+    assert reasons == {"reason=WithinQueue", "reason=Reclaim", "reason=InCohortFairSharing"}
     admitted = count("Admitted and evicted runs (per hour)")
     assert admitted == {"queue=team-a": 3, "queue=team-b": 1, "queue=default": 0}
     evicted = count("Admitted and evicted runs (per hour)", "B")
