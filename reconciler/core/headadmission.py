@@ -79,11 +79,7 @@ def admit_prefix(
         place += 1
         order.append(name)
         waiting = admission.waiting[name]
-        if isinstance(waiting.lacks, NotConsidered):
-            ctx.not_considered += 1
-        eta = waiting.estimated_start
-        if eta is not None:
-            ctx.until = min(ctx.until, max(eta, ctx.now))
+        eta = _heed(ctx, waiting)
         if place > exact:
             bucket = position_bucket(place, exact)
             if unchanged(name, waiting.reason, bucket):
@@ -151,11 +147,7 @@ def admit_queue_prefix(
         place = places[owner] = places.get(owner, 0) + 1
         ctx.order.setdefault(owner, []).append(name)
         waiting = admission.waiting.get(name)
-        if waiting is not None and isinstance(waiting.lacks, NotConsidered):
-            ctx.not_considered += 1
-        eta = waiting.estimated_start if waiting else None
-        if eta is not None:
-            ctx.until = min(ctx.until, max(eta, ctx.now))
+        eta = _heed(ctx, waiting)
         reason = waiting.reason if waiting is not None else Reason.QUEUED
         position: int | None = place
         bucket: str | None = None
@@ -180,6 +172,19 @@ def admit_queue_prefix(
         )
         touched.append(name)
     return touched
+
+
+def _heed(ctx: PassState, waiting: Waiting | None) -> float | None:
+    """What a waiting task tells the pass: one more task admission did not consider, and its
+    estimated start (the pass wakes by then); returns that start."""
+    if waiting is None:
+        return None
+    if isinstance(waiting.lacks, NotConsidered):
+        ctx.not_considered += 1
+    eta = waiting.estimated_start
+    if eta is not None:
+        ctx.until = min(ctx.until, max(eta, ctx.now))
+    return eta
 
 
 def _queued_as(

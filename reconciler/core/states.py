@@ -61,13 +61,14 @@ def state_of(body: TaskStatusBody) -> State:
         if body.reason == Reason.JOB_MISSING_AFTER_OUTAGE:
             return State.MISSING_AFTER_OUTAGE
         return State.MISSING
-    if phase is Phase.INVALID and body.reason == Reason.DEPENDENCY_CYCLE:
+    if in_cycle(body):
         return State.IN_CYCLE
     return State[phase.name]
 
 
 def in_cycle(body: TaskStatusBody) -> bool:
-    """`state_of(body) is State.IN_CYCLE`, read directly (asked several times per task)."""
+    """`state_of(body) is State.IN_CYCLE`, without the rest of state_of (asked several times
+    per task); state_of reads the rule here."""
     return body.phase is Phase.INVALID and body.reason == Reason.DEPENDENCY_CYCLE
 
 

@@ -127,26 +127,33 @@ def test_a_word_of_letters_and_digits_is_written_as_pyyaml_writes_it(word: str) 
         assert written is None or f"k: {written}\n" == via_pyyaml({"k": tricky})
 
 
-def test_a_usual_status_takes_the_fast_path_and_reads_back() -> None:
-    status = TaskStatus(
+def _usual_status(**fields: Any) -> TaskStatus:
+    """A waiting task's status as the loop writes them by the thousand; `fields` add to it."""
+    return TaskStatus(
         metadata=Metadata(name="t00001"),
         status=TaskStatusBody(
             phase=Phase.QUEUED,
             reason="WaitingBehindHigherPriority",
             message="WaitingBehindHigherPriority; at least 100 tasks ahead",
-            queue_position_bucket=">100",
             uid="fd33ae6a",
-            spec_hash="0c3e567b8830fde8",
             queued_at=datetime(2026, 12, 1, 15, 41, 10, 820000, tzinfo=UTC),
-            run=2,
-            conditions=[
-                Condition(
-                    type="Preempted",
-                    reason="WithinQueue",
-                    last_transition_time="2026-12-01T15:41:10.820Z",
-                )
-            ],
+            **fields,
         ),
+    )
+
+
+def test_a_usual_status_takes_the_fast_path_and_reads_back() -> None:
+    status = _usual_status(
+        queue_position_bucket=">100",
+        spec_hash="0c3e567b8830fde8",
+        run=2,
+        conditions=[
+            Condition(
+                type="Preempted",
+                reason="WithinQueue",
+                last_transition_time="2026-12-01T15:41:10.820Z",
+            )
+        ],
     )
     document = status.to_document()
     assert dump._plain_block(document) is not None
@@ -248,24 +255,16 @@ def test_the_direct_path_writes_the_old_paths_bytes(status: TaskStatus) -> None:
 
 
 def test_a_usual_status_takes_the_direct_path() -> None:
-    status = TaskStatus(
-        metadata=Metadata(name="t00001"),
-        status=TaskStatusBody(
-            phase=Phase.QUEUED,
-            reason="WaitingBehindHigherPriority",
-            message="WaitingBehindHigherPriority; at least 100 tasks ahead",
-            queue_position=3,
-            uid="fd33ae6a",
-            queued_at=datetime(2026, 12, 1, 15, 41, 10, 820000, tzinfo=UTC),
-            source=SourceRef(revision="main@sha1:" + "0" * 40, dirty=True),
-            conditions=[
-                Condition(
-                    type="Preempted",
-                    reason="WithinQueue",
-                    last_transition_time=datetime(2026, 12, 1, tzinfo=UTC),
-                )
-            ],
-        ),
+    status = _usual_status(
+        queue_position=3,
+        source=SourceRef(revision="main@sha1:" + "0" * 40, dirty=True),
+        conditions=[
+            Condition(
+                type="Preempted",
+                reason="WithinQueue",
+                last_transition_time=datetime(2026, 12, 1, tzinfo=UTC),
+            )
+        ],
     )
     direct = dump._direct(status)
     assert direct is not None
