@@ -24,6 +24,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from specs import submission_ids
+from specs.cluster import Capacity
 from specs.pipeline import MAX_DEPENDENCIES, DependencySpec, RetrySpec
 from specs.quantity import QuantityError, format_memory, parse_memory
 
@@ -172,6 +173,22 @@ def _shared_resources(value: Resources) -> Resources:
         shared = _SHARED_RESOURCES.setdefault(key, value)
         _SHARED_JSON[id(shared)] = _resources_json(shared)
     return shared
+
+
+# The Capacity each shared Resources asks for, by its id (shared ones are kept for good, so an id
+# here is never another object's): the planner keeps a task's request (core/jobs.py:request_of),
+# one 120 B object per task when each was built anew.
+_SHARED_REQUESTS: dict[int, Capacity] = {}
+
+
+def request_capacity(resources: Resources) -> Capacity:
+    """What `resources` asks of the cluster, as Ray counts it; one object per shared value."""
+    request = _SHARED_REQUESTS.get(id(resources))
+    if request is None:
+        request = Capacity(resources.cpu, resources.gpu, float(resources.memory))
+        if id(resources) in _SHARED_JSON:
+            _SHARED_REQUESTS[id(resources)] = request
+    return request
 
 
 # One empty dict for every Metadata without labels or annotations (two per task, a spec's and

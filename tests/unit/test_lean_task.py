@@ -15,8 +15,17 @@ from hypothesis import strategies as st
 
 from benchmarks import bigfolder
 from specs import parse, plainspec
+from specs.cluster import Capacity
 from specs.dump import dump_task
-from specs.models import Metadata, Resources, Task, TaskModel, TaskSpec, TaskSpecModel
+from specs.models import (
+    Metadata,
+    Resources,
+    Task,
+    TaskModel,
+    TaskSpec,
+    TaskSpecModel,
+    request_capacity,
+)
 from specs.parse import SpecParseError, parse_task
 
 FILE = "t.yaml"
@@ -253,3 +262,15 @@ def test_copies_pickles_and_equality() -> None:
     assert moved != task and moved.metadata is task.metadata
     assert pickle.loads(pickle.dumps(task)) == task
     assert copy.deepcopy(task) == task and copy.copy(task) == task
+
+
+def test_a_shared_resources_asks_for_one_capacity() -> None:
+    from reconciler.core.jobs import request_of
+
+    a = parse_task(PLAIN[0], file="a.yaml")
+    b = parse_task(bigfolder.template(5, 9).decode(), file="b.yaml")
+    assert request_of(a) is request_of(b)  # one per shared value, not one per task
+    assert request_of(a) == Capacity(1.0, 0.0, 512.0 * 2**20)
+    own = Resources(cpu=1, bundles=[{"cpu": 1}])  # with bundles: never shared
+    assert request_capacity(own) == Capacity(1.0, 0.0, 0.0)
+    assert request_capacity(own) is not request_capacity(own)
