@@ -450,12 +450,14 @@ class _Record:
 
     __slots__: tuple[str, ...] = ()
 
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        cls._of = classmethod(_maker(cls))  # type: ignore[assignment]
+
     @classmethod
     def _of(cls, values: Iterable[object]) -> Self:
-        record = object.__new__(cls)
-        for name, value in zip(cls.__slots__, values, strict=True):
-            object.__setattr__(record, name, value)
-        return record
+        """A record of `values` (one per slot, in order), not validated."""
+        raise NotImplementedError  # each subclass gets its own (__init_subclass__)
 
     def _values(self) -> tuple[Any, ...]:
         return tuple(getattr(self, name) for name in self.__slots__)
@@ -497,6 +499,19 @@ class _Record:
     def to_model(self) -> _Model:
         """The pydantic model of these values (for dumps), not validated again."""
         raise NotImplementedError
+
+
+def _maker(cls: type[_Record]) -> Any:
+    """`_of` for `cls`, written out: a cold start builds two records per spec, and a loop of
+    setattr calls cost as much as the rest of a plain spec's check."""
+    names = cls.__slots__
+    args = ", ".join(f"v{i}" for i in range(len(names)))
+    setters = {f"s{i}": getattr(cls, name).__set__ for i, name in enumerate(names)}
+    body = "".join(f"    s{i}(r, v{i})\n" for i in range(len(names)))
+    source = f"def _of(cls, values):\n    {args}, = values\n    r = new(cls)\n{body}    return r\n"
+    scope: dict[str, Any] = {"new": object.__new__, **setters}
+    exec(source, scope)  # our own text, made of the slot names
+    return scope["_of"]
 
 
 def _models_of(data: Any) -> Any:

@@ -48,9 +48,10 @@ _MAX_NUMBER: Final = 1e9  # Finite's and timeoutSeconds's bound
 def task_of(data: dict[str, Any]) -> Task | None:
     """The task of a plain document, as the model would validate it; None if it is not plain
     (or not valid): the model decides."""
-    if not data.keys() <= _TOP or not _is_text(data.get("apiVersion"), API_VERSION):
+    version, kind = data.get("apiVersion"), data.get("kind")
+    if type(version) is not str or version != API_VERSION or type(kind) is not str:
         return None
-    if not _is_text(data.get("kind"), "Task"):
+    if kind != "Task" or not data.keys() <= _TOP:
         return None
     metadata = _metadata(data["metadata"]) if "metadata" in data else _NO_METADATA
     spec = data.get("spec")
@@ -60,10 +61,6 @@ def task_of(data: dict[str, Any]) -> Task | None:
     if built is None:
         return None
     return Task._of((API_VERSION, "Task", metadata, built))
-
-
-def _is_text(value: object, expected: str) -> bool:
-    return type(value) is str and value == expected
 
 
 def _metadata(value: object) -> Metadata | None:
@@ -94,8 +91,10 @@ def _spec(spec: dict[str, Any]) -> TaskSpec | None:
         timeout = _number(timeout)
         if timeout is None:
             return None
-    flags = [spec.get(name, default) for name, default in _FLAGS]
-    if any(type(flag) is not bool for flag in flags):
+    suspend = spec.get("suspend", False)
+    preemptible = spec.get("preemptible", True)
+    resumable = spec.get("resumable", False)
+    if type(suspend) is not bool or type(preemptible) is not bool or type(resumable) is not bool:
         return None
     submission_id = spec.get("submissionId")
     if submission_id is not None and (
@@ -107,7 +106,6 @@ def _spec(spec: dict[str, Any]) -> TaskSpec | None:
     resources = _resources(spec.get("resources"))
     if resources is None:
         return None
-    suspend, preemptible, resumable = flags
     return TaskSpec._of(
         (
             entrypoint,
@@ -127,9 +125,6 @@ def _spec(spec: dict[str, Any]) -> TaskSpec | None:
     )
 
 
-_FLAGS: Final = (("suspend", False), ("preemptible", True), ("resumable", False))
-
-
 def _number(value: object) -> float | None:
     """A float field's value (ge=0, le=1e9, finite) as the model gives it; None if not plain."""
     if type(value) is int:
@@ -144,6 +139,24 @@ def _resources(value: object) -> Resources | None:
     first time a value is seen (specs/models.py keeps one object per distinct value)."""
     if type(value) is not dict or not value or not value.keys() <= _RESOURCES:
         return None
+    # By the repr of what the file gave (1, 1.0, -0.0 and "1" each their own): most specs
+    # of a folder write their resources alike, and then nothing is checked twice.
+    raw = repr(tuple(value.items()))
+    known = _BY_TEXT.get(raw)
+    if known is None:
+        known = _checked_resources(value)
+        if known is not None and len(_BY_TEXT) < _BY_TEXT_KEPT:
+            _BY_TEXT[raw] = known
+    return known
+
+
+# The shared Resources of plain resources, by the repr of their items as read (bounded: past
+# that, each is checked again).
+_BY_TEXT: dict[str, Resources] = {}
+_BY_TEXT_KEPT: Final = 4096
+
+
+def _checked_resources(value: dict[str, Any]) -> Resources | None:
     cpu = _number(value["cpu"]) if "cpu" in value else 0.0
     gpu = _number(value["gpu"]) if "gpu" in value else 0.0
     memory: int | None = 0
