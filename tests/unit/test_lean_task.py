@@ -19,6 +19,7 @@ from specs.cluster import Capacity
 from specs.dump import dump_task
 from specs.models import (
     Metadata,
+    NameMetadata,
     Resources,
     Task,
     TaskModel,
@@ -274,3 +275,28 @@ def test_a_shared_resources_asks_for_one_capacity() -> None:
     own = Resources(cpu=1, bundles=[{"cpu": 1}])  # with bundles: never shared
     assert request_capacity(own) == Capacity(1.0, 0.0, 0.0)
     assert request_capacity(own) is not request_capacity(own)
+
+
+def test_a_status_names_its_task_with_a_name_only_record() -> None:
+    from specs.parse import parse_status
+    from specs.statusrecords import TaskStatus, TaskStatusBody
+
+    text = "apiVersion: rayqueue/v1\nkind: TaskStatus\nmetadata:\n  name: a\n"
+    text += "status:\n  phase: Queued\n"
+    status = parse_status(text)
+    assert type(status.metadata) is NameMetadata and not hasattr(status.metadata, "__dict__")
+    # It reads, compares and writes as the pydantic Metadata of the name did.
+    model = Metadata(name="a")
+    assert status.metadata == model and model == status.metadata
+    assert status.metadata != Metadata(
+        name="a", labels={"x": "y"}
+    ) and status.metadata != NameMetadata("b")
+    assert status.metadata.labels == {} and status.metadata.annotations == {}
+    assert status.metadata.model_dump() == model.model_dump()
+    body = TaskStatusBody.model_validate({"phase": "Queued"})
+    assert TaskStatus(status.metadata, body).to_document() == TaskStatus(model, body).to_document()
+    labelled = status.metadata.model_copy(update={"labels": {"x": "y"}})
+    assert type(labelled) is Metadata and labelled.labels == {"x": "y"} and labelled.name == "a"
+    # With labels, a status keeps the pydantic Metadata.
+    with_labels = parse_status(text.replace("  name: a\n", "  name: a\n  labels: {x: y}\n"))
+    assert type(with_labels.metadata) is Metadata
