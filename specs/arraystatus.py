@@ -17,8 +17,9 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from specs.arrays import element_name
-from specs.models import API_VERSION, NameMetadata, Phase
+from specs.models import API_VERSION, Phase
 from specs.statusrecords import TaskStatus, TaskStatusBody
+from specs.taskrecords import NameMetadata
 
 KIND: Final = "TaskArrayStatus"
 SUFFIX: Final = ".array.status.yaml"

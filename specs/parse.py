@@ -18,7 +18,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from specs import blockyaml, fastyaml, plainspec
 from specs.dump import dump_status as dump_status
 from specs.dump import dump_task as dump_task
-from specs.models import ARRAY_LIMIT_VAR, MAX_ARRAY_ELEMENTS, Task, TaskModel
+from specs.models import ARRAY_LIMIT_VAR, MAX_ARRAY_ELEMENTS, TaskModel
 from specs.queueparse import parse_queue_config as parse_queue_config
 from specs.queueparse import parse_sub_queue_config as parse_sub_queue_config
 from specs.specerrors import (
@@ -34,6 +34,7 @@ from specs.specerrors import Problem as Problem
 from specs.specerrors import SpecError as SpecError
 from specs.specerrors import SpecParseError as SpecParseError
 from specs.statusrecords import TaskStatus, TaskStatusModel
+from specs.taskrecords import Task
 from specs.yamldepth import TooDeep, check_nesting
 
 log = logging.getLogger("rayqueue.parse")

@@ -19,11 +19,10 @@ from specs.models import (
     API_VERSION,
     Metadata,
     Resources,
-    Task,
-    TaskSpec,
     _shared_resources,
 )
 from specs.quantity import parse_memory
+from specs.taskrecords import Task, TaskSpec
 
 _TOP: Final = frozenset({"apiVersion", "kind", "metadata", "spec"})
 # The spec's fields taken here, as written in files (the model also takes the snake_case

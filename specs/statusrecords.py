@@ -13,18 +13,8 @@ from typing import Any, Final, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from specs.models import (
-    API_VERSION,
-    Condition,
-    Metadata,
-    NameMetadata,
-    Phase,
-    SourceRef,
-    Timestamp,
-    _iso,
-    _Model,
-    name_metadata,
-)
+from specs.models import API_VERSION, Condition, Metadata, Phase, SourceRef, Timestamp, _iso, _Model
+from specs.taskrecords import NameMetadata, name_metadata
 
 
 class TaskStatusBodyModel(_Model):

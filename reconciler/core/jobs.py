@@ -22,9 +22,10 @@ from specs.cluster import (
     RayJob,
     SubmitRequest,
 )
-from specs.models import Task, request_capacity
+from specs.models import request_capacity
 from specs.policy import STOP_WAIT_ENV
 from specs.statusrecords import TaskStatusBody
+from specs.taskrecords import Task
 
 
 def request_of(task: Task) -> Capacity:

@@ -42,20 +42,12 @@ from reconciler.core.timestamps import to_datetime
 from reconciler.core.usage import QueueUsage
 from reconciler.core.waits import Lack
 from specs.cluster import META_QUEUE, Capacity, RayJob
-from specs.models import (
-    Condition,
-    ConditionType,
-    Metadata,
-    NameMetadata,
-    Phase,
-    Reason,
-    Task,
-    read_reason,
-)
+from specs.models import Condition, ConditionType, Metadata, Phase, Reason, read_reason
 from specs.policy import STOP_WAIT_ENV as STOP_WAIT_ENV  # tests read it here
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
 from specs.statusrecords import TaskStatus, TaskStatusBody
+from specs.taskrecords import NameMetadata, Task
 
 __all__ = [  # what the shell, the simulator and the tests use of a pass
     "STOP_WAIT_ENV",

@@ -17,17 +17,9 @@ from benchmarks import bigfolder
 from specs import parse, plainspec
 from specs.cluster import Capacity
 from specs.dump import dump_task
-from specs.models import (
-    Metadata,
-    NameMetadata,
-    Resources,
-    Task,
-    TaskModel,
-    TaskSpec,
-    TaskSpecModel,
-    request_capacity,
-)
+from specs.models import Metadata, Resources, TaskModel, TaskSpecModel, request_capacity
 from specs.parse import SpecParseError, parse_task
+from specs.taskrecords import NameMetadata, Task, TaskSpec
 
 FILE = "t.yaml"
 
