@@ -185,6 +185,26 @@ def queue(
     """Waits at `position` (1-based; None with a `bucket` beyond the exact places) for the
     reason the admission policy gave; on an autoscaling cluster, `scale_up_requested_at` dates
     its request for nodes."""
+    if body.phase is Phase.QUEUED and body.missing_since is None:
+        # What `fire` does from a Queued state (the phase stays, no timer to end), in one go:
+        # a waiting task is placed in every full pass.
+        if (
+            body.queue_position == position
+            and body.queue_position_bucket == bucket
+            and body.reason == reason
+            and body.message == message
+            and body.estimated_start_at == estimated_start_at
+            and body.scale_up_requested_at == scale_up_requested_at
+        ):
+            return body
+        return body._replace(
+            queue_position=position,
+            queue_position_bucket=bucket,
+            reason=reason,
+            message=message,
+            estimated_start_at=estimated_start_at,
+            scale_up_requested_at=scale_up_requested_at,
+        )
     return fire(
         body,
         Trigger.QUEUE,
