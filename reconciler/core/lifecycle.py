@@ -173,6 +173,12 @@ def suspend(body: TaskStatusBody, spec_hash: str | None, now: datetime) -> TaskS
 
 
 # -- the queue ------------------------------------------------------------------------------
+_FIELD = TaskStatusBody._fields.index
+_POSITION, _BUCKET = _FIELD("queue_position"), _FIELD("queue_position_bucket")
+_REASON, _MESSAGE = _FIELD("reason"), _FIELD("message")
+_ESTIMATE, _ASKED = _FIELD("estimated_start_at"), _FIELD("scale_up_requested_at")
+
+
 def queue(
     body: TaskStatusBody,
     position: int | None,
@@ -197,14 +203,14 @@ def queue(
             and body.scale_up_requested_at == scale_up_requested_at
         ):
             return body
-        return body._replace(
-            queue_position=position,
-            queue_position_bucket=bucket,
-            reason=reason,
-            message=message,
-            estimated_start_at=estimated_start_at,
-            scale_up_requested_at=scale_up_requested_at,
-        )
+        values = list(body)  # a copy with six fields set: several times faster than _replace
+        values[_POSITION] = position
+        values[_BUCKET] = bucket
+        values[_REASON] = reason
+        values[_MESSAGE] = message
+        values[_ESTIMATE] = estimated_start_at
+        values[_ASKED] = scale_up_requested_at
+        return TaskStatusBody._make(values)
     return fire(
         body,
         Trigger.QUEUE,

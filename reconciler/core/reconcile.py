@@ -7,12 +7,14 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
+from datetime import datetime
+from functools import lru_cache
 
 from reconciler.core import lifecycle, policies, victims
 from reconciler.core import scaling as scaling_core
 from reconciler.core.decisions import Submit
 from reconciler.core.inputs import TaskInput
-from reconciler.core.jobs import bundles_of, make_uid, request_of, submit_request
+from reconciler.core.jobs import bundles_of, make_uid, request_of, submit_request, uid_at
 from reconciler.core.runs import check_timeouts, keep_active, note_ended, observe_run
 from reconciler.core.step import TaskEnv, TaskResult, TaskStep, Waiter
 from reconciler.core.timestamps import to_datetime, to_epoch
@@ -68,8 +70,8 @@ def plain_wait(
     if prev is None:
         if name in env.by_task:  # Ray may hold a live run of it to adopt
             return None
-        stamp = to_datetime(now)  # reads the clock: the result holds for this instant only
-        uid = make_uid(env.options.queue_id, name, stamp)
+        stamp, iso = _instant(now)  # reads the clock: the result holds for this instant only
+        uid = uid_at(env.options.queue_id, name, iso)
         body = lifecycle.first_queued(uid, spec_hash, stamp)
         since, until = now, now
     else:
@@ -93,6 +95,14 @@ def plain_wait(
     candidate = policies.Candidate(name, req, task.spec.timeout_seconds, task.spec.preemptible)
     waiter = Waiter(key, candidate, task, bool(task.spec.depends_on))
     return TaskResult(body, waiter=waiter, valid_from=since, valid_until=until)
+
+
+@lru_cache(maxsize=2)
+def _instant(now: float) -> tuple[datetime, str]:
+    """`now` as a status's timestamp and its ISO text: built once for all the tasks a pass
+    sees first at that instant (equal values, as the steps build them per task)."""
+    stamp = to_datetime(now)
+    return stamp, stamp.isoformat()
 
 
 def reconcile_steps(
