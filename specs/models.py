@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import operator
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from specs import submission_ids
+from specs.cluster import Capacity
 from specs.pipeline import MAX_DEPENDENCIES, DependencySpec, RetrySpec
 from specs.quantity import QuantityError, format_memory, parse_memory
 
@@ -173,6 +175,22 @@ def _shared_resources(value: Resources) -> Resources:
     return shared
 
 
+# The Capacity each shared Resources asks for, by its id (shared ones are kept for good, so an id
+# here is never another object's): the planner keeps a task's request (core/jobs.py:request_of),
+# one 120 B object per task when each was built anew.
+_SHARED_REQUESTS: dict[int, Capacity] = {}
+
+
+def request_capacity(resources: Resources) -> Capacity:
+    """What `resources` asks of the cluster, as Ray counts it; one object per shared value."""
+    request = _SHARED_REQUESTS.get(id(resources))
+    if request is None:
+        request = Capacity(resources.cpu, resources.gpu, float(resources.memory))
+        if id(resources) in _SHARED_JSON:
+            _SHARED_REQUESTS[id(resources)] = request
+    return request
+
+
 # One empty dict for every Metadata without labels or annotations (two per task, a spec's and
 # its status's, 64 B each): the models are frozen and nothing changes their dicts in place.
 _NO_TEXTS: dict[str, str] = {}
@@ -274,7 +292,11 @@ class ArraySpec(_Model):
 _NO_DEPENDENCIES: list[DependencySpec] = []
 
 
-class TaskSpec(_Model):
+# A spec as validated at the file boundary; inside the loop it is the lean TaskSpec (below).
+# (Comments, not docstrings: a docstring would be the schema's description.)
+class TaskSpecModel(_Model):
+    model_config = ConfigDict(title="TaskSpec")
+
     entrypoint: str = Field(min_length=1)
     runtime_env: dict[str, Any] | None = None
     priority: int = Field(default=0, ge=0, le=9)
@@ -317,7 +339,7 @@ class TaskSpec(_Model):
         return _shared_resources(value)
 
     @model_validator(mode="after")
-    def _some_resource(self) -> TaskSpec:
+    def _some_resource(self) -> TaskSpecModel:
         # The old service's rule, kept word for word.
         if self.resources.is_empty():
             raise ValueError("task must request at least one resource")
@@ -377,34 +399,18 @@ def _resources_json(resources: Resources) -> str:
     return text
 
 
-class Task(_Model):
+# A task as validated at the file boundary; inside the loop it is the lean Task (below).
+class TaskModel(_Model):
+    model_config = ConfigDict(title="Task")
+
     api_version: Literal["rayqueue/v1"] = Field(alias="apiVersion")
     kind: Literal["Task"]
     metadata: Metadata = Field(default_factory=lambda: _NO_METADATA)
-    spec: TaskSpec
+    spec: TaskSpecModel
 
     def spec_hash(self) -> str:
         """Hash of the run-defining fields; a change to any of them means a new run."""
-        runtime_env = self.spec.runtime_env
-        if self.spec.array is not None and runtime_env is not None:
-            # An array element's size changes when elements are added or removed; that alone
-            # must not re-run the elements that stay (specs/arrays.py sets it).
-            env = {k: v for k, v in (runtime_env.get("env_vars") or {}).items()}
-            env.pop(ARRAY_SIZE_VAR, None)
-            runtime_env = {**runtime_env, "env_vars": env}
-
-        def encode(value: object) -> str:
-            return "null" if value is None else _HASH_JSON.encode(value)
-
-        # {"entrypoint", "resources", "restartedAt", "runtimeEnv"}, keys in sorted order; the
-        # resources without bundles, which only shape the autoscaler's request (no new run)
-        blob = (
-            f'{{"entrypoint":{encode(self.spec.entrypoint)},'
-            f'"resources":{_resources_json(self.spec.resources)},'
-            f'"restartedAt":{encode(self.metadata.annotations.get(RESTARTED_AT))},'
-            f'"runtimeEnv":{encode(runtime_env)}}}'
-        )
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return _spec_hash(self.metadata, self.spec)
 
     def to_document(self) -> dict[str, Any]:
         """The plain dict to write as YAML, without defaults the user did not set."""
@@ -412,6 +418,252 @@ class Task(_Model):
             "apiVersion": API_VERSION,
             "kind": "Task",
         }
+
+
+def _spec_hash(metadata: Metadata, spec: TaskSpecModel | TaskSpec) -> str:
+    runtime_env = spec.runtime_env
+    if spec.array is not None and runtime_env is not None:
+        # An array element's size changes when elements are added or removed; that alone
+        # must not re-run the elements that stay (specs/arrays.py sets it).
+        env = {k: v for k, v in (runtime_env.get("env_vars") or {}).items()}
+        env.pop(ARRAY_SIZE_VAR, None)
+        runtime_env = {**runtime_env, "env_vars": env}
+
+    def encode(value: object) -> str:
+        return "null" if value is None else _HASH_JSON.encode(value)
+
+    # {"entrypoint", "resources", "restartedAt", "runtimeEnv"}, keys in sorted order; the
+    # resources without bundles, which only shape the autoscaler's request (no new run)
+    blob = (
+        f'{{"entrypoint":{encode(spec.entrypoint)},'
+        f'"resources":{_resources_json(spec.resources)},'
+        f'"restartedAt":{encode(metadata.annotations.get(RESTARTED_AT))},'
+        f'"runtimeEnv":{encode(runtime_env)}}}'
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+class _Record:
+    """A lean record: slots, no dict, no field set (~0.1 KB, where a pydantic model is ~0.5
+    KB). Built unvalidated (`_of`) from values a model or a strict check validated; built
+    with keywords, it validates them with its model, as the model's constructor did."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        cls._of = classmethod(_maker(cls))  # type: ignore[assignment]
+
+    @classmethod
+    def _of(cls, values: Iterable[object]) -> Self:
+        """A record of `values` (one per slot, in order), not validated."""
+        raise NotImplementedError  # each subclass gets its own (__init_subclass__)
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def _asdict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is frozen")
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._values()))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({shown})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self)._of, (self._values(),))
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> Self:
+        """A copy with some fields changed, not validated (as pydantic's model_copy)."""
+        if not update:
+            return self
+        return self._of(update.get(name, getattr(self, name)) for name in self.__slots__)
+
+    def model_dump(self, **options: Any) -> dict[str, Any]:
+        """What the model's model_dump gives with the same options."""
+        return self.to_model().model_dump(**options)
+
+    def to_model(self) -> _Model:
+        """The pydantic model of these values (for dumps), not validated again."""
+        raise NotImplementedError
+
+
+def _maker(cls: type[_Record]) -> Any:
+    """`_of` for `cls`, written out: a cold start builds two records per spec, and a loop of
+    setattr calls cost as much as the rest of a plain spec's check."""
+    names = cls.__slots__
+    args = ", ".join(f"v{i}" for i in range(len(names)))
+    setters = {f"s{i}": getattr(cls, name).__set__ for i, name in enumerate(names)}
+    body = "".join(f"    s{i}(r, v{i})\n" for i in range(len(names)))
+    source = f"def _of(cls, values):\n    {args}, = values\n    r = new(cls)\n{body}    return r\n"
+    scope: dict[str, Any] = {"new": object.__new__, **setters}
+    exec(source, scope)  # our own text, made of the slot names
+    return scope["_of"]
+
+
+def _models_of(data: Any) -> Any:
+    """`data` with a lean spec in it taken as its model (so pydantic accepts it)."""
+    if isinstance(data, Mapping) and any(isinstance(v, _Record) for v in data.values()):
+        return {k: v.to_model() if isinstance(v, _Record) else v for k, v in data.items()}
+    return data
+
+
+class TaskSpec(_Record):
+    """A task's spec inside the loop: a slotted record, not the pydantic model. Same fields
+    as TaskSpecModel, which validates every spec read from a file (specs/parse.py builds
+    plain specs directly after a strict check: specs/plainspec.py). A new field goes into
+    both, in the same place (tests/unit/test_lean_task.py checks)."""
+
+    __slots__ = (  # noqa: RUF023 - the model's field order (from_model relies on it)
+        "entrypoint",
+        "runtime_env",
+        "priority",
+        "resources",
+        "timeout_seconds",
+        "suspend",
+        "submission_id",
+        "max_lost_restarts",
+        "retry",
+        "depends_on",
+        "preemptible",
+        "resumable",
+        "array",
+    )
+
+    entrypoint: str
+    runtime_env: dict[str, Any] | None
+    priority: int
+    resources: Resources
+    timeout_seconds: float
+    suspend: bool
+    submission_id: str | None
+    max_lost_restarts: int | None
+    retry: RetrySpec | None
+    depends_on: list[DependencySpec]
+    preemptible: bool
+    resumable: bool
+    array: ArraySpec | None
+
+    def __init__(self, **data: Any) -> None:
+        values = _SPEC_VALUES(TaskSpecModel.model_validate(_models_of(data)))
+        for name, value in zip(self.__slots__, values, strict=True):
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def model_validate(cls, data: Any) -> TaskSpec:
+        """Validated as a file's spec is (pydantic's ValidationError if it is not one)."""
+        return cls.from_model(TaskSpecModel.model_validate(_models_of(data)))
+
+    @classmethod
+    def from_model(cls, model: TaskSpecModel) -> TaskSpec:
+        return cls._of(_SPEC_VALUES(model))
+
+    def to_model(self) -> TaskSpecModel:
+        return TaskSpecModel.model_construct(**self._asdict())
+
+
+class Task(_Record):
+    """A task inside the loop: a slotted record (see TaskSpec); TaskModel validates files,
+    and API responses and YAML are written through it (to_document)."""
+
+    __slots__ = ("api_version", "kind", "metadata", "spec")
+
+    api_version: Literal["rayqueue/v1"]
+    kind: Literal["Task"]
+    metadata: Metadata
+    spec: TaskSpec
+
+    def __init__(self, **data: Any) -> None:
+        model = TaskModel.model_validate(_models_of(data))
+        values = (model.api_version, model.kind, model.metadata, TaskSpec.from_model(model.spec))
+        for name, value in zip(self.__slots__, values, strict=True):
+            object.__setattr__(self, name, value)
+
+    def spec_hash(self) -> str:
+        """Hash of the run-defining fields; a change to any of them means a new run."""
+        return _spec_hash(self.metadata, self.spec)
+
+    @classmethod
+    def model_validate(cls, data: Any) -> Task:
+        """Validated as a file is (pydantic's ValidationError if it is not a task)."""
+        return cls.from_model(TaskModel.model_validate(_models_of(data)))
+
+    @classmethod
+    def from_model(cls, model: TaskModel) -> Task:
+        spec = TaskSpec.from_model(model.spec)
+        return cls._of((model.api_version, model.kind, model.metadata, spec))
+
+    def to_model(self) -> TaskModel:
+        return TaskModel.model_construct(
+            api_version=self.api_version,
+            kind=self.kind,
+            metadata=self.metadata,
+            spec=self.spec.to_model(),
+        )
+
+    def to_document(self) -> dict[str, Any]:
+        """The plain dict to write as YAML, without defaults the user did not set."""
+        return self.to_model().to_document()
+
+
+class NameMetadata(_Record):
+    """A status's metadata that is its name alone (as every status the loop writes): one slot
+    (~50 B), not a pydantic Metadata (~0.2 KB). It reads, compares (also with an equal
+    Metadata), dumps and copies as Metadata(name=name) does."""
+
+    __slots__ = ("name",)
+
+    name: str | None
+
+    def __init__(self, name: str | None = None) -> None:
+        object.__setattr__(self, "name", name)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return _NO_TEXTS
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        return _NO_TEXTS
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Metadata):
+            return other == self.to_model()
+        return super().__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash((NameMetadata, self.name))
+
+    def to_model(self) -> Metadata:
+        return Metadata(name=self.name)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> Self:
+        if not update:
+            return self
+        return self.to_model().model_copy(update=update)  # type: ignore[return-value]
+
+
+def name_metadata(metadata: Metadata | NameMetadata) -> Metadata | NameMetadata:
+    """`metadata` as a NameMetadata when it is the name alone, else as it is."""
+    if type(metadata) is Metadata and not metadata.labels and not metadata.annotations:
+        return NameMetadata(metadata.name)
+    return metadata
+
+
+_SPEC_VALUES: Final = operator.attrgetter(*TaskSpec.__slots__)
 
 
 class Phase(StrEnum):

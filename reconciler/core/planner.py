@@ -42,7 +42,16 @@ from reconciler.core.timestamps import to_datetime
 from reconciler.core.usage import QueueUsage
 from reconciler.core.waits import Lack
 from specs.cluster import META_QUEUE, Capacity, RayJob
-from specs.models import Condition, ConditionType, Metadata, Phase, Reason, Task, read_reason
+from specs.models import (
+    Condition,
+    ConditionType,
+    Metadata,
+    NameMetadata,
+    Phase,
+    Reason,
+    Task,
+    read_reason,
+)
 from specs.policy import STOP_WAIT_ENV as STOP_WAIT_ENV  # tests read it here
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
@@ -455,14 +464,14 @@ def collect_statuses(
 _NO_WANTS: Wanted = {}
 
 
-def _metadata_of(prev: TaskStatus | None, name: str) -> Metadata:
+def _metadata_of(prev: TaskStatus | None, name: str) -> Metadata | NameMetadata:
     """The previous status's metadata when it is the name alone (as every status this loop
     wrote): one object kept per task, not a new one (~0.4 KB) per changed status."""
     if prev is not None:
         metadata = prev.metadata
         if metadata.name == name and not metadata.labels and not metadata.annotations:
             return metadata
-    return Metadata(name=name)
+    return NameMetadata(name)
 
 
 def _in_a_queue(body: TaskStatusBody) -> bool:
