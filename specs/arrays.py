@@ -30,6 +30,8 @@ def element_name(array: str, index: int) -> str:
 
 def split(name: str) -> tuple[str, int] | None:
     """(array, index) of an element name like team-a/sweep[3]; None for any other name."""
+    if name[-1:] != "]":  # most names: no regex run (a pass asks several times per task)
+        return None
     match = _ELEMENT.fullmatch(name)
     if match is None:
         return None
