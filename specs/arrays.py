@@ -13,7 +13,8 @@ import json
 import re
 from typing import Any, Final
 
-from specs.models import ARRAY_SIZE_VAR, RESTARTED_AT, ArraySpec, ArrayValue, Task
+from specs.models import ARRAY_SIZE_VAR, RESTARTED_AT, ArraySpec, ArrayValue
+from specs.taskrecords import Task
 
 # `rayqueue rerun NAME --failed`: a JSON object of element index -> the time it was asked to
 # run again. Each listed element gets its own restartedAt, so only it starts a new run.

@@ -15,10 +15,10 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from specs import blockyaml, fastyaml
+from specs import blockyaml, fastyaml, plainspec
 from specs.dump import dump_status as dump_status
 from specs.dump import dump_task as dump_task
-from specs.models import ARRAY_LIMIT_VAR, MAX_ARRAY_ELEMENTS, Task
+from specs.models import ARRAY_LIMIT_VAR, MAX_ARRAY_ELEMENTS, TaskModel
 from specs.queueparse import parse_queue_config as parse_queue_config
 from specs.queueparse import parse_sub_queue_config as parse_sub_queue_config
 from specs.specerrors import (
@@ -34,6 +34,7 @@ from specs.specerrors import Problem as Problem
 from specs.specerrors import SpecError as SpecError
 from specs.specerrors import SpecParseError as SpecParseError
 from specs.statusrecords import TaskStatus, TaskStatusModel
+from specs.taskrecords import Task
 from specs.yamldepth import TooDeep, check_nesting
 
 log = logging.getLogger("rayqueue.parse")
@@ -147,10 +148,11 @@ def _parse_task(
     max_array_elements: int = MAX_ARRAY_ELEMENTS,
 ) -> Task:
     decoded = _decode(text, file)
-    fast = _fast_single(decoded, Task)
+    fast = _fast_task(decoded)
     if fast is not None and _task_holds(fast, expected_name, task_name, check, max_array_elements):
         return fast
-    task, node = _parse_single(decoded, file, Task)
+    model, node = _parse_single(decoded, file, TaskModel)
+    task = Task.from_model(model)
     _check_array_size(file, task, node, max_array_elements)
     for index, dep in enumerate(task.spec.depends_on):
         if dep.name == task_name:
@@ -190,9 +192,35 @@ def _task_holds(
     return not (check is not None and check(task))
 
 
+def _fast_task(text: str) -> Task | None:
+    """A valid task the fast way: a plain spec (specs/plainspec.py) built directly, any other
+    validated by the model; None: the slow path decides."""
+    data = _fast_data(text)
+    if not isinstance(data, dict):
+        return None
+    plain = plainspec.task_of(data)
+    if plain is not None:
+        return plain
+    try:
+        return Task.from_model(TaskModel.model_validate(data))
+    except ValidationError:
+        return None
+
+
 def _fast_single(text: str, model: type[M]) -> M | None:
-    """A valid document the fast way (specs/blockyaml.py for plain block style, else
-    specs/fastyaml.py), or None: the slow path decides."""
+    """A valid document the fast way, or None: the slow path decides."""
+    data = _fast_data(text)
+    if not isinstance(data, dict):
+        return None
+    try:
+        return model.model_validate(data)
+    except ValidationError:
+        return None
+
+
+def _fast_data(text: str) -> object:
+    """The data of a document the fast way (specs/blockyaml.py for plain block style, else
+    specs/fastyaml.py), or None."""
     data = blockyaml.load(text)
     if data is None:
         try:
@@ -200,12 +228,7 @@ def _fast_single(text: str, model: type[M]) -> M | None:
         except TooDeep:
             return None
         data = fastyaml.load(text)
-    if not isinstance(data, dict):
-        return None
-    try:
-        return model.model_validate(data)
-    except ValidationError:
-        return None
+    return data
 
 
 def _parse_single(text: str | bytes, file: str, model: type[M]) -> tuple[M, Node]:
@@ -235,7 +258,7 @@ def _parse_tasks(text: str | bytes, file: str, max_array_elements: int) -> list[
     seen: dict[str, int] = {}
     for node, data in docs:
         try:
-            task = _validate(Task, node, data, file)
+            task = Task.from_model(_validate(TaskModel, node, data, file))
             _check_array_size(file, task, node, max_array_elements)
         except SpecParseError as exc:
             errors.extend(exc.errors)

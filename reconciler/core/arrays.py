@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from reconciler.core.policies import Candidate
 from reconciler.core.waits import ArrayAtMaxParallel, Waiting
 from specs.arrays import split
-from specs.models import Task
 from specs.statusrecords import TaskStatusBody
+from specs.taskrecords import Task
 
 
 def cap(

@@ -22,14 +22,14 @@ from specs.cluster import (
     RayJob,
     SubmitRequest,
 )
-from specs.models import Task
+from specs.models import request_capacity
 from specs.policy import STOP_WAIT_ENV
 from specs.statusrecords import TaskStatusBody
+from specs.taskrecords import Task
 
 
 def request_of(task: Task) -> Capacity:
-    r = task.spec.resources
-    return Capacity(r.cpu, r.gpu, float(r.memory))
+    return request_capacity(task.spec.resources)  # one object per shared resources value
 
 
 def bundles_of(task: Task) -> tuple[Capacity, ...]:

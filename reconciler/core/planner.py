@@ -42,11 +42,12 @@ from reconciler.core.timestamps import to_datetime
 from reconciler.core.usage import QueueUsage
 from reconciler.core.waits import Lack
 from specs.cluster import META_QUEUE, Capacity, RayJob
-from specs.models import Condition, ConditionType, Metadata, Phase, Reason, Task, read_reason
+from specs.models import Condition, ConditionType, Metadata, Phase, Reason, read_reason
 from specs.policy import STOP_WAIT_ENV as STOP_WAIT_ENV  # tests read it here
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
 from specs.statusrecords import TaskStatus, TaskStatusBody
+from specs.taskrecords import NameMetadata, Task
 
 __all__ = [  # what the shell, the simulator and the tests use of a pass
     "STOP_WAIT_ENV",
@@ -448,14 +449,14 @@ def collect_statuses(
             draft.write_classes[name] = write_class(prev, status, name in acts)
 
 
-def _metadata_of(prev: TaskStatus | None, name: str) -> Metadata:
+def _metadata_of(prev: TaskStatus | None, name: str) -> Metadata | NameMetadata:
     """The previous status's metadata when it is the name alone (as every status this loop
     wrote): one object kept per task, not a new one (~0.4 KB) per changed status."""
     if prev is not None:
         metadata = prev.metadata
         if metadata.name == name and not metadata.labels and not metadata.annotations:
             return metadata
-    return Metadata(name=name)
+    return NameMetadata(name)
 
 
 def _in_a_queue(body: TaskStatusBody) -> bool:

@@ -21,9 +21,10 @@ from specs.cluster import (
     Capacity,
     RayJob,
 )
-from specs.models import ConditionType, Phase, Reason, Task
+from specs.models import ConditionType, Phase, Reason
 from specs.quantity import human_memory
 from specs.statusrecords import TaskStatus, TaskStatusBody
+from specs.taskrecords import Task
 
 
 def unschedulable(req: Capacity, capacity: Capacity, grows: bool = False) -> str | None:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specs import parse
-from specs.models import Condition, Metadata, Phase, Resources, Task, TaskSpec
+from specs.models import Condition, Metadata, Phase, Resources
 from specs.parse import (
     MAX_DEPTH,
     MAX_FILE_BYTES,
@@ -25,6 +25,7 @@ from specs.parse import (
     parse_tasks,
 )
 from specs.statusrecords import TaskStatus, TaskStatusBody
+from specs.taskrecords import Task, TaskSpec
 from specs.yamldepth import MAX_NESTING
 
 GIB = 2**30
