@@ -71,7 +71,7 @@ def plain_wait(
     if prev is None:
         if name in env.by_task:  # Ray may hold a live run of it to adopt
             return None
-        stamp, iso = _instant(now)  # reads the clock: the result holds for this instant only
+        stamp, iso = _instant(now)  # depends on `now`: the result holds for this instant only
         uid = uid_at(env.options.queue_id, name, iso)
         body = lifecycle.first_queued(uid, spec_hash, stamp)
         since, until = now, now
