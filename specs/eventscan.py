@@ -140,7 +140,7 @@ class _EventScan(_ArraySidecars):
             for suffix in TASK_SUFFIXES:
                 rel = name + suffix
                 path = os.path.join(self._top, rel)
-                parsed.pop(path, None)
+                parsed.pop(rel, None)
                 try:
                     st = os.lstat(path)
                 except FileNotFoundError:

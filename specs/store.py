@@ -83,12 +83,32 @@ class SpecEntry:
     """One task as found on disk in the latest scan."""
 
     name: str  # relative path without extension, "/" separated: team-a/train
-    path: Path  # under the root as given (not resolved), so it survives a git-sync swap
+    # The file (`path`), under the root as given (not resolved), so it survives a git-sync
+    # swap. The store gives the root (one Path shared by every entry) and `rel`, the file's
+    # relative path: a Path per entry cost ~0.2 KB a task.
+    base: Path
     task: Task | None  # None when invalid
     error: SpecError | None  # first error when invalid; str(error) is the status message
     last_valid: Task | None  # last good parse of this name in this process
     raw_hash: str  # sha256 of the file bytes; "" when the file was too large to read
     generation: int = 0  # the store's: a new one whenever anything above changes
+    rel: str = ""  # "": `base` is the file itself
+
+    @property
+    def path(self) -> Path:
+        return self.base / self.rel if self.rel else self.base
+
+    def _compared(self) -> tuple[object, ...]:
+        return (self.name, self.path, self.task, self.error, self.last_valid, self.raw_hash,
+                self.generation)  # fmt: skip
+
+    def __eq__(self, other: object) -> bool:  # by the path, however it is kept
+        if not isinstance(other, SpecEntry):
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    def __hash__(self) -> int:
+        return hash(self._compared())
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +153,10 @@ class TaskStore(_EventScan, _StatusSidecars):
         self._seen: dict[str, tuple[StatKey, float]] = {}  # key on disk, since when
         self._missing_since: dict[str, float] = {}
         self._lock = threading.Lock()
-        self._parsed: dict[str, _Parsed] = {}  # by real path as walked
+        # By relative path as walked from _parsed_top (not by the whole path: a string per
+        # task); a walk from another real root (git-sync swapped the link) starts afresh.
+        self._parsed: dict[str, _Parsed] = {}
+        self._parsed_top = ""
         self._entries: dict[str, SpecEntry] = {}
         # By name: the last good parse of the name, and that read's generation.
         self._last_valid: dict[str, tuple[Task, int]] = {}
@@ -190,6 +213,8 @@ class TaskStore(_EventScan, _StatusSidecars):
 
     def _scan_all(self) -> dict[str, SpecEntry]:
         top = self._real_dir(self.root)
+        if top != self._parsed_top:
+            self._parsed, self._parsed_top = {}, top
         skip = _dir_id(self.status_dir) if self.status_dir is not None else None
         walk = self._walk(top, _is_spec_file, skip)
         by_name: dict[str, list[tuple[str, str, Callable[[], os.stat_result]]]] = {}
@@ -218,7 +243,9 @@ class TaskStore(_EventScan, _StatusSidecars):
             basis = ("crossed", rel, message, last[1] if last is not None else None)
             error = SpecError(rel, None, None, None, message)
             last_task = last[0] if last is not None else None
-            build = functools.partial(SpecEntry, name, self.root / rel, None, error, last_task, "")
+            build = functools.partial(
+                SpecEntry, name, self.root, None, error, last_task, "", rel=rel
+            )
             entries[name] = self._stamped(name, basis, build)
             by_name.pop(name, None)
         for name, files in by_name.items():
@@ -271,16 +298,21 @@ class TaskStore(_EventScan, _StatusSidecars):
     ) -> bool:
         """Load the files defining `name` into `entries` (the old entry while it settles);
         False if unreadable. A file gone since the listing leaves `name` out."""
+        old = self._entries.get(name)
+        if old is not None:
+            name = old.name  # one string per name kept, not one more per walk
         if len(files) > 1:
             files.sort(key=lambda f: f[0].endswith(".yml"))  # .yaml wins
         rel, path, stat_of = files[0]
+        if old is not None and old.rel == rel:
+            rel = old.rel  # the same for the parse cache's key
         try:
             result = self._load_spec(rel, path, stat_of, name)
         except _Unreadable:
             return False
         if result is None:  # gone since the listing
             return True
-        parsed[path] = result
+        parsed[rel] = result
         if self._settling(name, result, now):
             old = self._entries.get(name)
             if old is not None:
@@ -404,7 +436,7 @@ class TaskStore(_EventScan, _StatusSidecars):
             self._warn_once(path, f"cannot read: {exc.strerror}")
             raise _Unreadable from exc
         key = (st.st_mtime_ns, st.st_size, st.st_ino)
-        cached = self._parsed.get(path)
+        cached = self._parsed.get(rel)
         if cached is not None and cached.key == key:
             return cached
         return self._parse_spec(rel, path, st, key, name)
@@ -463,7 +495,7 @@ class TaskStore(_EventScan, _StatusSidecars):
         last_task = last[0] if last is not None else None
         raw = result.raw_hash
         return self._stamped(
-            name, basis, lambda g: SpecEntry(name, self.root / rel, task, error, last_task, raw, g)
+            name, basis, lambda g: SpecEntry(name, self.root, task, error, last_task, raw, g, rel)
         )
 
     def _stamped(
