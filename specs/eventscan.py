@@ -18,7 +18,7 @@ from specs.storepaths import (
     EDITOR_SUFFIXES,
     SIDECAR_SUFFIXES,
     TASK_SUFFIXES,
-    StatKey,
+    PackedKey,
     _inside,
     _is_queue_config,
     _is_spec_file,
@@ -43,8 +43,8 @@ class _EventScan(_ArraySidecars):
         _top: str
         _links: bool
         _held: list[str]
-        _reported_keys: dict[str, StatKey]
-        _seen: dict[str, tuple[StatKey, float]]
+        _reported_keys: dict[str, PackedKey]
+        _seen: dict[str, tuple[PackedKey, float]]
         _missing_since: dict[str, float]
         _parsed: dict[str, _Parsed]
         _entries: dict[str, SpecEntry]

@@ -21,7 +21,7 @@ from specs.statusrecords import TaskStatus
 from specs.storepaths import (
     STATUS_SUFFIX,
     FolderUnavailable,
-    StatKey,
+    PackedKey,
     _check_relative,
     _prune_empty_parents,
     _under_any,
@@ -31,7 +31,7 @@ from specs.storepaths import (
 
 @dataclass(frozen=True, slots=True)
 class _Sidecar:
-    key: StatKey
+    key: PackedKey
     status: TaskStatus | None  # None: unparsable, counts as absent
     digest: bytes  # of the bytes on disk, to skip identical rewrites (not the bytes: memory)
     generation: int  # of `status`: kept while it is the status held

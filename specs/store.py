@@ -48,14 +48,18 @@ from specs.storepaths import (
 from specs.storepaths import (
     TASK_SUFFIXES,
     FolderSettling,
+    PackedKey,
     StatKey,
     _digest,
     _dir_id,
     _is_queue_config,
     _is_spec_file,
+    _packed,
+    _packed_mtime_ns,
     _read_regular,
     _read_with_stat,
     _rel_of,
+    _stat_packed,
     _strip,
     _under_any,
     _Unreadable,
@@ -107,13 +111,13 @@ class SpecEntry:
             return NotImplemented
         return self._compared() == other._compared()
 
-    def __hash__(self) -> int:
-        return hash(self._compared())
+    def __hash__(self) -> int:  # the fields that hash (a Task's labels are a dict)
+        return hash((self.name, self.path, self.raw_hash, self.generation))
 
 
 @dataclass(frozen=True, slots=True)
 class _Parsed:
-    key: StatKey
+    key: PackedKey
     task: Task | None
     error: SpecError | None
     raw_hash: str
@@ -149,8 +153,8 @@ class TaskStore(_EventScan, _StatusSidecars):
         self._scanned = False
         self._top = ""  # the real root of the last full walk
         self._links = False  # that walk met a symlink
-        self._reported_keys: dict[str, StatKey] = {}  # stat key behind each reported entry
-        self._seen: dict[str, tuple[StatKey, float]] = {}  # key on disk, since when
+        self._reported_keys: dict[str, PackedKey] = {}  # stat key behind each reported entry
+        self._seen: dict[str, tuple[PackedKey, float]] = {}  # key on disk, since when
         self._missing_since: dict[str, float] = {}
         self._lock = threading.Lock()
         # By relative path as walked from _parsed_top (not by the whole path: a string per
@@ -187,7 +191,7 @@ class TaskStore(_EventScan, _StatusSidecars):
         self._unsynced_folders: set[str] = set()  # durable writes of a batch: fsync at its end
         # Stat keys of files their writer is known to have finished (mark_whole): no settle
         # wait for them. Insertion-ordered, and only the latest _WHOLE_KEPT are kept.
-        self._whole: dict[StatKey, None] = {}
+        self._whole: dict[PackedKey, None] = {}
 
     # --- specs ---------------------------------------------------------------------------
 
@@ -207,7 +211,7 @@ class TaskStore(_EventScan, _StatusSidecars):
         write changes the key, and the file settles again."""
         with self._lock:
             for key in keys:
-                self._whole[key] = None
+                self._whole[_packed(key)] = None
             while len(self._whole) > _WHOLE_KEPT:
                 del self._whole[next(iter(self._whole))]
 
@@ -330,7 +334,7 @@ class TaskStore(_EventScan, _StatusSidecars):
         if not self._scanned:
             # Files older than the settle time were complete when serve started; a younger
             # one may be mid-write (written while serve was down, or just as it started).
-            young = time.time_ns() - key[0] < self.settle_seconds * 1e9
+            young = time.time_ns() - _packed_mtime_ns(key) < self.settle_seconds * 1e9
             if young and self._unsettled(name, key, now):
                 self._held.append(name)
                 return True
@@ -339,7 +343,7 @@ class TaskStore(_EventScan, _StatusSidecars):
             return False
         return self._unsettled(name, key, now)
 
-    def _unsettled(self, name: str, key: StatKey, now: float) -> bool:
+    def _unsettled(self, name: str, key: PackedKey, now: float) -> bool:
         """Whether `key` is new for `name` or has not stayed so for settle_seconds (on our
         clock: a modification time in the future must not hold a file forever)."""
         seen = self._seen.get(name)
@@ -388,7 +392,7 @@ class TaskStore(_EventScan, _StatusSidecars):
         if self._links and self._crosses(Path(path)):
             # The sidecar's folder is a symlink into another team's: never write there (it
             # would be that team's status file). Kept in memory; the spec is Invalid anyway.
-            self._sidecars[name] = _Sidecar((0, 0, 0), status, _digest(data), generation)
+            self._sidecars[name] = _Sidecar(0, status, _digest(data), generation)
             return False
         mode = _SIDECAR_MODE
         if name in self._sidecars or not self._statuses_read:
@@ -400,7 +404,7 @@ class TaskStore(_EventScan, _StatusSidecars):
             except OSError:
                 st = None  # missing (or unreadable: the write then says why)
             if st is not None:
-                key = (st.st_mtime_ns, st.st_size, st.st_ino)
+                key = _stat_packed(st)
                 mode = stat.S_IMODE(st.st_mode)
                 cached = self._sidecars.get(name)
                 digest = _digest(data)
@@ -415,10 +419,12 @@ class TaskStore(_EventScan, _StatusSidecars):
         # In a batch, each folder is fsynced once when the batch ends (before the loop's Ray
         # calls that depend on these records), not once per file.
         batched = durable and self._batching > 0
-        key = write_sidecar_file(path, data, durable=durable, mode=mode, sync_folder=not batched)
+        written = write_sidecar_file(
+            path, data, durable=durable, mode=mode, sync_folder=not batched
+        )
         if batched:
             self._unsynced_folders.add(os.path.dirname(os.fspath(path)))
-        self._sidecars[name] = _Sidecar(key, status, _digest(data), generation)
+        self._sidecars[name] = _Sidecar(_packed(written), status, _digest(data), generation)
         return True
 
     # --- internals -----------------------------------------------------------------------
@@ -435,14 +441,14 @@ class TaskStore(_EventScan, _StatusSidecars):
         except OSError as exc:
             self._warn_once(path, f"cannot read: {exc.strerror}")
             raise _Unreadable from exc
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        key = _stat_packed(st)
         cached = self._parsed.get(rel)
         if cached is not None and cached.key == key:
             return cached
         return self._parse_spec(rel, path, st, key, name)
 
     def _parse_spec(
-        self, rel: str, path: str, st: os.stat_result, key: StatKey, name: str
+        self, rel: str, path: str, st: os.stat_result, key: PackedKey, name: str
     ) -> _Parsed | None:
         if st.st_size > MAX_FILE_BYTES:
             message = f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
@@ -518,7 +524,7 @@ class TaskStore(_EventScan, _StatusSidecars):
         except OSError as exc:
             self._warn_once(entry.path, f"cannot read sidecar: {exc.strerror}")
             raise _Unreadable from exc
-        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        key = _stat_packed(st)
         cached = self._sidecars.get(name)
         if cached is not None and cached.key == key:
             return cached
@@ -541,7 +547,7 @@ class TaskStore(_EventScan, _StatusSidecars):
 # --- helpers -------------------------------------------------------------------------------
 
 
-def _is_whole(key: StatKey, after: os.stat_result) -> bool:
+def _is_whole(key: PackedKey, after: os.stat_result) -> bool:
     """Whether bytes read from a file are its finished content, so that no settle wait is needed.
 
     Settling guards against reading a file while someone still writes it: an editor saving in
@@ -557,6 +563,4 @@ def _is_whole(key: StatKey, after: os.stat_result) -> bool:
     so the bytes read are the bytes this stat describes; a write that raced the read changes
     mtime (and sets ctime == mtime), and the file waits.
     """
-    return (after.st_mtime_ns, after.st_size, after.st_ino) == key and (
-        after.st_ctime_ns > after.st_mtime_ns
-    )
+    return _stat_packed(after) == key and (after.st_ctime_ns > after.st_mtime_ns)

@@ -461,11 +461,12 @@ class Reconciler:
         pass read anew are looked at, unless the store could not say (a full read of the
         sidecars), git's answer changed, or remembered first statuses stand in for sidecars."""
         source = self._source_version if self.revisions is not None else 0
-        kept = self._version_map
+        kept = before = self._version_map
         names: AbstractSet[str]
         if status_changes is None or unrecorded or self._versions_of != (source, False):
             self._versions_full = True
             self._unplanned = None
+            before = dict(kept)  # an equal version is kept: the plan's Kept holds it too
             kept.clear()
             names = specs.keys()
         else:
@@ -477,7 +478,9 @@ class Reconciler:
         for name in names:
             if name in specs:
                 generation = self._inputs[name][0].generation
-                kept[name] = Version(generation, source, statuses.get(name, 0))
+                version = Version(generation, source, statuses.get(name, 0))
+                old = before.get(name)
+                kept[name] = old if old == version and old is not None else version
             else:
                 kept.pop(name, None)
         return dict(kept)
