@@ -27,7 +27,6 @@ from specs.storepaths import (
 
 if TYPE_CHECKING:
     from specs.store import SpecEntry, _Parsed
-    from specs.taskrecords import Task
 
 
 class _EventScan(_ArraySidecars):
@@ -48,8 +47,8 @@ class _EventScan(_ArraySidecars):
         _missing_since: dict[str, float]
         _parsed: dict[str, _Parsed]
         _entries: dict[str, SpecEntry]
-        _last_valid: dict[str, tuple[Task, int]]
-        _basis: dict[str, tuple[object, ...]]
+        _last_valid: dict[str, _Parsed]
+        _basis: dict[str, object]
         _looked_at: set[str]
 
         def _scan_all(self) -> dict[str, SpecEntry]: ...

@@ -15,6 +15,9 @@ from typing import TYPE_CHECKING
 from specs import arrays, arraystatus
 from specs.arraysidecars import _ArraySidecar, _ArraySidecars
 from specs.folderwalk import _FolderWalk
+
+if TYPE_CHECKING:
+    from specs.store import SpecEntry
 from specs.parse import dump_status
 from specs.queues import STATUS_FILE
 from specs.statusrecords import TaskStatus
@@ -51,6 +54,7 @@ class _StatusSidecars(_ArraySidecars, _FolderWalk):
         _clock: Callable[[], float]
         _statuses_read: bool
         _sidecars: dict[str, _Sidecar]
+        _entries: dict[str, SpecEntry]
         _pending: dict[str, _Deferred]
         # The statuses (and generations) the last read handed out, and the names changed
         # since by this store (None: build anew at the next read).
@@ -189,6 +193,8 @@ class _StatusSidecars(_ArraySidecars, _FolderWalk):
         found: dict[str, _ArraySidecar] = {}
         for rel, entry in walk.files:
             name = rel.removesuffix(STATUS_SUFFIX)
+            if (spec := self._entries.get(name)) is not None:
+                name = spec.name  # the spec's string: one per task
             if rel == STATUS_FILE or rel in walk.crossings:
                 continue  # the queues' status; or another team's, reached by a symlink
             if rel.endswith(arraystatus.SUFFIX):

@@ -162,10 +162,11 @@ class TaskStore(_EventScan, _StatusSidecars):
         self._parsed: dict[str, _Parsed] = {}
         self._parsed_top = ""
         self._entries: dict[str, SpecEntry] = {}
-        # By name: the last good parse of the name, and that read's generation.
-        self._last_valid: dict[str, tuple[Task, int]] = {}
-        # By name: what the reported entry was made of; an entry made of the same is kept.
-        self._basis: dict[str, tuple[object, ...]] = {}
+        # By name: the last good parse of the name (its task and that read's generation).
+        self._last_valid: dict[str, _Parsed] = {}
+        # By name: what the reported entry was made of (a tuple, or for a valid file alone
+        # its parse, no tuple more per task); an entry made of the same is kept.
+        self._basis: dict[str, object] = {}
         self._generations = itertools.count(1)
         self._sidecars: dict[str, _Sidecar] = {}  # by task name
         # Statuses handed to defer_status and not yet on disk.
@@ -244,9 +245,9 @@ class TaskStore(_EventScan, _StatusSidecars):
             # Never read: the file belongs to another team's folder.
             message = walk.crossings[rel]
             last = self._last_valid.get(name)
-            basis = ("crossed", rel, message, last[1] if last is not None else None)
+            basis = ("crossed", rel, message, last.generation if last is not None else None)
             error = SpecError(rel, None, None, None, message)
-            last_task = last[0] if last is not None else None
+            last_task = last.task if last is not None else None
             build = functools.partial(
                 SpecEntry, name, self.root, None, error, last_task, "", rel=rel
             )
@@ -495,18 +496,21 @@ class TaskStore(_EventScan, _StatusSidecars):
             files = " and ".join([rel, *others])
             task, error = None, SpecError(rel, None, None, None, f"both {files} define task {name}")
         if task is not None:
-            self._last_valid[name] = (task, result.generation)
+            self._last_valid[name] = result
         last = self._last_valid.get(name)
-        basis = (result.generation, tuple(others), last[1] if last is not None else None, rel)
-        last_task = last[0] if last is not None else None
+        basis: object
+        if last is result:  # valid, alone: the parse itself says what the entry is made of
+            basis = result
+        else:
+            last_generation = last.generation if last is not None else None
+            basis = (result.generation, tuple(others), last_generation, rel)
+        last_task = last.task if last is not None else None
         raw = result.raw_hash
         return self._stamped(
             name, basis, lambda g: SpecEntry(name, self.root, task, error, last_task, raw, g, rel)
         )
 
-    def _stamped(
-        self, name: str, basis: tuple[object, ...], build: Callable[[int], SpecEntry]
-    ) -> SpecEntry:
+    def _stamped(self, name: str, basis: object, build: Callable[[int], SpecEntry]) -> SpecEntry:
         """The entry `build` makes with a new generation, or the entry last reported for
         `name` (generation and all) when it was made of the same reads (`basis`): then nothing
         is built (a full walk of an unchanged folder builds no entries)."""

@@ -102,3 +102,34 @@ def test_a_rebuilt_version_map_keeps_the_equal_versions(tmp_path: Path) -> None:
         assert version.spec == rec._inputs[name][0].generation, name
     assert after["a"] is before["a"]  # unchanged: the same object
     assert after["b"] != before["b"]
+
+
+def test_a_sidecar_read_is_kept_under_the_spec_s_name_string(tmp_path: Path) -> None:
+    from specs.models import Phase
+    from specs.statusrecords import TaskStatus, TaskStatusBody
+    from specs.taskrecords import NameMetadata
+
+    write_task(tmp_path, "a")
+    writer = TaskStore(tmp_path)
+    status = TaskStatus(NameMetadata("a"), TaskStatusBody(phase=Phase.QUEUED))
+    writer.write_status("a", status)
+    store = TaskStore(tmp_path)
+    entries = store.scan()
+    read = store.read_statuses()
+    assert read["a"].status == status.status
+    assert next(k for k in store._sidecars if k == "a") is entries["a"].name
+
+
+def test_a_broken_edit_keeps_the_last_valid_task_and_a_fix_reads_anew(tmp_path: Path) -> None:
+    write_task(tmp_path, "a", "python one.py")
+    store = TaskStore(tmp_path)
+    good = store.scan()["a"]
+    (tmp_path / "a.yaml").write_text("spec: [")
+    broken = store.scan()["a"]
+    assert broken.task is None and broken.last_valid == good.task
+    assert store.scan()["a"] is broken  # the same reads: the same entry
+    write_task(tmp_path, "a", "python two.py")
+    fixed = store.scan()["a"]
+    assert fixed.task is not None and fixed.last_valid is fixed.task
+    assert fixed.generation > broken.generation
+    assert store.scan()["a"] is fixed
