@@ -74,17 +74,14 @@ class HeldRoom:
     spare: Capacity  # free now beyond the head's request (negative: none)
     shadow: float | None  # backfill: when the head is sure to fit
     extra: Capacity | None  # backfill: free at that time beyond the head's request
-    # Queues held strictly (only the spare, nothing that merely ends before the reserved
-    # start): those ahead of their due while the held queue is far behind its own.
-    strict_for: frozenset[str] = frozenset()
 
-    def allowed_until(self, candidate: Candidate, now: float, queue: str = "") -> float | None:
-        """None if the reservation holds `candidate` (of `queue`) back; else the latest `now`
-        at which it still lets it past (inf: whatever the time). Only the rule "ends before the
-        reserved start" depends on the clock, and it only ever turns from yes to no."""
+    def allowed_until(self, candidate: Candidate, now: float) -> float | None:
+        """None if the reservation holds `candidate` back; else the latest `now` at which it
+        still lets it past (inf: whatever the time). Only the rule "ends before the reserved
+        start" depends on the clock, and it only ever turns from yes to no."""
         if fits_needed(candidate.request, self.spare):
             return math.inf
-        if self.shadow is None or self.extra is None or queue in self.strict_for:
+        if self.shadow is None or self.extra is None:
             return None
         if fits_needed(candidate.request, self.extra):
             return math.inf

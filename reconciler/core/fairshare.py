@@ -61,11 +61,6 @@ from reconciler.core.waits import (
 )
 from specs.cluster import Capacity
 
-# How far below its due (the siblings' weighted mean share) the least-served queue must be
-# before the queues ahead of it may no longer backfill past its head's hold.
-BEHIND_MARGIN = 0.1
-HOLD_MODE = "off"  # screening (session 7): "ahead", "all", "top"; not kept
-
 
 def _first_strict(queue: Sequence[Candidate], budget: Capacity) -> Candidate | None:
     return queue[0] if queue and queue[0].request.fits_in(budget) else None
@@ -299,7 +294,7 @@ class _Pass:
                     continue
                 reserved = candidate.name in self.first
                 if borrows and not reserved and reservation is not None:
-                    allowed = reservation.allowed_until(candidate, self.now, queue.quota.name)
+                    allowed = reservation.allowed_until(candidate, self.now)
                     if allowed is None:
                         self.reserved_by[queue.quota.name] = reservation
                         continue
@@ -379,35 +374,8 @@ class _Pass:
         if self.reservation == BACKFILL_RESERVATION:
             booked = reserve(head.request, free, self.claims, self.now)
             if booked is not None:
-                strict = self._ahead_of(queue)
-                return HeldRoom(
-                    queue.quota.name, head.name, spare, booked.start, booked.extra, strict
-                )
+                return HeldRoom(queue.quota.name, head.name, spare, booked.start, booked.extra)
         return HeldRoom(queue.quota.name, head.name, spare, None, None)
-
-    def _ahead_of(self, queue: QueueNode) -> frozenset[str]:
-        """The sibling queues held strictly for `queue`'s head: while its weighted share is
-        below its due by more than BEHIND_MARGIN, those at or above their due (the weighted
-        mean share of the siblings with work waiting) may not backfill past its hold."""
-        if HOLD_MODE == "off":
-            return frozenset()
-        rivals = [q for q in self.siblings(queue) if q is queue or self.head(q) is not None]
-        weights = sum(max(q.quota.weight, 0.0) for q in rivals)
-        if weights <= EPS:
-            return frozenset()
-        shares = {id(q): self._share(queue=q, usage=q.usage) for q in rivals}
-        finite = [(q, shares[id(q)]) for q in rivals if not math.isinf(shares[id(q)].weighted)]
-        due = sum(s.weighted * max(q.quota.weight, 0.0) for q, s in finite) / weights
-        if due <= EPS or shares[id(queue)].weighted >= (1 - BEHIND_MARGIN) * due:
-            return frozenset()
-        if HOLD_MODE == "top":
-            top = max(finite, key=lambda qs: qs[1].weighted)[0]
-            return frozenset({top.quota.name}) if top is not queue else frozenset()
-        return frozenset(
-            q.quota.name
-            for q in rivals
-            if q is not queue and (HOLD_MODE == "all" or shares[id(q)].weighted >= due)
-        )
 
     def _admit(self, queue: QueueNode, candidate: Candidate) -> None:
         self.version += 1
