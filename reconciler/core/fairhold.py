@@ -5,7 +5,6 @@ its callers read. Pure."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from reconciler.core.policies import Candidate
@@ -75,17 +74,11 @@ class HeldRoom:
     spare: Capacity  # free now beyond the head's request (negative: none)
     shadow: float | None  # backfill: when the head is sure to fit
     extra: Capacity | None  # backfill: free at that time beyond the head's request
-    # Queues at or above their due while the held queue is behind its own by more than
-    # BEHIND_MARGIN (`ahead_of`): they may take the held room only with runs whose timeout is
-    # at most NARROW_FRACTION of the time to the reserved start. Timeouts bound run times
-    # from above, so the reserved start is late: what ends just before it holds the head
-    # back once the runs it waits for end early.
-    narrowed: frozenset[str] = frozenset()
 
-    def allowed_until(self, candidate: Candidate, now: float, queue: str = "") -> float | None:
-        """None if the reservation holds `candidate` (of `queue`) back; else the latest `now`
-        at which it still lets it past (inf: whatever the time). Only the rule "ends before the
-        reserved start" depends on the clock, and it only ever turns from yes to no."""
+    def allowed_until(self, candidate: Candidate, now: float) -> float | None:
+        """None if the reservation holds `candidate` back; else the latest `now` at which it
+        still lets it past (inf: whatever the time). Only the rule "ends before the reserved
+        start" depends on the clock, and it only ever turns from yes to no."""
         if fits_needed(candidate.request, self.spare):
             return math.inf
         if self.shadow is None or self.extra is None:
@@ -93,37 +86,9 @@ class HeldRoom:
         if fits_needed(candidate.request, self.extra):
             return math.inf
         ends = candidate.timeout_seconds
-        if ends <= 0:
-            return None
-        if queue in self.narrowed:
-            # ends <= f (shadow - now)  <=>  now <= shadow - ends / f
-            latest = self.shadow - ends / NARROW_FRACTION
-            return latest if now <= latest else None
-        if now + ends <= self.shadow:
+        if ends > 0 and now + ends <= self.shadow:
             return self.shadow - ends
         return None
-
-
-# How far below its due the held queue must be before the queues ahead are narrowed, and to
-# what part of the time to its head's reserved start (session 7, "Seventh pass").
-BEHIND_MARGIN = 0.1
-NARROW_FRACTION = 0.5
-
-
-def ahead_of(held: str, shares: Mapping[str, tuple[float, float]]) -> frozenset[str]:
-    """The queues to narrow for `held`'s head: `shares` maps each sibling queue with work
-    waiting (and `held`) to (weight, weighted share). A queue's due is the weighted mean of
-    the weighted shares (where every queue stands when shares follow weights); while `held`
-    is below its due by more than BEHIND_MARGIN, the queues at or above it are narrowed.
-    Weight-0 queues and infinite shares do not count towards the due."""
-    counted = {q: (w, s) for q, (w, s) in shares.items() if w > 0 and not math.isinf(s)}
-    weights = sum(w for w, _ in counted.values())
-    if held not in counted or weights <= EPS:
-        return frozenset()
-    due = sum(w * s for w, s in counted.values()) / weights
-    if due <= EPS or counted[held][1] >= (1 - BEHIND_MARGIN) * due:
-        return frozenset()
-    return frozenset(q for q, (_, s) in shares.items() if q != held and s >= due)
 
 
 def fits_needed(request: Capacity, room: Capacity) -> bool:

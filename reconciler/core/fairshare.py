@@ -34,7 +34,7 @@ from reconciler.core.fairhold import NO_RESERVATION as NO_RESERVATION
 from reconciler.core.fairhold import RESERVATION_OF_POLICY as RESERVATION_OF_POLICY
 from reconciler.core.fairhold import STRICT_RESERVATION as STRICT_RESERVATION
 from reconciler.core.fairhold import FairAdmission as FairAdmission
-from reconciler.core.fairhold import HeldRoom, ahead_of
+from reconciler.core.fairhold import HeldRoom
 from reconciler.core.fairhold import QueueState as QueueState
 from reconciler.core.policies import Candidate, Claim, Policy, reserve
 from reconciler.core.queuetree import QueueDemand as QueueDemand  # callers import it here
@@ -294,7 +294,7 @@ class _Pass:
                     continue
                 reserved = candidate.name in self.first
                 if borrows and not reserved and reservation is not None:
-                    allowed = reservation.allowed_until(candidate, self.now, queue.quota.name)
+                    allowed = reservation.allowed_until(candidate, self.now)
                     if allowed is None:
                         self.reserved_by[queue.quota.name] = reservation
                         continue
@@ -374,14 +374,7 @@ class _Pass:
         if self.reservation == BACKFILL_RESERVATION:
             booked = reserve(head.request, free, self.claims, self.now)
             if booked is not None:
-                rivals = [q for q in self.siblings(queue) if q is queue or self.head(q) is not None]
-                shares = {
-                    q.quota.name: (q.quota.weight, self._share(q, q.usage).weighted) for q in rivals
-                }
-                narrowed = ahead_of(queue.quota.name, shares)
-                return HeldRoom(
-                    queue.quota.name, head.name, spare, booked.start, booked.extra, narrowed
-                )
+                return HeldRoom(queue.quota.name, head.name, spare, booked.start, booked.extra)
         return HeldRoom(queue.quota.name, head.name, spare, None, None)
 
     def _admit(self, queue: QueueNode, candidate: Candidate) -> None:

@@ -355,7 +355,7 @@ def _passes_hold(held: HeldRoom | None, queue: str, head: policies.Candidate, no
     start). Else a queue above the least-served one jumps its hold: the victims' room, which
     would have drained for that head, goes to a new run that ends later (Lublin, 600 jobs:
     the least-served team held nothing for 40 h while two others preempted each other)."""
-    return held is None or held.queue == queue or held.allowed_until(head, now, queue) is not None
+    return held is None or held.queue == queue or held.allowed_until(head, now) is not None
 
 
 def _fits_borrowing(

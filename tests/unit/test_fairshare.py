@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.core import fairhold, fairshare, quotas
+from reconciler.core import fairshare, quotas
 from reconciler.core.fairshare import NO_LIMIT, QueueDemand, QueueQuota, admit, resolve
 from reconciler.core.policies import POLICIES, Candidate
 from specs.cluster import Capacity
@@ -37,11 +37,10 @@ class Q:
     lend: Capacity = NO_LIMIT
     weight: float = 1.0
     policy: str = "strict"
-    past: Capacity | None = None
 
     def demand(self) -> QueueDemand:
         quota = QueueQuota(self.name, self.nominal, self.borrow, self.lend, self.weight)
-        return QueueDemand(quota, self.usage, self.tasks, POLICIES[self.policy], past=self.past)
+        return QueueDemand(quota, self.usage, self.tasks, POLICIES[self.policy])
 
 
 def run(queues: list[Q], capacity: Capacity = CLUSTER, slots: int = 100) -> fairshare.FairAdmission:
@@ -440,73 +439,3 @@ def test_backfill_hold_lets_a_borrower_run_that_ends_before_the_reserved_start()
     result = admit(CLUSTER, cpu(6), demands, running, 0.0, 10, fairshare.BACKFILL_RESERVATION)
     assert result.start == ["b/short"]
     assert result.waiting["b/long"].reason == "WaitingBehindReservation"
-
-
-@pytest.mark.parametrize(
-    ("a_past", "starts"),
-    [
-        # a holds nothing and has no past: far behind its due, so b (ahead) may pass a's
-        # hold only with runs whose timeout is at most half the time to a's reserved start
-        (None, ["b/half"]),
-        # a's decayed past puts it level with b: the usual backfill rule (ends before it)
-        (cpu(10), ["b/half", "b/late"]),
-    ],
-)
-def test_a_queue_far_behind_its_due_narrows_what_the_queues_ahead_backfill_past_its_head(
-    a_past: Capacity | None, starts: list[str]
-) -> None:
-    # of b's 10 CPUs, 2 are free again by t=100 (then a/wide fits); 8 never
-    running = [fairshare.Claim(cpu(2), 100.0), fairshare.Claim(cpu(8), None)]
-    queues = [
-        Q("a", cpu(4), [task("a/wide", cpu(8))], policy="backfill", past=a_past),
-        Q(
-            "b",
-            cpu(4),
-            [task("b/half", cpu(1), 50), task("b/late", cpu(1), 80)],
-            usage=cpu(10),
-            policy="backfill",
-        ),
-        Q("default", cpu(8)),
-    ]
-    demands = [q.demand() for q in queues]
-    result = admit(CLUSTER, cpu(6), demands, running, 0.0, 10, fairshare.BACKFILL_RESERVATION)
-    assert result.start == starts
-    assert result.held is not None and result.held.queue == "a"
-    if a_past is None:
-        assert result.held.narrowed == frozenset({"b"})
-        assert result.waiting["b/late"].reason == "WaitingBehindReservation"
-        assert result.until == 0.0  # b/half only while 50 <= (100 - now) / 2
-
-
-# held queue's (weight, weighted share) among the others'; the queues narrowed for its head
-AHEAD_CASES = [
-    ("level with its due", {"h": (1, 0.5), "x": (1, 0.5)}, frozenset()),
-    ("within the margin", {"h": (1, 0.46), "x": (1, 0.54)}, frozenset()),
-    ("behind: the queue ahead", {"h": (1, 0.0), "x": (1, 0.5), "y": (1, 0.1)}, {"x"}),
-    ("weights set the due", {"h": (3, 0.1), "x": (1, 0.3), "y": (1, 0.12)}, {"x"}),
-    ("nobody uses anything", {"h": (1, 0.0), "x": (1, 0.0)}, frozenset()),
-    (
-        "weight 0 and inf do not count",
-        {"h": (1, 0.0), "x": (1, 0.4), "z": (0, math.inf)},
-        {"x", "z"},
-    ),
-]
-
-
-@pytest.mark.parametrize(
-    ("case", "shares", "narrowed"), AHEAD_CASES, ids=[c[0] for c in AHEAD_CASES]
-)
-def test_ahead_of_narrows_the_queues_at_or_above_the_due_of_a_queue_far_behind(
-    case: str, shares: dict[str, tuple[float, float]], narrowed: set[str]
-) -> None:
-    assert fairhold.ahead_of("h", shares) == frozenset(narrowed)
-
-
-def test_a_narrowed_queue_passes_the_hold_only_with_half_the_time_to_the_reserved_start() -> None:
-    held = fairhold.HeldRoom("a", "a/wide", cpu(-2), 100.0, cpu(0), frozenset({"b"}))
-    late = task("b/late", cpu(1), 80)
-    half = task("b/half", cpu(1), 40)
-    assert held.allowed_until(late, 0.0, "c") == 20.0  # not narrowed: ends by 100
-    assert held.allowed_until(late, 0.0, "b") is None
-    assert held.allowed_until(half, 0.0, "b") == 20.0  # 40 <= (100 - now) / 2 until now = 20
-    assert held.allowed_until(half, 30.0, "b") is None
