@@ -95,10 +95,17 @@ def serve_fake(argv: list[str]) -> int:
 
 
 def serve_profiled(argv: list[str]) -> int:
-    """`rayqueue serve ARGV` against a real Ray, its passes profiled (a `--profile` head run)."""
+    """`rayqueue serve ARGV` against a real Ray, its passes profiled (a `--profile` head run)
+    or traced (`--trace`: benchmarks/busytrace.py)."""
     from reconciler.cli import main as cli
 
-    _profile_passes(Path(os.environ["RQ_BUSY_PROFILE"]), Path(os.environ["RQ_BUSY_MARK"]))
+    mark = Path(os.environ["RQ_BUSY_MARK"])
+    if os.environ.get("RQ_BUSY_PROFILE"):
+        _profile_passes(Path(os.environ["RQ_BUSY_PROFILE"]), mark)
+    if os.environ.get("RQ_BUSY_TRACE"):
+        from benchmarks import busytrace
+
+        busytrace.install(Path(os.environ["RQ_BUSY_TRACE"]), mark)
     return cli.main(argv)
 
 
@@ -171,7 +178,13 @@ def _ready(url: str, folder: Path, size: int) -> dict[str, float] | None:
 
 
 def measure(
-    ray_kind: str, size: int, cpus: int, job_seconds: float, window: float, profile: Path | None
+    ray_kind: str,
+    size: int,
+    cpus: int,
+    job_seconds: float,
+    window: float,
+    profile: Path | None,
+    trace: Path | None = None,
 ) -> dict[str, Any]:
     from reconciler.shell.raycluster.local_head import LocalRayHead
 
@@ -194,9 +207,10 @@ def measure(
         else:
             address = head.start(num_cpus=cpus)
             command = [sys.executable, "-m", "reconciler.cli", *flags, "--address", address]
-            if profile is not None:
+            if profile is not None or trace is not None:
                 command[1:3] = ["-m", "benchmarks.busy", "--child-real", "--"]
-                env.update(RQ_BUSY_PROFILE=str(profile), RQ_BUSY_MARK=str(mark))
+                env.update(RQ_BUSY_PROFILE=str(profile or ""), RQ_BUSY_MARK=str(mark))
+                env.update(RQ_BUSY_TRACE=str(trace or ""))
         log = (root / "serve.log").open("wb")
         started = time.monotonic()
         proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
@@ -238,6 +252,10 @@ def measure(
         "rayqueue_pass_duration_seconds_count", 0
     )
     cpu, span = cpu1 - cpu0, t1 - t0
+    if trace is not None and trace.exists():
+        from benchmarks import busytrace
+
+        print(busytrace.summary(trace, ended), flush=True)
     return {
         "ray": ray_kind,
         "specs": size,
@@ -281,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=float, default=60.0, help="seconds measured per run")
     parser.add_argument("--runs", type=int, default=1, help="runs per Ray; the median is kept")
     parser.add_argument("--profile", action="store_true", help="cProfile serve's passes")
+    parser.add_argument(
+        "--trace", action="store_true", help="why each pass planned (head only; per ended job)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="JSON result file")
     args = parser.parse_args(argv)
     rows = []
@@ -290,8 +311,12 @@ def main(argv: list[str] | None = None) -> int:
         profile = None
         if args.profile:
             profile = Path(tempfile.gettempdir()) / f"rq-busy-{os.getpid()}-{kind}-{size}.prof"
+        trace = None
+        if args.trace and kind == "head":
+            trace = Path(tempfile.gettempdir()) / f"rq-busy-{os.getpid()}-{kind}-{size}.trace"
         runs = [
-            measure(kind, size, args.cpus, seconds, args.window, profile) for _ in range(args.runs)
+            measure(kind, size, args.cpus, seconds, args.window, profile, trace)
+            for _ in range(args.runs)
         ]
         for run in runs:
             print(
