@@ -36,12 +36,14 @@ def quiet_but_statuses(plan: Plan) -> bool:
     )
 
 
-def as_read_back(plan: Plan, observed: Observation, now: float) -> Plan | None:
+def as_read_back(plan: Plan, observed: Observation, now: float, fast: bool) -> Plan | None:
     """The plan its read-back would give, as a still plan: the statuses written (the very
     objects), no events, the same summary and scale request, still until `plan`'s deadline.
-    None: the read-back must be planned (the plan acted, Ray did not answer, or the plan read
-    the clock at `now`)."""
-    if not observed.available or not quiet_but_statuses(plan):
+    `fast`: the plan is the fast pass's (incremental.Memo.fast: plain tasks, no preemption,
+    Ray answered), where the property is shown; elsewhere a task's words may name another's
+    status as it was read (a dependency's), which its read-back rewrites. None: the read-back
+    must be planned (not the fast pass, the plan acted, or it read the clock at `now`)."""
+    if not fast or not observed.available or not quiet_but_statuses(plan):
         return None
     if plan.deadline is not None and plan.deadline <= now:
         return None  # it holds at its own instant only
