@@ -87,7 +87,7 @@ def serve_fake(argv: list[str]) -> int:
     seconds = float(os.environ["RQ_BUSY_JOB_SECONDS"])
     fake = TimedFakeRay(cpus, seconds)
     adapter.RayJobsAdapter = lambda *a, **k: fake  # type: ignore[assignment,misc]
-    daemon.autoscaler_for = lambda *a, **k: None  # type: ignore[assignment,return-value]
+    daemon.autoscaler_for = lambda *a, **k: None  # type: ignore[attr-defined,assignment]
     profile_to = os.environ.get("RQ_BUSY_PROFILE")
     if profile_to:
         _profile_passes(Path(profile_to), Path(os.environ["RQ_BUSY_MARK"]))

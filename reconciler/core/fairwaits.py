@@ -95,6 +95,9 @@ def _waiting(run: _Pass, queue: QueueNode) -> None:
     if admission.tail is not None and held is None:
         # Past the tail every task waits for a lack no queue's reservation rewords.
         run.result.tails[queue.quota.name] = admission.tail
+    # The first task the policy would start but the pass kept back (for another queue's
+    # reservation): the policy's answers past it assumed it started.
+    kept_back: Candidate | None = None
     for ahead, candidate in enumerate(queue.remaining):
         waiting = admission.waiting.get(candidate.name)
         if held is not None and candidate is held:
@@ -106,9 +109,19 @@ def _waiting(run: _Pass, queue: QueueNode) -> None:
             if reservation is not None:
                 kept = KeptForQueue(queue.quota.name, reservation.queue, reservation.head)
                 waiting = Waiting(kept)
+                kept_back = kept_back or candidate
             else:  # its policy would start it, but nothing more fit in this pass
                 waiting = Waiting(_lack(run, queue, candidate.request), note=NextPass())
-        run.result.waiting[candidate.name] = _reword(run, queue, candidate, waiting)
+        waiting = _reword(run, queue, candidate, waiting)
+        if kept_back is not None and _nothing_short(waiting):
+            # Neither its quota nor the cluster stops it: the task kept back ahead of it does.
+            waiting = Waiting(BehindTask(kept_back.name), ahead, queue.quota.name)
+        run.result.waiting[candidate.name] = waiting
+
+
+def _nothing_short(waiting: Waiting) -> bool:
+    lacks = waiting.lacks
+    return isinstance(lacks, Shortfall) and lacks.asked <= lacks.free + EPS
 
 
 def _reword(run: _Pass, queue: QueueNode, candidate: Candidate, waiting: Waiting) -> Waiting:

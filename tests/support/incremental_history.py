@@ -145,7 +145,9 @@ class History:
         elif kind == "lose_writes":
             self.unwritten, self.unwritten_passes = step[1], step[2]
         elif kind == "restart":
+            # A restarted loop has nothing kept: no memo, and no versions to tell changes by.
             self.memo = incremental.EMPTY
+            self.last_versions = {}
 
     def _move_job(self, index: int, outcome: str, exit_code: int) -> None:
         live = sorted(sid for sid, job in self.jobs.items() if not job.terminal)

@@ -135,3 +135,35 @@ def test_every_policy_runs_under_queues(policy: str) -> None:
     w = world({f"team-a/t{i}": (0, 1) for i in range(10)}, options=PlanOptions(policy=policy))
     w.step()
     assert sum(w.phase(n) is Phase.STARTING for n in w.specs) == 8
+
+
+OVERSUBSCRIBED = """\
+apiVersion: rayqueue/v1
+kind: QueueConfig
+spec:
+  queues:
+    - name: a
+      nominalQuota: {cpu: 3}
+    - name: b
+      nominalQuota: {cpu: 4}
+"""
+
+
+@pytest.mark.parametrize("policy", ["strict", "backfill"])  # besteffort holds no room
+def test_a_task_behind_one_kept_for_another_queue_says_so(policy: str) -> None:
+    # a/wide would borrow the 2 CPUs kept for b's head, so fair share keeps it back; a/narrow
+    # fits a's quota and the cluster, and waits only because a/wide is ahead of it. It once
+    # said "needs 0B memory; 16Gi free" (a shortfall measured as if a/wide had started).
+    w = world(
+        {"a/run": (3, 2), "a/wide": (2, 2), "a/narrow": (1, 1), "b/head": (3, 3)},
+        OVERSUBSCRIBED,
+        options=PlanOptions(policy=policy),
+    )
+    w.capacity = Capacity(4, 0, 16 * GIB)
+    assert started(w.step()) == ["a/run"]
+    assert w.status("a/wide").reason == "WaitingBehindReservation"
+    narrow = w.status("a/narrow")
+    assert narrow.reason == "WaitingBehindHigherPriority"
+    assert narrow.message == "waits behind a/wide; 1 task ahead in a"
+    for name in w.specs:
+        assert "needs 0" not in (w.status(name).message or ""), name
