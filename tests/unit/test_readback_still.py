@@ -149,3 +149,21 @@ def test_the_busy_heads_cycle_has_read_backs_to_skip() -> None:
         run.run(("tick", 0.1))
         run.run(("ray", 0, SUCCEEDED, 1))  # it ends; the next is submitted
     assert world.checked >= 6
+
+
+def test_the_pass_that_records_an_end_holds_no_later_than_its_jobs_retention() -> None:
+    """The job's end is recorded by this pass (Running → Succeeded); from the read-back on,
+    the job expires after the history retention, so this plan's deadline says so too (before,
+    the job was still awaited here and did not count: the read-back would have been skipped
+    past its deletion)."""
+    options = PlanOptions(queue_id="q", ray_history_retention_seconds=2.0)
+    world = ReadBack(options, None, capacity=Capacity(4, 0, 64 * GIB), compare=False)
+    run = Sequence(world, names_of(20), plain=True)
+    run.run(("add", 2, 7))
+    run.run(("start_all",))
+    run.run(("tick", 1))
+    end = world.now
+    world.apply(("ray", 0, SUCCEEDED, 1))
+    recorded = world.run_pass()
+    assert recorded.statuses and not recorded.deletes
+    assert recorded.deadline is not None and recorded.deadline <= end + 2
