@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import operator
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Final, Literal, Self
+from typing import Annotated, Any, Final, Literal, NamedTuple, Self
 
 from pydantic import (
     BaseModel,
@@ -443,6 +444,9 @@ class Reason(StrEnum):
     # why a run was preempted (the Preempted condition's reason)
     WITHIN_QUEUE = "WithinQueue"
     RECLAIM = "Reclaim"  # lent quota taken back by a queue below its nominal quota
+    # pure sharing: a queue of lower weighted share stopped a run of a queue of higher share
+    # (fairSharing.preemptionStrategies), as Kueue's InCohortFairSharing
+    IN_COHORT_FAIR_SHARING = "InCohortFairSharing"
     # a task the loop has not looked at yet (API and CLI views)
     NOT_YET_RECONCILED = "NotYetReconciled"
     # deletions the loop refuses to carry out (log events, never a task's status)
@@ -489,7 +493,10 @@ class SourceRef(_Model):
     dirty: bool = False  # the file differed from that commit when the run started
 
 
-class TaskStatusBody(_Model):
+class TaskStatusBodyModel(_Model):
+    """A status body as read from and written to a sidecar (validation at the file boundary).
+    Inside the loop a status is the lean TaskStatusBody below, with the same fields."""
+
     model_config = ConfigDict(extra="ignore")  # old sidecars with extra fields still load
 
     phase: Phase
@@ -533,15 +540,162 @@ class TaskStatusBody(_Model):
     conditions: list[Condition] = Field(default_factory=list)
 
 
-class TaskStatus(_Model):
+class TaskStatusModel(_Model):
+    """A status sidecar as validated when read (TaskStatus.model_validate converts it)."""
+
     model_config = ConfigDict(extra="ignore")
 
     api_version: Literal["rayqueue/v1"] = Field(default=API_VERSION, alias="apiVersion")
     kind: Literal["TaskStatus"] = "TaskStatus"
     metadata: Metadata
-    status: TaskStatusBody
+    status: TaskStatusBodyModel
 
     def to_document(self) -> dict[str, Any]:
         # Defaults (empty conditions, zero counters) are left out to keep sidecars short.
         doc = self.model_dump(by_alias=True, exclude_defaults=True, mode="json")
         return {"apiVersion": API_VERSION, "kind": "TaskStatus", **doc}
+
+
+# One empty list for every status without conditions: nothing changes a status's list in place
+# (a new list is built and the status copied), as with the frozen models before.
+_NO_CONDITIONS: list[Condition] = []
+
+
+class TaskStatusBody(NamedTuple):
+    """A task's status inside the loop: a plain record (~0.3 KB, built in a few µs), not a
+    pydantic model (~1 KB with its field set, ~10 µs to build or copy); the planner builds
+    and copies tens of thousands per start. Same fields and defaults as TaskStatusBodyModel,
+    which validates it when read (model_validate); to_document writes what that model wrote.
+    A new field goes into both, in the same place (tests/unit/test_lean_status.py checks)."""
+
+    phase: Phase
+    reason: str | None = None
+    message: str | None = None
+    queue: str | None = None
+    queue_position: int | None = None
+    queue_position_bucket: str | None = None
+    estimated_start_at: datetime | None = None
+    uid: str | None = None
+    run: int = 0
+    submission_id: str | None = None
+    spec_hash: str | None = None
+    ray_status: str | None = None
+    queued_at: datetime | None = None
+    scale_up_requested_at: datetime | None = None
+    submitted_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    missing_since: datetime | None = None
+    lost_restarts: int = 0
+    retries: int = 0
+    next_retry_at: datetime | None = None
+    exit_code: int | None = None
+    preemptions: int = 0
+    preempted_by: str | None = None
+    after_preemption: bool = False
+    log_tail: str | None = None
+    source: SourceRef | None = None
+    conditions: list[Condition] = _NO_CONDITIONS
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> TaskStatusBody:
+        """The pydantic name kept for the core's readers: a copy with some fields changed."""
+        return self._replace(**update) if update else self
+
+    @classmethod
+    def model_validate(cls, data: Any) -> TaskStatusBody:
+        """Validated as a file's body is (pydantic's ValidationError if it is not one)."""
+        return cls.from_model(TaskStatusBodyModel.model_validate(data))
+
+    @classmethod
+    def from_model(cls, model: TaskStatusBodyModel) -> TaskStatusBody:
+        values = _BODY_VALUES(model)
+        if not model.conditions:  # share the one empty list
+            values = (*values[:-1], _NO_CONDITIONS)
+        return cls._make(values)
+
+    def model_dump(
+        self, *, by_alias: bool = False, exclude_defaults: bool = False, mode: str = "python"
+    ) -> dict[str, Any]:
+        """What TaskStatusBodyModel.model_dump gives with the same arguments."""
+        json_mode = mode == "json"
+        out: dict[str, Any] = {}
+        for (name, alias, default, to_json), value in zip(_BODY_DUMP, self, strict=True):
+            if exclude_defaults and value == default:
+                continue
+            if value is not None and to_json is not None:
+                if to_json is _nested:
+                    value = _nested(value, by_alias, exclude_defaults, mode)
+                elif to_json is _iso:  # Timestamp's serializer, which pydantic applies always
+                    value = _iso(value)
+                elif json_mode and type(value) is not str:
+                    value = str(value)  # a Reason or a Phase: its value
+            out[alias if by_alias else name] = value
+        return out
+
+
+def _nested(
+    value: BaseModel | list[Condition], by_alias: bool, exclude_defaults: bool, mode: str
+) -> object:
+    if isinstance(value, list):
+        return [
+            c.model_dump(by_alias=by_alias, exclude_defaults=exclude_defaults, mode=mode)
+            for c in value
+        ]
+    return value.model_dump(by_alias=by_alias, exclude_defaults=exclude_defaults, mode=mode)
+
+
+def _dumper(name: str) -> Any:
+    """How a field's value is dumped: nested models, timestamps, text (None: as it is)."""
+    annotation = str(TaskStatusBodyModel.model_fields[name].annotation)
+    if name in ("source", "conditions"):
+        return _nested
+    if "datetime" in annotation:
+        return _iso
+    if "str" in annotation or name == "phase":
+        return str
+    return None
+
+
+def _default(name: str) -> object:
+    field = TaskStatusBodyModel.model_fields[name]
+    return [] if name == "conditions" else field.default
+
+
+# Per field, in order: its name, its alias in files, its default, and how it is dumped.
+_BODY_DUMP: Final = tuple(
+    (name, to_camel(name), _default(name), _dumper(name)) for name in TaskStatusBody._fields
+)
+_BODY_VALUES: Final = operator.attrgetter(*TaskStatusBody._fields)
+
+
+def _metadata_document(metadata: Metadata) -> dict[str, Any]:
+    if metadata.labels or metadata.annotations:
+        return metadata.model_dump(by_alias=True, exclude_defaults=True, mode="json")
+    return {} if metadata.name is None else {"name": metadata.name}
+
+
+class TaskStatus(NamedTuple):
+    """A status sidecar inside the loop (see TaskStatusBody); TaskStatusModel reads files."""
+
+    metadata: Metadata
+    status: TaskStatusBody
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None) -> TaskStatus:
+        return self._replace(**update) if update else self
+
+    @classmethod
+    def model_validate(cls, data: Any) -> TaskStatus:
+        return cls.from_model(TaskStatusModel.model_validate(data))
+
+    @classmethod
+    def from_model(cls, model: TaskStatusModel) -> TaskStatus:
+        return cls(metadata=model.metadata, status=TaskStatusBody.from_model(model.status))
+
+    def to_document(self) -> dict[str, Any]:
+        """The document TaskStatusModel.to_document wrote: defaults left out."""
+        return {
+            "apiVersion": API_VERSION,
+            "kind": "TaskStatus",
+            "metadata": _metadata_document(self.metadata),
+            "status": self.status.model_dump(by_alias=True, exclude_defaults=True, mode="json"),
+        }

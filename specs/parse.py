@@ -18,7 +18,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from specs import blockyaml, fastyaml
 from specs.dump import dump_status as dump_status
 from specs.dump import dump_task as dump_task
-from specs.models import ARRAY_LIMIT_VAR, MAX_ARRAY_ELEMENTS, Task, TaskStatus
+from specs.models import ARRAY_LIMIT_VAR, MAX_ARRAY_ELEMENTS, Task, TaskStatus, TaskStatusModel
 from specs.queueparse import parse_queue_config as parse_queue_config
 from specs.queueparse import parse_sub_queue_config as parse_sub_queue_config
 from specs.specerrors import (
@@ -110,8 +110,9 @@ def parse_status(text: str | bytes, *, file: str = "<status>") -> TaskStatus:
 
 def _parse_status(text: str | bytes, file: str) -> TaskStatus:
     decoded = _decode(text, file)
-    fast = _fast_single(decoded, TaskStatus)
-    return fast if fast is not None else _parse_single(decoded, file, TaskStatus)[0]
+    fast = _fast_single(decoded, TaskStatusModel)
+    model = fast if fast is not None else _parse_single(decoded, file, TaskStatusModel)[0]
+    return TaskStatus.from_model(model)  # validated as a file, kept as the lean record
 
 
 # --- parsing ------------------------------------------------------------------------------
@@ -473,7 +474,7 @@ class _Builder:
 def _validate(model: type[M], node: Node, data: Any, file: str) -> M:
     if not isinstance(data, dict):
         message = "expected a mapping with apiVersion, kind, metadata and spec"
-        if model is TaskStatus:
+        if model is TaskStatusModel:
             message = "expected a mapping with apiVersion, kind, metadata and status"
         raise SpecParseError([_node_error(file, None, node, message)])
     try:

@@ -209,6 +209,9 @@ def parse_duration(value: object) -> float:
     return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
 
 
+LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
+
+
 class FairSharing(_Model):
     """`spec.fairSharing`: how the queues' past use counts when they share (issue 30).
     `DecayedUsage` (the default) orders starts by what each queue used, decayed with
@@ -226,6 +229,15 @@ class FairSharing(_Model):
         description="seconds, or 168h, 7d: past use counts half after this long",
     )
 
+    # Kueue's fairSharing.preemptionStrategies; empty (the default): no queue preempts
+    # another by share. Only the one strategy that rules out preempting back is offered.
+    preemption_strategies: tuple[Literal["LessThanOrEqualToFinalShare"], ...] = Field(
+        default=(),
+        max_length=1,
+        description="[LessThanOrEqualToFinalShare]: with no nominal quota, a queue below "
+        "another's weighted share may stop its runs (default []: off)",
+    )
+
     @field_validator("usage_half_life", mode="before")
     @classmethod
     def _duration(cls, value: object) -> float:
@@ -234,6 +246,11 @@ class FairSharing(_Model):
     @property
     def decays(self) -> bool:
         return self.mode == DECAYED_USAGE
+
+    @property
+    def preempts(self) -> bool:
+        """Whether a queue of lower weighted share may stop runs of a sibling of higher."""
+        return LESS_THAN_OR_EQUAL_TO_FINAL_SHARE in self.preemption_strategies
 
 
 DEFAULT_FAIR_SHARING = FairSharing()

@@ -29,7 +29,7 @@ from reconciler.cli.common import (
     table,
 )
 from reconciler.cli.serve import add_loop_options, loop_settings
-from reconciler.core import planner, preemption
+from reconciler.core import planner, preemptrules
 from reconciler.core.planner import Plan, TaskInput
 from reconciler.shell.observing import observe_ray
 from reconciler.shell.passinputs import plan_options, queue_file, scan_specs
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     mode = f", preemption {options.preemption}" if options.preemption != "Never" else ""
     if mode and options.preemption_min_preemptor_priority:
         mode += f" by priority {options.preemption_min_preemptor_priority} and up"
-    if loaded.config is not None and preemption.setup(loaded.config, options).any_on:
+    if loaded.config is not None and preemptrules.setup(loaded.config, options).any_on:
         mode = f", preemption per queue ({queues.path.name})"
     print(
         f"Plan for {store.root} (queue {options.queue_id}, policy {options.policy}{mode}), "

@@ -14,6 +14,7 @@ rule is documented in docs/reliability.md.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 from enum import Enum
 
@@ -93,10 +94,13 @@ def position_only(old: TaskStatus | None, new: TaskStatus) -> bool:
     )
 
 
-# The position fields blanked alike in both bodies: equal dicts then means equal elsewhere (a
-# dict merge and compare at C speed, run for every moved exact place of every pass).
-_BLANK = dict.fromkeys(_POSITION_FIELDS)
+# The other fields' places in the record: equal tuples of them then means equal elsewhere (a
+# C-speed pick and compare, run for every moved exact place of every pass).
+_OTHER_FIELDS = operator.itemgetter(
+    *(i for i, name in enumerate(TaskStatusBody._fields) if name not in _POSITION_FIELDS)
+)
 
 
-def _without_position(body: TaskStatusBody) -> dict[str, object]:
-    return {**vars(body), **_BLANK}
+def _without_position(body: TaskStatusBody) -> tuple[object, ...]:
+    others: tuple[object, ...] = _OTHER_FIELDS(body)
+    return others

@@ -27,6 +27,11 @@ class QueueState:
     above_nominal: Capacity = field(default_factory=Capacity)  # the most it may hold above
     head: str | None = None  # its first task not started (and not too big for its quota)
     parent: str | None = None  # the queue it divides (nested queues)
+    # What `share` is computed from besides usage (quotas.dominant_share), so that a share
+    # after a change of usage can be computed again (fair-share preemption).
+    weight: float = 1.0
+    past: Capacity | None = None  # its decayed mean use, when counted
+    lend: Capacity = field(default_factory=Capacity)  # what its siblings' shares are of
 
 
 @dataclass
@@ -44,6 +49,9 @@ class FairAdmission:
     # Queues given in part (QueueDemand.cut) whose walk reached the end of what was given
     # without ending: their answer may differ with the rest, so the caller gives more.
     short: set[str] = field(default_factory=set)
+    # The room held for the least-served queue's blocked head when the pass ended (None: none
+    # held): fair-share preemption by another queue may not take it either.
+    held: HeldRoom | None = None
 
 
 # What the least-served queue's head keeps for itself, by the policy of the pass.

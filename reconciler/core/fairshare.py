@@ -297,6 +297,7 @@ class _Pass:
                 key = (not reserved, *self._order(queue, candidate, borrows))
                 if best is None or key < best[0]:
                     best = (key, queue, candidate)
+            self.result.held = reservation
             if best is None:
                 break
             _, queue, candidate = best

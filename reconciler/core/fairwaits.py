@@ -75,6 +75,9 @@ def _explain_level(run: _Pass, level: list[QueueNode]) -> None:
             above_nominal=run.above_nominal(queue),
             head=head.name if (head := run.head(queue)) is not None else None,
             parent=queue.parent.quota.name if queue.parent is not None else None,
+            weight=queue.quota.weight,
+            past=queue.past,
+            lend=run.lend if queue.parent is None else run.lend_in[id(queue.parent)],
         )
 
 

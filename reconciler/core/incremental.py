@@ -94,8 +94,8 @@ def _carry_written(
         status = statuses.get(name)
         if status is None or status is not last.get(name) or name not in loud:
             continue
-        if name not in specs:
-            continue  # its spec is gone since (an orphan status): changed, as it is
+        if name not in specs:  # its spec was deleted: the pass decides what becomes of it
+            continue
         entry = previous.get(name)
         if entry is None or (waiter := entry.result.waiter) is None:
             continue

@@ -29,105 +29,18 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from reconciler.core import lifecycle, policies, queueing, victims
+from reconciler.core import fairpreempt, lifecycle, policies, queueing, victims
 from reconciler.core.decisions import Preemption, Stop, StopCause
-from reconciler.core.fairhold import QueueState, fits_needed
+from reconciler.core.fairhold import HeldRoom, QueueState, fits_needed
+from reconciler.core.preemptrules import ONE_QUEUE, Setup
 from reconciler.core.quotas import EPS, RESOURCES, of
 from reconciler.core.victims import NEVER, Preemptor, QueueLoad, Rules, Running, Victim
 from reconciler.core.waits import Preempting
 from specs.cluster import Capacity, RayJob
 from specs.models import ConditionType, Reason, TaskStatusBody
-from specs.queues import QueueConfig
-from specs.settings import PlanOptions
 
 if TYPE_CHECKING:
     from reconciler.core.planner import PassState
-
-ONE_QUEUE = ""
-"""The key of the only queue when no `_queues.yaml` is in force."""
-
-
-@dataclass(frozen=True)
-class QueueRules:
-    rules: Rules
-    grace_seconds: float
-
-
-@dataclass(frozen=True)
-class Setup:
-    """Each queue's resolved rules, and which queues' runs may ever be victims."""
-
-    queues: Mapping[str, QueueRules]
-    config: QueueConfig | None
-
-    def queue_of(self, task: str) -> str:
-        return self.config.queue_of(task) if self.config is not None else ONE_QUEUE
-
-    def rules(self) -> dict[str, Rules]:
-        return {name: q.rules for name, q in self.queues.items()}
-
-    @property
-    def any_on(self) -> bool:
-        return any(_can_preempt(q.rules) for q in self.queues.values())
-
-    def stop_wait(self, task: str) -> float | None:
-        """The grace period a task's job gets when stopped, or None while nothing could ever
-        preempt it (then Ray's own default stays, as before preemption existed)."""
-        queue = self.queue_of(task)
-        own = self.queues.get(queue)
-        if own is None:
-            return None
-        exposed = own.rules.within_queue != NEVER or any(
-            q.rules.reclaim_within_cohort != NEVER
-            for name, q in self.queues.items()
-            if name != queue
-        )
-        return own.grace_seconds if exposed else None
-
-
-def _can_preempt(rules: Rules) -> bool:
-    return rules.within_queue != NEVER or rules.reclaim_within_cohort != NEVER
-
-
-def setup(config: QueueConfig | None, options: PlanOptions) -> Setup:
-    """Without a queue file the settings are the one queue's rules; with one, each queue's
-    `preemption:` block is, a field left out taking the declared default (the CLI refuses the
-    preemption flags then), `maxPerTask` included."""
-    if config is not None:  # one place: the file, with no rules that merge it with the flags
-        options = PlanOptions()
-    flags = QueueRules(
-        Rules(
-            options.preemption,
-            options.preemption_min_runtime_seconds,
-            options.preemption_max_per_task,
-            min_preemptor_priority=options.preemption_min_preemptor_priority,
-        ),
-        options.preemption_grace_seconds,
-    )
-    if config is None:
-        return Setup({ONE_QUEUE: flags}, None)
-    queues: dict[str, QueueRules] = {}
-    for name in config.queue_names():
-        block = config.preemption_of(name)
-        rules = Rules(
-            block.within_queue if block.within_queue is not None else flags.rules.within_queue,
-            (
-                block.min_runtime_seconds
-                if block.min_runtime_seconds is not None
-                else flags.rules.min_runtime_seconds
-            ),
-            block.max_per_task if block.max_per_task is not None else flags.rules.max_per_task,
-            block.reclaim_within_cohort or NEVER,
-            (
-                block.min_preemptor_priority
-                if block.min_preemptor_priority is not None
-                else flags.rules.min_preemptor_priority
-            ),
-        )
-        grace = block.grace_period_seconds
-        queues[name] = QueueRules(rules, grace if grace is not None else flags.grace_seconds)
-    return Setup(queues, config)
-
 
 # --- preemptors whose victims are still stopping ------------------------------------------------
 
@@ -363,7 +276,13 @@ def _decide_by_queue(
         )
         reclaim = own.reclaim_within_cohort != NEVER and below and waits
         within = own.within_queue != NEVER and waits
-        if not (reclaim or within):
+        fair = (
+            plan_setup.fair
+            and waits
+            and fairpreempt.pure_sharing(states, name)
+            and _passes_hold(admission.held, name, head, now)
+        )
+        if not (reclaim or within or fair):
             continue
         drawn = ledger.draw(head.name, _same_queue(plan_setup, name))
         # Its quota room grows by what its own victims free (they count in its usage), and by
@@ -390,9 +309,23 @@ def _decide_by_queue(
 
         loads = _loads(states, usage, committed, name, head.request)
         preemptor = Preemptor(head.name, priorities[head.name], request)
-        picked = victims.choose_in_cohort(
-            preemptor, name, pool, rules, loads, fits, now, reclaim=reclaim
-        )
+        picked: tuple[Victim, ...] = ()
+        if reclaim or within:
+            picked = victims.choose_in_cohort(
+                preemptor, name, pool, rules, loads, fits, now, reclaim=reclaim
+            )
+        if not picked and fair:
+            # By share: other queues' runs give back borrowed room, never the own queue's.
+            picked = fairpreempt.choose(
+                preemptor,
+                name,
+                pool,
+                rules,
+                states,
+                usage,
+                _fits_borrowing(room, request, nominal_room + borrow),
+                now,
+            )
         if not picked:
             continue
         decisions.append(Decision(preemptor, name, picked, room))
@@ -412,6 +345,24 @@ def _decide_by_queue(
         # Reserved for it from now on: the next preemptor may not count on this room.
         free = free - victims.still_needed(request, freed + drawn.room)
     return decisions
+
+
+def _passes_hold(held: HeldRoom | None, queue: str, head: policies.Candidate, now: float) -> bool:
+    """Fair-share preemption takes no room held for a less-served queue's blocked head (one
+    too wide to preempt for itself): the preemptor may go only where admission would let it
+    past that hold, were its victims gone (beside the head, or ending before its reserved
+    start). Else a queue above the least-served one jumps its hold: the victims' room, which
+    would have drained for that head, goes to a new run that ends later (Lublin, 600 jobs:
+    the least-served team held nothing for 40 h while two others preempted each other)."""
+    return held is None or held.queue == queue or held.allowed_until(head, now) is not None
+
+
+def _fits_borrowing(
+    room: Capacity, request: Capacity, quota_room: Capacity
+) -> Callable[[Capacity], bool]:
+    """Fair-share preemption: what other queues' victims free is room in the cluster and
+    borrowable room alike (it is all borrowed, in pure sharing)."""
+    return lambda freed: request.fits_in(room + freed) and fits_needed(request, quota_room + freed)
 
 
 def _chain(states: Mapping[str, QueueState], queue: str) -> list[str]:
@@ -488,12 +439,12 @@ def preempt(
     result: dict[str, Preempting] = {}
     for decision in decisions:
         preemptor, victims = decision.preemptor, decision.victims
-        reasons = tuple(Reason.RECLAIM if v.reclaim else Reason.WITHIN_QUEUE for v in victims)
+        reasons = tuple(_reason(v) for v in victims)
         names = tuple(v.run.name for v in victims)
         total = Capacity()
         for victim, reason in zip(victims, reasons, strict=True):
             total = total + victim.run.request
-            _preempt_one(ctx, victim.run, preemptor, reason, victim.queue)
+            _preempt_one(ctx, victim, preemptor, reason)
         result[preemptor.name] = Preempting(
             names,
             tuple(v.run.priority for v in victims),
@@ -501,7 +452,10 @@ def preempt(
             preemptor.request,
             all(v.reclaim for v in victims),
         )
-        reason = Reason.RECLAIM if Reason.RECLAIM in reasons else Reason.WITHIN_QUEUE
+        reason = next(
+            (r for r in (Reason.RECLAIM, Reason.IN_COHORT_FAIR_SHARING) if r in reasons),
+            Reason.WITHIN_QUEUE,
+        )
         queue_name = decision.queue if ctx.queues is not None else None
         ctx.plan.preemptions.append(
             Preemption(preemptor.name, names, reason, decision.free, reasons, queue_name)
@@ -509,20 +463,32 @@ def preempt(
         ctx.plan.note(
             Reason.PREEMPTED,
             f"preempted {', '.join(names)} for {preemptor.name} (priority {preemptor.priority}"
-            f"{', reclaiming lent quota' if reason is Reason.RECLAIM else ''})",
+            f"{_NOTE.get(reason, '')})",
         )
     return result
 
 
+_NOTE = {
+    Reason.RECLAIM: ", reclaiming lent quota",
+    Reason.IN_COHORT_FAIR_SHARING: ", by fair share",
+}
+
+
+def _reason(victim: Victim) -> Reason:
+    if victim.shares is not None:
+        return Reason.IN_COHORT_FAIR_SHARING
+    return Reason.RECLAIM if victim.reclaim else Reason.WITHIN_QUEUE
+
+
 def _preempt_one(
     ctx: PassState,
-    victim: victims.Running,
+    taken: Victim,
     preemptor: victims.Preemptor,
     reason: Reason,
-    victim_queue: str,
 ) -> None:
     """Queue the victim again and stop its job. Its status (written before any stop goes out)
     says who took its place; its job holds its resources until Ray reports it stopped."""
+    victim, victim_queue = taken.run, taken.queue
     body = ctx.bodies[victim.name]
     sid = body.submission_id or ""
     ran = _duration(ctx.now - victim.started)
@@ -530,6 +496,12 @@ def _preempt_one(
     if reason is Reason.RECLAIM and ctx.queues is not None:
         lender = ctx.queues.queue_of(preemptor.name)
         why = f" of {lender}, taking back the quota {victim_queue} borrowed,"
+    elif taken.shares is not None and ctx.queues is not None:
+        mine, theirs = taken.shares
+        why = (
+            f" of {ctx.queues.queue_of(preemptor.name)} by fair share (its weighted share "
+            f"with it running {mine:.3g}, at most {victim_queue}'s {theirs:.3g} after),"
+        )
     message = (
         f"preempted by {preemptor.name} (priority {preemptor.priority}){why} after run "
         f"{body.run} had run {ran}; queued again in its old place"

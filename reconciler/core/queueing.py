@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.core import fairshare, usage
+from reconciler.core.fairhold import HeldRoom
 from reconciler.core.policies import Candidate, Claim, Policy
 from reconciler.core.waits import Lack, QueueFull, Waiting
 from specs.cluster import Capacity
@@ -29,6 +30,7 @@ class QueueAdmission:
     tails: dict[str, tuple[int, Lack]] = field(default_factory=dict)  # FairAdmission.tails
     until: float = math.inf  # FairAdmission.until
     short: set[str] = field(default_factory=set)  # FairAdmission.short
+    held: HeldRoom | None = None  # FairAdmission.held
 
     def summary(self) -> QueueSummary:
         return QueueSummary(self.states, self.weights, self.limits, self.oversubscribed)
@@ -126,6 +128,7 @@ def admit_by_queue(
         tails=result.tails,
         until=result.until,
         short=result.short,
+        held=result.held,
     )
 
 

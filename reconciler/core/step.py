@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from reconciler.core import policies, preemption, retries, victims
+from reconciler.core import policies, preemptrules, retries, victims
 from reconciler.core.decisions import Event, Submit, TimeOut, Wanted
 from reconciler.core.inputs import Observation
 from reconciler.core.timestamps import to_datetime
@@ -39,7 +39,7 @@ class TaskEnv:
     ours: Mapping[str, RayJob]  # our jobs by submission id
     by_task: Mapping[str, Sequence[RayJob]]  # our jobs by task name
     # each queue's preemption rules; a task's job gets its queue's grace period
-    preemption: preemption.Setup
+    preemption: preemptrules.Setup
 
 
 def task_env(
@@ -52,7 +52,7 @@ def task_env(
     by_task: dict[str, list[RayJob]] = {}
     for job in ours.values():
         by_task.setdefault(job.metadata.get(META_TASK, ""), []).append(job)
-    return TaskEnv(options, observed, ours, by_task, preemption.setup(queues, options))
+    return TaskEnv(options, observed, ours, by_task, preemptrules.setup(queues, options))
 
 
 @dataclass(frozen=True)

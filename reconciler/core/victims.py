@@ -156,6 +156,9 @@ class Victim:
     run: Running
     queue: str
     reclaim: bool  # lent quota taken back from a borrowing queue; else within the own queue
+    # Taken by fair sharing (core/fairpreempt.py): the preemptor's queue's share with it
+    # running, and the victim's queue's without its victims; None: not by share.
+    shares: tuple[float, float] | None = None
 
 
 Fits = Callable[[Capacity, Capacity], bool]

@@ -59,7 +59,11 @@ WAITING = frozenset({Phase.QUEUED, Phase.UNSCHEDULABLE})
 PRIORITIES = tuple(str(p) for p in range(10))  # spec.priority is 0..9
 # The Preempted condition's reasons, and why a run that held resources was stopped and put back
 # (Kueue's eviction reasons: Preempted, and Deactivated for a suspend).
-PREEMPTION_REASONS = (Reason.WITHIN_QUEUE.value, Reason.RECLAIM.value)
+PREEMPTION_REASONS = (
+    Reason.WITHIN_QUEUE.value,
+    Reason.RECLAIM.value,
+    Reason.IN_COHORT_FAIR_SHARING.value,
+)
 EVICTION_REASONS = (Reason.PREEMPTED.value, Reason.SPEC_CHANGED.value, Reason.SUSPENDED.value)
 CALLS = ("list_jobs", "capacity", "submit", "stop", "delete", "logs")
 RESULTS = ("ok", "unavailable", "not_found", "conflict", "refused", "error")

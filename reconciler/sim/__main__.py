@@ -136,6 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.usage_half_life,
             users,
             user_weights,
+            args.fair_preemption,
         )
         if users:
             loads = {n: team_split.split_tree(jobs, args.teams, users) for n, jobs in loads.items()}

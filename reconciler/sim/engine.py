@@ -58,6 +58,9 @@ class JobRecord:
     preemptions: int = 0
     wasted: float = 0.0  # CPU-seconds of runs thrown away by preemption
     saved: float = 0.0  # seconds of its run a resumable job checkpointed before preemptions
+    # (start, end) of each run preemption stopped: the CPUs it held then, and when it queued
+    # again (reconciler/sim/teams.py counts held and waiting time from these)
+    lost: list[tuple[float, float]] = field(default_factory=list)
 
     @property
     def wait(self) -> float | None:
@@ -228,6 +231,7 @@ def _lose(record: JobRecord, job: RayJob, now: float, told: float) -> None:
     """A preempted run ended at `now`, told to stop at `told`. A plain job loses all it ran; a
     resumable one saved its progress when told and loses only the time since (the grace)."""
     began = (job.start_time or 0) - EPOCH_UNIX
+    record.lost.append((began, now))
     if record.job.resumable:
         record.saved += told - began
         record.wasted += record.job.cpu * (now - told)

@@ -107,6 +107,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(only current use counts; fairSharing.mode CurrentUsage); default 168h",
     )
     p.add_argument(
+        "--fair-preemption",
+        action="store_true",
+        help="with --teams: a team below another's weighted share may stop its runs "
+        "(fairSharing.preemptionStrategies: [LessThanOrEqualToFinalShare]; pure sharing only, "
+        "--team-quota none)",
+    )
+    p.add_argument(
         "--idle-team-until",
         type=float,
         default=None,

@@ -49,6 +49,7 @@ class Metrics:
     # averaged over the seconds in which every team had waiting work; and the reclaim test.
     jain_index: float | None = None
     team_shares: dict[str, float] | None = None
+    lost_cpu_hours: float = 0.0  # CPU-hours of preempted runs thrown away (wasted)
     contended_seconds: float | None = None
     reclaim: dict[str, float | None] | None = None
     # --idle-team-until: what the share formula owes each team once team-0 arrives
@@ -129,6 +130,7 @@ def measure(result: SimResult) -> Metrics:
         preemptions=sum(r.preemptions for r in result.records),
         max_preemptions_per_job=max((r.preemptions for r in result.records), default=0),
         wasted_fraction=wasted / (used + wasted) if used + wasted > 0 else 0.0,
+        lost_cpu_hours=wasted / 3600,
         unfinished=result.unfinished,
         passes=result.passes,
         pass_ms=result.pass_ms,

@@ -19,7 +19,8 @@ def _team_lines(rows: Sequence[Metrics]) -> list[str]:
         shares = ", ".join(f"{t} {v:.3f}" for t, v in m.team_shares.items())
         lines.append(
             f"- {m.policy}: Jain {m.jain_index:.3f}; {shares}; "
-            f"contended {duration(m.contended_seconds or 0)}"
+            f"contended {duration(m.contended_seconds or 0)}; utilization {m.utilization:.1%}; "
+            f"lost {m.lost_cpu_hours:.1f} CPU-hours ({m.preemptions} preemptions)"
         )
         if m.delivered is not None:
             d = m.delivered

@@ -29,6 +29,7 @@ class Teams:
     half_life: float | None = DEFAULT_HALF_LIFE  # None: only current use counts
     users: int = 0  # --tree: users per team, each a sub-queue of its team; 0: no tree
     user_weights: tuple[float, ...] = ()
+    fair_preemption: bool = False  # fairSharing.preemptionStrategies [LessThanOrEqualTo...]
 
 
 def workloads(args: argparse.Namespace) -> dict[str, list[Job]]:
@@ -98,6 +99,7 @@ def run(job: Run) -> Metrics:
         MEMORY_BYTES,
         quota=teams.quota,
         half_life=teams.half_life,
+        fair_preemption=teams.fair_preemption,
     )
     if teams.users:
         config = team_split.divide(config, teams.users, teams.user_weights)

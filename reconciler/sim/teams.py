@@ -14,7 +14,12 @@ from dataclasses import dataclass, replace
 
 from reconciler.sim.engine import JobRecord
 from reconciler.sim.workload import Job
-from specs.queues import DEFAULT_HALF_LIFE, QueueConfig, QueueEntry
+from specs.queues import (
+    DEFAULT_HALF_LIFE,
+    LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
+    QueueConfig,
+    QueueEntry,
+)
 
 
 def team_name(index: int) -> str:
@@ -97,14 +102,18 @@ def team_config(
     *,
     quota: bool = True,
     half_life: float | None = DEFAULT_HALF_LIFE,
+    fair_preemption: bool = False,
 ) -> QueueConfig:
     """Equal nominal quotas (none with `quota=False`: all capacity is then the default
     queue's, idle and lent, so every start is a borrow ordered by weighted share), no borrowing
     or lending limits, the given weights; past use decayed with `half_life` seconds (None:
-    only current use counts, `mode: CurrentUsage`)."""
+    only current use counts, `mode: CurrentUsage`); `fair_preemption`: a queue below another's
+    weighted share may stop its runs (`preemptionStrategies: [LessThanOrEqualToFinalShare]`)."""
     sharing: dict[str, object] = (
         {"mode": "CurrentUsage"} if half_life is None else {"usageHalfLife": half_life}
     )
+    if fair_preemption:
+        sharing["preemptionStrategies"] = [LESS_THAN_OR_EQUAL_TO_FINAL_SHARE]
     share = 1 / teams if quota else 0.0
     return QueueConfig.model_validate(
         {
@@ -154,11 +163,11 @@ def _contended_seconds(
 ) -> float:
     deltas: list[tuple[float, str, int]] = []
     for record in records:
-        owner, arrival = owner_of(record.job.name), record.job.arrival
-        if record.start is None:
-            deltas.append((arrival, owner, 1))
-        elif record.start > arrival:
-            deltas += [(arrival, owner, 1), (record.start, owner, -1)]
+        owner = owner_of(record.job.name)
+        for since, until in life(record).waits:
+            deltas.append((since, owner, 1))
+            if until is not None:
+                deltas.append((until, owner, -1))
     deltas.sort(key=lambda d: d[0])
     waiting = dict.fromkeys(names, 0)
     total = 0.0
@@ -167,6 +176,37 @@ def _contended_seconds(
         if index + 1 < len(deltas) and all(waiting[n] > 0 for n in names):
             total += deltas[index + 1][0] - at
     return total
+
+
+@dataclass(frozen=True)
+class Life:
+    """When a job held its CPUs and when it waited (virtual seconds)."""
+
+    runs: tuple[tuple[float, float], ...]  # each run: those preemption stopped, then the last
+    waits: tuple[tuple[float, float | None], ...]  # None: still waiting when the run ended
+    requeued: tuple[bool, ...]  # by run: it queued again at its end (preempted)
+
+
+def life(record: JobRecord) -> Life:
+    """A preempted job holds its CPUs only while each of its runs lasts, and waits again from
+    each preempted run's end to its next start; counting from its first start to its last
+    end would credit its team with the hours it spent queued again (fair-share preemption
+    stops whole runs)."""
+    runs = list(record.lost)
+    requeued = [True] * len(runs)
+    last = record.last_start if record.last_start is not None else record.start
+    if last is not None and (not runs or last > runs[-1][0]):  # it ran again after its losses
+        runs.append((last, record.end if record.end is not None else last))
+        requeued.append(False)
+    waits: list[tuple[float, float | None]] = []
+    since: float | None = record.job.arrival
+    for begin, end in runs:
+        if since is not None and begin > since:
+            waits.append((since, begin))
+        since = end
+    if not runs or requeued[-1]:
+        waits.append((record.job.arrival if not runs else runs[-1][1], None))
+    return Life(tuple(runs), tuple(waits), tuple(requeued))
 
 
 @dataclass(frozen=True)
@@ -211,14 +251,13 @@ def _spans(
     deltas: list[tuple[float, str, int, float]] = []
     for record in records:
         group = owner_of(record.job.name)
-        arrival = record.job.arrival
-        if record.start is None:
-            deltas.append((arrival, group, 1, 0.0))
-            continue
-        if record.start > arrival:
-            deltas += [(arrival, group, 1, 0.0), (record.start, group, -1, 0.0)]
-        end = record.end if record.end is not None else record.start
-        deltas += [(record.start, group, 0, record.job.cpu), (end, group, 0, -record.job.cpu)]
+        spans = life(record)
+        for since, until in spans.waits:
+            deltas.append((since, group, 1, 0.0))
+            if until is not None:
+                deltas.append((until, group, -1, 0.0))
+        for begin, end in spans.runs:
+            deltas += [(begin, group, 0, record.job.cpu), (end, group, 0, -record.job.cpu)]
     deltas.sort(key=lambda d: d[0])
     waiting = dict.fromkeys(names, 0)
     held = dict.fromkeys(names, 0.0)
@@ -261,11 +300,11 @@ def reclaim(
         owner = team_of(record.job.name)
         if owner == team:
             events.append((record.job.arrival, 2, owner, 0.0, 1))
-        if record.start is None:
-            continue
-        end = record.end if record.end is not None else record.start
-        events.append((record.start, 1, owner, record.job.cpu, -1 if owner == team else 0))
-        events.append((end, 0, owner, -record.job.cpu, 0))
+        spans = life(record)
+        mine = 1 if owner == team else 0
+        for (begin, end), again in zip(spans.runs, spans.requeued, strict=True):
+            events.append((begin, 1, owner, record.job.cpu, -mine))
+            events.append((end, 0, owner, -record.job.cpu, mine if again else 0))
     events.sort(key=lambda e: (e[0], e[1]))
     returned = min(
         (r.job.arrival for r in records if team_of(r.job.name) == team and r.job.arrival >= until),

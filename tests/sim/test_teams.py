@@ -11,6 +11,7 @@ from reconciler.sim.teams import (
     due_after_arrival,
     fairness,
     jain,
+    life,
     reclaim,
     split,
     team_config,
@@ -204,3 +205,33 @@ def test_the_preemption_flags_hold_for_teams() -> None:
         metrics = run((workload, "backfill", 16, teams, options, None))
         counts[mode] = metrics.preemptions
     assert counts == {"Never": 0, "LowerPriority": 1}
+
+
+def test_a_preempted_job_holds_cpus_only_while_it_runs_and_waits_again_between() -> None:
+    # team-0's wide job runs 0-10, is preempted, waits 10-90 and runs again 90-100; counting
+    # it from its first start to its last end would give team-0 100 s of 8 CPUs, not 20.
+    preempted = JobRecord(job("team-0/wide", 0, 8), start=0, end=100, last_start=90)
+    preempted.lost.append((0.0, 10.0))
+    records = [
+        preempted,
+        record("team-0/other", 0, 100, 110, 1),  # team-0 has work waiting until 100
+        record("team-1/run", 0, 10, 90, 8),  # team-1 holds the cluster while team-0 waits
+        record("team-1/wait", 0, 100, 110, 1),
+    ]
+    got = delivered(records, 2, (1.0, 1.0))
+    # contended 0-100: team-0 held 8 CPUs for 20 s, team-1 8 CPUs for 80 s
+    assert got.contended_shares == {"team-0": pytest.approx(0.2), "team-1": pytest.approx(0.8)}
+    assert fairness(records, 2, (1.0, 1.0), 8).team_shares == {
+        "team-0": pytest.approx(8 * 20 / 100 / 8),
+        "team-1": pytest.approx(8 * 80 / 100 / 8),
+    }
+    spans = life(preempted)
+    assert spans.runs == ((0.0, 10.0), (90.0, 100.0))
+    assert spans.waits == ((10.0, 90.0),)
+
+
+def test_a_job_preempted_and_never_restarted_waits_to_the_end() -> None:
+    lost = JobRecord(job("team-0/x", 0, 4), start=5, end=None, last_start=5)
+    lost.lost.append((5.0, 7.0))
+    assert life(lost).runs == ((5.0, 7.0),)
+    assert life(lost).waits == ((0.0, 5.0), (7.0, None))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
@@ -135,7 +136,7 @@ def test_a_usual_status_takes_the_fast_path_and_reads_back() -> None:
             queue_position_bucket=">100",
             uid="fd33ae6a",
             spec_hash="0c3e567b8830fde8",
-            queued_at="2026-12-01T15:41:10.820Z",
+            queued_at=datetime(2026, 12, 1, 15, 41, 10, 820000, tzinfo=UTC),
             run=2,
             conditions=[
                 Condition(

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from reconciler.shell.passinputs import scan_specs
@@ -117,6 +117,17 @@ def _check(w: World, shadow: TaskStore) -> None:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(ops=st.lists(op, min_size=1, max_size=25))
+# A waiting task's spec deleted after the loop wrote its status: its status stays changed.
+@example(
+    ops=[
+        ("write", "c", 2),
+        ("broken", "b", 0),
+        ("end", "", 0),
+        ("delete", "c", 0),
+        ("delete", "a", 0),
+        ("end", "", 0),
+    ]
+)
 def test_what_the_loop_keeps_equals_a_full_read(tmp_path_factory: Any, ops: list[Any]) -> None:
     tasks: Path = tmp_path_factory.mktemp("tasks")
     w = _checked(World.build(tasks, Capacity(2, 0, 16 * 2**30), queue_id="q"))

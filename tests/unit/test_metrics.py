@@ -245,7 +245,7 @@ def test_every_label_set_known_in_advance_is_at_zero_from_the_first_scrape() -> 
         assert value(m, "rayqueue_finished_tasks_total", phase=phase, **default) == 0
     assert value(m, "rayqueue_retries_total", **default) == 0
     assert value(m, "rayqueue_admitted_tasks_total", **default) == 0
-    for reason in ("WithinQueue", "Reclaim"):
+    for reason in ("WithinQueue", "Reclaim", "InCohortFairSharing"):
         assert value(m, "rayqueue_preempted_tasks_total", reason=reason, **default) == 0
     for reason in ("Preempted", "SpecChanged", "Suspended"):
         assert value(m, "rayqueue_evicted_tasks_total", reason=reason, **default) == 0

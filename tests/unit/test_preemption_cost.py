@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.core.jobs import PREEMPTED_ENV, RUN_ENV
-from reconciler.core.preemption import ONE_QUEUE, setup
+from reconciler.core.preemptrules import ONE_QUEUE, setup
 from reconciler.core.victims import (
     LOWER_PRIORITY,
     Preemptor,

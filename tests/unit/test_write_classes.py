@@ -73,7 +73,7 @@ def old_deferrable(old: TaskStatus | None, new: TaskStatus) -> bool:
 
 
 def _without_position(body: TaskStatusBody) -> dict[str, object]:
-    return {k: v for k, v in vars(body).items() if k not in _POSITION_FIELDS}
+    return {k: v for k, v in body._asdict().items() if k not in _POSITION_FIELDS}
 
 
 @settings(
