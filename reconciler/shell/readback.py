@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 
 from reconciler.core.planner import Observation, Plan
 from reconciler.shell.still import StillPass, Version
-from specs.models import TaskStatus
+from specs.statusrecords import TaskStatus
 
 
 def quiet_but_statuses(plan: Plan) -> bool:

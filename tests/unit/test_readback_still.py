@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from reconciler.core.planner import Observation, Plan, plan
 from reconciler.shell.readback import as_read_back
 from specs.cluster import SUCCEEDED, Capacity
-from specs.models import TaskStatus
 from specs.settings import PlanOptions
+from specs.statusrecords import TaskStatus
 from tests.support.incremental_history import History, assert_identical, changes
 from tests.support.planner_world import GIB
 from tests.unit.test_incremental_sequences import (
