@@ -16,7 +16,7 @@ import pytest
 
 from reconciler.core.planner import Observation, plan
 from reconciler.shell.readback import quiet_but_statuses
-from specs.cluster import FAILED, RUNNING, SUCCEEDED, Capacity
+from specs.cluster import RUNNING, STOPPED, SUCCEEDED, Capacity
 from specs.models import Phase
 from specs.settings import PlanOptions
 from tests.support.incremental_history import assert_identical
@@ -25,14 +25,14 @@ from tests.unit.test_incremental_sequences import Sequence, names_of
 from tests.unit.test_readback_still import ReadBack
 
 
-@pytest.mark.parametrize(("outcome", "after"), [(SUCCEEDED, Phase.SUCCEEDED), (FAILED, None)])
+@pytest.mark.parametrize(("outcome", "after"), [(SUCCEEDED, Phase.SUCCEEDED), (STOPPED, None)])
 def test_a_broken_specs_run_that_ends_has_its_read_back_planned(
     outcome: str, after: Phase | None
 ) -> None:
     options = PlanOptions(queue_id="q", policy="backfill", exact_queue_positions=5)
     world = ReadBack(options, None, capacity=Capacity(4, 0, 64 * GIB), check=assert_identical)
     run = Sequence(world, names_of(20), plain=True)
-    run.put("t000", {"cpu": 1, "retry": {"limit": 2, "backoffSeconds": 7, "on": ["Failed"]}})
+    run.put("t000", {"cpu": 1, "retry": {"limit": 2, "backoffSeconds": 7, "on": ["Lost"]}})
     world.run_pass()
     run.run(("start_all",))
     run.run(("tick", 1))
