@@ -426,7 +426,9 @@ class Reconciler:
         if not plan.still:
             self._changed_at = self.monotonic()
         if not plan.still and not unwritten and not refused:
-            self._read_back = self._read_back_of(plan, statuses, observed, now, queues.generation)
+            self._read_back = self._read_back_of(
+                plan, specs, statuses, observed, now, queues.generation
+            )
         if plan.still and self.store.still():
             self._still = StillPass(
                 plan,
@@ -445,12 +447,13 @@ class Reconciler:
     def _read_back_of(
         self,
         plan: Plan,
+        specs: Mapping[str, TaskInput],
         before: Mapping[str, TaskStatus],
         observed: Observation,
         now: datetime,
         queues: int,
     ) -> ReadBack | None:
-        still = as_read_back(plan, observed, now.timestamp(), self._memo.fast)
+        still = as_read_back(plan, observed, now.timestamp(), self._memo.fast, specs)
         if still is None:
             return None
         at = now.timestamp()

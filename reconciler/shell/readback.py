@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 
-from reconciler.core.planner import Observation, Plan
+from reconciler.core.planner import Observation, Plan, TaskInput
 from reconciler.shell.still import StillPass, Version
 from specs.statusrecords import TaskStatus
 
@@ -36,18 +36,40 @@ def quiet_but_statuses(plan: Plan) -> bool:
     )
 
 
-def as_read_back(plan: Plan, observed: Observation, now: float, fast: bool) -> Plan | None:
+def as_read_back(
+    plan: Plan,
+    observed: Observation,
+    now: float,
+    fast: bool,
+    specs: Mapping[str, TaskInput],
+) -> Plan | None:
     """The plan its read-back would give, as a still plan: the statuses written (the very
     objects), no events, the same summary and scale request, still until `plan`'s deadline.
     `fast`: the plan is the fast pass's (incremental.Memo.fast: plain tasks, no preemption,
     Ray answered), where the property is shown; elsewhere a task's words may name another's
     status as it was read (a dependency's), which its read-back rewrites. None: the read-back
-    must be planned (not the fast pass, the plan acted, or it read the clock at `now`)."""
+    must be planned (not the fast pass, the plan acted, it read the clock at `now`, or it
+    moved the status of a task whose file is broken)."""
     if not fast or not observed.available or not quiet_but_statuses(plan):
+        return None
+    if _moved_a_broken_spec(plan, specs):
         return None
     if plan.deadline is not None and plan.deadline <= now:
         return None  # it holds at its own instant only
     return replace(plan, events=(), write_classes={}, still=True)
+
+
+def _moved_a_broken_spec(plan: Plan, specs: Mapping[str, TaskInput]) -> bool:
+    """Whether `plan` moved the status of a task whose file does not parse. Such a task's run
+    goes on under its last valid spec; the pass that sees the run end records its outcome
+    (Succeeded, Failed, a retry's Queued), and its read-back turns that Invalid: the planner
+    is not a fixed point of that output (tests/unit/test_readback_broken.py). Rare, so any
+    move of a broken spec's status has its read-back planned."""
+    for name in plan.write_classes:
+        spec = specs.get(name)
+        if spec is not None and spec.task is None:
+            return True
+    return False
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ class ReadBack(History):
         lost = self.fail_once | (self.unwritten if self.unwritten_passes > 0 else frozenset())
         observed = self.observed
         assert observed is not None
-        still = as_read_back(result, observed, self.now, self.memo.fast)
+        still = as_read_back(result, observed, self.now, self.memo.fast, self.specs)
         super()._follow(result)
         if still is not None and not (lost & result.statuses.keys()):
             self._check_read_back(result, observed)
