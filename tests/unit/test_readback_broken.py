@@ -11,18 +11,22 @@ not a fixed point of that plan's output, and its read-back must not be skipped
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
 from reconciler.core.planner import Observation, plan
 from reconciler.shell.readback import quiet_but_statuses
+from specs.atomic import write_atomic
 from specs.cluster import RUNNING, STOPPED, SUCCEEDED, Capacity
 from specs.models import Phase
 from specs.settings import PlanOptions
 from tests.support.incremental_history import assert_identical
 from tests.support.planner_world import GIB
+from tests.support.specs import read_status, write_task
 from tests.unit.test_incremental_sequences import Sequence, names_of
 from tests.unit.test_readback_still import ReadBack
+from tests.unit.test_still_passes import assert_changes_nothing, full_plan, make
 
 
 @pytest.mark.parametrize(("outcome", "after"), [(SUCCEEDED, Phase.SUCCEEDED), (STOPPED, None)])
@@ -56,3 +60,30 @@ def test_a_broken_specs_run_that_ends_has_its_read_back_planned(
     assert again.statuses["t000"].status.phase is Phase.INVALID
     world.run_pass()  # planned, not skipped: the loop writes Invalid
     assert world.statuses["t000"].status.phase is Phase.INVALID
+
+
+def test_in_the_loop_a_broken_specs_ended_run_turns_invalid(tmp_path: Path) -> None:
+    """As served: the pass that records the end is planned and so is its read-back, which
+    writes Invalid, as a full read of the folder and of Ray gives."""
+    rec, ray, clock = make(tmp_path)
+    path = write_task(tmp_path, "a", "sleep 1", cpu=1)
+    rec.run_pass()  # submitted
+    (sid,) = ray.jobs
+    ray.set_status(sid, RUNNING)
+    for _ in range(3):
+        clock.advance(0.1)
+        rec.run_pass()
+    assert read_status(tmp_path, "a")["phase"] == "Running"
+    write_atomic(path, b"kind: [unclosed\n")
+    rec.events.add([str(path)])
+    clock.advance(0.1)
+    rec.run_pass()
+    assert read_status(tmp_path, "a")["phase"] == "Running"  # a broken file stops no job
+    ray.set_status(sid, SUCCEEDED)
+    clock.advance(0.1)
+    rec.run_pass()  # records the end
+    assert read_status(tmp_path, "a")["phase"] == "Succeeded"
+    clock.advance(0.1)
+    rec.run_pass()  # its read-back: planned
+    assert read_status(tmp_path, "a")["phase"] == "Invalid"
+    assert_changes_nothing(full_plan(rec, ray, clock), rec)
