@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from specs import arrays, arraystatus
-from specs.atomic import write_atomic
+from specs.atomic import sync_folders, write_atomic
 from specs.parse import MAX_FILE_BYTES
 from specs.statusrecords import TaskStatus
 from specs.storepaths import StatKey, _check_relative, _read_regular, _stat_key
@@ -51,6 +51,7 @@ class _ArraySidecars:
         _status_touched: set[str]
         _shown: dict[str, SpecEntry] | None
         _batching: int
+        _unsynced_folders: set[str]
 
         def _warn_once(self, path: str, message: str) -> None: ...
 
@@ -152,6 +153,8 @@ class _ArraySidecars:
                 self._batching -= 1
                 if not self._batching:
                     failed |= self._write_arrays()
+                    sync_folders(self._unsynced_folders)
+                    self._unsynced_folders = set()
 
     def _array_status(
         self, array: str, index: int, status: TaskStatus | None, durable: bool

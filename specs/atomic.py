@@ -94,7 +94,12 @@ def _fsync_dir(directory: str | Path) -> None:
 
 
 def replace_file(
-    path: str | Path, data: bytes, *, durable: bool, mode: int = _DEFAULT_MODE
+    path: str | Path,
+    data: bytes,
+    *,
+    durable: bool,
+    mode: int = _DEFAULT_MODE,
+    sync_folder: bool = True,
 ) -> StatKey:
     """write_atomic for the store's own sidecars, at a fraction of its system calls (50,000
     sidecars after a start): returns the new file's stat key (mtime, size, inode).
@@ -107,6 +112,10 @@ def replace_file(
     truncated and reused), the folder made up front (only when the open finds none), and the
     mark of a complete file (the store's settle wait applies to specs, not to sidecars).
     Paths as strings: pathlib's parsing costs more than the write's system calls.
+
+    sync_folder=False leaves the folder's fsync to the caller, who does it once for a batch of
+    durable writes (sync_folders) before anything relies on them: the renames are durable from
+    then on, as if each had been synced, and a crash before leaves each file old or new.
     """
     target = os.fspath(path)
     parent, base = os.path.split(target)
@@ -137,6 +146,12 @@ def replace_file(
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    if durable:
+    if durable and sync_folder:
         _fsync_dir(parent)
     return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def sync_folders(folders: set[str]) -> None:
+    """The folder fsyncs that replace_file(sync_folder=False) left out, once per folder."""
+    for folder in sorted(folders):
+        _fsync_dir(folder or ".")

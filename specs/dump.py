@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import functools
 import re
+from datetime import datetime
+from enum import Enum
 from typing import Any, ClassVar
 
 import yaml
+from pydantic import BaseModel
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
-from specs.models import Task
+from specs.models import Condition, SourceRef, Task, TaskStatusBodyModel, _iso
 from specs.statusrecords import TaskStatus
 
 _FastDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
@@ -24,6 +27,9 @@ def dump_task(task: Task) -> str:
 
 
 def dump_status(status: TaskStatus) -> str:
+    direct = _direct(status)
+    if direct is not None:
+        return direct
     document = status.to_document()
     fast = _plain_block(document)
     return fast if fast is not None else _dump(document)
@@ -163,6 +169,94 @@ def _value(value: object) -> str | None:
         return "null"
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, Enum):  # a Phase: its value, as mode="json" writes it
+        value = value.value
     if isinstance(value, str):
         return _scalar(value)
     return None  # floats and anything else: _dump
+
+
+# --- the direct path: from the status's fields, without model_dump -----------------------------
+# model_dump(by_alias, exclude_defaults, mode="json") and the walk above cost more than the
+# file's system calls. A status is a fixed, flat set of fields: this reads them in declaration
+# order (model_dump's order), leaves out those equal to their default (exclude_defaults), and
+# writes each as _plain_block would; whatever it is unsure of (labels, annotations, text that
+# needs the emitter's judgement, a type it does not know) returns None and takes the path above.
+# tests/unit/test_dump.py checks the bytes equal the old path's on generated statuses.
+
+
+def _fields_of(model: type[BaseModel]) -> tuple[tuple[str, str, object], ...]:
+    """(attribute, alias, default) of each field, in declaration order."""
+    return tuple(
+        (name, field.alias or name, field.get_default(call_default_factory=True))
+        for name, field in model.model_fields.items()
+    )
+
+
+def _field(value: object) -> str | None:
+    """A field's value as the old path writes it, or None when unsure."""
+    if isinstance(value, datetime):
+        # Every datetime of a status is a Timestamp, which model_dump writes with _iso; such
+        # text resolves to YAML's timestamp type, so PyYAML single-quotes it.
+        return "'" + _iso(value) + "'"
+    return _value(value)
+
+
+_BODY = _fields_of(TaskStatusBodyModel)  # the record's fields, in its order (lean's test)
+_CONDITION = _fields_of(Condition)
+_SOURCE = _fields_of(SourceRef)
+
+
+def _direct(status: TaskStatus) -> str | None:
+    metadata = status.metadata
+    if metadata.labels or metadata.annotations or metadata.name is None:
+        return None
+    name = _scalar(metadata.name)
+    if name is None:
+        return None
+    out = ["apiVersion: rayqueue/v1\nkind: TaskStatus\nmetadata:\n  name: ", name, "\nstatus:\n"]
+    body = status.status
+    for attr, alias, default in _BODY:
+        value = getattr(body, attr)
+        if value == default:
+            continue
+        if attr == "conditions":
+            out.append("  conditions:\n")
+            for condition in value:
+                if not isinstance(condition, Condition) or not _fields(
+                    condition, _CONDITION, "  - ", "    ", out
+                ):
+                    return None
+        elif attr == "source":
+            if not isinstance(value, SourceRef):
+                return None
+            out.append("  source:\n")
+            if not _fields(value, _SOURCE, "    ", "    ", out):
+                return None
+        else:
+            written = _field(value)
+            if written is None:
+                return None
+            out.append(f"  {alias}: {written}\n")
+    return "".join(out)
+
+
+def _fields(
+    model: BaseModel,
+    fields: tuple[tuple[str, str, object], ...],
+    first: str,
+    indent: str,
+    out: list[str],
+) -> bool:
+    """The non-default fields of a flat `model`, one a line; the first line starts `first`."""
+    lead, start = first, len(out)
+    for attr, alias, default in fields:
+        value = getattr(model, attr)
+        if value == default:
+            continue
+        written = _field(value)
+        if written is None:
+            return False
+        out.append(f"{lead}{alias}: {written}\n")
+        lead = indent
+    return len(out) > start  # an empty mapping: the old path writes {}

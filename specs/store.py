@@ -160,6 +160,7 @@ class TaskStore(_EventScan, _StatusSidecars):
         self._looked_at: set[str] = set()
         self._arrays: dict[str, _ArraySidecar] = {}
         self._batching = 0
+        self._unsynced_folders: set[str] = set()  # durable writes of a batch: fsync at its end
         # Stat keys of files their writer is known to have finished (mark_whole): no settle
         # wait for them. Insertion-ordered, and only the latest _WHOLE_KEPT are kept.
         self._whole: dict[StatKey, None] = {}
@@ -378,7 +379,12 @@ class TaskStore(_EventScan, _StatusSidecars):
                 if on_disk == digest:
                     self._sidecars[name] = _Sidecar(key, status, digest, generation)
                     return False
-        key = write_sidecar_file(path, data, durable=durable, mode=mode)
+        # In a batch, each folder is fsynced once when the batch ends (before the loop's Ray
+        # calls that depend on these records), not once per file.
+        batched = durable and self._batching > 0
+        key = write_sidecar_file(path, data, durable=durable, mode=mode, sync_folder=not batched)
+        if batched:
+            self._unsynced_folders.add(os.path.dirname(os.fspath(path)))
         self._sidecars[name] = _Sidecar(key, status, _digest(data), generation)
         return True
 

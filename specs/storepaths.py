@@ -203,11 +203,14 @@ def _read_with_stat(path: str | Path, limit: int = -1) -> tuple[bytes, os.stat_r
         total = 0
         want = st.st_size + 1  # one byte more, to see EOF (or growth) in the same call
         while limit < 0 or total < limit:
-            chunk = os.read(fd, want if limit < 0 else min(want, limit - total))
+            asked = want if limit < 0 else min(want, limit - total)
+            chunk = os.read(fd, asked)
             if not chunk:
                 break
             chunks.append(chunk)
             total += len(chunk)
+            if len(chunk) < asked:
+                break  # a regular file reads short only at its end: no read of nothing after
             want = 1 << 16
         return b"".join(chunks), os.fstat(fd)
     finally:

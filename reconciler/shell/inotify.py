@@ -94,6 +94,7 @@ class Inotify:
         if fd < 0:
             _raise("inotify_init1")
         self.fd: int = fd
+        self.skipped = 0  # events the last read left out by `skip`
 
     def add_watch(self, path: str, mask: int = WATCH_MASK) -> int:
         wd: int = _lib().inotify_add_watch(self.fd, os.fsencode(path), mask)
@@ -104,6 +105,7 @@ class Inotify:
     def read(self, timeout: float, skip: Callable[[bytes], bool] | None = None) -> list[Event]:
         """The events queued, waiting up to `timeout` seconds for the first; [] if none.
         `skip`: leave out the events of files whose (raw) name it is true for."""
+        self.skipped = 0
         ready, _, _ = select.select([self.fd], [], [], timeout)
         if not ready:
             return []
@@ -119,6 +121,7 @@ class Inotify:
             raw = data[offset : offset + length].split(b"\0", 1)[0]
             offset += length
             if raw and skip is not None and skip(raw):
+                self.skipped += 1
                 continue
             events.append(Event(wd, mask, os.fsdecode(raw)))
         return events

@@ -134,3 +134,40 @@ def test_the_watch_follows_the_folder_removed_and_made_again(world: World) -> No
     world.reconciler.run_pass()  # the walk after arming
     drop(world, lambda: renamed(world.tasks, "e.yaml"), submitted=1)
     assert [r.metadata["rayqueue.task"] for r in world.ray.submitted] == ["e"]
+
+
+def test_a_read_of_only_our_own_writes_says_how_many_it_left_out(tmp_path: Path) -> None:
+    # The watcher pauses after such a read, so that a burst of sidecar writes is taken in a
+    # few reads rather than one wake per file; it knows the read was not a timeout by this.
+    with inotify.Inotify() as ino:
+        ino.add_watch(str(tmp_path))
+        replace_file(tmp_path / "a.status.yaml", b"status", durable=False)
+        skipped = 0
+
+        def read() -> bool:
+            nonlocal skipped
+            assert ino.read(0.1, watcher._ignored_raw) == []
+            skipped += ino.skipped
+            return skipped >= 5  # created, written, closed, moved from; moved to
+
+        wait_until(read, "the sidecar's events")
+        assert ino.read(0, watcher._ignored_raw) == [] and ino.skipped == 0
+
+
+def test_a_file_dropped_during_a_burst_of_our_own_writes_counts(world: World) -> None:
+    stop = threading.Event()
+
+    def burst() -> None:
+        i = 0
+        while not stop.is_set():
+            replace_file(world.tasks / f"s{i % 50}.status.yaml", b"x" * i, durable=False)
+            i += 1
+
+    writer = threading.Thread(target=burst)
+    writer.start()
+    try:
+        drop(world, lambda: renamed(world.tasks, "f.yaml"), submitted=1)
+    finally:
+        stop.set()
+        writer.join(5)
+    assert [r.metadata["rayqueue.task"] for r in world.ray.submitted] == ["f"]

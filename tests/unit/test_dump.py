@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specs import dump
-from specs.models import Condition, Metadata, Phase
+from specs.models import Condition, Metadata, Phase, SourceRef
 from specs.parse import parse_status
 from specs.statusrecords import TaskStatus, TaskStatusBody
 
@@ -161,3 +161,114 @@ def test_text_the_fast_path_is_unsure_of_goes_through_pyyaml() -> None:
     )
     assert dump._plain_block(status.to_document()) is None
     assert "logTail: |" in dump.dump_status(status)
+
+
+# --- the direct path: from a status's fields, without model_dump ------------------------------
+
+WORDS = st.one_of(
+    st.sampled_from(TRICKY),
+    st.text(alphabet=" abc:#-'\"?,[]{}&*!|>%@`~=0123456789.eE_+()T\\é\n", max_size=12),
+)
+TIMES = st.datetimes(
+    min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)
+)
+SMALL = st.integers(-(2**40), 2**40)
+
+
+def maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.one_of(st.none(), strategy)
+
+
+CONDITIONS = st.builds(
+    Condition,
+    type=WORDS,
+    status=st.sampled_from(["True", "False", "Unknown"]),
+    reason=WORDS,
+    message=st.one_of(st.just(""), WORDS),
+    lastTransitionTime=TIMES,  # by alias: builds fills a required parameter by its own name
+)
+BODIES = st.builds(
+    TaskStatusBody,
+    phase=st.sampled_from(list(Phase)),
+    reason=maybe(WORDS),
+    message=maybe(WORDS),
+    queue=maybe(WORDS),
+    queue_position=maybe(SMALL),
+    queue_position_bucket=maybe(st.sampled_from([">100", ">1000", ">10000"])),
+    estimated_start_at=maybe(TIMES),
+    uid=maybe(WORDS),
+    run=SMALL,
+    submission_id=maybe(WORDS),
+    spec_hash=maybe(WORDS),
+    ray_status=maybe(WORDS),
+    queued_at=maybe(TIMES),
+    scale_up_requested_at=maybe(TIMES),
+    submitted_at=maybe(TIMES),
+    started_at=maybe(TIMES),
+    finished_at=maybe(TIMES),
+    missing_since=maybe(TIMES),
+    lost_restarts=st.integers(0, 5),
+    retries=st.integers(0, 5),
+    next_retry_at=maybe(TIMES),
+    exit_code=maybe(SMALL),
+    preemptions=st.integers(0, 3),
+    preempted_by=maybe(WORDS),
+    after_preemption=st.booleans(),
+    log_tail=maybe(WORDS),
+    source=maybe(st.builds(SourceRef, revision=WORDS, dirty=st.booleans())),
+    conditions=st.lists(CONDITIONS, max_size=3),
+)
+STATUSES = st.builds(
+    TaskStatus,
+    metadata=st.builds(
+        Metadata,
+        name=maybe(WORDS),
+        labels=st.dictionaries(WORDS, WORDS, max_size=1),
+        annotations=st.dictionaries(WORDS, WORDS, max_size=1),
+    ),
+    status=BODIES,
+)
+
+
+def old_path(status: TaskStatus) -> str:
+    """What dump_status wrote before the direct path: model_dump, then the walk or PyYAML."""
+    document = status.to_document()
+    fast = dump._plain_block(document)
+    return fast if fast is not None else dump._dump(document)
+
+
+@given(STATUSES)
+@settings(max_examples=1500, deadline=None)
+def test_the_direct_path_writes_the_old_paths_bytes(status: TaskStatus) -> None:
+    direct = dump._direct(status)
+    if direct is not None:
+        assert direct == old_path(status)
+        assert yaml.safe_load(direct) == status.to_document()
+    assert dump.dump_status(status) == old_path(status)
+
+
+def test_a_usual_status_takes_the_direct_path() -> None:
+    status = TaskStatus(
+        metadata=Metadata(name="t00001"),
+        status=TaskStatusBody(
+            phase=Phase.QUEUED,
+            reason="WaitingBehindHigherPriority",
+            message="WaitingBehindHigherPriority; at least 100 tasks ahead",
+            queue_position=3,
+            uid="fd33ae6a",
+            queued_at=datetime(2026, 12, 1, 15, 41, 10, 820000, tzinfo=UTC),
+            source=SourceRef(revision="main@sha1:" + "0" * 40, dirty=True),
+            conditions=[
+                Condition(
+                    type="Preempted",
+                    reason="WithinQueue",
+                    last_transition_time=datetime(2026, 12, 1, tzinfo=UTC),
+                )
+            ],
+        ),
+    )
+    direct = dump._direct(status)
+    assert direct is not None
+    assert direct == old_path(status)
+    assert "queuedAt: '2026-12-01T15:41:10.820Z'\n" in direct
+    assert parse_status(direct) == status

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specs import atomic
+from specs import atomic, storepaths
 from specs.models import Metadata, Phase
 from specs.statusrecords import TaskStatus, TaskStatusBody
 from specs.store import TaskStore
@@ -113,3 +113,57 @@ def test_a_record_whose_sidecar_vanished_is_written_again_as_new(tmp_path: Path)
     store.read_statuses()  # a full read: a has no sidecar now, so its record is new again
     assert store.flush_statuses(5, 10) == 1
     assert "queuePosition: 3" in (tmp_path / "a.status.yaml").read_text()
+
+
+def test_durable_writes_in_a_batch_fsync_each_file_and_each_folder_once_at_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The loop writes the write-ahead records of a pass's submits in one batch and calls Ray
+    # after it: each rename is durable once its folder is synced, so one sync per folder at
+    # the batch's end gives every record the guarantee a sync per file gave it.
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+        synced.append("folder" if os.path.isdir(target) else os.path.basename(target))
+        real(fd)
+
+    monkeypatch.setattr(atomic.os, "fsync", fsync)
+    (tmp_path / "team").mkdir()
+    store = TaskStore(tmp_path, clock=FakeClock(0.0))
+    store.read_statuses()
+    with store.batch():
+        for name in ("a", "b", "team/c"):
+            assert store.write_status(name, queued(name), durable=True)
+        assert "folder" not in synced  # not yet: at the batch's end
+        assert store.read_statuses(cached=True).keys() == {"a", "b", "team/c"}
+    assert synced.count("folder") == 2  # tmp_path and team, once each
+    assert synced[:3] == [f".{n}.status.yaml.{os.getpid()}.tmp" for n in ("a", "b", "c")]
+    assert synced[3:] == ["folder", "folder"]
+    synced.clear()
+    store.write_status("d", queued("d"), durable=True)  # outside a batch: synced at once
+    assert synced == [f".d.status.yaml.{os.getpid()}.tmp", "folder"]
+    synced.clear()
+    with store.batch():
+        store.write_status("e", queued("e"), durable=False)  # not durable: no sync at all
+    assert synced == []
+
+
+def test_a_small_file_is_read_whole_in_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A cold start reads every spec: a short read is the file's end, so no second read (of
+    # nothing) follows it. A file larger than the stat said still reads whole.
+    reads: list[int] = []
+    real = os.read
+    monkeypatch.setattr(storepaths.os, "read", lambda fd, n: (reads.append(n), real(fd, n))[1])
+    (tmp_path / "a.yaml").write_bytes(b"x" * 300)
+    read = storepaths._read_with_stat(str(tmp_path / "a.yaml"))
+    assert read is not None and read[0] == b"x" * 300 and reads == [301]
+    capped = storepaths._read_with_stat(str(tmp_path / "a.yaml"), limit=100)
+    assert capped is not None and capped[0] == b"x" * 100
+    reads.clear()
+    (tmp_path / "b.yaml").write_bytes(b"")
+    empty = storepaths._read_with_stat(str(tmp_path / "b.yaml"))
+    assert empty is not None and empty[0] == b"" and reads == [1]

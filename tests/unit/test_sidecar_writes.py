@@ -168,10 +168,12 @@ def test_only_write_ahead_records_are_fsynced(tmp_path: Path, monkeypatch) -> No
     synced: list[str] = []
     real = atomic.replace_file
 
-    def replace_file(path: Path, data: bytes, *, durable: bool, mode: int) -> atomic.StatKey:
+    def replace_file(
+        path: Path, data: bytes, *, durable: bool, mode: int, **rest: bool
+    ) -> atomic.StatKey:
         if durable:
             synced.append(path.name)
-        return real(path, data, durable=durable, mode=mode)
+        return real(path, data, durable=durable, mode=mode, **rest)
 
     monkeypatch.setattr("specs.store.write_sidecar_file", replace_file)
     w.step()
