@@ -44,7 +44,7 @@ def as_read_back(
     specs: Mapping[str, TaskInput],
 ) -> Plan | None:
     """The plan its read-back would give, as a still plan: the statuses written (the very
-    objects), no events, the same summary and scale request, still until `plan`'s deadline.
+    objects), no events, the same summary and scale request, still until its read-back deadline.
     `fast`: the plan is the fast pass's (incremental.Memo.fast: plain tasks, no preemption,
     Ray answered), where the property is shown; elsewhere a task's words may name another's
     status as it was read (a dependency's), which its read-back rewrites. None: the read-back
@@ -54,9 +54,12 @@ def as_read_back(
         return None
     if _moved_a_broken_spec(plan, specs):
         return None
-    if plan.deadline is not None and plan.deadline <= now:
+    until = plan.read_back_deadline
+    if until is not None and until <= now:
         return None  # it holds at its own instant only
-    return replace(plan, events=(), write_classes={}, still=True)
+    # A run's start recorded at `now` pins `plan` to its instant, not its read-back: that
+    # reads the time written (Plan.read_back_deadline).
+    return replace(plan, events=(), write_classes={}, still=True, deadline=until)
 
 
 def _moved_a_broken_spec(plan: Plan, specs: Mapping[str, TaskInput]) -> bool:

@@ -64,11 +64,12 @@ class ReadBack(History):
         if still is not None and not (lost & result.statuses.keys()):
             self._check_read_back(result, observed)
             assert still.statuses == self.statuses
-            assert still.still_until == (math.inf if result.deadline is None else result.deadline)
+            until = result.read_back_deadline
+            assert still.still_until == (math.inf if until is None else until)
 
     def _check_read_back(self, result: Plan, observed: Observation) -> None:
         written: dict[str, TaskStatus] = dict(self.statuses)
-        until = math.inf if result.deadline is None else result.deadline
+        until = math.inf if result.read_back_deadline is None else result.read_back_deadline
         later = {self.now, min(until, self.now + 0.5), min(until, self.now + 3600)}
         if math.isfinite(until):
             later |= {until, (self.now + until) / 2}
