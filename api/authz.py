@@ -19,10 +19,10 @@ from fastapi import Depends, Request
 from api.errors import ApiError, NotFound
 from api.security import PRINCIPAL_KEY
 from specs.access import ANONYMOUS, Principal, is_config
-from specs.models import Task
 from specs.policy import UNRESTRICTED, spec_violation, task_limit_violation
 from specs.runtimepaths import RuntimePaths
 from specs.service import Check, TaskService, WriterCheck
+from specs.taskrecords import Task
 
 audit_log = logging.getLogger("rayqueue.audit")
 

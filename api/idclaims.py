@@ -12,8 +12,8 @@ from __future__ import annotations
 from api.errors import ApiError
 from api.ports import Loop
 from specs.access import Principal
-from specs.models import Task
 from specs.service import Check, IdUser, TaskService
+from specs.taskrecords import Task
 
 
 def id_check(service: TaskService, caller: Principal, loop: Loop | None, queue_id: str) -> Check:

@@ -24,11 +24,11 @@ from reconciler.app.runtime import tune_gc
 from reconciler.core import incremental
 from reconciler.core.planner import Observation, Plan, TaskInput
 from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity, RayJob
-from specs.models import Task
 from specs.parse import parse_queue_config
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
 from specs.statusrecords import TaskStatus
+from specs.taskrecords import Task
 
 ROUNDS = 9
 T0 = 1_767_225_600.0

@@ -49,7 +49,7 @@ def _memory() -> tuple[float, float]:
 
 def one_run(size: int, root: Path) -> dict[str, Any]:
     """One measurement, in this process (called in a child process by main)."""
-    from reconciler.app.assembly import start_watcher
+    from reconciler.app.assembly import ARM_WAIT_SECONDS, start_watcher
     from reconciler.app.runtime import tune_gc
     from reconciler.shell.raycluster.fake import FakeRay
     from specs.cluster import Capacity
@@ -60,6 +60,7 @@ def one_run(size: int, root: Path) -> dict[str, Any]:
     rec = common.serve_loop(common.serve_settings(folder, "--queue-id", "bench"), ray)
     stop = threading.Event()
     watcher = start_watcher(rec, stop)  # serve starts it beside the loop
+    rec.events.wait_armed(ARM_WAIT_SECONDS)  # and its first pass once it is armed (start_loop)
     cpu0 = time.process_time()
     wall = time.perf_counter()
     rec.run_pass()

@@ -13,7 +13,8 @@ import json
 import re
 from typing import Any, Final
 
-from specs.models import ARRAY_SIZE_VAR, RESTARTED_AT, ArraySpec, ArrayValue, Task
+from specs.models import ARRAY_SIZE_VAR, RESTARTED_AT, ArraySpec, ArrayValue
+from specs.taskrecords import Task
 
 # `rayqueue rerun NAME --failed`: a JSON object of element index -> the time it was asked to
 # run again. Each listed element gets its own restartedAt, so only it starts a new run.
@@ -29,6 +30,8 @@ def element_name(array: str, index: int) -> str:
 
 def split(name: str) -> tuple[str, int] | None:
     """(array, index) of an element name like team-a/sweep[3]; None for any other name."""
+    if name[-1:] != "]":  # most names: no regex run (a pass asks several times per task)
+        return None
     match = _ELEMENT.fullmatch(name)
     if match is None:
         return None

@@ -17,8 +17,9 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from specs.arrays import element_name
-from specs.models import API_VERSION, Metadata, Phase
+from specs.models import API_VERSION, Phase
 from specs.statusrecords import TaskStatus, TaskStatusBody
+from specs.taskrecords import NameMetadata
 
 KIND: Final = "TaskArrayStatus"
 SUFFIX: Final = ".array.status.yaml"
@@ -101,7 +102,7 @@ def load(data: bytes) -> tuple[str, dict[int, TaskStatus]]:
             body = {**common, **own}
             body = {k: v for k, v in body.items() if v is not _MISSING}
             out[int(index)] = TaskStatus(
-                metadata=Metadata(name=element_name(name, int(index))),
+                metadata=NameMetadata(element_name(name, int(index))),
                 status=TaskStatusBody.model_validate(body),
             )
         return name, out

@@ -14,8 +14,9 @@ from pydantic import BaseModel
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
-from specs.models import Condition, SourceRef, Task, _iso
+from specs.models import Condition, SourceRef, _iso
 from specs.statusrecords import TaskStatus, TaskStatusBodyModel
+from specs.taskrecords import Task
 
 _FastDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 

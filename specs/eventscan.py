@@ -26,8 +26,8 @@ from specs.storepaths import (
 )
 
 if TYPE_CHECKING:
-    from specs.models import Task
     from specs.store import SpecEntry, _Parsed
+    from specs.taskrecords import Task
 
 
 class _EventScan(_ArraySidecars):

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Final, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -23,8 +23,12 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from specs import submission_ids
+from specs.cluster import Capacity
 from specs.pipeline import MAX_DEPENDENCIES, DependencySpec, RetrySpec
 from specs.quantity import QuantityError, format_memory, parse_memory
+
+if TYPE_CHECKING:
+    from specs.taskrecords import TaskSpec
 
 API_VERSION: Final = "rayqueue/v1"
 RESTARTED_AT = "rayqueue/restartedAt"
@@ -173,9 +177,25 @@ def _shared_resources(value: Resources) -> Resources:
     return shared
 
 
+# The Capacity each shared Resources asks for, by its id (shared ones are kept for good, so an id
+# here is never another object's): the planner keeps a task's request (core/jobs.py:request_of),
+# one 120 B object per task when each was built anew.
+_SHARED_REQUESTS: dict[int, Capacity] = {}
+
+
+def request_capacity(resources: Resources) -> Capacity:
+    """What `resources` asks of the cluster, as Ray counts it; one object per shared value."""
+    request = _SHARED_REQUESTS.get(id(resources))
+    if request is None:
+        request = Capacity(resources.cpu, resources.gpu, float(resources.memory))
+        if id(resources) in _SHARED_JSON:
+            _SHARED_REQUESTS[id(resources)] = request
+    return request
+
+
 # One empty dict for every Metadata without labels or annotations (two per task, a spec's and
 # its status's, 64 B each): the models are frozen and nothing changes their dicts in place.
-_NO_TEXTS: dict[str, str] = {}
+NO_TEXTS: dict[str, str] = {}
 
 
 class Metadata(_Model):
@@ -186,9 +206,9 @@ class Metadata(_Model):
     def model_post_init(self, context: Any, /) -> None:
         super().model_post_init(context)
         if not self.labels:
-            object.__setattr__(self, "labels", _NO_TEXTS)
+            object.__setattr__(self, "labels", NO_TEXTS)
         if not self.annotations:
-            object.__setattr__(self, "annotations", _NO_TEXTS)
+            object.__setattr__(self, "annotations", NO_TEXTS)
 
 
 # The metadata of a spec that has none: one object for all of them (the models are frozen, and
@@ -274,7 +294,12 @@ class ArraySpec(_Model):
 _NO_DEPENDENCIES: list[DependencySpec] = []
 
 
-class TaskSpec(_Model):
+# A spec as validated at the file boundary; inside the loop it is the lean TaskSpec
+# (specs/taskrecords.py).
+# (Comments, not docstrings: a docstring would be the schema's description.)
+class TaskSpecModel(_Model):
+    model_config = ConfigDict(title="TaskSpec")
+
     entrypoint: str = Field(min_length=1)
     runtime_env: dict[str, Any] | None = None
     priority: int = Field(default=0, ge=0, le=9)
@@ -317,7 +342,7 @@ class TaskSpec(_Model):
         return _shared_resources(value)
 
     @model_validator(mode="after")
-    def _some_resource(self) -> TaskSpec:
+    def _some_resource(self) -> TaskSpecModel:
         # The old service's rule, kept word for word.
         if self.resources.is_empty():
             raise ValueError("task must request at least one resource")
@@ -377,34 +402,19 @@ def _resources_json(resources: Resources) -> str:
     return text
 
 
-class Task(_Model):
+# A task as validated at the file boundary; inside the loop it is the lean Task
+# (specs/taskrecords.py).
+class TaskModel(_Model):
+    model_config = ConfigDict(title="Task")
+
     api_version: Literal["rayqueue/v1"] = Field(alias="apiVersion")
     kind: Literal["Task"]
     metadata: Metadata = Field(default_factory=lambda: _NO_METADATA)
-    spec: TaskSpec
+    spec: TaskSpecModel
 
     def spec_hash(self) -> str:
         """Hash of the run-defining fields; a change to any of them means a new run."""
-        runtime_env = self.spec.runtime_env
-        if self.spec.array is not None and runtime_env is not None:
-            # An array element's size changes when elements are added or removed; that alone
-            # must not re-run the elements that stay (specs/arrays.py sets it).
-            env = {k: v for k, v in (runtime_env.get("env_vars") or {}).items()}
-            env.pop(ARRAY_SIZE_VAR, None)
-            runtime_env = {**runtime_env, "env_vars": env}
-
-        def encode(value: object) -> str:
-            return "null" if value is None else _HASH_JSON.encode(value)
-
-        # {"entrypoint", "resources", "restartedAt", "runtimeEnv"}, keys in sorted order; the
-        # resources without bundles, which only shape the autoscaler's request (no new run)
-        blob = (
-            f'{{"entrypoint":{encode(self.spec.entrypoint)},'
-            f'"resources":{_resources_json(self.spec.resources)},'
-            f'"restartedAt":{encode(self.metadata.annotations.get(RESTARTED_AT))},'
-            f'"runtimeEnv":{encode(runtime_env)}}}'
-        )
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return spec_hash_of(self.metadata, self.spec)
 
     def to_document(self) -> dict[str, Any]:
         """The plain dict to write as YAML, without defaults the user did not set."""
@@ -412,6 +422,29 @@ class Task(_Model):
             "apiVersion": API_VERSION,
             "kind": "Task",
         }
+
+
+def spec_hash_of(metadata: Metadata, spec: TaskSpecModel | TaskSpec) -> str:
+    runtime_env = spec.runtime_env
+    if spec.array is not None and runtime_env is not None:
+        # An array element's size changes when elements are added or removed; that alone
+        # must not re-run the elements that stay (specs/arrays.py sets it).
+        env = {k: v for k, v in (runtime_env.get("env_vars") or {}).items()}
+        env.pop(ARRAY_SIZE_VAR, None)
+        runtime_env = {**runtime_env, "env_vars": env}
+
+    def encode(value: object) -> str:
+        return "null" if value is None else _HASH_JSON.encode(value)
+
+    # {"entrypoint", "resources", "restartedAt", "runtimeEnv"}, keys in sorted order; the
+    # resources without bundles, which only shape the autoscaler's request (no new run)
+    blob = (
+        f'{{"entrypoint":{encode(spec.entrypoint)},'
+        f'"resources":{_resources_json(spec.resources)},'
+        f'"restartedAt":{encode(metadata.annotations.get(RESTARTED_AT))},'
+        f'"runtimeEnv":{encode(runtime_env)}}}'
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 class Phase(StrEnum):

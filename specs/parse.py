@@ -11,14 +11,13 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from specs import blockyaml, fastyaml
+from specs import blockyaml, fastyaml, plainspec
 from specs.dump import dump_status as dump_status
 from specs.dump import dump_task as dump_task
-from specs.models import ARRAY_LIMIT_VAR, MAX_ARRAY_ELEMENTS, Task
+from specs.models import ARRAY_LIMIT_VAR, MAX_ARRAY_ELEMENTS, TaskModel
 from specs.queueparse import parse_queue_config as parse_queue_config
 from specs.queueparse import parse_sub_queue_config as parse_sub_queue_config
 from specs.specerrors import (
@@ -34,39 +33,13 @@ from specs.specerrors import Problem as Problem
 from specs.specerrors import SpecError as SpecError
 from specs.specerrors import SpecParseError as SpecParseError
 from specs.statusrecords import TaskStatus, TaskStatusModel
+from specs.taskrecords import Task
 from specs.yamldepth import TooDeep, check_nesting
+from specs.yamlnodes import MAX_DEPTH, MERGE_TAG, load_nodes
 
 log = logging.getLogger("rayqueue.parse")
 
 MAX_FILE_BYTES = 1 << 20
-# Expanded size of the node graph (aliases counted each time they are used). Real specs have
-# tens of nodes; this stops "billion laughs" before anything walks the expanded structure.
-MAX_NODES = 100_000
-# Deeper structures would later overflow recursive code (json.dumps, Ray's runtime_env).
-MAX_DEPTH = 100
-# libyaml's composer recurses in C (it segfaults on ~50k nested collections): every text is
-# checked by specs.yamldepth first, so it only ever composes shallow documents.
-
-_FastLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_FastDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-_STR_TAG = "tag:yaml.org,2002:str"
-_NULL_TAG = "tag:yaml.org,2002:null"
-_MERGE_TAG = "tag:yaml.org,2002:merge"
-_VALUE_TAG = "tag:yaml.org,2002:value"
-_BOOL_TAG = "tag:yaml.org,2002:bool"
-_MAP_TAG = "tag:yaml.org,2002:map"
-_SEQ_TAG = "tag:yaml.org,2002:seq"
-# Timestamps stay text (as in Kubernetes): everything we build must be JSON for Ray, and
-# `DATE: 2024-01-01` in env_vars must not turn into a date object.
-_TEXT_TAGS = frozenset({_STR_TAG, "tag:yaml.org,2002:timestamp"})
-_PLAIN_TAGS = frozenset(
-    {_NULL_TAG, "tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"}
-)
-# Field names that YAML 1.1 reads as booleans when unquoted, accepted as text where our schema
-# has such a field (`spec.retry.on`, spelled as GitHub Actions spells `on:`). Elsewhere an
-# unquoted `on:` key stays an error, since Ray would get the key True.
-_WORD_KEYS: dict[tuple[str | int, ...], frozenset[str]] = {("spec", "retry"): frozenset({"on"})}
 # Characters the YAML spec allows; checked up front for a precise line and column.
 _NOT_PRINTABLE = re.compile(
     "[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
@@ -147,10 +120,11 @@ def _parse_task(
     max_array_elements: int = MAX_ARRAY_ELEMENTS,
 ) -> Task:
     decoded = _decode(text, file)
-    fast = _fast_single(decoded, Task)
+    fast = _fast_task(decoded)
     if fast is not None and _task_holds(fast, expected_name, task_name, check, max_array_elements):
         return fast
-    task, node = _parse_single(decoded, file, Task)
+    model, node = _parse_single(decoded, file, TaskModel)
+    task = Task.from_model(model)
     _check_array_size(file, task, node, max_array_elements)
     for index, dep in enumerate(task.spec.depends_on):
         if dep.name == task_name:
@@ -190,16 +164,24 @@ def _task_holds(
     return not (check is not None and check(task))
 
 
+def _fast_task(text: str) -> Task | None:
+    """A valid task the fast way: a plain spec (specs/plainspec.py) built directly, any other
+    validated by the model; None: the slow path decides."""
+    data = _fast_data(text)
+    if not isinstance(data, dict):
+        return None
+    plain = plainspec.task_of(data)
+    if plain is not None:
+        return plain
+    try:
+        return Task.from_model(TaskModel.model_validate(data))
+    except ValidationError:
+        return None
+
+
 def _fast_single(text: str, model: type[M]) -> M | None:
-    """A valid document the fast way (specs/blockyaml.py for plain block style, else
-    specs/fastyaml.py), or None: the slow path decides."""
-    data = blockyaml.load(text)
-    if data is None:
-        try:
-            check_nesting(text)
-        except TooDeep:
-            return None
-        data = fastyaml.load(text)
+    """A valid document the fast way, or None: the slow path decides."""
+    data = _fast_data(text)
     if not isinstance(data, dict):
         return None
     try:
@@ -208,8 +190,21 @@ def _fast_single(text: str, model: type[M]) -> M | None:
         return None
 
 
+def _fast_data(text: str) -> object:
+    """The data of a document the fast way (specs/blockyaml.py for plain block style, else
+    specs/fastyaml.py), or None."""
+    data = blockyaml.load(text)
+    if data is None:
+        try:
+            check_nesting(text)
+        except TooDeep:
+            return None
+        data = fastyaml.load(text)
+    return data
+
+
 def _parse_single(text: str | bytes, file: str, model: type[M]) -> tuple[M, Node]:
-    docs = _load(_decode(text, file), file, single=True)
+    docs = load_nodes(_decode(text, file), file, single=True)
     if not docs:
         raise _Found(_doc_error(file, "empty file"))
     node, data = docs[0]
@@ -227,7 +222,7 @@ def _check_array_size(file: str, task: Task, node: Node, limit: int) -> None:
 
 
 def _parse_tasks(text: str | bytes, file: str, max_array_elements: int) -> list[Task]:
-    docs = _load(_decode(text, file), file, single=False)
+    docs = load_nodes(_decode(text, file), file, single=False)
     if not docs:
         raise _Found(_doc_error(file, "empty file"))
     tasks: list[Task] = []
@@ -235,7 +230,7 @@ def _parse_tasks(text: str | bytes, file: str, max_array_elements: int) -> list[
     seen: dict[str, int] = {}
     for node, data in docs:
         try:
-            task = _validate(Task, node, data, file)
+            task = Task.from_model(_validate(TaskModel, node, data, file))
             _check_array_size(file, task, node, max_array_elements)
         except SpecParseError as exc:
             errors.extend(exc.errors)
@@ -286,190 +281,6 @@ def _decode(text: str | bytes, file: str) -> str:
         message = f"character U+{ord(bad.group()):04X} is not allowed in YAML"
         raise _Found(SpecError(file, None, line, bad.start() - line_start + 1, message))
     return result
-
-
-def _load(text: str, file: str, *, single: bool) -> list[tuple[Node, Any]]:
-    """Compose once, then build the data from the nodes: nodes give marks, data gives values."""
-    try:
-        check_nesting(text)  # before composing: a nesting bomb costs a scan, not a parse
-    except TooDeep as deep:
-        raise _Found(SpecError(file, None, deep.line, deep.column, deep.reason)) from None
-    loader = None
-    try:
-        loader = _FastLoader(text)
-        nodes: list[Node] = []
-        if single:
-            node = loader.get_single_node()
-            if node is not None:
-                nodes.append(node)
-        else:
-            while loader.check_node():
-                more = loader.get_node()
-                # A stray "---" at the end is an empty document, as kubectl allows.
-                if more is not None and not _is_empty(more):
-                    nodes.append(more)
-        builder = _Builder(loader, file)
-        return [(node, builder.document(node)) for node in nodes]
-    except yaml.MarkedYAMLError as exc:
-        raise _Found(_yaml_error(file, exc, single=single)) from None
-    except yaml.YAMLError as exc:
-        raise _Found(_doc_error(file, str(exc))) from None
-    finally:
-        if loader is not None:
-            loader.dispose()
-
-
-def _is_empty(node: Node) -> bool:
-    return isinstance(node, ScalarNode) and node.tag == _NULL_TAG and node.value in ("", "~")
-
-
-def _yaml_error(file: str, exc: yaml.MarkedYAMLError, *, single: bool) -> SpecError:
-    mark = exc.problem_mark or exc.context_mark
-    if (
-        single
-        and isinstance(exc, yaml.composer.ComposerError)
-        and "single document" in str(exc.context)
-    ):
-        message = "expected one document, found several"
-    elif exc.problem and exc.context:
-        message = f"{exc.problem} ({exc.context})"
-    else:
-        message = exc.problem or exc.context or "invalid YAML"
-    if mark is None:
-        return _doc_error(file, message)
-    return SpecError(file, None, mark.line + 1, mark.column + 1, message)
-
-
-class _Builder:
-    """Builds plain data from composed nodes, in the same pass rejecting what would hurt later.
-
-    We do not call loader.construct_document: building here is ~4x faster (it dominates a cold
-    scan of thousands of specs), and the one walk also catches duplicate and non-string keys,
-    alias bombs (expanded size, memoized by node id), alias cycles and deep nesting. Numbers,
-    booleans and nulls still go through the loader's safe constructors, so they are exactly what
-    yaml.safe_load gives. Only JSON-like data comes out: timestamps stay strings, and other
-    tags (!!binary, !!set, custom ones) are errors.
-    """
-
-    def __init__(self, loader: Any, file: str) -> None:
-        self.loader = loader
-        self.file = file
-        self.budget = MAX_NODES  # shared by all documents of one file
-        self.memo: dict[int, tuple[Any, int]] = {}
-        self.open: set[int] = set()
-        self.errors: list[SpecError] = []
-
-    def document(self, root: Node) -> Any:
-        data, size = self.build(root, (), 1)
-        self.budget -= size
-        if self.errors:
-            raise SpecParseError(self.errors[:_MAX_ERRORS])
-        return data
-
-    def build(self, node: Node, path: tuple[str | int, ...], depth: int) -> tuple[Any, int]:
-        """(value, expanded node count) of `node`."""
-        if isinstance(node, ScalarNode):
-            if node.tag in _TEXT_TAGS:
-                return node.value, 1
-            if node.tag not in _PLAIN_TAGS:
-                message = f"unsupported tag {node.tag}"
-                raise _Found(_node_error(self.file, _dotted(path) or None, node, message))
-            try:
-                return self.loader.construct_object(node, deep=True), 1
-            except (ValueError, OverflowError) as exc:  # e.g. an int of 5000 digits
-                message = f"cannot read this value: {exc}"
-                raise _Found(_node_error(self.file, _dotted(path) or None, node, message)) from None
-        nid = id(node)
-        if nid in self.memo:  # an alias: same object, as the YAML constructor would share it
-            return self.memo[nid]
-        if nid in self.open:
-            raise _Found(_node_error(self.file, _dotted(path), node, "an alias refers to itself"))
-        if depth > MAX_DEPTH:
-            message = f"nesting is deeper than {MAX_DEPTH} levels"
-            raise _Found(_node_error(self.file, _dotted(path[:3]) or None, node, message))
-        self.open.add(nid)
-        value: dict[str, Any] | list[Any]
-        if isinstance(node, MappingNode) and node.tag == _MAP_TAG:
-            value, size = self._mapping(node, path, depth)
-        elif isinstance(node, SequenceNode) and node.tag == _SEQ_TAG:
-            value, size = self._sequence(node, path, depth)
-        else:
-            message = f"unsupported tag {node.tag}"
-            raise _Found(_node_error(self.file, _dotted(path) or None, node, message))
-        self.open.discard(nid)
-        if size > self.budget:
-            message = f"document has more than {MAX_NODES} nodes once aliases are expanded"
-            raise _Found(_node_error(self.file, _dotted(path) or None, node, message))
-        self.memo[nid] = (value, size)
-        return value, size
-
-    def _sequence(
-        self, node: SequenceNode, path: tuple[str | int, ...], depth: int
-    ) -> tuple[list[Any], int]:
-        items: list[Any] = []
-        size = 1
-        for index, item in enumerate(node.value):
-            value, item_size = self.build(item, (*path, index), depth + 1)
-            items.append(value)
-            size += item_size
-        return items, size
-
-    def _mapping(
-        self, node: MappingNode, path: tuple[str | int, ...], depth: int
-    ) -> tuple[dict[str, Any], int]:
-        result: dict[str, Any] = {}
-        merged: list[dict[str, Any]] = []
-        first_line: dict[str, int] = {}
-        size = 1
-        for key, value in node.value:
-            size += 1
-            if key.tag == _MERGE_TAG:  # "<<: *defaults"
-                sources, merged_size = self._merge_sources(value, path, depth)
-                merged.extend(sources)
-                size += merged_size
-                continue
-            if not isinstance(key, ScalarNode) or (
-                key.tag not in (_STR_TAG, _VALUE_TAG) and not self._word_key(key, path)
-            ):
-                shown = f" {key.value}" if isinstance(key, ScalarNode) else ""
-                message = f"mapping key{shown} must be a string (quote it)"
-                self.errors.append(_node_error(self.file, _dotted(path) or None, key, message))
-                continue
-            name: str = key.value
-            line = key.start_mark.line + 1
-            if name in first_line:
-                message = f'duplicate key "{name}" (lines {first_line[name]} and {line})'
-                self.errors.append(_node_error(self.file, _dotted((*path, name)), key, message))
-                continue
-            first_line[name] = line
-            result[name], value_size = self.build(value, (*path, name), depth + 1)
-            size += value_size
-        if not merged:
-            return result, size
-        combined: dict[str, Any] = {}
-        for source in reversed(merged):  # earlier sources win, explicit keys win over all
-            combined.update(source)
-        combined.update(result)
-        return combined, size
-
-    @staticmethod
-    def _word_key(key: ScalarNode, path: tuple[str | int, ...]) -> bool:
-        return key.tag == _BOOL_TAG and key.value in _WORD_KEYS.get(path, ())
-
-    def _merge_sources(
-        self, value: Node, path: tuple[str | int, ...], depth: int
-    ) -> tuple[list[dict[str, Any]], int]:
-        nodes = value.value if isinstance(value, SequenceNode) else [value]
-        sources: list[dict[str, Any]] = []
-        size = 0
-        for source in nodes:
-            if not isinstance(source, MappingNode):
-                message = "<< must be given a mapping or a list of mappings"
-                raise _Found(_node_error(self.file, _dotted(path) or None, source, message))
-            data, source_size = self.build(source, path, depth + 1)
-            sources.append(data)
-            size += source_size
-        return sources, size
 
 
 def _validate(model: type[M], node: Node, data: Any, file: str) -> M:
@@ -526,12 +337,12 @@ def _locate(
 def _lookup(node: MappingNode, name: str, hops: int = 0) -> tuple[Node, Node] | None:
     """(key node, value node) for `name`, looking through "<<" merges as the builder does."""
     for key, value in node.value:
-        if key.tag != _MERGE_TAG and isinstance(key, ScalarNode) and key.value == name:
+        if key.tag != MERGE_TAG and isinstance(key, ScalarNode) and key.value == name:
             return key, value
     if hops > MAX_DEPTH:
         return None  # a merge cycle; the builder has rejected it already
     for key, value in node.value:
-        if key.tag == _MERGE_TAG:
+        if key.tag == MERGE_TAG:
             sources = value.value if isinstance(value, SequenceNode) else [value]
             for source in sources:
                 found = _lookup(source, name, hops + 1) if isinstance(source, MappingNode) else None

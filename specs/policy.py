@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specs.models import Task
+from specs.taskrecords import Task
 
 STOP_WAIT_ENV = "RAY_JOB_STOP_WAIT_TIME_S"
 """Ray's grace between SIGTERM and SIGKILL: the queue's (gracePeriodSeconds), never a team's."""

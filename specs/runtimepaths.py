@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from specs.access import SINGLE_TOKEN_NAME, Principal, Tokens
-from specs.models import Task
 from specs.parse import Problem
 from specs.settings import Settings
+from specs.taskrecords import Task
 
 # Schemes Ray fetches from elsewhere (ray/_common/runtime_env_uri.py, less `file`).
 REMOTE_SCHEMES = frozenset({"http", "https", "s3", "gs", "gcs", "azure", "abfss"})

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic.json_schema import GenerateJsonSchema
 
 from specs import quantity
-from specs.models import API_VERSION, RESTARTED_AT, Task
+from specs.models import API_VERSION, RESTARTED_AT, TaskModel
 
 SCHEMA_DIALECT = "http://json-schema.org/draft-07/schema#"
 
@@ -110,10 +110,18 @@ class _Generator(GenerateJsonSchema):
         # Titles derived from field names ("Timeoutseconds") read worse than no title.
         return False
 
+    def normalize_name(self, name: str) -> str:
+        # The file's models are TaskModel and TaskSpecModel (Task and TaskSpec are the lean
+        # records the loop keeps); the schema keeps the names a spec's writer knows.
+        return _NAMES.get(name, super().normalize_name(name))
+
+
+_NAMES = {"TaskModel": "Task", "TaskSpecModel": "TaskSpec"}
+
 
 def task_schema() -> dict[str, Any]:
     """The JSON Schema (draft-07) of a rayqueue/v1 Task document."""
-    schema = Task.model_json_schema(
+    schema = TaskModel.model_json_schema(
         by_alias=True,
         mode="validation",
         ref_template="#/definitions/{model}",

@@ -36,7 +36,7 @@ from specs import arrays, submission_ids
 from specs.atomic import write_atomic
 from specs.cluster import META_QUEUE, META_TASK, RayJob
 from specs.etags import _preconditions, etag_matches, quote_etag
-from specs.models import Reason, Task
+from specs.models import Reason
 from specs.parse import (
     MAX_FILE_BYTES,
     SpecError,
@@ -68,6 +68,7 @@ from specs.store import (
     validate_name,
 )
 from specs.taskquery import Requirement, parse_phases, parse_selector, select
+from specs.taskrecords import Task
 from specs.views import SpecFile, TaskView
 from specs.yamldepth import TooDeep, check_nesting
 from specs.yamledit import load_document, patch_text

@@ -13,16 +13,8 @@ from typing import Any, Final, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from specs.models import (
-    API_VERSION,
-    Condition,
-    Metadata,
-    Phase,
-    SourceRef,
-    Timestamp,
-    _iso,
-    _Model,
-)
+from specs.models import API_VERSION, Condition, Metadata, Phase, SourceRef, Timestamp, _iso, _Model
+from specs.taskrecords import NameMetadata, name_metadata
 
 
 class TaskStatusBodyModel(_Model):
@@ -201,7 +193,7 @@ _BODY_DUMP: Final = tuple(
 _BODY_VALUES: Final = operator.attrgetter(*TaskStatusBody._fields)
 
 
-def _metadata_document(metadata: Metadata) -> dict[str, Any]:
+def _metadata_document(metadata: Metadata | NameMetadata) -> dict[str, Any]:
     if metadata.labels or metadata.annotations:
         return metadata.model_dump(by_alias=True, exclude_defaults=True, mode="json")
     return {} if metadata.name is None else {"name": metadata.name}
@@ -210,7 +202,7 @@ def _metadata_document(metadata: Metadata) -> dict[str, Any]:
 class TaskStatus(NamedTuple):
     """A status sidecar inside the loop (see TaskStatusBody); TaskStatusModel reads files."""
 
-    metadata: Metadata
+    metadata: Metadata | NameMetadata  # NameMetadata when it is the name alone
     status: TaskStatusBody
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None) -> TaskStatus:
@@ -222,7 +214,8 @@ class TaskStatus(NamedTuple):
 
     @classmethod
     def from_model(cls, model: TaskStatusModel) -> TaskStatus:
-        return cls(metadata=model.metadata, status=TaskStatusBody.from_model(model.status))
+        metadata = name_metadata(model.metadata)
+        return cls(metadata=metadata, status=TaskStatusBody.from_model(model.status))
 
     def to_document(self) -> dict[str, Any]:
         """The document TaskStatusModel.to_document wrote: defaults left out."""

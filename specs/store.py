@@ -27,7 +27,7 @@ from pathlib import Path
 from specs.arraysidecars import _ArraySidecar
 from specs.atomic import replace_file as write_sidecar_file
 from specs.eventscan import _EventScan
-from specs.models import MAX_ARRAY_ELEMENTS, Task
+from specs.models import MAX_ARRAY_ELEMENTS
 from specs.parse import (
     MAX_FILE_BYTES,
     Problem,
@@ -69,6 +69,7 @@ from specs.storepaths import (
 from specs.storepaths import (
     validate_name as validate_name,
 )
+from specs.taskrecords import Task
 
 log = logging.getLogger("rayqueue.store")
 

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from specs.arrays import order_key
-from specs.models import API_VERSION, Phase, Reason, Task
+from specs.models import API_VERSION, Phase, Reason
 from specs.parse import SpecError
 from specs.quantity import format_memory
 from specs.statusrecords import TaskStatus, TaskStatusBody
+from specs.taskrecords import Task
 from specs.yamledit import load_document
 
 NOT_SEEN = "-"  # the CLI's phase column of a task the reconciler has not written a status for

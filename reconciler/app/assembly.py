@@ -100,9 +100,21 @@ class LoopThreads:
         self.watcher.join(timeout)
 
 
+# How long serve's first pass waits for the watcher to be armed (setting up the watches takes
+# milliseconds; a watcher that cannot arm only costs the second pass a walk, as before).
+ARM_WAIT_SECONDS = 2.0
+
+
 def start_loop(reconciler: Reconciler, stop: threading.Event) -> LoopThreads:
-    """File events wake the loop early; `stop` ends both threads."""
+    """File events wake the loop early; `stop` ends both threads.
+
+    The loop starts once the watcher is armed: the first pass walks the whole folder anyway,
+    and begun after the watches were set up, it covers whatever changed before them, so the
+    next pass reads only what events name. Started at once, the first pass (10 s of a 50,000
+    spec start) nearly always began first, and the pass after it walked everything again
+    (another 2.4 s of CPU at 50,000 specs, reading each spec's stat and every sidecar)."""
     watcher = start_watcher(reconciler, stop)
+    reconciler.events.wait_armed(ARM_WAIT_SECONDS)
     loop = threading.Thread(target=reconciler.run, args=(stop,), name="rayqueue-loop", daemon=True)
     loop.start()
     return LoopThreads(watcher, loop)

@@ -22,10 +22,10 @@ from reconciler.cli.common import (
     open_service,
 )
 from reconciler.cli.files import Document, documents, read_sources
-from specs.models import Task
 from specs.parse import SpecParseError
 from specs.service import Conflict, SpecRejected, TaskService, quote_etag
 from specs.store import FolderUnavailable, InvalidName, validate_name
+from specs.taskrecords import Task
 from specs.views import SpecFile
 
 EPILOG = """\

@@ -25,9 +25,10 @@ from reconciler.cli.common import (
     open_store,
 )
 from specs.arrays import RERUN_ELEMENTS, element_name, rerun_elements, split
-from specs.models import RESTARTED_AT, Task
+from specs.models import RESTARTED_AT
 from specs.service import Conflict, SpecBroken, SpecRejected, TaskNotFound, TaskService
 from specs.store import InvalidName, TaskStore, validate_name
+from specs.taskrecords import Task
 from specs.views import rfc3339
 
 

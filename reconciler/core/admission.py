@@ -155,6 +155,10 @@ def admit(ctx: PassState) -> None:
     _until_of_age(ctx)
     positions: dict[str, int] = {}  # per queue with queues; one count without
     known = admission.queue_of if isinstance(admission, queueing.QueueAdmission) else {}
+    bodies, queues, order, now = ctx.bodies, ctx.queues, ctx.order, ctx.now
+    exact_places = ctx.options.exact_queue_positions
+    # A far task's message names its reason, bucket and queue only: one per such triple.
+    far: dict[tuple[str, Reason | None, str], str] = {}
     # Tasks of a full queue are not counted in it: their places come after its counted tasks.
     for candidate in [c for c in queue if c.name not in full] + [
         c for c in queue if c.name in full
@@ -164,37 +168,44 @@ def admit(ctx: PassState) -> None:
             _start(ctx, candidate)
             continue
         owner = ""
-        if ctx.queues is not None:  # the queues' admission found most already
-            owner = known.get(name) or ctx.queues.queue_of(name)
-        positions[owner] = positions.get(owner, 0) + 1
-        ctx.order.setdefault(owner, []).append(name)
+        if queues is not None:  # the queues' admission found most already
+            owner = known.get(name) or queues.queue_of(name)
+        place = positions[owner] = positions.get(owner, 0) + 1
+        order.setdefault(owner, []).append(name)
         waiting = capped.get(name) or _why_waiting(ctx, name, admission, stopping_for, preempting)
         waiting, asked_at = _scale_wait(ctx, scale, candidate, waiting)
+        reason = None if waiting is None else waiting.reason
         if waiting is not None and isinstance(waiting.lacks, NotConsidered):
             ctx.not_considered += 1
-        eta = waiting.estimated_start if waiting else None
+        eta = waiting.estimated_start if waiting is not None else None
         if eta is not None:
             # A reserved start is max(the claims' end, now): once the clock passes that end, it
             # moves with the clock, so this pass's answer holds up to the end at most.
-            ctx.until = min(ctx.until, max(eta, ctx.now))
-        body, place, at = ctx.bodies[name], positions[owner], to_datetime(eta) if eta else None
-        exact: int | None = place
-        bucket = message = None
-        if place > ctx.options.exact_queue_positions:
+            ctx.until = min(ctx.until, max(eta, now))
+        body = bodies[name]
+        if place > exact_places:
             # Beyond the exact places only what moves seldom is written (see position_bucket).
-            bucket = position_bucket(place, ctx.options.exact_queue_positions)
-            exact, at, message = None, None, far_message(bucket, waiting, owner or None)
+            bucket = position_bucket(place, exact_places)
+            message = far.get((bucket, reason, owner))
+            if message is None:
+                message = far[bucket, reason, owner] = far_message(bucket, waiting, owner or None)
+            exact: int | None = None
+            at = None
+        else:
+            exact, bucket, message = place, None, None
+            at = to_datetime(eta) if eta else None
         if waiting is None:
-            ctx.bodies[name] = lifecycle.queue(
+            bodies[name] = lifecycle.queue(
                 body, exact, Reason.QUEUED, message or "queued", at, asked_at, bucket
             )
-        elif waiting.reason is Reason.PREEMPTING:
-            ctx.bodies[name] = lifecycle.wait_for_victims(
+        elif reason is Reason.PREEMPTING:
+            bodies[name] = lifecycle.wait_for_victims(
                 body, exact, message or waiting.message, at, bucket
             )
         else:
-            ctx.bodies[name] = lifecycle.queue(
-                body, exact, waiting.reason, message or waiting.message, at, asked_at, bucket
+            assert reason is not None
+            bodies[name] = lifecycle.queue(
+                body, exact, reason, message or waiting.message, at, asked_at, bucket
             )
 
 

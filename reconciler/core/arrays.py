@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from reconciler.core.policies import Candidate
 from reconciler.core.waits import ArrayAtMaxParallel, Waiting
 from specs.arrays import split
-from specs.models import Task
 from specs.statusrecords import TaskStatusBody
+from specs.taskrecords import Task
 
 
 def cap(
@@ -21,6 +21,8 @@ def cap(
 ) -> tuple[list[Candidate], dict[str, Waiting]]:
     """The candidates that may start (in queue order), and why the others of capped arrays
     wait: each array may start only as many as maxParallel leaves beside its active ones."""
+    if not any(name[-1:] == "]" for name in bodies):  # no element at all (split's own test)
+        return list(queue), {}
     active: Counter[str] = Counter()
     for name, body in bodies.items():
         parts = split(name)

@@ -10,10 +10,8 @@ from specs.cluster import (
     RayJob,
     Scaling,
 )
-from specs.models import (
-    SourceRef,
-    Task,
-)
+from specs.models import SourceRef
+from specs.taskrecords import Task
 
 
 @dataclass(frozen=True)

@@ -22,14 +22,14 @@ from specs.cluster import (
     RayJob,
     SubmitRequest,
 )
-from specs.models import Task
+from specs.models import request_capacity
 from specs.policy import STOP_WAIT_ENV
 from specs.statusrecords import TaskStatusBody
+from specs.taskrecords import Task
 
 
 def request_of(task: Task) -> Capacity:
-    r = task.spec.resources
-    return Capacity(r.cpu, r.gpu, float(r.memory))
+    return request_capacity(task.spec.resources)  # one object per shared resources value
 
 
 def bundles_of(task: Task) -> tuple[Capacity, ...]:
@@ -60,8 +60,12 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 def make_uid(queue_id: str, name: str, first_seen: datetime) -> str:
     """Fixed at first sight of a task; a re-created task is seen anew and gets another."""
-    seed = f"{queue_id}/{name}@{first_seen.isoformat()}"
-    return hashlib.sha256(seed.encode()).hexdigest()[:8]
+    return uid_at(queue_id, name, first_seen.isoformat())
+
+
+def uid_at(queue_id: str, name: str, first_seen: str) -> str:
+    """`make_uid` with the instant's ISO text given (a cold start sees every task at once)."""
+    return hashlib.sha256(f"{queue_id}/{name}@{first_seen}".encode()).hexdigest()[:8]
 
 
 def submission_id_for(name: str, uid: str, run: int, explicit: str | None) -> str:

@@ -42,11 +42,12 @@ from reconciler.core.timestamps import to_datetime
 from reconciler.core.usage import QueueUsage
 from reconciler.core.waits import Lack
 from specs.cluster import META_QUEUE, Capacity, RayJob
-from specs.models import Condition, ConditionType, Metadata, Phase, Reason, Task, read_reason
+from specs.models import Condition, ConditionType, Metadata, Phase, Reason, read_reason
 from specs.policy import STOP_WAIT_ENV as STOP_WAIT_ENV  # tests read it here
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
 from specs.statusrecords import TaskStatus, TaskStatusBody
+from specs.taskrecords import NameMetadata, Task
 
 __all__ = [  # what the shell, the simulator and the tests use of a pass
     "STOP_WAIT_ENV",
@@ -434,38 +435,45 @@ def collect_statuses(
     draft = ctx.plan
     acts = acting(draft.submits, draft.stops, draft.timeouts, draft.preemptions)
     known = ctx.queue_admission.queue_of if ctx.queue_admission is not None else {}
-    for name in ctx.bodies if names is None else names:
-        body = ctx.bodies[name]
+    bodies, conds, queues, queue_error = ctx.bodies, ctx.conds, ctx.queues, ctx.queue_error
+    out, classes = draft.statuses, draft.write_classes
+    for name in bodies if names is None else names:
+        body = bodies[name]
         prev = statuses.get(name)
-        wanted = ctx.conds.get(name, {})
+        wanted = conds.get(name, _NO_WANTS)
         if body.preempted_by is not None and ConditionType.PREEMPTED not in wanted:
             wanted = {**wanted, ConditionType.PREEMPTED: _preempted_condition(body)}
-        if ctx.queue_error is not None and _in_a_queue(body):
-            wanted = {**wanted, ConditionType.QUEUE_CONFIG_INVALID: _no_config(ctx.queue_error)}
+        if queue_error is not None and _in_a_queue(body):
+            wanted = {**wanted, ConditionType.QUEUE_CONFIG_INVALID: _no_config(queue_error)}
         if wanted or body.conditions:
             old = prev.status.conditions if prev else []
             body = lifecycle.with_conditions(body, _conditions(old, wanted, ctx.now))
-        if ctx.queues is not None or body.queue is not None:
+        if queues is not None or body.queue is not None:
             queue = None
-            if ctx.queues is not None:  # the queues' admission found most already
-                queue = known.get(name) or ctx.queues.queue_of(name)
+            if queues is not None:  # the queues' admission found most already
+                queue = known.get(name) or queues.queue_of(name)
             body = lifecycle.in_queue(body, queue)
         if prev is not None and prev.status is body:
-            ctx.plan.statuses[name] = prev  # unchanged: same object, nothing to write
+            out[name] = prev  # unchanged: same object, nothing to write
         else:
             status = TaskStatus(metadata=_metadata_of(prev, name), status=body)
-            ctx.plan.statuses[name] = status
-            draft.write_classes[name] = write_class(prev, status, name in acts)
+            out[name] = status
+            classes[name] = write_class(prev, status, name in acts)
 
 
-def _metadata_of(prev: TaskStatus | None, name: str) -> Metadata:
+# What a task without conditions wants: one empty mapping, only read (a new dict is built
+# to add to it).
+_NO_WANTS: Wanted = {}
+
+
+def _metadata_of(prev: TaskStatus | None, name: str) -> Metadata | NameMetadata:
     """The previous status's metadata when it is the name alone (as every status this loop
     wrote): one object kept per task, not a new one (~0.4 KB) per changed status."""
     if prev is not None:
         metadata = prev.metadata
         if metadata.name == name and not metadata.labels and not metadata.annotations:
             return metadata
-    return Metadata(name=name)
+    return NameMetadata(name)
 
 
 def _in_a_queue(body: TaskStatusBody) -> bool:

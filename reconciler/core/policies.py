@@ -114,8 +114,9 @@ def _in_order(
 
 def _not_considered(admission: Admission, rest: Sequence[Candidate], bound: int) -> None:
     """The tasks past the bound: in the queue's order, not tested this pass."""
-    for task in rest:
-        admission.waiting[task.name] = Waiting(NotConsidered(bound), len(admission.waiting))
+    waiting, lack = admission.waiting, NotConsidered(bound)  # one lack for all (frozen)
+    for ahead, task in enumerate(rest, len(waiting)):
+        waiting[task.name] = Waiting(lack, ahead)
 
 
 def strict(

@@ -286,8 +286,13 @@ def order_after_full(
             for e in entries
             if not e[0] and fairshare.never_fits(_candidate(results[e[4]]).request, ceilings[queue])
         )
-    quiet = frozenset(
-        n for n in specs if n in kept and _quiet(results[n], statuses.get(n), plan.statuses.get(n))
+    out = plan.statuses
+    quiet = frozenset(  # (a task without a status given is never quiet: a cold start's all)
+        n
+        for n in specs
+        if n in kept
+        and (status := statuses.get(n)) is not None
+        and _quiet(results[n], status, out.get(n))
     )
     heap = [(results[n].valid_until, n) for n in quiet if results[n].valid_until < math.inf]
     heapify(heap)

@@ -5,25 +5,29 @@ all tasks."""
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
+from datetime import datetime
+from functools import lru_cache
 
 from reconciler.core import lifecycle, policies, victims
 from reconciler.core import scaling as scaling_core
 from reconciler.core.decisions import Submit
 from reconciler.core.inputs import TaskInput
-from reconciler.core.jobs import bundles_of, make_uid, request_of, submit_request
+from reconciler.core.jobs import bundles_of, make_uid, request_of, submit_request, uid_at
 from reconciler.core.runs import check_timeouts, keep_active, note_ended, observe_run
 from reconciler.core.step import TaskEnv, TaskResult, TaskStep, Waiter
-from reconciler.core.timestamps import to_epoch
+from reconciler.core.timestamps import to_datetime, to_epoch
 from specs.arrays import order_key
 from specs.cluster import (
     META_SPEC_HASH,
     Capacity,
     RayJob,
 )
-from specs.models import ConditionType, Phase, Reason, Task
+from specs.models import ConditionType, Phase, Reason
 from specs.quantity import human_memory
 from specs.statusrecords import TaskStatus, TaskStatusBody
+from specs.taskrecords import Task
 
 
 def unschedulable(req: Capacity, capacity: Capacity, grows: bool = False) -> str | None:
@@ -44,6 +48,68 @@ def reconcile_task(
     env: TaskEnv, spec: TaskInput, prev: TaskStatus | None, now: float
 ) -> TaskResult:
     """One task's own part of a pass (see TaskResult). Pure."""
+    plain = plain_wait(env, spec, prev, now)
+    if plain is not None:
+        return plain
+    return reconcile_steps(env, spec, prev, now)
+
+
+def plain_wait(
+    env: TaskEnv, spec: TaskInput, prev: TaskStatus | None, now: float
+) -> TaskResult | None:
+    """The common case in one go (issue 27, a cold start): a task that simply waits, seen for
+    the first time with no job of it in Ray, or whose Queued status already records its spec
+    and sits out no backoff. Its result is what `reconcile_steps` gives (first sight, follow
+    the spec, settle, enqueue), built without them; None: any other case, for the steps.
+    tests/unit/test_coldpass.py checks it against them."""
+    task = spec.task
+    obs = env.obs
+    if task is None or not obs.available or task.spec.suspend or obs.scaling is not None:
+        return None
+    name = spec.name
+    spec_hash = spec.hash_of(task)
+    if prev is None:
+        if name in env.by_task:  # Ray may hold a live run of it to adopt
+            return None
+        stamp, iso = _instant(now)  # depends on `now`: the result holds for this instant only
+        uid = uid_at(env.options.queue_id, name, iso)
+        body = lifecycle.first_queued(uid, spec_hash, stamp)
+        since, until = now, now
+    else:
+        body = prev.status
+        if (
+            body.phase is not Phase.QUEUED
+            or body.spec_hash != spec_hash
+            or body.next_retry_at is not None
+        ):
+            return None
+        since, until = -math.inf, math.inf
+    req = request_of(task)
+    capacity = obs.capacity
+    assert capacity is not None
+    if unschedulable(req, capacity) is not None:
+        return None
+    queued = to_epoch(body.queued_at)
+    if not queued:  # its place would be read from the clock
+        queued, since, until = now, now, now
+    key = (-task.spec.priority, queued, order_key(name))
+    candidate = policies.Candidate(name, req, task.spec.timeout_seconds, task.spec.preemptible)
+    waiter = Waiter(key, candidate, task, bool(task.spec.depends_on))
+    return TaskResult(body, waiter=waiter, valid_from=since, valid_until=until)
+
+
+@lru_cache(maxsize=2)
+def _instant(now: float) -> tuple[datetime, str]:
+    """`now` as a status's timestamp and its ISO text: built once for all the tasks a pass
+    sees first at that instant (equal values, as the steps build them per task)."""
+    stamp = to_datetime(now)
+    return stamp, stamp.isoformat()
+
+
+def reconcile_steps(
+    env: TaskEnv, spec: TaskInput, prev: TaskStatus | None, now: float
+) -> TaskResult:
+    """`reconcile_task` step by step: every case."""
     step = TaskStep(env, spec.name, now)
     try:
         _reconcile_task(step, spec, prev)

@@ -15,8 +15,9 @@ from specs.cluster import (
     Capacity,
     RayJob,
 )
-from specs.models import ConditionType, Phase, Reason, Task, read_reason
+from specs.models import ConditionType, Phase, Reason, read_reason
 from specs.statusrecords import TaskStatusBody
+from specs.taskrecords import Task
 
 _VERB = {Phase.TIMED_OUT: "timed out", Phase.SUSPENDED: "suspended", Phase.FAILED: "failed"}
 

@@ -20,10 +20,11 @@ from specs.cluster import (
     Capacity,
     RayJob,
 )
-from specs.models import ConditionType, Reason, Task
+from specs.models import ConditionType, Reason
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
 from specs.statusrecords import TaskStatusBody
+from specs.taskrecords import Task
 
 
 @dataclass(frozen=True)

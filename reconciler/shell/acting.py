@@ -23,11 +23,11 @@ from specs.cluster import (
     RayRequestError,
     RayUnavailable,
 )
-from specs.models import Task
 from specs.policy import STOP_WAIT_ENV
 from specs.runtimepaths import RuntimePaths
 from specs.statusrecords import TaskStatus
 from specs.store import TaskStore
+from specs.taskrecords import Task
 
 log = logging.getLogger("rayqueue.loop")
 

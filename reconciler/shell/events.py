@@ -23,11 +23,16 @@ class FileEvents:
         # Stat keys (mtime_ns, size, inode) of files a writer finished: closed after writing,
         # or renamed into place (reconciler/shell/inotify.py). Read without a settle wait.
         self._complete: set[tuple[int, int, int]] = set()
+        self._armed_now = threading.Event()  # set while _armed, for wait_armed
 
     @property
     def is_armed(self) -> bool:
         with self._lock:
             return self._armed
+
+    def wait_armed(self, timeout: float) -> bool:
+        """Wait until a watcher is armed, at most `timeout` seconds; whether it is."""
+        return self._armed_now.wait(timeout)
 
     def add(self, paths: Iterable[str], complete: Iterable[tuple[int, int, int]] = ()) -> None:
         with self._lock:
@@ -46,6 +51,7 @@ class FileEvents:
         folder, for whatever changed while the watcher was being set up."""
         with self._lock:
             self._armed = self._full = True
+            self._armed_now.set()
         self._wake.set()
 
     def lost(self) -> None:
@@ -53,6 +59,7 @@ class FileEvents:
         with self._lock:
             self._armed = False
             self._full = True
+            self._armed_now.clear()
         self._wake.set()
 
     def take(self) -> set[str] | None:

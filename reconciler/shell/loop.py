@@ -37,11 +37,12 @@ from specs.cluster import (
     Autoscaler,
     RayAdapter,
 )
-from specs.models import Reason, SourceRef, Task
+from specs.models import Reason, SourceRef
 from specs.runtimepaths import OFF, RuntimePaths
 from specs.settings import Settings
 from specs.statusrecords import TaskStatus
 from specs.store import FolderUnavailable, SpecEntry, TaskStore
+from specs.taskrecords import Task
 
 log = logging.getLogger("rayqueue.loop")
 

@@ -28,10 +28,11 @@ from reconciler.sim.nodes import Nodes
 from reconciler.sim.workload import Job
 from specs import arrays
 from specs.cluster import META_TASK, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob, Scaling
-from specs.models import Phase, Task
+from specs.models import Phase
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
 from specs.statusrecords import TaskStatus
+from specs.taskrecords import Task
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 """Virtual time 0. Workload times are whole seconds from here."""

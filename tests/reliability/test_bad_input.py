@@ -28,10 +28,10 @@ import specs.store
 from reconciler.shell.loop import Reconciler
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import RUNNING, Capacity
-from specs.models import Task
 from specs.parse import MAX_FILE_BYTES, SpecParseError, parse_task
 from specs.settings import Settings
 from specs.store import TaskStore
+from specs.taskrecords import Task
 from tests.support.specs import snapshot, task_doc
 from tests.support.world import GIB, World
 

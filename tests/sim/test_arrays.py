@@ -15,8 +15,9 @@ from reconciler.sim.teams import split
 from reconciler.sim.workload import Job, make_arrays, synthetic
 from specs import arrays
 from specs.arrays import split as split_element
-from specs.models import Phase, Task
+from specs.models import Phase
 from specs.queues import QueueConfig
+from specs.taskrecords import Task
 
 
 def test_make_arrays_is_seeded_and_copies_the_job() -> None:

@@ -10,10 +10,11 @@ from typing import Any
 
 from reconciler.core.planner import Observation, Plan, TaskInput, plan
 from specs.cluster import FAILED, PENDING, STOPPED, SUCCEEDED, Capacity, RayJob, Scaling
-from specs.models import Phase, Reason, Task
+from specs.models import Phase, Reason
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
 from specs.statusrecords import TaskStatus, TaskStatusBody
+from specs.taskrecords import Task
 
 GIB = 2**30
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -15,7 +15,7 @@ from specs.specerrors import _Found
 def slow(text: str) -> Any:
     """What the line-accurate slow path builds, or an error marker."""
     try:
-        docs = parse._load(text, "f.yaml", single=True)
+        docs = parse.load_nodes(text, "f.yaml", single=True)
     except _Found:
         return "<error>"
     return docs[0][1] if docs else "<empty>"

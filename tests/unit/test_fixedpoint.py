@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from reconciler.core import fixedpoint, planner
 from reconciler.core.planner import Observation, TaskInput
 from specs.cluster import PENDING, Capacity, RayJob
-from specs.models import Phase, Reason, Task
+from specs.models import Phase, Reason
 from specs.settings import PlanOptions
 from specs.statusrecords import TaskStatus
+from specs.taskrecords import Task
 from tests.support.incremental_history import T0, History
 from tests.support.planner_world import GIB, task
 

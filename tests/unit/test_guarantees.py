@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 from reconciler.core.jobs import claim_of
 from reconciler.core.planner import Plan
 from specs.cluster import META_TASK, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity
-from specs.models import Phase, Reason, Task
+from specs.models import Phase, Reason
 from specs.parse import parse_queue_config
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
+from specs.taskrecords import Task
 from tests.support.planner_world import GIB, T0, task
 from tests.unit.test_planner_preemption import Cluster
 

@@ -11,8 +11,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specs import parse
-from specs.models import Condition, Metadata, Phase, Resources, Task, TaskSpec
+from specs import parse, yamlnodes
+from specs.models import Condition, Metadata, Phase, Resources
 from specs.parse import (
     MAX_DEPTH,
     MAX_FILE_BYTES,
@@ -25,6 +25,7 @@ from specs.parse import (
     parse_tasks,
 )
 from specs.statusrecords import TaskStatus, TaskStatusBody
+from specs.taskrecords import Task, TaskSpec
 from specs.yamldepth import MAX_NESTING
 
 GIB = 2**30
@@ -504,7 +505,7 @@ def test_file_over_one_mebibyte_is_rejected_before_parsing(monkeypatch: Any) -> 
     def no_parsing(*args: object, **kwargs: object) -> None:
         raise AssertionError("parsed a file over the limit")
 
-    monkeypatch.setattr(parse, "_load", no_parsing)
+    monkeypatch.setattr(parse, "load_nodes", no_parsing)
     big = ISSUE_EXAMPLE + "#" * MAX_FILE_BYTES
     for text in (big, big.encode()):
         error = only_error(text)
@@ -585,7 +586,7 @@ def test_unexpected_exceptions_become_spec_errors(monkeypatch: Any) -> None:
     def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("surprise")
 
-    monkeypatch.setattr(parse._Builder, "document", broken)
+    monkeypatch.setattr(yamlnodes._Builder, "document", broken)
     monkeypatch.setattr(parse.fastyaml, "load", broken)  # the fast path, tried first
     error = only_error(ISSUE_EXAMPLE)
     assert error.message == "could not parse: KeyError: 'surprise'"
@@ -757,7 +758,7 @@ def test_builder_agrees_with_yaml_safe_load(value: Any) -> None:
     document = {"v": value}
     for flow in (False, True, None):
         text = yaml.safe_dump(document, default_flow_style=flow, allow_unicode=True)
-        nodes = parse._load(parse._decode(text, "t"), "t", single=True)
+        nodes = parse.load_nodes(parse._decode(text, "t"), "t", single=True)
         assert json.dumps(nodes[0][1]) == json.dumps(yaml.safe_load(text))
 
 
@@ -773,7 +774,7 @@ def test_builder_agrees_with_yaml_safe_load(value: Any) -> None:
     ],
 )
 def test_builder_agrees_with_yaml_safe_load_on_tricky_scalars(text: str) -> None:
-    nodes = parse._load(text, "t", single=True)
+    nodes = parse.load_nodes(text, "t", single=True)
     assert _typed(nodes[0][1]) == _typed(yaml.safe_load(text))
 
 

@@ -15,9 +15,10 @@ from reconciler.core.fairhold import QueueState
 from reconciler.core.planner import Plan
 from reconciler.core.victims import Preemptor, Rules, Running
 from specs.cluster import SUCCEEDED, Capacity
-from specs.models import ConditionType, Phase, Reason, Task
+from specs.models import ConditionType, Phase, Reason
 from specs.parse import parse_queue_config
 from specs.settings import PlanOptions
+from specs.taskrecords import Task
 from tests.support.planner_world import GIB, task
 from tests.unit.test_planner_preemption import Cluster
 

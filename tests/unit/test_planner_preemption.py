@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from reconciler.core.jobs import RUN_ENV
 from reconciler.core.planner import STOP_WAIT_ENV, Plan, request_of
 from specs.cluster import RUNNING, STOPPED, SUCCEEDED, Capacity
-from specs.models import ConditionType, Phase, Reason, Task
+from specs.models import ConditionType, Phase, Reason
 from specs.settings import PlanOptions
+from specs.taskrecords import Task
 from tests.support.planner_world import GIB, PlanWorld, task
 from tests.unit.test_planner import started
 

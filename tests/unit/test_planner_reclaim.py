@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from reconciler.core.jobs import RUN_ENV
 from reconciler.core.planner import STOP_WAIT_ENV, Plan
 from specs.cluster import SUCCEEDED, Capacity
-from specs.models import ConditionType, Phase, Reason, Task
+from specs.models import ConditionType, Phase, Reason
 from specs.parse import parse_queue_config
 from specs.settings import PlanOptions
+from specs.taskrecords import Task
 from tests.support.planner_world import GIB, T0, task
 from tests.unit.test_planner_preemption import Cluster
 

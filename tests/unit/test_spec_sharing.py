@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specs import blockyaml
-from specs.models import Metadata, Resources, Task, _resources_json
+from specs.models import Metadata, Resources, _resources_json
 from specs.parse import parse_task
+from specs.taskrecords import Task
 
 SPEC = (
     "apiVersion: rayqueue/v1\nkind: Task\nspec:\n  entrypoint: run {i}\n  resources:\n    cpu: 1\n"

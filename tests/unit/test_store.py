@@ -15,7 +15,7 @@ import pytest
 
 from specs import atomic, store
 from specs.atomic import write_atomic
-from specs.models import Metadata, Phase, Resources, Task, TaskSpec
+from specs.models import Metadata, Phase, Resources
 from specs.parse import MAX_FILE_BYTES, dump_task
 from specs.service import TaskService
 from specs.statusrecords import TaskStatus, TaskStatusBody
@@ -26,6 +26,7 @@ from specs.store import (
     TaskStore,
     validate_name,
 )
+from specs.taskrecords import Task, TaskSpec
 
 
 def spec_text(name: str | None = None, cpu: float = 1, entrypoint: str = "python x.py") -> str:

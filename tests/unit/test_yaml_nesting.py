@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from specs import parse
+from specs import yamlnodes
 from specs.access import AccessError, parse_tokens_file
 from specs.parse import SpecParseError, parse_queue_config, parse_status, parse_task
 from specs.service import ConfigRejected, TaskService
@@ -36,8 +36,8 @@ def test_a_nesting_bomb_is_refused_before_parsing(
     monkeypatch: pytest.MonkeyPatch, text: str
 ) -> None:
     """Fails on main: the bomb reached the (pure-Python) composer."""
-    monkeypatch.setattr(parse, "_FastLoader", _NoComposer)
-    monkeypatch.setattr(parse.yaml, "SafeLoader", _NoComposer)
+    monkeypatch.setattr(yamlnodes, "_FastLoader", _NoComposer)
+    monkeypatch.setattr(yamlnodes.yaml, "SafeLoader", _NoComposer)
     for call in (parse_task, parse_status, parse_queue_config):
         with pytest.raises(SpecParseError) as caught:
             call(text, file="bomb.yaml")
