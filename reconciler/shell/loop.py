@@ -29,6 +29,7 @@ from reconciler.shell.passinputs import queue_file as queue_file  # re-exported
 from reconciler.shell.passinputs import scan_specs as scan_specs  # re-exported
 from reconciler.shell.passreport import PassReport
 from reconciler.shell.queuefile import UsageBook, read_status
+from reconciler.shell.readback import ReadBack, as_read_back
 from reconciler.shell.repeats import Repeating
 from reconciler.shell.scaling import AutoscalerMetrics, ScaleRequests
 from reconciler.shell.still import StillPass, Version
@@ -130,6 +131,9 @@ class Reconciler:
         # The queues' decayed usage, read back from the status file the last run wrote.
         self.usage = UsageBook(read_status(self.queue_file.status_path))
         self._still: StillPass | None = None  # the last pass, if it changed nothing
+        # The last pass, if its plan only moved statuses and wrote them all: its read-back is
+        # skipped when it reads exactly that (shell/readback.py).
+        self._read_back: ReadBack | None = None
         self._fingerprint = 0  # a new one whenever the spec files read change (asking git)
         self._revision: SourceRevision | None = None
         self.skipped = 0  # passes skipped as still (a counter for benchmarks and tests)
@@ -219,7 +223,7 @@ class Reconciler:
         """Make the next pass run the planner even if nothing it reads has changed (the
         still-pass shortcut is dropped once); its inputs are read as usual."""
         with self._lock:
-            self._still = None
+            self._still = self._read_back = None
 
     def rescan_interval(self) -> float:
         """rescan_seconds, stretched so that walks stay within rescan_cpu_share of a core."""
@@ -294,6 +298,7 @@ class Reconciler:
     def _run_pass(self) -> Plan | None:
         changed = self._changed_paths()
         still, self._still = self._still, None
+        read_back, self._read_back = self._read_back, None
         observed: Observation | None = None
         if still is not None and changed is not None and not changed and self.store.still():
             # Nothing named by events, nothing settling: if Ray and the clock say nothing new
@@ -340,6 +345,18 @@ class Reconciler:
             # clock first: when they moved, the per-task check is not worth doing.)
             self._still = still
             return self._skip(still.plan, observed)
+        if (
+            read_back is not None
+            and not self._spec_changes
+            and not unrecorded
+            and read_back.still.holds(observed, now.timestamp(), queues.generation, self._revision)
+            and read_back.reads_back(statuses, status_changes)
+            and self.store.still()
+        ):
+            # What the last pass wrote, read back, and nothing else changed: the planner
+            # would plan nothing (tests/unit/test_readback_still.py), so it is not run.
+            self._still = read_back.settled(versions, status_generations)
+            return self._skip(self._still.plan, observed)
         plan, self._memo = incremental.plan_incremental(
             self._memo,
             specs,
@@ -409,6 +426,10 @@ class Reconciler:
         self._deadline = plan.deadline
         if not plan.still:
             self._changed_at = self.monotonic()
+        if not plan.still and not unwritten and not refused:
+            self._read_back = self._read_back_of(
+                plan, specs, statuses, observed, now, queues.generation
+            )
         if plan.still and self.store.still():
             self._still = StillPass(
                 plan,
@@ -423,6 +444,36 @@ class Reconciler:
                 observed.scaling,
             )
         return plan
+
+    def _read_back_of(
+        self,
+        plan: Plan,
+        specs: Mapping[str, TaskInput],
+        before: Mapping[str, TaskStatus],
+        observed: Observation,
+        now: datetime,
+        queues: int,
+    ) -> ReadBack | None:
+        still = as_read_back(plan, observed, now.timestamp(), self._memo.fast, specs)
+        if still is None:
+            return None
+        at = now.timestamp()
+        return ReadBack(
+            StillPass(
+                still,
+                at,
+                observed.jobs,
+                observed.capacity,
+                observed.error,
+                queues,
+                self._revision,
+                {},  # the versions and statuses of the read-back's read (ReadBack.settled)
+                {},
+                observed.scaling,
+            ),
+            plan.statuses,
+            before,
+        )
 
     def _with_unrecorded(
         self,
