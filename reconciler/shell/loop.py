@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from reconciler.core import incremental, lifecycle
 from reconciler.core.planner import Observation, Plan, TaskInput
-from reconciler.shell import memory, writes
+from reconciler.shell import memory, pace, writes
 from reconciler.shell.acting import RAY_STOP_WAIT, STOP_MARGIN, RayActions
 from reconciler.shell.events import FileEvents
 from reconciler.shell.faults import Faults
@@ -29,7 +29,7 @@ from reconciler.shell.passinputs import queue_file as queue_file  # re-exported
 from reconciler.shell.passinputs import scan_specs as scan_specs  # re-exported
 from reconciler.shell.passreport import PassReport
 from reconciler.shell.queuefile import UsageBook, read_status
-from reconciler.shell.readback import ReadBack, as_read_back
+from reconciler.shell.readback import ReadBack, read_back_of
 from reconciler.shell.repeats import Repeating
 from reconciler.shell.scaling import AutoscalerMetrics, ScaleRequests
 from reconciler.shell.still import StillPass, Version
@@ -46,13 +46,6 @@ from specs.taskrecords import Task
 
 log = logging.getLogger("rayqueue.loop")
 
-_JUST_AFTER = 0.001  # seconds past a plan's deadline: its answer changes right after it
-_SHORTEST_WAIT = 0.01  # between two passes, whatever the deadline says
-# While tasks wait for resources that running jobs hold, a job's end is only seen by asking Ray,
-# and each second unseen is a second of cluster left idle. So Ray is asked at
-# busy_interval_seconds right after a change, backing off to this share of the quiet time since
-# (a queue behind one long job is asked about once a second, not ten times).
-_WAITING_ON_RAY_SHARE = 0.05
 # A stop is sent once per run. Ray stops a job within its stop wait (3 s by default, the
 # preemption grace when that is set); a job still listed as live well past it may have lost
 # the request (a stop of a job still PENDING can be, ray #58353), so it is sent again then.
@@ -427,8 +420,15 @@ class Reconciler:
         if not plan.still:
             self._changed_at = self.monotonic()
         if not plan.still and not unwritten and not refused:
-            self._read_back = self._read_back_of(
-                plan, specs, statuses, observed, now, queues.generation
+            self._read_back = read_back_of(
+                plan,
+                specs,
+                statuses,
+                observed,
+                now.timestamp(),
+                self._memo.fast,
+                queues.generation,
+                self._revision,
             )
         if plan.still and self.store.still():
             self._still = StillPass(
@@ -444,36 +444,6 @@ class Reconciler:
                 observed.scaling,
             )
         return plan
-
-    def _read_back_of(
-        self,
-        plan: Plan,
-        specs: Mapping[str, TaskInput],
-        before: Mapping[str, TaskStatus],
-        observed: Observation,
-        now: datetime,
-        queues: int,
-    ) -> ReadBack | None:
-        still = as_read_back(plan, observed, now.timestamp(), self._memo.fast, specs)
-        if still is None:
-            return None
-        at = now.timestamp()
-        return ReadBack(
-            StillPass(
-                still,
-                at,
-                observed.jobs,
-                observed.capacity,
-                observed.error,
-                queues,
-                self._revision,
-                {},  # the versions and statuses of the read-back's read (ReadBack.settled)
-                {},
-                observed.scaling,
-            ),
-            plan.statuses,
-            before,
-        )
 
     def _with_unrecorded(
         self,
@@ -613,26 +583,15 @@ class Reconciler:
             self.wake.wait(self.next_wait(self.monotonic() - started))
 
     def next_wait(self, elapsed: float = 0.0) -> float:
-        """Seconds until the next pass, after a pass that took `elapsed`. The last plan's
-        deadline says when its answer changes (controller-runtime's RequeueAfter): the loop
-        wakes just after it. Ray's answer can change at any time and is seen only by asking,
-        so a pass comes at least every interval, counted from the start of the last one. A
-        backlog of deferred sidecars is written at busy_interval_seconds, and Ray is asked
-        sooner while tasks wait on running jobs (_WAITING_ON_RAY_SHARE). File events wake the
-        loop at once (self.wake)."""
-        wait = self.settings.interval_seconds
-        fast = self.settings.busy_interval_seconds
-        if self._backlog:
-            wait = min(wait, fast)
+        """Seconds until the next pass, after a pass that took `elapsed` (shell/pace.py)."""
         state = self.state
-        if state.queued and (state.starting or state.running) and state.ray_error is None:
-            quiet = self.monotonic() - self._changed_at
-            wait = min(wait, max(fast, _WAITING_ON_RAY_SHARE * quiet))
-        wait -= elapsed
-        if self._deadline is not None:
-            left = self._deadline - self.clock()
-            # At or before now: the plan read the clock itself (a time it wrote, a reserved
-            # start of "now"), so it holds this instant only and no later instant is special.
-            if left > 0:
-                wait = min(wait, left + _JUST_AFTER)
-        return max(wait, _SHORTEST_WAIT)
+        return pace.next_wait(
+            self.settings,
+            backlog=self._backlog,
+            waiting_on_ray=bool(
+                state.queued and (state.starting or state.running) and state.ray_error is None
+            ),
+            quiet_for=self.monotonic() - self._changed_at,
+            deadline_in=None if self._deadline is None else self._deadline - self.clock(),
+            elapsed=elapsed,
+        )

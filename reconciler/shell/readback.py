@@ -17,6 +17,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 
 from reconciler.core.planner import Observation, Plan, TaskInput
+from reconciler.shell.gitrev import SourceRevision
 from reconciler.shell.still import StillPass, Version
 from specs.statusrecords import TaskStatus
 
@@ -105,3 +106,36 @@ class ReadBack:
         """The still pass the skipped read-back leaves: what it read, generation for
         generation, so that the passes after it are compared with that."""
         return replace(self.still, versions=versions, statuses=statuses)
+
+
+def read_back_of(
+    plan: Plan,
+    specs: Mapping[str, TaskInput],
+    before: Mapping[str, TaskStatus],
+    observed: Observation,
+    now: float,
+    fast: bool,
+    queues: int,
+    revision: SourceRevision | None,
+) -> ReadBack | None:
+    """What the pass that reads back `plan`'s writes may skip to, or None (as_read_back)."""
+    still = as_read_back(plan, observed, now, fast, specs)
+    if still is None:
+        return None
+    # The versions and statuses of the read-back's own read are filled in by ReadBack.settled.
+    return ReadBack(
+        StillPass(
+            still,
+            now,
+            observed.jobs,
+            observed.capacity,
+            observed.error,
+            queues,
+            revision,
+            {},
+            {},
+            observed.scaling,
+        ),
+        plan.statuses,
+        before,
+    )
