@@ -106,7 +106,7 @@ class Reconciler:
         # The folder as planner inputs, kept between passes (passinputs.SpecInputs); the
         # names whose input changed in this pass's read; and each task's Version, kept too.
         self._specs = SpecInputs()
-        self._inputs: dict[str, tuple[SpecEntry, TaskInput]] = self._specs.cache
+        self._inputs: dict[str, SpecEntry] = self._specs.cache
         self._spec_changes: set[str] = set()
         self._version_map: dict[str, Version] = {}
         self._versions_of: tuple[int, bool] | None = None  # (source version, unrecorded) of it
@@ -162,7 +162,7 @@ class Reconciler:
             metrics,
             self.queue_file,
             self.usage,
-            lambda name: cached[1] if (cached := self._inputs.get(name)) is not None else None,
+            self._specs.inputs.get,
             clock,
         )
 
@@ -192,8 +192,8 @@ class Reconciler:
         return max(graces) + STOP_MARGIN
 
     def _spec_of(self, task: str) -> Task | None:
-        cached = self._inputs.get(task)
-        return cached[1].task if cached is not None else None
+        given = self._specs.inputs.get(task)
+        return given.task if given is not None else None
 
     def _changed_paths(self) -> set[str] | None:
         """What file events named since the last pass, or None when this pass must walk the
@@ -265,7 +265,7 @@ class Reconciler:
             elif revision is None:
                 self._sourced[name] = base
             else:
-                entry = self._inputs[name][0]
+                entry = self._inputs[name]
                 relative = entry.path.relative_to(self.settings.tasks_dir).as_posix()
                 rev, dirty = revision.of(relative)
                 self._sourced[name] = replace(base, source=SourceRef(revision=rev, dirty=dirty))
@@ -498,7 +498,7 @@ class Reconciler:
         self._versions_of = (source, unrecorded)
         for name in names:
             if name in specs:
-                generation = self._inputs[name][0].generation
+                generation = self._inputs[name].generation
                 version = Version(generation, source, statuses.get(name, 0))
                 old = before.get(name)
                 kept[name] = old if old == version and old is not None else version

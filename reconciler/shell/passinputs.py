@@ -57,7 +57,8 @@ class SpecInputs:
     full walk compares every entry's generation)."""
 
     def __init__(self) -> None:
-        self.cache: dict[str, tuple[SpecEntry, TaskInput]] = {}  # name -> (entry, its input)
+        # By name: the entry each input was made of (two dicts, not a tuple more per task).
+        self.cache: dict[str, SpecEntry] = {}
         self.inputs: dict[str, TaskInput] = {}
 
     def read(self, store: TaskStore, changed: set[str] | None = None) -> set[str]:
@@ -74,10 +75,10 @@ class SpecInputs:
                     del self.cache[name], self.inputs[name]
                     differ.add(name)
                 continue
-            if cached is None or cached[0].generation != entry.generation:
-                cached = self.cache[name] = (entry, task_input(entry))
-                self.inputs[name] = cached[1]
+            if cached is None or cached.generation != entry.generation:
+                self.cache[name] = entry
+                self.inputs[name] = task_input(entry)
                 differ.add(name)
-            elif cached[0] is not entry:
-                self.cache[name] = (entry, cached[1])  # the same generation: the same input
+            elif cached is not entry:
+                self.cache[name] = entry  # the same generation: the same input
         return differ

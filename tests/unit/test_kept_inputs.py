@@ -83,7 +83,7 @@ def _checked(w: World) -> World:
         got = versions(specs, statuses, *args)
         source = rec._source_version if rec.revisions is not None else 0
         assert got == {
-            name: Version(rec._inputs[name][0].generation, source, statuses.get(name, 0))
+            name: Version(rec._inputs[name].generation, source, statuses.get(name, 0))
             for name in specs
         }
         return got
@@ -191,4 +191,4 @@ def test_a_failed_pass_leaves_nothing_kept_behind(tmp_path: Path) -> None:
     rec._versions = versions  # type: ignore[method-assign]
     w.step()  # nothing new named: the edit must still reach the kept versions
     assert rec._versions_full is True
-    assert rec._version_map["a"].spec == rec._inputs["a"][0].generation
+    assert rec._version_map["a"].spec == rec._inputs["a"].generation

@@ -99,7 +99,7 @@ def test_a_rebuilt_version_map_keeps_the_equal_versions(tmp_path: Path) -> None:
     after = rec._version_map
     assert after.keys() == before.keys() and list(after) == list(rec._specs.inputs)
     for name, version in after.items():  # equal to a fresh build of each
-        assert version.spec == rec._inputs[name][0].generation, name
+        assert version.spec == rec._inputs[name].generation, name
     assert after["a"] is before["a"]  # unchanged: the same object
     assert after["b"] != before["b"]
 
