@@ -126,3 +126,23 @@ def test_a_stale_tally_counts_everything_at_its_next_update() -> None:
     tally.update(world, set())  # the next pass names nothing: t0's object is unchanged now
     assert tally.recounts == 2
     assert tally.counts[(None, Phase.RUNNING)] == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(step, st.booleans()), min_size=1, max_size=30))
+def test_equal_keys_are_kept_as_one_object(passes: list[tuple[dict[str, object], bool]]) -> None:
+    """Sharing rule (issue 27, memory): every task with an equal key holds the one object,
+    and the kept keys equal each status's own key."""
+    tally: Tally[tuple[str | None, Phase]] = Tally(key_of)
+    world: dict[str, TaskStatus] = {}
+    for changes, name_gone in passes:
+        after, changed = apply(world, changes)
+        tally.update(after, changed if name_gone else {n for n in changed if n in after})
+        kept = tally._keys
+        assert kept == {n: key_of(s) for n, s in after.items()}
+        by_value: dict[object, int] = {}
+        for key in kept.values():
+            if key is not None:
+                assert by_value.setdefault(key, id(key)) == id(key)
+        assert tally._shared.keys() == tally.counts.keys()
+        world = after
