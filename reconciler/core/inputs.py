@@ -14,7 +14,7 @@ from specs.models import SourceRef
 from specs.taskrecords import Task
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per task, kept between passes: no __dict__
 class TaskInput:
     """One spec file as the store read it."""
 

@@ -24,7 +24,7 @@ from reconciler.core.waits import (
 from specs.cluster import Capacity
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # one per waiting task, kept between passes: no __dict__
 class Candidate:
     """A queued task as a policy sees it."""
 
