@@ -121,6 +121,20 @@ def _line(line: str) -> _Line:
     """One line read on its own, kept by its text: the specs of a folder share most of their
     lines (apiVersion, kind, resources...), so a cold start reads each distinct line once.
     The values are scalars (str, int, float, bool, None): nothing a caller could change."""
+    colon = line.find(": ")
+    if colon > 0:
+        # `key: value`, whose value most often is the line's own (a run's seed, its name):
+        # the part up to the colon, `key:`, is read (and kept) as a line of its own, and only
+        # the value is read here: what _read_line gives, as the key is all that precedes.
+        head = _line(line[: colon + 1])
+        if head[4] is _OPEN:
+            value = line[colon + 2 :].lstrip(" ")
+            if not value or value[0] == "#":
+                return head
+            try:
+                return (head[0], head[1], head[2], head[3], _scalar(value))
+            except (_Other, ValueError, OverflowError, TypeError, RecursionError):
+                return _OTHER
     body = line.lstrip(" ")
     if not body or body[0] == "#":
         return _BLANK
