@@ -383,34 +383,6 @@ class TaskSpecModel(_Model):
 # dump: memory is written as text) kept per distinct value, as a cold start hashes every spec
 # and most share a few shapes.
 _HASH_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
-
-
-# `json.encoder`'s C encoder (None without it) and the arguments `_HASH_JSON.encode` hands it
-# for a container (after the record of the containers being encoded, new for each call).
-_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
-_HASH_ARGS = (
-    _HASH_JSON.default,
-    json.encoder.encode_basestring_ascii,
-    _HASH_JSON.indent,
-    _HASH_JSON.key_separator,
-    _HASH_JSON.item_separator,
-    _HASH_JSON.sort_keys,
-    _HASH_JSON.skipkeys,
-    _HASH_JSON.allow_nan,
-)
-
-
-def _hash_json(value: object) -> str:
-    """`_HASH_JSON.encode(value)`, without the steps around the C code (a cold start hashes
-    every spec): a text escaped as the encoder escapes it, a dict or list given to the C
-    encoder with the encoder's own arguments; anything else through the encoder itself."""
-    if type(value) is str:
-        return json.encoder.encode_basestring_ascii(value)
-    if (type(value) is dict or type(value) is list) and _MAKE_ENCODER is not None:
-        return "".join(_MAKE_ENCODER({}, *_HASH_ARGS)(value, 0))
-    return _HASH_JSON.encode(value)
-
-
 _RESOURCES_JSON: dict[tuple[str, ...], str] = {}
 _RESOURCES_KEPT = 1024
 
@@ -462,7 +434,7 @@ def spec_hash_of(metadata: Metadata, spec: TaskSpecModel | TaskSpec) -> str:
         runtime_env = {**runtime_env, "env_vars": env}
 
     def encode(value: object) -> str:
-        return "null" if value is None else _hash_json(value)
+        return "null" if value is None else _HASH_JSON.encode(value)
 
     # {"entrypoint", "resources", "restartedAt", "runtimeEnv"}, keys in sorted order; the
     # resources without bundles, which only shape the autoscaler's request (no new run)

@@ -1,68 +1,15 @@
 """The read of a cold start, made cheaper without changing what it gives (issue 27,
-session 7, helper `cold2`): blockyaml's text shortcut and spec_hash's JSON."""
+session 7, helper `cold2`): blockyaml's shortcuts."""
 
 from __future__ import annotations
 
-import datetime
-import json
-from typing import Any
-
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from yaml.nodes import ScalarNode
 
-from specs import blockyaml, models
-
-_HASH = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
-
-scalars = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.text(),
-    st.dates(),  # not JSON: the encoder's default (str) writes it
-)
-values = st.recursive(
-    scalars,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4),
-        st.dictionaries(st.one_of(st.text(max_size=6), st.integers()), inner, max_size=4),
-    ),
-    max_leaves=12,
-)
-
-
-@settings(max_examples=800, deadline=None)
-@given(values)
-def test_hash_json_is_the_encoders_text(value: Any) -> None:
-    assert _outcome(models._hash_json, value) == _outcome(_HASH.encode, value)
-
-
-def _outcome(encode: Any, value: Any) -> object:
-    """The text, or the error's type and words (keys of mixed types do not sort)."""
-    try:
-        return encode(value)
-    except (TypeError, ValueError) as exc:
-        return type(exc), str(exc)
-
-
-def test_hash_json_takes_the_c_encoder_for_containers() -> None:
-    # The shortcut is taken (else the property above compares the encoder with itself).
-    assert models._MAKE_ENCODER is not None
-    assert models._hash_json({"b": [1, 2.5, None], "a": "é"}) == '{"a":"\\u00e9","b":[1,2.5,null]}'
-    assert models._hash_json({"d": datetime.date(2026, 1, 2)}) == '{"d":"2026-01-02"}'
-
-
-def test_hash_json_refuses_a_circular_value_as_the_encoder_does() -> None:
-    loop: dict[str, Any] = {}
-    loop["self"] = loop
-    with pytest.raises(ValueError, match="Circular reference"):
-        models._hash_json(loop)
-    # and nothing is left behind: the same value without the cycle encodes after it
-    loop["self"] = 1
-    assert models._hash_json(loop) == '{"self":1}'
+from specs import blockyaml
 
 
 def _resolved(text: str) -> str:
@@ -97,3 +44,33 @@ def test_ascii_text_with_a_tab_or_carriage_return_goes_the_slow_way() -> None:
     assert blockyaml.load("a:\t1\n") is None
     assert blockyaml.load("a: 1\r\n") is None
     assert blockyaml.load("a: é\u2028\n") is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a:\n  - k: v1\n    j: 2\n  -  k: yes # c\n",
+        "a: \nb: # open\n  c: 1\n",
+        "a: b: c\n",
+        "a:\n  - 'x: y'\n  - \"p: q\"\n",
+        "a: 'x: y'\nb: x #: y\n",
+        "# k: v\na: 1\n",
+        "a: ---\nb: - x\n",
+        "on: 1\n",
+        "a:: 1\n",
+    ],
+)
+def test_key_lines_read_by_their_value_alone_equal_yaml(text: str) -> None:
+    # A key line seen for the first time reads its `key:` part as a line of its own (kept)
+    # and only its value: what it gives is what YAML gives, or None (the slow path's).
+    blockyaml._line.cache_clear()
+    fast = blockyaml.load(text)
+    if fast is not None:
+        assert fast == yaml.safe_load(text)
+
+
+def test_the_shapes_the_shortcut_reads() -> None:
+    assert blockyaml.load("a:\n  - k: v1\n    j: 2\n") == {"a": [{"k": "v1", "j": 2}]}
+    assert blockyaml.load("a: b: c\n") is None  # a colon and a space in a plain value
+    assert blockyaml.load("a: 'x: y'\n") == {"a": "x: y"}
+    assert blockyaml.load("on: 1\n") is None  # a key YAML reads as a boolean
