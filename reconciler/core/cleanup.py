@@ -91,7 +91,13 @@ def expire_finished_jobs(
     }
     expired = []
     for sid, job in ours.items():
-        if not job.terminal or job.end_time is None or sid in awaited:
+        if not job.terminal or job.end_time is None:
+            continue
+        if sid in awaited:
+            # This pass records its end (or a later one will): from then on it expires, so
+            # the answer to the statuses this pass writes holds until then only (the loop
+            # skips the read-back of a plan's own writes: shell/readback.py).
+            ctx.until = min(ctx.until, max(job.end_time + retention - EARLY, ctx.now))
             continue
         if ctx.now - job.end_time > retention:
             expired.append((job.end_time, sid))

@@ -102,6 +102,11 @@ class Plan:
     # same plan (a timeout, a backoff, a grace period, a reserved start: every rule that reads
     # the clock narrows it); None: no rule does. The loop wakes just after it (RequeueAfter).
     deadline: float | None = None
+    # The deadline of the pass that reads this plan's statuses back (the same inputs, these
+    # statuses written): as `deadline`, but a time a status records once (a run's start,
+    # TaskStep.recorded) pins only this plan to its instant. The loop skips such a read-back
+    # up to it (reconciler/shell/readback.py). None: no rule reads the clock.
+    read_back_deadline: float | None = None
     # What to ask the autoscaler for (issue 26): the resource bundles the cluster should be
     # able to hold (what runs, plus the demand that waits for nodes), shaped to the node types;
     # None: no scaling (leave any request alone); (): nothing waits, clear the request.
@@ -178,6 +183,9 @@ class PassState:
     queue_admission: queueing.QueueAdmission | None = None
     gated: bool = False  # some queued task has dependencies or sits in a cycle
     until: float = math.inf  # the latest `now` at which each time-dependent answer still holds
+    # ... counting a time a task's status records once (TaskResult.valid_until against its
+    # settles_until): `until` is what the pass that reads the statuses back holds to.
+    recorded_until: float = math.inf
     scale_demand: list[str] = field(default_factory=list)  # tasks that wait for new nodes
     # _queues.yaml's error (file:line:col: field: message) while no configuration is in force
     queue_error: str | None = None
@@ -284,7 +292,8 @@ def merge(ctx: PassState, name: str, result: TaskResult) -> None:
         ctx.gated = ctx.gated or waiter.gated
     if result.running is not None:
         ctx.running.append(result.running)
-    ctx.until = min(ctx.until, result.valid_until)
+    ctx.until = min(ctx.until, result.settles_until)
+    ctx.recorded_until = min(ctx.recorded_until, result.valid_until)
 
 
 def finish(
@@ -306,12 +315,11 @@ def finish(
     # now + timeoutSeconds, moves later against a fixed reserved start), so a pass that
     # admitted nobody admits nobody later with the same inputs. Only forward in time: a clock
     # set back plans afresh.
-    until = max(ctx.until, ctx.now)
     return _plan_of(
         draft,
         draft.statuses,
         _summary(ctx),
-        until,
+        ctx,
         _scale_request(ctx, specs),
         _changes_nothing(ctx, statuses),
     )
@@ -321,11 +329,13 @@ def _plan_of(
     draft: _Draft,
     statuses: Mapping[str, TaskStatus],
     summary: Summary,
-    until: float,
+    ctx: PassState,
     scale_request: tuple[Capacity, ...] | None,
     still: bool,
 ) -> Plan:
     """The Plan, of the draft's own containers, typed read-only: the draft ends here."""
+    until = max(min(ctx.until, ctx.recorded_until), ctx.now)
+    read_back = max(ctx.until, ctx.now)
     return Plan(
         statuses=statuses,
         submits=draft.submits,
@@ -340,6 +350,7 @@ def _plan_of(
         summary=summary,
         write_classes=draft.write_classes,
         deadline=None if math.isinf(until) else until,
+        read_back_deadline=None if math.isinf(read_back) else read_back,
         scale_request=scale_request,
         still=still,
     )
@@ -355,14 +366,13 @@ def freeze(
     """The incremental planner's plan: as `finish` builds it, with every status `out` (the
     given ones, but for `touched`) and the summary it kept."""
     draft = ctx.plan
-    until = max(ctx.until, ctx.now)
     still = (
         _asks_nothing(ctx)
         and len(out) == len(statuses)
         and all(statuses.get(name) is out[name] for name in touched)
     )
     # scale_request None: the fast pass runs only without an autoscaler
-    return _plan_of(draft, out, summary, until, None, still)
+    return _plan_of(draft, out, summary, ctx, None, still)
 
 
 def _scale_request(ctx: PassState, specs: Mapping[str, TaskInput]) -> tuple[Capacity, ...] | None:

@@ -95,7 +95,9 @@ def plain_wait(
     key = (-task.spec.priority, queued, order_key(name))
     candidate = policies.Candidate(name, req, task.spec.timeout_seconds, task.spec.preemptible)
     waiter = Waiter(key, candidate, task, bool(task.spec.depends_on))
-    return TaskResult(body, waiter=waiter, valid_from=since, valid_until=until)
+    # Only clock reads pin this result (first sight, a place read from the clock), and they
+    # pin its read-back too (TaskStep.now): settles_until is valid_until.
+    return TaskResult(body, waiter=waiter, valid_from=since, valid_until=until, settles_until=until)
 
 
 @lru_cache(maxsize=2)

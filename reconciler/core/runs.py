@@ -41,7 +41,7 @@ def observe_run(
         return lifecycle.observe_pending(body, job)
     if job.status == RUNNING:
         # The clock is read only to record a start not recorded yet.
-        return lifecycle.observe_running(body, job, body.started_at or step.stamp)
+        return lifecycle.observe_running(body, job, step.recorded(body.started_at))
     ended = lifecycle.end_run(body, job)
     sid = body.submission_id or ""
     if ended.phase is Phase.FAILED and sid:

@@ -94,6 +94,9 @@ class TaskResult(NamedTuple):
     running: victims.Running | None = None
     valid_from: float = -math.inf
     valid_until: float = math.inf
+    # As valid_until, but for the pass that reads this result's status back: a time this
+    # result records once (TaskStep.recorded) pins it to its instant, not its read-back.
+    settles_until: float = math.inf
 
     def valid_at(self, now: float) -> bool:
         return self.valid_from <= now <= self.valid_until
@@ -112,6 +115,7 @@ class TaskStep:
         self._now = now
         self.valid_from = -math.inf
         self.valid_until = math.inf
+        self.settles_until = math.inf  # see TaskResult.settles_until
         self.conds: Wanted = {}
         self.events: list[Event] = []
         self.submits: list[Submit] = []
@@ -124,8 +128,18 @@ class TaskStep:
 
     @property
     def now(self) -> float:
-        self.valid_from = self.valid_until = self._now
+        self.valid_from = self.valid_until = self.settles_until = self._now
         return self._now
+
+    def recorded(self, at: datetime | None) -> datetime:
+        """The time a field holds once set (a run's start): `at` if set, else now. Now pins
+        this result to its instant (the same inputs later would record another time), but not
+        the pass that reads the status back: with the field written, it reads no clock for it
+        (Plan.read_back_deadline)."""
+        if at is not None:
+            return at
+        self.valid_from = self.valid_until = self._now
+        return to_datetime(self._now)
 
     @property
     def stamp(self) -> datetime:
@@ -163,6 +177,7 @@ class TaskStep:
             self.valid_from = max(self.valid_from, min(edge, now))
         else:
             self.valid_until = min(self.valid_until, max(edge, now))
+            self.settles_until = min(self.settles_until, max(edge, now))
         return answer
 
     def result(self, running: victims.Running | None) -> TaskResult:
@@ -179,4 +194,5 @@ class TaskStep:
             running,
             self.valid_from,
             self.valid_until,
+            self.settles_until,
         )

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from reconciler.core import incremental, lifecycle
 from reconciler.core.planner import Observation, Plan, TaskInput
-from reconciler.shell import memory, writes
+from reconciler.shell import memory, pace, writes
 from reconciler.shell.acting import RAY_STOP_WAIT, STOP_MARGIN, RayActions
 from reconciler.shell.events import FileEvents
 from reconciler.shell.faults import Faults
@@ -29,6 +29,7 @@ from reconciler.shell.passinputs import queue_file as queue_file  # re-exported
 from reconciler.shell.passinputs import scan_specs as scan_specs  # re-exported
 from reconciler.shell.passreport import PassReport
 from reconciler.shell.queuefile import UsageBook, read_status
+from reconciler.shell.readback import ReadBack, read_back_of
 from reconciler.shell.repeats import Repeating
 from reconciler.shell.scaling import AutoscalerMetrics, ScaleRequests
 from reconciler.shell.still import StillPass, Version
@@ -45,13 +46,6 @@ from specs.taskrecords import Task
 
 log = logging.getLogger("rayqueue.loop")
 
-_JUST_AFTER = 0.001  # seconds past a plan's deadline: its answer changes right after it
-_SHORTEST_WAIT = 0.01  # between two passes, whatever the deadline says
-# While tasks wait for resources that running jobs hold, a job's end is only seen by asking Ray,
-# and each second unseen is a second of cluster left idle. So Ray is asked at
-# busy_interval_seconds right after a change, backing off to this share of the quiet time since
-# (a queue behind one long job is asked about once a second, not ten times).
-_WAITING_ON_RAY_SHARE = 0.05
 # A stop is sent once per run. Ray stops a job within its stop wait (3 s by default, the
 # preemption grace when that is set); a job still listed as live well past it may have lost
 # the request (a stop of a job still PENDING can be, ray #58353), so it is sent again then.
@@ -130,6 +124,9 @@ class Reconciler:
         # The queues' decayed usage, read back from the status file the last run wrote.
         self.usage = UsageBook(read_status(self.queue_file.status_path))
         self._still: StillPass | None = None  # the last pass, if it changed nothing
+        # The last pass, if its plan only moved statuses and wrote them all: its read-back is
+        # skipped when it reads exactly that (shell/readback.py).
+        self._read_back: ReadBack | None = None
         self._fingerprint = 0  # a new one whenever the spec files read change (asking git)
         self._revision: SourceRevision | None = None
         self.skipped = 0  # passes skipped as still (a counter for benchmarks and tests)
@@ -219,7 +216,7 @@ class Reconciler:
         """Make the next pass run the planner even if nothing it reads has changed (the
         still-pass shortcut is dropped once); its inputs are read as usual."""
         with self._lock:
-            self._still = None
+            self._still = self._read_back = None
 
     def rescan_interval(self) -> float:
         """rescan_seconds, stretched so that walks stay within rescan_cpu_share of a core."""
@@ -294,6 +291,7 @@ class Reconciler:
     def _run_pass(self) -> Plan | None:
         changed = self._changed_paths()
         still, self._still = self._still, None
+        read_back, self._read_back = self._read_back, None
         observed: Observation | None = None
         if still is not None and changed is not None and not changed and self.store.still():
             # Nothing named by events, nothing settling: if Ray and the clock say nothing new
@@ -340,6 +338,18 @@ class Reconciler:
             # clock first: when they moved, the per-task check is not worth doing.)
             self._still = still
             return self._skip(still.plan, observed)
+        if (
+            read_back is not None
+            and not self._spec_changes
+            and not unrecorded
+            and read_back.still.holds(observed, now.timestamp(), queues.generation, self._revision)
+            and read_back.reads_back(statuses, status_changes)
+            and self.store.still()
+        ):
+            # What the last pass wrote, read back, and nothing else changed: the planner
+            # would plan nothing (tests/unit/test_readback_still.py), so it is not run.
+            self._still = read_back.settled(versions, status_generations)
+            return self._skip(self._still.plan, observed)
         plan, self._memo = incremental.plan_incremental(
             self._memo,
             specs,
@@ -409,6 +419,17 @@ class Reconciler:
         self._deadline = plan.deadline
         if not plan.still:
             self._changed_at = self.monotonic()
+        if not plan.still and not unwritten and not refused:
+            self._read_back = read_back_of(
+                plan,
+                specs,
+                statuses,
+                observed,
+                now.timestamp(),
+                self._memo.fast,
+                queues.generation,
+                self._revision,
+            )
         if plan.still and self.store.still():
             self._still = StillPass(
                 plan,
@@ -562,26 +583,15 @@ class Reconciler:
             self.wake.wait(self.next_wait(self.monotonic() - started))
 
     def next_wait(self, elapsed: float = 0.0) -> float:
-        """Seconds until the next pass, after a pass that took `elapsed`. The last plan's
-        deadline says when its answer changes (controller-runtime's RequeueAfter): the loop
-        wakes just after it. Ray's answer can change at any time and is seen only by asking,
-        so a pass comes at least every interval, counted from the start of the last one. A
-        backlog of deferred sidecars is written at busy_interval_seconds, and Ray is asked
-        sooner while tasks wait on running jobs (_WAITING_ON_RAY_SHARE). File events wake the
-        loop at once (self.wake)."""
-        wait = self.settings.interval_seconds
-        fast = self.settings.busy_interval_seconds
-        if self._backlog:
-            wait = min(wait, fast)
+        """Seconds until the next pass, after a pass that took `elapsed` (shell/pace.py)."""
         state = self.state
-        if state.queued and (state.starting or state.running) and state.ray_error is None:
-            quiet = self.monotonic() - self._changed_at
-            wait = min(wait, max(fast, _WAITING_ON_RAY_SHARE * quiet))
-        wait -= elapsed
-        if self._deadline is not None:
-            left = self._deadline - self.clock()
-            # At or before now: the plan read the clock itself (a time it wrote, a reserved
-            # start of "now"), so it holds this instant only and no later instant is special.
-            if left > 0:
-                wait = min(wait, left + _JUST_AFTER)
-        return max(wait, _SHORTEST_WAIT)
+        return pace.next_wait(
+            self.settings,
+            backlog=self._backlog,
+            waiting_on_ray=bool(
+                state.queued and (state.starting or state.running) and state.ray_error is None
+            ),
+            quiet_for=self.monotonic() - self._changed_at,
+            deadline_in=None if self._deadline is None else self._deadline - self.clock(),
+            elapsed=elapsed,
+        )

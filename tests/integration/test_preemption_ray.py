@@ -156,13 +156,19 @@ def _sleeper(q: Queue) -> tuple[str, Path]:
     return f"python {script} {marker}", marker
 
 
+def _job_of(q: Queue, task: str) -> RayJob | None:
+    return next((j for j in q.jobs() if j.metadata["rayqueue.task"] == task), None)
+
+
 def _assert_preempted_with_grace(
     q: Queue, preemptor: str, written: float, victim_run: RayJob, reason: str
 ) -> None:
     # Within one pass plus the grace period (the victims ignore SIGTERM, so SIGKILL ends them)
     # plus Ray's own latency in starting the supervisor and reporting the stop.
-    job = next(j for j in q.jobs() if j.metadata["rayqueue.task"] == preemptor)
-    assert job.start_time is not None
+    # Its status records the run before Ray has it (the write-ahead record comes first).
+    q.wait_for(lambda: _job_of(q, preemptor) is not None, f"{preemptor}'s job in Ray", 30)
+    job = _job_of(q, preemptor)
+    assert job is not None and job.start_time is not None
     waited = job.start_time - written
     assert waited <= 0.5 + GRACE + 6, f"{preemptor} started {waited:.1f}s after it was written"
     assert waited >= GRACE - 1, "the victims did not get their grace period"

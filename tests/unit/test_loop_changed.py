@@ -81,7 +81,10 @@ def test_an_edit_names_only_the_task_edited(world, tmp_path: Path) -> None:
     rec.events.add([str(tmp_path / "c.yaml")])
     rec.run_pass()
     assert calls.changed[-1] is not None and "c" in calls.changed[-1]
-    assert "a" not in calls.changed[-1]  # a runs, untouched: its version is not compared
+    # b waits, untouched: its version is not compared. (a's is: the status that moved it to
+    # Running was written by a pass whose read-back was skipped, shell/readback.py, so the
+    # plan the memo holds predates it.)
+    assert "b" not in calls.changed[-1]
 
 
 def test_a_job_that_ends_and_a_deletion_are_named(world, tmp_path: Path) -> None:

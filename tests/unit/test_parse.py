@@ -558,7 +558,7 @@ def test_small_alias_expansion_is_fine() -> None:
 
 
 def test_many_plain_nodes_are_rejected_too() -> None:
-    text = "a: [" + ", ".join(["1"] * (parse.MAX_NODES + 10)) + "]\n"
+    text = "a: [" + ", ".join(["1"] * (yamlnodes.MAX_NODES + 10)) + "]\n"
     assert "more than 100000 nodes" in only_error(text).message
 
 
