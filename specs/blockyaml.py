@@ -14,8 +14,10 @@ distinct line is read once and kept (_line): the specs of one folder repeat most
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from yaml.constructor import SafeConstructor
@@ -40,6 +42,9 @@ _MAX_DEPTH = 64  # specs.yamldepth's limit: deeper goes the slow way, which name
 # Tabs, and every line break YAML knows besides "\n" (and a byte order mark past the start).
 _ODD = ("\t", "\r", "\x85", "\u2028", "\u2029", "\ufeff")
 _resolver = Resolver()
+# The first characters for which YAML's resolver may read a plain scalar as other than text:
+# any other plain scalar is text, and is taken as it is without asking the resolver.
+_RESOLVED_FIRST = frozenset(Resolver.yaml_implicit_resolvers)
 _constructor = SafeConstructor()
 
 
@@ -83,7 +88,7 @@ def _scalar(text: str) -> Any:
     text = text.rstrip(" ")
     if ": " in text or text.endswith(":"):
         raise _Other
-    return _plain(text)
+    return _plain(text) if text[0] in _RESOLVED_FIRST else text
 
 
 # What _line gives for a line: its indentation, its kind, and for a `key:` line the key and
@@ -100,7 +105,10 @@ _OTHER: _Line = (0, -3, 0, "", None)  # not the shape this path reads
 
 def load(text: str) -> Any | None:
     """The data of `text` if it is a mapping in plain block style, else None."""
-    if any(c in text for c in _ODD):
+    if text.isascii():
+        if "\t" in text or "\r" in text:  # the only odd ones in ASCII
+            return None
+    elif any(c in text for c in _ODD):
         return None
     try:
         return _load(text)
@@ -113,6 +121,20 @@ def _line(line: str) -> _Line:
     """One line read on its own, kept by its text: the specs of a folder share most of their
     lines (apiVersion, kind, resources...), so a cold start reads each distinct line once.
     The values are scalars (str, int, float, bool, None): nothing a caller could change."""
+    colon = line.find(": ")
+    if colon > 0:
+        # `key: value`, whose value most often is the line's own (a run's seed, its name):
+        # the part up to the colon, `key:`, is read (and kept) as a line of its own, and only
+        # the value is read here: what _read_line gives, as the key is all that precedes.
+        head = _line(line[: colon + 1])
+        if head[4] is _OPEN:
+            value = line[colon + 2 :].lstrip(" ")
+            if not value or value[0] == "#":
+                return head
+            try:
+                return (head[0], head[1], head[2], head[3], _scalar(value))
+            except (_Other, ValueError, OverflowError, TypeError, RecursionError):
+                return _OTHER
     body = line.lstrip(" ")
     if not body or body[0] == "#":
         return _BLANK
@@ -155,68 +177,75 @@ def _key_value(body: str) -> tuple[str, Any]:
 
 def _load(text: str) -> dict[str, Any] | None:
     root: dict[str, Any] = {}
-    # Open collections, innermost last: (indentation of their items, the collection).
+    # Open collections, innermost last: (indentation of their items, the collection); the
+    # innermost is also kept in locals (at, into, in_list), read on every line.
     stack: list[tuple[int, dict[str, Any] | list[Any]]] = [(0, root)]
+    into: dict[str, Any] | list[Any] = root
+    at, in_list = 0, False
+    into_map: dict[str, Any] = root
     opened: tuple[dict[str, Any], str, int] | None = None  # `key:` waiting for its value
-    started = False
-    for read in map(_line, text.split("\n")):
+    lines: Iterator[_Line] = map(_line, text.split("\n"))
+    for read in lines:  # up to the first line read: a document start marker may come first
+        if read is _BLANK:
+            continue
+        if read is not _START:
+            if read[1] < 0 or read[0]:
+                raise _Other
+            lines = itertools.chain((read,), lines)
+        break
+    for read in lines:
         indent, kind, spaces, key, value = read
         if kind < 0:
             if read is _BLANK:
                 continue
-            if read is _START and not started:
-                started = True
-                continue  # a document start marker, as a file may begin
             raise _Other
-        if not started:
-            started = True
-            if indent:
-                raise _Other
         item = kind != _KEY_LINE
         if opened is not None:
-            parent, opened_key, at = opened
+            parent, opened_key, opened_at = opened
             opened = None
-            if item and indent >= at:
-                child: dict[str, Any] | list[Any] = []
-            elif indent > at and not item:
+            if item and indent >= opened_at:
+                child: dict[str, Any] | list[Any] | None = []
+            elif indent > opened_at and not item:
                 child = {}
             else:
-                child = None  # type: ignore[assignment]
+                child = None
             parent[opened_key] = child
             if child is not None:
                 stack.append((indent, child))
                 if len(stack) > _MAX_DEPTH:
                     raise _Other
-        while stack[-1][0] > indent or (
-            stack[-1][0] == indent and isinstance(stack[-1][1], list) and not item
-        ):
+                at, into, in_list = indent, child, item
+        while at > indent or (at == indent and in_list and not item):
             stack.pop()
             if not stack:
                 raise _Other
-        at, into = stack[-1]
+            at, into = stack[-1]
+            in_list = isinstance(into, list)
         if at != indent:
             raise _Other
-        if isinstance(into, list):
+        if in_list:
             if not item:
                 raise _Other
             if kind == _ITEM:
-                into.append(value)
+                into.append(value)  # type: ignore[union-attr]
                 continue
-            mapping: dict[str, Any] = {}  # `- key: value`: a mapping as the item
-            into.append(mapping)
-            indent += 2 + spaces
-            stack.append((indent, mapping))
+            into_map = {}  # `- key: value`: a mapping as the item
+            into.append(into_map)  # type: ignore[union-attr]
+            at = indent + 2 + spaces
+            stack.append((at, into_map))
             if len(stack) > _MAX_DEPTH:
                 raise _Other
-            into = mapping
+            into, in_list = into_map, False
         elif item:
             raise _Other
-        if key in into:
+        else:
+            into_map = into  # type: ignore[assignment]
+        if key in into_map:
             raise _Other  # a repeated key: the slow path names both lines
         if value is _OPEN:
-            opened = (into, key, indent)
+            opened = (into_map, key, at)
         else:
-            into[key] = value
+            into_map[key] = value
     if opened is not None:
         opened[0][opened[1]] = None
-    return root if started and root else None
+    return root or None

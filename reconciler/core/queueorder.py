@@ -226,6 +226,34 @@ def _flagged(name: str, spec: TaskInput | None, result: TaskResult | None) -> bo
     )
 
 
+def _unflagged_entries(
+    specs: Mapping[str, TaskInput], results: Mapping[str, TaskResult]
+) -> list[Entry] | None:
+    """Every waiting task's entry (_entry), in the specs' order; None if any task is flagged
+    (_flagged): both in one loop over the specs, written out (a cold start's 10,000 tasks)."""
+    raw: list[Entry] = []
+    append, result_of = raw.append, results.get
+    for name, spec in specs.items():
+        if name[-1:] == "]" and split(name) is not None:
+            return None
+        if spec is not None:
+            claimant = spec.task or spec.last_valid
+            if claimant is not None and claimant.spec.submission_id:
+                return None
+        result = result_of(name)
+        if result is None:
+            continue
+        waiter = result.waiter
+        if waiter is None:
+            if result.body.preempted_by is not None:
+                return None
+            continue
+        if waiter.gated or result.body.preempted_by is not None:
+            return None
+        append((0, *waiter.key, name))
+    return raw
+
+
 def _entry(name: str, result: TaskResult | None, full: int = 0) -> Entry | None:
     if result is None or result.waiter is None:
         return None
@@ -255,12 +283,11 @@ def order_after_full(
     """The order a full pass leaves for the next fast one (None: the next cannot be fast)."""
     if not fast_enough(ctx) or (ctx.walk is None and ctx.queue_admission is None):
         return None
-    flagged = frozenset(n for n, spec in specs.items() if _flagged(n, spec, results.get(n)))
-    if flagged:
+    raw = _unflagged_entries(specs, results)
+    if raw is None:
         return None
     bounds = bounds_of(ctx.queues) if ctx.queues is not None else {}
     assert bounds is not None  # fast_enough
-    raw = [e for n in specs if (e := _entry(n, results.get(n))) is not None]
     arrivals: dict[str, list[Arrival]] = {}
     for e in raw:
         bound = bounds.get(_owner(ctx, e[4]))
@@ -272,8 +299,13 @@ def order_after_full(
         arrived.sort()
         full.update(map(itemgetter(1), arrived[limits[group] :]))
     keys: dict[str, list[Entry]] = {}
-    for e in sorted((1, *e[1:]) if e[4] in full else e for e in raw):
-        keys.setdefault(_owner(ctx, e[4]), []).append(e)
+    if ctx.queues is None:  # one queue, and none of it full (no maxQueued without queues)
+        if raw:
+            raw.sort()
+            keys[""] = raw
+    else:
+        for e in sorted((1, *e[1:]) if e[4] in full else e for e in raw):
+            keys.setdefault(_owner(ctx, e[4]), []).append(e)
     ceilings = None
     unfit: frozenset[str] = frozenset()
     if ctx.queues is not None:
