@@ -290,7 +290,10 @@ def _decide_by_queue(
         # what its queue had promised to the preemptors it overtakes.
         nominal_room = state.nominal - committed[name] + drawn.promised
         room, request = free + drawn.room, head.request
-        borrow = state.above_nominal
+        # A run nobody may stop never borrows (admission holds it at its nominal quota), so a
+        # non-preemptible head must fit its nominal quota: counting what its queue may borrow
+        # would stop too few of its own runs, and it would preempt again once they are gone.
+        borrow = state.above_nominal if head.preemptible else Capacity()
 
         def fits(
             freed: Capacity,
