@@ -277,9 +277,13 @@ def _decide_by_queue(
         )
         reclaim = own.reclaim_within_cohort != NEVER and below and waits
         within = own.within_queue != NEVER and waits
+        # In pure sharing all a queue holds is borrowed, so a non-preemptible head (which
+        # never borrows) cannot start on what fair share would free: it would preempt anew
+        # each time its victims were gone.
         fair = (
             plan_setup.fair
             and waits
+            and head.preemptible
             and fairpreempt.pure_sharing(states, name)
             and _passes_hold(admission.held, name, head, now)
         )

@@ -6,6 +6,7 @@ above a queue's nominal quota is always reclaimable."""
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import replace
 from datetime import timedelta
 
@@ -158,7 +159,10 @@ def test_a_non_preemptible_preemptor_stops_what_its_nominal_quota_needs_at_once(
     assert victims(p) == ["team-b/b0", "team-b/b1", "team-b/b2", "team-b/b3", "team-b/b4"]
     w.finish_stops()
     p = w.step()
-    assert "team-b/x" in started(p) and p.preemptions == []
+    # Two of its victims start again at once, borrowing the cluster room x did not need:
+    # admission counts all of team-b's usage against a non-preemptible start, so their stop
+    # bought x its quota, not room (the cost of that rule, documented in scheduling.md).
+    assert started(p) == ["team-b/b3", "team-b/b4", "team-b/x"] and p.preemptions == []
     w.run_all()
     assert w.step().preemptions == []
     assert sum(s.status.preemptions for s in w.statuses.values()) == 5
@@ -299,11 +303,15 @@ _action = st.one_of(
 )
 
 
+EXAMPLES = int(os.environ.get("RAYQUEUE_PROPERTY_EXAMPLES", "150"))
+
+
 def _queue(name: str) -> str:
     return name.split("/", 1)[0] if "/" in name else "default"
 
 
-@settings(max_examples=150, deadline=None)
+# RAYQUEUE_PROPERTY_EXAMPLES=N runs that many (with --hypothesis-seed for a reproducible draw).
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(st.lists(_action, min_size=8, max_size=40))
 # A non-preemptible head stopped what the cluster lacked (3 CPUs), not what its nominal quota
 # needed (5), then preempted again: 6 CPUs for a 3-CPU head (saved by a local run; CI is

@@ -143,6 +143,19 @@ def test_preemptible_false_is_never_a_victim() -> None:
     assert w.step().preemptions == []
 
 
+def test_a_head_with_preemptible_false_never_preempts_by_share() -> None:
+    # In pure sharing all a queue holds is borrowed, and a preemptible: false task never
+    # borrows: it can never start on what it frees. It used to stop two of team-b's runs in
+    # every pass its last victims were gone, and never start.
+    w = b_fills()
+    w.specs["team-a/x"] = task(0, 2, preemptible=False)
+    for _ in range(3):
+        p = w.step()
+        assert p.preemptions == [] and p.stops == []
+        w.finish_stops()
+    assert w.status("team-a/x").reason == Reason.QUOTA_EXCEEDED
+
+
 def test_min_runtime_of_the_victim_queue_protects_young_runs() -> None:
     text = config(extra="      preemption: {minRuntimeSeconds: 3600}\n")
     w = b_fills(text)
