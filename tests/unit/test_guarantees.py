@@ -168,6 +168,22 @@ def test_a_non_preemptible_preemptor_stops_what_its_nominal_quota_needs_at_once(
     assert sum(s.status.preemptions for s in w.statuses.values()) == 5
 
 
+def test_a_non_preemptible_head_its_quota_cannot_make_room_for_preempts_nobody() -> None:
+    # team-b's quota is held by runs of the head's own priority: no victim brings it back to
+    # nominal, so stopping the two low runs for cluster room would throw them away for a head
+    # that still may not start.
+    config = queues(
+        "nominalQuota: {cpu: 4}",
+        "nominalQuota: {cpu: 4}\npreemption: {withinQueue: LowerPriority}",
+    )
+    runs = {f"team-b/b{i}": task(5 if i < 4 else 0, 1) for i in range(6)}
+    w = world(runs, config, 6)
+    w.specs["team-b/x"] = task(5, 2, preemptible=False)
+    p = w.step()
+    assert p.preemptions == [] and p.stops == []
+    assert w.status("team-b/x").reason == Reason.WAITING_FOR_RESOURCES  # not Preempting
+
+
 def test_a_preemptible_preemptor_may_count_on_what_its_queue_may_borrow() -> None:
     # The same, with a head that may borrow: the cluster is what it lacks, three runs do.
     config = queues(
