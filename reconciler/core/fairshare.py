@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from reconciler.core import fairwaits, policies
 from reconciler.core.fairhold import BACKFILL_RESERVATION as BACKFILL_RESERVATION
@@ -395,25 +396,38 @@ class _Pass:
         """A task bigger than its queue can ever get can never start while the config stands;
         like a task bigger than the cluster, it must not block its queue. The most a queue can
         get: its nominal quota, plus what it may borrow (its borrowingLimit, and at most what
-        the others can ever lend: each min(lendingLimit, nominal)), never more than the cluster."""
-        ceiling, lenders = self._ceiling(queue)
+        the others can ever lend: each min(lendingLimit, nominal)), never more than the cluster.
+        A task with preemptible: false never borrows: its queue's nominal quota alone."""
+        ceiling = self.ceiling_of(queue)
         for candidate in list(queue.remaining):
             request = candidate.request
+            most = ceiling.borrowing if candidate.preemptible else ceiling.own
             for r in RESOURCES:
-                if of(request, r) > of(ceiling, r) + EPS:
+                if of(request, r) > of(most, r) + EPS:
                     quota = queue.quota
-                    self.unfit[candidate.name] = Waiting(
-                        OverQuota(
+                    if candidate.preemptible:
+                        over = OverQuota(
                             quota.name,
                             r,
                             of(request, r),
                             of(quota.nominal, r),
                             of(quota.borrowing_limit, r),
-                            of(lenders, r),
+                            of(ceiling.lenders, r),
                         )
-                    )
+                    else:
+                        over = OverQuota(
+                            quota.name, r, of(request, r), of(ceiling.own, r), 0.0, 0.0, False
+                        )
+                    self.unfit[candidate.name] = Waiting(over)
                     queue.remaining.remove(candidate)
                     break
+
+    def ceiling_of(self, queue: QueueNode) -> Ceiling:
+        borrowing, lenders = self._ceiling(queue)
+        own = self.capacity
+        for node in queue.chain():  # every level's nominal bounds a start that never borrows
+            own = min_of(own, node.quota.nominal)
+        return Ceiling(borrowing, own, lenders)
 
     def _ceiling(self, queue: QueueNode) -> tuple[Capacity, Capacity]:
         """The most a queue can ever hold, and what others can ever lend it: its siblings'
@@ -464,16 +478,29 @@ def admit(
     return _Pass(capacity, free, queues, claims, now, slots, reservation, first, order, bound).run()
 
 
-def ceilings(quotas: Quotas, capacity: Capacity) -> dict[str, Capacity]:
+@dataclass(frozen=True)
+class Ceiling:
+    """The most a queue can ever hold: `borrowing` for a task that may borrow, `own` (its
+    nominal quota, and its parents') for one with preemptible: false; `lenders`: the most the
+    others can ever lend it."""
+
+    borrowing: Capacity
+    own: Capacity
+    lenders: Capacity
+
+
+def ceilings(quotas: Quotas, capacity: Capacity) -> dict[str, Ceiling]:
     """The most each queue can ever hold (by queue name): a task that asks for more waits as
     OverQuota wherever it stands (`_Pass._drop_never_fitting`)."""
     demands = [QueueDemand(q, Capacity(), (), policies.strict) for q in quotas.queues]
     run = _Pass(capacity, capacity, demands, (), 0.0, 0, STRICT_RESERVATION)
-    return {leaf.quota.name: run._ceiling(leaf)[0] for leaf in run.leaves}
+    return {leaf.quota.name: run.ceiling_of(leaf) for leaf in run.leaves}
 
 
-def never_fits(request: Capacity, ceiling: Capacity) -> bool:
-    return any(of(request, r) > of(ceiling, r) + EPS for r in RESOURCES)
+def never_fits(candidate: Candidate, ceiling: Ceiling) -> bool:
+    """The same judgement as `_Pass._drop_never_fitting`, for the fast pass's order."""
+    most = ceiling.borrowing if candidate.preemptible else ceiling.own
+    return any(of(candidate.request, r) > of(most, r) + EPS for r in RESOURCES)
 
 
 __all__ = [

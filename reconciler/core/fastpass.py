@@ -131,7 +131,7 @@ def fast_pass(
                 ceilings is not None
                 and not new[0]
                 and fairshare.never_fits(
-                    _candidate(results.get(name) or kept[name].result).request, ceilings[queue]
+                    _candidate(results.get(name) or kept[name].result), ceilings[queue]
                 )
             ):
                 unfit.add(name)
@@ -143,13 +143,14 @@ def fast_pass(
             del keys[queue]
     if ceilings is not None:
         # A redone task whose key stayed may ask for more (or less) than before: whether it
-        # can ever fit its queue is judged again (an edit of its resources moves no key).
+        # can ever fit its queue is judged again (an edit of its resources or of preemptible
+        # moves no key).
         for name in merged:
             entry = key_of.get(name)
             if entry is None or name in news:
                 continue
-            request = _candidate(results.get(name) or kept[name].result).request
-            if not entry[0] and fairshare.never_fits(request, ceilings[_owner(ctx, name)]):
+            candidate = _candidate(results.get(name) or kept[name].result)
+            if not entry[0] and fairshare.never_fits(candidate, ceilings[_owner(ctx, name)]):
                 unfit.add(name)
             else:
                 unfit.discard(name)

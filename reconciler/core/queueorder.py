@@ -53,7 +53,7 @@ from reconciler.core.planner import PassState, Plan, TaskInput, TaskResult
 from reconciler.core.queueing import QueueAdmission
 from reconciler.core.waits import Lack, Waiting
 from specs.arrays import split
-from specs.cluster import Capacity, RayJob
+from specs.cluster import RayJob
 from specs.models import Phase, Reason
 from specs.queues import DEFAULT_QUEUE, QueueConfig
 from specs.statusrecords import TaskStatus
@@ -89,7 +89,7 @@ class Order:
     flagged: frozenset[str]  # tasks that need the full pass (dependencies, arrays, ...)
     names: list[str]  # the specs' names, in the order given
     # Team queues: the most each queue can ever hold (fairshare.ceilings); None without.
-    ceilings: Mapping[str, Capacity] | None = None
+    ceilings: Mapping[str, fairshare.Ceiling] | None = None
     # The waiting tasks that ask for more than that: fair admission takes them out of its walk
     # wherever they stand (OverQuota), so each pass hands it every one of them.
     unfit: frozenset[str] = frozenset()
@@ -304,7 +304,7 @@ def order_after_full(
             e[4]
             for queue, entries in keys.items()
             for e in entries
-            if not e[0] and fairshare.never_fits(_candidate(results[e[4]]).request, ceilings[queue])
+            if not e[0] and fairshare.never_fits(_candidate(results[e[4]]), ceilings[queue])
         )
     out = plan.statuses
     quiet = frozenset(  # (a task without a status given is never quiet: a cold start's all)
@@ -390,7 +390,7 @@ def _order(
     walks: Walks,
     counts: tuple[int, int, int] | None,
     names: list[str] | None,
-    ceilings: Mapping[str, Capacity] | None,
+    ceilings: Mapping[str, fairshare.Ceiling] | None,
     unfit: frozenset[str],
     bounds: Mapping[str, tuple[str, int]],
     arrivals: Mapping[str, list[Arrival]],

@@ -58,7 +58,8 @@ class QuotaShortfall:
 @dataclass(frozen=True)
 class OverQuota:
     """It asks for more than its queue may ever hold: nominal + what it may borrow (its
-    borrowingLimit, and what the other queues' lendingLimits let them lend)."""
+    borrowingLimit, and what the other queues' lendingLimits let them lend); for a task with
+    preemptible: false (`preemptible` False), which never borrows, its nominal quota alone."""
 
     reason: ClassVar[Reason] = Reason.QUOTA_EXCEEDED
     queue: str
@@ -67,6 +68,7 @@ class OverQuota:
     nominal: float
     borrowing_limit: float
     lenders: float = math.inf  # the most the other queues can ever lend
+    preemptible: bool = True  # False: the task never borrows, `nominal` is all it may hold
 
 
 @dataclass(frozen=True)
@@ -311,6 +313,13 @@ def _lack(lack: Lack) -> str:
             return (
                 f"{queue} uses {amount(r, used)}/{amount(r, nominal)} {unit(r)} of its quota; "
                 f"can borrow {amount(r, borrowable)} more ({why})"
+            )
+        case OverQuota(queue, r, asked, nominal, _, _, False):
+            return (
+                f"asks for {amount(r, asked)} {unit(r)}; {queue} may hold at most "
+                f"{amount(r, nominal)} for it (nominal {amount(r, nominal)}: a task with "
+                "preemptible: false never borrows); it cannot start until the queue "
+                "configuration or the task changes"
             )
         case OverQuota(queue, r, asked, nominal, borrowing_limit, lenders):
             if lenders < borrowing_limit:

@@ -97,6 +97,55 @@ def test_a_task_that_fits_what_the_lenders_lend_is_not_flagged() -> None:
     assert started(w.step()) == ["team-a/five"]
 
 
+def test_a_non_preemptible_task_above_its_nominal_quota_blocks_nobody() -> None:
+    # Pure sharing: team-a has no nominal quota, and a preemptible: false task never borrows,
+    # so it can never start while the configuration stands, even on an empty cluster (before:
+    # it was judged against what team-a may borrow, stayed the head and held team-a).
+    config = queues("weight: 1", "weight: 1")
+    w = world({}, config, 8)
+    w.specs["team-a/pinned"] = task(5, 2, preemptible=False)
+    w.specs["team-a/small"] = task(0, 1)
+    w.specs["team-a/other"] = task(0, 1)
+    p = w.step()
+    assert started(p) == ["team-a/other", "team-a/small"]
+    pinned = w.status("team-a/pinned")
+    assert pinned.phase is Phase.QUEUED and pinned.reason == Reason.QUOTA_EXCEEDED
+    assert "preemptible: false" in pinned.message
+    assert "nominal 0" in pinned.message
+    assert "until the queue configuration or the task changes" in pinned.message
+    assert "can borrow" not in pinned.message
+    w.run_all()
+    assert started(w.step()) == []  # still flagged on the next pass, and nothing else waits
+
+
+def test_a_non_preemptible_task_above_a_nominal_quota_blocks_nobody() -> None:
+    config = queues("nominalQuota: {cpu: 2}", "nominalQuota: {cpu: 4}")
+    w = world({}, config, 8)
+    w.specs["team-a/pinned"] = task(5, 3, preemptible=False)
+    w.specs["team-a/small"] = task(0, 1)
+    p = w.step()
+    assert started(p) == ["team-a/small"]
+    pinned = w.status("team-a/pinned")
+    assert pinned.reason == Reason.QUOTA_EXCEEDED
+    assert "may hold at most 2" in pinned.message and "nominal 2" in pinned.message
+
+
+def test_a_non_preemptible_task_within_its_nominal_quota_is_not_flagged() -> None:
+    # It fits team-a's nominal quota, which team-a's own small run holds part of: it waits for
+    # its quota (the queue's head), not flagged as never fitting, and starts once small ends.
+    config = queues("nominalQuota: {cpu: 2}", "nominalQuota: {cpu: 4}")
+    w = world({"team-a/small": task(0, 1)}, config, 8)
+    w.specs["team-a/pinned"] = task(5, 2, preemptible=False)
+    w.specs["team-a/after"] = task(0, 1)
+    p = w.step()
+    assert started(p) == []
+    pinned = w.status("team-a/pinned")
+    assert pinned.reason == Reason.QUOTA_EXCEEDED
+    assert "until the queue configuration" not in pinned.message
+    w.ray("team-a/small", SUCCEEDED)
+    assert started(w.step()) == ["team-a/after", "team-a/pinned"]
+
+
 # --- 2. no cascade -----------------------------------------------------------------------------
 
 

@@ -80,6 +80,12 @@ ROWS = [
         "lendingLimits let them lend 1); it cannot start until the queue configuration changes",
     ),
     (
+        Waiting(OverQuota("a", "cpu", 2, 0, 0, 0, preemptible=False)),
+        Reason.QUOTA_EXCEEDED,
+        "asks for 2 CPU; a may hold at most 0 for it (nominal 0: a task with preemptible: false "
+        "never borrows); it cannot start until the queue configuration or the task changes",
+    ),
+    (
         Waiting(RunningLimit("team-a", 3), 1, "team-a"),
         Reason.MAX_RUNNING,
         "team-a has 3 tasks starting or running, its maxRunning; 1 task ahead in team-a",
