@@ -100,6 +100,8 @@ def specs_of(draw: st.DrawFn) -> dict[str, TaskInput]:
             fields["dependsOn"] = [{"name": draw(st.sampled_from([n for n in NAMES if n != name]))}]
         if draw(st.booleans()):
             fields["timeoutSeconds"] = 50
+        if draw(st.integers(0, 3)) == 0:  # never borrows: above nominal it can never start
+            fields["preemptible"] = False
         t = task(**fields)
         out[name] = TaskInput(name, t, None, t, t.spec_hash() if draw(st.booleans()) else None)
     return out

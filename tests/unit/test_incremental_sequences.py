@@ -93,10 +93,21 @@ TEAMS_FULL = (
     TEAMS.replace("spec:\n", "spec:\n  default:\n    maxQueued: 10\n") + "      maxQueued: 3\n"
 ).replace("nominalQuota: {cpu: 3}\n", "nominalQuota: {cpu: 3}\n      maxQueued: 6\n")
 NESTED_FULL = NESTED_PLAIN.replace("weight: 3\n", "weight: 3\n      maxQueued: 8\n")
-QUEUE_FILES = (None, TEAMS, NESTED)
+# Pure sharing: no nominal quota, so a task with preemptible: false (which never borrows) can
+# never start, and must be judged so by the fast pass's order as by the full planner.
+PURE = """\
+apiVersion: rayqueue/v1
+kind: QueueConfig
+spec:
+  queues:
+    - name: team-a
+      weight: 3
+    - name: team-b
+"""
+QUEUE_FILES = (None, TEAMS, NESTED, PURE)
 # What the fast pass takes: one queue, or team queues without preemption, with at most one
 # maxQueued in each queue's chain.
-FAST_QUEUE_FILES = (None, TEAMS, NESTED_PLAIN, TEAMS_FULL, NESTED_FULL)
+FAST_QUEUE_FILES = (None, TEAMS, NESTED_PLAIN, TEAMS_FULL, NESTED_FULL, PURE)
 RETRY = {"limit": 2, "backoffSeconds": 7, "on": ["Failed", "TimedOut", "Lost"]}
 # Few distinct values, so equal priorities and equal resources are common.
 PRIORITIES = (0, 0, 0, 1, 3, 5, 5, 9)
@@ -154,10 +165,15 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
     if kind == "put":
         return (kind, index, draw(st.integers(0, 2**16)))
     if kind == "edit":
-        key = draw(st.sampled_from(["priority", "cpu", "timeoutSeconds"]))
-        value = draw(
-            st.sampled_from({"priority": range(10), "cpu": CPUS, "timeoutSeconds": TIMEOUTS}[key])
-        )
+        # preemptible: an edit that moves no key but may change whether it can ever fit
+        key = draw(st.sampled_from(["priority", "cpu", "timeoutSeconds", "preemptible"]))
+        values = {
+            "priority": range(10),
+            "cpu": CPUS,
+            "timeoutSeconds": TIMEOUTS,
+            "preemptible": (True, False),
+        }
+        value = draw(st.sampled_from(values[key]))
         return (kind, draw(st.integers(1, 20)), index, key, value)
     if kind == "delete":
         return (kind, index, draw(st.integers(1, 20)))
@@ -593,7 +609,10 @@ def test_the_loops_own_writes_are_carried_and_every_pass_equals_plan(
     ):
         run.run(step)
     assert world.fast_passes > 0
-    assert world.carried >= 50
+    # (With NESTED_PLAIN on 4 CPUs the default queue's nominal is 0: misc/t740, preemptible:
+    # false, can never start there, and such a task is handed to admission every pass, never
+    # carried: one fewer in each of the 8 passes.)
+    assert world.carried >= 45
 
 
 @pytest.mark.parametrize("queue_file", [TEAMS, TEAMS_FULL], ids=["teams", "teams-maxqueued"])
