@@ -21,21 +21,25 @@ from benchmarks.procstat import cpu_seconds
 PROC = Path("/proc")
 _MARKER_ENV = "RAYQUEUE_LOCAL_HEAD"  # reconciler/shell/raycluster/local_head.py sets it
 
-# The kinds, by a piece of the command line (first match wins).
+# The kinds: Ray's binaries by their program's name, the rest by a piece of the command line
+# (first match wins; a worker's command line names the raylet's socket, so workers first).
+BINARIES = {"gcs_server": "gcs", "raylet": "raylet"}
 KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("serve", re.compile(r"reconciler\.cli\b.*\bserve\b")),
-    ("gcs", re.compile(r"gcs_server")),
-    ("raylet", re.compile(r"/raylet\b|\braylet ")),
-    ("dashboard agent", re.compile(r"dashboard/agent\.py")),
-    ("runtime env agent", re.compile(r"runtime_env/agent")),
-    ("dashboard", re.compile(r"dashboard/dashboard\.py|ray-dashboard|dashboard")),
     ("job supervisor", re.compile(r"JobSupervisor")),
     ("idle worker", re.compile(r"ray::IDLE|default_worker\.py")),
+    ("other worker", re.compile(r"^ray::")),
+    ("dashboard agent", re.compile(r"dashboard/agent\.py")),
+    ("runtime env agent", re.compile(r"runtime_env/agent")),
+    ("dashboard", re.compile(r"dashboard")),
     ("monitors", re.compile(r"log_monitor|monitor\.py|ray start")),
 )
 
 
 def kind_of(cmdline: str) -> str:
+    program = cmdline.split(" ", 1)[0].rsplit("/", 1)[-1]
+    if program in BINARIES:
+        return BINARIES[program]
     for kind, pattern in KINDS:
         if pattern.search(cmdline):
             return kind
