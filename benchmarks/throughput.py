@@ -9,7 +9,10 @@ ratio holds on a noisy machine. Side A is the best a hand-written client can do:
 cluster full, poll list_jobs every 0.1 s, submit the next job the moment one ends. Side B
 drops the same jobs as spec files into a folder watched by `rayqueue serve`, run as a child
 process as a user runs it (--via serve, the default), or by the same loop built in this
-process through reconciler/app/assembly.py (--via in-process).
+process through reconciler/app/assembly.py (--via in-process). A run lasts from its first
+submission (A) or drop (B) to the end of its last job by Ray's own end_time; then its jobs are
+deleted from Ray, so each run starts at the same history. `--breakdown` adds, per side, the
+head's CPU by kind of process and the requests each side sent the dashboard.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from reconciler.app.assembly import start_loop
 from reconciler.app.runtime import tune_gc
 from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from reconciler.shell.raycluster.local_head import LocalRayHead
-from specs.cluster import META_QUEUE, RayJob, SubmitRequest
+from specs.cluster import META_QUEUE, JobNotFound, RayAdapter, RayJob, SubmitRequest
 
 ENTRYPOINT = "true"
 # A run ends when Ray's last job of it ends, by Ray's own end_time, on both sides. Side B's
@@ -75,6 +78,7 @@ def side_a(ray: RayJobsAdapter, jobs: int, slots: int, head: LocalRayHead | None
             live -= ended
             done += len(ended)
     seconds = _last_end(listed, lambda j: j.metadata.get("bench") == tag) - start
+    forget(ray, [j for j in listed if j.metadata.get("bench") == tag])
     if share is not None:
         cpu = {"raw client": time.thread_time() - cpu0, **share.totals()}
         requests = {"list_jobs": listings, "submit": jobs}
@@ -102,7 +106,23 @@ def drop_and_wait(
             counted.append(1)
         ours = [j for j in ray.list_jobs() if j.metadata.get(META_QUEUE) == queue]
         if len(ours) == jobs and all(j.terminal for j in ours):
+            forget(ray, ours)
             return _last_end(ours, lambda j: True) - start
+
+
+# Each run's jobs, kept for the table of where the time goes (gaps), then deleted from Ray.
+RUN_JOBS: list[RayJob] = []
+
+
+def forget(ray: RayAdapter, jobs: Sequence[RayJob]) -> None:
+    """Keep a finished run's jobs here and delete them from Ray, so that every run starts at
+    the same short history: a listing costs the dashboard ~0.3 ms per job it holds
+    (benchmarks/requestcost.py), and side A's client lists ten times a second, so a history
+    that grew over the rounds slowed the later rounds' A runs more than their B runs."""
+    RUN_JOBS.extend(jobs)
+    for job in jobs:
+        with contextlib.suppress(JobNotFound):
+            ray.delete(job.submission_id)
 
 
 def _last_end(jobs: Iterable[RayJob], mine: Callable[[RayJob], bool]) -> float:
@@ -305,7 +325,7 @@ def main(argv: list[str] | None = None) -> None:
             a2 = side_a(ray, args.jobs, args.cpus, watched)
             rounds.append((a1, b1, b2, a2))
             print(f"round {r + 1}: A1 B1 B2 A2 = {a1:.1f} {b1:.1f} {b2:.1f} {a2:.1f} s", flush=True)
-        split = gaps(ray.list_jobs(), args.cpus)
+        split = gaps(RUN_JOBS, args.cpus)
         print(
             table(
                 "where the time goes, per run (Ray's times)",
