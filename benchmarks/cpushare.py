@@ -26,9 +26,9 @@ _MARKER_ENV = "RAYQUEUE_LOCAL_HEAD"  # reconciler/shell/raycluster/local_head.py
 BINARIES = {"gcs_server": "gcs", "raylet": "raylet"}
 KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("serve", re.compile(r"reconciler\.cli\b.*\bserve\b")),
-    ("job supervisor", re.compile(r"JobSupervisor")),
-    ("idle worker", re.compile(r"ray::IDLE|default_worker\.py")),
-    ("other worker", re.compile(r"^ray::")),
+    # One kind for all workers: a worker first seen idle may become a job's supervisor (it
+    # renames itself), and a pid's kind is read once.
+    ("Ray workers", re.compile(r"^ray::|default_worker\.py")),
     ("dashboard agent", re.compile(r"dashboard/agent\.py")),
     ("runtime env agent", re.compile(r"runtime_env/agent")),
     ("dashboard", re.compile(r"dashboard")),

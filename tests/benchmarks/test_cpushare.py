@@ -19,8 +19,8 @@ from benchmarks.throughput import breakdown_table
     [
         ("/venv/lib/ray/core/src/ray/gcs/gcs_server --gcs_server_port=1", "gcs"),
         ("/venv/lib/ray/core/src/ray/raylet/raylet --raylet_socket_name=/tmp/s/raylet", "raylet"),
-        ("ray::JobSupervisor --raylet-name=/tmp/x/sockets/raylet", "job supervisor"),
-        ("ray::IDLE", "idle worker"),
+        ("ray::JobSupervisor --raylet-name=/tmp/x/sockets/raylet", "Ray workers"),
+        ("ray::IDLE", "Ray workers"),
         ("python -u /venv/lib/ray/dashboard/agent.py --node-ip-address=1", "dashboard agent"),
         ("python /venv/lib/ray/dashboard/dashboard.py --host=127.0.0.1", "dashboard"),
         ("python -m reconciler.cli serve --dir /tmp/t", "serve"),
