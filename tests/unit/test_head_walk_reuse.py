@@ -10,6 +10,8 @@ import dataclasses
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
 
 from reconciler.core import headadmission, policies
 from reconciler.core.headadmission import HeadWalk, walk_head
@@ -18,6 +20,14 @@ from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity
 from specs.settings import PlanOptions
 from tests.support.incremental_history import History, assert_identical
 from tests.support.planner_world import GIB
+from tests.unit.test_incremental_sequences import (
+    EXAMPLES,
+    OUTCOMES,
+    TEAMS,
+    Sequence,
+    names_of,
+    queues_of,
+)
 
 
 def _busy(policy: str, timeout: float, inflight: int = 1000) -> History:
@@ -141,3 +151,76 @@ def test_walk_head_walks_again_once_now_passes_what_the_last_walk_holds_to() -> 
     assert reused and again is last
     again, reused = walk_head(_Ctx(131.0, free, options), prefix, last)  # type: ignore[arg-type]
     assert not reused and again is not last
+
+
+# Busy-queue histories for the property below: mostly status-only moves of live jobs (a job
+# seen RUNNING, PENDING ones started, a job listed again as an equal new object), ends that
+# start the next, the clock moving by small steps (timeouts and reserved starts close to
+# `now`), with an arrival, an edit, a foreign job or a capacity change now and then.
+_EDITS = (("priority", 0), ("priority", 9), ("cpu", 1), ("cpu", 2), ("timeoutSeconds", 5))
+_BUSY_STEPS = st.one_of(
+    st.tuples(st.just("ray"), st.integers(0, 50), st.just(RUNNING), st.just(1)),
+    st.tuples(st.just("ray"), st.integers(0, 50), st.sampled_from(OUTCOMES), st.just(1)),
+    st.tuples(st.just("start_all")),
+    st.tuples(st.just("rebuild")),
+    st.tuples(st.just("tick"), st.sampled_from((0, 0.25, 1, 4.999, 5, 5.001, 49.9, 50))),
+    st.tuples(st.just("add"), st.integers(1, 5), st.integers(0, 2**16)),
+    st.tuples(st.just("edit"), st.integers(1, 3), st.integers(0, 199)).flatmap(
+        lambda edit: st.sampled_from(_EDITS).map(lambda change: edit + change)
+    ),
+    st.tuples(st.just("foreign"), st.integers(0, 3)),
+    st.tuples(st.just("capacity"), st.sampled_from([4, 8])),
+)
+REUSED = {"passes": 0, "fast": 0, "reused": 0}
+
+
+@settings(
+    max_examples=max(EXAMPLES // 3, 1), deadline=None, suppress_health_check=list(HealthCheck)
+)
+@given(
+    policy=st.sampled_from(["strict", "backfill", "besteffort"]),
+    exact=st.sampled_from([1, 3, 12]),
+    inflight=st.sampled_from([1, 2, 1000]),
+    bound=st.sampled_from([0, 2, 500]),
+    teams=st.sampled_from([None, TEAMS]),
+    size=st.sampled_from([40, 100]),
+    first=st.integers(0, 2**16),
+    sequence=st.lists(_BUSY_STEPS, min_size=1, max_size=40),
+)
+def test_busy_sequences_with_the_walk_reused_equal_plan(
+    policy: str,
+    exact: int,
+    inflight: int,
+    bound: int,
+    teams: str | None,
+    size: int,
+    first: int,
+    sequence: list[tuple[Any, ...]],
+) -> None:
+    """At every pass of a busy queue's history, the incremental plan (reusing the last walk
+    where it may) equals plan() in every field, deadline and write classes included."""
+    options = PlanOptions(
+        queue_id="q",
+        policy=policy,
+        exact_queue_positions=exact,
+        max_inflight=inflight,
+        backfill_candidates=bound,
+    )
+    world = History(
+        options,
+        queues_of(teams),
+        capacity=Capacity(4, 0, 64 * GIB),
+        check=assert_identical,
+        every_field=True,
+    )
+    run = Sequence(world, names_of(size), plain=True)
+    run.run(("add", size // 2, first))
+    run.run(("start_all",))
+    for step in sequence:
+        run.run(step)
+        if step[0] == "ray":
+            run.run(("start_all",))  # the next job's PENDING seen, then RUNNING
+    note(f"fast {world.fast_passes} of {world.passes}, walks reused {world.reused}")
+    REUSED["passes"] += world.passes
+    REUSED["fast"] += world.fast_passes
+    REUSED["reused"] += world.reused
