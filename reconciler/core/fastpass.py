@@ -213,12 +213,12 @@ def fast_pass(
             if walked.tail is not None or heads.get("", 0) == len(entries):
                 break
             heads[""] = min(len(entries), heads[""] * 4)
-        last = order.statuses
+        gave = order.statuses
 
         def standing(name: str) -> bool:
             # The same walk of the same prefix as last pass: its places and waits are those
             # last pass gave, so a task that kept that status keeps it.
-            return name not in results and statuses.get(name) is last.get(name)
+            return name not in results and statuses.get(name) is gave.get(name)
 
         walk = admit_prefix(ctx, candidates, walked, unchanged, adopt, standing if reused else None)
         touched = set(merged) | set(walk.touched)
