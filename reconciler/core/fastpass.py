@@ -215,12 +215,12 @@ def fast_pass(
             heads[""] = min(len(entries), heads[""] * 4)
         gave = order.statuses
 
-        def standing(name: str) -> bool:
+        def stands(name: str) -> bool:
             # The same walk of the same prefix as last pass: its places and waits are those
             # last pass gave, so a task that kept that status keeps it.
             return name not in results and statuses.get(name) is gave.get(name)
 
-        walk = admit_prefix(ctx, candidates, walked, unchanged, adopt, standing if reused else None)
+        walk = admit_prefix(ctx, candidates, walked, unchanged, adopt, stands if reused else None)
         touched = set(merged) | set(walk.touched)
         tail_at, lack = walk.admission.tail or (None, None)
         ctx.walk = (tail_at, lack, len(walk.admission.start))
