@@ -474,8 +474,9 @@ def admit(
     """Decide one pass across queues. `free` is what the cluster physically has free now;
     `claims` are every running job's (for backfill's estimates); `slots` caps starts.
     `reservation`: how the least-served queue's blocked head holds back borrowers: `strict`
-    (only spare resources may be borrowed), `backfill` (also what ends before the head's
-    reserved start), `none` (besteffort: no reservation). `first`: preemptors whose victims have
+    (only spare resources may be borrowed), `backfill` (also what is left beside the head at
+    its reserved start; the least-served queue's own tasks that fit go first), `none`
+    (besteffort: no reservation). `first`: preemptors whose victims have
     stopped; when their queue's policy picks them, they go before every other pick. `order`:
     each task's place in the cluster's order (priority, queuedAt, name), which breaks ties
     between queues of equal share (missing: after every placed task). `bound`: under backfill
