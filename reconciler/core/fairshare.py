@@ -229,6 +229,9 @@ class _Pass:
             borrows = not (queue.usage + candidate.request).fits_in(queue.quota.nominal)
             if borrows and candidate.request.fits_in(budget):
                 return candidate
+        if queue.cut and len(seen) == len(queue.remaining):
+            # given only its head: a task past what was given might fit (FairAdmission.short)
+            self.result.short.add(queue.quota.name)
         return None
 
     def _pick_among(self, parent: QueueNode) -> Candidate | None:

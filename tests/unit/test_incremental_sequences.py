@@ -593,7 +593,9 @@ def test_the_loops_own_writes_are_carried_and_every_pass_equals_plan(
     ):
         run.run(step)
     assert world.fast_passes > 0
-    assert world.carried >= 50
+    # 49 since issue 30's eighth pass: the least-served backfill queue with a blocked head may
+    # start a task past it, so a queue given only its head is handed back whole more often
+    assert world.carried >= 45
 
 
 @pytest.mark.parametrize("queue_file", [TEAMS, TEAMS_FULL], ids=["teams", "teams-maxqueued"])
@@ -639,7 +641,7 @@ def test_unmoved_team_queues_are_handed_back_as_they_were(
         for names in handed:
             assert all(result.statuses[n] is before[n] for n in names)
         reused += bool(handed)
-    assert reused > 5, reused
+    assert reused > 3, reused  # 4 since issue 30's eighth pass (as `carried` above)
 
 
 def _strict_with_12_places(max_inflight: int) -> PlanOptions:
