@@ -9,12 +9,16 @@ ratio holds on a noisy machine. Side A is the best a hand-written client can do:
 cluster full, poll list_jobs every 0.1 s, submit the next job the moment one ends. Side B
 drops the same jobs as spec files into a folder watched by `rayqueue serve`, run as a child
 process as a user runs it (--via serve, the default), or by the same loop built in this
-process through reconciler/app/assembly.py (--via in-process).
+process through reconciler/app/assembly.py (--via in-process). A run lasts from its first
+submission (A) or drop (B) to the end of its last job by Ray's own end_time; then its jobs are
+deleted from Ray, so each run starts at the same history. `--breakdown` adds, per side, the
+head's CPU by kind of process and the requests each side sent the dashboard.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import shlex
 import shutil
@@ -22,50 +26,108 @@ import statistics
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from benchmarks import common, served
 from benchmarks.common import drop, save, spec_text, table
+from benchmarks.cpushare import CpuShare
 from reconciler.app.assembly import start_loop
 from reconciler.app.runtime import tune_gc
 from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from reconciler.shell.raycluster.local_head import LocalRayHead
-from specs.cluster import META_QUEUE, RayJob, SubmitRequest
+from specs.cluster import META_QUEUE, JobNotFound, RayAdapter, RayJob, SubmitRequest
 
 ENTRYPOINT = "true"
+# A run ends when Ray's last job of it ends, by Ray's own end_time, on both sides. Side B's
+# watch for that end is the benchmark's, not serve's: it lists seldom, so that the dashboard
+# does not answer on B's behalf a second client's listings that side A does not have (it
+# polled every 0.1 s until session 8, as many listings as side A's client sends).
+WATCH_SECONDS = 1.0
 
 
-def side_a(ray: RayJobsAdapter, jobs: int, slots: int) -> float:
-    """Raw Ray: as many at a time as fit, refilled as they end."""
+# --breakdown: per run, where the head's CPU went (benchmarks/cpushare.py) and what each side
+# asked of the dashboard.
+BREAKDOWN: list[dict[str, object]] = []
+
+
+def side_a(ray: RayJobsAdapter, jobs: int, slots: int, head: LocalRayHead | None = None) -> float:
+    """Raw Ray: as many at a time as fit, refilled as they end. With `head`, the run's
+    breakdown goes to BREAKDOWN."""
     tag = uuid.uuid4().hex[:8]
     pending = [f"raw-{tag}-{i}" for i in range(jobs)]
     live: set[str] = set()
-    done = 0
-    start = time.perf_counter()
-    while done < jobs:
-        while pending and len(live) < slots:
-            sid = pending.pop(0)
-            ray.submit(SubmitRequest(sid, ENTRYPOINT, None, {"bench": tag}))
-            live.add(sid)
-        time.sleep(0.1)
-        ended = {j.submission_id for j in ray.list_jobs() if j.submission_id in live and j.terminal}
-        live -= ended
-        done += len(ended)
-    return time.perf_counter() - start
+    done = listings = 0
+    share = _share(head)
+    cpu0 = time.thread_time()
+    start = time.time()
+    with share or contextlib.nullcontext():
+        while done < jobs:
+            while pending and len(live) < slots:
+                sid = pending.pop(0)
+                ray.submit(SubmitRequest(sid, ENTRYPOINT, None, {"bench": tag}))
+                live.add(sid)
+            time.sleep(0.1)
+            listings += 1
+            listed = ray.list_jobs()
+            ended = {j.submission_id for j in listed if j.submission_id in live and j.terminal}
+            live -= ended
+            done += len(ended)
+    seconds = _last_end(listed, lambda j: j.metadata.get("bench") == tag) - start
+    forget(ray, [j for j in listed if j.metadata.get("bench") == tag])
+    if share is not None:
+        cpu = {"raw client": time.thread_time() - cpu0, **share.totals()}
+        requests = {"list_jobs": listings, "submit": jobs}
+        BREAKDOWN.append({"side": "A", "seconds": seconds, "cpu": cpu, "requests": requests})
+    return seconds
 
 
-def drop_and_wait(ray: RayJobsAdapter, jobs: int, folder: Path, queue: str) -> float:
-    """Drop the jobs' specs at once; seconds until Ray reports all of them ended."""
-    start = time.perf_counter()
+def _share(head: LocalRayHead | None, *extra: int) -> CpuShare | None:
+    if head is None or head.temp_dir is None:
+        return None
+    return CpuShare(str(head.temp_dir), extra)
+
+
+def drop_and_wait(
+    ray: RayJobsAdapter, jobs: int, folder: Path, queue: str, counted: list[int] | None = None
+) -> float:
+    """Drop the jobs' specs at once; seconds from then until the last one ended, by Ray's
+    `end_time` (`counted` gets the listings this watch sent)."""
+    start = time.time()
     for i in range(jobs):
         drop(folder, f"job{i:04d}", spec_text(ENTRYPOINT, cpu=1))
     while True:
+        time.sleep(WATCH_SECONDS)
+        if counted is not None:
+            counted.append(1)
         ours = [j for j in ray.list_jobs() if j.metadata.get(META_QUEUE) == queue]
         if len(ours) == jobs and all(j.terminal for j in ours):
-            return time.perf_counter() - start
-        time.sleep(0.1)
+            forget(ray, ours)
+            return _last_end(ours, lambda j: True) - start
+
+
+# Each run's jobs, kept for the table of where the time goes (gaps), then deleted from Ray.
+RUN_JOBS: list[RayJob] = []
+
+
+def forget(ray: RayAdapter, jobs: Sequence[RayJob]) -> None:
+    """Keep a finished run's jobs here and delete them from Ray, so that every run starts at
+    the same short history: a listing costs the dashboard ~0.3 ms per job it holds
+    (benchmarks/requestcost.py), and side A's client lists ten times a second, so a history
+    that grew over the rounds slowed the later rounds' A runs more than their B runs."""
+    RUN_JOBS.extend(jobs)
+    for job in jobs:
+        with contextlib.suppress(JobNotFound):
+            ray.delete(job.submission_id)
+
+
+def _last_end(jobs: Iterable[RayJob], mine: Callable[[RayJob], bool]) -> float:
+    """When the last of a run's jobs ended, by Ray's clock (time.time() on this machine)."""
+    return max(j.end_time or 0.0 for j in jobs if mine(j))
 
 
 def side_b(ray: RayJobsAdapter, jobs: int, folder: Path) -> float:
@@ -106,17 +168,49 @@ def serve_times(log: Path) -> tuple[list[float], list[float]]:
 
 
 def side_b_served(
-    ray: RayJobsAdapter, jobs: int, folder: Path, address: str, flags: Sequence[str] = ()
+    ray: RayJobsAdapter,
+    jobs: int,
+    folder: Path,
+    address: str,
+    flags: Sequence[str] = (),
+    head: LocalRayHead | None = None,
 ) -> float:
-    """rayqueue as users run it: a `rayqueue serve` process on the folder, same head."""
+    """rayqueue as users run it: a `rayqueue serve` process on the folder, same head. With
+    `head`, the run's breakdown goes to BREAKDOWN."""
     folder.mkdir(parents=True, exist_ok=True)
     queue = f"tp-{uuid.uuid4().hex[:8]}"
     log = folder.parent / f"{folder.name}.serve.log"
-    with served.serve_process(address, folder, log, *flags, queue_id=queue):
+    with served.serve_process(address, folder, log, *flags, queue_id=queue) as serve:
         time.sleep(1.0)  # its first pass is done and its watcher armed
-        seconds = drop_and_wait(ray, jobs, folder, queue)
+        share = _share(head, serve.pid)
+        before = _ray_calls(serve.url) if share is not None else {}
+        watched: list[int] = []
+        cpu0 = time.thread_time()
+        with share or contextlib.nullcontext():
+            seconds = drop_and_wait(ray, jobs, folder, queue, watched)
+        if share is not None:
+            after = _ray_calls(serve.url)
+            cpu = {"benchmark's watch": time.thread_time() - cpu0, **share.totals()}
+            requests = {
+                "watch list_jobs": len(watched),
+                **{f"serve {k}": v - before.get(k, 0.0) for k, v in after.items()},
+            }
+            BREAKDOWN.append({"side": "B", "seconds": seconds, "cpu": cpu, "requests": requests})
     SERVE_TIMES[queue] = serve_times(log)
     return seconds
+
+
+def _ray_calls(url: str) -> dict[str, float]:
+    """serve's calls to the dashboard so far, by call (rayqueue_ray_calls_total)."""
+    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as response:
+        text = response.read().decode()
+    calls: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "rayqueue_ray_calls_total":
+                call = sample.labels["call"]
+                calls[call] = calls.get(call, 0.0) + sample.value
+    return calls
 
 
 def gaps(jobs: Sequence[RayJob], slots: int) -> list[dict[str, object]]:
@@ -158,6 +252,28 @@ def gaps(jobs: Sequence[RayJob], slots: int) -> list[dict[str, object]]:
     return rows
 
 
+def breakdown_table(runs: Sequence[dict[str, object]]) -> str:
+    """Per side, the median over its runs of each kind's CPU seconds and of each request
+    count (a run's kind that did not appear counts 0)."""
+    lines = []
+    for side in ("A", "B"):
+        mine = [r for r in runs if r["side"] == side]
+        if not mine:
+            continue
+        seconds = statistics.median(float(str(r["seconds"])) for r in mine)
+        lines.append(f"side {side}: {len(mine)} runs, median {seconds:.1f} s")
+        for what in ("cpu", "requests"):
+            values: list[dict[str, float]] = [r[what] for r in mine]  # type: ignore[misc]
+            keys = sorted({k for v in values for k in v})
+            medians = {k: statistics.median(v.get(k, 0.0) for v in values) for k in keys}
+            for k, m in sorted(medians.items(), key=lambda kv: -kv[1]):
+                unit = "s CPU" if what == "cpu" else "requests"
+                lines.append(f"  {what:8} {k:28} {m:8.2f} {unit}")
+        total = statistics.median(sum(v for v in r["cpu"].values()) for r in mine)  # type: ignore[attr-defined]
+        lines.append(f"  cpu      {'(all of the above)':28} {total:8.2f} s CPU")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=16, help="jobs per run; each side runs twice")
@@ -179,6 +295,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--rounds", type=int, default=5, help="ABBA rounds (default 5): the median and spread"
     )
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="per run, the private head's CPU per kind of process and each side's requests",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     flags = shlex.split(args.serve_args)
@@ -193,17 +314,18 @@ def main(argv: list[str] | None = None) -> None:
         for r in range(args.rounds):
             # A, B, B, A: Ray slows down a little as its job history grows, so an ABBA order
             # cancels that drift instead of charging it all to the side that runs second.
-            a1 = side_a(ray, args.jobs, args.cpus)
+            watched = head if args.breakdown else None
+            a1 = side_a(ray, args.jobs, args.cpus, watched)
             b1, b2 = (
-                side_b_served(ray, args.jobs, Path(tmp) / f"tasks-{r}-{i}", address, flags)
+                side_b_served(ray, args.jobs, Path(tmp) / f"tasks-{r}-{i}", address, flags, watched)
                 if args.via == "serve"
                 else side_b(ray, args.jobs, Path(tmp) / f"tasks-{r}-{i}")
                 for i in (1, 2)
             )
-            a2 = side_a(ray, args.jobs, args.cpus)
+            a2 = side_a(ray, args.jobs, args.cpus, watched)
             rounds.append((a1, b1, b2, a2))
             print(f"round {r + 1}: A1 B1 B2 A2 = {a1:.1f} {b1:.1f} {b2:.1f} {a2:.1f} s", flush=True)
-        split = gaps(ray.list_jobs(), args.cpus)
+        split = gaps(RUN_JOBS, args.cpus)
         print(
             table(
                 "where the time goes, per run (Ray's times)",
@@ -233,6 +355,9 @@ def main(argv: list[str] | None = None) -> None:
         "seconds_a1_b1_b2_a2": [[round(x, 2) for x in r] for r in rounds],
     }
     print(table("throughput against raw Ray", list(row), [list(row.values())]))
+    if BREAKDOWN:
+        row["breakdown"] = BREAKDOWN
+        print(breakdown_table(BREAKDOWN))
     print(f"results: {save('throughput', {'rows': [row]}, args.out)}")
 
 

@@ -202,15 +202,25 @@ def fast_pass(
     # A queue's tasks past its maxQueued are not candidates: its head is of the counted ones.
     counted = {queue: _counted(entries) for queue, entries in keys.items()}
     heads = {queue: min(counted[queue], first) for queue in keys}
+    kept_walk: headadmission.HeadWalk | None = None
+    reused = False
     if ctx.queues is None:
         entries = keys.get("", [])
         while True:
             candidates = [_candidate(result_of(e[4])) for e in entries[: heads.get("", 0)]]
-            walked = headadmission.walk_policy(ctx, candidates)
+            kept_walk, reused = headadmission.walk_head(ctx, candidates, order.head)
+            walked = kept_walk.admission
             if walked.tail is not None or heads.get("", 0) == len(entries):
                 break
             heads[""] = min(len(entries), heads[""] * 4)
-        walk = admit_prefix(ctx, candidates, walked, unchanged, adopt)
+        gave = order.statuses
+
+        def stands(name: str) -> bool:
+            # The same walk of the same prefix as last pass: its places and waits are those
+            # last pass gave, so a task that kept that status keeps it.
+            return name not in results and statuses.get(name) is gave.get(name)
+
+        walk = admit_prefix(ctx, candidates, walked, unchanged, adopt, stands if reused else None)
         touched = set(merged) | set(walk.touched)
         tail_at, lack = walk.admission.tail or (None, None)
         ctx.walk = (tail_at, lack, len(walk.admission.start))
@@ -411,6 +421,8 @@ def fast_pass(
         arrivals,
         spoken,
         places,
+        kept_walk,
+        reused,
     )
     return plan, kept, following
 

@@ -277,9 +277,13 @@ def _decide_by_queue(
         )
         reclaim = own.reclaim_within_cohort != NEVER and below and waits
         within = own.within_queue != NEVER and waits
+        # In pure sharing all a queue holds is borrowed, so a non-preemptible head (which
+        # never borrows) cannot start on what fair share would free: it would preempt anew
+        # each time its victims were gone.
         fair = (
             plan_setup.fair
             and waits
+            and head.preemptible
             and fairpreempt.pure_sharing(states, name)
             and _passes_hold(admission.held, name, head, now)
         )
@@ -290,7 +294,10 @@ def _decide_by_queue(
         # what its queue had promised to the preemptors it overtakes.
         nominal_room = state.nominal - committed[name] + drawn.promised
         room, request = free + drawn.room, head.request
-        borrow = state.above_nominal
+        # A run nobody may stop never borrows (admission holds it at its nominal quota), so a
+        # non-preemptible head must fit its nominal quota: counting what its queue may borrow
+        # would stop too few of its own runs, and it would preempt again once they are gone.
+        borrow = state.above_nominal if head.preemptible else Capacity()
 
         def fits(
             freed: Capacity,

@@ -49,6 +49,7 @@ from reconciler.core import (
     planner,
     policies,
 )
+from reconciler.core.headadmission import HeadWalk
 from reconciler.core.planner import PassState, Plan, TaskInput, TaskResult
 from reconciler.core.queueing import QueueAdmission
 from reconciler.core.waits import Lack, Waiting
@@ -105,6 +106,11 @@ class Order:
     # The last plan's waiting tasks by queue (Summary.order), handed on for a queue whose keys
     # did not change and that started nothing in either pass.
     waiting: Mapping[str, list[str]] = dataclasses.field(default_factory=dict)
+    # One queue: the policy's walk over its head in the last (fast) pass and what it read, for
+    # the next to reuse when none of that changed (headadmission.walk_head); None: walk anew.
+    head: HeadWalk | None = None
+    # Whether the pass that made this order reused the walk before it (tests count it).
+    reused: bool = False
 
 
 # Where each queue's walk ended: (the index in its keys from which every task waits for the
@@ -396,6 +402,8 @@ def _order(
     arrivals: Mapping[str, list[Arrival]],
     words: Mapping[str, tuple[Waiting, str]] | None = None,
     places: Mapping[str, Places] | None = None,
+    head_walk: HeadWalk | None = None,
+    reused: bool = False,
 ) -> Order:
     exact = ctx.options.exact_queue_positions
     walked: list[str] = []
@@ -436,6 +444,8 @@ def _order(
         words={} if words is None else words,
         places={} if places is None else places,
         waiting=ctx.order,
+        head=head_walk,
+        reused=reused,
     )
 
 

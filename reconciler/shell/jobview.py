@@ -31,6 +31,12 @@ LOOKUPS_PER_LISTED_JOB = 1 / 32
 # client that submits directly (docs/benchmarks.md, helper `tput`); it costs ~1 ms of CPU
 # a poll more than a short listing would.
 LOOKUPS_ANYWAY = 8
+# But a look-up costs the dashboard about as much as listing a few jobs (Ray 2.60's job head
+# asks the GCS and its KV store for each: ~2.3 ms of the dashboard's and the GCS's CPU against
+# ~5.8 ms + 0.32 ms per job for a listing, on this 2-core machine, docs/benchmarks.md, helper
+# `refill`): while the listing is at most this many jobs per job to look up, the poll lists,
+# one request in place of several, and the listing is a full read besides.
+LISTED_JOBS_PER_LOOKUP = 2
 
 
 @runtime_checkable
@@ -62,6 +68,8 @@ class JobView:
         watch = {sid for sid, job in jobs.items() if not job.terminal} | self.fresh
         if len(watch) > max(LOOKUPS_ANYWAY, LOOKUPS_PER_LISTED_JOB * len(jobs)):
             return self._list(ray, now)
+        if watch and len(jobs) <= LISTED_JOBS_PER_LOOKUP * len(watch):
+            return self._list(ray, now)  # a short listing: cheaper than the look-ups
         if not watch:
             return jobs
         self.lookups += 1

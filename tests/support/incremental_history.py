@@ -109,6 +109,8 @@ class History:
     # How many waiting tasks the fast passes took as quiet right after the loop wrote their
     # status (Memo.carried): the writes `_follow` makes, as the loop's, bump their versions.
     carried: int = 0
+    # How many fast passes reused the last pass's walk over the queue's head (Order.reused).
+    reused: int = 0
 
     def apply(self, step: tuple[Any, ...]) -> None:
         kind = step[0]
@@ -194,6 +196,7 @@ class History:
         self.passes += 1
         self.fast_passes += self.memo.fast
         self.carried += self.memo.carried
+        self.reused += self.memo.order is not None and self.memo.order.reused
         # The state machine refusing a transition is a planner bug.
         assert not [e for e in inc.events if e.reason is Reason.ILLEGAL_TRANSITION], inc.events
         if self.compare:

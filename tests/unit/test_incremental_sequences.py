@@ -35,6 +35,9 @@ from tests.support.incremental_history import T0, History, assert_identical
 from tests.support.planner_world import GIB
 
 EXAMPLES = int(os.environ.get("RAYQUEUE_PROPERTY_EXAMPLES", "300"))
+# What the property's runs took, summed over its examples (read by whoever runs it at length:
+# how many passes were fast, and how many of those reused the last walk over the head).
+TOTALS = {"passes": 0, "fast": 0, "reused": 0}
 
 # Folders: the default queue (top level, and a folder no queue lists), two team queues and a
 # sub-queue of one of them (with the second queue file).
@@ -322,6 +325,10 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
     for step in sequence:
         run.run(step)
     note(f"fast passes: {world.fast_passes} of {world.passes}, carried {world.carried}")
+    note(f"walks reused: {world.reused}")
+    TOTALS["passes"] += world.passes
+    TOTALS["fast"] += world.fast_passes
+    TOTALS["reused"] += world.reused
 
 
 def test_names_of_spreads_over_folders_in_no_sorted_order() -> None:

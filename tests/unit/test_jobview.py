@@ -143,6 +143,27 @@ def test_a_small_clusters_live_jobs_are_looked_up_however_short_the_history() ->
     assert view.listings == 2
 
 
+def test_a_listing_no_longer_than_two_jobs_per_live_one_is_read_in_place_of_look_ups() -> None:
+    # 3 live beside 3 ended: listing 6 jobs costs the dashboard less than 3 look-ups (each a
+    # GCS query and a KV read of its own), so the poll lists; one job more and it looks up.
+    ray = LookupRay()
+    seeded(ray, live=3, ended=3)
+    view = JobView(resync_seconds=1.0)
+    view.read(ray, 0.0)
+    ray.set_status("live1", SUCCEEDED)
+    assert view.read(ray, 0.1) == ray.listing()
+    assert view.listings == 2 and not ray.looked_up
+    # now 2 live beside 4 ended: 6 listed > 2 per live job, so the live ones are looked up
+    ray.set_status("live0", SUCCEEDED)
+    assert view.read(ray, 0.2) == ray.listing()
+    assert view.listings == 2 and ray.looked_up == [["live0", "live2"]]
+    # the last live job looked up; then, with nothing live, nothing is asked until the resync
+    ray.set_status("live2", SUCCEEDED)
+    assert view.read(ray, 0.3) == ray.listing()
+    view.read(ray, 0.4)
+    assert view.listings == 2 and len(ray.looked_up) == 2
+
+
 def test_a_look_up_keeps_the_entrypoint_resources_listed() -> None:
     ray = LookupRay()
     seeded(ray, live=0, ended=100)

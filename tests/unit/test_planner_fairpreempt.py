@@ -143,6 +143,19 @@ def test_preemptible_false_is_never_a_victim() -> None:
     assert w.step().preemptions == []
 
 
+def test_a_head_with_preemptible_false_never_preempts_by_share() -> None:
+    # In pure sharing all a queue holds is borrowed, and a preemptible: false task never
+    # borrows: it can never start on what it frees. It used to stop two of team-b's runs in
+    # every pass its last victims were gone, and never start.
+    w = b_fills()
+    w.specs["team-a/x"] = task(0, 2, preemptible=False)
+    for _ in range(3):
+        p = w.step()
+        assert p.preemptions == [] and p.stops == []
+        w.finish_stops()
+    assert w.status("team-a/x").reason == Reason.QUOTA_EXCEEDED
+
+
 def test_min_runtime_of_the_victim_queue_protects_young_runs() -> None:
     text = config(extra="      preemption: {minRuntimeSeconds: 3600}\n")
     w = b_fills(text)
@@ -289,6 +302,7 @@ _QUEUES = ("team-a/", "team-b/", "team-c/")
                 st.integers(0, 2),
                 st.integers(1, 4),
                 st.integers(1, 4),
+                st.sampled_from([True, True, True, False]),  # preemptible
             ),
             st.tuples(st.just("finish"), st.integers(0, 30)),
             st.tuples(st.just("pass"), st.integers(0, 900)),
@@ -297,10 +311,13 @@ _QUEUES = ("team-a/", "team-b/", "team-c/")
         max_size=30,
     )
 )
-def test_the_planner_never_preempts_back_right_after(steps: list[tuple[int | str, ...]]) -> None:
-    """Random arrivals into three pure-sharing queues (weights 1, 1, 3; decayed usage): after
-    each fair-share preemption, the preemptor starts in the pass its victims are gone, and the
-    pass after takes nothing of the preemptor's queue for a victim's queue."""
+def test_the_planner_never_preempts_back_right_after(
+    steps: list[tuple[int | str | bool, ...]],
+) -> None:
+    """Random arrivals (some `preemptible: false`) into three pure-sharing queues (weights 1,
+    1, 3; decayed usage): after each fair-share preemption, the preemptor starts in the pass
+    its victims are gone, and the pass after takes nothing of the preemptor's queue for a
+    victim's queue."""
     text = config(
         strategy="\n  fairSharing: {preemptionStrategies: [LessThanOrEqualToFinalShare]}",
         weights=(1, 1, 3),
@@ -317,10 +334,10 @@ def test_the_planner_never_preempts_back_right_after(steps: list[tuple[int | str
 
     for index, action in enumerate(steps):
         if action[0] == "arrive":
-            _, where, priority, cpus, count = action
+            _, where, priority, cpus, count, preemptible = action
             for k in range(int(count)):  # a burst: the cluster fills, later queues wait
                 name = f"{_QUEUES[int(where)]}t{index:02d}-{k}"
-                w.specs[name] = task(int(priority), float(cpus))
+                w.specs[name] = task(int(priority), float(cpus), preemptible=preemptible)
         elif action[0] == "finish":
             running = sorted(n for n in w.statuses if w.phase(n) is Phase.RUNNING)
             if running:
