@@ -43,8 +43,8 @@ class FairAdmission:
     # queue's waiting tasks (those not started, in its order) on, every one waits for the same
     # lack, whatever follows. A queue whose walk reached its end is not listed.
     tails: dict[str, tuple[int, Lack]] = field(default_factory=dict)
-    # The latest `now` at which this answer holds: a borrower let past the reservation only
-    # because it ends before the reserved start is let past no longer once it would not.
+    # The latest `now` at which this answer holds (a queue's own backfill: a task started
+    # only because it ends before its head's reserved start is not once it would not).
     until: float = math.inf
     # Queues given in part (QueueDemand.cut) whose walk reached the end of what was given
     # without ending: their answer may differ with the rest, so the caller gives more.
@@ -77,17 +77,17 @@ class HeldRoom:
 
     def allowed_until(self, candidate: Candidate, now: float) -> float | None:
         """None if the reservation holds `candidate` back; else the latest `now` at which it
-        still lets it past (inf: whatever the time). Only the rule "ends before the reserved
-        start" depends on the clock, and it only ever turns from yes to no."""
+        still lets it past (inf: whatever the time). Another queue passes only with what
+        fits beside the head, now or at its reserved start. A run that only ends, by its
+        timeout, before that start is held back too: timeouts bound runs from above, so the
+        reserved start is late and the least-served queue's own runs end early; what was let
+        in then pushed its head back (docs/scheduling.md, "Eighth pass"). The room this keeps
+        idle, the least-served queue's own smaller tasks take first (`fairshare._own_first`)."""
+        del now  # nothing here depends on the clock any more
         if fits_needed(candidate.request, self.spare):
             return math.inf
-        if self.shadow is None or self.extra is None:
-            return None
-        if fits_needed(candidate.request, self.extra):
+        if self.extra is not None and fits_needed(candidate.request, self.extra):
             return math.inf
-        ends = candidate.timeout_seconds
-        if ends > 0 and now + ends <= self.shadow:
-            return self.shadow - ends
         return None
 
 

@@ -184,9 +184,10 @@ class _Pass:
         self.budgets[id(queue)] = (self.version, budget)
         return budget
 
-    def pick(self, queue: QueueNode) -> Candidate | None:
+    def pick(self, queue: QueueNode, least: bool = False) -> Candidate | None:
         """The task the queue's own policy would start next within its budget; for a divided
-        queue, the pick of its sub-queue that goes first, by the same key as the top level."""
+        queue, the pick of its sub-queue that goes first, by the same key as the top level.
+        `least`: the queue is the least served with work waiting (`_own_first`)."""
         if queue.children:
             return self._pick_among(queue)
         if not queue.remaining or queue.at_limit:
@@ -212,8 +213,27 @@ class _Pass:
             queue.memo = (key, admission.start)
         starts = queue.memo[1]
         if not starts:
-            return None
+            return self._own_first(queue, budget) if least else None
         return next(c for c in queue.remaining if c.name == starts[0])
+
+    def _own_first(self, queue: QueueNode, budget: Capacity) -> Candidate | None:
+        """Under backfill, the least-served queue whose head cannot start starts its own next
+        task that fits now, even past its head's own reservation: while its wide head waits
+        for room, the queue behind in share would otherwise hold nothing (the room drains idle
+        or goes to the queues ahead of it), and the share it is owed is lost for good. Its head
+        is held for once none of its own tasks fits (`_reservation_for`)."""
+        if queue.policy is not policies.backfill:
+            return None
+        seen = queue.remaining if self.bound is None else queue.remaining[: self.bound + 1]
+        for candidate in seen[1:]:
+            # within its nominal quota, the queue's own backfill order stands
+            borrows = not (queue.usage + candidate.request).fits_in(queue.quota.nominal)
+            if borrows and candidate.request.fits_in(budget):
+                return candidate
+        if queue.cut and len(seen) == len(queue.remaining):
+            # given only its head: a task past what was given might fit (FairAdmission.short)
+            self.result.short.add(queue.quota.name)
+        return None
 
     def _pick_among(self, parent: QueueNode) -> Candidate | None:
         if parent.at_limit:
@@ -281,8 +301,11 @@ class _Pass:
             reservation: HeldRoom | None = None
             self.reserved_by = {}
             self.held = {}
+            least = True  # until the first queue with work waiting
             for queue in sorted(self.queues, key=self._share_key):
-                candidate = self.pick(queue)
+                candidate = self.pick(queue, least and not queue.children)
+                if queue.remaining or queue.children:
+                    least = False
                 if candidate is None:
                     if reservation is None and not queue.at_limit:
                         reservation = self._reservation_for(queue)
@@ -468,8 +491,9 @@ def admit(
     """Decide one pass across queues. `free` is what the cluster physically has free now;
     `claims` are every running job's (for backfill's estimates); `slots` caps starts.
     `reservation`: how the least-served queue's blocked head holds back borrowers: `strict`
-    (only spare resources may be borrowed), `backfill` (also what ends before the head's
-    reserved start), `none` (besteffort: no reservation). `first`: preemptors whose victims have
+    (only spare resources may be borrowed), `backfill` (also what is left beside the head at
+    its reserved start; the least-served queue's own tasks that fit go first), `none`
+    (besteffort: no reservation). `first`: preemptors whose victims have
     stopped; when their queue's policy picks them, they go before every other pick. `order`:
     each task's place in the cluster's order (priority, queuedAt, name), which breaks ties
     between queues of equal share (missing: after every placed task). `bound`: under backfill

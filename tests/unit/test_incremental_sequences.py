@@ -619,7 +619,9 @@ def test_the_loops_own_writes_are_carried_and_every_pass_equals_plan(
     # (With NESTED_PLAIN on 4 CPUs the default queue's nominal is 0: misc/t740, preemptible:
     # false, can never start there, and such a task is handed to admission every pass, never
     # carried: one fewer in each of the 8 passes.)
-    assert world.carried >= 45
+    # 49 since issue 30's eighth pass: the least-served backfill queue with a blocked head may
+    # start a task past it, so a queue given only its head is handed back whole more often
+    assert world.carried >= 45  # 48 with both
 
 
 @pytest.mark.parametrize("queue_file", [TEAMS, TEAMS_FULL], ids=["teams", "teams-maxqueued"])
@@ -665,7 +667,7 @@ def test_unmoved_team_queues_are_handed_back_as_they_were(
         for names in handed:
             assert all(result.statuses[n] is before[n] for n in names)
         reused += bool(handed)
-    assert reused > 5, reused
+    assert reused > 3, reused  # 4 since issue 30's eighth pass (as `carried` above)
 
 
 def _strict_with_12_places(max_inflight: int) -> PlanOptions:
