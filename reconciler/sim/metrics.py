@@ -60,6 +60,9 @@ class Metrics:
     delivered: dict[str, object] | None = None
     # With --tree: the same per user (reconciler.sim.teams.Delivered over the users' queues).
     users: dict[str, object] | None = None
+    # With teams: per team, the waits of all and of the widest tasks, and how often its own
+    # later tasks passed a wide one (reconciler.sim.widewaits.WideWaits, as a dict).
+    wide_waits: dict[str, object] | None = None
 
     def to_json(self) -> dict[str, object]:
         data = asdict(self)

@@ -43,6 +43,8 @@ def _team_lines(rows: Sequence[Metrics]) -> list[str]:
                 + "; p95 wait "
                 + " / ".join(duration(float(v)) for v in waits.values())
             )
+        if m.wide_waits is not None:
+            lines += _wide_lines(m.wide_waits)
         if m.users is not None:
             lines += _user_lines(m.users)
         if m.reclaim is not None:
@@ -64,6 +66,25 @@ def _team_lines(rows: Sequence[Metrics]) -> list[str]:
                 + f"; weighted Jain against it {m.late['jain_vs_expected']:.3f}"
             )
     return lines
+
+
+def _wide_lines(wide: dict[str, object]) -> list[str]:
+    """Per team: p95 / longest wait of all its tasks and of its wide ones, and the passes."""
+    teams = wide["teams"]
+    overall = wide["all"]
+    assert isinstance(teams, dict) and isinstance(overall, dict)
+
+    def cell(name: str, w: dict[str, float]) -> str:
+        return (
+            f"{name} {duration(w['p95'])} / {duration(w['longest'])}, wide "
+            f"{duration(w['wide_p95'])} / {duration(w['wide_longest'])} "
+            f"({w['wide_passed']} of {w['wide']} passed by own later tasks, {w['passes']} passes)"
+        )
+
+    return [
+        f"  waits p95 / longest, all and wide (at least {wide['wide_cpu']:g} CPUs, the widest "
+        "10 %): " + "; ".join([*(cell(t, w) for t, w in teams.items()), cell("all", overall)])
+    ]
 
 
 def _user_lines(users: dict[str, object]) -> list[str]:

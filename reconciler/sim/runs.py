@@ -15,6 +15,7 @@ from reconciler.sim.engine import MEMORY_BYTES, simulate
 from reconciler.sim.metrics import Metrics, measure
 from reconciler.sim.nodes import NodeModel
 from reconciler.sim.report import duration
+from reconciler.sim.widewaits import wide_waits
 from reconciler.sim.workload import Job, offered_load, read_swf, synthetic
 from specs.queues import DEFAULT_HALF_LIFE, PreemptionConfig, QueueConfig
 from specs.settings import PlanOptions
@@ -112,6 +113,7 @@ def run(job: Run) -> Metrics:
         team_shares=fair.team_shares,
         contended_seconds=fair.contended_seconds,
         delivered=asdict(team_split.delivered(result.records, teams.count, teams.weights)),
+        wide_waits=asdict(wide_waits(result.records, team_split.team_of)),
     )
     if teams.users:
         due = team_split.user_weight_shares(
