@@ -446,17 +446,11 @@ def _own_past(
     whose walk reaches that far. With the cluster full none fits, and the head given stands."""
     bounds = [t.more for t in tests]
     most = None if None in bounds else max(b for b in bounds if b is not None)
-    read = 0
-    for entry in entries[head:]:
-        if entry[0] or (most is not None and read >= most):
-            break  # past maxQueued (the rest too: they sort last), or past every walk's bound
-        if entry[4] in unfit:
-            continue
-        request = _candidate(result_of(entry[4])).request
-        if any((t.more is None or read < t.more) and t.passes(request) for t in tests):
-            return True
-        read += 1
-    return False
+    # Enough entries for `most` candidates: the unfit ones are skipped, as are those past
+    # maxQueued (e[0]: no candidates)
+    past = entries[head:] if most is None else entries[head : head + most + len(unfit)]
+    requests = [_candidate(result_of(e[4])).request for e in past if not e[0] and e[4] not in unfit]
+    return any(test.passes(request) for test in tests for request in requests[: test.more])
 
 
 def _standing(
