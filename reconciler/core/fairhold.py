@@ -34,6 +34,22 @@ class QueueState:
     lend: Capacity = field(default_factory=Capacity)  # what its siblings' shares are of
 
 
+@dataclass(frozen=True)
+class OwnTest:
+    """One look of the least-served queue's own walk (`fairshare._own_first`) at the tasks
+    past those it was given: a task there would start if it borrows (its request on top of
+    `usage` exceeds `nominal`) and fits `budget`; the walk reads at most `more` of them (None:
+    all)."""
+
+    budget: Capacity
+    usage: Capacity
+    nominal: Capacity
+    more: int | None
+
+    def passes(self, request: Capacity) -> bool:
+        return request.fits_in(self.budget) and not (self.usage + request).fits_in(self.nominal)
+
+
 @dataclass
 class FairAdmission:
     start: list[str] = field(default_factory=list)  # in admission order, across queues
@@ -49,6 +65,10 @@ class FairAdmission:
     # Queues given in part (QueueDemand.cut) whose walk reached the end of what was given
     # without ending: their answer may differ with the rest, so the caller gives more.
     short: set[str] = field(default_factory=set)
+    # Queues given in part whose own walk past their blocked head (`fairshare._own_first`)
+    # read all it was given and found nothing: each test it made, for the caller to run on
+    # the tasks past what was given (`OwnTest`). Only one that passes needs more given.
+    unread: dict[str, list[OwnTest]] = field(default_factory=dict)
     # The room held for the least-served queue's blocked head when the pass ended (None: none
     # held): fair-share preemption by another queue may not take it either.
     held: HeldRoom | None = None

@@ -35,7 +35,7 @@ from reconciler.core.fairhold import NO_RESERVATION as NO_RESERVATION
 from reconciler.core.fairhold import RESERVATION_OF_POLICY as RESERVATION_OF_POLICY
 from reconciler.core.fairhold import STRICT_RESERVATION as STRICT_RESERVATION
 from reconciler.core.fairhold import FairAdmission as FairAdmission
-from reconciler.core.fairhold import HeldRoom
+from reconciler.core.fairhold import HeldRoom, OwnTest
 from reconciler.core.fairhold import QueueState as QueueState
 from reconciler.core.policies import Candidate, Claim, Policy, reserve
 from reconciler.core.queuetree import QueueDemand as QueueDemand  # callers import it here
@@ -231,8 +231,12 @@ class _Pass:
             if borrows and candidate.request.fits_in(budget):
                 return candidate
         if queue.cut and len(seen) == len(queue.remaining):
-            # given only its head: a task past what was given might fit (FairAdmission.short)
-            self.result.short.add(queue.quota.name)
+            # Given only its head: a task past what was given might start. The caller tests
+            # those (FairAdmission.unread) rather than giving more at once: with the cluster
+            # full, none fits, and giving more would redo the whole walk for nothing.
+            more = None if self.bound is None else self.bound + 1 - len(seen)
+            test = OwnTest(budget, queue.usage, queue.quota.nominal, more)
+            self.result.unread.setdefault(queue.quota.name, []).append(test)
         return None
 
     def _pick_among(self, parent: QueueNode) -> Candidate | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, insort
-from collections.abc import Collection, Hashable, Iterable, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from heapq import heappop, heappush
 
 from reconciler.core import (
@@ -19,6 +19,7 @@ from reconciler.core import (
     planner,
 )
 from reconciler.core.decisions import Summary
+from reconciler.core.fairhold import OwnTest
 from reconciler.core.headadmission import admit_prefix, place_far
 from reconciler.core.planner import PassState, Plan, TaskInput, TaskResult
 from reconciler.core.queueing import QueueAdmission
@@ -241,6 +242,10 @@ def fast_pass(
             walks = _team_walks(fair, keys, frozenset(unfit))
             # Short: its walk did not end in its head (or its answer may read past it).
             short = [q for q in cut if q in fair.short or walks[q][0] is None]
+            for queue, tests in fair.unread.items():
+                entries = keys[queue]
+                if queue not in short and _own_past(tests, entries, heads[queue], unfit, result_of):
+                    short.append(queue)
             if not short:
                 break
             for queue in short:
@@ -426,6 +431,26 @@ def fast_pass(
         reused,
     )
     return plan, kept, following
+
+
+def _own_past(
+    tests: list[OwnTest],
+    entries: list[Entry],
+    head: int,
+    unfit: Collection[str],
+    result_of: Callable[[str], TaskResult],
+) -> bool:
+    """Whether the least-served queue's own walk (`fairshare._own_first`), which found
+    nothing in the head it was given, would start a task past it: its counted tasks past
+    `head` (those too big for it left out, as admission drops them), each read by the tests
+    whose walk reaches that far. With the cluster full none fits, and the head given stands."""
+    bounds = [t.more for t in tests]
+    most = None if None in bounds else max(b for b in bounds if b is not None)
+    # Enough entries for `most` candidates: the unfit ones are skipped, as are those past
+    # maxQueued (e[0]: no candidates)
+    past = entries[head:] if most is None else entries[head : head + most + len(unfit)]
+    requests = [_candidate(result_of(e[4])).request for e in past if not e[0] and e[4] not in unfit]
+    return any(test.passes(request) for test in tests for request in requests[: test.more])
 
 
 def _standing(

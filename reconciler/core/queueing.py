@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reconciler.core import fairshare, usage
-from reconciler.core.fairhold import HeldRoom
+from reconciler.core.fairhold import HeldRoom, OwnTest
 from reconciler.core.policies import Candidate, Claim, Policy
 from reconciler.core.waits import Lack, QueueFull, Waiting
 from specs.cluster import Capacity
@@ -30,6 +30,7 @@ class QueueAdmission:
     tails: dict[str, tuple[int, Lack]] = field(default_factory=dict)  # FairAdmission.tails
     until: float = math.inf  # FairAdmission.until
     short: set[str] = field(default_factory=set)  # FairAdmission.short
+    unread: dict[str, list[OwnTest]] = field(default_factory=dict)  # FairAdmission.unread
     held: HeldRoom | None = None  # FairAdmission.held
 
     def summary(self) -> QueueSummary:
@@ -128,6 +129,7 @@ def admit_by_queue(
         tails=result.tails,
         until=result.until,
         short=result.short,
+        unread=result.unread,
         held=result.held,
     )
 

@@ -667,7 +667,9 @@ def test_unmoved_team_queues_are_handed_back_as_they_were(
         for names in handed:
             assert all(result.statuses[n] is before[n] for n in names)
         reused += bool(handed)
-    assert reused > 3, reused  # 4 since issue 30's eighth pass (as `carried` above)
+    # 19 or more again since issue 27's fairfast (4 with the teams case on 23bdde1, where the
+    # least-served queue's own walk past its head made the fast pass grow that head)
+    assert reused > 5, reused
 
 
 def _strict_with_12_places(max_inflight: int) -> PlanOptions:
