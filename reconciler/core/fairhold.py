@@ -95,20 +95,17 @@ class HeldRoom:
     shadow: float | None  # backfill: when the head is sure to fit
     extra: Capacity | None  # backfill: free at that time beyond the head's request
 
-    def allowed_until(self, candidate: Candidate, now: float) -> float | None:
-        """None if the reservation holds `candidate` back; else the latest `now` at which it
-        still lets it past (inf: whatever the time). Another queue passes only with what
-        fits beside the head, now or at its reserved start. A run that only ends, by its
-        timeout, before that start is held back too: timeouts bound runs from above, so the
-        reserved start is late and the least-served queue's own runs end early; what was let
-        in then pushed its head back (docs/scheduling.md, "Eighth pass"). The room this keeps
-        idle, the least-served queue's own smaller tasks take first (`fairshare._own_first`)."""
-        del now  # nothing here depends on the clock any more
+    def lets_past(self, candidate: Candidate) -> bool:
+        """Whether the reservation lets `candidate`, of another queue, past: only with what
+        fits beside the head, now or at its reserved start, whatever the clock. A run that only
+        ends, by its timeout, before that start is held back too: timeouts bound runs from
+        above, so the reserved start is late and the least-served queue's own runs end early;
+        what was let in then pushed its head back (docs/scheduling.md, "Eighth pass"). The
+        room this keeps idle, the least-served queue's own smaller tasks take first
+        (`fairshare._own_first`)."""
         if fits_needed(candidate.request, self.spare):
-            return math.inf
-        if self.extra is not None and fits_needed(candidate.request, self.extra):
-            return math.inf
-        return None
+            return True
+        return self.extra is not None and fits_needed(candidate.request, self.extra)
 
 
 def fits_needed(request: Capacity, room: Capacity) -> bool:

@@ -225,17 +225,16 @@ class _Pass:
         if queue.policy is not policies.backfill:
             return None
         seen = queue.remaining if self.bound is None else queue.remaining[: self.bound + 1]
+        more = None if self.bound is None else self.bound + 1 - len(seen)
+        # within its nominal quota, the queue's own backfill order stands (OwnTest.passes)
+        test = OwnTest(budget, queue.usage, queue.quota.nominal, more)
         for candidate in seen[1:]:
-            # within its nominal quota, the queue's own backfill order stands
-            borrows = not (queue.usage + candidate.request).fits_in(queue.quota.nominal)
-            if borrows and candidate.request.fits_in(budget):
+            if test.passes(candidate.request):
                 return candidate
         if queue.cut and len(seen) == len(queue.remaining):
             # Given only its head: a task past what was given might start. The caller tests
             # those (FairAdmission.unread) rather than giving more at once: with the cluster
             # full, none fits, and giving more would redo the whole walk for nothing.
-            more = None if self.bound is None else self.bound + 1 - len(seen)
-            test = OwnTest(budget, queue.usage, queue.quota.nominal, more)
             self.result.unread.setdefault(queue.quota.name, []).append(test)
         return None
 
@@ -321,12 +320,14 @@ class _Pass:
                     self.held[self.owner[candidate.name].quota.name] = candidate
                     continue
                 reserved = candidate.name in self.first
-                if borrows and not reserved and reservation is not None:
-                    allowed = reservation.allowed_until(candidate, self.now)
-                    if allowed is None:
-                        self.reserved_by[queue.quota.name] = reservation
-                        continue
-                    self.result.until = min(self.result.until, allowed)
+                if (
+                    borrows
+                    and not reserved
+                    and reservation is not None
+                    and not reservation.lets_past(candidate)
+                ):
+                    self.reserved_by[queue.quota.name] = reservation
+                    continue
                 # A preemptor whose victims are gone goes first: the room they left is its.
                 key = (not reserved, *self._order(queue, candidate, borrows))
                 if best is None or key < best[0]:

@@ -285,7 +285,7 @@ def _decide_by_queue(
             and waits
             and head.preemptible
             and fairpreempt.pure_sharing(states, name)
-            and _passes_hold(admission.held, name, head, now)
+            and _passes_hold(admission.held, name, head)
         )
         if not (reclaim or within or fair):
             continue
@@ -355,14 +355,14 @@ def _decide_by_queue(
     return decisions
 
 
-def _passes_hold(held: HeldRoom | None, queue: str, head: policies.Candidate, now: float) -> bool:
+def _passes_hold(held: HeldRoom | None, queue: str, head: policies.Candidate) -> bool:
     """Fair-share preemption takes no room held for a less-served queue's blocked head (one
     too wide to preempt for itself): the preemptor may go only where admission would let it
-    past that hold, were its victims gone (beside the head, or ending before its reserved
-    start). Else a queue above the least-served one jumps its hold: the victims' room, which
+    past that hold, were its victims gone (beside the head, now or at its reserved start).
+    Else a queue above the least-served one jumps its hold: the victims' room, which
     would have drained for that head, goes to a new run that ends later (Lublin, 600 jobs:
     the least-served team held nothing for 40 h while two others preempted each other)."""
-    return held is None or held.queue == queue or held.allowed_until(head, now) is not None
+    return held is None or held.queue == queue or held.lets_past(head)
 
 
 def _fits_borrowing(
