@@ -18,18 +18,29 @@ import dataclasses
 import os
 import random
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
+from reconciler.core.planner import Observation, TaskInput, plan
 from reconciler.core.usage import QueueUsage
-from specs.cluster import Capacity, Scaling
+from specs.cluster import (
+    META_QUEUE,
+    META_SPEC_HASH,
+    META_TASK,
+    RUNNING,
+    Capacity,
+    NodeType,
+    RayJob,
+    Scaling,
+)
 from specs.parse import parse_queue_config
 from specs.queues import QueueConfig
 from specs.settings import PlanOptions
 from tests.support.incremental_history import History, assert_identical
-from tests.support.planner_world import GIB
+from tests.support.planner_world import GIB, task
 from tests.unit import test_incremental_planner as small
 from tests.unit import test_incremental_sequences as long
 
@@ -81,6 +92,7 @@ def reordered_queues(
     simple=st.booleans(),
     simple_file=st.sampled_from(long.FAST_QUEUE_FILES),
     permute=orders(),
+    foreign=st.booleans(),
     sequence=st.lists(long.steps(), min_size=1, max_size=30),
 )
 # Found by this test: the status files of deleted specs were dropped in the order the statuses
@@ -96,6 +108,7 @@ def reordered_queues(
     simple=False,
     simple_file=None,
     permute=reversed_order,
+    foreign=False,
     sequence=[("delete", 0, 20)],
 )
 def test_plans_do_not_depend_on_the_order_of_their_inputs(
@@ -109,6 +122,7 @@ def test_plans_do_not_depend_on_the_order_of_their_inputs(
     simple: bool,
     simple_file: str | None,
     permute: Callable[[list[Any]], list[Any]],
+    foreign: bool,
     sequence: list[tuple[Any, ...]],
 ) -> None:
     """Long sequences over many tasks (priorities with ties, equal queuedAt, team and nested
@@ -118,6 +132,8 @@ def test_plans_do_not_depend_on_the_order_of_their_inputs(
     if simple:  # what the fast pass takes (test_incremental_sequences)
         queue_file, plain = simple_file, True
         options = dataclasses.replace(options, preemption="Never")
+    # Jobs of others counted as used: Ray lists them in no order either.
+    options = dataclasses.replace(options, count_foreign_jobs=foreign)
     world = History(
         options,
         reordered_queues(long.queues_of(queue_file), permute),
@@ -143,6 +159,7 @@ def test_plans_do_not_depend_on_the_order_of_their_inputs(
     teams=small.team_queues(),
     grows=st.sampled_from(small.SCALINGS),
     permute=orders(),
+    foreign=st.booleans(),
     history=st.lists(
         st.tuples(small.steps(), st.sets(st.sampled_from(small.NAMES), max_size=2)),
         min_size=1,
@@ -155,11 +172,13 @@ def test_small_histories_do_not_depend_on_the_order_of_their_inputs(
     teams: tuple[QueueConfig, QueueUsage | None],
     grows: Scaling | None,
     permute: Callable[[list[Any]], list[Any]],
+    foreign: bool,
     history: list[tuple[tuple[Any, ...], set[str]]],
 ) -> None:
     """The planner's random histories over six names (explicit submission ids claimed by
     several tasks, dependencies, an autoscaler, decayed usage, failed writes, restarts), each
     pass's inputs reordered as above."""
+    options = dataclasses.replace(options, count_foreign_jobs=foreign)
     queues, usage = teams if with_queues == "drawn" else (None, None)
     if with_queues is True:
         queues = parse_queue_config(small.QUEUES)
@@ -175,3 +194,48 @@ def test_small_histories_do_not_depend_on_the_order_of_their_inputs(
         world.fail_once = frozenset(failing)
         world.run_pass()
     assert world.passes == len(history)
+
+
+def test_of_two_live_jobs_started_together_the_same_is_adopted_in_any_order() -> None:
+    """A task with no status file and two live jobs of its spec started at the same second
+    (a crash between two submits): the adopted one is the greater id, whichever order Ray
+    listed them in (reconciler.core.reconcile._first_sight)."""
+    spec = task(priority=1)
+    meta = {META_QUEUE: "q", META_TASK: "a", META_SPEC_HASH: spec.spec_hash()}
+    jobs = [RayJob(sid, RUNNING, start_time=5.0, metadata=meta) for sid in ("a-1", "a-2")]
+    adopted = []
+    for listing in (jobs, jobs[::-1]):
+        result = plan(
+            {"a": TaskInput("a", spec)},
+            {},
+            Observation({j.submission_id: j for j in listing}, Capacity(4, 0, 16 * GIB)),
+            datetime.fromtimestamp(10.0, UTC),
+            PlanOptions(queue_id="q"),
+        )
+        adopted.append(result.statuses["a"].status.submission_id)
+    assert adopted == ["a-2", "a-2"]
+
+
+def test_the_autoscaler_request_counts_foreign_jobs_in_one_order() -> None:
+    """With foreign jobs counted, the request to the autoscaler lists their bundles by job id,
+    not in Ray's listing order (reconciler.core.planner._scale_request)."""
+    small = NodeType("small", Capacity(2, 0, 8 * GIB), max_count=4)
+    foreign = [
+        RayJob("x", RUNNING, start_time=1.0, entrypoint_cpus=1),
+        RayJob("y", RUNNING, start_time=1.0, entrypoint_cpus=2),
+    ]
+    requests = []
+    for listing in (foreign, foreign[::-1]):
+        result = plan(
+            {"big": TaskInput("big", task(cpu=2))},
+            {},
+            Observation(
+                {j.submission_id: j for j in listing},
+                Capacity(2, 0, 8 * GIB),
+                scaling=Scaling(Capacity(8, 0, 32 * GIB), (small,)),
+            ),
+            datetime.fromtimestamp(10.0, UTC),
+            PlanOptions(queue_id="q", count_foreign_jobs=True),
+        )
+        requests.append(result.scale_request)
+    assert requests[0] and requests[0] == requests[1]
