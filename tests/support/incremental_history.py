@@ -244,6 +244,7 @@ class History:
             usage=given.usage,
         )
         assert_identical(full, again, before)
+        assert list(again.statuses) == list(full.statuses)  # the loop writes in this order
 
     def _check_still(
         self, until: float, before: dict[str, TaskStatus], observed: Observation
