@@ -115,10 +115,10 @@ def orphan_sidecars(
 ) -> None:
     """A sidecar without a spec goes once its job has ended, so the run's id is never lost."""
     stopping = {s.submission_id for s in ctx.plan.stops}
-    for name, status in statuses.items():
-        if name in specs:
-            continue
-        sid = status.status.submission_id
+    # By name, not in the order the statuses came in (which is no order: tests/unit/
+    # test_plan_input_order.py).
+    for name in sorted(n for n in statuses if n not in specs):
+        sid = statuses[name].status.submission_id
         job = ours.get(sid) if sid else None
         if not ctx.obs.available or (job is not None and not job.terminal) or sid in stopping:
             continue

@@ -390,10 +390,11 @@ def _scale_request(ctx: PassState, specs: Mapping[str, TaskInput]) -> tuple[Capa
 
     running = [(request, own(name)) for name, request in ctx.in_use.items()]
     if ctx.options.count_foreign_jobs and ctx.obs.jobs is not None:
-        running += [
-            (foreign_claim(job), ())
-            for job in ctx.obs.jobs.values()
-            if not job.terminal and job.metadata.get(META_QUEUE) != ctx.options.queue_id
+        jobs = ctx.obs.jobs
+        running += [  # by id: the shape of the request must not follow Ray's listing order
+            (foreign_claim(jobs[sid]), ())
+            for sid in sorted(jobs)
+            if not jobs[sid].terminal and jobs[sid].metadata.get(META_QUEUE) != ctx.options.queue_id
         ]
     demand = [(request_of(ctx.tasks[name]), own(name)) for name in ctx.scale_demand]
     return scaling.request_of(running, demand, grow.node_types)

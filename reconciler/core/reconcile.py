@@ -309,7 +309,8 @@ def _first_sight(
     """A task with no sidecar: adopt its live job if Ray has one, else queue it."""
     live = [j for j in task_jobs if not j.terminal and j.metadata.get(META_SPEC_HASH) == spec_hash]
     if live:
-        job = max(live, key=lambda j: j.start_time or 0)
+        # The latest started; of equal starts, the greatest id (Ray lists jobs in no order).
+        job = max(live, key=lambda j: (j.start_time or 0, j.submission_id))
         step.note(
             Reason.ADOPTED, f"adopted {name}: Ray job {job.submission_id} (status file was missing)"
         )

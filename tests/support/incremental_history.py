@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -16,7 +16,7 @@ from typing import Any
 from reconciler.core import incremental
 from reconciler.core.incremental import Memo, plan_incremental
 from reconciler.core.planner import Observation, Plan, TaskInput, plan
-from reconciler.core.usage import QueueUsage
+from reconciler.core.usage import QueueUsage, Tracked, since_of
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob, Scaling
 from specs.models import Reason
 from specs.queues import QueueConfig
@@ -99,6 +99,11 @@ class History:
     check: Callable[[Plan, Plan, dict[str, TaskStatus]], None] = field(
         default=lambda full, inc, before: assert_same(full, inc, before)
     )
+    # Reorders a list (a permutation the test draws): with it, the incremental planner gets
+    # every mapping of its inputs in that order, and plan() of the inputs so reordered (the
+    # queue file's entries too) must equal plan() of them as kept, in every field
+    # (tests/unit/test_plan_input_order.py). None: the inputs as kept.
+    permute: Callable[[list[Any]], list[Any]] | None = None
     # Generations, as the store stamps them: a new one for each spec read and status written.
     generations: Any = field(default_factory=lambda: itertools.count(1))
     spec_generation: dict[str, int] = field(default_factory=dict)
@@ -181,17 +186,20 @@ class History:
         if self.tell_changed:
             changed = {n for n, v in versions.items() if self.last_versions.get(n) != v}
         self.last_versions = versions
+        given = _Inputs(self.specs, before, observed, self.usage, versions, changed)
+        if self.permute is not None:
+            given = given.reordered(self.permute)
         inc, self.memo = plan_incremental(
             self.memo,
-            self.specs,
-            before,
-            observed,
+            given.specs,
+            given.statuses,
+            given.observed,
             at,
             self.options,
             queues=self.queues,
-            usage=self.usage,
-            versions=versions,
-            changed=changed,
+            usage=given.usage,
+            versions=given.versions,
+            changed=given.changed,
         )
         self.passes += 1
         self.fast_passes += self.memo.fast
@@ -204,6 +212,8 @@ class History:
                 self.specs, before, observed, at, self.options, queues=self.queues, usage=self.usage
             )
             self.check(full, inc, before)
+            if self.permute is not None:
+                self._check_order(full, given, at, before)
             if self.every_field:
                 assert (inc.deadline, inc.still) == (full.deadline, full.still)
                 assert inc.write_classes == full.write_classes
@@ -211,6 +221,30 @@ class History:
             self._check_still(inc.still_until, before, observed)
         self._follow(inc)
         return inc
+
+    def _check_order(
+        self, full: Plan, given: _Inputs, at: datetime, before: dict[str, TaskStatus]
+    ) -> None:
+        """plan() of the inputs in another order (the queue file's entries too) gives the
+        very plan of the inputs as kept: every field, the order of every list."""
+        assert self.permute is not None
+        queues = self.queues
+        if queues is not None:
+            entries = self.permute(list(queues.spec.queues))
+            queues = queues.model_copy(
+                update={"spec": queues.spec.model_copy(update={"queues": entries})}
+            )
+        again = plan(
+            given.specs,
+            given.statuses,
+            given.observed,
+            at,
+            self.options,
+            queues=queues,
+            usage=given.usage,
+        )
+        assert_identical(full, again, before)
+        assert list(again.statuses) == list(full.statuses)  # the loop writes in this order
 
     def _check_still(
         self, until: float, before: dict[str, TaskStatus], observed: Observation
@@ -260,3 +294,32 @@ class History:
         for name in result.delete_statuses:
             self.statuses.pop(name, None)
             self.status_generation.pop(name, None)
+
+
+@dataclass(frozen=True)
+class _Inputs:
+    """What a pass hands the planner, but the clock and the options."""
+
+    specs: Mapping[str, TaskInput]
+    statuses: Mapping[str, TaskStatus]
+    observed: Observation
+    usage: QueueUsage | None
+    versions: Mapping[str, Any]
+    changed: set[str] | None
+
+    def reordered(self, permute: Callable[[list[Any]], list[Any]]) -> _Inputs:
+        """The same inputs, every mapping (and the set of changed names) built in the order
+        `permute` gives its items."""
+
+        def again(mapping: Mapping[str, Any]) -> dict[str, Any]:
+            return dict(permute(list(mapping.items())))
+
+        jobs = self.observed.jobs
+        observed = replace(self.observed, jobs=again(jobs) if jobs is not None else None)
+        usage = self.usage
+        if usage is not None:
+            usage = Tracked(again(usage), since_of(usage))
+        changed = set(permute(list(self.changed))) if self.changed is not None else None
+        return _Inputs(
+            again(self.specs), again(self.statuses), observed, usage, again(self.versions), changed
+        )
