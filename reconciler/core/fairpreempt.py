@@ -41,13 +41,51 @@ def share_of(state: QueueState, usage: Capacity) -> float:
 
 
 def pure_sharing(states: Mapping[str, QueueState], name: str) -> bool:
-    """A top queue, not divided, with no nominal quota of anything."""
+    """A queue with no nominal quota of anything: all it holds is borrowed."""
     state = states.get(name)
-    if state is None or state.parent is not None:
+    return state is not None and all(of(state.nominal, r) <= EPS for r in RESOURCES)
+
+
+def divided(states: Mapping[str, QueueState], name: str) -> bool:
+    return any(s.parent == name for s in states.values())
+
+
+def chain(states: Mapping[str, QueueState], name: str) -> list[str]:
+    """The queue, then each queue it lies in, innermost first (as far as `states` knows)."""
+    out = [name]
+    while (parent := states[out[-1]].parent if out[-1] in states else None) is not None:
+        if parent in out or parent not in states:
+            break
+        out.append(parent)
+    return [q for q in out if q in states]
+
+
+def takes_part(states: Mapping[str, QueueState], name: str) -> bool:
+    """A queue whose head may preempt by share, and whose runs may be taken: not divided (a
+    divided queue's own tasks never preempt, nor are taken), and in pure sharing at some level
+    it lies in (itself or a queue it lies in has no nominal quota). Flat: a queue with no
+    nominal quota, as before nested queues took part."""
+    if name not in states or divided(states, name):
         return False
-    if any(s.parent == name for s in states.values()):
-        return False
-    return all(of(state.nominal, r) <= EPS for r in RESOURCES)
+    return any(pure_sharing(states, q) for q in chain(states, name))
+
+
+def sides(states: Mapping[str, QueueState], mine: list[str], other: str) -> tuple[str, str] | None:
+    """Where the preemptor's branch (`mine`, its chain) and `other`'s meet: the two queues,
+    one on each path, that are children of the same node (or both top queues). None when one
+    lies in the other."""
+    theirs = chain(states, other)
+    met = next((q for q in theirs if q in mine), None)
+    if met is None:
+        return (mine[-1], theirs[-1]) if theirs else None
+    if met in (mine[0], theirs[0]):
+        return None
+    return mine[mine.index(met) - 1], theirs[theirs.index(met) - 1]
+
+
+def _below_nominal(state: QueueState, left: Capacity, run: Capacity) -> bool:
+    """Whether holding `left`, the queue is under its nominal quota in a resource `run` holds."""
+    return any(of(run, r) > 0 and of(left, r) < of(state.nominal, r) - EPS for r in RESOURCES)
 
 
 def _no_wider(run: Capacity, request: Capacity) -> bool:
@@ -65,50 +103,76 @@ def choose(
     now: float,
 ) -> tuple[Victim, ...]:
     """A minimal set of other queues' runs after which the preemptor `fits` (given what they
-    free), each satisfying the final-share rule; empty when none is needed or none would do.
-    `usage`: what each queue holds, without runs already stopping."""
-    if not pure_sharing(states, queue) or fits(Capacity()):
+    free), each satisfying the final-share rule where its branch and the preemptor's meet;
+    empty when none is needed or none would do. `usage`: what each queue holds (a divided
+    queue: its sub-queues' sum), without runs already stopping."""
+    if not takes_part(states, queue) or fits(Capacity()):
         return ()
-    mine = states[queue]
-    before = share_of(mine, usage[queue])
-    after = share_of(mine, usage[queue] + preemptor.request)
-    candidates: list[tuple[str, Running]] = []
+    mine = chain(states, queue)
+    request = preemptor.request
+    # (victim's queue, run, the preemptor's side, the victim's side, the victim's path below
+    # where they meet)
+    candidates: list[tuple[str, Running, str, str, list[str]]] = []
     for where, run in pool:
-        if where == queue or run.name == preemptor.name or not pure_sharing(states, where):
+        if where == queue or run.name == preemptor.name or not takes_part(states, where):
             continue
+        met = sides(states, mine, where)
+        if met is None:
+            continue
+        own, side = met
+        if not (pure_sharing(states, own) and pure_sharing(states, side)):
+            continue  # judged by share only in pure sharing where they meet (else: reclaim)
         if exempt(run, now, rules.get(where, Rules())):
             continue
-        if not _no_wider(run.request, preemptor.request):
+        if not _no_wider(run.request, request):
             continue  # what it frees beyond the head's need would go to others: no trade
-        if share_of(states[where], usage[where]) <= before + _MARGIN:
-            continue  # only a queue above it in share loses runs to it
-        candidates.append((where, run))
+        if share_of(states[side], usage[side]) <= share_of(states[own], usage[own]) + _MARGIN:
+            continue  # only a branch above it in share loses runs to it
+        path = chain(states, where)
+        candidates.append((where, run, own, side, path[: path.index(side) + 1]))
     candidates.sort(key=lambda item: (item[1].priority, -item[1].started, item[1].name))
-    chosen: list[tuple[str, Running]] = []
-    taken: dict[str, Capacity] = {}
+    chosen: list[tuple[str, Running, str, str, list[str]]] = []
+    taken: dict[str, Capacity] = {}  # by queue on the victims' paths
     freed = Capacity()
-    for where, run in candidates:
-        left = usage[where] - taken.get(where, Capacity()) - run.request
-        if after > share_of(states[where], left):
-            continue  # its queue would end below the preemptor's: it could preempt back
-        taken[where] = taken.get(where, Capacity()) + run.request
-        chosen.append((where, run))
+    for item in candidates:
+        _, run, own, side, path = item
+        if any(
+            _below_nominal(
+                states[q], usage[q] - taken.get(q, Capacity()) - run.request, run.request
+            )
+            for q in path
+        ):
+            continue  # a queue is never taken below its nominal quota by share
+        after = share_of(states[own], usage[own] + request)
+        left = usage[side] - taken.get(side, Capacity()) - run.request
+        if after > share_of(states[side], left):
+            continue  # its branch would end below the preemptor's: it could preempt back
+        for q in path:
+            taken[q] = taken.get(q, Capacity()) + run.request
+        chosen.append(item)
         freed = freed + run.request
         if fits(freed):
             break
     else:
         return ()
-    for where, run in reversed(list(chosen)):
-        if fits(freed - run.request):
-            chosen.remove((where, run))
-            freed = freed - run.request
-            taken[where] = taken[where] - run.request
+    # Trimmed, costliest (last) first: dropping a victim only raises what its queues hold, so
+    # the rules still hold for the rest.
+    for item in reversed(list(chosen)):
+        if fits(freed - item[1].request):
+            chosen.remove(item)
+            freed = freed - item[1].request
+            for q in item[4]:
+                taken[q] = taken[q] - item[1].request
     return tuple(
         Victim(
             run,
             where,
             reclaim=False,
-            shares=(after, share_of(states[where], usage[where] - taken[where])),
+            shares=(
+                share_of(states[own], usage[own] + request),
+                share_of(states[side], usage[side] - taken[side]),
+            ),
+            judged=None if (own, side) == (queue, where) else (own, side),
         )
-        for where, run in chosen
+        for where, run, own, side, _ in chosen
     )

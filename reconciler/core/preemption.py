@@ -234,8 +234,8 @@ def _decide_by_queue(
     usage = {name: state.usage for name, state in states.items()}
     for pending in stopping.values():
         for stopped, held in zip(pending.victims, pending.using, strict=True):
-            owner = plan_setup.queue_of(stopped)
-            if owner in usage:
+            # and from each queue it lies in (a divided queue's usage is its sub-queues')
+            for owner in fairpreempt.chain(states, plan_setup.queue_of(stopped)):
                 usage[owner] = usage[owner] - held
     # What each queue is committed to: that, plus its preemptors still waiting for their
     # victims (their room is promised, so the queue's quota must count them).
@@ -284,7 +284,7 @@ def _decide_by_queue(
             plan_setup.fair
             and waits
             and head.preemptible
-            and fairpreempt.pure_sharing(states, name)
+            and fairpreempt.takes_part(states, name)
             and _passes_hold(admission.held, name, head)
         )
         if not (reclaim or within or fair):
@@ -345,10 +345,10 @@ def _decide_by_queue(
             # One ledger: what a victim frees leaves its queue's usage and its commitments
             # at once (and those of the queues it lies in), so the next head sees its queue
             # as it will be.
-            for owner in _chain(states, victim.queue):
+            for owner in fairpreempt.chain(states, victim.queue):
                 usage[owner] = usage[owner] - victim.run.request
                 committed[owner] = committed[owner] - victim.run.request
-        for owner in _chain(states, name):
+        for owner in fairpreempt.chain(states, name):
             committed[owner] = committed[owner] + request - drawn.promised
         # Reserved for it from now on: the next preemptor may not count on this room.
         free = free - victims.still_needed(request, freed + drawn.room)
@@ -362,7 +362,8 @@ def _passes_hold(held: HeldRoom | None, queue: str, head: policies.Candidate) ->
     Else a queue above the least-served one jumps its hold: the victims' room, which
     would have drained for that head, goes to a new run that ends later (Lublin, 600 jobs:
     the least-served team held nothing for 40 h while two others preempted each other)."""
-    return held is None or held.queue == queue or held.lets_past(head)
+    # The hold is the queue's own, or, held by a divided queue, its own head's (a sub-queue's).
+    return held is None or held.queue == queue or held.head == head.name or held.lets_past(head)
 
 
 def _fits_borrowing(
@@ -371,16 +372,6 @@ def _fits_borrowing(
     """Fair-share preemption: what other queues' victims free is room in the cluster and
     borrowable room alike (it is all borrowed, in pure sharing)."""
     return lambda freed: request.fits_in(room + freed) and fits_needed(request, quota_room + freed)
-
-
-def _chain(states: Mapping[str, QueueState], queue: str) -> list[str]:
-    """The queue, then each queue it lies in (nested queues), as far as `states` knows them."""
-    chain = [queue]
-    while (parent := states[chain[-1]].parent if chain[-1] in states else None) is not None:
-        if parent in chain or parent not in states:
-            break
-        chain.append(parent)
-    return [q for q in chain if q in states]
 
 
 def _loads(
@@ -395,12 +386,12 @@ def _loads(
     branches meet (the two ancestors that are siblings): the victim's side must borrow there,
     and the preemptor's side be below its nominal quota there, so a sub-queue takes back only
     what its own side lent at that level."""
-    mine = _chain(states, name)
+    mine = fairpreempt.chain(states, name)
     loads: dict[str, QueueLoad] = {}
     for other in states:
         if other == name or other in mine:
             continue
-        theirs = _chain(states, other)
+        theirs = fairpreempt.chain(states, other)
         met = next((q for q in theirs if q in mine), None)
         side = theirs[theirs.index(met) - 1] if met is not None else theirs[-1]
         own = mine[mine.index(met) - 1] if met is not None else mine[-1]
@@ -506,10 +497,18 @@ def _preempt_one(
         why = f" of {lender}, taking back the quota {victim_queue} borrowed,"
     elif taken.shares is not None and ctx.queues is not None:
         mine, theirs = taken.shares
-        why = (
-            f" of {ctx.queues.queue_of(preemptor.name)} by fair share (its weighted share "
-            f"with it running {mine:.3g}, at most {victim_queue}'s {theirs:.3g} after),"
-        )
+        own = ctx.queues.queue_of(preemptor.name)
+        if taken.judged is None:
+            why = (
+                f" of {own} by fair share (its weighted share "
+                f"with it running {mine:.3g}, at most {victim_queue}'s {theirs:.3g} after),"
+            )
+        else:  # nested queues: judged where the two branches meet
+            side, other = taken.judged
+            why = (
+                f" of {own} by fair share between {side} and {other} ({side}'s weighted "
+                f"share with it running {mine:.3g}, at most {other}'s {theirs:.3g} after),"
+            )
     message = (
         f"preempted by {preemptor.name} (priority {preemptor.priority}){why} after run "
         f"{body.run} had run {ran}; queued again in its old place"

@@ -159,6 +159,9 @@ class Victim:
     # Taken by fair sharing (core/fairpreempt.py): the preemptor's queue's share with it
     # running, and the victim's queue's without its victims; None: not by share.
     shares: tuple[float, float] | None = None
+    # Nested queues: the two queues those shares are of, where the preemptor's branch and the
+    # victim's meet (preemptor's side, victim's side); None: the two queues themselves.
+    judged: tuple[str, str] | None = None
 
 
 Fits = Callable[[Capacity, Capacity], bool]
