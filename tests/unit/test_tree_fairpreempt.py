@@ -7,14 +7,23 @@ victim by share."""
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
+from datetime import timedelta
+
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
 from reconciler.core import fairpreempt
 from reconciler.core.fairhold import QueueState
 from reconciler.core.victims import Preemptor, Rules, Running
-from specs.cluster import Capacity
+from specs.cluster import SUCCEEDED, Capacity
 from specs.models import ConditionType, Phase, Reason
 from specs.parse import parse_queue_config
-from tests.support.planner_world import task
+from specs.settings import PlanOptions
+from tests.support.planner_world import GIB, task
 from tests.unit.test_planner_fairpreempt import ON, victims, world
+from tests.unit.test_planner_preemption import Cluster
 
 USERS = ("team-a", "team-a/x", "team-a/y", "team-b", "team-b/x", "team-b/y")
 
@@ -116,3 +125,236 @@ def test_a_user_under_its_nominal_quota_is_not_a_victim() -> None:
         )
         assert len(chosen) == taken
         assert all(v.judged == ("team-a", "team-b") for v in chosen)
+
+
+# --- the properties of test_planner_fairpreempt.py, on trees ------------------------------------
+
+EXAMPLES = int(os.environ.get("RAYQUEUE_PROPERTY_EXAMPLES", "100"))
+LEND = 16.0  # what the queues' shares are of
+CLUSTER = 8.0  # what the runs fill (free: the rest)
+
+
+@st.composite
+def forests(draw: st.DrawFn) -> tuple[dict[str, QueueState], list[str]]:
+    """2-3 top queues, each divided into 1-3 users or not (pure sharing at the top; a user may
+    have a nominal quota of its own), random weights. Returns the states and the leaves."""
+    states: dict[str, QueueState] = {}
+    leaves: list[str] = []
+    for t in range(draw(st.integers(2, 3))):
+        team = f"t{t}"
+        weight = draw(st.sampled_from([1.0, 1.0, 1.0, 0.5, 3.0]))
+        states[team] = replace(_state(team), weight=weight)
+        users = draw(st.integers(0, 3))
+        if users == 0:
+            leaves.append(team)
+        for u in range(users):
+            name = f"{team}/u{u}"
+            nominal = draw(st.sampled_from([0.0, 0.0, 0.0, 2.0]))
+            user_weight = draw(st.sampled_from([1.0, 1.0, 1.0, 0.5, 3.0]))
+            states[name] = replace(_state(name, team, nominal), weight=user_weight)
+            leaves.append(name)
+    return states, leaves
+
+
+def _subtree(states: dict[str, QueueState], top: str) -> set[str]:
+    return {q for q in states if top in fairpreempt.chain(states, q)}
+
+
+@settings(max_examples=EXAMPLES * 3, deadline=None)
+@given(
+    forests(),
+    st.lists(
+        st.tuples(st.integers(0, 8), st.integers(1, 3), st.integers(0, 2), st.booleans()),
+        min_size=4,
+        max_size=14,
+    ),
+    st.integers(1, 4),
+    st.integers(0, 8),
+    st.booleans(),
+)
+def test_in_a_tree_every_take_keeps_the_preemptors_side_at_or_below_the_victims_and_none_comes_back(
+    forest: tuple[dict[str, QueueState], list[str]],
+    runs: list[tuple[int, int, int, bool]],
+    need: int,
+    me: int,
+    idle: bool,
+) -> None:
+    """Over random trees and runs: the set is minimal, no run is wider than the head, none is
+    its own queue's or taken below a nominal quota; where each victim's branch meets the
+    preemptor's, the preemptor's side ends at or below the victim's side in weighted share;
+    and replanning right after, no victim's queue takes anything back from that side."""
+    states, leaves = forest
+    mine = leaves[me % len(leaves)]
+    pool: list[tuple[str, Running]] = []
+    usage = dict.fromkeys(states, Capacity())
+    for k, (q, cpus, priority, preemptible) in enumerate(runs):
+        where = leaves[q % len(leaves)]
+        if idle and where == mine:  # the preemptor's queue holds nothing: takes are likelier
+            where = leaves[(q + 1) % len(leaves)]
+        run = Running(f"r{k}", priority, Capacity(cpus, 0, 0), float(k), preemptible)
+        pool.append((where, run))
+        for owner in fairpreempt.chain(states, where):
+            usage[owner] = usage[owner] + run.request
+    held = sum((usage[q].cpu for q in states if states[q].parent is None), 0.0)
+    free = Capacity(max(CLUSTER - held, 0.0), 0, 0)
+    preemptor = Preemptor("p", 0, Capacity(float(need), 0, 0))
+    rules = dict.fromkeys(states, Rules())
+
+    def fits(freed: Capacity) -> bool:
+        return preemptor.request.fits_in(free + freed)
+
+    chosen = fairpreempt.choose(preemptor, mine, pool, rules, states, usage, fits, 100.0)
+    if not chosen:
+        return
+    event("a take")
+    if any(v.judged is not None for v in chosen):
+        event("judged above the leaves")
+    freed = sum((v.run.request for v in chosen), Capacity())
+    assert fits(freed)
+    after = dict(usage)
+    for owner in fairpreempt.chain(states, mine):
+        after[owner] = after[owner] + preemptor.request
+    for victim in chosen:
+        assert not fits(freed - victim.run.request)  # minimal
+        assert victim.run.preemptible and victim.queue != mine
+        assert victim.run.request.fits_in(preemptor.request)  # never wider than the head
+        for owner in fairpreempt.chain(states, victim.queue):
+            after[owner] = after[owner] - victim.run.request
+    judged: list[tuple[str, str]] = []
+    for victim in chosen:
+        met = fairpreempt.sides(states, fairpreempt.chain(states, mine), victim.queue)
+        assert met is not None
+        own, side = met
+        assert victim.judged == (None if met == (mine, victim.queue) else met)
+        share = fairpreempt.share_of
+        assert share(states[own], after[own]) <= share(states[side], after[side]) + 1e-9
+        path = fairpreempt.chain(states, victim.queue)
+        for q in path[: path.index(side) + 1]:  # never taken below a nominal quota
+            assert after[q].cpu >= states[q].nominal.cpu - 1e-9
+        judged.append(met)
+    # Replan: the preemptor runs, its victims are gone; no head of a victim's queue, whatever
+    # its size, takes anything of the side it lost to.
+    gone = {v.run.name for v in chosen}
+    pool2 = [(q, r) for q, r in pool if r.name not in gone]
+    pool2.append((mine, Running("p", 0, preemptor.request, 1e6)))
+    held2 = sum((after[q].cpu for q in states if states[q].parent is None), 0.0)
+    free2 = Capacity(max(CLUSTER - held2, 0.0), 0, 0)
+    for victim, (own, _) in zip(chosen, judged, strict=True):
+        lost_to = _subtree(states, own)
+        for width in range(1, int(LEND) + 1):
+            back = Preemptor("back", 9, Capacity(float(width), 0, 0))
+            again = fairpreempt.choose(
+                back,
+                victim.queue,
+                pool2,
+                rules,
+                states,
+                after,
+                lambda freed, back=back: back.request.fits_in(free2 + freed),
+                2e6,
+            )
+            assert not any(v.queue in lost_to for v in again), (victim, own, again)
+
+
+_LEAVES = ("team-a/x/", "team-a/y/", "team-b/x/", "team-b/y/", "team-c/")
+
+
+def _tree_with_weights() -> str:
+    """team-a and team-b divided into users x and y (weights 1 and 3), team-c flat; the teams'
+    weights 1, 1, 3; decayed usage."""
+    lines = {
+        "team-a": "weight: 1",
+        "team-a/x": "weight: 1",
+        "team-a/y": "weight: 3",
+        "team-b": "weight: 1",
+        "team-b/x": "weight: 1",
+        "team-b/y": "weight: 3",
+        "team-c": "weight: 3",
+    }
+    queues = "".join(f"    - name: {q}\n      {line}\n" for q, line in lines.items())
+    return (
+        "apiVersion: rayqueue/v1\nkind: QueueConfig\nspec:\n  queues:\n"
+        + queues
+        + "  fairSharing: {preemptionStrategies: [LessThanOrEqualToFinalShare]}\n"
+    )
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(
+                st.just("arrive"),
+                st.integers(0, len(_LEAVES) - 1),
+                st.integers(0, 2),
+                st.integers(1, 4),
+                st.integers(1, 4),
+                st.sampled_from([True, True, True, False]),  # preemptible
+            ),
+            st.tuples(st.just("finish"), st.integers(0, 30)),
+            st.tuples(st.just("pass"), st.integers(0, 900)),
+        ),
+        min_size=10,
+        max_size=30,
+    )
+)
+def test_in_a_tree_the_planner_never_preempts_back_right_after(
+    steps: list[tuple[int | str | bool, ...]],
+) -> None:
+    """test_planner_fairpreempt.py's planner property on a 2-level tree: random arrivals (some
+    `preemptible: false`) into four users of two teams and a flat team; after each fair-share
+    preemption the preemptor starts in the pass its victims are gone, and the pass after, no
+    victim's queue takes anything of the side it lost to (where their branches meet)."""
+    text = _tree_with_weights()
+    config = parse_queue_config(text)
+    w = Cluster(
+        {},
+        capacity=Capacity(8, 0, 64 * GIB),
+        options=PlanOptions(policy="backfill"),
+        queues=config,
+    )
+
+    def leaf(name: str) -> str:
+        return name.rsplit("/", 1)[0]
+
+    def meet(a: str, b: str) -> tuple[str, str]:
+        """The two queues, one on each path, right below where `a`'s and `b`'s branches meet."""
+        pa, pb = leaf(a).split("/"), leaf(b).split("/")
+        depth = 0
+        while depth < min(len(pa), len(pb)) and pa[depth] == pb[depth]:
+            depth += 1
+        return "/".join(pa[: depth + 1]), "/".join(pb[: depth + 1])
+
+    for index, action in enumerate(steps):
+        if action[0] == "arrive":
+            _, where, priority, cpus, count, preemptible = action
+            for k in range(int(count)):  # a burst: the cluster fills, later queues wait
+                name = f"{_LEAVES[int(where)]}t{index:02d}-{k}"
+                w.specs[name] = task(int(priority), float(cpus), preemptible=preemptible)
+        elif action[0] == "finish":
+            running = sorted(n for n in w.statuses if w.phase(n) is Phase.RUNNING)
+            if running:
+                w.ray(running[int(action[1]) % len(running)], SUCCEEDED)
+            continue
+        else:
+            w.now += timedelta(seconds=int(action[1]))
+        p = w.step()
+        w.run_all()
+        fair = [d for d in p.preemptions if d.reason is Reason.IN_COHORT_FAIR_SHARING]
+        if not fair:
+            continue
+        event("a fair-share preemption")
+        # (the victim's side, the preemptor's side) of every take
+        lost = {meet(v, d.preemptor) for d in fair for v in d.victims}
+        event(
+            "between users of one team" if any("/" in side for side, _ in lost) else "between teams"
+        )
+        w.finish_stops()
+        started = {s.task for s in w.step().submits}
+        # The room its victims freed is the preemptor's: it starts in the pass they are gone.
+        assert {d.preemptor for d in fair} <= started, (fair, started)
+        w.run_all()
+        again = w.step()
+        for d in again.preemptions:
+            for v in d.victims:
+                assert meet(d.preemptor, v) not in lost, (d, lost)
