@@ -83,6 +83,26 @@ def sides(states: Mapping[str, QueueState], mine: list[str], other: str) -> tupl
     return mine[mine.index(met) - 1], theirs[theirs.index(met) - 1]
 
 
+def least_served_below_top(
+    states: Mapping[str, QueueState], name: str, asking: Iterable[str]
+) -> bool:
+    """Nested queues: whether the queue is, at each level below its top queue, the least
+    served (by weighted share) of its siblings that hold a head asking to preempt, as the
+    fair-share pass would pick. Only then may its head preempt by share: else a better-served
+    user, its team below another, would take that team's runs for itself while its sibling
+    waits. A top queue: always."""
+    branches = [chain(states, other) for other in asking]
+    path = chain(states, name)
+    for queue in path[:-1]:
+        parent = states[queue].parent
+        mine = states[queue].share
+        for branch in branches:
+            rival = next((q for q in branch if states[q].parent == parent), None)
+            if rival is not None and rival != queue and states[rival].share < mine - _MARGIN:
+                return False
+    return True
+
+
 def _below_nominal(state: QueueState, left: Capacity, run: Capacity) -> bool:
     """Whether holding `left`, the queue is under its nominal quota in a resource `run` holds."""
     return any(of(run, r) > 0 and of(left, r) < of(state.nominal, r) - EPS for r in RESOURCES)
@@ -130,7 +150,17 @@ def choose(
             continue  # only a branch above it in share loses runs to it
         path = chain(states, where)
         candidates.append((where, run, own, side, path[: path.index(side) + 1]))
-    candidates.sort(key=lambda item: (item[1].priority, -item[1].started, item[1].name))
+    # Lowest priority first; in a tree, then the runs of the victim's branch's most-served
+    # sub-queue, down to the leaf (Kueue: the target of highest share); then the newest, then
+    # the name.
+    candidates.sort(
+        key=lambda item: (
+            item[1].priority,
+            tuple(-share_of(states[q], usage[q]) for q in reversed(item[4][:-1])),
+            -item[1].started,
+            item[1].name,
+        )
+    )
     chosen: list[tuple[str, Running, str, str, list[str]]] = []
     taken: dict[str, Capacity] = {}  # by queue on the victims' paths
     freed = Capacity()

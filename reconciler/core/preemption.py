@@ -245,7 +245,7 @@ def _decide_by_queue(
         owner = plan_setup.queue_of(by)
         if waiting_preemptor is not None and owner in committed:
             committed[owner] = committed[owner] + waiting_preemptor.request
-    heads: list[tuple[tuple[bool, float, str], str, policies.Candidate]] = []
+    heads: list[tuple[tuple[bool, tuple[float, ...], str], str, policies.Candidate]] = []
     divided = {state.parent for state in states.values() if state.parent is not None}
     for name, state in states.items():
         if name in divided:
@@ -254,8 +254,20 @@ def _decide_by_queue(
         if head is None or head.name in stopping:
             continue
         guaranteed = (committed[name] + head.request).fits_in(state.nominal)
-        heads.append(((not guaranteed, state.share, name), name, head))
+        # By share down the tree (the top queue's, then its sub-queue's among its siblings):
+        # the order the fair-share pass picks in. Flat: by share.
+        shares = tuple(states[q].share for q in reversed(fairpreempt.chain(states, name)))
+        heads.append(((not guaranteed, shares, name), name, head))
     heads.sort(key=lambda item: item[0])
+    # Heads that may ask by share: a sub-queue's asks only if none of these is less served
+    # than it among its siblings (fairpreempt.least_served_below_top).
+    asking = [
+        name
+        for _, name, head in heads
+        if head.preemptible
+        and (waiting := admission.waiting.get(head.name)) is not None
+        and waiting.reason in (Reason.WAITING_FOR_RESOURCES, Reason.QUOTA_EXCEEDED)
+    ]
     ledger = Ledger(stopping, by_name, list(by_name))  # by_name: in the global order
     pool = [(plan_setup.queue_of(run.name), run) for run in running]
     rules = plan_setup.rules()
@@ -285,6 +297,7 @@ def _decide_by_queue(
             and waits
             and head.preemptible
             and fairpreempt.takes_part(states, name)
+            and fairpreempt.least_served_below_top(states, name, asking)
             and _passes_hold(admission.held, name, head)
         )
         if not (reclaim or within or fair):

@@ -358,3 +358,44 @@ def test_in_a_tree_the_planner_never_preempts_back_right_after(
         for d in again.preemptions:
             for v in d.victims:
                 assert meet(d.preemptor, v) not in lost, (d, lost)
+
+
+def test_only_the_least_served_user_with_a_waiting_head_preempts_for_its_team() -> None:
+    # besteffort (no room held): team-b/x runs 6 of 8 CPUs, team-a/y 2; team-a/x, holding
+    # nothing, waits with a 4-CPU head (too wide to take by share: team-a would end above
+    # team-b), team-a/y with a 1-CPU head. team-a is below team-b, but its turn is x's, the
+    # less served of its users: y's head does not preempt for itself.
+    runs = {f"team-b/x/r{i}": task(0, 1) for i in range(6)}
+    runs |= {f"team-a/y/r{i}": task(0, 1) for i in range(2)}
+    w = Cluster(
+        dict(runs),
+        capacity=Capacity(8, 0, 64 * GIB),
+        options=PlanOptions(policy="besteffort"),
+        queues=parse_queue_config(tree()),
+    )
+    w.step()
+    w.run_all()
+    w.now += timedelta(seconds=600)
+    w.specs["team-a/x/wide"] = task(0, 4)
+    w.specs["team-a/y/one"] = task(0, 1)
+    p = w.step()
+    assert p.preemptions == [] and p.stops == []
+    # with x's head gone, y is its team's least served with a head waiting: it preempts
+    del w.specs["team-a/x/wide"]
+    p = w.step()
+    assert [d.preemptor for d in p.preemptions] == ["team-a/y/one"]
+    assert victims(p)[0].startswith("team-b/x/")
+
+
+def test_a_team_loses_its_most_served_users_runs_first() -> None:
+    # team-b/x runs 6 CPUs, team-b/y (its newest run) 1: team-a/x's 2-CPU head takes one from
+    # team-b by share; within team-b it is x, the most served, that gives the run up (by age
+    # alone, y's newest run would go, leaving y with nothing).
+    w = world({f"team-b/x/r{i}": task(0, 1) for i in range(6)}, tree())
+    w.specs["team-b/y/r0"] = task(0, 1)
+    w.step()
+    w.run_all()
+    w.now += timedelta(seconds=600)
+    w.specs["team-a/x/head"] = task(0, 2)
+    p = w.step()
+    assert len(victims(p)) == 1 and victims(p)[0].startswith("team-b/x/")
