@@ -249,7 +249,8 @@ def test_every_take_keeps_the_preemptor_at_or_below_the_victim_and_none_comes_ba
     def fits(freed: Capacity) -> bool:
         return preemptor.request.fits_in(free + freed)
 
-    chosen = fairpreempt.choose(preemptor, mine, pool, rules, states, usage, fits, 0.0)
+    # now = 100: every run has started (at k), so none is too young to be a victim
+    chosen = fairpreempt.choose(preemptor, mine, pool, rules, states, usage, fits, 100.0)
     if not chosen:
         return
     freed = sum((v.run.request for v in chosen), Capacity())
