@@ -5,6 +5,7 @@ fails if its sentence stops holding.
 - "`spec.preemptible: false`: never stopped to make room for more urgent work."
 - "`preemptions`: how often a run of the task was preempted (never counted as a failure)."
 - "`priority`, `timeoutSeconds` and labels apply in place."
+- "free is that minus the declared requests of this queue's [live] jobs."
 """
 
 from __future__ import annotations
@@ -207,3 +208,26 @@ def test_priority_timeout_and_labels_apply_in_place() -> None:
     assert p.stops == [] and p.submits == []
     assert w.status("a").submission_id == sid and w.phase("a") is Phase.RUNNING
     assert w.status("a").run == 1
+
+
+# --- free capacity: a job of ours still stopping holds its room ------------------------------
+
+
+def test_a_job_still_stopping_holds_its_room_until_ray_reports_it_ended() -> None:
+    # "free is that minus the declared requests of this queue's live jobs": a deleted task's
+    # and a timed-out run's jobs hold their CPUs until Ray reports them ended, not until the
+    # planner asks to stop them.
+    w = Cluster({"gone": task(0, 2), "slow": task(0, 2, timeoutSeconds=60)})
+    w.step()
+    w.run_all()
+    del w.specs["gone"]
+    w.now += timedelta(seconds=120)
+    w.specs["next"] = task(9, 2)
+    p = w.step()
+    assert sorted(s.task or "" for s in p.stops) == ["gone", "slow"]
+    assert w.phase("slow") is Phase.TIMED_OUT
+    for _ in range(3):  # Ray still lists both jobs as running
+        assert w.step().submits == []
+        assert w.status("next").reason == Reason.WAITING_FOR_RESOURCES
+    w.finish_stops()
+    assert _starts(w.step()) == ["next"]
