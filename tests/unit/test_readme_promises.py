@@ -6,6 +6,7 @@ fails if its sentence stops holding.
 - "`preemptions`: how often a run of the task was preempted (never counted as a failure)."
 - "`priority`, `timeoutSeconds` and labels apply in place."
 - "free is that minus the declared requests of this queue's [live] jobs."
+- "A new run the user asks for (a spec change, `rerun`, resume) starts again with `retries: 0`."
 """
 
 from __future__ import annotations
@@ -231,3 +232,33 @@ def test_a_job_still_stopping_holds_its_room_until_ray_reports_it_ended() -> Non
         assert w.status("next").reason == Reason.WAITING_FOR_RESOURCES
     w.finish_stops()
     assert _starts(w.step()) == ["next"]
+
+
+# --- a rerun starts again with retries: 0 -----------------------------------------------------
+
+
+def test_a_rerun_after_the_retry_limit_starts_again_with_no_retries_used() -> None:
+    # test_planner_pipeline.py::test_what_counts_against_the_limit shows a spec change and a
+    # resume; `rayqueue rerun` stamps rayqueue/restartedAt.
+    retry = {"limit": 1, "backoffSeconds": 1}
+    w = PlanWorld({"a": task(retry=retry)})
+    for _ in range(2):  # the first run and its one retry both fail
+        for _ in range(5):
+            w.step()
+            if w.phase("a") is Phase.STARTING:
+                break
+        w.ray("a", RUNNING)
+        w.step()
+        w.ray("a", FAILED)
+        w.step(2)
+    body = w.status("a")
+    assert body.phase is Phase.FAILED and body.reason == Reason.BACKOFF_LIMIT_EXCEEDED
+    assert body.retries == 1
+    w.specs["a"] = task(retry=retry, annotations={"rayqueue/restartedAt": "2026-01-02T00:00:00Z"})
+    assert _starts(w.step()) == ["a"]
+    assert w.status("a").retries == 0 and w.status("a").run == 3
+    w.ray("a", RUNNING)
+    w.step()
+    w.ray("a", FAILED)
+    w.step()
+    assert w.status("a").reason == Reason.RETRY_BACKOFF  # its one retry is there again
