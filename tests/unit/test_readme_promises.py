@@ -7,6 +7,7 @@ fails if its sentence stops holding.
 - "`priority`, `timeoutSeconds` and labels apply in place."
 - "free is that minus the declared requests of this queue's [live] jobs."
 - "A new run the user asks for (a spec change, `rerun`, resume) starts again with `retries: 0`."
+- docs/scheduling.md, Guarantees: "what stops for nobody goes to the first head that asks".
 """
 
 from __future__ import annotations
@@ -262,3 +263,27 @@ def test_a_rerun_after_the_retry_limit_starts_again_with_no_retries_used() -> No
     w.ray("a", FAILED)
     w.step()
     assert w.status("a").reason == Reason.RETRY_BACKOFF  # its one retry is there again
+
+
+# --- room stopping for a preemptor that is gone goes to the next head -------------------------
+
+
+def test_room_stopping_for_a_deleted_preemptor_goes_to_the_next_head_without_more_victims() -> None:
+    w = Cluster(
+        {f"low{i}": task(0, 1) for i in range(4)},
+        options=PlanOptions(policy="backfill", preemption="LowerPriority"),
+    )
+    w.step()
+    w.run_all()
+    w.now += timedelta(seconds=600)
+    w.specs["urgent"] = task(9, 2)
+    p = w.step()
+    assert [d.victims for d in p.preemptions] == [("low0", "low1")]
+    del w.specs["urgent"]  # gone while its victims still stop
+    w.specs["other"] = task(8, 2)
+    for _ in range(3):
+        p = w.step()
+        assert p.preemptions == [] and p.submits == []
+        assert w.phase("low2") is Phase.RUNNING and w.phase("low3") is Phase.RUNNING
+    w.finish_stops()
+    assert _starts(w.step()) == ["other"]
