@@ -130,6 +130,10 @@ class _EventScan(_ArraySidecars):
         names = names | set(self._missing_since)
         names |= {n for n, (key, _) in self._seen.items() if self._reported_keys.get(n) != key}
         self._looked_at = names  # what this scan may change; nothing else is touched
+        if not names:
+            # Nothing to re-read (a pass the timer woke): no copies of the kept maps, which
+            # cost ~0.1 ms each at 10,000 tasks. _elements only reads what it is handed.
+            return self._entries
         now = self._clock()
         entries = dict(self._entries)
         parsed = dict(self._parsed)
@@ -172,4 +176,4 @@ class _EventScan(_ArraySidecars):
                 self._basis.pop(name, None)
         self._parsed = parsed
         self._entries = entries
-        return dict(entries)
+        return entries  # _elements only reads it: no copy

@@ -187,9 +187,10 @@ class _Pass:
     def pick(self, queue: QueueNode, least: bool = False) -> Candidate | None:
         """The task the queue's own policy would start next within its budget; for a divided
         queue, the pick of its sub-queue that goes first, by the same key as the top level.
-        `least`: the queue is the least served with work waiting (`_own_first`)."""
+        `least`: the queue is the least served with work waiting (`_own_first`); for a divided
+        queue, its least-served sub-queue with work waiting is then too."""
         if queue.children:
-            return self._pick_among(queue)
+            return self._pick_among(queue, least)
         if not queue.remaining or queue.at_limit:
             return None
         budget = self.budget(queue)
@@ -238,17 +239,35 @@ class _Pass:
             self.result.unread.setdefault(queue.quota.name, []).append(test)
         return None
 
-    def _pick_among(self, parent: QueueNode) -> Candidate | None:
+    def _pick_among(self, parent: QueueNode, least: bool = False) -> Candidate | None:
+        """Between siblings, the top level's rules again (`run`): the least-served sub-queue
+        with work waiting (of a least-served parent) starts its own smaller task past its
+        blocked head (`_own_first`), and its siblings pass the room held for that head only
+        with what fits beside it (`HeldRoom.lets_past`): a team is to its users what the
+        cluster is to its teams (issue 30, session 9)."""
         if parent.at_limit:
             return None
         best: tuple[_OrderKey, Candidate] | None = None
+        hold: HeldRoom | None = None
         for child in sorted(parent.children, key=self._share_key):
-            candidate = self.pick(child)
+            candidate = self.pick(child, least)
+            if self.head(child) is not None:
+                least = False
             if candidate is None:
+                if hold is None and not child.at_limit:
+                    hold = self._reservation_for(child)
                 continue
             borrows = not (child.usage + candidate.request).fits_in(child.quota.nominal)
             if borrows and not candidate.preemptible:
                 self.held[self.owner[candidate.name].quota.name] = candidate
+                continue
+            if (
+                borrows
+                and hold is not None
+                and candidate.name not in self.first
+                and not hold.lets_past(candidate)
+            ):
+                self.reserved_by[child.quota.name] = hold
                 continue
             # The same order as between top queues (run).
             key = self._order(child, candidate, borrows)
@@ -306,8 +325,8 @@ class _Pass:
             self.held = {}
             least = True  # until the first queue with work waiting
             for queue in sorted(self.queues, key=self._share_key):
-                candidate = self.pick(queue, least and not queue.children)
-                if queue.remaining or queue.children:
+                candidate = self.pick(queue, least)
+                if self.head(queue) is not None:
                     least = False
                 if candidate is None:
                     if reservation is None and not queue.at_limit:
@@ -392,12 +411,7 @@ class _Pass:
         if self.reservation == NO_RESERVATION or head is None:
             return None
         free = pos(self.free)
-        # Room it will have once the others' borrowed jobs end: borrowed resources come back
-        # to the pool, but nobody's nominal use does.
-        lend, _ = self._totals()
-        others = pos(min_of(queue.quota.borrowing_limit, lend - queue.lendable()))
-        quota_room = pos(queue.quota.nominal - queue.usage + others)
-        if head.request.fits_in(free) or not head.request.fits_in(quota_room):
+        if head.request.fits_in(free) or not head.request.fits_in(self._room_once_lent(queue)):
             return None
         spare = free - head.request
         if self.reservation == BACKFILL_RESERVATION:
@@ -405,6 +419,24 @@ class _Pass:
             if booked is not None:
                 return HeldRoom(queue.quota.name, head.name, spare, booked.start, booked.extra)
         return HeldRoom(queue.quota.name, head.name, spare, None, None)
+
+    def _room_once_lent(self, queue: QueueNode) -> Capacity:
+        """Room its quota will give once the others' borrowed jobs end: borrowed resources
+        come back to the pool, but nobody's nominal use does. A sub-queue's also within its
+        parent's."""
+        room = pos(queue.quota.nominal - queue.usage + self._may_borrow(queue))
+        if queue.parent is not None:
+            room = min_of(room, self._room_once_lent(queue.parent))
+        return room
+
+    def _may_borrow(self, queue: QueueNode) -> Capacity:
+        """The most it could hold above its nominal quota once others' borrowed jobs end:
+        what its siblings lend, and for a sub-queue what its parent could hold above its own."""
+        lend, _ = self._totals(queue.parent)
+        others = lend - queue.lendable()
+        if queue.parent is not None:
+            others = others + self._may_borrow(queue.parent)
+        return pos(min_of(queue.quota.borrowing_limit, others))
 
     def _admit(self, queue: QueueNode, candidate: Candidate) -> None:
         self.version += 1

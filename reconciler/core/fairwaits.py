@@ -113,7 +113,15 @@ def _waiting(run: _Pass, queue: QueueNode) -> None:
             waiting = replace(waiting, ahead=waiting.ahead + assumed)
         if waiting is None:
             assumed += 1
-            reservation = run.reserved_by.get(queue.chain()[-1].quota.name)
+            # held at its own level (between sub-queues) or above
+            reservation = next(
+                (
+                    run.reserved_by[n.quota.name]
+                    for n in queue.chain()
+                    if n.quota.name in run.reserved_by
+                ),
+                None,
+            )
             if reservation is not None:
                 kept = KeptForQueue(queue.quota.name, reservation.queue, reservation.head)
                 waiting = Waiting(kept)

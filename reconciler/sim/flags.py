@@ -111,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --teams: a team below another's weighted share may stop its runs "
         "(fairSharing.preemptionStrategies: [LessThanOrEqualToFinalShare]; pure sharing only, "
-        "--team-quota none)",
+        "--team-quota none; divided queues take no part, so with --tree it stops nothing)",
     )
     p.add_argument(
         "--idle-team-until",

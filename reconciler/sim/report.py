@@ -27,13 +27,18 @@ def _team_lines(rows: Sequence[Metrics]) -> list[str]:
             run = d["run_shares"]
             hot = d["contended_shares"]
             waits = d["p95_wait"]
+            started = d["started_shares"]
             assert isinstance(run, dict) and isinstance(hot, dict) and isinstance(waits, dict)
+            assert isinstance(started, dict)
             lines.append(
                 "  share of delivered CPU-hours, run: "
                 + " / ".join(f"{v:.3f}" for v in run.values())
                 + "; contended: "
                 + " / ".join(f"{v:.3f}" for v in hot.values())
                 + f"; weighted Jain {d['weighted_jain']:.3f}"
+                + "; runs started contended, whole: "
+                + " / ".join(f"{v:.3f}" for v in started.values())
+                + f", weighted Jain {d['started_jain']:.3f}"
                 + (
                     f"; sliding days ({d['windows']}): Jain min {d['window_jain_min']:.3f}, "
                     f"mean {d['window_jain_mean']:.3f}"

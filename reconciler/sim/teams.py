@@ -9,8 +9,9 @@ user (i div N) mod U), sub-queues with an equal split of their team's quota and 
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from reconciler.sim.engine import JobRecord
 from reconciler.sim.workload import Job
@@ -342,6 +343,13 @@ class Delivered:
     window_jain_mean: float | None
     windows: int
     p95_wait: dict[str, float]  # per team, seconds
+    # Each run started in the contended time (its start decided while every team had work
+    # waiting), counted whole: CPUs x its length, even past the contended time's end
+    # (`_started_while`). The contended shares cut a run at the end of the contended time: a
+    # team that waits for room for a wide task until its queue empties has the wait counted
+    # and the run not (docs/scheduling.md, "Ninth pass").
+    started_shares: dict[str, float] = field(default_factory=dict)
+    started_jain: float = 1.0
 
 
 def _p95(values: Sequence[float]) -> float:
@@ -382,12 +390,17 @@ def delivered_by(
             waits[owner_of(record.job.name)].append(record.start - record.job.arrival)
     run = dict.fromkeys(names, 0.0)
     contended = dict.fromkeys(names, 0.0)
+    spans: list[tuple[float, float]] = []  # the contended time, as closed intervals
     buckets: dict[int, tuple[dict[str, float], float]] = {}  # by stride: CPU-s, contended s
     for now, span, waiting, held in _spans(records, owner_of, names):
         for t in names:
             run[t] += span * held[t]
         if span <= 0 or not all(waiting[t] > 0 for t in names):
             continue
+        if spans and spans[-1][1] == now:
+            spans[-1] = (spans[-1][0], now + span)
+        else:
+            spans.append((now, now + span))
         for t in names:
             contended[t] += span * held[t]
         at, end = now, now + span
@@ -421,6 +434,7 @@ def delivered_by(
                 cpu[t] += v
         if secs >= window / 2:
             window_jains.append(weighted(cpu))
+    started = _started_while(records, spans, owner_of, names)
     return Delivered(
         run_shares=shares(run),
         contended_shares=shares(contended),
@@ -429,7 +443,28 @@ def delivered_by(
         window_jain_mean=sum(window_jains) / len(window_jains) if window_jains else None,
         windows=len(window_jains),
         p95_wait={t: _p95(waits[t]) for t in names},
+        started_shares=shares(started),
+        started_jain=weighted(started),
     )
+
+
+def _started_while(
+    records: Sequence[JobRecord],
+    spans: Sequence[tuple[float, float]],
+    owner_of: Callable[[str], str],
+    names: Sequence[str],
+) -> dict[str, float]:
+    """Per group, the CPU-seconds of the runs that began within the contended time, each run
+    whole. A run beginning at a span's end counts: the start that empties the last queue of
+    a group is decided at that instant, while every group still had work waiting."""
+    got = dict.fromkeys(names, 0.0)
+    begins = [s for s, _ in spans]
+    for record in records:
+        for begin, end in life(record).runs:
+            i = bisect.bisect_right(begins, begin) - 1
+            if i >= 0 and begin <= spans[i][1]:
+                got[owner_of(record.job.name)] += record.job.cpu * (end - begin)
+    return got
 
 
 def due_after_arrival(

@@ -87,6 +87,26 @@ def test_delivered_shares_over_the_run_the_contended_time_and_sliding_days() -> 
     assert equal.weighted_jain == pytest.approx(1 / (2 * (0.5**2 + 1.5**2) / 4))
 
 
+def test_runs_started_while_contended_count_whole_past_the_contended_time() -> None:
+    """Issue 30, ninth pass: team-1 (weight 3) waits from 0 to 100 for room for a wide task
+    while team-0 runs; it starts at 100, which empties its queue and ends the contended time.
+    The contended shares count the wait and cut the run (team-1 0.0); counting each run
+    started in the contended time whole gives team-1 its wide run, and team-0's run started
+    before the contended time is not counted."""
+    records = [
+        record("team-0/early", 0, 0, 100, 12),  # started before team-1 had work waiting
+        record("team-0/late", 0, 50, 150, 4),  # started in the contended time
+        record("team-0/queued", 0, 150, 160, 4),  # keeps team-0 waiting until 150
+        record("team-1/wide", 10, 100, 200, 16),  # waits 10-100, runs 100-200 (whole cluster)
+    ]
+    got = delivered(records, 2, (1.0, 3.0))
+    assert got.contended_shares == {"team-0": pytest.approx(1.0), "team-1": pytest.approx(0.0)}
+    # runs begun in [10, 100]: team-0/late (4 x 100) and team-1/wide (16 x 100), whole;
+    # not team-0/early (before) nor team-0/queued (after)
+    assert got.started_shares == {"team-0": pytest.approx(0.2), "team-1": pytest.approx(0.8)}
+    assert got.started_jain == pytest.approx(jain([0.2 / 0.25, 0.8 / 0.75]))
+
+
 def test_team_config_sets_the_half_life_or_turns_decay_off() -> None:
     assert (
         team_config(2, (1, 1), 16, 2**30, half_life=3600).spec.fair_sharing.usage_half_life == 3600
