@@ -107,7 +107,10 @@ def fast_pass(
     if heap:
         ctx.until = min(ctx.until, heap[0][0])
     # The order, moved by the tasks whose key changed (a queue's list copied when it moves).
-    keys, key_of = dict(order.keys), dict(order.key_of)
+    keys = dict(order.keys)
+    # The last pass's map, copied only when a key moves (most passes move none: a status).
+    key_of: Mapping[str, Entry] = order.key_of
+    writable: dict[str, Entry] | None = None
     copied: set[str] = set()
     moves: dict[str, int] = {}
     ceilings = order.ceilings
@@ -122,9 +125,11 @@ def fast_pass(
             keys[queue] = list(keys.get(queue, ()))
             copied.add(queue)
         entries = keys[queue]
+        if writable is None:
+            key_of = writable = dict(order.key_of)
         if old is not None:
             del entries[bisect_left(entries, old)]
-            del key_of[name]
+            del writable[name]
             moves[queue] = moves.get(queue, 0) + 1
         unfit.discard(name)
         if new is not None:
@@ -137,7 +142,7 @@ def fast_pass(
             ):
                 unfit.add(name)
             insort(entries, new)
-            key_of[name] = new
+            writable[name] = new
             moves[queue] = moves.get(queue, 0) + 1
     for queue in copied:
         if not keys[queue]:
