@@ -275,8 +275,10 @@ class Settings(PlannerSettings):
     position_write_seconds: float = field(default=10.0, metadata=knob(minimum=0))
     """A status change the next pass can derive again and no one acts on (a waiting task's
     queue position, its "N tasks ahead" message, a new task's first Queued record) waits in
-    memory and reaches its sidecar within this long; a queue that reorders every pass then
-    rewrites each sidecar at most this often. 0: every pass (within the budget below)."""
+    memory; a change to a sidecar that exists reaches it once it has waited this long, at the
+    end of a pass, as the budget below allows (the longest waiting first; a first record
+    waits only for the budget), so a queue that reorders every pass rewrites each sidecar at
+    most this often. 0: every pass (within the budget below)."""
 
     status_write_budget: int = field(default=256, metadata=knob(minimum=1))
     """At most this many of those deferred sidecars are written per pass (new records first,
