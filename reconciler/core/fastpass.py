@@ -107,7 +107,10 @@ def fast_pass(
     if heap:
         ctx.until = min(ctx.until, heap[0][0])
     # The order, moved by the tasks whose key changed (a queue's list copied when it moves).
-    keys, key_of = dict(order.keys), dict(order.key_of)
+    keys = dict(order.keys)
+    # The last pass's map, copied only when a key moves (most passes move none: a status).
+    key_of: Mapping[str, Entry] = order.key_of
+    writable: dict[str, Entry] | None = None
     copied: set[str] = set()
     moves: dict[str, int] = {}
     ceilings = order.ceilings
@@ -122,9 +125,11 @@ def fast_pass(
             keys[queue] = list(keys.get(queue, ()))
             copied.add(queue)
         entries = keys[queue]
+        if writable is None:
+            key_of = writable = dict(order.key_of)
         if old is not None:
             del entries[bisect_left(entries, old)]
-            del key_of[name]
+            del writable[name]
             moves[queue] = moves.get(queue, 0) + 1
         unfit.discard(name)
         if new is not None:
@@ -137,7 +142,7 @@ def fast_pass(
             ):
                 unfit.add(name)
             insort(entries, new)
-            key_of[name] = new
+            writable[name] = new
             moves[queue] = moves.get(queue, 0) + 1
     for queue in copied:
         if not keys[queue]:
@@ -188,8 +193,11 @@ def fast_pass(
     # The head of each queue, long enough that the policy's walk ends in it.
     options = ctx.options
     exact = options.exact_queue_positions
-    first = exact + options.max_inflight + 2
-    if options.policy != "strict":  # strict's walk ends at its first misfit
+    # The exact places and the tasks that may start: where strict's walk ends (at its first
+    # misfit), and most often backfill's and besteffort's too (a full cluster whose jobs
+    # declare no end: no reservation, everyone behind the head).
+    narrow = first = exact + options.max_inflight + 2
+    if options.policy != "strict":  # may test backfill_candidates past the first misfit
         first += options.backfill_candidates
     fair: QueueAdmission | None = None
     spoken: dict[str, tuple[Waiting, str]] = {}
@@ -208,13 +216,18 @@ def fast_pass(
     reused = False
     if ctx.queues is None:
         entries = keys.get("", [])
+        last_head = order.head
+        if "" in heads and (last_head is None or len(last_head.candidates) <= narrow):
+            # The narrow head first, unless the last walk needed more: a walk that ends in it
+            # (Admission.tail) gives the answer the wide one would, at a fifth of the cost.
+            heads[""] = min(heads[""], narrow)
         while True:
             candidates = [_candidate(result_of(e[4])) for e in entries[: heads.get("", 0)]]
             kept_walk, reused = headadmission.walk_head(ctx, candidates, order.head)
             walked = kept_walk.admission
             if walked.tail is not None or heads.get("", 0) == len(entries):
                 break
-            heads[""] = min(len(entries), heads[""] * 4)
+            heads[""] = min(len(entries), max(first, heads[""] * 4))
         gave = order.statuses
 
         def stands(name: str) -> bool:
