@@ -230,12 +230,19 @@ def fast_pass(
             heads[""] = min(len(entries), max(first, heads[""] * 4))
         gave = order.statuses
 
-        def stands(name: str) -> bool:
-            # The same walk of the same prefix as last pass: its places and waits are those
-            # last pass gave, so a task that kept that status keeps it.
+        # The same walk of the same prefix as last pass: its places and waits are those last
+        # pass gave. A new walk (a job listed PENDING: the start's claim is the Starting
+        # task's now) most often gives the same ones too, the started tasks gone from its
+        # front: compared task by task. Either way a task that kept its status keeps it.
+        placed = None if reused or last_head is None else headadmission.last_places(last_head)
+
+        def stands(name: str, place: int, waiting: Waiting) -> bool:
+            if placed is not None and placed.get(name) != (place, waiting):
+                return False
             return name not in results and statuses.get(name) is gave.get(name)
 
-        walk = admit_prefix(ctx, candidates, walked, unchanged, adopt, stands if reused else None)
+        standing = stands if reused or placed else None
+        walk = admit_prefix(ctx, candidates, walked, unchanged, adopt, standing)
         touched = set(merged) | set(walk.touched)
         tail_at, lack = walk.admission.tail or (None, None)
         ctx.walk = (tail_at, lack, len(walk.admission.start))
