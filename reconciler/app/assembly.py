@@ -10,6 +10,7 @@ import importlib.metadata
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,8 +106,13 @@ class LoopThreads:
 ARM_WAIT_SECONDS = 2.0
 
 
-def start_loop(reconciler: Reconciler, stop: threading.Event) -> LoopThreads:
-    """File events wake the loop early; `stop` ends both threads.
+def start_loop(
+    reconciler: Reconciler,
+    stop: threading.Event,
+    first: Callable[[], AbstractContextManager[object]] = nullcontext,
+) -> LoopThreads:
+    """File events wake the loop early; `stop` ends both threads. The loop's first pass runs
+    inside `first()` (serve's: reconciler/app/runtime.first_pass_gc; tests keep the GC as is).
 
     The loop starts once the watcher is armed: the first pass walks the whole folder anyway,
     and begun after the watches were set up, it covers whatever changed before them, so the
@@ -115,7 +121,9 @@ def start_loop(reconciler: Reconciler, stop: threading.Event) -> LoopThreads:
     (another 2.4 s of CPU at 50,000 specs, reading each spec's stat and every sidecar)."""
     watcher = start_watcher(reconciler, stop)
     reconciler.events.wait_armed(ARM_WAIT_SECONDS)
-    loop = threading.Thread(target=reconciler.run, args=(stop,), name="rayqueue-loop", daemon=True)
+    loop = threading.Thread(
+        target=reconciler.run, args=(stop, first), name="rayqueue-loop", daemon=True
+    )
     loop.start()
     return LoopThreads(watcher, loop)
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from reconciler.app.assembly import autoscaler_for, build_reconciler, start_loop
 from reconciler.app.logsetup import route_foreign
-from reconciler.app.runtime import tune_gc
+from reconciler.app.runtime import first_pass_gc, tune_gc
 from reconciler.shell import head_record
 from reconciler.shell.faults import Faults, FaultSpecError
 from reconciler.shell.history import HistoryView
@@ -179,7 +179,7 @@ def _start(
         # A private head never autoscales; a given cluster may (issue 26).
         autoscaler=autoscaler_for(settings, address) if running.head is None else None,
     )
-    running.threads.append(start_loop(reconciler, stop).loop)
+    running.threads.append(start_loop(reconciler, stop, first_pass_gc).loop)
     return reconciler.ray, reconciler, address
 
 

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -33,10 +34,7 @@ from reconciler.shell.readback import ReadBack, read_back_of
 from reconciler.shell.repeats import Repeating
 from reconciler.shell.scaling import AutoscalerMetrics, ScaleRequests
 from reconciler.shell.still import StillPass, Version
-from specs.cluster import (
-    Autoscaler,
-    RayAdapter,
-)
+from specs.cluster import Autoscaler, RayAdapter
 from specs.models import Reason, SourceRef
 from specs.runtimepaths import OFF, RuntimePaths
 from specs.settings import Settings
@@ -172,11 +170,6 @@ class Reconciler:
         return self.ray_observer.observe(self.ray, self.clock(), self.state)
 
     @property
-    def _stops_sent(self) -> dict[str, float]:
-        """submission id -> when its stop was sent (wall clock); see RayActions."""
-        return self.actions.stops_sent
-
-    @property
     def resend_stop_seconds(self) -> float:
         """How long after a stop Ray may still list a job this process did not submit before
         the stop is sent again: the longest stop wait a job can have (the flag's grace or any
@@ -242,7 +235,7 @@ class Reconciler:
             self.state.folder_error = None
         if self.revisions is not None:
             return self._with_sources()
-        return dict(self._specs.inputs)
+        return self._specs.handed(self._specs.inputs, bool(self._spec_changes))
 
     def _with_sources(self) -> dict[str, TaskInput]:
         """Each input with the commit its file came from. git is asked only when the files
@@ -269,7 +262,7 @@ class Reconciler:
                 relative = entry.path.relative_to(self.settings.tasks_dir).as_posix()
                 rev, dirty = revision.of(relative)
                 self._sourced[name] = replace(base, source=SourceRef(revision=rev, dirty=dirty))
-        return dict(self._sourced)
+        return self._specs.handed(self._sourced, bool(names))
 
     def run_pass(self) -> Plan | None:
         with self._lock:
@@ -574,15 +567,22 @@ class Reconciler:
         return unwritten
 
     # -- the loop ------------------------------------------------------------------------------
-    def run(self, stop: threading.Event) -> None:
-        """Pass, then sleep until woken by a file event or next_wait passes."""
+    def run(
+        self,
+        stop: threading.Event,
+        first: Callable[[], AbstractContextManager[object]] = nullcontext,
+    ) -> None:
+        """Pass, then sleep until woken by a file event or next_wait passes. The first pass runs
+        inside `first()` (serve's: reconciler/app/runtime.first_pass_gc)."""
         while not stop.is_set():
             self.wake.clear()
             started = self.monotonic()
             try:
-                self.run_pass()
+                with first():
+                    self.run_pass()
             except Exception:  # the loop must outlive any single bad pass
                 log.exception("reconcile pass failed")
+            first = nullcontext
             self.wake.wait(self.next_wait(self.monotonic() - started))
 
     def next_wait(self, elapsed: float = 0.0) -> float:
