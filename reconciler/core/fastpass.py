@@ -37,6 +37,7 @@ from reconciler.core.queueorder import (
     _entry,
     _flagged,
     _order,
+    _orphans,
     _owner,
     _quiet,
     _team_walks,
@@ -58,9 +59,11 @@ def fast_pass(
     statuses: Mapping[str, TaskStatus],
     versions: Mapping[str, Hashable],
     given: Collection[str] | None = None,
+    told: bool = False,
 ) -> tuple[Plan, dict[str, Kept], Order] | None:
     """`planner.finish`'s plan, redoing only what can have changed; None: this pass needs the
-    full one (nothing of `ctx` is used then: the caller starts again)."""
+    full one (nothing of `ctx` is used then: the caller starts again). `told`: `given`
+    came from the caller and names every sidecar read anew too (a spec's or not)."""
     now = ctx.now
     if now < order.now or order.flagged:
         return None
@@ -230,12 +233,19 @@ def fast_pass(
             heads[""] = min(len(entries), max(first, heads[""] * 4))
         gave = order.statuses
 
-        def stands(name: str) -> bool:
-            # The same walk of the same prefix as last pass: its places and waits are those
-            # last pass gave, so a task that kept that status keeps it.
+        # The same walk of the same prefix as last pass: its places and waits are those last
+        # pass gave. A new walk (a job listed PENDING: the start's claim is the Starting
+        # task's now) most often gives the same ones too, the started tasks gone from its
+        # front: compared task by task. Either way a task that kept its status keeps it.
+        gave_at = None if reused or last_head is None else headadmission.last_places(last_head)
+
+        def stands(name: str, place: int, waiting: Waiting) -> bool:
+            if gave_at is not None and gave_at.get(name) != (place, waiting):
+                return False
             return name not in results and statuses.get(name) is gave.get(name)
 
-        walk = admit_prefix(ctx, candidates, walked, unchanged, adopt, stands if reused else None)
+        stand = stands if reused or gave_at else None
+        walk = admit_prefix(ctx, candidates, walked, unchanged, adopt, stand)
         touched = set(merged) | set(walk.touched)
         tail_at, lack = walk.admission.tail or (None, None)
         ctx.walk = (tail_at, lack, len(walk.admission.start))
@@ -370,8 +380,7 @@ def fast_pass(
         if not unchanged(name, waiting.reason, admission.position_bucket(place, exact)):
             place_far(ctx, name, waiting, place, queue if label else None)
             touched.add(name)
-    # Most passes have none: the key views compared in place (no set built) tell so first.
-    orphans = set() if statuses.keys() == specs.keys() else statuses.keys() - specs.keys()
+    orphans = _orphans(statuses, specs, order.orphans | deleted | set(given or ()), told)
     cleanup.expire_finished_jobs(ctx, ctx.env.ours, _awaited(statuses, merged, orphans))
     if orphans:
         cleanup.orphan_sidecars(ctx, specs, _in_order_of(statuses, orphans), ctx.env.ours)
@@ -442,6 +451,7 @@ def fast_pass(
         places,
         kept_walk,
         reused,
+        frozenset(orphans),
     )
     return plan, kept, following
 

@@ -101,6 +101,14 @@ def walk_head(
     return walk, False
 
 
+def last_places(last: HeadWalk) -> dict[str, tuple[int, Waiting]]:
+    """The place and wait `admit_prefix` gave each waiting task of `last`'s prefix."""
+    admission = last.admission
+    started, waiting = set(admission.start), admission.waiting
+    names = [c.name for c in last.candidates if c.name not in started]
+    return {name: (place, waiting[name]) for place, name in enumerate(names, 1)}
+
+
 def _same_slots(last: HeadWalk, slots: int) -> bool:
     """Whether `slots` walks as `last.slots` did. A walk reads its slots only as `slots > 0`
     until a start spends one, so a walk that started nothing (a Starting task became Running:
@@ -136,7 +144,7 @@ def admit_prefix(
     admission: policies.Admission,
     unchanged: Callable[[str, Reason, str], bool],
     adopt: Callable[[str], None],
-    standing: Callable[[str], bool] | None = None,
+    standing: Callable[[str, int, Waiting], bool] | None = None,
 ) -> Walk:
     """`admit` on the head of the queue, for a pass with one queue and no preemption,
     autoscaler, array cap, dependency gate or stopping victim (the incremental planner checks
@@ -144,9 +152,9 @@ def admit_prefix(
     it (`Admission.tail`) or the whole queue. `unchanged(name, reason, bucket)`: whether a far
     task's status already says so, in which case it is left as it is. `admission`: the
     policy's walk over `prefix` (walk_policy). `adopt(name)`: puts a task's own result in
-    the pass (its body and task) before admission reads or sets them. `standing(name)`: the
-    last pass walked this same prefix to this same answer, and the task still has the status
-    it gave it and was not redone: placed as it is (its place and wait are the same)."""
+    the pass (its body and task) before admission reads or sets them. `standing(name, place,
+    wait)`: the last pass gave the task this same place and wait, and it still has the status
+    that pass gave it and was not redone: left as it is (admit would set it so again)."""
     ctx.until = min(ctx.until, max(admission.until, ctx.now))
     started = set(admission.start)
     exact = ctx.options.exact_queue_positions
@@ -164,7 +172,7 @@ def admit_prefix(
         order.append(name)
         waiting = admission.waiting[name]
         eta = _heed(ctx, waiting)
-        if standing is not None and standing(name):
+        if standing is not None and standing(name, place, waiting):
             continue
         if place > exact:
             bucket = position_bucket(place, exact)

@@ -129,16 +129,20 @@ def plan_incremental(
     for the next pass. `versions`: each task's version, a value that changes whenever its spec
     or its status does (the loop builds it from the store's generations); a task without one
     is always reconciled anew. `changed`: the names whose version differs from the last
-    pass's, when the caller knows them (else they are found by comparing `versions`)."""
+    pass's and those of the sidecars read anew (a spec's or not), when the caller knows them;
+    else they are found by comparing `versions`, and every sidecar is looked at for a spec."""
     world = _world(observed, options, queues)
     previous = memo.kept if memo.world == world else {}
     if memo.order is not None and previous and versions:
         ctx = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
         if queueorder.fast_enough(ctx):
+            told = changed is not None
             kept_order, known, changed = _carry_written(
                 memo.order, previous, specs, statuses, versions, changed, observed
             )
-            done = fastpass.fast_pass(ctx, kept_order, known, specs, statuses, versions, changed)
+            done = fastpass.fast_pass(
+                ctx, kept_order, known, specs, statuses, versions, changed, told
+            )
             if done is not None:
                 carried = len(memo.order.loud) - len(kept_order.loud)
                 return done[0], Memo(world, done[1], done[2], fast=True, carried=carried)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from bisect import bisect_left
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Collection, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from heapq import heapify
 from itertools import compress
@@ -111,6 +111,8 @@ class Order:
     head: HeadWalk | None = None
     # Whether the pass that made this order reused the walk before it (tests count it).
     reused: bool = False
+    # The sidecars without a spec the last plan was given (_orphans).
+    orphans: frozenset[str] = frozenset()
 
 
 # Where each queue's walk ended: (the index in its keys from which every task waits for the
@@ -342,6 +344,7 @@ def order_after_full(
         unfit,
         bounds,
         arrivals,
+        orphans=frozenset(n for n in statuses if n not in specs),
     )
 
 
@@ -404,6 +407,7 @@ def _order(
     places: Mapping[str, Places] | None = None,
     head_walk: HeadWalk | None = None,
     reused: bool = False,
+    orphans: frozenset[str] = frozenset(),
 ) -> Order:
     exact = ctx.options.exact_queue_positions
     walked: list[str] = []
@@ -446,6 +450,7 @@ def _order(
         waiting=ctx.order,
         head=head_walk,
         reused=reused,
+        orphans=orphans,
     )
 
 
@@ -455,6 +460,21 @@ def _changed(versions: Mapping[str, Hashable], before: Mapping[str, Hashable]) -
     if len(versions) == len(before) and list(versions) == list(before):
         return set(compress(versions, map(ne, versions.values(), before.values())))
     return {n for n, _ in versions.items() - before.items()}
+
+
+def _orphans(
+    statuses: Mapping[str, TaskStatus],
+    specs: Mapping[str, TaskInput],
+    maybe: Collection[str],
+    told: bool,
+) -> set[str]:
+    """The sidecars without a spec. A new one is a spec deleted or a sidecar read anew: when
+    the caller named those (`told`), only they and the last pass's orphans (`maybe` holds
+    them all) can be one. Else, as after a full read of the sidecars, every name is looked
+    at, the key views first compared in place (most passes have none)."""
+    if told:
+        return {n for n in maybe if n in statuses and n not in specs}
+    return set() if statuses.keys() == specs.keys() else statuses.keys() - specs.keys()
 
 
 def _candidate(result: TaskResult) -> policies.Candidate:

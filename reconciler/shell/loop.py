@@ -235,7 +235,7 @@ class Reconciler:
             self.state.folder_error = None
         if self.revisions is not None:
             return self._with_sources()
-        return dict(self._specs.inputs)
+        return self._specs.handed(self._specs.inputs, bool(self._spec_changes))
 
     def _with_sources(self) -> dict[str, TaskInput]:
         """Each input with the commit its file came from. git is asked only when the files
@@ -262,7 +262,7 @@ class Reconciler:
                 relative = entry.path.relative_to(self.settings.tasks_dir).as_posix()
                 rev, dirty = revision.of(relative)
                 self._sourced[name] = replace(base, source=SourceRef(revision=rev, dirty=dirty))
-        return dict(self._sourced)
+        return self._specs.handed(self._sourced, bool(names))
 
     def run_pass(self) -> Plan | None:
         with self._lock:

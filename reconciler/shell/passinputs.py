@@ -3,6 +3,8 @@ planner's options."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from reconciler.core.planner import TaskInput
 from reconciler.shell.queuefile import QueueFile
 from specs.queues import CONFIG_FILE
@@ -60,6 +62,15 @@ class SpecInputs:
         # By name: the entry each input was made of (two dicts, not a tuple more per task).
         self.cache: dict[str, SpecEntry] = {}
         self.inputs: dict[str, TaskInput] = {}
+        self._handed: dict[str, TaskInput] | None = None
+
+    def handed(self, inputs: Mapping[str, TaskInput], changed: bool) -> dict[str, TaskInput]:
+        """A copy of `inputs` (these or the loop's sourced ones) for a pass: the last one
+        handed out again when `changed` says nothing in them changed since. A pass keeps what
+        it is handed (the read-back, the planner's memo) and no one changes a handed map."""
+        if changed or self._handed is None:
+            self._handed = dict(inputs)
+        return self._handed
 
     def read(self, store: TaskStore, changed: set[str] | None = None) -> set[str]:
         """Scan (`changed`: the paths events named; None: walk); raises FolderUnavailable.

@@ -40,6 +40,12 @@ class Calls:
                 n for n in versions.keys() | before.keys() if versions.get(n) != before.get(n)
             }
             assert differ <= set(given), f"unnamed changes: {differ - set(given)}"
+            # A sidecar without a spec is named too, unless its spec was just deleted or it
+            # was one last pass too (fastpass._orphans looks at no other).
+            specs, statuses = args[0], args[1]
+            deleted = memo.order.statuses.keys() - specs.keys()
+            new = {n for n in statuses if n not in specs} - memo.order.orphans - deleted
+            assert new <= set(given), f"unnamed sidecars without a spec: {new - set(given)}"
         self.changed.append(None if given is None else set(given))
         if self.fail_next:
             self.fail_next = False
@@ -120,3 +126,22 @@ def test_a_full_walk_and_a_failed_pass_say_none(world, tmp_path: Path) -> None:
     rec.events.add([str(tmp_path / "b.yaml")])
     rec.run_pass()
     assert calls.changed[-1] is not None and "b" in calls.changed[-1]
+
+
+def test_a_sidecar_without_a_spec_is_named_and_removed(world, tmp_path: Path) -> None:
+    """A sidecar that appears by hand without a spec is read at the next walk of the folder,
+    which tells the planner nothing (None): every sidecar is then looked at for a spec, and
+    the orphan goes. (Calls checks that no pass told something leaves a new one unnamed.)"""
+    rec, _, calls = world
+    settle(rec)
+    orphan = tmp_path / "z.status.yaml"
+    orphan.write_bytes((tmp_path / "b.status.yaml").read_bytes().replace(b"name: b", b"name: z"))
+    rec.events.add([str(orphan)])
+    for _ in range(3):
+        rec.run_pass()
+    rec.events.lost()  # a walk reads every sidecar, this one too
+    rec.events.armed()
+    for _ in range(3):
+        rec.run_pass()
+    assert not orphan.exists()
+    assert None in calls.changed[1:]
