@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from specs.cluster import PENDING, RUNNING, Capacity
+from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity
 from specs.settings import PlanOptions
 from tests.support.incremental_history import History, assert_identical
 from tests.support.planner_world import GIB
@@ -53,3 +53,23 @@ def start_all(world: History) -> None:
     for sid, job in list(world.jobs.items()):
         if job.status == PENDING:
             world.jobs[sid] = dataclasses.replace(job, status=RUNNING, start_time=world.now)
+
+
+def settle(world: History) -> None:
+    """The first passes: the queue's first jobs submitted, listed, then running."""
+    world.run_pass()
+    world.run_pass()
+    start_all(world)
+    world.run_pass()
+    world.run_pass()
+
+
+def end_one(world: History) -> None:
+    """A second later Ray's oldest job ends: the pass that sees it (the next task submitted),
+    the one that sees the new job PENDING, and the one that sees it RUNNING."""
+    world.apply(("tick", 1))
+    world.apply(("ray", 0, SUCCEEDED, 0))
+    world.run_pass()
+    world.run_pass()
+    start_all(world)
+    world.run_pass()

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 import tests.support.incremental_history as history
-from specs.cluster import SUCCEEDED
-from tests.support.busy_queue import busy_queue, start_all
+from tests.support.busy_queue import busy_queue, end_one, start_all
 from tests.support.incremental_history import History
 
 
@@ -53,12 +52,7 @@ def test_a_pass_told_what_changed_does_not_look_at_every_sidecar(
 
     monkeypatch.setattr(history, "plan_incremental", spied)
     for _ in range(3):
-        world.apply(("tick", 1))
-        world.apply(("ray", 0, SUCCEEDED, 0))
-        world.run_pass()
-        world.run_pass()
-        start_all(world)
-        world.run_pass()
+        end_one(world)
     assert len(seen) >= 6  # most of them fast
     assert (max(seen) == 0) if tell else (min(seen) >= 1)
 

@@ -15,7 +15,7 @@ import pytest
 
 from reconciler.core import fastpass, headadmission
 from specs.cluster import SUCCEEDED
-from tests.support.busy_queue import busy_queue, start_all
+from tests.support.busy_queue import busy_queue, settle, start_all
 from tests.support.incremental_history import History
 
 EXACT, INFLIGHT, BOUND = 5, 3, 40
@@ -54,11 +54,7 @@ def _cycle(world: History, counted: _Counted) -> list[int]:
 
 def _settled(policy: str, timeout: float) -> History:
     world = _busy(policy, timeout)
-    world.run_pass()
-    world.run_pass()
-    start_all(world)
-    world.run_pass()
-    world.run_pass()
+    settle(world)
     return world
 
 

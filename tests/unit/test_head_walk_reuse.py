@@ -18,7 +18,7 @@ from reconciler.core.headadmission import HeadWalk, walk_head
 from reconciler.core.waits import ReservedStart, Waiting, shortfall
 from specs.cluster import RUNNING, SUCCEEDED, Capacity
 from specs.settings import PlanOptions
-from tests.support.busy_queue import busy_queue, start_all
+from tests.support.busy_queue import busy_queue, end_one, settle, start_all
 from tests.support.incremental_history import History, assert_identical
 from tests.support.planner_world import GIB
 from tests.unit.test_incremental_sequences import (
@@ -44,19 +44,12 @@ def test_the_running_pass_of_a_busy_queue_reuses_the_walk(policy: str, timeout: 
     sees it RUNNING reuses that walk (only a Starting task became Running: one more slot, no
     other input moved). Every pass equals plan() in every field."""
     world = _busy(policy, timeout)
-    world.run_pass()
-    world.run_pass()
-    start_all(world)
-    world.run_pass()
-    world.run_pass()
+    settle(world)
     before = world.reused
     for _ in range(6):
-        world.apply(("tick", 1))
-        world.apply(("ray", 0, SUCCEEDED, 0))
-        world.run_pass()  # the end: the next submitted
-        world.run_pass()  # its job PENDING (History's Ray takes a submit as PENDING at once)
-        start_all(world)
-        world.run_pass()  # RUNNING: the walk reused
+        # the end (the next submitted), its job PENDING (History's Ray takes a submit as
+        # PENDING at once), then RUNNING: the walk reused
+        end_one(world)
         assert world.memo.fast and world.memo.order is not None
         assert world.memo.order.reused, policy
     assert world.reused - before >= 6
