@@ -8,15 +8,11 @@ equals plan() in every field (History's check); the sequence property
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
 import pytest
 
-from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity
-from specs.settings import PlanOptions
-from tests.support.incremental_history import History, assert_identical
-from tests.support.planner_world import GIB
+from specs.cluster import SUCCEEDED
+from tests.support.busy_queue import busy_queue, settle, start_all
+from tests.support.incremental_history import History
 
 EXACT, INFLIGHT, BOUND = 5, 3, 40
 NARROW = EXACT + INFLIGHT + 2
@@ -24,28 +20,7 @@ NARROW = EXACT + INFLIGHT + 2
 
 def _busy(policy: str, timeout: float) -> History:
     """A 4-CPU cluster and 120 waiting 1-CPU tasks (each `timeout` seconds at most)."""
-    options = PlanOptions(
-        queue_id="q",
-        policy=policy,
-        exact_queue_positions=EXACT,
-        max_inflight=INFLIGHT,
-        backfill_candidates=BOUND,
-    )
-    world = History(
-        options, None, capacity=Capacity(4, 0, 64 * GIB), check=assert_identical, every_field=True
-    )
-    for i in range(120):
-        fields: dict[str, Any] = {"priority": i % 3, "cpu": 1}
-        if timeout:
-            fields["timeoutSeconds"] = timeout
-        world.apply(("put", f"t{i:03d}", fields))
-    return world
-
-
-def _start_all(world: History) -> None:
-    for sid, job in list(world.jobs.items()):
-        if job.status == PENDING:
-            world.jobs[sid] = dataclasses.replace(job, status=RUNNING, start_time=world.now)
+    return busy_queue(policy, timeout, tasks=120, exact=EXACT, inflight=INFLIGHT, candidates=BOUND)
 
 
 def _walked(world: History) -> int:
@@ -66,7 +41,7 @@ def _cycle(world: History) -> list[int]:
     walked.append(_walked(world))
     world.run_pass()
     walked.append(_walked(world))
-    _start_all(world)
+    start_all(world)
     world.run_pass()
     walked.append(_walked(world))
     return walked
@@ -74,11 +49,7 @@ def _cycle(world: History) -> list[int]:
 
 def _settled(policy: str, timeout: float) -> History:
     world = _busy(policy, timeout)
-    world.run_pass()
-    world.run_pass()
-    _start_all(world)
-    world.run_pass()
-    world.run_pass()
+    settle(world)
     return world
 
 

@@ -7,16 +7,13 @@ the loop names every sidecar it reads anew."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
 
 import tests.support.incremental_history as history
-from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity
-from specs.settings import PlanOptions
-from tests.support.incremental_history import History, assert_identical
-from tests.support.planner_world import GIB
+from tests.support.busy_queue import busy_queue, end_one, start_all
+from tests.support.incremental_history import History
 
 
 class _Spy(dict[str, Any]):
@@ -30,26 +27,10 @@ class _Spy(dict[str, Any]):
 
 
 def _busy(tell: bool) -> History:
-    options = PlanOptions(queue_id="q", exact_queue_positions=5, max_inflight=3)
-    world = History(
-        options,
-        None,
-        capacity=Capacity(4, 0, 64 * GIB),
-        check=assert_identical,
-        every_field=True,
-        tell_changed=tell,
-    )
-    for i in range(60):
-        world.apply(("put", f"t{i:03d}", {"priority": i % 3, "cpu": 1}))
+    world = busy_queue("backfill", 0, tasks=60, exact=5, inflight=3, tell_changed=tell)
     world.run_pass()
     world.run_pass()
     return world
-
-
-def _start_all(world: History) -> None:
-    for sid, job in list(world.jobs.items()):
-        if job.status == PENDING:
-            world.jobs[sid] = dataclasses.replace(job, status=RUNNING, start_time=world.now)
 
 
 @pytest.mark.parametrize("tell", [True, False])
@@ -71,12 +52,7 @@ def test_a_pass_told_what_changed_does_not_look_at_every_sidecar(
 
     monkeypatch.setattr(history, "plan_incremental", spied)
     for _ in range(3):
-        world.apply(("tick", 1))
-        world.apply(("ray", 0, SUCCEEDED, 0))
-        world.run_pass()
-        world.run_pass()
-        _start_all(world)
-        world.run_pass()
+        end_one(world)
     assert len(seen) >= 6  # most of them fast
     assert (max(seen) == 0) if tell else (min(seen) >= 1)
 
@@ -88,7 +64,7 @@ def test_an_orphan_is_found_the_pass_after_its_spec_went(tell: bool) -> None:
     is told nothing of the name (its spec's deletion was last pass's news): the orphan is
     found among the last pass's."""
     world = _busy(tell)
-    _start_all(world)
+    start_all(world)
     world.run_pass()
     running = [n for n, s in world.statuses.items() if s.status.submission_id in world.jobs]
     name = running[0]

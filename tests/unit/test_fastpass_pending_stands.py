@@ -9,44 +9,21 @@ plays random histories with it on."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
 
 from reconciler.core import fastpass, headadmission
-from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity
-from specs.settings import PlanOptions
-from tests.support.incremental_history import History, assert_identical
-from tests.support.planner_world import GIB
+from specs.cluster import SUCCEEDED
+from tests.support.busy_queue import busy_queue, settle, start_all
+from tests.support.incremental_history import History
 
 EXACT, INFLIGHT, BOUND = 5, 3, 40
 
 
 def _busy(policy: str, timeout: float) -> History:
     """A 4-CPU cluster and 120 waiting 1-CPU tasks (each `timeout` seconds at most)."""
-    options = PlanOptions(
-        queue_id="q",
-        policy=policy,
-        exact_queue_positions=EXACT,
-        max_inflight=INFLIGHT,
-        backfill_candidates=BOUND,
-    )
-    world = History(
-        options, None, capacity=Capacity(4, 0, 64 * GIB), check=assert_identical, every_field=True
-    )
-    for i in range(120):
-        fields: dict[str, Any] = {"priority": i % 3, "cpu": 1}
-        if timeout:
-            fields["timeoutSeconds"] = timeout
-        world.apply(("put", f"t{i:03d}", fields))
-    return world
-
-
-def _start_all(world: History) -> None:
-    for sid, job in list(world.jobs.items()):
-        if job.status == PENDING:
-            world.jobs[sid] = dataclasses.replace(job, status=RUNNING, start_time=world.now)
+    return busy_queue(policy, timeout, tasks=120, exact=EXACT, inflight=INFLIGHT, candidates=BOUND)
 
 
 class _Counted:
@@ -69,7 +46,7 @@ def _cycle(world: History, counted: _Counted) -> list[int]:
     counted.touched.clear()
     world.run_pass()
     world.run_pass()
-    _start_all(world)
+    start_all(world)
     world.run_pass()
     assert len(counted.touched) == 3, "every pass is a fast one over the one queue's head"
     return [len(t) for t in counted.touched]
@@ -77,11 +54,7 @@ def _cycle(world: History, counted: _Counted) -> list[int]:
 
 def _settled(policy: str, timeout: float) -> History:
     world = _busy(policy, timeout)
-    world.run_pass()
-    world.run_pass()
-    _start_all(world)
-    world.run_pass()
-    world.run_pass()
+    settle(world)
     return world
 
 
@@ -130,6 +103,6 @@ def test_a_place_moved_in_the_pending_pass_is_set_anew(
         world.run_pass()
         world.apply(("put", f"a{i}", {"priority": 9, "cpu": 1}))
         world.run_pass()
-        _start_all(world)
+        start_all(world)
         world.run_pass()
         assert len(counted.touched[1]) >= EXACT + 1  # the new task and the places behind it

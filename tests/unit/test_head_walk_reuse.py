@@ -16,8 +16,9 @@ from hypothesis import strategies as st
 from reconciler.core import headadmission, policies
 from reconciler.core.headadmission import HeadWalk, walk_head
 from reconciler.core.waits import ReservedStart, Waiting, shortfall
-from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity
+from specs.cluster import RUNNING, SUCCEEDED, Capacity
 from specs.settings import PlanOptions
+from tests.support.busy_queue import busy_queue, end_one, settle, start_all
 from tests.support.incremental_history import History, assert_identical
 from tests.support.planner_world import GIB
 from tests.unit.test_incremental_sequences import (
@@ -32,24 +33,7 @@ from tests.unit.test_incremental_sequences import (
 
 def _busy(policy: str, timeout: float, inflight: int = 1000) -> History:
     """A full 4-CPU cluster and 60 waiting 1-CPU tasks (each `timeout` seconds at most)."""
-    options = PlanOptions(
-        queue_id="q", policy=policy, exact_queue_positions=5, max_inflight=inflight
-    )
-    world = History(
-        options, None, capacity=Capacity(4, 0, 64 * GIB), check=assert_identical, every_field=True
-    )
-    for i in range(60):
-        fields: dict[str, Any] = {"priority": i % 3, "cpu": 1}
-        if timeout:
-            fields["timeoutSeconds"] = timeout
-        world.apply(("put", f"t{i:03d}", fields))
-    return world
-
-
-def _start_all(world: History) -> None:
-    for sid, job in list(world.jobs.items()):
-        if job.status == PENDING:
-            world.jobs[sid] = dataclasses.replace(job, status=RUNNING, start_time=world.now)
+    return busy_queue(policy, timeout, tasks=60, exact=5, inflight=inflight)
 
 
 @pytest.mark.parametrize("policy", ["strict", "backfill", "besteffort"])
@@ -60,19 +44,12 @@ def test_the_running_pass_of_a_busy_queue_reuses_the_walk(policy: str, timeout: 
     sees it RUNNING reuses that walk (only a Starting task became Running: one more slot, no
     other input moved). Every pass equals plan() in every field."""
     world = _busy(policy, timeout)
-    world.run_pass()
-    world.run_pass()
-    _start_all(world)
-    world.run_pass()
-    world.run_pass()
+    settle(world)
     before = world.reused
     for _ in range(6):
-        world.apply(("tick", 1))
-        world.apply(("ray", 0, SUCCEEDED, 0))
-        world.run_pass()  # the end: the next submitted
-        world.run_pass()  # its job PENDING (History's Ray takes a submit as PENDING at once)
-        _start_all(world)
-        world.run_pass()  # RUNNING: the walk reused
+        # the end (the next submitted), its job PENDING (History's Ray takes a submit as
+        # PENDING at once), then RUNNING: the walk reused
+        end_one(world)
         assert world.memo.fast and world.memo.order is not None
         assert world.memo.order.reused, policy
     assert world.reused - before >= 6
@@ -84,14 +61,14 @@ def test_an_inflight_limit_reached_is_not_reused_as_free_slots() -> None:
     again (as plan() does: the answer equals it)."""
     world = _busy("backfill", 50, inflight=1)
     world.run_pass()
-    _start_all(world)
+    start_all(world)
     world.run_pass()
     world.run_pass()
     world.apply(("tick", 1))
     world.apply(("ray", 0, SUCCEEDED, 0))
     world.run_pass()
     world.run_pass()
-    _start_all(world)
+    start_all(world)
     world.run_pass()
     assert world.memo.fast and world.memo.order is not None
     assert not world.memo.order.reused
