@@ -6,6 +6,7 @@ only if afterwards its share is at most the victim queue's (no preempting back).
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
@@ -293,6 +294,26 @@ def test_every_take_keeps_the_preemptor_at_or_below_the_victim_and_none_comes_ba
 _QUEUES = ("team-a/", "team-b/", "team-c/")
 
 
+def play(w: Cluster, action: tuple[Any, ...], index: int, folders: tuple[str, ...]) -> Plan | None:
+    """One step of a random history: a burst of tasks arrives in `folders[where]`, a running task
+    finishes (no pass: None), or time passes; then a pass, its stops and starts carried out."""
+    if action[0] == "arrive":
+        _, where, priority, cpus, count, preemptible = action
+        for k in range(count):  # a burst: the cluster fills, later queues wait
+            name = f"{folders[where]}t{index:02d}-{k}"
+            w.specs[name] = task(priority, float(cpus), preemptible=preemptible)
+    elif action[0] == "finish":
+        running = sorted(n for n in w.statuses if w.phase(n) is Phase.RUNNING)
+        if running:
+            w.ray(running[action[1] % len(running)], SUCCEEDED)
+        return None
+    else:
+        w.now += timedelta(seconds=action[1])
+    p = w.step()
+    w.run_all()
+    return p
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
@@ -334,20 +355,9 @@ def test_the_planner_never_preempts_back_right_after(
         return name.split("/", 1)[0]
 
     for index, action in enumerate(steps):
-        if action[0] == "arrive":
-            _, where, priority, cpus, count, preemptible = action
-            for k in range(int(count)):  # a burst: the cluster fills, later queues wait
-                name = f"{_QUEUES[int(where)]}t{index:02d}-{k}"
-                w.specs[name] = task(int(priority), float(cpus), preemptible=preemptible)
-        elif action[0] == "finish":
-            running = sorted(n for n in w.statuses if w.phase(n) is Phase.RUNNING)
-            if running:
-                w.ray(running[int(action[1]) % len(running)], SUCCEEDED)
+        p = play(w, action, index, _QUEUES)
+        if p is None:
             continue
-        else:
-            w.now += timedelta(seconds=int(action[1]))
-        p = w.step()
-        w.run_all()
         fair = [d for d in p.preemptions if d.reason is Reason.IN_COHORT_FAIR_SHARING]
         if not fair:
             continue

@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 from reconciler.core import fairpreempt
 from reconciler.core.fairhold import QueueState
 from reconciler.core.victims import Preemptor, Rules, Running
-from specs.cluster import SUCCEEDED, Capacity
+from specs.cluster import Capacity
 from specs.models import ConditionType, Phase, Reason
 from specs.parse import parse_queue_config
 from specs.settings import PlanOptions
 from tests.support.planner_world import GIB, task
-from tests.unit.test_planner_fairpreempt import ON, victims, world
+from tests.unit.test_planner_fairpreempt import ON, play, victims, world
 from tests.unit.test_planner_preemption import Cluster
 
 USERS = ("team-a", "team-a/x", "team-a/y", "team-b", "team-b/x", "team-b/y")
@@ -326,20 +326,9 @@ def test_in_a_tree_the_planner_never_preempts_back_right_after(
         return "/".join(pa[: depth + 1]), "/".join(pb[: depth + 1])
 
     for index, action in enumerate(steps):
-        if action[0] == "arrive":
-            _, where, priority, cpus, count, preemptible = action
-            for k in range(int(count)):  # a burst: the cluster fills, later queues wait
-                name = f"{_LEAVES[int(where)]}t{index:02d}-{k}"
-                w.specs[name] = task(int(priority), float(cpus), preemptible=preemptible)
-        elif action[0] == "finish":
-            running = sorted(n for n in w.statuses if w.phase(n) is Phase.RUNNING)
-            if running:
-                w.ray(running[int(action[1]) % len(running)], SUCCEEDED)
+        p = play(w, action, index, _LEAVES)
+        if p is None:
             continue
-        else:
-            w.now += timedelta(seconds=int(action[1]))
-        p = w.step()
-        w.run_all()
         fair = [d for d in p.preemptions if d.reason is Reason.IN_COHORT_FAIR_SHARING]
         if not fair:
             continue
