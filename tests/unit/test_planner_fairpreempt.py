@@ -294,6 +294,27 @@ def test_every_take_keeps_the_preemptor_at_or_below_the_victim_and_none_comes_ba
 _QUEUES = ("team-a/", "team-b/", "team-c/")
 
 
+def histories(folders: int) -> st.SearchStrategy[list[tuple[Any, ...]]]:
+    """Random histories for `play`: bursts into one of `folders` folders (some tasks
+    `preemptible: false`), finishes, and time passing."""
+    return st.lists(
+        st.one_of(
+            st.tuples(
+                st.just("arrive"),
+                st.integers(0, folders - 1),
+                st.integers(0, 2),
+                st.integers(1, 4),
+                st.integers(1, 4),
+                st.sampled_from([True, True, True, False]),  # preemptible
+            ),
+            st.tuples(st.just("finish"), st.integers(0, 30)),
+            st.tuples(st.just("pass"), st.integers(0, 900)),
+        ),
+        min_size=10,
+        max_size=30,
+    )
+
+
 def play(w: Cluster, action: tuple[Any, ...], index: int, folders: tuple[str, ...]) -> Plan | None:
     """One step of a random history: a burst of tasks arrives in `folders[where]`, a running task
     finishes (no pass: None), or time passes; then a pass, its stops and starts carried out."""
@@ -315,24 +336,7 @@ def play(w: Cluster, action: tuple[Any, ...], index: int, folders: tuple[str, ..
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    st.lists(
-        st.one_of(
-            st.tuples(
-                st.just("arrive"),
-                st.integers(0, 2),
-                st.integers(0, 2),
-                st.integers(1, 4),
-                st.integers(1, 4),
-                st.sampled_from([True, True, True, False]),  # preemptible
-            ),
-            st.tuples(st.just("finish"), st.integers(0, 30)),
-            st.tuples(st.just("pass"), st.integers(0, 900)),
-        ),
-        min_size=10,
-        max_size=30,
-    )
-)
+@given(histories(len(_QUEUES)))
 def test_the_planner_never_preempts_back_right_after(
     steps: list[tuple[int | str | bool, ...]],
 ) -> None:

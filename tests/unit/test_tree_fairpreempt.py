@@ -22,7 +22,7 @@ from specs.models import ConditionType, Phase, Reason
 from specs.parse import parse_queue_config
 from specs.settings import PlanOptions
 from tests.support.planner_world import GIB, task
-from tests.unit.test_planner_fairpreempt import ON, play, victims, world
+from tests.unit.test_planner_fairpreempt import ON, histories, play, victims, world
 from tests.unit.test_planner_preemption import Cluster
 
 USERS = ("team-a", "team-a/x", "team-a/y", "team-b", "team-b/x", "team-b/y")
@@ -280,24 +280,7 @@ def _tree_with_weights() -> str:
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
-@given(
-    st.lists(
-        st.one_of(
-            st.tuples(
-                st.just("arrive"),
-                st.integers(0, len(_LEAVES) - 1),
-                st.integers(0, 2),
-                st.integers(1, 4),
-                st.integers(1, 4),
-                st.sampled_from([True, True, True, False]),  # preemptible
-            ),
-            st.tuples(st.just("finish"), st.integers(0, 30)),
-            st.tuples(st.just("pass"), st.integers(0, 900)),
-        ),
-        min_size=10,
-        max_size=30,
-    )
-)
+@given(histories(len(_LEAVES)))
 def test_in_a_tree_the_planner_never_preempts_back_right_after(
     steps: list[tuple[int | str | bool, ...]],
 ) -> None:
