@@ -380,7 +380,8 @@ def fast_pass(
         if not unchanged(name, waiting.reason, admission.position_bucket(place, exact)):
             place_far(ctx, name, waiting, place, queue if label else None)
             touched.add(name)
-    orphans = _orphans(statuses, specs, order.orphans | deleted | set(given or ()), told)
+    maybe = order.orphans | deleted | set(given or ()) if told else None
+    orphans = _orphans(statuses, specs, maybe)
     cleanup.expire_finished_jobs(ctx, ctx.env.ours, _awaited(statuses, merged, orphans))
     if orphans:
         cleanup.orphan_sidecars(ctx, specs, _in_order_of(statuses, orphans), ctx.env.ours)

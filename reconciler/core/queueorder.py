@@ -344,7 +344,7 @@ def order_after_full(
         unfit,
         bounds,
         arrivals,
-        orphans=frozenset(n for n in statuses if n not in specs),
+        orphans=frozenset(statuses.keys() - specs.keys()),
     )
 
 
@@ -465,14 +465,13 @@ def _changed(versions: Mapping[str, Hashable], before: Mapping[str, Hashable]) -
 def _orphans(
     statuses: Mapping[str, TaskStatus],
     specs: Mapping[str, TaskInput],
-    maybe: Collection[str],
-    told: bool,
+    maybe: Collection[str] | None,
 ) -> set[str]:
     """The sidecars without a spec. A new one is a spec deleted or a sidecar read anew: when
-    the caller named those (`told`), only they and the last pass's orphans (`maybe` holds
-    them all) can be one. Else, as after a full read of the sidecars, every name is looked
-    at, the key views first compared in place (most passes have none)."""
-    if told:
+    the caller named those, only they and the last pass's orphans (`maybe` holds them all)
+    can be one. Else (None), as after a full read of the sidecars, every name is looked at,
+    the key views first compared in place (most passes have none)."""
+    if maybe is not None:
         return {n for n in maybe if n in statuses and n not in specs}
     return set() if statuses.keys() == specs.keys() else statuses.keys() - specs.keys()
 

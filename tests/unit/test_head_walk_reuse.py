@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from reconciler.core import headadmission, policies
 from reconciler.core.headadmission import HeadWalk, walk_head
 from reconciler.core.waits import ReservedStart, Waiting, shortfall
-from specs.cluster import RUNNING, SUCCEEDED, Capacity
+from specs.cluster import RUNNING, Capacity
 from specs.settings import PlanOptions
 from tests.support.busy_queue import busy_queue, end_one, settle, start_all
 from tests.support.incremental_history import History, assert_identical
@@ -64,12 +64,7 @@ def test_an_inflight_limit_reached_is_not_reused_as_free_slots() -> None:
     start_all(world)
     world.run_pass()
     world.run_pass()
-    world.apply(("tick", 1))
-    world.apply(("ray", 0, SUCCEEDED, 0))
-    world.run_pass()
-    world.run_pass()
-    start_all(world)
-    world.run_pass()
+    end_one(world)
     assert world.memo.fast and world.memo.order is not None
     assert not world.memo.order.reused
 
