@@ -53,7 +53,7 @@ class Metrics:
     contended_seconds: float | None = None
     reclaim: dict[str, float | None] | None = None
     # --idle-team-until: what the share formula owes each team once team-0 arrives
-    # (teams.expected_late), averaged over the contended seconds, and Jain's index against it
+    # (owed.expected_late), averaged over the contended seconds, and Jain's index against it
     late: dict[str, object] | None = None
     # With teams: shares of delivered CPU-hours (run, contended, sliding days), p95 waits
     # (reconciler.sim.teams.Delivered, as a dict).

@@ -65,10 +65,16 @@ def _team_lines(rows: Sequence[Metrics]) -> list[str]:
         if m.late is not None:
             owed = m.late["expected_shares"]
             assert isinstance(owed, dict)
+            start = m.late.get("means_at_arrival")
             lines.append(
-                "  owed by the formula once team-0 arrives (contended): "
+                "  owed by the order once team-0 arrives (contended): "
                 + " / ".join(f"{v:.3f}" for v in owed.values())
                 + f"; weighted Jain against it {m.late['jain_vs_expected']:.3f}"
+                + (
+                    "; decayed mean shares then: " + " / ".join(f"{v:.3f}" for v in start.values())
+                    if isinstance(start, dict)
+                    else ""
+                )
             )
     return lines
 

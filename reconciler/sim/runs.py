@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
 
-from reconciler.sim import autoscale
+from reconciler.sim import autoscale, owed
 from reconciler.sim import teams as team_split
 from reconciler.sim.engine import MEMORY_BYTES, simulate
 from reconciler.sim.metrics import Metrics, measure
@@ -132,8 +132,8 @@ def run(job: Run) -> Metrics:
             teams.count,
             teams.idle_until,
         )
-        late = team_split.expected_late(
-            result.records, teams.count, teams.weights, teams.idle_until, teams.half_life
+        late = owed.expected_late(
+            result.records, teams.count, teams.weights, teams.idle_until, teams.half_life, capacity
         )
         metrics = replace(metrics, reclaim=asdict(back), late=late)
     return metrics

@@ -233,7 +233,7 @@ def fairness(
     names = [team_name(k) for k in range(teams)]
     integral = dict.fromkeys(names, 0.0)
     contended = 0.0
-    for _, span, waiting, held in _spans(records, team_of, names):
+    for _, span, waiting, held in sweep(records, team_of, names):
         if span > 0 and all(waiting[t] > 0 for t in names):
             contended += span
             for k, t in enumerate(names):
@@ -242,7 +242,7 @@ def fairness(
     return Fairness(jain(list(shares.values())), shares, contended)
 
 
-def _spans(
+def sweep(
     records: Sequence[JobRecord], owner_of: Callable[[str], str], names: Sequence[str]
 ) -> Iterator[tuple[float, float, dict[str, int], dict[str, float]]]:
     """The run as a sweep line: for each interval between two events (an arrival, a start,
@@ -392,7 +392,7 @@ def delivered_by(
     contended = dict.fromkeys(names, 0.0)
     spans: list[tuple[float, float]] = []  # the contended time, as closed intervals
     buckets: dict[int, tuple[dict[str, float], float]] = {}  # by stride: CPU-s, contended s
-    for now, span, waiting, held in _spans(records, owner_of, names):
+    for now, span, waiting, held in sweep(records, owner_of, names):
         for t in names:
             run[t] += span * held[t]
         if span <= 0 or not all(waiting[t] > 0 for t in names):
@@ -465,51 +465,3 @@ def _started_while(
             if i >= 0 and begin <= spans[i][1]:
                 got[owner_of(record.job.name)] += record.job.cpu * (end - begin)
     return got
-
-
-def due_after_arrival(
-    weights: Sequence[float], late: int, arrival: float, half_life: float | None, at: float
-) -> list[float]:
-    """What the share formula owes each team at `at` when team `late` arrives at `arrival`
-    after the others shared the cluster by weight from time 0, every team saturated since: the
-    fluid model of the order (docs/scheduling.md, "The late team").
-
-    Starts keep (x_i + m_i) / w_i equal, x_i the share held and m_i the bias-corrected decayed
-    mean of x_i since 0; with sum x = sum m = 1 that gives x_i = 2 w_i / W - m_i (W: all the
-    weights), so m_i' = k(t)(x_i - m_i) makes e_i = m_i - w_i / W decay as
-    f(t) = ((2^(arrival/h) - 1) / (2^(t/h) - 1))^2, and x_i = w_i / W - e_i(arrival) f(t).
-    The newcomer (m = 0) is owed twice its weight's share at once, then less, as its mean
-    catches up. Without decay (half_life None) each is owed its weight's share."""
-    total = sum(weights)
-    due = [w / total for w in weights]
-    if half_life is None or at < arrival:
-        return due
-    others = total - weights[late]
-    start = [0.0 if i == late else w / others for i, w in enumerate(weights)]
-    f = ((2 ** (arrival / half_life) - 1) / (2 ** (at / half_life) - 1)) ** 2
-    return [d - (m - d) * f for d, m in zip(due, start, strict=True)]
-
-
-def expected_late(
-    records: Sequence[JobRecord],
-    teams: int,
-    weights: Sequence[float],
-    arrival: float,
-    half_life: float | None,
-) -> dict[str, object]:
-    """`due_after_arrival` (team-0 arriving at `arrival`) averaged over the contended seconds
-    of the run, and the weighted Jain index of the delivered contended shares against it."""
-    names = [team_name(k) for k in range(teams)]
-    owed = dict.fromkeys(names, 0.0)
-    seconds = 0.0
-    for now, span, waiting, _ in _spans(records, team_of, names):
-        if span <= 0 or not all(waiting[t] > 0 for t in names):
-            continue
-        seconds += span
-        due = due_after_arrival(weights, 0, arrival, half_life, now + span / 2)
-        for t, x in zip(names, due, strict=True):
-            owed[t] += x * span
-    expected = {t: (v / seconds if seconds else 0.0) for t, v in owed.items()}
-    got = delivered(records, teams, weights).contended_shares
-    ratios = [got[t] / expected[t] for t in names if expected[t] > 0]
-    return {"expected_shares": expected, "jain_vs_expected": jain(ratios)}

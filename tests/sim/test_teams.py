@@ -8,7 +8,6 @@ from reconciler.sim.engine import JobRecord
 from reconciler.sim.teams import (
     delivered,
     drop_until,
-    due_after_arrival,
     fairness,
     jain,
     life,
@@ -190,23 +189,6 @@ def test_within_teams_splits_each_team_among_its_users_while_all_of_them_wait() 
     assert got["contended_seconds"] == pytest.approx(100)
 
 
-def test_what_the_formula_owes_a_team_that_arrives_after_a_week() -> None:
-    # weights 1:1:1:3, team-0 arrives after a week; half-life a week
-    weights, week = (1.0, 1.0, 1.0, 3.0), 7 * 86400.0
-    at_once = due_after_arrival(weights, 0, week, week, week)
-    # the newcomer has no past: owed twice its weight's share; the others less than theirs
-    assert at_once == pytest.approx([1 / 3, 1 / 3 - 1 / 5, 1 / 3 - 1 / 5, 1 - 3 / 5])
-    later = due_after_arrival(weights, 0, week, week, 3 * week)
-    assert sum(later) == pytest.approx(1.0)
-    assert later[0] == pytest.approx(1 / 6 + 1 / 6 / 49)  # f = ((2 - 1) / (2^3 - 1))^2
-    far = due_after_arrival(weights, 0, week, week, 40 * week)
-    assert far == pytest.approx([1 / 6, 1 / 6, 1 / 6, 1 / 2], abs=1e-6)
-    # without decay: each its weight's share from the start
-    assert due_after_arrival(weights, 0, week, None, week) == pytest.approx(
-        [1 / 6, 1 / 6, 1 / 6, 1 / 2]
-    )
-
-
 def test_the_preemption_flags_hold_for_teams() -> None:
     # --teams builds a queue file, and with a queue file the planner reads preemption from the
     # file alone: the flags must be written into it, or `--teams 2 --preemption LowerPriority`
@@ -272,5 +254,25 @@ def test_narrow_work_is_shared_by_weight_over_the_contended_time(half_life: floa
     metrics = run((workload, "backfill", 16, teams, PlanOptions(), None))
     got = metrics.delivered["contended_shares"]
     assert metrics.contended_seconds > 8 * 3600  # saturated for hours, not an edge
+    assert got["team-0"] == pytest.approx(0.25, rel=0.05)
+    assert got["team-1"] == pytest.approx(0.75, rel=0.05)
+
+
+def test_half_cluster_tasks_are_shared_by_weight_with_decay() -> None:
+    # The wide-task case: every task 8 of 16 CPUs, so two run at a time, weights 1:3. With
+    # today's use at full weight beside the decayed mean, team-0 keeps its slot while
+    # (past1 + 8a) / 3 >= past0 and settles at (4 + 2a) / 16: 0.376 at a = 1, a standing
+    # error of one start. At a = CURRENT_USE_WEIGHT it is within 5 % of 1/4.
+    from reconciler.core.quotas import CURRENT_USE_WEIGHT
+    from reconciler.sim.runs import Teams, run
+    from specs.settings import PlanOptions
+
+    lengths = [600.0 + 300.0 * ((7 * i) % 11) for i in range(480)]
+    workload = split([Job(f"j{i}", 0.0, run, 8, 0, 0) for i, run in enumerate(lengths)], 2)
+    teams = Teams(2, (1.0, 3.0), quota=False, half_life=168 * 3600.0)
+    metrics = run((workload, "backfill", 16, teams, PlanOptions(), None))
+    got = metrics.delivered["contended_shares"]
+    assert metrics.contended_seconds > 8 * 3600
+    assert got["team-0"] == pytest.approx((4 + 2 * CURRENT_USE_WEIGHT) / 16, abs=0.01)
     assert got["team-0"] == pytest.approx(0.25, rel=0.05)
     assert got["team-1"] == pytest.approx(0.75, rel=0.05)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from reconciler.core import queueing, usage
 from reconciler.core.fairshare import NO_LIMIT, QueueDemand, QueueQuota, admit
 from reconciler.core.policies import POLICIES, Candidate
+from reconciler.core.quotas import CURRENT_USE_WEIGHT as A
 from reconciler.core.quotas import dominant_share
 from reconciler.shell.queuefile import QueueFile, UsageBook, read_status
 from specs.cluster import Capacity
@@ -67,10 +68,11 @@ LEND = cpu(16)
     ("now", "nominal", "past", "weight", "expected"),
     [
         (cpu(4), cpu(0), None, 1.0, 4 / 16),  # no past: today's share
-        (cpu(4), cpu(0), cpu(4), 1.0, 8 / 16),  # past mean use adds to current use
-        (cpu(4), cpu(0), cpu(4), 2.0, 4 / 16),  # divided by the weight
+        # the past mean use, plus today's use at CURRENT_USE_WEIGHT (A)
+        (cpu(4), cpu(0), cpu(4), 1.0, (4 + A * 4) / 16),
+        (cpu(4), cpu(0), cpu(4), 2.0, (4 + A * 4) / 32),  # divided by the weight
         (cpu(6), cpu(8), cpu(8), 1.0, 0.0),  # within nominal, now and in the past: 0
-        (cpu(10), cpu(8), cpu(12), 1.0, (2 + 4) / 16),  # only what is above nominal counts
+        (cpu(10), cpu(8), cpu(12), 1.0, (A * 2 + 4) / 16),  # only what is above nominal
         (cpu(0), cpu(0), cpu(3), 1.0, 3 / 16),  # an idle queue that ran lately is not at 0
     ],
 )
@@ -80,25 +82,31 @@ def test_share_with_past_use(
     assert dominant_share(now, nominal, LEND, weight, past).weighted == pytest.approx(expected)
 
 
-def _queue(name: str, past: Capacity | None, n: int = 4, weight: float = 1.0) -> QueueDemand:
+_NONE = Capacity()
+
+
+def _queue(
+    name: str, past: Capacity | None, n: int = 4, weight: float = 1.0, held: Capacity = _NONE
+) -> QueueDemand:
     quota = QueueQuota(name, Capacity(), NO_LIMIT, NO_LIMIT, weight)
     tasks = [Candidate(f"{name}/{i}", cpu(1), 0) for i in range(n)]
-    return QueueDemand(quota, Capacity(), tasks, POLICIES["besteffort"], (), past)
+    return QueueDemand(quota, held, tasks, POLICIES["besteffort"], (), past)
 
 
-def _lender() -> QueueDemand:
-    quota = QueueQuota("default", cpu(16))
+def _lender(cpus: float = 16) -> QueueDemand:
+    quota = QueueQuota("default", cpu(cpus))
     return QueueDemand(quota, Capacity(), [], POLICIES["besteffort"])
 
 
 def test_the_queue_that_ran_lately_waits_for_the_one_that_did_not() -> None:
-    # Today both hold nothing; a ran the cluster all night: b starts first, and gets more.
+    # Today both hold nothing; a ran 4 CPUs on average lately: b starts first, and gets all
+    # 6 starts, since b's 6 CPUs today count 6 x A = 0.3 against a's mean of 4
     queues = [_queue("a", cpu(4), n=8), _queue("b", cpu(0), n=8), _lender()]
     result = admit(cpu(16), cpu(6), queues, [], 0.0, 6, "none")
-    assert result.start[0] == "b/0"
-    # b takes 4 before a's 4 of past use is matched, then they alternate
-    assert sum(s.startswith("b/") for s in result.start) == 5
-    assert sum(s.startswith("a/") for s in result.start) == 1
+    assert result.start == [f"b/{i}" for i in range(6)]
+    # once b holds enough that a twentieth of it outweighs a's lead, a goes first
+    queues = [_queue("a", cpu(4), n=8), _queue("b", cpu(0), held=cpu(81), n=8), _lender(128)]
+    assert admit(cpu(128), cpu(6), queues, [], 0.0, 1, "none").start == ["a/0"]
 
 
 def test_current_usage_mode_ignores_the_past() -> None:
@@ -214,9 +222,9 @@ def test_the_mean_is_corrected_for_how_long_usage_has_been_tracked() -> None:
 
 
 def test_the_planner_counts_the_bias_corrected_mean_when_it_knows_since_when() -> None:
-    # a ran 4 CPUs for the day since tracking began, b 2 CPUs: uncorrected, both means are
-    # below 1 CPU and b's pick of 2 would not catch up; corrected (4 vs 2), b goes first
-    # until it has 2 more, then a.
+    # a ran 4 CPUs for the day since tracking began, b 2 CPUs, and b holds 8 now: uncorrected,
+    # the means are 0.38 and 0.19 CPUs and b's 8 today (x A = 0.4) put it above a; corrected
+    # (4 vs 2 + 0.4) b goes first, and stays below a.
     text = HEAD + "  queues:\n  - name: a\n  - name: b\n"
     config = parse_queue_config(text)
     day = 24 * HOUR
@@ -230,17 +238,17 @@ def test_the_planner_counts_the_bias_corrected_mean_when_it_knows_since_when() -
         got[since] = queueing.admit_by_queue(
             config,
             cpu(16),
-            cpu(16),
+            cpu(8),
             queue,
-            {},
+            {"b/running": cpu(8)},
             [],
             1000.0 + day,
             3,
             POLICIES["besteffort"],
             past=tracked,
         ).start
-    assert got[1000.0] == ["b/0", "b/1", "a/0"]  # b: 2+1, 2+2 ties a at 4+0; then b/...
-    assert got[None] != got[1000.0]
+    assert got[1000.0] == ["b/0", "b/1", "b/2"]
+    assert got[None] == ["a/0", "b/0", "b/1"]
 
 
 def test_among_equal_shares_the_longest_waiting_head_goes_first() -> None:
