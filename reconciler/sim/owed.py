@@ -24,7 +24,8 @@ from reconciler.sim.engine import JobRecord
 from reconciler.sim.teams import delivered, jain, sweep, team_name, team_of
 
 STEP = 600.0
-"""Seconds per integration step: the means move by under 0.2 % of themselves in one."""
+"""Seconds per integration step: one closes under 1 % of the gap between a mean and what is
+held once tracking is a day old (0.14 % at a week)."""
 
 
 def water_fill(means: Sequence[float], weights: Sequence[float], a: float) -> list[float]:
@@ -129,6 +130,7 @@ def expected_late(
     names = [team_name(k) for k in range(teams)]
     total = sum(weights)
     fluid: Fluid | None = None
+    start: list[float] | None = None
     if half_life is not None:
         past = ((now, span, held) for now, span, _, held in sweep(records, team_of, names))
         start = means_at(past, names, arrival, half_life, capacity)
@@ -151,5 +153,5 @@ def expected_late(
     return {
         "expected_shares": expected,
         "jain_vs_expected": jain(ratios),
-        "means_at_arrival": dict(zip(names, start, strict=True)) if fluid else None,
+        "means_at_arrival": None if start is None else dict(zip(names, start, strict=True)),
     }
