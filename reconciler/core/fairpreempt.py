@@ -42,6 +42,11 @@ def share_of(state: QueueState, usage: Capacity) -> float:
     return dominant_share(usage, state.nominal, state.lend, state.weight, state.past, 1.0).weighted
 
 
+def order_share_of(state: QueueState, usage: Capacity) -> float:
+    """The share fair sharing orders starts by (today's use at `CURRENT_USE_WEIGHT`)."""
+    return dominant_share(usage, state.nominal, state.lend, state.weight, state.past).weighted
+
+
 def pure_sharing(states: Mapping[str, QueueState], name: str) -> bool:
     """A queue with no nominal quota of anything: all it holds is borrowed."""
     state = states.get(name)
@@ -150,6 +155,11 @@ def choose(
             continue  # what it frees beyond the head's need would go to others: no trade
         if share_of(states[side], usage[side]) <= share_of(states[own], usage[own]) + _MARGIN:
             continue  # only a branch above it in share loses runs to it
+        if (
+            order_share_of(states[side], usage[side])
+            <= order_share_of(states[own], usage[own]) + _MARGIN
+        ):
+            continue  # nor one the order counts as less served (a lower past use)
         path = chain(states, where)
         candidates.append((where, run, own, side, path[: path.index(side) + 1]))
     # Lowest priority first; in a tree, then the runs of the victim's branch's most-served

@@ -204,11 +204,34 @@ def test_a_bad_strategy_is_refused_with_its_place() -> None:
 # --- the property ------------------------------------------------------------------------------
 
 
-def _state(name: str, weight: float, lend: float) -> QueueState:
+def _state(name: str, weight: float, lend: float, past: float | None = None) -> QueueState:
     zero = Capacity()
+    mean = None if past is None else Capacity(past, 0, 0)
     return QueueState(
-        name, zero, zero, zero, zero, 0.0, (), weight=weight, lend=Capacity(lend, 0, 0)
+        name, zero, zero, zero, zero, 0.0, (), weight=weight, past=mean, lend=Capacity(lend, 0, 0)
     )
+
+
+def test_never_from_a_queue_the_order_counts_as_less_served() -> None:
+    # a: a past mean of 4 CPUs, 2 held now; b: no past, 12 held; the cluster is full. With
+    # today's use in full (the rule's share) b is above a even after the take (10/16 against
+    # 8/16), but the order, counting today's use at a twentieth, serves b first (0.6/16
+    # against 4.1/16): a takes nothing of b's.
+    pool = [("a", Running("a1", 0, Capacity(2, 0, 0), 0.0))]
+    pool += [("b", Running(f"b{k}", 0, Capacity(2, 0, 0), float(k))) for k in range(6)]
+    usage = {"a": Capacity(2, 0, 0), "b": Capacity(12, 0, 0)}
+    head = Preemptor("p", 0, Capacity(2, 0, 0))
+    rules = dict.fromkeys(usage, Rules())
+
+    def fits(freed: Capacity) -> bool:
+        return head.request.fits_in(freed)  # the cluster is full
+
+    with_past = {"a": _state("a", 1, 16, past=4), "b": _state("b", 1, 16, past=0)}
+    assert fairpreempt.choose(head, "a", pool, rules, with_past, usage, fits, 100.0) == ()
+    # the same holdings with no past: both shares agree that b is above, and a takes one run
+    now_only = {"a": _state("a", 1, 16), "b": _state("b", 1, 16)}
+    taken = fairpreempt.choose(head, "a", pool, rules, now_only, usage, fits, 100.0)
+    assert [v.run.name for v in taken] == ["b5"]
 
 
 @settings(max_examples=300, deadline=None)
@@ -220,20 +243,26 @@ def _state(name: str, weight: float, lend: float) -> QueueState:
     ),
     st.integers(1, 8),
     st.integers(0, 3),
+    st.none() | st.lists(st.sampled_from([0.0, 1.0, 2.5, 4.0, 8.0]), min_size=4, max_size=4),
 )
 def test_every_take_keeps_the_preemptor_at_or_below_the_victim_and_none_comes_back(
     weights: list[float],
     runs: list[tuple[int, int, int, bool]],
     need: int,
     me: int,
+    pasts: list[float] | None,
 ) -> None:
-    """Over random queue states: each victim's queue ends at or above the preemptor's share,
-    and replanning right after (the victims gone, the preemptor running) lets no victim queue
+    """Over random queue states, with or without decayed past use: each victim's queue ends
+    at or above the preemptor's share, was above it in the order's share before, and
+    replanning right after (the victims gone, the preemptor running) lets no victim queue
     take anything back from the preemptor's."""
     total = 16.0
     names = [f"q{i}" for i in range(len(weights))]
     me %= len(names)
-    states = {n: _state(n, w, total) for n, w in zip(names, weights, strict=True)}
+    states = {
+        n: _state(n, w, total, None if pasts is None else pasts[i])
+        for i, (n, w) in enumerate(zip(names, weights, strict=True))
+    }
     pool: list[tuple[str, Running]] = []
     usage = dict.fromkeys(names, Capacity())
     for k, (q, cpus, priority, preemptible) in enumerate(runs):
@@ -265,7 +294,9 @@ def test_every_take_keeps_the_preemptor_at_or_below_the_victim_and_none_comes_ba
     for victim in chosen:
         after[victim.queue] = after[victim.queue] - victim.run.request
     mine_share = fairpreempt.share_of(states[mine], after[mine])
+    mine_order = fairpreempt.order_share_of(states[mine], usage[mine])
     for victim in chosen:
+        assert fairpreempt.order_share_of(states[victim.queue], usage[victim.queue]) > mine_order
         assert victim.shares is not None
         assert mine_share <= fairpreempt.share_of(states[victim.queue], after[victim.queue])
     # Replan: the preemptor runs, its victims are gone; each victim queue's head, whatever
