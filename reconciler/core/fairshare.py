@@ -12,8 +12,9 @@ queue's next pick goes first and how much each queue may take:
 - Picks within nominal go first; then the queue with the lowest weighted dominant share of
   what it borrows before its pick, the share counting the pick breaking ties
   (`quotas.dominant_share`: max over cpu, gpu, memory of
-  usage above nominal, plus its decayed past use above nominal when given (core/usage.py),
-  / what the queues can lend, divided by weight). Shares are recomputed
+  its decayed past use above nominal when given (core/usage.py), plus its usage above
+  nominal now (at `CURRENT_USE_WEIGHT` beside a past, in full without one), / what the
+  queues can lend, divided by weight). Shares are recomputed
   after every admission, so one pass can never hand a queue more than its turn (kueue #9345).
 - A queue's blocked head stops only that queue (kueue #4809); a budget is per resource, and a
   task that needs none of a blocked resource does not see it (kueue #8309).
