@@ -119,6 +119,18 @@ def _no_wider(run: Capacity, request: Capacity) -> bool:
     return all(of(run, r) <= of(request, r) + EPS for r in RESOURCES)
 
 
+def _above(
+    states: Mapping[str, QueueState], usage: Mapping[str, Capacity], own: str, side: str
+) -> bool:
+    """Only a branch above the preemptor's in share loses runs to it: by the rule's share
+    (today's use in full), and by the order's too, or the take goes to a queue the order
+    counts as better served (a lower past use)."""
+    return all(
+        share(states[side], usage[side]) > share(states[own], usage[own]) + _MARGIN
+        for share in (share_of, order_share_of)
+    )
+
+
 def choose(
     preemptor: Preemptor,
     queue: str,
@@ -140,6 +152,7 @@ def choose(
     # (victim's queue, run, the preemptor's side, the victim's side, the victim's path below
     # where they meet)
     candidates: list[tuple[str, Running, str, str, list[str]]] = []
+    above: dict[tuple[str, str], bool] = {}  # by (own, side): the same for all their runs
     for where, run in pool:
         if where == queue or run.name == preemptor.name or not takes_part(states, where):
             continue
@@ -153,13 +166,10 @@ def choose(
             continue
         if not _no_wider(run.request, request):
             continue  # what it frees beyond the head's need would go to others: no trade
-        if share_of(states[side], usage[side]) <= share_of(states[own], usage[own]) + _MARGIN:
-            continue  # only a branch above it in share loses runs to it
-        if (
-            order_share_of(states[side], usage[side])
-            <= order_share_of(states[own], usage[own]) + _MARGIN
-        ):
-            continue  # nor one the order counts as less served (a lower past use)
+        if (own, side) not in above:
+            above[own, side] = _above(states, usage, own, side)
+        if not above[own, side]:
+            continue
         path = chain(states, where)
         candidates.append((where, run, own, side, path[: path.index(side) + 1]))
     # Lowest priority first; in a tree, then the runs of the victim's branch's most-served

@@ -15,13 +15,13 @@ history: the first week's load decides where the teams stand.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 
 from reconciler.core.quotas import CURRENT_USE_WEIGHT
-from reconciler.core.usage import tau
+from reconciler.core.usage import advance, mean_rate
 from reconciler.sim.engine import JobRecord
 from reconciler.sim.teams import delivered, jain, sweep, team_name, team_of
+from specs.cluster import Capacity
 
 STEP = 600.0
 """Seconds per integration step: one closes under 1 % of the gap between a mean and what is
@@ -51,7 +51,8 @@ def water_fill(means: Sequence[float], weights: Sequence[float], a: float) -> li
 
 
 class Fluid:
-    """The model's state, advanced in time: each team's decayed usage, in cluster-seconds."""
+    """The model's state, advanced in time: each team's decayed usage, in cluster-seconds (the
+    planner's arithmetic, `core/usage.py`, on shares of the cluster as CPUs)."""
 
     def __init__(
         self,
@@ -62,11 +63,11 @@ class Fluid:
         a: float,
     ) -> None:
         self.weights, self.half_life, self.a, self.at = list(weights), half_life, a, at
-        self.usage = [m * tau(half_life) * _tracked(at, half_life) for m in means]
+        per = _mean(1.0, half_life, at)  # the mean one unit of decayed usage stands for
+        self.usage = [m / per if per > 0 else 0.0 for m in means]
 
     def means(self) -> list[float]:
-        kept = tau(self.half_life) * _tracked(self.at, self.half_life)
-        return [u / kept if kept > 0 else 0.0 for u in self.usage]
+        return [_mean(u, self.half_life, self.at) for u in self.usage]
 
     def held(self) -> list[float]:
         return water_fill(self.means(), self.weights, self.a)
@@ -74,16 +75,18 @@ class Fluid:
     def advance(self, until: float) -> None:
         while self.at < until:
             dt = min(STEP, until - self.at)
-            x = self.held()
-            keep = 2.0 ** (-dt / self.half_life)
-            gain = tau(self.half_life) * (1.0 - keep)
-            self.usage = [u * keep + xi * gain for u, xi in zip(self.usage, x, strict=True)]
+            pairs = zip(self.usage, self.held(), strict=True)
+            self.usage = [_advance(u, x, dt, self.half_life) for u, x in pairs]
             self.at += dt
 
 
-def _tracked(at: float, half_life: float) -> float:
-    """The bias correction's factor after `at` seconds of tracking (it began at 0)."""
-    return 1.0 - math.pow(2.0, -at / half_life)
+def _advance(u: float, rate: float, seconds: float, half_life: float) -> float:
+    return advance(Capacity(u), Capacity(rate), seconds, half_life).cpu
+
+
+def _mean(u: float, half_life: float, tracked: float) -> float:
+    """The bias-corrected mean of decayed usage `u` after `tracked` seconds (from 0)."""
+    return mean_rate(Capacity(u), half_life, tracked).cpu
 
 
 def means_at(
@@ -102,16 +105,11 @@ def means_at(
         if start >= at:
             break
         dt = min(span, at - start)
-        keep = 2.0 ** (-dt / half_life)
-        gain = tau(half_life) * (1.0 - keep)
-        for t in names:
-            usage[t] = usage[t] * keep + held[t] / capacity * gain
+        usage = {t: _advance(u, held[t] / capacity, dt, half_life) for t, u in usage.items()}
         end = start + dt
-    if end < at:  # nothing held from `end` to `at`: it only decays
-        keep = 2.0 ** (-(at - end) / half_life)
-        usage = {t: u * keep for t, u in usage.items()}
-    kept = tau(half_life) * _tracked(at, half_life)
-    return [usage[t] / kept if kept > 0 else 0.0 for t in names]
+    # nothing held from `end` to `at`: it only decays
+    usage = {t: _advance(u, 0.0, at - end, half_life) for t, u in usage.items()}
+    return [_mean(usage[t], half_life, at) for t in names]
 
 
 def expected_late(
