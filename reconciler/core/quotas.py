@@ -178,7 +178,7 @@ CURRENT_USE_WEIGHT = 0.05
 is an integral of what was held; today's use beside it at full weight is a proportional term
 that leaves a standing error of about one start (16 CPUs, two 8-CPU slots, weights 1:3: the
 weight-3 queue settles at (12 - 2a) / 16, 0.624 at a = 1, 0.744 at 0.05; docs/scheduling.md,
-"Fair share over time"). Small but not 0: within one pass the mean does not move, and without
+"The share formula"). Small but not 0: within one pass the mean does not move, and without
 it every start of the pass would go to the same queue. Kueue's entry penalty plays this part."""
 
 

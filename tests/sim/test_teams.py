@@ -244,7 +244,7 @@ def test_narrow_work_is_shared_by_weight_over_the_contended_time(half_life: floa
     # What "over time each queue's use follows its weight" rests on: two saturated teams of
     # 1-CPU tasks of mixed lengths, weights 1:3, no nominal quota. Each task is 1/16 of the
     # cluster, so no start waits for room to drain (the wide-task case, where the weight-3
-    # team falls short, is measured in docs/scheduling.md, "Thirteenth pass").
+    # team falls short, is measured in docs/fairshare-history.md, "Thirteenth pass").
     from reconciler.sim.runs import Teams, run
     from specs.settings import PlanOptions
 
@@ -276,3 +276,21 @@ def test_half_cluster_tasks_are_shared_by_weight_with_decay() -> None:
     assert got["team-0"] == pytest.approx((4 + 2 * CURRENT_USE_WEIGHT) / 16, abs=0.01)
     assert got["team-0"] == pytest.approx(0.25, rel=0.05)
     assert got["team-1"] == pytest.approx(0.75, rel=0.05)
+
+
+def test_without_decay_half_cluster_tasks_are_shared_one_to_one_whatever_the_weights() -> None:
+    # Why the goal needs decay (docs/scheduling.md, "Why not without decay"): with only
+    # today's use, the queue whose 8-CPU task just ended holds nothing, so its share is 0
+    # whatever its weight and it takes the freed slot back. The cluster stays 8 + 8 and
+    # weights 1:3 come out 1:1.
+    from reconciler.sim.runs import Teams, run
+    from specs.settings import PlanOptions
+
+    lengths = [600.0 + 300.0 * ((7 * i) % 11) for i in range(480)]
+    workload = split([Job(f"j{i}", 0.0, run, 8, 0, 0) for i, run in enumerate(lengths)], 2)
+    teams = Teams(2, (1.0, 3.0), quota=False, half_life=None)
+    metrics = run((workload, "backfill", 16, teams, PlanOptions(), None))
+    got = metrics.delivered["contended_shares"]
+    assert metrics.contended_seconds > 8 * 3600
+    assert got["team-0"] == pytest.approx(0.5, abs=0.02)
+    assert got["team-1"] == pytest.approx(0.5, abs=0.02)

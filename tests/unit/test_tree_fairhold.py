@@ -1,4 +1,4 @@
-"""The eighth pass's rule (issue 30, docs/scheduling.md "Eighth pass") on nested queues: a
+"""The eighth pass's rule (issue 30, docs/fairshare-history.md "Eighth pass") on nested queues: a
 tree of 2 teams x 2 users, pure sharing (no nominal quotas; the default queue lends the
 cluster), backfill. (1) the least-served queue whose head cannot start starts its own smaller
 task past it, and (2) the others pass the room held for that head only with what fits beside
