@@ -117,11 +117,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.user_weights is not None:
         print("--user-weights goes with --tree")
         return 2
+    if args.team_load is not None and args.teams <= 0:
+        print("--team-load goes with --teams or --tree")
+        return 2
     teams: Teams | None = None
     if args.teams > 0:
         weights = tuple(args.weights or [1.0] * args.teams)
         if len(weights) != args.teams:
             print(f"--weights gives {len(weights)} weights for {args.teams} teams")
+            return 2
+        if args.team_load is not None and len(args.team_load) != args.teams:
+            print(f"--team-load gives {len(args.team_load)} parts for {args.teams} teams")
             return 2
         users = args.tree[1] if args.tree is not None else 0
         user_weights = tuple(args.user_weights or [1.0] * users)
@@ -139,9 +145,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.fair_preemption,
         )
         if users:
-            loads = {n: team_split.split_tree(jobs, args.teams, users) for n, jobs in loads.items()}
+            loads = {
+                n: team_split.split_tree(jobs, args.teams, users, args.team_load)
+                for n, jobs in loads.items()
+            }
         else:
-            loads = {name: team_split.split(jobs, args.teams) for name, jobs in loads.items()}
+            loads = {
+                name: team_split.split(jobs, args.teams, args.team_load)
+                for name, jobs in loads.items()
+            }
         if args.idle_team_until is not None:
             idle = team_split.team_name(0)
             loads = {

@@ -77,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="fair-sharing weight per team (default all 1)",
     )
     p.add_argument(
+        "--team-load",
+        type=_weights,
+        default=None,
+        metavar="L1,L2,...",
+        help="each team's part of the jobs (default equal: job i to team i mod N); the weights, "
+        "for every team to offer the same multiple of its weight's share",
+    )
+    p.add_argument(
         "--tree",
         type=_tree,
         default=None,

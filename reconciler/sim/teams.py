@@ -1,10 +1,12 @@
 """Teams in the simulator: split a workload over team folders, give each a queue, and measure
 how fairly the cluster was shared.
 
-Job i goes to team i mod N (folder `team-<k>/`). Each team's nominal quota is an equal split of
-the cluster, lending and borrowing are unlimited, and each team has its own weight. With a tree
-(`--tree 4x2`, nested queues), each team is divided into users (`team-<k>/user-<j>/`, job i to
-user (i div N) mod U), sub-queues with an equal split of their team's quota and their own weights.
+Job i goes to team i mod N (folder `team-<k>/`), or with `--team-load` to the teams in those
+proportions (`team_indices`). Each team's nominal quota is an equal split of the cluster,
+lending and borrowing are unlimited, and each team has its own weight. With a tree (`--tree 4x2`,
+nested queues), each team is divided into users (`team-<k>/user-<j>/`: a team's n-th job to user
+n mod U; with equal loads, job i to user (i div N) mod U), sub-queues with an equal split of
+their team's quota and their own weights.
 """
 
 from __future__ import annotations
@@ -39,12 +41,32 @@ def user_of(job_name: str) -> str:
     return "/".join(job_name.split("/", 2)[:2])
 
 
-def split_tree(workload: Sequence[Job], teams: int, users: int) -> list[Job]:
-    """Job i to team i mod `teams`, and within it to user (i div `teams`) mod `users`."""
-    return [
-        replace(job, name=f"{user_name(i % teams, (i // teams) % users)}/{job.name}")
-        for i, job in enumerate(workload)
-    ]
+def team_indices(jobs: int, teams: int, loads: Sequence[float] | None = None) -> list[int]:
+    """The team of each of `jobs` jobs in workload order. Each job goes to the team furthest
+    behind its part of the jobs (the lowest (count + 1) / load; the lowest index on a tie): with
+    equal loads that is team i mod `teams`; with loads 1,1,1,3 the fourth team gets every other
+    job, spread evenly, so that each team's jobs are a like sample of the workload."""
+    parts = list(loads) if loads is not None else [1.0] * teams
+    counts = [0] * teams
+    out: list[int] = []
+    for _ in range(jobs):
+        team = min(range(teams), key=lambda k: ((counts[k] + 1) / parts[k], k))
+        counts[team] += 1
+        out.append(team)
+    return out
+
+
+def split_tree(
+    workload: Sequence[Job], teams: int, users: int, loads: Sequence[float] | None = None
+) -> list[Job]:
+    """Jobs to teams as `split`, and a team's n-th job to its user n mod `users` (with equal
+    loads: job i to user (i div `teams`) mod `users`)."""
+    counts = [0] * teams
+    out = []
+    for job, team in zip(workload, team_indices(len(workload), teams, loads), strict=True):
+        out.append(replace(job, name=f"{user_name(team, counts[team] % users)}/{job.name}"))
+        counts[team] += 1
+    return out
 
 
 def divide(config: QueueConfig, users: int, user_weights: Sequence[float]) -> QueueConfig:
@@ -78,10 +100,12 @@ def user_weight_shares(
     }
 
 
-def split(workload: Sequence[Job], teams: int) -> list[Job]:
-    """Job i (in workload order) to team i mod `teams`."""
+def split(workload: Sequence[Job], teams: int, loads: Sequence[float] | None = None) -> list[Job]:
+    """Job i (in workload order) to team i mod `teams`; with `loads`, to the teams in those
+    proportions (`team_indices`)."""
     return [
-        replace(job, name=f"{team_name(i % teams)}/{job.name}") for i, job in enumerate(workload)
+        replace(job, name=f"{team_name(team)}/{job.name}")
+        for job, team in zip(workload, team_indices(len(workload), teams, loads), strict=True)
     ]
 
 

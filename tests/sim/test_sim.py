@@ -208,6 +208,17 @@ def test_timeout_factor_sets_the_declared_bounds(capsys: pytest.CaptureFixture[s
     capsys.readouterr()
 
 
+def test_team_load_is_checked_against_the_teams(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--workload", "synthetic", "--jobs", "20", "--policies", "backfill"]
+    assert main([*args, "--team-load", "1,3"]) == 2
+    assert "--team-load goes with --teams or --tree" in capsys.readouterr().out
+    assert main([*args, "--teams", "3", "--team-load", "1,3"]) == 2
+    assert "--team-load gives 2 parts for 3 teams" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main([*args, "--teams", "2", "--team-load", "1,0"])
+    assert "weights must be > 0" in capsys.readouterr().err
+
+
 def test_missing_trace_is_reported(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["--workload", "lublin", "--trace", str(tmp_path / "none.swf")]) == 2
     assert "no trace at" in capsys.readouterr().out
