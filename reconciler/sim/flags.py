@@ -81,8 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_weights,
         default=None,
         metavar="L1,L2,...",
-        help="each team's part of the jobs (default equal: job i to team i mod N); the weights, "
-        "for every team to offer the same multiple of its weight's share",
+        help="each team's part of the offered CPU-hours: each job to the team furthest behind "
+        "its part (default: job i to team i mod N). The weights make every team offer the same "
+        "multiple of its weight's share",
     )
     p.add_argument(
         "--tree",

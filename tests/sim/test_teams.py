@@ -136,19 +136,29 @@ def test_reclaim_measures_borrowing_after_the_return() -> None:
     assert late.borrowed_meanwhile == 8 and late.regained_at == 200
 
 
-def test_team_load_splits_jobs_in_its_proportions_and_equal_loads_keep_i_mod_n() -> None:
+def test_team_load_splits_the_offered_work_in_its_proportions_without_sorting_by_size() -> None:
     from reconciler.sim.teams import team_indices
 
-    assert team_indices(103, 4, [2, 2, 2, 2]) == team_indices(103, 4) == [i % 4 for i in range(103)]
-    order = team_indices(600, 4, [1, 1, 1, 3])
-    assert [order.count(k) for k in range(4)] == [100, 100, 100, 300]
-    # spread evenly, not in blocks: every run of 6 jobs holds each team in proportion
-    for at in range(0, 600, 6):
-        window = order[at : at + 6]
-        assert [window.count(k) for k in range(4)] == [1, 1, 1, 3]
-    jobs = [job(f"j{i}", i, 1) for i in range(6)]
-    assert [j.name.split("/")[0] for j in split(jobs, 2, [1, 2])] == [
-        "team-1", "team-0", "team-1", "team-1", "team-0", "team-1",
+    jobs = [job(f"j{i}", i, 1) for i in range(103)]
+    assert (
+        team_indices(jobs, 4, [2, 2, 2, 2]) == team_indices(jobs, 4) == [i % 4 for i in range(103)]
+    )
+    # heavy-tailed work: a team's share of it stays within one job of its part
+    sized = [job(f"j{i}", i, 1 + (i * 37) % 11 + (40 if i % 97 == 0 else 0)) for i in range(2000)]
+    order = team_indices(sized, 4, [1, 1, 1, 3])
+    total = sum(j.cpu * j.run for j in sized)
+    biggest = max(j.cpu * j.run for j in sized)
+    for team, part in enumerate([1 / 6, 1 / 6, 1 / 6, 1 / 2]):
+        got = sum(j.cpu * j.run for j, t in zip(sized, order, strict=True) if t == team)
+        assert abs(got - part * total) <= biggest
+    # the choice does not look at the job: the largest part does not get the largest jobs
+    mean = [
+        sum(j.cpu for j, t in zip(sized, order, strict=True) if t == k) / order.count(k)
+        for k in range(4)
+    ]
+    assert max(mean) / min(mean) < 1.2
+    assert [j.name.split("/")[0] for j in split(jobs[:4], 2, [1, 3])] == [
+        "team-0", "team-1", "team-1", "team-1",
     ]  # fmt: skip
 
 
@@ -164,8 +174,8 @@ def test_a_tree_splits_jobs_over_teams_then_users_and_divides_each_team() -> Non
     # with loads, a team's n-th job goes to its user n mod U
     loaded = [user_of(j.name) for j in split_tree(jobs, 2, 2, [1, 3])]
     assert loaded == [
-        "team-1/user-0", "team-1/user-1", "team-0/user-0", "team-1/user-0",
-        "team-1/user-1", "team-1/user-0", "team-0/user-1", "team-1/user-1",
+        "team-0/user-0", "team-1/user-0", "team-1/user-1", "team-1/user-0",
+        "team-0/user-1", "team-1/user-1", "team-1/user-0", "team-1/user-1",
     ]  # fmt: skip
     config = divide(team_config(2, (1, 3), 16, 2**30), 2, (1, 3))
     assert config.parent_of("team-1/user-1") == "team-1"
