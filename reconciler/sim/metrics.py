@@ -63,6 +63,9 @@ class Metrics:
     # With teams: per team, the waits of all and of the widest tasks, and how often its own
     # later tasks passed a wide one (reconciler.sim.widewaits.WideWaits, as a dict).
     wide_waits: dict[str, object] | None = None
+    # With teams: per team, the load it offers as a multiple of its weight's share
+    # (reconciler.sim.teams.offered).
+    offered: dict[str, float] | None = None
 
     def to_json(self) -> dict[str, object]:
         data = asdict(self)

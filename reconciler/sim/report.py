@@ -22,6 +22,11 @@ def _team_lines(rows: Sequence[Metrics]) -> list[str]:
             f"contended {duration(m.contended_seconds or 0)}; utilization {m.utilization:.1%}; "
             f"lost {m.lost_cpu_hours:.1f} CPU-hours ({m.preemptions} preemptions)"
         )
+        if m.offered is not None:
+            lines.append(
+                "  offered load, times its weight's share: "
+                + " / ".join(f"{v:.2f}" for v in m.offered.values())
+            )
         if m.delivered is not None:
             d = m.delivered
             run = d["run_shares"]

@@ -114,6 +114,7 @@ def run(job: Run) -> Metrics:
         contended_seconds=fair.contended_seconds,
         delivered=asdict(team_split.delivered(result.records, teams.count, teams.weights)),
         wide_waits=asdict(wide_waits(result.records, team_split.team_of)),
+        offered=team_split.offered(workload, teams.count, teams.weights, capacity),
     )
     if teams.users:
         due = team_split.user_weight_shares(

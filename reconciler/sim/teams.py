@@ -63,6 +63,26 @@ def team_indices(
     return out
 
 
+def offered(
+    workload: Sequence[Job], teams: int, weights: Sequence[float], capacity: float
+) -> dict[str, float]:
+    """Per team, the load it offers (its CPU-seconds over the capacity times the workload's
+    arrival span) as a multiple of its weight's share of the cluster: above 1 it is saturated,
+    and the nearer 1 the sooner its queue runs dry."""
+    names = [team_name(k) for k in range(teams)]
+    if len(workload) < 2:
+        return dict.fromkeys(names, 0.0)
+    span = max(j.arrival for j in workload) - min(j.arrival for j in workload)
+    work = dict.fromkeys(names, 0.0)
+    for job in workload:
+        work[team_of(job.name)] += job.cpu * job.run
+    if span <= 0:
+        return dict.fromkeys(names, 0.0)
+    return {
+        t: work[t] / (capacity * span) / (weights[k] / sum(weights)) for k, t in enumerate(names)
+    }
+
+
 def split_tree(
     workload: Sequence[Job], teams: int, users: int, loads: Sequence[float] | None = None
 ) -> list[Job]:

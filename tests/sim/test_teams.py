@@ -162,6 +162,16 @@ def test_team_load_splits_the_offered_work_in_its_proportions_without_sorting_by
     ]  # fmt: skip
 
 
+def test_offered_is_each_teams_load_against_its_weights_share() -> None:
+    from reconciler.sim.teams import offered
+
+    # arrivals span 10 s on 4 CPUs (40 CPU-s); each job runs 10 s
+    jobs = [job("team-0/a", 0, 2), job("team-1/b", 5, 4), job("team-1/c", 10, 4)]
+    got = offered(jobs, 2, (1, 3), 4)
+    assert got["team-0"] == pytest.approx(20 / 40 / 0.25)
+    assert got["team-1"] == pytest.approx(80 / 40 / 0.75)
+
+
 def test_a_tree_splits_jobs_over_teams_then_users_and_divides_each_team() -> None:
     from reconciler.sim.teams import divide, split_tree, user_of, user_weight_shares
 
