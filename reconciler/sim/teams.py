@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from reconciler.sim.engine import JobRecord
-from reconciler.sim.workload import Job
+from reconciler.sim.workload import Job, offered_load
 from specs.queues import (
     DEFAULT_HALF_LIFE,
     LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
@@ -66,21 +66,15 @@ def team_indices(
 def offered(
     workload: Sequence[Job], teams: int, weights: Sequence[float], capacity: float
 ) -> dict[str, float]:
-    """Per team, the load it offers (its CPU-seconds over the capacity times the workload's
-    arrival span) as a multiple of its weight's share of the cluster: above 1 it is saturated,
-    and the nearer 1 the sooner its queue runs dry."""
-    names = [team_name(k) for k in range(teams)]
-    if len(workload) < 2:
-        return dict.fromkeys(names, 0.0)
-    span = max(j.arrival for j in workload) - min(j.arrival for j in workload)
-    work = dict.fromkeys(names, 0.0)
+    """Per team, its part of the workload's offered load (`workload.offered_load`) as a multiple
+    of its weight's share of the cluster: above 1 it is saturated, and the nearer 1 the sooner
+    its queue runs dry."""
+    load = offered_load(list(workload), capacity)
+    work = {team_name(k): 0.0 for k in range(teams)}
     for job in workload:
         work[team_of(job.name)] += job.cpu * job.run
-    if span <= 0:
-        return dict.fromkeys(names, 0.0)
-    return {
-        t: work[t] / (capacity * span) / (weights[k] / sum(weights)) for k, t in enumerate(names)
-    }
+    total = sum(work.values()) or 1.0
+    return {t: load * work[t] / total / (weights[k] / sum(weights)) for k, t in enumerate(work)}
 
 
 def split_tree(
