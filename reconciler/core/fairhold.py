@@ -36,18 +36,36 @@ class QueueState:
 
 @dataclass(frozen=True)
 class OwnTest:
-    """One look of the least-served queue's own walk (`fairshare._own_first`) at the tasks
-    past those it was given: a task there would start if it borrows (its request on top of
-    `usage` exceeds `nominal`) and fits `budget`; the walk reads at most `more` of them (None:
-    all)."""
+    """One look of the least-served queue's own walk (`fairshare._own_first`) past its blocked
+    head: a later task starts if it borrows (its request on top of `usage` exceeds `nominal`),
+    fits `budget`, and does not push back the start held for the head (`hold`, at `now`).
+    The caller also runs it on the tasks past those it was given (`FairAdmission.unread`);
+    the walk reads at most `more` of them (None: all)."""
 
     budget: Capacity
     usage: Capacity
     nominal: Capacity
     more: int | None
+    hold: HeldRoom | None = None
+    now: float = 0.0
 
-    def passes(self, request: Capacity) -> bool:
-        return request.fits_in(self.budget) and not (self.usage + request).fits_in(self.nominal)
+    def passes(self, candidate: Candidate) -> bool:
+        request = candidate.request
+        if not request.fits_in(self.budget) or (self.usage + request).fits_in(self.nominal):
+            return False
+        return self.hold is None or self.hold.lets_past(candidate) or self._ends_before(candidate)
+
+    def until(self, candidate: Candidate) -> float:
+        """The latest `now` at which a task that passes still does: one let past only because
+        it ends, by its timeout, before the head's reserved start, not once it would not."""
+        if self.hold is None or self.hold.lets_past(candidate):
+            return math.inf
+        assert self.hold.shadow is not None
+        return self.hold.shadow - candidate.timeout_seconds
+
+    def _ends_before(self, candidate: Candidate) -> bool:
+        timeout, shadow = candidate.timeout_seconds, self.hold.shadow if self.hold else None
+        return shadow is not None and timeout > 0 and self.now + timeout <= shadow
 
 
 @dataclass
@@ -101,8 +119,8 @@ class HeldRoom:
         ends, by its timeout, before that start is held back too: timeouts bound runs from
         above, so the reserved start is late and the least-served queue's own runs end early;
         what was let in then pushed its head back (docs/fairshare-history.md, "Eighth pass"). The
-        room this keeps idle, the least-served queue's own smaller tasks take first
-        (`fairshare._own_first`)."""
+        room this keeps idle, the least-served queue's own smaller tasks take first when they
+        fit beside the head or end before its reserved start (`fairshare._own_first`)."""
         if fits_needed(candidate.request, self.spare):
             return True
         return self.extra is not None and fits_needed(candidate.request, self.extra)

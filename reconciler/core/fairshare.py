@@ -220,18 +220,29 @@ class _Pass:
 
     def _own_first(self, queue: QueueNode, budget: Capacity) -> Candidate | None:
         """Under backfill, the least-served queue whose head cannot start starts its own next
-        task that fits now, even past its head's own reservation: while its wide head waits
-        for room, the queue behind in share would otherwise hold nothing (the room drains idle
-        or goes to the queues ahead of it), and the share it is owed is lost for good. Its head
-        is held for once none of its own tasks fits (`_reservation_for`)."""
+        task that fits now, judged against the room the cluster holds for that head
+        (`_held_room`, which the others may not borrow): its own backfill reserves within
+        its quota view, where only its own runs ending free room, so it finds a late start or
+        none and lets nothing past. While its wide head waits, the queue behind in share would
+        otherwise hold nothing (the room drains idle or goes to the queues ahead of it), and
+        the share it is owed is lost for good. As EASY backfill: the task fits
+        beside the head (now or at its reserved start) or ends, by its timeout, before that
+        start (`OwnTest.passes`), so the queue's own narrow work never pushes its wide head
+        back (issue 30, session 15)."""
         if queue.policy is not policies.backfill:
             return None
         seen = queue.remaining if self.bound is None else queue.remaining[: self.bound + 1]
         more = None if self.bound is None else self.bound + 1 - len(seen)
-        # within its nominal quota, the queue's own backfill order stands (OwnTest.passes)
-        test = OwnTest(budget, queue.usage, queue.quota.nominal, more)
+        # within its nominal quota, the queue's own backfill order stands (OwnTest.passes).
+        # The room held for its head, whether or not the others are held back for it: its own
+        # runs count in its usage, so once one starts the head may no longer fit what its
+        # quota gives once lent (`_reservation_for`), yet that run ends and the head's turn
+        # comes; a later run of its own must not push it back either way.
+        hold = self._held_room(queue, seen[0])
+        test = OwnTest(budget, queue.usage, queue.quota.nominal, more, hold, self.now)
         for candidate in seen[1:]:
-            if test.passes(candidate.request):
+            if test.passes(candidate):
+                self.result.until = min(self.result.until, test.until(candidate))
                 return candidate
         if queue.cut and len(seen) == len(queue.remaining):
             # Given only its head: a task past what was given might start. The caller tests
@@ -348,8 +359,11 @@ class _Pass:
                 ):
                     self.reserved_by[queue.quota.name] = reservation
                     continue
-                # A preemptor whose victims are gone goes first: the room they left is its.
-                key = (not reserved, *self._order(queue, candidate, borrows))
+                # A preemptor whose victims are gone goes first: the room they left is its;
+                # but a borrowing one after the picks within nominal (their quota is never
+                # held back, and reclaim would only stop it again).
+                order = self._order(queue, candidate, borrows)
+                key = (order[0], not reserved, *order[1:])
                 if best is None or key < best[0]:
                     best = (key, queue, candidate)
             self.result.held = reservation
@@ -414,6 +428,12 @@ class _Pass:
         free = pos(self.free)
         if head.request.fits_in(free) or not head.request.fits_in(self._room_once_lent(queue)):
             return None
+        return self._held_room(queue, head)
+
+    def _held_room(self, queue: QueueNode, head: Candidate) -> HeldRoom:
+        """What is left beside `head` now and, under backfill, at the earliest time it fits
+        the cluster with every claim held to its bound."""
+        free = pos(self.free)
         spare = free - head.request
         if self.reservation == BACKFILL_RESERVATION:
             booked = reserve(head.request, free, self.claims, self.now)

@@ -473,8 +473,8 @@ def _own_past(
     # Enough entries for `most` candidates: the unfit ones are skipped, as are those past
     # maxQueued (e[0]: no candidates)
     past = entries[head:] if most is None else entries[head : head + most + len(unfit)]
-    requests = [_candidate(result_of(e[4])).request for e in past if not e[0] and e[4] not in unfit]
-    return any(test.passes(request) for test in tests for request in requests[: test.more])
+    candidates = [_candidate(result_of(e[4])) for e in past if not e[0] and e[4] not in unfit]
+    return any(test.passes(c) for test in tests for c in candidates[: test.more])
 
 
 def _standing(

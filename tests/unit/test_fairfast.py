@@ -15,6 +15,11 @@ from benchmarks.planner_churn import World
 from reconciler.core import headadmission, planner
 from reconciler.core.planner import Observation
 from specs.cluster import RUNNING, SUCCEEDED, Capacity
+from specs.parse import parse_queue_config
+from specs.settings import PlanOptions
+from tests.support.busy_queue import start_all
+from tests.support.incremental_history import History
+from tests.support.planner_world import GIB
 
 
 def _walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -64,3 +69,49 @@ def test_a_full_cluster_team_pass_walks_the_heads_once(monkeypatch: pytest.Monke
         assert len(sizes) <= 1, sizes
         world.move(RUNNING)
         world.run_pass()
+
+
+PURE = """\
+apiVersion: rayqueue/v1
+kind: QueueConfig
+spec:
+  queues:
+    - name: team-a
+    - name: team-b
+"""
+
+
+@pytest.mark.parametrize("ends_before", [False, True])
+def test_the_hold_decides_whether_the_own_walk_reads_past_the_given_head(
+    monkeypatch: pytest.MonkeyPatch, ends_before: bool
+) -> None:
+    # Pure sharing on 8 CPUs: team-b runs 6 (they end by t+100), team-a (the least served)
+    # waits with an 8-CPU head and 30 later 1-CPU tasks that run 1000 s: each would push the
+    # head's start (t+100) back, so none starts, and the fast pass, given a head of a few,
+    # must not grow it to read them all (`OwnTest.passes` holds the hold). Its 31st, if it
+    # ends (by its 10 s timeout) before that start, starts: the fast pass reads that far.
+    history = History(
+        PlanOptions(queue_id="q", policy="backfill"),
+        parse_queue_config(PURE),
+        capacity=Capacity(8, 0, 64 * GIB),
+        every_field=True,
+    )
+    for i in range(6):
+        history.apply(("put", f"team-b/b{i}", {"cpu": 1, "timeoutSeconds": 100}))
+    history.run_pass()
+    start_all(history)
+    history.run_pass()
+    history.apply(("tick", 1))
+    history.apply(("put", "team-a/a00", {"cpu": 8}))
+    for i in range(1, 31):
+        history.apply(("put", f"team-a/a{i:02d}", {"cpu": 1, "timeoutSeconds": 1000}))
+    last = {"cpu": 1, "timeoutSeconds": 10 if ends_before else 1000}
+    history.apply(("put", "team-a/a31", last))
+    sizes = _walks(monkeypatch)
+    plan = history.run_pass()  # compared with plan() by History
+    assert history.memo.fast
+    assert [s.task for s in plan.submits] == (["team-a/a31"] if ends_before else [])
+    if ends_before:
+        assert len(sizes) > 1, sizes  # it read past the head it was first given
+    else:
+        assert len(sizes) == 1, sizes

@@ -421,17 +421,30 @@ def test_a_borrower_may_not_take_what_the_least_served_head_waits_for(
         assert "kept for a/wide" in held.message
 
 
+# a's later task: name, CPUs, timeout; whether it starts, and until when that answer holds
+OWN_LATER = [
+    ("a/short", 3, 50, True, 50.0),  # ends by t=50, before a/wide's start at t=100
+    ("a/beside", 2, 1000, True, math.inf),  # fits beside a/wide at t=100 (10 free, 8 needed)
+    ("a/long", 3, 1000, False, math.inf),  # would still hold 1 CPU of a/wide's at t=100
+    ("a/forever", 3, 0, False, math.inf),  # no timeout; 3 fit beside a/wide never
+]
+
+
+@pytest.mark.parametrize(("name", "size", "timeout", "starts", "until"), OWN_LATER)
 @pytest.mark.parametrize("least_served", [True, False])
-def test_the_least_served_queue_starts_its_own_smaller_task_past_its_blocked_head(
-    least_served: bool,
+def test_the_least_served_queue_backfills_its_own_tasks_past_its_blocked_head(
+    least_served: bool, name: str, size: float, timeout: float, starts: bool, until: float
 ) -> None:
     # Pure sharing (the default queue lends the cluster). b runs 10 CPUs: 4 end by t=100, then
-    # a/wide (8) fits with 2 to spare; 6 never end. a/small (3 CPUs, 1000 s) fits the 6 free
-    # now but would delay a/wide past t=100: a's own backfill alone keeps it back.
+    # a/wide (8) fits with 2 to spare; 6 never end. a's own backfill, which reserves within
+    # its quota view, lets none of its later tasks past a/wide. The least-served queue judges
+    # them against the room held for a/wide across queues instead (EASY backfill): one that
+    # ends before t=100 or fits beside a/wide then starts; one that would push a/wide back
+    # does not (it did before session 15).
     running = [fairshare.Claim(cpu(4), 100.0), fairshare.Claim(cpu(6), None)]
     b_task = task("b/more", cpu(3)) if least_served else task("b/wide", cpu(8))
     queues = [
-        Q("a", cpu(0), [task("a/wide", cpu(8)), task("a/small", cpu(3), 1000)], policy="backfill"),
+        Q("a", cpu(0), [task("a/wide", cpu(8)), task(name, cpu(size), timeout)], policy="backfill"),
         Q("b", cpu(0), [b_task], usage=cpu(10), policy="backfill"),
         Q("default", cpu(16)),
     ]
@@ -442,13 +455,15 @@ def test_the_least_served_queue_starts_its_own_smaller_task_past_its_blocked_hea
     result = admit(CLUSTER, cpu(6), demands, running, 0.0, 10, fairshare.BACKFILL_RESERVATION)
     assert "a/wide" not in result.start
     if least_served:
-        # a is behind: its own task takes the room rather than leaving it idle; b, ahead in
-        # share and without a timeout, may not take what a/wide waits for
-        assert result.start == ["a/small"]
+        assert result.start == ([name] if starts else [])
+        assert result.until == until
+        # b, ahead in share and without a timeout, may not take what a/wide waits for
         assert result.waiting["b/more"].reason == "WaitingBehindReservation"
     else:
         # a is ahead: its head's own reservation within the queue stands, as before
         assert result.start == []
+    if not result.start:
+        assert name in result.waiting
 
 
 @pytest.mark.parametrize(("extra", "b_starts"), [(0, False), (1, True)])
@@ -477,3 +492,23 @@ def test_backfill_hold_lets_a_borrower_past_only_beside_the_head(
     if not b_starts:
         assert result.waiting["b/short"].reason == "WaitingBehindReservation"
         assert "kept for a/wide" in result.waiting["b/short"].message
+
+
+@pytest.mark.parametrize("b_borrows", [True, False])
+def test_a_borrowing_preemptor_whose_victims_are_gone_goes_after_picks_within_nominal(
+    b_borrows: bool,
+) -> None:
+    # 3 CPUs free: room for a/x (2, within a's nominal) or b/pre (3, its victims gone), not
+    # both. The room its victims left is b/pre's, unless b/pre would borrow it while a/x is
+    # within its quota: nominal quota is never held back, and a/x's queue would reclaim it
+    # (tests/unit/test_guarantees.py, over arbitrary passes, found the pass that did).
+    queues = [
+        Q("a", cpu(8), [task("a/x", cpu(2))], usage=cpu(2)),
+        Q("b", cpu(4) if b_borrows else cpu(8), [task("b/pre", cpu(3))], usage=cpu(4)),
+        Q("default", cpu(4) if b_borrows else cpu(0)),
+    ]
+    demands = [q.demand() for q in queues]
+    free = cpu(3)
+    first = frozenset({"b/pre"})
+    result = admit(CLUSTER, free, demands, [], 0.0, 10, first=first)
+    assert result.start == (["a/x"] if b_borrows else ["b/pre"])

@@ -54,19 +54,26 @@ def run(demands: list[QueueDemand], running: list[Claim]) -> fairshare.FairAdmis
     return admit(CLUSTER, CLUSTER - used, demands, running, 0.0, 10, fairshare.BACKFILL_RESERVATION)
 
 
+@pytest.mark.parametrize(
+    ("timeout", "starts"),
+    [(50, True), (1000, False)],  # ends before the wide head's start at t=100, or after it
+)
 @pytest.mark.parametrize("least_served", [True, False])
-def test_the_least_served_users_own_smaller_task_starts_past_its_blocked_head(
-    least_served: bool,
+def test_the_least_served_users_own_smaller_task_backfills_past_its_blocked_head(
+    least_served: bool, timeout: float, starts: bool
 ) -> None:
     # team-b's user runs 10 CPUs: 4 end by t=100 (then team-a/x/wide, 8, fits), 6 never.
-    # team-a/x/small (3 CPUs, 1000 s) fits the 6 free now but would delay the wide head: its
-    # own backfill keeps it back. team-a is the least-served team and x its least-served user
-    # with work: (1) at both levels starts it; team-b's task may not take the held room.
+    # team-a/x/small (3 CPUs) fits the 6 free now; its own backfill, within its quota view,
+    # keeps it back. team-a is the least-served team and x its least-served user with work:
+    # (1) at both levels starts it if it ends before the wide head's start (EASY backfill
+    # against the room held across queues), not if it would push that start back; team-b's
+    # task may not take the held room either way.
     running = [Claim(cpu(4), 100.0), Claim(cpu(6), None)]
     b_task = task("team-b/x/more", 3) if least_served else task("team-b/x/wide", 8)
+    small = task("team-a/x/small", 3, timeout)
     demands = tree(
         {
-            "team-a/x": (0, [task("team-a/x/wide", 8), task("team-a/x/small", 3, 1000)]),
+            "team-a/x": (0, [task("team-a/x/wide", 8), small]),
             "team-b/x": (10, [b_task]),
         }
     )
@@ -76,7 +83,7 @@ def test_the_least_served_users_own_smaller_task_starts_past_its_blocked_head(
     result = run(demands, running)
     assert "team-a/x/wide" not in result.start
     if least_served:
-        assert result.start == ["team-a/x/small"]
+        assert result.start == (["team-a/x/small"] if starts else [])
         waiting = result.waiting["team-b/x/more"]
         assert waiting.reason == "WaitingBehindReservation"
         assert "kept for team-a/x/wide" in waiting.message
