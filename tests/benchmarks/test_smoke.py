@@ -75,7 +75,10 @@ def test_scale_through_serve_smoke(
     assert "rayqueue serve, idle" in capsys.readouterr().out
     row = json.loads(out.read_text())["served"][0]
     assert row["specs"] == 20 and row["jobs_running"] == 1  # the long task holds the head
-    assert row["idle_passes_per_s"] > 0 and row["idle_cpu_pct_of_core"] > 0
+    assert row["idle_passes_per_s"] > 0
+    # /proc counts CPU in 10 ms ticks, so an idle serve can read 0 over a short window (it did
+    # in CI): the idle figure is only bounded here; the work before it must have shown.
+    assert row["sidecars_written_cpu_s"] > 0 and 0 <= row["idle_cpu_pct_of_core"] < 100
     assert 0 < row["rss_mb"] <= row["peak_rss_mb"]
 
 
