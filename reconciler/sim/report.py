@@ -53,6 +53,17 @@ def _team_lines(rows: Sequence[Metrics]) -> list[str]:
                 + "; p95 wait "
                 + " / ".join(duration(float(v)) for v in waits.values())
             )
+            quantiles = d.get("wait_quantiles")
+            if isinstance(quantiles, dict) and quantiles:
+                lines.append(
+                    "  waits at "
+                    + " / ".join(next(iter(quantiles.values())))
+                    + ": "
+                    + "; ".join(
+                        f"{team} " + " / ".join(duration(float(v)) for v in q.values())
+                        for team, q in quantiles.items()
+                    )
+                )
         if m.wide_waits is not None:
             lines += _wide_lines(m.wide_waits)
         if m.users is not None:

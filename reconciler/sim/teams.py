@@ -395,11 +395,23 @@ class Delivered:
     # and the run not (docs/fairshare-history.md, "Ninth pass").
     started_shares: dict[str, float] = field(default_factory=dict)
     started_jain: float = 1.0
+    # Per team, its waits at each of WAIT_QUANTILES (seconds, keyed "p50" ...): the p95 alone
+    # can sit on a step of one team's waits and not of another's (scheduling.md, "Against the
+    # goal").
+    wait_quantiles: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+WAIT_QUANTILES = (0.5, 0.9, 0.95, 0.99)
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    # the same rank as the p95 waits have always been read at: index int(q * n) of the sorted
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
 def _p95(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] if ordered else 0.0
+    return _quantile(values, 0.95)
 
 
 def delivered(
@@ -488,6 +500,9 @@ def delivered_by(
         window_jain_mean=sum(window_jains) / len(window_jains) if window_jains else None,
         windows=len(window_jains),
         p95_wait={t: _p95(waits[t]) for t in names},
+        wait_quantiles={
+            t: {f"p{round(q * 100)}": _quantile(waits[t], q) for q in WAIT_QUANTILES} for t in names
+        },
         started_shares=shares(started),
         started_jain=weighted(started),
     )

@@ -29,6 +29,23 @@ def test_smoke_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert "utilization" in out and "longest wait" in out
 
 
+def test_a_team_run_reports_each_teams_wait_quantiles(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out_json = tmp_path / "out.json"
+    args = ["--workload", "synthetic", "--jobs", "60", "--processes", "1", "--load", "2"]
+    args += ["--teams", "2", "--policies", "backfill", "--json", str(out_json)]
+    assert main(args) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "waits at" in x)
+    assert line.strip().startswith("waits at p50 / p90 / p95 / p99: team-0 ")
+    (run,) = json.loads(out_json.read_text())["workloads"].values()
+    delivered = run["policies"]["backfill"]["delivered"]
+    for team, quantiles in delivered["wait_quantiles"].items():
+        assert list(quantiles) == ["p50", "p90", "p95", "p99"]
+        assert list(quantiles.values()) == sorted(quantiles.values())
+        assert quantiles["p95"] == delivered["p95_wait"][team]
+
+
 # The Lublin trace is data kept outside the repository; name it to run the trace tests.
 TRACE_ENV = "RAYQUEUE_SIM_TRACE"
 

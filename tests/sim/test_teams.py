@@ -86,6 +86,17 @@ def test_delivered_shares_over_the_run_the_contended_time_and_sliding_days() -> 
     assert equal.weighted_jain == pytest.approx(1 / (2 * (0.5**2 + 1.5**2) / 4))
 
 
+def test_each_teams_waits_are_read_at_the_median_p90_p95_and_p99() -> None:
+    """100 tasks for team-0 waiting 0..99 s; team-1's five wait 0 s but one 1,000 s. A team's
+    wait at quantile q is its waits' sorted value at index int(q x n), capped at the last."""
+    records = [record(f"team-0/t{i}", 0, i, i + 1, 1) for i in range(100)]
+    records += [record(f"team-1/t{i}", 0, 1000 if i == 4 else 0, 2000, 1) for i in range(5)]
+    got = delivered(records, 2, (1.0, 1.0)).wait_quantiles
+    assert got["team-0"] == {"p50": 50, "p90": 90, "p95": 95, "p99": 99}
+    assert got["team-1"] == {"p50": 0, "p90": 1000, "p95": 1000, "p99": 1000}
+    assert delivered(records, 2, (1.0, 1.0)).p95_wait == {"team-0": 95, "team-1": 1000}
+
+
 def test_runs_started_while_contended_count_whole_past_the_contended_time() -> None:
     """Issue 30, ninth pass: team-1 (weight 3) waits from 0 to 100 for room for a wide task
     while team-0 runs; it starts at 100, which empties its queue and ends the contended time.
