@@ -404,14 +404,11 @@ class Delivered:
 WAIT_QUANTILES = (0.5, 0.9, 0.95, 0.99)
 
 
-def _quantile(values: Sequence[float], q: float) -> float:
-    # the same rank as the p95 waits have always been read at: index int(q * n) of the sorted
+def rank_quantile(values: Sequence[float], q: float) -> float:
+    """The sorted values' entry at index int(q * n), capped at the last; 0 for none. The rank
+    every p95 wait in the simulator's team figures has been read at."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
-
-
-def _p95(values: Sequence[float]) -> float:
-    return _quantile(values, 0.95)
 
 
 def delivered(
@@ -499,9 +496,10 @@ def delivered_by(
         window_jain_min=min(window_jains) if window_jains else None,
         window_jain_mean=sum(window_jains) / len(window_jains) if window_jains else None,
         windows=len(window_jains),
-        p95_wait={t: _p95(waits[t]) for t in names},
+        p95_wait={t: rank_quantile(waits[t], 0.95) for t in names},
         wait_quantiles={
-            t: {f"p{round(q * 100)}": _quantile(waits[t], q) for q in WAIT_QUANTILES} for t in names
+            t: {f"p{round(q * 100)}": rank_quantile(waits[t], q) for q in WAIT_QUANTILES}
+            for t in names
         },
         started_shares=shares(started),
         started_jain=weighted(started),

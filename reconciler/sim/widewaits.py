@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from reconciler.sim.engine import JobRecord
+from reconciler.sim.teams import rank_quantile
 
 WIDE_FRACTION = 0.10
 
@@ -35,12 +36,6 @@ class WideWaits:
     wide_cpu: float  # a task asking for at least this many CPUs is wide
     teams: dict[str, TeamWaits]
     all: TeamWaits  # every team together (passes: within each team, summed)
-
-
-def _p95(values: Sequence[float]) -> float:
-    # the nearest rank, as teams.delivered's p95 waits
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] if ordered else 0.0
 
 
 def wide_threshold(records: Sequence[JobRecord], fraction: float = WIDE_FRACTION) -> float:
@@ -73,10 +68,10 @@ def _team(records: Sequence[JobRecord], wide_cpu: float, own: Sequence[JobRecord
     passed = [_passed_by(r, own) for r in wide] if own else []
     return TeamWaits(
         tasks=len(started),
-        p95=_p95(waits),
+        p95=rank_quantile(waits, 0.95),
         longest=max(waits, default=0.0),
         wide=len(wide),
-        wide_p95=_p95(wide_waits),
+        wide_p95=rank_quantile(wide_waits, 0.95),
         wide_longest=max(wide_waits, default=0.0),
         passes=sum(passed),
         wide_passed=sum(1 for p in passed if p),
