@@ -411,6 +411,11 @@ def rank_quantile(values: Sequence[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
+def _wait_quantiles(waits: Sequence[float]) -> dict[str, float]:
+    ordered = sorted(waits)  # once: rank_quantile re-sorting a sorted list is linear
+    return {f"p{round(q * 100)}": rank_quantile(ordered, q) for q in WAIT_QUANTILES}
+
+
 def delivered(
     records: Sequence[JobRecord],
     teams: int,
@@ -489,6 +494,7 @@ def delivered_by(
         if secs >= window / 2:
             window_jains.append(weighted(cpu))
     started = _started_while(records, spans, owner_of, names)
+    quantiles = {t: _wait_quantiles(waits[t]) for t in names}
     return Delivered(
         run_shares=shares(run),
         contended_shares=shares(contended),
@@ -496,11 +502,8 @@ def delivered_by(
         window_jain_min=min(window_jains) if window_jains else None,
         window_jain_mean=sum(window_jains) / len(window_jains) if window_jains else None,
         windows=len(window_jains),
-        p95_wait={t: rank_quantile(waits[t], 0.95) for t in names},
-        wait_quantiles={
-            t: {f"p{round(q * 100)}": rank_quantile(waits[t], q) for q in WAIT_QUANTILES}
-            for t in names
-        },
+        p95_wait={t: quantiles[t]["p95"] for t in names},
+        wait_quantiles=quantiles,
         started_shares=shares(started),
         started_jain=weighted(started),
     )
