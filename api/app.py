@@ -23,12 +23,12 @@ from api.ports import Loop, Observability
 from api.ratelimit import RateLimit, RateLimits
 from api.routes import cluster, config, docs, legacy, metrics, queues, tasks, ui
 from api.security import OriginCheck, TokenAuth, allowed_hosts, own_host_names
-from specs.access import TOKEN_ENV, Tokens, insecure_warning, load_tokens
 from specs.cluster import RayAdapter
-from specs.runtimepaths import RuntimePaths
-from specs.service import TaskService
-from specs.settings import Settings
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
+from specs.service.tasks import TaskService
+from specs.settings.process import Settings
+from specs.tenancy.access import TOKEN_ENV, Tokens, insecure_warning, load_tokens
+from specs.tenancy.runtimepaths import RuntimePaths
 
 log = logging.getLogger("rayqueue.api")
 

@@ -1,8 +1,9 @@
 """Authorization: which caller may write which task, and the audit line of every write.
 
-The caller (a specs.access.Principal) is what TokenAuth found in the request's bearer token;
+The caller (a specs.tenancy.access.Principal) is what TokenAuth found in the request's bearer token;
 without tokens configured, everyone is the anonymous admin (loopback only, see
-specs.access.exposure_problem). Names are checked after specs.store.validate_name, so `..`,
+specs.tenancy.access.exposure_problem). Names are checked after specs.folder.store.validate_name,
+so `..`,
 empty segments and URL-encoded tricks are refused as names before any prefix test, and the
 spec's path is resolved so a symlink cannot carry a team's write into another folder.
 """
@@ -18,11 +19,11 @@ from fastapi import Depends, Request
 
 from api.errors import ApiError, NotFound
 from api.security import PRINCIPAL_KEY
-from specs.access import ANONYMOUS, Principal, is_config
-from specs.policy import UNRESTRICTED, spec_violation, task_limit_violation
-from specs.runtimepaths import RuntimePaths
-from specs.service import Check, TaskService, WriterCheck
-from specs.taskrecords import Task
+from specs.service.tasks import Check, TaskService, WriterCheck
+from specs.task.records import Task
+from specs.tenancy.access import ANONYMOUS, Principal, is_config
+from specs.tenancy.policy import UNRESTRICTED, spec_violation, task_limit_violation
+from specs.tenancy.runtimepaths import RuntimePaths
 
 audit_log = logging.getLogger("rayqueue.audit")
 
@@ -62,7 +63,7 @@ def require_write(request: Request, principal: Principal, service: TaskService, 
 
 def spec_check(request: Request, principal: Principal) -> WriterCheck | None:
     """What `principal` may not put in a spec it writes: runtimeEnv local paths outside its
-    roots (specs/runtimepaths.py; 403 naming the field). None when confinement is off."""
+    roots (specs/tenancy/runtimepaths.py; 403 naming the field). None when confinement is off."""
     paths: RuntimePaths = request.app.state.runtime_paths
     return paths.writer_check(principal)
 

@@ -12,8 +12,8 @@ from fastapi import Depends, Header, Request
 from api.errors import ApiError, Unprocessable
 from api.ports import Loop
 from specs.cluster import RayAdapter
-from specs.service import TaskService
-from specs.settings import Settings
+from specs.service.tasks import TaskService
+from specs.settings.process import Settings
 
 JSON_TYPES = frozenset({"application/json", "application/merge-patch+json"})
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"})

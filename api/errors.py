@@ -14,8 +14,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from specs.cluster import JobNotFound, RayError, RayUnavailable
-from specs.parse import SpecError, SpecParseError
-from specs.service import (
+from specs.folder.store import FolderUnavailable, InvalidName
+from specs.service.tasks import (
     ConfigRejected,
     QueryError,
     SpecBroken,
@@ -23,8 +23,8 @@ from specs.service import (
     SpecRejected,
     TaskNotFound,
 )
-from specs.service import Conflict as EditConflict
-from specs.store import FolderUnavailable, InvalidName
+from specs.service.tasks import Conflict as EditConflict
+from specs.yamlio.parse import SpecError, SpecParseError
 
 log = logging.getLogger("rayqueue.api")
 

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 
 from api.middleware import ASGIApp, Message, Receive, Scope, Send
 from api.security import PRINCIPAL_KEY
-from specs.access import Principal
+from specs.tenancy.access import Principal
 
 audit_log = logging.getLogger("rayqueue.audit")
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from api.errors import ApiError
 from api.ports import Loop
-from specs.access import Principal
-from specs.service import Check, IdUser, TaskService
-from specs.taskrecords import Task
+from specs.service.tasks import Check, IdUser, TaskService
+from specs.task.records import Task
+from specs.tenancy.access import Principal
 
 
 def id_check(service: TaskService, caller: Principal, loop: Loop | None, queue_id: str) -> Check:

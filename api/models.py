@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-# Bounds that keep the written spec valid (see specs.models); the old API had none, but no
+# Bounds that keep the written spec valid (see specs.task.models); the old API had none, but no
 # cluster has a billion CPUs or an exabyte of memory.
 _MAX_UNITS = 1_000_000_000
 _MAX_MEMORY_GB = 2**30

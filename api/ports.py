@@ -52,7 +52,7 @@ class Wake(Protocol):
 
 
 class Loop(Protocol):
-    """A running reconcile loop (reconciler.shell.loop.Reconciler satisfies this)."""
+    """A running reconcile loop (reconciler.shell.loop.runner.Reconciler satisfies this)."""
 
     @property
     def state(self) -> LoopState: ...
@@ -65,7 +65,7 @@ class Loop(Protocol):
 
 
 class Exposition(Protocol):
-    """Prometheus text and its content type (reconciler.shell.metrics.Exposition)."""
+    """Prometheus text and its content type (reconciler.shell.ops.metrics.Exposition)."""
 
     @property
     def body(self) -> bytes: ...

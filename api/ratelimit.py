@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from api.middleware import ASGIApp, Receive, Scope, Send, send_json
 from api.security import PRINCIPAL_KEY
-from specs.access import Principal
+from specs.tenancy.access import Principal
 
 audit_log = logging.getLogger("rayqueue.audit")
 

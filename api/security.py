@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from urllib.parse import urlsplit
 
 from api.middleware import ASGIApp, Receive, Scope, Send, header, send_json
-from specs.access import Principal, Tokens
-from specs.settings import Settings
+from specs.settings.process import Settings
+from specs.tenancy.access import Principal, Tokens
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -167,7 +167,7 @@ class TokenAuth:
     the caller's Principal goes into the scope under PRINCIPAL_KEY.
 
     Failures all look alike (401, no hint of what was wrong); tokens are compared as hashes
-    in constant time (specs.access.Tokens) and never logged.
+    in constant time (specs.tenancy.access.Tokens) and never logged.
     """
 
     def __init__(self, app: ASGIApp, *, tokens: Tokens, exempt: frozenset[str]) -> None:

@@ -18,10 +18,10 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from api.app import create_app
 from api.ports import Loop, Observability
-from specs.access import Tokens
 from specs.cluster import RayAdapter
-from specs.settings import Settings
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
+from specs.settings.process import Settings
+from specs.tenancy.access import Tokens
 
 HEADER_TIMEOUT_SECONDS = 10.0
 BODY_TIMEOUT_SECONDS = 30.0

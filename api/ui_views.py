@@ -1,6 +1,6 @@
 """The web view's JSON: one row per task, the header's counts. Pure: views in, JSON out.
 
-The order of the rows is the task service's queue order (specs/views.py), the one `rayqueue
+The order of the rows is the task service's queue order (specs/service/views.py), the one `rayqueue
 get` prints: what runs now, the waiting tasks in the order they will be admitted, what is held
 back, what is broken, then finished tasks.
 """
@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from specs.arrayviews import ArrayView, group
-from specs.views import NOT_SEEN, TaskView
+from specs.service.arrayviews import ArrayView, group
+from specs.service.views import NOT_SEEN, TaskView
 
 
 def _iso(value: datetime | None) -> str | None:

@@ -1,11 +1,11 @@
-"""The old endpoints' answer for a task. Everything else a view shows is in specs.views."""
+"""The old endpoints' answer for a task. Everything else a view shows is in specs.service.views."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from specs.statusrecords import TaskStatus
-from specs.views import SpecFile, status_body
+from specs.service.views import SpecFile, status_body
+from specs.task.status import TaskStatus
 
 
 def legacy_state(

@@ -112,7 +112,7 @@ def serve_profiled(argv: list[str]) -> int:
 def _profile_passes(out: Path, mark: Path) -> None:
     import cProfile
 
-    from reconciler.shell.loop import Reconciler
+    from reconciler.shell.loop.runner import Reconciler
 
     # The loop thread's CPU time, not the wall clock: waits on Ray and the disk are not cost.
     prof = cProfile.Profile(time.thread_time)

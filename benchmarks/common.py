@@ -17,10 +17,10 @@ import yaml
 from reconciler.app import assembly
 from reconciler.cli.flags import settings_from_args
 from reconciler.cli.main import build_parser
-from reconciler.shell.loop import Reconciler
-from specs.atomic import write_atomic
+from reconciler.shell.loop.runner import Reconciler
 from specs.cluster import RayAdapter
-from specs.settings import Settings
+from specs.folder.atomic import write_atomic
+from specs.settings.process import Settings
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -19,11 +19,11 @@ from pathlib import Path
 
 from benchmarks.common import save, spec_text, table, write_before_start
 from reconciler.app.runtime import tune_gc
-from reconciler.shell.loop import Reconciler
+from reconciler.shell.loop.runner import Reconciler
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import Capacity
-from specs.settings import Settings
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
+from specs.settings.process import Settings
 
 PASSES = 10
 

@@ -1,4 +1,4 @@
-"""CPU per spec and per sidecar parsed, with the fast path (specs/fastyaml.py) and without.
+"""CPU per spec and per sidecar parsed, with the fast path (specs/yamlio/fastyaml.py) and without.
 
 python -m benchmarks.parsing                 # 2,000 parses a round, 10 rounds, ABBA
 
@@ -18,11 +18,11 @@ from pathlib import Path
 from unittest import mock
 
 from benchmarks.common import save, spec_text, table
-from reconciler.core import lifecycle
-from specs import fastyaml
-from specs.models import Metadata
-from specs.parse import dump_status, parse_status, parse_task
-from specs.statusrecords import TaskStatus
+from reconciler.core.task import lifecycle
+from specs.task.models import Metadata
+from specs.task.status import TaskStatus
+from specs.yamlio import fastyaml
+from specs.yamlio.parse import dump_status, parse_status, parse_task
 
 
 def _cpu_us(parse: Callable[[], object], count: int) -> float:

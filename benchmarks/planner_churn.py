@@ -21,14 +21,14 @@ from typing import Any
 
 from benchmarks.common import save, table
 from reconciler.app.runtime import tune_gc
-from reconciler.core import incremental
+from reconciler.core.incremental import memo as incremental
 from reconciler.core.planner import Observation, Plan, TaskInput
 from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity, RayJob
-from specs.parse import parse_queue_config
-from specs.queues import QueueConfig
-from specs.settings import PlanOptions
-from specs.statusrecords import TaskStatus
-from specs.taskrecords import Task
+from specs.queues.config import QueueConfig
+from specs.settings.process import PlanOptions
+from specs.task.records import Task
+from specs.task.status import TaskStatus
+from specs.yamlio.parse import parse_queue_config
 
 ROUNDS = 9
 T0 = 1_767_225_600.0

@@ -38,10 +38,10 @@ from benchmarks.common import save
 from reconciler.sim.engine import simulate
 from reconciler.sim.teams import split_over
 from reconciler.sim.workload import Job, read_swf
-from specs.atomic import write_atomic
 from specs.cluster import META_TASK, RayJob
-from specs.parse import parse_queue_config
-from specs.queues import QueueConfig
+from specs.folder.atomic import write_atomic
+from specs.queues.config import QueueConfig
+from specs.yamlio.parse import parse_queue_config
 
 CAPACITY = 4
 QUEUES = ("team-a", "team-b")
@@ -366,7 +366,7 @@ class _Watch:
                 self.finished.add(name)
 
 
-# serve's log line for each preemption decision (reconciler/core/preemption.py notes it):
+# serve's log line for each preemption decision (reconciler/core/preemption/preempt.py notes it):
 # "2026-12-01 12:40:32,314 INFO rayqueue.loop: preempted a, b for p (priority 7...)".
 PREEMPTED_LINE = re.compile(
     r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) \S+ rayqueue\.loop: "

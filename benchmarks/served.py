@@ -2,7 +2,7 @@
 
 The latency of a task is Ray's own job `start_time` (set when the job is submitted) minus the
 moment the user began the write, for each way users write (WRITERS): rayqueue's own writer
-(`rename`, specs/atomic.py), `mv` of a finished file, a temporary file and os.replace from
+(`rename`, specs/folder/atomic.py), `mv` of a finished file, a temporary file and os.replace from
 Python, `cp`, `git pull` of a pushed commit, an editor's save (vim `:wq`), and an HTTP PUT.
 """
 

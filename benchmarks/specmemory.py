@@ -40,7 +40,7 @@ def _traced(build: Callable[[], object], size: int, top: int) -> list[str]:
 
 
 def parsed(size: int, top: int) -> list[str]:
-    from specs.parse import parse_task
+    from specs.yamlio.parse import parse_task
 
     texts = [bigfolder.template(i % 10, i) for i in range(size)]
 

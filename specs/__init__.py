@@ -1,0 +1,1 @@
+"""The vocabulary of rayqueue and the tasks folder as a database; imports nothing else of ours."""

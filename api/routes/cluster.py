@@ -10,8 +10,8 @@ from api.models import ClusterView, Health, Readiness, Resources
 from api.ports import Loop
 from api.security import PRINCIPAL_KEY
 from specs.cluster import Capacity
-from specs.settings import Settings
-from specs.views import rfc3339
+from specs.service.views import rfc3339
+from specs.settings.process import Settings
 
 router = APIRouter(tags=["cluster"])
 

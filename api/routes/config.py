@@ -12,7 +12,7 @@ from fastapi.responses import PlainTextResponse
 from api.authz import Caller, audit, require_admin
 from api.deps import RawBody, Service, SettingsDep
 from api.errors import ApiError, NotFound
-from specs.queues import CONFIG_FILE
+from specs.queues.config import CONFIG_FILE
 
 router = APIRouter(prefix="/config", tags=["configuration (admin)"])
 

@@ -36,19 +36,19 @@ from api.models import (
 )
 from api.ports import Loop
 from api.views import legacy_state
-from specs import submission_ids
-from specs.models import API_VERSION
-from specs.quantity import GIB, format_memory, human_memory
-from specs.service import LEGACY_TASK_ID, TaskService
-from specs.store import MAX_NAME_LENGTH, InvalidName, validate_name
-from specs.yamledit import dump_document
+from specs.folder.store import MAX_NAME_LENGTH, InvalidName, validate_name
+from specs.service.tasks import LEGACY_TASK_ID, TaskService
+from specs.task import submission_ids
+from specs.task.models import API_VERSION
+from specs.task.quantity import GIB, format_memory, human_memory
+from specs.yamlio.mergepatch import dump_document
 
 router = APIRouter(tags=["legacy (old scheduler API)"])
 
 LEGACY_LABEL = "rayqueue/api"
 LEGACY_NAME = "rayqueue/legacyName"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-_MAX_SUBMISSION_ID = submission_ids.MAX_LENGTH  # specs.models.TaskSpec.submission_id
+_MAX_SUBMISSION_ID = submission_ids.MAX_LENGTH  # specs.task.models.TaskSpec.submission_id
 
 
 def file_name_for(task_id: str) -> str:

@@ -14,9 +14,9 @@ from fastapi import APIRouter
 
 from api.deps import SettingsDep
 from api.errors import ApiError, NotFound
-from specs.queues import DEFAULT_QUEUE, config_path, status_path
-from specs.service import TaskService
-from specs.settings import Settings
+from specs.queues.config import DEFAULT_QUEUE, config_path, status_path
+from specs.service.tasks import TaskService
+from specs.settings.process import Settings
 
 router = APIRouter(prefix="/queues", tags=["queues"])
 

@@ -37,12 +37,12 @@ from api.idclaims import id_check
 from api.models import TaskList, TaskRow
 from api.ports import Loop
 from api.routes.queues import queue_room
-from specs.arrays import element_name, split
-from specs.arrayviews import array_status
 from specs.cluster import JobNotFound
-from specs.service import TaskService, parse_phases, parse_selector, quote_etag, select
-from specs.views import SpecFile, TaskView, human_age, resources, status_body, task_object
-from specs.yamledit import dump_document
+from specs.service.arrayviews import array_status
+from specs.service.tasks import TaskService, parse_phases, parse_selector, quote_etag, select
+from specs.service.views import SpecFile, TaskView, human_age, resources, status_body, task_object
+from specs.task.arrays import element_name, split
+from specs.yamlio.mergepatch import dump_document
 
 router = APIRouter(prefix="/tasks", tags=["tasks"])
 

@@ -22,7 +22,7 @@ from api.ports import Loop, Observability
 from api.routes.queues import queue_status
 from api.ui_views import finished_since, rows
 from specs.cluster import Capacity
-from specs.store import FolderUnavailable
+from specs.folder.store import FolderUnavailable
 
 STATIC = Path(__file__).parents[1] / "static"
 PUBLIC_PATHS = frozenset({"/ui", "/ui/", "/ui/ui.js"})  # no data: no token needed

@@ -14,15 +14,15 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.shell.faults import Faults
-from reconciler.shell.loop import Reconciler
-from reconciler.shell.metrics import CountingRayAdapter, QueueMetrics
-from reconciler.shell.watcher import Watcher
-from specs.access import Tokens, load_tokens
+from reconciler.shell.loop.faults import Faults
+from reconciler.shell.loop.runner import Reconciler
+from reconciler.shell.ops.metrics import CountingRayAdapter, QueueMetrics
+from reconciler.shell.watch.watcher import Watcher
 from specs.cluster import Autoscaler, RayAdapter
-from specs.runtimepaths import OFF, RuntimePaths
-from specs.settings import Settings
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
+from specs.settings.process import Settings
+from specs.tenancy.access import Tokens, load_tokens
+from specs.tenancy.runtimepaths import OFF, RuntimePaths
 
 
 def build_store(settings: Settings, paths: RuntimePaths = OFF) -> TaskStore:

@@ -15,16 +15,16 @@ from typing import TYPE_CHECKING
 from reconciler.app.assembly import autoscaler_for, build_reconciler, start_loop
 from reconciler.app.logsetup import route_foreign
 from reconciler.app.runtime import first_pass_gc, tune_gc
-from reconciler.shell import head_record
-from reconciler.shell.faults import Faults, FaultSpecError
-from reconciler.shell.history import HistoryView
-from reconciler.shell.lock import LOCK_NAME, LockHeld, StateLock
-from reconciler.shell.loop import Reconciler
-from reconciler.shell.writes import status_location_problem
-from specs.access import AccessError, Tokens, exposure_problem, load_tokens
+from reconciler.shell.loop.faults import Faults, FaultSpecError
+from reconciler.shell.loop.runner import Reconciler
+from reconciler.shell.loop.writes import status_location_problem
+from reconciler.shell.ops import head_record
+from reconciler.shell.ops.history import HistoryView
+from reconciler.shell.ops.lock import LOCK_NAME, LockHeld, StateLock
 from specs.cluster import RayAdapter
-from specs.runtimepaths import unconfined_warning
-from specs.settings import Settings
+from specs.settings.process import Settings
+from specs.tenancy.access import AccessError, Tokens, exposure_problem, load_tokens
+from specs.tenancy.runtimepaths import unconfined_warning
 
 if TYPE_CHECKING:
     from reconciler.shell.raycluster.local_head import LocalRayHead

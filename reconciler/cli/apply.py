@@ -22,11 +22,11 @@ from reconciler.cli.common import (
     open_service,
 )
 from reconciler.cli.files import Document, documents, read_sources
-from specs.parse import SpecParseError
-from specs.service import Conflict, SpecRejected, TaskService, quote_etag
-from specs.store import FolderUnavailable, InvalidName, validate_name
-from specs.taskrecords import Task
-from specs.views import SpecFile
+from specs.folder.store import FolderUnavailable, InvalidName, validate_name
+from specs.service.tasks import Conflict, SpecRejected, TaskService, quote_etag
+from specs.service.views import SpecFile
+from specs.task.records import Task
+from specs.yamlio.parse import SpecParseError
 
 EPILOG = """\
 examples:

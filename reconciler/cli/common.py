@@ -9,12 +9,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from reconciler.shell import head_record
-from specs.models import ARRAY_LIMIT_VAR, MAX_ARRAY_ELEMENTS
-from specs.service import TaskService
-from specs.settings import address_from_env, knobs
-from specs.store import FolderUnavailable, TaskStore
-from specs.views import TaskView
+from reconciler.shell.ops import head_record
+from specs.folder.store import FolderUnavailable, TaskStore
+from specs.service.tasks import TaskService
+from specs.service.views import TaskView
+from specs.settings.process import address_from_env, knobs
+from specs.task.models import ARRAY_LIMIT_VAR, MAX_ARRAY_ELEMENTS
 
 if TYPE_CHECKING:
     from reconciler.shell.raycluster.adapter import RayJobsAdapter

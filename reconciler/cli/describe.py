@@ -23,14 +23,14 @@ from reconciler.cli.common import (
     open_service,
     table,
 )
-from reconciler.core.dependencies import RunView, judge
-from reconciler.core.depnames import DependencyViews
-from reconciler.core.retries import policy_for
-from specs.arrayviews import ArrayView, elements_of
+from reconciler.core.task.dependencies import RunView, judge
+from reconciler.core.task.depnames import DependencyViews
+from reconciler.core.task.retries import policy_for
 from specs.cluster import RayError
-from specs.parse import MAX_FILE_BYTES, SpecParseError, parse_task
-from specs.quantity import format_memory
-from specs.views import NOT_SEEN_MESSAGE, TaskView, human_age, rfc3339
+from specs.service.arrayviews import ArrayView, elements_of
+from specs.service.views import NOT_SEEN_MESSAGE, TaskView, human_age, rfc3339
+from specs.task.quantity import format_memory
+from specs.yamlio.parse import MAX_FILE_BYTES, SpecParseError, parse_task
 
 LOG_TIMEOUT_SECONDS = 5.0
 LABEL_WIDTH = 22

@@ -1,7 +1,7 @@
 """`delete`, `suspend`, `resume`, `set-priority` and `rerun`: small edits of spec files.
 
 An edit changes one field as a targeted text edit, so comments and layout survive. The edit is
-made by specs.service, the same code the HTTP API uses: validated before it is written,
+made by specs.service.tasks, the same code the HTTP API uses: validated before it is written,
 written atomically, and redone from the new text if the file changed while we edited it.
 """
 
@@ -24,12 +24,12 @@ from reconciler.cli.common import (
     open_service,
     open_store,
 )
-from specs.arrays import RERUN_ELEMENTS, element_name, rerun_elements, split
-from specs.models import RESTARTED_AT
-from specs.service import Conflict, SpecBroken, SpecRejected, TaskNotFound, TaskService
-from specs.store import InvalidName, TaskStore, validate_name
-from specs.taskrecords import Task
-from specs.views import rfc3339
+from specs.folder.store import InvalidName, TaskStore, validate_name
+from specs.service.tasks import Conflict, SpecBroken, SpecRejected, TaskNotFound, TaskService
+from specs.service.views import rfc3339
+from specs.task.arrays import RERUN_ELEMENTS, element_name, rerun_elements, split
+from specs.task.models import RESTARTED_AT
+from specs.task.records import Task
 
 
 def register(sub: Subparsers) -> None:
@@ -155,7 +155,7 @@ def run_rerun(args: argparse.Namespace) -> int:
 
 
 def _rerun_failed(args: argparse.Namespace, now: str) -> int:
-    """Mark the failed elements of an array for a new run (specs/arrays.py RERUN_ELEMENTS),
+    """Mark the failed elements of an array for a new run (specs/task/arrays.py RERUN_ELEMENTS),
     keeping the marks of earlier reruns so their elements do not run again."""
     store = open_store(args)
     _check_name(args.name)

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.cli.common import CliError, max_array_elements
-from specs.parse import MAX_FILE_BYTES, SpecParseError, dump_task, parse_task, parse_tasks
-from specs.store import SIDECAR_SUFFIXES
-from specs.taskrecords import Task
+from specs.folder.store import SIDECAR_SUFFIXES
+from specs.task.records import Task
+from specs.yamlio.parse import MAX_FILE_BYTES, SpecParseError, dump_task, parse_task, parse_tasks
 
 STDIN = "-"
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")

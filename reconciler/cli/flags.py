@@ -1,7 +1,7 @@
 """Command-line flags and environment derived from the Settings declaration, and Settings built
 back from them.
 
-Each knob in specs/settings.py names its group, its flag (or, for a tuning knob, none: it is
+Each knob in specs/settings/process.py names its group, its flag (or, for a tuning knob, none: it is
 read from RAYQUEUE_<NAME>), its help text and the commands that take it; this module only
 walks that declaration. Values are checked by Settings itself when it is built, so a flag, a
 variable and the code path refuse a bad value with the same words.
@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from reconciler.cli.common import EXIT_USAGE, CliError, tasks_dir
-from specs.queues import config_path
-from specs.settings import (
+from specs.queues.config import config_path
+from specs.settings.process import (
     GROUPS,
     Knob,
     PlannerSettings,

@@ -25,10 +25,9 @@ from reconciler.cli.common import (
     open_store,
     table,
 )
-from specs.arrays import split
-from specs.arrayviews import ArrayView, group
-from specs.quantity import format_memory
-from specs.service import (
+from specs.folder.store import TaskStore
+from specs.service.arrayviews import ArrayView, group
+from specs.service.tasks import (
     QueryError,
     Requirement,
     TaskService,
@@ -36,9 +35,10 @@ from specs.service import (
     parse_selector,
     select,
 )
-from specs.statusrecords import TaskStatusBody
-from specs.store import TaskStore
-from specs.views import TaskView, human_age
+from specs.service.views import TaskView, human_age
+from specs.task.arrays import split
+from specs.task.quantity import format_memory
+from specs.task.status import TaskStatusBody
 
 WATCH_INTERVAL_SECONDS = 0.5
 MESSAGE_WIDTH = 70  # the MESSAGE column without -o wide

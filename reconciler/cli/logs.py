@@ -16,10 +16,10 @@ from reconciler.cli.common import (
     open_store,
     require_address,
 )
-from specs.arrays import split
 from specs.cluster import JobNotFound, RayError
-from specs.parse import SpecParseError, parse_status
-from specs.store import InvalidName, validate_name
+from specs.folder.store import InvalidName, validate_name
+from specs.task.arrays import split
+from specs.yamlio.parse import SpecParseError, parse_status
 
 EPILOG = """\
 The task's sidecar names its current run's Ray submission id; the log comes from Ray's job

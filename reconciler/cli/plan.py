@@ -29,15 +29,16 @@ from reconciler.cli.common import (
     table,
 )
 from reconciler.cli.serve import add_loop_options, loop_settings
-from reconciler.core import planner, preemptrules
+from reconciler.core import planner
 from reconciler.core.planner import Plan, TaskInput
-from reconciler.shell.observing import observe_ray
-from reconciler.shell.passinputs import plan_options, queue_file, scan_specs
+from reconciler.core.preemption import rules as preemptrules
+from reconciler.shell.loop.inputs import plan_options, queue_file, scan_specs
+from reconciler.shell.loop.raystate import observe_ray
 from specs.cluster import Capacity, RayError
-from specs.models import Phase
-from specs.quantity import human_memory
-from specs.statusrecords import TaskStatus
-from specs.store import FolderUnavailable
+from specs.folder.store import FolderUnavailable
+from specs.task.models import Phase
+from specs.task.quantity import human_memory
+from specs.task.status import TaskStatus
 
 EPILOG = """\
 The queue id must match the one `rayqueue serve` uses, or the plan treats the queue's jobs as

@@ -19,8 +19,8 @@ from reconciler.cli.common import (
     table,
     tasks_dir,
 )
-from reconciler.shell.queuefile import read_status
-from specs.queues import CONFIG_FILE, STATUS_FILE
+from reconciler.shell.loop.queuefile import read_status
+from specs.queues.config import CONFIG_FILE, STATUS_FILE
 
 HEADER = ("NAME", "NOMINAL", "USED", "BORROWED", "PAST", "SHARE", "PENDING", "RUNNING")
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from reconciler.cli.common import EXIT_OK, HelpFormatter, Subparsers
-from specs.schema import render_schema
+from specs.task.schema import render_schema
 
 EPILOG = """\
 The same text is committed as specs/task.schema.json. Point an editor at it with a first line

@@ -16,7 +16,7 @@ from reconciler.cli.common import (
     folder_parent,
 )
 from reconciler.cli.flags import add_setting_flags, settings_from_args
-from specs.settings import Settings
+from specs.settings.process import Settings
 
 EPILOG = """\
 examples:

@@ -15,7 +15,7 @@ import sys
 import yaml
 
 from reconciler.cli.common import EXIT_OK, CliError, HelpFormatter, Subparsers
-from specs.access import AccessError, Role, hash_token, parse_tokens_file
+from specs.tenancy.access import AccessError, Role, hash_token, parse_tokens_file
 
 EPILOG = """\
 examples:

@@ -19,19 +19,19 @@ from reconciler.cli.common import (
     max_array_elements,
 )
 from reconciler.cli.files import STDIN, Source, parse_source, read_sources
-from specs.access import Tokens
-from specs.parse import (
+from specs.folder.store import FolderUnavailable, TaskStore
+from specs.queues.config import CONFIG_FILE
+from specs.queues.tree import divide_tree
+from specs.settings.process import Settings
+from specs.tenancy.access import Tokens
+from specs.tenancy.runtimepaths import RuntimePaths
+from specs.yamlio.parse import (
     MAX_FILE_BYTES,
     SpecError,
     SpecParseError,
     parse_queue_config,
     parse_task,
 )
-from specs.queuefiles import divide_tree
-from specs.queues import CONFIG_FILE
-from specs.runtimepaths import RuntimePaths
-from specs.settings import Settings
-from specs.store import FolderUnavailable, TaskStore
 
 EPILOG = """\
 A file is read as `apply -f` reads it: several `---`-separated tasks are allowed.

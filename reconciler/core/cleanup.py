@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING
 
 from reconciler.core.decisions import RefusedDeletions, Stop, StopCause
 from reconciler.core.inputs import TaskInput
-from reconciler.core.jobs import claim_of
+from reconciler.core.task.jobs import claim_of
 from reconciler.core.timestamps import EARLY
 from specs.cluster import (
     META_TASK,
     Capacity,
     RayJob,
 )
-from specs.models import Reason
-from specs.statusrecords import TaskStatus
+from specs.task.models import Reason
+from specs.task.status import TaskStatus
 
 if TYPE_CHECKING:
     from reconciler.core.planner import PassState
@@ -96,7 +96,7 @@ def expire_finished_jobs(
         if sid in awaited:
             # This pass records its end (or a later one will): from then on it expires, so
             # the answer to the statuses this pass writes holds until then only (the loop
-            # skips the read-back of a plan's own writes: shell/readback.py).
+            # skips the read-back of a plan's own writes: shell/loop/readback.py).
             ctx.until = min(ctx.until, max(job.end_time + retention - EARLY, ctx.now))
             continue
         if ctx.now - job.end_time > retention:

@@ -7,12 +7,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, auto
 
-from reconciler.core import queueing
+from reconciler.core.queues import dispatch as queueing
 from specs.cluster import (
     Capacity,
     SubmitRequest,
 )
-from specs.models import ConditionType, Reason
+from specs.task.models import ConditionType, Reason
 
 # The conditions a task's status should list this pass: each with its reason and message.
 Wanted = dict[ConditionType, tuple[Reason | ConditionType, str]]

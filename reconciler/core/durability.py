@@ -1,5 +1,5 @@
 """How each status a pass changes must reach disk: a decision of the planner, carried out by
-the shell (reconciler/shell/writes.py), which adds only the mechanics (a write budget, and
+the shell (reconciler/shell/loop/writes.py), which adds only the mechanics (a write budget, and
 writing at once the new place of a task its author just edited).
 
 The sidecar is a write-ahead record only for what the next pass could not derive again from
@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from enum import Enum
 
 from reconciler.core.decisions import Preemption, Stop, Submit, TimeOut
-from specs.models import Phase
-from specs.statusrecords import TaskStatus, TaskStatusBody
+from specs.task.models import Phase
+from specs.task.status import TaskStatus, TaskStatusBody
 
 
 class WriteClass(Enum):

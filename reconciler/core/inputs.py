@@ -10,8 +10,8 @@ from specs.cluster import (
     RayJob,
     Scaling,
 )
-from specs.models import SourceRef
-from specs.taskrecords import Task
+from specs.task.models import SourceRef
+from specs.task.records import Task
 
 
 @dataclass(frozen=True, slots=True)  # one per task, kept between passes: no __dict__

@@ -3,7 +3,7 @@
 No I/O, no clock, no randomness. Everything the loop does is decided here, so it can be tested
 table-driven and driven by the simulator. The shell (loop.py) writes the returned statuses
 *before* it submits, which is what makes submission ids safe across crashes. Which phase follows
-which is not decided here but in `reconciler.core.lifecycle`.
+which is not decided here but in `reconciler.core.task.lifecycle`.
 
 This module orchestrates a pass: `begin`, then each task's own part (`reconcile`), `merge`d in
 name order, then `finish`, which runs what needs every task at once (`cleanup`, `admission`,
@@ -18,8 +18,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from reconciler.core import idclaims, lifecycle, policies, queueing, scaling, victims
-from reconciler.core.admission import admit, gate_dependencies
+from reconciler.core import scaling
+from reconciler.core.admission import policies
+from reconciler.core.admission.admit import admit, gate_dependencies
+from reconciler.core.admission.waits import Lack
 from reconciler.core.cleanup import expire_finished_jobs, orphan_sidecars, stop_strays
 from reconciler.core.decisions import (
     Event,
@@ -34,20 +36,22 @@ from reconciler.core.decisions import (
 )
 from reconciler.core.durability import WriteClass, acting, write_class
 from reconciler.core.inputs import Observation, TaskInput
-from reconciler.core.jobs import bundles_of, foreign_claim
-from reconciler.core.jobs import request_of as request_of
-from reconciler.core.reconcile import reconcile_task
-from reconciler.core.step import TaskEnv, TaskResult, task_env
+from reconciler.core.preemption import victims
+from reconciler.core.queues import dispatch as queueing
+from reconciler.core.queues.usage import QueueUsage
+from reconciler.core.task import idclaims, lifecycle
+from reconciler.core.task.jobs import bundles_of, foreign_claim
+from reconciler.core.task.jobs import request_of as request_of
+from reconciler.core.task.reconcile import reconcile_task
+from reconciler.core.task.step import TaskEnv, TaskResult, task_env
 from reconciler.core.timestamps import to_datetime
-from reconciler.core.usage import QueueUsage
-from reconciler.core.waits import Lack
 from specs.cluster import META_QUEUE, Capacity, RayJob
-from specs.models import Condition, ConditionType, Metadata, Phase, Reason, read_reason
-from specs.policy import STOP_WAIT_ENV as STOP_WAIT_ENV  # tests read it here
-from specs.queues import QueueConfig
-from specs.settings import PlanOptions
-from specs.statusrecords import TaskStatus, TaskStatusBody
-from specs.taskrecords import NameMetadata, Task
+from specs.queues.config import QueueConfig
+from specs.settings.process import PlanOptions
+from specs.task.models import Condition, ConditionType, Metadata, Phase, Reason, read_reason
+from specs.task.records import NameMetadata, Task
+from specs.task.status import TaskStatus, TaskStatusBody
+from specs.tenancy.policy import STOP_WAIT_ENV as STOP_WAIT_ENV  # tests read it here
 
 __all__ = [  # what the shell, the simulator and the tests use of a pass
     "STOP_WAIT_ENV",
@@ -105,7 +109,7 @@ class Plan:
     # The deadline of the pass that reads this plan's statuses back (the same inputs, these
     # statuses written): as `deadline`, but a time a status records once (a run's start,
     # TaskStep.recorded) pins only this plan to its instant. The loop skips such a read-back
-    # up to it (reconciler/shell/readback.py). None: no rule reads the clock.
+    # up to it (reconciler/shell/loop/readback.py). None: no rule reads the clock.
     read_back_deadline: float | None = None
     # What to ask the autoscaler for (issue 26): the resource bundles the cluster should be
     # able to hold (what runs, plus the demand that waits for nodes), shaped to the node types;
@@ -178,7 +182,7 @@ class PassState:
     jobs_by_task: Mapping[str, Sequence[RayJob]] = field(default_factory=dict)
     folder_empty: bool = False  # no spec and no sidecar at all: unmounted, or wiped
     queues: QueueConfig | None = None  # team queues with quotas; None: one queue, as before
-    usage: QueueUsage | None = None  # the queues' decayed past use, by queue (core/usage.py)
+    usage: QueueUsage | None = None  # the queues' decayed past use, by queue (core/queues/usage.py)
     in_use: dict[str, Capacity] = field(default_factory=dict)  # by task: jobs holding resources
     queue_admission: queueing.QueueAdmission | None = None
     gated: bool = False  # some queued task has dependencies or sits in a cycle
@@ -228,7 +232,8 @@ def with_id_claims(
     specs: Mapping[str, TaskInput], statuses: Mapping[str, TaskStatus], env: TaskEnv
 ) -> Mapping[str, TaskInput]:
     """`specs`, with each spec whose explicit submission id another task has (or also claims)
-    turned Invalid (reconciler.core.idclaims). Its last valid spec is the spec itself, so a run it
+    turned Invalid (reconciler.core.task.idclaims). Its last valid spec is the spec itself, so a
+    run it
     already has goes on; it is never submitted again while the claim stands."""
     claimed = (
         (name, spec.task.spec.submission_id)

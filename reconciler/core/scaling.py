@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from reconciler.core.quotas import resources_text
+from reconciler.core.queues.quotas import resources_text
 from specs.cluster import Capacity, NodeType, Scaling
-from specs.queues import ClusterSection
+from specs.queues.config import ClusterSection
 
 _EPS = 1e-9
 RESOURCES = ("cpu", "gpu", "memory")

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 
-from reconciler.core.policies import POLICIES
+from reconciler.core.admission.policies import POLICIES
 from reconciler.sim import teams as team_split
 from reconciler.sim.flags import PREEMPTION_FLAGS, build_parser
 from reconciler.sim.nodes import MEMORY_PER_CPU, NodeModel
@@ -26,9 +26,9 @@ from reconciler.sim.report import table
 from reconciler.sim.runs import Run, Teams, compare, run, workloads
 from reconciler.sim.workload import make_arrays, mark_resumable, offered_load
 from specs.cluster import Capacity
-from specs.parse import SpecParseError, parse_queue_config
-from specs.queues import QueueConfig
-from specs.settings import PlanOptions
+from specs.queues.config import QueueConfig
+from specs.settings.process import PlanOptions
+from specs.yamlio.parse import SpecParseError, parse_queue_config
 
 
 def _smaller(a: Capacity | None, b: Capacity | None) -> Capacity | None:

@@ -18,8 +18,8 @@ from reconciler.sim.engine import SimResult, simulate
 from reconciler.sim.metrics import percentile
 from reconciler.sim.nodes import NodeModel, Nodes
 from reconciler.sim.workload import Job
-from specs.queues import QueueConfig
-from specs.settings import PlanOptions
+from specs.queues.config import QueueConfig
+from specs.settings.process import PlanOptions
 
 STATIC, AUTOSCALE, DIRECT = "static", "autoscale", "straight to Ray"
 KINDS = (STATIC, AUTOSCALE, DIRECT)

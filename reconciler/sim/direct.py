@@ -18,7 +18,7 @@ from reconciler.sim.engine import JobRecord, SimResult
 from reconciler.sim.nodes import Nodes, split
 from reconciler.sim.workload import Job
 from specs.cluster import Capacity
-from specs.models import Phase
+from specs.task.models import Phase
 
 END, NODE = 0, 1
 

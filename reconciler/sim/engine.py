@@ -22,17 +22,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from reconciler.core import usage
 from reconciler.core.planner import STOP_WAIT_ENV, Observation, Plan, TaskInput, plan
+from reconciler.core.queues import usage
 from reconciler.sim.nodes import Nodes
 from reconciler.sim.workload import Job
-from specs import arrays
 from specs.cluster import META_TASK, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob, Scaling
-from specs.models import Phase
-from specs.queues import QueueConfig
-from specs.settings import PlanOptions
-from specs.statusrecords import TaskStatus
-from specs.taskrecords import Task
+from specs.queues.config import QueueConfig
+from specs.settings.process import PlanOptions
+from specs.task import arrays
+from specs.task.models import Phase
+from specs.task.records import Task
+from specs.task.status import TaskStatus
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 """Virtual time 0. Workload times are whole seconds from here."""
@@ -106,7 +106,7 @@ def to_task(job: Job) -> Task:
     }
     parts = arrays.split(job.name) if job.array_size else None
     if parts is not None:
-        # The element task the store would hand the planner (specs.arrays.expand), built
+        # The element task the store would hand the planner (specs.task.arrays.expand), built
         # directly: expanding the whole array for each element would cost size^2.
         spec["entrypoint"] = f"sim {parts[0]}"
         spec["array"] = {"count": job.array_size, "maxParallel": job.max_parallel}

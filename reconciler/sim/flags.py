@@ -6,13 +6,13 @@ import argparse
 import os
 from pathlib import Path
 
-from reconciler.core.policies import POLICIES
-from reconciler.core.victims import MODES, NEVER
+from reconciler.core.admission.policies import POLICIES
+from reconciler.core.preemption.victims import MODES, NEVER
 from reconciler.sim.nodes import IDLE_TIMEOUT, LAUNCH_DELAY, parse_node_type
 from reconciler.sim.workload import PRIORITIES, TIMEOUT_FACTOR
 from specs.cluster import Capacity, NodeType
-from specs.queues import DEFAULT_HALF_LIFE, parse_capacity, parse_duration
-from specs.settings import PlanOptions
+from specs.queues.config import DEFAULT_HALF_LIFE, parse_capacity, parse_duration
+from specs.settings.process import PlanOptions
 
 DESCRIPTION = (
     "python -m reconciler.sim: run workloads through the real planner and print the results table."

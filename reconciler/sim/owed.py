@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from reconciler.core.quotas import CURRENT_USE_WEIGHT
-from reconciler.core.usage import advance, mean_rate
+from reconciler.core.queues.quotas import CURRENT_USE_WEIGHT
+from reconciler.core.queues.usage import advance, mean_rate
 from reconciler.sim.engine import JobRecord
 from reconciler.sim.teams import delivered, jain, sweep, team_name, team_of
 from specs.cluster import Capacity
@@ -52,7 +52,7 @@ def water_fill(means: Sequence[float], weights: Sequence[float], a: float) -> li
 
 class Fluid:
     """The model's state, advanced in time: each team's decayed usage, in cluster-seconds (the
-    planner's arithmetic, `core/usage.py`, on shares of the cluster as CPUs)."""
+    planner's arithmetic, `core/queues/usage.py`, on shares of the cluster as CPUs)."""
 
     def __init__(
         self,

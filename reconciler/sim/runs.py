@@ -17,8 +17,8 @@ from reconciler.sim.nodes import NodeModel
 from reconciler.sim.report import duration
 from reconciler.sim.widewaits import wide_waits
 from reconciler.sim.workload import Job, offered_load, read_swf, synthetic
-from specs.queues import DEFAULT_HALF_LIFE, PreemptionConfig, QueueConfig
-from specs.settings import PlanOptions
+from specs.queues.config import DEFAULT_HALF_LIFE, PreemptionConfig, QueueConfig
+from specs.settings.process import PlanOptions
 
 
 @dataclass(frozen=True)

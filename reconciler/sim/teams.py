@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from reconciler.sim.engine import JobRecord
 from reconciler.sim.workload import Job, offered_load
-from specs.queues import (
+from specs.queues.config import (
     DEFAULT_HALF_LIFE,
     LESS_THAN_OR_EQUAL_TO_FINAL_SHARE,
     QueueConfig,

@@ -26,7 +26,7 @@ with warnings.catch_warnings():
 
 from api.app import TOKEN_ENV, create_app
 from specs.cluster import Capacity
-from specs.settings import Settings
+from specs.settings.process import Settings
 from tests.support.world import DEFAULT_CAPACITY, World
 
 # TestClient's own default, http://testserver, is not an allowed Host (DNS-rebinding check).

@@ -22,11 +22,11 @@ import requests
 import uvicorn
 
 from api.app import create_app
-from reconciler.shell.loop import Reconciler
+from reconciler.shell.loop.runner import Reconciler
 from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.cluster import META_QUEUE, RUNNING, STOPPED, SUCCEEDED, JobNotFound, RayJob
-from specs.settings import Settings
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
+from specs.settings.process import Settings
 
 pytestmark = pytest.mark.ray
 

@@ -17,8 +17,8 @@ from api.app import create_app
 from api.frontdoor import CONTENT_SECURITY_POLICY
 from api.ports import Observability
 from api.routes.docs import STATIC
-from specs.access import MIN_TOKEN_LENGTH, AccessError, hash_token, load_tokens
-from specs.settings import Settings
+from specs.settings.process import Settings
+from specs.tenancy.access import MIN_TOKEN_LENGTH, AccessError, hash_token, load_tokens
 from tests.api.conftest import BASE_URL, TestClient, snapshot, task_json
 
 TOKEN = "front-door-token-0123456789abcdef"

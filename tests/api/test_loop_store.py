@@ -11,9 +11,9 @@ import pytest
 
 from api.app import create_app
 from specs.cluster import Capacity
-from specs.service import TaskService
-from specs.statusrecords import TaskStatus
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
+from specs.service.tasks import TaskService
+from specs.task.status import TaskStatus
 from tests.api.conftest import BASE_URL, TestClient, task_yaml
 from tests.support.world import World
 

@@ -10,13 +10,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from api.app import create_app
 from api.ports import Observability
-from reconciler.shell.history import HistoryView
-from reconciler.shell.loop import Reconciler
-from reconciler.shell.metrics import CountingRayAdapter, QueueMetrics
+from reconciler.shell.loop.runner import Reconciler
+from reconciler.shell.ops.history import HistoryView
+from reconciler.shell.ops.metrics import CountingRayAdapter, QueueMetrics
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import Capacity
-from specs.settings import Settings
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
+from specs.settings.process import Settings
 from tests.api.conftest import BASE_URL, TestClient, task_yaml
 from tests.support.clock import FakeClock
 

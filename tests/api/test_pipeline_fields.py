@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from specs.parse import parse_task
+from specs.yamlio.parse import parse_task
 from tests.api.conftest import snapshot
 
 HEAD = "apiVersion: rayqueue/v1\nkind: Task\nspec:\n  entrypoint: a\n  resources: {cpu: 1}\n"

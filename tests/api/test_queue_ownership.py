@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from api.app import create_app
-from specs.access import Principal, Role, hash_token
-from specs.settings import Settings
+from specs.settings.process import Settings
+from specs.tenancy.access import Principal, Role, hash_token
 from tests.api.conftest import BASE_URL, TestClient, snapshot, task_json, task_yaml
 
 TOKENS: dict[str, tuple[str, str, list[str] | None]] = {

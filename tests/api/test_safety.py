@@ -12,7 +12,7 @@ import yaml
 from fastapi.testclient import TestClient
 
 from api.app import TOKEN_ENV, create_app
-from specs.settings import Settings
+from specs.settings.process import Settings
 from tests.api.conftest import BASE_URL, SEED_BODY, snapshot, task_json, task_yaml
 
 BAD_NAMES = [

@@ -11,7 +11,7 @@ import pytest
 
 from api import server as api_server
 from api.server import TICK_SECONDS, Server, uvicorn_config
-from specs.settings import Settings
+from specs.settings.process import Settings
 
 
 def test_the_server_sleeps_a_tick_between_checks_and_stops_at_the_next(

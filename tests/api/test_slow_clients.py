@@ -15,7 +15,7 @@ import uvicorn
 
 from api.app import create_app
 from api.server import BoundedH11Protocol, bounded_protocol, uvicorn_config
-from specs.settings import Settings
+from specs.settings.process import Settings
 from tests.support.net import free_port
 
 SAFETY = 60.0  # a socket timeout so a broken server fails the test instead of hanging it

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from api.app import create_app
-from specs.access import hash_token
-from specs.settings import Settings
+from specs.settings.process import Settings
+from specs.tenancy.access import hash_token
 from tests.api.conftest import BASE_URL, SEED_BODY, TestClient, snapshot, task_json, task_yaml
 from tests.support.world import World
 

@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from api.ui_views import finished_since, job_url, task_row
-from specs.models import Metadata, Phase, SourceRef
-from specs.statusrecords import TaskStatus, TaskStatusBody
-from specs.taskrecords import Task
-from specs.views import TaskView
+from specs.service.views import TaskView
+from specs.task.models import Metadata, Phase, SourceRef
+from specs.task.records import Task
+from specs.task.status import TaskStatus, TaskStatusBody
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

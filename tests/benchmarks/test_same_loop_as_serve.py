@@ -11,11 +11,11 @@ import pytest
 
 from benchmarks import common, history, latency, scale
 from reconciler.app import assembly, daemon
-from reconciler.shell.faults import Faults
-from reconciler.shell.loop import Reconciler
+from reconciler.shell.loop.faults import Faults
+from reconciler.shell.loop.runner import Reconciler
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import Capacity
-from specs.settings import Settings
+from specs.settings.process import Settings
 
 
 def served_loop(settings: Settings, monkeypatch: pytest.MonkeyPatch) -> Reconciler:

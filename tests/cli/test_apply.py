@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specs.parse import parse_task
+from specs.yamlio.parse import parse_task
 from tests.cli.conftest import snapshot, spec_text, write
 
 TWO_TASKS = """\
@@ -237,7 +237,7 @@ def test_an_unchanged_gitops_folder_writes_nothing(rq, tasks: Path, tmp_path: Pa
 def test_a_concurrent_edit_is_not_overwritten(
     rq, tasks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from specs.service import TaskService
+    from specs.service.tasks import TaskService
 
     write(tasks, "train", COMMENTED)
     source = write(tmp_path, "train", COMMENTED.replace("priority: 3", "priority: 7"))
@@ -263,7 +263,7 @@ def test_apply_wakes_a_loop_through_the_service(
     rq, tasks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from reconciler.cli import apply, common
-    from specs.service import TaskService
+    from specs.service.tasks import TaskService
 
     woken = []
     monkeypatch.setattr(

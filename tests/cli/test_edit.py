@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from reconciler.cli import edit
-from specs import service
-from specs.models import RESTARTED_AT
-from specs.parse import parse_task
+from specs.service import tasks as service
+from specs.task.models import RESTARTED_AT
+from specs.yamlio.parse import parse_task
 from tests.cli.conftest import spec_text, write
 
 COMMENTED = """\
@@ -103,7 +103,7 @@ def test_edit_refuses_an_invalid_file(rq, tasks: Path) -> None:
 def test_edit_retries_when_the_file_changes_underneath(
     tasks: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from specs.store import TaskStore
+    from specs.folder.store import TaskStore
 
     store = TaskStore(tasks)
     path = write(tasks, "train", COMMENTED)

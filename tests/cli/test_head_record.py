@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from reconciler.shell import head_record
+from reconciler.shell.ops import head_record
 from tests.cli.test_logs import running  # noqa: F401  (the fixture)
 
 

@@ -10,8 +10,8 @@ import pytest
 import reconciler.app.daemon
 from reconciler.app.daemon import ServeError
 from reconciler.cli.main import build_parser, main
-from specs.schema import render_schema
-from specs.settings import DEFAULT_PORT, Settings
+from specs.settings.process import DEFAULT_PORT, Settings
+from specs.task.schema import render_schema
 
 COMMANDS = [
     "serve", "apply", "get", "describe", "delete", "suspend", "resume", "set-priority",

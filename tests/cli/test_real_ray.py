@@ -10,9 +10,9 @@ import pytest
 
 from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.cluster import META_QUEUE, SubmitRequest
-from specs.models import Metadata, Phase
-from specs.statusrecords import TaskStatus, TaskStatusBody
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
+from specs.task.models import Metadata, Phase
+from specs.task.status import TaskStatus, TaskStatusBody
 from tests.cli.conftest import snapshot, spec_text, write
 
 pytestmark = pytest.mark.ray

@@ -17,9 +17,9 @@ import reconciler.app.daemon
 from reconciler.app.assembly import build_reconciler
 from reconciler.cli.main import build_parser, main
 from reconciler.shell.raycluster.fake import FakeRay
-from specs.access import Tokens
 from specs.cluster import Capacity
-from specs.settings import GROUPS, Settings, env_name, knobs
+from specs.settings.process import GROUPS, Settings, env_name, knobs
+from specs.tenancy.access import Tokens
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specs.access import hash_token, parse_tokens_file
+from specs.tenancy.access import hash_token, parse_tokens_file
 from tests.support.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

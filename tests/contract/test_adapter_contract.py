@@ -380,7 +380,7 @@ def test_tail_logs_follows_a_job_to_its_end(ray_adapter: RayJobsAdapter) -> None
 def test_real_adapter_looks_up_single_jobs_as_the_listing_shows_them(
     ray_adapter: RayJobsAdapter,
 ) -> None:
-    """The loop's polls between listings (shell/jobview.py) read single jobs: each answer
+    """The loop's polls between listings (shell/loop/jobview.py) read single jobs: each answer
     must be the listing's job (bar the entrypoint's reservation, which a look-up does not
     carry), a live one live, and an unknown id None, not an error."""
     running = f"contract-{uuid.uuid4().hex[:12]}"

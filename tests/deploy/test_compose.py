@@ -11,8 +11,8 @@ import yaml
 
 from reconciler.cli.flags import settings_from_args
 from reconciler.cli.main import build_parser
-from specs.access import AccessError, exposure_problem, load_tokens
-from specs.settings import DEFAULT_PORT, Settings
+from specs.settings.process import DEFAULT_PORT, Settings
+from specs.tenancy.access import AccessError, exposure_problem, load_tokens
 from tests.deploy.conftest import ROOT, dockerfile, exec_form, ray_pin
 
 DASHBOARD_PORT = 8265

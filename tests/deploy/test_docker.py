@@ -6,7 +6,7 @@ import re
 import tomllib
 
 from reconciler.cli.main import build_parser
-from specs.settings import DEFAULT_PORT
+from specs.settings.process import DEFAULT_PORT
 from tests.deploy.conftest import ROOT, dockerfile, exec_form, ray_pin
 
 ENTRYPOINT = ["rayqueue", "serve", "--dir", "/tasks", "--host", "0.0.0.0"]

@@ -114,7 +114,7 @@ def test_probes_and_service_port(manifests) -> None:
 
 def test_probe_paths_exist_in_the_api() -> None:
     from api.app import create_app
-    from specs.settings import Settings
+    from specs.settings.process import Settings
 
     app = create_app(Settings(tasks_dir=ROOT / "examples" / "tasks"))
     assert {"/healthz", "/readyz"} <= set(app.openapi()["paths"])
@@ -122,7 +122,7 @@ def test_probe_paths_exist_in_the_api() -> None:
 
 def test_probes_pass_the_host_check_without_a_token(tmp_path: Path) -> None:
     from api.app import create_app
-    from specs.settings import Settings
+    from specs.settings.process import Settings
     from tests.api.conftest import TestClient  # imported there without Starlette's warning
 
     settings = Settings(tasks_dir=tmp_path, host="0.0.0.0", api_token="t" * 32)

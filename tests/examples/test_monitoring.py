@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.shell.metrics import CountingRayAdapter, QueueMetrics
+from reconciler.shell.ops.metrics import CountingRayAdapter, QueueMetrics
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import Capacity
-from specs.models import Metadata, Phase
-from specs.queues import QueueConfig
-from specs.statusrecords import TaskStatus, TaskStatusBody
+from specs.queues.config import QueueConfig
+from specs.task.models import Metadata, Phase
+from specs.task.status import TaskStatus, TaskStatusBody
 
 FOLDER = Path(__file__).parents[2] / "examples" / "monitoring"
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

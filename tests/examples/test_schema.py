@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specs.schema import render_schema, task_schema
+from specs.task.schema import render_schema, task_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "specs" / "task.schema.json"

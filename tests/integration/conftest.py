@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.shell.loop import Reconciler
+from reconciler.shell.loop.runner import Reconciler
 from reconciler.shell.raycluster.adapter import RayJobsAdapter
-from specs.atomic import write_atomic
 from specs.cluster import META_QUEUE, Autoscaler, RayJob
-from specs.settings import Settings
-from specs.store import TaskStore
+from specs.folder.atomic import write_atomic
+from specs.folder.store import TaskStore
+from specs.settings.process import Settings
 from tests.support.specs import read_status
 from tests.support.waiting import wait_until
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from specs import arraystatus
 from specs.cluster import META_RUN, META_TASK
+from specs.task import arraystatus
 
 pytestmark = pytest.mark.ray
 

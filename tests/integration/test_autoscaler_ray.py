@@ -17,9 +17,9 @@ import yaml
 
 from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from reconciler.shell.raycluster.autoscaler import RayAutoscaler
-from specs.atomic import write_atomic
 from specs.cluster import Capacity
-from specs.settings import Settings
+from specs.folder.atomic import write_atomic
+from specs.settings.process import Settings
 from tests.integration.conftest import Queue
 from tests.support.autoscaling_head import IDLE_TIMEOUT_SECONDS, WORKER_TYPE, AutoscalingHead
 from tests.support.waiting import wait_until

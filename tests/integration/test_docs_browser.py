@@ -16,7 +16,7 @@ import pytest
 import uvicorn
 
 from api.app import create_app
-from specs.settings import Settings
+from specs.settings.process import Settings
 from tests.support.net import free_port
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specs.atomic import write_atomic
 from specs.cluster import RUNNING, STOPPED, SUCCEEDED, RayJob
+from specs.folder.atomic import write_atomic
 from tests.integration.conftest import Queue
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]

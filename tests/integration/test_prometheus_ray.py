@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
-from specs.atomic import write_atomic
+from specs.folder.atomic import write_atomic
 from tests.support.net import answers, free_port
 from tests.support.waiting import wait_until
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from specs.atomic import write_atomic
 from specs.cluster import RayJob
+from specs.folder.atomic import write_atomic
 
 pytestmark = pytest.mark.ray
 

@@ -109,7 +109,7 @@ def test_file_event_wakes_loop_fast(make_queue) -> None:
     q = make_queue(interval_seconds=30.0)  # only the watcher can make this fast
     q.start()
     time.sleep(0.5)
-    from reconciler.shell.watcher import Watcher
+    from reconciler.shell.watch.watcher import Watcher
 
     assert q.reconciler is not None and q.stop_event is not None
     watcher = Watcher(q.dir, q.reconciler.wake, q.stop_event)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.app.assembly import build_reconciler
-from specs.access import Tokens
+from specs.tenancy.access import Tokens
 
 pytestmark = pytest.mark.ray
 

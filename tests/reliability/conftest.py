@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.shell.faults import ENV as CRASH_ENV
+from reconciler.shell.loop.faults import ENV as CRASH_ENV
 from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import META_QUEUE, Capacity

@@ -24,13 +24,13 @@ import yaml
 from schemathesis import GenerationMode
 
 from api.app import create_app
-from reconciler.shell.loop import Reconciler
+from reconciler.shell.loop.runner import Reconciler
 from reconciler.shell.raycluster.fake import FakeRay
-from specs.access import Tokens
 from specs.cluster import Capacity
-from specs.runtimepaths import RuntimePaths
-from specs.settings import Settings
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
+from specs.settings.process import Settings
+from specs.tenancy.access import Tokens
+from specs.tenancy.runtimepaths import RuntimePaths
 from tests.support.net import free_port
 from tests.support.specs import snapshot, task_yaml
 from tests.support.world import GIB

@@ -24,14 +24,14 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import specs.store
-from reconciler.shell.loop import Reconciler
+import specs.folder.store
+from reconciler.shell.loop.runner import Reconciler
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import RUNNING, Capacity
-from specs.parse import MAX_FILE_BYTES, SpecParseError, parse_task
-from specs.settings import Settings
-from specs.store import TaskStore
-from specs.taskrecords import Task
+from specs.folder.store import TaskStore
+from specs.settings.process import Settings
+from specs.task.records import Task
+from specs.yamlio.parse import MAX_FILE_BYTES, SpecParseError, parse_task
 from tests.support.specs import snapshot, task_doc
 from tests.support.world import GIB, World
 
@@ -347,14 +347,16 @@ def test_unreadable_spec_keeps_its_running_job(
     sid = world.status("train")["submissionId"]
     world.ray.set_status(sid, RUNNING)
     world.step()
-    real_read = specs.store._read_with_stat  # how the store reads a spec (and stats it after)
+    real_read = (
+        specs.folder.store._read_with_stat
+    )  # how the store reads a spec (and stats it after)
 
     def denied(path: str | Path, limit: int = -1) -> tuple[bytes, os.stat_result] | None:
         if str(path).endswith("train.yaml"):
             raise PermissionError(13, "Permission denied", str(path))
         return real_read(path, limit)
 
-    monkeypatch.setattr(specs.store, "_read_with_stat", denied)
+    monkeypatch.setattr(specs.folder.store, "_read_with_stat", denied)
     os.utime(world.tasks / "train.yaml", (time.time() + 5, time.time() + 5))  # force a re-read
     with caplog.at_level(logging.WARNING, "rayqueue.store"):
         world.step(passes=3)
@@ -383,14 +385,14 @@ def test_an_unforeseen_parser_failure_is_still_our_error(
 ) -> None:
     """The fuzz finds no exception the parser does not handle itself, so the catch-all at its
     boundary is checked directly: a bug deep inside must still come out as SpecParseError."""
-    import specs.parse
+    import specs.yamlio.parse
 
     def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("a bug deep inside")
 
-    monkeypatch.setattr(specs.parse, "_validate", broken)
-    monkeypatch.setattr(specs.parse.blockyaml, "load", broken)  # the fast paths, tried first
-    monkeypatch.setattr(specs.parse.fastyaml, "load", broken)
+    monkeypatch.setattr(specs.yamlio.parse, "_validate", broken)
+    monkeypatch.setattr(specs.yamlio.parse.blockyaml, "load", broken)  # the fast paths, tried first
+    monkeypatch.setattr(specs.yamlio.parse.fastyaml, "load", broken)
     with pytest.raises(SpecParseError, match="could not parse: KeyError"):
         parse_task(yaml.safe_dump(valid_doc()), file="task.yaml")
     figures["inputs tried"] += 1

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.shell.loop import Reconciler
+from reconciler.shell.loop.runner import Reconciler
 from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from reconciler.shell.raycluster.fake import FakeRay
-from reconciler.shell.watcher import Watcher
+from reconciler.shell.watch.watcher import Watcher
 from specs.cluster import META_QUEUE, RUNNING, STOPPED, Capacity
-from specs.parse import parse_task
-from specs.settings import Settings
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
+from specs.settings.process import Settings
+from specs.yamlio.parse import parse_task
 from tests.reliability.conftest import ServeProcess
 from tests.support.clock import FakeClock
 from tests.support.specs import read_status, task_yaml, write_task
@@ -376,7 +376,7 @@ def test_a_file_published_whole_needs_no_settle_wait(tmp_path: Path) -> None:
     write_task(tmp_path, "a", "python one.py")
     store.scan()
 
-    write_task(tmp_path, "a", "python two.py")  # specs/atomic.py, as the API and CLI write
+    write_task(tmp_path, "a", "python two.py")  # specs/folder/atomic.py, as the API and CLI write
     write_task(tmp_path, "b", "python b.py")
     entries = store.scan()  # no time has passed
     assert entries["a"].task is not None and entries["a"].task.spec.entrypoint == "python two.py"

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.shell.loop import Reconciler
+from reconciler.shell.loop.runner import Reconciler
 from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.cluster import META_QUEUE, META_TASK, RUNNING, Capacity, RayJob
-from specs.settings import Settings
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
+from specs.settings.process import Settings
 from tests.reliability.conftest import stop_queue_jobs
 from tests.support.specs import read_status, write_task
 from tests.support.world import World

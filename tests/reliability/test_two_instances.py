@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.shell.lock import LOCK_NAME, LockHeld, StateLock
+from reconciler.shell.ops.lock import LOCK_NAME, LockHeld, StateLock
 from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.cluster import META_QUEUE
 from tests.reliability.conftest import ServeProcess
@@ -40,7 +40,7 @@ def test_lock_names_its_holder_and_is_released(tmp_path: Path) -> None:
 HOLD = """
 import sys, time
 from pathlib import Path
-from reconciler.shell.lock import StateLock
+from reconciler.shell.ops.lock import StateLock
 StateLock(Path(sys.argv[1])).acquire()
 print("held", flush=True)
 time.sleep(600)

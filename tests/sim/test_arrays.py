@@ -13,11 +13,11 @@ from reconciler.sim.__main__ import main
 from reconciler.sim.engine import simulate, to_task
 from reconciler.sim.teams import split
 from reconciler.sim.workload import Job, make_arrays, synthetic
-from specs import arrays
-from specs.arrays import split as split_element
-from specs.models import Phase
-from specs.queues import QueueConfig
-from specs.taskrecords import Task
+from specs.queues.config import QueueConfig
+from specs.task import arrays
+from specs.task.arrays import split as split_element
+from specs.task.models import Phase
+from specs.task.records import Task
 
 
 def test_make_arrays_is_seeded_and_copies_the_job() -> None:

@@ -14,8 +14,8 @@ from reconciler.sim.engine import simulate
 from reconciler.sim.nodes import NodeModel, Nodes, parse_node_type, split
 from reconciler.sim.workload import Job
 from specs.cluster import Capacity, NodeType
-from specs.models import Reason
-from specs.settings import PlanOptions
+from specs.settings.process import PlanOptions
+from specs.task.models import Reason
 
 SMALL = NodeType("small", Capacity(8, 0, 32 * 2**30), max_count=3)
 

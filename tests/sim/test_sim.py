@@ -17,8 +17,8 @@ from reconciler.sim.__main__ import main
 from reconciler.sim.engine import EPOCH, SimResult, simulate
 from reconciler.sim.metrics import measure, percentile
 from reconciler.sim.workload import Job, offered_load, read_swf, synthetic
-from specs.models import Phase
-from specs.settings import PlanOptions
+from specs.settings.process import PlanOptions
+from specs.task.models import Phase
 
 
 def test_smoke_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:

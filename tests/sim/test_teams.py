@@ -248,7 +248,7 @@ def test_the_preemption_flags_hold_for_teams() -> None:
     # would preempt nothing. Team-0 fills the cluster at priority 0; its priority-9 task comes.
     from reconciler.sim.runs import Teams, run
     from reconciler.sim.teams import split
-    from specs.settings import PlanOptions
+    from specs.settings.process import PlanOptions
 
     low = [Job(f"low{i}", 0.0, 3600.0, 4, 0, 0) for i in range(4)]  # team-0 and team-1
     high = [Job("high", 60.0, 60.0, 4, 9, 0), Job("pad", 60.0, 60.0, 1, 0, 0)]  # team-0 and -1
@@ -299,7 +299,7 @@ def test_narrow_work_is_shared_by_weight_over_the_contended_time(half_life: floa
     # cluster, so no start waits for room to drain (the wide-task case, where the weight-3
     # team falls short, is measured in docs/fairshare-history.md, "Thirteenth pass").
     from reconciler.sim.runs import Teams, run
-    from specs.settings import PlanOptions
+    from specs.settings.process import PlanOptions
 
     lengths = [600.0 + 300.0 * ((7 * i) % 11) for i in range(480)]  # 600-3,600 s, mixed
     workload = split([Job(f"j{i}", 0.0, run, 1, 0, 0) for i, run in enumerate(lengths)], 2)
@@ -316,9 +316,9 @@ def test_half_cluster_tasks_are_shared_by_weight_with_decay() -> None:
     # today's use at full weight beside the decayed mean, team-0 keeps its slot while
     # (past1 + 8a) / 3 >= past0 and settles at (4 + 2a) / 16: 0.376 at a = 1, a standing
     # error of one start. At a = CURRENT_USE_WEIGHT it is within 5 % of 1/4.
-    from reconciler.core.quotas import CURRENT_USE_WEIGHT
+    from reconciler.core.queues.quotas import CURRENT_USE_WEIGHT
     from reconciler.sim.runs import Teams, run
-    from specs.settings import PlanOptions
+    from specs.settings.process import PlanOptions
 
     lengths = [600.0 + 300.0 * ((7 * i) % 11) for i in range(480)]
     workload = split([Job(f"j{i}", 0.0, run, 8, 0, 0) for i, run in enumerate(lengths)], 2)
@@ -337,7 +337,7 @@ def test_without_decay_half_cluster_tasks_are_shared_one_to_one_whatever_the_wei
     # whatever its weight and it takes the freed slot back. The cluster stays 8 + 8 and
     # weights 1:3 come out 1:1.
     from reconciler.sim.runs import Teams, run
-    from specs.settings import PlanOptions
+    from specs.settings.process import PlanOptions
 
     lengths = [600.0 + 300.0 * ((7 * i) % 11) for i in range(480)]
     workload = split([Job(f"j{i}", 0.0, run, 8, 0, 0) for i, run in enumerate(lengths)], 2)

@@ -8,7 +8,7 @@ import dataclasses
 from typing import Any
 
 from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity
-from specs.settings import PlanOptions
+from specs.settings.process import PlanOptions
 from tests.support.incremental_history import History, assert_identical
 from tests.support.planner_world import GIB
 

@@ -13,15 +13,15 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.core import incremental
-from reconciler.core.incremental import Memo, plan_incremental
+from reconciler.core.incremental import memo as incremental
+from reconciler.core.incremental.memo import Memo, plan_incremental
 from reconciler.core.planner import Observation, Plan, TaskInput, plan
-from reconciler.core.usage import QueueUsage, Tracked, since_of
+from reconciler.core.queues.usage import QueueUsage, Tracked, since_of
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob, Scaling
-from specs.models import Reason
-from specs.queues import QueueConfig
-from specs.settings import PlanOptions
-from specs.statusrecords import TaskStatus
+from specs.queues.config import QueueConfig
+from specs.settings.process import PlanOptions
+from specs.task.models import Reason
+from specs.task.status import TaskStatus
 from tests.support.planner_world import GIB, task
 
 T0 = 1_767_225_600.0  # 2026-01-01

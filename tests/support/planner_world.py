@@ -10,11 +10,11 @@ from typing import Any
 
 from reconciler.core.planner import Observation, Plan, TaskInput, plan
 from specs.cluster import FAILED, PENDING, STOPPED, SUCCEEDED, Capacity, RayJob, Scaling
-from specs.models import Phase, Reason
-from specs.queues import QueueConfig
-from specs.settings import PlanOptions
-from specs.statusrecords import TaskStatus, TaskStatusBody
-from specs.taskrecords import Task
+from specs.queues.config import QueueConfig
+from specs.settings.process import PlanOptions
+from specs.task.models import Phase, Reason
+from specs.task.records import Task
+from specs.task.status import TaskStatus, TaskStatusBody
 
 GIB = 2**30
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

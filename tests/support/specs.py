@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from specs.atomic import write_atomic
+from specs.folder.atomic import write_atomic
 
 
 def task_doc(entrypoint: str = "echo hi", cpu: float = 1, **spec: Any) -> dict[str, Any]:

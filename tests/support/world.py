@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.shell.loop import Reconciler
+from reconciler.shell.loop.runner import Reconciler
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import META_QUEUE, Autoscaler, Capacity, RayJob
-from specs.settings import Settings
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
+from specs.settings.process import Settings
 from tests.support.clock import DEFAULT_START, FakeClock
 from tests.support.specs import read_status, write_task
 

@@ -1,4 +1,5 @@
-"""specs.access (tokens, roles, folders) and the origin rule of api.security, table-driven."""
+"""specs.tenancy.access (tokens, roles, folders) and the origin rule of api.security,
+table-driven."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from api.security import allowed_hosts, normalize_origin, origin_problem
-from specs.access import (
+from specs.settings.process import Settings
+from specs.tenancy.access import (
     ANONYMOUS,
     AccessError,
     Principal,
@@ -23,8 +25,7 @@ from specs.access import (
     load_tokens,
     parse_tokens_file,
 )
-from specs.policy import STOP_WAIT_ENV, UNRESTRICTED
-from specs.settings import Settings
+from specs.tenancy.policy import STOP_WAIT_ENV, UNRESTRICTED
 
 H = hash_token("secret")
 

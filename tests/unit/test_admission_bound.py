@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.core.policies import (
+from reconciler.core.admission.policies import (
     Candidate,
     Claim,
     admit_bounded,
@@ -15,10 +15,10 @@ from reconciler.core.policies import (
     besteffort,
     strict,
 )
-from reconciler.core.waits import BehindTask, NotConsidered, Waiting
+from reconciler.core.admission.waits import BehindTask, NotConsidered, Waiting
 from specs.cluster import Capacity
-from specs.models import Reason
-from specs.settings import PlanOptions
+from specs.settings.process import PlanOptions
+from specs.task.models import Reason
 from tests.support.planner_world import GIB, PlanWorld, task
 
 NOW = 1_000.0

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.shell.faults import POINTS
+from reconciler.shell.loop.faults import POINTS
 from specs.cluster import META_RUN, META_TASK, RUNNING, STOPPED, SUCCEEDED, Capacity
 from tests.support.world import World
 

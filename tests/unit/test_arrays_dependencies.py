@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.core.dependencies import RunView, judge
-from reconciler.core.depnames import DependencyViews
+from reconciler.core.task.dependencies import RunView, judge
+from reconciler.core.task.depnames import DependencyViews
 from specs.cluster import META_TASK, SUCCEEDED, Capacity
-from specs.models import Phase, Reason
-from specs.pipeline import DependencySpec
+from specs.task.models import Phase, Reason
+from specs.task.pipeline import DependencySpec
 from tests.support.world import World
 
 S, F, R = Phase.SUCCEEDED, Phase.FAILED, Phase.RUNNING

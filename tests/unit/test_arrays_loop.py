@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from specs import arraystatus
 from specs.cluster import FAILED, META_TASK, RUNNING, SUCCEEDED, Capacity
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
+from specs.task import arraystatus
 from tests.support.world import World
 
 

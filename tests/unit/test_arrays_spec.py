@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from reconciler.cli.main import main
-from specs import arrays
-from specs.models import MAX_ARRAY_ELEMENTS
-from specs.parse import SpecParseError, parse_task
-from specs.schema import task_schema
-from specs.service import SpecRejected, TaskService
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
+from specs.service.tasks import SpecRejected, TaskService
+from specs.task import arrays
+from specs.task.models import MAX_ARRAY_ELEMENTS
+from specs.task.schema import task_schema
+from specs.yamlio.parse import SpecParseError, parse_task
 
 HEAD = """apiVersion: rayqueue/v1
 kind: Task

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from reconciler.shell.loop.scaling import RESEND_SECONDS, AutoscalerMetrics, ScaleRequests, combine
 from reconciler.shell.raycluster.autoscaler import bundle_dict, gcs_address_for, read_report
-from reconciler.shell.scaling import RESEND_SECONDS, AutoscalerMetrics, ScaleRequests, combine
 from specs.cluster import Capacity, NodeType, RayUnavailable, Scaling
-from specs.queues import ClusterSection, NodeTypeEntry, Quota
+from specs.queues.config import ClusterSection, NodeTypeEntry, Quota
 from tests.support.world import World
 
 GiB = 2**30

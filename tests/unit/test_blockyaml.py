@@ -1,4 +1,5 @@
-"""specs/blockyaml.py reads plain block style exactly as the slow path does, or not at all."""
+"""specs/yamlio/blockyaml.py reads plain block style exactly as the slow path does, or not at
+all."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specs import blockyaml, parse
-from specs.specerrors import _Found
+from specs.yamlio import blockyaml, parse
+from specs.yamlio.errors import _Found
 
 
 def slow(text: str) -> Any:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from yaml.nodes import ScalarNode
 
-from specs import blockyaml
+from specs.yamlio import blockyaml
 
 
 def _resolved(text: str) -> str:

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
-from reconciler.core import lifecycle, planner, reconcile
+from reconciler.core import planner
 from reconciler.core.planner import Observation, TaskInput
-from reconciler.core.states import Trigger, fire
-from specs.arrays import order_key, split
+from reconciler.core.task import lifecycle, reconcile
+from reconciler.core.task.states import Trigger, fire
 from specs.cluster import (
     FAILED,
     META_QUEUE,
@@ -31,10 +31,11 @@ from specs.cluster import (
     Capacity,
     RayJob,
 )
-from specs.models import Phase, Reason
-from specs.parse import parse_queue_config
-from specs.settings import PlanOptions
-from specs.statusrecords import TaskStatus, TaskStatusBody
+from specs.settings.process import PlanOptions
+from specs.task.arrays import order_key, split
+from specs.task.models import Phase, Reason
+from specs.task.status import TaskStatus, TaskStatusBody
+from specs.yamlio.parse import parse_queue_config
 from tests.support.incremental_history import T0, assert_identical
 from tests.support.planner_world import GIB, task
 

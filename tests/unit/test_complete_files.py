@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.shell import inotify, watcher
-from reconciler.shell.watcher import Watcher
-from specs import store as store_module
-from specs.atomic import replace_file
+from reconciler.shell.watch import inotify, watcher
+from reconciler.shell.watch.watcher import Watcher
 from specs.cluster import Capacity
+from specs.folder import store as store_module
+from specs.folder.atomic import replace_file
 from tests.support.specs import task_yaml
 from tests.support.waiting import wait_until
 from tests.support.world import World

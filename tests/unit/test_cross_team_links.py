@@ -13,7 +13,7 @@ import yaml
 
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import Capacity
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
 from tests.support.world import World
 
 SPEC = yaml.safe_dump(

@@ -12,15 +12,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.core.dependencies import (
+from reconciler.core.task.dependencies import (
     RunView,
     find_cycles,
     judge,
     satisfies,
     strongly_connected,
 )
-from specs.models import Phase, Reason
-from specs.pipeline import DependencySpec
+from specs.task.models import Phase, Reason
+from specs.task.pipeline import DependencySpec
 
 if TYPE_CHECKING:
     from _typeshed import TraceFunction

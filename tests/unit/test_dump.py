@@ -1,4 +1,5 @@
-"""specs/dump.py: the hand-written fast path for sidecars writes exactly what PyYAML writes."""
+"""specs/yamlio/dump.py: the hand-written fast path for sidecars writes exactly what PyYAML
+writes."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specs import dump
-from specs.models import Condition, Metadata, Phase, SourceRef
-from specs.parse import parse_status
-from specs.statusrecords import TaskStatus, TaskStatusBody
+from specs.task.models import Condition, Metadata, Phase, SourceRef
+from specs.task.status import TaskStatus, TaskStatusBody
+from specs.yamlio import dump
+from specs.yamlio.parse import parse_status
 
 TRICKY = [
     "",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
 
 SPEC = "apiVersion: rayqueue/v1\nkind: Task\nspec:\n  entrypoint: x\n  resources: {{cpu: {cpu}}}\n"
 

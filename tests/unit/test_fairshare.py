@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.core import fairshare, quotas
-from reconciler.core.fairshare import NO_LIMIT, QueueDemand, QueueQuota, admit, resolve
-from reconciler.core.policies import POLICIES, Candidate
+from reconciler.core.admission.policies import POLICIES, Candidate
+from reconciler.core.queues import fairshare, quotas
+from reconciler.core.queues.fairshare import NO_LIMIT, QueueDemand, QueueQuota, admit, resolve
 from specs.cluster import Capacity
-from specs.parse import parse_queue_config
+from specs.yamlio.parse import parse_queue_config
 
 CLUSTER = Capacity(16, 4, 64 * 2**30)
 INF = math.inf

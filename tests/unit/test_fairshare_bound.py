@@ -7,14 +7,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.core import fairshare
-from reconciler.core.fairshare import QueueDemand, QueueQuota
-from reconciler.core.policies import POLICIES, Candidate, Claim
-from reconciler.core.waits import NotConsidered, OverQuota, Waiting
+from reconciler.core.admission.policies import POLICIES, Candidate, Claim
+from reconciler.core.admission.waits import NotConsidered, OverQuota, Waiting
+from reconciler.core.queues import fairshare
+from reconciler.core.queues.fairshare import QueueDemand, QueueQuota
 from specs.cluster import Capacity
-from specs.models import Reason
-from specs.parse import parse_queue_config
-from specs.settings import PlanOptions
+from specs.settings.process import PlanOptions
+from specs.task.models import Reason
+from specs.yamlio.parse import parse_queue_config
 from tests.support.planner_world import GIB, PlanWorld, task
 
 NOW = 1_000.0

@@ -1,7 +1,8 @@
 """The fast pass walks the single queue's narrow head (its exact places and the tasks that may
 start: `exact_queue_positions + max_inflight + 2`) first, and the wide one (plus
 `backfill_candidates`) only when the policy's walk does not end in the narrow one
-(reconciler/core/fastpass.py). A full cluster whose jobs declare no end gives backfill no
+(reconciler/core/incremental/fastpass.py). A full cluster whose jobs declare no end gives backfill
+no
 reservation: everyone waits behind the head, and the walk ends one task past it. Every pass
 equals plan() in every field (History's check); the sequence property
 (tests/unit/test_incremental_sequences.py) plays random histories with it on."""

@@ -1,5 +1,6 @@
 """A job listed PENDING (its task Starting, the start's claim now the Starting task's) makes the
-fast pass walk the queue's head anew: the walk's inputs moved (reconciler/core/fastpass.py).
+fast pass walk the queue's head anew: the walk's inputs moved
+(reconciler/core/incremental/fastpass.py).
 Most often its answer is the last pass's, the started task gone from its front: every waiting
 task keeps its place and wait. Those are compared task by task and a task that kept the status
 the last pass gave it is left as it is (`admit_prefix`'s `standing`), as in a pass that reuses
@@ -13,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.core import fastpass, headadmission
+from reconciler.core.incremental import fastpass
+from reconciler.core.incremental import frontadmission as headadmission
 from specs.cluster import SUCCEEDED
 from tests.support.busy_queue import busy_queue, settle, start_all
 from tests.support.incremental_history import History

@@ -19,7 +19,7 @@ from reconciler.app.runtime import first_pass_gc
 from reconciler.core.planner import Plan
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import Capacity
-from specs.settings import Settings
+from specs.settings.process import Settings
 from tests.support.specs import read_status, write_task
 
 

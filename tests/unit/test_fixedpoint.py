@@ -1,4 +1,5 @@
-"""A waiting task's result carried over to the status the loop wrote (reconciler.core.fixedpoint,
+"""A waiting task's result carried over to the status the loop wrote
+(reconciler.core.incremental.ownwrites,
 issue 27): wherever `carried` answers, its answer is `reconcile_task` of that status; and the
 incremental planner uses it, so a pass after the loop wrote the last plan's statuses (a cold
 start's first sidecars) reconciles none of the tasks that only wait."""
@@ -12,13 +13,14 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from reconciler.core import fixedpoint, planner
+from reconciler.core import planner
+from reconciler.core.incremental import ownwrites as fixedpoint
 from reconciler.core.planner import Observation, TaskInput
 from specs.cluster import PENDING, Capacity, RayJob
-from specs.models import Phase, Reason
-from specs.settings import PlanOptions
-from specs.statusrecords import TaskStatus
-from specs.taskrecords import Task
+from specs.settings.process import PlanOptions
+from specs.task.models import Phase, Reason
+from specs.task.records import Task
+from specs.task.status import TaskStatus
 from tests.support.incremental_history import T0, History
 from tests.support.planner_world import GIB, task
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.shell.gitrev import GitRevisions, find_work_tree, flux_revision, parse_status
+from reconciler.shell.loop.gitrev import GitRevisions, find_work_tree, flux_revision, parse_status
 
 needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="no git binary")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.shell.gitrev import GitRevisions, find_work_tree
+from reconciler.shell.loop.gitrev import GitRevisions, find_work_tree
 from tests.unit.test_gitrev import git, repo
 
 __all__ = ["repo"]  # the fixture, used by name

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from reconciler.shell import head_record
+from reconciler.shell.ops import head_record
 
 
 def test_write_lookup_remove(tmp_path: Path) -> None:

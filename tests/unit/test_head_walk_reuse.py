@@ -1,5 +1,6 @@
 """The fast pass reuses the last walk over the queue's head when nothing the walk reads has
-changed (reconciler.core.headadmission.walk_head): a busy queue's passes that only move an
+changed (reconciler.core.incremental.frontadmission.walk_head): a busy queue's passes that only
+move an
 active task's status (its job PENDING, then RUNNING) give the same answer as the pass before,
 and the full `plan()` agrees in every field at every pass (History's check). The sequence
 property (tests/unit/test_incremental_sequences.py) plays random histories with it on."""
@@ -13,11 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from reconciler.core import headadmission, policies
-from reconciler.core.headadmission import HeadWalk, walk_head
-from reconciler.core.waits import ReservedStart, Waiting, shortfall
+from reconciler.core.admission import policies
+from reconciler.core.admission.waits import ReservedStart, Waiting, shortfall
+from reconciler.core.incremental import frontadmission as headadmission
+from reconciler.core.incremental.frontadmission import HeadWalk, walk_head
 from specs.cluster import RUNNING, Capacity
-from specs.settings import PlanOptions
+from specs.settings.process import PlanOptions
 from tests.support.busy_queue import busy_queue, end_one, settle, start_all
 from tests.support.incremental_history import History, assert_identical
 from tests.support.planner_world import GIB

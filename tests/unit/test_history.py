@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.shell.history import (
+from reconciler.shell.ops.history import (
     SERIES,
     HistoryReader,
     HistoryView,

@@ -10,9 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.core import lifecycle, planner
+from reconciler.core import planner
 from reconciler.core.planner import TaskInput
-from reconciler.core.usage import QueueUsage, Tracked
+from reconciler.core.queues.usage import QueueUsage, Tracked
+from reconciler.core.task import lifecycle
 from specs.cluster import (
     FAILED,
     RUNNING,
@@ -22,10 +23,10 @@ from specs.cluster import (
     NodeType,
     Scaling,
 )
-from specs.models import Phase
-from specs.parse import parse_queue_config
-from specs.queues import QueueConfig
-from specs.settings import PlanOptions
+from specs.queues.config import QueueConfig
+from specs.settings.process import PlanOptions
+from specs.task.models import Phase
+from specs.yamlio.parse import parse_queue_config
 from tests.support.incremental_history import T0, History
 from tests.support.planner_world import GIB
 
@@ -100,7 +101,8 @@ def specs_of(draw: st.DrawFn, name: str) -> dict[str, Any]:
     if draw(st.integers(0, 9)) == 0:
         fields["suspend"] = True
     if draw(st.integers(0, 3)) == 0:
-        # Explicit ids, some claimed by several tasks: the claim rule (reconciler.core.idclaims).
+        # Explicit ids, some claimed by several tasks: the claim rule
+        # (reconciler.core.task.idclaims).
         fields["submissionId"] = draw(st.sampled_from(["shared", "shared", "shared-2", name[-1]]))
     if draw(st.integers(0, 4)) == 0:
         fields["dependsOn"] = [{"name": draw(st.sampled_from([n for n in NAMES if n != name]))}]
@@ -109,7 +111,8 @@ def specs_of(draw: st.DrawFn, name: str) -> dict[str, Any]:
 
 @st.composite
 def plain_specs_of(draw: st.DrawFn, name: str) -> dict[str, Any]:
-    """Tasks the fast pass takes (reconciler.core.queueorder): no dependencies, no explicit
+    """Tasks the fast pass takes (reconciler.core.incremental.keptorder): no dependencies, no
+    explicit
     submission id."""
     fields: dict[str, Any] = {
         "priority": draw(st.integers(0, 2)),
@@ -244,7 +247,8 @@ def test_the_fast_pass_equals_the_full_plan(
     data: st.DataObject,
 ) -> None:
     """One queue, no preemption, dependencies or autoscaler: the incremental planner takes its
-    fast pass (the kept queue order, reconciler.core.queueorder), with many waiting tasks, few
+    fast pass (the kept queue order, reconciler.core.incremental.keptorder), with many waiting
+    tasks, few
     exact places and a short walk, so places, buckets and the walk's tail all move. Also
     with several team queues (weights, limits, decayed usage), each walk bounded alike."""
     names = MANY if teams is None else MANY_TEAMS
@@ -348,7 +352,8 @@ def test_a_deadline_is_kept_to_the_last_float() -> None:
 def test_a_start_at_the_head_looks_at_the_head_not_the_queue(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The kept order (reconciler.core.queueorder): when a job ends and the next task starts,
+    """The kept order (reconciler.core.incremental.keptorder): when a job ends and the next task
+    starts,
     the pass sets the statuses of the exact places and the bucket edges, reconciles only the
     tasks whose inputs changed, and hands every other status back as it was given."""
     options = PlanOptions(queue_id="q", policy="strict", exact_queue_positions=5)

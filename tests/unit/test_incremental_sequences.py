@@ -24,13 +24,13 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from reconciler.core import fastpass
-from reconciler.core.queueorder import bounds_of
-from reconciler.core.usage import Tracked
+from reconciler.core.incremental import fastpass
+from reconciler.core.incremental.keptorder import bounds_of
+from reconciler.core.queues.usage import Tracked
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
-from specs.parse import parse_queue_config
-from specs.queues import QueueConfig
-from specs.settings import PlanOptions
+from specs.queues.config import QueueConfig
+from specs.settings.process import PlanOptions
+from specs.yamlio.parse import parse_queue_config
 from tests.support.incremental_history import T0, History, assert_identical
 from tests.support.planner_world import GIB
 
@@ -598,7 +598,8 @@ def test_the_loops_own_writes_are_carried_and_every_pass_equals_plan(
 ) -> None:
     """The harness writes each plan's statuses as the loop does, each with a new version. On
     the fast pass, the waiting tasks whose version changed only by that write are taken as
-    quiet (Memo.carried, reconciler.core.fixedpoint), and every pass still equals plan() in
+    quiet (Memo.carried, reconciler.core.incremental.ownwrites), and every pass still equals plan()
+    in
     every field: a cold start's batch, starts and ends, a second batch, the clock."""
     options = PlanOptions(queue_id="q", policy="backfill", exact_queue_positions=2)
     world = History(

@@ -1,4 +1,4 @@
-"""Ray's jobs between full listings (reconciler/shell/jobview.py): only the live jobs and the
+"""Ray's jobs between full listings (reconciler/shell/loop/jobview.py): only the live jobs and the
 ones just submitted are looked up; whatever else changes is seen at the next listing; and,
 with no other client, every read equals a full listing at that moment."""
 
@@ -13,8 +13,8 @@ from typing import ClassVar
 
 import pytest
 
-from reconciler.shell.jobview import JobView
-from reconciler.shell.loop import Reconciler
+from reconciler.shell.loop.jobview import JobView
+from reconciler.shell.loop.runner import Reconciler
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import (
     FAILED,
@@ -25,8 +25,8 @@ from specs.cluster import (
     RayUnavailable,
     SubmitRequest,
 )
-from specs.settings import Settings
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
+from specs.settings.process import Settings
 from tests.support.clock import FakeClock
 from tests.support.localhttp import QuietHandler, serving
 from tests.support.specs import write_task
@@ -247,8 +247,8 @@ def test_the_adapter_looks_jobs_up_by_their_encoded_id(dashboard: str) -> None:
 
 
 def test_the_counting_adapter_counts_look_ups_and_has_none_without_them() -> None:
-    from reconciler.shell.jobview import JobLookup
-    from reconciler.shell.metrics import CountingRayAdapter, QueueMetrics
+    from reconciler.shell.loop.jobview import JobLookup
+    from reconciler.shell.ops.metrics import CountingRayAdapter, QueueMetrics
 
     metrics = QueueMetrics("test")
     assert not isinstance(CountingRayAdapter(FakeRay(), metrics), JobLookup)

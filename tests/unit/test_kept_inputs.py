@@ -13,10 +13,10 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from reconciler.shell.passinputs import scan_specs
-from reconciler.shell.still import Version
+from reconciler.shell.loop.inputs import scan_specs
+from reconciler.shell.loop.unchanged import Version
 from specs.cluster import Capacity
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
 from tests.support.specs import write_task
 from tests.support.world import World
 

@@ -1,6 +1,6 @@
 """The loop's lean status records write exactly what the pydantic models wrote (issue 27).
 
-Inside the loop a status is a plain record (specs/models.py TaskStatus, TaskStatusBody);
+Inside the loop a status is a plain record (specs/task/models.py TaskStatus, TaskStatusBody);
 pydantic (TaskStatusModel, TaskStatusBodyModel) validates it at the file boundary only. For any
 status, the record's document, its sidecar text and its dumps equal the model's, and a
 sidecar read back gives the same record.
@@ -15,10 +15,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specs.dump import dump_status
-from specs.models import Condition, Metadata, Phase, Reason, SourceRef
-from specs.parse import parse_status
-from specs.statusrecords import TaskStatus, TaskStatusBody, TaskStatusBodyModel, TaskStatusModel
+from specs.task.models import Condition, Metadata, Phase, Reason, SourceRef
+from specs.task.status import TaskStatus, TaskStatusBody, TaskStatusBodyModel, TaskStatusModel
+from specs.yamlio.dump import dump_status
+from specs.yamlio.parse import parse_status
 
 _WORDS = st.text(alphabet="abcXYZ019-_ :>\n#'\"", max_size=12)
 _TEXT = st.none() | _WORDS | st.sampled_from(list(Reason))

@@ -11,8 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specs.cluster import Capacity
-from specs.store import SpecEntry, TaskStore
-from specs.storepaths import _packed, _packed_mtime_ns, _stat_packed
+from specs.folder.paths import _packed, _packed_mtime_ns, _stat_packed
+from specs.folder.store import SpecEntry, TaskStore
 from tests.support.specs import write_task
 from tests.support.world import World
 
@@ -107,9 +107,9 @@ def test_a_rebuilt_version_map_keeps_the_equal_versions(tmp_path: Path) -> None:
 
 
 def test_a_sidecar_read_is_kept_under_the_spec_s_name_string(tmp_path: Path) -> None:
-    from specs.models import Phase
-    from specs.statusrecords import TaskStatus, TaskStatusBody
-    from specs.taskrecords import NameMetadata
+    from specs.task.models import Phase
+    from specs.task.records import NameMetadata
+    from specs.task.status import TaskStatus, TaskStatusBody
 
     write_task(tmp_path, "a")
     writer = TaskStore(tmp_path)

@@ -1,5 +1,6 @@
 """Issue 27's lean model for the spec: the loop's Task and TaskSpec are slotted records, plain
-specs are built without pydantic (specs/plainspec.py), and both give exactly what the pydantic
+specs are built without pydantic (specs/yamlio/plainspec.py), and both give exactly what the
+pydantic
 models gave: the same values, spec_hash, dumps and Invalid messages."""
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from benchmarks import bigfolder
-from specs import parse, plainspec
 from specs.cluster import Capacity
-from specs.dump import dump_task
-from specs.models import Metadata, Resources, TaskModel, TaskSpecModel, request_capacity
-from specs.parse import SpecParseError, parse_task
-from specs.taskrecords import NameMetadata, Task, TaskSpec
+from specs.task.models import Metadata, Resources, TaskModel, TaskSpecModel, request_capacity
+from specs.task.records import NameMetadata, Task, TaskSpec
+from specs.yamlio import parse, plainspec
+from specs.yamlio.dump import dump_task
+from specs.yamlio.parse import SpecParseError, parse_task
 
 FILE = "t.yaml"
 
@@ -258,7 +259,7 @@ def test_copies_pickles_and_equality() -> None:
 
 
 def test_a_shared_resources_asks_for_one_capacity() -> None:
-    from reconciler.core.jobs import request_of
+    from reconciler.core.task.jobs import request_of
 
     a = parse_task(PLAIN[0], file="a.yaml")
     b = parse_task(bigfolder.template(5, 9).decode(), file="b.yaml")
@@ -270,8 +271,8 @@ def test_a_shared_resources_asks_for_one_capacity() -> None:
 
 
 def test_a_status_names_its_task_with_a_name_only_record() -> None:
-    from specs.parse import parse_status
-    from specs.statusrecords import TaskStatus, TaskStatusBody
+    from specs.task.status import TaskStatus, TaskStatusBody
+    from specs.yamlio.parse import parse_status
 
     text = "apiVersion: rayqueue/v1\nkind: TaskStatus\nmetadata:\n  name: a\n"
     text += "status:\n  phase: Queued\n"

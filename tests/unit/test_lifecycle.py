@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from reconciler.core import lifecycle
-from reconciler.core.lifecycle import TRANSITIONS, IllegalTransition, State, Trigger
+from reconciler.core.task import lifecycle
+from reconciler.core.task.lifecycle import TRANSITIONS, IllegalTransition, State, Trigger
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, RayJob
-from specs.models import Phase, Reason
-from specs.statusrecords import TaskStatusBody
+from specs.task.models import Phase, Reason
+from specs.task.status import TaskStatusBody
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 NOW = T0 + timedelta(minutes=5)

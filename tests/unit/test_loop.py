@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.shell.loop import Reconciler
+from reconciler.shell.loop.runner import Reconciler
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import RUNNING, Capacity, RayRequestError, RayUnavailable
 from tests.support.clock import FakeClock

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from reconciler.core import incremental
-from reconciler.shell import loop
-from reconciler.shell.loop import Reconciler
+from reconciler.core.incremental import memo as incremental
+from reconciler.shell.loop import runner as loop
+from reconciler.shell.loop.runner import Reconciler
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import SUCCEEDED, Capacity
-from specs.settings import Settings
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
+from specs.settings.process import Settings
 from tests.support.clock import FakeClock
 from tests.support.specs import write_task
 
@@ -88,7 +88,7 @@ def test_an_edit_names_only_the_task_edited(world, tmp_path: Path) -> None:
     rec.run_pass()
     assert calls.changed[-1] is not None and "c" in calls.changed[-1]
     # b waits, untouched: its version is not compared. (a's is: the status that moved it to
-    # Running was written by a pass whose read-back was skipped, shell/readback.py, so the
+    # Running was written by a pass whose read-back was skipped, shell/loop/readback.py, so the
     # plan the memo holds predates it.)
     assert "b" not in calls.changed[-1]
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from reconciler.app import daemon
-from reconciler.shell import writes
-from reconciler.shell.loop import Reconciler
+from reconciler.shell.loop import writes
+from reconciler.shell.loop.runner import Reconciler
 from specs.cluster import RUNNING, Capacity, RayUnavailable
-from specs.policy import STOP_WAIT_ENV
-from specs.settings import Settings
-from specs.statusrecords import TaskStatus
+from specs.settings.process import Settings
+from specs.task.status import TaskStatus
+from specs.tenancy.policy import STOP_WAIT_ENV
 from tests.support.world import World
 
 

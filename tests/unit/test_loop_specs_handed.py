@@ -1,5 +1,5 @@
 """A pass that reads nothing new in the tasks folder is handed the very inputs map the last
-pass got, not one more copy of 10,000 entries (reconciler/shell/passinputs.py
+pass got, not one more copy of 10,000 entries (reconciler/shell/loop/inputs.py
 `SpecInputs.handed`); one that reads a change gets a new map, and the map handed before is
 left as it was (the planner's memo and the read-back keep what they were handed)."""
 
@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.shell.loop import Reconciler
+from reconciler.shell.loop.runner import Reconciler
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import Capacity
-from specs.settings import Settings
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
+from specs.settings.process import Settings
 from tests.support.clock import FakeClock
 from tests.support.specs import write_task
 

@@ -11,12 +11,12 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from reconciler.shell.metrics import CountingRayAdapter, QueueMetrics
+from reconciler.shell.ops.metrics import CountingRayAdapter, QueueMetrics
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import Capacity, JobNotFound, RayUnavailable
-from specs.models import Condition, Metadata, Phase
-from specs.queues import QueueConfig
-from specs.statusrecords import TaskStatus, TaskStatusBody
+from specs.queues.config import QueueConfig
+from specs.task.models import Condition, Metadata, Phase
+from specs.task.status import TaskStatus, TaskStatusBody
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from specs.models import Metadata, Phase
-from specs.parse import parse_task
-from specs.statusrecords import TaskStatus, TaskStatusBody
+from specs.task.models import Metadata, Phase
+from specs.task.status import TaskStatus, TaskStatusBody
+from specs.yamlio.parse import parse_task
 
 SPEC = b"apiVersion: rayqueue/v1\nkind: Task\nspec:\n  entrypoint: 'true'\n  resources: {cpu: 1}\n"
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.shell.queuefile import QueueFile
-from specs.parse import SpecParseError, parse_queue_config
+from reconciler.shell.loop.queuefile import QueueFile
+from specs.yamlio.parse import SpecParseError, parse_queue_config
 
 TOP = """\
 apiVersion: rayqueue/v1

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from reconciler.core import queueing
-from reconciler.core.fairshare import QueueState
-from reconciler.core.policies import POLICIES, Candidate
-from reconciler.core.preemption import _loads
-from reconciler.core.victims import QueueLoad
-from reconciler.core.waits import QueueFull, RunningLimit
+from reconciler.core.admission.policies import POLICIES, Candidate
+from reconciler.core.admission.waits import QueueFull, RunningLimit
+from reconciler.core.preemption.preempt import _loads
+from reconciler.core.preemption.victims import QueueLoad
+from reconciler.core.queues import dispatch as queueing
+from reconciler.core.queues.fairshare import QueueState
 from specs.cluster import Capacity
-from specs.parse import parse_queue_config
-from specs.queues import QueueConfig
+from specs.queues.config import QueueConfig
+from specs.yamlio.parse import parse_queue_config
 
 CLUSTER = Capacity(16, 0, 0)
 

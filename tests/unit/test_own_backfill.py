@@ -12,9 +12,9 @@ from unittest.mock import patch
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from reconciler.core import fairshare
-from reconciler.core.fairshare import NO_LIMIT, QueueDemand, QueueQuota, admit
-from reconciler.core.policies import POLICIES, Candidate, Claim, reserve
+from reconciler.core.admission.policies import POLICIES, Candidate, Claim, reserve
+from reconciler.core.queues import fairshare
+from reconciler.core.queues.fairshare import NO_LIMIT, QueueDemand, QueueQuota, admit
 from specs.cluster import Capacity
 
 CLUSTER = Capacity(16, 0, 0)

@@ -11,9 +11,13 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specs import parse, yamlnodes
-from specs.models import Condition, Metadata, Phase, Resources
-from specs.parse import (
+from specs.task.models import Condition, Metadata, Phase, Resources
+from specs.task.records import Task, TaskSpec
+from specs.task.status import TaskStatus, TaskStatusBody
+from specs.yamlio import nodes as yamlnodes
+from specs.yamlio import parse
+from specs.yamlio.depth import MAX_NESTING
+from specs.yamlio.parse import (
     MAX_DEPTH,
     MAX_FILE_BYTES,
     SpecError,
@@ -24,9 +28,6 @@ from specs.parse import (
     parse_task,
     parse_tasks,
 )
-from specs.statusrecords import TaskStatus, TaskStatusBody
-from specs.taskrecords import Task, TaskSpec
-from specs.yamldepth import MAX_NESTING
 
 GIB = 2**30
 FUZZ = settings(
@@ -570,7 +571,7 @@ def test_alias_cycle_is_rejected() -> None:
 
 @pytest.mark.parametrize("depth", [MAX_DEPTH + 5, 3000, 300_000])
 def test_deep_nesting_is_rejected(depth: int) -> None:
-    # 300k would crash libyaml's recursive composer; specs.yamldepth refuses it before.
+    # 300k would crash libyaml's recursive composer; specs.yamlio.depth refuses it before.
     error = only_error("a: " + "[" * depth + "]" * depth + "\n")
     assert "nesting is" in error.message
 
@@ -851,7 +852,7 @@ def test_fuzz_mutated_valid_spec(edits: list[tuple[int, int, str]]) -> None:
             assert all(isinstance(t, Task) for t in many)
 
 
-# --- the fast path (specs/fastyaml.py) -----------------------------------------------------
+# --- the fast path (specs/yamlio/fastyaml.py) -----------------------------------------------------
 
 FAST_VALID = [
     "apiVersion: rayqueue/v1\nkind: Task\nspec:\n  entrypoint: python a.py\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specs.parse import SpecParseError, dump_task, parse_task
+from specs.yamlio.parse import SpecParseError, dump_task, parse_task
 
 HEAD = "apiVersion: rayqueue/v1\nkind: Task\nspec:\n  entrypoint: python train.py\n"
 HEAD += "  resources: {cpu: 1}\n"  # the lines below start at line 6

@@ -17,9 +17,9 @@ import pytest
 from reconciler.core.planner import Observation, PlanOptions, TaskInput, plan
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import FAILED, META_RUN, META_TASK, RUNNING, SUCCEEDED, Capacity, RayJob
-from specs.models import FINISHED, Phase
-from specs.statusrecords import TaskStatus
-from specs.taskrecords import Task
+from specs.task.models import FINISHED, Phase
+from specs.task.records import Task
+from specs.task.status import TaskStatus
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 N = 50

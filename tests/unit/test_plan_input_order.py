@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
 from reconciler.core.planner import Observation, TaskInput, plan
-from reconciler.core.usage import QueueUsage
+from reconciler.core.queues.usage import QueueUsage
 from specs.cluster import (
     META_QUEUE,
     META_SPEC_HASH,
@@ -36,9 +36,9 @@ from specs.cluster import (
     RayJob,
     Scaling,
 )
-from specs.parse import parse_queue_config
-from specs.queues import QueueConfig
-from specs.settings import PlanOptions
+from specs.queues.config import QueueConfig
+from specs.settings.process import PlanOptions
+from specs.yamlio.parse import parse_queue_config
 from tests.support.incremental_history import History, assert_identical
 from tests.support.planner_world import GIB, task
 from tests.unit import test_incremental_planner as small
@@ -199,7 +199,7 @@ def test_small_histories_do_not_depend_on_the_order_of_their_inputs(
 def test_of_two_live_jobs_started_together_the_same_is_adopted_in_any_order() -> None:
     """A task with no status file and two live jobs of its spec started at the same second
     (a crash between two submits): the adopted one is the greater id, whichever order Ray
-    listed them in (reconciler.core.reconcile._first_sight)."""
+    listed them in (reconciler.core.task.reconcile._first_sight)."""
     spec = task(priority=1)
     meta = {META_QUEUE: "q", META_TASK: "a", META_SPEC_HASH: spec.spec_hash()}
     jobs = [RayJob(sid, RUNNING, start_time=5.0, metadata=meta) for sid in ("a-1", "a-2")]

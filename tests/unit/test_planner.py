@@ -23,7 +23,7 @@ from specs.cluster import (
     Capacity,
     RayJob,
 )
-from specs.models import ConditionType, Phase, Reason
+from specs.task.models import ConditionType, Phase, Reason
 from tests.support.planner_world import GIB, PlanWorld, task
 
 
@@ -562,7 +562,7 @@ def test_a_refused_transition_keeps_that_task_and_the_pass_goes_on(
 ) -> None:
     """An illegal transition is a bug: it must not stop the pass for every other task. The
     task keeps its status, its job and its resources, and every pass logs an error."""
-    from reconciler.core import lifecycle, reconcile
+    from reconciler.core.task import lifecycle, reconcile
 
     w = PlanWorld({"a": task(5, 1), "b": task(5, 1), "c": task(0, 1)}, capacity=Capacity(2, 0, 0))
     w.step()

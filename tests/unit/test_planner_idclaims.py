@@ -4,7 +4,7 @@ also claims, makes the spec Invalid; the task that has used it keeps it and is n
 from __future__ import annotations
 
 from specs.cluster import RUNNING, RayJob
-from specs.models import ConditionType, Phase, Reason
+from specs.task.models import ConditionType, Phase, Reason
 from tests.support.planner_world import PlanWorld, task
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from reconciler.core.planner import PlanOptions
 from specs.cluster import FAILED, RUNNING, STOPPED, SUCCEEDED, Capacity
-from specs.models import Phase, Reason
-from specs.taskrecords import Task
+from specs.task.models import Phase, Reason
+from specs.task.records import Task
 from tests.support.planner_world import GIB, PlanWorld, task
 from tests.unit.test_planner import started
 

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.core.jobs import RUN_ENV
 from reconciler.core.planner import STOP_WAIT_ENV, Plan, request_of
+from reconciler.core.task.jobs import RUN_ENV
 from specs.cluster import RUNNING, STOPPED, SUCCEEDED, Capacity
-from specs.models import ConditionType, Phase, Reason
-from specs.settings import PlanOptions
-from specs.taskrecords import Task
+from specs.settings.process import PlanOptions
+from specs.task.models import ConditionType, Phase, Reason
+from specs.task.records import Task
 from tests.support.planner_world import GIB, PlanWorld, task
 from tests.unit.test_planner import started
 

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.core.jobs import RUN_ENV
 from reconciler.core.planner import STOP_WAIT_ENV, Plan
+from reconciler.core.task.jobs import RUN_ENV
 from specs.cluster import SUCCEEDED, Capacity
-from specs.models import ConditionType, Phase, Reason
-from specs.parse import parse_queue_config
-from specs.settings import PlanOptions
-from specs.taskrecords import Task
+from specs.settings.process import PlanOptions
+from specs.task.models import ConditionType, Phase, Reason
+from specs.task.records import Task
+from specs.yamlio.parse import parse_queue_config
 from tests.support.planner_world import GIB, T0, task
 from tests.unit.test_planner_preemption import Cluster
 

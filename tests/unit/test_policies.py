@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.core.planner import PlanOptions
-from reconciler.core.policies import (
+from reconciler.core.admission.policies import (
     POLICIES,
     Admission,
     Candidate,
@@ -19,8 +18,9 @@ from reconciler.core.policies import (
     reserve,
     strict,
 )
+from reconciler.core.planner import PlanOptions
 from specs.cluster import RUNNING, SUCCEEDED, Capacity
-from specs.models import Phase, Reason
+from specs.task.models import Phase, Reason
 from tests.support.planner_world import PlanWorld, task
 
 NOW = 1_000.0

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.core.victims import (
+from reconciler.core.preemption.victims import (
     LOWER_PRIORITY,
     NEVER,
     Preemptor,

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.core.jobs import PREEMPTED_ENV, RUN_ENV
-from reconciler.core.preemptrules import ONE_QUEUE, setup
-from reconciler.core.victims import (
+from reconciler.core.preemption.rules import ONE_QUEUE, setup
+from reconciler.core.preemption.victims import (
     LOWER_PRIORITY,
     Preemptor,
     Rules,
@@ -22,9 +21,10 @@ from reconciler.core.victims import (
     dominant_share,
     lost_work,
 )
+from reconciler.core.task.jobs import PREEMPTED_ENV, RUN_ENV
 from specs.cluster import SUCCEEDED, Capacity
-from specs.parse import parse_queue_config
-from specs.settings import PlanOptions
+from specs.settings.process import PlanOptions
+from specs.yamlio.parse import parse_queue_config
 from tests.support.planner_world import GIB, task
 from tests.unit.test_planner_preemption import ON, Cluster, filled
 

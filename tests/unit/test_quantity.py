@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specs.quantity import MAX_BYTES, QuantityError, format_memory, human_memory, parse_memory
+from specs.task.quantity import MAX_BYTES, QuantityError, format_memory, human_memory, parse_memory
 
 GIB = 2**30
 MIB = 2**20

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from specs.cluster import Capacity
-from specs.parse import SpecParseError, parse_queue_config
-from specs.queues import DEFAULT_QUEUE, parse_capacity
-from specs.store import InvalidName, TaskStore, validate_name
+from specs.folder.store import InvalidName, TaskStore, validate_name
+from specs.queues.config import DEFAULT_QUEUE, parse_capacity
+from specs.yamlio.parse import SpecParseError, parse_queue_config
 
 GOOD = """\
 apiVersion: rayqueue/v1

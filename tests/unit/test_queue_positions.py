@@ -4,10 +4,10 @@ sidecars as they are."""
 
 from __future__ import annotations
 
-from reconciler.core.admission import position_bucket
+from reconciler.core.admission.admit import position_bucket
 from specs.cluster import SUCCEEDED, Capacity
-from specs.models import Phase
-from specs.settings import PlanOptions
+from specs.settings.process import PlanOptions
+from specs.task.models import Phase
 from tests.support.planner_world import GIB, PlanWorld, task
 
 

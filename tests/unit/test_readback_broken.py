@@ -4,7 +4,7 @@ A broken file never stops a healthy job: it runs on under the last valid spec. T
 sees its job end records the outcome (Succeeded, Failed, a retry's Queued), a plan that only
 moves statuses; the next pass, reading that back, turns the task Invalid. So the planner is
 not a fixed point of that plan's output, and its read-back must not be skipped
-(reconciler/shell/readback.py). Found by the property in tests/unit/test_readback_still.py
+(reconciler/shell/loop/readback.py). Found by the property in tests/unit/test_readback_still.py
 (one run of thousands; a sequence with a broken spec), played here on purpose.
 """
 
@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from reconciler.core.planner import Observation, plan
-from reconciler.shell.readback import quiet_but_statuses
-from specs.atomic import write_atomic
+from reconciler.shell.loop.readback import quiet_but_statuses
 from specs.cluster import RUNNING, STOPPED, SUCCEEDED, Capacity
-from specs.models import Phase
-from specs.settings import PlanOptions
+from specs.folder.atomic import write_atomic
+from specs.settings.process import PlanOptions
+from specs.task.models import Phase
 from tests.support.incremental_history import assert_identical
 from tests.support.planner_world import GIB
 from tests.support.specs import read_status, write_task

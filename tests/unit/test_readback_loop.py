@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from reconciler.core.planner import Plan
-from reconciler.shell import loop
-from reconciler.shell.loop import Reconciler
+from reconciler.shell.loop import runner as loop
+from reconciler.shell.loop.runner import Reconciler
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import RUNNING, SUCCEEDED
 from tests.support.clock import FakeClock

@@ -2,7 +2,7 @@
 to its instant (the same inputs a moment later would record another time), but not the pass
 that reads the start back, which reads no clock for it (TaskStep.recorded,
 Plan.read_back_deadline). On the busy real head that read-back was a planned pass per job;
-the loop now skips it as it skips the PENDING pass's (reconciler/shell/readback.py)."""
+the loop now skips it as it skips the PENDING pass's (reconciler/shell/loop/readback.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.core.planner import Observation, Plan, TaskInput, plan
-from reconciler.shell.readback import as_read_back
+from reconciler.shell.loop.readback import as_read_back
 from specs.cluster import PENDING, RUNNING, Capacity, RayJob
-from specs.settings import PlanOptions
+from specs.settings.process import PlanOptions
 from tests.support.incremental_history import T0
 from tests.support.planner_world import GIB, task
 from tests.unit.test_readback_loop import step, world  # noqa: F401 (a fixture)

@@ -4,7 +4,7 @@ A pass whose plan only moves statuses (no submit, stop, time-out, preemption, de
 fetch) is followed, in the loop, by a pass that reads back what it wrote. On the real head
 that read-back was a planned pass of its own, twice per job (after Ray's PENDING and after
 RUNNING), and it always planned nothing. The loop now skips it without calling the planner
-(reconciler/shell/readback.py), on the claim checked here: with the same specs, the same
+(reconciler/shell/loop/readback.py), on the claim checked here: with the same specs, the same
 answer from Ray and the statuses that plan gave written, the full planner changes nothing
 (still, every status the very one written) at any instant from that pass's `now` up to its
 deadline, over random sequences of job starts and ends, edits, deletions and clock moves.
@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from reconciler.core.planner import Observation, Plan, plan
-from reconciler.shell.readback import as_read_back
+from reconciler.shell.loop.readback import as_read_back
 from specs.cluster import SUCCEEDED, Capacity
-from specs.settings import PlanOptions
-from specs.statusrecords import TaskStatus
+from specs.settings.process import PlanOptions
+from specs.task.status import TaskStatus
 from tests.support.incremental_history import History, assert_identical, changes
 from tests.support.planner_world import GIB
 from tests.unit.test_incremental_sequences import (

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 from reconciler.core.planner import Plan
 from specs.cluster import FAILED, PENDING, RUNNING, SUCCEEDED, Capacity
-from specs.models import Phase, Reason
-from specs.queues import QueueConfig
-from specs.settings import PlanOptions
-from specs.taskrecords import Task
+from specs.queues.config import QueueConfig
+from specs.settings.process import PlanOptions
+from specs.task.models import Phase, Reason
+from specs.task.records import Task
 from tests.support.planner_world import GIB, PlanWorld, task
 from tests.unit.test_guarantees import PROPERTY_QUEUES, queues
 from tests.unit.test_planner_preemption import Cluster

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.core.retries import (
+from reconciler.core.task.retries import (
     NO_RETRY,
     Cause,
     RetryPolicy,
@@ -21,8 +21,8 @@ from reconciler.core.retries import (
     lost_only,
     policy_for,
 )
-from specs.models import Reason
-from specs.pipeline import RetrySpec
+from specs.task.models import Reason
+from specs.task.pipeline import RetrySpec
 
 DEFAULTS = RetryPolicy(limit=3, backoff_seconds=10, factor=2, max_backoff_seconds=600)
 

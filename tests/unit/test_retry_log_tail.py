@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specs import arraystatus
 from specs.cluster import FAILED, META_TASK, Capacity
+from specs.task import arraystatus
 from tests.support.world import World
 
 

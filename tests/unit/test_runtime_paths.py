@@ -12,12 +12,19 @@ import yaml
 
 from reconciler.app.assembly import build_reconciler
 from reconciler.shell.raycluster.fake import FakeRay
-from specs.access import AccessError, Principal, Role, Tokens, load_tokens, parse_tokens_file
 from specs.cluster import SUCCEEDED, Capacity
-from specs.parse import SpecParseError, parse_task
-from specs.runtimepaths import Confinement, RuntimePaths, local_values, unconfined_warning
-from specs.settings import Settings
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
+from specs.settings.process import Settings
+from specs.tenancy.access import (
+    AccessError,
+    Principal,
+    Role,
+    Tokens,
+    load_tokens,
+    parse_tokens_file,
+)
+from specs.tenancy.runtimepaths import Confinement, RuntimePaths, local_values, unconfined_warning
+from specs.yamlio.parse import SpecParseError, parse_task
 
 SHA = "0" * 64
 
@@ -238,7 +245,7 @@ def test_malformed_values_are_not_forbidden_but_refused(layout: dict[str, Path])
 def test_a_folder_too_big_to_check_is_refused(
     layout: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("specs.runtimepaths.MAX_TREE_ENTRIES", 3)
+    monkeypatch.setattr("specs.tenancy.runtimepaths.MAX_TREE_ENTRIES", 3)
     proj = layout["root"] / "proj"
     for index in range(3):
         (proj / f"f{index}.py").write_text("")

@@ -1,4 +1,4 @@
-"""Each setting is declared once (specs.settings); the CLI's flags and the planner's options
+"""Each setting is declared once (specs.settings.process); the CLI's flags and the planner's options
 are derived from it, and a bad value is refused in one place, with one message."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import pytest
 import reconciler.app.daemon
 from reconciler.cli.flags import settings_from_args
 from reconciler.cli.main import build_parser, main
-from reconciler.core import policies, victims
-from specs.settings import (
+from reconciler.core.admission import policies
+from reconciler.core.preemption import victims
+from specs.settings.process import (
     POLICY_NAMES,
     PREEMPTION_MODES,
     Knob,

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from specs import atomic, storepaths
-from specs.models import Metadata, Phase
-from specs.statusrecords import TaskStatus, TaskStatusBody
-from specs.store import TaskStore
+from specs.folder import atomic
+from specs.folder import paths as storepaths
+from specs.folder.store import TaskStore
+from specs.task.models import Metadata, Phase
+from specs.task.status import TaskStatus, TaskStatusBody
 from tests.support.clock import FakeClock
 
 

@@ -11,12 +11,13 @@ import pytest
 
 from reconciler.core import durability
 from reconciler.core.planner import Plan, Preemption, Stop, StopCause, Submit
-from reconciler.shell import memory, writes
-from specs import atomic
+from reconciler.shell.loop import writes
+from reconciler.shell.ops import memory
 from specs.cluster import RUNNING, Capacity, SubmitRequest
-from specs.models import Metadata, Phase, Reason
-from specs.statusrecords import TaskStatus, TaskStatusBody
-from specs.store import TaskStore
+from specs.folder import atomic
+from specs.folder.store import TaskStore
+from specs.task.models import Metadata, Phase, Reason
+from specs.task.status import TaskStatus, TaskStatusBody
 from tests.support.clock import FakeClock
 from tests.support.world import World
 
@@ -175,7 +176,7 @@ def test_only_write_ahead_records_are_fsynced(tmp_path: Path, monkeypatch) -> No
             synced.append(path.name)
         return real(path, data, durable=durable, mode=mode, **rest)
 
-    monkeypatch.setattr("specs.store.write_sidecar_file", replace_file)
+    monkeypatch.setattr("specs.folder.store.write_sidecar_file", replace_file)
     w.step()
     # The two that start record their submission ids, fsynced; the three that wait are
     # written too (new records, within the budget), but not fsynced.

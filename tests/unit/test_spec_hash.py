@@ -14,8 +14,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specs.models import ARRAY_SIZE_VAR, RESTARTED_AT
-from specs.taskrecords import Task
+from specs.task.models import ARRAY_SIZE_VAR, RESTARTED_AT
+from specs.task.records import Task
 
 
 def _reference(task: Task) -> str:

@@ -11,10 +11,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specs import blockyaml
-from specs.models import Metadata, Resources, _resources_json
-from specs.parse import parse_task
-from specs.taskrecords import Task
+from specs.task.models import Metadata, Resources, _resources_json
+from specs.task.records import Task
+from specs.yamlio import blockyaml
+from specs.yamlio.parse import parse_task
 
 SPEC = (
     "apiVersion: rayqueue/v1\nkind: Task\nspec:\n  entrypoint: run {i}\n  resources:\n    cpu: 1\n"

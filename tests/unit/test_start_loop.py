@@ -11,11 +11,11 @@ import pytest
 
 from benchmarks.common import serve_settings
 from reconciler.app.assembly import build_reconciler, start_loop
-from reconciler.shell.events import FileEvents
 from reconciler.shell.raycluster.fake import FakeRay
-from reconciler.shell.watcher import Watcher
+from reconciler.shell.watch.events import FileEvents
+from reconciler.shell.watch.watcher import Watcher
 from specs.cluster import Capacity
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
 from tests.support.specs import read_status, write_task
 from tests.support.waiting import wait_until
 

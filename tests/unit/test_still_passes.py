@@ -8,11 +8,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from reconciler.core import planner
-from reconciler.shell.loop import Reconciler, observe_ray, plan_options, scan_specs
+from reconciler.shell.loop.runner import Reconciler, observe_ray, plan_options, scan_specs
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import RUNNING, SUCCEEDED, Capacity
-from specs.settings import Settings
-from specs.store import TaskStore
+from specs.folder.store import TaskStore
+from specs.settings.process import Settings
 from tests.support.clock import FakeClock
 from tests.support.specs import read_status, write_task
 

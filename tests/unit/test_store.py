@@ -13,20 +13,20 @@ from typing import Any
 
 import pytest
 
-from specs import atomic, store
-from specs.atomic import write_atomic
-from specs.models import Metadata, Phase, Resources
-from specs.parse import MAX_FILE_BYTES, dump_task
-from specs.service import TaskService
-from specs.statusrecords import TaskStatus, TaskStatusBody
-from specs.store import (
+from specs.folder import atomic, store
+from specs.folder.atomic import write_atomic
+from specs.folder.store import (
     FolderUnavailable,
     InvalidName,
     SpecEntry,
     TaskStore,
     validate_name,
 )
-from specs.taskrecords import Task, TaskSpec
+from specs.service.tasks import TaskService
+from specs.task.models import Metadata, Phase, Resources
+from specs.task.records import Task, TaskSpec
+from specs.task.status import TaskStatus, TaskStatusBody
+from specs.yamlio.parse import MAX_FILE_BYTES, dump_task
 
 
 def spec_text(name: str | None = None, cpu: float = 1, entrypoint: str = "python x.py") -> str:

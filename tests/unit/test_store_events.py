@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.shell.events import FileEvents
-from specs.store import SpecEntry, TaskStore
+from reconciler.shell.watch.events import FileEvents
+from specs.folder.store import SpecEntry, TaskStore
 from tests.support.clock import FakeClock
 from tests.support.specs import task_yaml, write_task
 
@@ -97,10 +97,10 @@ def test_events_are_trusted_only_while_a_watcher_is_armed() -> None:
 
 
 def test_the_loop_walks_again_when_the_rescan_is_due(tmp_path: Path) -> None:
-    from reconciler.shell.loop import Reconciler
+    from reconciler.shell.loop.runner import Reconciler
     from reconciler.shell.raycluster.fake import FakeRay
     from specs.cluster import Capacity
-    from specs.settings import Settings
+    from specs.settings.process import Settings
 
     def loop(rescan: float) -> Reconciler:
         settings = Settings(tasks_dir=tmp_path, queue_id="q", api=False, rescan_seconds=rescan)
@@ -118,10 +118,10 @@ def test_the_loop_walks_again_when_the_rescan_is_due(tmp_path: Path) -> None:
 
 
 def test_a_costly_walk_stretches_the_rescan_interval_to_its_cpu_share(tmp_path: Path) -> None:
-    from reconciler.shell.loop import Reconciler
+    from reconciler.shell.loop.runner import Reconciler
     from reconciler.shell.raycluster.fake import FakeRay
     from specs.cluster import Capacity
-    from specs.settings import Settings
+    from specs.settings.process import Settings
     from tests.support.clock import FakeClock
 
     monotonic = FakeClock(0.0)

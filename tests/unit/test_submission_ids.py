@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specs import submission_ids
-from specs.parse import SpecParseError, parse_task
+from specs.task import submission_ids
+from specs.yamlio.parse import SpecParseError, parse_task
 
 HEAD = "apiVersion: rayqueue/v1\nkind: Task\nspec:\n  entrypoint: x\n  resources: {cpu: 1}\n"
 

@@ -1,4 +1,4 @@
-"""Counts kept between passes (reconciler/shell/tally.py) equal a full count of every status,
+"""Counts kept between passes (reconciler/shell/ops/counts.py) equal a full count of every status,
 whatever changes, as long as each pass names its changed statuses as the planner does."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.shell.metrics import QueueMetrics
-from reconciler.shell.tally import Tally
+from reconciler.shell.ops.counts import Tally
+from reconciler.shell.ops.metrics import QueueMetrics
 from specs.cluster import Capacity
-from specs.models import Metadata, Phase
-from specs.statusrecords import TaskStatus, TaskStatusBody
+from specs.task.models import Metadata, Phase
+from specs.task.status import TaskStatus, TaskStatusBody
 
 NAMES = [f"t{i}" for i in range(6)]
 PHASES = [Phase.QUEUED, Phase.RUNNING, Phase.STARTING, Phase.SUCCEEDED, Phase.UNSCHEDULABLE]

@@ -10,14 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.core import queueing, usage
-from reconciler.core.fairshare import NO_LIMIT, QueueDemand, QueueQuota, admit
-from reconciler.core.policies import POLICIES, Candidate
-from reconciler.core.quotas import CURRENT_USE_WEIGHT as A
-from reconciler.core.quotas import dominant_share
-from reconciler.shell.queuefile import QueueFile, UsageBook, read_status
+from reconciler.core.admission.policies import POLICIES, Candidate
+from reconciler.core.queues import dispatch as queueing
+from reconciler.core.queues import usage
+from reconciler.core.queues.fairshare import NO_LIMIT, QueueDemand, QueueQuota, admit
+from reconciler.core.queues.quotas import CURRENT_USE_WEIGHT as A
+from reconciler.core.queues.quotas import dominant_share
+from reconciler.shell.loop.queuefile import QueueFile, UsageBook, read_status
 from specs.cluster import Capacity
-from specs.parse import SpecParseError, parse_queue_config
+from specs.yamlio.parse import SpecParseError, parse_queue_config
 
 HOUR = 3600.0
 WEEK = 168 * HOUR

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from reconciler.core.waits import (
+from reconciler.core.admission.waits import (
     ArrayAtMaxParallel,
     AwaitingVictims,
     BehindReservation,
@@ -33,7 +33,7 @@ from reconciler.core.waits import (
     shortfall,
 )
 from specs.cluster import Capacity
-from specs.models import Reason
+from specs.task.models import Reason
 
 GIB = 1024**3
 T = 1_767_225_600.0  # 2026-01-01T00:00:00Z

@@ -12,11 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reconciler.core.planner import Plan
-from reconciler.shell import writes
-from specs.models import Phase
-from specs.parse import parse_queue_config
-from specs.settings import PlanOptions
-from specs.statusrecords import TaskStatus, TaskStatusBody
+from reconciler.shell.loop import writes
+from specs.settings.process import PlanOptions
+from specs.task.models import Phase
+from specs.task.status import TaskStatus, TaskStatusBody
+from specs.yamlio.parse import parse_queue_config
 from tests.unit.test_incremental_planner import NAMES, QUEUES, History, options_of, steps
 
 _POSITION_FIELDS = frozenset({"queue_position", "message", "estimated_start_at"})

@@ -1,5 +1,5 @@
 """Nesting bombs (issue 23): 2,000 levels of nested flow YAML in 4 KB cost 1.5 s of CPU to
-refuse, because deep texts went to the pure-Python loader. specs.yamldepth refuses them before
+refuse, because deep texts went to the pure-Python loader. specs.yamlio.depth refuses them before
 any parser composes a node; these tests prove the composer is never reached."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from specs import yamlnodes
-from specs.access import AccessError, parse_tokens_file
-from specs.parse import SpecParseError, parse_queue_config, parse_status, parse_task
-from specs.service import ConfigRejected, TaskService
-from specs.store import TaskStore
-from specs.yamldepth import MAX_NESTING, TooDeep, check_nesting
+from specs.folder.store import TaskStore
+from specs.service.tasks import ConfigRejected, TaskService
+from specs.tenancy.access import AccessError, parse_tokens_file
+from specs.yamlio import nodes as yamlnodes
+from specs.yamlio.depth import MAX_NESTING, TooDeep, check_nesting
+from specs.yamlio.parse import SpecParseError, parse_queue_config, parse_status, parse_task
 
 BOMBS = {
     "flow lists": "[" * 2000 + "]" * 2000,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from specs.yamledit import load_document, merge_patch, patch_text
+from specs.yamlio.mergepatch import load_document, merge_patch, patch_text
 
 # RFC 7386, Appendix A, row by row.
 RFC_CASES = [

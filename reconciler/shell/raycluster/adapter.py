@@ -42,7 +42,6 @@ from ray.job_submission import JobDetails, JobSubmissionClient
 from reconciler.shell.raycluster.poll import HTTPStatus as _HTTPStatusError
 from reconciler.shell.raycluster.poll import KeptAliveGet, KeptAliveGets
 from reconciler.shell.raycluster.poll import shorten as _shorten
-from specs import submission_ids
 from specs.cluster import (
     Capacity,
     JobConflict,
@@ -53,6 +52,7 @@ from specs.cluster import (
     RayUnavailable,
     SubmitRequest,
 )
+from specs.task import submission_ids
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ _UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
 _SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
 # The state API caps `limit` at 10,000 by default; ask for all of it so big clusters count.
 _NODES_LIMIT = 10_000
-# The live jobs looked up at once between listings (reconciler/shell/jobview.py): a connection
+# The live jobs looked up at once between listings (reconciler/shell/loop/jobview.py): a connection
 # each, so that the look-ups of a small cluster's jobs take one round trip.
 LOOKUPS_AT_ONCE = 8
 

@@ -10,7 +10,6 @@ from dataclasses import replace
 from enum import Enum
 from typing import Literal
 
-from specs import submission_ids
 from specs.cluster import (
     FAILED,
     PENDING,
@@ -26,6 +25,7 @@ from specs.cluster import (
     RayUnavailable,
     SubmitRequest,
 )
+from specs.task import submission_ids
 
 METHODS = frozenset(
     {"list_jobs", "capacity", "submit", "stop", "delete", "logs", "job_info", "tail_logs"}

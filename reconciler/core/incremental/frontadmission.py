@@ -1,0 +1,316 @@
+"""Admission of the head of each queue, for the fast pass (core/incremental/fastpass.py): the
+policy's
+or fair share's walk over a prefix of the kept order, as `admission.admit` runs it over the
+whole queue, and the places of the tasks past the prefix."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from reconciler.core.admission import policies
+from reconciler.core.admission.admit import (
+    _admission,
+    _free,
+    _slots,
+    _start,
+    far_message,
+    position_bucket,
+)
+from reconciler.core.admission.waits import NotConsidered, ReservedStart, Waiting
+from reconciler.core.queues import dispatch as queueing
+from reconciler.core.task import lifecycle
+from reconciler.core.timestamps import to_datetime
+from specs.cluster import Capacity
+from specs.task.models import Phase, Reason
+from specs.task.status import TaskStatusBody
+
+if TYPE_CHECKING:
+    from reconciler.core.planner import PassState
+
+
+@dataclass
+class Walk:
+    """What `admit_prefix` did with the head of a long queue."""
+
+    admission: policies.Admission
+    touched: list[str]  # tasks whose status it set anew (the others keep theirs)
+
+
+def _walk(
+    ctx: PassState, prefix: list[policies.Candidate], cut: Collection[str]
+) -> policies.Admission | queueing.QueueAdmission:
+    """`admit`'s admission over `prefix`, with the slots the tasks starting now leave."""
+    return _admission(ctx, prefix, _free(ctx), _slots(ctx), {}, cut)
+
+
+def walk_policy(ctx: PassState, prefix: list[policies.Candidate]) -> policies.Admission:
+    """The policy's walk over the head of the queue, as `admit` runs it (see admit_prefix)."""
+    admission = _walk(ctx, prefix, ())
+    assert isinstance(admission, policies.Admission)
+    return admission
+
+
+@dataclass(frozen=True)
+class HeadWalk:
+    """The policy's walk over the head of the one queue, with everything it read: the walk is
+    a function of these and of `now`, and its answer is the same at any `now` from the pass
+    that made it up to `holds_until` (policies.admit_bounded is pure)."""
+
+    policy: str
+    bound: int
+    candidates: list[policies.Candidate]
+    free: Capacity
+    slots: int
+    claims: list[policies.Claim]
+    holds_until: float
+    admission: policies.Admission
+
+
+def walk_head(
+    ctx: PassState, prefix: list[policies.Candidate], last: HeadWalk | None
+) -> tuple[HeadWalk, bool]:
+    """walk_policy's walk over `prefix`, and whether it is `last`'s, reused: when every input
+    of the walk is the same and `now` has not passed `last.holds_until`. Most passes of a
+    busy queue only move an active task's status (a job PENDING, then RUNNING): the heads
+    wait as they did, and walking ~600 of them again would give the same answer."""
+    free, slots, options = _free(ctx), _slots(ctx), ctx.options
+    if (
+        last is not None
+        and ctx.now <= last.holds_until
+        and last.free == free
+        and _same_slots(last, slots)
+        and last.policy == options.policy
+        and last.bound == options.backfill_candidates
+        and last.candidates == prefix
+        and last.claims == ctx.claims
+    ):
+        return last, True
+    admission = _walk(ctx, prefix, ())
+    assert isinstance(admission, policies.Admission)
+    until = _holds_until(admission, prefix, ctx.now, options.policy)
+    walk = HeadWalk(
+        options.policy,
+        options.backfill_candidates,
+        prefix,
+        free,
+        slots,
+        list(ctx.claims),
+        until,
+        admission,
+    )
+    return walk, False
+
+
+def last_places(last: HeadWalk) -> dict[str, tuple[int, Waiting]]:
+    """The place and wait `admit_prefix` gave each waiting task of `last`'s prefix."""
+    admission = last.admission
+    started, waiting = set(admission.start), admission.waiting
+    names = [c.name for c in last.candidates if c.name not in started]
+    return {name: (place, waiting[name]) for place, name in enumerate(names, 1)}
+
+
+def _same_slots(last: HeadWalk, slots: int) -> bool:
+    """Whether `slots` walks as `last.slots` did. A walk reads its slots only as `slots > 0`
+    until a start spends one, so a walk that started nothing (a Starting task became Running:
+    one slot more) gives the same answer with any other positive count."""
+    if last.slots == slots:
+        return True
+    return not last.admission.start and (last.slots > 0) == (slots > 0)
+
+
+def _holds_until(
+    admission: policies.Admission, prefix: list[policies.Candidate], now: float, policy: str
+) -> float:
+    """Up to which `now` the walk gives this same answer (its other inputs the same). A start
+    counts its claim from `now`: this instant only. Strict and besteffort never read the
+    clock. Backfill that started nothing reads it in two places: the head's reserved start,
+    max(the claims' end at which it fits, now), which stays while now has not passed it; and
+    whether a later task ends by then (now + its timeout <= the start), false for every one
+    (it would have started) and so still false later, with the start the same."""
+    if admission.start:
+        return now
+    until = admission.until
+    if policy == "backfill" and prefix:
+        waiting = admission.waiting.get(prefix[0].name)
+        if waiting is not None and isinstance(waiting.note, ReservedStart):
+            # The start at exactly `now` may be `now` itself, which moves with the clock.
+            until = min(until, waiting.note.at)
+    return until
+
+
+def admit_prefix(
+    ctx: PassState,
+    prefix: list[policies.Candidate],
+    admission: policies.Admission,
+    unchanged: Callable[[str, Reason, str], bool],
+    adopt: Callable[[str], None],
+    standing: Callable[[str, int, Waiting], bool] | None = None,
+) -> Walk:
+    """`admit` on the head of the queue, for a pass with one queue and no preemption,
+    autoscaler, array cap, dependency gate or stopping victim (the incremental planner checks
+    that). `prefix`: the first candidates in order, long enough that the policy's walk ends in
+    it (`Admission.tail`) or the whole queue. `unchanged(name, reason, bucket)`: whether a far
+    task's status already says so, in which case it is left as it is. `admission`: the
+    policy's walk over `prefix` (walk_policy). `adopt(name)`: puts a task's own result in
+    the pass (its body and task) before admission reads or sets them. `standing(name, place,
+    wait)`: the last pass gave the task this same place and wait, and it still has the status
+    that pass gave it and was not redone: left as it is (admit would set it so again)."""
+    ctx.until = min(ctx.until, max(admission.until, ctx.now))
+    started = set(admission.start)
+    exact = ctx.options.exact_queue_positions
+    touched: list[str] = []
+    place = 0
+    order = ctx.order.setdefault("", []) if len(prefix) > len(started) else []
+    for candidate in prefix:
+        name = candidate.name
+        if name in started:
+            adopt(name)
+            _start(ctx, candidate)
+            touched.append(name)
+            continue
+        place += 1
+        order.append(name)
+        waiting = admission.waiting[name]
+        eta = _heed(ctx, waiting)
+        if standing is not None and standing(name, place, waiting):
+            continue
+        if place > exact:
+            bucket = position_bucket(place, exact)
+            if unchanged(name, waiting.reason, bucket):
+                continue
+            adopt(name)
+            body = ctx.bodies[name]
+            message = far_message(bucket, waiting, None)
+            ctx.bodies[name] = lifecycle.queue(
+                body, None, waiting.reason, message, None, None, bucket
+            )
+        else:
+            adopt(name)
+            body = ctx.bodies[name]
+            at = to_datetime(eta) if eta else None
+            ctx.bodies[name] = lifecycle.queue(
+                body, place, waiting.reason, waiting.message, at, None, None
+            )
+        touched.append(name)
+    return Walk(admission, touched)
+
+
+def walk_queues(
+    ctx: PassState, prefix: list[policies.Candidate], cut: Collection[str]
+) -> queueing.QueueAdmission:
+    """The queues' admission over the heads of their queues, as `admit` runs it, for a pass
+    with team queues and no preemption, autoscaler, array cap, dependency gate or stopping
+    victim, the tasks past maxQueued left out (the incremental planner checks that).
+    `prefix`: the first candidates of each queue, in the cluster's order; enough that each
+    queue's walk ends in its part (`QueueAdmission.tails`) or takes all of it; `cut`: the
+    queues given in part (those the answer may not hold for are in `short`)."""
+    admission = _walk(ctx, prefix, cut)
+    assert isinstance(admission, queueing.QueueAdmission)
+    return admission
+
+
+def admit_queue_prefix(
+    ctx: PassState,
+    prefix: list[policies.Candidate],
+    admission: queueing.QueueAdmission,
+    given: Callable[[str], TaskStatusBody | None],
+    adopt: Callable[[str], None],
+    words: Mapping[str, tuple[Waiting, str]] | None = None,
+    spoken: dict[str, tuple[Waiting, str]] | None = None,
+) -> list[str]:
+    """`admit` on the heads of the team queues (`prefix`, `admission`: walk_queues'), with
+    `adopt` as in admit_prefix; returns the tasks whose status it set anew. `given(name)`: the
+    status body a task not redone this pass was given (None for one redone): one that already
+    waits as admission says is left as it is. `words`: the last pass's wait and message of
+    each task at an exact place, reused when its wait is the same (most are, in a queue that
+    did not move); `spoken` receives this pass's."""
+    ctx.queue_admission = admission
+    ctx.until = min(ctx.until, max(admission.until, ctx.now))
+    started = set(admission.start)
+    exact = ctx.options.exact_queue_positions
+    touched: list[str] = []
+    places: dict[str, int] = {}
+    for candidate in prefix:
+        name = candidate.name
+        if name in started:
+            adopt(name)
+            _start(ctx, candidate)
+            touched.append(name)
+            continue
+        owner = admission.queue_of[name]
+        place = places[owner] = places.get(owner, 0) + 1
+        ctx.order.setdefault(owner, []).append(name)
+        waiting = admission.waiting.get(name)
+        eta = _heed(ctx, waiting)
+        reason = waiting.reason if waiting is not None else Reason.QUEUED
+        position: int | None = place
+        bucket: str | None = None
+        at: datetime | None = None
+        if place > exact:
+            bucket = position_bucket(place, exact)
+            position, said = None, far_message(bucket, waiting, owner)
+        else:
+            at = to_datetime(eta) if eta else None
+            said = "queued"
+            if waiting is not None:
+                last = words.get(name) if words is not None else None
+                said = last[1] if last is not None and last[0] == waiting else waiting.message
+                if spoken is not None:
+                    spoken[name] = (waiting, said)
+        body = given(name)
+        if body is not None and _queued_as(body, position, bucket, reason, said, at):
+            continue
+        adopt(name)
+        ctx.bodies[name] = lifecycle.queue(
+            ctx.bodies[name], position, reason, said, at, None, bucket
+        )
+        touched.append(name)
+    return touched
+
+
+def _heed(ctx: PassState, waiting: Waiting | None) -> float | None:
+    """What a waiting task tells the pass: one more task admission did not consider, and its
+    estimated start (the pass wakes by then); returns that start."""
+    if waiting is None:
+        return None
+    if isinstance(waiting.lacks, NotConsidered):
+        ctx.not_considered += 1
+    eta = waiting.estimated_start
+    if eta is not None:
+        ctx.until = min(ctx.until, max(eta, ctx.now))
+    return eta
+
+
+def _queued_as(
+    body: TaskStatusBody,
+    position: int | None,
+    bucket: str | None,
+    reason: Reason,
+    message: str,
+    at: datetime | None,
+) -> bool:
+    """Whether `lifecycle.queue` with these would leave `body` as it is."""
+    return (
+        body.phase is Phase.QUEUED
+        and body.queue_position == position
+        and body.queue_position_bucket == bucket
+        and body.reason == reason
+        and body.message == message
+        and body.estimated_start_at == at
+        and body.scale_up_requested_at is None
+        and body.missing_since is None
+    )
+
+
+def place_far(
+    ctx: PassState, name: str, lack: Waiting, place: int, queue: str | None = None
+) -> None:
+    """A task past the walk (`Admission.tail`) at `place`: its far status, as `admit` sets it."""
+    bucket = position_bucket(place, ctx.options.exact_queue_positions)
+    message = far_message(bucket, lack, queue)
+    ctx.bodies[name] = lifecycle.queue(
+        ctx.bodies[name], None, lack.reason, message, None, None, bucket
+    )

@@ -1,0 +1,484 @@
+"""The queues' order kept between passes (issue 27), and the incremental planner's fast pass
+over it (the pass itself: core/incremental/fastpass.py; here the order, the per-task memo, the full
+pass's
+hand-over and where the fast pass holds): a pass redoes only what can change, so its cost
+follows change, not queue length.
+
+Kept from the last pass (`Order`): each queue's waiting tasks as a sorted list of their keys
+(priority, queuedAt, name), updated with bisect by the tasks whose result changed; which tasks
+are *quiet* (their result holds, has nothing to merge, and their status came out as given);
+when each quiet result expires (a heap); the last plan's statuses and phase counts. A pass
+then redoes only: the tasks whose version or run's job changed or whose result expired, the
+loud ones (running, starting, unsettled), the walked head of each queue (the exact places and
+the policy's walk up to `Admission.tail`), the tasks last walked, and the few whose position
+bucket may change (those near each bucket edge, from the lists). Everything else keeps its
+status, by dict copy.
+
+With team queues (`_queues.yaml`) fair admission (quotas, borrowing and lending, weights,
+decayed usage, maxRunning, nested queues) runs over the head of each queue only: it starts
+with a few tasks of each and gives more to a queue whose walk did not end in what it got
+(`FairAdmission.short`, `tails`); the exact places past a walk's end wait for its tail's lack.
+Tasks too big for their queue (OverQuota) are handed to it wherever they stand. maxQueued:
+each limited queue keeps its subtree's waiting tasks in arrival order (`Order.arrivals`); the
+first `limit` count, the rest are QueueFull, placed after the counted ones (the first element
+of their entry), and left out of fair admission; a pass redoes the tasks that crossed the limit,
+found within as many places of it as arrivals moved.
+
+The fast pass holds only where it is known to equal `planner.plan` exactly: no queue file
+error, Ray answering, no autoscaler, no preemption, at most one maxQueued in each queue's
+chain (two, a queue's and its parent's, fill in turn over every arrival), no task with
+dependencies, in an array, with an explicit submission id or named as a preemptor's victim,
+the clock not set back, and each queue's last tail waiting for the same reason as this one's.
+Otherwise the full pass runs, and leaves an `Order` for the next one when these hold again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from bisect import bisect_left
+from collections.abc import Collection, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from heapq import heapify
+from itertools import compress
+from operator import itemgetter, ne
+from typing import NamedTuple
+
+from reconciler.core import planner
+from reconciler.core.admission import policies
+from reconciler.core.admission.waits import Lack, Waiting
+from reconciler.core.incremental import ownwrites as fixedpoint
+from reconciler.core.incremental.frontadmission import HeadWalk
+from reconciler.core.planner import PassState, Plan, TaskInput, TaskResult
+from reconciler.core.queues import fairshare
+from reconciler.core.queues.dispatch import QueueAdmission
+from specs.cluster import RayJob
+from specs.queues.config import DEFAULT_QUEUE, QueueConfig
+from specs.task.arrays import split
+from specs.task.models import Phase, Reason
+from specs.task.status import TaskStatus
+
+# A waiting task's place in its queue: 1 if it is past its queue's maxQueued (QueueFull: its
+# place comes after every counted task's, as admit numbers them), else 0; its key (-priority,
+# queuedAt, name); its name.
+Entry = tuple[int, int, float, str, str]
+_NAME = itemgetter(4)
+# Below every entry past maxQueued and above every counted one (priorities are 0..9).
+_FULL: Entry = (1, -10, -math.inf, "", "")
+Arrival = tuple[float, str]  # (queuedAt, name): the order in which maxQueued counts tasks
+
+
+@dataclass(frozen=True)
+class Order:
+    """What a pass leaves for the next fast one. Treat as immutable: a pass copies (at C
+    speed) what it changes."""
+
+    now: float
+    versions: Mapping[str, Hashable]
+    keys: Mapping[str, list[Entry]]  # every waiting task, sorted, by queue ("": no queues)
+    key_of: Mapping[str, Entry]
+    loud: frozenset[str]  # the tasks not quiet (every other one is): merged every pass
+    heap: list[tuple[float, str]]  # quiet results' ends (stale entries are skipped)
+    watch: Mapping[str, str]  # a submission id a quiet task's status names -> that task
+    jobs: Mapping[str, RayJob]
+    statuses: Mapping[str, TaskStatus]  # the last plan's
+    counts: tuple[int, int, int]  # queued, starting, running in those
+    walked: tuple[str, ...]  # the heads of the queues last walked one by one
+    tail: Mapping[str, Reason]  # by queue: why every task past its walk waited (if any did)
+    started: Mapping[str, int]  # by queue: started in the last pass (still in `keys` then)
+    flagged: frozenset[str]  # tasks that need the full pass (dependencies, arrays, ...)
+    names: list[str]  # the specs' names, in the order given
+    # Team queues: the most each queue can ever hold (fairshare.ceilings); None without.
+    ceilings: Mapping[str, fairshare.Ceiling] | None = None
+    # The waiting tasks that ask for more than that: fair admission takes them out of its walk
+    # wherever they stand (OverQuota), so each pass hands it every one of them.
+    unfit: frozenset[str] = frozenset()
+    # maxQueued (bounds_of): by queue, the queue whose limit it counts in, and the limit; by
+    # such a queue, its subtree's waiting tasks in arrival order (the first `limit` count).
+    bounds: Mapping[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
+    arrivals: Mapping[str, list[Arrival]] = dataclasses.field(default_factory=dict)
+    # Team queues: the wait and message of each task at an exact place (admit_queue_prefix).
+    words: Mapping[str, tuple[Waiting, str]] = dataclasses.field(default_factory=dict)
+    # Team queues, by queue: what its exact places past its walk were computed from (the
+    # fast pass hands them back unchanged when this pass's are the same and its keys too).
+    places: Mapping[str, Places] = dataclasses.field(default_factory=dict)
+    # The last plan's waiting tasks by queue (Summary.order), handed on for a queue whose keys
+    # did not change and that started nothing in either pass.
+    waiting: Mapping[str, list[str]] = dataclasses.field(default_factory=dict)
+    # One queue: the policy's walk over its head in the last (fast) pass and what it read, for
+    # the next to reuse when none of that changed (headadmission.walk_head); None: walk anew.
+    head: HeadWalk | None = None
+    # Whether the pass that made this order reused the walk before it (tests count it).
+    reused: bool = False
+    # The sidecars without a spec the last plan was given (_orphans).
+    orphans: frozenset[str] = frozenset()
+
+
+# Where each queue's walk ended: (the index in its keys from which every task waits for the
+# same lack, or None when the walk took them all; that lack; how many it started).
+Walks = dict[str, tuple[int | None, Lack | None, int]]
+# A queue's exact places past its walk (fast pass): the walk's head and the places' end in its
+# keys, the lack they wait for, the first one's count ahead, and how many of the queue started.
+Places = tuple[int, int, Lack | None, int, int]
+
+
+class Kept(NamedTuple):  # built per task per full pass: a tuple builds fastest
+    """A task's result and what it was computed from (the incremental memo's entry)."""
+
+    version: Hashable
+    job: RayJob | None
+    result: TaskResult
+
+
+def run_job(jobs: Mapping[str, RayJob] | None, status: TaskStatus) -> RayJob | None:
+    sid = status.status.submission_id
+    return jobs.get(sid) if sid and jobs is not None else None
+
+
+def reconcile(
+    ctx: PassState,
+    name: str,
+    spec: TaskInput,
+    status: TaskStatus | None,
+    version: Hashable,
+    previous: Mapping[str, Kept],
+    kept: dict[str, Kept],
+) -> TaskResult:
+    """One task's result: last pass's if its inputs did not change and it still holds, or
+    carried over to a new status when that is known to give the same (fixedpoint.carried)."""
+    at = ctx.now
+    if status is None:
+        # First sight reads every job of the task, not one: always redone. Kept under no
+        # version (never reused as it is), for the status it writes (fixedpoint.carried).
+        result = planner.reconcile_task(ctx.env, spec, status, at)
+        kept[name] = Kept(None, None, result)
+        return result
+    entry = previous.get(name)
+    job = run_job(ctx.obs.jobs, status)
+    if entry is None or version is None:
+        entry = Kept(version, job, planner.reconcile_task(ctx.env, spec, status, at))
+    elif entry.version != version:
+        again = fixedpoint.carried(entry.result, spec, status)
+        if again is None:
+            again = planner.reconcile_task(ctx.env, spec, status, at)
+        entry = Kept(version, job, again)
+    elif entry.job != job or not entry.result.valid_at(at):
+        entry = Kept(version, job, planner.reconcile_task(ctx.env, spec, status, at))
+    kept[name] = entry
+    return entry.result
+
+
+def fast_enough(ctx: PassState) -> bool:
+    """Whether the pass-wide inputs allow the fast pass at all."""
+    return (
+        ctx.queue_error is None
+        and ctx.obs.available
+        and ctx.obs.scaling is None
+        and not ctx.env.preemption.any_on
+        and (ctx.queues is None or bounds_of(ctx.queues) is not None)
+    )
+
+
+def bounds_of(config: QueueConfig) -> dict[str, tuple[str, int]] | None:
+    """By queue: the one queue of its chain (itself, the queues it lies in) with a maxQueued,
+    and that limit. Its tasks count in arrival order (queueing.queue_full): the first `limit`
+    of that queue's whole subtree count, the rest are QueueFull. None: some chain holds two
+    limits, so whether a task counts depends on how the two fill in turn (the full pass's)."""
+    limits = {q.name: q.max_queued for q in config.spec.queues}
+    limits[DEFAULT_QUEUE] = config.spec.default.max_queued
+    bounds: dict[str, tuple[str, int]] = {}
+    for queue in limits:
+        chain = [queue]
+        while (parent := config.parent_of(chain[-1])) is not None:
+            chain.append(parent)
+        bounded = [(q, limit) for q in chain if (limit := limits.get(q)) is not None]
+        if len(bounded) > 1:
+            return None
+        if bounded:
+            bounds[queue] = bounded[0]
+    return bounds
+
+
+def _owner(ctx: PassState, name: str) -> str:
+    return ctx.queues.queue_of(name) if ctx.queues is not None else ""
+
+
+def _quiet(result: TaskResult, status: TaskStatus | None, out: TaskStatus | None) -> bool:
+    """Nothing of it to merge into a pass, and its status came out as it was given."""
+    return (
+        status is not None
+        and out is status
+        and not status.status.phase.active
+        and not result.body.phase.active
+        and not (result.events or result.submits or result.timeouts)
+        and result.fetch_log is None
+        and result.in_use is None
+        and result.running is None
+    )
+
+
+def _flagged(name: str, spec: TaskInput | None, result: TaskResult | None) -> bool:
+    """A task whose presence needs the full pass."""
+    if split(name) is not None:
+        return True
+    # An explicit id, also in a spec that a claim turned Invalid (its last valid one): a
+    # claim ends when another task changes, which this task's own version does not show.
+    claimant = spec.task or spec.last_valid if spec is not None else None
+    if claimant is not None and claimant.spec.submission_id:
+        return True
+    if result is None:
+        return False
+    return result.body.preempted_by is not None or (
+        result.waiter is not None and result.waiter.gated
+    )
+
+
+def _unflagged_entries(
+    specs: Mapping[str, TaskInput], results: Mapping[str, TaskResult]
+) -> list[Entry] | None:
+    """Every waiting task's entry (_entry), in the specs' order; None if any task is flagged
+    (_flagged): both in one loop over the specs."""
+    raw: list[Entry] = []
+    for name, spec in specs.items():
+        result = results.get(name)
+        if _flagged(name, spec, result):
+            return None
+        entry = _entry(name, result)
+        if entry is not None:
+            raw.append(entry)
+    return raw
+
+
+def _entry(name: str, result: TaskResult | None, full: int = 0) -> Entry | None:
+    if result is None or result.waiter is None:
+        return None
+    key = result.waiter.key
+    return (full, key[0], key[1], key[2], name)
+
+
+def _counted(entries: list[Entry]) -> int:
+    """How many of a queue's entries count (the rest are past its maxQueued)."""
+    return bisect_left(entries, _FULL)
+
+
+def _counts(statuses: Iterable[TaskStatus]) -> tuple[int, int, int]:
+    phases = [s.status.phase for s in statuses]
+    return (phases.count(Phase.QUEUED), phases.count(Phase.STARTING), phases.count(Phase.RUNNING))
+
+
+def order_after_full(
+    ctx: PassState,
+    specs: Mapping[str, TaskInput],
+    statuses: Mapping[str, TaskStatus],
+    versions: Mapping[str, Hashable],
+    results: Mapping[str, TaskResult],
+    kept: Mapping[str, Kept],
+    plan: Plan,
+) -> Order | None:
+    """The order a full pass leaves for the next fast one (None: the next cannot be fast)."""
+    if not fast_enough(ctx) or (ctx.walk is None and ctx.queue_admission is None):
+        return None
+    raw = _unflagged_entries(specs, results)
+    if raw is None:
+        return None
+    bounds = bounds_of(ctx.queues) if ctx.queues is not None else {}
+    assert bounds is not None  # fast_enough
+    arrivals: dict[str, list[Arrival]] = {}
+    for e in raw:
+        bound = bounds.get(_owner(ctx, e[4]))
+        if bound is not None:
+            arrivals.setdefault(bound[0], []).append((e[2], e[4]))
+    full: set[str] = set()
+    limits = dict(bounds.values())
+    for group, arrived in arrivals.items():
+        arrived.sort()
+        full.update(map(itemgetter(1), arrived[limits[group] :]))
+    keys: dict[str, list[Entry]] = {}
+    if ctx.queues is None:  # one queue, and none of it full (no maxQueued without queues)
+        if raw:
+            raw.sort()
+            keys[""] = raw
+    else:
+        for e in sorted((1, *e[1:]) if e[4] in full else e for e in raw):
+            keys.setdefault(_owner(ctx, e[4]), []).append(e)
+    ceilings = None
+    unfit: frozenset[str] = frozenset()
+    if ctx.queues is not None:
+        capacity = ctx.obs.capacity
+        assert capacity is not None
+        ceilings = fairshare.ceilings(fairshare.resolve(ctx.queues, capacity), capacity)
+        unfit = frozenset(
+            e[4]
+            for queue, entries in keys.items()
+            for e in entries
+            if not e[0] and fairshare.never_fits(_candidate(results[e[4]]), ceilings[queue])
+        )
+    out = plan.statuses
+    quiet = frozenset(  # (a task without a status given is never quiet: a cold start's all)
+        n
+        for n in specs
+        if n in kept
+        and (status := statuses.get(n)) is not None
+        and _quiet(results[n], status, out.get(n))
+    )
+    heap = [(results[n].valid_until, n) for n in quiet if results[n].valid_until < math.inf]
+    heapify(heap)
+    watch = {sid: n for n in quiet if (sid := statuses[n].status.submission_id) is not None}
+    key_of = {e[4]: e for entries in keys.values() for e in entries}
+    loud = frozenset(specs) - quiet
+    walks = _walks(ctx, keys, unfit)
+    return _order(
+        ctx,
+        versions,
+        keys,
+        key_of,
+        loud,
+        heap,
+        watch,
+        plan,
+        walks,
+        None,
+        list(specs),
+        ceilings,
+        unfit,
+        bounds,
+        arrivals,
+        orphans=frozenset(statuses.keys() - specs.keys()),
+    )
+
+
+def _walks(ctx: PassState, keys: Mapping[str, list[Entry]], unfit: frozenset[str]) -> Walks:
+    """Where each queue's walk ended this pass, in the terms of its keys."""
+    if ctx.queues is None:
+        assert ctx.walk is not None
+        return {"": ctx.walk}
+    assert ctx.queue_admission is not None
+    return _team_walks(ctx.queue_admission, keys, unfit)
+
+
+def _team_walks(
+    fair: QueueAdmission, keys: Mapping[str, list[Entry]], unfit: frozenset[str]
+) -> Walks:
+    started: dict[str, int] = {}
+    for name in fair.start:
+        owner = fair.queue_of[name]
+        started[owner] = started.get(owner, 0) + 1
+    walks: Walks = {}
+    begun = set(fair.start)
+    for queue, entries in keys.items():
+        count = started.get(queue, 0)
+        tail = fair.tails.get(queue)
+        if tail is None:
+            walks[queue] = (None, None, count)
+            continue
+        # A tail counts the tasks its walk kept: neither started nor too big for the queue (nor
+        # past maxQueued: those were not handed to it).
+        at = counted = _counted(entries)
+        left = tail[0]
+        for index, entry in enumerate(entries[:counted]):
+            if entry[4] in begun or entry[4] in unfit:
+                continue
+            if left == 0:
+                at = index
+                break
+            left -= 1
+        walks[queue] = (at, tail[1], count)
+    return walks
+
+
+def _order(
+    ctx: PassState,
+    versions: Mapping[str, Hashable],
+    keys: Mapping[str, list[Entry]],
+    key_of: Mapping[str, Entry],
+    loud: frozenset[str],
+    heap: list[tuple[float, str]],
+    watch: Mapping[str, str],
+    plan: Plan,
+    walks: Walks,
+    counts: tuple[int, int, int] | None,
+    names: list[str] | None,
+    ceilings: Mapping[str, fairshare.Ceiling] | None,
+    unfit: frozenset[str],
+    bounds: Mapping[str, tuple[str, int]],
+    arrivals: Mapping[str, list[Arrival]],
+    words: Mapping[str, tuple[Waiting, str]] | None = None,
+    places: Mapping[str, Places] | None = None,
+    head_walk: HeadWalk | None = None,
+    reused: bool = False,
+    orphans: frozenset[str] = frozenset(),
+) -> Order:
+    exact = ctx.options.exact_queue_positions
+    walked: list[str] = []
+    tails: dict[str, Reason] = {}
+    started: dict[str, int] = {}
+    for queue, entries in keys.items():
+        tail_at, tail, count = walks.get(queue, (None, None, 0))
+        counted = _counted(entries)
+        head = max(counted if tail_at is None else tail_at, exact + count)
+        walked.extend(map(_NAME, entries[:head]))
+        if tail is not None and tail_at is not None and tail_at < counted:
+            tails[queue] = tail.reason
+        started[queue] = count
+    summary = plan.summary
+    assert summary is not None
+    return Order(
+        now=ctx.now,
+        versions=versions,  # the caller's: it must not change it afterwards
+        keys=keys,
+        key_of=key_of,
+        loud=loud,
+        heap=heap,
+        watch=watch,
+        jobs=ctx.obs.jobs or {},
+        statuses=plan.statuses,
+        counts=counts
+        if counts is not None
+        else (summary.queued, summary.starting, summary.running),
+        walked=tuple(walked),
+        tail=tails,
+        started=started,
+        flagged=frozenset(),
+        names=list(plan.statuses) if names is None else names,
+        ceilings=ceilings,
+        unfit=unfit,
+        bounds=bounds,
+        arrivals=arrivals,
+        words={} if words is None else words,
+        places={} if places is None else places,
+        waiting=ctx.order,
+        head=head_walk,
+        reused=reused,
+        orphans=orphans,
+    )
+
+
+def _changed(versions: Mapping[str, Hashable], before: Mapping[str, Hashable]) -> set[str]:
+    """The names whose version is new or differs, at C speed: compared in place when both
+    list the same names in the same order (the loop builds them so), else as sets."""
+    if len(versions) == len(before) and list(versions) == list(before):
+        return set(compress(versions, map(ne, versions.values(), before.values())))
+    return {n for n, _ in versions.items() - before.items()}
+
+
+def _orphans(
+    statuses: Mapping[str, TaskStatus],
+    specs: Mapping[str, TaskInput],
+    maybe: Collection[str] | None,
+) -> set[str]:
+    """The sidecars without a spec. A new one is a spec deleted or a sidecar read anew: when
+    the caller named those, only they and the last pass's orphans (`maybe` holds them all)
+    can be one. Else (None), as after a full read of the sidecars, every name is looked at,
+    the key views first compared in place (most passes have none)."""
+    if maybe is not None:
+        return {n for n in maybe if n in statuses and n not in specs}
+    return set() if statuses.keys() == specs.keys() else statuses.keys() - specs.keys()
+
+
+def _candidate(result: TaskResult) -> policies.Candidate:
+    assert result.waiter is not None
+    return result.waiter.candidate
+
+
+# What the incremental planner reads of a pass's bookkeeping (incremental._carry_written).
+changed_names = _changed

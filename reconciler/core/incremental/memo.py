@@ -1,0 +1,172 @@
+"""The planner, incrementally: the same plan as `planner.plan`, without redoing the work of
+tasks whose inputs did not change.
+
+Each task's own reconcile (`planner.reconcile_task`) depends only on its spec, its previous
+status, the Ray job its run's id names, the pass-wide options and observation, and `now`; its
+result says over which span of `now` it holds (a timeout, a retry's backoff or a missing
+job's grace period ends it; a result that wrote the clock into a status holds for that instant
+only). So a task whose version (the generations of its spec and status, which the caller
+gets from the store) is that of the last pass, whose run's job is the same, and whose result
+still holds at this `now`, reuses last pass's result. What needs
+all tasks at once (stray jobs, dependencies, the queue's order and admission, clean-up) runs
+over the merged results every pass, as in `plan`.
+
+Pure like `plan`: the memo is a value the caller passes in and gets back, never a hidden cache,
+and an empty memo gives `plan`'s work exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Hashable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from reconciler.core import planner
+from reconciler.core.incremental import fastpass
+from reconciler.core.incremental import keptorder as queueorder
+from reconciler.core.incremental import ownwrites as fixedpoint
+from reconciler.core.incremental.keptorder import Kept, Order
+from reconciler.core.planner import Observation, Plan, TaskInput, TaskResult
+from reconciler.core.queues.usage import QueueUsage
+from specs.cluster import Capacity, NodeType
+from specs.queues.config import QueueConfig
+from specs.settings.process import PlanOptions
+from specs.task.status import TaskStatus
+
+# Everything every task's own reconcile reads besides its own inputs and the clock: when any
+# of it changes, no earlier result is reused. The queue config is in it for the preemption
+# grace period a (re)submitted job gets from its queue.
+World = tuple[
+    PlanOptions,
+    Capacity | None,
+    bool,
+    str | None,
+    QueueConfig | None,
+    tuple[Capacity, tuple[NodeType, ...]] | None,
+]
+
+
+@dataclass(frozen=True)
+class Memo:
+    """What one pass hands the next; treat as immutable. A new loop starts from EMPTY."""
+
+    world: World | None = None
+    kept: Mapping[str, Kept] = field(default_factory=dict)
+    # The queue's order and what the fast pass needs (reconciler.core.incremental.keptorder); None:
+    # the
+    # next pass is a full one.
+    order: Order | None = None
+    # Whether the pass that made this memo took the fast pass (tests and benchmarks count it).
+    fast: bool = False
+    # How many waiting tasks it took as quiet though the loop had just written their status
+    # (_carry_written; tests and benchmarks count them).
+    carried: int = 0
+
+
+EMPTY = Memo()
+_DEFAULTS = PlanOptions()
+
+
+def _world(observed: Observation, options: PlanOptions, queues: QueueConfig | None) -> World:
+    grow = observed.scaling
+    # Each task's own part reads the ceiling and node types (Unschedulable); the rest of the
+    # autoscaler's report (pending nodes, failures) only admission reads, every pass.
+    ceiling = (grow.ceiling, grow.node_types) if grow is not None else None
+    return (options, observed.capacity, observed.available, observed.error, queues, ceiling)
+
+
+def _carry_written(
+    order: Order,
+    previous: Mapping[str, Kept],
+    specs: Mapping[str, TaskInput],
+    statuses: Mapping[str, TaskStatus],
+    versions: Mapping[str, Hashable],
+    changed: Collection[str] | None,
+    observed: Observation,
+) -> tuple[Order, Mapping[str, Kept], Collection[str]]:
+    """The fast pass's inputs, with each waiting task whose version changed only because the
+    loop wrote the status the last plan gave it (the very object) taken as quiet: its result
+    carried over to that status (fixedpoint.carried), its place in the order unchanged. Such
+    a task is then just like one whose status that plan left as it was: the fast pass redoes
+    it only where its place or bucket may move. Anything else stays changed, as before."""
+    given = (
+        set(changed) if changed is not None else queueorder.changed_names(versions, order.versions)
+    )
+    last, loud, jobs = order.statuses, order.loud, observed.jobs
+    carried: dict[str, Kept] = {}
+    for name in given:
+        status = statuses.get(name)
+        if status is None or status is not last.get(name) or name not in loud:
+            continue
+        if name not in specs:  # its spec was deleted: the pass decides what becomes of it
+            continue
+        entry = previous.get(name)
+        if entry is None or (waiter := entry.result.waiter) is None:
+            continue
+        again = fixedpoint.carried(entry.result, specs[name], status)
+        # Its place in the order moved (queuedAt), or it needs the full pass (a preemptor's
+        # victim; its name and spec, the same Task, were judged when its result was made).
+        if again is None or again.waiter != waiter or again.body.preempted_by is not None:
+            continue
+        carried[name] = Kept(versions[name], queueorder.run_job(jobs, status), again)
+    if not carried:
+        return order, previous, given
+    quiet = replace(order, loud=loud - carried.keys())
+    return quiet, {**previous, **carried}, given - carried.keys()
+
+
+def plan_incremental(
+    memo: Memo,
+    specs: Mapping[str, TaskInput],
+    statuses: Mapping[str, TaskStatus],
+    observed: Observation,
+    now: datetime,
+    options: PlanOptions = _DEFAULTS,
+    *,
+    queues: QueueConfig | None = None,
+    usage: QueueUsage | None = None,
+    versions: Mapping[str, Hashable] | None = None,
+    queue_error: str | None = None,
+    changed: Collection[str] | None = None,
+) -> tuple[Plan, Memo]:
+    """`planner.plan(specs, statuses, observed, now, options, queues=queues)`, and the memo
+    for the next pass. `versions`: each task's version, a value that changes whenever its spec
+    or its status does (the loop builds it from the store's generations); a task without one
+    is always reconciled anew. `changed`: the names whose version differs from the last
+    pass's and those of the sidecars read anew (a spec's or not), when the caller knows them;
+    else they are found by comparing `versions`, and every sidecar is looked at for a spec."""
+    world = _world(observed, options, queues)
+    previous = memo.kept if memo.world == world else {}
+    if memo.order is not None and previous and versions:
+        ctx = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
+        if queueorder.fast_enough(ctx):
+            told = changed is not None
+            kept_order, known, changed = _carry_written(
+                memo.order, previous, specs, statuses, versions, changed, observed
+            )
+            done = fastpass.fast_pass(
+                ctx, kept_order, known, specs, statuses, versions, changed, told
+            )
+            if done is not None:
+                carried = len(memo.order.loud) - len(kept_order.loud)
+                return done[0], Memo(world, done[1], done[2], fast=True, carried=carried)
+    ctx = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
+    env = ctx.env
+    versions = versions or {}
+    read = specs
+    specs = planner.with_id_claims(specs, statuses, env)
+    kept: dict[str, Kept] = {}
+    results: dict[str, TaskResult] = {}
+    for name in sorted(specs):
+        spec = specs[name]
+        version = versions.get(name)
+        if spec.task is None and read[name].task is not None:
+            version = None  # turned Invalid by an id claim: not what the version describes
+        result = queueorder.reconcile(ctx, name, spec, statuses.get(name), version, previous, kept)
+        results[name] = result
+        planner.merge(ctx, name, result)
+    plan = planner.finish(ctx, specs, statuses)
+    order: Order | None = None
+    if versions:
+        order = queueorder.order_after_full(ctx, specs, statuses, versions, results, kept, plan)
+    return plan, Memo(world, kept, order)

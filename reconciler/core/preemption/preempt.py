@@ -1,0 +1,544 @@
+"""Preemption in a pass: each queue's rules, who may preempt, with how much room, and the link
+from preemptors to victims that are still stopping. Pure, like the planner that calls it.
+
+`reconciler.core.preemption.victims` answers "which victims" for one preemptor; this module decides
+which
+waiting heads ask, and what "fits" means for each:
+
+- Without `_queues.yaml` there is one queue, set by the `serve` flags; its head may preempt
+  when it waits for resources.
+- With team queues, each queue's head (the task its policy would start next) may preempt,
+  under its queue's `preemption:` block alone (a field left out takes its default):
+  `withinQueue` lets it stop lower-priority runs of its own queue when the cluster or its
+  quota is full; `reclaimWithinCohort` lets it take lent quota back from queues that borrow,
+  whenever its queue is below its nominal quota (combined with its own lower-priority
+  victims when `withinQueue` allows), never so that it borrows; a head below
+  `minPreemptorPriority` does neither (it waits, as without preemption).
+  Heads that reclaim ask first, then the others, each by lowest weighted share; the room a
+  preemptor is promised is reserved before the next one asks.
+- One ledger (`Ledger`): what victims still stopping will free is committed to their
+  preemptor; a head that overtakes it takes the claim over, and what stops for a preemptor
+  no longer waiting goes to the first head that asks; after each decision the victims' queues
+  are lowered in usage and in commitments together.
+
+Everything here is read from the sidecars and Ray's job list each pass, never remembered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from reconciler.core.admission import policies
+from reconciler.core.admission.waits import Preempting
+from reconciler.core.decisions import Preemption, Stop, StopCause
+from reconciler.core.preemption import betweenqueues as fairpreempt
+from reconciler.core.preemption import victims
+from reconciler.core.preemption.rules import ONE_QUEUE, Setup
+from reconciler.core.preemption.victims import NEVER, Preemptor, QueueLoad, Rules, Running, Victim
+from reconciler.core.queues import dispatch as queueing
+from reconciler.core.queues.quotas import EPS, RESOURCES, of
+from reconciler.core.queues.shareresult import HeldRoom, QueueState, fits_needed
+from reconciler.core.task import lifecycle
+from specs.cluster import Capacity, RayJob
+from specs.task.models import ConditionType, Reason
+from specs.task.status import TaskStatusBody
+
+if TYPE_CHECKING:
+    from reconciler.core.planner import PassState
+
+# --- preemptors whose victims are still stopping ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoppingVictims:
+    """A preemptor whose victims are still stopping: who they are, and what each still uses."""
+
+    victims: tuple[str, ...]
+    using: tuple[Capacity, ...]  # by victim, in the same order
+
+    @property
+    def freeing(self) -> Capacity:
+        return sum(self.using, Capacity())
+
+
+def stopping_victims(
+    bodies: Mapping[str, TaskStatusBody],
+    jobs_by_task: Mapping[str, Sequence[RayJob]],
+    claim_of: Callable[[RayJob], Capacity],
+) -> dict[str, StoppingVictims]:
+    """Preemptors whose victims' jobs are still live, read from the victims' sidecars
+    (`preemptedBy`) and Ray's job list: after a crash the next pass finds the same."""
+    victims: dict[str, list[tuple[str, Capacity]]] = {}
+    # Only a few bodies name a preemptor: pick them out before sorting, not all of them.
+    marked = sorted(name for name, body in bodies.items() if body.preempted_by is not None)
+    for name in marked:
+        body = bodies[name]
+        by = body.preempted_by
+        if by is None or body.phase.active:
+            continue
+        # The task's run is not active, so any live job of it is the preempted run's.
+        live = [job for job in jobs_by_task.get(name, ()) if not job.terminal]
+        if live:
+            held = sum((claim_of(job) for job in live), Capacity())
+            victims.setdefault(by, []).append((name, held))
+    return {
+        by: StoppingVictims(tuple(n for n, _ in pairs), tuple(c for _, c in pairs))
+        for by, pairs in victims.items()
+    }
+
+
+def ready(
+    bodies: Mapping[str, TaskStatusBody],
+    queued: Collection[str],
+    stopping: Mapping[str, StoppingVictims],
+) -> frozenset[str]:
+    """Preemptors whose victims have all stopped but that have not started yet: queued, still
+    recorded as Preempting, named by some victim, none of whose jobs is live. Team queues
+    admit them first, so the room their victims left is theirs (one queue needs no help: the
+    preemptor is its policy's next pick)."""
+    named = {b.preempted_by for b in bodies.values() if b.preempted_by is not None}
+    return frozenset(
+        name
+        for name in named
+        if name in queued
+        and name not in stopping
+        and (body := bodies.get(name)) is not None
+        and lifecycle.state_of(body) is lifecycle.State.PREEMPTING
+    )
+
+
+# --- who preempts whom ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One preemptor and its minimal victims; `free` is the cluster room it had without them."""
+
+    preemptor: Preemptor
+    queue: str
+    victims: tuple[Victim, ...]
+    free: Capacity
+
+
+def decide(
+    plan_setup: Setup,
+    queue: Sequence[policies.Candidate],
+    admission: policies.Admission | queueing.QueueAdmission,
+    free: Capacity,
+    stopping: Mapping[str, StoppingVictims],
+    running: Sequence[Running],
+    priorities: Mapping[str, int],
+    now: float,
+) -> list[Decision]:
+    """Every preemption of this pass. `queue`: the eligible candidates in global order; `free`:
+    what the admission had (reservations taken off); `stopping`: by preemptor."""
+    if not plan_setup.any_on:
+        return []
+    started = set(admission.start)
+    for candidate in queue:
+        if candidate.name in started:
+            free = free - candidate.request
+    by_name = {c.name: c for c in queue}
+    if isinstance(admission, queueing.QueueAdmission):
+        return _decide_by_queue(
+            plan_setup, admission, by_name, free, stopping, running, priorities, now
+        )
+    head = next((c for c in queue if c.name not in started), None)
+    rules = plan_setup.queues[ONE_QUEUE].rules
+    if (
+        head is None
+        or head.name in stopping
+        or rules.within_queue == NEVER
+        or not victims.may_ask(rules, priorities[head.name])
+    ):
+        return []  # below the threshold the head waits, as without preemption
+    waiting = admission.waiting.get(head.name)
+    if waiting is None or waiting.reason != Reason.WAITING_FOR_RESOURCES:
+        return []  # an in-flight slot, not resources, holds it back
+    ledger = Ledger(stopping, by_name, [c.name for c in queue])
+    coming = ledger.draw(head.name, lambda _by: True).room
+    preemptor = Preemptor(head.name, priorities[head.name], head.request)
+    picked = victims.choose_in_cohort(
+        preemptor,
+        ONE_QUEUE,
+        ((ONE_QUEUE, run) for run in running),
+        {ONE_QUEUE: rules},
+        {},
+        lambda freed, _own: head.request.fits_in(free + coming + freed),
+        now,
+        reclaim=False,
+    )
+    return [Decision(preemptor, ONE_QUEUE, picked, free + coming)] if picked else []
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """What a head may count on of the room committed to others: `room` in the cluster, and
+    `promised`, the quota its own queue had promised to the preemptors it overtakes."""
+
+    room: Capacity
+    promised: Capacity
+
+
+class Ledger:
+    """The resources of victims still stopping, each committed to its preemptor (the task its
+    victims name). A head that overtakes a waiting preemptor (comes before it in the queue
+    order, in a scope where it could have preempted the same runs) takes its claim over: the
+    victims' room and what was reserved of today's free for it. What stops for a preemptor
+    that is no longer waiting (it started, or was deleted) is nobody's: the first head that
+    asks counts it. Each claim is drawn once per pass, so nothing is counted twice."""
+
+    def __init__(
+        self,
+        stopping: Mapping[str, StoppingVictims],
+        waiting: Mapping[str, policies.Candidate],
+        order: Sequence[str],
+    ) -> None:
+        self.stopping = stopping
+        self.waiting = waiting
+        self.place = {name: i for i, name in enumerate(order)}
+        self.drawn: set[str] = set()
+
+    def draw(self, head: str, same_scope: Callable[[str], bool]) -> Drawn:
+        room, promised = Capacity(), Capacity()
+        for by, pending in sorted(self.stopping.items()):
+            if by == head or by in self.drawn:
+                continue
+            owner = self.waiting.get(by)
+            if owner is None:  # its preemptor no longer waits: nobody's room
+                room = room + pending.freeing
+            elif (
+                same_scope(by)
+                and by in self.place
+                and head in self.place
+                and self.place[by] > self.place[head]
+            ):
+                reserved = victims.still_needed(owner.request, pending.freeing)
+                room = room + pending.freeing + reserved
+                promised = promised + owner.request
+            else:
+                continue
+            self.drawn.add(by)
+        return Drawn(room, promised)
+
+
+def _decide_by_queue(
+    plan_setup: Setup,
+    admission: queueing.QueueAdmission,
+    by_name: Mapping[str, policies.Candidate],
+    free: Capacity,
+    stopping: Mapping[str, StoppingVictims],
+    running: Sequence[Running],
+    priorities: Mapping[str, int],
+    now: float,
+) -> list[Decision]:
+    states = admission.states
+    # What each queue holds, without the runs already stopping for someone else.
+    usage = {name: state.usage for name, state in states.items()}
+    for pending in stopping.values():
+        for stopped, held in zip(pending.victims, pending.using, strict=True):
+            # and from each queue it lies in (a divided queue's usage is its sub-queues')
+            for owner in fairpreempt.chain(states, plan_setup.queue_of(stopped)):
+                usage[owner] = usage[owner] - held
+    # What each queue is committed to: that, plus its preemptors still waiting for their
+    # victims (their room is promised, so the queue's quota must count them).
+    committed = dict(usage)
+    for by in stopping:
+        waiting_preemptor = by_name.get(by)
+        owner = plan_setup.queue_of(by)
+        if waiting_preemptor is not None and owner in committed:
+            committed[owner] = committed[owner] + waiting_preemptor.request
+    heads: list[tuple[tuple[bool, tuple[float, ...], str], str, policies.Candidate]] = []
+    divided = {state.parent for state in states.values() if state.parent is not None}
+    for name, state in states.items():
+        if name in divided:
+            continue  # a divided queue's head is one of its sub-queues' (nested queues)
+        head = by_name.get(state.head) if state.head is not None else None
+        if head is None or head.name in stopping:
+            continue
+        guaranteed = (committed[name] + head.request).fits_in(state.nominal)
+        # By share down the tree (the top queue's, then its sub-queue's among its siblings):
+        # the order the fair-share pass picks in. Flat: by share.
+        shares = tuple(states[q].share for q in reversed(fairpreempt.chain(states, name)))
+        heads.append(((not guaranteed, shares, name), name, head))
+    heads.sort(key=lambda item: item[0])
+    # Heads that may ask by share: a sub-queue's asks only if none of these is less served
+    # than it among its siblings (fairpreempt.least_served_below_top).
+    asking = [
+        name
+        for _, name, head in heads
+        if head.preemptible
+        and (waiting := admission.waiting.get(head.name)) is not None
+        and waiting.reason in (Reason.WAITING_FOR_RESOURCES, Reason.QUOTA_EXCEEDED)
+    ]
+    ledger = Ledger(stopping, by_name, list(by_name))  # by_name: in the global order
+    pool = [(plan_setup.queue_of(run.name), run) for run in running]
+    rules = plan_setup.rules()
+    decisions: list[Decision] = []
+    for _, name, head in heads:
+        own = rules.get(name, Rules())
+        if not victims.may_ask(own, priorities[head.name]):
+            continue  # it waits as without preemption; nobody behind it asks instead
+        waiting = admission.waiting.get(head.name)
+        reason = waiting.reason if waiting is not None else None
+        state = states[name]
+        waits = reason in (Reason.WAITING_FOR_RESOURCES, Reason.QUOTA_EXCEEDED)
+        # Reclaim: its queue is below its nominal quota in something the head needs (Kueue:
+        # a queue may always get back to its nominal quota); with withinQueue it may add its
+        # own lower-priority victims to fit.
+        below = any(
+            of(head.request, r) > 0 and of(committed[name], r) < of(state.nominal, r) - EPS
+            for r in RESOURCES
+        )
+        reclaim = own.reclaim_within_cohort != NEVER and below and waits
+        within = own.within_queue != NEVER and waits
+        # In pure sharing all a queue holds is borrowed, so a non-preemptible head (which
+        # never borrows) cannot start on what fair share would free: it would preempt anew
+        # each time its victims were gone.
+        fair = (
+            plan_setup.fair
+            and waits
+            and head.preemptible
+            and fairpreempt.takes_part(states, name)
+            and fairpreempt.least_served_below_top(states, name, asking)
+            and _passes_hold(admission.held, name, head)
+        )
+        if not (reclaim or within or fair):
+            continue
+        drawn = ledger.draw(head.name, _same_queue(plan_setup, name))
+        # Its quota room grows by what its own victims free (they count in its usage), and by
+        # what its queue had promised to the preemptors it overtakes.
+        nominal_room = state.nominal - committed[name] + drawn.promised
+        room, request = free + drawn.room, head.request
+        # A run nobody may stop never borrows (admission holds it at its nominal quota), so a
+        # non-preemptible head must fit its nominal quota: counting what its queue may borrow
+        # would stop too few of its own runs, and it would preempt again once they are gone.
+        borrow = state.above_nominal if head.preemptible else Capacity()
+
+        def fits(
+            freed: Capacity,
+            freed_own: Capacity,
+            room: Capacity = room,
+            request: Capacity = request,
+            nominal_room: Capacity = nominal_room,
+            borrow: Capacity = borrow,
+        ) -> bool:
+            if not request.fits_in(room + freed):
+                return False
+            if fits_needed(request, nominal_room + freed_own):
+                return True
+            # Taking quota back never makes the preemptor a borrower: only without reclaim
+            # victims may it fit above its nominal quota.
+            return freed == freed_own and fits_needed(request, nominal_room + borrow + freed_own)
+
+        loads = _loads(states, usage, committed, name, head.request)
+        preemptor = Preemptor(head.name, priorities[head.name], request)
+        picked: tuple[Victim, ...] = ()
+        if reclaim or within:
+            picked = victims.choose_in_cohort(
+                preemptor, name, pool, rules, loads, fits, now, reclaim=reclaim
+            )
+        if not picked and fair:
+            # By share: other queues' runs give back borrowed room, never the own queue's.
+            picked = fairpreempt.choose(
+                preemptor,
+                name,
+                pool,
+                rules,
+                states,
+                usage,
+                _fits_borrowing(room, request, nominal_room + borrow),
+                now,
+            )
+        if not picked:
+            continue
+        decisions.append(Decision(preemptor, name, picked, room))
+        chosen = {v.run.name for v in picked}
+        pool = [(q, run) for q, run in pool if run.name not in chosen]
+        freed = Capacity()
+        for victim in picked:
+            freed = freed + victim.run.request
+            # One ledger: what a victim frees leaves its queue's usage and its commitments
+            # at once (and those of the queues it lies in), so the next head sees its queue
+            # as it will be.
+            for owner in fairpreempt.chain(states, victim.queue):
+                usage[owner] = usage[owner] - victim.run.request
+                committed[owner] = committed[owner] - victim.run.request
+        for owner in fairpreempt.chain(states, name):
+            committed[owner] = committed[owner] + request - drawn.promised
+        # Reserved for it from now on: the next preemptor may not count on this room.
+        free = free - victims.still_needed(request, freed + drawn.room)
+    return decisions
+
+
+def _passes_hold(held: HeldRoom | None, queue: str, head: policies.Candidate) -> bool:
+    """Fair-share preemption takes no room held for a less-served queue's blocked head (one
+    too wide to preempt for itself): the preemptor may go only where admission would let it
+    past that hold, were its victims gone (beside the head, now or at its reserved start).
+    Else a queue above the least-served one jumps its hold: the victims' room, which
+    would have drained for that head, goes to a new run that ends later (Lublin, 600 jobs:
+    the least-served team held nothing for 40 h while two others preempted each other)."""
+    # The hold is the queue's own, or, held by a divided queue, its own head's (a sub-queue's).
+    return held is None or held.queue == queue or held.head == head.name or held.lets_past(head)
+
+
+def _fits_borrowing(
+    room: Capacity, request: Capacity, quota_room: Capacity
+) -> Callable[[Capacity], bool]:
+    """Fair-share preemption: what other queues' victims free is room in the cluster and
+    borrowable room alike (it is all borrowed, in pure sharing)."""
+    return lambda freed: request.fits_in(room + freed) and fits_needed(request, quota_room + freed)
+
+
+def _loads(
+    states: Mapping[str, QueueState],
+    usage: Mapping[str, Capacity],
+    committed: Mapping[str, Capacity],
+    name: str,
+    request: Capacity,
+) -> dict[str, QueueLoad]:
+    """Whom the head of `name` may reclaim from, and how much each borrows. Flat queues: every
+    other queue, by its own quota. Nested queues: a victim's queue is judged where the two
+    branches meet (the two ancestors that are siblings): the victim's side must borrow there,
+    and the preemptor's side be below its nominal quota there, so a sub-queue takes back only
+    what its own side lent at that level."""
+    mine = fairpreempt.chain(states, name)
+    loads: dict[str, QueueLoad] = {}
+    for other in states:
+        if other == name or other in mine:
+            continue
+        theirs = fairpreempt.chain(states, other)
+        met = next((q for q in theirs if q in mine), None)
+        side = theirs[theirs.index(met) - 1] if met is not None else theirs[-1]
+        own = mine[mine.index(met) - 1] if met is not None else mine[-1]
+        if own != name:
+            nominal = states[own].nominal
+            below = any(
+                of(request, r) > 0 and of(committed[own], r) < of(nominal, r) - EPS
+                for r in RESOURCES
+            )
+            if not below:
+                continue
+        loads[other] = QueueLoad(states[side].nominal, usage[side])
+    return loads
+
+
+def _same_queue(plan_setup: Setup, queue: str) -> Callable[[str], bool]:
+    return lambda task: plan_setup.queue_of(task) == queue
+
+
+# --- recording a decision in the pass -------------------------------------------------------
+
+
+def preempt(
+    ctx: PassState,
+    queue: Sequence[policies.Candidate],
+    admission: policies.Admission | queueing.QueueAdmission,
+    free: Capacity,
+    stopping: Mapping[str, StoppingVictims],
+    awaits_nodes: frozenset[str] = frozenset(),
+) -> dict[str, Preempting]:
+    """Only the task a queue's policy would admit next may preempt, and only if it waits for
+    resources (or, within its queue, for its quota) and none of its earlier victims is still
+    stopping. `decide` chooses; this records it (victims first) and says, by preemptor, what
+    it waits for. `stopping`: all
+    of them, also those of preemptors that started meanwhile: their victims still stopping
+    are nobody's usage when reclaim asks who borrows."""
+    setup = ctx.env.preemption
+    if not setup.any_on:
+        return {}
+    priorities = {c.name: ctx.tasks[c.name].spec.priority for c in queue}
+    decisions = decide(setup, queue, admission, free, stopping, ctx.running, priorities, ctx.now)
+    # `awaits_nodes`: preemptors the autoscaler will serve; they wait for nodes instead.
+    decisions = [d for d in decisions if d.preemptor.name not in awaits_nodes]
+    result: dict[str, Preempting] = {}
+    for decision in decisions:
+        preemptor, victims = decision.preemptor, decision.victims
+        reasons = tuple(_reason(v) for v in victims)
+        names = tuple(v.run.name for v in victims)
+        total = Capacity()
+        for victim, reason in zip(victims, reasons, strict=True):
+            total = total + victim.run.request
+            _preempt_one(ctx, victim, preemptor, reason)
+        result[preemptor.name] = Preempting(
+            names,
+            tuple(v.run.priority for v in victims),
+            total,
+            preemptor.request,
+            all(v.reclaim for v in victims),
+        )
+        reason = next(
+            (r for r in (Reason.RECLAIM, Reason.IN_COHORT_FAIR_SHARING) if r in reasons),
+            Reason.WITHIN_QUEUE,
+        )
+        queue_name = decision.queue if ctx.queues is not None else None
+        ctx.plan.preemptions.append(
+            Preemption(preemptor.name, names, reason, decision.free, reasons, queue_name)
+        )
+        ctx.plan.note(
+            Reason.PREEMPTED,
+            f"preempted {', '.join(names)} for {preemptor.name} (priority {preemptor.priority}"
+            f"{_NOTE.get(reason, '')})",
+        )
+    return result
+
+
+_NOTE = {
+    Reason.RECLAIM: ", reclaiming lent quota",
+    Reason.IN_COHORT_FAIR_SHARING: ", by fair share",
+}
+
+
+def _reason(victim: Victim) -> Reason:
+    if victim.shares is not None:
+        return Reason.IN_COHORT_FAIR_SHARING
+    return Reason.RECLAIM if victim.reclaim else Reason.WITHIN_QUEUE
+
+
+def _preempt_one(
+    ctx: PassState,
+    taken: Victim,
+    preemptor: victims.Preemptor,
+    reason: Reason,
+) -> None:
+    """Queue the victim again and stop its job. Its status (written before any stop goes out)
+    says who took its place; its job holds its resources until Ray reports it stopped."""
+    victim, victim_queue = taken.run, taken.queue
+    body = ctx.bodies[victim.name]
+    sid = body.submission_id or ""
+    ran = _duration(ctx.now - victim.started)
+    why = ""
+    if reason is Reason.RECLAIM and ctx.queues is not None:
+        lender = ctx.queues.queue_of(preemptor.name)
+        why = f" of {lender}, taking back the quota {victim_queue} borrowed,"
+    elif taken.shares is not None and ctx.queues is not None:
+        mine, theirs = taken.shares
+        own = ctx.queues.queue_of(preemptor.name)
+        if taken.judged is None:
+            why = (
+                f" of {own} by fair share (its weighted share "
+                f"with it running {mine:.3g}, at most {victim_queue}'s {theirs:.3g} after),"
+            )
+        else:  # nested queues: judged where the two branches meet
+            side, other = taken.judged
+            why = (
+                f" of {own} by fair share between {side} and {other} ({side}'s weighted "
+                f"share with it running {mine:.3g}, at most {other}'s {theirs:.3g} after),"
+            )
+    message = (
+        f"preempted by {preemptor.name} (priority {preemptor.priority}){why} after run "
+        f"{body.run} had run {ran}; queued again in its old place"
+    )
+    ctx.bodies[victim.name] = lifecycle.preempt(body, preemptor.name, message)
+    ctx.conds.setdefault(victim.name, {})[ConditionType.PREEMPTED] = (reason, message)
+    ctx.plan.stops.append(Stop(sid, victim.name, StopCause.PREEMPTED, preemptor.name))
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"

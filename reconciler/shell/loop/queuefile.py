@@ -1,0 +1,205 @@
+"""The queue configuration on disk: read `_queues.yaml` when it changes, keep the last good one,
+and write `_queues.status.yaml`. The shell side of queues; the decisions are in fairshare.py."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from reconciler.core.queues import usage
+from reconciler.core.queues.dispatch import ConfigState, restore_usage
+from specs.cluster import Capacity
+from specs.folder.atomic import write_atomic
+from specs.queues.config import CONFIG_FILE, DEFAULT_QUEUE_DEPTH, STATUS_FILE, QueueConfig
+from specs.queues.tree import divide_tree
+from specs.yamlio.parse import MAX_FILE_BYTES, SpecParseError, parse_queue_config
+
+log = logging.getLogger("rayqueue.queues")
+
+StatKey = tuple[tuple[int, int, int] | None, ...]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    config: QueueConfig | None  # in force: the last good one; None: no queues
+    state: ConfigState | None  # None: there is no config file at all
+    generation: int = 0  # of `config`, or of the error while none is in force: a new one
+    # whenever the file is read anew, goes, or its error changes with no configuration in force
+
+    @property
+    def error_without_config(self) -> str | None:
+        """The file's error while no configuration is in force (none was ever valid): the
+        planner puts every task in the default queue and says why in its status."""
+        if self.config is None and self.state is not None and not self.state.valid:
+            return self.state.error
+        return None
+
+
+class QueueFile:
+    """`path` is `<tasks>/_queues.yaml` unless `--queues` names another file. The status goes
+    beside it, or under `status_dir` (for read-only checkouts and ConfigMaps)."""
+
+    def __init__(
+        self,
+        path: Path,
+        status_dir: Path | None = None,
+        root: Path | None = None,
+        max_depth: int = DEFAULT_QUEUE_DEPTH,
+    ) -> None:
+        self.path = Path(path)
+        # Where each queue's folder, and so its own `_queues.yaml`, lies: the tasks folder.
+        self.root = Path(root) if root is not None else self.path.parent
+        self.max_depth = max_depth
+        self._watched: list[Path] = []  # the queues' own files, present or not, as last read
+        self.status_path = (status_dir or self.path.parent) / STATUS_FILE
+        self._key: StatKey | None = None
+        self._good: QueueConfig | None = None
+        self._state: ConfigState | None = None
+        self._generation = 0  # of _good
+        self._written: bytes | None = None
+        self._status_warned = False
+
+    @classmethod
+    def beside(cls, tasks: Path, status_dir: Path | None = None) -> QueueFile:
+        return cls(Path(tasks) / CONFIG_FILE, status_dir)
+
+    def load(self) -> Loaded:
+        """Cheap when nothing changed: one stat."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            if self._key is not None or self._state is not None:
+                log.info("%s is gone: one queue for all tasks again", self.path)
+                self._remove_status()
+            if self._good is not None or (self._state is not None and not self._state.valid):
+                self._generation += 1
+            self._key, self._good, self._state = None, None, None
+            return Loaded(None, None, self._generation)
+        except OSError as exc:
+            return self._keep(f"cannot read: {exc.strerror}")
+        key = ((st.st_mtime_ns, st.st_size, st.st_ino), *(_stat(p) for p in self._watched))
+        if key == self._key:
+            return Loaded(self._good, self._state, self._generation)
+        self._watched = []
+        try:
+            if st.st_size > MAX_FILE_BYTES:
+                raise SpecParseError([])  # reported below with the size
+            data = self.path.read_bytes()
+            config = parse_queue_config(data, file=self.path.name, max_depth=self.max_depth)
+            config = self._divide(config)
+        except SpecParseError as exc:
+            message = str(exc) or f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
+            return self._keep(message)
+        except OSError as exc:
+            return self._keep(f"cannot read: {exc.strerror}")
+        finally:
+            self._key = ((st.st_mtime_ns, st.st_size, st.st_ino), *map(_stat, self._watched))
+        if self._good is None or self._good != config:
+            log.info("queues from %s: %s", self.path, ", ".join(config.queue_names()))
+        self._good = config
+        self._generation += 1
+        self._state = ConfigState(str(self.path), valid=True)
+        return Loaded(config, self._state, self._generation)
+
+    def _divide(self, config: QueueConfig) -> QueueConfig:
+        return divide_tree(config, self.root, self.max_depth, self._watched)
+
+    def _keep(self, error: str) -> Loaded:
+        """A bad edit: the last good configuration stays in force."""
+        kept = "keeping the last good configuration" if self._good else "no queues in force"
+        if self._state is None or self._state.error != error:
+            log.error("queue configuration %s is invalid (%s): %s", self.path, kept, error)
+            self._generation += 1  # the next pass writes the error to the status, even if idle
+        self._state = ConfigState(
+            str(self.path), valid=False, error=error, in_force=self._good is not None
+        )
+        return Loaded(self._good, self._state, self._generation)
+
+    def write_status(self, document: dict[str, Any]) -> bool:
+        """Atomically, and only when the content changes; False if nothing was written."""
+        data = yaml.safe_dump(document, sort_keys=False, default_flow_style=False).encode()
+        if data == self._written:
+            return False
+        try:
+            self.status_path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.status_path, data)
+        except OSError as exc:
+            if not self._status_warned:
+                log.warning("cannot write %s: %s", self.status_path, exc)
+                self._status_warned = True
+            return False
+        self._written = data
+        return True
+
+    def _remove_status(self) -> None:
+        self._written = None
+        with contextlib.suppress(OSError):
+            self.status_path.unlink()
+
+
+def _stat(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def read_status(path: Path) -> dict[str, Any] | None:
+    """`_queues.status.yaml` as written by serve (CLI and API); None if absent or unreadable."""
+    try:
+        data = yaml.safe_load(path.read_bytes())
+    except (OSError, yaml.YAMLError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def to_json(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2)
+
+
+class UsageBook:
+    """The queues' decayed usage, advanced with the loop's clock (reconciler/core/queues/usage.py).
+
+    At each pass the time since the last one is integrated at the rates (what each queue held)
+    seen by the last pass; the result goes to the planner and into `_queues.status.yaml`, which
+    is read back when serve starts: the time it was down is integrated at the last rates it
+    wrote, so a restart forgets nothing (a run that kept going in Ray meanwhile is counted).
+    When tracking began (`since`) is kept there too: the planner's decayed mean is corrected
+    for how long there has been to remember (core/queues/usage.py)."""
+
+    def __init__(self, status: dict[str, Any] | None = None) -> None:
+        past, held, at = restore_usage(status)
+        self.past: usage.Tracked = past
+        self.rates: dict[str, Capacity] = held
+        self.at: float | None = at
+
+    def advance(self, now: float, config: QueueConfig | None) -> usage.Tracked | None:
+        """The decayed usage at `now`; None without queues (nothing is remembered then)."""
+        if config is None:
+            self.past, self.rates, self.at = usage.Tracked(), {}, None
+            return None
+        # Tracking begins now, unless a status file said when it began (a file from before
+        # `usageSince` was written leaves it unknown: the mean is then U / tau).
+        since = now if self.at is None and not self.past else self.past.since
+        seconds = 0.0 if self.at is None else now - self.at
+        half_life = config.spec.fair_sharing.usage_half_life
+        advanced = usage.advance_all(
+            self.past, self.rates, seconds, half_life, config.queue_names()
+        )
+        self.past = usage.Tracked(advanced, since)
+        if self.at is None or now > self.at:
+            self.at = now  # a clock set back waits for the old instant, counting nothing twice
+        return self.past
+
+    def observe(self, held: Mapping[str, Capacity]) -> None:
+        """What each queue holds after this pass: the rate until the next one."""
+        self.rates = dict(held)

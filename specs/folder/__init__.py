@@ -1,0 +1,2 @@
+"""The tasks folder as a database: spec files in, status sidecars out, atomic writes, change
+scans by file events and full listings of the folder."""

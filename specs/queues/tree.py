@@ -1,0 +1,111 @@
+"""The whole queue tree: the top `_queues.yaml` and each queue's own file (nested queues), read
+the way serve reads them. Shared by serve's loop, `rayqueue validate` and the API's check of a
+team's edit, so the three cannot disagree on what the tree is."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from specs.queues.config import CONFIG_FILE, DEFAULT_QUEUE_DEPTH, QueueConfig
+from specs.yamlio.parse import (
+    MAX_FILE_BYTES,
+    SpecError,
+    SpecParseError,
+    parse_queue_config,
+    parse_sub_queue_config,
+)
+
+Reader = Callable[[Path], bytes | None]  # a file's bytes; None when it does not exist
+
+
+def read_from_disk(path: Path) -> bytes | None:
+    """The file, or None if absent; a file over the size limit raises SpecParseError."""
+    try:
+        size = path.stat().st_size
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if size > MAX_FILE_BYTES:
+        raise _too_big(str(path))
+    return path.read_bytes()
+
+
+def divide_tree(
+    config: QueueConfig,
+    root: Path,
+    max_depth: int = DEFAULT_QUEUE_DEPTH,
+    watched: list[Path] | None = None,
+    prefix: str = "",
+    read: Reader = read_from_disk,
+) -> QueueConfig:
+    """Add each queue's own sub-queues, from `<root>/<queue>/_queues.yaml` (nested queues),
+    parents before their sub-queues. A bad file raises SpecParseError naming it (`prefix`, then
+    its path under root), line and field. `watched` gets every path looked at, present or not."""
+    pending = [entry.name for entry in config.spec.queues]
+    while pending:
+        folder = pending.pop(0)
+        path = root / folder / CONFIG_FILE
+        if watched is not None:
+            watched.append(path)
+        file = f"{prefix}{folder}/{CONFIG_FILE}"
+        try:
+            data = read(path)
+        except SpecParseError:
+            raise _too_big(file) from None
+        if data is None:
+            continue
+        if len(data) > MAX_FILE_BYTES:
+            raise _too_big(file)
+        sub = parse_sub_queue_config(
+            data,
+            file=file,
+            folder=folder,
+            folder_depth=config.depth_of(folder),
+            listed=config.queue_names(),
+            max_depth=max_depth,
+        )
+        spec = config.spec.model_copy(update={"queues": [*config.spec.queues, *sub.spec.queues]})
+        config = config.model_copy(update={"spec": spec})
+        pending.extend(entry.name for entry in sub.spec.queues)
+    return config
+
+
+def _too_big(file: str) -> SpecParseError:
+    message = f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
+    return SpecParseError([SpecError(file, None, None, None, message)])
+
+
+def check_sub_queue_edit(root: Path, top: bytes | None, file: str, data: bytes) -> None:
+    """Would serve take `data` as the queue file `file` (`team-a/_queues.yaml`, under `root`)?
+    Checked alone (only folders under its own, within the depth limit), then inside the whole
+    tree as the loop reads it with this edit in place (a sub-queue listed by another queue's
+    file too, a depth counted through the files above). Raises SpecParseError when a problem
+    is this file's; a tree broken elsewhere is reported by serve, and does not block an edit
+    that is right in itself."""
+    folder = file.rpartition("/")[0]
+    config: QueueConfig | None = None
+    if top is not None:
+        try:
+            config = parse_queue_config(top)
+        except SpecParseError:
+            config = None
+    parse_sub_queue_config(
+        data,
+        file=file,
+        folder=folder,
+        folder_depth=config.depth_of(folder) if config is not None else 1,
+        listed=config.queue_names() if config is not None else (),
+    )
+    if config is None:
+        return
+    edited = root / file
+
+    def read(path: Path) -> bytes | None:
+        return data if path == edited else read_from_disk(path)
+
+    try:
+        divide_tree(config, root, read=read)
+    except SpecParseError as exc:
+        mine = [error for error in exc.errors if error.file == file]
+        if mine:
+            raise SpecParseError(mine) from None

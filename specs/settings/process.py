@@ -1,0 +1,429 @@
+"""Settings for one rayqueue process: built once by the CLI and passed down, never global.
+
+Every knob is declared once, here (the planner's in specs/settings/planner.py, with knob() of
+specs/settings/knobs.py): its type and default (the dataclass field), and in the field's metadata
+its
+group (loop, API or planner), its command-line flag or, for a tuning knob, its environment
+variable, its help text and the values it accepts (a range or a list of choices). The CLI
+derives its flags and the environment it reads from this declaration (reconciler/cli/flags.py);
+the planner's PlanOptions share the planner group's fields; and every dataclass here checks its
+values when it is built, so a bad value is refused in one place with one message, whether it
+came from a flag, the environment or code.
+
+A few knobs are flags, those a user of `serve` sets; the tuning knobs are read from
+`RAYQUEUE_<NAME>` (the field name in capitals), listed in docs/settings.md. A tuning knob that
+used to be a flag keeps it as `old_flag`: still accepted, hidden from --help, with a warning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import re
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import NoneType, UnionType
+
+from specs.cluster import Capacity
+from specs.queues.config import parse_capacity
+from specs.settings.knobs import GROUPS as GROUPS
+from specs.settings.knobs import LOOP, check, knob
+from specs.settings.knobs import Knob as Knob
+from specs.settings.knobs import address_from_env as address_from_env
+from specs.settings.knobs import env_name as env_name
+from specs.settings.planner import POLICY_NAMES as POLICY_NAMES
+from specs.settings.planner import PREEMPTION_MODES as PREEMPTION_MODES
+from specs.settings.planner import PlannerSettings as PlannerSettings
+from specs.settings.planner import PlanOptions as PlanOptions
+from specs.task.models import MAX_ARRAY_ELEMENTS
+
+DEFAULT_PORT = 8264  # the old scheduler's port, kept so old clients need no change
+
+LOG_FORMATS = ("text", "json")
+
+# Host patterns as Starlette's TrustedHostMiddleware takes them, and browser origins.
+_HOST_PATTERN = re.compile(r"\*|(\*\.)?[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]")
+_ORIGIN = re.compile(r"https?://([A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?")
+
+
+@dataclass(frozen=True)
+class Settings(PlannerSettings):
+    tasks_dir: Path
+    """The watched folder of `*.yaml` task specs; subfolders are namespaces."""
+
+    address: str | None = None
+    """Ray dashboard address (http://host:8265). None: start a private local Ray head."""
+
+    ray_gcs_address: str | None = field(
+        default=None,
+        metadata=knob(
+            "the Ray head's GCS, host:port, where requests to Ray's autoscaler go "
+            "(default: the --address host, port 6379)",
+            commands=LOOP,
+            metavar="HOST:PORT",
+        ),
+    )
+    """Where rayqueue sends its resource request on an autoscaling cluster (issue 26). Default:
+    the --address host on Ray's default GCS port 6379, which KubeRay's head service has beside
+    the dashboard's 8265; set it only when the GCS is elsewhere."""
+
+    status_dir: Path | None = None
+    """Where sidecars go instead of beside the specs (for read-only git checkouts)."""
+
+    state_dir: Path | None = field(
+        default=None,
+        metadata=knob(
+            "folder for resource history and the lock (default: <dir>/.rayqueue)",
+            flag="--state-dir",
+        ),
+    )
+    """Our own files (resource history, lock). Default: <tasks_dir>/.rayqueue."""
+
+    queues_path: Path | None = field(
+        default=None,
+        metadata=knob(
+            "team queues with quotas and fair sharing (kind QueueConfig; default: "
+            "<dir>/_queues.yaml if it exists). See README, Team queues",
+            flag="--queues",
+            commands=LOOP,
+            metavar="PATH",
+        ),
+    )
+    """The team queues' configuration. Default: <tasks_dir>/_queues.yaml; with no such file
+    there is one queue for all tasks, as before queues existed."""
+
+    max_capacity: str | None = field(
+        default=None,
+        metadata=knob(
+            "on an autoscaling cluster, the most it can grow to, e.g. cpu=64,gpu=8,memory=512Gi "
+            "(a resource left out is not capped); lowers what Ray's autoscaler reports. See "
+            "docs/autoscaling.md",
+            flag="--max-capacity",
+            commands=LOOP,
+            metavar="cpu=N,gpu=N,memory=Q",
+        ),
+    )
+    """The cluster's ceiling where Ray does not report one (or a budget below it); with
+    `_queues.yaml`'s spec.cluster.maxCapacity the smaller of the two holds."""
+
+    queue_id: str | None = field(
+        default=None,
+        metadata=knob(
+            "tag for this queue's Ray jobs (default: derived from the folder path)",
+            flag="--queue-id",
+            commands=LOOP,
+        ),
+    )
+    """Marks this queue's Ray jobs. Default: derived from the tasks folder's absolute path."""
+
+    host: str = field(
+        default="127.0.0.1",
+        metadata=knob("HTTP bind address (default 127.0.0.1)", flag="--host", group="api"),
+    )
+    """HTTP API bind address."""
+
+    port: int = field(
+        default=DEFAULT_PORT,
+        metadata=knob(
+            f"HTTP port ({DEFAULT_PORT})", flag="--port", minimum=1, maximum=65535, group="api"
+        ),
+    )
+    """HTTP API port."""
+
+    api: bool = field(
+        default=True,
+        metadata=knob("run the loop without the HTTP API", old_flag="--no-api", group="api"),
+    )
+    """Serve the HTTP API beside the loop."""
+
+    interval_seconds: float = field(
+        default=1.0,
+        metadata=knob("seconds between full passes (default 1)", old_flag="--interval", above=0),
+    )
+    """Time between full passes when nothing wakes the loop earlier. Not 0: it also paces the
+    backoff while Ray is unreachable."""
+
+    busy_interval_seconds: float = field(default=0.1, metadata=knob(minimum=0))
+    """Time between passes while a backlog of deferred sidecars is written out."""
+
+    capacity_refresh_seconds: float = field(default=0.9, metadata=knob(minimum=0))
+    """A capacity read is reused this long, so fast polling does not re-list the nodes; Ray's
+    whole job listing too, while its live jobs are few (they are looked up by id between)."""
+
+    ray_timeout_seconds: float = field(default=10.0, metadata=knob(minimum=0, above=0))
+    """Timeout of every single call to the Ray dashboard."""
+
+    max_backoff_seconds: float = field(default=30.0, metadata=knob(minimum=0, above=0))
+    """Ceiling of the exponential backoff while Ray is unreachable."""
+
+    history_max_bytes: int = field(default=10 * 2**20, metadata=knob(minimum=0))
+    """resource_history.jsonl is rotated past this size (three old files are kept)."""
+
+    history_heartbeat_seconds: float = field(
+        default=60.0,
+        metadata=knob(
+            "seconds between resource history lines while nothing changes (default 60; a "
+            "change is written at once)",
+            old_flag="--history-heartbeat",
+            minimum=1,
+        ),
+    )
+    """resource_history.jsonl gets a line when a value changes, else one per this interval."""
+
+    git_revision: bool = field(
+        default=True,
+        metadata=knob(
+            "do not record the git commit of each run's spec (status.source, Ray job metadata)",
+            old_flag="--no-git-revision",
+        ),
+    )
+    """Record the commit each run's spec came from when the tasks folder is in a git tree."""
+
+    metrics_auth: bool = field(
+        default=False,
+        metadata=knob(
+            "make /metrics require the API token too (default: readable without, like /healthz)",
+            old_flag="--metrics-auth",
+            group="api",
+        ),
+    )
+    """/metrics needs the API token as well; off so a Prometheus scrape needs no secret."""
+
+    log_format: str = field(
+        default="text",
+        metadata=knob(
+            "log line format: text (default) or json, for log collectors",
+            flag="--log-format",
+            choices=LOG_FORMATS,
+        ),
+    )
+    """One format for every log line of serve, ours, uvicorn's and Ray's: text or json."""
+
+    access_log: bool = field(
+        default=False,
+        metadata=knob(
+            "log every HTTP request (off by default: the web view polls)",
+            old_flag="--access-log",
+            group="api",
+        ),
+    )
+    """uvicorn's access log, one line per HTTP request."""
+
+    log_tail_lines: int = field(default=50, metadata=knob(minimum=0))
+    """Lines of a failed job's log kept in its status."""
+
+    max_array_elements: int = field(
+        default=MAX_ARRAY_ELEMENTS, metadata=knob(minimum=1, commands=(*LOOP, "validate"))
+    )
+    """An array task of more elements than this is Invalid (read by serve, plan, validate and
+    the API: every parse of a spec)."""
+
+    queue_depth: int = field(default=3, metadata=knob(minimum=1, maximum=10))
+    """Most levels of nested queues (a top queue is 1, its sub-queue 2); a deeper one is an
+    error in its `_queues.yaml`, and the last good configuration stays in force."""
+
+    local_num_cpus: float | None = field(
+        default=None,
+        metadata=knob(
+            "CPUs the embedded local Ray head declares", old_flag="--num-cpus", minimum=0
+        ),
+    )
+    """CPUs the embedded local Ray head declares (default: what Ray detects)."""
+
+    standby: bool = field(
+        default=False,
+        metadata=knob(
+            "if another serve holds this folder's lock, wait and take over when it exits",
+            flag="--standby",
+        ),
+    )
+    """If another serve holds the state folder's lock, wait and take over when it dies."""
+
+    rescan_seconds: float = field(
+        default=30.0,
+        metadata=knob(
+            "seconds between full walks of the folder; in between, only the files that file "
+            "events name are read (default 30)",
+            old_flag="--rescan-interval",
+            minimum=0,
+        ),
+    )
+    """Between full walks of the folder (and rereads of every sidecar) the loop trusts file
+    events; a full walk also follows any watcher error or restart. 0: walk on every pass."""
+
+    rescan_cpu_share: float = field(
+        default=0.01,
+        metadata=knob(
+            "stretch --rescan-interval so that full walks use at most this share of a core "
+            "(default 0.01; 0: walk every --rescan-interval whatever it costs)",
+            flag="--rescan-cpu-share",
+            minimum=0,
+            maximum=1,
+        ),
+    )
+    """The periodic full walk may use at most this share of one core on average: when a walk
+    of a big folder costs more CPU than rescan_seconds x this, the next one waits that much
+    longer (a 0.55 s walk of 10,000 specs: every 55 s rather than 30). Events are still read
+    at once, and a watcher error or restart still walks at once. 0: no stretching."""
+
+    settle_seconds: float = field(default=1.0, metadata=knob(minimum=0))
+    """A changed, new or vanished spec file counts only once unchanged this long (half-written
+    files and git checkouts midway are never read as edits or deletions). 0: at once."""
+
+    position_write_seconds: float = field(default=10.0, metadata=knob(minimum=0))
+    """A status change the next pass can derive again and no one acts on (a waiting task's
+    queue position, its "N tasks ahead" message, a new task's first Queued record) waits in
+    memory; a change to a sidecar that exists reaches it once it has waited this long, at the
+    end of a pass, as the budget below allows (the longest waiting first; a first record
+    waits only for the budget), so a queue that reorders every pass rewrites each sidecar at
+    most this often. 0: every pass (within the budget below)."""
+
+    status_write_budget: int = field(default=256, metadata=knob(minimum=1))
+    """At most this many of those deferred sidecars are written per pass (new records first,
+    then the longest stale), so a folder of 10,000 new specs does not write 10,000 files in
+    one pass. Statuses that record a decision (a submission, a stop, a finished run) are never
+    deferred nor counted here."""
+
+    api_token: str | None = None
+    """Bearer token the HTTP API requires; None: --token-file, else $RAYQUEUE_API_TOKEN."""
+
+    token_file: Path | None = field(
+        default=None,
+        metadata=knob(
+            "read the API's bearer token from this file (a Docker or Kubernetes secret) "
+            "instead of $RAYQUEUE_API_TOKEN",
+            flag="--token-file",
+            metavar="PATH",
+            group="api",
+        ),
+    )
+    """A file holding the bearer token (surrounding whitespace ignored); read once at start."""
+
+    team_tokens: Path | None = field(
+        default=None,
+        metadata=knob(
+            "YAML file of named tokens (sha256 only) with a role: read, write (under given "
+            "folders) or admin. See docs/deploy.md",
+            flag="--team-tokens",
+            metavar="PATH",
+            group="api",
+        ),
+    )
+    """Team-scoped tokens (specs/tenancy/access.py); read once at start."""
+
+    allowed_hosts: tuple[str, ...] = field(
+        default=(),
+        metadata=knob(
+            "Host header names the API answers besides loopback and --host, comma-separated "
+            "or repeated; '*.example.com' matches subdomains, '*' turns the check off",
+            flag="--allowed-hosts",
+            metavar="HOST[,HOST]",
+            group="api",
+        ),
+    )
+    """Host names accepted besides the loopback ones and the --host address (DNS rebinding)."""
+
+    allowed_origins: tuple[str, ...] = field(
+        default=(),
+        metadata=knob(
+            "web origins (https://host[:port]) besides the API's own that may send POST, PUT, "
+            "PATCH and DELETE from a browser; comma-separated or repeated",
+            old_flag="--allowed-origins",
+            metavar="ORIGIN[,ORIGIN]",
+            group="api",
+        ),
+    )
+    """Browser origins allowed to change things, besides the API's own."""
+
+    working_dir_roots: tuple[str, ...] = field(
+        default=(),
+        metadata=knob(
+            "a folder under which a spec's runtimeEnv may name local paths (working_dir, "
+            "py_modules, pip/uv/conda files), which Ray reads from this machine; repeat for "
+            "more. With this or --team-tokens, any other local path is refused. See "
+            "docs/deploy.md, Tenant isolation",
+            flag="--working-dir-root",
+            metavar="PATH",
+            group="api",
+        ),
+    )
+    """Roots for runtimeEnv local paths, for every writer (team tokens add their own
+    workingDirRoots). Empty and no team tokens: local paths are not confined (a warning)."""
+
+    insecure_no_auth: bool = field(
+        default=False,
+        metadata=knob(
+            "serve the API on a non-loopback --host without any token (only behind a "
+            "firewall or an authenticating proxy); warns at every start",
+            old_flag="--insecure-no-auth",
+            group="api",
+        ),
+    )
+    """Allow a non-loopback listener without a token."""
+
+    def __post_init__(self) -> None:
+        check(self)
+        for host in self.allowed_hosts:
+            if not _HOST_PATTERN.fullmatch(host):
+                raise ValueError(
+                    f"--allowed-hosts: {host!r} is not a host name, an address, '*.domain' or '*'"
+                )
+        if self.max_capacity is not None:
+            try:
+                parse_capacity(self.max_capacity)
+            except ValueError as exc:
+                raise ValueError(f"--max-capacity: {exc}") from None
+        for root in self.working_dir_roots:
+            if not os.path.isabs(root):
+                raise ValueError(f"--working-dir-root: {root!r} must be an absolute path")
+        for origin in self.allowed_origins:
+            if not _ORIGIN.fullmatch(origin):
+                raise ValueError(
+                    f"--allowed-origins: {origin!r} is not an origin like https://host[:port] "
+                    "(scheme and host, no path)"
+                )
+
+    @property
+    def max_capacity_value(self) -> Capacity | None:
+        """--max-capacity as resources; None when not given."""
+        return parse_capacity(self.max_capacity) if self.max_capacity is not None else None
+
+    @property
+    def resolved_state_dir(self) -> Path:
+        return self.state_dir or self.tasks_dir / ".rayqueue"
+
+    @property
+    def resolved_queue_id(self) -> str:
+        if self.queue_id:
+            return self.queue_id
+        digest = hashlib.sha256(str(self.tasks_dir.absolute()).encode()).hexdigest()
+        return f"q-{digest[:10]}"
+
+    def plan_options(self) -> PlanOptions:
+        """What the planner needs of these settings: the planner group, and the queue id."""
+        shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(PlannerSettings)}
+        return PlanOptions(queue_id=self.resolved_queue_id, **shared)
+
+
+def knobs() -> Iterator[tuple[str, Knob]]:
+    """(field name, Knob) of every declared knob, in declaration order."""
+    for f in dataclasses.fields(Settings):
+        knob = f.metadata.get("knob")
+        if isinstance(knob, Knob):
+            yield f.name, knob
+
+
+def value_type(name: str) -> type:
+    """The type a knob's value has, without `| None` (int, float, str, bool, Path, or tuple
+    for a tuple of strings)."""
+    hint = typing.get_type_hints(Settings)[name]
+    if typing.get_origin(hint) is tuple:
+        return tuple  # a list of strings: the flag is repeated or comma-separated
+    if isinstance(hint, UnionType):
+        hint = next(arg for arg in typing.get_args(hint) if arg is not NoneType)
+    if not isinstance(hint, type):
+        raise TypeError(f"setting {name} has no simple type: {hint!r}")
+    return hint
