@@ -187,8 +187,8 @@ class UsageBook:
         if config is None:
             self.past, self.rates, self.at = usage.Tracked(), {}, None
             return None
-        # Tracking begins now, unless a status file said when it began (a file from before
-        # `usageSince` was written leaves it unknown: the mean is then U / tau).
+        # Tracking begins now, unless a status file said when it began (a file without
+        # `usageSince` leaves it unknown: the mean is then U / tau).
         since = now if self.at is None and not self.past else self.past.since
         seconds = 0.0 if self.at is None else now - self.at
         half_life = config.spec.fair_sharing.usage_half_life
