@@ -197,7 +197,7 @@ class UsageBook:
         )
         self.past = usage.Tracked(advanced, since)
         if self.at is None or now > self.at:
-            self.at = now  # a clock set back waits for the old instant, counting nothing twice
+            self.at = now  # a clock set back waits for the last instant, counting nothing twice
         return self.past
 
     def observe(self, held: Mapping[str, Capacity]) -> None:
