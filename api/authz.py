@@ -2,9 +2,8 @@
 
 The caller (a specs.tenancy.access.Principal) is what TokenAuth found in the request's bearer token;
 without tokens configured, everyone is the anonymous admin (loopback only, see
-specs.tenancy.access.exposure_problem). Names are checked after specs.folder.store.validate_name,
-so `..`,
-empty segments and URL-encoded tricks are refused as names before any prefix test, and the
+specs.tenancy.access.exposure_problem). Names are checked after specs.folder.store.validate_name, so
+`..`, empty segments and URL-encoded tricks are refused as names before any prefix test, and the
 spec's path is resolved so a symlink cannot carry a team's write into another folder.
 """
 
@@ -69,7 +68,7 @@ def spec_check(request: Request, principal: Principal) -> WriterCheck | None:
 
 
 def require_top(request: Request, principal: Principal) -> None:
-    """The old API names no folder: it needs write on the whole tree."""
+    """The legacy API names no folder: it needs write on the whole tree."""
     if not principal.can_write_top:
         raise refuse(
             request,

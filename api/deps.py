@@ -94,7 +94,7 @@ def _depth(value: Any) -> int:
 
 
 async def legacy_params(request: Request) -> dict[str, Any]:
-    """The old endpoints' arguments from the query string, overridden by a JSON or form body."""
+    """The legacy endpoints' arguments from the query string, overridden by a JSON or form body."""
     values: dict[str, Any] = dict(request.query_params)
     data = await request.body()
     if not data.strip():

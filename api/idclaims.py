@@ -1,4 +1,4 @@
-"""Id squatting through the API (issue 23): an explicit spec.submissionId that another task
+"""Id squatting through the API: an explicit spec.submissionId that another task
 has, or claims, is refused with 409 before anything is written.
 
 "Has" means what the loop would also see: another spec naming it, another task's sidecar

@@ -1,4 +1,4 @@
-"""Request and response bodies, one model per use. The legacy ones keep the old field names."""
+"""Request and response bodies, one model per use. The legacy ones keep the legacy field names."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-# Bounds that keep the written spec valid (see specs.task.models); the old API had none, but no
-# cluster has a billion CPUs or an exabyte of memory.
+# Bounds that keep the written spec valid (see specs.task.models); the legacy API has none, but
+# no cluster has a billion CPUs or an exabyte of memory.
 _MAX_UNITS = 1_000_000_000
 _MAX_MEMORY_GB = 2**30
 
 
 class AddTaskRequest(BaseModel):
-    """The old scheduler's body, field for field. Unknown fields are ignored, as it did."""
+    """The legacy API's body, field for field. Unknown fields are ignored, as there."""
 
     name: str = Field(min_length=1, examples=["my_job"])
     entrypoint: str = Field(min_length=1, examples=["python examples/scheduler/test.py"])

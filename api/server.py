@@ -27,8 +27,8 @@ HEADER_TIMEOUT_SECONDS = 10.0
 BODY_TIMEOUT_SECONDS = 30.0
 MAX_CONNECTIONS = 64
 KEEP_ALIVE_SECONDS = 5  # uvicorn's default, stated here so all the bounds are in one place
-# How often the server wakes to check whether to exit (uvicorn: every 0.1 s, ~2 ms of CPU a
-# second in an idle serve, docs/benchmarks.md): a stop takes at most this long to be seen.
+# How often the server wakes to check whether to exit (uvicorn's own 0.1 s tick costs CPU in an
+# idle serve): a stop takes at most this long to be seen.
 TICK_SECONDS = 0.5
 _READ = frozenset({h11.IDLE, h11.SEND_BODY})  # their states while we still wait for bytes
 

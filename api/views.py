@@ -1,4 +1,5 @@
-"""The old endpoints' answer for a task. Everything else a view shows is in specs.service.views."""
+"""The legacy endpoints' answer for a task. Everything else a view shows is in
+specs.service.views."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from specs.task.status import TaskStatus
 def legacy_state(
     task_id: str, name: str, spec: SpecFile, status: TaskStatus | None
 ) -> dict[str, Any]:
-    """The answer of the old endpoints: the task's id, its spec's knobs and its phase."""
+    """The answer of the legacy endpoints: the task's id, its spec's knobs and its phase."""
     task = spec.task
     body = status_body(status, spec.errors)
     return {

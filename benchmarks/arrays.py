@@ -1,4 +1,4 @@
-"""The cost of a pass with one N-element task array waiting, against N task files (issue 28).
+"""The cost of a pass with one N-element task array waiting, against N task files.
 
 Each case runs in a process of its own (peak RSS is the process's): the loop over the fake
 Ray with room for one job, so all but one wait. Reported: CPU seconds of the first pass (cold:

@@ -1,4 +1,4 @@
-"""An N-element task array on a real Ray head through `serve`, against N task files (issue 28).
+"""An N-element task array on a real Ray head through `serve`, against N task files.
 
 A private Ray head (LocalRayHead: free loopback ports, its own temp dir, stopped by process
 group) with 4 CPUs, and `python -m reconciler.cli.main serve` as a child process (serve's own

@@ -3,7 +3,8 @@
 The files are written from a text template with plain writes, as a user's script or `cp`
 would make them (not through the models or rayqueue's writer), once per size into a cache
 folder; each run gets its own copy by `cp -a`, which keeps the files' times, so every spec
-reads as written before serve started. 50,000 specs take seconds, not minutes.
+reads as written before serve started. Plain writes and a copy, because a large folder made
+through the models would take longer to set up than the benchmark takes to run.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The busy steady state: `rayqueue serve` with N waiting 1-CPU tasks (10,000 in issue 27) and a
-job ending about every second. What does serve cost while the queue drains one job at a time?
+"""The busy steady state: `rayqueue serve` with N waiting 1-CPU tasks and a job ending about every
+second. What does serve cost while the queue drains one job at a time?
 Run at several N (fake Ray: 1,000, 10,000 and 50,000 by default), so the plot shows a line.
 
 Two Rays, each behind `python -m reconciler.cli serve` run as a user runs it (the CLI's serve
@@ -45,7 +45,7 @@ from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity, RayJob
 
 REPO = Path(__file__).resolve().parent.parent
-GOAL_PCT = 5.0  # issue 27: serve's CPU in the busy steady state, % of one core
+GOAL_PCT = 5.0  # the goal for serve's CPU in the busy steady state, % of one core
 
 
 class TimedFakeRay(FakeRay):

@@ -3,7 +3,7 @@
 python -m benchmarks.parsing                 # 2,000 parses a round, 10 rounds, ABBA
 
 A cold start parses every spec and sidecar of the folder once, so this is its main cost. The
-slow path alone is what parse_task did before the fast path: each round times both, in the
+slow path alone is the baseline the fast path must beat: each round times both, in the
 order A B B A, by this thread's CPU time (a loaded machine stretches wall time, less so CPU).
 """
 

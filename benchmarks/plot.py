@@ -31,7 +31,7 @@ class Series:
     label: str
     color: str
     points: tuple[tuple[float, float], ...]  # (specs, value), value > 0
-    goals: tuple[tuple[float, float], ...] = ()  # (specs, value) the issue asks for
+    goals: tuple[tuple[float, float], ...] = ()  # (specs, value) the goals ask for
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def _points(rows: Sequence[Mapping[str, Any]], key: str, scale: float) -> tuple[
     return tuple((x, y) for x, y in sorted(found) if x > 0 and y > 0)  # a log axis has no zero
 
 
-# Issue 27's goals, (specs, value) in each panel's unit.
+# The scale goals (docs/benchmarks.md), (specs, value) in each panel's unit.
 JOB_END_GOALS = ((1e4, 10.0), (5e4, 30.0))  # ms of CPU, the pass when a job starts or ends
 CHANGED_GOALS = ((1e4, 50.0),)  # ms, the pass after 1 % of the specs changed
 # serve at <= 5 % of a core with a job ending every second: 50 ms of CPU per ended job.
@@ -62,7 +62,7 @@ def _busy(busy: Mapping[str, Any] | None, ray: str) -> list[Mapping[str, Any]]:
 
 
 def panels(result: Mapping[str, Any], busy: Mapping[str, Any] | None = None) -> list[Panel]:
-    """What the doc shows, against issue 27's goals: CPU per event (a job's end, 1 % of the
+    """What the doc shows, against the scale goals: CPU per event (a job's end, 1 % of the
     specs changed, a job ended in the busy steady state), start-up, and resident memory.
     `result`: benchmarks.scale's; `busy`: benchmarks.busy's, at one size or several."""
     rows, served = result.get("rows", []), result.get("served", [])
@@ -190,8 +190,8 @@ def _panel(panel: Panel, left: float) -> list[str]:
         ]
         for goal in series.goals:
             gx, gy = xs(goal[0]), ys(goal[1])
-            # Goals at one spot (the 1 % pass and a busy job are both 50 ms at 10k) are drawn
-            # as nested diamonds, so that every colour shows.
+            # Goals at one spot (CHANGED_GOALS and BUSY_GOALS share one) are drawn as nested
+            # diamonds, so that every colour shows.
             spot = (round(gx), round(gy))
             r = 5 + 3 * drawn_at.get(spot, 0)
             drawn_at[spot] = drawn_at.get(spot, 0) + 1

@@ -1,14 +1,14 @@
 """Scale of the folder: pass costs in-process (fake Ray), then `rayqueue serve` idle (real Ray).
 
-In-process, on the loop `serve` builds: cold start, a full rescan pass, a steady pass, the pass
-in which a job ends and the next task starts, a pass after 1 % of the specs changed, Ray calls
-per pass. A full rescan walks the folder and every
-sidecar (the loop does one every --rescan-interval, and whenever events may have been lost);
-a steady pass, with the watcher running as in `serve`, reads only what file events named.
+In-process, on the loop `serve` builds: cold start, a full rescan pass, a steady pass, the pass in
+which a job ends and the next task starts, a pass after 1 % of the specs changed, Ray calls per
+pass. A full rescan walks the folder and every sidecar (the loop does one every --rescan-interval,
+and whenever events may have been lost); a steady pass, with the watcher running as in `serve`,
+reads only what file events named.
 
 Then `rayqueue serve` as a process on a private Ray head, on a folder of the same size
-(benchmarks/served_scale.py): time to take every spec in, CPU per second while idle and RSS,
-read from /proc.
+(benchmarks/served_scale.py): time to take every spec in, CPU per second while idle and RSS, read
+from /proc.
 
 python -m benchmarks.scale                                   # 100 .. 50,000 specs
 python -m benchmarks.scale --sizes 50 --serve-window 5       # a quick run
@@ -106,7 +106,7 @@ def measure(size: int, root: Path) -> dict[str, float]:
     calls_per_pass = (sum(ray.calls.values()) - calls_before) / PASSES
     phases.done("steady")
 
-    # A job ends and the next task starts: the pass that sees it (the event issue 27's
+    # A job ends and the next task starts: the pass that sees it (the event the scale goals'
     # "pass when a job starts or ends" is about), then the writes that start deferred.
     ended = []
     for _ in range(PASSES):

@@ -33,7 +33,7 @@ BLOCKER_ENTRYPOINT = "sleep 3600"
 
 def write_folder(folder: Path, size: int, cpus: float) -> None:
     """One task that takes the whole head, and size - 1 that wait behind it: a copy of a
-    prepared folder (benchmarks/bigfolder.py), so 50,000 specs take seconds to set up."""
+    prepared folder (benchmarks/bigfolder.py), so a large folder is quick to set up."""
     bigfolder.copy_of(size - 1, folder, levels=9)
     # The highest priority, so that the first pass admits it and nothing else fits.
     write_before_start(
@@ -91,7 +91,7 @@ def measure(address: str, size: int, root: Path, window: float) -> dict[str, obj
     queue = f"scale-{size}-{uuid.uuid4().hex[:6]}"
     log = root / f"serve-{size}.log"
     # The first pass parses every spec and writes every sidecar, all before the API answers
-    # quickly; on this 2-core machine 10,000 specs took minutes, so allow for it.
+    # quickly; on a large folder and a small machine that takes minutes, so allow for it.
     patience = 300 + 0.1 * size
     started = time.monotonic()
     try:

@@ -4,7 +4,7 @@ the loop's whole state after a start (every sidecar written, five more passes).
     python -m benchmarks.specmemory --size 5000 [--top 12]
 
 The figures are bytes a task, traced (Python's allocations only, not the allocator's slack):
-issue 27's RSS goal is met by cutting the largest lines here.
+the RSS goal is met by cutting the largest lines here.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The table of issue 15, filled from the benchmarks' JSON results.
+"""The service goals' table (docs/benchmarks.md), filled from the benchmarks' JSON results.
 
 python -m benchmarks.summary                     # reads benchmarks/results/*.json
 python -m benchmarks.summary --results DIR
@@ -40,7 +40,7 @@ def _latency(result: Result | None, method: str) -> str:
     rows = [r for r in (result or {}).get("rows", []) if r["path"].startswith(f"serve, {method}")]
     if not rows:
         return "not run"
-    # The issue's size when the run had several (benchmarks.busy runs 1k, 10k and 50k).
+    # The goals' size when the run had several (benchmarks.busy runs 1k, 10k and 50k).
     r = next((row for row in rows if row.get("specs") == 10_000), rows[0])
     return f"p50 {r['p50_ms']:.0f} ms, p99 {r['p99_ms']:.0f} ms ({r['drops']} writes)"
 
@@ -49,7 +49,7 @@ def _throughput(result: Result | None) -> str:
     rows = (result or {}).get("rows", [])
     if not rows:
         return "not run"
-    # The issue's size when the run had several (benchmarks.busy runs 1k, 10k and 50k).
+    # The goals' size when the run had several (benchmarks.busy runs 1k, 10k and 50k).
     r = next((row for row in rows if row.get("specs") == 10_000), rows[0])
     via = r.get("side_b", "in-process")
     spread = ""
@@ -66,7 +66,7 @@ def _steady(row: Result | None, note: str) -> str:
         return "not run"
     ms = row["steady_pass_cpu_ms"]
     text = f"{ms:.2f} ms CPU" if ms < 10 else f"{ms:,.0f} ms CPU"
-    if "steady_unskipped_pass_cpu_ms" in row:  # results from before still passes lack it
+    if "steady_unskipped_pass_cpu_ms" in row:  # results without still passes lack it
         text += (
             f" ({row.get('steady_passes_skipped', 0):.0%} of them still passes; "
             f"{row['steady_unskipped_pass_cpu_ms']:,.0f} ms when Ray's answer changes)"
@@ -78,7 +78,7 @@ def _busy(result: Result | None, ray: str) -> str:
     rows = [r for r in (result or {}).get("rows", []) if r.get("ray") == ray]
     if not rows:
         return "not run"
-    # The issue's size when the run had several (benchmarks.busy runs 1k, 10k and 50k).
+    # The goals' size when the run had several (benchmarks.busy runs 1k, 10k and 50k).
     r = next((row for row in rows if row.get("specs") == 10_000), rows[0])
     return (
         f"{r['cpu_pct_of_core']:.1f} % of a core, {r['cpu_s_per_ended_job']:.2f} s CPU per ended "

@@ -1,7 +1,7 @@
 """Throughput against raw Ray: N trivial 1-CPU jobs, submitted directly vs. through rayqueue.
 
     python -m benchmarks.throughput                         # 16 jobs, private 4-CPU head
-    python -m benchmarks.throughput --jobs 30 --cpus 2      # the earlier shape
+    python -m benchmarks.throughput --jobs 30 --cpus 2      # a smaller head, more jobs
     python -m benchmarks.throughput --jobs 2 --via in-process
 
 Both sides run in the same benchmark run, against the same head, on the same workload, so the
@@ -45,8 +45,8 @@ from specs.cluster import META_QUEUE, JobNotFound, RayAdapter, RayJob, SubmitReq
 ENTRYPOINT = "true"
 # A run ends when Ray's last job of it ends, by Ray's own end_time, on both sides. Side B's
 # watch for that end is the benchmark's, not serve's: it lists seldom, so that the dashboard
-# does not answer on B's behalf a second client's listings that side A does not have (it
-# polled every 0.1 s until session 8, as many listings as side A's client sends).
+# does not answer on B's behalf a second client's listings that side A does not have (polling
+# every 0.1 s would send as many listings as side A's client sends).
 WATCH_SECONDS = 1.0
 
 
@@ -116,9 +116,9 @@ RUN_JOBS: list[RayJob] = []
 
 def forget(ray: RayAdapter, jobs: Sequence[RayJob]) -> None:
     """Keep a finished run's jobs here and delete them from Ray, so that every run starts at
-    the same short history: a listing costs the dashboard ~0.3 ms per job it holds
+    the same short history: a listing costs the dashboard a little per job it holds
     (benchmarks/requestcost.py), and side A's client lists ten times a second, so a history
-    that grew over the rounds slowed the later rounds' A runs more than their B runs."""
+    that grew over the rounds would slow the later rounds' A runs more than their B runs."""
     RUN_JOBS.extend(jobs)
     for job in jobs:
         with contextlib.suppress(JobNotFound):

@@ -61,7 +61,7 @@ class NodeType:
 
 @dataclass(frozen=True)
 class Scaling:
-    """What the cluster can grow to (issue 26), read from Ray's autoscaler report or from
+    """What the cluster can grow to, read from Ray's autoscaler report or from
     configuration. `ceiling` is the whole cluster at its largest (the head and every node type
     at its max); `node_types` may be empty when only a ceiling is configured. `pending` and
     `failures` are the autoscaler's own words: nodes being launched, and recent failed launches
@@ -155,7 +155,7 @@ class RayAdapter(Protocol):
 
 
 class Autoscaler(Protocol):
-    """Ray's autoscaler as rayqueue sees it (issue 26). The shell polls `scaling()` beside the
+    """Ray's autoscaler as rayqueue sees it. The shell polls `scaling()` beside the
     capacity read and, after each pass whose plan has a `scale_request`, calls `request()`."""
 
     def scaling(self) -> Scaling | None:

@@ -1,6 +1,6 @@
-"""The old scheduler's endpoints, word for word. They only write spec files.
+"""The legacy API's endpoints, word for word. They only write spec files.
 
-POST /add_task writes a new spec whose first run's Ray submission id is the old-style task id;
+POST /add_task writes a new spec whose first run's Ray submission id is the legacy task id;
 /change_task_priority and /cancel_task edit that spec (priority, or suspend: true).
 """
 
@@ -54,7 +54,7 @@ _MAX_SUBMISSION_ID = submission_ids.MAX_LENGTH  # specs.task.models.TaskSpec.sub
 def file_name_for(task_id: str) -> str:
     """The spec's task name: the id itself when it is a valid name, else a cleaned-up form.
 
-    Old names may hold spaces or other characters a file name should not; the uuid at the end
+    Legacy names may hold spaces or other characters a file name should not; the uuid at the end
     keeps cleaned names unique.
     """
     try:
@@ -68,7 +68,7 @@ def file_name_for(task_id: str) -> str:
 
 
 def _check_capacity(body: AddTaskRequest, reconciler: Loop | None) -> None:
-    """The old rejections: nothing requested, or more than the whole cluster has."""
+    """The legacy API's rejections: nothing requested, or more than the whole cluster has."""
     if body.cpu == 0 and body.gpu == 0 and body.memory == 0:
         raise BadRequest("task must request at least one resource")
     capacity = reconciler.state.capacity if reconciler is not None else None
@@ -90,9 +90,9 @@ def _check_capacity(body: AddTaskRequest, reconciler: Loop | None) -> None:
 
 
 def submission_id_for(task_id: str) -> str:
-    """The first run's Ray submission id: the old id itself, unless the name in it holds
+    """The first run's Ray submission id: the legacy id itself, unless the name in it holds
     characters a submission id may not (spaces, '%', accents): then a cleaned form, and the
-    old id is kept in the annotation the old endpoints look tasks up by."""
+    legacy id is kept in the annotation the legacy endpoints look tasks up by."""
     return task_id if submission_ids.problem(task_id) is None else submission_ids.cleaned(task_id)
 
 
@@ -130,7 +130,7 @@ def add_task(
     settings: SettingsDep,
     caller: Caller,
 ) -> AddTaskResponse:
-    """Queue a task (old body). Writes a spec file; the reconciler submits it in its turn."""
+    """Queue a task (legacy body). Writes a spec file; the reconciler submits it in its turn."""
     require_top(request, caller)
     _check_capacity(body, reconciler)
     task_id = (

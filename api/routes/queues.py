@@ -41,8 +41,8 @@ class QueueRoom:
     """Creates through the API, one at a time, counted against `maxQueued` until the loop has
     counted them itself. The queue status file says what the last pass counted; a task created
     here since is added to it while it has no status sidecar yet, or was created after that
-    file was written. Without this, writes between two passes all saw the same old count and
-    all got in (held on the app: `app.state.queue_room`)."""
+    file was written. Without this, writes between two passes would all see the same stale count
+    and all get in (held on the app: `app.state.queue_room`)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()

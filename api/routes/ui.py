@@ -32,7 +32,7 @@ router = APIRouter(include_in_schema=False)
 
 
 def _static(name: str) -> bytes:
-    # Read per request (15 KB): an edited page shows on reload, no restart needed.
+    # Read per request (the pages are small): an edited page shows on reload, no restart needed.
     return (STATIC / name).read_bytes()
 
 

@@ -101,8 +101,8 @@ class LoopThreads:
         self.watcher.join(timeout)
 
 
-# How long serve's first pass waits for the watcher to be armed (setting up the watches takes
-# milliseconds; a watcher that cannot arm only costs the second pass a walk, as before).
+# How long serve's first pass waits for the watcher to be armed (setting up the watches is quick;
+# a watcher that cannot arm only costs the second pass a walk).
 ARM_WAIT_SECONDS = 2.0
 
 
@@ -116,9 +116,9 @@ def start_loop(
 
     The loop starts once the watcher is armed: the first pass walks the whole folder anyway,
     and begun after the watches were set up, it covers whatever changed before them, so the
-    next pass reads only what events name. Started at once, the first pass (10 s of a 50,000
-    spec start) nearly always began first, and the pass after it walked everything again
-    (another 2.4 s of CPU at 50,000 specs, reading each spec's stat and every sidecar)."""
+    next pass reads only what events name. Started at once, the first pass (long on a big folder)
+    nearly always begins first, and the pass after it walks everything again, reading each
+    spec's stat and every sidecar."""
     watcher = start_watcher(reconciler, stop)
     reconciler.events.wait_armed(ARM_WAIT_SECONDS)
     loop = threading.Thread(

@@ -102,10 +102,9 @@ def serve(settings: Settings) -> None:
                 while not stop.wait(0.5):
                     pass
                 return
-        # uvicorn installs its own SIGINT/SIGTERM handlers, shuts down, then restores the
-        # previous handlers and raises the signal again. With the default ones that re-raise
-        # killed the process before the clean-up below and leaked the Ray head; ours only
-        # set `stop`.
+        # uvicorn installs its own SIGINT/SIGTERM handlers, shuts down, then restores the previous
+        # handlers and raises the signal again. With the default ones that re-raise would kill the
+        # process before the clean-up below and leak the Ray head; ours only set `stop`.
         # Imported here: only api/ imports the web stack, and --no-api never loads it.
         from api.ports import Observability
         from api.server import serve_api
@@ -150,12 +149,12 @@ def _start(
     tokens: Tokens | None = None,
 ) -> tuple[RayAdapter, Reconciler, str]:
     """Ray (a private head if no address), the store, and the loop and watcher threads."""
-    # Imported here, not at the top: importing Ray costs about a second and needs Ray
-    # installed, which the CLI's other commands and the pure tests do not.
+    # Imported here, not at the top: importing Ray is slow and needs Ray installed, which the
+    # CLI's other commands and the pure tests do not.
     from reconciler.shell.raycluster.adapter import RayJobsAdapter
     from reconciler.shell.raycluster.local_head import LocalRayHead
 
-    # Importing ray gave its logger a handler and format of its own: route it through ours.
+    # Importing ray gives its logger a handler and format of its own: route it through ours.
     route_foreign(access_log=settings.access_log)
     address = settings.address
     if address is None:
@@ -176,7 +175,7 @@ def _start(
         ray,
         faults=faults,
         tokens=tokens,
-        # A private head never autoscales; a given cluster may (issue 26).
+        # A private head never autoscales; a given cluster may.
         autoscaler=autoscaler_for(settings, address) if running.head is None else None,
     )
     running.threads.append(start_loop(reconciler, stop, first_pass_gc).loop)
@@ -208,7 +207,7 @@ def _take_lock(settings: Settings, lock: StateLock, stop: threading.Event) -> bo
 
 @contextmanager
 def _stop_on_signal(stop: threading.Event) -> Iterator[None]:
-    """SIGINT/SIGTERM set `stop` inside the block; the old handlers come back after."""
+    """SIGINT/SIGTERM set `stop` inside the block; the previous handlers come back after."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers can only be set from the main thread
         return

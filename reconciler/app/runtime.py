@@ -9,8 +9,8 @@ from contextlib import contextmanager
 
 def tune_gc() -> None:
     """A pass allocates many short-lived objects over a large, long-lived cache of parsed specs.
-    With the default thresholds the cyclic GC walks that cache again and again in every pass
-    (measured: about 60% of a 10,000-task plan). Collect less often; freeze what exists."""
+    With the default thresholds the cyclic GC walks that cache, which holds no garbage, again and
+    again in every pass. Collect less often; freeze what exists."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(100_000, 50, 100)
@@ -18,12 +18,12 @@ def tune_gc() -> None:
 
 @contextmanager
 def first_pass_gc() -> Iterator[None]:
-    """Serve's first pass (Reconciler.run's `first`) reads every spec into what the passes
-    after it keep: at 50,000 specs over a million objects that live on, and almost no garbage
-    (its twelve collections freed 937 objects; docs/benchmarks.md, helper `cold`). So no
-    automatic collection during it, and what exists after it is frozen, as tune_gc froze what
-    was there before: later collections do not walk it again. A frozen object whose last
-    reference goes is freed as ever; only cyclic garbage made during the pass stays."""
+    """Serve's first pass (Reconciler.run's `first`) reads every spec into what the passes after it
+    keep: objects by the million on a big folder that live on, and almost no garbage (its
+    collections free next to nothing). So no automatic collection during it, and what exists after
+    it is frozen, as tune_gc freezes what exists before it: later collections do not walk it again.
+    A frozen object whose last reference goes is freed as ever; only cyclic garbage made during the
+    pass stays."""
     enabled = gc.isenabled()
     gc.disable()
     try:

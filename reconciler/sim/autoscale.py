@@ -1,4 +1,4 @@
-"""The autoscaling comparison (issue 26): one workload on a static cluster at the ceiling,
+"""The autoscaling comparison: one workload on a static cluster at the ceiling,
 through rayqueue on an autoscaling cluster, and straight to Ray on the same autoscaling cluster.
 
 Each row: p50/p95/mean wait, utilization relative to what was up (the static cluster: all of

@@ -1,4 +1,4 @@
-"""The baseline "straight to Ray" (issue 26): no queue, every job submitted as it arrives.
+"""The baseline "straight to Ray": no queue, every job submitted as it arrives.
 
 Ray holds each job pending until a node has room and starts pending jobs in arrival order,
 any that fits (Ray does not hold a small job behind a big one). The autoscaler sees every

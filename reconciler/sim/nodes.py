@@ -1,4 +1,4 @@
-"""The simulated cluster's nodes and a model of Ray's autoscaler (issue 26).
+"""The simulated cluster's nodes and a model of Ray's autoscaler.
 
 A static head (what it offers to jobs: nothing by default, the head is protected) and node types
 with max counts. Like Ray's autoscaler with `request_resources`, `scale` reads a target (the

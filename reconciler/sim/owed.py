@@ -1,5 +1,5 @@
-"""What the fair-share order owes each team after a late team arrives (issue 30), as a fluid
-model started from the run's own past.
+"""What the fair-share order owes each team after a late team arrives, as a fluid model
+started from the run's own past.
 
 The order starts work for the queue with the lowest `(m_i + a * x_i) / w_i` (pure sharing:
 `x_i` the share of the cluster held now, `m_i` the bias-corrected decayed mean of `x_i`,

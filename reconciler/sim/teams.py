@@ -48,9 +48,9 @@ def team_indices(
     job to the team furthest behind its part of the CPU-seconds offered so far (the lowest
     offered / load; the lowest index on a tie), so that every team offers its part of the work
     over the run, within one job. The choice never looks at the job itself, so each team's jobs
-    are a like sample of the workload (choosing by the work after the job sent the largest jobs
-    to the largest part). A split by job count would not balance the work: with heavy-tailed
-    tasks, 2,000 jobs each gave teams 0.226 and 0.283 of it (synthetic, seed 1)."""
+    are a like sample of the workload (choosing by the work after the job would send the largest
+    jobs to the largest part). A split by job count would not balance the work: with heavy-tailed
+    tasks, equal job counts give the teams clearly unequal parts of it."""
     if loads is None:
         return [i % teams for i in range(len(workload))]
     offered = [0.0] * teams
@@ -392,7 +392,7 @@ class Delivered:
     # waiting), counted whole: CPUs x its length, even past the contended time's end
     # (`_started_while`). The contended shares cut a run at the end of the contended time: a
     # team that waits for room for a wide task until its queue empties has the wait counted
-    # and the run not (docs/fairshare-history.md, "Ninth pass").
+    # and the run not (docs/fairshare-history.md).
     started_shares: dict[str, float] = field(default_factory=dict)
     started_jain: float = 1.0
     # Per team, its waits at each of WAIT_QUANTILES (seconds, keyed "p50" ...): the p95 alone

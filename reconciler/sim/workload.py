@@ -25,7 +25,8 @@ PriorityWeights = tuple[float, ...] | None
 
 
 def draw_priority(rng: random.Random, weights: PriorityWeights) -> int:
-    # The uniform draw stays randrange, so the default workloads are those of earlier runs.
+    # The uniform draw stays randrange (rng.choices draws other numbers), so a seed's default
+    # workload stays the same.
     if weights is None:
         return rng.randrange(PRIORITIES)
     return rng.choices(range(PRIORITIES), weights=weights)[0]
@@ -42,8 +43,8 @@ class Job:
     priority: int
     timeout: float  # declared timeoutSeconds; 0 means none (unbounded)
     resumable: bool = False  # checkpoints on SIGTERM: a preemption loses only the grace period
-    # An element of a task array (issue 28): named `ARRAY[i]`, of an array of `array_size`
-    # elements (0: a plain task) with this maxParallel.
+    # An element of a task array: named `ARRAY[i]`, of an array of `array_size` elements (0: a plain
+    # task) with this maxParallel.
     array_size: int = 0
     max_parallel: int | None = None
 

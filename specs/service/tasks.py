@@ -74,8 +74,8 @@ from specs.yamlio.parse import (
 )
 
 WRITTEN_BY = "rayqueue/written-by"  # the API's caller (a token name) that last wrote a spec
-# The old API's task id, when it is not a valid submission id as it is (a name with spaces):
-# the spec then runs under a cleaned id, and the old endpoints find the task by this.
+# The legacy API's task id, when it is not a valid submission id as it is (a name with spaces):
+# the spec then runs under a cleaned id, and the legacy endpoints find the task by this.
 LEGACY_TASK_ID = "rayqueue/legacyTaskId"
 _LOCK_STRIPES = 64  # bounded memory however many names are used; collisions only serialize
 _ATTEMPTS = 5  # re-reads when another process changes the file under us
@@ -544,8 +544,8 @@ class TaskService:
 
 
 def _has_task_id(task: Task, task_id: str) -> bool:
-    """Whether the old API's id `task_id` names this task: its first run's id, or the old id
-    kept beside a cleaned one."""
+    """Whether the legacy API's id `task_id` names this task: its first run's id, or the legacy
+    id kept beside a cleaned one."""
     return (
         task.spec.submission_id == task_id
         or task.metadata.annotations.get(LEGACY_TASK_ID) == task_id

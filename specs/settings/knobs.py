@@ -28,7 +28,7 @@ ENV_PREFIX = "RAYQUEUE_"
 
 
 def address_from_env(environ: dict[str, str] | None = None) -> str | None:
-    """The old service's RAY_DASHBOARD_ADDRESS first, then Ray's own RAY_ADDRESS."""
+    """The legacy scheduler's RAY_DASHBOARD_ADDRESS first, then Ray's own RAY_ADDRESS."""
     env = os.environ if environ is None else environ
     return env.get("RAY_DASHBOARD_ADDRESS") or env.get("RAY_ADDRESS") or None
 

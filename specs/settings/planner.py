@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 
 from specs.settings.knobs import LOOP, check, knob
 
-# The names reconciler.core.admission.policies.POLICIES and
-# reconciler.core.preemption.victims.MODES register (specs
-# imports nothing of reconciler's; tests/unit/test_settings.py checks that the lists agree).
+# The names reconciler.core.admission.policies.POLICIES and reconciler.core.preemption.victims.MODES
+# register (specs imports nothing of reconciler's; tests/unit/test_settings.py checks that the lists
+# agree).
 POLICY_NAMES = ("strict", "backfill", "besteffort")
 PREEMPTION_MODES = ("Never", "LowerPriority")
 
@@ -32,7 +32,7 @@ class PlannerSettings:
             group="planner",
         ),
     )
-    """Admission policy: backfill (the default), strict (the old service's) or besteffort, the
+    """Admission policy: backfill (the default), strict (the legacy scheduler's) or besteffort, the
     names of reconciler.core.admission.policies.POLICIES."""
 
     # Preemption of the one queue of a folder without a queue file. With a queue file its
@@ -93,7 +93,7 @@ class PlannerSettings:
         ),
     )
     """Bounds the work one task can lose to preemption: after this many, it runs to the end.
-    On by default: without it one job was preempted 80 times on a real trace (issue 25)."""
+    On by default: without it a long job on a busy cluster can be preempted again and again."""
 
     preemption_min_preemptor_priority: int = field(
         default=0,
@@ -120,7 +120,7 @@ class PlannerSettings:
             group="planner",
         ),
     )
-    """Jobs that may be Starting at once; each holds a ~85 MB supervisor actor on the head."""
+    """Jobs that may be Starting at once; each holds a supervisor actor in the head's memory."""
 
     start_timeout_seconds: float = field(
         default=600.0,

@@ -2,17 +2,16 @@
 
 Every knob is declared once, here (the planner's in specs/settings/planner.py, with knob() of
 specs/settings/knobs.py): its type and default (the dataclass field), and in the field's metadata
-its
-group (loop, API or planner), its command-line flag or, for a tuning knob, its environment
-variable, its help text and the values it accepts (a range or a list of choices). The CLI
-derives its flags and the environment it reads from this declaration (reconciler/cli/flags.py);
-the planner's PlanOptions share the planner group's fields; and every dataclass here checks its
-values when it is built, so a bad value is refused in one place with one message, whether it
-came from a flag, the environment or code.
+its group (loop, API or planner), its command-line flag or, for a tuning knob, its environment
+variable, its help text and the values it accepts (a range or a list of choices). The CLI derives
+its flags and the environment it reads from this declaration (reconciler/cli/flags.py); the
+planner's PlanOptions share the planner group's fields; and every dataclass here checks its values
+when it is built, so a bad value is refused in one place with one message, whether it came from a
+flag, the environment or code.
 
 A few knobs are flags, those a user of `serve` sets; the tuning knobs are read from
-`RAYQUEUE_<NAME>` (the field name in capitals), listed in docs/settings.md. A tuning knob that
-used to be a flag keeps it as `old_flag`: still accepted, hidden from --help, with a warning.
+`RAYQUEUE_<NAME>` (the field name in capitals), listed in docs/settings.md. A tuning knob whose flag
+is retired keeps it as `old_flag`: still accepted, hidden from --help, with a warning.
 """
 
 from __future__ import annotations
@@ -40,7 +39,7 @@ from specs.settings.planner import PlannerSettings as PlannerSettings
 from specs.settings.planner import PlanOptions as PlanOptions
 from specs.task.models import MAX_ARRAY_ELEMENTS
 
-DEFAULT_PORT = 8264  # the old scheduler's port, kept so old clients need no change
+DEFAULT_PORT = 8264  # the legacy API's port, so its clients need no change
 
 LOG_FORMATS = ("text", "json")
 
@@ -66,7 +65,7 @@ class Settings(PlannerSettings):
             metavar="HOST:PORT",
         ),
     )
-    """Where rayqueue sends its resource request on an autoscaling cluster (issue 26). Default:
+    """Where rayqueue sends its resource request on an autoscaling cluster. Default:
     the --address host on Ray's default GCS port 6379, which KubeRay's head service has beside
     the dashboard's 8265; set it only when the GCS is elsewhere."""
 
@@ -93,7 +92,7 @@ class Settings(PlannerSettings):
         ),
     )
     """The team queues' configuration. Default: <tasks_dir>/_queues.yaml; with no such file
-    there is one queue for all tasks, as before queues existed."""
+    there is one queue for all tasks."""
 
     max_capacity: str | None = field(
         default=None,
@@ -264,10 +263,10 @@ class Settings(PlannerSettings):
             maximum=1,
         ),
     )
-    """The periodic full walk may use at most this share of one core on average: when a walk
-    of a big folder costs more CPU than rescan_seconds x this, the next one waits that much
-    longer (a 0.55 s walk of 10,000 specs: every 55 s rather than 30). Events are still read
-    at once, and a watcher error or restart still walks at once. 0: no stretching."""
+    """The periodic full walk may use at most this share of one core on average: when a walk of a
+    big folder costs more CPU than rescan_seconds x this, the next one waits that much longer (at a
+    share of 0.01, a walk that costs 0.5 s of CPU runs every 50 s rather than every 30). Events are
+    still read at once, and a watcher error or restart still walks at once. 0: no stretching."""
 
     settle_seconds: float = field(default=1.0, metadata=knob(minimum=0))
     """A changed, new or vanished spec file counts only once unchanged this long (half-written
@@ -282,8 +281,8 @@ class Settings(PlannerSettings):
     most this often. 0: every pass (within the budget below)."""
 
     status_write_budget: int = field(default=256, metadata=knob(minimum=1))
-    """At most this many of those deferred sidecars are written per pass (new records first,
-    then the longest stale), so a folder of 10,000 new specs does not write 10,000 files in
+    """At most this many of those deferred sidecars are written per pass (new records first, then
+    the longest stale), so a folder of thousands of new specs does not write thousands of files in
     one pass. Statuses that record a decision (a submission, a stop, a finished run) are never
     deferred nor counted here."""
 

@@ -55,8 +55,8 @@ Finite = Annotated[float, Field(ge=0, allow_inf_nan=False, le=1e9)]
 
 
 # The sets of field names that models were built with, one object per distinct set. Every
-# model keeps such a set (pydantic's __pydantic_fields_set__: 200-700 bytes each, and a
-# status or task is several models): at 50,000 tasks, their own copies took ~150 MB.
+# model keeps such a set (pydantic's __pydantic_fields_set__), and a status or task is several
+# models: shared, a set costs memory once per distinct set rather than once per model.
 _FIELD_SETS: dict[frozenset[str], set[str]] = {}
 _FIELD_SETS_KEPT = 4096  # distinct sets shared; past that (never, in practice) each keeps its own
 
@@ -151,9 +151,9 @@ class Resources(Bundle):
 _RESOURCE_FIELDS: tuple[str, ...] = tuple(n for n in Resources.model_fields if n != "bundles")
 
 # Resources without bundles, one object per distinct value: most specs of a folder share a few
-# shapes, and each Resources is ~0.35 KB (the model, its dict, its empty bundles list, its
-# numbers). Keyed by each value's repr (-0.0 == 0.0, but their dumps differ) and by the field
-# set (exclude_unset tells `gpu: 0` from no gpu); bounded, past that each keeps its own.
+# shapes, and each Resources is a model, its dict, its empty bundles list and its numbers. Keyed by
+# each value's repr (-0.0 == 0.0, but their dumps differ) and by the field set (exclude_unset tells
+# `gpu: 0` from no gpu); bounded, past that each keeps its own.
 _SHARED_RESOURCES: dict[tuple[object, ...], Resources] = {}
 _SHARED_RESOURCES_KEPT = 4096
 # spec_hash's JSON of each shared Resources, by its id: shared ones are kept for good, so an id
@@ -179,8 +179,8 @@ def _shared_resources(value: Resources) -> Resources:
 
 # The Capacity each shared Resources asks for, by its id (shared ones are kept for good, so an id
 # here is never another object's): the planner keeps a task's request
-# (core/task/jobs.py:request_of),
-# one 120 B object per task when each was built anew.
+# (core/task/jobs.py:request_of), so tasks that share a value share one request rather than each
+# keeping its own.
 _SHARED_REQUESTS: dict[int, Capacity] = {}
 
 
@@ -195,7 +195,7 @@ def request_capacity(resources: Resources) -> Capacity:
 
 
 # One empty dict for every Metadata without labels or annotations (two per task, a spec's and
-# its status's, 64 B each): the models are frozen and nothing changes their dicts in place.
+# its status's): the models are frozen and nothing changes their dicts in place.
 NO_TEXTS: dict[str, str] = {}
 
 
@@ -217,9 +217,9 @@ class Metadata(_Model):
 _NO_METADATA = Metadata()
 
 
-# The default of the most elements an array may expand to (issue 28; the setting
-# max_array_elements, RAYQUEUE_MAX_ARRAY_ELEMENTS). One array's status sidecar stays under 1 MB
-# at this size. The parser checks it (specs/yamlio/parse.py), since the limit is a setting.
+# The default of the most elements an array may expand to (the setting max_array_elements,
+# RAYQUEUE_MAX_ARRAY_ELEMENTS): it bounds the size of one array's status sidecar. The parser checks
+# it (specs/yamlio/parse.py), since the limit is a setting.
 MAX_ARRAY_ELEMENTS: Final = 10_000
 ARRAY_LIMIT_VAR: Final = "RAYQUEUE_MAX_ARRAY_ELEMENTS"
 ARRAY_SIZE_VAR: Final = "RAYQUEUE_ARRAY_SIZE"
@@ -309,8 +309,7 @@ class TaskSpecModel(_Model):
     suspend: bool = False
     submission_id: SubmissionId | None = None
     # Deprecated: a Lost-only retry policy (reconciler.core.task.retries.lost_only), 1 when not
-    # given;
-    # use `retry`. None tells "not given" apart, since the two may not be combined.
+    # given; use `retry`. None tells "not given" apart, since the two may not be combined.
     max_lost_restarts: int | None = Field(default=None, ge=0, le=100)
     retry: RetrySpec | None = None
     depends_on: list[DependencySpec] = Field(
@@ -345,7 +344,7 @@ class TaskSpecModel(_Model):
 
     @model_validator(mode="after")
     def _some_resource(self) -> TaskSpecModel:
-        # The old service's rule, kept word for word.
+        # The legacy scheduler's rule, word for word.
         if self.resources.is_empty():
             raise ValueError("task must request at least one resource")
         return self
@@ -379,11 +378,11 @@ class TaskSpecModel(_Model):
         return value
 
 
-# spec_hash's text. Sidecars record the hash, so it must stay byte for byte what it was
-# (tests/unit/test_spec_hash.py): the JSON of the dict of the four fields with sorted keys,
-# made here from the JSON of each (one encoder made once), and the resources' part (pydantic's
-# dump: memory is written as text) kept per distinct value, as a cold start hashes every spec
-# and most share a few shapes.
+# spec_hash's text. Sidecars record the hash, so it must not change, byte for byte
+# (tests/unit/test_spec_hash.py): the JSON of the dict of the four fields with sorted keys, made
+# here from the JSON of each (one encoder made once), and the resources' part (pydantic's dump:
+# memory is written as text) kept per distinct value, as a cold start hashes every spec and most
+# share a few shapes.
 _HASH_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 _RESOURCES_JSON: dict[tuple[str, ...], str] = {}
 _RESOURCES_KEPT = 1024
@@ -521,7 +520,7 @@ class Reason(StrEnum):
     WAITING_BEHIND_HIGHER_PRIORITY = "WaitingBehindHigherPriority"
     WAITING_BEHIND_RESERVATION = "WaitingBehindReservation"
     QUOTA_EXCEEDED = "QuotaExceeded"  # its team queue's quota, not the cluster, holds it back
-    # autoscaling (issue 26): it waits for nodes the autoscaler was asked for, or gave up on them
+    # autoscaling: it waits for nodes the autoscaler was asked for, or gave up on them
     WAITING_FOR_SCALE_UP = "WaitingForScaleUp"
     SCALE_UP_TIMEOUT = "ScaleUpTimeout"
     MAX_RUNNING = "MaxRunning"  # its team queue runs as many tasks as its maxRunning allows

@@ -1,4 +1,4 @@
-"""Memory quantities: Kubernetes-style strings, or bare numbers meaning GiB (the old API's unit)."""
+"""Memory quantities: Kubernetes-style strings, or bare numbers meaning GiB (the legacy unit)."""
 
 from __future__ import annotations
 

@@ -22,9 +22,9 @@ from specs.task.pipeline import DependencySpec, RetrySpec
 
 
 class _Record:
-    """A lean record: slots, no dict, no field set (~0.1 KB, where a pydantic model is ~0.5
-    KB). Built unvalidated (`_of`) from values a model or a strict check validated; built
-    with keywords, it validates them with its model, as the model's constructor did."""
+    """A lean record: slots, no dict, no field set, so a fraction of a pydantic model's memory.
+    Built unvalidated (`_of`) from values a model or a strict check validated; built with
+    keywords, it validates them with its model, as the model's constructor does."""
 
     __slots__: tuple[str, ...] = ()
 
@@ -198,8 +198,8 @@ class Task(_Record):
 
 
 class NameMetadata(_Record):
-    """A status's metadata that is its name alone (as every status the loop writes): one slot
-    (~50 B), not a pydantic Metadata (~0.2 KB). It reads, compares (also with an equal
+    """A status's metadata that is its name alone (as every status the loop writes): one slot,
+    not a pydantic Metadata with its dict and field set. It reads, compares (also with an equal
     Metadata), dumps and copies as Metadata(name=name) does."""
 
     __slots__ = ("name",)

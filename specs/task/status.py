@@ -1,7 +1,6 @@
-"""A task's status: the pydantic models that validate a sidecar when it is read
-(TaskStatusModel, TaskStatusBodyModel), and the plain records the loop keeps inside it, with
-the same fields and defaults (TaskStatus, TaskStatusBody); `to_document` writes what those
-models wrote."""
+"""A task's status: the pydantic models that validate a sidecar when it is read (TaskStatusModel,
+TaskStatusBodyModel), and the plain records the loop keeps inside it, with the same fields and
+defaults (TaskStatus, TaskStatusBody); `to_document` writes what those models write."""
 
 from __future__ import annotations
 
@@ -31,7 +30,7 @@ class TaskStatusBodyModel(_Model):
     Inside the loop a status is the lean TaskStatusBody (specs/task/status.py), with the
     same fields."""
 
-    model_config = ConfigDict(extra="ignore")  # old sidecars with extra fields still load
+    model_config = ConfigDict(extra="ignore")  # sidecars with fields unknown here still load
 
     phase: Phase
     reason: str | None = None
@@ -54,10 +53,11 @@ class TaskStatusBodyModel(_Model):
     submitted_at: Timestamp | None = None
     started_at: Timestamp | None = None
     finished_at: Timestamp | None = None
-    # When Ray stopped listing the running job; cleared by every other transition. Older files
-    # kept this time in finishedAt (with reason JobMissing): see lifecycle.missing_since.
+    # When Ray stopped listing the running job; cleared by every other transition. Sidecars of the
+    # earlier format keep this time in finishedAt (with reason JobMissing): see
+    # lifecycle.missing_since.
     missing_since: Timestamp | None = None
-    lost_restarts: int = 0  # old sidecars only: the retries of maxLostRestarts before `retries`
+    lost_restarts: int = 0  # Lost-only retries in sidecars of the earlier format; `retries` else
     retries: int = 0  # retries used since the user last asked for a run
     next_retry_at: Timestamp | None = None  # during RetryBackoff: the retry's earliest start
     exit_code: int | None = None  # the driver's, of the finished run (Ray's driver_exit_code)
@@ -91,15 +91,15 @@ class TaskStatusModel(_Model):
 
 
 # One empty list for every status without conditions: nothing changes a status's list in place
-# (a new list is built and the status copied), as with the frozen models before.
+# (a new list is built and the status copied).
 _NO_CONDITIONS: list[Condition] = []
 
 
 class TaskStatusBody(NamedTuple):
-    """A task's status inside the loop: a plain record (~0.3 KB, built in a few µs), not a
-    pydantic model (~1 KB with its field set, ~10 µs to build or copy); the planner builds
-    and copies tens of thousands per start. Same fields and defaults as TaskStatusBodyModel,
-    which validates it when read (model_validate); to_document writes what that model wrote.
+    """A task's status inside the loop: a plain record, not a pydantic model (several times the
+    memory with its field set, and slower to build or copy); the planner builds and copies
+    several per task on a start. Same fields and defaults as TaskStatusBodyModel, which
+    validates it when read (model_validate); to_document writes what that model writes.
     A new field goes into both, in the same place (tests/unit/test_lean_status.py checks)."""
 
     phase: Phase
@@ -227,7 +227,7 @@ class TaskStatus(NamedTuple):
         return cls(metadata=metadata, status=TaskStatusBody.from_model(model.status))
 
     def to_document(self) -> dict[str, Any]:
-        """The document TaskStatusModel.to_document wrote: defaults left out."""
+        """The document TaskStatusModel.to_document writes: defaults left out."""
         return {
             "apiVersion": API_VERSION,
             "kind": "TaskStatus",

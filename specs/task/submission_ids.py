@@ -1,10 +1,9 @@
 """Ray submission ids as names: the rule an explicit `spec.submissionId` must follow, and how
 the ids of later runs (`<id>-<run>`) are told apart from other ids.
 
-Ray puts the submission id into URL paths (`/api/jobs/<id>/stop`) and into the driver log's
-file name, so an id is a name, never a path: no `/`, `?`, `#`, `%` or spaces. Ids starting
-with `rq-` are the ones rayqueue derives itself (`rq-<slug>-<uid>-<run>`); a spec may not
-claim one.
+Ray puts the submission id into URL paths (`/api/jobs/<id>/stop`) and into the driver log's file
+name, so an id is a name, never a path: no `/`, `?`, `#`, `%` or spaces. Ids starting with `rq-` are
+the ones rayqueue derives itself (`rq-<slug>-<uid>-<run>`); a spec may not claim one.
 """
 
 from __future__ import annotations
@@ -14,8 +13,8 @@ from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from typing import Final
 
-# 200, as before. Later runs add `-<run>`: even `-100000` keeps Ray's driver log file name
-# (`job-driver-<id>.log`) well inside the 255 bytes a file name may have.
+# The longest id a spec may give. Later runs add `-<run>`: even `-100000` keeps Ray's driver log
+# file name (`job-driver-<id>.log`) well inside the 255 bytes a file name may have.
 MAX_LENGTH: Final = 200
 RESERVED_PREFIX: Final = "rq-"
 _RULE = re.compile(r"[A-Za-z0-9._-]+")
@@ -41,9 +40,10 @@ def problem(value: str) -> str | None:
 
 
 def unsubmittable(value: str) -> str | None:
-    """Why Ray must not be handed `value` as a submission id at all, or None. Ray stores the job
-    and then builds its driver log's file name from the id: a `/` leaves the job PENDING for
-    good. Old ids with spaces and the like are still submitted (and stopped, encoded)."""
+    """Why Ray must not be handed `value` as a submission id at all, or None. Ray stores the job and
+    then builds its driver log's file name from the id: a `/` leaves the job PENDING for good. Ids
+    outside the rule (a legacy API id with spaces, say) are still submitted (and stopped,
+    encoded)."""
     if value in ("", ".", ".."):
         return f"submission id {value!r} is not a name"
     if any(c in value for c in "/\\") or not value.isprintable():
@@ -53,7 +53,7 @@ def unsubmittable(value: str) -> str | None:
 
 def cleaned(value: str) -> str:
     """`value` with every run of characters outside the rule replaced by `-`, cut to the
-    length limit (keeping the end, where the old API's ids hold their uuid)."""
+    length limit (keeping the end, where the legacy API's ids hold their uuid)."""
     text = _UNSAFE.sub("-", value).strip("-.") or "task"
     if len(text) > MAX_LENGTH:
         text = text[: MAX_LENGTH - 37] + "-" + text[-36:]

@@ -115,8 +115,7 @@ class Principal:
         """May this caller create, change or delete the task (or config) `name`?
 
         `name` must already have passed specs.folder.store.validate_name: no `..`, no empty or
-        hidden
-        segments, so a plain prefix test on whole segments is exact."""
+        hidden segments, so a plain prefix test on whole segments is exact."""
         if self.role is Role.ADMIN and TOP in self.folders:
             return True
         if self.role is Role.READ or is_config(name):
@@ -128,7 +127,7 @@ class Principal:
 
     @property
     def can_write_top(self) -> bool:
-        """Write on the top folder: what the old API's endpoints need (they name no folder)."""
+        """Write on the top folder: what the legacy API's endpoints need (they name no folder)."""
         return self.role in (Role.ADMIN, Role.WRITE) and TOP in self.folders
 
     def describe_scope(self) -> str:

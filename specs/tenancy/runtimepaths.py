@@ -253,7 +253,7 @@ def _inside(path: str, top: str) -> bool:
 @dataclass(frozen=True)
 class RuntimePaths:
     """Which roots apply to which writer. `confinement` None: off (the single-tenant default:
-    no team tokens and no --working-dir-root), every path is accepted as before."""
+    no team tokens and no --working-dir-root), every path is accepted."""
 
     confinement: Confinement | None
     roots: tuple[str, ...] = ()  # --working-dir-root, for everyone

@@ -43,8 +43,8 @@ def find_work_tree(folder: Path) -> Path | None:
     return Path(top) if top is not None else None
 
 
-# os.path, not pathlib, below: the loop asks these every pass, still ones too (a pass's
-# look-up of the work tree and git's stamps cost ~0.14-0.4 ms through pathlib).
+# os.path, not pathlib, below: the loop asks these every pass, still ones too, and pathlib's
+# objects make each look-up of the work tree and git's stamps several times dearer.
 def _work_tree(folder: str) -> str | None:
     candidate = os.path.realpath(folder)
     while True:

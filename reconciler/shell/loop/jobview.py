@@ -1,15 +1,15 @@
 """Ray's jobs as the loop sees them: a full listing at least every `resync_seconds`, and in
 the fast polls between, a look-up of the few jobs that can change.
 
-While tasks wait on running jobs the loop asks Ray about ten times a second, to see a job end
-at once. Ray's listing holds its whole history (every job it still keeps), so parsing it every
-poll costs more the longer Ray runs (issue 27: the busy real head spent most of its CPU
-there). Between two listings only a live job (pending or running) or one the loop has just
-submitted can change in a way that matters before the next listing, so only those are looked
-up, each by its id. What else could change (a job another client submitted or deleted) is
-seen at the next listing, as every listing is a full read: level-triggered, with the resync
-as its period. The view is never changed in place: a changed answer makes a new mapping, so an
-unchanged one is the very object the last pass planned from (cheap to compare).
+While tasks wait on running jobs the loop asks Ray about ten times a second, to see a job end at
+once. Ray's listing holds its whole history (every job it still keeps), so parsing it every poll
+costs more the longer Ray runs (on a busy head, most of serve's CPU). Between two listings only a
+live job (pending or running) or one the loop has just submitted can change in a way that matters
+before the next listing, so only those are looked up, each by its id. What else could change (a job
+another client submitted or deleted) is seen at the next listing, as every listing is a full read:
+level-triggered, with the resync as its period. The view is never changed in place: a changed answer
+makes a new mapping, so an unchanged one is the very object the last pass planned from (cheap to
+compare).
 """
 
 from __future__ import annotations
@@ -21,21 +21,19 @@ from typing import Protocol, runtime_checkable
 
 from specs.cluster import RayAdapter, RayJob
 
-# Look jobs up by id while they are few beside the listing: a look-up is one request (~0.3 ms
-# of serve's CPU on a 2-core machine), a listed job ~10 us of parsing.
+# Look jobs up by id while they are few beside the listing: a look-up is one request, a listed
+# job some parsing, and one request costs serve as much as parsing a few dozen listed jobs.
 LOOKUPS_PER_LISTED_JOB = 1 / 32
-# And while they are few at all, whatever the listing: the adapter sends this many look-ups
-# together (RayJobsAdapter.look_up_jobs), so they take one round trip to the dashboard, while
-# a listing's wait grows with Ray's history (~110 ms at 100 jobs on a loaded 2-core machine).
-# Seeing an end that much sooner is what lets a refill through the queue keep up with a
-# client that submits directly (docs/benchmarks.md, helper `tput`); it costs ~1 ms of CPU
-# a poll more than a short listing would.
+# And while they are few at all, whatever the listing: the adapter sends this many look-ups together
+# (RayJobsAdapter.look_up_jobs), so they take one round trip to the dashboard, while a listing's
+# wait grows with Ray's history. Seeing an end sooner is what lets a refill through the queue keep
+# up with a client that submits directly (docs/benchmarks.md); it costs a little more CPU a poll
+# than a short listing would.
 LOOKUPS_ANYWAY = 8
 # But a look-up costs the dashboard about as much as listing a few jobs (Ray 2.60's job head
-# asks the GCS and its KV store for each: ~2.3 ms of the dashboard's and the GCS's CPU against
-# ~5.8 ms + 0.32 ms per job for a listing, on this 2-core machine, docs/benchmarks.md, helper
-# `refill`): while the listing is at most this many jobs per job to look up, the poll lists,
-# one request in place of several, and the listing is a full read besides.
+# asks the GCS and its KV store for each, where a listing costs a fixed part and a little per
+# job; docs/benchmarks.md): while the listing is at most this many jobs per job to look up, the
+# poll lists, one request in place of several, and the listing is a full read besides.
 LISTED_JOBS_PER_LOOKUP = 2
 
 

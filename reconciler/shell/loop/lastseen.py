@@ -28,5 +28,5 @@ class LoopState:
     # Ray's jobs as last listed: the API refuses an explicit submission id one of them holds.
     jobs: Mapping[str, RayJob] | None = None
     # The last plan's waiting tasks per queue ("" without queues), in place order: the API's
-    # exact queue positions, which sidecars show only for the first few (issue 27).
+    # exact queue positions, which sidecars show only for the first few.
     queue_order: Mapping[str, Sequence[str]] = field(default_factory=dict)

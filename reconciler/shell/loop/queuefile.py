@@ -187,8 +187,8 @@ class UsageBook:
         if config is None:
             self.past, self.rates, self.at = usage.Tracked(), {}, None
             return None
-        # Tracking begins now, unless a status file said when it began (a file from before
-        # `usageSince` was written leaves it unknown: the mean is then U / tau).
+        # Tracking begins now, unless a status file said when it began (a file without
+        # `usageSince` leaves it unknown: the mean is then U / tau).
         since = now if self.at is None and not self.past else self.past.since
         seconds = 0.0 if self.at is None else now - self.at
         half_life = config.spec.fair_sharing.usage_half_life
@@ -197,7 +197,7 @@ class UsageBook:
         )
         self.past = usage.Tracked(advanced, since)
         if self.at is None or now > self.at:
-            self.at = now  # a clock set back waits for the old instant, counting nothing twice
+            self.at = now  # a clock set back waits for the last instant, counting nothing twice
         return self.past
 
     def observe(self, held: Mapping[str, Capacity]) -> None:

@@ -1,4 +1,4 @@
-"""The loop's side of autoscaling (issue 26): what the cluster can grow to, each pass, and the
+"""The loop's side of autoscaling: what the cluster can grow to, each pass, and the
 resource request, sent to Ray's autoscaler only when it changes (and again now and then).
 
 `reconciler.core.scaling` decides; this module reads the autoscaler at the capacity read's

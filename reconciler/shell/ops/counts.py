@@ -1,6 +1,6 @@
-"""Counts of a plan's statuses by some key (queue and reason, queue and phase), kept between
-passes and updated by the statuses that changed, so that a pass where one job ends costs
-what changed, not a walk over every waiting task (issue 27).
+"""Counts of a plan's statuses by some key (queue and reason, queue and phase), kept between passes
+and updated by the statuses that changed, so that a pass where one job ends costs what changed, not
+a walk over every waiting task.
 
 Level-triggered all the same: a pass that cannot say what changed (a full walk, the first
 pass), or whose statuses do not add up with what was counted (a task gone), counts anew.
@@ -24,8 +24,8 @@ class Tally(Generic[K]):
         self.key_of = key_of
         self._keys: dict[str, K | None] = {}
         self.counts: Counter[K] = Counter()
-        # One object per distinct key, kept for every task with that key (not a tuple each:
-        # ~3 MB at 50,000 tasks); a key leaves when nothing counts it.
+        # One object per distinct key, kept for every task with that key (not a tuple each: the
+        # map holds every task); a key leaves when nothing counts it.
         self._shared: dict[K, K] = {}
         self.recounts = 0  # full counts so far (for tests)
         self._stale = False

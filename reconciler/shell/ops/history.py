@@ -1,9 +1,9 @@
 """resource_history.jsonl: declared use against capacity over time, and its downsampling.
 
 Writing: one line when what a line says changes (capacity, declared use, the counts, Ray's
-availability), and otherwise one line per `heartbeat_seconds`, so a flat stretch still has
-points and a gap in the file means the process was down. A busy loop makes ten passes a
-second, mostly identical; they no longer become ten lines.
+availability), and otherwise one line per `heartbeat_seconds`, so a flat stretch still has points
+and a gap in the file means the process was down. A busy loop makes ten passes a second, mostly
+identical; they do not become ten lines.
 
 Rotation: past `max_bytes` (Settings.history_max_bytes, 10 MiB) the file becomes `.1`, `.1`
 becomes `.2` and `.2` becomes `.3`; `.3` is dropped. Four files at most are kept, and the reader

@@ -1,7 +1,7 @@
 """Giving memory back to the system after a start.
 
 A start parses every spec and decides every status in one pass, and then writes the backlog of
-sidecars: transient objects by the hundred megabytes at 50,000 tasks. Python returns its own
+sidecars: transient objects that grow with the number of tasks. Python returns its own
 small-object arenas when they empty, but glibc keeps the freed larger blocks (dict tables, the
 parse's buffers) for reuse, so the process keeps its peak size while it idles. malloc_trim
 hands those pages back; it is called when a backlog clears, not every pass.

@@ -3,7 +3,7 @@
 Names follow Kueue's where Kueue has one (`kueue_pending_workloads` -> `rayqueue_pending_tasks`,
 `kueue_admission_wait_time_seconds`, ...), with a `rayqueue_` prefix. No metric carries a task
 name: every label (queue, reason, phase, priority, resource, call, result) takes a bounded set
-of values, so 10,000 tasks make no more series than 10.
+of values, so the number of series does not grow with the number of tasks.
 
 Gauges are recomputed from all statuses each pass (one walk over what the planner returned);
 counters and the admission-wait histogram count transitions between the statuses before and
@@ -54,7 +54,7 @@ T = TypeVar("T")
 RESOURCES = ("cpu", "gpu", "memory")
 # Waits range from a second (an idle cluster) to days (a big job behind a busy queue).
 WAIT_BUCKETS = (1, 5, 15, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 12 * 3600, 86400, 3 * 86400)
-# A pass over a few tasks takes milliseconds, one over 10,000 about a second.
+# A pass over a few tasks takes milliseconds; one over a big folder, seconds.
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 WAITING = frozenset({Phase.QUEUED, Phase.UNSCHEDULABLE})
 PRIORITIES = tuple(str(p) for p in range(10))  # spec.priority is 0..9
@@ -220,7 +220,7 @@ class QueueMetrics:
             ["queue", "resource"],
             registry=r,
         )
-        # The name before Kueue's was followed; kept so existing dashboards and alerts work.
+        # A name that does not follow Kueue's; still served so existing dashboards and alerts work.
         self.queue_usage_deprecated = Gauge(
             "rayqueue_queue_usage",
             "Deprecated: the same as rayqueue_queue_resource_usage, which replaces it",
@@ -450,7 +450,7 @@ class QueueMetrics:
         if was.phase.active and not body.phase.active and body.reason in EVICTION_REASONS:
             self.evicted.labels(queue, body.reason).inc()
         # spec.retry counts in `retries` (reset when the user asks for a new run: no decrease
-        # is counted); old sidecars kept the Lost-only retries in `lost_restarts`.
+        # is counted); sidecars of the earlier format hold the Lost-only retries in `lost_restarts`.
         added = max(body.retries - was.retries, 0) + max(body.lost_restarts - was.lost_restarts, 0)
         if added:
             self.retries.labels(queue).inc(added)
