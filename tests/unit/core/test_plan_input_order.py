@@ -41,8 +41,8 @@ from specs.settings.process import PlanOptions
 from specs.yamlio.parse import parse_queue_config
 from tests.support.incremental_history import History, assert_identical
 from tests.support.planner_world import GIB, task
-from tests.unit import test_incremental_planner as small
-from tests.unit import test_incremental_sequences as long
+from tests.unit.core.incremental import test_histories as small
+from tests.unit.core.incremental import test_sequences as long
 
 EXAMPLES = int(os.environ.get("RAYQUEUE_PROPERTY_EXAMPLES", "100"))
 # Elements of an array (the store hands the planner one task per element): equal priority
@@ -129,7 +129,7 @@ def test_plans_do_not_depend_on_the_order_of_their_inputs(
     queues, every policy, dependencies, arrays, running and ended jobs, timeouts, retries,
     preemption): at every pass, plan() of the inputs reordered equals plan() of them as
     kept, and the incremental planner fed them reordered equals both."""
-    if simple:  # what the fast pass takes (test_incremental_sequences)
+    if simple:  # what the fast pass takes (test_sequences)
         queue_file, plain = simple_file, True
         options = dataclasses.replace(options, preemption="Never")
     # Jobs of others counted as used: Ray lists them in no order either.

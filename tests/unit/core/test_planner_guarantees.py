@@ -22,7 +22,7 @@ from specs.task.models import Phase, Reason
 from specs.task.records import Task
 from specs.yamlio.parse import parse_queue_config
 from tests.support.planner_world import GIB, T0, task
-from tests.unit.test_planner_preemption import Cluster
+from tests.unit.core.preemption.test_planner_preemption import Cluster
 
 
 def queues(*blocks: str) -> QueueConfig:

@@ -13,7 +13,7 @@ from specs.cluster import FAILED, RUNNING, STOPPED, SUCCEEDED, Capacity
 from specs.task.models import Phase, Reason
 from specs.task.records import Task
 from tests.support.planner_world import GIB, PlanWorld, task
-from tests.unit.test_planner import started
+from tests.unit.core.test_planner import started
 
 
 def end(w: PlanWorld, name: str, status: str, code: int | None = None) -> None:

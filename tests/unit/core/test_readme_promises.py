@@ -25,8 +25,8 @@ from specs.settings.process import PlanOptions
 from specs.task.models import Phase, Reason
 from specs.task.records import Task
 from tests.support.planner_world import GIB, PlanWorld, task
-from tests.unit.test_guarantees import PROPERTY_QUEUES, queues
-from tests.unit.test_planner_preemption import Cluster
+from tests.unit.core.preemption.test_planner_preemption import Cluster
+from tests.unit.core.test_planner_guarantees import PROPERTY_QUEUES, queues
 
 # --- backfill without any timeoutSeconds is strict ------------------------------------------
 

@@ -5,7 +5,7 @@ start: `exact_queue_positions + max_inflight + 2`) first, and the wide one (plus
 no
 reservation: everyone waits behind the head, and the walk ends one task past it. Every pass
 equals plan() in every field (History's check); the sequence property
-(tests/unit/test_incremental_sequences.py) plays random histories with it on."""
+(tests/unit/core/incremental/test_sequences.py) plays random histories with it on."""
 
 from __future__ import annotations
 

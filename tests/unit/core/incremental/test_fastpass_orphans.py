@@ -2,9 +2,9 @@
 caller names what it read anew (`plan_incremental(changed=...)`), the fast pass looks for
 orphans among those names and the last pass's orphans only, not among every sidecar
 (reconciler/core/incremental/fastpass.py `_orphans`); told nothing, it compares every name. Every
-pass
-equals plan() in every field (History's check); tests/unit/test_loop_changed.py checks that
-the loop names every sidecar it reads anew."""
+pass equals plan() in every field (History's check);
+tests/unit/shell/loop/test_changed_versions.py checks that the loop names every sidecar it reads
+anew."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Most often its answer is the last pass's, the started task gone from its front: 
 task keeps its place and wait. Those are compared task by task and a task that kept the status
 the last pass gave it is left as it is (`admit_prefix`'s `standing`), as in a pass that reuses
 the walk: no status is set anew, where every exact place was. Every pass equals plan() in every
-field (History's check); the sequence property (tests/unit/test_incremental_sequences.py)
+field (History's check); the sequence property (tests/unit/core/incremental/test_sequences.py)
 plays random histories with it on."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ changed (reconciler.core.incremental.frontadmission.walk_head): a busy queue's p
 move an
 active task's status (its job PENDING, then RUNNING) give the same answer as the pass before,
 and the full `plan()` agrees in every field at every pass (History's check). The sequence
-property (tests/unit/test_incremental_sequences.py) plays random histories with it on."""
+property (tests/unit/core/incremental/test_sequences.py) plays random histories with it on."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from specs.settings.process import PlanOptions
 from tests.support.busy_queue import busy_queue, end_one, settle, start_all
 from tests.support.incremental_history import History, assert_identical
 from tests.support.planner_world import GIB
-from tests.unit.test_incremental_sequences import (
+from tests.unit.core.incremental.test_sequences import (
     EXAMPLES,
     OUTCOMES,
     TEAMS,

@@ -1,6 +1,6 @@
 """The incremental planner equals `plan()` on long random sequences over many tasks (issue 27).
 
-Where tests/unit/test_incremental_planner.py plays histories over six names, this plays
+Where tests/unit/core/incremental/test_histories.py plays histories over six names, this plays
 sequences over 20 to 200 tasks spread over the default queue and team folders (a nested one
 too), with priorities 0..9, many equal priorities and equal `queuedAt` (a batch added in one
 pass), so the name decides the order; few exact queue positions (1..5), so most waiting tasks

@@ -21,7 +21,7 @@ from specs.task.models import ConditionType, Phase, Reason
 from specs.task.records import Task
 from specs.yamlio.parse import parse_queue_config
 from tests.support.planner_world import GIB, task
-from tests.unit.test_planner_preemption import Cluster
+from tests.unit.core.preemption.test_planner_preemption import Cluster
 
 ON = "\n  fairSharing: {mode: CurrentUsage, preemptionStrategies: [LessThanOrEqualToFinalShare]}"
 OFF = "\n  fairSharing: {mode: CurrentUsage}"

@@ -20,7 +20,7 @@ from specs.settings.process import PlanOptions
 from specs.task.models import ConditionType, Phase, Reason
 from specs.task.records import Task
 from tests.support.planner_world import GIB, PlanWorld, task
-from tests.unit.test_planner import started
+from tests.unit.core.test_planner import started
 
 ON = PlanOptions(policy="backfill", preemption="LowerPriority")
 

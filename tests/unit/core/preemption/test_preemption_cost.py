@@ -26,10 +26,10 @@ from specs.cluster import SUCCEEDED, Capacity
 from specs.settings.process import PlanOptions
 from specs.yamlio.parse import parse_queue_config
 from tests.support.planner_world import GIB, task
-from tests.unit.test_planner_preemption import ON, Cluster, filled
+from tests.unit.core.preemption.test_planner_preemption import ON, Cluster, filled
 
 NOW = 10_000.0
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def cpu(n: float) -> Capacity:

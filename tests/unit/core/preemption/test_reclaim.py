@@ -17,7 +17,7 @@ from specs.task.models import ConditionType, Phase, Reason
 from specs.task.records import Task
 from specs.yamlio.parse import parse_queue_config
 from tests.support.planner_world import GIB, T0, task
-from tests.unit.test_planner_preemption import Cluster
+from tests.unit.core.preemption.test_planner_preemption import Cluster
 
 
 def config(a: str = "", b: str = "", default: str = "") -> str:
@@ -271,7 +271,8 @@ def test_runs_still_stopping_for_a_started_preemptor_are_not_borrowed_usage() ->
 
 def test_min_runtime_of_a_queue_protects_its_runs_within_it_not_from_reclaim() -> None:
     # Issue 25: work above nominal is always reclaimable, however young (see
-    # tests/unit/test_guarantees.py); minRuntimeSeconds still guards against the own queue.
+    # tests/unit/core/test_planner_guarantees.py); minRuntimeSeconds still guards against the
+    # own queue.
     w = borrowed_world("", b="minRuntimeSeconds: 3600, withinQueue: LowerPriority", age=600)
     w.specs["team-b/urgent"] = task(9, 1)
     assert w.step().preemptions == []

@@ -22,8 +22,8 @@ from specs.settings.process import PlanOptions
 from specs.task.models import ConditionType, Phase, Reason
 from specs.yamlio.parse import parse_queue_config
 from tests.support.planner_world import GIB, task
-from tests.unit.test_planner_fairpreempt import ON, histories, play, victims, world
-from tests.unit.test_planner_preemption import Cluster
+from tests.unit.core.preemption.test_fair_preemption import ON, histories, play, victims, world
+from tests.unit.core.preemption.test_planner_preemption import Cluster
 
 USERS = ("team-a", "team-a/x", "team-a/y", "team-b", "team-b/x", "team-b/y")
 
@@ -127,7 +127,7 @@ def test_a_user_under_its_nominal_quota_is_not_a_victim() -> None:
         assert all(v.judged == ("team-a", "team-b") for v in chosen)
 
 
-# --- the properties of test_planner_fairpreempt.py, on trees ------------------------------------
+# --- the properties of test_fair_preemption.py, on trees ------------------------------------
 
 EXAMPLES = int(os.environ.get("RAYQUEUE_PROPERTY_EXAMPLES", "100"))
 LEND = 16.0  # what the queues' shares are of
@@ -284,7 +284,7 @@ def _tree_with_weights() -> str:
 def test_in_a_tree_the_planner_never_preempts_back_right_after(
     steps: list[tuple[int | str | bool, ...]],
 ) -> None:
-    """test_planner_fairpreempt.py's planner property on a 2-level tree: random arrivals (some
+    """test_fair_preemption.py's planner property on a 2-level tree: random arrivals (some
     `preemptible: false`) into four users of two teams and a flat team; after each fair-share
     preemption the preemptor starts in the pass its victims are gone, and the pass after, no
     victim's queue takes anything of the side it lost to (where their branches meet)."""

@@ -501,7 +501,7 @@ def test_a_borrowing_preemptor_whose_victims_are_gone_goes_after_picks_within_no
     # 3 CPUs free: room for a/x (2, within a's nominal) or b/pre (3, its victims gone), not
     # both. The room its victims left is b/pre's, unless b/pre would borrow it while a/x is
     # within its quota: nominal quota is never held back, and a/x's queue would reclaim it
-    # (tests/unit/test_guarantees.py, over arbitrary passes, found the pass that did).
+    # (tests/unit/core/test_planner_guarantees.py, over arbitrary passes, found the pass that did).
     queues = [
         Q("a", cpu(8), [task("a/x", cpu(2))], usage=cpu(2)),
         Q("b", cpu(4) if b_borrows else cpu(8), [task("b/pre", cpu(3))], usage=cpu(4)),

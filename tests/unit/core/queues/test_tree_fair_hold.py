@@ -144,14 +144,14 @@ def test_a_user_of_another_team_passes_the_held_room_only_beside_the_head(
 
 
 def test_fair_preemption_never_takes_the_room_held_for_a_less_served_users_head() -> None:
-    # The flat case (test_planner_fairpreempt.py) with team-a divided into users x and y:
+    # The flat case (test_fair_preemption.py) with team-a divided into users x and y:
     # team-b holds 6 of 8 CPUs, team-c 2 (runs of an hour), team-a nothing; team-a/x's 8-CPU
     # head waits for the room they free (it is held for it, at both levels). team-c's 1-CPU
     # head, below team-b in share, would preempt one of team-b's runs for room that drains for
     # team-a/x; its run (2 h) would not fit beside that head at its start: it takes nothing.
     from specs.yamlio.parse import parse_queue_config
     from tests.support.planner_world import task as spec
-    from tests.unit.test_planner_fairpreempt import ON, world
+    from tests.unit.core.preemption.test_fair_preemption import ON, world
 
     text = (
         "apiVersion: rayqueue/v1\nkind: QueueConfig\nspec:\n  queues:\n"

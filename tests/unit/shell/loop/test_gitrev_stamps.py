@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.shell.loop.gitrev import GitRevisions, find_work_tree
-from tests.unit.test_gitrev import git, repo
+from tests.unit.shell.loop.test_gitrev import git, repo
 
 __all__ = ["repo"]  # the fixture, used by name
 

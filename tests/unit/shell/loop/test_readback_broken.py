@@ -4,8 +4,9 @@ A broken file never stops a healthy job: it runs on under the last valid spec. T
 sees its job end records the outcome (Succeeded, Failed, a retry's Queued), a plan that only
 moves statuses; the next pass, reading that back, turns the task Invalid. So the planner is
 not a fixed point of that plan's output, and its read-back must not be skipped
-(reconciler/shell/loop/readback.py). Found by the property in tests/unit/test_readback_still.py
-(one run of thousands; a sequence with a broken spec), played here on purpose.
+(reconciler/shell/loop/readback.py). Found by the property in
+tests/unit/shell/loop/test_readback_fixed_point.py (one run of thousands; a sequence with a
+broken spec), played here on purpose.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from specs.task.models import Phase
 from tests.support.incremental_history import assert_identical
 from tests.support.planner_world import GIB
 from tests.support.specs import read_status, write_task
-from tests.unit.test_incremental_sequences import Sequence, names_of
-from tests.unit.test_readback_still import ReadBack
-from tests.unit.test_still_passes import assert_changes_nothing, full_plan, make
+from tests.unit.core.incremental.test_sequences import Sequence, names_of
+from tests.unit.shell.loop.test_readback_fixed_point import ReadBack
+from tests.unit.shell.loop.test_skipped_passes import assert_changes_nothing, full_plan, make
 
 
 @pytest.mark.parametrize(("outcome", "after"), [(SUCCEEDED, Phase.SUCCEEDED), (STOPPED, None)])

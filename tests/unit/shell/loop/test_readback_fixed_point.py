@@ -28,7 +28,7 @@ from specs.settings.process import PlanOptions
 from specs.task.status import TaskStatus
 from tests.support.incremental_history import History, assert_identical, changes
 from tests.support.planner_world import GIB
-from tests.unit.test_incremental_sequences import (
+from tests.unit.core.incremental.test_sequences import (
     EXAMPLES,
     FAST_QUEUE_FILES,
     QUEUE_FILES,
@@ -131,7 +131,7 @@ def test_the_read_back_of_a_plan_that_only_moved_statuses_plans_nothing(
     simple_file: str | None,
     sequence: list[tuple[Any, ...]],
 ) -> None:
-    if simple:  # what the fast pass takes, as in test_incremental_sequences.py
+    if simple:  # what the fast pass takes, as in test_sequences.py
         queue_file, plain = simple_file, True
         options = dataclasses.replace(options, preemption="Never")
     world = ReadBack(

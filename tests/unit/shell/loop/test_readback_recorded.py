@@ -15,8 +15,8 @@ from specs.cluster import PENDING, RUNNING, Capacity, RayJob
 from specs.settings.process import PlanOptions
 from tests.support.incremental_history import T0
 from tests.support.planner_world import GIB, task
-from tests.unit.test_readback_loop import step, world  # noqa: F401 (a fixture)
-from tests.unit.test_still_passes import assert_changes_nothing, full_plan
+from tests.unit.shell.loop.test_readback_skipped import step, world  # noqa: F401 (a fixture)
+from tests.unit.shell.loop.test_skipped_passes import assert_changes_nothing, full_plan
 
 _OPTIONS = PlanOptions(queue_id="q")
 

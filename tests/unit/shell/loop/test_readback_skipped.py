@@ -17,7 +17,7 @@ from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import RUNNING, SUCCEEDED
 from tests.support.clock import FakeClock
 from tests.support.specs import write_task
-from tests.unit.test_still_passes import assert_changes_nothing, full_plan, make
+from tests.unit.shell.loop.test_skipped_passes import assert_changes_nothing, full_plan, make
 
 _PLAN = loop.incremental.plan_incremental
 

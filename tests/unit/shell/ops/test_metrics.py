@@ -338,7 +338,7 @@ def test_queue_usage_has_kueues_name_and_keeps_the_old_one() -> None:
 
 
 def test_the_docs_table_states_every_registered_metric_with_its_type_and_labels() -> None:
-    doc = (Path(__file__).parents[2] / "docs" / "observability.md").read_text()
+    doc = (Path(__file__).parents[4] / "docs" / "observability.md").read_text()
     section = doc.split("## Prometheus metrics: `/metrics`")[1].split("\n## ")[0]
     rows = re.findall(r"^\| `(rayqueue_\w+)` \| (\w+) \|([^|]*)\|", section, re.MULTILINE)
     documented = {name: (kind, set(re.findall(r"`(\w+)`", labels))) for name, kind, labels in rows}

@@ -71,7 +71,8 @@ def test_spec_hash_is_the_recorded_formula(task: Task) -> None:
 
 
 def test_a_known_hash_stays() -> None:
-    # The value main wrote before this change (tests/unit/test_dump.py's sidecar has it too).
+    # The value main wrote before this change (tests/unit/specs/yamlio/test_dump.py's sidecar
+    # has it too).
     task = _task({"entrypoint": "true", "resources": {"cpu": 1}})
     assert task.spec_hash() == "0c3e567b8830fde8"
     assert _task({"entrypoint": "true", "resources": {"cpu": 2}}).spec_hash() != task.spec_hash()

@@ -81,7 +81,7 @@ def test_the_limit_is_exact() -> None:
 
 
 def test_every_example_spec_passes() -> None:
-    examples = Path(__file__).parents[2] / "examples"
+    examples = Path(__file__).parents[4] / "examples"
     files = [*examples.rglob("*.yaml"), *examples.rglob("*.yml")]
     assert files
     for path in files:
