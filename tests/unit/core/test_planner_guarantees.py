@@ -15,14 +15,11 @@ from hypothesis import strategies as st
 
 from reconciler.core.planner import Plan
 from reconciler.core.task.jobs import claim_of
-from specs.cluster import META_TASK, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity
+from specs.cluster import META_TASK, PENDING, RUNNING, STOPPED, SUCCEEDED
 from specs.queues.config import QueueConfig
-from specs.settings.process import PlanOptions
 from specs.task.models import Phase, Reason
-from specs.task.records import Task
 from specs.yamlio.parse import parse_queue_config
-from tests.support.planner_world import GIB, T0, task
-from tests.unit.core.preemption.test_planner_preemption import Cluster
+from tests.support.planner_world import T0, Cluster, running_cluster, task
 
 
 def queues(*blocks: str) -> QueueConfig:
@@ -42,27 +39,6 @@ def victims(p: Plan) -> list[str]:
     return sorted(v for d in p.preemptions for v in d.victims)
 
 
-def world(
-    runs: dict[str, Task],
-    config: QueueConfig | None,
-    cpus: float,
-    age: float = 600,
-    preemption: str = "Never",
-) -> Cluster:
-    """`runs` running for `age` seconds on a `cpus`-CPU cluster, backfill."""
-    w = Cluster(
-        dict(runs),
-        capacity=Capacity(cpus, 0, 64 * GIB),
-        options=PlanOptions(policy="backfill", preemption=preemption),
-        queues=config,
-    )
-    w.step()
-    w.run_all()
-    assert all(w.phase(n) is Phase.RUNNING for n in runs)
-    w.now += timedelta(seconds=age)
-    return w
-
-
 def stop_victims_of(w: Cluster, preemptor: str) -> None:
     """The grace period of `preemptor`'s victims is over: their jobs are gone from Ray."""
     mine = {n for n, s in w.statuses.items() if s.status.preempted_by == preemptor}
@@ -79,7 +55,7 @@ def stop_victims_of(w: Cluster, preemptor: str) -> None:
 def test_a_task_larger_than_its_queue_can_ever_get_blocks_nobody() -> None:
     # team-a may borrow without limit, but team-b lends at most 1 CPU: team-a never gets 6.
     config = queues("nominalQuota: {cpu: 4}", "nominalQuota: {cpu: 4}\nlendingLimit: {cpu: 1}")
-    w = world({}, config, 8)
+    w = running_cluster({}, config, 8)
     w.specs["team-a/big"] = task(5, 6)
     w.specs["team-a/small"] = task(0, 1)
     p = w.step()
@@ -92,7 +68,7 @@ def test_a_task_larger_than_its_queue_can_ever_get_blocks_nobody() -> None:
 
 def test_a_task_that_fits_what_the_lenders_lend_is_not_flagged() -> None:
     config = queues("nominalQuota: {cpu: 4}", "nominalQuota: {cpu: 4}\nlendingLimit: {cpu: 1}")
-    w = world({}, config, 8)
+    w = running_cluster({}, config, 8)
     w.specs["team-a/five"] = task(5, 5)
     assert started(w.step()) == ["team-a/five"]
 
@@ -102,7 +78,7 @@ def test_a_non_preemptible_task_above_its_nominal_quota_blocks_nobody() -> None:
     # so it can never start while the configuration stands, even on an empty cluster (before:
     # it was judged against what team-a may borrow, stayed the head and held team-a).
     config = queues("weight: 1", "weight: 1")
-    w = world({}, config, 8)
+    w = running_cluster({}, config, 8)
     w.specs["team-a/pinned"] = task(5, 2, preemptible=False)
     w.specs["team-a/small"] = task(0, 1)
     w.specs["team-a/other"] = task(0, 1)
@@ -120,7 +96,7 @@ def test_a_non_preemptible_task_above_its_nominal_quota_blocks_nobody() -> None:
 
 def test_a_non_preemptible_task_above_a_nominal_quota_blocks_nobody() -> None:
     config = queues("nominalQuota: {cpu: 2}", "nominalQuota: {cpu: 4}")
-    w = world({}, config, 8)
+    w = running_cluster({}, config, 8)
     w.specs["team-a/pinned"] = task(5, 3, preemptible=False)
     w.specs["team-a/small"] = task(0, 1)
     p = w.step()
@@ -134,7 +110,7 @@ def test_a_non_preemptible_task_within_its_nominal_quota_is_not_flagged() -> Non
     # It fits team-a's nominal quota, which team-a's own small run holds part of: it waits for
     # its quota (the queue's head), not flagged as never fitting, and starts once small ends.
     config = queues("nominalQuota: {cpu: 2}", "nominalQuota: {cpu: 4}")
-    w = world({"team-a/small": task(0, 1)}, config, 8)
+    w = running_cluster({"team-a/small": task(0, 1)}, config, 8)
     w.specs["team-a/pinned"] = task(5, 2, preemptible=False)
     w.specs["team-a/after"] = task(0, 1)
     p = w.step()
@@ -151,7 +127,7 @@ def test_a_non_preemptible_task_within_its_nominal_quota_is_not_flagged() -> Non
 
 def test_a_preemptor_overtaken_hands_its_claim_on_no_cascade() -> None:
     runs = {f"r{i}": task(0, 1) for i in range(6)}
-    w = world(runs, None, 6, preemption="LowerPriority")
+    w = running_cluster(runs, None, 6, preemption="LowerPriority")
     w.specs["x"] = task(8, 2)
     assert victims(w.step()) == ["r0", "r1"]
     w.specs["y"] = task(9, 2)  # overtakes x: the room r0 and r1 free is now y's
@@ -176,7 +152,7 @@ def test_one_pass_preempts_only_what_its_heads_need() -> None:
         "nominalQuota: {cpu: 4}\npreemption: {reclaimWithinCohort: Any}",
         "nominalQuota: {cpu: 4}\npreemption: {withinQueue: LowerPriority}",
     )
-    w = world({f"team-b/b{i}": task(0, 1) for i in range(8)}, config, 8)
+    w = running_cluster({f"team-b/b{i}": task(0, 1) for i in range(8)}, config, 8)
     w.specs["team-a/x"] = task(0, 2)
     w.specs["team-b/urgent"] = task(9, 2)
     p = w.step()
@@ -202,7 +178,7 @@ def test_a_non_preemptible_preemptor_stops_what_its_nominal_quota_needs_at_once(
         "nominalQuota: {cpu: 4}",
         "nominalQuota: {cpu: 4}\npreemption: {withinQueue: LowerPriority}",
     )
-    w = world({f"team-b/b{i}": task(i // 3, 1) for i in range(6)}, config, 6)
+    w = running_cluster({f"team-b/b{i}": task(i // 3, 1) for i in range(6)}, config, 6)
     w.specs["team-b/x"] = task(5, 3, preemptible=False)
     p = w.step()
     assert victims(p) == ["team-b/b0", "team-b/b1", "team-b/b2", "team-b/b3", "team-b/b4"]
@@ -226,7 +202,7 @@ def test_a_non_preemptible_head_its_quota_cannot_make_room_for_preempts_nobody()
         "nominalQuota: {cpu: 4}\npreemption: {withinQueue: LowerPriority}",
     )
     runs = {f"team-b/b{i}": task(5 if i < 4 else 0, 1) for i in range(6)}
-    w = world(runs, config, 6)
+    w = running_cluster(runs, config, 6)
     w.specs["team-b/x"] = task(5, 2, preemptible=False)
     p = w.step()
     assert p.preemptions == [] and p.stops == []
@@ -239,7 +215,7 @@ def test_a_preemptible_preemptor_may_count_on_what_its_queue_may_borrow() -> Non
         "nominalQuota: {cpu: 4}",
         "nominalQuota: {cpu: 4}\npreemption: {withinQueue: LowerPriority}",
     )
-    w = world({f"team-b/b{i}": task(i // 3, 1) for i in range(6)}, config, 6)
+    w = running_cluster({f"team-b/b{i}": task(i // 3, 1) for i in range(6)}, config, 6)
     w.specs["team-b/x"] = task(5, 3)
     assert victims(w.step()) == ["team-b/b0", "team-b/b1", "team-b/b2"]
     w.finish_stops()
@@ -253,7 +229,7 @@ def test_backfill_estimates_from_what_frees_the_queues_quota() -> None:
     config = queues("nominalQuota: {cpu: 4}\nborrowingLimit: {cpu: 0}", "nominalQuota: {cpu: 4}")
     runs = {f"team-a/a{i}": task(0, 1) for i in range(3)}
     runs |= {f"team-b/b{i}": task(0, 1, timeoutSeconds=100) for i in range(4)}
-    w = world(runs, config, 8, age=10)
+    w = running_cluster(runs, config, 8, age=10)
     w.specs["team-a/head"] = task(5, 2)
     w.specs["team-a/small"] = task(0, 1)
     p = w.step()
@@ -267,7 +243,7 @@ def test_backfill_estimate_waits_for_both_the_quota_and_the_cluster() -> None:
     config = queues("nominalQuota: {cpu: 4}\nborrowingLimit: {cpu: 0}", "nominalQuota: {cpu: 4}")
     runs = {f"team-a/a{i}": task(0, 1, timeoutSeconds=100) for i in range(3)}
     runs |= {f"team-b/b{i}": task(0, 1, timeoutSeconds=50) for i in range(4)}
-    w = world(runs, config, 8, age=10)
+    w = running_cluster(runs, config, 8, age=10)
     w.specs["team-a/head"] = task(5, 2)
     w.specs["team-a/small"] = task(0, 1)
     p = w.step()
@@ -285,7 +261,7 @@ def test_non_preemptible_runs_do_not_borrow() -> None:
     config = queues(
         "nominalQuota: {cpu: 4}\npreemption: {reclaimWithinCohort: Any}", "nominalQuota: {cpu: 4}"
     )
-    w = world({}, config, 8)
+    w = running_cluster({}, config, 8)
     for i in range(8):
         w.specs[f"team-b/b{i}"] = task(0, 1, preemptible=False)
     p = w.step()
@@ -302,7 +278,7 @@ def test_too_young_runs_above_nominal_are_reclaimable() -> None:
         "nominalQuota: {cpu: 4}\npreemption: {reclaimWithinCohort: Any}",
         "nominalQuota: {cpu: 4}\npreemption: {minRuntimeSeconds: 3600}",
     )
-    w = world({f"team-b/b{i}": task(0, 1) for i in range(8)}, config, 8, age=60)
+    w = running_cluster({f"team-b/b{i}": task(0, 1) for i in range(8)}, config, 8, age=60)
     w.specs["team-a/x"] = task(9, 4)
     assert victims(w.step()) == [f"team-b/b{i}" for i in range(4)]
 
@@ -312,7 +288,7 @@ def test_a_run_preempted_as_often_as_the_cap_allows_is_not_reclaimed() -> None:
         "nominalQuota: {cpu: 4}\npreemption: {reclaimWithinCohort: Any}",
         "nominalQuota: {cpu: 4}\npreemption: {maxPerTask: 1}",  # the victims' queue's cap
     )
-    w = world({f"team-b/b{i}": task(0, 1) for i in range(8)}, config, 8)
+    w = running_cluster({f"team-b/b{i}": task(0, 1) for i in range(8)}, config, 8)
     for name in ("team-b/b0", "team-b/b1"):
         status = w.statuses[name]
         body = status.status.model_copy(update={"preemptions": 1})
@@ -329,7 +305,7 @@ def test_a_queue_below_nominal_combines_reclaim_with_its_own_victims() -> None:
     )
     runs = {f"team-a/a{i}": task(0, 1) for i in range(2)}
     runs |= {f"team-b/b{i}": task(0, 1) for i in range(6)}
-    w = world(runs, config, 8)
+    w = running_cluster(runs, config, 8)
     w.specs["team-a/x"] = task(9, 4)  # team-a at 2/4: 2 back from team-b, 2 of its own
     p = w.step()
     assert victims(p) == ["team-a/a0", "team-a/a1", "team-b/b0", "team-b/b1"]
@@ -396,7 +372,7 @@ def _queue(name: str) -> str:
 def test_guarantees_hold_over_arbitrary_passes(actions: list[tuple[object, ...]]) -> None:
     # team-b borrows all of team-a's idle quota with low-priority work to begin with.
     start = {f"team-b/old{i}": task(i % 2, 1) for i in range(8)}
-    w = world(start | {"team-c/old": task(0, 2)}, queues(*PROPERTY_QUEUES), 10)
+    w = running_cluster(start | {"team-c/old": task(0, 2)}, queues(*PROPERTY_QUEUES), 10)
     served: set[tuple[str, int]] = set()  # (task, run): preemptors, and starts while room stops
     preempted_cpus = 0.0
     slack = 0.0  # what a decision may free beyond its need: victim sizes, an over-full queue

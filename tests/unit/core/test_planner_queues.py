@@ -29,7 +29,7 @@ def started(p: Plan) -> list[str]:
     return [s.task for s in p.submits]
 
 
-def world(specs: dict[str, tuple[int, float]], config: str | None = CONFIG, **kw: object):
+def plan_world(specs: dict[str, tuple[int, float]], config: str | None = CONFIG, **kw: object):
     return PlanWorld(
         specs={name: task(priority, cpu) for name, (priority, cpu) in specs.items()},
         capacity=Capacity(8, 0, 16 * GIB),
@@ -40,7 +40,7 @@ def world(specs: dict[str, tuple[int, float]], config: str | None = CONFIG, **kw
 
 def test_without_a_config_statuses_are_exactly_as_before() -> None:
     specs = {f"team-a/t{i}": (0, 2) for i in range(6)} | {"hello": (5, 1)}
-    plain, configured = PlanWorld({n: task(*v) for n, v in specs.items()}), world(specs, None)
+    plain, configured = PlanWorld({n: task(*v) for n, v in specs.items()}), plan_world(specs, None)
     plain.capacity = configured.capacity
     for _ in range(3):
         a, b = plain.step(), configured.step()
@@ -53,7 +53,7 @@ def test_without_a_config_statuses_are_exactly_as_before() -> None:
 
 
 def test_status_names_the_queue_and_positions_count_within_it() -> None:
-    w = world(
+    w = plan_world(
         {
             "team-a/big": (9, 6),
             "team-a/x": (1, 1),
@@ -85,7 +85,7 @@ def test_status_names_the_queue_and_positions_count_within_it() -> None:
 
 
 def test_quota_exceeded_names_queue_and_limit() -> None:
-    w = world({f"team-b/t{i}": (0, 2) for i in range(4)}, options=PlanOptions(policy="strict"))
+    w = plan_world({f"team-b/t{i}": (0, 2) for i in range(4)}, options=PlanOptions(policy="strict"))
     w.step()
     running = [n for n in w.specs if w.phase(n) is Phase.STARTING]
     assert len(running) == 2  # team-b: 4 CPUs of nominal, borrowingLimit 0
@@ -99,7 +99,7 @@ def test_quota_exceeded_names_queue_and_limit() -> None:
 
 
 def test_nominal_comes_back_when_borrowed_jobs_end() -> None:
-    w = world({f"team-a/t{i}": (0, 1) for i in range(8)})
+    w = plan_world({f"team-a/t{i}": (0, 1) for i in range(8)})
     w.step()
     assert len(started(w.step(0))) == 0  # all 8 started in the first pass: team-b is idle
     assert sum(w.phase(n) is Phase.STARTING for n in w.specs) == 8
@@ -118,7 +118,7 @@ def test_nominal_comes_back_when_borrowed_jobs_end() -> None:
 
 
 def test_unchanged_statuses_keep_their_identity_with_queues() -> None:
-    w = world({"team-a/a": (0, 4), "team-a/b": (0, 8), "team-b/c": (0, 8)})
+    w = plan_world({"team-a/a": (0, 4), "team-a/b": (0, 8), "team-b/c": (0, 8)})
     w.step()
     for name in w.specs:
         if w.phase(name) is Phase.STARTING:
@@ -132,7 +132,7 @@ def test_unchanged_statuses_keep_their_identity_with_queues() -> None:
 
 @pytest.mark.parametrize("policy", ["strict", "backfill", "besteffort"])
 def test_every_policy_runs_under_queues(policy: str) -> None:
-    w = world({f"team-a/t{i}": (0, 1) for i in range(10)}, options=PlanOptions(policy=policy))
+    w = plan_world({f"team-a/t{i}": (0, 1) for i in range(10)}, options=PlanOptions(policy=policy))
     w.step()
     assert sum(w.phase(n) is Phase.STARTING for n in w.specs) == 8
 
@@ -154,7 +154,7 @@ def test_a_task_behind_one_kept_for_another_queue_says_so(policy: str) -> None:
     # a/wide would borrow the 2 CPUs kept for b's head, so fair share keeps it back; a/narrow
     # fits a's quota and the cluster, and waits only because a/wide is ahead of it. It once
     # said "needs 0B memory; 16Gi free" (a shortfall measured as if a/wide had started).
-    w = world(
+    w = plan_world(
         {"a/run": (3, 2), "a/wide": (2, 2), "a/narrow": (1, 1), "b/head": (3, 3)},
         OVERSUBSCRIBED,
         options=PlanOptions(policy=policy),

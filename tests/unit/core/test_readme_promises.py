@@ -24,8 +24,7 @@ from specs.queues.config import QueueConfig
 from specs.settings.process import PlanOptions
 from specs.task.models import Phase, Reason
 from specs.task.records import Task
-from tests.support.planner_world import GIB, PlanWorld, task
-from tests.unit.core.preemption.test_planner_preemption import Cluster
+from tests.support.planner_world import GIB, Cluster, PlanWorld, task
 from tests.unit.core.test_planner_guarantees import PROPERTY_QUEUES, queues
 
 # --- backfill without any timeoutSeconds is strict ------------------------------------------

@@ -23,19 +23,19 @@ GPU = NodeType("gpu", Capacity(8, 1, 64 * GIB), max_count=2)
 GROWS = Scaling(Capacity(4 + 32 + 16, 2, 16 * GIB + 128 * GIB + 128 * GIB), (SMALL, GPU))
 
 
-def world(*, scaling: Scaling | None = GROWS, **specs: object) -> PlanWorld:
+def plan_world(*, scaling: Scaling | None = GROWS, **specs: object) -> PlanWorld:
     return PlanWorld(specs=dict(specs), scaling=scaling)  # type: ignore[arg-type]
 
 
 def test_without_scaling_the_request_is_left_alone() -> None:
-    w = world(scaling=None, a=task(cpu=64))
+    w = plan_world(scaling=None, a=task(cpu=64))
     p = w.step()
     assert p.scale_request is None
     assert w.phase("a") is Phase.UNSCHEDULABLE
 
 
 def test_a_task_over_the_cluster_but_under_the_ceiling_queues_for_nodes() -> None:
-    w = world(a=task(cpu=16))
+    w = plan_world(a=task(cpu=16))
     p = w.step()
     assert w.phase("a") is Phase.QUEUED
     assert w.status("a").reason == Reason.WAITING_FOR_SCALE_UP
@@ -45,7 +45,7 @@ def test_a_task_over_the_cluster_but_under_the_ceiling_queues_for_nodes() -> Non
 
 
 def test_a_task_over_the_ceiling_is_unschedulable_and_asks_nothing() -> None:
-    w = world(a=task(cpu=100))
+    w = plan_world(a=task(cpu=100))
     p = w.step()
     assert w.phase("a") is Phase.UNSCHEDULABLE
     assert "can grow to at most 52" in (w.status("a").message or "")
@@ -53,7 +53,7 @@ def test_a_task_over_the_ceiling_is_unschedulable_and_asks_nothing() -> None:
 
 
 def test_a_gpu_task_on_a_cluster_with_no_gpu_now_waits_for_a_gpu_node() -> None:
-    w = world(a=task(cpu=1, resources={"gpu": 1}))
+    w = plan_world(a=task(cpu=1, resources={"gpu": 1}))
     p = w.step()
     assert w.status("a").reason == Reason.WAITING_FOR_SCALE_UP
     assert p.scale_request == (Capacity(1, 1, 0),)
@@ -64,7 +64,7 @@ def started(p: object) -> list[str]:
 
 
 def test_it_is_submitted_only_once_the_nodes_are_there_and_then_the_request_clears() -> None:
-    w = world(a=task(cpu=16))
+    w = plan_world(a=task(cpu=16))
     w.step()
     w.capacity = Capacity(12, 0, 48 * GIB)  # one node came: 12 free, still not 16
     assert not started(w.step())
@@ -76,7 +76,7 @@ def test_it_is_submitted_only_once_the_nodes_are_there_and_then_the_request_clea
 
 
 def test_the_request_holds_what_runs_beside_what_waits_for_nodes() -> None:
-    w = world(small=task(cpu=2))
+    w = plan_world(small=task(cpu=2))
     assert started(w.step()) == ["small"]
     w.ray("small", RUNNING)
     w.specs["big"] = task(cpu=16)
@@ -87,7 +87,7 @@ def test_the_request_holds_what_runs_beside_what_waits_for_nodes() -> None:
 def test_demand_is_what_the_ceiling_holds_in_queue_order() -> None:
     # 48 CPU of new nodes; the 4 CPU of today hold nothing of these. Three 20-CPU tasks: two
     # fit the ceiling at once (40), the third would not, so it asks for nothing yet.
-    w = world(a=task(5, cpu=20), b=task(4, cpu=20), c=task(3, cpu=20))
+    w = plan_world(a=task(5, cpu=20), b=task(4, cpu=20), c=task(3, cpu=20))
     w.options = PlanOptions(policy="strict")
     p = w.step()
     assert [w.status(n).reason for n in "abc"] == [
@@ -99,7 +99,7 @@ def test_demand_is_what_the_ceiling_holds_in_queue_order() -> None:
 
 
 def test_demand_keeps_to_max_inflight() -> None:
-    w = world(a=task(5, cpu=8), b=task(4, cpu=8))
+    w = plan_world(a=task(5, cpu=8), b=task(4, cpu=8))
     w.options = PlanOptions(max_inflight=1)
     p = w.step()
     assert w.status("a").reason == Reason.WAITING_FOR_SCALE_UP
@@ -120,7 +120,7 @@ spec:
 
 
 def test_a_task_over_its_queue_quota_buys_no_node() -> None:
-    w = world(**{"team-a/big": task(cpu=12), "team-a/ok": task(cpu=6)})
+    w = plan_world(**{"team-a/big": task(cpu=12), "team-a/ok": task(cpu=6)})
     w.queues = parse_queue_config(QUEUES)
     p = w.step()
     assert w.status("team-a/big").reason == Reason.QUOTA_EXCEEDED
@@ -131,18 +131,18 @@ def test_a_task_over_its_queue_quota_buys_no_node() -> None:
 def test_the_default_queue_gets_what_the_ceiling_holds_beyond_the_listed_quotas() -> None:
     # Today's 4 CPU are less than team-a's nominal 8: at today's size the default queue's
     # quota would be 0 and this task QuotaExceeded; at the ceiling it is 44 CPU.
-    w = world(other=task(cpu=8))
+    w = plan_world(other=task(cpu=8))
     w.queues = parse_queue_config(QUEUES)
     w.step()
     assert w.status("other").reason == Reason.WAITING_FOR_SCALE_UP
-    fixed = world(scaling=None, other=task(cpu=2))
+    fixed = plan_world(scaling=None, other=task(cpu=2))
     fixed.queues = parse_queue_config(QUEUES)
     fixed.step()
     assert fixed.status("other").reason == Reason.QUOTA_EXCEEDED
 
 
 def test_the_request_time_is_kept_in_the_status_and_the_deadline_is_the_timeout() -> None:
-    w = world(a=task(cpu=8))
+    w = plan_world(a=task(cpu=8))
     w.step()
     since = w.status("a").scale_up_requested_at
     assert since == T0
@@ -156,7 +156,7 @@ def test_the_request_time_is_kept_in_the_status_and_the_deadline_is_the_timeout(
 
 def test_after_the_timeout_it_stops_asking_for_a_backoff_and_says_why() -> None:
     failing = replace(GROWS, failures=("small: InsufficientInstanceCapacity",))
-    w = world(scaling=failing, a=task(cpu=8))
+    w = plan_world(scaling=failing, a=task(cpu=8))
     w.step()
     w.now = T0 + timedelta(seconds=600)
     p = w.step()
@@ -173,9 +173,9 @@ def test_after_the_timeout_it_stops_asking_for_a_backoff_and_says_why() -> None:
 
 
 def test_the_wait_survives_a_restart_because_it_is_in_the_status() -> None:
-    w = world(a=task(cpu=8))
+    w = plan_world(a=task(cpu=8))
     w.step()
-    again = world(a=task(cpu=8))
+    again = plan_world(a=task(cpu=8))
     again.statuses = dict(w.statuses)  # a new process reads the sidecars
     again.now = T0 + timedelta(seconds=600)
     again.step()
@@ -183,7 +183,7 @@ def test_the_wait_survives_a_restart_because_it_is_in_the_status() -> None:
 
 
 def test_once_it_starts_the_request_time_is_cleared() -> None:
-    w = world(a=task(cpu=8))
+    w = plan_world(a=task(cpu=8))
     w.step()
     w.capacity = Capacity(12, 0, 48 * GIB)
     w.step()
@@ -194,7 +194,7 @@ def test_once_it_starts_the_request_time_is_cleared() -> None:
 def _partly_grown(scaling: Scaling | None) -> PlanWorld:
     """`low` runs on 3 of the head's 4 CPU until 1000 s; `head` (12 CPU) waits; one 8-CPU
     node of the two it needs has come (12 CPU, 9 free); `filler` (1 CPU) ends by 100 s."""
-    w = world(scaling=scaling, low=task(5, cpu=3, timeoutSeconds=1000))
+    w = plan_world(scaling=scaling, low=task(5, cpu=3, timeoutSeconds=1000))
     assert started(w.step()) == ["low"]
     w.ray("low", RUNNING)
     w.specs["head"] = task(4, cpu=12)
@@ -218,11 +218,11 @@ def test_backfill_does_not_take_what_a_head_waiting_for_nodes_needs() -> None:
 
 
 def test_backfill_may_use_what_the_waiting_head_does_not_need() -> None:
-    w = world(head=task(5, cpu=1, resources={"gpu": 1}), filler=task(1, cpu=2))
+    w = plan_world(head=task(5, cpu=1, resources={"gpu": 1}), filler=task(1, cpu=2))
     w.step()
     assert w.status("head").reason == Reason.WAITING_FOR_SCALE_UP
     assert w.phase("filler") is Phase.STARTING  # 4 CPU free, the head needs 1 of them
-    strict = world(head=task(5, cpu=1, resources={"gpu": 1}), filler=task(1, cpu=2))
+    strict = plan_world(head=task(5, cpu=1, resources={"gpu": 1}), filler=task(1, cpu=2))
     strict.options = PlanOptions(policy="strict")
     strict.step()
     assert strict.status("filler").reason == Reason.WAITING_BEHIND_HIGHER_PRIORITY
@@ -238,7 +238,7 @@ def _full_with(w: PlanWorld, name: str, cpu: float) -> None:
 
 
 def test_a_preemptor_the_new_nodes_will_serve_waits_for_them() -> None:
-    w = world()
+    w = plan_world()
     w.options = PREEMPT
     _full_with(w, "low", 4)
     w.specs["urgent"] = task(9, cpu=4)
@@ -249,7 +249,7 @@ def test_a_preemptor_the_new_nodes_will_serve_waits_for_them() -> None:
 
 def test_a_preemptor_the_ceiling_cannot_serve_preempts_as_before() -> None:
     full = Scaling(Capacity(4, 0, 16 * GIB))  # at its ceiling already
-    w = world(scaling=full)
+    w = plan_world(scaling=full)
     w.options = PREEMPT
     _full_with(w, "low", 4)
     w.specs["urgent"] = task(9, cpu=4)
@@ -258,7 +258,7 @@ def test_a_preemptor_the_ceiling_cannot_serve_preempts_as_before() -> None:
 
 
 def test_after_its_scale_up_timeout_a_preemptor_may_preempt() -> None:
-    w = world()
+    w = plan_world()
     w.options = PREEMPT
     _full_with(w, "low", 4)
     w.specs["urgent"] = task(9, cpu=4)
@@ -269,13 +269,13 @@ def test_after_its_scale_up_timeout_a_preemptor_may_preempt() -> None:
 
 
 def test_a_task_may_give_its_own_bundles() -> None:
-    w = world(a=task(cpu=12, resources={"bundles": [{"cpu": 4}, {"cpu": 4}, {"cpu": 4}]}))
+    w = plan_world(a=task(cpu=12, resources={"bundles": [{"cpu": 4}, {"cpu": 4}, {"cpu": 4}]}))
     p = w.step()
     assert p.scale_request == (Capacity(4, 0, 0),) * 3
 
 
 def test_own_bundles_that_no_node_holds_are_unschedulable() -> None:
-    w = world(a=task(cpu=12, resources={"bundles": [{"cpu": 12}]}))
+    w = plan_world(a=task(cpu=12, resources={"bundles": [{"cpu": 12}]}))
     p = w.step()
     assert w.phase("a") is Phase.UNSCHEDULABLE
     assert "resources.bundles[1] (12 CPU) fits no node type" in (w.status("a").message or "")
@@ -362,7 +362,7 @@ def test_the_ceiling_is_never_below_the_cluster_of_the_moment() -> None:
 
 
 def test_in_its_backoff_it_still_starts_once_its_resources_are_free() -> None:
-    w = world(a=task(cpu=8))
+    w = plan_world(a=task(cpu=8))
     w.step()
     w.now = T0 + timedelta(seconds=700)
     w.step()
@@ -372,7 +372,7 @@ def test_in_its_backoff_it_still_starts_once_its_resources_are_free() -> None:
 
 
 def test_other_clients_jobs_count_in_the_request_when_they_count_as_used() -> None:
-    w = world(a=task(cpu=8))
+    w = plan_world(a=task(cpu=8))
     w.options = PlanOptions(count_foreign_jobs=True)
     w.jobs["theirs"] = RayJob("theirs", RUNNING, entrypoint_cpus=3)
     p = w.step()

@@ -18,10 +18,8 @@ from reconciler.core.queues.shareresult import QueueState
 from specs.cluster import SUCCEEDED, Capacity
 from specs.settings.process import PlanOptions
 from specs.task.models import ConditionType, Phase, Reason
-from specs.task.records import Task
 from specs.yamlio.parse import parse_queue_config
-from tests.support.planner_world import GIB, task
-from tests.unit.core.preemption.test_planner_preemption import Cluster
+from tests.support.planner_world import GIB, Cluster, running_cluster, task
 
 ON = "\n  fairSharing: {mode: CurrentUsage, preemptionStrategies: [LessThanOrEqualToFinalShare]}"
 OFF = "\n  fairSharing: {mode: CurrentUsage}"
@@ -33,20 +31,6 @@ def config(strategy: str = ON, weights: tuple[float, ...] = (1, 1), extra: str =
         f"    - name: team-{'abc'[i]}\n      weight: {w}\n{extra}" for i, w in enumerate(weights)
     )
     return f"apiVersion: rayqueue/v1\nkind: QueueConfig\nspec:\n  queues:\n{queues}{strategy}\n"
-
-
-def world(runs: dict[str, Task], text: str, cpus: float = 8, age: float = 600) -> Cluster:
-    w = Cluster(
-        dict(runs),
-        capacity=Capacity(cpus, 0, 64 * GIB),
-        options=PlanOptions(policy="backfill"),
-        queues=parse_queue_config(text),
-    )
-    w.step()
-    w.run_all()
-    assert all(w.phase(n) is Phase.RUNNING for n in runs)
-    w.now += timedelta(seconds=age)
-    return w
 
 
 def b_fills(text: str | None = None, **spec: object) -> Cluster:
@@ -104,7 +88,7 @@ def test_the_final_share_rule_stops_a_take_that_would_flip_the_order() -> None:
     # team-b could then preempt back, so nothing is taken. A 2-CPU head: 2 against 2, allowed.
     runs = {f"team-b/b{i}": task(0, 1) for i in range(4)}
     runs |= {"default-job": task(0, 4)}
-    w = world(runs, config())
+    w = running_cluster(runs, config())
     w.specs["team-a/wide"] = task(0, 4)
     assert w.step().preemptions == []
     del w.specs["team-a/wide"]
@@ -117,15 +101,15 @@ def test_weights_count_in_the_share() -> None:
     # team-a weight 3 holds 3, team-b weight 1 holds 5: team-a's share 3/8/3 < 5/8.
     runs = {f"team-a/a{i}": task(0, 1) for i in range(3)}
     runs |= {f"team-b/b{i}": task(0, 1) for i in range(5)}
-    w = world(runs, config(weights=(3, 1)))
+    w = running_cluster(runs, config(weights=(3, 1)))
     w.specs["team-a/x"] = task(0, 1)
     assert victims(w.step()) == ["team-b/b0"]
     # equal weights: 3 against 5 still lets team-a take one (4 <= 4) ...
-    w = world(runs, config())
+    w = running_cluster(runs, config())
     w.specs["team-a/x"] = task(0, 1)
     assert victims(w.step()) == ["team-b/b0"]
     # ... but not two (5 > 3)
-    w = world(runs, config())
+    w = running_cluster(runs, config())
     w.specs["team-a/x"] = task(0, 2)
     assert w.step().preemptions == []
 
@@ -133,7 +117,7 @@ def test_weights_count_in_the_share() -> None:
 def test_a_queue_at_or_above_the_other_s_share_takes_nothing() -> None:
     runs = {f"team-a/a{i}": task(0, 1) for i in range(4)}
     runs |= {f"team-b/b{i}": task(0, 1) for i in range(4)}
-    w = world(runs, config())
+    w = running_cluster(runs, config())
     w.specs["team-a/x"] = task(0, 1)
     assert w.step().preemptions == []
 
@@ -414,10 +398,10 @@ def test_the_planner_never_preempts_back_right_after(
 def test_a_narrow_head_never_stops_a_wider_run() -> None:
     # Found by the simulator: a 1-CPU head stopped a 212-CPU run, whose rest went to others.
     runs = {"team-b/wide": task(0, 6), "team-b/one": task(0, 1), "team-b/two": task(0, 1)}
-    w = world(runs, config())
+    w = running_cluster(runs, config())
     w.specs["team-a/x"] = task(0, 1)
     assert victims(w.step()) == ["team-b/one"]
-    w = world({"team-b/wide": task(0, 8)}, config())
+    w = running_cluster({"team-b/wide": task(0, 8)}, config())
     w.specs["team-a/x"] = task(0, 1)
     assert w.step().preemptions == []
 
@@ -430,7 +414,7 @@ def _held_for_a_wide_head(c_timeout: float) -> Cluster:
     hour = {"timeoutSeconds": 3600}
     runs = {f"team-b/b{i}": task(0, 1, **hour) for i in range(6)}
     runs |= {f"team-c/c{i}": task(0, 1, **hour) for i in range(2)}
-    w = world(runs, config(weights=(1, 1, 1)))
+    w = running_cluster(runs, config(weights=(1, 1, 1)))
     w.specs["team-a/wide"] = task(0, 8)
     assert w.step().preemptions == []  # team-a cannot take the whole cluster for itself
     w.specs["team-c/x"] = task(0, 1, timeoutSeconds=c_timeout)

@@ -6,52 +6,23 @@ SIGTERM and SIGKILL, until the test lets them go (`finish_stops`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.core.planner import STOP_WAIT_ENV, Plan, request_of
+from reconciler.core.planner import STOP_WAIT_ENV, request_of
 from reconciler.core.task.jobs import RUN_ENV
-from specs.cluster import RUNNING, STOPPED, SUCCEEDED, Capacity
+from specs.cluster import RUNNING, SUCCEEDED, Capacity
 from specs.settings.process import PlanOptions
 from specs.task.models import ConditionType, Phase, Reason
 from specs.task.records import Task
-from tests.support.planner_world import GIB, PlanWorld, task
+from tests.support.planner_world import GIB, Cluster, PlanWorld, task
 from tests.unit.core.test_planner import started
 
 ON = PlanOptions(policy="backfill", preemption="LowerPriority")
-
-
-@dataclass
-class Cluster(PlanWorld):
-    """Stops take effect only when `finish_stops` is called (the grace period)."""
-
-    stopping: set[str] = field(default_factory=set)
-
-    def step(self, seconds: float = 1.0) -> Plan:
-        before = dict(self.jobs)
-        p = super().step(seconds)
-        for stop in p.stops:
-            job = before.get(stop.submission_id)
-            if job is not None and not job.terminal:
-                self.jobs[stop.submission_id] = job  # still running until the grace is over
-                self.stopping.add(stop.submission_id)
-        return p
-
-    def finish_stops(self) -> None:
-        for sid in sorted(self.stopping):
-            self.jobs[sid] = replace(self.jobs[sid], status=STOPPED, end_time=self.now.timestamp())
-        self.stopping.clear()
-
-    def run_all(self) -> None:
-        """Everything submitted is running (one pass to record it)."""
-        for sid, job in self.jobs.items():
-            if not job.terminal:
-                self.jobs[sid] = replace(job, status=RUNNING)
-        self.step()
 
 
 def filled(seconds_running: float = 600, **extra: Task) -> Cluster:

@@ -25,8 +25,8 @@ from reconciler.core.task.jobs import PREEMPTED_ENV, RUN_ENV
 from specs.cluster import SUCCEEDED, Capacity
 from specs.settings.process import PlanOptions
 from specs.yamlio.parse import parse_queue_config
-from tests.support.planner_world import GIB, task
-from tests.unit.core.preemption.test_planner_preemption import ON, Cluster, filled
+from tests.support.planner_world import GIB, Cluster, task
+from tests.unit.core.preemption.test_planner_preemption import ON, filled
 
 NOW = 10_000.0
 ROOT = Path(__file__).resolve().parents[4]

@@ -16,8 +16,7 @@ from specs.settings.process import PlanOptions
 from specs.task.models import ConditionType, Phase, Reason
 from specs.task.records import Task
 from specs.yamlio.parse import parse_queue_config
-from tests.support.planner_world import GIB, T0, task
-from tests.unit.core.preemption.test_planner_preemption import Cluster
+from tests.support.planner_world import GIB, T0, Cluster, task
 
 
 def config(a: str = "", b: str = "", default: str = "") -> str:

@@ -21,9 +21,8 @@ from specs.cluster import Capacity
 from specs.settings.process import PlanOptions
 from specs.task.models import ConditionType, Phase, Reason
 from specs.yamlio.parse import parse_queue_config
-from tests.support.planner_world import GIB, task
-from tests.unit.core.preemption.test_fair_preemption import ON, histories, play, victims, world
-from tests.unit.core.preemption.test_planner_preemption import Cluster
+from tests.support.planner_world import GIB, Cluster, running_cluster, task
+from tests.unit.core.preemption.test_fair_preemption import ON, histories, play, victims
 
 USERS = ("team-a", "team-a/x", "team-a/y", "team-b", "team-b/x", "team-b/y")
 
@@ -44,7 +43,7 @@ def tree(extra: dict[str, str] | None = None) -> str:
 def test_a_user_preempts_its_sibling_by_share_within_its_team() -> None:
     # team-a/y runs the whole 8-CPU cluster; team-a/x (nothing) waits with a 2-CPU head. They
     # meet at team-a: x's share with it running (2) is at most y's after (6).
-    w = world({f"team-a/y/r{i}": task(0, 1) for i in range(8)}, tree())
+    w = running_cluster({f"team-a/y/r{i}": task(0, 1) for i in range(8)}, tree())
     w.specs["team-a/x/head"] = task(0, 2)
     p = w.step()
     assert len(victims(p)) == 2 and all(v.startswith("team-a/y/") for v in victims(p))
@@ -63,7 +62,7 @@ def test_users_of_two_teams_are_judged_by_their_teams_shares() -> None:
     # with it 3, team-b 6 after 5), so it takes a run of team-b; the message names the teams.
     runs = {f"team-b/y/r{i}": task(0, 1) for i in range(6)}
     runs |= {f"team-a/y/r{i}": task(1, 1) for i in range(2)}  # higher priority: taken last
-    w = world(runs, tree())
+    w = running_cluster(runs, tree())
     w.specs["team-a/x/head"] = task(0, 1)
     p = w.step()
     assert len(victims(p)) == 1 and victims(p)[0].startswith("team-b/y/")
@@ -78,7 +77,7 @@ def test_a_team_level_with_the_other_is_not_preempted_for_one_of_its_users() -> 
     # sub-queues alone, it would take from team-b).
     runs = {f"team-b/x/r{i}": task(0, 1) for i in range(4)}
     runs |= {f"team-a/y/r{i}": task(1, 1) for i in range(4)}  # taken after team-b's, if ever
-    w = world(runs, tree())
+    w = running_cluster(runs, tree())
     w.specs["team-a/x/head"] = task(0, 1)
     p = w.step()
     assert len(victims(p)) == 1 and victims(p)[0].startswith("team-a/y/")
@@ -363,7 +362,7 @@ def test_a_team_loses_its_most_served_users_runs_first() -> None:
     # team-b/x runs 6 CPUs, team-b/y (its newest run) 1: team-a/x's 2-CPU head takes one from
     # team-b by share; within team-b it is x, the most served, that gives the run up (by age
     # alone, y's newest run would go, leaving y with nothing).
-    w = world({f"team-b/x/r{i}": task(0, 1) for i in range(6)}, tree())
+    w = running_cluster({f"team-b/x/r{i}": task(0, 1) for i in range(6)}, tree())
     w.specs["team-b/y/r0"] = task(0, 1)
     w.step()
     w.run_all()

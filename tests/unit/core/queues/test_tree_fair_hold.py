@@ -150,8 +150,9 @@ def test_fair_preemption_never_takes_the_room_held_for_a_less_served_users_head(
     # head, below team-b in share, would preempt one of team-b's runs for room that drains for
     # team-a/x; its run (2 h) would not fit beside that head at its start: it takes nothing.
     from specs.yamlio.parse import parse_queue_config
+    from tests.support.planner_world import running_cluster
     from tests.support.planner_world import task as spec
-    from tests.unit.core.preemption.test_fair_preemption import ON, world
+    from tests.unit.core.preemption.test_fair_preemption import ON
 
     text = (
         "apiVersion: rayqueue/v1\nkind: QueueConfig\nspec:\n  queues:\n"
@@ -164,7 +165,7 @@ def test_fair_preemption_never_takes_the_room_held_for_a_less_served_users_head(
     hour = {"timeoutSeconds": 3600}
     runs = {f"team-b/b{i}": spec(0, 1, **hour) for i in range(6)}
     runs |= {f"team-c/c{i}": spec(0, 1, **hour) for i in range(2)}
-    w = world(runs, text)
+    w = running_cluster(runs, text)
     w.specs["team-a/x/wide"] = spec(0, 8)
     assert w.step().preemptions == []
     w.specs["team-c/x"] = spec(0, 1, timeoutSeconds=7200)

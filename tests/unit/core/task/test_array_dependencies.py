@@ -11,7 +11,7 @@ import yaml
 
 from reconciler.core.task.dependencies import RunView, judge
 from reconciler.core.task.depnames import DependencyViews
-from specs.cluster import META_TASK, SUCCEEDED, Capacity
+from specs.cluster import META_TASK, SUCCEEDED
 from specs.task.models import Phase, Reason
 from specs.task.pipeline import DependencySpec
 from tests.support.world import World
@@ -81,10 +81,8 @@ def _jobs(world: World) -> dict[str, str]:
     return {j.metadata[META_TASK]: j.submission_id for j in world.our_jobs()}
 
 
-def test_a_pipeline_copied_into_a_team_folder_runs_there(tmp_path: Path) -> None:
-    tasks = tmp_path / "tasks"
-    tasks.mkdir()
-    world = World.build(tasks, Capacity(8, 0, 64 * 2**30), queue_id="q")
+def test_a_pipeline_copied_into_a_team_folder_runs_there(world: World) -> None:
+    tasks = world.tasks
     _write(tasks, "team-b/prepare")
     _write(tasks, "team-b/train", dependsOn=[{"name": "prepare"}])
     world.step()
@@ -94,10 +92,8 @@ def test_a_pipeline_copied_into_a_team_folder_runs_there(tmp_path: Path) -> None
     assert "team-b/train" in _jobs(world)  # it used to wait for a top-level prepare for ever
 
 
-def test_a_task_waits_for_every_element_of_an_array(tmp_path: Path) -> None:
-    tasks = tmp_path / "tasks"
-    tasks.mkdir()
-    world = World.build(tasks, Capacity(8, 0, 64 * 2**30), queue_id="q")
+def test_a_task_waits_for_every_element_of_an_array(world: World) -> None:
+    tasks = world.tasks
     _write(tasks, "sweep", array={"count": 3})
     _write(tasks, "report", dependsOn=[{"name": "sweep"}])
     _write(tasks, "first", dependsOn=[{"name": "sweep[0]"}])

@@ -4,7 +4,6 @@ their own, maxParallel caps them as a group, and one sidecar holds them all."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,13 +27,6 @@ def _array_spec(array: dict[str, Any], cpu: float = 1, priority: int = 0) -> str
         },
     }
     return yaml.safe_dump(doc)
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> World:
-    tasks = tmp_path / "tasks"
-    tasks.mkdir()
-    return World.build(tasks, Capacity(8, 0, 64 * 2**30), queue_id="q")
 
 
 def _sidecar(world: World, name: str = "sweep") -> dict[str, Any]:

@@ -54,7 +54,9 @@ class Calls:
 
 
 @pytest.fixture
-def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Reconciler, FakeRay, Calls]:
+def loop_with_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Reconciler, FakeRay, Calls]:
     clock = FakeClock()
     ray = FakeRay(Capacity(1, 0, 2**34), clock=clock)
     settings = Settings(
@@ -78,8 +80,8 @@ def settle(rec: Reconciler) -> None:
     raise AssertionError("no pass was ever still")
 
 
-def test_an_edit_names_only_the_task_edited(world, tmp_path: Path) -> None:
-    rec, _, calls = world
+def test_an_edit_names_only_the_task_edited(loop_with_calls, tmp_path: Path) -> None:
+    rec, _, calls = loop_with_calls
     rec.run_pass()
     assert calls.changed[0] is None  # the first pass walks: nothing to compare with
     settle(rec)
@@ -93,8 +95,8 @@ def test_an_edit_names_only_the_task_edited(world, tmp_path: Path) -> None:
     assert "b" not in calls.changed[-1]
 
 
-def test_a_job_that_ends_and_a_deletion_are_named(world, tmp_path: Path) -> None:
-    rec, ray, calls = world
+def test_a_job_that_ends_and_a_deletion_are_named(loop_with_calls, tmp_path: Path) -> None:
+    rec, ray, calls = loop_with_calls
     settle(rec)
     (running,) = ray.jobs
     ray.set_status(running, SUCCEEDED)
@@ -107,8 +109,8 @@ def test_a_job_that_ends_and_a_deletion_are_named(world, tmp_path: Path) -> None
     # The check in Calls ran at every pass: no pass left a change unnamed.
 
 
-def test_a_full_walk_and_a_failed_pass_say_none(world, tmp_path: Path) -> None:
-    rec, _, calls = world
+def test_a_full_walk_and_a_failed_pass_say_none(loop_with_calls, tmp_path: Path) -> None:
+    rec, _, calls = loop_with_calls
     settle(rec)
     rec.events.lost()  # the watcher restarts: the next pass walks the folder and rereads
     rec.events.armed()  # every sidecar
@@ -128,11 +130,11 @@ def test_a_full_walk_and_a_failed_pass_say_none(world, tmp_path: Path) -> None:
     assert calls.changed[-1] is not None and "b" in calls.changed[-1]
 
 
-def test_a_sidecar_without_a_spec_is_named_and_removed(world, tmp_path: Path) -> None:
+def test_a_sidecar_without_a_spec_is_named_and_removed(loop_with_calls, tmp_path: Path) -> None:
     """A sidecar that appears by hand without a spec is read at the next walk of the folder,
     which tells the planner nothing (None): every sidecar is then looked at for a spec, and
     the orphan goes. (Calls checks that no pass told something leaves a new one unnamed.)"""
-    rec, _, calls = world
+    rec, _, calls = loop_with_calls
     settle(rec)
     orphan = tmp_path / "z.status.yaml"
     orphan.write_bytes((tmp_path / "b.status.yaml").read_bytes().replace(b"name: b", b"name: z"))

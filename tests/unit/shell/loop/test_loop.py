@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from reconciler.shell.loop.runner import Reconciler
-from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import RUNNING, Capacity, RayRequestError, RayUnavailable
-from tests.support.clock import FakeClock
-from tests.support.world import World
+from tests.support.world import GIB, World
+
+pytestmark = pytest.mark.world(capacity=Capacity(4, 0, 16 * GIB))
 
 
 def spec(entrypoint: str = "echo hi", cpu: float = 1, **extra: object) -> str:
@@ -24,20 +23,12 @@ def spec(entrypoint: str = "echo hi", cpu: float = 1, **extra: object) -> str:
     return yaml.safe_dump(doc)
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> tuple[Reconciler, FakeRay, Path, FakeClock]:
-    tasks = tmp_path / "tasks"
-    tasks.mkdir()
-    w = World.build(tasks, Capacity(4, 0, 16 * 2**30), queue_id="q")
-    return w.reconciler, w.ray, w.tasks, w.clock
-
-
 def status(tasks: Path, name: str) -> dict[str, object]:
     return yaml.safe_load((tasks / f"{name}.status.yaml").read_text())["status"]
 
 
-def test_submission_id_is_on_disk_before_submit(world, monkeypatch) -> None:
-    rec, ray, tasks, _ = world
+def test_submission_id_is_on_disk_before_submit(world: World, monkeypatch) -> None:
+    rec, ray, tasks = world.reconciler, world.ray, world.tasks
     (tasks / "a.yaml").write_text(spec())
     seen_on_disk: list[object] = []
     real_submit = ray.submit
@@ -51,8 +42,8 @@ def test_submission_id_is_on_disk_before_submit(world, monkeypatch) -> None:
     assert seen_on_disk == [ray.submitted[0].submission_id]
 
 
-def test_unwritable_status_means_no_submit(world, monkeypatch) -> None:
-    rec, ray, tasks, _ = world
+def test_unwritable_status_means_no_submit(world: World, monkeypatch) -> None:
+    rec, ray, tasks = world.reconciler, world.ray, world.tasks
     (tasks / "a.yaml").write_text(spec())
 
     def fail(*args, **kwargs):
@@ -63,8 +54,8 @@ def test_unwritable_status_means_no_submit(world, monkeypatch) -> None:
     assert ray.submitted == []
 
 
-def test_refused_submission_fails_the_run_once(world) -> None:
-    rec, ray, tasks, _ = world
+def test_refused_submission_fails_the_run_once(world: World) -> None:
+    rec, ray, tasks = world.reconciler, world.ray, world.tasks
     (tasks / "a.yaml").write_text(spec())
     ray.fail_next("submit", RayRequestError("working_dir /nope does not exist"))
     rec.run_pass()
@@ -75,8 +66,8 @@ def test_refused_submission_fails_the_run_once(world) -> None:
     assert ray.calls["submit"] == 1  # a permanent error is not retried
 
 
-def test_ray_down_backs_off_and_recovers(world) -> None:
-    rec, ray, tasks, clock = world
+def test_ray_down_backs_off_and_recovers(world: World) -> None:
+    rec, ray, tasks, clock = world.reconciler, world.ray, world.tasks, world.clock
     (tasks / "a.yaml").write_text(spec())
     ray.available = False
     rec.run_pass()
@@ -90,8 +81,8 @@ def test_ray_down_backs_off_and_recovers(world) -> None:
     assert len(ray.submitted) == 1 and "conditions" not in status(tasks, "a")
 
 
-def test_missing_folder_stops_nothing(world) -> None:
-    rec, ray, tasks, clock = world
+def test_missing_folder_stops_nothing(world: World) -> None:
+    rec, ray, tasks, clock = world.reconciler, world.ray, world.tasks, world.clock
     (tasks / "a.yaml").write_text(spec())
     rec.run_pass()
     sid = ray.submitted[0].submission_id
@@ -105,8 +96,8 @@ def test_missing_folder_stops_nothing(world) -> None:
     assert rec.state.folder_error is not None
 
 
-def test_stop_failures_are_retried_next_pass(world) -> None:
-    rec, ray, tasks, clock = world
+def test_stop_failures_are_retried_next_pass(world: World) -> None:
+    rec, ray, tasks, clock = world.reconciler, world.ray, world.tasks, world.clock
     (tasks / "a.yaml").write_text(spec())
     rec.run_pass()
     sid = ray.submitted[0].submission_id
@@ -123,8 +114,8 @@ def test_stop_failures_are_retried_next_pass(world) -> None:
     assert not (tasks / "a.status.yaml").exists()
 
 
-def test_resource_history_has_one_line_per_change_or_heartbeat(world) -> None:
-    rec, _, tasks, clock = world
+def test_resource_history_has_one_line_per_change_or_heartbeat(world: World) -> None:
+    rec, tasks, clock = world.reconciler, world.tasks, world.clock
     (tasks / "a.yaml").write_text(spec())
     for _ in range(3):  # Starting, then unchanged twice: one line
         rec.run_pass()

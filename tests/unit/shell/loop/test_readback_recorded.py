@@ -15,7 +15,7 @@ from specs.cluster import PENDING, RUNNING, Capacity, RayJob
 from specs.settings.process import PlanOptions
 from tests.support.incremental_history import T0
 from tests.support.planner_world import GIB, task
-from tests.unit.shell.loop.test_readback_skipped import step, world  # noqa: F401 (a fixture)
+from tests.unit.shell.loop.test_readback_skipped import loop_with_plans, step  # noqa: F401 (a fixture)
 from tests.unit.shell.loop.test_skipped_passes import assert_changes_nothing, full_plan
 
 _OPTIONS = PlanOptions(queue_id="q")
@@ -61,8 +61,8 @@ def test_a_timeout_still_bounds_the_read_back() -> None:
     assert now < running.read_back_deadline <= now + 30
 
 
-def test_the_running_pass_read_back_is_skipped_in_the_loop(world) -> None:  # noqa: F811
-    rec, ray, clock, plans = world
+def test_the_running_pass_read_back_is_skipped_in_the_loop(loop_with_plans) -> None:  # noqa: F811
+    rec, ray, clock, plans = loop_with_plans
     assert step(rec, clock, plans) is not None  # the jobs listed PENDING
     assert step(rec, clock, plans) is None  # its read-back: skipped
     for sid in sorted(ray.jobs):

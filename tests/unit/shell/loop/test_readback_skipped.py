@@ -23,7 +23,7 @@ _PLAN = loop.incremental.plan_incremental
 
 
 @pytest.fixture
-def world(
+def loop_with_plans(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[Reconciler, FakeRay, FakeClock, list[Plan]]:
     rec, ray, clock = make(tmp_path)
@@ -49,8 +49,8 @@ def step(rec: Reconciler, clock: FakeClock, plans: list[Plan]) -> Plan | None:
     return plans[-1] if len(plans) > before else None
 
 
-def test_the_read_back_is_skipped_and_equals_a_full_read(world) -> None:
-    rec, ray, clock, plans = world
+def test_the_read_back_is_skipped_and_equals_a_full_read(loop_with_plans) -> None:
+    rec, ray, clock, plans = loop_with_plans
     moved = step(rec, clock, plans)  # Ray lists the jobs PENDING: the statuses move
     assert moved is not None and not moved.still and not moved.submits and moved.write_classes
     skipped = rec.skipped
@@ -73,16 +73,16 @@ def test_the_read_back_is_skipped_and_equals_a_full_read(world) -> None:
     assert_changes_nothing(full_plan(rec, ray, clock), rec)
 
 
-def test_a_change_in_ray_with_the_read_back_is_planned(world) -> None:
-    rec, ray, clock, plans = world
+def test_a_change_in_ray_with_the_read_back_is_planned(loop_with_plans) -> None:
+    rec, ray, clock, plans = loop_with_plans
     assert step(rec, clock, plans) is not None
     ray.set_status(sorted(ray.jobs)[0], RUNNING)
     running = step(rec, clock, plans)
     assert running is not None and running.write_classes
 
 
-def test_a_file_event_with_the_read_back_is_planned(world, tmp_path: Path) -> None:
-    rec, _ray, clock, plans = world
+def test_a_file_event_with_the_read_back_is_planned(loop_with_plans, tmp_path: Path) -> None:
+    rec, _ray, clock, plans = loop_with_plans
     assert step(rec, clock, plans) is not None
     assert rec._read_back is not None
     write_task(tmp_path, "e", "sleep 1", cpu=1)
@@ -90,16 +90,18 @@ def test_a_file_event_with_the_read_back_is_planned(world, tmp_path: Path) -> No
     assert step(rec, clock, plans) is not None
 
 
-def test_a_walk_with_the_read_back_is_planned(world) -> None:
-    rec, _ray, clock, plans = world
+def test_a_walk_with_the_read_back_is_planned(loop_with_plans) -> None:
+    rec, _ray, clock, plans = loop_with_plans
     assert step(rec, clock, plans) is not None
     assert rec._read_back is not None
     rec.events.lost()  # events may be lost: the next pass walks and rereads every sidecar
     assert step(rec, clock, plans) is not None
 
 
-def test_a_failed_write_leaves_no_read_back(world, monkeypatch: pytest.MonkeyPatch) -> None:
-    rec, _ray, clock, plans = world
+def test_a_failed_write_leaves_no_read_back(
+    loop_with_plans, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rec, _ray, clock, plans = loop_with_plans
 
     def refuse(*args: Any, **kwargs: Any) -> bool:
         raise OSError(28, "No space left on device")

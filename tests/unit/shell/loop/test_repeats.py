@@ -16,14 +16,9 @@ from specs.cluster import RUNNING, Capacity, RayUnavailable
 from specs.settings.process import Settings
 from specs.task.status import TaskStatus
 from specs.tenancy.policy import STOP_WAIT_ENV
-from tests.support.world import World
+from tests.support.world import GIB, World
 
-
-@pytest.fixture
-def world(tmp_path: Path) -> World:
-    tasks = tmp_path / "tasks"
-    tasks.mkdir()
-    return World.build(tasks, Capacity(4, 0, 16 * 2**30), queue_id="q")
+pytestmark = pytest.mark.world(capacity=Capacity(4, 0, 16 * GIB))
 
 
 def lines(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:

@@ -5,21 +5,13 @@ answers with not_found)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
 
-from specs.cluster import FAILED, META_TASK, Capacity
+from specs.cluster import FAILED, META_TASK
 from specs.task import arraystatus
 from tests.support.world import World
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> World:
-    tasks = tmp_path / "tasks"
-    tasks.mkdir()
-    return World.build(tasks, Capacity(8, 0, 64 * 2**30), queue_id="q")
 
 
 def _asked(world: World, monkeypatch: pytest.MonkeyPatch) -> list[str]:

@@ -20,28 +20,31 @@ from specs.folder import store as store_module
 from specs.folder.atomic import replace_file
 from tests.support.specs import task_yaml
 from tests.support.waiting import wait_until
-from tests.support.world import World
-
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify: Linux")
+from tests.support.world import GIB, World
 
 SETTLE = 30.0  # on the world's fake clock, which these tests never move past it
 
+pytestmark = [
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify: Linux"),
+    pytest.mark.world(
+        capacity=Capacity(4, 0, 16 * GIB), queue_id="q-test", settle_seconds=SETTLE, tick=0.0
+    ),
+]
+
 
 @pytest.fixture
-def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+def world(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    """The shared world with a watcher on its folder, armed, and the walk after arming done."""
     # A write and a rename in the same clock tick leave ctime == mtime: file times say
     # nothing, as here for every file.
     monkeypatch.setattr(store_module, "_is_whole", lambda key, after: False)
-    tasks = tmp_path / "tasks"
-    tasks.mkdir()
-    w = World.build(tasks, Capacity(4, 0, 16 * 2**30), settle_seconds=SETTLE, tick=0.0)
-    w.reconciler.run_pass()  # the first walk: the folder is empty, nothing is held
+    world.reconciler.run_pass()  # the first walk: the folder is empty, nothing is held
     stop = threading.Event()
-    watcher = Watcher(tasks, w.reconciler.wake, stop, w.reconciler.events)
+    watcher = Watcher(world.tasks, world.reconciler.wake, stop, world.reconciler.events)
     watcher.start()
-    wait_until(lambda: w.reconciler.events.is_armed, "the watcher to arm")
-    w.reconciler.run_pass()  # the walk after arming
-    yield w
+    wait_until(lambda: world.reconciler.events.is_armed, "the watcher to arm")
+    world.reconciler.run_pass()  # the walk after arming
+    yield world
     stop.set()
     watcher.join(5)
 
