@@ -1,5 +1,5 @@
 """serve's first pass begins once the watcher is armed, so the pass after it reads only what
-events name instead of walking the whole folder again (issue 27: sidecars after a start)."""
+events name instead of walking the whole folder again (the sidecars the first pass wrote)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """serve's first pass runs with no automatic collection and freezes what it built after it
-(reconciler/app/runtime.first_pass_gc; issue 27, the 50,000-spec cold start). Only that pass,
+(reconciler/app/runtime.first_pass_gc: a large folder's cold start). Only that pass,
 only in serve: a loop a test builds keeps the GC as it is."""
 
 from __future__ import annotations

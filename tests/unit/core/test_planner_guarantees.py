@@ -1,4 +1,4 @@
-"""The quota and preemption guarantees of issue 25, each as a small hand-made case against the
+"""The quota and preemption guarantees, each as a small hand-made case against the
 planner: a task that can never start blocks nobody; preemption never cascades nor takes more
 than the heads it serves need; backfill estimates from what can free the queue's quota; work
 above a queue's nominal quota is always reclaimable."""

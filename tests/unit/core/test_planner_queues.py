@@ -38,7 +38,7 @@ def plan_world(specs: dict[str, tuple[int, float]], config: str | None = CONFIG,
     )
 
 
-def test_without_a_config_statuses_are_exactly_as_before() -> None:
+def test_without_a_config_statuses_are_exactly_those_of_one_queue() -> None:
     specs = {f"team-a/t{i}": (0, 2) for i in range(6)} | {"hello": (5, 1)}
     plain, configured = PlanWorld({n: task(*v) for n, v in specs.items()}), plan_world(specs, None)
     plain.capacity = configured.capacity

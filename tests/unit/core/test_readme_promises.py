@@ -1,4 +1,4 @@
-"""README promises that had no test of their own (the docs audit of session 9): each test here
+"""README promises that no other test covers: each test here
 fails if its sentence stops holding.
 
 - "With no `timeoutSeconds` anywhere this [backfill] is exactly the old service's strict order."

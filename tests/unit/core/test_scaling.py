@@ -1,4 +1,4 @@
-"""Autoscaling in the planner (issue 26): the ceiling, the demand and its request, the
+"""Autoscaling in the planner: the ceiling, the demand and its request, the
 statuses while nodes come, and backfill and preemption on a growing cluster."""
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ def test_a_preemptor_the_new_nodes_will_serve_waits_for_them() -> None:
     assert w.status("urgent").reason == Reason.WAITING_FOR_SCALE_UP
 
 
-def test_a_preemptor_the_ceiling_cannot_serve_preempts_as_before() -> None:
+def test_a_preemptor_the_ceiling_cannot_serve_preempts_as_on_a_fixed_cluster() -> None:
     full = Scaling(Capacity(4, 0, 16 * GIB))  # at its ceiling already
     w = plan_world(scaling=full)
     w.options = PREEMPT

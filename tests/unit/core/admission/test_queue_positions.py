@@ -1,4 +1,4 @@
-"""Queue positions without rewriting the world (issue 27): exact for the first
+"""Queue positions without rewriting every sidecar: exact for the first
 `exact_queue_positions` of a queue, a bucket beyond, so a start at the head leaves the far
 sidecars as they are."""
 

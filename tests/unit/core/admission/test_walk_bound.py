@@ -1,6 +1,6 @@
-"""Admission's walk is bounded (issue 27, Slurm's bf_max_job_test): backfill and besteffort
+"""Admission's walk is bounded (as Slurm's bf_max_job_test): backfill and besteffort
 test at most `backfill_candidates` tasks past the first that cannot start; the rest wait
-NotConsidered, counted in the Summary. Strict stops at its first misfit as before."""
+NotConsidered, counted in the Summary. Strict stops at its first misfit."""
 
 from __future__ import annotations
 

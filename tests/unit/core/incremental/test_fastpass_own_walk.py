@@ -1,4 +1,4 @@
-"""Issue 27 against issue 30's eighth pass: with team queues and a full cluster, the
+"""The fast pass and the least-served queue's own walk: with team queues and a full cluster, the
 least-served queue's own walk past its blocked head (`fairshare._own_first`) must not make the
 fast pass grow that queue's head and walk the queues again and again. Its tests are handed over
 (`FairAdmission.unread`) and run on the tasks past the head; the plan is the full planner's."""

@@ -1,9 +1,8 @@
-"""The fast pass reuses the last walk over the queue's head when nothing the walk reads has
-changed (reconciler.core.incremental.frontadmission.walk_head): a busy queue's passes that only
-move an
-active task's status (its job PENDING, then RUNNING) give the same answer as the pass before,
-and the full `plan()` agrees in every field at every pass (History's check). The sequence
-property (tests/unit/core/incremental/test_sequences.py) plays random histories with it on."""
+"""The fast pass reuses the last walk over the queue's head when nothing the walk reads has changed
+(reconciler.core.incremental.frontadmission.walk_head): a busy queue's passes that only move an
+active task's status (its job PENDING, then RUNNING) give the same answer as the pass before, and
+the full `plan()` agrees in every field at every pass (History's check). The sequence property
+(tests/unit/core/incremental/test_sequences.py) plays random histories with it on."""
 
 from __future__ import annotations
 

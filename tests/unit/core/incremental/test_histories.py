@@ -49,7 +49,7 @@ TEAMS = ("team-a", "team-b", "team-c", "team-d")
 
 @st.composite
 def team_queues(draw: st.DrawFn) -> tuple[QueueConfig, QueueUsage | None]:
-    """Several team queues (issue 27): quotas, weights, borrowing limits, maxRunning, the
+    """Several team queues: quotas, weights, borrowing limits, maxRunning, the
     fair-sharing mode; and each queue's decayed past use, when it counts."""
     count = draw(st.integers(2, 4))
     lines = ["apiVersion: rayqueue/v1", "kind: QueueConfig", "spec:"]
@@ -77,7 +77,7 @@ def team_queues(draw: st.DrawFn) -> tuple[QueueConfig, QueueUsage | None]:
 
 
 RETRY = {"limit": 2, "backoffSeconds": 7, "on": ["Failed", "TimedOut", "Lost"]}
-# What the cluster may grow to (issue 26): none, 2-CPU nodes up to 8 CPU, the same with a
+# What the cluster may grow to: none, 2-CPU nodes up to 8 CPU, the same with a
 # node pending and a failure, or a bare configured ceiling.
 SMALL = NodeType("small", Capacity(2, 0, 8 * GIB), max_count=3)
 SCALINGS = (
@@ -176,9 +176,9 @@ def options_of(draw: st.DrawFn) -> PlanOptions:
         ray_history_retention_seconds=draw(st.sampled_from([None, 30.0])),
         max_stops_per_pass=draw(st.sampled_from([0, 1])),
         scale_up_timeout_seconds=draw(st.sampled_from([30.0, 600.0])),
-        # 1 and 2: most waiting tasks sit beyond the exact places, in buckets (issue 27).
+        # 1 and 2: most waiting tasks sit beyond the exact places, in buckets.
         exact_queue_positions=draw(st.sampled_from([1, 2, 100])),
-        # 0 and 1: admission's walk stops early, the rest wait NotConsidered (issue 27).
+        # 0 and 1: admission's walk stops early, the rest wait NotConsidered.
         backfill_candidates=draw(st.sampled_from([0, 1, 500])),
     )
 

@@ -1,8 +1,7 @@
 """A waiting task's result carried over to the status the loop wrote
-(reconciler.core.incremental.ownwrites,
-issue 27): wherever `carried` answers, its answer is `reconcile_task` of that status; and the
-incremental planner uses it, so a pass after the loop wrote the last plan's statuses (a cold
-start's first sidecars) reconciles none of the tasks that only wait."""
+(reconciler.core.incremental.ownwrites): wherever `carried` answers, its answer is `reconcile_task`
+of that status; and the incremental planner uses it, so a pass after the loop wrote the last plan's
+statuses (a cold start's first sidecars) reconciles none of the tasks that only wait."""
 
 from __future__ import annotations
 
@@ -122,8 +121,8 @@ def test_a_first_sight_result_is_carried_to_the_status_it_wrote() -> None:
     assert again is not None
     assert again == planner.reconcile_task(env, spec, status, T0 + 60)
     assert again.valid_until == float("inf")
-    # Its place is the one it was enqueued with: the very waiter is handed on (session 6,
-    # firstpass: a start carries 10,000 of them); a moved queuedAt builds a new one.
+    # Its place is the one it was enqueued with: the very waiter is handed on (a cold start
+    # carries one per waiting task); a moved queuedAt builds a new one.
     assert again.waiter is first.waiter
     moved = status.model_copy(
         update={"status": status.status.model_copy(update={"queued_at": at.replace(year=2000)})}

@@ -1,4 +1,4 @@
-"""The incremental planner equals `plan()` on long random sequences over many tasks (issue 27).
+"""The incremental planner equals `plan()` on long random sequences over many tasks.
 
 Where tests/unit/core/incremental/test_histories.py plays histories over six names, this plays
 sequences over 20 to 200 tasks spread over the default queue and team folders (a nested one
@@ -201,7 +201,7 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
 def options_of(draw: st.DrawFn) -> PlanOptions:
     extra: dict[str, Any] = {}
     if "backfill_candidates" in {f.name for f in dataclasses.fields(PlanOptions)}:
-        # The bound on candidates tried past the first misfit (issue 27), where it exists.
+        # The bound on candidates tried past the first misfit, where it exists.
         extra["backfill_candidates"] = draw(st.sampled_from([0, 1, 2, 5, 500]))
     return PlanOptions(
         queue_id="q",
@@ -620,8 +620,8 @@ def test_the_loops_own_writes_are_carried_and_every_pass_equals_plan(
     # (With NESTED_PLAIN on 4 CPUs the default queue's nominal is 0: misc/t740, preemptible:
     # false, can never start there, and such a task is handed to admission every pass, never
     # carried: one fewer in each of the 8 passes.)
-    # 49 since issue 30's eighth pass: the least-served backfill queue with a blocked head may
-    # start a task past it, so a queue given only its head is handed back whole more often
+    # The least-served backfill queue with a blocked head may start a task past it, so a
+    # queue given only its head is handed back whole more often.
     assert world.carried >= 45  # 48 with both
 
 
@@ -668,8 +668,8 @@ def test_unmoved_team_queues_are_handed_back_as_they_were(
         for names in handed:
             assert all(result.statuses[n] is before[n] for n in names)
         reused += bool(handed)
-    # 19 or more again since issue 27's fairfast (4 with the teams case on 23bdde1, where the
-    # least-served queue's own walk past its head made the fast pass grow that head)
+    # Well above 5 (a fast pass that grew the least-served queue's head for its own walk past
+    # it would hand back few)
     assert reused > 5, reused
 
 

@@ -130,8 +130,8 @@ def test_preemptible_false_is_never_a_victim() -> None:
 
 def test_a_head_with_preemptible_false_never_preempts_by_share() -> None:
     # In pure sharing all a queue holds is borrowed, and a preemptible: false task never
-    # borrows: it can never start on what it frees. It used to stop two of team-b's runs in
-    # every pass its last victims were gone, and never start.
+    # borrows: it can never start on what it frees. It must not stop team-b's runs in every
+    # pass its last victims are gone, and never start.
     w = b_fills()
     w.specs["team-a/x"] = task(0, 2, preemptible=False)
     for _ in range(3):
@@ -432,9 +432,9 @@ def test_fair_preemption_never_takes_the_room_held_for_a_less_served_head() -> N
 
 
 def test_fair_preemption_past_a_hold_only_where_admission_would_let_it() -> None:
-    # A head that only ends before the held head's reserved start no longer passes the hold in
-    # admission (issue 30, eighth pass: only what fits beside the held head does), so it does
-    # not preempt past it either.
+    # A head that only ends before the held head's reserved start does not pass the hold in
+    # admission (only what fits beside the held head does), so it does not preempt past it
+    # either.
     w = _held_for_a_wide_head(c_timeout=600)
     p = w.step()
     assert p.preemptions == [] and p.stops == []

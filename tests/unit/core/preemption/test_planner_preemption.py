@@ -197,7 +197,7 @@ def test_grace_period_goes_to_ray_in_the_runtime_env() -> None:
     )
     p = w.step()
     envs = {s.task: s.request.runtime_env for s in p.submits}
-    run = {RUN_ENV: "1"}  # every run is told its number (issue 25)
+    run = {RUN_ENV: "1"}  # every run is told its number
     assert envs["a"] == {"env_vars": {"X": "1", **run, STOP_WAIT_ENV: "13"}}  # whole seconds
     assert envs["b"] == {"env_vars": {**run, STOP_WAIT_ENV: "13"}}
     off = PlanWorld({"a": task(0, 1)}).step()

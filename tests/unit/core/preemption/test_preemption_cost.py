@@ -1,4 +1,4 @@
-"""Preemption cheap enough to leave on (issue 25): victims by the work they would lose, the
+"""Preemption cheap enough to leave on: victims by the work they would lose, the
 per-task cap on by default (3, per queue), `spec.resumable`, and the run's environment
 (RAYQUEUE_RUN, RAYQUEUE_PREEMPTED)."""
 
@@ -106,7 +106,7 @@ def test_size_is_the_dominant_share_of_the_cluster(
 
 def test_a_pass_prefers_the_victim_that_loses_least_work() -> None:
     # On the 4-CPU cluster: `wide` (2 CPU) has run 200 s, `narrow` (1 CPU) 300 s. One CPU is
-    # missing: the old order (shortest run) took `wide`; by lost work, `narrow` goes (75 < 100).
+    # missing: the shortest run would be `wide`; by lost work, `narrow` goes (75 < 100).
     w = Cluster({"narrow": task(0, 1), "filler": task(5, 1)}, options=ON)
     w.step()
     w.run_all()
@@ -184,7 +184,7 @@ def test_by_default_a_task_preempted_3_times_runs_to_the_end() -> None:
     p = w.step()
     assert p.preemptions == [] and p.stops == []  # it waits: every run is exempt
     w = filled(urgent=task(9, 1))
-    w.options = replace(ON, preemption_max_per_task=0)  # 0: no cap, as before
+    w.options = replace(ON, preemption_max_per_task=0)  # 0: no cap
     _preempted(w, "low0", 3)
     assert [p.victims for p in w.step().preemptions] == [("low0",)]
 

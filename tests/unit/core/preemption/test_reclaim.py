@@ -269,7 +269,7 @@ def test_runs_still_stopping_for_a_started_preemptor_are_not_borrowed_usage() ->
 
 
 def test_min_runtime_of_a_queue_protects_its_runs_within_it_not_from_reclaim() -> None:
-    # Issue 25: work above nominal is always reclaimable, however young (see
+    # Work above nominal is always reclaimable, however young (see
     # tests/unit/core/test_planner_guarantees.py); minRuntimeSeconds still guards against the
     # own queue.
     w = borrowed_world("", b="minRuntimeSeconds: 3600, withinQueue: LowerPriority", age=600)
@@ -364,7 +364,7 @@ def test_grace_per_queue_reaches_ray() -> None:
         ),
     )
     envs = {s.task: s.request.runtime_env for s in w.step().submits}
-    run = {RUN_ENV: "1"}  # every run is told its number (issue 25)
+    run = {RUN_ENV: "1"}  # every run is told its number
     assert envs["team-a/x"] == {"env_vars": {**run, STOP_WAIT_ENV: "7"}}
     assert envs["team-b/y"] == {"env_vars": run}  # nothing can preempt team-b: Ray's default
     assert envs["loose"] == {"env_vars": run}
@@ -510,7 +510,7 @@ def _check_pass(w: Cluster, within: str, reclaim: str, min_preemptor: int) -> No
                     assert priority[victim] < priority[me]
                 assert usage[theirs] > NOMINAL[theirs] + 1e-9, "reclaimed from a lender"
                 # the reclaimer stays within its nominal quota, counting its own victims
-                # and the room promised to preemptors of its queue it overtakes (issue 25):
+                # and the room promised to preemptors of its queue it overtakes:
                 # no reclaim back
                 held = start[mine] - taken[mine] - freed_own - handed(me)
                 assert held + need <= NOMINAL[mine] + 1e-9

@@ -1,4 +1,4 @@
-"""Fair-share preemption in a tree of queues (issue 30, session 9): a preemptor in a sub-queue
+"""Fair-share preemption in a tree of queues: a preemptor in a sub-queue
 may stop a run of another sub-queue when, where their branches meet, its side's weighted share
 with it running is at most the victim's side's after the stop (`LessThanOrEqualToFinalShare`
 at that node); between the users of one team the users are compared, between users of two

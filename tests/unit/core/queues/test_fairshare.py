@@ -90,7 +90,7 @@ CASES = [
         {"a": 0, "b": 0},  # 2 free; b's head is within b's nominal, so a must not take them
     ),
     (
-        # The simulator's team returning after idling (issue 11): its head is wider than its
+        # The simulator's team returning after idling: its head is wider than its
         # whole nominal, so it cannot be guaranteed and its unused quota stays lendable; a
         # smaller task behind it that fits its nominal still goes before any borrower.
         "a head wider than its nominal does not stop lending",
@@ -440,7 +440,7 @@ def test_the_least_served_queue_backfills_its_own_tasks_past_its_blocked_head(
     # its quota view, lets none of its later tasks past a/wide. The least-served queue judges
     # them against the room held for a/wide across queues instead (EASY backfill): one that
     # ends before t=100 or fits beside a/wide then starts; one that would push a/wide back
-    # does not (it did before session 15).
+    # does not.
     running = [fairshare.Claim(cpu(4), 100.0), fairshare.Claim(cpu(6), None)]
     b_task = task("b/more", cpu(3)) if least_served else task("b/wide", cpu(8))
     queues = [
@@ -460,7 +460,7 @@ def test_the_least_served_queue_backfills_its_own_tasks_past_its_blocked_head(
         # b, ahead in share and without a timeout, may not take what a/wide waits for
         assert result.waiting["b/more"].reason == "WaitingBehindReservation"
     else:
-        # a is ahead: its head's own reservation within the queue stands, as before
+        # a is ahead: its head's own reservation within the queue stands
         assert result.start == []
     if not result.start:
         assert name in result.waiting
@@ -471,9 +471,9 @@ def test_backfill_hold_lets_a_borrower_past_only_beside_the_head(
     extra: int, b_starts: bool
 ) -> None:
     # of b's 10 CPUs, 2 are free again by t=100 (then a/wide fits, with `extra` to spare); 8
-    # never. b/short would end (by its timeout) before t=100: that no longer lets it past the
-    # room held for a/wide (issue 30, eighth pass: timeouts are late, a's head was pushed
-    # back); it passes only if it fits beside a/wide at its reserved start.
+    # never. b/short would end (by its timeout) before t=100: that does not let it past the
+    # room held for a/wide (timeouts are late, and a's head would be pushed back); it passes
+    # only if it fits beside a/wide at its reserved start.
     running = [fairshare.Claim(cpu(2), 100.0), fairshare.Claim(cpu(8), None)]
     queues = [
         Q("a", cpu(4), [task("a/wide", cpu(8 - extra))], policy="backfill"),

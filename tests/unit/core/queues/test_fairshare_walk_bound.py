@@ -1,4 +1,4 @@
-"""The walk's bound inside fair share (issue 27): with team queues, each queue's backfill or
+"""The walk's bound inside fair share: with team queues, each queue's backfill or
 besteffort walk tests at most `backfill_candidates` of its tasks past its first that cannot
 start; the rest wait NotConsidered, and each queue reports where its walk ended."""
 

@@ -1,4 +1,4 @@
-"""Nested queues (issue 30): a queue divided into sub-queues by its folders. Sub-queues borrow
+"""Nested queues: a queue divided into sub-queues by its folders. Sub-queues borrow
 from their siblings first, then through their parent; none ever exceeds what its parent may take."""
 
 from __future__ import annotations

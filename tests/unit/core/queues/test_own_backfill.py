@@ -1,8 +1,8 @@
-"""The least-served queue's own later tasks never push its blocked head back (issue 30,
-session 15): under backfill with team queues, when the queue with the lowest share starts one
-of its own tasks past its head (`fairshare._own_first`), the head's reserved start, with
-every running claim held to its declared bound, is no later than it was before that start:
-the task fits beside the head (now or at that start) or ends, by its timeout, before it."""
+"""The least-served queue's own later tasks never push its blocked head back: under backfill with
+team queues, when the queue with the lowest share starts one of its own tasks past its head
+(`fairshare._own_first`), the head's reserved start, with every running claim held to its declared
+bound, is no later than it was before that start: the task fits beside the head (now or at that
+start) or ends, by its timeout, before it."""
 
 from __future__ import annotations
 

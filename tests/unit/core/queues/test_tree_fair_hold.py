@@ -1,5 +1,5 @@
-"""The eighth pass's rule (issue 30, docs/fairshare-history.md "Eighth pass") on nested queues: a
-tree of 2 teams x 2 users, pure sharing (no nominal quotas; the default queue lends the
+"""The fair-sharing hold (docs/scheduling.md, "Team queues and fair sharing") on nested
+queues: a tree of 2 teams x 2 users, pure sharing (no nominal quotas; the default queue lends the
 cluster), backfill. (1) the least-served queue whose head cannot start starts its own smaller
 task past it, and (2) the others pass the room held for that head only with what fits beside
 it: at each level (between teams, and between the users of a team), and across teams."""
@@ -88,7 +88,7 @@ def test_the_least_served_users_own_smaller_task_backfills_past_its_blocked_head
         assert waiting.reason == "WaitingBehindReservation"
         assert "kept for team-a/x/wide" in waiting.message
     else:
-        # team-a is ahead: its user's own reservation within its queue stands, as before
+        # team-a is ahead: its user's own reservation within its queue stands
         assert result.start == []
 
 
@@ -125,8 +125,8 @@ def test_a_user_of_another_team_passes_the_held_room_only_beside_the_head(
     extra: int, b_starts: bool
 ) -> None:
     # (2) across parents: team-a/x's wide head is held; team-b/y (its team's least served)
-    # has a short task that ends, by its timeout, before the reserved start: that no longer
-    # lets it past (eighth pass); it passes only if it fits beside the head at its start.
+    # has a short task that ends, by its timeout, before the reserved start: that does not
+    # let it past; it passes only if it fits beside the head at its start.
     running = [Claim(cpu(2), 100.0), Claim(cpu(8), None)]
     demands = tree(
         {

@@ -1,4 +1,4 @@
-"""Fair share over time (issue 30): decayed usage, the share it gives, and where it is kept."""
+"""Fair share over time: decayed usage, the share it gives, and where it is kept."""
 
 from __future__ import annotations
 
@@ -123,9 +123,10 @@ def test_current_usage_mode_ignores_the_past() -> None:
 
 
 def test_a_wide_head_of_the_least_served_queue_goes_before_a_narrow_pick() -> None:
-    """Issue 30's Lublin run: counting the pick, a queue using nothing whose head is wide
-    (8 of 8 free CPUs: share 0.5) lost to a queue already using 2 whose pick is 1 CPU (share
-    3/16), every time, so the wide team starved. The least-served queue goes first."""
+    """Counting the pick, a queue using nothing whose head is wide (8 of 8 free CPUs: share
+    0.5) would lose to a queue already using 2 whose pick is 1 CPU (share 3/16), every time,
+    and the wide team would starve (as on the Lublin trace). The least-served queue goes
+    first."""
 
     def demand(name: str, held: float, size: float) -> QueueDemand:
         quota = QueueQuota(name, Capacity(), NO_LIMIT, NO_LIMIT, 1.0)
@@ -253,10 +254,9 @@ def test_the_planner_counts_the_bias_corrected_mean_when_it_knows_since_when() -
 
 
 def test_among_equal_shares_the_longest_waiting_head_goes_first() -> None:
-    """Issue 30, no decay: every queue with nothing running has share 0; the tie went to the
-    narrowest pick (the share counting it), then the name, so a queue whose head was wide
-    lost every tie (team-1: 0.019 of the contended CPU-hours). The head first in the cluster's
-    order (priority, queuedAt) goes first."""
+    """No decay: every queue with nothing running has share 0; a tie given to the narrowest
+    pick (the share counting it), then the name, would make a queue whose head is wide lose
+    every tie. The head first in the cluster's order (priority, queuedAt) goes first."""
     lender = QueueDemand(QueueQuota("default", cpu(16)), Capacity(), [], POLICIES["strict"])
 
     def demand(name: str, size: float) -> QueueDemand:
@@ -427,7 +427,7 @@ def test_limits_are_checked() -> None:
 def test_between_sub_queues_the_next_start_goes_to_the_lowest_weighted_decayed_share(
     case: tuple[list[QueueDemand], Capacity, dict[str, int]],
 ) -> None:
-    # The same arrivals as sub-queues of one queue `p` (nested queues, issue 30), which holds
+    # The same arrivals as sub-queues of one queue `p` (nested queues), which holds
     # no quota of its own: the same formula orders the siblings.
     flat, free, flat_order = case
     order = {f"p/{name}": place for name, place in flat_order.items()}

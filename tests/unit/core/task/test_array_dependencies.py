@@ -1,4 +1,4 @@
-"""Issue 28, dependencies: an array is met when all its elements are, one element may be named
+"""Task arrays' dependencies: an array is met when all its elements are, one element may be named
 (`sweep[3]`), and names resolve in the dependent's folder first (`/name`: from the top)."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def test_names_resolve_in_the_dependents_folder_first() -> None:
     assert _gate(views, "team-b/train", "prepare") is Reason.DEPENDENCIES_MET  # its own folder
     assert _gate(views, "team-b/train", "/prepare") is Reason.DEPENDENCY_FAILED  # the top one
     assert _gate(views, "team-c/train", "prepare") is Reason.DEPENDENCY_FAILED  # falls back
-    assert _gate(views, "train", "team-b/prepare") is Reason.DEPENDENCIES_MET  # as before
+    assert _gate(views, "train", "team-b/prepare") is Reason.DEPENDENCIES_MET
     assert _gate(views, "team-c/x", "nothing") is Reason.DEPENDENCY_MISSING
 
 
@@ -89,7 +89,7 @@ def test_a_pipeline_copied_into_a_team_folder_runs_there(world: World) -> None:
     assert set(_jobs(world)) == {"team-b/prepare"}
     world.ray.set_status(_jobs(world)["team-b/prepare"], SUCCEEDED)
     world.step(2)
-    assert "team-b/train" in _jobs(world)  # it used to wait for a top-level prepare for ever
+    assert "team-b/train" in _jobs(world)  # not a top-level prepare
 
 
 def test_a_task_waits_for_every_element_of_an_array(world: World) -> None:

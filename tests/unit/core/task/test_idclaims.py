@@ -1,4 +1,4 @@
-"""Id squatting through files (issue 23): an explicit submissionId another task has used, or
+"""Id squatting through files: an explicit submissionId another task has used, or
 also claims, makes the spec Invalid; the task that has used it keeps it and is never stopped."""
 
 from __future__ import annotations

@@ -202,7 +202,7 @@ def test_preemption_queues_a_new_run_in_the_old_place_and_is_no_failure() -> Non
 @pytest.mark.parametrize("phase", list(Phase))
 def test_the_state_read_back_for_every_phase_and_reason(phase: Phase) -> None:
     """`state_of` decides a Queued status by identity and `in_cycle` reads its two fields
-    directly (session 6, firstpass: both are asked several times per task per full pass):
+    directly (both are asked several times per task per full pass):
     the same answers as the rule, for every reason, as a member or as the file's word."""
     reasons: list[str | None] = [None, *Reason, *(r.value for r in Reason)]
     for reason in reasons:

@@ -1,6 +1,6 @@
-"""The planner's cold-start path (issue 27): a waiting task's reconcile in one go
+"""The planner's cold-start path: a waiting task's reconcile in one go
 (`reconcile.plain_wait`) and its place written in one go (`lifecycle.queue` from a Queued
-state) give exactly what the step-by-step path gave: the one task's result wherever
+state) give exactly what the step-by-step path gives: the one task's result wherever
 `plain_wait` answers, and the whole plan (every status field, submits, stops, events, the
 deadline) of random folders of tasks, statuses, Ray jobs and queues."""
 
@@ -187,7 +187,7 @@ def folders(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(folder=folders())
-def test_the_cold_start_path_plans_what_the_steps_planned(folder: dict[str, Any]) -> None:
+def test_the_cold_start_path_plans_what_the_steps_plan(folder: dict[str, Any]) -> None:
     specs, statuses = folder["specs"], folder["statuses"]
     observed, now, options = folder["observed"], folder["now"], folder["options"]
     queues = folder["queues"]

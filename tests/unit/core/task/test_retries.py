@@ -100,7 +100,7 @@ FAILED_1 = RunEnd("Failed", exit_code=1)
         (DEFAULTS, RunEnd("Lost"), 0, Verdict.RETRY, 10, 1),
         (DEFAULTS, RunEnd("Lost"), 3, Verdict.EXHAUSTED, 0, 3),
         # maxLostRestarts: N, the deprecated spelling: N immediate, counted re-queues of lost
-        # runs (also after an outage, as before), and nothing else.
+        # runs (also after an outage), and nothing else.
         (lost_only(1), RunEnd("Lost", cause=Cause.OUTAGE), 0, Verdict.RETRY, 0, 1),
         (lost_only(1), RunEnd("Lost", cause=Cause.OUTAGE), 1, Verdict.EXHAUSTED, 0, 1),
         (lost_only(1), FAILED_1, 0, Verdict.FINAL, 0, 0),

@@ -1,4 +1,4 @@
-"""Issue 28 through the loop, with the fake Ray and a real folder: elements run as tasks of
+"""Task arrays through the loop, with the fake Ray and a real folder: elements run as tasks of
 their own, maxParallel caps them as a group, and one sidecar holds them all."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 28, crash safety with the fake Ray: the loop dies at every crash point of a pass while
+"""Task arrays' crash safety with the fake Ray: the loop dies at every crash point of a pass while
 an array runs (and is then deleted), a new loop over the same folder and Ray takes over, and
 still every element runs exactly once and every run is stopped when the file goes."""
 

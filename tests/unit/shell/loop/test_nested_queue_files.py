@@ -1,4 +1,4 @@
-"""Nested queues on disk (issue 30): `team-a/_queues.yaml` divides team-a; a bad one names its
+"""Nested queues on disk: `team-a/_queues.yaml` divides team-a; a bad one names its
 file, line and field, and the last good configuration stays in force."""
 
 from __future__ import annotations

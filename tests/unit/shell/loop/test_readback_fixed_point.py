@@ -1,9 +1,8 @@
-"""The planner is a fixed point of its own output (issue 27, the real head's steady state).
+"""The planner is a fixed point of its own output (a busy queue's steady state).
 
 A pass whose plan only moves statuses (no submit, stop, time-out, preemption, deletion or log
-fetch) is followed, in the loop, by a pass that reads back what it wrote. On the real head
-that read-back was a planned pass of its own, twice per job (after Ray's PENDING and after
-RUNNING), and it always planned nothing. The loop now skips it without calling the planner
+fetch) is followed, in the loop, by a pass that reads back what it wrote, twice per job (after
+Ray's PENDING and after RUNNING). The loop skips that read-back without calling the planner
 (reconciler/shell/loop/readback.py), on the claim checked here: with the same specs, the same
 answer from Ray and the statuses that plan gave written, the full planner changes nothing
 (still, every status the very one written) at any instant from that pass's `now` up to its

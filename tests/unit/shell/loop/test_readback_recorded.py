@@ -1,8 +1,8 @@
 """The pass that sees a job RUNNING records the run's start at its own `now`: that pins its plan
 to its instant (the same inputs a moment later would record another time), but not the pass
 that reads the start back, which reads no clock for it (TaskStep.recorded,
-Plan.read_back_deadline). On the busy real head that read-back was a planned pass per job;
-the loop now skips it as it skips the PENDING pass's (reconciler/shell/loop/readback.py)."""
+Plan.read_back_deadline). The loop skips that read-back as it skips the PENDING pass's
+(reconciler/shell/loop/readback.py)."""
 
 from __future__ import annotations
 

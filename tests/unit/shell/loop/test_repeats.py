@@ -1,4 +1,4 @@
-"""One stop per run, one log line per condition, and a log of what was done (issue 27): the
+"""One stop per run, one log line per condition, and a log of what was done: the
 loop with the fake Ray adapter and a real folder, counting log records."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The planner's write classes (`Plan.write_classes`, carried out by `writes.split`) sort every
-changed status as the shell's former `classify` did, which re-derived them from the plan's
-actions and field diffs; it is kept here, verbatim, as the oracle."""
+changed status as `classify` below does, re-deriving them from the plan's actions and field
+diffs: the oracle."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from tests.unit.core.incremental.test_histories import NAMES, QUEUES, History, o
 _POSITION_FIELDS = frozenset({"queue_position", "message", "estimated_start_at"})
 
 
-def old_classify(
+def classify(
     plan: Plan, before: Mapping[str, TaskStatus], edited: AbstractSet[str] = frozenset()
 ) -> writes.WriteClasses:
     acting = {s.task for s in plan.submits}
@@ -38,16 +38,16 @@ def old_classify(
         old = before.get(name)
         if old is status:
             continue
-        if name in acting or old_records_a_run(old, status):
+        if name in acting or records_a_run(old, status):
             durable.add(name)
-        elif name not in edited and old_deferrable(old, status):
+        elif name not in edited and deferrable(old, status):
             deferred.add(name)
         else:
             prompt.add(name)
     return writes.WriteClasses(frozenset(durable), frozenset(prompt), frozenset(deferred))
 
 
-def old_records_a_run(old: TaskStatus | None, new: TaskStatus) -> bool:
+def records_a_run(old: TaskStatus | None, new: TaskStatus) -> bool:
     body = new.status
     if old is None:
         return body.submission_id is not None or body.phase.finished
@@ -63,7 +63,7 @@ def old_records_a_run(old: TaskStatus | None, new: TaskStatus) -> bool:
     )
 
 
-def old_deferrable(old: TaskStatus | None, new: TaskStatus) -> bool:
+def deferrable(old: TaskStatus | None, new: TaskStatus) -> bool:
     if new.status.phase is not Phase.QUEUED:
         return False
     if old is None:
@@ -95,7 +95,7 @@ def _without_position(body: TaskStatusBody) -> dict[str, object]:
         max_size=60,
     ),
 )
-def test_write_classes_equal_the_old_classify_on_random_histories(
+def test_write_classes_equal_classify_on_random_histories(
     options: PlanOptions,
     with_queues: bool,
     history: list[tuple[tuple[Any, ...], set[str], set[str]]],
@@ -109,7 +109,7 @@ def test_write_classes_equal_the_old_classify_on_random_histories(
         before = dict(world.statuses)
         plan = world.run_pass()
         new = writes.split(plan, edited)
-        assert new == old_classify(plan, before, edited), step
+        assert new == classify(plan, before, edited), step
         # Every changed status has a class, and no unchanged one does.
         changed = {n for n, s in plan.statuses.items() if before.get(n) is not s}
         assert set(plan.write_classes) == changed

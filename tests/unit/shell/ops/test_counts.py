@@ -131,7 +131,7 @@ def test_a_stale_tally_counts_everything_at_its_next_update() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(step, st.booleans()), min_size=1, max_size=30))
 def test_equal_keys_are_kept_as_one_object(passes: list[tuple[dict[str, object], bool]]) -> None:
-    """Sharing rule (issue 27, memory): every task with an equal key holds the one object,
+    """Sharing rule (to keep memory small): every task with an equal key holds the one object,
     and the kept keys equal each status's own key."""
     tally: Tally[tuple[str | None, Phase]] = Tally(key_of)
     world: dict[str, TaskStatus] = {}

@@ -1,4 +1,4 @@
-"""The adapter puts every submission id into its URLs percent-encoded (issue 23): checked on
+"""The adapter puts every submission id into its URLs percent-encoded: checked on
 the request lines a stand-in dashboard receives, without a Ray head."""
 
 from __future__ import annotations

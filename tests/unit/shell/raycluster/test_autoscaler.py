@@ -1,4 +1,4 @@
-"""The shell's side of autoscaling (issue 26): reading Ray's autoscaler report, joining it with
+"""The shell's side of autoscaling: reading Ray's autoscaler report, joining it with
 the configured ceiling, and sending the plan's request only when it changes."""
 
 from __future__ import annotations

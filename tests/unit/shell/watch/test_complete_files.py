@@ -1,4 +1,4 @@
-"""A dropped file counts when it is complete, however it was written (issue 27): the inotify
+"""A dropped file counts when it is complete, however it was written: the inotify
 watcher marks a file renamed into place or closed after a write as whole, so the loop reads it
 without waiting out the settle time, in team sub-folders too."""
 

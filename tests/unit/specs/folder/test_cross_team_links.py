@@ -1,5 +1,5 @@
-"""Issue 23, last point: a symlink committed into team-a/ that points into team-b/ made B's
-spec run as A's task, both sharing one status file. A spec reached through a link from one
+"""A symlink committed into team-a/ that points into team-b/ must not make B's spec run as A's
+task, both sharing one status file. A spec reached through a link from one
 team folder (top-level folder) into another is Invalid, never read, and no sidecar is written
 through such a link; a link within one team folder stays fine."""
 
@@ -66,7 +66,7 @@ def test_a_link_from_the_top_into_a_team_is_invalid(tasks: Path) -> None:
 def test_a_link_within_one_team_stays_fine(tasks: Path) -> None:
     (tasks / "team-b" / "alias.yaml").symlink_to("train.yaml")
     (tasks / "team-b" / "sub").mkdir()
-    (tasks / "team-b" / "sub" / "up").symlink_to("..")  # a loop, skipped as before
+    (tasks / "team-b" / "sub" / "up").symlink_to("..")  # a loop, skipped
     (tasks / "team-b" / "nested").symlink_to("sub")
     (tasks / "team-b" / "sub" / "deep.yaml").write_text(SPEC)
     entries = TaskStore(tasks).scan()

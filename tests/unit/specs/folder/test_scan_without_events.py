@@ -1,6 +1,6 @@
-"""A scan that file events name nothing for (the loop's timer passes, ~9 a second on a busy
+"""A scan that file events name nothing for (the loop's timer passes, many a second on a busy
 queue) reads nothing and copies none of the store's kept maps; scans with events after it
-see every change as before."""
+still see every change."""
 
 from __future__ import annotations
 

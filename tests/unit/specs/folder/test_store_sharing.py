@@ -1,5 +1,5 @@
-"""The store and the loop keep one object where many were equal (issue 27, 50k RSS): each rule
-gives values equal to what the unshared form gave."""
+"""The store and the loop keep one object where many are equal (to keep memory small): each
+rule gives values equal to what the unshared form gives."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_an_entry_keeps_the_root_and_its_relative_path(tmp_path: Path) -> None:
     a, b = entries["a"], entries["team-a/b"]
     assert a.path == tmp_path / "a.yaml" and b.path == tmp_path / "team-a/b.yaml"
     assert a.base is b.base  # one Path for all
-    # Equal to (and hashed as) the entry holding its whole path, as before.
+    # Equal to (and hashed as) the entry holding its whole path.
     whole = SpecEntry(b.name, b.path, b.task, b.error, b.last_valid, b.raw_hash, b.generation)
     assert whole == b and hash(whole) == hash(b)
     assert whole != SpecEntry(b.name, a.path, b.task, b.error, b.last_valid, b.raw_hash)

@@ -221,7 +221,7 @@ def test_preemption_errors_name_the_field(edit: tuple[str, str], expected: str) 
     assert str(info.value) == expected
 
 
-# --- spec.cluster: what an autoscaling cluster can grow to (issue 26) ----------------------
+# --- spec.cluster: what an autoscaling cluster can grow to -----------------------------------
 
 CLUSTER = """\
 apiVersion: rayqueue/v1

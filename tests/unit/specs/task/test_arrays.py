@@ -1,4 +1,4 @@
-"""Issue 28, the spec: `spec.array` parses, expands into elements, and bad input is Invalid
+"""Task arrays, the spec: `spec.array` parses, expands into elements, and bad input is Invalid
 with file, line and field."""
 
 from __future__ import annotations

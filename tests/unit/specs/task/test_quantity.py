@@ -17,7 +17,7 @@ MIB = 2**20
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
-        (4, 4 * GIB),  # bare numbers mean GiB, as in the old API
+        (4, 4 * GIB),  # bare numbers mean GiB, as in the legacy API
         ("4", 4 * GIB),
         (0.5, 512 * MIB),
         (0, 0),

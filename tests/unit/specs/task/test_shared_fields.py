@@ -15,14 +15,14 @@ def body(**fields: object) -> TaskStatusBody:
 
 def test_equal_field_sets_are_one_object() -> None:
     a, b = parse_task(SPEC, file="a.yaml"), parse_task(SPEC, file="b.yaml")
-    # Issue 27's lean model: a parsed spec is a slotted record without a field set; its
+    # A parsed spec is a slotted record without a field set; its
     # model, built for a dump, still shares one.
     assert not hasattr(a.spec, "__dict__") and not hasattr(a.spec, "__pydantic_fields_set__")
     assert a.spec.to_model().__pydantic_fields_set__ is b.spec.to_model().__pydantic_fields_set__
 
 
 def test_a_status_body_is_a_record_without_a_dict_of_its_own() -> None:
-    # Issue 27's lean model: the loop's statuses are plain records, not pydantic models.
+    # The loop's statuses are plain records, not pydantic models.
     first, other = body(), body()
     assert not hasattr(first, "__dict__") and not hasattr(first, "__pydantic_fields_set__")
     assert first.conditions is other.conditions  # one empty list for all

@@ -1,8 +1,7 @@
 """Task.spec_hash: sidecars record it, so its text must stay what it was when it was written.
 
-The reference below is the formula as it stood before spec_hash was made faster (model_dump
-of the resources, json.dumps per call): a hash that changed would read as a new run of every
-task after an upgrade.
+The reference below is the formula written plainly (model_dump of the resources, json.dumps
+per call): a hash that changed would read as a new run of every task after an upgrade.
 """
 
 from __future__ import annotations
@@ -71,8 +70,7 @@ def test_spec_hash_is_the_recorded_formula(task: Task) -> None:
 
 
 def test_a_known_hash_stays() -> None:
-    # The value main wrote before this change (tests/unit/specs/yamlio/test_dump.py's sidecar
-    # has it too).
+    # A hash sidecars already hold (tests/unit/specs/yamlio/test_dump.py's sidecar has it too).
     task = _task({"entrypoint": "true", "resources": {"cpu": 1}})
     assert task.spec_hash() == "0c3e567b8830fde8"
     assert _task({"entrypoint": "true", "resources": {"cpu": 2}}).spec_hash() != task.spec_hash()

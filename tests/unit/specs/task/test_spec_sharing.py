@@ -1,4 +1,4 @@
-"""A parsed spec shares what equal specs hold alike (issue 27, RSS): its resources, the empty
+"""A parsed spec shares what equal specs hold alike (to keep memory small): its resources, the empty
 dependency list, empty labels and annotations, the keys of its runtimeEnv. Shared or not, what
 a spec reads, dumps and hashes to is what its own objects gave."""
 

@@ -1,4 +1,4 @@
-"""The loop's lean status records write exactly what the pydantic models wrote (issue 27).
+"""The loop's plain status records write exactly what the pydantic models write.
 
 Inside the loop a status is a plain record (specs/task/models.py TaskStatus, TaskStatusBody);
 pydantic (TaskStatusModel, TaskStatusBodyModel) validates it at the file boundary only. For any
@@ -72,19 +72,19 @@ def _ordered(document: dict[str, Any]) -> str:
 
 @settings(max_examples=400, deadline=None)
 @given(bodies(), st.sampled_from([None, "t", "t-0001"]))
-def test_a_lean_status_writes_what_the_model_wrote(fields: dict[str, Any], name: str) -> None:
+def test_a_status_record_writes_what_the_model_writes(fields: dict[str, Any], name: str) -> None:
     model = TaskStatusModel(metadata=Metadata(name=name), status=TaskStatusBodyModel(**fields))
-    lean = TaskStatus(metadata=Metadata(name=name), status=TaskStatusBody(**fields))
-    assert _ordered(lean.to_document()) == _ordered(model.to_document())
+    record = TaskStatus(metadata=Metadata(name=name), status=TaskStatusBody(**fields))
+    assert _ordered(record.to_document()) == _ordered(model.to_document())
     for args in ({}, {"by_alias": True}, {"exclude_defaults": True}, {"mode": "json"}):
-        assert lean.status.model_dump(**args) == model.status.model_dump(**args)
+        assert record.status.model_dump(**args) == model.status.model_dump(**args)
     # The converted record is the one built directly, and a sidecar reads back as it.
-    assert TaskStatus.from_model(model) == lean
-    text = dump_status(lean)
+    assert TaskStatus.from_model(model) == record
+    text = dump_status(record)
     assert text == dump_status(TaskStatus.from_model(model))
     back = parse_status(text)
     assert back == TaskStatus.model_validate(model.to_document())
-    assert _ordered(back.to_document()) == _ordered(lean.to_document())
+    assert _ordered(back.to_document()) == _ordered(record.to_document())
 
 
 def test_metadata_with_labels_is_written_as_the_model_wrote_it() -> None:

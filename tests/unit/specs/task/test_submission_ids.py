@@ -28,7 +28,7 @@ def test_a_plain_name_is_accepted(sid: str) -> None:
 @pytest.mark.parametrize(
     ("sid_yaml", "why"),
     [
-        # The attack of issue 23: another team's derived id plus a path that Ray routed as a stop.
+        # The attack: another team's derived id plus a path that Ray routed as a stop.
         ("'rq-team-b.train-abc-1/stop?'", "only letters, digits"),
         ("'team-b/x'", "only letters, digits"),
         ("'a?b'", "only letters, digits"),

@@ -1,7 +1,6 @@
-"""Issue 27's lean model for the spec: the loop's Task and TaskSpec are slotted records, plain
-specs are built without pydantic (specs/yamlio/plainspec.py), and both give exactly what the
-pydantic
-models gave: the same values, spec_hash, dumps and Invalid messages."""
+"""The loop's Task and TaskSpec are slotted records and plain specs are built without pydantic
+(specs/yamlio/plainspec.py); both give exactly what the pydantic models give: the same values,
+spec_hash, dumps and Invalid messages."""
 
 from __future__ import annotations
 
@@ -176,7 +175,7 @@ def text_of(document: dict[str, Any], flow: bool) -> str:
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(document=documents(), flow=st.booleans())
-def test_the_lean_path_gives_what_the_model_gave(document: dict[str, Any], flow: bool) -> None:
+def test_the_record_path_gives_what_the_model_gives(document: dict[str, Any], flow: bool) -> None:
     text = text_of(document, flow)
     old, old_errors = outcome(lambda: old_parse_task(text))
     new, new_errors = outcome(lambda: parse_task(text, file=FILE))

@@ -1,4 +1,4 @@
-"""Issue 23, item 1: a spec's runtimeEnv local paths are read on the scheduler's own machine
+"""A spec's runtimeEnv local paths are read on the scheduler's own machine
 (Ray zips a working_dir and uploads it), so once confined they must resolve, symlinks and all,
 under the roots of whoever may write the spec, and never reach rayqueue's own files."""
 
@@ -362,7 +362,7 @@ def test_a_dropped_in_spec_outside_the_roots_is_invalid_and_never_submitted(
     assert "bad.yaml:6:18: spec.runtimeEnv.working_dir" in status["message"]
     assert "outside the allowed roots" in status["message"]
     submitted = [r.runtime_env for r in ray.submitted]
-    run = {"RAYQUEUE_RUN": "1"}  # every run is told its number (issue 25)
+    run = {"RAYQUEUE_RUN": "1"}  # every run is told its number
     assert submitted == [{"working_dir": str(layout["root"] / "proj"), "env_vars": run}]
 
 

@@ -1,5 +1,5 @@
-"""The read of a cold start, made cheaper without changing what it gives (issue 27,
-session 7, helper `cold2`): blockyaml's shortcuts."""
+"""blockyaml's shortcuts (the plain-scalar resolver's first-character test and the like) give
+exactly what PyYAML's full resolution gives."""
 
 from __future__ import annotations
 

@@ -238,8 +238,8 @@ STATUSES = st.builds(
 )
 
 
-def old_path(status: TaskStatus) -> str:
-    """What dump_status wrote before the direct path: model_dump, then the walk or PyYAML."""
+def via_document(status: TaskStatus) -> str:
+    """What dump_status writes without the direct path: the document, then the walk or PyYAML."""
     document = status.to_document()
     fast = dump._plain_block(document)
     return fast if fast is not None else dump._dump(document)
@@ -247,12 +247,12 @@ def old_path(status: TaskStatus) -> str:
 
 @given(STATUSES)
 @settings(max_examples=1500, deadline=None)
-def test_the_direct_path_writes_the_old_paths_bytes(status: TaskStatus) -> None:
+def test_the_direct_path_writes_the_document_paths_bytes(status: TaskStatus) -> None:
     direct = dump._direct(status)
     if direct is not None:
-        assert direct == old_path(status)
+        assert direct == via_document(status)
         assert yaml.safe_load(direct) == status.to_document()
-    assert dump.dump_status(status) == old_path(status)
+    assert dump.dump_status(status) == via_document(status)
 
 
 def test_a_usual_status_takes_the_direct_path() -> None:
@@ -269,6 +269,6 @@ def test_a_usual_status_takes_the_direct_path() -> None:
     )
     direct = dump._direct(status)
     assert direct is not None
-    assert direct == old_path(status)
+    assert direct == via_document(status)
     assert "queuedAt: '2026-12-01T15:41:10.820Z'\n" in direct
     assert parse_status(direct) == status

@@ -110,7 +110,7 @@ def test_utf8_bom_is_accepted() -> None:
 @pytest.mark.parametrize(
     ("memory", "expected"),
     [
-        ("4", 4 * GIB),  # a bare number means GiB, as in the old API
+        ("4", 4 * GIB),  # a bare number means GiB, as in the legacy API
         ("0.5", GIB // 2),
         ("'512Mi'", 512 * 2**20),
         ("512Mi", 512 * 2**20),
