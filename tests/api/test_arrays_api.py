@@ -1,5 +1,5 @@
-"""Issue 28 in the HTTP API: GET /tasks/NAME sums an array up, /tasks/NAME/elements lists its
-elements, an element's log is /tasks/NAME[i]/logs; a plain task reads as before."""
+"""Task arrays in the HTTP API: GET /tasks/NAME sums an array up, /tasks/NAME/elements lists its
+elements, an element's log is /tasks/NAME[i]/logs; a plain task reads as a plain task."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The HTTP front door (issue 23): DNS rebinding under `--allowed-hosts '*'`, token hygiene,
+"""The HTTP front door: DNS rebinding under `--allowed-hosts '*'`, token hygiene,
 the audit line of every 401 and 403, the security headers on every answer, and the API docs
 served from vendored files. Each test is an attack (or a regression of one) with its answer."""
 

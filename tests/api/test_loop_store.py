@@ -100,7 +100,7 @@ def test_before_the_loops_first_scan_the_folder_is_read(tasks_dir: Path) -> None
 
 def test_beyond_the_exact_places_the_api_tells_the_loops_exact_place(tasks_dir: Path) -> None:
     # One CPU, one exact place: "a" runs, "b" is shown exactly, "c" and "d" only as a bucket
-    # in their sidecars, and exactly through the API, from the loop's last pass (issue 27).
+    # in their sidecars, and exactly through the API, from the loop's last pass.
     world = World.build(
         tasks_dir, Capacity(1, 0, 2**34), tick=0.0, api=True, exact_queue_positions=1
     )

@@ -1,4 +1,4 @@
-"""Nested queues (issue 30): the cluster's admin keeps the top `_queues.yaml`; an `admin` token
+"""Nested queues: the cluster's admin keeps the top `_queues.yaml`; an `admin` token
 scoped to team-a (`folders: [team-a]`) edits `team-a/_queues.yaml` and nothing above it."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Issue 23, item 1 through the API: a team token may name runtimeEnv local paths only under
+"""RuntimeEnv paths through the API: a team token may name runtimeEnv local paths only under
 its own roots (workingDirRoots, plus --working-dir-root); anything else is a 403 naming the
-field, and nothing is written. Without team tokens or roots, the old API accepts any path."""
+field, and nothing is written. Without team tokens or roots, the API accepts any path."""
 
 from __future__ import annotations
 

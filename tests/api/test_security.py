@@ -1,4 +1,4 @@
-"""Secure by default (issue 16): DNS rebinding, cross-origin writes, team-scoped tokens, the
+"""Secure by default: DNS rebinding, cross-origin writes, team-scoped tokens, the
 written-by annotation and the audit log. Each test is an attack with the answer it must get."""
 
 from __future__ import annotations

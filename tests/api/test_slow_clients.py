@@ -1,4 +1,4 @@
-"""Slow clients against a real uvicorn server on loopback (issue 23): a request whose headers
+"""Slow clients against a real uvicorn server on loopback: a request whose headers
 or body trickle in is disconnected at its deadline, and connections past the limit get a 503.
 The deadlines are short ones passed in for the test; the assertions are on what the server
 did (closed the socket, answered 503), never on how long it took."""

@@ -1,4 +1,4 @@
-"""Issue 23 through the API: spec.submissionId is a name (422 otherwise), and an explicit id
+"""Submission ids through the API: spec.submissionId is a name (422 otherwise), and an explicit id
 another task has or claims is refused (409) before anything is written."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The per-token policy of the team tokens file (issue 23): what a team may put in a spec
+"""The per-token policy of the team tokens file: what a team may put in a spec
 (priority, preemptible, env_vars), how many tasks it may hold, how often it may call, and what
-it may read. Each test is an attack from the issue with the answer it must get."""
+it may read. Each test is an attack with the answer it must get."""
 
 from __future__ import annotations
 

@@ -83,7 +83,7 @@ def test_the_plot_has_log_log_axes() -> None:
     assert x2 - x1 == pytest.approx(x3 - x2, abs=0.2) and x2 > x1
     assert y1 - y2 == pytest.approx(y2 - y3, abs=0.2) and y2 < y1  # SVG's y grows downwards
     goals = [el.get("data-label") for el in root.iter(f"{SVG}path")]
-    # Issue 27's goals for that pass: 10 ms at 10,000 specs and 30 ms at 50,000.
+    # The goals for that pass: 10 ms at 10,000 specs and 30 ms at 50,000.
     assert goals.count(f"{label} goal") == 2
     assert "serve, sidecars written (RSS) goal" in goals
     legend = [el.text for el in root.iter(f"{SVG}text") if el.get("class") == "legend"]

@@ -1,4 +1,4 @@
-"""Issue 28 in the CLI: `get` shows an array as one row with its progress, `--elements` one
+"""Task arrays in the CLI: `get` shows an array as one row with its progress, `--elements` one
 row per element, and `rerun NAME --failed` runs again only the failed elements."""
 
 from __future__ import annotations

@@ -100,7 +100,7 @@ def test_serve_defaults(served: list[Settings], monkeypatch: pytest.MonkeyPatch)
     assert settings.tasks_dir == Path("tasks")
     assert settings.address == "http://head:8265"
     assert (settings.host, settings.port, settings.api) == ("127.0.0.1", DEFAULT_PORT, True)
-    assert settings.policy == "backfill"  # the default since issue 12
+    assert settings.policy == "backfill"  # the default
     assert settings.preemption == "Never"
     monkeypatch.setenv("RAYQUEUE_DIR", "/from/env")
     assert main(["--dir", "/before", "serve"]) == 0

@@ -1,4 +1,4 @@
-"""Nested queues end to end (issue 30): team-a/_queues.yaml read by the loop, its sub-queues in
+"""Nested queues end to end: team-a/_queues.yaml read by the loop, its sub-queues in
 `_queues.status.yaml` with their parent, and `rayqueue queues` indenting them."""
 
 from __future__ import annotations

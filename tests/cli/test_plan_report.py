@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from reconciler.cli.plan import report
 from tests.support.planner_world import task
-from tests.unit.test_planner_reclaim import borrowed_world
+from tests.unit.core.preemption.test_reclaim import borrowed_world
 
 
 def test_would_preempt_names_reclaim_victims_the_preemptor_and_why() -> None:

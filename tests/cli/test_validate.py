@@ -144,7 +144,7 @@ def test_a_queue_config_under_any_name_is_checked_with_the_errors_serve_gives(
 
 
 def test_a_folder_is_checked_against_working_dir_roots(rq, tmp_path: Path) -> None:
-    """Issue 23: CI can refuse a spec whose runtimeEnv would ship a folder from outside the
+    """CI can refuse a spec whose runtimeEnv would ship a folder from outside the
     roots, and a symlink from one team folder into another, before serve ever reads it."""
     root = tmp_path / "code"
     (root / "proj").mkdir(parents=True)

@@ -192,7 +192,7 @@ def test_unknown_id_is_job_not_found(env: Env, method: str) -> None:
 
 
 # Ids that are paths or queries in a URL. Before the adapter encoded them, `x/stop?` went out
-# as POST /api/jobs/x/stop?/stop, which Ray routed as a stop of job x (issue 23).
+# as POST /api/jobs/x/stop?/stop, which Ray routed as a stop of job x.
 _PATH_TRICKS = ["/stop?", "/stop", "%2Fstop", "%2fstop%3F", "?x=1", "#frag", " y", "/../"]
 
 
@@ -233,7 +233,7 @@ def test_delete_of_a_finished_job_removes_it(env: Env) -> None:
     with pytest.raises(JobNotFound):
         env.adapter.job_info(sid)
     # Deleting it again is safe: the fake and usually Ray answer JobNotFound, but Ray once
-    # answered a second delete without error (CI, session 11; why, in Ray, not traced).
+    # answered a second delete without error (seen in CI; why, in Ray, not traced).
     # Either way nothing else is raised and the job stays gone.
     with contextlib.suppress(JobNotFound):
         env.adapter.delete(sid)

@@ -86,7 +86,7 @@ def test_users_can_write_the_mounted_folder(services: dict[str, Any]) -> None:
         assert services[name]["user"] == "${RAYQUEUE_UID:-1000}:${RAYQUEUE_GID:-100}"
 
 
-# --- safe as shipped (issue 16) ---------------------------------------------------------------
+# --- safe as shipped ----------------------------------------------------------------------------
 
 
 def test_every_published_port_is_on_loopback_only(services: dict[str, Any]) -> None:

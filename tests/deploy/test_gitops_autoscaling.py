@@ -1,4 +1,4 @@
-"""examples/gitops/autoscaling: the KubeRay variant with the in-tree autoscaler (issue 26)."""
+"""examples/gitops/autoscaling: the KubeRay variant with the in-tree autoscaler."""
 
 from __future__ import annotations
 

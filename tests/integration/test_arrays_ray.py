@@ -1,4 +1,4 @@
-"""Issue 28 on a real Ray head: a small task array with maxParallel; Ray's own start and end
+"""Task arrays on a real Ray head: a small task array with maxParallel; Ray's own start and end
 times never show more than maxParallel of its elements at once, and each runs exactly once."""
 
 from __future__ import annotations

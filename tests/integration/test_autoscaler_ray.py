@@ -1,4 +1,4 @@
-"""rayqueue's autoscaler adapter against Ray's real autoscaler (issue 26).
+"""rayqueue's autoscaler adapter against Ray's real autoscaler.
 
 The head (tests/support/autoscaling_head.py) has no CPU; Ray's fake node provider may add up to
 2 one-CPU nodes, and removes an idle one after 6 s."""

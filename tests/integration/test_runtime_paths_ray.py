@@ -1,4 +1,4 @@
-"""Issue 23, item 1 against a real Ray head: a spec whose working_dir lies outside the roots
+"""RuntimeEnv paths against a real Ray head: a spec whose working_dir lies outside the roots
 is Invalid and Ray never sees a job (nothing is zipped or uploaded); one inside the roots runs,
 and the job reads a file Ray shipped from that folder. Harmless temporary folders only."""
 

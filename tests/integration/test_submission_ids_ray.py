@@ -1,4 +1,4 @@
-"""Issue 23 on a real Ray head: an id with URL syntax never reaches another job."""
+"""Submission ids on a real Ray head: an id with URL syntax never reaches another job."""
 
 from __future__ import annotations
 

@@ -237,7 +237,7 @@ def test_path_traversal_in_every_name_taking_route(
     assert not (Path("/etc") / "passwd.yaml").exists()
 
 
-# spec.submissionId values Ray would put into a URL or a file name (issue 23): every one is a
+# spec.submissionId values Ray would put into a URL or a file name: every one is a
 # 4xx through PUT (YAML and JSON) and PATCH, and none reaches the folder.
 SUBMISSION_IDS = [
     "rq-team-b.train-abc-1/stop?",
@@ -346,9 +346,9 @@ def test_dns_rebinding_is_refused_by_the_real_server(
     assert specs() == before
 
 
-# runtimeEnv values that would make Ray read this machine's disk outside the root (issue 23):
+# runtimeEnv values that would make Ray read this machine's disk outside the root:
 # {outside}, {code} and {tasks} are filled in. Each must be refused (403, or 422 when
-# malformed) by PUT (YAML and JSON) and by the old /add_task, and nothing written.
+# malformed) by PUT (YAML and JSON) and by the legacy /add_task, and nothing written.
 RUNTIME_ENV_PATHS: list[dict[str, Any]] = [
     {"working_dir": "/"},
     {"working_dir": "{outside}"},

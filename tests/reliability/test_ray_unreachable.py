@@ -206,7 +206,7 @@ def test_cluster_came_back_empty_lost_after_grace_requeued_once(
     world.ray.clear()
     world.ray.available = True
     status = step(seconds=31)
-    # Missing right after an outage has its own reason (issue 13: such a loss is not counted
+    # Missing right after an outage has its own reason (such a loss is not counted
     # against a retry limit under `on: [Lost]`).
     assert status["phase"] == "Running" and status["reason"] == "JobMissingAfterOutage"
     status = step(seconds=30)  # still inside the grace period
@@ -214,7 +214,7 @@ def test_cluster_came_back_empty_lost_after_grace_requeued_once(
     status = step(seconds=31)
     # Requeued, and (the cluster being empty) admitted again in the same pass.
     assert status["phase"] == "Starting" and status["run"] == 2
-    assert status["retries"] == 1  # issue 13: `retries` counts them; lostRestarts is read only
+    assert status["retries"] == 1  # `retries` counts them; lostRestarts is read only
     assert "lost train: job " in caplog.text and "vanished; queued again" in caplog.text
     second = status["submissionId"]
     assert second != first

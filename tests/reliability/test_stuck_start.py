@@ -66,7 +66,7 @@ def test_stop_is_repeated_until_ray_reports_the_end(make_world: Callable[..., Wo
     ray.set_status(sid, RUNNING)
     sent = len(ray.stop_calls)
     world.step(passes=3)
-    # One stop per run (issue 27): while Ray still lists the job, no stop is sent again
+    # One stop per run: while Ray still lists the job, no stop is sent again
     # before the resend wait; after it, once per wait, until Ray reports the end.
     assert len(ray.stop_calls) == sent
     resend = world.reconciler.resend_stop_seconds + 0.5

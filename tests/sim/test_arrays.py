@@ -1,4 +1,4 @@
-"""Task arrays in the simulator (issue 28): `--array-fraction` turns seeded jobs into arrays
+"""Task arrays in the simulator: `--array-fraction` turns seeded jobs into arrays
 of `--array-size` elements, each element the task the store would hand the planner, so
 maxParallel, fair share and preemption are checked with arrays."""
 

@@ -1,4 +1,4 @@
-"""The simulator's autoscaling (issue 26): the node model, straight to Ray, and rayqueue's run."""
+"""The simulator's autoscaling: the node model, straight to Ray, and rayqueue's run."""
 
 from __future__ import annotations
 

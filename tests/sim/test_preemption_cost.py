@@ -1,5 +1,5 @@
-"""The simulator's side of issue 25: a queue file (`--queues`, preemption blocks included), and
-resumable jobs (`--resumable-fraction`) that lose only their grace period when preempted."""
+"""The simulator's side of preemption's cost: a queue file (`--queues`, preemption blocks included),
+and resumable jobs (`--resumable-fraction`) that lose only their grace period when preempted."""
 
 from __future__ import annotations
 

@@ -98,11 +98,11 @@ def test_each_teams_waits_are_read_at_the_median_p90_p95_and_p99() -> None:
 
 
 def test_runs_started_while_contended_count_whole_past_the_contended_time() -> None:
-    """Issue 30, ninth pass: team-1 (weight 3) waits from 0 to 100 for room for a wide task
-    while team-0 runs; it starts at 100, which empties its queue and ends the contended time.
-    The contended shares count the wait and cut the run (team-1 0.0); counting each run
-    started in the contended time whole gives team-1 its wide run, and team-0's run started
-    before the contended time is not counted."""
+    """team-1 (weight 3) waits from 0 to 100 for room for a wide task while team-0 runs; it
+    starts at 100, which empties its queue and ends the contended time. The contended shares
+    count the wait and cut the run (team-1 0.0); counting each run started in the contended
+    time whole gives team-1 its wide run, and team-0's run started before the contended time
+    is not counted."""
     records = [
         record("team-0/early", 0, 0, 100, 12),  # started before team-1 had work waiting
         record("team-0/late", 0, 50, 150, 4),  # started in the contended time

@@ -1,4 +1,4 @@
-"""A real Ray autoscaler on loopback, for the autoscaling tests (issue 26).
+"""A real Ray autoscaler on loopback, for the autoscaling tests.
 
 Ray's fake node provider (`fake_multinode`, enabled by RAY_FAKE_CLUSTER=1) makes the head's own
 autoscaler launch "nodes" as extra raylets on this machine. Ray's AutoscalingCluster would

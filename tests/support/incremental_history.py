@@ -1,7 +1,7 @@
 """The incremental planner's test harness: `History` plays a history of edits, Ray moves and
 clock ticks against `plan_incremental`, applying each plan as the loop and Ray would, and checks
-every pass against the full `plan()` (tests/unit/test_incremental_planner.py,
-tests/unit/test_incremental_sequences.py)."""
+every pass against the full `plan()` (tests/unit/core/incremental/test_histories.py,
+tests/unit/core/incremental/test_sequences.py)."""
 
 from __future__ import annotations
 
@@ -102,7 +102,7 @@ class History:
     # Reorders a list (a permutation the test draws): with it, the incremental planner gets
     # every mapping of its inputs in that order, and plan() of the inputs so reordered (the
     # queue file's entries too) must equal plan() of them as kept, in every field
-    # (tests/unit/test_plan_input_order.py). None: the inputs as kept.
+    # (tests/unit/core/test_plan_input_order.py). None: the inputs as kept.
     permute: Callable[[list[Any]], list[Any]] | None = None
     # Generations, as the store stamps them: a new one for each spec read and status written.
     generations: Any = field(default_factory=lambda: itertools.count(1))

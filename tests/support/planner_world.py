@@ -9,12 +9,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from reconciler.core.planner import Observation, Plan, TaskInput, plan
-from specs.cluster import FAILED, PENDING, STOPPED, SUCCEEDED, Capacity, RayJob, Scaling
+from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob, Scaling
 from specs.queues.config import QueueConfig
 from specs.settings.process import PlanOptions
 from specs.task.models import Phase, Reason
 from specs.task.records import Task
 from specs.task.status import TaskStatus, TaskStatusBody
+from specs.yamlio.parse import parse_queue_config
 
 GIB = 2**30
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -117,3 +118,54 @@ class PlanWorld:
 
     def phase(self, name: str) -> Phase:
         return self.status(name).phase
+
+
+@dataclass
+class Cluster(PlanWorld):
+    """Stops take effect only when `finish_stops` is called (the grace period)."""
+
+    stopping: set[str] = field(default_factory=set)
+
+    def step(self, seconds: float = 1.0) -> Plan:
+        before = dict(self.jobs)
+        p = super().step(seconds)
+        for stop in p.stops:
+            job = before.get(stop.submission_id)
+            if job is not None and not job.terminal:
+                self.jobs[stop.submission_id] = job  # still running until the grace is over
+                self.stopping.add(stop.submission_id)
+        return p
+
+    def finish_stops(self) -> None:
+        for sid in sorted(self.stopping):
+            self.jobs[sid] = replace(self.jobs[sid], status=STOPPED, end_time=self.now.timestamp())
+        self.stopping.clear()
+
+    def run_all(self) -> None:
+        """Everything submitted is running (one pass to record it)."""
+        for sid, job in self.jobs.items():
+            if not job.terminal:
+                self.jobs[sid] = replace(job, status=RUNNING)
+        self.step()
+
+
+def running_cluster(
+    runs: dict[str, Task],
+    queues: QueueConfig | str | None,
+    cpus: float = 8,
+    age: float = 600,
+    preemption: str = "Never",
+) -> Cluster:
+    """`runs` running for `age` seconds on a `cpus`-CPU cluster, backfill; `queues` is the
+    queue configuration or its YAML text (None: one queue)."""
+    w = Cluster(
+        dict(runs),
+        capacity=Capacity(cpus, 0, 64 * GIB),
+        options=PlanOptions(policy="backfill", preemption=preemption),
+        queues=parse_queue_config(queues) if isinstance(queues, str) else queues,
+    )
+    w.step()
+    w.run_all()
+    assert all(w.phase(n) is Phase.RUNNING for n in runs)
+    w.now += timedelta(seconds=age)
+    return w
