@@ -1,4 +1,4 @@
-"""A dropped file counts when it is complete, however it was written (issue 27): the inotify
+"""A dropped file counts when it is complete, however it was written: the inotify
 watcher marks a file renamed into place or closed after a write as whole, so the loop reads it
 without waiting out the settle time, in team sub-folders too."""
 
@@ -16,7 +16,6 @@ import pytest
 from reconciler.shell.watch import inotify, watcher
 from reconciler.shell.watch.watcher import Watcher
 from specs.cluster import Capacity
-from specs.folder import store as store_module
 from specs.folder.atomic import replace_file
 from tests.support.specs import task_yaml
 from tests.support.waiting import wait_until
@@ -28,13 +27,18 @@ SETTLE = 30.0  # on the world's fake clock, which these tests never move past it
 
 
 @pytest.fixture
-def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
-    # A write and a rename in the same clock tick leave ctime == mtime: file times say
-    # nothing, as here for every file.
-    monkeypatch.setattr(store_module, "_is_whole", lambda key, after: False)
+def world(tmp_path: Path) -> Iterator[World]:
     tasks = tmp_path / "tasks"
     tasks.mkdir()
-    w = World.build(tasks, Capacity(4, 0, 16 * 2**30), settle_seconds=SETTLE, tick=0.0)
+    w = World.build(
+        tasks,
+        Capacity(4, 0, 16 * 2**30),
+        settle_seconds=SETTLE,
+        tick=0.0,
+        # A write and a rename in the same clock tick leave ctime == mtime: file times say
+        # nothing, as here for every file.
+        store_options={"is_whole": lambda key, after: False},
+    )
     w.reconciler.run_pass()  # the first walk: the folder is empty, nothing is held
     stop = threading.Event()
     watcher = Watcher(tasks, w.reconciler.wake, stop, w.reconciler.events)

@@ -1,4 +1,4 @@
-"""What the loop keeps between passes so that a pass costs what changed (issue 27): its spec
+"""What the loop keeps between passes so that a pass costs what changed: its spec
 inputs, each task's Version, the store's status view and the spec entries it hands out. After
 any sequence of edits, deletions, arrays, job ends and passes driven by file events, each kept
 value equals what a full read of the folder gives; a full walk reads everything again."""
@@ -76,7 +76,7 @@ def _checked(w: World) -> World:
 
     def read_checked(*, cached: bool = False) -> Any:
         statuses, generations, changes = read(cached=cached)
-        assert (statuses, generations) == store._all_statuses()
+        assert (statuses, generations) == store._statuses.all_statuses()
         return statuses, generations, changes
 
     def versions_checked(specs: Any, statuses: Any, *args: Any) -> dict[str, Version]:
