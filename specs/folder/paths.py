@@ -13,6 +13,7 @@ import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from specs.folder.atomic import StatKey as StatKey
 from specs.queues.config import CONFIG_FILE, is_reserved
 
 TASK_SUFFIXES = (".yaml", ".yml")
@@ -32,7 +33,6 @@ _CONFIG_NAME = CONFIG_FILE.removesuffix(".yaml")
 
 _SEGMENT = re.compile(r"[A-Za-z0-9._-]+")
 
-StatKey = tuple[int, int, int]
 # What the store keeps of a StatKey: the three numbers packed in one int, not a tuple and
 # three ints (two per task, its spec's and its sidecar's). Equal exactly when the
 # keys are: the modification time in its low 64 bits (two's complement: it may be negative),

@@ -12,6 +12,7 @@ import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from specs.folder.arrayfiles import ArrayFiles, ArraySidecar
 from specs.folder.atomic import sync_folders
@@ -21,6 +22,7 @@ from specs.folder.paths import (
     FolderUnavailable,
     PackedKey,
     ReadFile,
+    StatKey,
     Unreadable,
     check_relative,
     pack_key,
@@ -39,11 +41,28 @@ log = logging.getLogger("rayqueue.store")
 
 _SIDECAR_MODE = 0o644  # a new sidecar's: readable by the users and tools that watch the queue
 
-# How a sidecar's bytes become a TaskStatus: specs.yamlio.parse.parse_status, or a test's own.
-ParseStatus = Callable[..., TaskStatus]
-# How a sidecar is written: specs.folder.atomic.replace_file, or a test's own. Keyword
-# arguments durable, mode and sync_folder; returns the stat key of the file written.
-WriteFile = Callable[..., tuple[int, int, int]]
+
+class ParseStatus(Protocol):
+    """How a sidecar's bytes become a TaskStatus: specs.yamlio.parse.parse_status, or a test's
+    own."""
+
+    def __call__(self, text: str | bytes, *, file: str = ...) -> TaskStatus: ...
+
+
+class WriteFile(Protocol):
+    """How a sidecar is written: specs.folder.atomic.replace_file, or a test's own; returns
+    the stat key of the file written."""
+
+    def __call__(
+        self,
+        path: str | Path,
+        data: bytes,
+        *,
+        durable: bool,
+        mode: int = ...,
+        sync_folder: bool = ...,
+    ) -> StatKey: ...
+
 
 # The statuses a read hands out, and the generation of each.
 StatusView = tuple[dict[str, TaskStatus], dict[str, int]]
