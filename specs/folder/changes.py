@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from specs.folder.listing import FolderLister
+from specs.folder.listing import FolderLister, Walk
 from specs.folder.paths import (
     EDITOR_SUFFIXES,
     SIDECAR_SUFFIXES,
@@ -196,36 +196,14 @@ class ChangeScanner:
             self.parsed, self._parsed_top = {}, top
         skip = dir_id(self._status_dir) if self._status_dir is not None else None
         walk = self._lister.walk(top, is_spec_file, skip)
-        by_name: dict[str, _Files] = {}
-        crossed: dict[str, str] = {}
-        for rel, entry in walk.files:
-            name = strip_suffix(rel, TASK_SUFFIXES)
-            if is_queue_config(name):
-                continue  # the queue configuration, read by the loop, not a task
-            if rel in walk.crossings:
-                crossed.setdefault(name, rel)
-                continue
-            files = by_name.get(name)
-            if files is None:
-                by_name[name] = [(rel, entry.path, entry.stat)]
-            else:
-                files.append((rel, entry.path, entry.stat))
+        by_name, crossed = _by_name(walk)
         parsed: dict[str, ParsedSpec] = {}
         entries: dict[str, SpecEntry] = {}
         unreadable = list(walk.unreadable)
         now = self._clock()
         self._held = []
         for name, rel in crossed.items():
-            # Never read: the file belongs to another team's folder.
-            message = walk.crossings[rel]
-            last = self._last_valid.get(name)
-            basis = ("crossed", rel, message, last.generation if last is not None else None)
-            error = SpecError(rel, None, None, None, message)
-            last_task = last.task if last is not None else None
-            build = functools.partial(
-                SpecEntry, name, self._root, None, error, last_task, "", rel=rel
-            )
-            entries[name] = self._stamped(name, basis, build)
+            entries[name] = self._crossed(name, rel, walk.crossings[rel])
             by_name.pop(name, None)
         for name, files in by_name.items():
             if not self._take(name, files, now, entries, parsed):
@@ -234,25 +212,9 @@ class ChangeScanner:
             # With no earlier scan there is no old content to report meanwhile, and leaving
             # the name out would read as a deletion: so the whole scan waits (a second at most
             # per unchanged file). The parses are kept.
-            held = sorted(self._held)
             self.parsed = parsed
-            shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
-            raise FolderSettling(
-                f"{len(held)} spec file(s) written less than {self.settle_seconds:g} s before "
-                f"the first scan ({shown}); waiting for them to settle"
-            )
-        for name, old in self.entries.items():
-            if name in entries:
-                continue
-            # An unreadable file or folder keeps its last entry: a permissions hiccup must
-            # not look like a deletion, which would stop running jobs.
-            if under_any(old.name + old.path.suffix, unreadable):
-                entries[name] = old
-            # Nor may a file that is gone for a moment (git unlinks and rewrites on checkout).
-            elif self.settle_seconds > 0:
-                since = self._missing_since.setdefault(name, now)
-                if now - since < self.settle_seconds:
-                    entries[name] = old
+            raise self._settling_first()
+        self._keep_missing(entries, unreadable, now)
         self._missing_since = {
             n: t for n, t in self._missing_since.items() if n in entries and n not in by_name
         }
@@ -265,6 +227,41 @@ class ChangeScanner:
         self._last_valid = {n: t for n, t in self._last_valid.items() if n in entries}
         self._basis = {n: b for n, b in self._basis.items() if n in entries}
         return dict(entries)
+
+    def _crossed(self, name: str, rel: str, message: str) -> SpecEntry:
+        """The entry of a file reached through a symlink from another team's folder: never
+        read, Invalid with `message`."""
+        last = self._last_valid.get(name)
+        basis = ("crossed", rel, message, last.generation if last is not None else None)
+        error = SpecError(rel, None, None, None, message)
+        last_task = last.task if last is not None else None
+        build = functools.partial(SpecEntry, name, self._root, None, error, last_task, "", rel=rel)
+        return self._stamped(name, basis, build)
+
+    def _settling_first(self) -> FolderSettling:
+        held = sorted(self._held)
+        shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
+        return FolderSettling(
+            f"{len(held)} spec file(s) written less than {self.settle_seconds:g} s before "
+            f"the first scan ({shown}); waiting for them to settle"
+        )
+
+    def _keep_missing(
+        self, entries: dict[str, SpecEntry], unreadable: list[str], now: float
+    ) -> None:
+        """Put back in `entries` what a walk did not find but must still report."""
+        for name, old in self.entries.items():
+            if name in entries:
+                continue
+            # An unreadable file or folder keeps its last entry: a permissions hiccup must
+            # not look like a deletion, which would stop running jobs.
+            if under_any(old.name + old.path.suffix, unreadable):
+                entries[name] = old
+            # Nor may a file that is gone for a moment (git unlinks and rewrites on checkout).
+            elif self.settle_seconds > 0:
+                since = self._missing_since.setdefault(name, now)
+                if now - since < self.settle_seconds:
+                    entries[name] = old
 
     # --- one task name ---------------------------------------------------------------------
 
@@ -377,3 +374,23 @@ class ChangeScanner:
             return old
         self._basis[name] = basis
         return build(next(self._generations))
+
+
+def _by_name(walk: Walk) -> tuple[dict[str, _Files], dict[str, str]]:
+    """The spec files a walk found, by task name; and the names reached through a symlink
+    from another team's folder, with the file of each (never read)."""
+    by_name: dict[str, _Files] = {}
+    crossed: dict[str, str] = {}
+    for rel, entry in walk.files:
+        name = strip_suffix(rel, TASK_SUFFIXES)
+        if is_queue_config(name):
+            continue  # the queue configuration, read by the loop, not a task
+        if rel in walk.crossings:
+            crossed.setdefault(name, rel)
+            continue
+        files = by_name.get(name)
+        if files is None:
+            by_name[name] = [(rel, entry.path, entry.stat)]
+        else:
+            files.append((rel, entry.path, entry.stat))
+    return by_name, crossed
