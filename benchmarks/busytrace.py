@@ -99,7 +99,7 @@ def install(out: Path, mark: Path) -> None:
         rec["status_changes"] = None if out[2] is None else len(out[2])
         return out
 
-    TaskStore.read_status_changes = traced_read  # type: ignore[method-assign,assignment]
+    TaskStore.read_status_changes = traced_read  # type: ignore[method-assign]
 
     plan_incremental = incremental.plan_incremental
 

@@ -36,13 +36,13 @@ def measure(size: int, root: Path, profile: bool = False) -> dict[str, Any]:
     ray = FakeRay(Capacity(8, 0, 2**40))
     rec = common.serve_loop(common.serve_settings(folder, "--queue-id", "bench"), ray)
     writes = [0]
-    original = rec.store._write_sidecar
+    original = rec.store._statuses.write_sidecar
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         writes[0] += 1
         return original(*args, **kwargs)
 
-    rec.store._write_sidecar = counted  # type: ignore[method-assign]
+    rec.store._statuses.write_sidecar = counted  # type: ignore[method-assign]
     stop = threading.Event()
     watcher = start_watcher(rec, stop)
     deadline = time.monotonic() + 30

@@ -1,6 +1,6 @@
-"""The store's array sidecars: one sidecar per array holding its elements' statuses, the
-expansion of array entries into element entries, and the batching of their writes (a
-TaskStore mixin).
+"""Arrays in the store: the expansion of array entries into element entries
+(`ElementEntries`), and the one sidecar per array holding its elements' statuses
+(`ArrayFiles`).
 """
 
 from __future__ import annotations
@@ -8,54 +8,32 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from specs.folder.atomic import sync_folders, write_atomic
-from specs.folder.paths import StatKey, _check_relative, _read_regular, _stat_key
+from specs.folder.atomic import write_atomic
+from specs.folder.paths import ReadFile, StatKey, check_relative, stat_key
+from specs.folder.specfiles import SpecEntry
 from specs.task import arrays, arraystatus
 from specs.task.status import TaskStatus
 from specs.yamlio.parse import MAX_FILE_BYTES
 
-if TYPE_CHECKING:
-    from specs.folder.store import SpecEntry
-
 log = logging.getLogger("rayqueue.store")
 
 
-@dataclass
-class _ArraySidecar:
-    """One array's sidecar: its elements' statuses (by index) and what is on disk."""
+class ElementEntries:
+    """The scan's entries as handed out: every array replaced by its elements, expanded once
+    per generation of the array's entry."""
 
-    key: StatKey | None
-    data: bytes
-    elements: dict[int, TaskStatus]
-    generations: dict[int, int]
-    dirty: bool = False
-    durable: bool = False
+    def __init__(self) -> None:
+        # The elements of each array entry, by its generation.
+        self._expanded: dict[str, tuple[int, dict[str, SpecEntry]]] = {}
+        # What the last expansion handed out, kept to update it by the names a scan of
+        # events looked at rather than rebuild it.
+        self._shown: dict[str, SpecEntry] | None = None
 
-
-class _ArraySidecars:
-    """TaskStore's array elements and array sidecars."""
-
-    if TYPE_CHECKING:
-        root: Path
-        status_dir: Path | None
-        _lock: threading.Lock
-        _generations: Iterator[int]
-        _expanded: dict[str, tuple[int, dict[str, SpecEntry]]]
-        _arrays: dict[str, _ArraySidecar]
-        _status_touched: set[str]
-        _shown: dict[str, SpecEntry] | None
-        _batching: int
-        _unsynced_folders: set[str]
-
-        def _warn_once(self, path: str, message: str) -> None: ...
-
-    def _elements(
+    def expand(
         self, entries: dict[str, SpecEntry], looked_at: set[str] | None = None
     ) -> tuple[dict[str, SpecEntry], set[str] | None]:
         """`entries` with every array replaced by its elements (cached per generation), and
@@ -72,7 +50,7 @@ class _ArraySidecars:
                     continue
                 cached = self._expanded.get(name)
                 if cached is None or cached[0] != entry.generation:
-                    cached = (entry.generation, _element_entries(entry))
+                    cached = (entry.generation, element_entries(entry))
                 kept[name] = cached
                 out.update(cached[1])
             self._expanded = kept
@@ -93,119 +71,19 @@ class _ArraySidecars:
                 changes.add(name)
                 continue
             if was is None or was[0] != now.generation:
-                was = (now.generation, _element_entries(now))
+                was = (now.generation, element_entries(now))
             self._expanded[name] = was
             shown.update(was[1])
             changes.update(was[1])
         return dict(shown), changes
 
-    def read_array(self, array: str) -> dict[int, TaskStatus]:
-        """The element statuses of one array, by index: what this store holds, else its
-        sidecar on disk (empty when there is none or it is unreadable)."""
-        with self._lock:
-            held = self._arrays.get(array)
-            if held is not None:
-                return dict(held.elements)
-        try:
-            data = _read_regular(self._array_path(array), limit=16 * MAX_FILE_BYTES)
-        except OSError:
-            return {}
-        if data is None:
-            return {}
-        try:
-            return arraystatus.load(data)[1]
-        except arraystatus.ArrayStatusError:
-            return {}
-
-    def _load_array(self, array: str, entry: os.DirEntry[str]) -> _ArraySidecar | None:
-        try:
-            st = entry.stat()
-            key = (st.st_mtime_ns, st.st_size, st.st_ino)
-            held = self._arrays.get(array)
-            if held is not None and held.key == key:
-                return held
-            data = _read_regular(entry.path)
-        except OSError as exc:
-            self._warn_once(entry.path, f"cannot read sidecar: {exc}")
-            return self._arrays.get(array)
-        if data is None:
-            return None
-        try:
-            _, elements = arraystatus.load(data)
-        except arraystatus.ArrayStatusError as exc:
-            log.warning("ignoring unreadable array sidecar %s: %s", entry.path, exc)
-            return None
-        generation = next(self._generations)
-        return _ArraySidecar(key, data, elements, dict.fromkeys(elements, generation))
-
-    @contextlib.contextmanager
-    def batch(self) -> Iterator[set[str]]:
-        """Statuses of array elements written inside are written once per array at the end
-        (fsynced if any of them asked to be): a pass changes many elements at once. The set
-        yielded holds, after the block, the elements whose sidecar could not be written."""
-        failed: set[str] = set()
-        with self._lock:
-            self._batching += 1
-        try:
-            yield failed
-        finally:
-            with self._lock:
-                self._batching -= 1
-                if not self._batching:
-                    failed |= self._write_arrays()
-                    sync_folders(self._unsynced_folders)
-                    self._unsynced_folders = set()
-
-    def _array_status(
-        self, array: str, index: int, status: TaskStatus | None, durable: bool
-    ) -> bool:
-        """Set (or with None forget) one element's status; write now unless in a batch."""
-        held = self._arrays.setdefault(array, _ArraySidecar(None, b"", {}, {}))
-        self._status_touched.add(arrays.element_name(array, index))
-        if status is None:
-            if held.elements.pop(index, None) is None:
-                return False
-            held.generations.pop(index, None)
-        else:
-            held.elements[index] = status
-            held.generations[index] = next(self._generations)
-        held.dirty = True
-        held.durable = held.durable or durable
-        if not self._batching and self._write_arrays():
-            raise OSError(f"cannot write the status of array {array}")
-        return True
-
-    def _write_arrays(self) -> set[str]:
-        """Write every changed array sidecar; the elements of those that failed (kept dirty)."""
-        failed: set[str] = set()
-        for array, held in list(self._arrays.items()):
-            if not held.dirty:
-                continue
-            path = self._array_path(array)
-            try:
-                if not held.elements:
-                    with contextlib.suppress(FileNotFoundError):
-                        path.unlink()
-                    del self._arrays[array]
-                    continue
-                data = arraystatus.dump(array, held.elements)
-                if data != held.data:
-                    write_atomic(path, data, durable=held.durable)
-                    held.key, held.data = _stat_key(path), data
-            except OSError as exc:
-                log.error("cannot write the status of array %s: %s", array, exc)
-                failed |= {arrays.element_name(array, i) for i in held.elements}
-                continue
-            held.dirty = held.durable = False
-        return failed
-
-    def _array_path(self, array: str) -> Path:
-        _check_relative(array)
-        base = self.root if self.status_dir is None else self.status_dir
-        return base / f"{array}{arraystatus.SUFFIX}"
+    def shown(self, entries: dict[str, SpecEntry]) -> dict[str, SpecEntry]:
+        """What the last expansion handed out (of `entries`, the scan's, if none yet)."""
+        shown = self._shown
+        return dict(shown) if shown is not None else self.expand(dict(entries))[0]
 
 
-def _element_entries(entry: SpecEntry) -> dict[str, SpecEntry]:
+def element_entries(entry: SpecEntry) -> dict[str, SpecEntry]:
     """The entries of an array's elements: each with its own task (or, while the file is
     invalid, its error and its last valid element)."""
     tasks = arrays.expand(entry.name, entry.task) if entry.task is not None else {}
@@ -219,3 +97,119 @@ def _element_entries(entry: SpecEntry) -> dict[str, SpecEntry]:
         name: replace(entry, name=name, task=tasks.get(name), last_valid=lasts.get(name))
         for name in names
     }
+
+
+@dataclass
+class ArraySidecar:
+    """One array's sidecar: its elements' statuses (by index) and what is on disk."""
+
+    key: StatKey | None
+    data: bytes
+    elements: dict[int, TaskStatus]
+    generations: dict[int, int]
+    dirty: bool = False
+    durable: bool = False
+
+
+class ArrayFiles:
+    """The array sidecars of one store: what it holds of each array, read from disk or set by
+    its writes, and the writes of those that changed."""
+
+    def __init__(
+        self,
+        sidecar_root: Path,
+        *,
+        generations: Iterator[int],
+        warn: Callable[[str, str], None],
+        read_file: ReadFile,
+    ) -> None:
+        self._sidecar_root = sidecar_root
+        self._generations = generations
+        self._warn = warn
+        self._read_file = read_file
+        # Each array's one sidecar, by array name.
+        self.held: dict[str, ArraySidecar] = {}
+
+    def read_disk(self, array: str) -> dict[int, TaskStatus]:
+        """The element statuses in the sidecar of `array` on disk, by index (empty when there
+        is none or it is unreadable)."""
+        try:
+            read = self._read_file(self.path(array), 16 * MAX_FILE_BYTES)
+        except OSError:
+            return {}
+        if read is None:
+            return {}
+        try:
+            return arraystatus.load(read[0])[1]
+        except arraystatus.ArrayStatusError:
+            return {}
+
+    def load(self, array: str, entry: os.DirEntry[str]) -> ArraySidecar | None:
+        """The sidecar of `array` a walk found at `entry` (what is held, if its stat is)."""
+        try:
+            st = entry.stat()
+            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+            held = self.held.get(array)
+            if held is not None and held.key == key:
+                return held
+            read = self._read_file(entry.path, -1)
+        except OSError as exc:
+            self._warn(entry.path, f"cannot read sidecar: {exc}")
+            return self.held.get(array)
+        if read is None:
+            return None
+        try:
+            _, elements = arraystatus.load(read[0])
+        except arraystatus.ArrayStatusError as exc:
+            log.warning("ignoring unreadable array sidecar %s: %s", entry.path, exc)
+            return None
+        generation = next(self._generations)
+        return ArraySidecar(key, read[0], elements, dict.fromkeys(elements, generation))
+
+    def found(self, on_disk: dict[str, ArraySidecar]) -> None:
+        """Hold what a full read found on disk, but what is not written yet as it is held."""
+        on_disk.update({a: held for a, held in self.held.items() if held.dirty})
+        self.held = on_disk
+
+    def set_status(self, array: str, index: int, status: TaskStatus | None, durable: bool) -> bool:
+        """Set (or with None forget) one element's status, to be written by write_changed;
+        False when there was nothing to forget."""
+        held = self.held.setdefault(array, ArraySidecar(None, b"", {}, {}))
+        if status is None:
+            if held.elements.pop(index, None) is None:
+                return False
+            held.generations.pop(index, None)
+        else:
+            held.elements[index] = status
+            held.generations[index] = next(self._generations)
+        held.dirty = True
+        held.durable = held.durable or durable
+        return True
+
+    def write_changed(self) -> set[str]:
+        """Write every changed array sidecar; the elements of those that failed (kept dirty)."""
+        failed: set[str] = set()
+        for array, held in list(self.held.items()):
+            if not held.dirty:
+                continue
+            path = self.path(array)
+            try:
+                if not held.elements:
+                    with contextlib.suppress(FileNotFoundError):
+                        path.unlink()
+                    del self.held[array]
+                    continue
+                data = arraystatus.dump(array, held.elements)
+                if data != held.data:
+                    write_atomic(path, data, durable=held.durable)
+                    held.key, held.data = stat_key(path), data
+            except OSError as exc:
+                log.error("cannot write the status of array %s: %s", array, exc)
+                failed |= {arrays.element_name(array, i) for i in held.elements}
+                continue
+            held.dirty = held.durable = False
+        return failed
+
+    def path(self, array: str) -> Path:
+        check_relative(array)
+        return self._sidecar_root / f"{array}{arraystatus.SUFFIX}"

@@ -1,5 +1,5 @@
 """The store's walk of a folder: regular files only, symlinks followed only within the
-folder, loops and cross-team links caught, unreadable parts reported (a TaskStore mixin).
+folder, loops and cross-team links caught, unreadable parts reported, each warning logged once.
 """
 
 from __future__ import annotations
@@ -10,23 +10,24 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from specs.folder.paths import (
     MAX_DIRECTORIES,
     FolderUnavailable,
     InvalidName,
-    _crossing,
-    _dir_id,
-    _inside,
-    _team,
+    crossing,
+    dir_id,
+    inside,
+    team_folder,
 )
 
 log = logging.getLogger("rayqueue.store")
 
 
 @dataclass
-class _Walk:
+class Walk:
+    """What one walk of a folder found."""
+
     files: list[tuple[str, os.DirEntry[str]]]  # (relative path, entry), regular files only
     unreadable: list[str]  # relative files and "dir/" prefixes we could not read
     links: bool = False  # a symlink somewhere: file events cannot be mapped to names
@@ -34,15 +35,16 @@ class _Walk:
     crossings: dict[str, str] = field(default_factory=dict)
 
 
-class _FolderWalk:
-    """TaskStore's folder walking."""
+class FolderLister:
+    """Walks the tasks folder (and the status folder) of one store; warns once per path and
+    message, however often a walk meets the same trouble."""
 
-    if TYPE_CHECKING:
-        root: Path
-        status_dir: Path | None
-        _warned: set[tuple[str, str]]
+    def __init__(self, root: Path, status_dir: Path | None) -> None:
+        self._root = root
+        self._status_dir = status_dir
+        self._warned: set[tuple[str, str]] = set()
 
-    def _real_dir(self, directory: Path) -> str:
+    def real_dir(self, directory: Path) -> str:
         """Resolve on every call: git-sync swaps the root symlink to a new worktree."""
         real = os.path.realpath(directory)
         try:
@@ -55,10 +57,10 @@ class _FolderWalk:
             raise FolderUnavailable(f"folder {directory} is not a directory")
         return real
 
-    def _walk(self, top: str, accept: Callable[[str], bool], skip: tuple[int, int] | None) -> _Walk:
+    def walk(self, top: str, accept: Callable[[str], bool], skip: tuple[int, int] | None) -> Walk:
         """Iterative walk yielding accepted regular files; follows symlinks only within `top`."""
-        walk = _Walk([], [])
-        top_id = _dir_id(top)
+        walk = Walk([], [])
+        top_id = dir_id(top)
         # (folder as walked, its relative path, ancestors, its real path if reached through a
         # symlink: then each file's real path is known without another system call)
         stack: list[tuple[str, str, frozenset[tuple[int, int] | None], str | None]] = [
@@ -69,7 +71,7 @@ class _FolderWalk:
             directory, rel, ancestors, real_dir = stack.pop()
             visited += 1
             if visited > MAX_DIRECTORIES:
-                self._warn_once(top, f"more than {MAX_DIRECTORIES} folders; the rest is skipped")
+                self.warn_once(top, f"more than {MAX_DIRECTORIES} folders; the rest is skipped")
                 walk.unreadable.append(rel)
                 continue
             try:
@@ -82,7 +84,7 @@ class _FolderWalk:
             except OSError as exc:
                 if not rel:
                     raise FolderUnavailable(f"folder {top} is unreadable: {exc.strerror}") from exc
-                self._warn_once(directory, f"cannot list folder: {exc.strerror}")
+                self.warn_once(directory, f"cannot list folder: {exc.strerror}")
                 walk.unreadable.append(rel)
                 continue
             for child in children:
@@ -95,10 +97,8 @@ class _FolderWalk:
                     real = None
                     if link:
                         real = os.path.realpath(child.path)
-                        if not _inside(real, top):
-                            self._warn_once(
-                                child.path, "symlink points outside the folder; ignored"
-                            )
+                        if not inside(real, top):
+                            self.warn_once(child.path, "symlink points outside the folder; ignored")
                             continue
                     elif real_dir is not None:
                         real = os.path.join(real_dir, child.name)
@@ -108,38 +108,39 @@ class _FolderWalk:
                         if ident == skip:
                             continue
                         if ident in ancestors:
-                            self._warn_once(child.path, "symlink loop; not followed")
+                            self.warn_once(child.path, "symlink loop; not followed")
                             continue
                         stack.append((child.path, child_rel + "/", ancestors | {ident}, real))
                     elif child.is_file() and accept(child.name):
                         walk.files.append((child_rel, child))
-                        crossing = None if real is None else _crossing(child_rel, real, top)
-                        if crossing is not None:
-                            walk.crossings[child_rel] = crossing
+                        refusal = None if real is None else crossing(child_rel, real, top)
+                        if refusal is not None:
+                            walk.crossings[child_rel] = refusal
                 except FileNotFoundError:
                     continue  # deleted while we looked
                 except OSError as exc:
-                    self._warn_once(child.path, f"cannot read: {exc.strerror}")
+                    self.warn_once(child.path, f"cannot read: {exc.strerror}")
                     walk.unreadable += [child_rel, child_rel + "/"]  # a file, or a folder
         return walk
 
-    def _crosses(self, path: Path) -> bool:
+    def crosses(self, path: Path) -> bool:
         """Whether the sidecar `path` would land, through a symlinked folder, in another
         team folder than its name says (only possible when the last walk met a symlink)."""
-        base = self.root if self.status_dir is None else self.status_dir
+        base = self._root if self._status_dir is None else self._status_dir
         rel = os.path.relpath(path, base).replace(os.sep, "/")
         real_base = os.path.realpath(base)
         real = os.path.join(os.path.realpath(path.parent), path.name)
-        if not _inside(real, real_base):
+        if not inside(real, real_base):
             return True
-        return _team(rel) != _team(os.path.relpath(real, real_base).replace(os.sep, "/"))
+        real_rel = os.path.relpath(real, real_base).replace(os.sep, "/")
+        return team_folder(rel) != team_folder(real_rel)
 
-    def _check_inside(self, path: Path, name: str) -> None:
-        root = os.path.realpath(self.root)
-        if not _inside(os.path.realpath(path), root):
+    def check_inside(self, path: Path, name: str) -> None:
+        root = os.path.realpath(self._root)
+        if not inside(os.path.realpath(path), root):
             raise InvalidName(f"task name {name!r} resolves outside the tasks folder")
 
-    def _warn_once(self, path: str, message: str) -> None:
+    def warn_once(self, path: str, message: str) -> None:
         if (path, message) not in self._warned:
             self._warned.add((path, message))
             log.warning("%s: %s", path, message)

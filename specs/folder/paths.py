@@ -1,7 +1,7 @@
 """The store's names, paths and file reads: task-name rules, what counts as a spec or a
 sidecar file, team folders and symlink crossings, stat keys and the plain file reads.
 
-Split out of specs/folder/store.py, which re-exports what callers import from there.
+specs/folder/store.py re-exports the names its callers import from there.
 """
 
 from __future__ import annotations
@@ -10,14 +10,11 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from specs.folder.atomic import StatKey as StatKey
 from specs.queues.config import CONFIG_FILE, is_reserved
-
-if TYPE_CHECKING:
-    from specs.folder.store import SpecEntry
 
 TASK_SUFFIXES = (".yaml", ".yml")
 
@@ -36,30 +33,29 @@ _CONFIG_NAME = CONFIG_FILE.removesuffix(".yaml")
 
 _SEGMENT = re.compile(r"[A-Za-z0-9._-]+")
 
-StatKey = tuple[int, int, int]
-# What the store keeps of a StatKey: the three numbers packed in one int (~50 B, not a tuple
-# and three ints, ~160 B; two per task, its spec's and its sidecar's). Equal exactly when the
+# What the store keeps of a StatKey: the three numbers packed in one int, not a tuple and
+# three ints (two per task, its spec's and its sidecar's). Equal exactly when the
 # keys are: the modification time in its low 64 bits (two's complement: it may be negative),
 # the size in the next 64, the inode above.
 PackedKey = int
 _LOW64 = (1 << 64) - 1
 
 
-def _packed(key: StatKey) -> PackedKey:
+def pack_key(key: StatKey) -> PackedKey:
     mtime_ns, size, ino = key
     return (ino << 128) | (size << 64) | (mtime_ns & _LOW64)
 
 
-def _stat_packed(st: os.stat_result) -> PackedKey:
+def pack_stat(st: os.stat_result) -> PackedKey:
     return (st.st_ino << 128) | (st.st_size << 64) | (st.st_mtime_ns & _LOW64)
 
 
-def _packed_mtime_ns(key: PackedKey) -> int:
+def packed_mtime_ns(key: PackedKey) -> int:
     low = key & _LOW64
     return low - (1 << 64) if low >> 63 else low
 
 
-def _is_queue_config(name: str) -> bool:
+def is_queue_config(name: str) -> bool:
     """`_queues`, or a queue's own `team-a/_queues` (nested queues): configuration."""
     return name.rsplit("/", 1)[-1] == _CONFIG_NAME
 
@@ -111,46 +107,42 @@ def validate_name(name: str) -> str:
     return name
 
 
-class _Unreadable(Exception):
+class Unreadable(Exception):
     """A file exists but cannot be read right now: keep what we knew of it."""
 
 
-def _is_spec_file(filename: str) -> bool:
+def is_spec_file(filename: str) -> bool:
     if filename.endswith(EDITOR_SUFFIXES) or (filename.startswith("#") and filename.endswith("#")):
         return False
     if filename.endswith(SIDECAR_SUFFIXES):
         return False
-    return filename.endswith(TASK_SUFFIXES) and _strip(filename, TASK_SUFFIXES) != ""
+    return filename.endswith(TASK_SUFFIXES) and strip_suffix(filename, TASK_SUFFIXES) != ""
 
 
-def _strip(rel: str, suffixes: Iterable[str]) -> str:
+def strip_suffix(rel: str, suffixes: Iterable[str]) -> str:
     for suffix in suffixes:
         if rel.endswith(suffix):
             return rel[: -len(suffix)]
     return rel
 
 
-def _rel_of(entry: SpecEntry) -> str:
-    return entry.name + entry.path.suffix
-
-
-def _under_any(rel: str, prefixes: list[str]) -> bool:
+def under_any(rel: str, prefixes: list[str]) -> bool:
     """`rel` is one of the unreadable files, or inside an unreadable "dir/" (or the root, "")."""
     return any(rel == p or (p.endswith("/") and rel.startswith(p)) or p == "" for p in prefixes)
 
 
-def _team(rel: str) -> str:
+def team_folder(rel: str) -> str:
     """The team folder of a path relative to the root: its top-level folder ("" at the top)."""
     head, sep, _ = rel.partition("/")
     return head if sep else ""
 
 
-def _crossing(rel: str, real: str, top: str) -> str | None:
+def crossing(rel: str, real: str, top: str) -> str | None:
     """Why the file at `rel`, really at `real` (inside `top`), is refused, or None: a symlink
     must not carry a spec from one team folder into another (it would run as the other's
     task, and both would share one status file)."""
     target = os.path.relpath(real, top).replace(os.sep, "/")
-    here, there = _team(rel), _team(target)
+    here, there = team_folder(rel), team_folder(target)
     if here == there:
         return None
 
@@ -163,11 +155,11 @@ def _crossing(rel: str, real: str, top: str) -> str | None:
     )
 
 
-def _inside(real_path: str, real_top: str) -> bool:
+def inside(real_path: str, real_top: str) -> bool:
     return real_path == real_top or real_path.startswith(real_top.rstrip(os.sep) + os.sep)
 
 
-def _dir_id(path: str | Path | None) -> tuple[int, int] | None:
+def dir_id(path: str | Path | None) -> tuple[int, int] | None:
     if path is None:
         return None
     try:
@@ -177,7 +169,7 @@ def _dir_id(path: str | Path | None) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def _stat_key(path: Path) -> StatKey | None:
+def stat_key(path: Path) -> StatKey | None:
     try:
         st = os.stat(path)
     except OSError:
@@ -185,7 +177,7 @@ def _stat_key(path: Path) -> StatKey | None:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-def _check_relative(name: str) -> None:
+def check_relative(name: str) -> None:
     """Path safety for any name, including scanned ones that validate_name would refuse."""
     if not name or "\x00" in name or name.startswith("/"):
         raise InvalidName(f"task name {name!r} is not a relative path")
@@ -193,18 +185,17 @@ def _check_relative(name: str) -> None:
         raise InvalidName(f"task name {name!r} must not contain empty, '.' or '..' segments")
 
 
-def _digest(data: bytes) -> bytes:
-    """What a sidecar's bytes are remembered by: 16 bytes, not ~500 (50,000 sidecars)."""
+def sidecar_digest(data: bytes) -> bytes:
+    """What a sidecar's bytes are remembered by: 16 bytes rather than the whole file, for
+    every sidecar of the folder."""
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
-def _read_regular(path: str | Path, limit: int = -1) -> bytes | None:
-    """Read a regular file; None if missing or not regular."""
-    read = _read_with_stat(path, limit)
-    return None if read is None else read[0]
+# How the store reads every file: read_with_stat, or what a test passes in its place.
+ReadFile = Callable[[str | Path, int], tuple[bytes, os.stat_result] | None]
 
 
-def _read_with_stat(path: str | Path, limit: int = -1) -> tuple[bytes, os.stat_result] | None:
+def read_with_stat(path: str | Path, limit: int = -1) -> tuple[bytes, os.stat_result] | None:
     """Read a regular file and stat it after the read; None if missing or not regular.
     O_NONBLOCK: a FIFO never blocks us.
 
@@ -237,7 +228,7 @@ def _read_with_stat(path: str | Path, limit: int = -1) -> tuple[bytes, os.stat_r
         os.close(fd)
 
 
-def _prune_empty_parents(directory: Path, stop: Path) -> None:
+def prune_empty_parents(directory: Path, stop: Path) -> None:
     while directory != stop and stop in directory.parents:
         try:
             directory.rmdir()

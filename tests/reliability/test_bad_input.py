@@ -24,10 +24,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import specs.folder.store
 from reconciler.shell.loop.runner import Reconciler
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import RUNNING, Capacity
+from specs.folder.paths import read_with_stat
 from specs.folder.store import TaskStore
 from specs.settings.process import Settings
 from specs.task.records import Task
@@ -335,28 +335,25 @@ def test_fifo_and_device_files_are_skipped_without_blocking(
 
 
 def test_unreadable_spec_keeps_its_running_job(
-    make_world: Callable[..., World],
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
+    make_world: Callable[..., World], caplog: pytest.LogCaptureFixture
 ) -> None:
     """Tests run as root, where chmod 000 blocks nothing, so the read itself is made to fail
     with EACCES, exactly as the store would see it for another user's file."""
-    world = make_world()
+    denying: list[bool] = []
+
+    def read_file(path: str | Path, limit: int = -1) -> tuple[bytes, os.stat_result] | None:
+        """How the store reads a file (and stats it after); train.yaml denied once armed."""
+        if denying and str(path).endswith("train.yaml"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return read_with_stat(path, limit)
+
+    world = make_world(store_options={"read_file": read_file})
     world.write("train", "python train.py")
     world.step()
     sid = world.status("train")["submissionId"]
     world.ray.set_status(sid, RUNNING)
     world.step()
-    real_read = (
-        specs.folder.store._read_with_stat
-    )  # how the store reads a spec (and stats it after)
-
-    def denied(path: str | Path, limit: int = -1) -> tuple[bytes, os.stat_result] | None:
-        if str(path).endswith("train.yaml"):
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_read(path, limit)
-
-    monkeypatch.setattr(specs.folder.store, "_read_with_stat", denied)
+    denying.append(True)
     os.utime(world.tasks / "train.yaml", (time.time() + 5, time.time() + 5))  # force a re-read
     with caplog.at_level(logging.WARNING, "rayqueue.store"):
         world.step(passes=3)

@@ -37,16 +37,24 @@ class World:
         start: float = DEFAULT_START,
         tick: float = 1.0,
         autoscaler: Autoscaler | None = None,
+        store_options: dict[str, Any] | None = None,
         **settings: Any,
     ) -> World:
         """Reconciler, store and FakeRay all on one new FakeClock set to `start`; `settings`
-        are Settings fields (queue_id defaults to "q-test", the API is off)."""
+        are Settings fields (queue_id defaults to "q-test", the API is off). `store_options`:
+        more TaskStore arguments (a file reader, a sidecar writer, ... of the test's own)."""
         clock = FakeClock(start)
         fake = ray if ray is not None else FakeRay(capacity, clock=clock)
         fake.clock = clock  # a FakeRay passed in follows the same clock
         fields: dict[str, Any] = {"queue_id": "q-test", "api": False} | settings
         config = Settings(tasks_dir=tasks, **fields)
-        store = TaskStore(tasks, config.status_dir, settle_seconds=settle_seconds, clock=clock)
+        store = TaskStore(
+            tasks,
+            config.status_dir,
+            settle_seconds=settle_seconds,
+            clock=clock,
+            **(store_options or {}),
+        )
         reconciler = Reconciler(config, store, fake, clock=clock, autoscaler=autoscaler)
         return cls(tasks, fake, clock, reconciler, tick)
 

@@ -15,7 +15,7 @@ from reconciler.shell.raycluster.fake import FakeRay
 from reconciler.shell.watch.events import FileEvents
 from reconciler.shell.watch.watcher import Watcher
 from specs.cluster import Capacity
-from specs.folder.store import TaskStore
+from specs.folder.changes import ChangeScanner
 from tests.support.specs import read_status, write_task
 from tests.support.waiting import wait_until
 
@@ -37,13 +37,13 @@ def test_the_pass_after_the_first_does_not_walk_the_folder_again(
     for i in range(3):
         write_task(tasks, f"t{i}")
     walks: list[float] = []
-    scan_all = TaskStore._scan_all
+    scan_all = ChangeScanner.scan_all  # a store's full walk of its folder
 
-    def counted(self: TaskStore) -> object:
+    def counted(self: ChangeScanner) -> object:
         walks.append(time.monotonic())
         return scan_all(self)
 
-    monkeypatch.setattr(TaskStore, "_scan_all", counted)
+    monkeypatch.setattr(ChangeScanner, "scan_all", counted)
     run = Watcher._run
 
     def slow_to_arm(self: Watcher) -> None:

@@ -76,7 +76,7 @@ def _checked(w: World) -> World:
 
     def read_checked(*, cached: bool = False) -> Any:
         statuses, generations, changes = read(cached=cached)
-        assert (statuses, generations) == store._all_statuses()
+        assert (statuses, generations) == store._statuses.all_statuses()
         return statuses, generations, changes
 
     def versions_checked(specs: Any, statuses: Any, *args: Any) -> dict[str, Version]:

@@ -160,12 +160,9 @@ def test_a_write_or_delete_replaces_what_was_deferred(tmp_path: Path) -> None:
 # --- the loop --------------------------------------------------------------------------------
 
 
-def test_only_write_ahead_records_are_fsynced(tmp_path: Path, monkeypatch) -> None:
+def test_only_write_ahead_records_are_fsynced(tmp_path: Path) -> None:
     tasks = tmp_path / "tasks"
     tasks.mkdir()
-    w = World.build(tasks, Capacity(2, 0, 2**34))
-    for i in range(5):
-        w.write(f"t{i}", priority=i)
     synced: list[str] = []
     real = atomic.replace_file
 
@@ -176,7 +173,9 @@ def test_only_write_ahead_records_are_fsynced(tmp_path: Path, monkeypatch) -> No
             synced.append(path.name)
         return real(path, data, durable=durable, mode=mode, **rest)
 
-    monkeypatch.setattr("specs.folder.store.write_sidecar_file", replace_file)
+    w = World.build(tasks, Capacity(2, 0, 2**34), store_options={"write_file": replace_file})
+    for i in range(5):
+        w.write(f"t{i}", priority=i)
     w.step()
     # The two that start record their submission ids, fsynced; the three that wait are
     # written too (new records, within the budget), but not fsynced.

@@ -16,7 +16,6 @@ import pytest
 from reconciler.shell.watch import inotify, watcher
 from reconciler.shell.watch.watcher import Watcher
 from specs.cluster import Capacity
-from specs.folder import store as store_module
 from specs.folder.atomic import replace_file
 from tests.support.specs import task_yaml
 from tests.support.waiting import wait_until
@@ -27,17 +26,20 @@ SETTLE = 30.0  # on the world's fake clock, which these tests never move past it
 pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify: Linux"),
     pytest.mark.world(
-        capacity=Capacity(4, 0, 16 * GIB), queue_id="q-test", settle_seconds=SETTLE, tick=0.0
+        capacity=Capacity(4, 0, 16 * GIB),
+        queue_id="q-test",
+        settle_seconds=SETTLE,
+        tick=0.0,
+        # A write and a rename in the same clock tick leave ctime == mtime: file times say
+        # nothing, as here for every file.
+        store_options={"is_whole": lambda key, after: False},
     ),
 ]
 
 
 @pytest.fixture
-def world(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+def world(world: World) -> Iterator[World]:
     """The shared world with a watcher on its folder, armed, and the walk after arming done."""
-    # A write and a rename in the same clock tick leave ctime == mtime: file times say
-    # nothing, as here for every file.
-    monkeypatch.setattr(store_module, "_is_whole", lambda key, after: False)
     world.reconciler.run_pass()  # the first walk: the folder is empty, nothing is held
     stop = threading.Event()
     watcher = Watcher(world.tasks, world.reconciler.wake, stop, world.reconciler.events)

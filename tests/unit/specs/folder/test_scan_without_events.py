@@ -28,10 +28,10 @@ def test_a_scan_named_nothing_keeps_the_maps_and_a_later_event_sees_the_edit(
     store = TaskStore(tmp_path)
     walked, changes = store.scan_changes(None)
     assert changes is None and sorted(walked) == ["t0", "t1", "t2"]
-    kept, parsed = store._entries, store._parsed
+    kept, parsed = store._specs.entries, store._specs.parsed
     quiet, changes = store.scan_changes(set())
     assert changes == set() and quiet == walked
-    assert store._entries is kept and store._parsed is parsed  # nothing copied
+    assert store._specs.entries is kept and store._specs.parsed is parsed  # nothing copied
     quiet["t0"] = quiet["t1"]  # what a caller is handed is its own
     assert store.scan_changes(set())[0] == walked
     edited = _put(tmp_path, "t1", 2)

@@ -160,11 +160,11 @@ def test_a_small_file_is_read_whole_in_one_read(
     real = os.read
     monkeypatch.setattr(storepaths.os, "read", lambda fd, n: (reads.append(n), real(fd, n))[1])
     (tmp_path / "a.yaml").write_bytes(b"x" * 300)
-    read = storepaths._read_with_stat(str(tmp_path / "a.yaml"))
+    read = storepaths.read_with_stat(str(tmp_path / "a.yaml"))
     assert read is not None and read[0] == b"x" * 300 and reads == [301]
-    capped = storepaths._read_with_stat(str(tmp_path / "a.yaml"), limit=100)
+    capped = storepaths.read_with_stat(str(tmp_path / "a.yaml"), limit=100)
     assert capped is not None and capped[0] == b"x" * 100
     reads.clear()
     (tmp_path / "b.yaml").write_bytes(b"")
-    empty = storepaths._read_with_stat(str(tmp_path / "b.yaml"))
+    empty = storepaths.read_with_stat(str(tmp_path / "b.yaml"))
     assert empty is not None and empty[0] == b"" and reads == [1]

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from specs.folder import atomic, store
+from specs.folder import atomic
 from specs.folder.atomic import write_atomic
 from specs.folder.store import (
     FolderUnavailable,
@@ -26,7 +26,7 @@ from specs.service.tasks import TaskService
 from specs.task.models import Metadata, Phase, Resources
 from specs.task.records import Task, TaskSpec
 from specs.task.status import TaskStatus, TaskStatusBody
-from specs.yamlio.parse import MAX_FILE_BYTES, dump_task
+from specs.yamlio.parse import MAX_FILE_BYTES, dump_task, parse_status, parse_task
 
 
 def spec_text(name: str | None = None, cpu: float = 1, entrypoint: str = "python x.py") -> str:
@@ -71,10 +71,16 @@ def root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Record every spec parse the store makes."""
-    calls: list[str] = []
-    real = store.parse_task
+def count_parses() -> list[str]:
+    """Every spec parse a store made with `counting_parse`, by file."""
+    return []
+
+
+@pytest.fixture
+def counting_parse(count_parses: list[str]) -> Callable[..., Task]:
+    """A spec parser for TaskStore(parse_task=...) that records each parse in count_parses."""
+    calls = count_parses
+    real = parse_task
 
     def counting(
         text: str | bytes,
@@ -95,8 +101,7 @@ def count_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             max_array_elements=max_array_elements,
         )
 
-    monkeypatch.setattr(store, "parse_task", counting)
-    return calls
+    return counting
 
 
 # --- names -----------------------------------------------------------------------------------
@@ -202,15 +207,11 @@ def test_yaml_and_yml_for_one_name_is_an_error_on_the_yaml_entry(root: Path) -> 
     assert entry.error.message == "both a.yaml and a.yml define task a"
 
 
-def test_oversized_file_is_invalid_without_being_read(
-    root: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_oversized_file_is_invalid_without_being_read(root: Path) -> None:
     put(root, "big.yaml", spec_text() + "#" * MAX_FILE_BYTES)
     opened: list[object] = []
-    # Both ways the store reads a file: neither may be called for an oversized one.
-    monkeypatch.setattr(store, "_read_regular", lambda *a, **k: opened.append(a))
-    monkeypatch.setattr(store, "_read_with_stat", lambda *a, **k: opened.append(a))
-    entry = TaskStore(root).scan()["big"]
+    # The one way the store reads a file: never called for an oversized one.
+    entry = TaskStore(root, read_file=lambda *a: opened.append(a)).scan()["big"]
     assert opened == []
     assert entry.task is None and entry.raw_hash == ""
     assert entry.error is not None and "larger than the 1024 KiB limit" in entry.error.message
@@ -379,9 +380,11 @@ def test_unreadable_file_warns_and_keeps_its_last_entry(
     assert sum("cannot read" in r.getMessage() for r in caplog.records) == 2
 
 
-def test_reparse_only_when_stat_changes(root: Path, count_parses: list[str]) -> None:
+def test_reparse_only_when_stat_changes(
+    root: Path, count_parses: list[str], counting_parse: Callable[..., Task]
+) -> None:
     paths = [put(root, f"t{i}.yaml", spec_text()) for i in range(5)]
-    task_store = TaskStore(root)
+    task_store = TaskStore(root, parse_task=counting_parse)
     first = task_store.scan()
     assert len(count_parses) == 5
     second = task_store.scan()
@@ -417,9 +420,11 @@ def test_last_valid_survives_a_broken_edit_but_not_a_deletion(root: Path) -> Non
     assert task_store.scan()["job"].last_valid is None  # a new task, with no history
 
 
-def test_deleted_files_leave_the_cache(root: Path, count_parses: list[str]) -> None:
+def test_deleted_files_leave_the_cache(
+    root: Path, count_parses: list[str], counting_parse: Callable[..., Task]
+) -> None:
     path = put(root, "a.yaml", spec_text())
-    task_store = TaskStore(root)
+    task_store = TaskStore(root, parse_task=counting_parse)
     task_store.scan()
     path.unlink()
     assert task_store.scan() == {}
@@ -429,7 +434,7 @@ def test_deleted_files_leave_the_cache(root: Path, count_parses: list[str]) -> N
 
 
 def test_rescan_of_10k_unchanged_files_parses_nothing(
-    tmp_path: Path, count_parses: list[str]
+    tmp_path: Path, count_parses: list[str], counting_parse: Callable[..., Task]
 ) -> None:
     # Speed is measured in benchmarks/scale.py; here only the caching behaviour is checked.
     root = tmp_path / "tasks"
@@ -438,7 +443,7 @@ def test_rescan_of_10k_unchanged_files_parses_nothing(
         folder.mkdir(parents=True)
         for i in range(200):
             (folder / f"task{i}.yaml").write_text(spec_text(f"task{i}", cpu=1 + i % 4))
-    task_store = TaskStore(root)
+    task_store = TaskStore(root, parse_task=counting_parse)
     entries = task_store.scan()
     again = task_store.scan()
     assert len(entries) == 10_000 and all(e.task is not None for e in entries.values())
@@ -632,19 +637,18 @@ def test_read_statuses_includes_orphans(root: Path) -> None:
     assert sorted(task_store.scan()) == ["a"]  # sidecars are never specs
 
 
-def test_read_statuses_caches_by_stat(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_read_statuses_caches_by_stat(root: Path) -> None:
     writer = TaskStore(root)
     for i in range(3):
         writer.write_status(f"t{i}", status())
     calls: list[str] = []
-    real = store.parse_status
+    real = parse_status
 
     def counting(text: str | bytes, *, file: str = "<status>") -> TaskStatus:
         calls.append(file)
         return real(text, file=file)
 
-    monkeypatch.setattr(store, "parse_status", counting)
-    reader = TaskStore(root)
+    reader = TaskStore(root, parse_status=counting)
     assert len(reader.read_statuses()) == 3
     assert len(reader.read_statuses()) == 3
     assert len(calls) == 3
@@ -768,6 +772,6 @@ def test_a_status_keeps_its_generation_until_it_is_written_or_read_anew(root: Pa
 def test_the_store_remembers_a_digest_of_each_sidecar_not_its_bytes(root: Path) -> None:
     task_store = TaskStore(root)
     task_store.write_status("a", status())
-    remembered = task_store._sidecars["a"]
+    remembered = task_store._statuses.sidecars["a"]
     assert len(remembered.digest) == 16 < len((root / "a.status.yaml").read_bytes())
     assert task_store.write_status("a", status()) is False  # still no identical rewrite

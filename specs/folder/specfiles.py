@@ -1,0 +1,173 @@
+"""What a spec file reads as: the entry a scan hands out for a task (`SpecEntry`), the parse of
+one file as the scan caches it (`ParsedSpec`), and the reading and parsing of one file
+(`SpecFiles`), with the rule that tells a finished file from one still being written
+(`is_whole`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from specs.folder.paths import PackedKey, ReadFile, Unreadable, pack_stat
+from specs.queues.config import CONFIG_FILE, is_reserved
+from specs.task.records import Task
+from specs.yamlio.parse import MAX_FILE_BYTES, Problem, SpecError, SpecParseError
+
+
+@dataclass(frozen=True, slots=True)
+class SpecEntry:
+    """One task as found on disk in the latest scan."""
+
+    name: str  # relative path without extension, "/" separated: team-a/train
+    # The file (`path`), under the root as given (not resolved), so it survives a git-sync
+    # swap. The store gives the root (one Path shared by every entry) and `rel`, the file's
+    # relative path: not a Path of its own per entry.
+    base: Path
+    task: Task | None  # None when invalid
+    error: SpecError | None  # first error when invalid; str(error) is the status message
+    last_valid: Task | None  # last good parse of this name in this process
+    raw_hash: str  # sha256 of the file bytes; "" when the file was too large to read
+    generation: int = 0  # the store's: a new one whenever anything above changes
+    rel: str = ""  # "": `base` is the file itself
+
+    @property
+    def path(self) -> Path:
+        return self.base / self.rel if self.rel else self.base
+
+    def _compared(self) -> tuple[object, ...]:
+        return (self.name, self.path, self.task, self.error, self.last_valid, self.raw_hash,
+                self.generation)  # fmt: skip
+
+    def __eq__(self, other: object) -> bool:  # by the path, however it is kept
+        if not isinstance(other, SpecEntry):
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    def __hash__(self) -> int:  # the fields that hash (a Task's labels are a dict)
+        return hash((self.name, self.path, self.raw_hash, self.generation))
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedSpec:
+    """One read of a spec file, kept while the file's stat key stays the same."""
+
+    key: PackedKey
+    task: Task | None
+    error: SpecError | None
+    raw_hash: str
+    whole: bool = False  # known complete when read: no settle wait (see is_whole)
+    generation: int = 0  # of this read of the file
+
+
+class ParseTask(Protocol):
+    """How a spec's bytes become a Task: specs.yamlio.parse.parse_task, or a test's own."""
+
+    def __call__(
+        self,
+        text: str | bytes,
+        *,
+        file: str,
+        expected_name: str | None = None,
+        task_name: str | None = None,
+        check: Callable[[Task], Sequence[Problem]] | None = None,
+        max_array_elements: int = ...,
+    ) -> Task: ...
+
+
+# Whether bytes read from a file (stat key as listed, stat after the read) are its finished
+# content: is_whole, or a test's own.
+IsWhole = Callable[[PackedKey, os.stat_result], bool]
+
+
+class SpecFiles:
+    """Reads and parses one spec file at a time, for a scan that has found it changed."""
+
+    def __init__(
+        self,
+        *,
+        check: Callable[[str, Task], Sequence[Problem]] | None,
+        max_array_elements: int,
+        generations: Iterator[int],
+        warn: Callable[[str, str], None],
+        read_file: ReadFile,
+        parse_task: ParseTask,
+        is_whole: IsWhole,
+    ) -> None:
+        # What a spec must also pass beyond its own file (runtimeEnv paths: runtimepaths.py),
+        # given its task name; checked whenever the file is (re)read.
+        self.check = check
+        # The setting max_array_elements: a larger array reads as Invalid.
+        self.max_array_elements = max_array_elements
+        self._generations = generations
+        self._warn = warn
+        self._read_file = read_file
+        self._parse_task = parse_task
+        self._is_whole = is_whole
+
+    def parse(
+        self, rel: str, path: str, st: os.stat_result, key: PackedKey, name: str
+    ) -> ParsedSpec | None:
+        """The file at `path` (`rel` under the root, listed with `st`), read and parsed as the
+        task `name`; None if it is gone or no longer a regular file. Raises Unreadable."""
+        if st.st_size > MAX_FILE_BYTES:
+            message = f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
+            error: SpecError | None = SpecError(rel, None, None, None, message)
+            return ParsedSpec(key, None, error, "", generation=next(self._generations))
+        try:
+            read = self._read_file(path, MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            self._warn(path, f"cannot read: {exc.strerror}")
+            raise Unreadable from exc
+        if read is None:  # replaced by a non-regular file, or deleted, since the listing
+            return None
+        data, after = read
+        whole = self._is_whole(key, after)
+        stem = name.rsplit("/", 1)[-1]
+        if is_reserved(stem):
+            message = (
+                f"file names starting with '_' are reserved for configuration (like "
+                f"{CONFIG_FILE}), so this is not run as a task; rename it to drop the '_'"
+            )
+            reserved = SpecError(rel, None, None, None, message)
+            raw = hashlib.sha256(data).hexdigest()
+            return ParsedSpec(key, None, reserved, raw, generation=next(self._generations))
+        try:
+            check = None if self.check is None else functools.partial(self.check, name)
+            task: Task | None = self._parse_task(
+                data,
+                file=rel,
+                expected_name=stem,
+                task_name=name,
+                check=check,
+                max_array_elements=self.max_array_elements,
+            )
+            error = None
+        except SpecParseError as exc:
+            task, error = None, exc.errors[0]
+        raw = hashlib.sha256(data).hexdigest()
+        return ParsedSpec(key, task, error, raw, whole, next(self._generations))
+
+
+def is_whole(key: PackedKey, after: os.stat_result) -> bool:
+    """Whether bytes read from a file are its finished content, so that no settle wait is needed.
+
+    Settling guards against reading a file while someone still writes it: an editor saving in
+    place, `cp`, a shell appending piece by piece, git writing a checkout. Every such data
+    write stamps the file's modification time and change time with the same instant, so
+    between two pieces ctime == mtime. A writer that publishes a file whole does one more
+    thing after its last write: it renames the finished file into place (our API and CLI via
+    specs/folder/atomic.py, git-sync, `mv`), or sets its mode or times (`install`, `cp -p`, tar).
+    Those change only ctime, leaving ctime > mtime. So ctime > mtime means the last thing done
+    to the file was not a data write: its content is complete. Equal times prove nothing and
+    wait as before (a rename in the same clock tick as the write; write_atomic rules that out
+    for our own writes). The stat is taken after reading and must still match the listing's,
+    so the bytes read are the bytes this stat describes; a write that raced the read changes
+    mtime (and sets ctime == mtime), and the file waits.
+    """
+    return pack_stat(after) == key and (after.st_ctime_ns > after.st_mtime_ns)
