@@ -1,8 +1,10 @@
 """The discrete-event simulator: the real planner, a virtual clock and a simulated Ray cluster.
 
-Each step builds the planner's inputs (TaskInput, TaskStatus, Observation), calls
-`reconciler.core.planner.plan`, and applies its submits and stops to a dictionary of RayJob values,
-as the loop and Ray would. Admission, ordering, timeouts and statuses are the planner's; the
+Each step builds the planner's inputs (TaskInput, TaskStatus, Observation), calls the planner
+the loop serves with (`reconciler.core.incremental.plan_incremental`, its memo kept from step to
+step and each task's version moved whenever the simulator gives it a spec or a status, as the
+store's generations move in the loop), and applies its submits and stops to a dictionary of
+RayJob values, as the loop and Ray would. Admission, ordering, timeouts and statuses are the planner's; the
 simulator only decides when Ray jobs start and end. A submitted job runs at once (no PENDING
 time), so start time = submit time and wait = submit time - arrival.
 
@@ -22,7 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from reconciler.core.planner import STOP_WAIT_ENV, Observation, Plan, TaskInput, plan
+from reconciler.core.incremental import EMPTY, Memo, plan_incremental
+from reconciler.core.planner import STOP_WAIT_ENV, Observation, Plan, TaskInput
 from reconciler.core.queues import usage
 from reconciler.sim.nodes import Nodes
 from reconciler.sim.workload import Job
@@ -75,7 +78,7 @@ class SimResult:
     capacity_cpu: float
     records: list[JobRecord]
     passes: int = 0
-    plan_seconds: float = 0.0  # time spent inside plan()
+    plan_seconds: float = 0.0  # time spent inside the planner
     wall_seconds: float = 0.0  # the whole simulation
     max_live: int = 0  # most tasks handed to one pass
     live_task_passes: int = 0  # sum over passes of the tasks handed in, for a per-task cost
@@ -137,6 +140,23 @@ class _Cluster:
     past: dict[str, Capacity] = field(default_factory=dict)
     held: dict[str, Capacity] = field(default_factory=dict)  # by queue, since `past_at`
     past_at: float = 0.0
+    # The planner's memo between passes, and each task's version: a number new whenever the
+    # simulator gives the task a spec or a status (`touch`). `unplanned`: the names touched
+    # since the last pass (the planner's `changed`).
+    memo: Memo = EMPTY
+    versions: dict[str, int] = field(default_factory=dict)
+    unplanned: set[str] = field(default_factory=set)
+    stamp: int = 0
+
+    def touch(self, name: str) -> None:
+        self.stamp += 1
+        self.versions[name] = self.stamp
+        self.unplanned.add(name)
+
+    def forget(self, name: str) -> None:
+        """A task leaves the planner's inputs (its status is final and its job has ended)."""
+        del self.specs[name], self.statuses[name], self.versions[name]
+        self.unplanned.discard(name)
 
 
 def simulate(
@@ -180,6 +200,7 @@ def simulate(
         while next_arrival < len(arrivals) and arrivals[next_arrival].arrival <= now:
             job = arrivals[next_arrival]
             cluster.specs[job.name] = TaskInput(job.name, to_task(job))
+            cluster.touch(job.name)
             next_arrival += 1
             changed = True
         while cluster.events and cluster.events[0][0] <= now:
@@ -267,7 +288,9 @@ def _settle(
     when = EPOCH + timedelta(seconds=now)
     default_grace = cluster.options.preemption_grace_seconds
     for _ in range(MAX_PASSES_PER_INSTANT):
-        observed = Observation(cluster.jobs, cluster.capacity, scaling=cluster.scaling)
+        # A copy of the jobs, as of the versions: the memo keeps them to compare the next
+        # pass's with, and the simulator changes its own in place.
+        observed = Observation(dict(cluster.jobs), cluster.capacity, scaling=cluster.scaling)
         live = len(cluster.specs)
         began = time.perf_counter()
         past = None
@@ -278,7 +301,8 @@ def _settle(
             cluster.past = usage.advance_all(cluster.past, cluster.held, elapsed, half_life, names)
             cluster.past_at = now
             past = usage.Tracked(cluster.past, EPOCH_UNIX)  # tracked since the run began
-        p = plan(
+        p, cluster.memo = plan_incremental(
+            cluster.memo,
             cluster.specs,
             cluster.statuses,
             observed,
@@ -286,14 +310,19 @@ def _settle(
             cluster.options,
             queues=cluster.queues,
             usage=past,
+            versions=dict(cluster.versions),
+            changed=cluster.unplanned,
         )
+        cluster.unplanned = set()
         if p.summary is not None and p.summary.queues is not None:
             cluster.held = {n: s.usage for n, s in p.summary.queues.states.items()}
         result.plan_seconds += time.perf_counter() - began
         result.passes += 1
         result.live_task_passes += live
         result.max_live = max(result.max_live, live)
-        cluster.statuses.update(p.statuses)
+        for name in p.write_classes:  # the statuses the plan changed, each a new version
+            cluster.statuses[name] = p.statuses[name]
+            cluster.touch(name)
         cluster.deadline = p.deadline
         if p.scale_request is not None:
             cluster.scale_request = p.scale_request
@@ -355,7 +384,7 @@ def _settle(
             record = records[name]
             record.phase = body.phase
             record.end = (job.end_time - EPOCH.timestamp()) if job and job.end_time else now
-            del cluster.specs[name], cluster.statuses[name]
+            cluster.forget(name)
             for sid in cluster.runs.pop(name, []):
                 cluster.jobs.pop(sid, None)
                 cluster.graces.pop(sid, None)
