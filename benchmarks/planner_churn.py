@@ -21,7 +21,7 @@ from typing import Any
 
 from benchmarks.common import save, table
 from reconciler.app.runtime import tune_gc
-from reconciler.core.incremental import memo as incremental
+from reconciler.core import incremental
 from reconciler.core.planner import Observation, Plan, TaskInput
 from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity, RayJob
 from specs.queues.config import QueueConfig

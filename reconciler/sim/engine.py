@@ -4,9 +4,9 @@ Each step builds the planner's inputs (TaskInput, TaskStatus, Observation), call
 the loop serves with (`reconciler.core.incremental.plan_incremental`, its memo kept from step to
 step and each task's version moved whenever the simulator gives it a spec or a status, as the
 store's generations move in the loop), and applies its submits and stops to a dictionary of
-RayJob values, as the loop and Ray would. Admission, ordering, timeouts and statuses are the planner's; the
-simulator only decides when Ray jobs start and end. A submitted job runs at once (no PENDING
-time), so start time = submit time and wait = submit time - arrival.
+RayJob values, as the loop and Ray would. Admission, ordering, timeouts and statuses are the
+planner's; the simulator only decides when Ray jobs start and end. A submitted job runs at
+once (no PENDING time), so start time = submit time and wait = submit time - arrival.
 
 The clock jumps from event to event (an arrival, a job's end, a timeout coming due). At each
 event time it runs passes until one changes nothing in Ray: the pass after a submit is the one

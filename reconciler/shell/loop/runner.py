@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from reconciler.core.incremental import memo as incremental
+from reconciler.core import incremental
 from reconciler.core.planner import Observation, Plan, TaskInput
 from reconciler.core.task import lifecycle
 from reconciler.shell.loop import timing as pace
