@@ -18,7 +18,7 @@ from typing import Any
 
 def install(out: Path, mark: Path) -> None:
     """Record each pass as a line of JSON in `out` once `mark` exists."""
-    from reconciler.core.incremental import memo as incremental
+    from reconciler.core import incremental
     from reconciler.shell.loop.runner import Reconciler
     from specs.folder.store import TaskStore
 

@@ -30,7 +30,7 @@ from benchmarks import bigfolder, common
 
 def _inputs(size: int, root: Path) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
     """The arguments of the planner's first two calls in a fresh `serve` loop."""
-    from reconciler.core.incremental import memo as incremental
+    from reconciler.core import incremental
     from reconciler.shell.raycluster.fake import FakeRay
     from specs.cluster import Capacity
 
@@ -68,7 +68,7 @@ def _cpu_ms(
 
 def main(argv: list[str] | None = None) -> None:
     from reconciler.app.runtime import tune_gc
-    from reconciler.core.incremental import memo as incremental
+    from reconciler.core import incremental
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10000])

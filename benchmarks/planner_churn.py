@@ -1,4 +1,4 @@
-"""The planner's part of a pass in which one job ends and the next task starts (issue 27):
+"""The planner's part of a pass in which one job ends and the next task starts:
 `plan_incremental` alone, pure, over N waiting 1-CPU tasks on 8 CPUs, with the statuses it
 returns written back as the loop would (each write a new version). Reports the CPU of that
 pass and of the pass after it (the written statuses coming back), medians of 9.
@@ -21,7 +21,7 @@ from typing import Any
 
 from benchmarks.common import save, table
 from reconciler.app.runtime import tune_gc
-from reconciler.core.incremental import memo as incremental
+from reconciler.core import incremental
 from reconciler.core.planner import Observation, Plan, TaskInput
 from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity, RayJob
 from specs.queues.config import QueueConfig

@@ -1,10 +1,11 @@
 """`rayqueue plan`: a dry run of the next reconcile pass, read-only on the folder and on Ray.
 
 Models: Argo CD's `app diff` and Slurm's `sbatch --test-only`. The pass is planned by the same
-pure planner, with the same options, that `rayqueue serve` uses; only its actions are printed
-instead of carried out. Ray is asked twice (the job list and the capacity), as in a pass.
-Unlike serve it reads no git sources (status.source, which it does not print) and does not
-confine runtimeEnv local paths (--working-dir-root and team tokens are serve's).
+pure planner entry, with the same options, that `rayqueue serve` uses (from an empty memo: a
+full pass, as serve's first); only its actions are printed instead of carried out. Ray is
+asked twice (the job list and the capacity), as in a pass. Unlike serve it reads no git
+sources (status.source, which it does not print) and does not confine runtimeEnv local paths
+(--working-dir-root and team tokens are serve's).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from reconciler.cli.common import (
     table,
 )
 from reconciler.cli.serve import add_loop_options, loop_settings
-from reconciler.core import planner
+from reconciler.core import incremental, planner
 from reconciler.core.planner import Plan, TaskInput
 from reconciler.core.preemption import rules as preemptrules
 from reconciler.shell.loop.inputs import plan_options, queue_file, scan_specs
@@ -93,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     if loaded.state is not None and not loaded.state.valid:
         print(f"warning: {queues.path} is invalid: {loaded.state.error}", file=sys.stderr)
     now = datetime.now(UTC)
-    result = planner.plan(
+    result, _ = incremental.plan_incremental(
+        incremental.EMPTY,
         specs,
         statuses,
         observed,

@@ -219,7 +219,11 @@ def plan(
     folder is its own queue with a quota, and the queues share the cluster fairly; `usage`:
     each queue's decayed past use (resource-seconds), which the caller keeps and advances.
     `queue_error`: the queue file is invalid and no configuration is in force (`queues` is
-    None): every task is in the one default queue, and each unfinished one says why."""
+    None): every task is in the one default queue, and each unfinished one says why.
+
+    The reference: no production caller plans with it. The loop, the simulator and `rayqueue
+    plan` call `reconciler.core.incremental.plan_incremental`, which the property tests
+    (tests/unit/test_incremental_planner.py, test_incremental_sequences.py) compare with it."""
     ctx = begin(specs, statuses, observed, now, options, queues, usage, queue_error)
     env = ctx.env
     specs = with_id_claims(specs, statuses, env)

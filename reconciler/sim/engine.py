@@ -1,10 +1,12 @@
 """The discrete-event simulator: the real planner, a virtual clock and a simulated Ray cluster.
 
-Each step builds the planner's inputs (TaskInput, TaskStatus, Observation), calls
-`reconciler.core.planner.plan`, and applies its submits and stops to a dictionary of RayJob values,
-as the loop and Ray would. Admission, ordering, timeouts and statuses are the planner's; the
-simulator only decides when Ray jobs start and end. A submitted job runs at once (no PENDING
-time), so start time = submit time and wait = submit time - arrival.
+Each step builds the planner's inputs (TaskInput, TaskStatus, Observation), calls the planner
+the loop serves with (`reconciler.core.incremental.plan_incremental`, its memo kept from step to
+step and each task's version moved whenever the simulator gives it a spec or a status, as the
+store's generations move in the loop), and applies its submits and stops to a dictionary of
+RayJob values, as the loop and Ray would. Admission, ordering, timeouts and statuses are the
+planner's; the simulator only decides when Ray jobs start and end. A submitted job runs at
+once (no PENDING time), so start time = submit time and wait = submit time - arrival.
 
 The clock jumps from event to event (an arrival, a job's end, a timeout coming due). At each
 event time it runs passes until one changes nothing in Ray: the pass after a submit is the one
@@ -22,7 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
-from reconciler.core.planner import STOP_WAIT_ENV, Observation, Plan, TaskInput, plan
+from reconciler.core.incremental import EMPTY, Memo, plan_incremental
+from reconciler.core.planner import STOP_WAIT_ENV, Observation, Plan, TaskInput
 from reconciler.core.queues import usage
 from reconciler.sim.nodes import Nodes
 from reconciler.sim.workload import Job
@@ -75,7 +78,7 @@ class SimResult:
     capacity_cpu: float
     records: list[JobRecord]
     passes: int = 0
-    plan_seconds: float = 0.0  # time spent inside plan()
+    plan_seconds: float = 0.0  # time spent inside the planner
     wall_seconds: float = 0.0  # the whole simulation
     max_live: int = 0  # most tasks handed to one pass
     live_task_passes: int = 0  # sum over passes of the tasks handed in, for a per-task cost
@@ -137,6 +140,23 @@ class _Cluster:
     past: dict[str, Capacity] = field(default_factory=dict)
     held: dict[str, Capacity] = field(default_factory=dict)  # by queue, since `past_at`
     past_at: float = 0.0
+    # The planner's memo between passes, and each task's version: a number new whenever the
+    # simulator gives the task a spec or a status (`touch`). `unplanned`: the names touched
+    # since the last pass (the planner's `changed`).
+    memo: Memo = EMPTY
+    versions: dict[str, int] = field(default_factory=dict)
+    unplanned: set[str] = field(default_factory=set)
+    stamp: int = 0
+
+    def touch(self, name: str) -> None:
+        self.stamp += 1
+        self.versions[name] = self.stamp
+        self.unplanned.add(name)
+
+    def forget(self, name: str) -> None:
+        """A task leaves the planner's inputs (its status is final and its job has ended)."""
+        del self.specs[name], self.statuses[name], self.versions[name]
+        self.unplanned.discard(name)
 
 
 def simulate(
@@ -180,6 +200,7 @@ def simulate(
         while next_arrival < len(arrivals) and arrivals[next_arrival].arrival <= now:
             job = arrivals[next_arrival]
             cluster.specs[job.name] = TaskInput(job.name, to_task(job))
+            cluster.touch(job.name)
             next_arrival += 1
             changed = True
         while cluster.events and cluster.events[0][0] <= now:
@@ -264,102 +285,132 @@ def _settle(
     observer: PassObserver | None,
 ) -> None:
     """Run passes at one instant until the planner neither submits nor stops anything."""
-    when = EPOCH + timedelta(seconds=now)
-    default_grace = cluster.options.preemption_grace_seconds
     for _ in range(MAX_PASSES_PER_INSTANT):
-        observed = Observation(cluster.jobs, cluster.capacity, scaling=cluster.scaling)
-        live = len(cluster.specs)
-        began = time.perf_counter()
-        past = None
-        if cluster.queues is not None:
-            half_life = cluster.queues.spec.fair_sharing.usage_half_life
-            names = cluster.queues.queue_names()
-            elapsed = now - cluster.past_at
-            cluster.past = usage.advance_all(cluster.past, cluster.held, elapsed, half_life, names)
-            cluster.past_at = now
-            past = usage.Tracked(cluster.past, EPOCH_UNIX)  # tracked since the run began
-        p = plan(
-            cluster.specs,
-            cluster.statuses,
-            observed,
-            when,
-            cluster.options,
-            queues=cluster.queues,
-            usage=past,
-        )
-        if p.summary is not None and p.summary.queues is not None:
-            cluster.held = {n: s.usage for n, s in p.summary.queues.states.items()}
-        result.plan_seconds += time.perf_counter() - began
-        result.passes += 1
-        result.live_task_passes += live
-        result.max_live = max(result.max_live, live)
-        cluster.statuses.update(p.statuses)
-        cluster.deadline = p.deadline
-        if p.scale_request is not None:
-            cluster.scale_request = p.scale_request
+        p = _plan(cluster, now, result)
         if observer is not None:
             observer(now, p)
-
-        for submit in p.submits:
-            sid = submit.request.submission_id
-            record = records[submit.task]
-            cluster.runs.setdefault(submit.task, []).append(sid)
-            # Ray runs the job at once; the next pass sees it RUNNING and records startedAt.
-            cluster.jobs[sid] = RayJob(
-                sid,
-                RUNNING,
-                submit.request.entrypoint,
-                start_time=_unix(now),
-                metadata=dict(submit.request.metadata),
-            )
-            record.start = now if record.start is None else record.start
-            record.last_start = now
-            cluster.graces[sid] = _grace(submit.request.runtime_env, default_grace)
-            left = record.job.run - record.saved  # a resumed job does only what was left
-            heapq.heappush(cluster.events, (now + left, END, sid))
-            timeout = record.job.timeout
-            if 0 < timeout < left:
-                # The planner times a job out once it ran *longer* than its timeout.
-                heapq.heappush(cluster.events, (now + timeout + 1, TIMEOUT, sid))
-        victims = {v for d in p.preemptions for v in d.victims}
-        preempted = {s.submission_id for s in p.stops if s.task in victims}
-        acted = False  # a stop of a job already in its grace period changes nothing
-        for decision in p.preemptions:
-            for victim in decision.victims:
-                records[victim].preemptions += 1
-        for stop in p.stops:
-            sid = stop.submission_id
-            job = cluster.jobs.get(sid)
-            if job is None or job.terminal or sid in cluster.stopping:
-                continue
-            acted = True
-            grace = cluster.graces.get(sid, default_grace)
-            if sid in preempted and grace > 0:
-                cluster.stopping.add(sid)
-                cluster.sigterm[sid] = now
-                heapq.heappush(cluster.events, (now + grace, STOP, sid))
-            elif sid in preempted:
-                cluster.jobs[sid] = replace(job, status=STOPPED, end_time=_unix(now))
-                _lose(records[job.metadata[META_TASK]], job, now, now)
-            else:
-                cluster.jobs[sid] = replace(job, status=STOPPED, end_time=_unix(now))
-
-        for name, status in p.statuses.items():
-            body = status.status
-            if not body.phase.finished:
-                continue
-            run_id = body.submission_id
-            job = cluster.jobs.get(run_id) if run_id else None
-            if job is not None and not job.terminal:
-                continue  # still holds resources in Ray until our stop lands
-            record = records[name]
-            record.phase = body.phase
-            record.end = (job.end_time - EPOCH.timestamp()) if job and job.end_time else now
-            del cluster.specs[name], cluster.statuses[name]
-            for sid in cluster.runs.pop(name, []):
-                cluster.jobs.pop(sid, None)
-                cluster.graces.pop(sid, None)
-
+        _start(cluster, p, records, now)
+        acted = _stop(cluster, p, records, now)
+        _retire(cluster, p, records, now)
         if not p.submits and not acted:
             return
     raise RuntimeError(f"planner did not settle at t={now}s after {MAX_PASSES_PER_INSTANT} passes")
+
+
+def _plan(cluster: _Cluster, now: float, result: SimResult) -> Plan:
+    """One pass of the planner at `now`, its statuses taken in (each changed one a new
+    version) and its cost counted."""
+    # A copy of the jobs, as of the versions: the memo keeps them to compare the next pass's
+    # with, and the simulator changes its own in place.
+    observed = Observation(dict(cluster.jobs), cluster.capacity, scaling=cluster.scaling)
+    live = len(cluster.specs)
+    began = time.perf_counter()
+    past = None
+    if cluster.queues is not None:
+        half_life = cluster.queues.spec.fair_sharing.usage_half_life
+        names = cluster.queues.queue_names()
+        elapsed = now - cluster.past_at
+        cluster.past = usage.advance_all(cluster.past, cluster.held, elapsed, half_life, names)
+        cluster.past_at = now
+        past = usage.Tracked(cluster.past, EPOCH_UNIX)  # tracked since the run began
+    p, cluster.memo = plan_incremental(
+        cluster.memo,
+        cluster.specs,
+        cluster.statuses,
+        observed,
+        EPOCH + timedelta(seconds=now),
+        cluster.options,
+        queues=cluster.queues,
+        usage=past,
+        versions=dict(cluster.versions),
+        changed=cluster.unplanned,
+    )
+    cluster.unplanned = set()
+    if p.summary is not None and p.summary.queues is not None:
+        cluster.held = {n: s.usage for n, s in p.summary.queues.states.items()}
+    result.plan_seconds += time.perf_counter() - began
+    result.passes += 1
+    result.live_task_passes += live
+    result.max_live = max(result.max_live, live)
+    for name in p.write_classes:  # the statuses the plan changed
+        cluster.statuses[name] = p.statuses[name]
+        cluster.touch(name)
+    cluster.deadline = p.deadline
+    if p.scale_request is not None:
+        cluster.scale_request = p.scale_request
+    return p
+
+
+def _start(cluster: _Cluster, p: Plan, records: dict[str, JobRecord], now: float) -> None:
+    """The plan's submits, each a job that runs at once."""
+    default_grace = cluster.options.preemption_grace_seconds
+    for submit in p.submits:
+        sid = submit.request.submission_id
+        record = records[submit.task]
+        cluster.runs.setdefault(submit.task, []).append(sid)
+        # Ray runs the job at once; the next pass sees it RUNNING and records startedAt.
+        cluster.jobs[sid] = RayJob(
+            sid,
+            RUNNING,
+            submit.request.entrypoint,
+            start_time=_unix(now),
+            metadata=dict(submit.request.metadata),
+        )
+        record.start = now if record.start is None else record.start
+        record.last_start = now
+        cluster.graces[sid] = _grace(submit.request.runtime_env, default_grace)
+        left = record.job.run - record.saved  # a resumed job does only what was left
+        heapq.heappush(cluster.events, (now + left, END, sid))
+        timeout = record.job.timeout
+        if 0 < timeout < left:
+            # The planner times a job out once it ran *longer* than its timeout.
+            heapq.heappush(cluster.events, (now + timeout + 1, TIMEOUT, sid))
+
+
+def _stop(cluster: _Cluster, p: Plan, records: dict[str, JobRecord], now: float) -> bool:
+    """The plan's stops: a preempted job keeps its CPUs for its grace period, any other stops
+    at once. Whether any stop changed something (one of a job already in its grace period
+    does not)."""
+    default_grace = cluster.options.preemption_grace_seconds
+    victims = {v for d in p.preemptions for v in d.victims}
+    preempted = {s.submission_id for s in p.stops if s.task in victims}
+    acted = False
+    for decision in p.preemptions:
+        for victim in decision.victims:
+            records[victim].preemptions += 1
+    for stop in p.stops:
+        sid = stop.submission_id
+        job = cluster.jobs.get(sid)
+        if job is None or job.terminal or sid in cluster.stopping:
+            continue
+        acted = True
+        grace = cluster.graces.get(sid, default_grace)
+        if sid in preempted and grace > 0:
+            cluster.stopping.add(sid)
+            cluster.sigterm[sid] = now
+            heapq.heappush(cluster.events, (now + grace, STOP, sid))
+        elif sid in preempted:
+            cluster.jobs[sid] = replace(job, status=STOPPED, end_time=_unix(now))
+            _lose(records[job.metadata[META_TASK]], job, now, now)
+        else:
+            cluster.jobs[sid] = replace(job, status=STOPPED, end_time=_unix(now))
+    return acted
+
+
+def _retire(cluster: _Cluster, p: Plan, records: dict[str, JobRecord], now: float) -> None:
+    """Each task whose status is final and whose job has ended leaves the planner's inputs."""
+    for name, status in p.statuses.items():
+        body = status.status
+        if not body.phase.finished:
+            continue
+        run_id = body.submission_id
+        job = cluster.jobs.get(run_id) if run_id else None
+        if job is not None and not job.terminal:
+            continue  # still holds resources in Ray until our stop lands
+        record = records[name]
+        record.phase = body.phase
+        record.end = (job.end_time - EPOCH.timestamp()) if job and job.end_time else now
+        cluster.forget(name)
+        for sid in cluster.runs.pop(name, []):
+            cluster.jobs.pop(sid, None)
+            cluster.graces.pop(sid, None)

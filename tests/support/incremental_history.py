@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.core.incremental import memo as incremental
-from reconciler.core.incremental.memo import Memo, plan_incremental
+from reconciler.core import incremental
+from reconciler.core.incremental import Memo, plan_incremental
 from reconciler.core.planner import Observation, Plan, TaskInput, plan
 from reconciler.core.queues.usage import QueueUsage, Tracked, since_of
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob, Scaling

@@ -12,7 +12,9 @@ all tasks at once (stray jobs, dependencies, the queue's order and admission, cl
 over the merged results every pass, as in `plan`.
 
 Pure like `plan`: the memo is a value the caller passes in and gets back, never a hidden cache,
-and an empty memo gives `plan`'s work exactly.
+and an empty memo gives `plan`'s work exactly. This is the entry every caller plans with: the
+loop, the simulator and `rayqueue plan` (with an empty memo); `planner.plan` stays as the
+reference the property tests compare it against.
 """
 
 from __future__ import annotations
@@ -52,9 +54,8 @@ class Memo:
 
     world: World | None = None
     kept: Mapping[str, Kept] = field(default_factory=dict)
-    # The queue's order and what the fast pass needs (reconciler.core.incremental.keptorder); None:
-    # the
-    # next pass is a full one.
+    # The queue's order and what the fast pass needs (reconciler.core.incremental.keptorder);
+    # None: the next pass is a full one.
     order: Order | None = None
     # Whether the pass that made this memo took the fast pass (tests and benchmarks count it).
     fast: bool = False
@@ -88,7 +89,7 @@ def _carry_written(
     loop wrote the status the last plan gave it (the very object) taken as quiet: its result
     carried over to that status (fixedpoint.carried), its place in the order unchanged. Such
     a task is then just like one whose status that plan left as it was: the fast pass redoes
-    it only where its place or bucket may move. Anything else stays changed, as before."""
+    it only where its place or bucket may move. Anything else stays changed."""
     given = (
         set(changed) if changed is not None else queueorder.changed_names(versions, order.versions)
     )

@@ -1,14 +1,15 @@
-"""A waiting task's result carried over to the status the loop itself just wrote (issue 27).
+"""A waiting task's result carried over to the status the loop itself just wrote.
 
-After a pass, the loop writes the statuses the plan gave (a queue position, a reason), and the
-store stamps each with a new generation: the next pass sees a new version for every task whose
-status it moved (all of them after a cold start), and would reconcile each anew. For a task
+After a pass, the loop (the simulator alike) writes the statuses the plan gave (a queue
+position, a reason), and the store stamps each with a new generation: the next pass sees a new
+version for every task whose status it moved (all of them after a cold start), and would
+reconcile each anew. For a task
 that simply waits in the queue, that reconcile is known in advance: `reconcile_task` of a
 Queued status with the spec's hash, no backoff, no dependency cycle, reads of the status only
 `queuedAt` (its place in the order) and hands the status back as it is, reading neither the
 clock nor its run's job. So its result is the last one with that status put in: `carried`
 builds it, or answers None when any of those conditions does not hold (then the task is
-reconciled anew, as before). tests/unit/test_fixedpoint.py checks it against `reconcile_task`.
+reconciled anew). tests/unit/test_fixedpoint.py checks it against `reconcile_task`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The pass that reads back what the last one wrote, skipped without calling the planner.
 
 A pass whose plan only moved statuses (a job went PENDING or RUNNING, a queue position moved)
-writes them, and the next pass reads them back as a change of version: on the busy real head
-that read-back was a planned pass of its own, two of every five per job, and it always planned
-nothing (docs/benchmarks.md, helper `head`). The planner is a fixed point of its own output
+writes them, and the next pass reads them back as a change of version: planned, that read-back
+would be a pass of its own for most jobs on a busy head, and it always plans nothing
+(docs/benchmarks.md). The planner is a fixed point of its own output
 (tests/unit/test_readback_still.py): with the same specs, the same answer from Ray and the
 plan's statuses written, it plans nothing at any instant from that pass's `now` up to its
 deadline. So such a pass leaves a `StillPass` whose versions are those read after its writes,

@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from reconciler.core.incremental import memo as incremental
+from reconciler.core import incremental
 from reconciler.core.planner import Observation, Plan, TaskInput
 from reconciler.core.task import lifecycle
 from reconciler.shell.loop import timing as pace
@@ -131,7 +131,7 @@ class Reconciler:
         self._fingerprint = 0  # a new one whenever the spec files read change (asking git)
         self._revision: SourceRevision | None = None
         self.skipped = 0  # passes skipped as still (a counter for benchmarks and tests)
-        # Ray's autoscaler (issue 26): its report is read at the capacity read's pace, and the
+        # Ray's autoscaler: its report is read at the capacity read's pace, and the
         # plan's scale_request is sent to it when it changes. None: nothing is asked of it.
         self.autoscaler = autoscaler
         self.scale_requests = (

@@ -34,7 +34,7 @@ class StillPass:
     revision: SourceRevision | None
     versions: Mapping[str, Version]  # of the specs the pass planned from
     statuses: Mapping[str, int]  # the generation of every status it read
-    scaling: Scaling | None = None  # what the cluster could grow to (issue 26)
+    scaling: Scaling | None = None  # what the cluster could grow to
 
     def holds(self, observed: Observation, now: float, queues: int, revision: object) -> bool:
         until = self.plan.still_until

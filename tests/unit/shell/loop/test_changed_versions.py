@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.core.incremental import memo as incremental
+from reconciler.core import incremental
 from reconciler.shell.loop import runner as loop
 from reconciler.shell.loop.runner import Reconciler
 from reconciler.shell.raycluster.fake import FakeRay
