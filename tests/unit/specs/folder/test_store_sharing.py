@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from specs.cluster import Capacity
-from specs.folder.paths import _packed, _packed_mtime_ns, _stat_packed
+from specs.folder.paths import pack_key, pack_stat, packed_mtime_ns
 from specs.folder.store import SpecEntry, TaskStore
 from tests.support.specs import write_task
 from tests.support.world import World
@@ -27,14 +27,14 @@ _KEY = st.tuples(
 def test_a_packed_stat_key_is_equal_exactly_when_the_key_is(
     a: tuple[int, int, int], b: tuple[int, int, int]
 ) -> None:
-    assert (_packed(a) == _packed(b)) == (a == b)
-    assert _packed_mtime_ns(_packed(a)) == a[0]  # the settle rule reads the time back
+    assert (pack_key(a) == pack_key(b)) == (a == b)
+    assert packed_mtime_ns(pack_key(a)) == a[0]  # the settle rule reads the time back
 
 
 def test_a_file_s_packed_key_is_its_stat_key_packed(tmp_path: Path) -> None:
     path = write_task(tmp_path, "a")
     st_ = os.stat(path)
-    assert _stat_packed(st_) == _packed((st_.st_mtime_ns, st_.st_size, st_.st_ino))
+    assert pack_stat(st_) == pack_key((st_.st_mtime_ns, st_.st_size, st_.st_ino))
 
 
 def test_an_entry_keeps_the_root_and_its_relative_path(tmp_path: Path) -> None:
@@ -46,7 +46,7 @@ def test_an_entry_keeps_the_root_and_its_relative_path(tmp_path: Path) -> None:
     a, b = entries["a"], entries["team-a/b"]
     assert a.path == tmp_path / "a.yaml" and b.path == tmp_path / "team-a/b.yaml"
     assert a.base is b.base  # one Path for all
-    # Equal to (and hashed as) the entry holding its whole path.
+    # Equal to (and hashed as) the entry holding its whole path, as before.
     whole = SpecEntry(b.name, b.path, b.task, b.error, b.last_valid, b.raw_hash, b.generation)
     assert whole == b and hash(whole) == hash(b)
     assert whole != SpecEntry(b.name, a.path, b.task, b.error, b.last_valid, b.raw_hash)
@@ -119,7 +119,7 @@ def test_a_sidecar_read_is_kept_under_the_spec_s_name_string(tmp_path: Path) -> 
     entries = store.scan()
     read = store.read_statuses()
     assert read["a"].status == status.status
-    assert next(k for k in store._sidecars if k == "a") is entries["a"].name
+    assert next(k for k in store._statuses.sidecars if k == "a") is entries["a"].name
 
 
 def test_a_broken_edit_keeps_the_last_valid_task_and_a_fix_reads_anew(tmp_path: Path) -> None:
