@@ -2,7 +2,7 @@
 
 The file is the admin's, not a team's: it lives at the root of the tasks folder (or anywhere,
 given `--queues PATH`), and names like `_queues.yaml` are reserved, so no team can drop a task
-that looks like one. `specs.yamlio.parse.parse_queue_config` reads it with the task parser's
+that looks like one. `specs.queues.parse.parse_queue_config` reads it with the task parser's
 machinery, so errors read `_queues.yaml:7:9: spec.queues[1].name: ...`. This module holds only
 the model, so the pure planner can use it without the parser.
 """

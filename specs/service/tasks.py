@@ -43,6 +43,7 @@ from specs.folder.store import (
     validate_name,
 )
 from specs.queues.config import CONFIG_FILE as QUEUES_FILE
+from specs.queues.parse import parse_queue_config
 from specs.queues.tree import check_sub_queue_edit
 from specs.service.errors import (
     ConfigRejected,
@@ -64,14 +65,7 @@ from specs.task.status import TaskStatus
 from specs.tenancy.runtimepaths import PathProblem
 from specs.yamlio.depth import TooDeep, check_nesting
 from specs.yamlio.mergepatch import load_document, patch_text
-from specs.yamlio.parse import (
-    MAX_FILE_BYTES,
-    SpecError,
-    SpecParseError,
-    parse_queue_config,
-    parse_status,
-    parse_task,
-)
+from specs.yamlio.parse import MAX_FILE_BYTES, SpecError, SpecParseError, parse_status, parse_task
 
 WRITTEN_BY = "rayqueue/written-by"  # the API's caller (a token name) that last wrote a spec
 # The old API's task id, when it is not a valid submission id as it is (a name with spaces):

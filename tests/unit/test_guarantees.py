@@ -17,10 +17,10 @@ from reconciler.core.planner import Plan
 from reconciler.core.task.jobs import claim_of
 from specs.cluster import META_TASK, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity
 from specs.queues.config import QueueConfig
+from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
 from specs.task.models import Phase, Reason
 from specs.task.records import Task
-from specs.yamlio.parse import parse_queue_config
 from tests.support.planner_world import GIB, T0, task
 from tests.unit.test_planner_preemption import Cluster
 
