@@ -55,7 +55,7 @@ from specs.service.errors import (
     SpecRejected,
     TaskNotFound,
 )
-from specs.service.etags import _preconditions, etag_matches, quote_etag
+from specs.service.etags import check_preconditions, etag_matches, quote_etag
 from specs.service.query import Requirement, parse_phases, parse_selector, select
 from specs.service.views import SpecFile, TaskView
 from specs.task import arrays, submission_ids
@@ -68,8 +68,8 @@ from specs.yamlio.mergepatch import load_document, patch_text
 from specs.yamlio.parse import MAX_FILE_BYTES, SpecError, SpecParseError, parse_status, parse_task
 
 WRITTEN_BY = "rayqueue/written-by"  # the API's caller (a token name) that last wrote a spec
-# The old API's task id, when it is not a valid submission id as it is (a name with spaces):
-# the spec then runs under a cleaned id, and the old endpoints find the task by this.
+# The legacy API's task id, when it is not a valid submission id as it is (a name with spaces):
+# the spec then runs under a cleaned id, and the legacy endpoints find the task by this.
 LEGACY_TASK_ID = "rayqueue/legacyTaskId"
 _LOCK_STRIPES = 64  # bounded memory however many names are used; collisions only serialize
 _ATTEMPTS = 5  # re-reads when another process changes the file under us
@@ -261,7 +261,7 @@ class TaskService:
         data = self._stamped(name, data, path, author)
         with self.lock(name):
             current = self.read(name)
-            _preconditions(name, current, if_match, if_none_match)
+            check_preconditions(name, current, if_match, if_none_match)
             if current is not None and current.data == data:
                 return current, False  # no rewrite, no mtime churn for the watcher
             if check is not None:
@@ -308,7 +308,7 @@ class TaskService:
         with self.lock(name):
             for _ in range(_ATTEMPTS):
                 current = self.require(name)
-                _preconditions(name, current, if_match, None)
+                check_preconditions(name, current, if_match, None)
                 document = current.document()
                 if current.task is None or document is None:
                     raise SpecBroken(name, current.errors)
@@ -337,7 +337,7 @@ class TaskService:
     def delete(self, name: str, *, if_match: str | None = None) -> SpecFile:
         with self.lock(name):
             current = self.require(name)
-            _preconditions(name, current, if_match, None)
+            check_preconditions(name, current, if_match, None)
             self.store.delete_spec(name)
             self._wrote(name)
         self._written()
@@ -538,8 +538,8 @@ class TaskService:
 
 
 def _has_task_id(task: Task, task_id: str) -> bool:
-    """Whether the old API's id `task_id` names this task: its first run's id, or the old id
-    kept beside a cleaned one."""
+    """Whether the legacy API's id `task_id` names this task: its first run's id, or the legacy
+    id kept beside a cleaned one."""
     return (
         task.spec.submission_id == task_id
         or task.metadata.annotations.get(LEGACY_TASK_ID) == task_id

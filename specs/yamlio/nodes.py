@@ -12,11 +12,11 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from specs.yamlio.depth import TooDeep, check_nesting
 from specs.yamlio.errors import (
     MAX_ERRORS,
+    FatalSpecError,
     SpecError,
     SpecParseError,
     document_error,
     dotted_path,
-    FatalSpecError,
     node_error,
 )
 
@@ -25,7 +25,7 @@ from specs.yamlio.errors import (
 MAX_NODES = 100_000
 # Deeper structures would later overflow recursive code (json.dumps, Ray's runtime_env).
 MAX_DEPTH = 100
-# libyaml's composer recurses in C (it segfaults on ~50k nested collections): every text is
+# libyaml's composer recurses in C (it segfaults on deeply nested collections): every text is
 # checked by specs.yamlio.depth first, so it only ever composes shallow documents.
 
 _FastLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -104,8 +104,8 @@ def _yaml_error(file: str, exc: yaml.MarkedYAMLError, *, single: bool) -> SpecEr
 class _Builder:
     """Builds plain data from composed nodes, in the same pass rejecting what would hurt later.
 
-    We do not call loader.construct_document: building here is ~4x faster (it dominates a cold
-    scan of thousands of specs), and the one walk also catches duplicate and non-string keys,
+    We do not call loader.construct_document: building here is several times faster (it dominates
+    a cold scan of thousands of specs), and the one walk also catches duplicate and non-string keys,
     alias bombs (expanded size, memoized by node id), alias cycles and deep nesting. Numbers,
     booleans and nulls still go through the loader's safe constructors, so they are exactly what
     yaml.safe_load gives. Only JSON-like data comes out: timestamps stay strings, and other
@@ -134,20 +134,28 @@ class _Builder:
                 return node.value, 1
             if node.tag not in _PLAIN_TAGS:
                 message = f"unsupported tag {node.tag}"
-                raise FatalSpecError(node_error(self.file, dotted_path(path) or None, node, message))
+                raise FatalSpecError(
+                    node_error(self.file, dotted_path(path) or None, node, message)
+                )
             try:
                 return self.loader.construct_object(node, deep=True), 1
             except (ValueError, OverflowError) as exc:  # e.g. an int of 5000 digits
                 message = f"cannot read this value: {exc}"
-                raise FatalSpecError(node_error(self.file, dotted_path(path) or None, node, message)) from None
+                raise FatalSpecError(
+                    node_error(self.file, dotted_path(path) or None, node, message)
+                ) from None
         nid = id(node)
         if nid in self.memo:  # an alias: same object, as the YAML constructor would share it
             return self.memo[nid]
         if nid in self.open:
-            raise FatalSpecError(node_error(self.file, dotted_path(path), node, "an alias refers to itself"))
+            raise FatalSpecError(
+                node_error(self.file, dotted_path(path), node, "an alias refers to itself")
+            )
         if depth > MAX_DEPTH:
             message = f"nesting is deeper than {MAX_DEPTH} levels"
-            raise FatalSpecError(node_error(self.file, dotted_path(path[:3]) or None, node, message))
+            raise FatalSpecError(
+                node_error(self.file, dotted_path(path[:3]) or None, node, message)
+            )
         self.open.add(nid)
         value: dict[str, Any] | list[Any]
         if isinstance(node, MappingNode) and node.tag == _MAP_TAG:
@@ -226,7 +234,9 @@ class _Builder:
         for source in nodes:
             if not isinstance(source, MappingNode):
                 message = "<< must be given a mapping or a list of mappings"
-                raise FatalSpecError(node_error(self.file, dotted_path(path) or None, source, message))
+                raise FatalSpecError(
+                    node_error(self.file, dotted_path(path) or None, source, message)
+                )
             data, source_size = self.build(source, path, depth + 1)
             sources.append(data)
             size += source_size

@@ -23,12 +23,12 @@ from specs.yamlio.dump import dump_status as dump_status
 from specs.yamlio.dump import dump_task as dump_task
 from specs.yamlio.errors import (
     MAX_ERRORS,
+    FatalSpecError,
     document_error,
     dotted_path,
-    FatalSpecError,
     line_of,
-    validation_message,
     node_error,
+    validation_message,
 )
 from specs.yamlio.errors import Problem as Problem
 from specs.yamlio.errors import SpecError as SpecError
