@@ -4,7 +4,7 @@ The file is the admin's, not a team's: it lives at the root of the tasks folder 
 given `--queues PATH`), and names like `_queues.yaml` are reserved, so no team can drop a task
 that looks like one. `specs.queues.parse.parse_queue_config` reads it with the task parser's
 machinery, so errors read `_queues.yaml:7:9: spec.queues[1].name: ...`. This module holds only
-the model, so the pure planner can use it without the parser.
+the model, so the pure planner depends on it and not on the parser.
 """
 
 from __future__ import annotations
