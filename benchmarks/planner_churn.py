@@ -25,10 +25,10 @@ from reconciler.core import incremental
 from reconciler.core.planner import Observation, Plan, TaskInput
 from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity, RayJob
 from specs.queues.config import QueueConfig
+from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
 from specs.task.records import Task
 from specs.task.status import TaskStatus
-from specs.yamlio.parse import parse_queue_config
 
 ROUNDS = 9
 T0 = 1_767_225_600.0

@@ -41,7 +41,7 @@ from reconciler.sim.workload import Job, read_swf
 from specs.cluster import META_TASK, RayJob
 from specs.folder.atomic import write_atomic
 from specs.queues.config import QueueConfig
-from specs.yamlio.parse import parse_queue_config
+from specs.queues.parse import parse_queue_config
 
 CAPACITY = 4
 QUEUES = ("team-a", "team-b")

@@ -21,17 +21,12 @@ from reconciler.cli.common import (
 from reconciler.cli.files import STDIN, Source, parse_source, read_sources
 from specs.folder.store import FolderUnavailable, TaskStore
 from specs.queues.config import CONFIG_FILE
+from specs.queues.parse import parse_queue_config
 from specs.queues.tree import divide_tree
 from specs.settings.process import Settings
 from specs.tenancy.access import Tokens
 from specs.tenancy.runtimepaths import RuntimePaths
-from specs.yamlio.parse import (
-    MAX_FILE_BYTES,
-    SpecError,
-    SpecParseError,
-    parse_queue_config,
-    parse_task,
-)
+from specs.yamlio.parse import MAX_FILE_BYTES, SpecError, SpecParseError, parse_task
 
 EPILOG = """\
 A file is read as `apply -f` reads it: several `---`-separated tasks are allowed.

@@ -27,8 +27,9 @@ from reconciler.sim.runs import Run, Teams, compare, run, workloads
 from reconciler.sim.workload import make_arrays, mark_resumable, offered_load
 from specs.cluster import Capacity
 from specs.queues.config import QueueConfig
+from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
-from specs.yamlio.parse import SpecParseError, parse_queue_config
+from specs.yamlio.parse import SpecParseError
 
 
 def _smaller(a: Capacity | None, b: Capacity | None) -> Capacity | None:

@@ -2,9 +2,9 @@
 
 The file is the admin's, not a team's: it lives at the root of the tasks folder (or anywhere,
 given `--queues PATH`), and names like `_queues.yaml` are reserved, so no team can drop a task
-that looks like one. `specs.yamlio.parse.parse_queue_config` reads it with the task parser's
+that looks like one. `specs.queues.parse.parse_queue_config` reads it with the task parser's
 machinery, so errors read `_queues.yaml:7:9: spec.queues[1].name: ...`. This module holds only
-the model, so the pure planner can use it without the parser.
+the model, so the pure planner depends on it and not on the parser.
 """
 
 from __future__ import annotations
@@ -169,7 +169,7 @@ class NodeTypeEntry(_Model):
 
 class ClusterSection(_Model):
     """`spec.cluster`: what an autoscaling cluster can grow to, where Ray's autoscaler does not
-    report it (issue 26). `maxCapacity` caps the whole cluster (and lowers what Ray reports);
+    report it. `maxCapacity` caps the whole cluster (and lowers what Ray reports);
     `nodeTypes` lists every kind of node, the head too, when Ray reports none."""
 
     max_capacity: Limit | None = None  # a resource left out is not capped
@@ -213,7 +213,7 @@ LESS_THAN_OR_EQUAL_TO_FINAL_SHARE = "LessThanOrEqualToFinalShare"
 
 
 class FairSharing(_Model):
-    """`spec.fairSharing`: how the queues' past use counts when they share (issue 30).
+    """`spec.fairSharing`: how the queues' past use counts when they share.
     `DecayedUsage` (the default) orders starts by what each queue used, decayed with
     `usageHalfLife`, plus what it uses now; `CurrentUsage` only by what it uses now."""
 
@@ -289,7 +289,7 @@ class QueueConfig(_Model):
 
     def parent_of(self, queue: str) -> str | None:
         """The listed queue whose folder holds `queue`'s folder most closely, if any: queues are
-        folders, so `team-a/x` is a sub-queue of `team-a` (issue 30, nested queues)."""
+        folders, so `team-a/x` is a sub-queue of `team-a` (nested queues)."""
         best: str | None = None
         for entry in self.spec.queues:
             if queue.startswith(entry.name + "/") and (best is None or len(entry.name) > len(best)):

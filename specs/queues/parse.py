@@ -8,6 +8,7 @@ from collections.abc import Collection, Sequence
 from specs.cluster import Capacity
 from specs.queues.config import CONFIG_FILE, DEFAULT_QUEUE_DEPTH, QueueConfig
 from specs.yamlio.errors import Problem
+from specs.yamlio.parse import parse_document
 
 
 def _check_queues(config: QueueConfig) -> Sequence[Problem]:
@@ -50,9 +51,6 @@ def parse_queue_config(
             if depth > max_depth:
                 problems.append((_name_at(index), _too_deep(entry.name, depth, max_depth)))
         return problems
-
-    # Imported here: specs.yamlio.parse re-exports these functions, so it imports this module.
-    from specs.yamlio.parse import parse_document
 
     return parse_document(text, file=file, model=QueueConfig, check=check)
 
@@ -99,9 +97,6 @@ def parse_sub_queue_config(
                 if depth > max_depth:
                     problems.append((_name_at(index), _too_deep(name, depth, max_depth)))
         return problems
-
-    # Imported here: specs.yamlio.parse re-exports these functions, so it imports this module.
-    from specs.yamlio.parse import parse_document
 
     return parse_document(text, file=file, model=QueueConfig, check=check)
 

@@ -8,13 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from specs.queues.config import CONFIG_FILE, DEFAULT_QUEUE_DEPTH, QueueConfig
-from specs.yamlio.parse import (
-    MAX_FILE_BYTES,
-    SpecError,
-    SpecParseError,
-    parse_queue_config,
-    parse_sub_queue_config,
-)
+from specs.queues.parse import parse_queue_config, parse_sub_queue_config
+from specs.yamlio.parse import MAX_FILE_BYTES, SpecError, SpecParseError
 
 Reader = Callable[[Path], bytes | None]  # a file's bytes; None when it does not exist
 

@@ -22,9 +22,11 @@ def etag_matches(header: str, etag: str | None) -> bool:
     return False
 
 
-def _preconditions(
+def check_preconditions(
     name: str, current: SpecFile | None, if_match: str | None, if_none_match: str | None
 ) -> None:
+    """Conflict unless the spec `current` (None: there is none) meets the request's If-Match
+    and If-None-Match headers (None: not given)."""
     etag = current.etag if current is not None else None
     if if_match is not None and not etag_matches(if_match, etag):
         if current is None:

@@ -43,6 +43,7 @@ from specs.folder.store import (
     validate_name,
 )
 from specs.queues.config import CONFIG_FILE as QUEUES_FILE
+from specs.queues.parse import parse_queue_config
 from specs.queues.tree import check_sub_queue_edit
 from specs.service.errors import (
     ConfigRejected,
@@ -54,7 +55,7 @@ from specs.service.errors import (
     SpecRejected,
     TaskNotFound,
 )
-from specs.service.etags import _preconditions, etag_matches, quote_etag
+from specs.service.etags import check_preconditions, etag_matches, quote_etag
 from specs.service.query import Requirement, parse_phases, parse_selector, select
 from specs.service.views import SpecFile, TaskView
 from specs.task import arrays, submission_ids
@@ -64,14 +65,7 @@ from specs.task.status import TaskStatus
 from specs.tenancy.runtimepaths import PathProblem
 from specs.yamlio.depth import TooDeep, check_nesting
 from specs.yamlio.mergepatch import load_document, patch_text
-from specs.yamlio.parse import (
-    MAX_FILE_BYTES,
-    SpecError,
-    SpecParseError,
-    parse_queue_config,
-    parse_status,
-    parse_task,
-)
+from specs.yamlio.parse import MAX_FILE_BYTES, SpecError, SpecParseError, parse_status, parse_task
 
 WRITTEN_BY = "rayqueue/written-by"  # the API's caller (a token name) that last wrote a spec
 # The legacy API's task id, when it is not a valid submission id as it is (a name with spaces):
@@ -267,7 +261,7 @@ class TaskService:
         data = self._stamped(name, data, path, author)
         with self.lock(name):
             current = self.read(name)
-            _preconditions(name, current, if_match, if_none_match)
+            check_preconditions(name, current, if_match, if_none_match)
             if current is not None and current.data == data:
                 return current, False  # no rewrite, no mtime churn for the watcher
             if check is not None:
@@ -314,7 +308,7 @@ class TaskService:
         with self.lock(name):
             for _ in range(_ATTEMPTS):
                 current = self.require(name)
-                _preconditions(name, current, if_match, None)
+                check_preconditions(name, current, if_match, None)
                 document = current.document()
                 if current.task is None or document is None:
                     raise SpecBroken(name, current.errors)
@@ -343,7 +337,7 @@ class TaskService:
     def delete(self, name: str, *, if_match: str | None = None) -> SpecFile:
         with self.lock(name):
             current = self.require(name)
-            _preconditions(name, current, if_match, None)
+            check_preconditions(name, current, if_match, None)
             self.store.delete_spec(name)
             self._wrote(name)
         self._written()

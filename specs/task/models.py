@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self
+from typing import Annotated, Any, Final, Literal, Protocol, Self
 
 from pydantic import (
     BaseModel,
@@ -27,19 +27,17 @@ from specs.task import submission_ids
 from specs.task.pipeline import MAX_DEPENDENCIES, DependencySpec, RetrySpec
 from specs.task.quantity import QuantityError, format_memory, parse_memory
 
-if TYPE_CHECKING:
-    from specs.task.records import TaskSpec
-
 API_VERSION: Final = "rayqueue/v1"
 RESTARTED_AT = "rayqueue/restartedAt"
 
 
-def _iso(value: datetime) -> str:
-    """RFC 3339 UTC with milliseconds: sortable, and fine enough to be a FIFO key."""
+def format_timestamp(value: datetime) -> str:
+    """A Timestamp as files hold it: RFC 3339 UTC with milliseconds, sortable, and fine enough
+    to be a FIFO key."""
     return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-Timestamp = Annotated[datetime, PlainSerializer(_iso, return_type=str)]
+Timestamp = Annotated[datetime, PlainSerializer(format_timestamp, return_type=str)]
 MemoryBytes = Annotated[int, PlainSerializer(format_memory, return_type=str)]
 # The rule is checked by TaskSpec._submission_id (messages that say why); the pattern only
 # lets editors that read task.schema.json flag a bad id early.
@@ -55,8 +53,8 @@ Finite = Annotated[float, Field(ge=0, allow_inf_nan=False, le=1e9)]
 
 
 # The sets of field names that models were built with, one object per distinct set. Every
-# model keeps such a set (pydantic's __pydantic_fields_set__), and a status or task is several
-# models: shared, a set costs memory once per distinct set rather than once per model.
+# model keeps such a set (pydantic's __pydantic_fields_set__), a status or a task is several
+# models, and a folder's models are built with few distinct sets: sharing them saves memory.
 _FIELD_SETS: dict[frozenset[str], set[str]] = {}
 _FIELD_SETS_KEPT = 4096  # distinct sets shared; past that (never, in practice) each keeps its own
 
@@ -71,7 +69,10 @@ def _shared_fields(fields: set[str]) -> set[str]:
     return shared
 
 
-class _Model(BaseModel):
+class DocumentModel(BaseModel):
+    """The base of every model of a rayqueue/v1 document and its parts: camelCase in files,
+    snake_case in code, unknown fields refused, frozen, field sets shared."""
+
     model_config = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,
@@ -94,7 +95,7 @@ class _Model(BaseModel):
         return copied
 
 
-class Bundle(_Model):
+class Bundle(DocumentModel):
     """Resources that must fit on one node: one piece of a task's shape for the autoscaler."""
 
     cpu: Finite = 0.0
@@ -151,9 +152,9 @@ class Resources(Bundle):
 _RESOURCE_FIELDS: tuple[str, ...] = tuple(n for n in Resources.model_fields if n != "bundles")
 
 # Resources without bundles, one object per distinct value: most specs of a folder share a few
-# shapes, and each Resources is a model, its dict, its empty bundles list and its numbers. Keyed by
-# each value's repr (-0.0 == 0.0, but their dumps differ) and by the field set (exclude_unset tells
-# `gpu: 0` from no gpu); bounded, past that each keeps its own.
+# shapes, and a model with its dict, its empty bundles list and its numbers is not small. Keyed
+# by each value's repr (-0.0 == 0.0, but their dumps differ) and by the field set
+# (exclude_unset tells `gpu: 0` from no gpu); bounded, past that each keeps its own.
 _SHARED_RESOURCES: dict[tuple[object, ...], Resources] = {}
 _SHARED_RESOURCES_KEPT = 4096
 # spec_hash's JSON of each shared Resources, by its id: shared ones are kept for good, so an id
@@ -161,12 +162,18 @@ _SHARED_RESOURCES_KEPT = 4096
 _SHARED_JSON: dict[int, str] = {}
 
 
-def _shared_resources(value: Resources) -> Resources:
+def _resources_key(fields: frozenset[str], values: Iterable[object]) -> tuple[object, ...]:
+    return (fields, *(repr(value) for value in values))
+
+
+def shared_resources(value: Resources) -> Resources:
+    """The one object kept for resources equal to `value` (the first such value seen becomes
+    it); `value` itself when it has bundles, or when the bounded table is full."""
     if value.bundles or type(value) is not Resources:
         return value
-    key = (
+    key = _resources_key(
         frozenset(value.__pydantic_fields_set__),
-        *(repr(getattr(value, field)) for field in _RESOURCE_FIELDS),
+        (getattr(value, field) for field in _RESOURCE_FIELDS),
     )
     shared = _SHARED_RESOURCES.get(key)
     if shared is None:
@@ -177,10 +184,17 @@ def _shared_resources(value: Resources) -> Resources:
     return shared
 
 
+def known_resources(
+    fields: frozenset[str], cpu: float, gpu: float, memory: int
+) -> Resources | None:
+    """The shared Resources with these values, given as the fields named in `fields` (the
+    others left to their defaults), if shared_resources has kept one; else None."""
+    return _SHARED_RESOURCES.get(_resources_key(fields, (cpu, gpu, memory)))
+
+
 # The Capacity each shared Resources asks for, by its id (shared ones are kept for good, so an id
 # here is never another object's): the planner keeps a task's request
-# (core/task/jobs.py:request_of), so tasks that share a value share one request rather than each
-# keeping its own.
+# (reconciler/core/task/jobs.py, request_of), one object per shape rather than one per task.
 _SHARED_REQUESTS: dict[int, Capacity] = {}
 
 
@@ -199,7 +213,7 @@ def request_capacity(resources: Resources) -> Capacity:
 NO_TEXTS: dict[str, str] = {}
 
 
-class Metadata(_Model):
+class Metadata(DocumentModel):
     name: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
@@ -214,12 +228,12 @@ class Metadata(_Model):
 
 # The metadata of a spec that has none: one object for all of them (the models are frozen, and
 # nothing changes a model's dicts in place), not one Metadata built per spec on a cold start.
-_NO_METADATA = Metadata()
+NO_METADATA = Metadata()
 
 
 # The default of the most elements an array may expand to (the setting max_array_elements,
-# RAYQUEUE_MAX_ARRAY_ELEMENTS): it bounds the size of one array's status sidecar. The parser checks
-# it (specs/yamlio/parse.py), since the limit is a setting.
+# RAYQUEUE_MAX_ARRAY_ELEMENTS), small enough that one array's status sidecar stays under 1 MB.
+# The parser checks it (specs/yamlio/parse.py): the limit is a setting.
 MAX_ARRAY_ELEMENTS: Final = 10_000
 ARRAY_LIMIT_VAR: Final = "RAYQUEUE_MAX_ARRAY_ELEMENTS"
 ARRAY_SIZE_VAR: Final = "RAYQUEUE_ARRAY_SIZE"
@@ -235,7 +249,7 @@ def _env_keys(keys: Iterable[str], what: str) -> None:
             raise ValueError(f"{what} key {key!r}: names starting with RAYQUEUE_ are reserved")
 
 
-class ArraySpec(_Model):
+class ArraySpec(DocumentModel):
     """One task run many times: the product of `matrix`, `count` runs, or a list of `values`.
     Each element gets its values as environment variables, plus RAYQUEUE_ARRAY_INDEX and
     RAYQUEUE_ARRAY_SIZE."""
@@ -292,13 +306,13 @@ class ArraySpec(_Model):
 
 # One empty list for every spec without dependencies (the models are frozen, and nothing
 # changes their lists in place), given as `dependsOn: []` or left out.
-_NO_DEPENDENCIES: list[DependencySpec] = []
+NO_DEPENDENCIES: list[DependencySpec] = []
 
 
 # A spec as validated at the file boundary; inside the loop it is the lean TaskSpec
 # (specs/task/records.py).
 # (Comments, not docstrings: a docstring would be the schema's description.)
-class TaskSpecModel(_Model):
+class TaskSpecModel(DocumentModel):
     model_config = ConfigDict(title="TaskSpec")
 
     entrypoint: str = Field(min_length=1)
@@ -313,7 +327,7 @@ class TaskSpecModel(_Model):
     max_lost_restarts: int | None = Field(default=None, ge=0, le=100)
     retry: RetrySpec | None = None
     depends_on: list[DependencySpec] = Field(
-        default_factory=lambda: _NO_DEPENDENCIES, max_length=MAX_DEPENDENCIES
+        default_factory=lambda: NO_DEPENDENCIES, max_length=MAX_DEPENDENCIES
     )
     preemptible: bool = True  # false: never a preemption victim
     # true: the task saves its state on SIGTERM (within the grace period) and resumes on its
@@ -340,11 +354,11 @@ class TaskSpecModel(_Model):
     @field_validator("resources")
     @classmethod
     def _share_resources(cls, value: Resources) -> Resources:
-        return _shared_resources(value)
+        return shared_resources(value)
 
     @model_validator(mode="after")
     def _some_resource(self) -> TaskSpecModel:
-        # The legacy scheduler's rule, word for word.
+        # Worded as the legacy API words it: clients may match on the message.
         if self.resources.is_empty():
             raise ValueError("task must request at least one resource")
         return self
@@ -370,7 +384,7 @@ class TaskSpecModel(_Model):
     @classmethod
     def _distinct_dependencies(cls, value: list[DependencySpec]) -> list[DependencySpec]:
         if not value:
-            return _NO_DEPENDENCIES  # one empty list for every spec without dependencies
+            return NO_DEPENDENCIES  # one empty list for every spec without dependencies
         names = [d.name for d in value]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
@@ -405,12 +419,12 @@ def _resources_json(resources: Resources) -> str:
 
 # A task as validated at the file boundary; inside the loop it is the lean Task
 # (specs/task/records.py).
-class TaskModel(_Model):
+class TaskModel(DocumentModel):
     model_config = ConfigDict(title="Task")
 
     api_version: Literal["rayqueue/v1"] = Field(alias="apiVersion")
     kind: Literal["Task"]
-    metadata: Metadata = Field(default_factory=lambda: _NO_METADATA)
+    metadata: Metadata = Field(default_factory=lambda: NO_METADATA)
     spec: TaskSpecModel
 
     def spec_hash(self) -> str:
@@ -425,7 +439,22 @@ class TaskModel(_Model):
         }
 
 
-def spec_hash_of(metadata: Metadata, spec: TaskSpecModel | TaskSpec) -> str:
+class RunDefining(Protocol):
+    """The fields of a spec that define its run, as spec_hash_of reads them: TaskSpecModel and
+    the lean TaskSpec (specs/task/records.py) both have them."""
+
+    @property
+    def entrypoint(self) -> str: ...
+    @property
+    def runtime_env(self) -> dict[str, Any] | None: ...
+    @property
+    def resources(self) -> Resources: ...
+    @property
+    def array(self) -> ArraySpec | None: ...
+
+
+def spec_hash_of(metadata: Metadata, spec: RunDefining) -> str:
+    """Hash of the run-defining fields of `spec` and the restart annotation of `metadata`."""
     runtime_env = spec.runtime_env
     if spec.array is not None and runtime_env is not None:
         # An array element's size changes when elements are added or removed; that alone
@@ -564,7 +593,7 @@ class ConditionType(StrEnum):
     QUEUE_CONFIG_INVALID = "QueueConfigInvalid"
 
 
-class Condition(_Model):
+class Condition(DocumentModel):
     """An abnormal state a task is in, Kubernetes style; listed only while it holds."""
 
     type: str
@@ -574,7 +603,7 @@ class Condition(_Model):
     last_transition_time: Timestamp
 
 
-class SourceRef(_Model):
+class SourceRef(DocumentModel):
     """The commit a run's spec came from (GitOps), as Flux writes revisions."""
 
     revision: str  # main@sha1:<40 hex>, or sha1:<40 hex> on a detached HEAD

@@ -11,29 +11,29 @@ from typing import Any, Final, Literal, Self
 from specs.task.models import (
     NO_TEXTS,
     ArraySpec,
+    DocumentModel,
     Metadata,
     Resources,
     TaskModel,
     TaskSpecModel,
-    _Model,
     spec_hash_of,
 )
 from specs.task.pipeline import DependencySpec, RetrySpec
 
 
 class _Record:
-    """A lean record: slots, no dict, no field set, so a fraction of a pydantic model's memory.
-    Built unvalidated (`_of`) from values a model or a strict check validated; built with
-    keywords, it validates them with its model, as the model's constructor does."""
+    """A lean record: slots, no dict, no field set, a fraction of a pydantic model's size.
+    Built unvalidated (`unchecked`) from values a model or a strict check validated; built
+    with keywords, it validates them with its model, as the model's constructor does."""
 
     __slots__: tuple[str, ...] = ()
 
     def __init_subclass__(cls) -> None:
         super().__init_subclass__()
-        cls._of = classmethod(_maker(cls))  # type: ignore[assignment]
+        cls.unchecked = classmethod(_maker(cls))  # type: ignore[assignment]
 
     @classmethod
-    def _of(cls, values: Iterable[object]) -> Self:
+    def unchecked(cls, values: Iterable[object]) -> Self:
         """A record of `values` (one per slot, in order), not validated."""
         raise NotImplementedError  # each subclass gets its own (__init_subclass__)
 
@@ -62,34 +62,36 @@ class _Record:
         return f"{type(self).__name__}({shown})"
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self)._of, (self._values(),))
+        return (type(self).unchecked, (self._values(),))
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None) -> Self:
         """A copy with some fields changed, not validated (as pydantic's model_copy)."""
         if not update:
             return self
-        return self._of(update.get(name, getattr(self, name)) for name in self.__slots__)
+        return self.unchecked(update.get(name, getattr(self, name)) for name in self.__slots__)
 
     def model_dump(self, **options: Any) -> dict[str, Any]:
         """What the model's model_dump gives with the same options."""
         return self.to_model().model_dump(**options)
 
-    def to_model(self) -> _Model:
+    def to_model(self) -> DocumentModel:
         """The pydantic model of these values (for dumps), not validated again."""
         raise NotImplementedError
 
 
 def _maker(cls: type[_Record]) -> Any:
-    """`_of` for `cls`, written out: a cold start builds two records per spec, and a loop of
-    setattr calls cost as much as the rest of a plain spec's check."""
+    """`unchecked` for `cls`, written out: a cold start builds two records per spec, and a loop
+    of setattr calls would cost as much as the rest of a plain spec's check."""
     names = cls.__slots__
     args = ", ".join(f"v{i}" for i in range(len(names)))
     setters = {f"s{i}": getattr(cls, name).__set__ for i, name in enumerate(names)}
     body = "".join(f"    s{i}(r, v{i})\n" for i in range(len(names)))
-    source = f"def _of(cls, values):\n    {args}, = values\n    r = new(cls)\n{body}    return r\n"
+    source = (
+        f"def unchecked(cls, values):\n    {args}, = values\n    r = new(cls)\n{body}    return r\n"
+    )
     scope: dict[str, Any] = {"new": object.__new__, **setters}
     exec(source, scope)  # our own text, made of the slot names
-    return scope["_of"]
+    return scope["unchecked"]
 
 
 def _models_of(data: Any) -> Any:
@@ -147,7 +149,7 @@ class TaskSpec(_Record):
 
     @classmethod
     def from_model(cls, model: TaskSpecModel) -> TaskSpec:
-        return cls._of(_SPEC_VALUES(model))
+        return cls.unchecked(_SPEC_VALUES(model))
 
     def to_model(self) -> TaskSpecModel:
         return TaskSpecModel.model_construct(**self._asdict())
@@ -182,7 +184,7 @@ class Task(_Record):
     @classmethod
     def from_model(cls, model: TaskModel) -> Task:
         spec = TaskSpec.from_model(model.spec)
-        return cls._of((model.api_version, model.kind, model.metadata, spec))
+        return cls.unchecked((model.api_version, model.kind, model.metadata, spec))
 
     def to_model(self) -> TaskModel:
         return TaskModel.model_construct(
@@ -199,7 +201,7 @@ class Task(_Record):
 
 class NameMetadata(_Record):
     """A status's metadata that is its name alone (as every status the loop writes): one slot,
-    not a pydantic Metadata with its dict and field set. It reads, compares (also with an equal
+    not a pydantic Metadata. It reads, compares (also with an equal
     Metadata), dumps and copies as Metadata(name=name) does."""
 
     __slots__ = ("name",)

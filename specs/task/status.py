@@ -15,22 +15,22 @@ from pydantic.alias_generators import to_camel
 from specs.task.models import (
     API_VERSION,
     Condition,
+    DocumentModel,
     Metadata,
     Phase,
     SourceRef,
     Timestamp,
-    _iso,
-    _Model,
+    format_timestamp,
 )
 from specs.task.records import NameMetadata, name_metadata
 
 
-class TaskStatusBodyModel(_Model):
+class TaskStatusBodyModel(DocumentModel):
     """A status body as read from and written to a sidecar (validation at the file boundary).
     Inside the loop a status is the lean TaskStatusBody (specs/task/status.py), with the
     same fields."""
 
-    model_config = ConfigDict(extra="ignore")  # sidecars with fields unknown here still load
+    model_config = ConfigDict(extra="ignore")  # sidecars with fields we do not know still load
 
     phase: Phase
     reason: str | None = None
@@ -57,7 +57,7 @@ class TaskStatusBodyModel(_Model):
     # earlier format keep this time in finishedAt (with reason JobMissing): see
     # lifecycle.missing_since.
     missing_since: Timestamp | None = None
-    lost_restarts: int = 0  # Lost-only retries in sidecars of the earlier format; `retries` else
+    lost_restarts: int = 0  # sidecars from before `retries`: the retries of maxLostRestarts
     retries: int = 0  # retries used since the user last asked for a run
     next_retry_at: Timestamp | None = None  # during RetryBackoff: the retry's earliest start
     exit_code: int | None = None  # the driver's, of the finished run (Ray's driver_exit_code)
@@ -74,7 +74,7 @@ class TaskStatusBodyModel(_Model):
     conditions: list[Condition] = Field(default_factory=list)
 
 
-class TaskStatusModel(_Model):
+class TaskStatusModel(DocumentModel):
     """A status sidecar as validated when read (TaskStatus.model_validate converts it)."""
 
     model_config = ConfigDict(extra="ignore")
@@ -96,11 +96,11 @@ _NO_CONDITIONS: list[Condition] = []
 
 
 class TaskStatusBody(NamedTuple):
-    """A task's status inside the loop: a plain record, not a pydantic model (several times the
-    memory with its field set, and slower to build or copy); the planner builds and copies
-    several per task on a start. Same fields and defaults as TaskStatusBodyModel, which
-    validates it when read (model_validate); to_document writes what that model writes.
-    A new field goes into both, in the same place (tests/unit/test_lean_status.py checks)."""
+    """A task's status inside the loop: a plain record, a fraction of a pydantic model's size
+    and cost to build or copy; the planner builds and copies tens of thousands per start.
+    Same fields and defaults as TaskStatusBodyModel, which validates it when read
+    (model_validate); to_document writes what that model writes. A new field goes into both,
+    in the same place (tests/unit/test_lean_status.py checks)."""
 
     phase: Phase
     reason: str | None = None
@@ -159,8 +159,10 @@ class TaskStatusBody(NamedTuple):
             if value is not None and to_json is not None:
                 if to_json is _nested:
                     value = _nested(value, by_alias, exclude_defaults, mode)
-                elif to_json is _iso:  # Timestamp's serializer, which pydantic applies always
-                    value = _iso(value)
+                elif (
+                    to_json is format_timestamp
+                ):  # Timestamp's serializer, which pydantic applies always
+                    value = format_timestamp(value)
                 elif json_mode and type(value) is not str:
                     value = str(value)  # a Reason or a Phase: its value
             out[alias if by_alias else name] = value
@@ -184,7 +186,7 @@ def _dumper(name: str) -> Any:
     if name in ("source", "conditions"):
         return _nested
     if "datetime" in annotation:
-        return _iso
+        return format_timestamp
     if "str" in annotation or name == "phase":
         return str
     return None

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from yaml.nodes import ScalarNode
 from yaml.resolver import Resolver
 
-from specs.task.models import Condition, SourceRef, _iso
+from specs.task.models import Condition, SourceRef, format_timestamp
 from specs.task.records import Task
 from specs.task.status import TaskStatus, TaskStatusBodyModel
 
@@ -183,7 +183,7 @@ def _value(value: object) -> str | None:
 # order (model_dump's order), leaves out those equal to their default (exclude_defaults), and
 # writes each as _plain_block would; whatever it is unsure of (labels, annotations, text that
 # needs the emitter's judgement, a type it does not know) returns None and takes the path above.
-# tests/unit/test_dump.py checks the bytes equal the old path's on generated statuses.
+# tests/unit/test_dump.py checks the bytes equal the general path's on generated statuses.
 
 
 def _fields_of(model: type[BaseModel]) -> tuple[tuple[str, str, object], ...]:
@@ -195,11 +195,11 @@ def _fields_of(model: type[BaseModel]) -> tuple[tuple[str, str, object], ...]:
 
 
 def _field(value: object) -> str | None:
-    """A field's value as the old path writes it, or None when unsure."""
+    """A field's value as the general path writes it, or None when unsure."""
     if isinstance(value, datetime):
-        # Every datetime of a status is a Timestamp, which model_dump writes with _iso; such
-        # text resolves to YAML's timestamp type, so PyYAML single-quotes it.
-        return "'" + _iso(value) + "'"
+        # Every datetime of a status is a Timestamp, which model_dump writes with
+        # format_timestamp; such text resolves to YAML's timestamp type, so PyYAML quotes it.
+        return "'" + format_timestamp(value) + "'"
     return _value(value)
 
 
@@ -260,4 +260,4 @@ def _fields(
             return False
         out.append(f"{lead}{alias}: {written}\n")
         lead = indent
-    return len(out) > start  # an empty mapping: the old path writes {}
+    return len(out) > start  # an empty mapping: the general path writes {}

@@ -17,7 +17,7 @@ _TYPE_MESSAGES = {
     "model_attributes_type": "must be a mapping",
     "dict_type": "must be a mapping",
 }
-_MAX_ERRORS = 20
+MAX_ERRORS = 20  # the most problems one file reports
 
 Problem = tuple[tuple[str | int, ...], str]
 """A problem found after validation: the field's path in the document, and what is wrong."""
@@ -51,14 +51,16 @@ class SpecParseError(ValueError):
         super().__init__("\n".join(str(e) for e in self.errors))
 
 
-class _Found(Exception):
-    """Internal: stop at the first fatal problem."""
+class FatalSpecError(Exception):
+    """One problem that ends the parse at once (bad YAML, a file too large, an empty one); the
+    parser's boundary raises it as a SpecParseError of that one error."""
 
     def __init__(self, error: SpecError) -> None:
         self.error = error
 
 
-def _message(err: Any) -> str:
+def validation_message(err: Any) -> str:
+    """One pydantic error (an item of ValidationError.errors()) in our words."""
     kind: str = err["type"]
     if kind in _TYPE_MESSAGES:
         return _TYPE_MESSAGES[kind]
@@ -76,23 +78,27 @@ def _message(err: Any) -> str:
     return message
 
 
-def _dotted(path: Sequence[str | int]) -> str:
+def dotted_path(path: Sequence[str | int]) -> str:
+    """A field's path as a user writes it: spec.dependsOn[0].name."""
     out = ""
     for segment in path:
         out += f"[{segment}]" if isinstance(segment, int) else (f".{segment}" if out else segment)
     return out
 
 
-def _line(node: Node | None) -> int | None:
+def line_of(node: Node | None) -> int | None:
+    """The 1-based line a node starts on."""
     return None if node is None else node.start_mark.line + 1
 
 
-def _node_error(file: str, field: str | None, node: Node | None, message: str) -> SpecError:
+def node_error(file: str, field: str | None, node: Node | None, message: str) -> SpecError:
+    """A problem placed at the line and column where `node` starts (unplaced without one)."""
     if node is None:
         return SpecError(file, field, None, None, message)
     mark = node.start_mark
     return SpecError(file, field, mark.line + 1, mark.column + 1, message)
 
 
-def _doc_error(file: str, message: str) -> SpecError:
+def document_error(file: str, message: str) -> SpecError:
+    """A problem of the whole file, with no field, line or column."""
     return SpecError(file, None, None, None, message)

@@ -11,13 +11,13 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from specs.yamlio.depth import TooDeep, check_nesting
 from specs.yamlio.errors import (
-    _MAX_ERRORS,
+    MAX_ERRORS,
+    FatalSpecError,
     SpecError,
     SpecParseError,
-    _doc_error,
-    _dotted,
-    _Found,
-    _node_error,
+    document_error,
+    dotted_path,
+    node_error,
 )
 
 # Expanded size of the node graph (aliases counted each time they are used). Real specs have
@@ -25,7 +25,7 @@ from specs.yamlio.errors import (
 MAX_NODES = 100_000
 # Deeper structures would later overflow recursive code (json.dumps, Ray's runtime_env).
 MAX_DEPTH = 100
-# libyaml's composer recurses in C (it segfaults on ~50k nested collections): every text is
+# libyaml's composer recurses in C (it segfaults on deeply nested collections): every text is
 # checked by specs.yamlio.depth first, so it only ever composes shallow documents.
 
 _FastLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -54,7 +54,7 @@ def load_nodes(text: str, file: str, *, single: bool) -> list[tuple[Node, Any]]:
     try:
         check_nesting(text)  # before composing: a nesting bomb costs a scan, not a parse
     except TooDeep as deep:
-        raise _Found(SpecError(file, None, deep.line, deep.column, deep.reason)) from None
+        raise FatalSpecError(SpecError(file, None, deep.line, deep.column, deep.reason)) from None
     loader = None
     try:
         loader = _FastLoader(text)
@@ -72,9 +72,9 @@ def load_nodes(text: str, file: str, *, single: bool) -> list[tuple[Node, Any]]:
         builder = _Builder(loader, file)
         return [(node, builder.document(node)) for node in nodes]
     except yaml.MarkedYAMLError as exc:
-        raise _Found(_yaml_error(file, exc, single=single)) from None
+        raise FatalSpecError(_yaml_error(file, exc, single=single)) from None
     except yaml.YAMLError as exc:
-        raise _Found(_doc_error(file, str(exc))) from None
+        raise FatalSpecError(document_error(file, str(exc))) from None
     finally:
         if loader is not None:
             loader.dispose()
@@ -97,15 +97,15 @@ def _yaml_error(file: str, exc: yaml.MarkedYAMLError, *, single: bool) -> SpecEr
     else:
         message = exc.problem or exc.context or "invalid YAML"
     if mark is None:
-        return _doc_error(file, message)
+        return document_error(file, message)
     return SpecError(file, None, mark.line + 1, mark.column + 1, message)
 
 
 class _Builder:
     """Builds plain data from composed nodes, in the same pass rejecting what would hurt later.
 
-    We do not call loader.construct_document: building here is ~4x faster (it dominates a cold
-    scan of thousands of specs), and the one walk also catches duplicate and non-string keys,
+    We do not call loader.construct_document: building here is several times faster (it dominates
+    a cold scan of thousands of specs), and the one walk also catches duplicate and non-string keys,
     alias bombs (expanded size, memoized by node id), alias cycles and deep nesting. Numbers,
     booleans and nulls still go through the loader's safe constructors, so they are exactly what
     yaml.safe_load gives. Only JSON-like data comes out: timestamps stay strings, and other
@@ -124,7 +124,7 @@ class _Builder:
         data, size = self.build(root, (), 1)
         self.budget -= size
         if self.errors:
-            raise SpecParseError(self.errors[:_MAX_ERRORS])
+            raise SpecParseError(self.errors[:MAX_ERRORS])
         return data
 
     def build(self, node: Node, path: tuple[str | int, ...], depth: int) -> tuple[Any, int]:
@@ -134,20 +134,28 @@ class _Builder:
                 return node.value, 1
             if node.tag not in _PLAIN_TAGS:
                 message = f"unsupported tag {node.tag}"
-                raise _Found(_node_error(self.file, _dotted(path) or None, node, message))
+                raise FatalSpecError(
+                    node_error(self.file, dotted_path(path) or None, node, message)
+                )
             try:
                 return self.loader.construct_object(node, deep=True), 1
             except (ValueError, OverflowError) as exc:  # e.g. an int of 5000 digits
                 message = f"cannot read this value: {exc}"
-                raise _Found(_node_error(self.file, _dotted(path) or None, node, message)) from None
+                raise FatalSpecError(
+                    node_error(self.file, dotted_path(path) or None, node, message)
+                ) from None
         nid = id(node)
         if nid in self.memo:  # an alias: same object, as the YAML constructor would share it
             return self.memo[nid]
         if nid in self.open:
-            raise _Found(_node_error(self.file, _dotted(path), node, "an alias refers to itself"))
+            raise FatalSpecError(
+                node_error(self.file, dotted_path(path), node, "an alias refers to itself")
+            )
         if depth > MAX_DEPTH:
             message = f"nesting is deeper than {MAX_DEPTH} levels"
-            raise _Found(_node_error(self.file, _dotted(path[:3]) or None, node, message))
+            raise FatalSpecError(
+                node_error(self.file, dotted_path(path[:3]) or None, node, message)
+            )
         self.open.add(nid)
         value: dict[str, Any] | list[Any]
         if isinstance(node, MappingNode) and node.tag == _MAP_TAG:
@@ -156,11 +164,11 @@ class _Builder:
             value, size = self._sequence(node, path, depth)
         else:
             message = f"unsupported tag {node.tag}"
-            raise _Found(_node_error(self.file, _dotted(path) or None, node, message))
+            raise FatalSpecError(node_error(self.file, dotted_path(path) or None, node, message))
         self.open.discard(nid)
         if size > self.budget:
             message = f"document has more than {MAX_NODES} nodes once aliases are expanded"
-            raise _Found(_node_error(self.file, _dotted(path) or None, node, message))
+            raise FatalSpecError(node_error(self.file, dotted_path(path) or None, node, message))
         self.memo[nid] = (value, size)
         return value, size
 
@@ -194,13 +202,13 @@ class _Builder:
             ):
                 shown = f" {key.value}" if isinstance(key, ScalarNode) else ""
                 message = f"mapping key{shown} must be a string (quote it)"
-                self.errors.append(_node_error(self.file, _dotted(path) or None, key, message))
+                self.errors.append(node_error(self.file, dotted_path(path) or None, key, message))
                 continue
             name: str = key.value
             line = key.start_mark.line + 1
             if name in first_line:
                 message = f'duplicate key "{name}" (lines {first_line[name]} and {line})'
-                self.errors.append(_node_error(self.file, _dotted((*path, name)), key, message))
+                self.errors.append(node_error(self.file, dotted_path((*path, name)), key, message))
                 continue
             first_line[name] = line
             result[name], value_size = self.build(value, (*path, name), depth + 1)
@@ -226,7 +234,9 @@ class _Builder:
         for source in nodes:
             if not isinstance(source, MappingNode):
                 message = "<< must be given a mapping or a list of mappings"
-                raise _Found(_node_error(self.file, _dotted(path) or None, source, message))
+                raise FatalSpecError(
+                    node_error(self.file, dotted_path(path) or None, source, message)
+                )
             data, source_size = self.build(source, path, depth + 1)
             sources.append(data)
             size += source_size

@@ -14,8 +14,6 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from specs.queues.parse import parse_queue_config as parse_queue_config
-from specs.queues.parse import parse_sub_queue_config as parse_sub_queue_config
 from specs.task.models import ARRAY_LIMIT_VAR, MAX_ARRAY_ELEMENTS, TaskModel
 from specs.task.records import Task
 from specs.task.status import TaskStatus, TaskStatusModel
@@ -24,13 +22,13 @@ from specs.yamlio.depth import TooDeep, check_nesting
 from specs.yamlio.dump import dump_status as dump_status
 from specs.yamlio.dump import dump_task as dump_task
 from specs.yamlio.errors import (
-    _MAX_ERRORS,
-    _doc_error,
-    _dotted,
-    _Found,
-    _line,
-    _message,
-    _node_error,
+    MAX_ERRORS,
+    FatalSpecError,
+    document_error,
+    dotted_path,
+    line_of,
+    node_error,
+    validation_message,
 )
 from specs.yamlio.errors import Problem as Problem
 from specs.yamlio.errors import SpecError as SpecError
@@ -101,14 +99,14 @@ def _guarded(file: str, parse: Callable[[], T]) -> T:
         return parse()
     except SpecParseError:
         raise
-    except _Found as found:
+    except FatalSpecError as found:
         raise SpecParseError([found.error]) from None
     except RecursionError:
-        raise SpecParseError([_doc_error(file, "nesting is too deep")]) from None
+        raise SpecParseError([document_error(file, "nesting is too deep")]) from None
     except Exception as exc:
         log.debug("unexpected error parsing %s", file, exc_info=True)
         message = f"could not parse: {type(exc).__name__}: {exc}"
-        raise SpecParseError([_doc_error(file, message)]) from None
+        raise SpecParseError([document_error(file, message)]) from None
 
 
 def _parse_task(
@@ -132,12 +130,12 @@ def _parse_task(
             item = at.value[index] if isinstance(at, SequenceNode) else at
             field = f"spec.dependsOn[{index}].name"
             message = f'a task cannot depend on itself ("{dep.name}")'
-            raise SpecParseError([_node_error(file, field, _find(item, "name") or item, message)])
+            raise SpecParseError([node_error(file, field, _find(item, "name") or item, message)])
     name = task.metadata.name
     if expected_name is not None and name is not None and name != expected_name:
         message = f'metadata.name "{name}" must equal the file\'s stem "{expected_name}"'
         raise SpecParseError(
-            [_node_error(file, "metadata.name", _find(node, "metadata", "name"), message)]
+            [node_error(file, "metadata.name", _find(node, "metadata", "name"), message)]
         )
     problems = check(task) if check is not None else ()
     if problems:
@@ -206,7 +204,7 @@ def _fast_data(text: str) -> object:
 def _parse_single(text: str | bytes, file: str, model: type[M]) -> tuple[M, Node]:
     docs = load_nodes(_decode(text, file), file, single=True)
     if not docs:
-        raise _Found(_doc_error(file, "empty file"))
+        raise FatalSpecError(document_error(file, "empty file"))
     node, data = docs[0]
     return _validate(model, node, data, file), node
 
@@ -218,13 +216,13 @@ def _check_array_size(file: str, task: Task, node: Node, limit: int) -> None:
     if array is None or array.size <= limit:
         return
     message = f"has {array.size} elements; the limit is {limit} (the setting {ARRAY_LIMIT_VAR})"
-    raise SpecParseError([_node_error(file, "spec.array", _find(node, "spec", "array"), message)])
+    raise SpecParseError([node_error(file, "spec.array", _find(node, "spec", "array"), message)])
 
 
 def _parse_tasks(text: str | bytes, file: str, max_array_elements: int) -> list[Task]:
     docs = load_nodes(_decode(text, file), file, single=False)
     if not docs:
-        raise _Found(_doc_error(file, "empty file"))
+        raise FatalSpecError(document_error(file, "empty file"))
     tasks: list[Task] = []
     errors: list[SpecError] = []
     seen: dict[str, int] = {}
@@ -239,15 +237,15 @@ def _parse_tasks(text: str | bytes, file: str, max_array_elements: int) -> list[
         name_node = _find(node, "metadata", "name")
         if name is None:
             at = _find(node, "metadata") or node
-            errors.append(_node_error(file, "metadata.name", at, "required field is missing"))
+            errors.append(node_error(file, "metadata.name", at, "required field is missing"))
         elif name in seen:
             message = f'task "{name}" is defined twice (first on line {seen[name]})'
-            errors.append(_node_error(file, "metadata.name", name_node, message))
+            errors.append(node_error(file, "metadata.name", name_node, message))
         else:
-            seen[name] = _line(name_node) or 0
+            seen[name] = line_of(name_node) or 0
             tasks.append(task)
     if errors:
-        raise SpecParseError(errors[:_MAX_ERRORS])
+        raise SpecParseError(errors[:MAX_ERRORS])
     return tasks
 
 
@@ -257,7 +255,7 @@ def _decode(text: str | bytes, file: str) -> str:
     if isinstance(text, bytes | bytearray):
         data = bytes(text)
         if len(data) > MAX_FILE_BYTES:
-            raise _Found(_doc_error(file, too_big))
+            raise FatalSpecError(document_error(file, too_big))
         try:
             result = data.decode("utf-8").removeprefix("\ufeff")
         except UnicodeDecodeError as exc:
@@ -266,20 +264,20 @@ def _decode(text: str | bytes, file: str) -> str:
             before = data[line_start : exc.start].decode("utf-8").removeprefix("\ufeff")
             column = len(before) + 1
             message = f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})"
-            raise _Found(SpecError(file, None, line, column, message)) from None
+            raise FatalSpecError(SpecError(file, None, line, column, message)) from None
     else:
         if (
             len(text) > MAX_FILE_BYTES
             or len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES
         ):
-            raise _Found(_doc_error(file, too_big))
+            raise FatalSpecError(document_error(file, too_big))
         result = text.removeprefix("\ufeff")
     bad = _NOT_PRINTABLE.search(result)
     if bad is not None:
         line_start = result.rfind("\n", 0, bad.start()) + 1
         line = result.count("\n", 0, bad.start()) + 1
         message = f"character U+{ord(bad.group()):04X} is not allowed in YAML"
-        raise _Found(SpecError(file, None, line, bad.start() - line_start + 1, message))
+        raise FatalSpecError(SpecError(file, None, line, bad.start() - line_start + 1, message))
     return result
 
 
@@ -288,12 +286,12 @@ def _validate(model: type[M], node: Node, data: Any, file: str) -> M:
         message = "expected a mapping with apiVersion, kind, metadata and spec"
         if model is TaskStatusModel:
             message = "expected a mapping with apiVersion, kind, metadata and status"
-        raise SpecParseError([_node_error(file, None, node, message)])
+        raise SpecParseError([node_error(file, None, node, message)])
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         errors = [_pydantic_error(file, node, err) for err in exc.errors()]
-        raise SpecParseError(errors[:_MAX_ERRORS]) from None
+        raise SpecParseError(errors[:MAX_ERRORS]) from None
 
 
 def _pydantic_error(file: str, root: Node, err: Any) -> SpecError:
@@ -307,7 +305,7 @@ def _pydantic_error(file: str, root: Node, err: Any) -> SpecError:
         node = key  # the typo itself, on its own line
     if kind in ("missing", "value_error_model") and len(path) < len(loc):
         path = loc[: len(path) + 1]  # name the absent field; point at its parent
-    return _node_error(file, _dotted(path) or None, node, _message(err))
+    return node_error(file, dotted_path(path) or None, node, validation_message(err))
 
 
 def _locate(
@@ -389,7 +387,7 @@ def parse_document(
 
 def _pinned(file: str, node: Node, problems: Sequence[Problem]) -> list[SpecError]:
     errors = []
-    for loc, message in problems[:_MAX_ERRORS]:
+    for loc, message in problems[:MAX_ERRORS]:
         at = _locate(node, loc)[1]
-        errors.append(_node_error(file, _dotted(loc) or None, at, message))
+        errors.append(node_error(file, dotted_path(loc) or None, at, message))
     return errors

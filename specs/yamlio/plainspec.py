@@ -1,7 +1,7 @@
 """Plain specs built directly: the common fields with plain values in range, checked by hand,
-become the lean Task without pydantic (a cold start parses every spec; the model's validation
-was ~40 µs of a spec's ~70). Anything else gives None, and the caller validates it with the
-model as before, so every invalid spec keeps its exact message. tests/unit/test_lean_task.py
+become the lean Task without pydantic (a cold start parses every spec, and the model's
+validation is most of a plain spec's cost). Anything else gives None, and the caller validates
+it with the model, so every invalid spec keeps its exact message. tests/unit/test_lean_task.py
 checks, for random texts, that this gives exactly what the model gives."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from pydantic import ValidationError
 
 from specs.task import submission_ids
 from specs.task.models import (
-    _NO_DEPENDENCIES,
-    _NO_METADATA,
-    _SHARED_RESOURCES,
     API_VERSION,
+    NO_DEPENDENCIES,
+    NO_METADATA,
     Metadata,
     Resources,
-    _shared_resources,
+    known_resources,
+    shared_resources,
 )
 from specs.task.quantity import parse_memory
 from specs.task.records import Task, TaskSpec
@@ -52,14 +52,14 @@ def task_of(data: dict[str, Any]) -> Task | None:
         return None
     if kind != "Task" or not data.keys() <= _TOP:
         return None
-    metadata = _metadata(data["metadata"]) if "metadata" in data else _NO_METADATA
+    metadata = _metadata(data["metadata"]) if "metadata" in data else NO_METADATA
     spec = data.get("spec")
     if metadata is None or type(spec) is not dict:
         return None
     built = _spec(spec)
     if built is None:
         return None
-    return Task._of((API_VERSION, "Task", metadata, built))
+    return Task.unchecked((API_VERSION, "Task", metadata, built))
 
 
 def _metadata(value: object) -> Metadata | None:
@@ -105,7 +105,7 @@ def _spec(spec: dict[str, Any]) -> TaskSpec | None:
     resources = _resources(spec.get("resources"))
     if resources is None:
         return None
-    return TaskSpec._of(
+    return TaskSpec.unchecked(
         (
             entrypoint,
             runtime_env,
@@ -116,7 +116,7 @@ def _spec(spec: dict[str, Any]) -> TaskSpec | None:
             submission_id,
             None,
             None,
-            _NO_DEPENDENCIES,
+            NO_DEPENDENCIES,
             preemptible,
             resumable,
             None,
@@ -168,11 +168,10 @@ def _checked_resources(value: dict[str, Any]) -> Resources | None:
         return None
     if cpu == 0 and gpu == 0 and memory == 0:
         return None  # the model's message: at least one resource
-    key = (frozenset(value), repr(cpu), repr(gpu), repr(memory))
-    shared = _SHARED_RESOURCES.get(key)
+    shared = known_resources(frozenset(value), cpu, gpu, memory)
     if shared is not None:
         return shared
     try:
-        return _shared_resources(Resources.model_validate(value))
+        return shared_resources(Resources.model_validate(value))
     except ValidationError:
         return None

@@ -127,7 +127,8 @@ def test_queue_configuration_is_checked(rq, tmp_path: Path) -> None:
 def test_a_queue_config_under_any_name_is_checked_with_the_errors_serve_gives(
     rq, tmp_path: Path
 ) -> None:
-    from specs.yamlio.parse import SpecParseError, parse_queue_config
+    from specs.queues.parse import parse_queue_config
+    from specs.yamlio.parse import SpecParseError
 
     config = tmp_path / "queues.yaml"  # as given to serve --queues
     config.write_text(QUEUES)

@@ -9,7 +9,7 @@ import yaml
 
 from reconciler.cli.main import build_parser
 from reconciler.shell.raycluster.autoscaler import gcs_address_for
-from specs.yamlio.parse import parse_queue_config
+from specs.queues.parse import parse_queue_config
 from tests.deploy.conftest import ROOT
 
 VARIANT = ROOT / "examples" / "gitops" / "autoscaling"

@@ -12,8 +12,8 @@ from reconciler.sim.__main__ import main
 from reconciler.sim.engine import simulate
 from reconciler.sim.metrics import measure
 from reconciler.sim.workload import Job, mark_resumable, synthetic
+from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
-from specs.yamlio.parse import parse_queue_config
 
 ON = PlanOptions(preemption="LowerPriority", preemption_grace_seconds=30)
 

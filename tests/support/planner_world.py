@@ -11,11 +11,11 @@ from typing import Any
 from reconciler.core.planner import Observation, Plan, TaskInput, plan
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob, Scaling
 from specs.queues.config import QueueConfig
+from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
 from specs.task.models import Phase, Reason
 from specs.task.records import Task
 from specs.task.status import TaskStatus, TaskStatusBody
-from specs.yamlio.parse import parse_queue_config
 
 GIB = 2**30
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -19,8 +19,9 @@ from reconciler.core.queues.dispatch import ConfigState, restore_usage
 from specs.cluster import Capacity
 from specs.folder.atomic import write_atomic
 from specs.queues.config import CONFIG_FILE, DEFAULT_QUEUE_DEPTH, STATUS_FILE, QueueConfig
+from specs.queues.parse import parse_queue_config
 from specs.queues.tree import divide_tree
-from specs.yamlio.parse import MAX_FILE_BYTES, SpecParseError, parse_queue_config
+from specs.yamlio.parse import MAX_FILE_BYTES, SpecParseError
 
 log = logging.getLogger("rayqueue.queues")
 

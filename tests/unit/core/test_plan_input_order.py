@@ -37,8 +37,8 @@ from specs.cluster import (
     Scaling,
 )
 from specs.queues.config import QueueConfig
+from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
-from specs.yamlio.parse import parse_queue_config
 from tests.support.incremental_history import History, assert_identical
 from tests.support.planner_world import GIB, task
 from tests.unit.core.incremental import test_histories as small

@@ -17,8 +17,8 @@ from reconciler.core.planner import Plan
 from reconciler.core.task.jobs import claim_of
 from specs.cluster import META_TASK, PENDING, RUNNING, STOPPED, SUCCEEDED
 from specs.queues.config import QueueConfig
+from specs.queues.parse import parse_queue_config
 from specs.task.models import Phase, Reason
-from specs.yamlio.parse import parse_queue_config
 from tests.support.planner_world import T0, Cluster, running_cluster, task
 
 

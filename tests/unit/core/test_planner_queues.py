@@ -7,9 +7,9 @@ import pytest
 
 from reconciler.core.planner import Plan
 from specs.cluster import RUNNING, SUCCEEDED, Capacity
+from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
 from specs.task.models import Phase
-from specs.yamlio.parse import parse_queue_config
 from tests.support.planner_world import GIB, PlanWorld, task
 
 CONFIG = """\

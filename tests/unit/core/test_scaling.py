@@ -12,9 +12,9 @@ from pydantic import ValidationError
 from reconciler.core.scaling import ceiling_of, from_config, merge, shape
 from specs.cluster import RUNNING, Capacity, NodeType, RayJob, Scaling
 from specs.queues.config import parse_capacity
+from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
 from specs.task.models import Phase, Reason
-from specs.yamlio.parse import parse_queue_config
 from tests.support.planner_world import GIB, T0, PlanWorld, task
 
 SMALL = NodeType("small", Capacity(8, 0, 32 * GIB), max_count=4)

@@ -16,8 +16,8 @@ from reconciler.core import planner
 from reconciler.core.incremental import frontadmission as headadmission
 from reconciler.core.planner import Observation
 from specs.cluster import RUNNING, SUCCEEDED, Capacity
+from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
-from specs.yamlio.parse import parse_queue_config
 from tests.support.busy_queue import start_all
 from tests.support.incremental_history import History
 from tests.support.planner_world import GIB

@@ -24,9 +24,9 @@ from specs.cluster import (
     Scaling,
 )
 from specs.queues.config import QueueConfig
+from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
 from specs.task.models import Phase
-from specs.yamlio.parse import parse_queue_config
 from tests.support.incremental_history import T0, History
 from tests.support.planner_world import GIB
 

@@ -29,8 +29,8 @@ from reconciler.core.incremental.keptorder import bounds_of
 from reconciler.core.queues.usage import Tracked
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
 from specs.queues.config import QueueConfig
+from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
-from specs.yamlio.parse import parse_queue_config
 from tests.support.incremental_history import T0, History, assert_identical
 from tests.support.planner_world import GIB
 

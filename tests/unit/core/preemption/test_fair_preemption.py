@@ -16,9 +16,9 @@ from reconciler.core.preemption import betweenqueues as fairpreempt
 from reconciler.core.preemption.victims import Preemptor, Rules, Running
 from reconciler.core.queues.shareresult import QueueState
 from specs.cluster import SUCCEEDED, Capacity
+from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
 from specs.task.models import ConditionType, Phase, Reason
-from specs.yamlio.parse import parse_queue_config
 from tests.support.planner_world import GIB, Cluster, running_cluster, task
 
 ON = "\n  fairSharing: {mode: CurrentUsage, preemptionStrategies: [LessThanOrEqualToFinalShare]}"

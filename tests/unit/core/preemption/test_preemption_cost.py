@@ -23,8 +23,8 @@ from reconciler.core.preemption.victims import (
 )
 from reconciler.core.task.jobs import PREEMPTED_ENV, RUN_ENV
 from specs.cluster import SUCCEEDED, Capacity
+from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
-from specs.yamlio.parse import parse_queue_config
 from tests.support.planner_world import GIB, Cluster, task
 from tests.unit.core.preemption.test_planner_preemption import ON, filled
 

@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from reconciler.core.planner import STOP_WAIT_ENV, Plan
 from reconciler.core.task.jobs import RUN_ENV
 from specs.cluster import SUCCEEDED, Capacity
+from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
 from specs.task.models import ConditionType, Phase, Reason
 from specs.task.records import Task
-from specs.yamlio.parse import parse_queue_config
 from tests.support.planner_world import GIB, T0, Cluster, task
 
 

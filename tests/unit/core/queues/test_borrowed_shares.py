@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from specs.cluster import Capacity
+from specs.queues.parse import parse_queue_config
 from specs.task.models import Phase
-from specs.yamlio.parse import parse_queue_config
 from tests.support.planner_world import GIB, PlanWorld, task
 
 

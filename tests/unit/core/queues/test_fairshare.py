@@ -13,7 +13,7 @@ from reconciler.core.admission.policies import POLICIES, Candidate
 from reconciler.core.queues import fairshare, quotas
 from reconciler.core.queues.fairshare import NO_LIMIT, QueueDemand, QueueQuota, admit, resolve
 from specs.cluster import Capacity
-from specs.yamlio.parse import parse_queue_config
+from specs.queues.parse import parse_queue_config
 
 CLUSTER = Capacity(16, 4, 64 * 2**30)
 INF = math.inf

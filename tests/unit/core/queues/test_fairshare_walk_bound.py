@@ -12,9 +12,9 @@ from reconciler.core.admission.waits import NotConsidered, OverQuota, Waiting
 from reconciler.core.queues import fairshare
 from reconciler.core.queues.fairshare import QueueDemand, QueueQuota
 from specs.cluster import Capacity
+from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
 from specs.task.models import Reason
-from specs.yamlio.parse import parse_queue_config
 from tests.support.planner_world import GIB, PlanWorld, task
 
 NOW = 1_000.0

@@ -13,7 +13,7 @@ from reconciler.core.queues import dispatch as queueing
 from reconciler.core.queues.fairshare import QueueState
 from specs.cluster import Capacity
 from specs.queues.config import QueueConfig
-from specs.yamlio.parse import parse_queue_config
+from specs.queues.parse import parse_queue_config
 
 CLUSTER = Capacity(16, 0, 0)
 

@@ -149,7 +149,7 @@ def test_fair_preemption_never_takes_the_room_held_for_a_less_served_users_head(
     # head waits for the room they free (it is held for it, at both levels). team-c's 1-CPU
     # head, below team-b in share, would preempt one of team-b's runs for room that drains for
     # team-a/x; its run (2 h) would not fit beside that head at its start: it takes nothing.
-    from specs.yamlio.parse import parse_queue_config
+    from specs.queues.parse import parse_queue_config
     from tests.support.planner_world import running_cluster
     from tests.support.planner_world import task as spec
     from tests.unit.core.preemption.test_fair_preemption import ON

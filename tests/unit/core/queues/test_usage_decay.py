@@ -18,7 +18,8 @@ from reconciler.core.queues.quotas import CURRENT_USE_WEIGHT as A
 from reconciler.core.queues.quotas import dominant_share
 from reconciler.shell.loop.queuefile import QueueFile, UsageBook, read_status
 from specs.cluster import Capacity
-from specs.yamlio.parse import SpecParseError, parse_queue_config
+from specs.queues.parse import parse_queue_config
+from specs.yamlio.parse import SpecParseError
 
 HOUR = 3600.0
 WEEK = 168 * HOUR

@@ -31,11 +31,11 @@ from specs.cluster import (
     Capacity,
     RayJob,
 )
+from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
 from specs.task.arrays import order_key, split
 from specs.task.models import Phase, Reason
 from specs.task.status import TaskStatus, TaskStatusBody
-from specs.yamlio.parse import parse_queue_config
 from tests.support.incremental_history import T0, assert_identical
 from tests.support.planner_world import GIB, task
 

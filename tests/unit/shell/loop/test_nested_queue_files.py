@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.shell.loop.queuefile import QueueFile
-from specs.yamlio.parse import SpecParseError, parse_queue_config
+from specs.queues.parse import parse_queue_config
+from specs.yamlio.parse import SpecParseError
 
 TOP = """\
 apiVersion: rayqueue/v1

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from reconciler.core.planner import Plan
 from reconciler.shell.loop import writes
+from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
 from specs.task.models import Phase
 from specs.task.status import TaskStatus, TaskStatusBody
-from specs.yamlio.parse import parse_queue_config
 from tests.unit.core.incremental.test_histories import NAMES, QUEUES, History, options_of, steps
 
 _POSITION_FIELDS = frozenset({"queue_position", "message", "estimated_start_at"})

@@ -9,7 +9,8 @@ import pytest
 from specs.cluster import Capacity
 from specs.folder.store import InvalidName, TaskStore, validate_name
 from specs.queues.config import DEFAULT_QUEUE, parse_capacity
-from specs.yamlio.parse import SpecParseError, parse_queue_config
+from specs.queues.parse import parse_queue_config
+from specs.yamlio.parse import SpecParseError
 
 GOOD = """\
 apiVersion: rayqueue/v1

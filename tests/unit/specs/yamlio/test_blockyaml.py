@@ -10,14 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specs.yamlio import blockyaml, parse
-from specs.yamlio.errors import _Found
+from specs.yamlio.errors import FatalSpecError
 
 
 def slow(text: str) -> Any:
     """What the line-accurate slow path builds, or an error marker."""
     try:
         docs = parse.load_nodes(text, "f.yaml", single=True)
-    except _Found:
+    except FatalSpecError:
         return "<error>"
     return docs[0][1] if docs else "<empty>"
 

@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 from specs.folder.store import TaskStore
+from specs.queues.parse import parse_queue_config
 from specs.service.tasks import ConfigRejected, TaskService
 from specs.tenancy.access import AccessError, parse_tokens_file
 from specs.yamlio import nodes as yamlnodes
 from specs.yamlio.depth import MAX_NESTING, TooDeep, check_nesting
-from specs.yamlio.parse import SpecParseError, parse_queue_config, parse_status, parse_task
+from specs.yamlio.parse import SpecParseError, parse_status, parse_task
 
 BOMBS = {
     "flow lists": "[" * 2000 + "]" * 2000,
