@@ -1,16 +1,19 @@
-"""Who starts: dependency gating, the policy's (or the queues') admission, and why everyone
-else waits."""
+"""Who starts: the admission stage of a pass (reconciler.core.stages): the policy's (or the
+queues') pick, the autoscaler's demand, preemption, and why everyone else waits."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+import logging
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from operator import attrgetter
 
 from reconciler.core import scaling
 from reconciler.core.admission import arraycap as arrays
 from reconciler.core.admission import policies
+from reconciler.core.admission.gates import Gated
 from reconciler.core.admission.waits import (
     AwaitingVictims,
     BehindReservation,
@@ -23,16 +26,17 @@ from reconciler.core.admission.waits import (
     ScaleUpTimedOut,
     Waiting,
 )
-from reconciler.core.decisions import Submit
-from reconciler.core.inputs import TaskInput
+from reconciler.core.decisions import Event, Preemption, Stop, Submit, Wanted
+from reconciler.core.inputs import Observation
 from reconciler.core.preemption import preempt as preemption
 from reconciler.core.preemption import victims
 from reconciler.core.preemption.preempt import preempt
 from reconciler.core.queues import dispatch as queueing
 from reconciler.core.queues import fairshare
 from reconciler.core.queues.quotas import resources_text
-from reconciler.core.task import dependencies, lifecycle
-from reconciler.core.task.depnames import DependencyViews
+from reconciler.core.queues.usage import QueueUsage
+from reconciler.core.stages import Holdings, PassInputs, Reconciled, WalkEnd
+from reconciler.core.task import lifecycle
 from reconciler.core.task.jobs import (
     claim_of,
     foreign_claim,
@@ -46,114 +50,172 @@ from specs.cluster import (
     META_QUEUE,
     Capacity,
 )
+from specs.queues.config import QueueConfig
+from specs.settings.process import PlanOptions
 from specs.task.models import (
+    ConditionType,
     Phase,
     Reason,
 )
+from specs.task.records import Task
+from specs.task.status import TaskStatusBody
 
-if TYPE_CHECKING:
-    from reconciler.core.planner import PassState
-
-
-def gate_dependencies(ctx: PassState, specs: Mapping[str, TaskInput]) -> None:
-    """Take out of the queue whatever waits for dependencies; date the rest's FIFO age from
-    when their last dependency was met, so a task dropped in early does not jump the queue.
-
-    Only tasks that have not started are judged: a running or finished dependent is never
-    stopped because a dependency starts a new run."""
-    if not ctx.gated:
-        return
-    graph = {
-        name: task.spec.depends_on
-        for name, spec in specs.items()
-        if (task := spec.task or spec.last_valid) is not None and task.spec.depends_on
-    }
-    names = _dependency_views(ctx)  # names resolved in the dependent's folder first
-    edges = {n: [t for d in deps for t in names.targets(n, d.name)] for n, deps in graph.items()}
-    cycles = dependencies.find_cycles(edges)
-    kept: list[tuple[tuple[int, float, str], policies.Candidate]] = []
-    for key, candidate in ctx.queue:  # cycles first, so dependents see them as they end up
-        name = candidate.name
-        if name in cycles:
-            ctx.bodies[name] = lifecycle.dependency_cycle(ctx.bodies[name], cycles[name])
-        else:
-            kept.append((key, candidate))
-    views = _dependency_views(ctx)
-    ctx.queue, kept = kept, []
-    for key, candidate in ctx.queue:
-        name = candidate.name
-        deps = ctx.tasks[name].spec.depends_on
-        body = ctx.bodies[name]
-        if lifecycle.in_cycle(body):
-            body = ctx.bodies[name] = lifecycle.cycle_resolved(body)
-        if not deps:
-            kept.append((key, candidate))
-            continue
-        judgement = dependencies.judge(deps, views.of(name, deps))
-        if not judgement.met:
-            ctx.bodies[name] = lifecycle.hold(body, judgement.gate, judgement.message)
-            continue
-        queued = to_epoch(body.queued_at) or ctx.now
-        if judgement.met_at is not None and judgement.met_at > queued:
-            queued = judgement.met_at
-            body = lifecycle.date_queue_entry(body, to_datetime(queued))
-        ctx.bodies[name] = body
-        kept.append(((key[0], queued, key[2]), candidate))
-    ctx.queue = kept
+__all__ = [
+    "Admitted",
+    "QueueShares",
+    "Start",
+    "admission_of",
+    "admit",
+    "far_message",
+    "free_capacity",
+    "position_bucket",
+    "queue_shares",
+    "start_slots",
+    "start_task",
+]
 
 
-def _dependency_views(ctx: PassState) -> DependencyViews:
-    return DependencyViews(
-        {
-            name: dependencies.RunView(body.phase, to_epoch(body.finished_at))
-            for name, body in ctx.bodies.items()
-        }
-    )
+@dataclass(frozen=True)
+class Admitted:
+    """The admission stage's outcome: every body after it, the conditions with the victims'
+    Preempted ones, what runs hold with the starts, and what it asks of Ray, in order."""
+
+    bodies: Mapping[str, TaskStatusBody]
+    conds: Mapping[str, Wanted]
+    used: Capacity
+    submits: Sequence[Submit]  # the starts
+    stops: Sequence[Stop]  # the preempted runs
+    preemptions: Sequence[Preemption]
+    events: Sequence[Event]
+    until: float  # the latest `now` at which its answer still holds
+    # Where the policy's walk ended; None with team queues (the incremental planner reads it).
+    walk: WalkEnd | None
+    queue_admission: queueing.QueueAdmission | None
+    order: Mapping[str, list[str]]  # the waiting tasks, per queue, in place order
+    not_considered: int  # waiting tasks past the bound of admission's walk
+    scale_demand: Sequence[str]  # tasks that wait for new nodes
 
 
-def admit(ctx: PassState) -> None:
+@dataclass
+class _Admitting:
+    """The admission stage while it runs; `admit` freezes it into `Admitted`."""
+
+    inputs: PassInputs
+    bodies: dict[str, TaskStatusBody]
+    tasks: Mapping[str, Task]
+    used: Capacity
+    until: float = math.inf
+    submits: list[Submit] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    order: dict[str, list[str]] = field(default_factory=dict)
+    not_considered: int = 0
+    scale_demand: list[str] = field(default_factory=list)
+
+    def narrow(self, until: float) -> None:
+        """The answer holds up to `until` at most (never before `now`)."""
+        self.until = min(self.until, max(until, self.inputs.now))
+
+
+def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated: Gated) -> Admitted:
     """Let the policy pick who starts now; everyone else waits, numbered in queue order. Then,
-    if the policy's next pick still does not fit, it may preempt (`preempt`)."""
-    ctx.queue.sort(key=lambda item: item[0])
-    queue = [candidate for _, candidate in ctx.queue]
-    all_stopping = preemption.stopping_victims(ctx.bodies, ctx.jobs_by_task, claim_of)
-    stopping_for = {by: s for by, s in all_stopping.items() if by in ctx.tasks}
+    if the policy's next pick still does not fit, it may preempt (`preempt`). `holdings`: what
+    runs hold, stray jobs counted; `gated`: the bodies and the queue after the gates."""
+    options, queues, tasks = inputs.options, inputs.queues, reconciled.tasks
+    run = _Admitting(inputs, dict(gated.bodies), tasks, holdings.used)
+    bodies = run.bodies
+    ordered = sorted(gated.queue, key=attrgetter("key"))
+    queue = [waiting.candidate for waiting in ordered]
+    all_stopping = preemption.stopping_victims(bodies, inputs.env.by_task, claim_of)
+    stopping_for = {by: s for by, s in all_stopping.items() if by in tasks}
     stopping = {victim for s in all_stopping.values() for victim in s.victims}
     # A preemptor's room is reserved while its victims stop: nobody else may take from today's
     # free resources what it will need beyond what they free.
-    free = _free(ctx)
+    free = free_capacity(inputs.obs, options, holdings.used)
     for by, pending in stopping_for.items():
-        free = free - victims.still_needed(request_of(ctx.tasks[by]), pending.freeing)
+        free = free - victims.still_needed(request_of(tasks[by]), pending.freeing)
     # A task beyond its queue's maxQueued is not counted: it waits as QueueFull.
     full = {}
-    if ctx.queues is not None:
-        full = queueing.queue_full(ctx.queues, [(key[1], c.name) for key, c in ctx.queue])
+    if queues is not None:
+        full = queueing.queue_full(queues, [(w.key.queued_at, w.candidate.name) for w in ordered])
     # A victim waits until its stopped run is gone from Ray, so it never holds two runs.
     eligible = [c for c in queue if c.name not in stopping and c.name not in full]
     # An array at its maxParallel starts no more elements: they are not candidates at all.
-    eligible, capped = arrays.cap(eligible, ctx.bodies, ctx.tasks)
-    slots = _slots(ctx)
-    admission = _admission(ctx, eligible, free, slots, all_stopping)
+    eligible, capped = arrays.cap(eligible, bodies, tasks)
+    slots = start_slots(options, bodies)
+    shares = queue_shares(inputs, holdings, bodies, tasks, all_stopping)
+    admission = admission_of(
+        options, inputs.obs, inputs.now, holdings.claims, eligible, free, slots, shares
+    )
+    walk = None
     if isinstance(admission, policies.Admission):
-        ctx.until = min(ctx.until, max(admission.until, ctx.now))
+        run.narrow(admission.until)
         tail_at, lack = admission.tail or (None, None)
-        ctx.walk = (tail_at, lack, len(admission.start))
+        walk = WalkEnd(tail_at, lack, len(admission.start))
+    queue_admission = None
     if isinstance(admission, queueing.QueueAdmission):
         admission.waiting.update(full)
-        ctx.queue_admission = admission
-        ctx.until = min(ctx.until, max(admission.until, ctx.now))
+        queue_admission = admission
+        run.narrow(admission.until)
     started = set(admission.start)
-    scale = _scale_up(ctx, eligible, free, slots, all_stopping, admission, stopping_for)
-    if scale.demand and ctx.options.policy != "besteffort":
-        _keep_for_scale_up(ctx, eligible, free, slots, admission, scale)
+    scale = _scale_up(run, holdings, eligible, free, slots, shares, admission, stopping_for)
+    if scale.demand and options.policy != "besteffort":
+        _keep_for_scale_up(inputs, eligible, free, slots, admission, scale)
         started = set(admission.start)
-    # Work that new nodes will serve waits for them rather than preempting (issue 26).
-    preempting = preempt(ctx, eligible, admission, free, all_stopping, frozenset(scale.demand))
-    _until_of_age(ctx)
+    # Work that new nodes will serve waits for them rather than preempting.
+    preempted = preempt(
+        inputs,
+        tasks,
+        reconciled.running,
+        bodies,
+        eligible,
+        admission,
+        free,
+        all_stopping,
+        frozenset(scale.demand),
+    )
+    bodies.update(preempted.bodies)
+    conds: Mapping[str, Wanted] = reconciled.conds
+    if preempted.conds:
+        conds = dict(conds)
+        for name, wanted in preempted.conds.items():
+            conds[name] = {**conds.get(name, {}), ConditionType.PREEMPTED: wanted}
+    run.events.extend(preempted.events)
+    _until_of_age(run, reconciled.running)
+    _place(run, queue, full, started, capped, admission, stopping_for, preempted.waits, scale)
+    return Admitted(
+        bodies=bodies,
+        conds=conds,
+        used=run.used,
+        submits=run.submits,
+        stops=preempted.stops,
+        preemptions=preempted.preemptions,
+        events=run.events,
+        until=run.until,
+        walk=walk,
+        queue_admission=queue_admission,
+        order=run.order,
+        not_considered=run.not_considered,
+        scale_demand=run.scale_demand,
+    )
+
+
+def _place(
+    run: _Admitting,
+    queue: list[policies.Candidate],
+    full: Mapping[str, Waiting],
+    started: set[str],
+    capped: Mapping[str, Waiting],
+    admission: policies.Admission | queueing.QueueAdmission,
+    stopping_for: Mapping[str, preemption.StoppingVictims],
+    preempting: Mapping[str, Preempting],
+    scale: ScaleUpState,
+) -> None:
+    """Start who starts; give everyone else its place and why it waits."""
     positions: dict[str, int] = {}  # per queue with queues; one count without
     known = admission.queue_of if isinstance(admission, queueing.QueueAdmission) else {}
-    bodies, queues, order, now = ctx.bodies, ctx.queues, ctx.order, ctx.now
-    exact_places = ctx.options.exact_queue_positions
+    inputs, bodies, order = run.inputs, run.bodies, run.order
+    queues = inputs.queues
+    exact_places = inputs.options.exact_queue_positions
     # A far task's message names its reason, bucket and queue only: one per such triple.
     far: dict[tuple[str, Reason | None, str], str] = {}
     # Tasks of a full queue are not counted in it: their places come after its counted tasks.
@@ -162,23 +224,27 @@ def admit(ctx: PassState) -> None:
     ]:
         name = candidate.name
         if name in started:
-            _start(ctx, candidate)
+            begun = start_task(inputs, candidate, bodies[name], run.tasks[name])
+            bodies[name] = begun.body
+            run.used = run.used + candidate.request
+            run.submits.append(begun.submit)
+            run.events.append(begun.event)
             continue
         owner = ""
         if queues is not None:  # the queues' admission found most already
             owner = known.get(name) or queues.queue_of(name)
         place = positions[owner] = positions.get(owner, 0) + 1
         order.setdefault(owner, []).append(name)
-        waiting = capped.get(name) or _why_waiting(ctx, name, admission, stopping_for, preempting)
-        waiting, asked_at = _scale_wait(ctx, scale, candidate, waiting)
+        waiting = capped.get(name) or _why_waiting(run, name, admission, stopping_for, preempting)
+        waiting, asked_at = _scale_wait(inputs, scale, candidate, waiting)
         reason = None if waiting is None else waiting.reason
         if waiting is not None and isinstance(waiting.lacks, NotConsidered):
-            ctx.not_considered += 1
+            run.not_considered += 1
         eta = waiting.estimated_start if waiting is not None else None
         if eta is not None:
             # A reserved start is max(the claims' end, now): once the clock passes that end, it
             # moves with the clock, so this pass's answer holds up to the end at most.
-            ctx.until = min(ctx.until, max(eta, now))
+            run.narrow(eta)
         body = bodies[name]
         if place > exact_places:
             # Beyond the exact places only what moves seldom is written (see position_bucket).
@@ -223,39 +289,65 @@ def far_message(bucket: str, waiting: Waiting | None, queue: str | None) -> str:
     return f"{reason.value}; at least {bucket[1:]} tasks ahead{where}"
 
 
-def _admission(
-    ctx: PassState,
+@dataclass(frozen=True)
+class QueueShares:
+    """What the team queues' admission reads beyond what one queue's does."""
+
+    config: QueueConfig
+    usage: QueueUsage | None  # the queues' decayed past use
+    in_use: Mapping[str, Capacity]  # by task: what its jobs hold
+    # preemptors whose victims have all stopped: admitted first (preemption.ready)
+    ready: frozenset[str]
+
+
+def queue_shares(
+    inputs: PassInputs,
+    holdings: Holdings,
+    bodies: Mapping[str, TaskStatusBody],
+    tasks: Mapping[str, Task],
+    stopping: Mapping[str, preemption.StoppingVictims],
+) -> QueueShares | None:
+    """What the team queues' admission reads (None without team queues)."""
+    if inputs.queues is None:
+        return None
+    ready = preemption.ready(bodies, tasks, stopping)
+    return QueueShares(inputs.queues, inputs.usage, holdings.in_use, ready)
+
+
+def admission_of(
+    options: PlanOptions,
+    obs: Observation,
+    now: float,
+    claims: Sequence[policies.Claim],
     eligible: list[policies.Candidate],
     free: Capacity,
     slots: int,
-    all_stopping: Mapping[str, preemption.StoppingVictims],
+    shares: QueueShares | None = None,
     cut: Collection[str] = (),
 ) -> policies.Admission | queueing.QueueAdmission:
-    """The policy's (or the queues') pick from `eligible` with `free` resources. Quotas are
-    shares of what the cluster can grow to (its ceiling), not of what it has now. `cut`: the
-    team queues of which `eligible` holds only the head (walk_queues)."""
-    policy = policies.POLICIES[ctx.options.policy]
-    if ctx.queues is None:
-        bound = ctx.options.backfill_candidates
-        return policies.admit_bounded(
-            ctx.options.policy, eligible, free, ctx.claims, ctx.now, slots, bound
-        )
-    capacity = ctx.obs.capacity
+    """The policy's (or, with `shares`, the team queues') pick from `eligible` with `free`
+    resources and `slots` starts. Quotas are shares of what the cluster can grow to (its
+    ceiling), not of what it has now. `cut`: the team queues of which `eligible` holds only
+    the head (walk_queues)."""
+    if shares is None:
+        bound = options.backfill_candidates
+        return policies.admit_bounded(options.policy, eligible, free, claims, now, slots, bound)
+    capacity = obs.capacity
     assert capacity is not None
     return queueing.admit_by_queue(
-        ctx.queues,
-        scaling.ceiling_of(capacity, ctx.obs.scaling),
+        shares.config,
+        scaling.ceiling_of(capacity, obs.scaling),
         free,
         eligible,
-        ctx.in_use,
-        ctx.claims,
-        ctx.now,
+        shares.in_use,
+        claims,
+        now,
         slots,
-        policy,
-        fairshare.RESERVATION_OF_POLICY.get(ctx.options.policy, fairshare.STRICT_RESERVATION),
-        preemption.ready(ctx.bodies, ctx.tasks, all_stopping),
-        ctx.usage,
-        ctx.options.backfill_candidates,
+        policies.POLICIES[options.policy],
+        fairshare.RESERVATION_OF_POLICY.get(options.policy, fairshare.STRICT_RESERVATION),
+        shares.ready,
+        shares.usage,
+        options.backfill_candidates,
         cut,
     )
 
@@ -273,11 +365,12 @@ _NO_SCALING = ScaleUpState({}, {})
 
 
 def _scale_up(
-    ctx: PassState,
+    run: _Admitting,
+    holdings: Holdings,
     eligible: list[policies.Candidate],
     free: Capacity,
     slots: int,
-    all_stopping: Mapping[str, preemption.StoppingVictims],
+    shares: QueueShares | None,
     admission: policies.Admission | queueing.QueueAdmission,
     stopping_for: Mapping[str, preemption.StoppingVictims],
 ) -> ScaleUpState:
@@ -285,20 +378,24 @@ def _scale_up(
     would start if the cluster were at its ceiling, that do not start now and do not fit what
     is left free now. A task whose request timed out sits out a backoff as long as the timeout
     (`ScaleUpTimeout`), and the others are judged without it."""
-    grow = ctx.obs.scaling
-    capacity = ctx.obs.capacity
+    inputs = run.inputs
+    grow = inputs.obs.scaling
+    capacity = inputs.obs.capacity
     if grow is None or capacity is None:
         return _NO_SCALING
-    limit = ctx.options.scale_up_timeout_seconds
+    now, bodies = inputs.now, run.bodies
+    limit = inputs.options.scale_up_timeout_seconds
     backoff: dict[str, float] = {}
     for candidate in eligible:
-        since = to_epoch(ctx.bodies[candidate.name].scale_up_requested_at)
-        if since is not None and since + limit <= ctx.now < since + 2 * limit:
+        since = to_epoch(bodies[candidate.name].scale_up_requested_at)
+        if since is not None and since + limit <= now < since + 2 * limit:
             backoff[candidate.name] = since
-            ctx.until = min(ctx.until, max(since + 2 * limit - EARLY, ctx.now))
+            run.narrow(since + 2 * limit - EARLY)
     hopeful = [c for c in eligible if c.name not in backoff]
     room = free + scaling.headroom(capacity, grow)
-    at_ceiling = _admission(ctx, hopeful, room, slots, all_stopping)
+    at_ceiling = admission_of(
+        inputs.options, inputs.obs, now, holdings.claims, hopeful, room, slots, shares
+    )
     left = free
     for candidate in eligible:
         if candidate.name in admission.start:
@@ -314,17 +411,17 @@ def _scale_up(
             or candidate.request.fits_in(left)
         ):
             continue
-        since = to_epoch(ctx.bodies[name].scale_up_requested_at)
-        if since is None or not ctx.now < since + limit:
-            since = ctx.now  # a new request (or a new one after its backoff)
+        since = to_epoch(bodies[name].scale_up_requested_at)
+        if since is None or not now < since + limit:
+            since = now  # a new request (or a new one after its backoff)
         demand[name] = since
-        ctx.until = min(ctx.until, max(since + limit - EARLY, ctx.now))
-        ctx.scale_demand.append(name)
+        run.narrow(since + limit - EARLY)
+        run.scale_demand.append(name)
     return ScaleUpState(demand, backoff)
 
 
 def _keep_for_scale_up(
-    ctx: PassState,
+    inputs: PassInputs,
     eligible: list[policies.Candidate],
     free: Capacity,
     slots: int,
@@ -339,7 +436,8 @@ def _keep_for_scale_up(
     for nodes does not hold back what does not need its resources: a task the policy kept
     behind it starts if it fits that spare (a GPU head waiting for a GPU node leaves the CPUs
     of today to CPU work). Strict never overtakes; besteffort lets anything that fits start."""
-    add = ctx.options.policy == "backfill" and ctx.queues is None
+    queues = inputs.queues
+    add = inputs.options.policy == "backfill" and queues is None
     spare: dict[str, Capacity] = {}  # per queue ("" without queues)
     holder: dict[str, str] = {}  # per queue: the first task in it that waits for nodes
     ahead: dict[str, int] = {}
@@ -349,7 +447,7 @@ def _keep_for_scale_up(
             left = left - candidate.request
     for candidate in eligible:
         name, request = candidate.name, candidate.request
-        owner = ctx.queues.queue_of(name) if ctx.queues is not None else ""
+        owner = queues.queue_of(name) if queues is not None else ""
         have = spare.get(owner, free)
         if name in scale.demand:
             holder.setdefault(owner, name)
@@ -400,18 +498,18 @@ def _fits_asked(request: Capacity, room: Capacity) -> bool:
 
 
 def _scale_wait(
-    ctx: PassState,
+    inputs: PassInputs,
     scale: ScaleUpState,
     candidate: policies.Candidate,
     waiting: Waiting | None,
 ) -> tuple[Waiting | None, datetime | None]:
     """Its wait as the autoscaler changes it, and when its request for nodes began (kept in
     its status, so the timeout survives restarts); the wait as given when it asks for none."""
-    grow, name = ctx.obs.scaling, candidate.name
+    grow, name = inputs.obs.scaling, candidate.name
     if grow is None or (waiting is not None and waiting.reason in _NOT_FOR_NODES):
         return waiting, None
     ahead, owner = (waiting.ahead, waiting.queue) if waiting is not None else (None, None)
-    limit = ctx.options.scale_up_timeout_seconds
+    limit = inputs.options.scale_up_timeout_seconds
     if name in scale.demand:
         since = scale.demand[name]
         lack: ScaleUp | ScaleUpTimedOut = ScaleUp(
@@ -429,22 +527,23 @@ def _scale_wait(
 _NOT_FOR_NODES = frozenset({Reason.PREEMPTING, Reason.PREEMPTED})
 
 
-def _until_of_age(ctx: PassState) -> None:
+def _until_of_age(run: _Admitting, running: Sequence[victims.Running]) -> None:
     """A run too young to be a victim (minRuntimeSeconds) becomes one as time passes: the
     pass's answer holds only until the first such run comes of age."""
-    setup = ctx.env.preemption
+    setup = run.inputs.env.preemption
     if not setup.any_on:
         return
+    now = run.inputs.now
     ages = {q.rules.min_runtime_seconds for q in setup.queues.values()} - {0}
-    for run in ctx.running:
+    for running_run in running:
         for age in ages:
-            edge = run.started + age
-            if edge > ctx.now:  # exempt while now - started < age; a µs early for rounding
-                ctx.until = min(ctx.until, max(edge - EARLY, ctx.now))
+            edge = running_run.started + age
+            if edge > now:  # exempt while now - started < age; a little early for rounding
+                run.narrow(edge - EARLY)
 
 
 def _why_waiting(
-    ctx: PassState,
+    run: _Admitting,
     name: str,
     admission: policies.Admission | queueing.QueueAdmission,
     stopping_for: Mapping[str, preemption.StoppingVictims],
@@ -455,40 +554,52 @@ def _why_waiting(
     pending = stopping_for.get(name)
     if pending is not None and name not in admission.start:
         return Waiting(AwaitingVictims(pending.victims))
-    body = ctx.bodies[name]
+    body = run.bodies[name]
     if name not in admission.waiting and body.preempted_by is not None:
         return Waiting(PreemptedBy(body.preempted_by))
     return admission.waiting.get(name)
 
 
-def _slots(ctx: PassState) -> int:
+def start_slots(options: PlanOptions, bodies: Mapping[str, TaskStatusBody]) -> int:
     """How many more may start this pass: max_inflight less the tasks Starting now."""
-    starting = sum(1 for b in ctx.bodies.values() if b.phase is Phase.STARTING)
-    return max(ctx.options.max_inflight - starting, 0)
+    starting = sum(1 for b in bodies.values() if b.phase is Phase.STARTING)
+    return max(options.max_inflight - starting, 0)
 
 
-def _free(ctx: PassState) -> Capacity:
-    capacity = ctx.obs.capacity
+def free_capacity(obs: Observation, options: PlanOptions, used: Capacity) -> Capacity:
+    """What is free for admission: the capacity less what our runs hold (`used`) and, when
+    counted, what other queues' live jobs hold."""
+    capacity = obs.capacity
     assert capacity is not None
-    used = ctx.used
-    if ctx.options.count_foreign_jobs and ctx.obs.jobs is not None:
-        for job in ctx.obs.jobs.values():
-            if not job.terminal and job.metadata.get(META_QUEUE) != ctx.options.queue_id:
+    if options.count_foreign_jobs and obs.jobs is not None:
+        for job in obs.jobs.values():
+            if not job.terminal and job.metadata.get(META_QUEUE) != options.queue_id:
                 used = used + foreign_claim(job)
     return capacity - used
 
 
-def _start(ctx: PassState, candidate: policies.Candidate) -> None:
-    name, body, task = candidate.name, ctx.bodies[candidate.name], ctx.tasks[candidate.name]
-    uid = body.uid or make_uid(ctx.options.queue_id, name, ctx.stamp)
+@dataclass(frozen=True)
+class Start:
+    """A task started: its status with the new run, its submission and the note of it."""
+
+    body: TaskStatusBody
+    submit: Submit
+    event: Event
+
+
+def start_task(
+    inputs: PassInputs, candidate: policies.Candidate, body: TaskStatusBody, task: Task
+) -> Start:
+    """Start the next run of `candidate` (whose status body is `body`); the caller counts its
+    request as used."""
+    name, stamp = candidate.name, inputs.stamp
+    uid = body.uid or make_uid(inputs.options.queue_id, name, stamp)
     sid = submission_id_for(name, uid, body.run + 1, task.spec.submission_id)
-    read = ctx.read.get(name)
-    body = lifecycle.start_run(body, uid, sid, ctx.stamp, read.source if read else None)
-    ctx.bodies[name] = body
-    ctx.used = ctx.used + candidate.request
-    ctx.plan.submits.append(Submit(name, submit_request(ctx.env, name, task, body)))
-    ctx.plan.note(
-        Reason.SUBMITTED,
+    read = inputs.read.get(name)
+    body = lifecycle.start_run(body, uid, sid, stamp, read.source if read else None)
+    submit = Submit(name, submit_request(inputs.env, name, task, body))
+    message = (
         f"submitted {name} (priority {task.spec.priority}, "
-        f"{resources_text(candidate.request)}) as {sid}",
+        f"{resources_text(candidate.request)}) as {sid}"
     )
+    return Start(body, submit, Event(logging.INFO, Reason.SUBMITTED, message))

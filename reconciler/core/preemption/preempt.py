@@ -1,9 +1,8 @@
 """Preemption in a pass: each queue's rules, who may preempt, with how much room, and the link
 from preemptors to victims that are still stopping. Pure, like the planner that calls it.
 
-`reconciler.core.preemption.victims` answers "which victims" for one preemptor; this module decides
-which
-waiting heads ask, and what "fits" means for each:
+`reconciler.core.preemption.victims` answers "which victims" for one preemptor; this module
+decides which waiting heads ask, and what "fits" means for each:
 
 - Without `_queues.yaml` there is one queue, set by the `serve` flags; its head may preempt
   when it waits for resources.
@@ -26,13 +25,13 @@ Everything here is read from the sidecars and Ray's job list each pass, never re
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from reconciler.core.admission import policies
 from reconciler.core.admission.waits import Preempting
-from reconciler.core.decisions import Preemption, Stop, StopCause
+from reconciler.core.decisions import Event, Preemption, Stop, StopCause
 from reconciler.core.preemption import betweenqueues as fairpreempt
 from reconciler.core.preemption import victims
 from reconciler.core.preemption.rules import ONE_QUEUE, Setup
@@ -40,13 +39,12 @@ from reconciler.core.preemption.victims import NEVER, Preemptor, QueueLoad, Rule
 from reconciler.core.queues import dispatch as queueing
 from reconciler.core.queues.quotas import EPS, RESOURCES, of
 from reconciler.core.queues.shareresult import HeldRoom, QueueState, fits_needed
+from reconciler.core.stages import PassInputs
 from reconciler.core.task import lifecycle
 from specs.cluster import Capacity, RayJob
-from specs.task.models import ConditionType, Reason
+from specs.task.models import Reason
+from specs.task.records import Task
 from specs.task.status import TaskStatusBody
-
-if TYPE_CHECKING:
-    from reconciler.core.planner import PassState
 
 # --- preemptors whose victims are still stopping ------------------------------------------------
 
@@ -378,8 +376,8 @@ def _passes_hold(held: HeldRoom | None, queue: str, head: policies.Candidate) ->
     too wide to preempt for itself): the preemptor may go only where admission would let it
     past that hold, were its victims gone (beside the head, now or at its reserved start).
     Else a queue above the least-served one jumps its hold: the victims' room, which
-    would have drained for that head, goes to a new run that ends later (Lublin, 600 jobs:
-    the least-served team held nothing for 40 h while two others preempted each other)."""
+    would have drained for that head, goes to a new run that ends later, and the
+    least-served queue may hold nothing for ever while two others preempt each other."""
     # The hold is the queue's own, or, held by a divided queue, its own head's (a sub-queue's).
     return held is None or held.queue == queue or held.head == head.name or held.lets_past(head)
 
@@ -432,57 +430,87 @@ def _same_queue(plan_setup: Setup, queue: str) -> Callable[[str], bool]:
 # --- recording a decision in the pass -------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Preempted:
+    """This pass's preemptions, recorded: what each preemptor waits for, its victims' new
+    bodies and conditions (written before any stop goes out), the stops, the decisions and
+    their notes, in decision order."""
+
+    waits: Mapping[str, Preempting]  # by preemptor
+    bodies: Mapping[str, TaskStatusBody]  # by victim
+    conds: Mapping[str, tuple[Reason, str]]  # by victim: its Preempted condition
+    stops: Sequence[Stop]
+    preemptions: Sequence[Preemption]
+    events: Sequence[Event]
+
+
 def preempt(
-    ctx: PassState,
+    inputs: PassInputs,
+    tasks: Mapping[str, Task],
+    running: Sequence[Running],
+    bodies: Mapping[str, TaskStatusBody],
     queue: Sequence[policies.Candidate],
     admission: policies.Admission | queueing.QueueAdmission,
     free: Capacity,
     stopping: Mapping[str, StoppingVictims],
     awaits_nodes: frozenset[str] = frozenset(),
-) -> dict[str, Preempting]:
+) -> Preempted:
     """Only the task a queue's policy would admit next may preempt, and only if it waits for
     resources (or, within its queue, for its quota) and none of its earlier victims is still
     stopping. `decide` chooses; this records it (victims first) and says, by preemptor, what
-    it waits for. `stopping`: all
-    of them, also those of preemptors that started meanwhile: their victims still stopping
-    are nobody's usage when reclaim asks who borrows."""
-    setup = ctx.env.preemption
+    it waits for. `stopping`: all of them, also those of preemptors that started meanwhile:
+    their victims still stopping are nobody's usage when reclaim asks who borrows."""
+    setup = inputs.env.preemption
     if not setup.any_on:
-        return {}
-    priorities = {c.name: ctx.tasks[c.name].spec.priority for c in queue}
-    decisions = decide(setup, queue, admission, free, stopping, ctx.running, priorities, ctx.now)
+        return Preempted({}, {}, {}, [], [], [])
+    priorities = {c.name: tasks[c.name].spec.priority for c in queue}
+    decisions = decide(setup, queue, admission, free, stopping, running, priorities, inputs.now)
     # `awaits_nodes`: preemptors the autoscaler will serve; they wait for nodes instead.
     decisions = [d for d in decisions if d.preemptor.name not in awaits_nodes]
-    result: dict[str, Preempting] = {}
+    waits: dict[str, Preempting] = {}
+    victim_bodies: dict[str, TaskStatusBody] = {}
+    conds: dict[str, tuple[Reason, str]] = {}
+    stops: list[Stop] = []
+    preemptions: list[Preemption] = []
+    events: list[Event] = []
     for decision in decisions:
-        preemptor, victims = decision.preemptor, decision.victims
-        reasons = tuple(_reason(v) for v in victims)
-        names = tuple(v.run.name for v in victims)
+        preemptor, chosen = decision.preemptor, decision.victims
+        reasons = tuple(_reason(v) for v in chosen)
+        names = tuple(v.run.name for v in chosen)
         total = Capacity()
-        for victim, reason in zip(victims, reasons, strict=True):
+        for victim, reason in zip(chosen, reasons, strict=True):
             total = total + victim.run.request
-            _preempt_one(ctx, victim, preemptor, reason)
-        result[preemptor.name] = Preempting(
+            name = victim.run.name
+            body = bodies[name]
+            message = _victim_message(inputs, victim, preemptor, reason, body)
+            victim_bodies[name] = lifecycle.preempt(body, preemptor.name, message)
+            conds[name] = (reason, message)
+            sid = body.submission_id or ""
+            stops.append(Stop(sid, name, StopCause.PREEMPTED, preemptor.name))
+        waits[preemptor.name] = Preempting(
             names,
-            tuple(v.run.priority for v in victims),
+            tuple(v.run.priority for v in chosen),
             total,
             preemptor.request,
-            all(v.reclaim for v in victims),
+            all(v.reclaim for v in chosen),
         )
         reason = next(
             (r for r in (Reason.RECLAIM, Reason.IN_COHORT_FAIR_SHARING) if r in reasons),
             Reason.WITHIN_QUEUE,
         )
-        queue_name = decision.queue if ctx.queues is not None else None
-        ctx.plan.preemptions.append(
+        queue_name = decision.queue if inputs.queues is not None else None
+        preemptions.append(
             Preemption(preemptor.name, names, reason, decision.free, reasons, queue_name)
         )
-        ctx.plan.note(
-            Reason.PREEMPTED,
-            f"preempted {', '.join(names)} for {preemptor.name} (priority {preemptor.priority}"
-            f"{_NOTE.get(reason, '')})",
+        events.append(
+            Event(
+                logging.INFO,
+                Reason.PREEMPTED,
+                f"preempted {', '.join(names)} for {preemptor.name} (priority "
+                f"{preemptor.priority}{_NOTE.get(reason, '')})",
+            )
         )
-    return result
+    return Preempted(waits, victim_bodies, conds, stops, preemptions, events)
 
 
 _NOTE = {
@@ -497,25 +525,24 @@ def _reason(victim: Victim) -> Reason:
     return Reason.RECLAIM if victim.reclaim else Reason.WITHIN_QUEUE
 
 
-def _preempt_one(
-    ctx: PassState,
+def _victim_message(
+    inputs: PassInputs,
     taken: Victim,
     preemptor: victims.Preemptor,
     reason: Reason,
-) -> None:
-    """Queue the victim again and stop its job. Its status (written before any stop goes out)
-    says who took its place; its job holds its resources until Ray reports it stopped."""
-    victim, victim_queue = taken.run, taken.queue
-    body = ctx.bodies[victim.name]
-    sid = body.submission_id or ""
-    ran = _duration(ctx.now - victim.started)
+    body: TaskStatusBody,
+) -> str:
+    """What the victim's status says: who took its place, and why. Its job holds its
+    resources until Ray reports it stopped."""
+    victim, victim_queue, queues = taken.run, taken.queue, inputs.queues
+    ran = _duration(inputs.now - victim.started)
     why = ""
-    if reason is Reason.RECLAIM and ctx.queues is not None:
-        lender = ctx.queues.queue_of(preemptor.name)
+    if reason is Reason.RECLAIM and queues is not None:
+        lender = queues.queue_of(preemptor.name)
         why = f" of {lender}, taking back the quota {victim_queue} borrowed,"
-    elif taken.shares is not None and ctx.queues is not None:
+    elif taken.shares is not None and queues is not None:
         mine, theirs = taken.shares
-        own = ctx.queues.queue_of(preemptor.name)
+        own = queues.queue_of(preemptor.name)
         if taken.judged is None:
             why = (
                 f" of {own} by fair share (its weighted share "
@@ -527,13 +554,10 @@ def _preempt_one(
                 f" of {own} by fair share between {side} and {other} ({side}'s weighted "
                 f"share with it running {mine:.3g}, at most {other}'s {theirs:.3g} after),"
             )
-    message = (
+    return (
         f"preempted by {preemptor.name} (priority {preemptor.priority}){why} after run "
         f"{body.run} had run {ran}; queued again in its old place"
     )
-    ctx.bodies[victim.name] = lifecycle.preempt(body, preemptor.name, message)
-    ctx.conds.setdefault(victim.name, {})[ConditionType.PREEMPTED] = (reason, message)
-    ctx.plan.stops.append(Stop(sid, victim.name, StopCause.PREEMPTED, preemptor.name))
 
 
 def _duration(seconds: float) -> str:

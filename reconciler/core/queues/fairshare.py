@@ -213,7 +213,7 @@ class _Pass:
         if queue.memo is None or queue.memo[0] != key:
             # Bounded, the walk's starts lie in its first slots + 1 + bound tasks: ask on those.
             head = None if self.bound is None else self.slots + 1 + self.bound
-            admission = self._ask(queue, budget, head)
+            admission = self.ask(queue, budget, head)
             queue.memo = (key, admission.start)
         starts = queue.memo[1]
         if not starts:
@@ -299,7 +299,7 @@ class _Pass:
                 return head
         return None
 
-    def _ask(
+    def ask(
         self, queue: QueueNode, budget: Capacity, seen: int | None = None
     ) -> policies.Admission:
         """The queue's policy on its waiting tasks (the first `seen` of them, if given: for
@@ -388,25 +388,25 @@ class _Pass:
         not decided by the unweighted ratio). A weight-0 queue whose pick borrows goes after
         every other (its share with the pick is inf)."""
         usage = queue.usage + candidate.request
-        after = self._share(queue, usage)
+        after = self.share(queue, usage)
         return (
             borrows,
             math.isinf(after.weighted),
-            self._share(queue, queue.usage).weighted,
+            self.share(queue, queue.usage).weighted,
             self._head_place(queue) if borrows else 0,
             after,
             _guarantee_used(queue, usage),
             queue.quota.name,
         )
 
-    def _share(self, queue: QueueNode, usage: Capacity) -> Share:
+    def share(self, queue: QueueNode, usage: Capacity) -> Share:
         quota = queue.quota
         lend = self.lend if queue.parent is None else self.lend_in[id(queue.parent)]
         return dominant_share(usage, quota.nominal, lend, quota.weight, queue.past)
 
     def _share_key(self, queue: QueueNode) -> tuple[Share, float, int, str]:
         return (
-            self._share(queue, queue.usage),
+            self.share(queue, queue.usage),
             _guarantee_used(queue, queue.usage),
             self._head_place(queue),
             queue.quota.name,
