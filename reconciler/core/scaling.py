@@ -1,4 +1,4 @@
-"""Autoscaling (issue 26), the pure part: what the cluster can grow to (`ceiling_of`, and
+"""Autoscaling, the pure part: what the cluster can grow to (`ceiling_of`, and
 `merge`, which the shell calls to join configuration and the autoscaler's report), and how a
 task's request is cut into bundles that the node types can hold (`shape`).
 

@@ -68,8 +68,7 @@ def admit_by_queue(
     """`queue` in global order (priority, queuedAt, name); `in_use`: what each task with a live
     job holds, by task name. Each queue keeps that order and runs `policy` within itself.
     `past`: each queue's decayed usage (resource-seconds, core/queues/usage.py), counted in its
-    share
-    unless `fairSharing.mode` is CurrentUsage; a queue it leaves out has used nothing.
+    share unless `fairSharing.mode` is CurrentUsage; a queue it leaves out has used nothing.
     `bound`: each queue's walk tests at most this many tasks past its first that cannot
     start (backfill_candidates; fairshare.admit). `cut`: the queues of which `queue` holds
     only the head (QueueDemand.cut)."""

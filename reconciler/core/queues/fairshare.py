@@ -230,7 +230,7 @@ class _Pass:
         the share it is owed is lost for good. As EASY backfill: the task fits
         beside the head (now or at its reserved start) or ends, by its timeout, before that
         start (`OwnTest.passes`), so the queue's own narrow work never pushes its wide head
-        back (issue 30, session 15)."""
+        back."""
         if queue.policy is not policies.backfill:
             return None
         seen = queue.remaining if self.bound is None else queue.remaining[: self.bound + 1]
@@ -258,7 +258,7 @@ class _Pass:
         with work waiting (of a least-served parent) starts its own smaller task past its
         blocked head (`_own_first`), and its siblings pass the room held for that head only
         with what fits beside it (`HeldRoom.lets_past`): a team is to its users what the
-        cluster is to its teams (issue 30, session 9)."""
+        cluster is to its teams."""
         if parent.at_limit:
             return None
         best: tuple[_OrderKey, Candidate] | None = None

@@ -59,7 +59,7 @@ def reconcile_task(
 def plain_wait(
     env: TaskEnv, spec: TaskInput, prev: TaskStatus | None, now: float
 ) -> TaskResult | None:
-    """The common case in one go (issue 27, a cold start): a task that simply waits, seen for
+    """The common case in one go (as after a cold start): a task that simply waits, seen for
     the first time with no job of it in Ray, or whose Queued status already records its spec
     and sits out no backoff. Its result is what `reconcile_steps` gives (first sight, follow
     the spec, settle, enqueue), built without them; None: any other case, for the steps.
