@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from reconciler.core.admission import policies
-from reconciler.core.admission.admit import start_task
+from reconciler.core.admit import start_task
 from reconciler.core.cleanup import expire_finished_jobs, orphan_sidecars, stop_strays
 from reconciler.core.decisions import RefusedDeletions, Stop, Summary
 from reconciler.core.durability import WriteClass, acting

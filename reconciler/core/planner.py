@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from reconciler.core import scaling
-from reconciler.core.admission.admit import Admitted, admit
-from reconciler.core.admission.gates import Gated, gate_dependencies
+from reconciler.core.admit import Admitted, admit
 from reconciler.core.cleanup import (
     Expiry,
     Strays,
@@ -40,6 +39,7 @@ from reconciler.core.decisions import (
     Wanted,
 )
 from reconciler.core.durability import WriteClass, acting, write_class
+from reconciler.core.gates import Gated, gate_dependencies
 from reconciler.core.inputs import Observation, TaskInput
 from reconciler.core.queues.usage import QueueUsage
 from reconciler.core.stages import Holdings, PassInputs, Reconciled, TaskMerge

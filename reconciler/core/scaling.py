@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from reconciler.core.queues.quotas import resources_text
+from reconciler.core.resources import resources_text
 from specs.cluster import Capacity, NodeType, Scaling
 from specs.queues.config import ClusterSection
 

@@ -5,8 +5,8 @@ A pass runs in stages, each a function of the values before it that returns a fr
 1. each task's own reconcile (`reconciler.core.task.reconcile`), merged in name order by
    `TaskMerge` into `Reconciled`;
 2. stray jobs (`reconciler.core.cleanup.stop_strays`): `Strays`;
-3. dependency gates (`reconciler.core.admission.gates.gate_dependencies`): `Gated`;
-4. admission, with preemption (`reconciler.core.admission.admit.admit`): `Admitted`;
+3. dependency gates (`reconciler.core.gates.gate_dependencies`): `Gated`;
+4. admission, with preemption (`reconciler.core.admit.admit`): `Admitted`;
 5. clean-up of Ray's history and of orphan sidecars (`reconciler.core.cleanup`);
 6. the statuses and the `Plan` (`reconciler.core.planner`).
 

@@ -12,7 +12,7 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from heapq import heappop, heappush
 
-from reconciler.core.admission import admit as admission
+from reconciler.core import admit as admission
 from reconciler.core.admission.waits import NotConsidered, QueueFull, Waiting
 from reconciler.core.decisions import Summary
 from reconciler.core.fastcontext import FastPassContext

@@ -11,7 +11,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from reconciler.core.admission import policies
-from reconciler.core.admission.admit import (
+from reconciler.core.admission.waits import NotConsidered, ReservedStart, Waiting
+from reconciler.core.admit import (
     admission_of,
     far_message,
     free_capacity,
@@ -19,7 +20,6 @@ from reconciler.core.admission.admit import (
     queue_shares,
     start_slots,
 )
-from reconciler.core.admission.waits import NotConsidered, ReservedStart, Waiting
 from reconciler.core.queues import dispatch as queueing
 from reconciler.core.task import lifecycle
 from reconciler.core.timestamps import to_datetime

@@ -46,8 +46,8 @@ from typing import NamedTuple
 
 from reconciler.core import planner
 from reconciler.core.admission import policies
-from reconciler.core.admission.admit import Admitted
 from reconciler.core.admission.waits import Lack, Waiting
+from reconciler.core.admit import Admitted
 from reconciler.core.fastcontext import FastPassContext
 from reconciler.core.incremental import ownwrites as fixedpoint
 from reconciler.core.incremental.frontadmission import HeadWalk

@@ -1,5 +1,6 @@
 """Preemption: each queue's rules, who may preempt whom (within a queue, reclaiming lent quota,
-between sibling queues by share), and the cheapest set of victims.
+between sibling queues by share), and the cheapest set of victims. The pass records its
+decisions in `reconciler.core.preemptions`.
 
 Its public names are exported here lazily (on first use), so importing any one of its modules
 runs none of the others: the packages of the core import one another's modules.
@@ -11,12 +12,12 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from reconciler.core.preemption.preempt import Preempted, StoppingVictims
+    from reconciler.core.preemption.preempt import Decision, StoppingVictims, decide
     from reconciler.core.preemption.rules import Setup
     from reconciler.core.preemption.victims import Preemptor, QueueLoad, Rules, Running, Victim
 
 __all__ = [
-    "Preempted",
+    "Decision",
     "Preemptor",
     "QueueLoad",
     "Rules",
@@ -24,10 +25,12 @@ __all__ = [
     "Setup",
     "StoppingVictims",
     "Victim",
+    "decide",
 ]
 
 _MODULE_OF = {
-    "Preempted": "preempt",
+    "Decision": "preempt",
+    "decide": "preempt",
     "StoppingVictims": "preempt",
     "Setup": "rules",
     "Preemptor": "victims",

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
         QueueSummary,
         admit_by_queue,
     )
-    from reconciler.core.queues.quotas import QueueQuota, Share, resources_text
+    from reconciler.core.queues.quotas import QueueQuota, Share
     from reconciler.core.queues.shareresult import FairAdmission, QueueState
     from reconciler.core.queues.tree import QueueDemand, QueueNode
     from reconciler.core.queues.usage import QueueUsage
@@ -34,7 +34,6 @@ __all__ = [
     "QueueUsage",
     "Share",
     "admit_by_queue",
-    "resources_text",
 ]
 
 _MODULE_OF = {
@@ -44,7 +43,6 @@ _MODULE_OF = {
     "admit_by_queue": "dispatch",
     "QueueQuota": "quotas",
     "Share": "quotas",
-    "resources_text": "quotas",
     "FairAdmission": "shareresult",
     "QueueState": "shareresult",
     "QueueDemand": "tree",

@@ -13,7 +13,6 @@ from operator import attrgetter
 from reconciler.core import scaling
 from reconciler.core.admission import arraycap as arrays
 from reconciler.core.admission import policies
-from reconciler.core.admission.gates import Gated
 from reconciler.core.admission.waits import (
     AwaitingVictims,
     BehindReservation,
@@ -27,14 +26,15 @@ from reconciler.core.admission.waits import (
     Waiting,
 )
 from reconciler.core.decisions import Event, Preemption, Stop, Submit, Wanted
+from reconciler.core.gates import Gated
 from reconciler.core.inputs import Observation
 from reconciler.core.preemption import preempt as preemption
 from reconciler.core.preemption import victims
-from reconciler.core.preemption.preempt import preempt
+from reconciler.core.preemptions import preempt, ready
 from reconciler.core.queues import dispatch as queueing
 from reconciler.core.queues import fairshare
-from reconciler.core.queues.quotas import resources_text
 from reconciler.core.queues.usage import QueueUsage
+from reconciler.core.resources import resources_text
 from reconciler.core.stages import Holdings, PassInputs, Reconciled, WalkEnd
 from reconciler.core.task import lifecycle
 from reconciler.core.task.jobs import (
@@ -296,7 +296,7 @@ class QueueShares:
     config: QueueConfig
     usage: QueueUsage | None  # the queues' decayed past use
     in_use: Mapping[str, Capacity]  # by task: what its jobs hold
-    # preemptors whose victims have all stopped: admitted first (preemption.ready)
+    # preemptors whose victims have all stopped: admitted first (preemptions.ready)
     ready: frozenset[str]
 
 
@@ -310,8 +310,8 @@ def queue_shares(
     """What the team queues' admission reads (None without team queues)."""
     if inputs.queues is None:
         return None
-    ready = preemption.ready(bodies, tasks, stopping)
-    return QueueShares(inputs.queues, inputs.usage, holdings.in_use, ready)
+    waiting_ready = ready(bodies, tasks, stopping)
+    return QueueShares(inputs.queues, inputs.usage, holdings.in_use, waiting_ready)
 
 
 def admission_of(
