@@ -225,14 +225,13 @@ def begin(
 
 @dataclass(frozen=True)
 class PassStages:
-    """Every stage's outcome of a full pass, and its plan. The stages after the per-task one
-    run only with Ray read (None otherwise)."""
+    """Every stage's outcome of a full pass, and its plan."""
 
     reconciled: Reconciled
-    strays: Strays | None
-    gated: Gated | None
-    admitted: Admitted | None
-    expiry: Expiry | None
+    strays: Strays
+    gated: Gated
+    admitted: Admitted
+    expiry: Expiry
     plan: Plan
 
 
@@ -253,78 +252,87 @@ def run_stages(
     statuses: Mapping[str, TaskStatus],
 ) -> PassStages:
     """`finish`, with each stage's outcome (the incremental planner reads admission's)."""
-    events: list[Event] = list(reconciled.events)
-    submits: list[Submit] = list(reconciled.submits)
-    stops: list[Stop] = []
-    preemptions: Sequence[Preemption] = []
-    deletes: Sequence[str] = []
-    refused: RefusedDeletions | None = None
-    bodies, conds = reconciled.bodies, reconciled.conds
-    holdings, used = reconciled.holdings, reconciled.holdings.used
-    until = reconciled.settles_until
-    strays = gated = admitted = expiry = None
     if inputs.obs.available:
-        strays = stop_strays(inputs, specs, reconciled.kept_jobs, bodies, holdings)
+        holdings = reconciled.holdings
+        strays = stop_strays(inputs, specs, reconciled.kept_jobs, reconciled.bodies, holdings)
         gated = gate_dependencies(inputs, specs, reconciled)
         admitted = admit(inputs, reconciled, strays.holdings, gated)
         expiry = expire_finished_jobs(inputs, statuses)
-        holdings, refused = strays.holdings, strays.refused
-        bodies, conds, used = admitted.bodies, admitted.conds, admitted.used
-        events += strays.events
-        events += admitted.events
-        submits += admitted.submits
-        stops += strays.stops
-        stops += admitted.stops
-        preemptions, deletes = admitted.preemptions, expiry.deletes
-        until = min(until, admitted.until, expiry.until)
-    orphans = orphan_sidecars(inputs, specs, statuses, stops, refused)
-    acts = acting(submits, stops, reconciled.timeouts, preemptions)
-    queue_admission = admitted.queue_admission if admitted is not None else None
-    known = queue_admission.queue_of if queue_admission is not None else {}
-    collected = collect_statuses(inputs, bodies, conds, known, statuses, acts)
-    phases = [s.status.phase for s in collected.statuses.values()]
-    summary = Summary(
-        capacity=inputs.obs.capacity,
-        used=used,
-        queued=phases.count(Phase.QUEUED),
-        starting=phases.count(Phase.STARTING),
-        running=phases.count(Phase.RUNNING),
-        queues=queue_admission.summary() if queue_admission is not None else None,
-        order=admitted.order if admitted is not None else {},
-        not_considered=admitted.not_considered if admitted is not None else 0,
-    )
+    else:  # Ray unread: no job of ours is stopped, started, preempted or expired
+        strays, gated, admitted, expiry = _without_ray(reconciled)
+    stops = [*strays.stops, *admitted.stops]
     asked = Asked(
-        submits=submits,
+        submits=[*reconciled.submits, *admitted.submits],
         stops=stops,
         timeouts=reconciled.timeouts,
-        preemptions=preemptions,
-        delete_statuses=orphans,
+        preemptions=admitted.preemptions,
+        delete_statuses=orphan_sidecars(inputs, specs, statuses, stops, strays.refused),
         fetch_logs=reconciled.fetch_logs,
-        deletes=deletes,
-        events=events,
-        refused_deletions=refused,
+        deletes=expiry.deletes,
+        events=[*reconciled.events, *strays.events, *admitted.events],
+        refused_deletions=strays.refused,
     )
+    acts = acting(asked.submits, asked.stops, asked.timeouts, asked.preemptions)
+    fair = admitted.queue_admission
+    known = fair.queue_of if fair is not None else {}
+    collected = collect_statuses(inputs, admitted.bodies, admitted.conds, known, statuses, acts)
     still = asked.nothing(inputs) and _unchanged(collected.statuses, statuses)
-    scale_demand = admitted.scale_demand if admitted is not None else ()
-    scale = _scale_request(inputs, specs, holdings, reconciled.tasks, scale_demand)
-    # Each task's own reconcile narrowed `until` to where its answers hold (timeouts,
+    scale = _scale_request(inputs, specs, strays.holdings, reconciled.tasks, admitted.scale_demand)
+    # Each task's own reconcile narrowed `settles_until` to where its answers hold (timeouts,
     # backoffs, grace periods); the pass-wide stages add theirs (admission, Ray's history).
     # Admission itself only gets stricter as time passes (a backfill candidate's end,
     # now + timeoutSeconds, moves later against a fixed reserved start), so a pass that
     # admitted nobody admits nobody later with the same inputs. Only forward in time: a clock
     # set back plans afresh.
+    until = min(reconciled.settles_until, admitted.until, expiry.until)
     plan = plan_of(
         inputs.now,
         asked,
         collected,
         collected.statuses,
-        summary,
+        _summary(inputs, collected.statuses, admitted),
         until,
         reconciled.recorded_until,
         scale,
         still,
     )
     return PassStages(reconciled, strays, gated, admitted, expiry, plan)
+
+
+def _without_ray(reconciled: Reconciled) -> tuple[Strays, Gated, Admitted, Expiry]:
+    """The later stages' outcomes when Ray could not be read: each decides nothing."""
+    admitted = Admitted(
+        bodies=reconciled.bodies,
+        conds=reconciled.conds,
+        used=reconciled.holdings.used,
+        submits=[],
+        stops=[],
+        preemptions=[],
+        events=[],
+        until=math.inf,
+        walk=None,
+        queue_admission=None,
+        order={},
+        not_considered=0,
+        scale_demand=[],
+    )
+    strays = Strays([], None, [], reconciled.holdings)
+    return strays, Gated(reconciled.bodies, reconciled.queue), admitted, Expiry([], math.inf)
+
+
+def _summary(inputs: PassInputs, statuses: Mapping[str, TaskStatus], admitted: Admitted) -> Summary:
+    phases = [s.status.phase for s in statuses.values()]
+    fair = admitted.queue_admission
+    return Summary(
+        capacity=inputs.obs.capacity,
+        used=admitted.used,
+        queued=phases.count(Phase.QUEUED),
+        starting=phases.count(Phase.STARTING),
+        running=phases.count(Phase.RUNNING),
+        queues=fair.summary() if fair is not None else None,
+        order=admitted.order,
+        not_considered=admitted.not_considered,
+    )
 
 
 @dataclass(frozen=True)
