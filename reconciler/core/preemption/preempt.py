@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
+from typing import NamedTuple
 
 from reconciler.core.admission import policies
 from reconciler.core.preemption import betweenqueues as fairpreempt
@@ -196,6 +198,17 @@ class Ledger:
         return Drawn(room, promised)
 
 
+class QueueHead(NamedTuple):
+    """A queue's head that may ask to preempt, and its place in the order heads ask in."""
+
+    order: tuple[bool, tuple[float, ...], str]  # beyond its guarantee, shares down the tree, name
+    queue: str
+    candidate: policies.Candidate
+
+
+_WAITS_FOR_ROOM = (Reason.WAITING_FOR_RESOURCES, Reason.QUOTA_EXCEEDED)
+
+
 def _decide_by_queue(
     plan_setup: Setup,
     admission: queueing.QueueAdmission,
@@ -207,43 +220,16 @@ def _decide_by_queue(
     now: float,
 ) -> list[Decision]:
     states = admission.states
-    # What each queue holds, without the runs already stopping for someone else.
-    usage = {name: state.usage for name, state in states.items()}
-    for pending in stopping.values():
-        for stopped, held in zip(pending.victims, pending.using, strict=True):
-            # and from each queue it lies in (a divided queue's usage is its sub-queues')
-            for owner in fairpreempt.chain(states, plan_setup.queue_of(stopped)):
-                usage[owner] = usage[owner] - held
-    # What each queue is committed to: that, plus its preemptors still waiting for their
-    # victims (their room is promised, so the queue's quota must count them).
-    committed = dict(usage)
-    for by in stopping:
-        waiting_preemptor = by_name.get(by)
-        owner = plan_setup.queue_of(by)
-        if waiting_preemptor is not None and owner in committed:
-            committed[owner] = committed[owner] + waiting_preemptor.request
-    heads: list[tuple[tuple[bool, tuple[float, ...], str], str, policies.Candidate]] = []
-    divided = {state.parent for state in states.values() if state.parent is not None}
-    for name, state in states.items():
-        if name in divided:
-            continue  # a divided queue's head is one of its sub-queues' (nested queues)
-        head = by_name.get(state.head) if state.head is not None else None
-        if head is None or head.name in stopping:
-            continue
-        guaranteed = (committed[name] + head.request).fits_in(state.nominal)
-        # By share down the tree (the top queue's, then its sub-queue's among its siblings):
-        # the order the fair-share pass picks in. Flat: by share.
-        shares = tuple(states[q].share for q in reversed(fairpreempt.chain(states, name)))
-        heads.append(((not guaranteed, shares, name), name, head))
-    heads.sort(key=lambda item: item[0])
+    usage, committed = _usage_and_commitments(plan_setup, states, by_name, stopping)
+    heads = _ordered_heads(states, by_name, stopping, committed)
     # Heads that may ask by share: a sub-queue's asks only if none of these is less served
     # than it among its siblings (fairpreempt.least_served_below_top).
     asking = [
-        name
-        for _, name, head in heads
-        if head.preemptible
-        and (waiting := admission.waiting.get(head.name)) is not None
-        and waiting.reason in (Reason.WAITING_FOR_RESOURCES, Reason.QUOTA_EXCEEDED)
+        head.queue
+        for head in heads
+        if head.candidate.preemptible
+        and (waiting := admission.waiting.get(head.candidate.name)) is not None
+        and waiting.reason in _WAITS_FOR_ROOM
     ]
     ledger = Ledger(stopping, by_name, list(by_name))  # by_name: in the global order
     pool = [(plan_setup.queue_of(run.name), run) for run in running]
@@ -254,16 +240,12 @@ def _decide_by_queue(
         if not victims.may_ask(own, priorities[head.name]):
             continue  # it waits as without preemption; nobody behind it asks instead
         waiting = admission.waiting.get(head.name)
-        reason = waiting.reason if waiting is not None else None
         state = states[name]
-        waits = reason in (Reason.WAITING_FOR_RESOURCES, Reason.QUOTA_EXCEEDED)
+        waits = waiting is not None and waiting.reason in _WAITS_FOR_ROOM
         # Reclaim: its queue is below its nominal quota in something the head needs (Kueue:
         # a queue may always get back to its nominal quota); with withinQueue it may add its
         # own lower-priority victims to fit.
-        below = any(
-            of(head.request, r) > 0 and of(committed[name], r) < of(state.nominal, r) - EPS
-            for r in RESOURCES
-        )
+        below = _below_nominal(head.request, committed[name], state.nominal)
         reclaim = own.reclaim_within_cohort != NEVER and below and waits
         within = own.within_queue != NEVER and waits
         # In pure sharing all a queue holds is borrowed, so a non-preemptible head (which
@@ -288,61 +270,125 @@ def _decide_by_queue(
         # non-preemptible head must fit its nominal quota: counting what its queue may borrow
         # would stop too few of its own runs, and it would preempt again once they are gone.
         borrow = state.above_nominal if head.preemptible else Capacity()
-
-        def fits(
-            freed: Capacity,
-            freed_own: Capacity,
-            room: Capacity = room,
-            request: Capacity = request,
-            nominal_room: Capacity = nominal_room,
-            borrow: Capacity = borrow,
-        ) -> bool:
-            if not request.fits_in(room + freed):
-                return False
-            if fits_needed(request, nominal_room + freed_own):
-                return True
-            # Taking quota back never makes the preemptor a borrower: only without reclaim
-            # victims may it fit above its nominal quota.
-            return freed == freed_own and fits_needed(request, nominal_room + borrow + freed_own)
-
-        loads = _loads(states, usage, committed, name, head.request)
         preemptor = Preemptor(head.name, priorities[head.name], request)
         picked: tuple[Victim, ...] = ()
         if reclaim or within:
+            loads = _loads(states, usage, committed, name, head.request)
+            fits = _fits_quota(room, request, nominal_room, borrow)
             picked = victims.choose_in_cohort(
                 preemptor, name, pool, rules, loads, fits, now, reclaim=reclaim
             )
         if not picked and fair:
             # By share: other queues' runs give back borrowed room, never the own queue's.
+            fits_share = _fits_borrowing(room, request, nominal_room + borrow)
             picked = fairpreempt.choose(
-                preemptor,
-                name,
-                pool,
-                rules,
-                states,
-                usage,
-                _fits_borrowing(room, request, nominal_room + borrow),
-                now,
+                preemptor, name, pool, rules, states, usage, fits_share, now
             )
         if not picked:
             continue
         decisions.append(Decision(preemptor, name, picked, room))
         chosen = {v.run.name for v in picked}
         pool = [(q, run) for q, run in pool if run.name not in chosen]
-        freed = Capacity()
-        for victim in picked:
-            freed = freed + victim.run.request
-            # One ledger: what a victim frees leaves its queue's usage and its commitments
-            # at once (and those of the queues it lies in), so the next head sees its queue
-            # as it will be.
-            for owner in fairpreempt.chain(states, victim.queue):
-                usage[owner] = usage[owner] - victim.run.request
-                committed[owner] = committed[owner] - victim.run.request
-        for owner in fairpreempt.chain(states, name):
-            committed[owner] = committed[owner] + request - drawn.promised
+        freed = _commit(states, usage, committed, name, picked, request, drawn.promised)
         # Reserved for it from now on: the next preemptor may not count on this room.
         free = free - victims.still_needed(request, freed + drawn.room)
     return decisions
+
+
+def _usage_and_commitments(
+    plan_setup: Setup,
+    states: Mapping[str, QueueState],
+    by_name: Mapping[str, policies.Candidate],
+    stopping: Mapping[str, StoppingVictims],
+) -> tuple[dict[str, Capacity], dict[str, Capacity]]:
+    """What each queue holds, without the runs already stopping for someone else; and what it
+    is committed to: that, plus its preemptors still waiting for their victims (their room is
+    promised, so the queue's quota must count them)."""
+    usage = {name: state.usage for name, state in states.items()}
+    for pending in stopping.values():
+        for stopped, held in zip(pending.victims, pending.using, strict=True):
+            # and from each queue it lies in (a divided queue's usage is its sub-queues')
+            for owner in fairpreempt.chain(states, plan_setup.queue_of(stopped)):
+                usage[owner] = usage[owner] - held
+    committed = dict(usage)
+    for by in stopping:
+        waiting_preemptor = by_name.get(by)
+        owner = plan_setup.queue_of(by)
+        if waiting_preemptor is not None and owner in committed:
+            committed[owner] = committed[owner] + waiting_preemptor.request
+    return usage, committed
+
+
+def _ordered_heads(
+    states: Mapping[str, QueueState],
+    by_name: Mapping[str, policies.Candidate],
+    stopping: Mapping[str, StoppingVictims],
+    committed: Mapping[str, Capacity],
+) -> list[QueueHead]:
+    """Each queue's head that waits with none of its victims still stopping, in the order they
+    ask: those within their guarantee first, then by share down the tree (the top queue's,
+    then its sub-queue's among its siblings: the order the fair-share pass picks in)."""
+    heads: list[QueueHead] = []
+    divided = {state.parent for state in states.values() if state.parent is not None}
+    for name, state in states.items():
+        if name in divided:
+            continue  # a divided queue's head is one of its sub-queues' (nested queues)
+        head = by_name.get(state.head) if state.head is not None else None
+        if head is None or head.name in stopping:
+            continue
+        guaranteed = (committed[name] + head.request).fits_in(state.nominal)
+        shares = tuple(states[q].share for q in reversed(fairpreempt.chain(states, name)))
+        heads.append(QueueHead((not guaranteed, shares, name), name, head))
+    heads.sort(key=attrgetter("order"))
+    return heads
+
+
+def _below_nominal(request: Capacity, committed: Capacity, nominal: Capacity) -> bool:
+    """Whether a queue is below its nominal quota in something `request` asks for."""
+    return any(of(request, r) > 0 and of(committed, r) < of(nominal, r) - EPS for r in RESOURCES)
+
+
+def _fits_quota(
+    room: Capacity, request: Capacity, nominal_room: Capacity, borrow: Capacity
+) -> Callable[[Capacity, Capacity], bool]:
+    """Preemption within a queue or by reclaim: whether the head fits once victims free
+    `freed` (of which `freed_own` in its own queue): in the cluster's `room`, and in its
+    quota's room. Taking quota back never makes the preemptor a borrower: only without
+    reclaim victims may it fit above its nominal quota, up to what it may `borrow`."""
+
+    def fits(freed: Capacity, freed_own: Capacity) -> bool:
+        if not request.fits_in(room + freed):
+            return False
+        if fits_needed(request, nominal_room + freed_own):
+            return True
+        return freed == freed_own and fits_needed(request, nominal_room + borrow + freed_own)
+
+    return fits
+
+
+def _commit(
+    states: Mapping[str, QueueState],
+    usage: dict[str, Capacity],
+    committed: dict[str, Capacity],
+    queue: str,
+    picked: Sequence[Victim],
+    request: Capacity,
+    promised: Capacity,
+) -> Capacity:
+    """One ledger: what the victims free leaves their queues' usage and commitments at once
+    (and those of the queues they lie in), so the next head sees each queue as it will be;
+    `queue`'s (and its parents') commitments grow by its preemptor's `request`, less what
+    they had `promised` to the preemptors it overtakes (already counted).
+    Returns what the victims free."""
+    freed = Capacity()
+    for victim in picked:
+        freed = freed + victim.run.request
+        for owner in fairpreempt.chain(states, victim.queue):
+            usage[owner] = usage[owner] - victim.run.request
+            committed[owner] = committed[owner] - victim.run.request
+    for owner in fairpreempt.chain(states, queue):
+        committed[owner] = committed[owner] + request - promised
+    return freed
 
 
 def _passes_hold(held: HeldRoom | None, queue: str, head: policies.Candidate) -> bool:
