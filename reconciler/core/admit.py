@@ -127,17 +127,13 @@ def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated:
     queue = [waiting.candidate for waiting in ordered]
     all_stopping = preemption.stopping_victims(bodies, inputs.env.by_task, claim_of)
     stopping_for = {by: s for by, s in all_stopping.items() if by in tasks}
-    stopping = {victim for s in all_stopping.values() for victim in s.victims}
-    # A preemptor's room is reserved while its victims stop: nobody else may take from today's
-    # free resources what it will need beyond what they free.
-    free = free_capacity(inputs.obs, options, holdings.used)
-    for by, pending in stopping_for.items():
-        free = free - victims.still_needed(request_of(tasks[by]), pending.freeing)
+    free = _free_for_admission(inputs, holdings, tasks, stopping_for)
     # A task beyond its queue's maxQueued is not counted: it waits as QueueFull.
     full = {}
     if queues is not None:
         full = queueing.queue_full(queues, [(w.key.queued_at, w.candidate.name) for w in ordered])
     # A victim waits until its stopped run is gone from Ray, so it never holds two runs.
+    stopping = {victim for s in all_stopping.values() for victim in s.victims}
     eligible = [c for c in queue if c.name not in stopping and c.name not in full]
     # An array at its maxParallel starts no more elements: they are not candidates at all.
     eligible, capped = arrays.cap(eligible, bodies, tasks)
@@ -174,11 +170,7 @@ def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated:
         frozenset(scale.demand),
     )
     bodies.update(preempted.bodies)
-    conds: Mapping[str, Wanted] = reconciled.conds
-    if preempted.conds:
-        conds = dict(conds)
-        for name, wanted in preempted.conds.items():
-            conds[name] = {**conds.get(name, {}), ConditionType.PREEMPTED: wanted}
+    conds = _with_preempted(reconciled.conds, preempted.conds)
     run.events.extend(preempted.events)
     _until_of_age(run, reconciled.running)
     _place(run, queue, full, started, capped, admission, stopping_for, preempted.waits, scale)
@@ -197,6 +189,33 @@ def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated:
         not_considered=run.not_considered,
         scale_demand=run.scale_demand,
     )
+
+
+def _free_for_admission(
+    inputs: PassInputs,
+    holdings: Holdings,
+    tasks: Mapping[str, Task],
+    stopping_for: Mapping[str, preemption.StoppingVictims],
+) -> Capacity:
+    """What admission may give out now. A preemptor's room is reserved while its victims
+    stop: nobody else may take from today's free resources what it will need beyond what
+    they free."""
+    free = free_capacity(inputs.obs, inputs.options, holdings.used)
+    for by, pending in stopping_for.items():
+        free = free - victims.still_needed(request_of(tasks[by]), pending.freeing)
+    return free
+
+
+def _with_preempted(
+    conds: Mapping[str, Wanted], preempted: Mapping[str, tuple[Reason, str]]
+) -> Mapping[str, Wanted]:
+    """The conditions, with each victim's Preempted one added to its own."""
+    if not preempted:
+        return conds
+    result = dict(conds)
+    for name, wanted in preempted.items():
+        result[name] = {**result.get(name, {}), ConditionType.PREEMPTED: wanted}
+    return result
 
 
 def _place(
