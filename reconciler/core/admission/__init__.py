@@ -4,7 +4,14 @@ caps, and why a task waits (its lack, in words). The pass's admission stage that
 
 from __future__ import annotations
 
-from reconciler.core.admission.policies import POLICIES, Admission, Candidate, Claim, Policy
+from reconciler.core.admission.policies import (
+    POLICIES,
+    Admission,
+    Candidate,
+    Claim,
+    Policy,
+    WalkTail,
+)
 from reconciler.core.admission.waits import Lack, Waiting
 
 __all__ = [
@@ -15,4 +22,5 @@ __all__ = [
     "Lack",
     "Policy",
     "Waiting",
+    "WalkTail",
 ]

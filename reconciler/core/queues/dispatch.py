@@ -8,8 +8,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.core.admission.policies import Candidate, Claim, Policy
-from reconciler.core.admission.waits import Lack, QueueFull, Waiting
+from reconciler.core.admission.policies import Candidate, Claim, Policy, WalkTail
+from reconciler.core.admission.waits import QueueFull, Waiting
 from reconciler.core.queues import fairshare, usage
 from reconciler.core.queues.shareresult import HeldRoom, OwnTest
 from specs.cluster import Capacity
@@ -27,7 +27,7 @@ class QueueAdmission:
     weights: dict[str, float] = field(default_factory=dict)
     oversubscribed: str | None = None
     limits: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)  # run, queue
-    tails: dict[str, tuple[int, Lack]] = field(default_factory=dict)  # FairAdmission.tails
+    tails: dict[str, WalkTail] = field(default_factory=dict)  # FairAdmission.tails
     until: float = math.inf  # FairAdmission.until
     short: set[str] = field(default_factory=set)  # FairAdmission.short
     unread: dict[str, list[OwnTest]] = field(default_factory=dict)  # FairAdmission.unread

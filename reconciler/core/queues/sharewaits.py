@@ -118,7 +118,7 @@ def _waiting(run: FairPass, queue: QueueNode) -> None:
         lack = RunningLimit(limiting.quota.name, limit)
         for ahead, candidate in enumerate(queue.remaining):
             run.result.waiting[candidate.name] = Waiting(lack, ahead, queue.quota.name)
-        run.result.tails[queue.quota.name] = (0, lack)
+        run.result.tails[queue.quota.name] = policies.WalkTail(0, lack)
         return
     budget = run.budget(queue)
     admission = run.ask(queue, budget)
