@@ -1,13 +1,16 @@
-"""What no task owns any more: stray jobs, refused deletions, Ray's job history, orphan sidecars."""
+"""What no task owns any more: stray jobs, refused deletions, Ray's job history, orphan sidecars.
+Stages of a pass (reconciler.core.stages): each returns what it decided."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+import math
+from collections.abc import Mapping, Sequence, Set
+from dataclasses import dataclass
 
-from reconciler.core.decisions import RefusedDeletions, Stop, StopCause
+from reconciler.core.decisions import Event, RefusedDeletions, Stop, StopCause
 from reconciler.core.inputs import TaskInput
+from reconciler.core.stages import Holdings, PassInputs
 from reconciler.core.task.jobs import claim_of
 from reconciler.core.timestamps import EARLY
 from specs.cluster import (
@@ -16,46 +19,64 @@ from specs.cluster import (
     RayJob,
 )
 from specs.task.models import Reason
-from specs.task.status import TaskStatus
+from specs.task.status import TaskStatus, TaskStatusBody
 
-if TYPE_CHECKING:
-    from reconciler.core.planner import PassState
+__all__ = ["Expiry", "Strays", "expire_finished_jobs", "orphan_sidecars", "stop_strays"]
 
 
-def stop_strays(ctx: PassState, ours: Mapping[str, RayJob], specs: Mapping[str, TaskInput]) -> None:
+@dataclass(frozen=True)
+class Strays:
+    """The live jobs of ours that no active run owns: stopped, or their deletion refused."""
+
+    stops: Sequence[Stop]
+    refused: RefusedDeletions | None
+    events: Sequence[Event]
+    # What runs hold, these jobs counted: each holds its resources until it ends.
+    holdings: Holdings
+
+
+def stop_strays(
+    inputs: PassInputs,
+    specs: Mapping[str, TaskInput],
+    kept_jobs: Set[str],
+    bodies: Mapping[str, TaskStatusBody],
+    holdings: Holdings,
+) -> Strays:
     """Stop every live job of ours that no active run owns: ended runs, old runs, deleted tasks."""
+    ours = inputs.env.ours
+    stops: list[Stop] = []
     deletions: list[RayJob] = []
+    used, in_use = holdings.used, dict(holdings.in_use)
     for sid in sorted(ours):
         job = ours[sid]
-        if job.terminal or sid in ctx.kept_jobs:
+        if job.terminal or sid in kept_jobs:
             continue
-        ctx.used = ctx.used + claim_of(job)  # still holds resources until it ends
+        used = used + claim_of(job)  # still holds resources until it ends
         task = job.metadata.get(META_TASK, "")
-        ctx.in_use[task] = ctx.in_use.get(task, Capacity()) + claim_of(job)
+        in_use[task] = in_use.get(task, Capacity()) + claim_of(job)
         if task in specs:
-            owner = ctx.bodies.get(task)
+            owner = bodies.get(task)
             if owner is not None and owner.preempted_by:
-                ctx.plan.stops.append(Stop(sid, task, StopCause.PREEMPTED, owner.preempted_by))
+                stops.append(Stop(sid, task, StopCause.PREEMPTED, owner.preempted_by))
             else:
-                ctx.plan.stops.append(Stop(sid, task, StopCause.RUN_ENDED))
+                stops.append(Stop(sid, task, StopCause.RUN_ENDED))
         else:
             deletions.append(job)
-    refused = _refuse_deletions(ctx, len(deletions)) if deletions else None
+    held = Holdings(used, in_use, holdings.claims)
+    refused = _refuse_deletions(inputs, len(deletions)) if deletions else None
     if refused is not None:
-        ctx.plan.refused_deletions = refused
-        ctx.plan.note(refused.reason, refused.message, logging.WARNING)
-        return
+        event = Event(logging.WARNING, refused.reason, refused.message)
+        return Strays(stops, refused, [event], held)
     for job in deletions:
-        ctx.plan.stops.append(
-            Stop(job.submission_id, job.metadata.get(META_TASK), StopCause.SPEC_DELETED)
-        )
+        stops.append(Stop(job.submission_id, job.metadata.get(META_TASK), StopCause.SPEC_DELETED))
+    return Strays(stops, None, [], held)
 
 
-def _refuse_deletions(ctx: PassState, count: int) -> RefusedDeletions | None:
+def _refuse_deletions(inputs: PassInputs, count: int) -> RefusedDeletions | None:
     """Deletions that look like an accident are refused until a human says otherwise."""
-    if ctx.options.allow_mass_delete:
+    if inputs.options.allow_mass_delete:
         return None
-    if ctx.folder_empty:
+    if inputs.folder_empty:
         # Argo CD's allowEmpty: a folder with no spec and no sidecar left is far more often an
         # unmounted volume or a botched checkout than a wish to stop everything.
         return RefusedDeletions(
@@ -64,7 +85,7 @@ def _refuse_deletions(ctx: PassState, count: int) -> RefusedDeletions | None:
             f"REFUSING to stop {count} jobs: the tasks folder holds no specs and no "
             "status files (unmounted?); restore it, or restart with --allow-mass-delete",
         )
-    limit = ctx.options.max_stops_per_pass
+    limit = inputs.options.max_stops_per_pass
     if limit and count > limit:
         return RefusedDeletions(
             count,
@@ -75,53 +96,67 @@ def _refuse_deletions(ctx: PassState, count: int) -> RefusedDeletions | None:
     return None
 
 
-def expire_finished_jobs(
-    ctx: PassState, ours: Mapping[str, RayJob], statuses: Mapping[str, TaskStatus]
-) -> None:
+@dataclass(frozen=True)
+class Expiry:
+    """Finished jobs of ours to drop from Ray's history, oldest first, and up to when that
+    answer holds."""
+
+    deletes: Sequence[str]
+    until: float
+
+
+def expire_finished_jobs(inputs: PassInputs, statuses: Mapping[str, TaskStatus]) -> Expiry:
     """Ray lists every job it ever ran, so each pass grows with history. A finished job of ours
     may go once the retention time has passed and no sidecar on disk still waits for its
     outcome (a run whose status file says it is active has not recorded its end yet)."""
-    retention = ctx.options.ray_history_retention_seconds
+    options, now = inputs.options, inputs.now
+    retention = options.ray_history_retention_seconds
     if retention is None:
-        return
+        return Expiry([], math.inf)
     awaited = {
         s.status.submission_id
         for s in statuses.values()
         if s.status.submission_id and s.status.phase.active
     }
+    until = math.inf
     expired = []
-    for sid, job in ours.items():
+    for sid, job in inputs.env.ours.items():
         if not job.terminal or job.end_time is None:
             continue
         if sid in awaited:
             # This pass records its end (or a later one will): from then on it expires, so
             # the answer to the statuses this pass writes holds until then only (the loop
             # skips the read-back of a plan's own writes: shell/loop/readback.py).
-            ctx.until = min(ctx.until, max(job.end_time + retention - EARLY, ctx.now))
+            until = min(until, max(job.end_time + retention - EARLY, now))
             continue
-        if ctx.now - job.end_time > retention:
+        if now - job.end_time > retention:
             expired.append((job.end_time, sid))
         else:  # expires later: the answer holds until then
-            ctx.until = min(ctx.until, max(job.end_time + retention - EARLY, ctx.now))
+            until = min(until, max(job.end_time + retention - EARLY, now))
     expired.sort()
-    ctx.plan.deletes = [sid for _, sid in expired[: ctx.options.max_deletes_per_pass]]
+    return Expiry([sid for _, sid in expired[: options.max_deletes_per_pass]], until)
 
 
 def orphan_sidecars(
-    ctx: PassState,
+    inputs: PassInputs,
     specs: Mapping[str, TaskInput],
     statuses: Mapping[str, TaskStatus],
-    ours: Mapping[str, RayJob],
-) -> None:
-    """A sidecar without a spec goes once its job has ended, so the run's id is never lost."""
-    stopping = {s.submission_id for s in ctx.plan.stops}
+    stops: Sequence[Stop],
+    refused: RefusedDeletions | None,
+) -> list[str]:
+    """The sidecars without a spec to delete: each goes once its job has ended, so the run's
+    id is never lost. `stops`: the jobs this pass stops; `refused`: deletions refused."""
+    if not inputs.obs.available or refused is not None:
+        return []
+    ours = inputs.env.ours
+    stopping = {s.submission_id for s in stops}
+    deleted: list[str] = []
     # By name, not in the order the statuses came in (which is no order: tests/unit/
     # test_plan_input_order.py).
     for name in sorted(n for n in statuses if n not in specs):
         sid = statuses[name].status.submission_id
         job = ours.get(sid) if sid else None
-        if not ctx.obs.available or (job is not None and not job.terminal) or sid in stopping:
+        if (job is not None and not job.terminal) or sid in stopping:
             continue
-        if ctx.plan.refused_deletions is not None:
-            continue
-        ctx.plan.delete_statuses.append(name)
+        deleted.append(name)
+    return deleted

@@ -36,7 +36,7 @@ class Observation:
     jobs: Mapping[str, RayJob] | None
     capacity: Capacity | None
     error: str | None = None
-    # What the cluster can grow to (issue 26); None: a fixed cluster, exactly as before.
+    # What the cluster can grow to; None: a fixed cluster.
     scaling: Scaling | None = None
 
     @property

@@ -5,24 +5,28 @@ table-driven and driven by the simulator. The shell (loop.py) writes the returne
 *before* it submits, which is what makes submission ids safe across crashes. Which phase follows
 which is not decided here but in `reconciler.core.task.lifecycle`.
 
-This module orchestrates a pass: `begin`, then each task's own part (`reconcile`), `merge`d in
-name order, then `finish`, which runs what needs every task at once (`cleanup`, `admission`,
-`preemption`) and builds the `Plan`.
+This module orchestrates a pass as stages of frozen values (reconciler.core.stages): `begin`
+gives the pass's inputs; each task's own part (`reconcile_task`) is merged in name order
+(`TaskMerge`); then `finish` runs what needs every task at once, stage by stage (stray jobs,
+dependency gates, admission with preemption, clean-up) and builds the `Plan` of the statuses.
 """
 
 from __future__ import annotations
 
-import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from reconciler.core import scaling
-from reconciler.core.admission import policies
-from reconciler.core.admission.admit import admit, gate_dependencies
-from reconciler.core.admission.waits import Lack
-from reconciler.core.cleanup import expire_finished_jobs, orphan_sidecars, stop_strays
+from reconciler.core.admit import Admitted, admit
+from reconciler.core.cleanup import (
+    Expiry,
+    Strays,
+    expire_finished_jobs,
+    orphan_sidecars,
+    stop_strays,
+)
 from reconciler.core.decisions import (
     Event,
     Preemption,
@@ -35,17 +39,17 @@ from reconciler.core.decisions import (
     Wanted,
 )
 from reconciler.core.durability import WriteClass, acting, write_class
+from reconciler.core.gates import Gated, gate_dependencies
 from reconciler.core.inputs import Observation, TaskInput
-from reconciler.core.preemption import victims
-from reconciler.core.queues import dispatch as queueing
 from reconciler.core.queues.usage import QueueUsage
+from reconciler.core.stages import Holdings, PassInputs, Reconciled, TaskMerge
 from reconciler.core.task import idclaims, lifecycle
 from reconciler.core.task.jobs import bundles_of, foreign_claim
 from reconciler.core.task.jobs import request_of as request_of
 from reconciler.core.task.reconcile import reconcile_task
 from reconciler.core.task.step import TaskEnv, TaskResult, task_env
 from reconciler.core.timestamps import to_datetime
-from specs.cluster import META_QUEUE, Capacity, RayJob
+from specs.cluster import META_QUEUE, Capacity
 from specs.queues.config import QueueConfig
 from specs.settings.process import PlanOptions
 from specs.task.models import Condition, ConditionType, Metadata, Phase, Reason, read_reason
@@ -53,13 +57,18 @@ from specs.task.records import NameMetadata, Task
 from specs.task.status import TaskStatus, TaskStatusBody
 from specs.tenancy.policy import STOP_WAIT_ENV as STOP_WAIT_ENV  # tests read it here
 
-__all__ = [  # what the shell, the simulator and the tests use of a pass
+__all__ = [  # what the shell, the simulator, the incremental planner and the tests use
     "STOP_WAIT_ENV",
+    "Asked",
+    "Collected",
     "Event",
     "Observation",
+    "PassInputs",
+    "PassStages",
     "Plan",
     "PlanOptions",
     "Preemption",
+    "Reconciled",
     "RefusedDeletions",
     "Stop",
     "StopCause",
@@ -67,15 +76,18 @@ __all__ = [  # what the shell, the simulator and the tests use of a pass
     "Summary",
     "TaskEnv",
     "TaskInput",
+    "TaskMerge",
     "TaskResult",
     "TimeOut",
     "WriteClass",
     "begin",
+    "collect_statuses",
     "finish",
-    "merge",
     "plan",
+    "plan_of",
     "reconcile_task",
     "request_of",
+    "run_stages",
     "submit_failed",
     "with_id_claims",
 ]
@@ -111,7 +123,7 @@ class Plan:
     # TaskStep.recorded) pins only this plan to its instant. The loop skips such a read-back
     # up to it (reconciler/shell/loop/readback.py). None: no rule reads the clock.
     read_back_deadline: float | None = None
-    # What to ask the autoscaler for (issue 26): the resource bundles the cluster should be
+    # What to ask the autoscaler for: the resource bundles the cluster should be
     # able to hold (what runs, plus the demand that waits for nodes), shaped to the node types;
     # None: no scaling (leave any request alone); (): nothing waits, clear the request.
     scale_request: tuple[Capacity, ...] | None = None
@@ -127,26 +139,6 @@ class Plan:
         return math.inf if self.deadline is None else self.deadline
 
 
-@dataclass
-class _Draft:
-    """The plan while a pass builds it; `finish` freezes it into a Plan."""
-
-    statuses: dict[str, TaskStatus] = field(default_factory=dict)
-    submits: list[Submit] = field(default_factory=list)
-    stops: list[Stop] = field(default_factory=list)
-    timeouts: list[TimeOut] = field(default_factory=list)
-    preemptions: list[Preemption] = field(default_factory=list)
-    delete_statuses: list[str] = field(default_factory=list)
-    fetch_logs: dict[str, str] = field(default_factory=dict)
-    deletes: list[str] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
-    refused_deletions: RefusedDeletions | None = None
-    write_classes: dict[str, WriteClass] = field(default_factory=dict)
-
-    def note(self, reason: Reason, message: str, level: int = logging.INFO) -> None:
-        self.events.append(Event(level, reason, message))
-
-
 def _conditions(previous: Sequence[Condition], wanted: Wanted, now: float) -> list[Condition]:
     """Keep each condition's transition time while it holds; fixed order; seconds precision."""
     old = {c.type: c for c in previous}
@@ -160,48 +152,6 @@ def _conditions(previous: Sequence[Condition], wanted: Wanted, now: float) -> li
             Condition(type=ctype, reason=reason, message=message, last_transition_time=since)
         )
     return result
-
-
-@dataclass
-class PassState:
-    options: PlanOptions
-    obs: Observation
-    now: float
-    plan: _Draft
-    env: TaskEnv
-    # our non-terminal jobs that belong to an active run; everything else of ours gets stopped
-    kept_jobs: set[str] = field(default_factory=set)
-    claims: list[policies.Claim] = field(default_factory=list)
-    used: Capacity = field(default_factory=Capacity)
-    queue: list[tuple[tuple[int, float, str], policies.Candidate]] = field(default_factory=list)
-    bodies: dict[str, TaskStatusBody] = field(default_factory=dict)
-    tasks: dict[str, Task] = field(default_factory=dict)  # the queued ones, for admission
-    read: Mapping[str, TaskInput] = field(default_factory=dict)  # the specs read: their sources
-    conds: dict[str, Wanted] = field(default_factory=dict)
-    running: list[victims.Running] = field(default_factory=list)  # possible victims
-    jobs_by_task: Mapping[str, Sequence[RayJob]] = field(default_factory=dict)
-    folder_empty: bool = False  # no spec and no sidecar at all: unmounted, or wiped
-    queues: QueueConfig | None = None  # team queues with quotas; None: one queue, as before
-    usage: QueueUsage | None = None  # the queues' decayed past use, by queue (core/queues/usage.py)
-    in_use: dict[str, Capacity] = field(default_factory=dict)  # by task: jobs holding resources
-    queue_admission: queueing.QueueAdmission | None = None
-    gated: bool = False  # some queued task has dependencies or sits in a cycle
-    until: float = math.inf  # the latest `now` at which each time-dependent answer still holds
-    # ... counting a time a task's status records once (TaskResult.valid_until against its
-    # settles_until): `until` is what the pass that reads the statuses back holds to.
-    recorded_until: float = math.inf
-    scale_demand: list[str] = field(default_factory=list)  # tasks that wait for new nodes
-    # _queues.yaml's error (file:line:col: field: message) while no configuration is in force
-    queue_error: str | None = None
-    order: dict[str, list[str]] = field(default_factory=dict)  # waiting, per queue, in order
-    not_considered: int = 0  # waiting tasks past the bound of admission's walk
-    # Where the policy's walk ended (Admission.tail: index, lack) and how many it started;
-    # None with team queues (the incremental planner's fast pass reads it).
-    walk: tuple[int | None, Lack | None, int] | None = None
-
-    @property
-    def stamp(self) -> datetime:
-        return to_datetime(self.now)
 
 
 def plan(
@@ -223,22 +173,21 @@ def plan(
 
     The reference: no production caller plans with it. The loop, the simulator and `rayqueue
     plan` call `reconciler.core.incremental.plan_incremental`, which the property tests
-    (tests/unit/test_incremental_planner.py, test_incremental_sequences.py) compare with it."""
-    ctx = begin(specs, statuses, observed, now, options, queues, usage, queue_error)
-    env = ctx.env
-    specs = with_id_claims(specs, statuses, env)
+    (tests/unit/core/incremental/) compare with it."""
+    inputs = begin(specs, statuses, observed, now, options, queues, usage, queue_error)
+    specs = with_id_claims(specs, statuses, inputs.env)
+    merged = TaskMerge()
     for name in sorted(specs):
-        merge(ctx, name, reconcile_task(env, specs[name], statuses.get(name), ctx.now))
-    return finish(ctx, specs, statuses)
+        merged.add(name, reconcile_task(inputs.env, specs[name], statuses.get(name), inputs.now))
+    return finish(inputs, merged.done(), specs, statuses)
 
 
 def with_id_claims(
     specs: Mapping[str, TaskInput], statuses: Mapping[str, TaskStatus], env: TaskEnv
 ) -> Mapping[str, TaskInput]:
     """`specs`, with each spec whose explicit submission id another task has (or also claims)
-    turned Invalid (reconciler.core.task.idclaims). Its last valid spec is the spec itself, so a
-    run it
-    already has goes on; it is never submitted again while the claim stands."""
+    turned Invalid (reconciler.core.task.idclaims). Its last valid spec is the spec itself, so
+    a run it already has goes on; it is never submitted again while the claim stands."""
     claimed = (
         (name, spec.task.spec.submission_id)
         for name, spec in specs.items()
@@ -263,133 +212,226 @@ def begin(
     queues: QueueConfig | None,
     usage: QueueUsage | None = None,
     queue_error: str | None = None,
-) -> PassState:
-    """A pass's shared state, before any task is merged into it."""
-    env = task_env(observed, options, queues)
-    ctx = PassState(options, observed, now.timestamp(), _Draft(), env, queues=queues, usage=usage)
-    ctx.queue_error = queue_error if queues is None else None
-    ctx.folder_empty = not specs and not statuses
-    ctx.read = specs
-    ctx.jobs_by_task = env.by_task
-    return ctx
+) -> PassInputs:
+    """What every stage of the pass reads of it as a whole."""
+    return PassInputs(
+        options=options,
+        obs=observed,
+        now=now.timestamp(),
+        env=task_env(observed, options, queues),
+        read=specs,
+        queues=queues,
+        usage=usage,
+        queue_error=queue_error if queues is None else None,
+        folder_empty=not specs and not statuses,
+    )
 
 
-def merge(ctx: PassState, name: str, result: TaskResult) -> None:
-    """Add one task's result to the pass; tasks are merged in name order, as plan() reconciles
-    them, so sums and lists come out the same."""
-    ctx.bodies[name] = result.body
-    if result.conds:
-        ctx.conds[name] = dict(result.conds)  # a copy: preemption adds to it
-    if result.events:
-        ctx.plan.events.extend(result.events)
-    if result.submits:
-        ctx.plan.submits.extend(result.submits)
-    if result.timeouts:
-        ctx.plan.timeouts.extend(result.timeouts)
-    if result.fetch_log is not None:
-        ctx.plan.fetch_logs[name] = result.fetch_log
-    in_use = result.in_use
-    if in_use is not None:
-        ctx.kept_jobs.add(in_use.submission_id)
-        ctx.used = ctx.used + in_use.request
-        ctx.in_use[name] = ctx.in_use.get(name, Capacity()) + in_use.request
-        ctx.claims.append(in_use.claim)
-    waiter = result.waiter
-    if waiter is not None:
-        ctx.queue.append((waiter.key, waiter.candidate))
-        ctx.tasks[name] = waiter.task
-        ctx.gated = ctx.gated or waiter.gated
-    if result.running is not None:
-        ctx.running.append(result.running)
-    ctx.until = min(ctx.until, result.settles_until)
-    ctx.recorded_until = min(ctx.recorded_until, result.valid_until)
+@dataclass(frozen=True)
+class PassStages:
+    """Every stage's outcome of a full pass, and its plan."""
+
+    reconciled: Reconciled
+    strays: Strays
+    gated: Gated
+    admitted: Admitted
+    expiry: Expiry
+    plan: Plan
 
 
 def finish(
-    ctx: PassState, specs: Mapping[str, TaskInput], statuses: Mapping[str, TaskStatus]
+    inputs: PassInputs,
+    reconciled: Reconciled,
+    specs: Mapping[str, TaskInput],
+    statuses: Mapping[str, TaskStatus],
 ) -> Plan:
     """What needs every task at once: strays, dependencies, admission, clean-up, statuses."""
-    ours = ctx.env.ours
-    if ctx.obs.available:
-        stop_strays(ctx, ours, specs)
-        gate_dependencies(ctx, specs)
-        admit(ctx)
-        expire_finished_jobs(ctx, ours, statuses)
-    orphan_sidecars(ctx, specs, statuses, ours)
-    collect_statuses(ctx, statuses)
-    draft = ctx.plan
-    # Each task's own reconcile narrowed `ctx.until` to where its answers hold (timeouts,
-    # backoffs, grace periods); the pass-wide rules add theirs (`_admit`, `_expire_history`).
+    return run_stages(inputs, reconciled, specs, statuses).plan
+
+
+def run_stages(
+    inputs: PassInputs,
+    reconciled: Reconciled,
+    specs: Mapping[str, TaskInput],
+    statuses: Mapping[str, TaskStatus],
+) -> PassStages:
+    """`finish`, with each stage's outcome (the incremental planner reads admission's)."""
+    if inputs.obs.available:
+        holdings = reconciled.holdings
+        strays = stop_strays(inputs, specs, reconciled.kept_jobs, reconciled.bodies, holdings)
+        gated = gate_dependencies(inputs, specs, reconciled)
+        admitted = admit(inputs, reconciled, strays.holdings, gated)
+        expiry = expire_finished_jobs(inputs, statuses)
+    else:  # Ray unread: no job of ours is stopped, started, preempted or expired
+        strays, gated, admitted, expiry = _without_ray(reconciled)
+    stops = [*strays.stops, *admitted.stops]
+    asked = Asked(
+        submits=[*reconciled.submits, *admitted.submits],
+        stops=stops,
+        timeouts=reconciled.timeouts,
+        preemptions=admitted.preemptions,
+        delete_statuses=orphan_sidecars(inputs, specs, statuses, stops, strays.refused),
+        fetch_logs=reconciled.fetch_logs,
+        deletes=expiry.deletes,
+        events=[*reconciled.events, *strays.events, *admitted.events],
+        refused_deletions=strays.refused,
+    )
+    acts = acting(asked.submits, asked.stops, asked.timeouts, asked.preemptions)
+    fair = admitted.queue_admission
+    known = fair.queue_of if fair is not None else {}
+    collected = collect_statuses(inputs, admitted.bodies, admitted.conds, known, statuses, acts)
+    still = asked.nothing(inputs) and _unchanged(collected.statuses, statuses)
+    scale = _scale_request(inputs, specs, strays.holdings, reconciled.tasks, admitted.scale_demand)
+    # Each task's own reconcile narrowed `settles_until` to where its answers hold (timeouts,
+    # backoffs, grace periods); the pass-wide stages add theirs (admission, Ray's history).
     # Admission itself only gets stricter as time passes (a backfill candidate's end,
     # now + timeoutSeconds, moves later against a fixed reserved start), so a pass that
     # admitted nobody admits nobody later with the same inputs. Only forward in time: a clock
     # set back plans afresh.
-    return _plan_of(
-        draft,
-        draft.statuses,
-        _summary(ctx),
-        ctx,
-        _scale_request(ctx, specs),
-        _changes_nothing(ctx, statuses),
+    until = min(reconciled.settles_until, admitted.until, expiry.until)
+    plan = plan_of(
+        inputs.now,
+        asked,
+        collected,
+        collected.statuses,
+        _summary(inputs, collected.statuses, admitted),
+        until,
+        reconciled.recorded_until,
+        scale,
+        still,
+    )
+    return PassStages(reconciled, strays, gated, admitted, expiry, plan)
+
+
+def _without_ray(reconciled: Reconciled) -> tuple[Strays, Gated, Admitted, Expiry]:
+    """The later stages' outcomes when Ray could not be read: each decides nothing."""
+    admitted = Admitted(
+        bodies=reconciled.bodies,
+        conds=reconciled.conds,
+        used=reconciled.holdings.used,
+        submits=[],
+        stops=[],
+        preemptions=[],
+        events=[],
+        until=math.inf,
+        walk=None,
+        queue_admission=None,
+        order={},
+        not_considered=0,
+        scale_demand=[],
+    )
+    strays = Strays([], None, [], reconciled.holdings)
+    return strays, Gated(reconciled.bodies, reconciled.queue), admitted, Expiry([], math.inf)
+
+
+def _summary(inputs: PassInputs, statuses: Mapping[str, TaskStatus], admitted: Admitted) -> Summary:
+    phases = [s.status.phase for s in statuses.values()]
+    fair = admitted.queue_admission
+    return Summary(
+        capacity=inputs.obs.capacity,
+        used=admitted.used,
+        queued=phases.count(Phase.QUEUED),
+        starting=phases.count(Phase.STARTING),
+        running=phases.count(Phase.RUNNING),
+        queues=fair.summary() if fair is not None else None,
+        order=admitted.order,
+        not_considered=admitted.not_considered,
     )
 
 
-def _plan_of(
-    draft: _Draft,
+@dataclass(frozen=True)
+class Asked:
+    """What a plan asks of Ray, of the files and of the log, in the order the stages asked."""
+
+    submits: Sequence[Submit]
+    stops: Sequence[Stop]
+    timeouts: Sequence[TimeOut]
+    preemptions: Sequence[Preemption]
+    delete_statuses: Sequence[str]
+    fetch_logs: Mapping[str, str]
+    deletes: Sequence[str]
+    events: Sequence[Event]
+    refused_deletions: RefusedDeletions | None
+
+    def nothing(self, inputs: PassInputs) -> bool:
+        """Ray was read, and nothing is asked of Ray, of the files or of the log."""
+        return not (
+            not inputs.obs.available
+            or self.submits
+            or self.stops
+            or self.timeouts
+            or self.preemptions
+            or self.delete_statuses
+            or self.fetch_logs
+            or self.deletes
+            or self.events
+            or self.refused_deletions is not None
+        )
+
+
+@dataclass(frozen=True)
+class Collected:
+    """The statuses a pass sets, and how each changed one reaches disk."""
+
+    statuses: Mapping[str, TaskStatus]
+    write_classes: Mapping[str, WriteClass]
+
+
+def plan_of(
+    now: float,
+    asked: Asked,
+    collected: Collected,
     statuses: Mapping[str, TaskStatus],
     summary: Summary,
-    ctx: PassState,
+    until: float,
+    recorded_until: float,
     scale_request: tuple[Capacity, ...] | None,
     still: bool,
 ) -> Plan:
-    """The Plan, of the draft's own containers, typed read-only: the draft ends here."""
-    until = max(min(ctx.until, ctx.recorded_until), ctx.now)
-    read_back = max(ctx.until, ctx.now)
+    """The Plan: what is `asked`, the `statuses` (`collected`'s, or with the incremental
+    planner every status), how the changed ones reach disk, and its deadlines."""
+    deadline = max(min(until, recorded_until), now)
+    read_back = max(until, now)
     return Plan(
         statuses=statuses,
-        submits=draft.submits,
-        stops=draft.stops,
-        timeouts=draft.timeouts,
-        preemptions=draft.preemptions,
-        delete_statuses=draft.delete_statuses,
-        fetch_logs=draft.fetch_logs,
-        deletes=draft.deletes,
-        events=draft.events,
-        refused_deletions=draft.refused_deletions,
+        submits=asked.submits,
+        stops=asked.stops,
+        timeouts=asked.timeouts,
+        preemptions=asked.preemptions,
+        delete_statuses=asked.delete_statuses,
+        fetch_logs=asked.fetch_logs,
+        deletes=asked.deletes,
+        events=asked.events,
+        refused_deletions=asked.refused_deletions,
         summary=summary,
-        write_classes=draft.write_classes,
-        deadline=None if math.isinf(until) else until,
+        write_classes=collected.write_classes,
+        deadline=None if math.isinf(deadline) else deadline,
         read_back_deadline=None if math.isinf(read_back) else read_back,
         scale_request=scale_request,
         still=still,
     )
 
 
-def freeze(
-    ctx: PassState,
-    statuses: Mapping[str, TaskStatus],
-    out: Mapping[str, TaskStatus],
-    summary: Summary,
-    touched: Iterable[str],
-) -> Plan:
-    """The incremental planner's plan: as `finish` builds it, with every status `out` (the
-    given ones, but for `touched`) and the summary it kept."""
-    draft = ctx.plan
-    still = (
-        _asks_nothing(ctx)
-        and len(out) == len(statuses)
-        and all(statuses.get(name) is out[name] for name in touched)
+def _unchanged(out: Mapping[str, TaskStatus], statuses: Mapping[str, TaskStatus]) -> bool:
+    """Every status handed back as it was given."""
+    return len(out) == len(statuses) and all(
+        statuses.get(name) is status for name, status in out.items()
     )
-    # scale_request None: the fast pass runs only without an autoscaler
-    return _plan_of(draft, out, summary, ctx, None, still)
 
 
-def _scale_request(ctx: PassState, specs: Mapping[str, TaskInput]) -> tuple[Capacity, ...] | None:
+def _scale_request(
+    inputs: PassInputs,
+    specs: Mapping[str, TaskInput],
+    holdings: Holdings,
+    tasks: Mapping[str, Task],
+    scale_demand: Sequence[str],
+) -> tuple[Capacity, ...] | None:
     """What to ask the autoscaler for: None on a fixed cluster (or with Ray unreadable: leave
     the standing request alone); else what runs and what waits for nodes, shaped to the node
     types; () when nothing waits for nodes."""
-    grow = ctx.obs.scaling
-    if grow is None or not ctx.obs.available:
+    obs, options = inputs.obs, inputs.options
+    grow = obs.scaling
+    if grow is None or not obs.available:
         return None
 
     def own(name: str) -> tuple[Capacity, ...]:
@@ -397,56 +439,34 @@ def _scale_request(ctx: PassState, specs: Mapping[str, TaskInput]) -> tuple[Capa
         task = spec.task or spec.last_valid if spec is not None else None
         return bundles_of(task) if task is not None else ()
 
-    running = [(request, own(name)) for name, request in ctx.in_use.items()]
-    if ctx.options.count_foreign_jobs and ctx.obs.jobs is not None:
-        jobs = ctx.obs.jobs
+    running = [(request, own(name)) for name, request in holdings.in_use.items()]
+    if options.count_foreign_jobs and obs.jobs is not None:
+        jobs = obs.jobs
         running += [  # by id: the shape of the request must not follow Ray's listing order
             (foreign_claim(jobs[sid]), ())
             for sid in sorted(jobs)
-            if not jobs[sid].terminal and jobs[sid].metadata.get(META_QUEUE) != ctx.options.queue_id
+            if not jobs[sid].terminal and jobs[sid].metadata.get(META_QUEUE) != options.queue_id
         ]
-    demand = [(request_of(ctx.tasks[name]), own(name)) for name in ctx.scale_demand]
+    demand = [(request_of(tasks[name]), own(name)) for name in scale_demand]
     return scaling.request_of(running, demand, grow.node_types)
 
 
-def _changes_nothing(ctx: PassState, statuses: Mapping[str, TaskStatus]) -> bool:
-    """Whether the plan asks for nothing and hands back every status as it was given."""
-    plan = ctx.plan
-    return (
-        _asks_nothing(ctx)
-        and len(plan.statuses) == len(statuses)
-        and all(statuses.get(name) is status for name, status in plan.statuses.items())
-    )
-
-
-def _asks_nothing(ctx: PassState) -> bool:
-    """Ray was read, and the draft asks nothing of Ray, of the files or of the log."""
-    plan = ctx.plan
-    return not (
-        not ctx.obs.available
-        or plan.submits
-        or plan.stops
-        or plan.timeouts
-        or plan.preemptions
-        or plan.delete_statuses
-        or plan.fetch_logs
-        or plan.deletes
-        or plan.events
-        or plan.refused_deletions is not None
-    )
-
-
 def collect_statuses(
-    ctx: PassState, statuses: Mapping[str, TaskStatus], names: Iterable[str] | None = None
-) -> None:
-    """Each task's status (of `names`, default all), and for each changed one how it must
-    reach disk: durable when this pass acts on the task in Ray or the status records a run
-    (reconciler.core.durability)."""
-    draft = ctx.plan
-    acts = acting(draft.submits, draft.stops, draft.timeouts, draft.preemptions)
-    known = ctx.queue_admission.queue_of if ctx.queue_admission is not None else {}
-    bodies, conds, queues, queue_error = ctx.bodies, ctx.conds, ctx.queues, ctx.queue_error
-    out, classes = draft.statuses, draft.write_classes
+    inputs: PassInputs,
+    bodies: Mapping[str, TaskStatusBody],
+    conds: Mapping[str, Wanted],
+    known: Mapping[str, str],
+    statuses: Mapping[str, TaskStatus],
+    acts: Set[str],
+    names: Iterable[str] | None = None,
+) -> Collected:
+    """Each task's status (of `names`, default all of `bodies`), and for each changed one how
+    it must reach disk: durable when this pass acts on the task in Ray (`acts`) or the status
+    records a run (reconciler.core.durability). `known`: the queue the queues' admission found
+    for each task it saw."""
+    queues, queue_error, now = inputs.queues, inputs.queue_error, inputs.now
+    out: dict[str, TaskStatus] = {}
+    classes: dict[str, WriteClass] = {}
     for name in bodies if names is None else names:
         body = bodies[name]
         prev = statuses.get(name)
@@ -457,7 +477,7 @@ def collect_statuses(
             wanted = {**wanted, ConditionType.QUEUE_CONFIG_INVALID: _no_config(queue_error)}
         if wanted or body.conditions:
             old = prev.status.conditions if prev else []
-            body = lifecycle.with_conditions(body, _conditions(old, wanted, ctx.now))
+            body = lifecycle.with_conditions(body, _conditions(old, wanted, now))
         if queues is not None or body.queue is not None:
             queue = None
             if queues is not None:  # the queues' admission found most already
@@ -469,6 +489,7 @@ def collect_statuses(
             status = TaskStatus(metadata=_metadata_of(prev, name), status=body)
             out[name] = status
             classes[name] = write_class(prev, status, name in acts)
+    return Collected(out, classes)
 
 
 # What a task without conditions wants: one empty mapping, only read (a new dict is built
@@ -478,7 +499,7 @@ _NO_WANTS: Wanted = {}
 
 def _metadata_of(prev: TaskStatus | None, name: str) -> Metadata | NameMetadata:
     """The previous status's metadata when it is the name alone (as every status this loop
-    wrote): one object kept per task, not a new one (~0.4 KB) per changed status."""
+    wrote): one object kept per task, not a new one per changed status."""
     if prev is not None:
         metadata = prev.metadata
         if metadata.name == name and not metadata.labels and not metadata.annotations:
@@ -506,20 +527,6 @@ def _preempted_condition(body: TaskStatusBody) -> tuple[Reason, str]:
         if cond.type == ConditionType.PREEMPTED and reason is not None:
             return reason, cond.message
     return Reason.WITHIN_QUEUE, f"preempted by {body.preempted_by}"
-
-
-def _summary(ctx: PassState) -> Summary:
-    phases = [s.status.phase for s in ctx.plan.statuses.values()]
-    return Summary(
-        capacity=ctx.obs.capacity,
-        used=ctx.used,
-        queued=phases.count(Phase.QUEUED),
-        starting=phases.count(Phase.STARTING),
-        running=phases.count(Phase.RUNNING),
-        queues=ctx.queue_admission.summary() if ctx.queue_admission is not None else None,
-        order=ctx.order,
-        not_considered=ctx.not_considered,
-    )
 
 
 def submit_failed(status: TaskStatus, message: str, now: datetime) -> TaskStatus:

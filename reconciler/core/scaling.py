@@ -1,4 +1,4 @@
-"""Autoscaling (issue 26), the pure part: what the cluster can grow to (`ceiling_of`, and
+"""Autoscaling, the pure part: what the cluster can grow to (`ceiling_of`, and
 `merge`, which the shell calls to join configuration and the autoscaler's report), and how a
 task's request is cut into bundles that the node types can hold (`shape`).
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
-from reconciler.core.queues.quotas import resources_text
+from reconciler.core.resources import resources_text
 from specs.cluster import Capacity, NodeType, Scaling
 from specs.queues.config import ClusterSection
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from reconciler.core.admission.waits import (
     BehindReservation,
@@ -54,14 +55,21 @@ class QuotaView:
     free: Capacity  # the cluster's free resources (the policy's budget is the smaller)
 
 
+class WalkTail(NamedTuple):
+    """Where a policy's walk ended: from index `at` of the queue on, every task waits for the
+    same `lack` (its place aside), whatever comes after it."""
+
+    at: int
+    lack: Lack
+
+
 @dataclass
 class Admission:
     start: list[str] = field(default_factory=list)
     waiting: dict[str, Waiting] = field(default_factory=dict)
-    # Where the walk ended: from this index of the queue on, every task waits for the same
-    # lack (its place aside), whatever comes after it; None: the walk reached the end. The
-    # incremental planner gives the policy only the head of a long queue and fills in the rest.
-    tail: tuple[int, Lack] | None = None
+    # Where the walk ended; None: the walk reached the end. The incremental planner gives the
+    # policy only the head of a long queue and fills in the rest.
+    tail: WalkTail | None = None
     # The latest `now` at which this answer holds: a task started (or, where a caller starts
     # fewer, let start) only because it ends before the head's reserved start is not once it
     # would end after it.
@@ -88,10 +96,10 @@ def _in_order(
             admission.waiting[task.name] = Waiting(BehindTask(blocked_by), index)
             continue
         if slots <= 0 and not blocking and admission.tail is None:
-            admission.tail = (position, InflightLimit())  # slots never come back in a pass
+            admission.tail = WalkTail(position, InflightLimit())  # slots never come back in a pass
         if bound is not None and tested >= bound and slots > 0:
             _not_considered(admission, queue[position:], bound)
-            admission.tail = (position, NotConsidered(bound))
+            admission.tail = WalkTail(position, NotConsidered(bound))
             return admission
         if tested >= 0:
             tested += 1
@@ -108,7 +116,7 @@ def _in_order(
         tested = max(tested, 0)
         if blocking:
             blocked_by = task.name
-            admission.tail = (position + 1, BehindTask(task.name))
+            admission.tail = WalkTail(position + 1, BehindTask(task.name))
     return admission
 
 
@@ -232,7 +240,7 @@ def backfill(
     if slots <= 0:
         for task in queue[index:]:
             admission.waiting[task.name] = Waiting(InflightLimit(), len(admission.waiting))
-        admission.tail = (index, InflightLimit())
+        admission.tail = WalkTail(index, InflightLimit())
         return admission
 
     lacks = shortfall(head.request, free)
@@ -248,7 +256,7 @@ def backfill(
         admission.waiting[head.name] = Waiting(lacks, 0, note=NoEstimate())
         for task in queue[index + 1 :]:
             admission.waiting[task.name] = Waiting(BehindTask(head.name), len(admission.waiting))
-        admission.tail = (index + 1, BehindTask(head.name))
+        admission.tail = WalkTail(index + 1, BehindTask(head.name))
         return admission
 
     shadow, extra = reservation.start, reservation.extra
@@ -268,12 +276,12 @@ def backfill(
         ahead = len(admission.waiting)
         if bound is not None and tested >= bound and slots > 0:
             _not_considered(admission, queue[index + 1 + tested :], bound)
-            admission.tail = (index + 1 + tested, NotConsidered(bound))
+            admission.tail = WalkTail(index + 1 + tested, NotConsidered(bound))
             break
         if slots <= 0:
             admission.waiting[task.name] = Waiting(InflightLimit(), ahead)
             if admission.tail is None:
-                admission.tail = (index + 1 + tested, InflightLimit())
+                admission.tail = WalkTail(index + 1 + tested, InflightLimit())
         elif not task.request.fits_in(free):
             admission.waiting[task.name] = Waiting(shortfall(task.request, free), ahead)
         elif task.timeout_seconds > 0 and now + task.timeout_seconds <= shadow:

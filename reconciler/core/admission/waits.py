@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from enum import Enum, auto
 from typing import ClassVar, assert_never
 
-from reconciler.core.queues.quotas import amount, resources_text, unit
+from reconciler.core.resources import amount, resources_text, unit
 from specs.cluster import Capacity
 from specs.task.models import Reason
 from specs.task.quantity import human_memory

@@ -12,10 +12,10 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
 from heapq import heappop, heappush
 
-from reconciler.core import cleanup, planner
-from reconciler.core.admission import admit as admission
+from reconciler.core import admit as admission
 from reconciler.core.admission.waits import NotConsidered, QueueFull, Waiting
 from reconciler.core.decisions import Summary
+from reconciler.core.fastcontext import FastPassContext
 from reconciler.core.incremental import frontadmission as headadmission
 from reconciler.core.incremental.frontadmission import admit_prefix, place_far
 from reconciler.core.incremental.keptorder import (
@@ -38,10 +38,11 @@ from reconciler.core.incremental.keptorder import (
     _team_walks,
     reconcile,
 )
-from reconciler.core.planner import PassState, Plan, TaskInput, TaskResult
+from reconciler.core.planner import Plan, TaskInput, TaskResult
 from reconciler.core.queues import fairshare
 from reconciler.core.queues.dispatch import QueueAdmission
 from reconciler.core.queues.shareresult import OwnTest
+from reconciler.core.stages import WalkEnd
 from specs.task.models import Phase, Reason
 from specs.task.status import TaskStatus, TaskStatusBody
 
@@ -50,7 +51,7 @@ _TEAM_HEAD = 8
 
 
 def fast_pass(
-    ctx: PassState,
+    ctx: FastPassContext,
     order: Order,
     previous: Mapping[str, Kept],
     specs: Mapping[str, TaskInput],
@@ -101,7 +102,7 @@ def fast_pass(
         if _flagged(name, specs[name], results[name]):
             return None
     for name in merged:
-        planner.merge(ctx, name, results[name])
+        ctx.add(name, results[name])
     # The quiet results' earliest end (a redone task's old entry is stale: its own counts).
     while heap and (heap[0][1] in redo or not _current(heap[0], order.loud, kept)):
         heappop(heap)
@@ -190,7 +191,7 @@ def fast_pass(
             and body.reason == reason
         )
 
-    cleanup.stop_strays(ctx, ctx.env.ours, specs)
+    ctx.stop_strays(specs)
     # The head of each queue, long enough that the policy's walk ends in it.
     options = ctx.options
     exact = options.exact_queue_positions
@@ -246,7 +247,7 @@ def fast_pass(
         walk = admit_prefix(ctx, candidates, walked, unchanged, adopt, stand)
         touched = set(merged) | set(walk.touched)
         tail_at, lack = walk.admission.tail or (None, None)
-        ctx.walk = (tail_at, lack, len(walk.admission.start))
+        ctx.walk = WalkEnd(tail_at, lack, len(walk.admission.start))
         walks: Walks = {"": ctx.walk}
     else:
         while True:
@@ -380,14 +381,14 @@ def fast_pass(
             touched.add(name)
     maybe = order.orphans | deleted | set(given or ()) if told else None
     orphans = _orphans(statuses, specs, maybe)
-    cleanup.expire_finished_jobs(ctx, ctx.env.ours, _awaited(statuses, merged, orphans))
+    ctx.expire_finished_jobs(_awaited(statuses, merged, orphans))
     if orphans:
-        cleanup.orphan_sidecars(ctx, specs, _in_order_of(statuses, orphans), ctx.env.ours)
-    planner.collect_statuses(ctx, statuses, sorted(touched))
+        ctx.orphan_sidecars(specs, _in_order_of(statuses, orphans))
+    ctx.collect_statuses(statuses, sorted(touched))
     out = dict(statuses)
     for name in orphans:
         del out[name]
-    out.update(ctx.plan.statuses)
+    out.update(ctx.statuses)
     queued, starting, running = order.counts
     for name in touched | deleted:
         for status, sign in ((order.statuses.get(name), -1), (out.get(name), 1)):
@@ -407,7 +408,7 @@ def fast_pass(
         order=ctx.order,
         not_considered=ctx.not_considered,
     )
-    plan = planner.freeze(ctx, statuses, out, summary, touched)
+    plan = ctx.freeze(statuses, out, summary, touched)
     # What the next pass keeps.
     loud = set(order.loud)
     watch = dict(order.watch)
@@ -432,6 +433,7 @@ def fast_pass(
     counts = (queued, starting, running)
     following = _order(
         ctx,
+        ctx.order,
         versions,
         keys,
         key_of,
@@ -498,7 +500,7 @@ def _standing(
 
 
 def _moved(
-    ctx: PassState, order: Order, names: list[str], results: Mapping[str, TaskResult]
+    ctx: FastPassContext, order: Order, names: list[str], results: Mapping[str, TaskResult]
 ) -> tuple[dict[str, Entry | None], Mapping[str, list[Arrival]], set[str]]:
     """The new entries of the tasks whose key changed, and of those that crossed their queue's
     maxQueued because of it (`flipped`: their key did not change); the arrivals after them."""

@@ -11,15 +11,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from reconciler.core.admission import policies
-from reconciler.core.admission.admit import (
-    _admission,
-    _free,
-    _slots,
-    _start,
-    far_message,
-    position_bucket,
-)
 from reconciler.core.admission.waits import NotConsidered, ReservedStart, Waiting
+from reconciler.core.admit import (
+    admission_of,
+    far_message,
+    free_capacity,
+    position_bucket,
+    queue_shares,
+    start_slots,
+)
 from reconciler.core.queues import dispatch as queueing
 from reconciler.core.task import lifecycle
 from reconciler.core.timestamps import to_datetime
@@ -28,7 +28,7 @@ from specs.task.models import Phase, Reason
 from specs.task.status import TaskStatusBody
 
 if TYPE_CHECKING:
-    from reconciler.core.planner import PassState
+    from reconciler.core.fastcontext import FastPassContext
 
 
 @dataclass
@@ -40,13 +40,20 @@ class Walk:
 
 
 def _walk(
-    ctx: PassState, prefix: list[policies.Candidate], cut: Collection[str]
+    ctx: FastPassContext, prefix: list[policies.Candidate], cut: Collection[str]
 ) -> policies.Admission | queueing.QueueAdmission:
     """`admit`'s admission over `prefix`, with the slots the tasks starting now leave."""
-    return _admission(ctx, prefix, _free(ctx), _slots(ctx), {}, cut)
+    shares = None
+    if ctx.queues is not None:
+        shares = queue_shares(ctx.inputs, ctx.holdings, ctx.bodies, ctx.tasks, {})
+    free, slots = (
+        free_capacity(ctx.obs, ctx.options, ctx.used),
+        start_slots(ctx.options, ctx.bodies),
+    )
+    return admission_of(ctx.options, ctx.obs, ctx.now, ctx.claims, prefix, free, slots, shares, cut)
 
 
-def walk_policy(ctx: PassState, prefix: list[policies.Candidate]) -> policies.Admission:
+def walk_policy(ctx: FastPassContext, prefix: list[policies.Candidate]) -> policies.Admission:
     """The policy's walk over the head of the queue, as `admit` runs it (see admit_prefix)."""
     admission = _walk(ctx, prefix, ())
     assert isinstance(admission, policies.Admission)
@@ -70,13 +77,17 @@ class HeadWalk:
 
 
 def walk_head(
-    ctx: PassState, prefix: list[policies.Candidate], last: HeadWalk | None
+    ctx: FastPassContext, prefix: list[policies.Candidate], last: HeadWalk | None
 ) -> tuple[HeadWalk, bool]:
     """walk_policy's walk over `prefix`, and whether it is `last`'s, reused: when every input
     of the walk is the same and `now` has not passed `last.holds_until`. Most passes of a
     busy queue only move an active task's status (a job PENDING, then RUNNING): the heads
     wait as they did, and walking ~600 of them again would give the same answer."""
-    free, slots, options = _free(ctx), _slots(ctx), ctx.options
+    free, slots = (
+        free_capacity(ctx.obs, ctx.options, ctx.used),
+        start_slots(ctx.options, ctx.bodies),
+    )
+    options = ctx.options
     if (
         last is not None
         and ctx.now <= last.holds_until
@@ -142,7 +153,7 @@ def _holds_until(
 
 
 def admit_prefix(
-    ctx: PassState,
+    ctx: FastPassContext,
     prefix: list[policies.Candidate],
     admission: policies.Admission,
     unchanged: Callable[[str, Reason, str], bool],
@@ -168,7 +179,7 @@ def admit_prefix(
         name = candidate.name
         if name in started:
             adopt(name)
-            _start(ctx, candidate)
+            ctx.start(candidate)
             touched.append(name)
             continue
         place += 1
@@ -199,7 +210,7 @@ def admit_prefix(
 
 
 def walk_queues(
-    ctx: PassState, prefix: list[policies.Candidate], cut: Collection[str]
+    ctx: FastPassContext, prefix: list[policies.Candidate], cut: Collection[str]
 ) -> queueing.QueueAdmission:
     """The queues' admission over the heads of their queues, as `admit` runs it, for a pass
     with team queues and no preemption, autoscaler, array cap, dependency gate or stopping
@@ -213,7 +224,7 @@ def walk_queues(
 
 
 def admit_queue_prefix(
-    ctx: PassState,
+    ctx: FastPassContext,
     prefix: list[policies.Candidate],
     admission: queueing.QueueAdmission,
     given: Callable[[str], TaskStatusBody | None],
@@ -237,7 +248,7 @@ def admit_queue_prefix(
         name = candidate.name
         if name in started:
             adopt(name)
-            _start(ctx, candidate)
+            ctx.start(candidate)
             touched.append(name)
             continue
         owner = admission.queue_of[name]
@@ -271,7 +282,7 @@ def admit_queue_prefix(
     return touched
 
 
-def _heed(ctx: PassState, waiting: Waiting | None) -> float | None:
+def _heed(ctx: FastPassContext, waiting: Waiting | None) -> float | None:
     """What a waiting task tells the pass: one more task admission did not consider, and its
     estimated start (the pass wakes by then); returns that start."""
     if waiting is None:
@@ -306,7 +317,7 @@ def _queued_as(
 
 
 def place_far(
-    ctx: PassState, name: str, lack: Waiting, place: int, queue: str | None = None
+    ctx: FastPassContext, name: str, lack: Waiting, place: int, queue: str | None = None
 ) -> None:
     """A task past the walk (`Admission.tail`) at `place`: its far status, as `admit` sets it."""
     bucket = position_bucket(place, ctx.options.exact_queue_positions)

@@ -47,9 +47,11 @@ from typing import NamedTuple
 from reconciler.core import planner
 from reconciler.core.admission import policies
 from reconciler.core.admission.waits import Lack, Waiting
+from reconciler.core.admit import Admitted
+from reconciler.core.fastcontext import FastPassContext
 from reconciler.core.incremental import ownwrites as fixedpoint
 from reconciler.core.incremental.frontadmission import HeadWalk
-from reconciler.core.planner import PassState, Plan, TaskInput, TaskResult
+from reconciler.core.planner import PassInputs, Plan, TaskInput, TaskResult
 from reconciler.core.queues import fairshare
 from reconciler.core.queues.dispatch import QueueAdmission
 from specs.cluster import RayJob
@@ -136,7 +138,7 @@ def run_job(jobs: Mapping[str, RayJob] | None, status: TaskStatus) -> RayJob | N
 
 
 def reconcile(
-    ctx: PassState,
+    ctx: PassInputs | FastPassContext,
     name: str,
     spec: TaskInput,
     status: TaskStatus | None,
@@ -168,7 +170,7 @@ def reconcile(
     return entry.result
 
 
-def fast_enough(ctx: PassState) -> bool:
+def fast_enough(ctx: PassInputs) -> bool:
     """Whether the pass-wide inputs allow the fast pass at all."""
     return (
         ctx.queue_error is None
@@ -199,7 +201,7 @@ def bounds_of(config: QueueConfig) -> dict[str, tuple[str, int]] | None:
     return bounds
 
 
-def _owner(ctx: PassState, name: str) -> str:
+def _owner(ctx: PassInputs | FastPassContext, name: str) -> str:
     return ctx.queues.queue_of(name) if ctx.queues is not None else ""
 
 
@@ -267,7 +269,8 @@ def _counts(statuses: Iterable[TaskStatus]) -> tuple[int, int, int]:
 
 
 def order_after_full(
-    ctx: PassState,
+    ctx: PassInputs,
+    admitted: Admitted | None,
     specs: Mapping[str, TaskInput],
     statuses: Mapping[str, TaskStatus],
     versions: Mapping[str, Hashable],
@@ -276,7 +279,9 @@ def order_after_full(
     plan: Plan,
 ) -> Order | None:
     """The order a full pass leaves for the next fast one (None: the next cannot be fast)."""
-    if not fast_enough(ctx) or (ctx.walk is None and ctx.queue_admission is None):
+    if admitted is None or not fast_enough(ctx):
+        return None
+    if admitted.walk is None and admitted.queue_admission is None:
         return None
     raw = _unflagged_entries(specs, results)
     if raw is None:
@@ -326,9 +331,10 @@ def order_after_full(
     watch = {sid: n for n in quiet if (sid := statuses[n].status.submission_id) is not None}
     key_of = {e[4]: e for entries in keys.values() for e in entries}
     loud = frozenset(specs) - quiet
-    walks = _walks(ctx, keys, unfit)
+    walks = _walks(ctx, admitted, keys, unfit)
     return _order(
         ctx,
+        admitted.order,
         versions,
         keys,
         key_of,
@@ -347,13 +353,15 @@ def order_after_full(
     )
 
 
-def _walks(ctx: PassState, keys: Mapping[str, list[Entry]], unfit: frozenset[str]) -> Walks:
+def _walks(
+    ctx: PassInputs, admitted: Admitted, keys: Mapping[str, list[Entry]], unfit: frozenset[str]
+) -> Walks:
     """Where each queue's walk ended this pass, in the terms of its keys."""
     if ctx.queues is None:
-        assert ctx.walk is not None
-        return {"": ctx.walk}
-    assert ctx.queue_admission is not None
-    return _team_walks(ctx.queue_admission, keys, unfit)
+        assert admitted.walk is not None
+        return {"": admitted.walk}
+    assert admitted.queue_admission is not None
+    return _team_walks(admitted.queue_admission, keys, unfit)
 
 
 def _team_walks(
@@ -387,7 +395,8 @@ def _team_walks(
 
 
 def _order(
-    ctx: PassState,
+    ctx: PassInputs | FastPassContext,
+    waiting: Mapping[str, list[str]],
     versions: Mapping[str, Hashable],
     keys: Mapping[str, list[Entry]],
     key_of: Mapping[str, Entry],
@@ -446,7 +455,7 @@ def _order(
         arrivals=arrivals,
         words={} if words is None else words,
         places={} if places is None else places,
-        waiting=ctx.order,
+        waiting=waiting,
         head=head_walk,
         reused=reused,
         orphans=orphans,

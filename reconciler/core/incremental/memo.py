@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from reconciler.core import planner
+from reconciler.core.fastcontext import FastPassContext
 from reconciler.core.incremental import fastpass
 from reconciler.core.incremental import keptorder as queueorder
 from reconciler.core.incremental import ownwrites as fixedpoint
@@ -139,20 +140,28 @@ def plan_incremental(
     world = _world(observed, options, queues)
     previous = memo.kept if memo.world == world else {}
     if memo.order is not None and previous and versions:
-        ctx = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
-        if queueorder.fast_enough(ctx):
+        inputs = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
+        if queueorder.fast_enough(inputs):
             told = changed is not None
             kept_order, known, changed = _carry_written(
                 memo.order, previous, specs, statuses, versions, changed, observed
             )
             done = fastpass.fast_pass(
-                ctx, kept_order, known, specs, statuses, versions, changed, told
+                FastPassContext(inputs=inputs),
+                kept_order,
+                known,
+                specs,
+                statuses,
+                versions,
+                changed,
+                told,
             )
             if done is not None:
                 carried = len(memo.order.loud) - len(kept_order.loud)
                 return done[0], Memo(world, done[1], done[2], fast=True, carried=carried)
     ctx = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
     env = ctx.env
+    merged = planner.TaskMerge()
     versions = versions or {}
     read = specs
     specs = planner.with_id_claims(specs, statuses, env)
@@ -165,9 +174,12 @@ def plan_incremental(
             version = None  # turned Invalid by an id claim: not what the version describes
         result = queueorder.reconcile(ctx, name, spec, statuses.get(name), version, previous, kept)
         results[name] = result
-        planner.merge(ctx, name, result)
-    plan = planner.finish(ctx, specs, statuses)
+        merged.add(name, result)
+    stages = planner.run_stages(ctx, merged.done(), specs, statuses)
+    plan = stages.plan
     order: Order | None = None
     if versions:
-        order = queueorder.order_after_full(ctx, specs, statuses, versions, results, kept, plan)
+        order = queueorder.order_after_full(
+            ctx, stages.admitted, specs, statuses, versions, results, kept, plan
+        )
     return plan, Memo(world, kept, order)

@@ -56,5 +56,5 @@ def carried(result: TaskResult, spec: TaskInput, status: TaskStatus) -> TaskResu
     # (After a start, the loop wrote the status the plan gave: its place is the one the result
     # was enqueued with, and the very waiter is handed on: not built again, equal at once.)
     if queued != waiter.key[1]:
-        waiter = Waiter((waiter.key[0], queued, waiter.key[2]), waiter.candidate, task, False)
+        waiter = Waiter(waiter.key._replace(queued_at=queued), waiter.candidate, task, False)
     return TaskResult(body, waiter=waiter)

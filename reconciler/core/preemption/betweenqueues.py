@@ -71,7 +71,7 @@ def takes_part(states: Mapping[str, QueueState], name: str) -> bool:
     """A queue whose head may preempt by share, and whose runs may be taken: not divided (a
     divided queue's own tasks never preempt, nor are taken), and in pure sharing at some level
     it lies in (itself or a queue it lies in has no nominal quota). Flat: a queue with no
-    nominal quota, as before nested queues took part."""
+    nominal quota."""
     if name not in states or divided(states, name):
         return False
     return any(pure_sharing(states, q) for q in chain(states, name))

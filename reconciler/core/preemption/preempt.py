@@ -1,9 +1,8 @@
 """Preemption in a pass: each queue's rules, who may preempt, with how much room, and the link
 from preemptors to victims that are still stopping. Pure, like the planner that calls it.
 
-`reconciler.core.preemption.victims` answers "which victims" for one preemptor; this module decides
-which
-waiting heads ask, and what "fits" means for each:
+`reconciler.core.preemption.victims` answers "which victims" for one preemptor; this module
+decides which waiting heads ask, and what "fits" means for each:
 
 - Without `_queues.yaml` there is one queue, set by the `serve` flags; its head may preempt
   when it waits for resources.
@@ -26,13 +25,12 @@ Everything here is read from the sidecars and Ray's job list each pass, never re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from operator import attrgetter
+from typing import NamedTuple
 
 from reconciler.core.admission import policies
-from reconciler.core.admission.waits import Preempting
-from reconciler.core.decisions import Preemption, Stop, StopCause
 from reconciler.core.preemption import betweenqueues as fairpreempt
 from reconciler.core.preemption import victims
 from reconciler.core.preemption.rules import ONE_QUEUE, Setup
@@ -40,13 +38,9 @@ from reconciler.core.preemption.victims import NEVER, Preemptor, QueueLoad, Rule
 from reconciler.core.queues import dispatch as queueing
 from reconciler.core.queues.quotas import EPS, RESOURCES, of
 from reconciler.core.queues.shareresult import HeldRoom, QueueState, fits_needed
-from reconciler.core.task import lifecycle
 from specs.cluster import Capacity, RayJob
-from specs.task.models import ConditionType, Reason
+from specs.task.models import Reason
 from specs.task.status import TaskStatusBody
-
-if TYPE_CHECKING:
-    from reconciler.core.planner import PassState
 
 # --- preemptors whose victims are still stopping ------------------------------------------------
 
@@ -87,26 +81,6 @@ def stopping_victims(
         by: StoppingVictims(tuple(n for n, _ in pairs), tuple(c for _, c in pairs))
         for by, pairs in victims.items()
     }
-
-
-def ready(
-    bodies: Mapping[str, TaskStatusBody],
-    queued: Collection[str],
-    stopping: Mapping[str, StoppingVictims],
-) -> frozenset[str]:
-    """Preemptors whose victims have all stopped but that have not started yet: queued, still
-    recorded as Preempting, named by some victim, none of whose jobs is live. Team queues
-    admit them first, so the room their victims left is theirs (one queue needs no help: the
-    preemptor is its policy's next pick)."""
-    named = {b.preempted_by for b in bodies.values() if b.preempted_by is not None}
-    return frozenset(
-        name
-        for name in named
-        if name in queued
-        and name not in stopping
-        and (body := bodies.get(name)) is not None
-        and lifecycle.state_of(body) is lifecycle.State.PREEMPTING
-    )
 
 
 # --- who preempts whom ------------------------------------------------------------------------
@@ -224,6 +198,17 @@ class Ledger:
         return Drawn(room, promised)
 
 
+class QueueHead(NamedTuple):
+    """A queue's head that may ask to preempt, and its place in the order heads ask in."""
+
+    order: tuple[bool, tuple[float, ...], str]  # beyond its guarantee, shares down the tree, name
+    queue: str
+    candidate: policies.Candidate
+
+
+_WAITS_FOR_ROOM = (Reason.WAITING_FOR_RESOURCES, Reason.QUOTA_EXCEEDED)
+
+
 def _decide_by_queue(
     plan_setup: Setup,
     admission: queueing.QueueAdmission,
@@ -235,43 +220,16 @@ def _decide_by_queue(
     now: float,
 ) -> list[Decision]:
     states = admission.states
-    # What each queue holds, without the runs already stopping for someone else.
-    usage = {name: state.usage for name, state in states.items()}
-    for pending in stopping.values():
-        for stopped, held in zip(pending.victims, pending.using, strict=True):
-            # and from each queue it lies in (a divided queue's usage is its sub-queues')
-            for owner in fairpreempt.chain(states, plan_setup.queue_of(stopped)):
-                usage[owner] = usage[owner] - held
-    # What each queue is committed to: that, plus its preemptors still waiting for their
-    # victims (their room is promised, so the queue's quota must count them).
-    committed = dict(usage)
-    for by in stopping:
-        waiting_preemptor = by_name.get(by)
-        owner = plan_setup.queue_of(by)
-        if waiting_preemptor is not None and owner in committed:
-            committed[owner] = committed[owner] + waiting_preemptor.request
-    heads: list[tuple[tuple[bool, tuple[float, ...], str], str, policies.Candidate]] = []
-    divided = {state.parent for state in states.values() if state.parent is not None}
-    for name, state in states.items():
-        if name in divided:
-            continue  # a divided queue's head is one of its sub-queues' (nested queues)
-        head = by_name.get(state.head) if state.head is not None else None
-        if head is None or head.name in stopping:
-            continue
-        guaranteed = (committed[name] + head.request).fits_in(state.nominal)
-        # By share down the tree (the top queue's, then its sub-queue's among its siblings):
-        # the order the fair-share pass picks in. Flat: by share.
-        shares = tuple(states[q].share for q in reversed(fairpreempt.chain(states, name)))
-        heads.append(((not guaranteed, shares, name), name, head))
-    heads.sort(key=lambda item: item[0])
+    usage, committed = _usage_and_commitments(plan_setup, states, by_name, stopping)
+    heads = _ordered_heads(states, by_name, stopping, committed)
     # Heads that may ask by share: a sub-queue's asks only if none of these is less served
     # than it among its siblings (fairpreempt.least_served_below_top).
     asking = [
-        name
-        for _, name, head in heads
-        if head.preemptible
-        and (waiting := admission.waiting.get(head.name)) is not None
-        and waiting.reason in (Reason.WAITING_FOR_RESOURCES, Reason.QUOTA_EXCEEDED)
+        head.queue
+        for head in heads
+        if head.candidate.preemptible
+        and (waiting := admission.waiting.get(head.candidate.name)) is not None
+        and waiting.reason in _WAITS_FOR_ROOM
     ]
     ledger = Ledger(stopping, by_name, list(by_name))  # by_name: in the global order
     pool = [(plan_setup.queue_of(run.name), run) for run in running]
@@ -282,16 +240,12 @@ def _decide_by_queue(
         if not victims.may_ask(own, priorities[head.name]):
             continue  # it waits as without preemption; nobody behind it asks instead
         waiting = admission.waiting.get(head.name)
-        reason = waiting.reason if waiting is not None else None
         state = states[name]
-        waits = reason in (Reason.WAITING_FOR_RESOURCES, Reason.QUOTA_EXCEEDED)
+        waits = waiting is not None and waiting.reason in _WAITS_FOR_ROOM
         # Reclaim: its queue is below its nominal quota in something the head needs (Kueue:
         # a queue may always get back to its nominal quota); with withinQueue it may add its
         # own lower-priority victims to fit.
-        below = any(
-            of(head.request, r) > 0 and of(committed[name], r) < of(state.nominal, r) - EPS
-            for r in RESOURCES
-        )
+        below = _below_nominal(head.request, committed[name], state.nominal)
         reclaim = own.reclaim_within_cohort != NEVER and below and waits
         within = own.within_queue != NEVER and waits
         # In pure sharing all a queue holds is borrowed, so a non-preemptible head (which
@@ -316,61 +270,125 @@ def _decide_by_queue(
         # non-preemptible head must fit its nominal quota: counting what its queue may borrow
         # would stop too few of its own runs, and it would preempt again once they are gone.
         borrow = state.above_nominal if head.preemptible else Capacity()
-
-        def fits(
-            freed: Capacity,
-            freed_own: Capacity,
-            room: Capacity = room,
-            request: Capacity = request,
-            nominal_room: Capacity = nominal_room,
-            borrow: Capacity = borrow,
-        ) -> bool:
-            if not request.fits_in(room + freed):
-                return False
-            if fits_needed(request, nominal_room + freed_own):
-                return True
-            # Taking quota back never makes the preemptor a borrower: only without reclaim
-            # victims may it fit above its nominal quota.
-            return freed == freed_own and fits_needed(request, nominal_room + borrow + freed_own)
-
-        loads = _loads(states, usage, committed, name, head.request)
         preemptor = Preemptor(head.name, priorities[head.name], request)
         picked: tuple[Victim, ...] = ()
         if reclaim or within:
+            loads = _loads(states, usage, committed, name, head.request)
+            fits = _fits_quota(room, request, nominal_room, borrow)
             picked = victims.choose_in_cohort(
                 preemptor, name, pool, rules, loads, fits, now, reclaim=reclaim
             )
         if not picked and fair:
             # By share: other queues' runs give back borrowed room, never the own queue's.
+            fits_share = _fits_borrowing(room, request, nominal_room + borrow)
             picked = fairpreempt.choose(
-                preemptor,
-                name,
-                pool,
-                rules,
-                states,
-                usage,
-                _fits_borrowing(room, request, nominal_room + borrow),
-                now,
+                preemptor, name, pool, rules, states, usage, fits_share, now
             )
         if not picked:
             continue
         decisions.append(Decision(preemptor, name, picked, room))
         chosen = {v.run.name for v in picked}
         pool = [(q, run) for q, run in pool if run.name not in chosen]
-        freed = Capacity()
-        for victim in picked:
-            freed = freed + victim.run.request
-            # One ledger: what a victim frees leaves its queue's usage and its commitments
-            # at once (and those of the queues it lies in), so the next head sees its queue
-            # as it will be.
-            for owner in fairpreempt.chain(states, victim.queue):
-                usage[owner] = usage[owner] - victim.run.request
-                committed[owner] = committed[owner] - victim.run.request
-        for owner in fairpreempt.chain(states, name):
-            committed[owner] = committed[owner] + request - drawn.promised
+        freed = _commit(states, usage, committed, name, picked, request, drawn.promised)
         # Reserved for it from now on: the next preemptor may not count on this room.
         free = free - victims.still_needed(request, freed + drawn.room)
     return decisions
+
+
+def _usage_and_commitments(
+    plan_setup: Setup,
+    states: Mapping[str, QueueState],
+    by_name: Mapping[str, policies.Candidate],
+    stopping: Mapping[str, StoppingVictims],
+) -> tuple[dict[str, Capacity], dict[str, Capacity]]:
+    """What each queue holds, without the runs already stopping for someone else; and what it
+    is committed to: that, plus its preemptors still waiting for their victims (their room is
+    promised, so the queue's quota must count them)."""
+    usage = {name: state.usage for name, state in states.items()}
+    for pending in stopping.values():
+        for stopped, held in zip(pending.victims, pending.using, strict=True):
+            # and from each queue it lies in (a divided queue's usage is its sub-queues')
+            for owner in fairpreempt.chain(states, plan_setup.queue_of(stopped)):
+                usage[owner] = usage[owner] - held
+    committed = dict(usage)
+    for by in stopping:
+        waiting_preemptor = by_name.get(by)
+        owner = plan_setup.queue_of(by)
+        if waiting_preemptor is not None and owner in committed:
+            committed[owner] = committed[owner] + waiting_preemptor.request
+    return usage, committed
+
+
+def _ordered_heads(
+    states: Mapping[str, QueueState],
+    by_name: Mapping[str, policies.Candidate],
+    stopping: Mapping[str, StoppingVictims],
+    committed: Mapping[str, Capacity],
+) -> list[QueueHead]:
+    """Each queue's head that waits with none of its victims still stopping, in the order they
+    ask: those within their guarantee first, then by share down the tree (the top queue's,
+    then its sub-queue's among its siblings: the order the fair-share pass picks in)."""
+    heads: list[QueueHead] = []
+    divided = {state.parent for state in states.values() if state.parent is not None}
+    for name, state in states.items():
+        if name in divided:
+            continue  # a divided queue's head is one of its sub-queues' (nested queues)
+        head = by_name.get(state.head) if state.head is not None else None
+        if head is None or head.name in stopping:
+            continue
+        guaranteed = (committed[name] + head.request).fits_in(state.nominal)
+        shares = tuple(states[q].share for q in reversed(fairpreempt.chain(states, name)))
+        heads.append(QueueHead((not guaranteed, shares, name), name, head))
+    heads.sort(key=attrgetter("order"))
+    return heads
+
+
+def _below_nominal(request: Capacity, committed: Capacity, nominal: Capacity) -> bool:
+    """Whether a queue is below its nominal quota in something `request` asks for."""
+    return any(of(request, r) > 0 and of(committed, r) < of(nominal, r) - EPS for r in RESOURCES)
+
+
+def _fits_quota(
+    room: Capacity, request: Capacity, nominal_room: Capacity, borrow: Capacity
+) -> Callable[[Capacity, Capacity], bool]:
+    """Preemption within a queue or by reclaim: whether the head fits once victims free
+    `freed` (of which `freed_own` in its own queue): in the cluster's `room`, and in its
+    quota's room. Taking quota back never makes the preemptor a borrower: only without
+    reclaim victims may it fit above its nominal quota, up to what it may `borrow`."""
+
+    def fits(freed: Capacity, freed_own: Capacity) -> bool:
+        if not request.fits_in(room + freed):
+            return False
+        if fits_needed(request, nominal_room + freed_own):
+            return True
+        return freed == freed_own and fits_needed(request, nominal_room + borrow + freed_own)
+
+    return fits
+
+
+def _commit(
+    states: Mapping[str, QueueState],
+    usage: dict[str, Capacity],
+    committed: dict[str, Capacity],
+    queue: str,
+    picked: Sequence[Victim],
+    request: Capacity,
+    promised: Capacity,
+) -> Capacity:
+    """One ledger: what the victims free leaves their queues' usage and commitments at once
+    (and those of the queues they lie in), so the next head sees each queue as it will be;
+    `queue`'s (and its parents') commitments grow by its preemptor's `request`, less what
+    they had `promised` to the preemptors it overtakes (already counted).
+    Returns what the victims free."""
+    freed = Capacity()
+    for victim in picked:
+        freed = freed + victim.run.request
+        for owner in fairpreempt.chain(states, victim.queue):
+            usage[owner] = usage[owner] - victim.run.request
+            committed[owner] = committed[owner] - victim.run.request
+    for owner in fairpreempt.chain(states, queue):
+        committed[owner] = committed[owner] + request - promised
+    return freed
 
 
 def _passes_hold(held: HeldRoom | None, queue: str, head: policies.Candidate) -> bool:
@@ -378,8 +396,8 @@ def _passes_hold(held: HeldRoom | None, queue: str, head: policies.Candidate) ->
     too wide to preempt for itself): the preemptor may go only where admission would let it
     past that hold, were its victims gone (beside the head, now or at its reserved start).
     Else a queue above the least-served one jumps its hold: the victims' room, which
-    would have drained for that head, goes to a new run that ends later (Lublin, 600 jobs:
-    the least-served team held nothing for 40 h while two others preempted each other)."""
+    would have drained for that head, goes to a new run that ends later, and the
+    least-served queue may hold nothing for ever while two others preempt each other."""
     # The hold is the queue's own, or, held by a divided queue, its own head's (a sub-queue's).
     return held is None or held.queue == queue or held.head == head.name or held.lets_past(head)
 
@@ -427,118 +445,3 @@ def _loads(
 
 def _same_queue(plan_setup: Setup, queue: str) -> Callable[[str], bool]:
     return lambda task: plan_setup.queue_of(task) == queue
-
-
-# --- recording a decision in the pass -------------------------------------------------------
-
-
-def preempt(
-    ctx: PassState,
-    queue: Sequence[policies.Candidate],
-    admission: policies.Admission | queueing.QueueAdmission,
-    free: Capacity,
-    stopping: Mapping[str, StoppingVictims],
-    awaits_nodes: frozenset[str] = frozenset(),
-) -> dict[str, Preempting]:
-    """Only the task a queue's policy would admit next may preempt, and only if it waits for
-    resources (or, within its queue, for its quota) and none of its earlier victims is still
-    stopping. `decide` chooses; this records it (victims first) and says, by preemptor, what
-    it waits for. `stopping`: all
-    of them, also those of preemptors that started meanwhile: their victims still stopping
-    are nobody's usage when reclaim asks who borrows."""
-    setup = ctx.env.preemption
-    if not setup.any_on:
-        return {}
-    priorities = {c.name: ctx.tasks[c.name].spec.priority for c in queue}
-    decisions = decide(setup, queue, admission, free, stopping, ctx.running, priorities, ctx.now)
-    # `awaits_nodes`: preemptors the autoscaler will serve; they wait for nodes instead.
-    decisions = [d for d in decisions if d.preemptor.name not in awaits_nodes]
-    result: dict[str, Preempting] = {}
-    for decision in decisions:
-        preemptor, victims = decision.preemptor, decision.victims
-        reasons = tuple(_reason(v) for v in victims)
-        names = tuple(v.run.name for v in victims)
-        total = Capacity()
-        for victim, reason in zip(victims, reasons, strict=True):
-            total = total + victim.run.request
-            _preempt_one(ctx, victim, preemptor, reason)
-        result[preemptor.name] = Preempting(
-            names,
-            tuple(v.run.priority for v in victims),
-            total,
-            preemptor.request,
-            all(v.reclaim for v in victims),
-        )
-        reason = next(
-            (r for r in (Reason.RECLAIM, Reason.IN_COHORT_FAIR_SHARING) if r in reasons),
-            Reason.WITHIN_QUEUE,
-        )
-        queue_name = decision.queue if ctx.queues is not None else None
-        ctx.plan.preemptions.append(
-            Preemption(preemptor.name, names, reason, decision.free, reasons, queue_name)
-        )
-        ctx.plan.note(
-            Reason.PREEMPTED,
-            f"preempted {', '.join(names)} for {preemptor.name} (priority {preemptor.priority}"
-            f"{_NOTE.get(reason, '')})",
-        )
-    return result
-
-
-_NOTE = {
-    Reason.RECLAIM: ", reclaiming lent quota",
-    Reason.IN_COHORT_FAIR_SHARING: ", by fair share",
-}
-
-
-def _reason(victim: Victim) -> Reason:
-    if victim.shares is not None:
-        return Reason.IN_COHORT_FAIR_SHARING
-    return Reason.RECLAIM if victim.reclaim else Reason.WITHIN_QUEUE
-
-
-def _preempt_one(
-    ctx: PassState,
-    taken: Victim,
-    preemptor: victims.Preemptor,
-    reason: Reason,
-) -> None:
-    """Queue the victim again and stop its job. Its status (written before any stop goes out)
-    says who took its place; its job holds its resources until Ray reports it stopped."""
-    victim, victim_queue = taken.run, taken.queue
-    body = ctx.bodies[victim.name]
-    sid = body.submission_id or ""
-    ran = _duration(ctx.now - victim.started)
-    why = ""
-    if reason is Reason.RECLAIM and ctx.queues is not None:
-        lender = ctx.queues.queue_of(preemptor.name)
-        why = f" of {lender}, taking back the quota {victim_queue} borrowed,"
-    elif taken.shares is not None and ctx.queues is not None:
-        mine, theirs = taken.shares
-        own = ctx.queues.queue_of(preemptor.name)
-        if taken.judged is None:
-            why = (
-                f" of {own} by fair share (its weighted share "
-                f"with it running {mine:.3g}, at most {victim_queue}'s {theirs:.3g} after),"
-            )
-        else:  # nested queues: judged where the two branches meet
-            side, other = taken.judged
-            why = (
-                f" of {own} by fair share between {side} and {other} ({side}'s weighted "
-                f"share with it running {mine:.3g}, at most {other}'s {theirs:.3g} after),"
-            )
-    message = (
-        f"preempted by {preemptor.name} (priority {preemptor.priority}){why} after run "
-        f"{body.run} had run {ran}; queued again in its old place"
-    )
-    ctx.bodies[victim.name] = lifecycle.preempt(body, preemptor.name, message)
-    ctx.conds.setdefault(victim.name, {})[ConditionType.PREEMPTED] = (reason, message)
-    ctx.plan.stops.append(Stop(sid, victim.name, StopCause.PREEMPTED, preemptor.name))
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:.0f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.1f}h"

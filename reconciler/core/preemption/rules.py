@@ -43,7 +43,7 @@ class Setup:
 
     def stop_wait(self, task: str) -> float | None:
         """The grace period a task's job gets when stopped, or None while nothing could ever
-        preempt it (then Ray's own default stays, as before preemption existed)."""
+        preempt it (then Ray's own default stays)."""
         queue = self.queue_of(task)
         own = self.queues.get(queue)
         if own is None:

@@ -8,8 +8,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from reconciler.core.admission.policies import Candidate, Claim, Policy
-from reconciler.core.admission.waits import Lack, QueueFull, Waiting
+from reconciler.core.admission.policies import Candidate, Claim, Policy, WalkTail
+from reconciler.core.admission.waits import QueueFull, Waiting
 from reconciler.core.queues import fairshare, usage
 from reconciler.core.queues.shareresult import HeldRoom, OwnTest
 from specs.cluster import Capacity
@@ -27,7 +27,7 @@ class QueueAdmission:
     weights: dict[str, float] = field(default_factory=dict)
     oversubscribed: str | None = None
     limits: dict[str, tuple[int | None, int | None]] = field(default_factory=dict)  # run, queue
-    tails: dict[str, tuple[int, Lack]] = field(default_factory=dict)  # FairAdmission.tails
+    tails: dict[str, WalkTail] = field(default_factory=dict)  # FairAdmission.tails
     until: float = math.inf  # FairAdmission.until
     short: set[str] = field(default_factory=set)  # FairAdmission.short
     unread: dict[str, list[OwnTest]] = field(default_factory=dict)  # FairAdmission.unread
@@ -68,8 +68,7 @@ def admit_by_queue(
     """`queue` in global order (priority, queuedAt, name); `in_use`: what each task with a live
     job holds, by task name. Each queue keeps that order and runs `policy` within itself.
     `past`: each queue's decayed usage (resource-seconds, core/queues/usage.py), counted in its
-    share
-    unless `fairSharing.mode` is CurrentUsage; a queue it leaves out has used nothing.
+    share unless `fairSharing.mode` is CurrentUsage; a queue it leaves out has used nothing.
     `bound`: each queue's walk tests at most this many tasks past its first that cannot
     start (backfill_candidates; fairshare.admit). `cut`: the queues of which `queue` holds
     only the head (QueueDemand.cut)."""

@@ -213,7 +213,7 @@ class _Pass:
         if queue.memo is None or queue.memo[0] != key:
             # Bounded, the walk's starts lie in its first slots + 1 + bound tasks: ask on those.
             head = None if self.bound is None else self.slots + 1 + self.bound
-            admission = self._ask(queue, budget, head)
+            admission = self.ask(queue, budget, head)
             queue.memo = (key, admission.start)
         starts = queue.memo[1]
         if not starts:
@@ -230,7 +230,7 @@ class _Pass:
         the share it is owed is lost for good. As EASY backfill: the task fits
         beside the head (now or at its reserved start) or ends, by its timeout, before that
         start (`OwnTest.passes`), so the queue's own narrow work never pushes its wide head
-        back (issue 30, session 15)."""
+        back."""
         if queue.policy is not policies.backfill:
             return None
         seen = queue.remaining if self.bound is None else queue.remaining[: self.bound + 1]
@@ -258,7 +258,7 @@ class _Pass:
         with work waiting (of a least-served parent) starts its own smaller task past its
         blocked head (`_own_first`), and its siblings pass the room held for that head only
         with what fits beside it (`HeldRoom.lets_past`): a team is to its users what the
-        cluster is to its teams (issue 30, session 9)."""
+        cluster is to its teams."""
         if parent.at_limit:
             return None
         best: tuple[_OrderKey, Candidate] | None = None
@@ -299,7 +299,7 @@ class _Pass:
                 return head
         return None
 
-    def _ask(
+    def ask(
         self, queue: QueueNode, budget: Capacity, seen: int | None = None
     ) -> policies.Admission:
         """The queue's policy on its waiting tasks (the first `seen` of them, if given: for
@@ -388,25 +388,25 @@ class _Pass:
         not decided by the unweighted ratio). A weight-0 queue whose pick borrows goes after
         every other (its share with the pick is inf)."""
         usage = queue.usage + candidate.request
-        after = self._share(queue, usage)
+        after = self.share(queue, usage)
         return (
             borrows,
             math.isinf(after.weighted),
-            self._share(queue, queue.usage).weighted,
+            self.share(queue, queue.usage).weighted,
             self._head_place(queue) if borrows else 0,
             after,
             _guarantee_used(queue, usage),
             queue.quota.name,
         )
 
-    def _share(self, queue: QueueNode, usage: Capacity) -> Share:
+    def share(self, queue: QueueNode, usage: Capacity) -> Share:
         quota = queue.quota
         lend = self.lend if queue.parent is None else self.lend_in[id(queue.parent)]
         return dominant_share(usage, quota.nominal, lend, quota.weight, queue.past)
 
     def _share_key(self, queue: QueueNode) -> tuple[Share, float, int, str]:
         return (
-            self._share(queue, queue.usage),
+            self.share(queue, queue.usage),
             _guarantee_used(queue, queue.usage),
             self._head_place(queue),
             queue.quota.name,

@@ -7,9 +7,9 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from reconciler.core.resources import amount, unit
 from specs.cluster import Capacity
 from specs.queues.config import DEFAULT_QUEUE, UNLIMITED, QueueConfig
-from specs.task.quantity import human_memory
 
 RESOURCES = ("cpu", "gpu", "memory")
 NO_LIMIT = Capacity(UNLIMITED, UNLIMITED, UNLIMITED)
@@ -129,28 +129,6 @@ def scale(a: Capacity, factor: Capacity) -> Capacity:
 
 def of(amounts: Capacity, resource: str) -> float:
     return float(getattr(amounts, resource))
-
-
-def amount(resource: str, value: float) -> str:
-    if resource == "memory":
-        return "unlimited" if math.isinf(value) else human_memory(value)
-    return "unlimited" if math.isinf(value) else f"{value:g}"
-
-
-def resources_text(req: Capacity) -> str:
-    """The resources it asks for, in words: '2 CPU, 1 GPU'."""
-    parts = []
-    if req.cpu:
-        parts.append(f"{req.cpu:g} CPU")
-    if req.gpu:
-        parts.append(f"{req.gpu:g} GPU")
-    if req.memory:
-        parts.append(f"{human_memory(req.memory)} memory")
-    return ", ".join(parts)
-
-
-def unit(resource: str) -> str:
-    return {"cpu": "CPU", "gpu": "GPU", "memory": "memory"}[resource]
 
 
 def lendable(quotas: Iterable[QueueQuota]) -> Capacity:

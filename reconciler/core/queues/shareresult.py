@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from reconciler.core.admission.policies import Candidate
-from reconciler.core.admission.waits import Lack, Waiting
+from reconciler.core.admission.policies import Candidate, WalkTail
+from reconciler.core.admission.waits import Waiting
 from reconciler.core.queues.quotas import EPS, RESOURCES, of
 from specs.cluster import Capacity
 
@@ -76,7 +76,7 @@ class FairAdmission:
     # Per queue, where its walk ended (as policies.Admission.tail): from this index of the
     # queue's waiting tasks (those not started, in its order) on, every one waits for the same
     # lack, whatever follows. A queue whose walk reached its end is not listed.
-    tails: dict[str, tuple[int, Lack]] = field(default_factory=dict)
+    tails: dict[str, WalkTail] = field(default_factory=dict)
     # The latest `now` at which this answer holds (a queue's own backfill: a task started
     # only because it ends before its head's reserved start is not once it would not).
     until: float = math.inf

@@ -5,8 +5,9 @@ that is full, a reservation for another queue's head."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from reconciler.core.admission import policies
 from reconciler.core.admission.policies import Candidate
 from reconciler.core.admission.waits import (
     BehindTask,
@@ -22,20 +23,46 @@ from reconciler.core.admission.waits import (
 from reconciler.core.queues.quotas import (
     EPS,
     RESOURCES,
+    Share,
     min_of,
     of,
     pos,
     scale,
 )
-from reconciler.core.queues.shareresult import QueueState
+from reconciler.core.queues.shareresult import FairAdmission, HeldRoom, QueueState
 from reconciler.core.queues.tree import QueueNode, walk
 from specs.cluster import Capacity
 
-if TYPE_CHECKING:
-    from reconciler.core.queues.fairshare import _Pass
+
+class FairPass(Protocol):
+    """What the explanation reads of fair share's pass (fairshare's walk over the queues):
+    the tree as the pass left it, its result to complete, and the pass's own arithmetic."""
+
+    queues: list[QueueNode]
+    leaves: list[QueueNode]
+    free: Capacity
+    lend: Capacity
+    lend_in: dict[int, Capacity]
+    result: FairAdmission
+    unfit: dict[str, Waiting]
+    reserved_by: dict[str, HeldRoom]
+    held: dict[str, Candidate]
+    version: int
+    lacks: dict[tuple[int, int, Capacity], Shortfall | QuotaShortfall]
+
+    def head(self, queue: QueueNode) -> Candidate | None: ...
+    def ask(
+        self, queue: QueueNode, budget: Capacity, seen: int | None = None
+    ) -> policies.Admission: ...
+    def share(self, queue: QueueNode, usage: Capacity) -> Share: ...
+    def above_nominal(self, queue: QueueNode) -> Capacity: ...
+    def can_borrow(self, queue: QueueNode) -> Capacity: ...
+    def quota_limit(self, queue: QueueNode) -> Capacity: ...
+    def budget(self, queue: QueueNode) -> Capacity: ...
+    def slack_for(self, queue: QueueNode) -> Capacity: ...
 
 
-def explain(run: _Pass) -> None:
+def explain(run: FairPass) -> None:
     _explain_level(run, run.queues)
     for node in walk(run.queues):
         if node.children:
@@ -45,7 +72,7 @@ def explain(run: _Pass) -> None:
     run.result.waiting.update(run.unfit)
 
 
-def _explain_level(run: _Pass, level: list[QueueNode]) -> None:
+def _explain_level(run: FairPass, level: list[QueueNode]) -> None:
     """Each queue of one set of siblings after the pass."""
     borrowed_total, lend_total = Capacity(), Capacity()
     for queue in level:
@@ -71,7 +98,7 @@ def _explain_level(run: _Pass, level: list[QueueNode]) -> None:
             usage=queue.usage,
             borrowed=queue.borrowed,
             lent=scale(offered, fraction),
-            share=run._share(queue, queue.usage).weighted,
+            share=run.share(queue, queue.usage).weighted,
             admitted=tuple(queue.admitted),
             above_nominal=run.above_nominal(queue),
             head=head.name if (head := run.head(queue)) is not None else None,
@@ -82,7 +109,7 @@ def _explain_level(run: _Pass, level: list[QueueNode]) -> None:
         )
 
 
-def _waiting(run: _Pass, queue: QueueNode) -> None:
+def _waiting(run: FairPass, queue: QueueNode) -> None:
     if not queue.remaining:
         return
     limiting = queue.limiting()
@@ -91,10 +118,10 @@ def _waiting(run: _Pass, queue: QueueNode) -> None:
         lack = RunningLimit(limiting.quota.name, limit)
         for ahead, candidate in enumerate(queue.remaining):
             run.result.waiting[candidate.name] = Waiting(lack, ahead, queue.quota.name)
-        run.result.tails[queue.quota.name] = (0, lack)
+        run.result.tails[queue.quota.name] = policies.WalkTail(0, lack)
         return
     budget = run.budget(queue)
-    admission = run._ask(queue, budget)
+    admission = run.ask(queue, budget)
     held = run.held.get(queue.quota.name)
     if admission.tail is not None and held is None:
         # Past the tail every task waits for a lack no queue's reservation rewords.
@@ -140,7 +167,7 @@ def _nothing_short(waiting: Waiting) -> bool:
     return isinstance(lacks, Shortfall) and lacks.asked <= lacks.free + EPS
 
 
-def _reword(run: _Pass, queue: QueueNode, candidate: Candidate, waiting: Waiting) -> Waiting:
+def _reword(run: FairPass, queue: QueueNode, candidate: Candidate, waiting: Waiting) -> Waiting:
     """Name the queue, and tell a full quota from a full cluster."""
     lacks = waiting.lacks
     if isinstance(lacks, Shortfall):
@@ -149,7 +176,7 @@ def _reword(run: _Pass, queue: QueueNode, candidate: Candidate, waiting: Waiting
     return Waiting(lacks, waiting.ahead, queue.quota.name, waiting.note)
 
 
-def _not_preemptible(run: _Pass, queue: QueueNode, request: Capacity) -> QuotaShortfall:
+def _not_preemptible(run: FairPass, queue: QueueNode, request: Capacity) -> QuotaShortfall:
     room = pos(queue.quota.nominal - queue.usage)
     r = next((r for r in RESOURCES if of(request, r) > of(room, r) + EPS), "cpu")
     quota = queue.quota
@@ -164,7 +191,7 @@ def _not_preemptible(run: _Pass, queue: QueueNode, request: Capacity) -> QuotaSh
     )
 
 
-def _lack(run: _Pass, queue: QueueNode, request: Capacity) -> Shortfall | QuotaShortfall:
+def _lack(run: FairPass, queue: QueueNode, request: Capacity) -> Shortfall | QuotaShortfall:
     """What `request` lacks beyond its budget: the cluster's free resources, or (when they
     would do) its queue's quota. The same for every request alike until an admission."""
     key = (run.version, id(queue), request)
@@ -174,7 +201,7 @@ def _lack(run: _Pass, queue: QueueNode, request: Capacity) -> Shortfall | QuotaS
     return found
 
 
-def _lack_anew(run: _Pass, queue: QueueNode, request: Capacity) -> Shortfall | QuotaShortfall:
+def _lack_anew(run: FairPass, queue: QueueNode, request: Capacity) -> Shortfall | QuotaShortfall:
     budget = run.quota_limit(queue)
     if request.fits_in(budget):  # the quota allows it: the cluster is full
         return shortfall(request, pos(run.free))

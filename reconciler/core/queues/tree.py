@@ -1,8 +1,7 @@
-"""Team queues as a tree (issue 30): each queue's demand going into a pass, and the nodes the
-fair-share pass (`reconciler.core.queues.fairshare`) walks. A divided queue holds its sub-queues
-and a
-leaf of its own for the tasks directly in its folder; its usage and running count are theirs
-summed. Pure, like the rest of the core."""
+"""Team queues as a tree: each queue's demand going into a pass, and the nodes the
+fair-share pass (`reconciler.core.queues.fairshare`) walks. A divided queue holds its
+sub-queues and a leaf of its own for the tasks directly in its folder; its usage and running
+count are theirs summed. Pure, like the rest of the core."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Queues' past use, decayed with a half-life (issue 30): the arithmetic, pure.
+"""Queues' past use, decayed with a half-life: the arithmetic, pure.
 
 Usage is resources x seconds. Over an interval in which a queue holds `rate` resources, its
 usage decays by 2^(-dt/h) and gains what it held, decayed within the interval too:
@@ -11,7 +11,7 @@ is its decayed mean use in resources, comparable with what it holds now.
 
 Early on, U / tau understates that mean: after t seconds of tracking a constant rate gives
 U = rate * tau * (1 - 2^(-t/h)), so a week's half-life remembers only 12 % of a day's use and
-the order is mostly today's share (issue 30). `mean_rate` divides by that factor when it knows
+the order is mostly today's share. `mean_rate` divides by that factor when it knows
 when tracking began (`since`): the bias-corrected decayed mean (what an exponential moving
 average does at its start), equal to the plain mean use since `since` while t << h.
 """

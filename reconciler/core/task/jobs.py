@@ -113,7 +113,8 @@ def _runtime_env(task: Task, grace: float | None, body: TaskStatusBody) -> dict[
 
     The queue's grace is a ceiling: a spec may ask for less, never more (a team that could set
     its own would hold the resources a preemptor waits for as long as it liked). None of this
-    is in the spec hash (that reads the spec's runtimeEnv), so ids and restarts are as before."""
+    is in the spec hash (that reads the spec's runtimeEnv), so it changes no id and restarts
+    nothing."""
     env = task.spec.runtime_env or {}
     env_vars = dict(env.get("env_vars") or {})
     env_vars[RUN_ENV] = str(body.run)

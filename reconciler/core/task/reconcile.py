@@ -18,7 +18,7 @@ from reconciler.core.preemption import victims
 from reconciler.core.task import lifecycle
 from reconciler.core.task.jobs import bundles_of, make_uid, request_of, submit_request, uid_at
 from reconciler.core.task.runs import check_timeouts, keep_active, note_ended, observe_run
-from reconciler.core.task.step import TaskEnv, TaskResult, TaskStep, Waiter
+from reconciler.core.task.step import QueueKey, TaskEnv, TaskResult, TaskStep, Waiter
 from reconciler.core.timestamps import to_datetime, to_epoch
 from specs.cluster import (
     META_SPEC_HASH,
@@ -59,7 +59,7 @@ def reconcile_task(
 def plain_wait(
     env: TaskEnv, spec: TaskInput, prev: TaskStatus | None, now: float
 ) -> TaskResult | None:
-    """The common case in one go (issue 27, a cold start): a task that simply waits, seen for
+    """The common case in one go (as after a cold start): a task that simply waits, seen for
     the first time with no job of it in Ray, or whose Queued status already records its spec
     and sits out no backoff. Its result is what `reconcile_steps` gives (first sight, follow
     the spec, settle, enqueue), built without them; None: any other case, for the steps.
@@ -94,7 +94,7 @@ def plain_wait(
     queued = to_epoch(body.queued_at)
     if not queued:  # its place would be read from the clock
         queued, since, until = now, now, now
-    key = (-task.spec.priority, queued, order_key(name))
+    key = QueueKey(-task.spec.priority, queued, order_key(name))
     candidate = policies.Candidate(name, req, task.spec.timeout_seconds, task.spec.preemptible)
     waiter = Waiter(key, candidate, task, bool(task.spec.depends_on))
     # Only clock reads pin this result (first sight, a place read from the clock), and they
@@ -336,7 +336,7 @@ def _enqueue(step: TaskStep, name: str, task: Task, body: TaskStatusBody) -> Tas
         # A task held in a dependency cycle stays so: the cycle is what the user must fix first.
         return body if lifecycle.in_cycle(body) else lifecycle.unschedulable(body, too_big)
     # An array's elements share priority and first sight: they queue in index order.
-    key = (-task.spec.priority, to_epoch(body.queued_at) or step.now, order_key(name))
+    key = QueueKey(-task.spec.priority, to_epoch(body.queued_at) or step.now, order_key(name))
     candidate = policies.Candidate(name, req, task.spec.timeout_seconds, task.spec.preemptible)
     step.waiter = Waiter(
         key, candidate, task, bool(task.spec.depends_on) or lifecycle.in_cycle(body)

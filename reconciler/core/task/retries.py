@@ -2,7 +2,7 @@
 
 Pure: the planner hands in how a run ended and how many retries were used; nothing here reads
 the clock or a file. Kubernetes Jobs (backoffLimit, a doubling delay, exit-code rules) and
-Argo's retryStrategy are the models; the spelling is the issue's `spec.retry`.
+Argo's retryStrategy are the models; the spelling is `spec.retry`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class Cause(StrEnum):
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """The effective policy of one task (from `spec.retry`, or the old `maxLostRestarts`)."""
+    """The effective policy of one task (from `spec.retry`, or the deprecated `maxLostRestarts`)."""
 
     limit: int = 0  # retries after the first run; 0: none
     backoff_seconds: float = 10.0
@@ -90,7 +90,7 @@ NO_RETRY = RetryPolicy(limit=0)
 
 def lost_only(max_lost_restarts: int) -> RetryPolicy:
     """`maxLostRestarts: N`, the deprecated spelling: N immediate re-queues of lost runs, each
-    counted, as before `spec.retry` existed."""
+    counted."""
     return RetryPolicy(
         limit=max_lost_restarts,
         backoff_seconds=0.0,

@@ -68,10 +68,18 @@ class InUse:
 # Waiter and TaskResult are built for every task in every full pass (and carried over for
 # every waiting one after a start): named tuples, which build several times faster than
 # frozen dataclasses and are just as immutable.
+class QueueKey(NamedTuple):
+    """A waiting task's place in the queue's order: lowest first."""
+
+    rank: int  # -priority: the highest priority first
+    queued_at: float  # then the earliest queued (epoch seconds)
+    name_order: str  # then by name (arrays' elements in index order: arrays.order_key)
+
+
 class Waiter(NamedTuple):
     """A task waiting for admission: its place in the queue's order, and what it asks for."""
 
-    key: tuple[int, float, str]  # (-priority, queuedAt, name)
+    key: QueueKey
     candidate: policies.Candidate
     task: Task
     gated: bool  # has dependencies, or is held in a dependency cycle

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from reconciler.core import planner
 from reconciler.core.planner import Plan
-from reconciler.core.queues.quotas import resources_text
+from reconciler.core.resources import resources_text
 from reconciler.core.task import lifecycle
 from reconciler.core.task.jobs import request_of
 from reconciler.shell.loop.faults import Faults

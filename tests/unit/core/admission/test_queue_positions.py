@@ -4,7 +4,7 @@ sidecars as they are."""
 
 from __future__ import annotations
 
-from reconciler.core.admission.admit import position_bucket
+from reconciler.core.admit import position_bucket
 from specs.cluster import SUCCEEDED, Capacity
 from specs.settings.process import PlanOptions
 from specs.task.models import Phase

@@ -1,0 +1,624 @@
+"""Who starts: the admission stage of a pass (reconciler.core.stages): the policy's (or the
+queues') pick, the autoscaler's demand, preemption, and why everyone else waits."""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from operator import attrgetter
+
+from reconciler.core import scaling
+from reconciler.core.admission import arraycap as arrays
+from reconciler.core.admission import policies
+from reconciler.core.admission.waits import (
+    AwaitingVictims,
+    BehindReservation,
+    BehindScaleUp,
+    BehindTask,
+    NotConsidered,
+    PreemptedBy,
+    Preempting,
+    ScaleUp,
+    ScaleUpTimedOut,
+    Waiting,
+)
+from reconciler.core.decisions import Event, Preemption, Stop, Submit, Wanted
+from reconciler.core.gates import Gated
+from reconciler.core.inputs import Observation
+from reconciler.core.preemption import preempt as preemption
+from reconciler.core.preemption import victims
+from reconciler.core.preemptions import preempt, ready
+from reconciler.core.queues import dispatch as queueing
+from reconciler.core.queues import fairshare
+from reconciler.core.queues.usage import QueueUsage
+from reconciler.core.resources import resources_text
+from reconciler.core.stages import Holdings, PassInputs, Reconciled, WalkEnd
+from reconciler.core.task import lifecycle
+from reconciler.core.task.jobs import (
+    claim_of,
+    foreign_claim,
+    make_uid,
+    request_of,
+    submission_id_for,
+    submit_request,
+)
+from reconciler.core.timestamps import EARLY, to_datetime, to_epoch
+from specs.cluster import (
+    META_QUEUE,
+    Capacity,
+)
+from specs.queues.config import QueueConfig
+from specs.settings.process import PlanOptions
+from specs.task.models import (
+    ConditionType,
+    Phase,
+    Reason,
+)
+from specs.task.records import Task
+from specs.task.status import TaskStatusBody
+
+__all__ = [
+    "Admitted",
+    "QueueShares",
+    "Start",
+    "admission_of",
+    "admit",
+    "far_message",
+    "free_capacity",
+    "position_bucket",
+    "queue_shares",
+    "start_slots",
+    "start_task",
+]
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """The admission stage's outcome: every body after it, the conditions with the victims'
+    Preempted ones, what runs hold with the starts, and what it asks of Ray, in order."""
+
+    bodies: Mapping[str, TaskStatusBody]
+    conds: Mapping[str, Wanted]
+    used: Capacity
+    submits: Sequence[Submit]  # the starts
+    stops: Sequence[Stop]  # the preempted runs
+    preemptions: Sequence[Preemption]
+    events: Sequence[Event]
+    until: float  # the latest `now` at which its answer still holds
+    # Where the policy's walk ended; None with team queues (the incremental planner reads it).
+    walk: WalkEnd | None
+    queue_admission: queueing.QueueAdmission | None
+    order: Mapping[str, list[str]]  # the waiting tasks, per queue, in place order
+    not_considered: int  # waiting tasks past the bound of admission's walk
+    scale_demand: Sequence[str]  # tasks that wait for new nodes
+
+
+@dataclass
+class _Admitting:
+    """The admission stage while it runs; `admit` freezes it into `Admitted`."""
+
+    inputs: PassInputs
+    bodies: dict[str, TaskStatusBody]
+    tasks: Mapping[str, Task]
+    used: Capacity
+    until: float = math.inf
+    submits: list[Submit] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    order: dict[str, list[str]] = field(default_factory=dict)
+    not_considered: int = 0
+    scale_demand: list[str] = field(default_factory=list)
+
+    def narrow(self, until: float) -> None:
+        """The answer holds up to `until` at most (never before `now`)."""
+        self.until = min(self.until, max(until, self.inputs.now))
+
+
+def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated: Gated) -> Admitted:
+    """Let the policy pick who starts now; everyone else waits, numbered in queue order. Then,
+    if the policy's next pick still does not fit, it may preempt (`preempt`). `holdings`: what
+    runs hold, stray jobs counted; `gated`: the bodies and the queue after the gates."""
+    options, queues, tasks = inputs.options, inputs.queues, reconciled.tasks
+    run = _Admitting(inputs, dict(gated.bodies), tasks, holdings.used)
+    bodies = run.bodies
+    ordered = sorted(gated.queue, key=attrgetter("key"))
+    queue = [waiting.candidate for waiting in ordered]
+    all_stopping = preemption.stopping_victims(bodies, inputs.env.by_task, claim_of)
+    stopping_for = {by: s for by, s in all_stopping.items() if by in tasks}
+    free = _free_for_admission(inputs, holdings, tasks, stopping_for)
+    # A task beyond its queue's maxQueued is not counted: it waits as QueueFull.
+    full = {}
+    if queues is not None:
+        full = queueing.queue_full(queues, [(w.key.queued_at, w.candidate.name) for w in ordered])
+    # A victim waits until its stopped run is gone from Ray, so it never holds two runs.
+    stopping = {victim for s in all_stopping.values() for victim in s.victims}
+    eligible = [c for c in queue if c.name not in stopping and c.name not in full]
+    # An array at its maxParallel starts no more elements: they are not candidates at all.
+    eligible, capped = arrays.cap(eligible, bodies, tasks)
+    slots = start_slots(options, bodies)
+    shares = queue_shares(inputs, holdings, bodies, tasks, all_stopping)
+    admission = admission_of(
+        options, inputs.obs, inputs.now, holdings.claims, eligible, free, slots, shares
+    )
+    walk = None
+    if isinstance(admission, policies.Admission):
+        run.narrow(admission.until)
+        tail_at, lack = admission.tail or (None, None)
+        walk = WalkEnd(tail_at, lack, len(admission.start))
+    queue_admission = None
+    if isinstance(admission, queueing.QueueAdmission):
+        admission.waiting.update(full)
+        queue_admission = admission
+        run.narrow(admission.until)
+    started = set(admission.start)
+    scale = _scale_up(run, holdings, eligible, free, slots, shares, admission, stopping_for)
+    if scale.demand and options.policy != "besteffort":
+        _keep_for_scale_up(inputs, eligible, free, slots, admission, scale)
+        started = set(admission.start)
+    # Work that new nodes will serve waits for them rather than preempting.
+    preempted = preempt(
+        inputs,
+        tasks,
+        reconciled.running,
+        bodies,
+        eligible,
+        admission,
+        free,
+        all_stopping,
+        frozenset(scale.demand),
+    )
+    bodies.update(preempted.bodies)
+    conds = _with_preempted(reconciled.conds, preempted.conds)
+    run.events.extend(preempted.events)
+    _until_of_age(run, reconciled.running)
+    _place(run, queue, full, started, capped, admission, stopping_for, preempted.waits, scale)
+    return Admitted(
+        bodies=bodies,
+        conds=conds,
+        used=run.used,
+        submits=run.submits,
+        stops=preempted.stops,
+        preemptions=preempted.preemptions,
+        events=run.events,
+        until=run.until,
+        walk=walk,
+        queue_admission=queue_admission,
+        order=run.order,
+        not_considered=run.not_considered,
+        scale_demand=run.scale_demand,
+    )
+
+
+def _free_for_admission(
+    inputs: PassInputs,
+    holdings: Holdings,
+    tasks: Mapping[str, Task],
+    stopping_for: Mapping[str, preemption.StoppingVictims],
+) -> Capacity:
+    """What admission may give out now. A preemptor's room is reserved while its victims
+    stop: nobody else may take from today's free resources what it will need beyond what
+    they free."""
+    free = free_capacity(inputs.obs, inputs.options, holdings.used)
+    for by, pending in stopping_for.items():
+        free = free - victims.still_needed(request_of(tasks[by]), pending.freeing)
+    return free
+
+
+def _with_preempted(
+    conds: Mapping[str, Wanted], preempted: Mapping[str, tuple[Reason, str]]
+) -> Mapping[str, Wanted]:
+    """The conditions, with each victim's Preempted one added to its own."""
+    if not preempted:
+        return conds
+    result = dict(conds)
+    for name, wanted in preempted.items():
+        result[name] = {**result.get(name, {}), ConditionType.PREEMPTED: wanted}
+    return result
+
+
+def _place(
+    run: _Admitting,
+    queue: list[policies.Candidate],
+    full: Mapping[str, Waiting],
+    started: set[str],
+    capped: Mapping[str, Waiting],
+    admission: policies.Admission | queueing.QueueAdmission,
+    stopping_for: Mapping[str, preemption.StoppingVictims],
+    preempting: Mapping[str, Preempting],
+    scale: ScaleUpState,
+) -> None:
+    """Start who starts; give everyone else its place and why it waits."""
+    positions: dict[str, int] = {}  # per queue with queues; one count without
+    known = admission.queue_of if isinstance(admission, queueing.QueueAdmission) else {}
+    inputs, bodies, order = run.inputs, run.bodies, run.order
+    queues = inputs.queues
+    exact_places = inputs.options.exact_queue_positions
+    # A far task's message names its reason, bucket and queue only: one per such triple.
+    far: dict[tuple[str, Reason | None, str], str] = {}
+    # Tasks of a full queue are not counted in it: their places come after its counted tasks.
+    for candidate in [c for c in queue if c.name not in full] + [
+        c for c in queue if c.name in full
+    ]:
+        name = candidate.name
+        if name in started:
+            begun = start_task(inputs, candidate, bodies[name], run.tasks[name])
+            bodies[name] = begun.body
+            run.used = run.used + candidate.request
+            run.submits.append(begun.submit)
+            run.events.append(begun.event)
+            continue
+        owner = ""
+        if queues is not None:  # the queues' admission found most already
+            owner = known.get(name) or queues.queue_of(name)
+        place = positions[owner] = positions.get(owner, 0) + 1
+        order.setdefault(owner, []).append(name)
+        waiting = capped.get(name) or _why_waiting(run, name, admission, stopping_for, preempting)
+        waiting, asked_at = _scale_wait(inputs, scale, candidate, waiting)
+        reason = None if waiting is None else waiting.reason
+        if waiting is not None and isinstance(waiting.lacks, NotConsidered):
+            run.not_considered += 1
+        eta = waiting.estimated_start if waiting is not None else None
+        if eta is not None:
+            # A reserved start is max(the claims' end, now): once the clock passes that end, it
+            # moves with the clock, so this pass's answer holds up to the end at most.
+            run.narrow(eta)
+        body = bodies[name]
+        if place > exact_places:
+            # Beyond the exact places only what moves seldom is written (see position_bucket).
+            bucket = position_bucket(place, exact_places)
+            message = far.get((bucket, reason, owner))
+            if message is None:
+                message = far[bucket, reason, owner] = far_message(bucket, waiting, owner or None)
+            exact: int | None = None
+            at = None
+        else:
+            exact, bucket, message = place, None, None
+            at = to_datetime(eta) if eta else None
+        if waiting is None:
+            bodies[name] = lifecycle.queue(
+                body, exact, Reason.QUEUED, message or "queued", at, asked_at, bucket
+            )
+        elif reason is Reason.PREEMPTING:
+            bodies[name] = lifecycle.wait_for_victims(
+                body, exact, message or waiting.message, at, bucket
+            )
+        else:
+            assert reason is not None
+            bodies[name] = lifecycle.queue(
+                body, exact, reason, message or waiting.message, at, asked_at, bucket
+            )
+
+
+def position_bucket(place: int, exact: int) -> str:
+    """The bucket of a place beyond the first `exact`: ">E", ">10E", ">100E", ... the largest
+    E * 10**k below it, so a task's bucket changes about once per tenfold move."""
+    bound = exact
+    while place > bound * 10:
+        bound *= 10
+    return f">{bound}"
+
+
+def far_message(bucket: str, waiting: Waiting | None, queue: str | None) -> str:
+    """A far task's message: its reason and its bucket, without what moves with every start
+    (the count ahead, the head's name, the free resources, an estimate)."""
+    where = f" in {queue}" if queue else ""
+    reason = waiting.reason if waiting is not None else Reason.QUEUED
+    return f"{reason.value}; at least {bucket[1:]} tasks ahead{where}"
+
+
+@dataclass(frozen=True)
+class QueueShares:
+    """What the team queues' admission reads beyond what one queue's does."""
+
+    config: QueueConfig
+    usage: QueueUsage | None  # the queues' decayed past use
+    in_use: Mapping[str, Capacity]  # by task: what its jobs hold
+    # preemptors whose victims have all stopped: admitted first (preemptions.ready)
+    ready: frozenset[str]
+
+
+def queue_shares(
+    inputs: PassInputs,
+    holdings: Holdings,
+    bodies: Mapping[str, TaskStatusBody],
+    tasks: Mapping[str, Task],
+    stopping: Mapping[str, preemption.StoppingVictims],
+) -> QueueShares | None:
+    """What the team queues' admission reads (None without team queues)."""
+    if inputs.queues is None:
+        return None
+    waiting_ready = ready(bodies, tasks, stopping)
+    return QueueShares(inputs.queues, inputs.usage, holdings.in_use, waiting_ready)
+
+
+def admission_of(
+    options: PlanOptions,
+    obs: Observation,
+    now: float,
+    claims: Sequence[policies.Claim],
+    eligible: list[policies.Candidate],
+    free: Capacity,
+    slots: int,
+    shares: QueueShares | None = None,
+    cut: Collection[str] = (),
+) -> policies.Admission | queueing.QueueAdmission:
+    """The policy's (or, with `shares`, the team queues') pick from `eligible` with `free`
+    resources and `slots` starts. Quotas are shares of what the cluster can grow to (its
+    ceiling), not of what it has now. `cut`: the team queues of which `eligible` holds only
+    the head (walk_queues)."""
+    if shares is None:
+        bound = options.backfill_candidates
+        return policies.admit_bounded(options.policy, eligible, free, claims, now, slots, bound)
+    capacity = obs.capacity
+    assert capacity is not None
+    return queueing.admit_by_queue(
+        shares.config,
+        scaling.ceiling_of(capacity, obs.scaling),
+        free,
+        eligible,
+        shares.in_use,
+        claims,
+        now,
+        slots,
+        policies.POLICIES[options.policy],
+        fairshare.RESERVATION_OF_POLICY.get(options.policy, fairshare.STRICT_RESERVATION),
+        shares.ready,
+        shares.usage,
+        options.backfill_candidates,
+        cut,
+    )
+
+
+@dataclass(frozen=True)
+class ScaleUpState:
+    """Who waits for nodes this pass (`demand`) and who gave up on them (`backoff`), each with
+    when its request began (epoch seconds)."""
+
+    demand: Mapping[str, float]
+    backoff: Mapping[str, float]
+
+
+_NO_SCALING = ScaleUpState({}, {})
+
+
+def _scale_up(
+    run: _Admitting,
+    holdings: Holdings,
+    eligible: list[policies.Candidate],
+    free: Capacity,
+    slots: int,
+    shares: QueueShares | None,
+    admission: policies.Admission | queueing.QueueAdmission,
+    stopping_for: Mapping[str, preemption.StoppingVictims],
+) -> ScaleUpState:
+    """The demand for the autoscaler: the tasks the same policy, quotas and --max-inflight
+    would start if the cluster were at its ceiling, that do not start now and do not fit what
+    is left free now. A task whose request timed out sits out a backoff as long as the timeout
+    (`ScaleUpTimeout`), and the others are judged without it."""
+    inputs = run.inputs
+    grow = inputs.obs.scaling
+    capacity = inputs.obs.capacity
+    if grow is None or capacity is None:
+        return _NO_SCALING
+    now, bodies = inputs.now, run.bodies
+    limit = inputs.options.scale_up_timeout_seconds
+    backoff: dict[str, float] = {}
+    for candidate in eligible:
+        since = to_epoch(bodies[candidate.name].scale_up_requested_at)
+        if since is not None and since + limit <= now < since + 2 * limit:
+            backoff[candidate.name] = since
+            run.narrow(since + 2 * limit - EARLY)
+    hopeful = [c for c in eligible if c.name not in backoff]
+    room = free + scaling.headroom(capacity, grow)
+    at_ceiling = admission_of(
+        inputs.options, inputs.obs, now, holdings.claims, hopeful, room, slots, shares
+    )
+    left = free
+    for candidate in eligible:
+        if candidate.name in admission.start:
+            left = left - candidate.request
+    started = set(admission.start)
+    demand: dict[str, float] = {}
+    for candidate in hopeful:
+        name = candidate.name
+        if (
+            name not in at_ceiling.start
+            or name in started
+            or name in stopping_for
+            or candidate.request.fits_in(left)
+        ):
+            continue
+        since = to_epoch(bodies[name].scale_up_requested_at)
+        if since is None or not now < since + limit:
+            since = now  # a new request (or a new one after its backoff)
+        demand[name] = since
+        run.narrow(since + limit - EARLY)
+        run.scale_demand.append(name)
+    return ScaleUpState(demand, backoff)
+
+
+def _keep_for_scale_up(
+    inputs: PassInputs,
+    eligible: list[policies.Candidate],
+    free: Capacity,
+    slots: int,
+    admission: policies.Admission | queueing.QueueAdmission,
+    scale: ScaleUpState,
+) -> None:
+    """A task waiting for nodes keeps its claim on what is free now: the autoscaler is asked
+    for its whole request beside what runs, so the nodes that come complete today's free
+    resources, and a task behind it in its queue that took them would delay it by another
+    launch. So one that overtook it starts only on what is free beyond its need (per resource
+    it asks for). The other way round, under backfill without team queues, a head that waits
+    for nodes does not hold back what does not need its resources: a task the policy kept
+    behind it starts if it fits that spare (a GPU head waiting for a GPU node leaves the CPUs
+    of today to CPU work). Strict never overtakes; besteffort lets anything that fits start."""
+    queues = inputs.queues
+    add = inputs.options.policy == "backfill" and queues is None
+    spare: dict[str, Capacity] = {}  # per queue ("" without queues)
+    holder: dict[str, str] = {}  # per queue: the first task in it that waits for nodes
+    ahead: dict[str, int] = {}
+    left, room = free, slots - len(admission.start)
+    for candidate in eligible:
+        if candidate.name in admission.start:
+            left = left - candidate.request
+    for candidate in eligible:
+        name, request = candidate.name, candidate.request
+        owner = queues.queue_of(name) if queues is not None else ""
+        have = spare.get(owner, free)
+        if name in scale.demand:
+            holder.setdefault(owner, name)
+            spare[owner] = have - request
+        elif name in admission.start:
+            if owner in holder and not _fits_asked(request, have):
+                admission.start.remove(name)
+                admission.waiting[name] = Waiting(BehindScaleUp(holder[owner]), ahead.get(owner))
+                left, room = left + request, room + 1
+            else:
+                spare[owner] = have - request
+                continue
+        elif (
+            add
+            and owner in holder
+            and _behind(admission.waiting.get(name), holder[owner])
+            and _fits_asked(request, have)
+            and request.fits_in(left)
+            and room > 0
+        ):
+            admission.start.append(name)
+            del admission.waiting[name]
+            spare[owner], left, room = have - request, left - request, room - 1
+            continue
+        ahead[owner] = ahead.get(owner, 0) + 1
+
+
+def _behind(waiting: Waiting | None, head: str) -> bool:
+    """Whether the policy kept it waiting only for `head`'s sake (not for its own lack)."""
+    if waiting is None:
+        return False
+    lack = waiting.lacks
+    return (isinstance(lack, BehindTask) and lack.task == head) or (
+        isinstance(lack, BehindReservation) and lack.head == head
+    )
+
+
+def _fits_asked(request: Capacity, room: Capacity) -> bool:
+    """`request` fits `room` in every resource it asks for (room may be negative elsewhere)."""
+    return all(
+        asked <= 1e-9 or asked <= have + 1e-9
+        for asked, have in (
+            (request.cpu, room.cpu),
+            (request.gpu, room.gpu),
+            (request.memory, room.memory),
+        )
+    )
+
+
+def _scale_wait(
+    inputs: PassInputs,
+    scale: ScaleUpState,
+    candidate: policies.Candidate,
+    waiting: Waiting | None,
+) -> tuple[Waiting | None, datetime | None]:
+    """Its wait as the autoscaler changes it, and when its request for nodes began (kept in
+    its status, so the timeout survives restarts); the wait as given when it asks for none."""
+    grow, name = inputs.obs.scaling, candidate.name
+    if grow is None or (waiting is not None and waiting.reason in _NOT_FOR_NODES):
+        return waiting, None
+    ahead, owner = (waiting.ahead, waiting.queue) if waiting is not None else (None, None)
+    limit = inputs.options.scale_up_timeout_seconds
+    if name in scale.demand:
+        since = scale.demand[name]
+        lack: ScaleUp | ScaleUpTimedOut = ScaleUp(
+            candidate.request, since, len(grow.pending), since + limit
+        )
+    elif name in scale.backoff:
+        since = scale.backoff[name]
+        lack = ScaleUpTimedOut(candidate.request, since, limit, since + 2 * limit, grow.failures)
+    else:
+        return waiting, None
+    return Waiting(lack, ahead, owner), to_datetime(since)
+
+
+# A preemptor's own waits say more than the autoscaler's.
+_NOT_FOR_NODES = frozenset({Reason.PREEMPTING, Reason.PREEMPTED})
+
+
+def _until_of_age(run: _Admitting, running: Sequence[victims.Running]) -> None:
+    """A run too young to be a victim (minRuntimeSeconds) becomes one as time passes: the
+    pass's answer holds only until the first such run comes of age."""
+    setup = run.inputs.env.preemption
+    if not setup.any_on:
+        return
+    now = run.inputs.now
+    ages = {q.rules.min_runtime_seconds for q in setup.queues.values()} - {0}
+    for running_run in running:
+        for age in ages:
+            edge = running_run.started + age
+            if edge > now:  # exempt while now - started < age; a little early for rounding
+                run.narrow(edge - EARLY)
+
+
+def _why_waiting(
+    run: _Admitting,
+    name: str,
+    admission: policies.Admission | queueing.QueueAdmission,
+    stopping_for: Mapping[str, preemption.StoppingVictims],
+    preempting: Mapping[str, Preempting],
+) -> Waiting | None:
+    if name in preempting:
+        return Waiting(preempting[name])
+    pending = stopping_for.get(name)
+    if pending is not None and name not in admission.start:
+        return Waiting(AwaitingVictims(pending.victims))
+    body = run.bodies[name]
+    if name not in admission.waiting and body.preempted_by is not None:
+        return Waiting(PreemptedBy(body.preempted_by))
+    return admission.waiting.get(name)
+
+
+def start_slots(options: PlanOptions, bodies: Mapping[str, TaskStatusBody]) -> int:
+    """How many more may start this pass: max_inflight less the tasks Starting now."""
+    starting = sum(1 for b in bodies.values() if b.phase is Phase.STARTING)
+    return max(options.max_inflight - starting, 0)
+
+
+def free_capacity(obs: Observation, options: PlanOptions, used: Capacity) -> Capacity:
+    """What is free for admission: the capacity less what our runs hold (`used`) and, when
+    counted, what other queues' live jobs hold."""
+    capacity = obs.capacity
+    assert capacity is not None
+    if options.count_foreign_jobs and obs.jobs is not None:
+        for job in obs.jobs.values():
+            if not job.terminal and job.metadata.get(META_QUEUE) != options.queue_id:
+                used = used + foreign_claim(job)
+    return capacity - used
+
+
+@dataclass(frozen=True)
+class Start:
+    """A task started: its status with the new run, its submission and the note of it."""
+
+    body: TaskStatusBody
+    submit: Submit
+    event: Event
+
+
+def start_task(
+    inputs: PassInputs, candidate: policies.Candidate, body: TaskStatusBody, task: Task
+) -> Start:
+    """Start the next run of `candidate` (whose status body is `body`); the caller counts its
+    request as used."""
+    name, stamp = candidate.name, inputs.stamp
+    uid = body.uid or make_uid(inputs.options.queue_id, name, stamp)
+    sid = submission_id_for(name, uid, body.run + 1, task.spec.submission_id)
+    read = inputs.read.get(name)
+    body = lifecycle.start_run(body, uid, sid, stamp, read.source if read else None)
+    submit = Submit(name, submit_request(inputs.env, name, task, body))
+    message = (
+        f"submitted {name} (priority {task.spec.priority}, "
+        f"{resources_text(candidate.request)}) as {sid}"
+    )
+    return Start(body, submit, Event(logging.INFO, Reason.SUBMITTED, message))
