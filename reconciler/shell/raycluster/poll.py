@@ -50,9 +50,9 @@ def shorten(text: str, limit: int = 500) -> str:
 class KeptAliveGets:
     """GET JSON from one http(s) base address over up to `width` kept-alive connections.
 
-    Thread-safe. `get_all` sends a batch's requests together, one connection each, so the
-    dashboard works on them at once and the batch takes about one round trip, not one per
-    request (the loop looks up its few live jobs this way between listings).
+    Thread-safe. `get_all` sends a batch's requests together, one connection and one thread
+    each, so the dashboard works on them at once and the batch takes about one round trip, not
+    one per request (the loop looks up its few live jobs this way between listings).
     """
 
     def __init__(
