@@ -50,7 +50,7 @@ WATCH_MASK = (
     | flags.MOVE_SELF
     | flags.ONLYDIR
 )
-COMPLETE = flags.CLOSE_WRITE | flags.MOVED_TO  # the content is what its writer meant
+_COMPLETE = flags.CLOSE_WRITE | flags.MOVED_TO  # the content is what its writer meant
 
 
 def _relevant(change: Change | None, path: str) -> bool:
@@ -143,25 +143,19 @@ class Watcher:
         pending: list[InotifyEvent] = []
         checked = time.monotonic()
         while not self.stop.is_set():
-            skipped = 0
-            if pending:
-                batch = pending
-            else:
-                read = read_events(ino, _POLL_MS)
-                batch, skipped = read.events, read.skipped
-            pending = []
+            read = Batch(pending, 0) if pending else read_events(ino, _POLL_MS)
             now = time.monotonic()
-            if batch or now - checked >= _POLL_MS / 1000:
+            if read.events or now - checked >= _POLL_MS / 1000:
                 checked = now
                 if os.path.realpath(self.root) != target:
                     return
-            if not batch:
-                if skipped:
+            if not read.events:
+                if read.skipped:
                     self.stop.wait(_OWN_WRITES_PAUSE)
                 continue
             changed: set[str] = set()
             complete: dict[str, bool] = {}
-            self._sort(ino, batch, target, folders, changed, complete)
+            self._sort(ino, read.events, target, folders, changed, complete)
             # A writer that opened the file again since it closed it: not complete after all.
             # (Events already queued say so; the stat below then describes unfinished bytes.)
             keys = _keys([p for p, whole in complete.items() if whole])
@@ -204,7 +198,7 @@ class Watcher:
                 changed.add(path)  # a folder: the next pass walks
                 continue
             changed.add(path)
-            if event.mask & COMPLETE:
+            if event.mask & _COMPLETE:
                 complete[path] = True
             elif event.mask & (flags.MODIFY | flags.CREATE):
                 complete[path] = False  # written again after it was finished
