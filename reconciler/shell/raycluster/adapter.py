@@ -1,8 +1,9 @@
 """The real RayAdapter: Ray's job REST API through the SDK, with timeouts and typed errors.
 
-The two reads the loop repeats every pass (the job listing, the node listing for capacity)
-skip the SDK and go over one kept-alive connection (poll.py): same endpoints, about a sixth of
-the CPU. Their errors map exactly as the SDK calls' do.
+The reads the loop repeats every pass (the job listing, its live jobs one by one, the node
+listing for capacity) skip the SDK and go over kept-alive connections (poll.py): same
+endpoints, no new connection and no pydantic model per read. Their errors map exactly as the
+SDK calls' do.
 
 This is the only module of rayqueue that imports `ray`.
 
@@ -24,7 +25,6 @@ How the SDK (Ray 2.60) reports failures, and what we make of them:
 from __future__ import annotations
 
 import asyncio
-import http.client
 import logging
 import math
 import threading
@@ -40,7 +40,7 @@ from ray.dashboard.modules.dashboard_sdk import SubmissionClient
 from ray.job_submission import JobDetails, JobSubmissionClient
 
 from reconciler.shell.raycluster.poll import HTTPStatus as _HTTPStatusError
-from reconciler.shell.raycluster.poll import KeptAliveGet, KeptAliveGets
+from reconciler.shell.raycluster.poll import KeptAliveGets, Unreachable
 from reconciler.shell.raycluster.poll import shorten as _shorten
 from specs.cluster import (
     Capacity,
@@ -63,8 +63,8 @@ _UNAVAILABLE_STATUSES = frozenset({502, 503, 504})
 _SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
 # The state API caps `limit` at 10,000 by default; ask for all of it so big clusters count.
 _NODES_LIMIT = 10_000
-# The live jobs looked up at once between listings (reconciler/shell/loop/jobview.py): a connection
-# each, so that the look-ups of a small cluster's jobs take one round trip.
+# The live jobs looked up at once between listings (reconciler/shell/loop/jobview.py): a
+# connection each, so that the look-ups of a small cluster's jobs take one round trip.
 LOOKUPS_AT_ONCE = 8
 
 
@@ -136,10 +136,9 @@ class RayJobsAdapter:
         self.entrypoint_resources = entrypoint_resources
         self._client: _Client | None = None
         self._client_lock = threading.Lock()
-        # The reads repeated every pass go over one kept-alive connection (see poll.py).
-        self._poll: KeptAliveGet | None = None
-        # The loop's look-ups of single jobs go out together, over connections of their own.
-        self._lookups: KeptAliveGets | None = None
+        # The reads repeated every pass go over kept-alive connections (see poll.py); the
+        # loop's look-ups of single jobs go out together, one connection each.
+        self._dashboard: KeptAliveGets | None = None
 
     def __repr__(self) -> str:
         return f"RayJobsAdapter({self.address!r}, timeout_seconds={self.timeout_seconds})"
@@ -177,18 +176,9 @@ class RayJobsAdapter:
         not change: the caller keeps them from its listing)."""
         ids = list(submission_ids)
         what = "job info"
-        with self._client_lock:
-            if self._lookups is None or self._lookups.address != self.address:
-                self._lookups = KeptAliveGets(
-                    self.address,
-                    timeout_seconds=self.timeout_seconds,
-                    headers=self._headers,
-                    width=LOOKUPS_AT_ONCE,
-                )
-            lookups = self._lookups
         try:
-            answers = lookups.get_all([f"/api/jobs/{_in_path(sid)}" for sid in ids])
-        except (OSError, http.client.HTTPException) as exc:
+            answers = self._gets().get_all([f"/api/jobs/{_in_path(sid)}" for sid in ids])
+        except Unreachable as exc:
             raise RayUnavailable(f"{what}: cannot reach the Ray dashboard: {exc}") from exc
         except ValueError as exc:
             raise RayRequestError(f"{what}: the dashboard's answer is not JSON") from exc
@@ -368,12 +358,9 @@ class RayJobsAdapter:
         # The dashboard may come back as a different Ray version: redo the version check.
         with self._client_lock:
             self._client = None
-            if self._poll is not None:
-                self._poll.close()
-                self._poll = None
-            if self._lookups is not None:
-                self._lookups.close()
-                self._lookups = None
+            if self._dashboard is not None:
+                self._dashboard.close()
+                self._dashboard = None
 
     def _call(
         self,
@@ -400,19 +387,24 @@ class RayJobsAdapter:
                 raise
             raise mapped from exc
 
-    def _get_json(self, what: str, endpoint: str, *, job: str | None = None) -> Any:
-        """A polling GET over the kept-alive connection, with the SDK calls' typed errors."""
+    def _gets(self) -> KeptAliveGets:
         with self._client_lock:
-            if self._poll is None or self._poll.address != self.address:
-                self._poll = KeptAliveGet(
-                    self.address, timeout_seconds=self.timeout_seconds, headers=self._headers
+            if self._dashboard is None or self._dashboard.address != self.address:
+                self._dashboard = KeptAliveGets(
+                    self.address,
+                    timeout_seconds=self.timeout_seconds,
+                    headers=self._headers,
+                    width=LOOKUPS_AT_ONCE,
                 )
-            poll = self._poll
+            return self._dashboard
+
+    def _get_json(self, what: str, endpoint: str, *, job: str | None = None) -> Any:
+        """A polling GET over a kept-alive connection, with the SDK calls' typed errors."""
         try:
-            return poll.get_json(endpoint)
+            return self._gets().get_json(endpoint)
         except _HTTPStatusError as exc:
             raise _map_error(exc, job=job, what=what) from exc
-        except (OSError, http.client.HTTPException) as exc:
+        except Unreachable as exc:
             raise RayUnavailable(f"{what}: cannot reach the Ray dashboard: {exc}") from exc
         except ValueError as exc:
             raise RayRequestError(f"{what}: the dashboard's answer is not JSON") from exc

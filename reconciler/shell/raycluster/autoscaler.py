@@ -1,4 +1,4 @@
-"""Ray's autoscaler as rayqueue sees it (issue 26): its report, read from the dashboard, and the
+"""Ray's autoscaler as rayqueue sees it: its report, read from the dashboard, and the
 standing resource request, written to the GCS.
 
 With `reconciler.shell.raycluster.adapter`, the only module of rayqueue that imports `ray`.
@@ -18,12 +18,11 @@ What Ray 2.60 exposes, found on a real head:
   default, KubeRay's default), one key of the GCS's key-value store, and for v2 a GCS call
   (`request_cluster_resources`). Both need the GCS address, not the dashboard's; neither needs
   a Ray driver: `request_resources` itself only calls `ray.init` to find the GCS, so we talk to
-  the GCS directly (one gRPC channel, about 20 ms to open, kept).
+  the GCS directly (one gRPC channel, opened once and kept).
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
 import math
@@ -32,7 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from reconciler.shell.raycluster.poll import HTTPStatus, KeptAliveGet
+from reconciler.shell.raycluster.poll import HTTPStatus, KeptAliveGets, Unreachable
 from specs.cluster import Capacity, RayRequestError, RayUnavailable, Scaling
 
 log = logging.getLogger(__name__)
@@ -117,7 +116,7 @@ class RayAutoscaler:
         self.dashboard = dashboard.rstrip("/")
         self.gcs_address = gcs_address
         self.timeout_seconds = timeout_seconds
-        self._poll = KeptAliveGet(
+        self._poll = KeptAliveGets(
             self.dashboard, timeout_seconds=timeout_seconds, headers=dict(headers or {})
         )
         self._gcs: Any = None
@@ -134,7 +133,7 @@ class RayAutoscaler:
             if exc.status in (502, 503, 504):
                 raise RayUnavailable(f"read the autoscaler's report: {exc}") from exc
             raise RayRequestError(f"read the autoscaler's report: {exc}") from exc
-        except (OSError, http.client.HTTPException) as exc:
+        except Unreachable as exc:
             raise RayUnavailable(f"read the autoscaler's report: {exc}") from exc
         except ValueError as exc:
             raise RayRequestError("the autoscaler's report is not JSON") from exc

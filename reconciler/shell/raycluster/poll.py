@@ -1,24 +1,29 @@
-"""A kept-alive HTTP connection for the two reads the loop repeats every pass.
+"""GETs of JSON from the Ray dashboard over kept-alive connections, for the reads the loop
+repeats every pass.
 
-The loop lists Ray's jobs up to ten times a second while work waits, to see a job end at
-once. Through the SDK (`requests`, a new connection and a pydantic model per job) a listing
-costs about 3.4 ms of CPU on this machine; one GET on a connection kept open costs about
-0.5 ms through http.client, less again read by hand (httpwire.py). Only these idempotent GETs
-use it: a GET that fails on a connection the dashboard closed is simply sent again on a new
-one.
+The loop lists Ray's jobs and looks up its live ones up to ten times a second while work waits,
+to see a job end at once. Through the SDK each read would open a new connection (`requests`)
+and build a pydantic model per job; here they share a few connections kept open by urllib3 (the
+library under `requests`), and the JSON is read as it is. Only these idempotent GETs go this
+way, so one that fails after it was sent (the dashboard may have closed an idle connection) is
+simply sent once more.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
-import ssl
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
-from reconciler.shell.raycluster.httpwire import Connection
+import urllib3
+from urllib3.exceptions import HTTPError
+
+# A failure to connect is not retried (the dashboard is down: say so at once); a GET that
+# failed after it was sent is, once, on a new connection. Redirects are answers, not followed.
+_RETRY = urllib3.Retry(total=1, connect=False, read=1, other=0, status=0, redirect=False)
 
 
 class HTTPStatus(Exception):
@@ -31,159 +36,90 @@ class HTTPStatus(Exception):
         self.body = body
 
 
+class Unreachable(Exception):
+    """The dashboard could not be reached, or its answer could not be read (refused, reset,
+    timed out, cut short, not HTTP)."""
+
+
 def shorten(text: str, limit: int = 500) -> str:
     """Ray puts whole tracebacks into error bodies; keep the end, where the cause is."""
     text = text.strip()
     return text if len(text) <= limit else "..." + text[-limit:]
 
 
-class KeptAliveGet:
-    """GET JSON from one http(s) base address over a single kept-alive connection.
+class KeptAliveGets:
+    """GET JSON from one http(s) base address over up to `width` kept-alive connections.
 
-    Thread-safe by a lock: callers are the loop and now and then an HTTP handler, so a
-    second connection would buy nothing.
+    Thread-safe. `get_all` sends a batch's requests together, one connection and one thread
+    each, so the dashboard works on them at once and the batch takes about one round trip, not
+    one per request (the loop looks up its few live jobs this way between listings).
     """
 
-    def __init__(self, address: str, *, timeout_seconds: float, headers: dict[str, str]) -> None:
-        self.address = address
+    def __init__(
+        self, address: str, *, timeout_seconds: float, headers: dict[str, str], width: int = 1
+    ) -> None:
         parts = urlsplit(address)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) address: {address}")
-        self._https = parts.scheme == "https"
-        self._host = parts.hostname
-        self._port = parts.port
+        self.address = address
         self._prefix = parts.path.rstrip("/")
-        self._timeout = timeout_seconds
-        self._headers = {"Accept": "application/json", **headers}
-        self._conn: Connection | None = None
+        self._width = max(width, 1)
+        self._pool = urllib3.connection_from_url(
+            address,
+            maxsize=self._width,
+            timeout=timeout_seconds,
+            retries=_RETRY,
+            headers={"Accept": "application/json", **headers},
+        )
+        self._senders: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
 
     def get_json(self, endpoint: str) -> Any:
         """The decoded JSON body of GET endpoint. Raises HTTPStatus for a non-200 answer,
-        OSError or http.client.HTTPException when the dashboard cannot be reached, and
-        ValueError for a body that is not JSON."""
-        return decoded(self.get(endpoint), raising=True)
-
-    def get(self, endpoint: str) -> tuple[int, bytes]:
-        """The status and body of GET endpoint (raises as get_json does when unreachable)."""
-        with self._lock:
-            reused = self._conn is not None
-            try:
-                return self._get(endpoint)
-            except (OSError, http.client.HTTPException):
-                self._close_locked()
-                if not reused:
-                    raise
-            # The dashboard may have closed an idle kept-alive connection: one new try.
-            try:
-                return self._get(endpoint)
-            except (OSError, http.client.HTTPException):
-                self._close_locked()
-                raise
-
-    def close(self) -> None:
-        with self._lock:
-            self._close_locked()
-
-    def _close_locked(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    def _get(self, endpoint: str) -> tuple[int, bytes]:
-        self._send(endpoint)
-        return self._receive()
-
-    def _send(self, endpoint: str) -> None:
-        if self._conn is None:
-            self._conn = self._connect()
-        self._conn.request(self._prefix + endpoint)
-
-    def _receive(self) -> tuple[int, bytes]:
-        if self._conn is None:
-            raise http.client.NotConnected("no request was sent")
-        status, body, closes = self._conn.response()
-        if closes:
-            self._close_locked()
-        return status, body
-
-    def _connect(self) -> Connection:
-        context = ssl.create_default_context() if self._https else None
-        return Connection(
-            self._host, self._port, timeout=self._timeout, context=context, headers=self._headers
-        )
-
-
-def decoded(answer: tuple[int, bytes], *, raising: bool) -> Any:
-    """The JSON of a 200 answer; for another status, HTTPStatus raised (or, `raising=False`,
-    returned). ValueError for a body that is not JSON."""
-    status, body = answer
-    if status != 200:
-        error = HTTPStatus(status, body.decode(errors="replace"))
-        if raising:
-            raise error
-        return error
-    return json.loads(body)
-
-
-class KeptAliveGets:
-    """Several GETs to one address at once, over `width` kept-alive connections and no
-    threads: each request of a batch is sent on its own connection before any answer is read,
-    so the dashboard works on them together and the batch takes about one round trip, not one
-    per request (the loop looks up its few live jobs this way between listings)."""
-
-    def __init__(
-        self, address: str, *, timeout_seconds: float, headers: dict[str, str], width: int
-    ) -> None:
-        self.address = address
-        self._gets = [
-            KeptAliveGet(address, timeout_seconds=timeout_seconds, headers=headers)
-            for _ in range(max(width, 1))
-        ]
-        self._lock = threading.Lock()
+        Unreachable when the dashboard cannot be reached, and ValueError for a body that is
+        not JSON."""
+        answer = _decoded(*self._get(endpoint))
+        if isinstance(answer, HTTPStatus):
+            raise answer
+        return answer
 
     def get_all(self, endpoints: Sequence[str]) -> list[Any]:
         """For each endpoint, in order, its decoded JSON, or the HTTPStatus of a non-200
-        answer (returned, not raised: one missing job is an answer). Raises as
-        KeptAliveGet.get_json does when the dashboard cannot be reached or answers no JSON."""
-        width = len(self._gets)
-        out: list[Any] = []
-        with self._lock:
-            for start in range(0, len(endpoints), width):
-                batch = list(zip(self._gets, endpoints[start : start + width], strict=False))
-                try:
-                    out.extend(decoded(answer, raising=False) for answer in self._batch(batch))
-                except BaseException:
-                    for get, _ in batch:  # answers left unread would break the next request
-                        get.close()
-                    raise
-        return out
+        answer (returned, not raised: one missing job is an answer). Raises as get_json does
+        when the dashboard cannot be reached or answers no JSON."""
+        if len(endpoints) <= 1 or self._width == 1:
+            answers = [self._get(endpoint) for endpoint in endpoints]
+        else:
+            answers = list(self._sender().map(self._get, endpoints))
+        return [_decoded(status, body) for status, body in answers]
+
+    def _get(self, endpoint: str) -> tuple[int, bytes]:
+        try:
+            response = self._pool.request("GET", self._prefix + endpoint, redirect=False)
+        except (HTTPError, OSError) as exc:
+            raise Unreachable(str(exc)) from exc
+        return response.status, response.data
 
     def close(self) -> None:
-        for get in self._gets:
-            get.close()
+        """Close the connections; the object is not used again."""
+        with self._lock:
+            senders, self._senders = self._senders, None
+        if senders is not None:
+            senders.shutdown(wait=False)
+        self._pool.close()
 
-    @staticmethod
-    def _batch(batch: list[tuple[KeptAliveGet, str]]) -> list[tuple[int, bytes]]:
-        sent: list[bool] = []
-        for get, endpoint in batch:
-            with get._lock:
-                try:
-                    get._send(endpoint)
-                    sent.append(True)
-                except (OSError, http.client.HTTPException):
-                    get._close_locked()
-                    sent.append(False)
-        answers: list[tuple[int, bytes]] = []
-        for (get, endpoint), ok in zip(batch, sent, strict=True):
-            if ok:
-                with get._lock:
-                    try:
-                        answers.append(get._receive())
-                        continue
-                    except (OSError, http.client.HTTPException):
-                        get._close_locked()
-            # Not sent, or the dashboard closed an idle connection: asked again on its own
-            # (a GET is safe to repeat), which raises if the dashboard is unreachable.
-            answers.append(get.get(endpoint))
-        return answers
+    def _sender(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._senders is None:
+                self._senders = ThreadPoolExecutor(
+                    self._width, thread_name_prefix="rayqueue-dashboard-get"
+                )
+            return self._senders
+
+
+def _decoded(status: int, body: bytes) -> Any:
+    """The JSON of a 200 answer, or the HTTPStatus of another. ValueError for a body that is
+    not JSON."""
+    if status != 200:
+        return HTTPStatus(status, body.decode(errors="replace"))
+    return json.loads(body)

@@ -21,7 +21,7 @@ class FileEvents:
         self._armed = False  # no watcher running: every pass walks the folder
         self._full = True  # the next pass walks the folder
         # Stat keys (mtime_ns, size, inode) of files a writer finished: closed after writing,
-        # or renamed into place (reconciler/shell/watch/inotify.py). Read without a settle wait.
+        # or renamed into place (inotify, in watcher.py). Read without a settle wait.
         self._complete: set[tuple[int, int, int]] = set()
         self._armed_now = threading.Event()  # set while _armed, for wait_armed
 

@@ -1,10 +1,13 @@
 """File events wake the loop early and tell it which paths changed
 (reconciler/shell/watch/events.py).
 
-On Linux the events come from inotify (reconciler/shell/watch/inotify.py), which also says when a
-file is complete: renamed into place (IN_MOVED_TO) or closed after a write (IN_CLOSE_WRITE);
-such a file is read at once, without the settle time. Elsewhere (macOS), or where inotify
-cannot be had, watchfiles reports changes and the settle time decides when a file is whole.
+On Linux the events come from inotify (through inotify_simple), which also says when a file is
+complete: renamed into place (IN_MOVED_TO) or closed after a write (IN_CLOSE_WRITE); such a
+file is read at once, without the settle time. watchfiles cannot say so: it reports a rename
+into the folder only as "added" and a closed write only as "modified", so a file published
+whole looks like one still being written. Elsewhere (macOS), or where inotify cannot be had,
+watchfiles reports changes and the settle time decides when a file is whole. inotify is not
+recursive: the watcher adds a watch per folder.
 """
 
 from __future__ import annotations
@@ -15,22 +18,39 @@ import os
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+from inotify_simple import Event as InotifyEvent
+from inotify_simple import INotify, flags
 from watchfiles import Change, watch
 
-from reconciler.shell.watch import inotify
 from reconciler.shell.watch.events import FileEvents
 
 log = logging.getLogger("rayqueue.watcher")
 
 
-_POLL = 0.2  # seconds between checks that the root link still points where it did
-# After a read that held only our own writes (a start writes 50,000 sidecars, five events
+_POLL_MS = 200  # between checks that the root link still points where it did
+# After a read that held only our own writes (a start writes a sidecar per task, five events
 # each), wait this long before the next, so that one read takes a burst's events at once
 # instead of the thread waking for every file: a file dropped meanwhile is seen this much later.
 _OWN_WRITES_PAUSE = 0.01
 _IGNORED_SUFFIXES = (".status.yaml", "~", ".swp")
+
+# What a folder watch asks for: every way a file can change, appear or go.
+WATCH_MASK = (
+    flags.MODIFY
+    | flags.ATTRIB
+    | flags.CLOSE_WRITE
+    | flags.MOVED_FROM
+    | flags.MOVED_TO
+    | flags.CREATE
+    | flags.DELETE
+    | flags.DELETE_SELF
+    | flags.MOVE_SELF
+    | flags.ONLYDIR
+)
+_COMPLETE = flags.CLOSE_WRITE | flags.MOVED_TO  # the content is what its writer meant
 
 
 def _relevant(change: Change | None, path: str) -> bool:
@@ -44,13 +64,22 @@ def _ignored_name(name: str) -> bool:
     return name.startswith(".") or name.endswith(_IGNORED_SUFFIXES)
 
 
-_IGNORED_RAW = tuple(s.encode() for s in _IGNORED_SUFFIXES)
+@dataclass(frozen=True)
+class Batch:
+    """One read of inotify: the events of files we follow, and how many it left out (our own
+    writes, hidden files, backups)."""
+
+    events: list[InotifyEvent]
+    skipped: int
 
 
-def _ignored_raw(name: bytes) -> bool:
-    """_ignored_name on inotify's bytes, before an event is even built: a start writes 50,000
-    sidecars, five events each, and this thread competes with the loop for the interpreter."""
-    return name.startswith(b".") or name.endswith(_IGNORED_RAW)
+def read_events(ino: INotify, timeout_ms: int) -> Batch:
+    """The events queued, waiting up to `timeout_ms` for the first, less those of the files
+    the store never reads (a start writes a sidecar per task, five events each: they are left
+    out here, before anything else looks at them)."""
+    events = ino.read(timeout=timeout_ms)
+    kept = [e for e in events if not (e.name and _ignored_name(e.name))]
+    return Batch(kept, len(events) - len(kept))
 
 
 class Watcher:
@@ -81,8 +110,8 @@ class Watcher:
     def _run(self) -> None:
         if sys.platform.startswith("linux"):
             try:
-                inotify.Inotify().close()
-            except OSError as exc:
+                INotify().close()
+            except (OSError, AttributeError) as exc:  # no inotify_init1 in this libc
                 log.info("inotify unavailable (%s); files settle before they count", exc)
             else:
                 self._run_inotify()
@@ -93,7 +122,7 @@ class Watcher:
         while not self.stop.is_set():
             target = os.path.realpath(self.root)
             try:
-                with inotify.Inotify() as ino:
+                with INotify() as ino:
                     self._follow(ino, target)
             except OSError as exc:
                 # Folder missing, swapped, a watch limit, an overflow: the periodic rescan
@@ -104,36 +133,35 @@ class Watcher:
                 if self.events is not None:
                     self.events.lost()
 
-    def _follow(self, ino: inotify.Inotify, target: str) -> None:
+    def _follow(self, ino: INotify, target: str) -> None:
         """Watch every folder under `target` and report what changes until the root link is
         swapped or the watch fails (OSError)."""
         folders: dict[int, str] = {}
         _watch_tree(ino, target, folders)
         if self.events is not None:
             self.events.armed()
-        pending: list[inotify.Event] = []
+        pending: list[InotifyEvent] = []
         checked = time.monotonic()
         while not self.stop.is_set():
-            batch = pending or ino.read(_POLL, _ignored_raw)
-            pending = []
+            read = Batch(pending, 0) if pending else read_events(ino, _POLL_MS)
             now = time.monotonic()
-            if batch or now - checked >= _POLL:
+            if read.events or now - checked >= _POLL_MS / 1000:
                 checked = now
                 if os.path.realpath(self.root) != target:
                     return
-            if not batch:
-                if ino.skipped:
+            if not read.events:
+                if read.skipped:
                     self.stop.wait(_OWN_WRITES_PAUSE)
                 continue
             changed: set[str] = set()
             complete: dict[str, bool] = {}
-            self._sort(ino, batch, target, folders, changed, complete)
+            self._sort(ino, read.events, target, folders, changed, complete)
             # A writer that opened the file again since it closed it: not complete after all.
             # (Events already queued say so; the stat below then describes unfinished bytes.)
             keys = _keys([p for p, whole in complete.items() if whole])
-            pending = ino.read(0, _ignored_raw)
+            pending = read_events(ino, 0).events
             for event in pending:
-                if event.mask & inotify.IN_MODIFY:
+                if event.mask & flags.MODIFY:
                     keys.pop(os.path.join(folders.get(event.wd, ""), event.name), None)
             if changed:
                 if self.events is not None:
@@ -142,8 +170,8 @@ class Watcher:
 
     @staticmethod
     def _sort(
-        ino: inotify.Inotify,
-        batch: list[inotify.Event],
+        ino: INotify,
+        batch: list[InotifyEvent],
         top: str,
         folders: dict[int, str],
         changed: set[str],
@@ -151,30 +179,28 @@ class Watcher:
     ) -> None:
         """Paths of `batch` into `changed`, and whether each file's writer finished it."""
         for event in batch:
-            if event.mask & inotify.IN_Q_OVERFLOW:
+            if event.mask & flags.Q_OVERFLOW:
                 raise OSError("inotify queue overflowed; events were lost")
-            if event.mask & inotify.IN_IGNORED:
+            if event.mask & flags.IGNORED:
                 if folders.pop(event.wd, None) == top:
                     raise OSError("the watched folder went away")  # watched again once back
                 continue
-            if event.name and _ignored_name(event.name):
-                continue  # checked first, on the name alone (see _ignored_raw)
             base = folders.get(event.wd)
             if base is None:
                 continue
             path = os.path.join(base, event.name) if event.name else base
             if not _relevant(None, path):
                 continue
-            if event.mask & inotify.IN_ISDIR:
-                if event.mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO):
+            if event.mask & flags.ISDIR:
+                if event.mask & (flags.CREATE | flags.MOVED_TO):
                     with contextlib.suppress(OSError):  # gone again already: nothing to watch
                         _watch_tree(ino, path, folders)  # a new team folder: watch it too
                 changed.add(path)  # a folder: the next pass walks
                 continue
             changed.add(path)
-            if event.mask & inotify.COMPLETE:
+            if event.mask & _COMPLETE:
                 complete[path] = True
-            elif event.mask & (inotify.IN_MODIFY | inotify.IN_CREATE):
+            elif event.mask & (flags.MODIFY | flags.CREATE):
                 complete[path] = False  # written again after it was finished
 
     def _run_watchfiles(self) -> None:
@@ -187,9 +213,8 @@ class Watcher:
                 for changes in watch(
                     self.root,
                     watch_filter=_relevant,
-                    # watchfiles' Rust side wakes every `step` ms while it waits: 10 ms costs
-                    # 0.8 % of a core idle here, 20 ms 0.4 %, but 20 ms added 10 ms to the
-                    # p50 of a drop (benchmarks.latency, in-process: 30 -> 40 ms).
+                    # watchfiles' Rust side wakes every `step` ms while it waits: a shorter
+                    # step costs more CPU while idle, a longer one delays every drop by it.
                     debounce=20,
                     step=10,
                     stop_event=self.stop,
@@ -218,17 +243,17 @@ class Watcher:
                     self.events.lost()
 
 
-def _watch_tree(ino: inotify.Inotify, top: str, folders: dict[int, str]) -> None:
+def _watch_tree(ino: INotify, top: str, folders: dict[int, str]) -> None:
     """Watch `top` and every folder under it (not hidden ones: ours, .git), not following
     links, as the store's walk does not."""
-    folders[ino.add_watch(top)] = top  # raises OSError if `top` is gone
+    folders[ino.add_watch(top, WATCH_MASK)] = top  # raises OSError if `top` is gone
     for folder, subfolders, _files in os.walk(top):
         subfolders[:] = [d for d in subfolders if not d.startswith(".")]
         if folder == top:
             continue
         # Gone since listed, or unreadable: the walk in the store reports it.
         with contextlib.suppress(OSError):
-            folders[ino.add_watch(folder)] = folder
+            folders[ino.add_watch(folder, WATCH_MASK)] = folder
 
 
 def _keys(paths: list[str]) -> dict[str, tuple[int, int, int]]:

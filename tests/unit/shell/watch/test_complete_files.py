@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from inotify_simple import Event, INotify, flags
 
-from reconciler.shell.watch import inotify, watcher
-from reconciler.shell.watch.watcher import Watcher
+from reconciler.shell.watch.watcher import WATCH_MASK, Batch, Watcher, read_events
 from specs.cluster import Capacity
 from specs.folder.atomic import replace_file
 from tests.support.specs import task_yaml
@@ -103,30 +103,28 @@ def test_a_file_still_open_for_writing_settles(world: World) -> None:
 
 
 def test_inotify_reports_a_rename_and_a_closed_write(tmp_path: Path) -> None:
-    with inotify.Inotify() as ino:
-        ino.add_watch(str(tmp_path))
+    with INotify() as ino:
+        ino.add_watch(tmp_path, WATCH_MASK)
         renamed(tmp_path, "x.yaml")
         (tmp_path / "y.yaml").write_text("y")
-        seen: list[inotify.Event] = []
-        wait_until(lambda: seen.extend(ino.read(0.1)) or len(seen) >= 5, "inotify events")
-    moved = [e.name for e in seen if e.mask & inotify.IN_MOVED_TO]
-    closed = [e.name for e in seen if e.mask & inotify.IN_CLOSE_WRITE]
+        seen: list[Event] = []
+        wait_until(lambda: seen.extend(ino.read(100)) or len(seen) >= 5, "inotify events")
+    moved = [e.name for e in seen if e.mask & flags.MOVED_TO]
+    closed = [e.name for e in seen if e.mask & flags.CLOSE_WRITE]
     assert moved == ["x.yaml"] and "y.yaml" in closed
 
 
-def test_the_watcher_leaves_out_our_own_writes_before_building_events(tmp_path: Path) -> None:
+def test_the_watcher_leaves_out_our_own_writes(tmp_path: Path) -> None:
     # A start writes a sidecar per task (a temp file renamed into place): their events are
-    # dropped on the raw name, and the task files' events still come through.
-    with inotify.Inotify() as ino:
-        ino.add_watch(str(tmp_path))
+    # dropped on the name, and the task files' events still come through.
+    with INotify() as ino:
+        ino.add_watch(tmp_path, WATCH_MASK)
         replace_file(tmp_path / "a.status.yaml", b"status", durable=False)
         (tmp_path / "a.yaml~").write_text("backup")
         renamed(tmp_path, "a.yaml")
-        seen: list[inotify.Event] = []
-        wait_until(
-            lambda: seen.extend(ino.read(0.1, watcher._ignored_raw)) or len(seen) >= 1, "events"
-        )
-        seen.extend(ino.read(0.2, watcher._ignored_raw))
+        seen: list[Event] = []
+        wait_until(lambda: seen.extend(read_events(ino, 100).events) or len(seen) >= 1, "events")
+        seen.extend(read_events(ino, 200).events)
     assert {e.name for e in seen} == {"a.yaml"}
 
 
@@ -144,19 +142,20 @@ def test_the_watch_follows_the_folder_removed_and_made_again(world: World) -> No
 def test_a_read_of_only_our_own_writes_says_how_many_it_left_out(tmp_path: Path) -> None:
     # The watcher pauses after such a read, so that a burst of sidecar writes is taken in a
     # few reads rather than one wake per file; it knows the read was not a timeout by this.
-    with inotify.Inotify() as ino:
-        ino.add_watch(str(tmp_path))
+    with INotify() as ino:
+        ino.add_watch(tmp_path, WATCH_MASK)
         replace_file(tmp_path / "a.status.yaml", b"status", durable=False)
         skipped = 0
 
         def read() -> bool:
             nonlocal skipped
-            assert ino.read(0.1, watcher._ignored_raw) == []
-            skipped += ino.skipped
+            batch = read_events(ino, 100)
+            assert batch.events == []
+            skipped += batch.skipped
             return skipped >= 5  # created, written, closed, moved from; moved to
 
         wait_until(read, "the sidecar's events")
-        assert ino.read(0, watcher._ignored_raw) == [] and ino.skipped == 0
+        assert read_events(ino, 0) == Batch([], 0)
 
 
 def test_a_file_dropped_during_a_burst_of_our_own_writes_counts(world: World) -> None:
