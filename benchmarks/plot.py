@@ -220,7 +220,7 @@ def render(result: Mapping[str, Any], note: str = "", busy: Mapping[str, Any] | 
         body += _panel(panel, PANEL_W * i)
     body.append(
         f'<text x="{MARGIN_L}" y="{height - 8}" class="note">'
-        f"log-log; ◇ a goal of issue 27 (2 cores, as served). {escape(note)}</text>"
+        f"log-log; ◇ a scale goal (2 cores, as served). {escape(note)}</text>"
     )
     style = (
         "text{font-family:sans-serif;fill:#222}.title{font-size:14px;text-anchor:middle}"
