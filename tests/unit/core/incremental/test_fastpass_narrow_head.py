@@ -27,7 +27,7 @@ def _busy(policy: str, timeout: float) -> History:
 def _walked(world: History) -> int:
     """How many candidates the last fast pass gave the policy's walk."""
     assert world.memo.fast and world.memo.order is not None
-    head = world.memo.order.head
+    head = world.memo.order.front_walk
     assert head is not None
     return len(head.candidates)
 
