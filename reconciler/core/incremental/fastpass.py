@@ -52,7 +52,7 @@ from reconciler.core.planner import Plan, TaskInput, TaskResult
 from reconciler.core.queues import fairshare
 from reconciler.core.queues.dispatch import QueueAdmission
 from reconciler.core.queues.shareresult import OwnTest
-from reconciler.core.stages import WalkEnd
+from reconciler.core.stages import walk_end
 from specs.task.models import Phase, Reason
 from specs.task.status import TaskStatus, TaskStatusBody
 
@@ -407,12 +407,7 @@ def _admit_one_queue(
 
     stand = stands if reused or gave_at else None
     walk = admit_prefix(ctx, candidates, walked, tasks.unchanged, tasks.adopt, stand)
-    tail = walk.admission.tail
-    ctx.walk = WalkEnd(
-        None if tail is None else tail.at,
-        None if tail is None else tail.lack,
-        len(walk.admission.start),
-    )
+    ctx.walk = walk_end(walk.admission)
     found.walks = {"": ctx.walk}
     found.touched = set(merged) | set(walk.touched)
     found.front_walk, found.reused = front_walk, reused
@@ -728,7 +723,7 @@ def _own_past(
     candidates = [
         candidate_of(result_of(e.name)) for e in past if not e.past_limit and e.name not in unfit
     ]
-    return any(test.passes(c) for test in tests for c in candidates[: test.more])
+    return any(test.lets_start(c) for test in tests for c in candidates[: test.more])
 
 
 def _standing(

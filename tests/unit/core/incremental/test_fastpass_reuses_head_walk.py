@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from reconciler.core.admission import policies
 from reconciler.core.admission.waits import ReservedStart, Waiting, shortfall
-from reconciler.core.incremental import frontadmission as headadmission
+from reconciler.core.incremental import frontadmission
 from reconciler.core.incremental.frontadmission import FrontWalk, walk_front
 from specs.cluster import RUNNING, Capacity
 from specs.settings.process import PlanOptions
@@ -77,7 +77,7 @@ def _walk(start: list[str], note_at: float | None, slots: int = 3) -> FrontWalk:
         lack = shortfall(head.request, Capacity(1, 0, 0))
         waiting["a"] = Waiting(lack, 0, note=ReservedStart(note_at))
     admission = policies.Admission(start=list(start), waiting=waiting)
-    until = headadmission._holds_until(admission, [head], 100.0, "backfill")
+    until = frontadmission._holds_until(admission, [head], 100.0, "backfill")
     return FrontWalk("backfill", 5, [head], Capacity(1, 0, 0), slots, [], until, admission)
 
 
@@ -90,16 +90,16 @@ def test_a_walk_holds_until_the_reserved_start_and_a_start_only_at_its_instant()
     assert _walk([], None).holds_until == float("inf")
     assert _walk(["b"], None).holds_until == 100.0
     admission = policies.Admission()
-    assert headadmission._holds_until(admission, [], 100.0, "strict") == float("inf")
+    assert frontadmission._holds_until(admission, [], 100.0, "strict") == float("inf")
 
 
 def test_slots_compare_by_sign_only_for_a_walk_that_started_nothing() -> None:
     """A walk reads its slots as `slots > 0` until it starts a task: any other positive count
     walks the same, no slot at all does not; a walk that started one read the count."""
     idle = _walk([], 130.0, slots=3)
-    assert headadmission._same_slots(idle, 4)
-    assert not headadmission._same_slots(idle, 0)
-    assert not headadmission._same_slots(_walk(["b"], None, slots=3), 4)
+    assert frontadmission._same_slots(idle, 4)
+    assert not frontadmission._same_slots(idle, 0)
+    assert not frontadmission._same_slots(_walk(["b"], None, slots=3), 4)
 
 
 class _Ctx:
