@@ -382,7 +382,7 @@ def _admit_one_queue(
     last_front = order.front_walk
     if "" in fronts and (last_front is None or len(last_front.candidates) <= narrow):
         # The narrow front first, unless the last walk needed more: a walk that ends in it
-        # (Admission.tail) gives the answer the wide one would, at a fifth of the cost.
+        # (Admission.tail) gives the answer the wide one would, for fewer candidates.
         fronts[""] = min(fronts[""], narrow)
     while True:
         candidates = [candidate_of(tasks.result_of(e.name)) for e in entries[: fronts.get("", 0)]]

@@ -88,7 +88,7 @@ def walk_front(
     """walk_policy's walk over `prefix`, and whether it is `last`'s, reused: when every input
     of the walk is the same and `now` has not passed `last.holds_until`. Most passes of a
     busy queue only move an active task's status (a job PENDING, then RUNNING): the fronts
-    wait as they did, and walking ~600 of them again would give the same answer."""
+    wait as they did, and walking them again would give the same answer."""
     free, slots = (
         free_capacity(ctx.obs, ctx.options, ctx.used),
         start_slots(ctx.options, ctx.bodies),

@@ -40,7 +40,7 @@ from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from heapq import heapify
 from itertools import compress
-from operator import attrgetter, ne
+from operator import itemgetter, ne
 from typing import NamedTuple
 
 from reconciler.core import planner
@@ -75,7 +75,9 @@ class Entry(NamedTuple):  # one per waiting task: sorts as the queue's order, fi
 
 # Below every entry past maxQueued and above every counted one (priorities are 0..9).
 _FIRST_PAST_LIMIT = Entry(1, -10, -math.inf, "", "")
-_NAME_OF = attrgetter("name")
+# An entry's name at C speed (a fast pass lists every waiting task's past its queue's front):
+# the item getter reads the field by its place, found from its name.
+_NAME_OF = itemgetter(Entry._fields.index("name"))
 
 
 def entry_names(entries: Iterable[Entry]) -> Iterator[str]:
