@@ -35,7 +35,7 @@ from reconciler.core.queues import dispatch as queueing
 from reconciler.core.queues import fairshare
 from reconciler.core.queues.usage import QueueUsage
 from reconciler.core.resources import resources_text
-from reconciler.core.stages import Holdings, PassInputs, Reconciled, WalkEnd
+from reconciler.core.stages import Holdings, PassInputs, Reconciled, WalkEnd, walk_end
 from reconciler.core.task import lifecycle
 from reconciler.core.task.jobs import (
     claim_of,
@@ -145,8 +145,7 @@ def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated:
     walk = None
     if isinstance(admission, policies.Admission):
         run.narrow(admission.until)
-        tail_at, lack = admission.tail or (None, None)
-        walk = WalkEnd(tail_at, lack, len(admission.start))
+        walk = walk_end(admission)
     queue_admission = None
     if isinstance(admission, queueing.QueueAdmission):
         admission.waiting.update(full)
@@ -302,7 +301,7 @@ def position_bucket(place: int, exact: int) -> str:
 
 def far_message(bucket: str, waiting: Waiting | None, queue: str | None) -> str:
     """A far task's message: its reason and its bucket, without what moves with every start
-    (the count ahead, the head's name, the free resources, an estimate)."""
+    (the count ahead, the front's name, the free resources, an estimate)."""
     where = f" in {queue}" if queue else ""
     reason = waiting.reason if waiting is not None else Reason.QUEUED
     return f"{reason.value}; at least {bucket[1:]} tasks ahead{where}"
@@ -347,7 +346,7 @@ def admission_of(
     """The policy's (or, with `shares`, the team queues') pick from `eligible` with `free`
     resources and `slots` starts. Quotas are shares of what the cluster can grow to (its
     ceiling), not of what it has now. `cut`: the team queues of which `eligible` holds only
-    the head (walk_queues)."""
+    the front (walk_queues)."""
     if shares is None:
         bound = options.backfill_candidates
         return policies.admit_bounded(options.policy, eligible, free, claims, now, slots, bound)
@@ -451,9 +450,9 @@ def _keep_for_scale_up(
     for its whole request beside what runs, so the nodes that come complete today's free
     resources, and a task behind it in its queue that took them would delay it by another
     launch. So one that overtook it starts only on what is free beyond its need (per resource
-    it asks for). The other way round, under backfill without team queues, a head that waits
+    it asks for). The other way round, under backfill without team queues, a front that waits
     for nodes does not hold back what does not need its resources: a task the policy kept
-    behind it starts if it fits that spare (a GPU head waiting for a GPU node leaves the CPUs
+    behind it starts if it fits that spare (a GPU front waiting for a GPU node leaves the CPUs
     of today to CPU work). Strict never overtakes; besteffort lets anything that fits start."""
     queues = inputs.queues
     add = inputs.options.policy == "backfill" and queues is None
@@ -494,13 +493,13 @@ def _keep_for_scale_up(
         ahead[owner] = ahead.get(owner, 0) + 1
 
 
-def _behind(waiting: Waiting | None, head: str) -> bool:
-    """Whether the policy kept it waiting only for `head`'s sake (not for its own lack)."""
+def _behind(waiting: Waiting | None, front: str) -> bool:
+    """Whether the policy kept it waiting only for `front`'s sake (not for its own lack)."""
     if waiting is None:
         return False
     lack = waiting.lacks
-    return (isinstance(lack, BehindTask) and lack.task == head) or (
-        isinstance(lack, BehindReservation) and lack.head == head
+    return (isinstance(lack, BehindTask) and lack.task == front) or (
+        isinstance(lack, BehindReservation) and lack.front == front
     )
 
 

@@ -1,7 +1,7 @@
 """The incremental planner's interface to a pass (reconciler.core.incremental.fastpass).
 
 The full pass (`planner.plan`) runs its stages as functions of frozen values. The fast pass
-redoes only part of each stage (some tasks' reconcile, the head of each queue's admission,
+redoes only part of each stage (some tasks' reconcile, the front of each queue's admission,
 the statuses it touched), so it builds one pass piecemeal: `FastPassContext` is that pass in
 progress, the per-task stage's builder (`TaskMerge`) with the pass's frozen inputs and what
 the later stages have added so far. Its methods run the same stage functions the full pass

@@ -52,7 +52,7 @@ def merge(
     max_capacity: Capacity | None = None,
 ) -> Scaling | None:
     """One `Scaling` from the autoscaler's report and the configuration (`_queues.yaml`'s
-    `cluster:` section and `--max-capacity`; the caller passes the smaller of the two caps).
+    `cluster:` section and `--max-capacity`; the caller gives the smaller of the two caps).
 
     The report wins on facts: its node types, pending launches and failures are what Ray will
     really do. Configured node types stand in only where Ray reports none. A configured

@@ -44,6 +44,7 @@ __all__ = [
     "Reconciled",
     "TaskMerge",
     "WalkEnd",
+    "walk_end",
 ]
 
 
@@ -81,6 +82,14 @@ class WalkEnd(NamedTuple):
     tail_at: int | None  # the index from which every task waits for `lack`; None: it took all
     lack: Lack | None
     started: int  # how many it started
+
+
+def walk_end(admission: policies.Admission) -> WalkEnd:
+    """Where the policy's walk in `admission` ended, and how many it started."""
+    tail = admission.tail
+    if tail is None:
+        return WalkEnd(None, None, len(admission.start))
+    return WalkEnd(tail.at, tail.lack, len(admission.start))
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Backfill's reservation exists so that a wide head is not starved by the narrower tasks behind
 it; fair share's rule that the least-served queue starts its own later tasks past its blocked
-head (`fairshare._Pass._own_first`) may trade that away. This measures the trade: per team,
+head (`fairshare._FairShareRun._own_first`) may trade that away. This measures the trade: per team,
 the p95 and longest wait of its wide tasks (the widest `WIDE_FRACTION` of the whole workload
 by CPUs) beside those of all its tasks, and the passes: an own task that came later in the
 queue's order (priority not above, arrived later) and started first.

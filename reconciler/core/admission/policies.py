@@ -1,7 +1,7 @@
 """Admission policies: given the ordered queue and free resources, which tasks start now.
 
 Pure functions of their arguments. The planner hands them the queue in order (priority high to
-low, then FIFO, then name); they decide how far the head of the queue may be overtaken.
+low, then FIFO, then name); they decide how far the front of the queue may be overtaken.
 """
 
 from __future__ import annotations
@@ -68,10 +68,10 @@ class Admission:
     start: list[str] = field(default_factory=list)
     waiting: dict[str, Waiting] = field(default_factory=dict)
     # Where the walk ended; None: the walk reached the end. The incremental planner gives the
-    # policy only the head of a long queue and fills in the rest.
+    # policy only the front of a long queue and fills in the rest.
     tail: WalkTail | None = None
     # The latest `now` at which this answer holds: a task started (or, where a caller starts
-    # fewer, let start) only because it ends before the head's reserved start is not once it
+    # fewer, let start) only because it ends before the front's reserved start is not once it
     # would end after it.
     until: float = math.inf
 
@@ -130,7 +130,7 @@ def _not_considered(admission: Admission, rest: Sequence[Candidate], bound: int)
 def strict(
     queue: Sequence[Candidate], free: Capacity, claims: Sequence[Claim], now: float, slots: int
 ) -> Admission:
-    """The old service's rule: start the head while it fits; the first misfit blocks the rest."""
+    """The strict rule: start the front while it fits; the first misfit blocks the rest."""
     del claims, now  # strict needs no estimate of when running jobs end
     return _in_order(queue, free, slots, blocking=True)
 
@@ -151,11 +151,11 @@ def besteffort(
 
 @dataclass(frozen=True)
 class Reservation:
-    """When the blocked head is sure to fit, and what is left over for others at that time."""
+    """When the blocked front is sure to fit, and what is left over for others at that time."""
 
-    start: float  # the shadow time: every claim the head needs has ended by then
-    extra: Capacity  # free at `start` beyond the head's request; may be held past `start`
-    quota_extra: Capacity | None = None  # with a QuotaView: its quota's room beyond the head
+    start: float  # the shadow time: every claim the front needs has ended by then
+    extra: Capacity  # free at `start` beyond the front's request; may be held past `start`
+    quota_extra: Capacity | None = None  # with a QuotaView: its quota's room beyond the front
 
 
 def reserve(
@@ -209,15 +209,15 @@ def backfill(
 ) -> Admission:
     """EASY backfilling, as Slurm does it.
 
-    Start the head while it fits, as strict does. The first task that does not fit gets a
+    Start the front while it fits, as strict does. The first task that does not fit gets a
     reservation: the earliest time it fits with every running claim held to its declared bound
     (`reserve`). A later task may start now only if it fits in the free resources and either
     ends by its own timeoutSeconds before that time, or uses only the reservation's spare
     resources. A task without a timeout can only use the spare. If no reservation can be
-    computed (the head needs what unbounded claims hold), the pass falls back to strict.
+    computed (the front needs what unbounded claims hold), the pass falls back to strict.
     With team queues, `quota` is the queue's view: its reservation waits for the queue's
     quota as well as for the cluster, and what runs past it must fit in both. `bound` (Slurm's
-    bf_max_job_test): at most this many tasks are tested past the head that cannot start; the
+    bf_max_job_test): at most this many tasks are tested past the front that cannot start; the
     rest wait NotConsidered.
     """
     admission = Admission()
@@ -236,27 +236,27 @@ def backfill(
         index += 1
     if index == len(queue):
         return admission
-    head = queue[index]
+    front = queue[index]
     if slots <= 0:
         for task in queue[index:]:
             admission.waiting[task.name] = Waiting(InflightLimit(), len(admission.waiting))
         admission.tail = WalkTail(index, InflightLimit())
         return admission
 
-    lacks = shortfall(head.request, free)
+    lacks = shortfall(front.request, free)
     view, cluster_free = None, free
     if quota is not None:  # `free` is the budget: the smaller of the cluster and the quota
         used = sum((task.request for task in queue[:index]), Capacity())
         view = QuotaView(quota.room - used, own, quota.free - used)
         cluster_free = view.free
-    reservation = reserve(head.request, cluster_free, claims, now, view)
+    reservation = reserve(front.request, cluster_free, claims, now, view)
     if reservation is None:
-        # The head needs resources held by jobs with no declared end (no timeoutSeconds): no
+        # The front needs resources held by jobs with no declared end (no timeoutSeconds): no
         # promise is possible, so nobody may overtake it (strict for this pass).
-        admission.waiting[head.name] = Waiting(lacks, 0, note=NoEstimate())
+        admission.waiting[front.name] = Waiting(lacks, 0, note=NoEstimate())
         for task in queue[index + 1 :]:
-            admission.waiting[task.name] = Waiting(BehindTask(head.name), len(admission.waiting))
-        admission.tail = WalkTail(index + 1, BehindTask(head.name))
+            admission.waiting[task.name] = Waiting(BehindTask(front.name), len(admission.waiting))
+        admission.tail = WalkTail(index + 1, BehindTask(front.name))
         return admission
 
     shadow, extra = reservation.start, reservation.extra
@@ -271,7 +271,7 @@ def backfill(
             min(extra.gpu, reservation.quota_extra.gpu),
             min(extra.memory, reservation.quota_extra.memory),
         )
-    admission.waiting[head.name] = Waiting(lacks, 0, note=ReservedStart(shadow))
+    admission.waiting[front.name] = Waiting(lacks, 0, note=ReservedStart(shadow))
     for tested, task in enumerate(queue[index + 1 :]):
         ahead = len(admission.waiting)
         if bound is not None and tested >= bound and slots > 0:
@@ -285,19 +285,19 @@ def backfill(
         elif not task.request.fits_in(free):
             admission.waiting[task.name] = Waiting(shortfall(task.request, free), ahead)
         elif task.timeout_seconds > 0 and now + task.timeout_seconds <= shadow:
-            # Ends before the head's reserved start, so it cannot delay it.
+            # Ends before the front's reserved start, so it cannot delay it.
             admission.until = min(admission.until, shadow - task.timeout_seconds)
             admission.start.append(task.name)
             free = free - task.request
             slots -= 1
         elif task.request.fits_in(extra):
-            # May run past the reserved start, but only on what the head leaves over.
+            # May run past the reserved start, but only on what the front leaves over.
             admission.start.append(task.name)
             free = free - task.request
             extra = extra - task.request
             slots -= 1
         else:
-            behind = BehindReservation(head.name, shadow, task.timeout_seconds)
+            behind = BehindReservation(front.name, shadow, task.timeout_seconds)
             admission.waiting[task.name] = Waiting(behind, ahead)
     return admission
 

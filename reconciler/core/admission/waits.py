@@ -109,7 +109,7 @@ class BehindTask:
 class NotConsidered:
     """Admission gave up before reaching it: it tested `bound` candidates past the first that
     could not start (backfill_candidates, Slurm's bf_max_job_test), so a pass costs what the
-    head of the queue holds, not the queue's length."""
+    front of the queue holds, not the queue's length."""
 
     reason: ClassVar[Reason] = Reason.NOT_CONSIDERED
     bound: int
@@ -117,23 +117,23 @@ class NotConsidered:
 
 @dataclass(frozen=True)
 class BehindReservation:
-    """It fits now, but would delay the blocked head's reserved start (backfill)."""
+    """It fits now, but would delay the blocked front's reserved start (backfill)."""
 
     reason: ClassVar[Reason] = Reason.WAITING_BEHIND_RESERVATION
-    head: str
-    starts_at: float  # the head's reserved start
+    front: str
+    starts_at: float  # the front's reserved start
     timeout_seconds: float  # its own bound; 0: none
 
 
 @dataclass(frozen=True)
 class KeptForQueue:
     """It fits now, but its queue is above nominal and a queue with a lower share keeps the
-    free resources for its head."""
+    free resources for its front."""
 
     reason: ClassVar[Reason] = Reason.WAITING_BEHIND_RESERVATION
     queue: str
     keeper: str  # the queue with the lower share
-    head: str  # the keeper's head
+    front: str  # the keeper's front
 
 
 @dataclass(frozen=True)
@@ -178,11 +178,11 @@ class ScaleUp:
 
 @dataclass(frozen=True)
 class BehindScaleUp:
-    """It fits now, but the free resources are kept for `head`, ahead of it, which waits for
+    """It fits now, but the free resources are kept for `front`, ahead of it, which waits for
     new nodes and needs them too (backfill must not take what the new nodes complete)."""
 
     reason: ClassVar[Reason] = Reason.WAITING_BEHIND_RESERVATION
-    head: str
+    front: str
 
 
 @dataclass(frozen=True)
@@ -353,17 +353,17 @@ def _lack(lack: Lack) -> str:
                 f"not considered this pass: admission tests at most {bound} tasks past the "
                 "first that cannot start (RAYQUEUE_BACKFILL_CANDIDATES)"
             )
-        case BehindReservation(head, starts_at, timeout_seconds):
+        case BehindReservation(front, starts_at, timeout_seconds):
             ends = (
                 f"its timeoutSeconds={timeout_seconds:g} ends after"
                 if timeout_seconds > 0
                 else "it has no timeoutSeconds and would hold resources past"
             )
-            return f"fits now, but {ends} {head}'s reserved start at {_clock(starts_at)}"
-        case KeptForQueue(queue, keeper, head):
+            return f"fits now, but {ends} {front}'s reserved start at {_clock(starts_at)}"
+        case KeptForQueue(queue, keeper, front):
             return (
                 f"fits now, but {queue} is above its nominal quota and {keeper} has a lower "
-                f"share; the free resources are kept for {head}"
+                f"share; the free resources are kept for {front}"
             )
         case Preempting(victims, priorities, freeing, needs, lent):
             return (
@@ -385,9 +385,9 @@ def _lack(lack: Lack) -> str:
                 f"requested {resources_text(requested)} from the autoscaler at {_clock(since)}; "
                 f"{nodes} pending; gives up at {_clock(timeout_at)}"
             )
-        case BehindScaleUp(head):
+        case BehindScaleUp(front):
             return (
-                f"fits now, but the free resources are kept for {head}, which waits for new nodes"
+                f"fits now, but the free resources are kept for {front}, which waits for new nodes"
             )
         case ScaleUpTimedOut(requested, since, timeout_seconds, retry_at, failures):
             said = "; ".join(failures) if failures else "no failed launch"

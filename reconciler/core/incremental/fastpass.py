@@ -1,53 +1,63 @@
 """The incremental planner's fast pass over the queues' kept order (core/incremental/keptorder.py
-holds
-the order, the per-task memo and the full pass's hand-over): a pass redoes only the tasks
-whose inputs changed, the loud ones, the walked head of each queue and the few near a
+holds the order, the per-task memo and the full pass's hand-over): a pass redoes only the tasks
+whose inputs changed, the loud ones, the walked front of each queue and the few near a
 position-bucket edge; every other status is handed back as it was. Where it holds, and why it
-equals `planner.plan`, is queueorder's docstring."""
+equals `planner.plan`, is keptorder's docstring.
+
+The pass runs in steps, each a function of what the ones before it found: what changed
+(`_changes`), those tasks redone (`_reconcile_redone`), the kept order moved by them
+(`_reorder`), admission over each queue's front (`_admit_one_queue`, `_admit_team_queues`),
+the places past the fronts (`_wait_past_fronts`, `_place_far`), the statuses collected
+(`_collect`), and what the next pass keeps (`_quiet_after`, `keptorder.next_order`)."""
 
 from __future__ import annotations
 
 import math
 from bisect import bisect_left, insort
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
 from heapq import heappop, heappush
+from typing import NamedTuple
 
 from reconciler.core import admit as admission
 from reconciler.core.admission.waits import NotConsidered, QueueFull, Waiting
 from reconciler.core.decisions import Summary
 from reconciler.core.fastcontext import FastPassContext
-from reconciler.core.incremental import frontadmission as headadmission
-from reconciler.core.incremental.frontadmission import admit_prefix, place_far
+from reconciler.core.incremental import frontadmission
+from reconciler.core.incremental.frontadmission import FrontWalk, Worded, admit_prefix, place_far
 from reconciler.core.incremental.keptorder import (
-    _NAME,
+    NO_WALK,
     Arrival,
+    Bound,
     Entry,
+    ExactPlaces,
+    Expiry,
     Kept,
     Order,
-    Places,
+    PhaseCounts,
     Walks,
-    _candidate,
-    _changed,
-    _counted,
-    _entry,
-    _flagged,
-    _order,
-    _orphans,
-    _owner,
-    _quiet,
-    _team_walks,
+    candidate_of,
+    changed_names,
+    counted_entries,
+    entry_names,
+    entry_of,
+    is_quiet,
+    needs_full_pass,
+    next_order,
+    queue_of_task,
     reconcile,
+    walk_ends,
 )
 from reconciler.core.planner import Plan, TaskInput, TaskResult
 from reconciler.core.queues import fairshare
 from reconciler.core.queues.dispatch import QueueAdmission
 from reconciler.core.queues.shareresult import OwnTest
-from reconciler.core.stages import WalkEnd
+from reconciler.core.stages import walk_end
 from specs.task.models import Phase, Reason
 from specs.task.status import TaskStatus, TaskStatusBody
 
-# Each team queue's head given to fair admission on the fast pass's first try.
-_TEAM_HEAD = 8
+# Each team queue's front given to fair admission on the fast pass's first try.
+_TEAM_FRONT = 8
 
 
 def fast_pass(
@@ -63,12 +73,86 @@ def fast_pass(
     """`planner.finish`'s plan, redoing only what can have changed; None: this pass needs the
     full one (nothing of `ctx` is used then: the caller starts again). `told`: `given`
     came from the caller and names every sidecar read anew too (a spec's or not)."""
-    now = ctx.now
-    if now < order.now or order.flagged:
+    if ctx.now < order.now or order.flagged:
         return None
-    # What changed, at C speed: versions, names; what expired, from the heap.
     names = list(specs)
-    changed = set(given) if given is not None else _changed(versions, order.versions)
+    changes = _changes(ctx, order, previous, specs, versions, names, given)
+    deleted = changes.deleted
+    kept = dict(previous)
+    for name in deleted:
+        kept.pop(name, None)
+    merged = sorted(changes.redo)
+    results = _reconcile_redone(ctx, merged, specs, statuses, versions, previous, kept)
+    if results is None:
+        return None
+    heap = changes.heap
+    # The quiet results' earliest end (a redone task's old entry is stale: its own counts).
+    while heap and (heap[0].name in changes.redo or not _current(heap[0], order.loud, kept)):
+        heappop(heap)
+    if heap:
+        ctx.until = min(ctx.until, heap[0].valid_until)
+    moved = _reorder(ctx, order, merged, deleted, results, kept)
+    tasks = _TaskResults(ctx, statuses, results, kept)
+    ctx.stop_strays(specs)
+    if ctx.queues is None:
+        fronts = _admit_one_queue(ctx, order, moved, tasks, merged)
+    else:
+        fronts = _admit_team_queues(ctx, order, moved, tasks, merged)
+    if not _wait_past_fronts(ctx, order, moved, fronts):
+        return None
+    _place_far(ctx, order, moved, fronts, tasks, _far_names(ctx, order, moved, fronts, merged))
+    touched = fronts.touched
+    maybe = order.orphans | deleted | set(given or ()) if told else None
+    orphans = _orphans(statuses, specs, maybe)
+    plan, out, counts = _collect(ctx, order, specs, statuses, merged, deleted, orphans, fronts)
+    redone = touched | deleted | set(merged)
+    loud, watch = _quiet_after(order, statuses, out, tasks, heap, redone, deleted)
+    following = next_order(
+        ctx,
+        plan,
+        waiting=ctx.order,
+        versions=versions,
+        keys=moved.keys,
+        key_of=moved.key_of,
+        loud=loud,
+        heap=heap,
+        watch=watch,
+        walks=fronts.walks,
+        counts=counts,
+        names=names,
+        ceilings=order.ceilings,
+        unfit=frozenset(moved.unfit),
+        bounds=order.bounds,
+        arrivals=moved.arrivals,
+        words=fronts.spoken,
+        places=fronts.places,
+        front_walk=fronts.front_walk,
+        reused=fronts.reused,
+        orphans=frozenset(orphans),
+    )
+    return plan, kept, following
+
+
+class _Changes(NamedTuple):
+    """What a pass must redo, from what changed since the last one."""
+
+    deleted: set[str]  # the tasks whose spec is gone
+    redo: set[str]  # the tasks to reconcile again (or whose result to merge again)
+    heap: list[Expiry]  # the kept heap, its expired items popped
+
+
+def _changes(
+    ctx: FastPassContext,
+    order: Order,
+    previous: Mapping[str, Kept],
+    specs: Mapping[str, TaskInput],
+    versions: Mapping[str, Hashable],
+    names: list[str],
+    given: Collection[str] | None,
+) -> _Changes:
+    """What changed, at C speed: versions, names; what expired, from the heap; the runs whose
+    job changed; and every loud task."""
+    changed = set(given) if given is not None else changed_names(versions, order.versions)
     if names == order.names:  # the same tasks as last time (compared at C speed)
         deleted: set[str] = set()
     else:
@@ -77,10 +161,10 @@ def fast_pass(
         changed |= specs.keys() - versions.keys()
     heap = list(order.heap)
     redo = set(changed)
-    while heap and heap[0][0] < now:
+    while heap and heap[0].valid_until < ctx.now:
         item = heappop(heap)
         if _current(item, order.loud, previous):
-            redo.add(item[1])
+            redo.add(item.name)
     jobs = ctx.obs.jobs or {}
     if jobs is not order.jobs:
         for sid in jobs.keys() | order.jobs.keys():
@@ -89,28 +173,96 @@ def fast_pass(
     redo |= order.loud
     redo -= deleted
     redo &= specs.keys()
-    # Each of them reconciled (or its result reused) and merged, in name order as in plan().
-    kept = dict(previous)
-    for name in deleted:
-        kept.pop(name, None)
+    return _Changes(deleted, redo, heap)
+
+
+def _reconcile_redone(
+    ctx: FastPassContext,
+    merged: list[str],
+    specs: Mapping[str, TaskInput],
+    statuses: Mapping[str, TaskStatus],
+    versions: Mapping[str, Hashable],
+    previous: Mapping[str, Kept],
+    kept: dict[str, Kept],
+) -> dict[str, TaskResult] | None:
+    """Each of `merged` reconciled (or its result reused) and merged into `ctx`, in name order
+    as in plan(); None if one of them needs the full pass (then nothing is merged)."""
     results: dict[str, TaskResult] = {}
-    merged = sorted(redo)
     for name in merged:
         results[name] = reconcile(
             ctx, name, specs[name], statuses.get(name), versions.get(name), previous, kept
         )
-        if _flagged(name, specs[name], results[name]):
+        if needs_full_pass(name, specs[name], results[name]):
             return None
     for name in merged:
         ctx.add(name, results[name])
-    # The quiet results' earliest end (a redone task's old entry is stale: its own counts).
-    while heap and (heap[0][1] in redo or not _current(heap[0], order.loud, kept)):
-        heappop(heap)
-    if heap:
-        ctx.until = min(ctx.until, heap[0][0])
-    # The order, moved by the tasks whose key changed (a queue's list copied when it moves).
+    return results
+
+
+@dataclass(frozen=True)
+class _TaskResults:
+    """Each task's result in this pass (redone, or kept from the last), and how admission
+    reads a task it looks at."""
+
+    ctx: FastPassContext
+    statuses: Mapping[str, TaskStatus]
+    results: Mapping[str, TaskResult]  # the redone ones
+    kept: Mapping[str, Kept]
+
+    def result_of(self, name: str) -> TaskResult:
+        found = self.results.get(name)
+        return found if found is not None else self.kept[name].result
+
+    def adopt(self, name: str) -> None:
+        """A quiet task admission looks at: its body and request, as merge() would give."""
+        if name in self.results:
+            return
+        result = self.kept[name].result
+        ctx = self.ctx
+        ctx.bodies[name] = result.body
+        if result.conds:
+            ctx.conds[name] = dict(result.conds)
+        assert result.waiter is not None
+        ctx.tasks[name] = result.waiter.task
+
+    def as_given(self, name: str) -> TaskStatusBody | None:
+        return None if name in self.results else self.statuses[name].status
+
+    def unchanged(self, name: str, reason: Reason, bucket: str) -> bool:
+        """Whether a task not redone already waits far, in `bucket`, for `reason`."""
+        if name in self.results:
+            return False
+        body = self.statuses[name].status
+        return (
+            body.queue_position is None
+            and body.queue_position_bucket == bucket
+            and body.reason == reason
+        )
+
+
+@dataclass
+class _Reordered:
+    """The kept order, moved by the tasks whose entry changed."""
+
+    keys: dict[str, list[Entry]]  # a queue's list copied when it moves
+    key_of: Mapping[str, Entry]  # the last pass's map, copied only when an entry moves
+    moves: dict[str, int]  # by queue: how many entries left or joined it
+    unfit: set[str]  # the waiting tasks too big for their queue
+    arrivals: Mapping[str, list[Arrival]]
+    news: dict[str, Entry | None]  # the tasks whose entry changed: their new one
+    flipped: set[str]  # those that crossed their queue's maxQueued, their key the same
+
+
+def _reorder(
+    ctx: FastPassContext,
+    order: Order,
+    merged: list[str],
+    deleted: set[str],
+    results: Mapping[str, TaskResult],
+    kept: Mapping[str, Kept],
+) -> _Reordered:
+    """The order, moved by the tasks whose entry changed (most passes move none: a status)."""
     keys = dict(order.keys)
-    # The last pass's map, copied only when a key moves (most passes move none: a status).
     key_of: Mapping[str, Entry] = order.key_of
     writable: dict[str, Entry] | None = None
     copied: set[str] = set()
@@ -122,7 +274,7 @@ def fast_pass(
         old = key_of.get(name)
         if old == new:
             continue
-        queue = _owner(ctx, name)
+        queue = queue_of_task(ctx, name)
         if queue not in copied:
             keys[queue] = list(keys.get(queue, ()))
             copied.add(queue)
@@ -137,9 +289,9 @@ def fast_pass(
         if new is not None:
             if (
                 ceilings is not None
-                and not new[0]
+                and not new.past_limit
                 and fairshare.never_fits(
-                    _candidate(results.get(name) or kept[name].result), ceilings[queue]
+                    candidate_of(results.get(name) or kept[name].result), ceilings[queue]
                 )
             ):
                 unfit.add(name)
@@ -150,237 +302,334 @@ def fast_pass(
         if not keys[queue]:
             del keys[queue]
     if ceilings is not None:
-        # A redone task whose key stayed may ask for more (or less) than before: whether it
-        # can ever fit its queue is judged again (an edit of its resources or of preemptible
-        # moves no key).
-        for name in merged:
-            entry = key_of.get(name)
-            if entry is None or name in news:
-                continue
-            candidate = _candidate(results.get(name) or kept[name].result)
-            if not entry[0] and fairshare.never_fits(candidate, ceilings[_owner(ctx, name)]):
-                unfit.add(name)
-            else:
-                unfit.discard(name)
+        _judge_fit_again(ctx, merged, key_of, news, ceilings, unfit, results, kept)
+    return _Reordered(keys, key_of, moves, unfit, arrivals, news, flipped)
 
-    def result_of(name: str) -> TaskResult:
-        found = results.get(name)
-        return found if found is not None else kept[name].result
 
-    def adopt(name: str) -> None:
-        """A quiet task admission looks at: its body and request, as merge() would give."""
-        if name in results:
-            return
-        result = kept[name].result
-        ctx.bodies[name] = result.body
-        if result.conds:
-            ctx.conds[name] = dict(result.conds)
-        assert result.waiter is not None
-        ctx.tasks[name] = result.waiter.task
+def _judge_fit_again(
+    ctx: FastPassContext,
+    merged: list[str],
+    key_of: Mapping[str, Entry],
+    news: Mapping[str, Entry | None],
+    ceilings: Mapping[str, fairshare.Ceiling],
+    unfit: set[str],
+    results: Mapping[str, TaskResult],
+    kept: Mapping[str, Kept],
+) -> None:
+    """A redone task whose entry stayed may ask for more (or less) than before: whether it can
+    ever fit its queue is judged again, in `unfit` (an edit of its resources or of
+    preemptible moves no entry)."""
+    for name in merged:
+        entry = key_of.get(name)
+        if entry is None or name in news:
+            continue
+        candidate = candidate_of(results.get(name) or kept[name].result)
+        if not entry.past_limit and fairshare.never_fits(
+            candidate, ceilings[queue_of_task(ctx, name)]
+        ):
+            unfit.add(name)
+        else:
+            unfit.discard(name)
 
-    def as_given(name: str) -> TaskStatusBody | None:
-        return None if name in results else statuses[name].status
 
-    def unchanged(name: str, reason: Reason, bucket: str) -> bool:
-        if name in results:
-            return False
-        body = statuses[name].status
-        return (
-            body.queue_position is None
-            and body.queue_position_bucket == bucket
-            and body.reason == reason
-        )
+@dataclass
+class _Fronts:
+    """Admission over each queue's front: how far each front reaches in its entries, where
+    each walk ended, and the tasks whose status the pass set anew so far."""
 
-    ctx.stop_strays(specs)
-    # The head of each queue, long enough that the policy's walk ends in it.
+    fronts: dict[str, int]
+    counted: dict[str, int]  # by queue: its entries that count (not past its maxQueued)
+    walks: Walks
+    touched: set[str]
+    fair: QueueAdmission | None = None  # team queues: their admission
+    # Team queues: this pass's wait and message of each task at an exact place, and what
+    # each queue's exact places past its walk were computed from.
+    spoken: dict[str, Worded] = field(default_factory=dict)
+    places: dict[str, ExactPlaces] = field(default_factory=dict)
+    front_walk: FrontWalk | None = None  # one queue: the policy's walk over its front
+    reused: bool = False  # whether that walk is the last pass's
+
+
+def _first_fronts(ctx: FastPassContext, keys: Mapping[str, list[Entry]]) -> _Fronts:
+    """The front of each queue, long enough that the policy's walk most often ends in it: the
+    exact places and the tasks that may start, where strict's walk ends (at its first misfit),
+    and most often backfill's and besteffort's too (a full cluster whose jobs declare no end:
+    no reservation, everyone behind the front)."""
     options = ctx.options
-    exact = options.exact_queue_positions
-    # The exact places and the tasks that may start: where strict's walk ends (at its first
-    # misfit), and most often backfill's and besteffort's too (a full cluster whose jobs
-    # declare no end: no reservation, everyone behind the head).
-    narrow = first = exact + options.max_inflight + 2
+    first = options.exact_queue_positions + options.max_inflight + 2
     if options.policy != "strict":  # may test backfill_candidates past the first misfit
         first += options.backfill_candidates
-    fair: QueueAdmission | None = None
-    spoken: dict[str, tuple[Waiting, str]] = {}
-    # By queue: what its exact places past its walk were computed from (this pass's, for the
-    # next), and the names of those handed back unchanged.
-    places: dict[str, Places] = {}
-    standing: dict[str, list[str]] = {}
     if ctx.queues is not None:
         # Each queue's walk most often ends a few tasks in (a full cluster, 1 task behind its
-        # blocked head): start small, give more to a queue whose answer needs it.
-        first = _TEAM_HEAD
-    # A queue's tasks past its maxQueued are not candidates: its head is of the counted ones.
-    counted = {queue: _counted(entries) for queue, entries in keys.items()}
-    heads = {queue: min(counted[queue], first) for queue in keys}
-    kept_walk: headadmission.HeadWalk | None = None
-    reused = False
-    if ctx.queues is None:
-        entries = keys.get("", [])
-        last_head = order.head
-        if "" in heads and (last_head is None or len(last_head.candidates) <= narrow):
-            # The narrow head first, unless the last walk needed more: a walk that ends in it
-            # (Admission.tail) gives the answer the wide one would, at a fifth of the cost.
-            heads[""] = min(heads[""], narrow)
-        while True:
-            candidates = [_candidate(result_of(e[4])) for e in entries[: heads.get("", 0)]]
-            kept_walk, reused = headadmission.walk_head(ctx, candidates, order.head)
-            walked = kept_walk.admission
-            if walked.tail is not None or heads.get("", 0) == len(entries):
-                break
-            heads[""] = min(len(entries), max(first, heads[""] * 4))
-        gave = order.statuses
+        # blocked front): start small, give more to a queue whose answer needs it.
+        first = _TEAM_FRONT
+    # A queue's tasks past its maxQueued are not candidates: its front is of the counted ones.
+    counted = {queue: counted_entries(entries) for queue, entries in keys.items()}
+    fronts = {queue: min(counted[queue], first) for queue in keys}
+    return _Fronts(fronts, counted, {}, set())
 
-        # The same walk of the same prefix as last pass: its places and waits are those last
-        # pass gave. A new walk (a job listed PENDING: the start's claim is the Starting
-        # task's now) most often gives the same ones too, the started tasks gone from its
-        # front: compared task by task. Either way a task that kept its status keeps it.
-        gave_at = None if reused or last_head is None else headadmission.last_places(last_head)
 
-        def stands(name: str, place: int, waiting: Waiting) -> bool:
-            if gave_at is not None and gave_at.get(name) != (place, waiting):
+def _admit_one_queue(
+    ctx: FastPassContext, order: Order, moved: _Reordered, tasks: _TaskResults, merged: list[str]
+) -> _Fronts:
+    """The policy's walk over the one queue's front, and admission's statuses for it."""
+    found = _first_fronts(ctx, moved.keys)
+    fronts = found.fronts
+    options = ctx.options
+    narrow = options.exact_queue_positions + options.max_inflight + 2
+    wide = narrow if options.policy == "strict" else narrow + options.backfill_candidates
+    entries = moved.keys.get("", [])
+    last_front = order.front_walk
+    if "" in fronts and (last_front is None or len(last_front.candidates) <= narrow):
+        # The narrow front first, unless the last walk needed more: a walk that ends in it
+        # (Admission.tail) gives the answer the wide one would, for fewer candidates.
+        fronts[""] = min(fronts[""], narrow)
+    while True:
+        candidates = [candidate_of(tasks.result_of(e.name)) for e in entries[: fronts.get("", 0)]]
+        front_walk, reused = frontadmission.walk_front(ctx, candidates, last_front)
+        walked = front_walk.admission
+        if walked.tail is not None or fronts.get("", 0) == len(entries):
+            break
+        fronts[""] = min(len(entries), max(wide, fronts[""] * 4))
+    gave = order.statuses
+    # The same walk of the same prefix as last pass: its places and waits are those last
+    # pass gave. A new walk (a job listed PENDING: the start's claim is the Starting task's
+    # now) most often gives the same ones too, the started tasks gone from its front:
+    # compared task by task. Either way a task that kept its status keeps it.
+    gave_at = None if reused or last_front is None else frontadmission.last_places(last_front)
+
+    def stands(name: str, place: int, waiting: Waiting) -> bool:
+        if gave_at is not None:
+            last = gave_at.get(name)
+            if last is None or last.place != place or last.waiting != waiting:
                 return False
-            return name not in results and statuses.get(name) is gave.get(name)
+        return name not in tasks.results and tasks.statuses.get(name) is gave.get(name)
 
-        stand = stands if reused or gave_at else None
-        walk = admit_prefix(ctx, candidates, walked, unchanged, adopt, stand)
-        touched = set(merged) | set(walk.touched)
-        tail_at, lack = walk.admission.tail or (None, None)
-        ctx.walk = WalkEnd(tail_at, lack, len(walk.admission.start))
-        walks: Walks = {"": ctx.walk}
-    else:
-        while True:
-            prefix = sorted(e for queue, entries in keys.items() for e in entries[: heads[queue]])
-            candidates = [_candidate(result_of(e[4])) for e in prefix]
-            cut = {q for q, n in heads.items() if n < counted[q]}
-            # Those too big for their queue past the heads: admission takes them out first.
-            beyond = [
-                _candidate(result_of(n))
-                for n in sorted(unfit)
-                if bisect_left(keys[q := _owner(ctx, n)], key_of[n]) >= heads[q]
-            ]
-            fair = headadmission.walk_queues(ctx, candidates + beyond, cut)
-            walks = _team_walks(fair, keys, frozenset(unfit))
-            # Short: its walk did not end in its head (or its answer may read past it).
-            short = [q for q in cut if q in fair.short or walks[q][0] is None]
-            for queue, tests in fair.unread.items():
-                entries = keys[queue]
-                if queue not in short and _own_past(tests, entries, heads[queue], unfit, result_of):
-                    short.append(queue)
-            if not short:
-                break
-            for queue in short:
-                heads[queue] = min(counted[queue], heads[queue] * 4)
-        # The exact places past a walk's end: each waits for the queue's tail lack, `ahead`
-        # counting the tasks its walk kept (as the policy numbers them past its tail).
-        extra: list[Entry] = []
-        begun = set(fair.start)
-        for queue, entries in keys.items():
-            head, (_, lack, count) = heads[queue], walks[queue]
-            end = min(len(entries), exact + count)
-            if end <= head:
-                continue
-            ahead = sum(1 for e in entries[:head] if e[4] not in begun and e[4] not in unfit)
-            places[queue] = placed = (head, end, lack, ahead, count)
-            if order.places.get(queue) == placed and entries is order.keys.get(queue):
-                same = _standing(entries[head:end], results, statuses, order, unfit, spoken)
-                if same is not None:
-                    # The same places, waits and statuses as last pass: handed back as they
-                    # are (their order and the count NotConsidered kept as admission would).
-                    standing[queue] = same
-                    if isinstance(lack, NotConsidered):
-                        ctx.not_considered += sum(1 for e in entries[head:end] if not e[0])
-                    heads[queue] = end
-                    continue
-            for e in entries[head:end]:
-                fair.queue_of[e[4]] = queue
-                if e[0]:
-                    fair.waiting[e[4]] = _queue_full(order.bounds, queue)
-                elif e[4] not in unfit:
-                    assert lack is not None  # a queue with counted tasks past its head has a tail
-                    fair.waiting[e[4]] = Waiting(lack, ahead, queue)
-                    ahead += 1
-            extra.extend(entries[head:end])
-            heads[queue] = end
-        if extra:
-            prefix = sorted(prefix + extra)
-            candidates = [_candidate(result_of(e[4])) for e in prefix]
-        touched = set(merged) | set(
-            headadmission.admit_queue_prefix(
-                ctx, candidates, fair, as_given, adopt, order.words, spoken
-            )
-        )
-        for queue, same in standing.items():
-            ctx.order.setdefault(queue, []).extend(same)
-    # Past each head: every task waits for its queue's tail lack.
-    for queue, entries in keys.items():
-        head = heads[queue]
-        if head == len(entries):
+    stand = stands if reused or gave_at else None
+    walk = admit_prefix(ctx, candidates, walked, tasks.unchanged, tasks.adopt, stand)
+    ctx.walk = walk_end(walk.admission)
+    found.walks = {"": ctx.walk}
+    found.touched = set(merged) | set(walk.touched)
+    found.front_walk, found.reused = front_walk, reused
+    return found
+
+
+def _admit_team_queues(
+    ctx: FastPassContext, order: Order, moved: _Reordered, tasks: _TaskResults, merged: list[str]
+) -> _Fronts:
+    """Fair admission over each team queue's front, the exact places past each walk, and
+    admission's statuses for them."""
+    found = _first_fronts(ctx, moved.keys)
+    fair, prefix = _walk_team_fronts(ctx, moved, tasks, found)
+    standing: dict[str, list[str]] = {}
+    extra = _exact_places(ctx, order, moved, tasks, found, standing)
+    candidates = [candidate_of(tasks.result_of(e.name)) for e in prefix]
+    if extra:
+        prefix = sorted(prefix + extra)
+        candidates = [candidate_of(tasks.result_of(e.name)) for e in prefix]
+    admitted = frontadmission.admit_queue_prefix(
+        ctx, candidates, fair, tasks.as_given, tasks.adopt, order.words, found.spoken
+    )
+    found.touched = set(merged) | set(admitted)
+    for queue, same in standing.items():
+        ctx.order.setdefault(queue, []).extend(same)
+    return found
+
+
+def _walk_team_fronts(
+    ctx: FastPassContext, moved: _Reordered, tasks: _TaskResults, found: _Fronts
+) -> tuple[QueueAdmission, list[Entry]]:
+    """Fair admission over the queues' fronts, each front grown (in `found`) until its walk
+    ends in it; with the entries it was given. Sets `found.fair` and `found.walks`."""
+    keys, key_of, unfit = moved.keys, moved.key_of, moved.unfit
+    fronts, counted = found.fronts, found.counted
+    while True:
+        prefix = sorted(e for queue, entries in keys.items() for e in entries[: fronts[queue]])
+        candidates = [candidate_of(tasks.result_of(e.name)) for e in prefix]
+        cut = {q for q, n in fronts.items() if n < counted[q]}
+        # Those too big for their queue past the fronts: admission takes them out first.
+        beyond = [
+            candidate_of(tasks.result_of(n))
+            for n in sorted(unfit)
+            if bisect_left(keys[q := queue_of_task(ctx, n)], key_of[n]) >= fronts[q]
+        ]
+        fair = frontadmission.walk_queues(ctx, candidates + beyond, cut)
+        walks = walk_ends(fair, keys, frozenset(unfit))
+        # Short: its walk did not end in its front (or its answer may read past it).
+        short = [q for q in cut if q in fair.short or walks[q].tail_at is None]
+        for queue, tests in fair.unread.items():
+            if queue not in short and _own_past(
+                tests, keys[queue], fronts[queue], unfit, tasks.result_of
+            ):
+                short.append(queue)
+        if not short:
+            found.fair, found.walks = fair, walks
+            return fair, prefix
+        for queue in short:
+            fronts[queue] = min(counted[queue], fronts[queue] * 4)
+
+
+def _exact_places(
+    ctx: FastPassContext,
+    order: Order,
+    moved: _Reordered,
+    tasks: _TaskResults,
+    found: _Fronts,
+    standing: dict[str, list[str]],
+) -> list[Entry]:
+    """The exact places past each walk's end: each waits for the queue's tail lack, `ahead`
+    counting the tasks its walk kept (as the policy numbers them past its tail). Returns the
+    entries to hand admission with the fronts (their waits set in `found.fair`); a queue
+    whose places, waits and statuses are last pass's goes to `standing` instead. Each front
+    in `found` grows to its places' end."""
+    fair = found.fair
+    assert fair is not None
+    exact = ctx.options.exact_queue_positions
+    unfit = moved.unfit
+    extra: list[Entry] = []
+    begun = set(fair.start)
+    for queue, entries in moved.keys.items():
+        front, walk = found.fronts[queue], found.walks[queue]
+        end = min(len(entries), exact + walk.started)
+        if end <= front:
             continue
+        ahead = sum(1 for e in entries[:front] if e.name not in begun and e.name not in unfit)
+        found.places[queue] = placed = ExactPlaces(front, end, walk.lack, ahead, walk.started)
+        if order.places.get(queue) == placed and entries is order.keys.get(queue):
+            same = _standing(
+                entries[front:end], tasks.results, tasks.statuses, order, unfit, found.spoken
+            )
+            if same is not None:
+                # The same places, waits and statuses as last pass: handed back as they
+                # are (their order and the count NotConsidered kept as admission would).
+                standing[queue] = same
+                if isinstance(walk.lack, NotConsidered):
+                    ctx.not_considered += sum(1 for e in entries[front:end] if not e.past_limit)
+                found.fronts[queue] = end
+                continue
+        for e in entries[front:end]:
+            fair.queue_of[e.name] = queue
+            if e.past_limit:
+                fair.waiting[e.name] = _queue_full(order.bounds, queue)
+            elif e.name not in unfit:
+                assert walk.lack is not None  # counted tasks past a queue's front: a tail
+                fair.waiting[e.name] = Waiting(walk.lack, ahead, queue)
+                ahead += 1
+        extra.extend(entries[front:end])
+        found.fronts[queue] = end
+    return extra
+
+
+def _wait_past_fronts(
+    ctx: FastPassContext, order: Order, moved: _Reordered, found: _Fronts
+) -> bool:
+    """Past each front, every task waits for its queue's tail lack: each queue's waiting
+    names in order, and the tasks admission did not consider. False: a queue's tail waits for
+    another reason than last pass's, which needs the full pass."""
+    for queue, entries in moved.keys.items():
+        front = found.fronts[queue]
+        if front == len(entries):
+            continue
+        walk = found.walks[queue]
         last = order.waiting.get(queue)
         if (
             entries is order.keys.get(queue)
             and last
-            and not (walks[queue][2] or order.started.get(queue))
+            and not (walk.started or order.started.get(queue))
         ):
             # The same keys and no start, this pass or last: the same names waiting in order.
             ctx.order[queue] = last
         else:
-            ctx.order.setdefault(queue, []).extend(map(_NAME, entries[head:]))
-        if head >= counted[queue]:
+            ctx.order.setdefault(queue, []).extend(entry_names(entries[front:]))
+        counted = found.counted[queue]
+        if front >= counted:
             continue  # past maxQueued, all of them: QueueFull, as their statuses say
-        tail_at, lack, _ = walks[queue]
-        assert lack is not None and tail_at is not None
+        lack = walk.lack
+        assert lack is not None and walk.tail_at is not None
         before = order.tail.get(queue)
         if before is not None and before is not lack.reason:
-            return None  # the whole tail waits for another reason now: the full pass
+            return False
         if isinstance(lack, NotConsidered):
-            ctx.not_considered += counted[queue] - head
+            ctx.not_considered += counted - front
             ctx.not_considered -= sum(
                 1
-                for n in unfit
-                if _owner(ctx, n) == queue and bisect_left(entries, key_of[n]) >= head
+                for n in moved.unfit
+                if queue_of_task(ctx, n) == queue and bisect_left(entries, moved.key_of[n]) >= front
             )
-    # Past the heads: the tasks that moved, were walked last time, or sit near a bucket edge.
+    return True
+
+
+def _far_names(
+    ctx: FastPassContext, order: Order, moved: _Reordered, found: _Fronts, merged: list[str]
+) -> set[str]:
+    """The waiting tasks past the fronts whose place may have changed: those that moved, were
+    walked last time, or sit near a bucket edge."""
+    key_of, keys, fronts = moved.key_of, moved.keys, found.fronts
+    exact = ctx.options.exact_queue_positions
     far: set[str] = set(order.walked)
     far.update(n for n in merged if n in key_of)
-    far.update(flipped)
+    far.update(moved.flipped)
     for queue in keys.keys() | order.keys.keys():
-        started = walks.get(queue, (None, None, 0))[2]
+        started = found.walks.get(queue, NO_WALK).started
         was = order.started.get(queue, 0)
-        shift = moves.get(queue, 0) + abs(started - was)
-        far.update(_near_edges(keys.get(queue, []), heads.get(queue, 0), started, shift, exact))
+        shift = moved.moves.get(queue, 0) + abs(started - was)
+        far.update(_near_edges(keys.get(queue, []), fronts.get(queue, 0), started, shift, exact))
         far.update(
             n for n in _near_edges(order.keys.get(queue, []), 0, was, shift, exact) if n in key_of
         )
-    # Those in a head were placed by admission above.
-    far.difference_update(*(map(_NAME, entries[: heads[queue]]) for queue, entries in keys.items()))
+    # Those in a front were placed by admission.
+    far.difference_update(*(entry_names(entries[: fronts[q]]) for q, entries in keys.items()))
+    return far
+
+
+def _place_far(
+    ctx: FastPassContext,
+    order: Order,
+    moved: _Reordered,
+    found: _Fronts,
+    tasks: _TaskResults,
+    far: Iterable[str],
+) -> None:
+    """Each of `far` past its queue's front at its place, waiting for the queue's tail lack
+    (or QueueFull, or OverQuota), unless its status already says so."""
+    exact = ctx.options.exact_queue_positions
     label = ctx.queues is not None
     for name in far:
-        entry = key_of.get(name)
+        entry = moved.key_of.get(name)
         if entry is None:
             continue
-        queue = _owner(ctx, name)
-        entries = keys[queue]
-        position = bisect_left(entries, entry)
-        if position < heads[queue]:
+        queue = queue_of_task(ctx, name)
+        position = bisect_left(moved.keys[queue], entry)
+        if position < found.fronts[queue]:
             continue
-        _, lack, started = walks[queue]
-        adopt(name)
-        place = position - started + 1
-        if entry[0]:
+        walk = found.walks[queue]
+        tasks.adopt(name)
+        place = position - walk.started + 1
+        if entry.past_limit:
             waiting = _queue_full(order.bounds, queue)
-        elif name in unfit and fair is not None:  # too big for its queue: OverQuota
-            waiting = fair.waiting[name]
+        elif name in moved.unfit and found.fair is not None:  # too big for its queue: OverQuota
+            waiting = found.fair.waiting[name]
         else:
-            assert lack is not None
-            waiting = Waiting(lack, position - started, queue if label else None)
-        if not unchanged(name, waiting.reason, admission.position_bucket(place, exact)):
+            assert walk.lack is not None
+            waiting = Waiting(walk.lack, position - walk.started, queue if label else None)
+        if not tasks.unchanged(name, waiting.reason, admission.position_bucket(place, exact)):
             place_far(ctx, name, waiting, place, queue if label else None)
-            touched.add(name)
-    maybe = order.orphans | deleted | set(given or ()) if told else None
-    orphans = _orphans(statuses, specs, maybe)
+            found.touched.add(name)
+
+
+def _collect(
+    ctx: FastPassContext,
+    order: Order,
+    specs: Mapping[str, TaskInput],
+    statuses: Mapping[str, TaskStatus],
+    merged: list[str],
+    deleted: set[str],
+    orphans: set[str],
+    found: _Fronts,
+) -> tuple[Plan, dict[str, TaskStatus], PhaseCounts]:
+    """The clean-up stages, the statuses of the touched tasks, and the plan; with every
+    status it gives and its phase counts."""
+    touched = found.touched
     ctx.expire_finished_jobs(_awaited(statuses, merged, orphans))
     if orphans:
         ctx.orphan_sidecars(specs, _in_order_of(statuses, orphans))
@@ -389,8 +638,26 @@ def fast_pass(
     for name in orphans:
         del out[name]
     out.update(ctx.statuses)
-    queued, starting, running = order.counts
-    for name in touched | deleted:
+    counts = _counts_after(order, out, touched | deleted)
+    summary = Summary(
+        capacity=ctx.obs.capacity,
+        used=ctx.used,
+        queued=counts.queued,
+        starting=counts.starting,
+        running=counts.running,
+        queues=found.fair.summary() if found.fair is not None else None,
+        order=ctx.order,
+        not_considered=ctx.not_considered,
+    )
+    return ctx.freeze(statuses, out, summary, touched), out, counts
+
+
+def _counts_after(
+    order: Order, out: Mapping[str, TaskStatus], changed: Iterable[str]
+) -> PhaseCounts:
+    """The last plan's phase counts, moved by the statuses of `changed`."""
+    queued, starting, running = order.counts.queued, order.counts.starting, order.counts.running
+    for name in changed:
         for status, sign in ((order.statuses.get(name), -1), (out.get(name), 1)):
             if status is None:
                 continue
@@ -398,21 +665,24 @@ def fast_pass(
             queued += sign * (phase is Phase.QUEUED)
             starting += sign * (phase is Phase.STARTING)
             running += sign * (phase is Phase.RUNNING)
-    summary = Summary(
-        capacity=ctx.obs.capacity,
-        used=ctx.used,
-        queued=queued,
-        starting=starting,
-        running=running,
-        queues=fair.summary() if fair is not None else None,
-        order=ctx.order,
-        not_considered=ctx.not_considered,
-    )
-    plan = ctx.freeze(statuses, out, summary, touched)
-    # What the next pass keeps.
+    return PhaseCounts(queued, starting, running)
+
+
+def _quiet_after(
+    order: Order,
+    statuses: Mapping[str, TaskStatus],
+    out: Mapping[str, TaskStatus],
+    tasks: _TaskResults,
+    heap: list[Expiry],
+    redone: Iterable[str],
+    deleted: Collection[str],
+) -> tuple[frozenset[str], dict[str, str]]:
+    """The loud tasks and the watched submission ids the next pass keeps, `redone` (every
+    task this pass touched, deleted or merged) judged anew; the quiet ones' ends pushed on
+    `heap`."""
     loud = set(order.loud)
     watch = dict(order.watch)
-    for name in touched | deleted | set(merged):
+    for name in redone:
         was_quiet = name in order.statuses and name not in order.loud
         loud.discard(name)
         if was_quiet:
@@ -421,60 +691,39 @@ def fast_pass(
                 del watch[gone]
         if name in deleted:
             continue
-        result = result_of(name) if name in kept else None
-        if result is not None and _quiet(result, statuses.get(name), out.get(name)):
+        result = tasks.result_of(name) if name in tasks.kept else None
+        if result is not None and is_quiet(result, statuses.get(name), out.get(name)):
             named = statuses[name].status.submission_id
             if named is not None:
                 watch[named] = name
-            if (not was_quiet or name in results) and result.valid_until < math.inf:
-                heappush(heap, (result.valid_until, name))
+            if (not was_quiet or name in tasks.results) and result.valid_until < math.inf:
+                heappush(heap, Expiry(result.valid_until, name))
         else:
             loud.add(name)
-    counts = (queued, starting, running)
-    following = _order(
-        ctx,
-        ctx.order,
-        versions,
-        keys,
-        key_of,
-        frozenset(loud),
-        heap,
-        watch,
-        plan,
-        walks,
-        counts,
-        names,
-        ceilings,
-        frozenset(unfit),
-        order.bounds,
-        arrivals,
-        spoken,
-        places,
-        kept_walk,
-        reused,
-        frozenset(orphans),
-    )
-    return plan, kept, following
+    return frozenset(loud), watch
 
 
 def _own_past(
     tests: list[OwnTest],
     entries: list[Entry],
-    head: int,
+    front: int,
     unfit: Collection[str],
     result_of: Callable[[str], TaskResult],
 ) -> bool:
     """Whether the least-served queue's own walk (`fairshare._own_first`), which found
-    nothing in the head it was given, would start a task past it: its counted tasks past
-    `head` (those too big for it left out, as admission drops them), each read by the tests
-    whose walk reaches that far. With the cluster full none fits, and the head given stands."""
+    nothing in the front it was given, would start a task past it: its counted tasks past
+    `front` (those too big for it left out, as admission drops them), each read by the tests
+    whose walk reaches that far. With the cluster full none fits, and the front given
+    stands."""
     bounds = [t.more for t in tests]
     most = None if None in bounds else max(b for b in bounds if b is not None)
     # Enough entries for `most` candidates: the unfit ones are skipped, as are those past
-    # maxQueued (e[0]: no candidates)
-    past = entries[head:] if most is None else entries[head : head + most + len(unfit)]
-    candidates = [_candidate(result_of(e[4])) for e in past if not e[0] and e[4] not in unfit]
-    return any(test.passes(c) for test in tests for c in candidates[: test.more])
+    # maxQueued (no candidates)
+    past = entries[front:] if most is None else entries[front : front + most + len(unfit)]
+    candidates = [
+        candidate_of(result_of(e.name)) for e in past if not e.past_limit and e.name not in unfit
+    ]
+    return any(test.lets_start(c) for test in tests for c in candidates[: test.more])
 
 
 def _standing(
@@ -483,12 +732,12 @@ def _standing(
     statuses: Mapping[str, TaskStatus],
     order: Order,
     unfit: Collection[str],
-    spoken: dict[str, tuple[Waiting, str]],
+    spoken: dict[str, Worded],
 ) -> list[str] | None:
     """The names of a queue's exact places past its walk whose places and waits are those of
     last pass (the caller checks that), when each still has the status last pass gave it and
     was not redone: `admit_queue_prefix` would leave each as it is. None: place them again."""
-    names = list(map(_NAME, entries))
+    names = list(entry_names(entries))
     last, words = order.statuses, order.words
     for name in names:
         if name in results or name in unfit or statuses.get(name) is not last.get(name):
@@ -497,6 +746,19 @@ def _standing(
             return None
     spoken.update((name, words[name]) for name in names)
     return names
+
+
+def _same_key(old: Entry | None, new: Entry | None) -> bool:
+    """Whether two entries (or none) hold the same task at the same key, whatever their
+    maxQueued flag."""
+    if old is None or new is None:
+        return old is new
+    return (
+        old.rank == new.rank
+        and old.queued_at == new.queued_at
+        and old.name_order == new.name_order
+        and old.name == new.name
+    )
 
 
 def _moved(
@@ -509,70 +771,87 @@ def _moved(
     arrivals = dict(order.arrivals)
     changes: dict[str, int] = {}
     for name in names:
-        old, new = key_of.get(name), _entry(name, results.get(name))
-        if (None if old is None else old[1:]) == (None if new is None else new[1:]):
-            continue  # the same key (its maxQueued flag is judged below)
+        old, new = key_of.get(name), entry_of(name, results.get(name))
+        if _same_key(old, new):
+            continue  # (its maxQueued flag is judged below)
         news[name] = new
-        bound = bounds.get(_owner(ctx, name))
+        bound = bounds.get(queue_of_task(ctx, name))
         if bound is None:
             continue
-        group = bound[0]
+        group = bound.queue
         if group not in changes:
             arrivals[group] = list(arrivals.get(group, ()))
         changes[group] = changes.get(group, 0) + 1
         arrived = arrivals[group]
         if old is not None:
-            del arrived[bisect_left(arrived, (old[2], name))]
+            del arrived[bisect_left(arrived, Arrival(old.queued_at, name))]
         if new is not None:
-            insort(arrived, (new[2], name))
+            insort(arrived, Arrival(new.queued_at, name))
     flipped: set[str] = set()
     if not changes:
         return news, arrivals, flipped
     for name, new in news.items():
-        bound = bounds.get(_owner(ctx, name))
+        bound = bounds.get(queue_of_task(ctx, name))
         if new is not None and bound is not None:
-            arrived = arrivals[bound[0]]
-            news[name] = (int(bisect_left(arrived, (new[2], name)) >= bound[1]), *new[1:])
-    # Each change moves a task's index by one at most: only those within that many of the
-    # limit can cross it.
-    limits = dict(bounds.values())
+            index = bisect_left(arrivals[bound.queue], Arrival(new.queued_at, name))
+            news[name] = new._replace(past_limit=int(index >= bound.limit))
+    flipped = _crossed_limits(order, arrivals, changes, news)
+    return news, arrivals, flipped
+
+
+def _crossed_limits(
+    order: Order,
+    arrivals: Mapping[str, list[Arrival]],
+    changes: Mapping[str, int],
+    news: dict[str, Entry | None],
+) -> set[str]:
+    """The tasks whose key stayed but that crossed their queue's maxQueued as others arrived
+    or left (`changes` of them by limited queue): their new entries, in `news`. Each change
+    moves a task's index by one at most: only those within that many of the limit can cross
+    it."""
+    key_of = order.key_of
+    limits = dict(order.bounds.values())
+    flipped: set[str] = set()
     for group, count in changes.items():
         limit = limits[group]
         low, high = max(limit - count, 0), limit + count
         before, after = order.arrivals.get(group, []), arrivals[group]
-        for _, name in [*before[low:high], *after[low:high]]:
+        for arrival in [*before[low:high], *after[low:high]]:
+            name = arrival.name
             if name in news or name not in key_of:
                 continue
             entry = key_of[name]
-            full = int(bisect_left(after, (entry[2], name)) >= limit)
-            if full != entry[0]:
-                news[name] = (full, *entry[1:])
+            full = int(bisect_left(after, Arrival(entry.queued_at, name)) >= limit)
+            if full != entry.past_limit:
+                news[name] = entry._replace(past_limit=full)
                 flipped.add(name)
-    return news, arrivals, flipped
+    return flipped
 
 
-def _queue_full(bounds: Mapping[str, tuple[str, int]], queue: str) -> Waiting:
+def _queue_full(bounds: Mapping[str, Bound], queue: str) -> Waiting:
     """A task of `queue` past its maxQueued, as queueing.queue_full words it."""
-    return Waiting(QueueFull(*bounds[queue]), queue=queue)
+    bound = bounds[queue]
+    return Waiting(QueueFull(bound.queue, bound.limit), queue=queue)
 
 
-def _current(item: tuple[float, str], loud: frozenset[str], kept: Mapping[str, Kept]) -> bool:
-    until, name = item
-    entry = kept.get(name)
-    return name not in loud and entry is not None and entry.result.valid_until == until
+def _current(item: Expiry, loud: frozenset[str], kept: Mapping[str, Kept]) -> bool:
+    """Whether a heap item is the quiet task's result's end still."""
+    entry = kept.get(item.name)
+    return (
+        item.name not in loud and entry is not None and entry.result.valid_until == item.valid_until
+    )
 
 
 def _near_edges(
-    keys: list[Entry], head: int, started: int, shift: int, exact: int
+    keys: list[Entry], front: int, started: int, shift: int, exact: int
 ) -> Iterable[str]:
     """The tasks whose place (position - started + 1) lies within `shift` of a bucket edge
     (exact, 10 exact, ...): only those can change bucket when places move by `shift`."""
     edge = exact
     while edge - shift <= len(keys):
-        low = max(head, edge - shift - 1 + started)
+        low = max(front, edge - shift - 1 + started)
         high = min(len(keys), edge + shift + 1 + started)
-        for e in keys[low:high]:
-            yield e[4]
+        yield from entry_names(keys[low:high])
         edge *= 10
 
 
@@ -590,3 +869,17 @@ def _in_order_of(statuses: Mapping[str, TaskStatus], names: set[str]) -> dict[st
         (name,) = names
         return {name: statuses[name]}
     return {n: s for n, s in statuses.items() if n in names}
+
+
+def _orphans(
+    statuses: Mapping[str, TaskStatus],
+    specs: Mapping[str, TaskInput],
+    maybe: Collection[str] | None,
+) -> set[str]:
+    """The sidecars without a spec. A new one is a spec deleted or a sidecar read anew: when
+    the caller named those, only they and the last pass's orphans (`maybe` holds them all)
+    can be one. Else (None), as after a full read of the sidecars, every name is looked at,
+    the key views first compared in place (most passes have none)."""
+    if maybe is not None:
+        return {n for n in maybe if n in statuses and n not in specs}
+    return set() if statuses.keys() == specs.keys() else statuses.keys() - specs.keys()

@@ -1,14 +1,13 @@
-"""Admission of the head of each queue, for the fast pass (core/incremental/fastpass.py): the
-policy's
-or fair share's walk over a prefix of the kept order, as `admission.admit` runs it over the
-whole queue, and the places of the tasks past the prefix."""
+"""Admission of the front of each queue, for the fast pass (core/incremental/fastpass.py): the
+policy's or fair share's walk over a prefix of the kept order, as `admission.admit` runs it
+over the whole queue, and the places of the tasks past the prefix."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from reconciler.core.admission import policies
 from reconciler.core.admission.waits import NotConsidered, ReservedStart, Waiting
@@ -31,9 +30,16 @@ if TYPE_CHECKING:
     from reconciler.core.fastcontext import FastPassContext
 
 
+class Worded(NamedTuple):
+    """A task's wait at an exact place and the message it was given for it."""
+
+    waiting: Waiting
+    message: str
+
+
 @dataclass
 class Walk:
-    """What `admit_prefix` did with the head of a long queue."""
+    """What `admit_prefix` did with the front of a long queue."""
 
     admission: policies.Admission
     touched: list[str]  # tasks whose status it set anew (the others keep theirs)
@@ -54,15 +60,15 @@ def _walk(
 
 
 def walk_policy(ctx: FastPassContext, prefix: list[policies.Candidate]) -> policies.Admission:
-    """The policy's walk over the head of the queue, as `admit` runs it (see admit_prefix)."""
+    """The policy's walk over the front of the queue, as `admit` runs it (see admit_prefix)."""
     admission = _walk(ctx, prefix, ())
     assert isinstance(admission, policies.Admission)
     return admission
 
 
 @dataclass(frozen=True)
-class HeadWalk:
-    """The policy's walk over the head of the one queue, with everything it read: the walk is
+class FrontWalk:
+    """The policy's walk over the front of the one queue, with everything it read: the walk is
     a function of these and of `now`, and its answer is the same at any `now` from the pass
     that made it up to `holds_until` (policies.admit_bounded is pure)."""
 
@@ -76,13 +82,13 @@ class HeadWalk:
     admission: policies.Admission
 
 
-def walk_head(
-    ctx: FastPassContext, prefix: list[policies.Candidate], last: HeadWalk | None
-) -> tuple[HeadWalk, bool]:
+def walk_front(
+    ctx: FastPassContext, prefix: list[policies.Candidate], last: FrontWalk | None
+) -> tuple[FrontWalk, bool]:
     """walk_policy's walk over `prefix`, and whether it is `last`'s, reused: when every input
     of the walk is the same and `now` has not passed `last.holds_until`. Most passes of a
-    busy queue only move an active task's status (a job PENDING, then RUNNING): the heads
-    wait as they did, and walking ~600 of them again would give the same answer."""
+    busy queue only move an active task's status (a job PENDING, then RUNNING): the fronts
+    wait as they did, and walking them again would give the same answer."""
     free, slots = (
         free_capacity(ctx.obs, ctx.options, ctx.used),
         start_slots(ctx.options, ctx.bodies),
@@ -102,7 +108,7 @@ def walk_head(
     admission = _walk(ctx, prefix, ())
     assert isinstance(admission, policies.Admission)
     until = _holds_until(admission, prefix, ctx.now, options.policy)
-    walk = HeadWalk(
+    walk = FrontWalk(
         options.policy,
         options.backfill_candidates,
         prefix,
@@ -115,15 +121,22 @@ def walk_head(
     return walk, False
 
 
-def last_places(last: HeadWalk) -> dict[str, tuple[int, Waiting]]:
+class GivenPlace(NamedTuple):
+    """The place and wait `admit_prefix` gave a waiting task."""
+
+    place: int
+    waiting: Waiting
+
+
+def last_places(last: FrontWalk) -> dict[str, GivenPlace]:
     """The place and wait `admit_prefix` gave each waiting task of `last`'s prefix."""
     admission = last.admission
     started, waiting = set(admission.start), admission.waiting
     names = [c.name for c in last.candidates if c.name not in started]
-    return {name: (place, waiting[name]) for place, name in enumerate(names, 1)}
+    return {name: GivenPlace(place, waiting[name]) for place, name in enumerate(names, 1)}
 
 
-def _same_slots(last: HeadWalk, slots: int) -> bool:
+def _same_slots(last: FrontWalk, slots: int) -> bool:
     """Whether `slots` walks as `last.slots` did. A walk reads its slots only as `slots > 0`
     until a start spends one, so a walk that started nothing (a Starting task became Running:
     one slot more) gives the same answer with any other positive count."""
@@ -137,7 +150,7 @@ def _holds_until(
 ) -> float:
     """Up to which `now` the walk gives this same answer (its other inputs the same). A start
     counts its claim from `now`: this instant only. Strict and besteffort never read the
-    clock. Backfill that started nothing reads it in two places: the head's reserved start,
+    clock. Backfill that started nothing reads it in two places: the front's reserved start,
     max(the claims' end at which it fits, now), which stays while now has not passed it; and
     whether a later task ends by then (now + its timeout <= the start), false for every one
     (it would have started) and so still false later, with the start the same."""
@@ -160,7 +173,7 @@ def admit_prefix(
     adopt: Callable[[str], None],
     standing: Callable[[str, int, Waiting], bool] | None = None,
 ) -> Walk:
-    """`admit` on the head of the queue, for a pass with one queue and no preemption,
+    """`admit` on the front of the queue, for a pass with one queue and no preemption,
     autoscaler, array cap, dependency gate or stopping victim (the incremental planner checks
     that). `prefix`: the first candidates in order, long enough that the policy's walk ends in
     it (`Admission.tail`) or the whole queue. `unchanged(name, reason, bucket)`: whether a far
@@ -212,7 +225,7 @@ def admit_prefix(
 def walk_queues(
     ctx: FastPassContext, prefix: list[policies.Candidate], cut: Collection[str]
 ) -> queueing.QueueAdmission:
-    """The queues' admission over the heads of their queues, as `admit` runs it, for a pass
+    """The queues' admission over the fronts of their queues, as `admit` runs it, for a pass
     with team queues and no preemption, autoscaler, array cap, dependency gate or stopping
     victim, the tasks past maxQueued left out (the incremental planner checks that).
     `prefix`: the first candidates of each queue, in the cluster's order; enough that each
@@ -229,10 +242,10 @@ def admit_queue_prefix(
     admission: queueing.QueueAdmission,
     given: Callable[[str], TaskStatusBody | None],
     adopt: Callable[[str], None],
-    words: Mapping[str, tuple[Waiting, str]] | None = None,
-    spoken: dict[str, tuple[Waiting, str]] | None = None,
+    words: Mapping[str, Worded] | None = None,
+    spoken: dict[str, Worded] | None = None,
 ) -> list[str]:
-    """`admit` on the heads of the team queues (`prefix`, `admission`: walk_queues'), with
+    """`admit` on the fronts of the team queues (`prefix`, `admission`: walk_queues'), with
     `adopt` as in admit_prefix; returns the tasks whose status it set anew. `given(name)`: the
     status body a task not redone this pass was given (None for one redone): one that already
     waits as admission says is left as it is. `words`: the last pass's wait and message of
@@ -268,9 +281,11 @@ def admit_queue_prefix(
             said = "queued"
             if waiting is not None:
                 last = words.get(name) if words is not None else None
-                said = last[1] if last is not None and last[0] == waiting else waiting.message
+                said = waiting.message
+                if last is not None and last.waiting == waiting:
+                    said = last.message
                 if spoken is not None:
-                    spoken[name] = (waiting, said)
+                    spoken[name] = Worded(waiting, said)
         body = given(name)
         if body is not None and _queued_as(body, position, bucket, reason, said, at):
             continue

@@ -1,27 +1,26 @@
-"""The queues' order kept between passes (issue 27), and the incremental planner's fast pass
-over it (the pass itself: core/incremental/fastpass.py; here the order, the per-task memo, the full
-pass's
+"""The queues' order kept between passes, for the incremental planner's fast pass (the pass
+itself: core/incremental/fastpass.py; here the order, the per-task memo, the full pass's
 hand-over and where the fast pass holds): a pass redoes only what can change, so its cost
 follows change, not queue length.
 
-Kept from the last pass (`Order`): each queue's waiting tasks as a sorted list of their keys
-(priority, queuedAt, name), updated with bisect by the tasks whose result changed; which tasks
-are *quiet* (their result holds, has nothing to merge, and their status came out as given);
-when each quiet result expires (a heap); the last plan's statuses and phase counts. A pass
-then redoes only: the tasks whose version or run's job changed or whose result expired, the
-loud ones (running, starting, unsettled), the walked head of each queue (the exact places and
-the policy's walk up to `Admission.tail`), the tasks last walked, and the few whose position
-bucket may change (those near each bucket edge, from the lists). Everything else keeps its
-status, by dict copy.
+Kept from the last pass (`Order`): each queue's waiting tasks as a sorted list of their
+entries (priority, queuedAt, name), updated with bisect by the tasks whose result changed;
+which tasks are *quiet* (their result holds, has nothing to merge, and their status came out
+as given); when each quiet result expires (a heap); the last plan's statuses and phase counts.
+A pass then redoes only: the tasks whose version or run's job changed or whose result expired,
+the loud ones (running, starting, unsettled), the walked front of each queue (the exact places
+and the policy's walk up to `Admission.tail`), the tasks last walked, and the few whose
+position bucket may change (those near each bucket edge, from the lists). Everything else
+keeps its status, by dict copy.
 
 With team queues (`_queues.yaml`) fair admission (quotas, borrowing and lending, weights,
-decayed usage, maxRunning, nested queues) runs over the head of each queue only: it starts
+decayed usage, maxRunning, nested queues) runs over the front of each queue only: it starts
 with a few tasks of each and gives more to a queue whose walk did not end in what it got
 (`FairAdmission.short`, `tails`); the exact places past a walk's end wait for its tail's lack.
 Tasks too big for their queue (OverQuota) are handed to it wherever they stand. maxQueued:
 each limited queue keeps its subtree's waiting tasks in arrival order (`Order.arrivals`); the
-first `limit` count, the rest are QueueFull, placed after the counted ones (the first element
-of their entry), and left out of fair admission; a pass redoes the tasks that crossed the limit,
+first `limit` count, the rest are QueueFull, placed after the counted ones (their entry's
+`past_limit`), and left out of fair admission; a pass redoes the tasks that crossed the limit,
 found within as many places of it as arrivals moved.
 
 The fast pass holds only where it is known to equal `planner.plan` exactly: no queue file
@@ -37,7 +36,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from bisect import bisect_left
-from collections.abc import Collection, Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from heapq import heapify
 from itertools import compress
@@ -46,28 +45,88 @@ from typing import NamedTuple
 
 from reconciler.core import planner
 from reconciler.core.admission import policies
-from reconciler.core.admission.waits import Lack, Waiting
+from reconciler.core.admission.waits import Lack
 from reconciler.core.admit import Admitted
 from reconciler.core.fastcontext import FastPassContext
 from reconciler.core.incremental import ownwrites as fixedpoint
-from reconciler.core.incremental.frontadmission import HeadWalk
+from reconciler.core.incremental.frontadmission import FrontWalk, Worded
 from reconciler.core.planner import PassInputs, Plan, TaskInput, TaskResult
 from reconciler.core.queues import fairshare
 from reconciler.core.queues.dispatch import QueueAdmission
+from reconciler.core.stages import WalkEnd
 from specs.cluster import RayJob
 from specs.queues.config import DEFAULT_QUEUE, QueueConfig
 from specs.task.arrays import split
-from specs.task.models import Phase, Reason
+from specs.task.models import Reason
 from specs.task.status import TaskStatus
 
-# A waiting task's place in its queue: 1 if it is past its queue's maxQueued (QueueFull: its
-# place comes after every counted task's, as admit numbers them), else 0; its key (-priority,
-# queuedAt, name); its name.
-Entry = tuple[int, int, float, str, str]
-_NAME = itemgetter(4)
+
+class Entry(NamedTuple):  # one per waiting task: sorts as the queue's order, fields in turn
+    """A waiting task's place in its queue's kept order."""
+
+    # 1 if it is past its queue's maxQueued (QueueFull: its place comes after every counted
+    # task's, as admit numbers them), else 0.
+    past_limit: int
+    rank: int  # then its key (QueueKey): -priority,
+    queued_at: float  # queuedAt,
+    name_order: str  # and its name's order (arrays' elements in index order)
+    name: str  # the task
+
+
 # Below every entry past maxQueued and above every counted one (priorities are 0..9).
-_FULL: Entry = (1, -10, -math.inf, "", "")
-Arrival = tuple[float, str]  # (queuedAt, name): the order in which maxQueued counts tasks
+_FIRST_PAST_LIMIT = Entry(1, -10, -math.inf, "", "")
+# An entry's name at C speed (a fast pass lists every waiting task's past its queue's front):
+# the item getter reads the field by its place, found from its name.
+_NAME_OF = itemgetter(Entry._fields.index("name"))
+
+
+def entry_names(entries: Iterable[Entry]) -> Iterator[str]:
+    """The entries' task names, in their order (at C speed)."""
+    return map(_NAME_OF, entries)
+
+
+class Arrival(NamedTuple):
+    """A task in the order in which maxQueued counts its queue's tasks."""
+
+    queued_at: float
+    name: str
+
+
+class Expiry(NamedTuple):
+    """A quiet task's result's end, in the kept heap (stale items are skipped)."""
+
+    valid_until: float
+    name: str
+
+
+class Bound(NamedTuple):
+    """The maxQueued a queue's tasks count in: the queue that sets it, and the limit."""
+
+    queue: str
+    limit: int
+
+
+class PhaseCounts(NamedTuple):
+    """How many of a plan's statuses are in each phase the summary counts."""
+
+    queued: int
+    starting: int
+    running: int
+
+
+class ExactPlaces(NamedTuple):
+    """A team queue's exact places past its walk (fast pass), and what they came from."""
+
+    front: int  # the walk's front's end in the queue's entries: the places' start
+    end: int  # the places' end in them
+    lack: Lack | None  # what they wait for
+    ahead: int  # the tasks counted ahead of the first one
+    started: int  # how many of the queue started
+
+
+# Where each queue's walk ended, in the terms of its entries.
+Walks = dict[str, WalkEnd]
+NO_WALK = WalkEnd(None, None, 0)
 
 
 @dataclass(frozen=True)
@@ -80,12 +139,12 @@ class Order:
     keys: Mapping[str, list[Entry]]  # every waiting task, sorted, by queue ("": no queues)
     key_of: Mapping[str, Entry]
     loud: frozenset[str]  # the tasks not quiet (every other one is): merged every pass
-    heap: list[tuple[float, str]]  # quiet results' ends (stale entries are skipped)
+    heap: list[Expiry]  # quiet results' ends (stale entries are skipped)
     watch: Mapping[str, str]  # a submission id a quiet task's status names -> that task
     jobs: Mapping[str, RayJob]
     statuses: Mapping[str, TaskStatus]  # the last plan's
-    counts: tuple[int, int, int]  # queued, starting, running in those
-    walked: tuple[str, ...]  # the heads of the queues last walked one by one
+    counts: PhaseCounts  # in those
+    walked: tuple[str, ...]  # the fronts of the queues last walked one by one
     tail: Mapping[str, Reason]  # by queue: why every task past its walk waited (if any did)
     started: Mapping[str, int]  # by queue: started in the last pass (still in `keys` then)
     flagged: frozenset[str]  # tasks that need the full pass (dependencies, arrays, ...)
@@ -97,31 +156,24 @@ class Order:
     unfit: frozenset[str] = frozenset()
     # maxQueued (bounds_of): by queue, the queue whose limit it counts in, and the limit; by
     # such a queue, its subtree's waiting tasks in arrival order (the first `limit` count).
-    bounds: Mapping[str, tuple[str, int]] = dataclasses.field(default_factory=dict)
+    bounds: Mapping[str, Bound] = dataclasses.field(default_factory=dict)
     arrivals: Mapping[str, list[Arrival]] = dataclasses.field(default_factory=dict)
     # Team queues: the wait and message of each task at an exact place (admit_queue_prefix).
-    words: Mapping[str, tuple[Waiting, str]] = dataclasses.field(default_factory=dict)
+    words: Mapping[str, Worded] = dataclasses.field(default_factory=dict)
     # Team queues, by queue: what its exact places past its walk were computed from (the
     # fast pass hands them back unchanged when this pass's are the same and its keys too).
-    places: Mapping[str, Places] = dataclasses.field(default_factory=dict)
+    places: Mapping[str, ExactPlaces] = dataclasses.field(default_factory=dict)
     # The last plan's waiting tasks by queue (Summary.order), handed on for a queue whose keys
     # did not change and that started nothing in either pass.
     waiting: Mapping[str, list[str]] = dataclasses.field(default_factory=dict)
-    # One queue: the policy's walk over its head in the last (fast) pass and what it read, for
-    # the next to reuse when none of that changed (headadmission.walk_head); None: walk anew.
-    head: HeadWalk | None = None
+    # One queue: the policy's walk over its front in the last (fast) pass and what it read,
+    # for the next to reuse when none of that changed (frontadmission.walk_front); None: walk
+    # anew.
+    front_walk: FrontWalk | None = None
     # Whether the pass that made this order reused the walk before it (tests count it).
     reused: bool = False
-    # The sidecars without a spec the last plan was given (_orphans).
+    # The sidecars without a spec the last plan was given.
     orphans: frozenset[str] = frozenset()
-
-
-# Where each queue's walk ended: (the index in its keys from which every task waits for the
-# same lack, or None when the walk took them all; that lack; how many it started).
-Walks = dict[str, tuple[int | None, Lack | None, int]]
-# A queue's exact places past its walk (fast pass): the walk's head and the places' end in its
-# keys, the lack they wait for, the first one's count ahead, and how many of the queue started.
-Places = tuple[int, int, Lack | None, int, int]
 
 
 class Kept(NamedTuple):  # built per task per full pass: a tuple builds fastest
@@ -181,19 +233,19 @@ def fast_enough(ctx: PassInputs) -> bool:
     )
 
 
-def bounds_of(config: QueueConfig) -> dict[str, tuple[str, int]] | None:
+def bounds_of(config: QueueConfig) -> dict[str, Bound] | None:
     """By queue: the one queue of its chain (itself, the queues it lies in) with a maxQueued,
     and that limit. Its tasks count in arrival order (queueing.queue_full): the first `limit`
     of that queue's whole subtree count, the rest are QueueFull. None: some chain holds two
     limits, so whether a task counts depends on how the two fill in turn (the full pass's)."""
     limits = {q.name: q.max_queued for q in config.spec.queues}
     limits[DEFAULT_QUEUE] = config.spec.default.max_queued
-    bounds: dict[str, tuple[str, int]] = {}
+    bounds: dict[str, Bound] = {}
     for queue in limits:
         chain = [queue]
         while (parent := config.parent_of(chain[-1])) is not None:
             chain.append(parent)
-        bounded = [(q, limit) for q in chain if (limit := limits.get(q)) is not None]
+        bounded = [Bound(q, limit) for q in chain if (limit := limits.get(q)) is not None]
         if len(bounded) > 1:
             return None
         if bounded:
@@ -201,11 +253,12 @@ def bounds_of(config: QueueConfig) -> dict[str, tuple[str, int]] | None:
     return bounds
 
 
-def _owner(ctx: PassInputs | FastPassContext, name: str) -> str:
+def queue_of_task(ctx: PassInputs | FastPassContext, name: str) -> str:
+    """The queue whose kept order holds the task ("": no team queues)."""
     return ctx.queues.queue_of(name) if ctx.queues is not None else ""
 
 
-def _quiet(result: TaskResult, status: TaskStatus | None, out: TaskStatus | None) -> bool:
+def is_quiet(result: TaskResult, status: TaskStatus | None, out: TaskStatus | None) -> bool:
     """Nothing of it to merge into a pass, and its status came out as it was given."""
     return (
         status is not None
@@ -219,7 +272,7 @@ def _quiet(result: TaskResult, status: TaskStatus | None, out: TaskStatus | None
     )
 
 
-def _flagged(name: str, spec: TaskInput | None, result: TaskResult | None) -> bool:
+def needs_full_pass(name: str, spec: TaskInput | None, result: TaskResult | None) -> bool:
     """A task whose presence needs the full pass."""
     if split(name) is not None:
         return True
@@ -238,34 +291,36 @@ def _flagged(name: str, spec: TaskInput | None, result: TaskResult | None) -> bo
 def _unflagged_entries(
     specs: Mapping[str, TaskInput], results: Mapping[str, TaskResult]
 ) -> list[Entry] | None:
-    """Every waiting task's entry (_entry), in the specs' order; None if any task is flagged
-    (_flagged): both in one loop over the specs."""
+    """Every waiting task's entry (entry_of), in the specs' order; None if any task needs the
+    full pass (needs_full_pass): both in one loop over the specs."""
     raw: list[Entry] = []
     for name, spec in specs.items():
         result = results.get(name)
-        if _flagged(name, spec, result):
+        if needs_full_pass(name, spec, result):
             return None
-        entry = _entry(name, result)
+        entry = entry_of(name, result)
         if entry is not None:
             raw.append(entry)
     return raw
 
 
-def _entry(name: str, result: TaskResult | None, full: int = 0) -> Entry | None:
+def entry_of(name: str, result: TaskResult | None, past_limit: int = 0) -> Entry | None:
+    """A task's entry in the kept order; None if it does not wait."""
     if result is None or result.waiter is None:
         return None
     key = result.waiter.key
-    return (full, key[0], key[1], key[2], name)
+    return Entry(past_limit, key.rank, key.queued_at, key.name_order, name)
 
 
-def _counted(entries: list[Entry]) -> int:
+def counted_entries(entries: list[Entry]) -> int:
     """How many of a queue's entries count (the rest are past its maxQueued)."""
-    return bisect_left(entries, _FULL)
+    return bisect_left(entries, _FIRST_PAST_LIMIT)
 
 
-def _counts(statuses: Iterable[TaskStatus]) -> tuple[int, int, int]:
-    phases = [s.status.phase for s in statuses]
-    return (phases.count(Phase.QUEUED), phases.count(Phase.STARTING), phases.count(Phase.RUNNING))
+def candidate_of(result: TaskResult) -> policies.Candidate:
+    """What a waiting task asks admission for."""
+    assert result.waiter is not None
+    return result.waiter.candidate
 
 
 def order_after_full(
@@ -288,24 +343,8 @@ def order_after_full(
         return None
     bounds = bounds_of(ctx.queues) if ctx.queues is not None else {}
     assert bounds is not None  # fast_enough
-    arrivals: dict[str, list[Arrival]] = {}
-    for e in raw:
-        bound = bounds.get(_owner(ctx, e[4]))
-        if bound is not None:
-            arrivals.setdefault(bound[0], []).append((e[2], e[4]))
-    full: set[str] = set()
-    limits = dict(bounds.values())
-    for group, arrived in arrivals.items():
-        arrived.sort()
-        full.update(map(itemgetter(1), arrived[limits[group] :]))
-    keys: dict[str, list[Entry]] = {}
-    if ctx.queues is None:  # one queue, and none of it full (no maxQueued without queues)
-        if raw:
-            raw.sort()
-            keys[""] = raw
-    else:
-        for e in sorted((1, *e[1:]) if e[4] in full else e for e in raw):
-            keys.setdefault(_owner(ctx, e[4]), []).append(e)
+    arrivals = _arrivals(ctx, raw, bounds)
+    keys = _sorted_by_queue(ctx, raw, _past_limit(arrivals, bounds))
     ceilings = None
     unfit: frozenset[str] = frozenset()
     if ctx.queues is not None:
@@ -313,10 +352,11 @@ def order_after_full(
         assert capacity is not None
         ceilings = fairshare.ceilings(fairshare.resolve(ctx.queues, capacity), capacity)
         unfit = frozenset(
-            e[4]
+            e.name
             for queue, entries in keys.items()
             for e in entries
-            if not e[0] and fairshare.never_fits(_candidate(results[e[4]]), ceilings[queue])
+            if not e.past_limit
+            and fairshare.never_fits(candidate_of(results[e.name]), ceilings[queue])
         )
     out = plan.statuses
     quiet = frozenset(  # (a task without a status given is never quiet: a cold start's all)
@@ -324,33 +364,68 @@ def order_after_full(
         for n in specs
         if n in kept
         and (status := statuses.get(n)) is not None
-        and _quiet(results[n], status, out.get(n))
+        and is_quiet(results[n], status, out.get(n))
     )
-    heap = [(results[n].valid_until, n) for n in quiet if results[n].valid_until < math.inf]
+    heap = [Expiry(results[n].valid_until, n) for n in quiet if results[n].valid_until < math.inf]
     heapify(heap)
     watch = {sid: n for n in quiet if (sid := statuses[n].status.submission_id) is not None}
-    key_of = {e[4]: e for entries in keys.values() for e in entries}
-    loud = frozenset(specs) - quiet
-    walks = _walks(ctx, admitted, keys, unfit)
-    return _order(
+    summary = plan.summary
+    assert summary is not None
+    return next_order(
         ctx,
-        admitted.order,
-        versions,
-        keys,
-        key_of,
-        loud,
-        heap,
-        watch,
         plan,
-        walks,
-        None,
-        list(specs),
-        ceilings,
-        unfit,
-        bounds,
-        arrivals,
+        waiting=admitted.order,
+        versions=versions,
+        keys=keys,
+        key_of={e.name: e for entries in keys.values() for e in entries},
+        loud=frozenset(specs) - quiet,
+        heap=heap,
+        watch=watch,
+        walks=_walks(ctx, admitted, keys, unfit),
+        counts=PhaseCounts(summary.queued, summary.starting, summary.running),
+        names=list(specs),
+        ceilings=ceilings,
+        unfit=unfit,
+        bounds=bounds,
+        arrivals=arrivals,
         orphans=frozenset(statuses.keys() - specs.keys()),
     )
+
+
+def _arrivals(
+    ctx: PassInputs, raw: list[Entry], bounds: Mapping[str, Bound]
+) -> dict[str, list[Arrival]]:
+    """By queue with a maxQueued: its subtree's waiting tasks in arrival order."""
+    arrivals: dict[str, list[Arrival]] = {}
+    for e in raw:
+        bound = bounds.get(queue_of_task(ctx, e.name))
+        if bound is not None:
+            arrivals.setdefault(bound.queue, []).append(Arrival(e.queued_at, e.name))
+    for arrived in arrivals.values():
+        arrived.sort()
+    return arrivals
+
+
+def _past_limit(arrivals: Mapping[str, list[Arrival]], bounds: Mapping[str, Bound]) -> set[str]:
+    """The tasks past their queue's maxQueued: those that arrived after the first `limit`."""
+    limits = dict(bounds.values())
+    full: set[str] = set()
+    for group, arrived in arrivals.items():
+        full.update(a.name for a in arrived[limits[group] :])
+    return full
+
+
+def _sorted_by_queue(ctx: PassInputs, raw: list[Entry], full: set[str]) -> dict[str, list[Entry]]:
+    """Each queue's entries, sorted, those of `full` marked past its limit."""
+    keys: dict[str, list[Entry]] = {}
+    if ctx.queues is None:  # one queue, and none of it full (no maxQueued without queues)
+        if raw:
+            raw.sort()
+            keys[""] = raw
+        return keys
+    for e in sorted(e._replace(past_limit=1) if e.name in full else e for e in raw):
+        keys.setdefault(queue_of_task(ctx, e.name), []).append(e)
+    return keys
 
 
 def _walks(
@@ -361,12 +436,13 @@ def _walks(
         assert admitted.walk is not None
         return {"": admitted.walk}
     assert admitted.queue_admission is not None
-    return _team_walks(admitted.queue_admission, keys, unfit)
+    return walk_ends(admitted.queue_admission, keys, unfit)
 
 
-def _team_walks(
+def walk_ends(
     fair: QueueAdmission, keys: Mapping[str, list[Entry]], unfit: frozenset[str]
 ) -> Walks:
+    """Where each team queue's walk ended in `fair`, in the terms of its entries."""
     started: dict[str, int] = {}
     for name in fair.start:
         owner = fair.queue_of[name]
@@ -377,60 +453,60 @@ def _team_walks(
         count = started.get(queue, 0)
         tail = fair.tails.get(queue)
         if tail is None:
-            walks[queue] = (None, None, count)
+            walks[queue] = WalkEnd(None, None, count)
             continue
         # A tail counts the tasks its walk kept: neither started nor too big for the queue (nor
         # past maxQueued: those were not handed to it).
-        at = counted = _counted(entries)
-        left = tail[0]
+        at = counted = counted_entries(entries)
+        left = tail.at
         for index, entry in enumerate(entries[:counted]):
-            if entry[4] in begun or entry[4] in unfit:
+            if entry.name in begun or entry.name in unfit:
                 continue
             if left == 0:
                 at = index
                 break
             left -= 1
-        walks[queue] = (at, tail[1], count)
+        walks[queue] = WalkEnd(at, tail.lack, count)
     return walks
 
 
-def _order(
+def next_order(
     ctx: PassInputs | FastPassContext,
+    plan: Plan,
+    *,
     waiting: Mapping[str, list[str]],
     versions: Mapping[str, Hashable],
     keys: Mapping[str, list[Entry]],
     key_of: Mapping[str, Entry],
     loud: frozenset[str],
-    heap: list[tuple[float, str]],
+    heap: list[Expiry],
     watch: Mapping[str, str],
-    plan: Plan,
     walks: Walks,
-    counts: tuple[int, int, int] | None,
-    names: list[str] | None,
+    counts: PhaseCounts,
+    names: list[str],
     ceilings: Mapping[str, fairshare.Ceiling] | None,
     unfit: frozenset[str],
-    bounds: Mapping[str, tuple[str, int]],
+    bounds: Mapping[str, Bound],
     arrivals: Mapping[str, list[Arrival]],
-    words: Mapping[str, tuple[Waiting, str]] | None = None,
-    places: Mapping[str, Places] | None = None,
-    head_walk: HeadWalk | None = None,
+    words: Mapping[str, Worded] | None = None,
+    places: Mapping[str, ExactPlaces] | None = None,
+    front_walk: FrontWalk | None = None,
     reused: bool = False,
     orphans: frozenset[str] = frozenset(),
 ) -> Order:
+    """The order a pass that planned `plan` leaves for the next fast one."""
     exact = ctx.options.exact_queue_positions
     walked: list[str] = []
     tails: dict[str, Reason] = {}
     started: dict[str, int] = {}
     for queue, entries in keys.items():
-        tail_at, tail, count = walks.get(queue, (None, None, 0))
-        counted = _counted(entries)
-        head = max(counted if tail_at is None else tail_at, exact + count)
-        walked.extend(map(_NAME, entries[:head]))
-        if tail is not None and tail_at is not None and tail_at < counted:
-            tails[queue] = tail.reason
-        started[queue] = count
-    summary = plan.summary
-    assert summary is not None
+        walk = walks.get(queue, NO_WALK)
+        counted = counted_entries(entries)
+        front = max(counted if walk.tail_at is None else walk.tail_at, exact + walk.started)
+        walked.extend(entry_names(entries[:front]))
+        if walk.lack is not None and walk.tail_at is not None and walk.tail_at < counted:
+            tails[queue] = walk.lack.reason
+        started[queue] = walk.started
     return Order(
         now=ctx.now,
         versions=versions,  # the caller's: it must not change it afterwards
@@ -441,14 +517,12 @@ def _order(
         watch=watch,
         jobs=ctx.obs.jobs or {},
         statuses=plan.statuses,
-        counts=counts
-        if counts is not None
-        else (summary.queued, summary.starting, summary.running),
+        counts=counts,
         walked=tuple(walked),
         tail=tails,
         started=started,
         flagged=frozenset(),
-        names=list(plan.statuses) if names is None else names,
+        names=names,
         ceilings=ceilings,
         unfit=unfit,
         bounds=bounds,
@@ -456,38 +530,15 @@ def _order(
         words={} if words is None else words,
         places={} if places is None else places,
         waiting=waiting,
-        head=head_walk,
+        front_walk=front_walk,
         reused=reused,
         orphans=orphans,
     )
 
 
-def _changed(versions: Mapping[str, Hashable], before: Mapping[str, Hashable]) -> set[str]:
+def changed_names(versions: Mapping[str, Hashable], before: Mapping[str, Hashable]) -> set[str]:
     """The names whose version is new or differs, at C speed: compared in place when both
     list the same names in the same order (the loop builds them so), else as sets."""
     if len(versions) == len(before) and list(versions) == list(before):
         return set(compress(versions, map(ne, versions.values(), before.values())))
     return {n for n, _ in versions.items() - before.items()}
-
-
-def _orphans(
-    statuses: Mapping[str, TaskStatus],
-    specs: Mapping[str, TaskInput],
-    maybe: Collection[str] | None,
-) -> set[str]:
-    """The sidecars without a spec. A new one is a spec deleted or a sidecar read anew: when
-    the caller named those, only they and the last pass's orphans (`maybe` holds them all)
-    can be one. Else (None), as after a full read of the sidecars, every name is looked at,
-    the key views first compared in place (most passes have none)."""
-    if maybe is not None:
-        return {n for n in maybe if n in statuses and n not in specs}
-    return set() if statuses.keys() == specs.keys() else statuses.keys() - specs.keys()
-
-
-def _candidate(result: TaskResult) -> policies.Candidate:
-    assert result.waiter is not None
-    return result.waiter.candidate
-
-
-# What the incremental planner reads of a pass's bookkeeping (incremental._carry_written).
-changed_names = _changed

@@ -1,5 +1,5 @@
 """Fair-share preemption between sibling queues (`fairSharing.preemptionStrategies:
-[LessThanOrEqualToFinalShare]`, as Kueue's): which runs of other queues a waiting head may stop
+[LessThanOrEqualToFinalShare]`, as Kueue's): which runs of other queues a waiting front may stop
 because its queue's weighted share is below theirs. Pure.
 
 Only in pure sharing: the preemptor's queue and the victims' have no nominal quota (what they
@@ -8,7 +8,7 @@ rule) and are top queues, not divided (nested queues are left out). The share is
 share orders by (`quotas.dominant_share`, with the decayed past use when counted).
 
 - **Whom.** Running runs of a sibling queue whose share is above the preemptor's queue's,
-  no wider than the preemptor in any resource (a 1-CPU head never stops a 200-CPU run: the
+  no wider than the preemptor in any resource (a 1-CPU front never stops a 200-CPU run: the
   rest of what it frees would go to others, and its work is lost), not exempt by their own
   queue's rules (`preemptible: false`, `minRuntimeSeconds`, `maxPerTask`), whatever their
   priority: lowest priority first, then the newest, then the name.
@@ -68,7 +68,7 @@ def chain(states: Mapping[str, QueueState], name: str) -> list[str]:
 
 
 def takes_part(states: Mapping[str, QueueState], name: str) -> bool:
-    """A queue whose head may preempt by share, and whose runs may be taken: not divided (a
+    """A queue whose front may preempt by share, and whose runs may be taken: not divided (a
     divided queue's own tasks never preempt, nor are taken), and in pure sharing at some level
     it lies in (itself or a queue it lies in has no nominal quota). Flat: a queue with no
     nominal quota."""
@@ -94,10 +94,10 @@ def least_served_below_top(
     states: Mapping[str, QueueState], name: str, asking: Iterable[str]
 ) -> bool:
     """Nested queues: whether the queue is, at each level below its top queue, the least
-    served (by weighted share) of its siblings that hold a head asking to preempt, as the
-    fair-share pass would pick. Only then may its head preempt by share: else a better-served
-    user, its team below another, would take that team's runs for itself while its sibling
-    waits. A top queue: always."""
+    served (by weighted share) of its siblings that hold a front asking to preempt, as fair
+    share's admission would pick. Only then may its front preempt by share: else a
+    better-served user, its team below another, would take that team's runs for itself while
+    its sibling waits. A top queue: always."""
     branches = [chain(states, other) for other in asking]
     path = chain(states, name)
     for queue in path[:-1]:
@@ -165,7 +165,7 @@ def choose(
         if exempt(run, now, rules.get(where, Rules())):
             continue
         if not _no_wider(run.request, request):
-            continue  # what it frees beyond the head's need would go to others: no trade
+            continue  # what it frees beyond the front's need would go to others: no trade
         if (own, side) not in above:
             above[own, side] = _above(states, usage, own, side)
         if not above[own, side]:

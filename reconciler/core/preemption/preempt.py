@@ -2,22 +2,22 @@
 from preemptors to victims that are still stopping. Pure, like the planner that calls it.
 
 `reconciler.core.preemption.victims` answers "which victims" for one preemptor; this module
-decides which waiting heads ask, and what "fits" means for each:
+decides which waiting fronts ask, and what "fits" means for each:
 
-- Without `_queues.yaml` there is one queue, set by the `serve` flags; its head may preempt
+- Without `_queues.yaml` there is one queue, set by the `serve` flags; its front may preempt
   when it waits for resources.
-- With team queues, each queue's head (the task its policy would start next) may preempt,
+- With team queues, each queue's front (the task its policy would start next) may preempt,
   under its queue's `preemption:` block alone (a field left out takes its default):
   `withinQueue` lets it stop lower-priority runs of its own queue when the cluster or its
   quota is full; `reclaimWithinCohort` lets it take lent quota back from queues that borrow,
   whenever its queue is below its nominal quota (combined with its own lower-priority
-  victims when `withinQueue` allows), never so that it borrows; a head below
+  victims when `withinQueue` allows), never so that it borrows; a front below
   `minPreemptorPriority` does neither (it waits, as without preemption).
-  Heads that reclaim ask first, then the others, each by lowest weighted share; the room a
+  Fronts that reclaim ask first, then the others, each by lowest weighted share; the room a
   preemptor is promised is reserved before the next one asks.
 - One ledger (`Ledger`): what victims still stopping will free is committed to their
-  preemptor; a head that overtakes it takes the claim over, and what stops for a preemptor
-  no longer waiting goes to the first head that asks; after each decision the victims' queues
+  preemptor; a front that overtakes it takes the claim over, and what stops for a preemptor
+  no longer waiting goes to the first front that asks; after each decision the victims' queues
   are lowered in usage and in commitments together.
 
 Everything here is read from the sidecars and Ray's job list each pass, never remembered.
@@ -119,28 +119,28 @@ def decide(
         return _decide_by_queue(
             plan_setup, admission, by_name, free, stopping, running, priorities, now
         )
-    head = next((c for c in queue if c.name not in started), None)
+    front = next((c for c in queue if c.name not in started), None)
     rules = plan_setup.queues[ONE_QUEUE].rules
     if (
-        head is None
-        or head.name in stopping
+        front is None
+        or front.name in stopping
         or rules.within_queue == NEVER
-        or not victims.may_ask(rules, priorities[head.name])
+        or not victims.may_ask(rules, priorities[front.name])
     ):
-        return []  # below the threshold the head waits, as without preemption
-    waiting = admission.waiting.get(head.name)
+        return []  # below the threshold the front waits, as without preemption
+    waiting = admission.waiting.get(front.name)
     if waiting is None or waiting.reason != Reason.WAITING_FOR_RESOURCES:
         return []  # an in-flight slot, not resources, holds it back
     ledger = Ledger(stopping, by_name, [c.name for c in queue])
-    coming = ledger.draw(head.name, lambda _by: True).room
-    preemptor = Preemptor(head.name, priorities[head.name], head.request)
+    coming = ledger.draw(front.name, lambda _by: True).room
+    preemptor = Preemptor(front.name, priorities[front.name], front.request)
     picked = victims.choose_in_cohort(
         preemptor,
         ONE_QUEUE,
         ((ONE_QUEUE, run) for run in running),
         {ONE_QUEUE: rules},
         {},
-        lambda freed, _own: head.request.fits_in(free + coming + freed),
+        lambda freed, _own: front.request.fits_in(free + coming + freed),
         now,
         reclaim=False,
     )
@@ -149,7 +149,7 @@ def decide(
 
 @dataclass(frozen=True)
 class Drawn:
-    """What a head may count on of the room committed to others: `room` in the cluster, and
+    """What a front may count on of the room committed to others: `room` in the cluster, and
     `promised`, the quota its own queue had promised to the preemptors it overtakes."""
 
     room: Capacity
@@ -158,10 +158,10 @@ class Drawn:
 
 class Ledger:
     """The resources of victims still stopping, each committed to its preemptor (the task its
-    victims name). A head that overtakes a waiting preemptor (comes before it in the queue
+    victims name). A front that overtakes a waiting preemptor (comes before it in the queue
     order, in a scope where it could have preempted the same runs) takes its claim over: the
     victims' room and what was reserved of today's free for it. What stops for a preemptor
-    that is no longer waiting (it started, or was deleted) is nobody's: the first head that
+    that is no longer waiting (it started, or was deleted) is nobody's: the first front that
     asks counts it. Each claim is drawn once per pass, so nothing is counted twice."""
 
     def __init__(
@@ -175,10 +175,10 @@ class Ledger:
         self.place = {name: i for i, name in enumerate(order)}
         self.drawn: set[str] = set()
 
-    def draw(self, head: str, same_scope: Callable[[str], bool]) -> Drawn:
+    def draw(self, front: str, same_scope: Callable[[str], bool]) -> Drawn:
         room, promised = Capacity(), Capacity()
         for by, pending in sorted(self.stopping.items()):
-            if by == head or by in self.drawn:
+            if by == front or by in self.drawn:
                 continue
             owner = self.waiting.get(by)
             if owner is None:  # its preemptor no longer waits: nobody's room
@@ -186,8 +186,8 @@ class Ledger:
             elif (
                 same_scope(by)
                 and by in self.place
-                and head in self.place
-                and self.place[by] > self.place[head]
+                and front in self.place
+                and self.place[by] > self.place[front]
             ):
                 reserved = victims.still_needed(owner.request, pending.freeing)
                 room = room + pending.freeing + reserved
@@ -198,8 +198,8 @@ class Ledger:
         return Drawn(room, promised)
 
 
-class QueueHead(NamedTuple):
-    """A queue's head that may ask to preempt, and its place in the order heads ask in."""
+class QueueFront(NamedTuple):
+    """A queue's front that may ask to preempt, and its place in the order fronts ask in."""
 
     order: tuple[bool, tuple[float, ...], str]  # beyond its guarantee, shares down the tree, name
     queue: str
@@ -221,59 +221,60 @@ def _decide_by_queue(
 ) -> list[Decision]:
     states = admission.states
     usage, committed = _usage_and_commitments(plan_setup, states, by_name, stopping)
-    heads = _ordered_heads(states, by_name, stopping, committed)
-    # Heads that may ask by share: a sub-queue's asks only if none of these is less served
+    fronts = _ordered_fronts(states, by_name, stopping, committed)
+    # Fronts that may ask by share: a sub-queue's asks only if none of these is less served
     # than it among its siblings (fairpreempt.least_served_below_top).
     asking = [
-        head.queue
-        for head in heads
-        if head.candidate.preemptible
-        and (waiting := admission.waiting.get(head.candidate.name)) is not None
+        front.queue
+        for front in fronts
+        if front.candidate.preemptible
+        and (waiting := admission.waiting.get(front.candidate.name)) is not None
         and waiting.reason in _WAITS_FOR_ROOM
     ]
     ledger = Ledger(stopping, by_name, list(by_name))  # by_name: in the global order
     pool = [(plan_setup.queue_of(run.name), run) for run in running]
     rules = plan_setup.rules()
     decisions: list[Decision] = []
-    for _, name, head in heads:
+    for asker in fronts:
+        name, front = asker.queue, asker.candidate
         own = rules.get(name, Rules())
-        if not victims.may_ask(own, priorities[head.name]):
+        if not victims.may_ask(own, priorities[front.name]):
             continue  # it waits as without preemption; nobody behind it asks instead
-        waiting = admission.waiting.get(head.name)
+        waiting = admission.waiting.get(front.name)
         state = states[name]
         waits = waiting is not None and waiting.reason in _WAITS_FOR_ROOM
-        # Reclaim: its queue is below its nominal quota in something the head needs (Kueue:
+        # Reclaim: its queue is below its nominal quota in something the front needs (Kueue:
         # a queue may always get back to its nominal quota); with withinQueue it may add its
         # own lower-priority victims to fit.
-        below = _below_nominal(head.request, committed[name], state.nominal)
+        below = _below_nominal(front.request, committed[name], state.nominal)
         reclaim = own.reclaim_within_cohort != NEVER and below and waits
         within = own.within_queue != NEVER and waits
-        # In pure sharing all a queue holds is borrowed, so a non-preemptible head (which
+        # In pure sharing all a queue holds is borrowed, so a non-preemptible front (which
         # never borrows) cannot start on what fair share would free: it would preempt anew
         # each time its victims were gone.
         fair = (
             plan_setup.fair
             and waits
-            and head.preemptible
+            and front.preemptible
             and fairpreempt.takes_part(states, name)
             and fairpreempt.least_served_below_top(states, name, asking)
-            and _passes_hold(admission.held, name, head)
+            and _clears_hold(admission.held, name, front)
         )
         if not (reclaim or within or fair):
             continue
-        drawn = ledger.draw(head.name, _same_queue(plan_setup, name))
+        drawn = ledger.draw(front.name, _same_queue(plan_setup, name))
         # Its quota room grows by what its own victims free (they count in its usage), and by
         # what its queue had promised to the preemptors it overtakes.
         nominal_room = state.nominal - committed[name] + drawn.promised
-        room, request = free + drawn.room, head.request
+        room, request = free + drawn.room, front.request
         # A run nobody may stop never borrows (admission holds it at its nominal quota), so a
-        # non-preemptible head must fit its nominal quota: counting what its queue may borrow
+        # non-preemptible front must fit its nominal quota: counting what its queue may borrow
         # would stop too few of its own runs, and it would preempt again once they are gone.
-        borrow = state.above_nominal if head.preemptible else Capacity()
-        preemptor = Preemptor(head.name, priorities[head.name], request)
+        borrow = state.above_nominal if front.preemptible else Capacity()
+        preemptor = Preemptor(front.name, priorities[front.name], request)
         picked: tuple[Victim, ...] = ()
         if reclaim or within:
-            loads = _loads(states, usage, committed, name, head.request)
+            loads = _loads(states, usage, committed, name, front.request)
             fits = _fits_quota(room, request, nominal_room, borrow)
             picked = victims.choose_in_cohort(
                 preemptor, name, pool, rules, loads, fits, now, reclaim=reclaim
@@ -319,28 +320,28 @@ def _usage_and_commitments(
     return usage, committed
 
 
-def _ordered_heads(
+def _ordered_fronts(
     states: Mapping[str, QueueState],
     by_name: Mapping[str, policies.Candidate],
     stopping: Mapping[str, StoppingVictims],
     committed: Mapping[str, Capacity],
-) -> list[QueueHead]:
-    """Each queue's head that waits with none of its victims still stopping, in the order they
+) -> list[QueueFront]:
+    """Each queue's front that waits with none of its victims still stopping, in the order they
     ask: those within their guarantee first, then by share down the tree (the top queue's,
-    then its sub-queue's among its siblings: the order the fair-share pass picks in)."""
-    heads: list[QueueHead] = []
+    then its sub-queue's among its siblings: the order the fair share's admission picks in)."""
+    fronts: list[QueueFront] = []
     divided = {state.parent for state in states.values() if state.parent is not None}
     for name, state in states.items():
         if name in divided:
-            continue  # a divided queue's head is one of its sub-queues' (nested queues)
-        head = by_name.get(state.head) if state.head is not None else None
-        if head is None or head.name in stopping:
+            continue  # a divided queue's front is one of its sub-queues' (nested queues)
+        front = by_name.get(state.front) if state.front is not None else None
+        if front is None or front.name in stopping:
             continue
-        guaranteed = (committed[name] + head.request).fits_in(state.nominal)
+        guaranteed = (committed[name] + front.request).fits_in(state.nominal)
         shares = tuple(states[q].share for q in reversed(fairpreempt.chain(states, name)))
-        heads.append(QueueHead((not guaranteed, shares, name), name, head))
-    heads.sort(key=attrgetter("order"))
-    return heads
+        fronts.append(QueueFront((not guaranteed, shares, name), name, front))
+    fronts.sort(key=attrgetter("order"))
+    return fronts
 
 
 def _below_nominal(request: Capacity, committed: Capacity, nominal: Capacity) -> bool:
@@ -351,7 +352,7 @@ def _below_nominal(request: Capacity, committed: Capacity, nominal: Capacity) ->
 def _fits_quota(
     room: Capacity, request: Capacity, nominal_room: Capacity, borrow: Capacity
 ) -> Callable[[Capacity, Capacity], bool]:
-    """Preemption within a queue or by reclaim: whether the head fits once victims free
+    """Preemption within a queue or by reclaim: whether the front fits once victims free
     `freed` (of which `freed_own` in its own queue): in the cluster's `room`, and in its
     quota's room. Taking quota back never makes the preemptor a borrower: only without
     reclaim victims may it fit above its nominal quota, up to what it may `borrow`."""
@@ -376,7 +377,7 @@ def _commit(
     promised: Capacity,
 ) -> Capacity:
     """One ledger: what the victims free leaves their queues' usage and commitments at once
-    (and those of the queues they lie in), so the next head sees each queue as it will be;
+    (and those of the queues they lie in), so the next front sees each queue as it will be;
     `queue`'s (and its parents') commitments grow by its preemptor's `request`, less what
     they had `promised` to the preemptors it overtakes (already counted).
     Returns what the victims free."""
@@ -391,15 +392,15 @@ def _commit(
     return freed
 
 
-def _passes_hold(held: HeldRoom | None, queue: str, head: policies.Candidate) -> bool:
-    """Fair-share preemption takes no room held for a less-served queue's blocked head (one
+def _clears_hold(held: HeldRoom | None, queue: str, front: policies.Candidate) -> bool:
+    """Fair-share preemption takes no room held for a less-served queue's blocked front (one
     too wide to preempt for itself): the preemptor may go only where admission would let it
-    past that hold, were its victims gone (beside the head, now or at its reserved start).
+    past that hold, were its victims gone (beside the front, now or at its reserved start).
     Else a queue above the least-served one jumps its hold: the victims' room, which
-    would have drained for that head, goes to a new run that ends later, and the
+    would have drained for that front, goes to a new run that ends later, and the
     least-served queue may hold nothing for ever while two others preempt each other."""
-    # The hold is the queue's own, or, held by a divided queue, its own head's (a sub-queue's).
-    return held is None or held.queue == queue or held.head == head.name or held.lets_past(head)
+    # The hold is the queue's own, or, held by a divided queue, its own front's (a sub-queue's).
+    return held is None or held.queue == queue or held.front == front.name or held.lets_past(front)
 
 
 def _fits_borrowing(
@@ -417,7 +418,7 @@ def _loads(
     name: str,
     request: Capacity,
 ) -> dict[str, QueueLoad]:
-    """Whom the head of `name` may reclaim from, and how much each borrows. Flat queues: every
+    """Whom the front of `name` may reclaim from, and how much each borrows. Flat queues: every
     other queue, by its own quota. Nested queues: a victim's queue is judged where the two
     branches meet (the two ancestors that are siblings): the victim's side must borrow there,
     and the preemptor's side be below its nominal quota there, so a sub-queue takes back only

@@ -1,7 +1,7 @@
 """Which running tasks to stop so that a more urgent queued task can start: the victim choice.
 
-Pure: no I/O, no clock (the caller passes `now`). The planner decides *who* may preempt (only
-the head the policy would admit next, and only while none of its earlier victims is still
+Pure: no I/O, no clock (the caller gives `now`). The planner decides *who* may preempt (only
+the front the policy would admit next, and only while none of its earlier victims is still
 stopping) and carries the decision out; this module only answers "which victims, if any".
 
 The rules, chosen against the complaints about Kueue's preemption:

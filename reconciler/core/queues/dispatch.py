@@ -71,7 +71,7 @@ def admit_by_queue(
     share unless `fairSharing.mode` is CurrentUsage; a queue it leaves out has used nothing.
     `bound`: each queue's walk tests at most this many tasks past its first that cannot
     start (backfill_candidates; fairshare.admit). `cut`: the queues of which `queue` holds
-    only the head (QueueDemand.cut)."""
+    only the front (QueueDemand.cut)."""
     quotas = fairshare.resolve(config, capacity)
     names = [q.name for q in quotas.queues]
     held = {name: Capacity() for name in names}
@@ -113,7 +113,7 @@ def admit_by_queue(
         for quota in quotas.queues
     ]
     # Each task's place in the cluster's order (priority, queuedAt, name): among queues of
-    # equal share, the one whose head comes first goes first, not the first by name.
+    # equal share, the one whose front comes first goes first, not the first by name.
     order = {candidate.name: place for place, candidate in enumerate(queue)}
     result = fairshare.admit(
         capacity, free, demands, claims, now, slots, reservation, first, order, bound

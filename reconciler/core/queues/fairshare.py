@@ -7,8 +7,8 @@ queue's next pick goes first and how much each queue may take:
 
 - Within its nominal quota a queue is bounded only by what the cluster has free.
 - Above nominal it borrows: at most its `borrowingLimit` in total, and only from idle quota the
-  other queues lend. A queue lends `min(lendingLimit, nominal - usage - its head's request)`
-  when its head fits within its nominal: a queue whose work comes back is not idle, so its
+  other queues lend. A queue lends `min(lendingLimit, nominal - usage - its front's request)`
+  when its front fits within its nominal: a queue whose work comes back is not idle, so its
   quota stops being lent at once and returns to it as borrowed jobs end.
 - Picks within nominal go first; then the queue with the lowest weighted dominant share of
   what it borrows before its pick, the share counting the pick breaking ties
@@ -17,12 +17,12 @@ queue's next pick goes first and how much each queue may take:
   nominal now (at `CURRENT_USE_WEIGHT` beside a past, in full without one), / what the
   queues can lend, divided by weight). Shares are recomputed
   after every admission, so one pass can never hand a queue more than its turn (kueue #9345).
-- A queue's blocked head stops only that queue (kueue #4809); a budget is per resource, and a
+- A queue's blocked front stops only that queue (kueue #4809); a budget is per resource, and a
   task that needs none of a blocked resource does not see it (kueue #8309).
 
 Why the pool stays sound: with the listed nominals summing to at most the cluster (the default
 queue gets the rest), total borrowed <= total lendable implies that what is free always covers
-the heads that are guaranteed, so no borrower can take a returning team's quota.
+the fronts that are guaranteed, so no borrower can take a returning team's quota.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from reconciler.core.queues.shareresult import FairAdmission as FairAdmission
 from reconciler.core.queues.shareresult import HeldRoom, OwnTest
 from reconciler.core.queues.shareresult import QueueState as QueueState
 from reconciler.core.queues.tree import QueueDemand as QueueDemand  # callers import it here
-from reconciler.core.queues.tree import QueueNode, build_tree, walk
+from reconciler.core.queues.tree import QueueNode, build_tree, parents_first
 from specs.cluster import Capacity
 
 
@@ -80,11 +80,11 @@ _FIRST_START: dict[Policy, Callable[[Sequence[Candidate], Capacity], Candidate |
 }
 
 
-# Which pick starts next, lowest first (_Pass._order).
+# Which pick starts next, lowest first (_FairShareRun._order).
 _OrderKey = tuple[bool, bool, float, int, Share, float, str]
 
 
-class _Pass:
+class _FairShareRun:
     def __init__(
         self,
         capacity: Capacity,
@@ -114,7 +114,7 @@ class _Pass:
         # divided queue's sub-queues (the same formula at every level).
         self.lend = lendable(q.quota for q in self.queues)
         self.lend_in: dict[int, Capacity] = {}
-        for node in walk(self.queues):
+        for node in parents_first(self.queues):
             if node.children:  # what its sub-queues may borrow: between them, and from above
                 above = pos(self._ceiling(node)[0] - node.quota.nominal)
                 self.lend_in[id(node)] = lendable(c.quota for c in node.children) + above
@@ -212,8 +212,8 @@ class _Pass:
         key = (budget, self.free, len(queue.remaining), self.slots, len(self.claims))
         if queue.memo is None or queue.memo[0] != key:
             # Bounded, the walk's starts lie in its first slots + 1 + bound tasks: ask on those.
-            head = None if self.bound is None else self.slots + 1 + self.bound
-            admission = self.ask(queue, budget, head)
+            front = None if self.bound is None else self.slots + 1 + self.bound
+            admission = self.ask(queue, budget, front)
             queue.memo = (key, admission.start)
         starts = queue.memo[1]
         if not starts:
@@ -221,33 +221,33 @@ class _Pass:
         return next(c for c in queue.remaining if c.name == starts[0])
 
     def _own_first(self, queue: QueueNode, budget: Capacity) -> Candidate | None:
-        """Under backfill, the least-served queue whose head cannot start starts its own next
-        task that fits now, judged against the room the cluster holds for that head
+        """Under backfill, the least-served queue whose front cannot start starts its own next
+        task that fits now, judged against the room the cluster holds for that front
         (`_held_room`, which the others may not borrow): its own backfill reserves within
         its quota view, where only its own runs ending free room, so it finds a late start or
-        none and lets nothing past. While its wide head waits, the queue behind in share would
+        none and lets nothing past. While its wide front waits, the queue behind in share would
         otherwise hold nothing (the room drains idle or goes to the queues ahead of it), and
         the share it is owed is lost for good. As EASY backfill: the task fits
-        beside the head (now or at its reserved start) or ends, by its timeout, before that
-        start (`OwnTest.passes`), so the queue's own narrow work never pushes its wide head
+        beside the front (now or at its reserved start) or ends, by its timeout, before that
+        start (`OwnTest.lets_start`), so the queue's own narrow work never pushes its wide front
         back."""
         if queue.policy is not policies.backfill:
             return None
         seen = queue.remaining if self.bound is None else queue.remaining[: self.bound + 1]
         more = None if self.bound is None else self.bound + 1 - len(seen)
-        # within its nominal quota, the queue's own backfill order stands (OwnTest.passes).
-        # The room held for its head, whether or not the others are held back for it: its own
-        # runs count in its usage, so once one starts the head may no longer fit what its
-        # quota gives once lent (`_reservation_for`), yet that run ends and the head's turn
+        # within its nominal quota, the queue's own backfill order stands (OwnTest.lets_start).
+        # The room held for its front, whether or not the others are held back for it: its own
+        # runs count in its usage, so once one starts the front may no longer fit what its
+        # quota gives once lent (`_reservation_for`), yet that run ends and the front's turn
         # comes; a later run of its own must not push it back either way.
         hold = self._held_room(queue, seen[0])
         test = OwnTest(budget, queue.usage, queue.quota.nominal, more, hold, self.now)
         for candidate in seen[1:]:
-            if test.passes(candidate):
+            if test.lets_start(candidate):
                 self.result.until = min(self.result.until, test.until(candidate))
                 return candidate
         if queue.cut and len(seen) == len(queue.remaining):
-            # Given only its head: a task past what was given might start. The caller tests
+            # Given only its front: a task past what was given might start. The caller tests
             # those (FairAdmission.unread) rather than giving more at once: with the cluster
             # full, none fits, and giving more would redo the whole walk for nothing.
             self.result.unread.setdefault(queue.quota.name, []).append(test)
@@ -256,7 +256,7 @@ class _Pass:
     def _pick_among(self, parent: QueueNode, least: bool = False) -> Candidate | None:
         """Between siblings, the top level's rules again (`run`): the least-served sub-queue
         with work waiting (of a least-served parent) starts its own smaller task past its
-        blocked head (`_own_first`), and its siblings pass the room held for that head only
+        blocked front (`_own_first`), and its siblings get past the room held for that front only
         with what fits beside it (`HeldRoom.lets_past`): a team is to its users what the
         cluster is to its teams."""
         if parent.at_limit:
@@ -265,7 +265,7 @@ class _Pass:
         hold: HeldRoom | None = None
         for child in sorted(parent.children, key=self._share_key):
             candidate = self.pick(child, least)
-            if self.head(child) is not None:
+            if self.front(child) is not None:
                 least = False
             if candidate is None:
                 if hold is None and not child.at_limit:
@@ -289,14 +289,14 @@ class _Pass:
                 best = (key, candidate)
         return best[1] if best is not None else None
 
-    def head(self, queue: QueueNode) -> Candidate | None:
+    def front(self, queue: QueueNode) -> Candidate | None:
         """Its first waiting task; for a divided queue, that of its least-served sub-queue."""
         if not queue.children:
             return queue.remaining[0] if queue.remaining else None
         for child in sorted(queue.children, key=self._share_key):
-            head = self.head(child)
-            if head is not None:
-                return head
+            front = self.front(child)
+            if front is not None:
+                return front
         return None
 
     def ask(
@@ -340,7 +340,7 @@ class _Pass:
             least = True  # until the first queue with work waiting
             for queue in sorted(self.queues, key=self._share_key):
                 candidate = self.pick(queue, least)
-                if self.head(queue) is not None:
+                if self.front(queue) is not None:
                     least = False
                 if candidate is None:
                     if reservation is None and not queue.at_limit:
@@ -379,11 +379,11 @@ class _Pass:
     def _order(self, queue: QueueNode, candidate: Candidate, borrows: bool) -> _OrderKey:
         """Which queue's pick starts next, lowest first (between top queues and between
         siblings alike): picks within nominal; then the least-served queue, by its weighted
-        share before the pick: counting the pick would make a wide head lose to any narrow pick
+        share before the pick: counting the pick would make a wide front lose to any narrow pick
         and to a heavier weight's (Slurm orders by the account's usage, not the job's size).
-        Among borrowing picks of equal share, the queue whose head comes first in the cluster's
+        Among borrowing picks of equal share, the queue whose front comes first in the cluster's
         order (priority, queuedAt: the longest waiting) goes first: with nothing running every
-        queue's share is 0, and a wide head would otherwise lose every tie to a narrow pick.
+        queue's share is 0, and a wide front would otherwise lose every tie to a narrow pick.
         Then the share with the pick (the weighted share alone comes first, so a tie on it is
         not decided by the unweighted ratio). A weight-0 queue whose pick borrows goes after
         every other (its share with the pick is inf)."""
@@ -393,7 +393,7 @@ class _Pass:
             borrows,
             math.isinf(after.weighted),
             self.share(queue, queue.usage).weighted,
-            self._head_place(queue) if borrows else 0,
+            self._front_place(queue) if borrows else 0,
             after,
             _guarantee_used(queue, usage),
             queue.quota.name,
@@ -408,40 +408,40 @@ class _Pass:
         return (
             self.share(queue, queue.usage),
             _guarantee_used(queue, queue.usage),
-            self._head_place(queue),
+            self._front_place(queue),
             queue.quota.name,
         )
 
-    def _head_place(self, queue: QueueNode) -> int:
+    def _front_place(self, queue: QueueNode) -> int:
         """Where its first waiting task stands in the cluster's order (none: last)."""
         if not queue.children:
             if not queue.remaining:
                 return len(self.order)
             return self.order.get(queue.remaining[0].name, len(self.order))
-        return min((self._head_place(child) for child in queue.children), default=len(self.order))
+        return min((self._front_place(child) for child in queue.children), default=len(self.order))
 
     def _reservation_for(self, queue: QueueNode) -> HeldRoom | None:
-        """The least-served queue whose head waits for the cluster (not for its quota) keeps
-        what is freed for that head: queues above it in share may not borrow it away, or the
+        """The least-served queue whose front waits for the cluster (not for its quota) keeps
+        what is freed for that front: queues above it in share may not borrow it away, or the
         queue with the lowest share would stay lowest for ever. Their nominal stays theirs."""
-        head = self.head(queue)
-        if self.reservation == NO_RESERVATION or head is None:
+        front = self.front(queue)
+        if self.reservation == NO_RESERVATION or front is None:
             return None
         free = pos(self.free)
-        if head.request.fits_in(free) or not head.request.fits_in(self._room_once_lent(queue)):
+        if front.request.fits_in(free) or not front.request.fits_in(self._room_once_lent(queue)):
             return None
-        return self._held_room(queue, head)
+        return self._held_room(queue, front)
 
-    def _held_room(self, queue: QueueNode, head: Candidate) -> HeldRoom:
-        """What is left beside `head` now and, under backfill, at the earliest time it fits
+    def _held_room(self, queue: QueueNode, front: Candidate) -> HeldRoom:
+        """What is left beside `front` now and, under backfill, at the earliest time it fits
         the cluster with every claim held to its bound."""
         free = pos(self.free)
-        spare = free - head.request
+        spare = free - front.request
         if self.reservation == BACKFILL_RESERVATION:
-            booked = reserve(head.request, free, self.claims, self.now)
+            booked = reserve(front.request, free, self.claims, self.now)
             if booked is not None:
-                return HeldRoom(queue.quota.name, head.name, spare, booked.start, booked.extra)
-        return HeldRoom(queue.quota.name, head.name, spare, None, None)
+                return HeldRoom(queue.quota.name, front.name, spare, booked.start, booked.extra)
+        return HeldRoom(queue.quota.name, front.name, spare, None, None)
 
     def _room_once_lent(self, queue: QueueNode) -> Capacity:
         """Room its quota will give once the others' borrowed jobs end: borrowed resources
@@ -550,8 +550,8 @@ def admit(
 ) -> FairAdmission:
     """Decide one pass across queues. `free` is what the cluster physically has free now;
     `claims` are every running job's (for backfill's estimates); `slots` caps starts.
-    `reservation`: how the least-served queue's blocked head holds back borrowers: `strict`
-    (only spare resources may be borrowed), `backfill` (also what is left beside the head at
+    `reservation`: how the least-served queue's blocked front holds back borrowers: `strict`
+    (only spare resources may be borrowed), `backfill` (also what is left beside the front at
     its reserved start; the least-served queue's own tasks that fit go first), `none`
     (besteffort: no reservation). `first`: preemptors whose victims have
     stopped; when their queue's policy picks them, they go before every other pick. `order`:
@@ -559,7 +559,9 @@ def admit(
     between queues of equal share (missing: after every placed task). `bound`: under backfill
     and besteffort, each queue's walk tests at most this many tasks past its first that
     cannot start; those behind wait NotConsidered (None: no bound)."""
-    return _Pass(capacity, free, queues, claims, now, slots, reservation, first, order, bound).run()
+    return _FairShareRun(
+        capacity, free, queues, claims, now, slots, reservation, first, order, bound
+    ).run()
 
 
 @dataclass(frozen=True)
@@ -575,14 +577,14 @@ class Ceiling:
 
 def ceilings(quotas: Quotas, capacity: Capacity) -> dict[str, Ceiling]:
     """The most each queue can ever hold (by queue name): a task that asks for more waits as
-    OverQuota wherever it stands (`_Pass._drop_never_fitting`)."""
+    OverQuota wherever it stands (`_FairShareRun._drop_never_fitting`)."""
     demands = [QueueDemand(q, Capacity(), (), policies.strict) for q in quotas.queues]
-    run = _Pass(capacity, capacity, demands, (), 0.0, 0, STRICT_RESERVATION)
+    run = _FairShareRun(capacity, capacity, demands, (), 0.0, 0, STRICT_RESERVATION)
     return {leaf.quota.name: run.ceiling_of(leaf) for leaf in run.leaves}
 
 
 def never_fits(candidate: Candidate, ceiling: Ceiling) -> bool:
-    """The same judgement as `_Pass._drop_never_fitting`, for the fast pass's order."""
+    """The same judgement as `_FairShareRun._drop_never_fitting`, for the fast pass's order."""
     most = ceiling.borrowing if candidate.preemptible else ceiling.own
     return any(of(candidate.request, r) > of(most, r) + EPS for r in RESOURCES)
 

@@ -1,6 +1,6 @@
 """Fair share's result (each queue's state, the pass's admission) and the room held for the
-least-served queue's head (`HeldRoom`): what reconciler.core.queues.fairshare decides with, and what
-its callers read. Pure."""
+least-served queue's front (`HeldRoom`): what reconciler.core.queues.fairshare decides with,
+and what its callers read. Pure."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class QueueState:
     share: float  # weighted dominant share (with the decayed past use, when counted)
     admitted: tuple[str, ...]  # started in this pass, in order
     above_nominal: Capacity = field(default_factory=Capacity)  # the most it may hold above
-    head: str | None = None  # its first task not started (and not too big for its quota)
+    front: str | None = None  # its first task not started (and not too big for its quota)
     parent: str | None = None  # the queue it divides (nested queues)
     # What `share` is computed from besides usage (quotas.dominant_share), so that a share
     # after a change of usage can be computed again (fair-share preemption).
@@ -37,8 +37,8 @@ class QueueState:
 @dataclass(frozen=True)
 class OwnTest:
     """One look of the least-served queue's own walk (`fairshare._own_first`) past its blocked
-    head: a later task starts if it borrows (its request on top of `usage` exceeds `nominal`),
-    fits `budget`, and does not push back the start held for the head (`hold`, at `now`).
+    front: a later task starts if it borrows (its request on top of `usage` exceeds `nominal`),
+    fits `budget`, and does not push back the start held for the front (`hold`, at `now`).
     The caller also runs it on the tasks past those it was given (`FairAdmission.unread`);
     the walk reads at most `more` of them (None: all)."""
 
@@ -49,15 +49,15 @@ class OwnTest:
     hold: HeldRoom | None = None
     now: float = 0.0
 
-    def passes(self, candidate: Candidate) -> bool:
+    def lets_start(self, candidate: Candidate) -> bool:
         request = candidate.request
         if not request.fits_in(self.budget) or (self.usage + request).fits_in(self.nominal):
             return False
         return self.hold is None or self.hold.lets_past(candidate) or self._ends_before(candidate)
 
     def until(self, candidate: Candidate) -> float:
-        """The latest `now` at which a task that passes still does: one let past only because
-        it ends, by its timeout, before the head's reserved start, not once it would not."""
+        """The latest `now` at which a task it lets start still starts: one let past only because
+        it ends, by its timeout, before the front's reserved start, not once it would not."""
         if self.hold is None or self.hold.lets_past(candidate):
             return math.inf
         assert self.hold.shadow is not None
@@ -78,21 +78,21 @@ class FairAdmission:
     # lack, whatever follows. A queue whose walk reached its end is not listed.
     tails: dict[str, WalkTail] = field(default_factory=dict)
     # The latest `now` at which this answer holds (a queue's own backfill: a task started
-    # only because it ends before its head's reserved start is not once it would not).
+    # only because it ends before its front's reserved start is not once it would not).
     until: float = math.inf
     # Queues given in part (QueueDemand.cut) whose walk reached the end of what was given
     # without ending: their answer may differ with the rest, so the caller gives more.
     short: set[str] = field(default_factory=set)
-    # Queues given in part whose own walk past their blocked head (`fairshare._own_first`)
+    # Queues given in part whose own walk past their blocked front (`fairshare._own_first`)
     # read all it was given and found nothing: each test it made, for the caller to run on
     # the tasks past what was given (`OwnTest`). Only one that passes needs more given.
     unread: dict[str, list[OwnTest]] = field(default_factory=dict)
-    # The room held for the least-served queue's blocked head when the pass ended (None: none
+    # The room held for the least-served queue's blocked front when the pass ended (None: none
     # held): fair-share preemption by another queue may not take it either.
     held: HeldRoom | None = None
 
 
-# What the least-served queue's head keeps for itself, by the policy of the pass.
+# What the least-served queue's front keeps for itself, by the policy of the pass.
 STRICT_RESERVATION = "strict"
 BACKFILL_RESERVATION = "backfill"
 NO_RESERVATION = "none"
@@ -105,22 +105,22 @@ RESERVATION_OF_POLICY = {
 
 @dataclass(frozen=True)
 class HeldRoom:
-    """Resources kept for the least-served queue's head, and what may still be borrowed."""
+    """Resources kept for the least-served queue's front, and what may still be borrowed."""
 
     queue: str
-    head: str
-    spare: Capacity  # free now beyond the head's request (negative: none)
-    shadow: float | None  # backfill: when the head is sure to fit
-    extra: Capacity | None  # backfill: free at that time beyond the head's request
+    front: str
+    spare: Capacity  # free now beyond the front's request (negative: none)
+    shadow: float | None  # backfill: when the front is sure to fit
+    extra: Capacity | None  # backfill: free at that time beyond the front's request
 
     def lets_past(self, candidate: Candidate) -> bool:
         """Whether the reservation lets `candidate`, of another queue, past: only with what
-        fits beside the head, now or at its reserved start, whatever the clock. A run that only
+        fits beside the front, now or at its reserved start, whatever the clock. A run that only
         ends, by its timeout, before that start is held back too: timeouts bound runs from
         above, so the reserved start is late and the least-served queue's own runs end early;
-        what was let in then pushed its head back (docs/fairshare-history.md, "Eighth pass"). The
+        what was let in then pushed its front back (docs/fairshare-history.md, "Eighth pass"). The
         room this keeps idle, the least-served queue's own smaller tasks take first when they
-        fit beside the head or end before its reserved start (`fairshare._own_first`)."""
+        fit beside the front or end before its reserved start (`fairshare._own_first`)."""
         if fits_needed(candidate.request, self.spare):
             return True
         return self.extra is not None and fits_needed(candidate.request, self.extra)

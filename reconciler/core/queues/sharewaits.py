@@ -1,6 +1,6 @@
-"""Why each queue's tasks wait after fair share's pass (core/queues/fairshare.py), in typed lacks:
-the queues' states for the status file and the API, a running limit, a quota or a cluster
-that is full, a reservation for another queue's head."""
+"""Why each queue's tasks wait after fair share's admission (core/queues/fairshare.py), in
+typed lacks: the queues' states for the status file and the API, a running limit, a quota or
+a cluster that is full, a reservation for another queue's front."""
 
 from __future__ import annotations
 
@@ -30,12 +30,12 @@ from reconciler.core.queues.quotas import (
     scale,
 )
 from reconciler.core.queues.shareresult import FairAdmission, HeldRoom, QueueState
-from reconciler.core.queues.tree import QueueNode, walk
+from reconciler.core.queues.tree import QueueNode, parents_first
 from specs.cluster import Capacity
 
 
-class FairPass(Protocol):
-    """What the explanation reads of fair share's pass (fairshare's walk over the queues):
+class FairShareRun(Protocol):
+    """What the explanation reads of fair share's run over the queues (fairshare):
     the tree as the pass left it, its result to complete, and the pass's own arithmetic."""
 
     queues: list[QueueNode]
@@ -50,7 +50,7 @@ class FairPass(Protocol):
     version: int
     lacks: dict[tuple[int, int, Capacity], Shortfall | QuotaShortfall]
 
-    def head(self, queue: QueueNode) -> Candidate | None: ...
+    def front(self, queue: QueueNode) -> Candidate | None: ...
     def ask(
         self, queue: QueueNode, budget: Capacity, seen: int | None = None
     ) -> policies.Admission: ...
@@ -62,9 +62,9 @@ class FairPass(Protocol):
     def slack_for(self, queue: QueueNode) -> Capacity: ...
 
 
-def explain(run: FairPass) -> None:
+def explain(run: FairShareRun) -> None:
     _explain_level(run, run.queues)
-    for node in walk(run.queues):
+    for node in parents_first(run.queues):
         if node.children:
             _explain_level(run, node.children)
     for queue in run.leaves:
@@ -72,7 +72,7 @@ def explain(run: FairPass) -> None:
     run.result.waiting.update(run.unfit)
 
 
-def _explain_level(run: FairPass, level: list[QueueNode]) -> None:
+def _explain_level(run: FairShareRun, level: list[QueueNode]) -> None:
     """Each queue of one set of siblings after the pass."""
     borrowed_total, lend_total = Capacity(), Capacity()
     for queue in level:
@@ -101,7 +101,7 @@ def _explain_level(run: FairPass, level: list[QueueNode]) -> None:
             share=run.share(queue, queue.usage).weighted,
             admitted=tuple(queue.admitted),
             above_nominal=run.above_nominal(queue),
-            head=head.name if (head := run.head(queue)) is not None else None,
+            front=front.name if (front := run.front(queue)) is not None else None,
             parent=queue.parent.quota.name if queue.parent is not None else None,
             weight=queue.quota.weight,
             past=queue.past,
@@ -109,7 +109,7 @@ def _explain_level(run: FairPass, level: list[QueueNode]) -> None:
         )
 
 
-def _waiting(run: FairPass, queue: QueueNode) -> None:
+def _waiting(run: FairShareRun, queue: QueueNode) -> None:
     if not queue.remaining:
         return
     limiting = queue.limiting()
@@ -150,7 +150,7 @@ def _waiting(run: FairPass, queue: QueueNode) -> None:
                 None,
             )
             if reservation is not None:
-                kept = KeptForQueue(queue.quota.name, reservation.queue, reservation.head)
+                kept = KeptForQueue(queue.quota.name, reservation.queue, reservation.front)
                 waiting = Waiting(kept)
                 kept_back = kept_back or candidate
             else:  # its policy would start it, but nothing more fit in this pass
@@ -167,7 +167,7 @@ def _nothing_short(waiting: Waiting) -> bool:
     return isinstance(lacks, Shortfall) and lacks.asked <= lacks.free + EPS
 
 
-def _reword(run: FairPass, queue: QueueNode, candidate: Candidate, waiting: Waiting) -> Waiting:
+def _reword(run: FairShareRun, queue: QueueNode, candidate: Candidate, waiting: Waiting) -> Waiting:
     """Name the queue, and tell a full quota from a full cluster."""
     lacks = waiting.lacks
     if isinstance(lacks, Shortfall):
@@ -176,7 +176,7 @@ def _reword(run: FairPass, queue: QueueNode, candidate: Candidate, waiting: Wait
     return Waiting(lacks, waiting.ahead, queue.quota.name, waiting.note)
 
 
-def _not_preemptible(run: FairPass, queue: QueueNode, request: Capacity) -> QuotaShortfall:
+def _not_preemptible(run: FairShareRun, queue: QueueNode, request: Capacity) -> QuotaShortfall:
     room = pos(queue.quota.nominal - queue.usage)
     r = next((r for r in RESOURCES if of(request, r) > of(room, r) + EPS), "cpu")
     quota = queue.quota
@@ -191,7 +191,7 @@ def _not_preemptible(run: FairPass, queue: QueueNode, request: Capacity) -> Quot
     )
 
 
-def _lack(run: FairPass, queue: QueueNode, request: Capacity) -> Shortfall | QuotaShortfall:
+def _lack(run: FairShareRun, queue: QueueNode, request: Capacity) -> Shortfall | QuotaShortfall:
     """What `request` lacks beyond its budget: the cluster's free resources, or (when they
     would do) its queue's quota. The same for every request alike until an admission."""
     key = (run.version, id(queue), request)
@@ -201,7 +201,9 @@ def _lack(run: FairPass, queue: QueueNode, request: Capacity) -> Shortfall | Quo
     return found
 
 
-def _lack_anew(run: FairPass, queue: QueueNode, request: Capacity) -> Shortfall | QuotaShortfall:
+def _lack_anew(
+    run: FairShareRun, queue: QueueNode, request: Capacity
+) -> Shortfall | QuotaShortfall:
     budget = run.quota_limit(queue)
     if request.fits_in(budget):  # the quota allows it: the cluster is full
         return shortfall(request, pos(run.free))

@@ -1,5 +1,5 @@
-"""Team queues as a tree: each queue's demand going into a pass, and the nodes the
-fair-share pass (`reconciler.core.queues.fairshare`) walks. A divided queue holds its
+"""Team queues as a tree: each queue's demand going into a pass, and the nodes fair share's
+admission (`reconciler.core.queues.fairshare`) goes over. A divided queue holds its
 sub-queues and a leaf of its own for the tasks directly in its folder; its usage and running
 count are theirs summed. Pure, like the rest of the core."""
 
@@ -24,7 +24,7 @@ class QueueDemand:
     claims: Sequence[Claim] = ()  # its own runs' claims: only their end frees its quota
     past: Capacity | None = None  # its decayed mean use (core/queues/usage.py); None: not counted
     running: int = 0  # its tasks Starting or Running, for maxRunning
-    # More tasks follow `candidates` (the incremental planner gives each queue's head only):
+    # More tasks follow `candidates` (the incremental planner gives each queue's front only):
     # an answer that would read past them is reported (FairAdmission.short), not trusted.
     cut: bool = False
 
@@ -70,20 +70,20 @@ class QueueNode:
         return None
 
     def guarded(self) -> Capacity:
-        """What its waiting heads within their nominal quotas are owed (never lent away)."""
+        """What its waiting fronts within their nominal quotas are owed (never lent away)."""
         if self.children:
             total = Capacity()
             for child in self.children:
                 total = total + child.guarded()
             return total
         if self.remaining:
-            head = self.remaining[0].request
-            if (self.usage + head).fits_in(self.quota.nominal):
-                return head
+            front = self.remaining[0].request
+            if (self.usage + front).fits_in(self.quota.nominal):
+                return front
         return Capacity()
 
     def idle(self) -> Capacity:
-        """Unused nominal quota, without what its head needs if the head is guaranteed."""
+        """Unused nominal quota, without what its front needs if the front is guaranteed."""
         return pos(pos(self.quota.nominal - self.usage) - self.guarded())
 
     def leaves(self) -> list[QueueNode]:
@@ -127,7 +127,7 @@ def build_tree(demands: Sequence[QueueDemand]) -> tuple[list[QueueNode], list[Qu
         else:
             node.parent = parent
             parent.children.append(node)
-    for node in reversed(walk(top)):  # sub-queues first: a parent sums what they hold
+    for node in reversed(parents_first(top)):  # sub-queues first: a parent sums what they hold
         if node.children:
             _divide(node)
     return top, [leaf for node in top for leaf in node.leaves()]
@@ -183,10 +183,10 @@ def _running(node: QueueNode) -> int:
     return sum(_running(child) for child in node.children)
 
 
-def walk(level: Sequence[QueueNode]) -> list[QueueNode]:
+def parents_first(level: Sequence[QueueNode]) -> list[QueueNode]:
     """Every queue, parents before their sub-queues."""
     out: list[QueueNode] = []
     for node in level:
         out.append(node)
-        out.extend(walk(node.children))
+        out.extend(parents_first(node.children))
     return out

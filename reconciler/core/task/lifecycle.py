@@ -1,7 +1,7 @@
 """The task's status through its life: each function fires one trigger of the state machine
 (`reconciler.core.task.states`) and says which status fields change with it.
 
-Pure: no I/O and no clock (the caller passes `now`). The planner decides *when* a trigger
+Pure: no I/O and no clock (the caller gives `now`). The planner decides *when* a trigger
 fires; only this module decides what the phase becomes and which fields change with it. The
 status fields are written here only, each by a named function: a transition, or, for a
 field no transition writes, `record_spec_hash`, `note_ray_status`, `date_queue_entry`,

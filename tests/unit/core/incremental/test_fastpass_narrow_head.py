@@ -27,9 +27,9 @@ def _busy(policy: str, timeout: float) -> History:
 def _walked(world: History) -> int:
     """How many candidates the last fast pass gave the policy's walk."""
     assert world.memo.fast and world.memo.order is not None
-    head = world.memo.order.head
-    assert head is not None
-    return len(head.candidates)
+    walk = world.memo.order.front_walk
+    assert walk is not None
+    return len(walk.candidates)
 
 
 def _cycle(world: History) -> list[int]:

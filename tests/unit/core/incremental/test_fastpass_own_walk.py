@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks.planner_churn import World
 from reconciler.core import planner
-from reconciler.core.incremental import frontadmission as headadmission
+from reconciler.core.incremental import frontadmission
 from reconciler.core.planner import Observation
 from specs.cluster import RUNNING, SUCCEEDED, Capacity
 from specs.queues.parse import parse_queue_config
@@ -26,13 +26,13 @@ from tests.support.planner_world import GIB
 def _walks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The number of candidates each walk over the queues' heads was given, this pass."""
     sizes: list[int] = []
-    walk: Callable[..., Any] = headadmission.walk_queues
+    walk: Callable[..., Any] = frontadmission.walk_queues
 
     def counted(ctx: Any, prefix: list[Any], cut: Any) -> Any:
         sizes.append(len(prefix))
         return walk(ctx, prefix, cut)
 
-    monkeypatch.setattr(headadmission, "walk_queues", counted)
+    monkeypatch.setattr(frontadmission, "walk_queues", counted)
     return sizes
 
 

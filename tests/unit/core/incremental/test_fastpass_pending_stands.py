@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.core.incremental import fastpass
-from reconciler.core.incremental import frontadmission as headadmission
+from reconciler.core.incremental import fastpass, frontadmission
 from specs.cluster import SUCCEEDED
 from tests.support.busy_queue import busy_queue, settle, start_all
 from tests.support.incremental_history import History
@@ -34,8 +33,8 @@ class _Counted:
     def __init__(self) -> None:
         self.touched: list[list[str]] = []
 
-    def __call__(self, *args: Any, **kwargs: Any) -> headadmission.Walk:
-        walk = headadmission.admit_prefix(*args, **kwargs)
+    def __call__(self, *args: Any, **kwargs: Any) -> frontadmission.Walk:
+        walk = frontadmission.admit_prefix(*args, **kwargs)
         self.touched.append(list(walk.touched))
         return walk
 

@@ -1,5 +1,5 @@
 """The fast pass reuses the last walk over the queue's head when nothing the walk reads has changed
-(reconciler.core.incremental.frontadmission.walk_head): a busy queue's passes that only move an
+(reconciler.core.incremental.frontadmission.walk_front): a busy queue's passes that only move an
 active task's status (its job PENDING, then RUNNING) give the same answer as the pass before, and
 the full `plan()` agrees in every field at every pass (History's check). The sequence property
 (tests/unit/core/incremental/test_sequences.py) plays random histories with it on."""
@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from reconciler.core.admission import policies
 from reconciler.core.admission.waits import ReservedStart, Waiting, shortfall
-from reconciler.core.incremental import frontadmission as headadmission
-from reconciler.core.incremental.frontadmission import HeadWalk, walk_head
+from reconciler.core.incremental import frontadmission
+from reconciler.core.incremental.frontadmission import FrontWalk, walk_front
 from specs.cluster import RUNNING, Capacity
 from specs.settings.process import PlanOptions
 from tests.support.busy_queue import busy_queue, end_one, settle, start_all
@@ -70,15 +70,15 @@ def test_an_inflight_limit_reached_is_not_reused_as_free_slots() -> None:
     assert not world.memo.order.reused
 
 
-def _walk(start: list[str], note_at: float | None, slots: int = 3) -> HeadWalk:
+def _walk(start: list[str], note_at: float | None, slots: int = 3) -> FrontWalk:
     head = policies.Candidate("a", Capacity(2, 0, 0), 0)
     waiting = {}
     if note_at is not None:
         lack = shortfall(head.request, Capacity(1, 0, 0))
         waiting["a"] = Waiting(lack, 0, note=ReservedStart(note_at))
     admission = policies.Admission(start=list(start), waiting=waiting)
-    until = headadmission._holds_until(admission, [head], 100.0, "backfill")
-    return HeadWalk("backfill", 5, [head], Capacity(1, 0, 0), slots, [], until, admission)
+    until = frontadmission._holds_until(admission, [head], 100.0, "backfill")
+    return FrontWalk("backfill", 5, [head], Capacity(1, 0, 0), slots, [], until, admission)
 
 
 def test_a_walk_holds_until_the_reserved_start_and_a_start_only_at_its_instant() -> None:
@@ -90,20 +90,20 @@ def test_a_walk_holds_until_the_reserved_start_and_a_start_only_at_its_instant()
     assert _walk([], None).holds_until == float("inf")
     assert _walk(["b"], None).holds_until == 100.0
     admission = policies.Admission()
-    assert headadmission._holds_until(admission, [], 100.0, "strict") == float("inf")
+    assert frontadmission._holds_until(admission, [], 100.0, "strict") == float("inf")
 
 
 def test_slots_compare_by_sign_only_for_a_walk_that_started_nothing() -> None:
     """A walk reads its slots as `slots > 0` until it starts a task: any other positive count
     walks the same, no slot at all does not; a walk that started one read the count."""
     idle = _walk([], 130.0, slots=3)
-    assert headadmission._same_slots(idle, 4)
-    assert not headadmission._same_slots(idle, 0)
-    assert not headadmission._same_slots(_walk(["b"], None, slots=3), 4)
+    assert frontadmission._same_slots(idle, 4)
+    assert not frontadmission._same_slots(idle, 0)
+    assert not frontadmission._same_slots(_walk(["b"], None, slots=3), 4)
 
 
 class _Ctx:
-    """What walk_head reads of a pass (the planner's PassState), with the given values."""
+    """What walk_front reads of a pass (the planner's PassState), with the given values."""
 
     def __init__(self, now: float, free: Capacity, options: PlanOptions) -> None:
         self.now, self.options, self.claims, self.queues = now, options, [], None
@@ -120,9 +120,9 @@ def test_walk_head_walks_again_once_now_passes_what_the_last_walk_holds_to() -> 
     prefix = [head]
     last = dataclasses.replace(_walk([], 130.0), candidates=prefix)
     free = Capacity(1, 0, 0)
-    again, reused = walk_head(_Ctx(129.0, free, options), prefix, last)  # type: ignore[arg-type]
+    again, reused = walk_front(_Ctx(129.0, free, options), prefix, last)  # type: ignore[arg-type]
     assert reused and again is last
-    again, reused = walk_head(_Ctx(131.0, free, options), prefix, last)  # type: ignore[arg-type]
+    again, reused = walk_front(_Ctx(131.0, free, options), prefix, last)  # type: ignore[arg-type]
     assert not reused and again is not last
 
 

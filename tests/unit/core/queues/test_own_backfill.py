@@ -70,15 +70,15 @@ def test_the_least_served_queues_own_start_never_pushes_its_head_back(
     a, b = demands[0], demands[1]
     # What `_own_first` picked (a's own backfill, within its quota view, keeps its own order).
     own: list[str] = []
-    original = fairshare._Pass._own_first
+    original = fairshare._FairShareRun._own_first
 
-    def recorded(self: fairshare._Pass, queue: Any, budget: Capacity) -> Candidate | None:
+    def recorded(self: fairshare._FairShareRun, queue: Any, budget: Capacity) -> Candidate | None:
         found = original(self, queue, budget)
         if found is not None:
             own.append(found.name)
         return found
 
-    with patch.object(fairshare._Pass, "_own_first", recorded):
+    with patch.object(fairshare._FairShareRun, "_own_first", recorded):
         result = admit(CLUSTER, free, demands, claims, 0.0, slots, fairshare.BACKFILL_RESERVATION)
     note(f"claims={claims} a={a.candidates} b={b.candidates} slots={slots} start={result.start}")
     # Replay the pass's starts in order: each own pick past a queue's head (its first task not

@@ -117,7 +117,7 @@ def test_a_sibling_passes_the_room_held_for_its_less_served_siblings_head_only_b
         assert "kept for team-a/x/wide" in waiting.message
         # and the team's hold is the top level's too: team-b may not take the room either
         assert result.waiting["team-b/x/more"].reason == "WaitingBehindReservation"
-        assert result.held is not None and result.held.head == "team-a/x/wide"
+        assert result.held is not None and result.held.front == "team-a/x/wide"
 
 
 @pytest.mark.parametrize(("extra", "b_starts"), [(0, False), (1, True)])

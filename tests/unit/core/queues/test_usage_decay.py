@@ -280,7 +280,7 @@ def test_among_equal_shares_the_longest_waiting_head_goes_first() -> None:
         "strict",
         order={"b/0": 0, "a/0": 1},
     )
-    assert held.start == [] and held.queues["b"].head == "b/0"
+    assert held.start == [] and held.queues["b"].front == "b/0"
 
 
 # --- configuration ---------------------------------------------------------------------------
