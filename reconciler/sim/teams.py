@@ -392,7 +392,7 @@ class Delivered:
     # waiting), counted whole: CPUs x its length, even past the contended time's end
     # (`_started_while`). The contended shares cut a run at the end of the contended time: a
     # team that waits for room for a wide task until its queue empties has the wait counted
-    # and the run not (docs/fairshare-history.md).
+    # and the run not.
     started_shares: dict[str, float] = field(default_factory=dict)
     started_jain: float = 1.0
     # Per team, its waits at each of WAIT_QUANTILES (seconds, keyed "p50" ...): the p95 alone

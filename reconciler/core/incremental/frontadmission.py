@@ -59,13 +59,6 @@ def _walk(
     return admission_of(ctx.options, ctx.obs, ctx.now, ctx.claims, prefix, free, slots, shares, cut)
 
 
-def walk_policy(ctx: FastPassContext, prefix: list[policies.Candidate]) -> policies.Admission:
-    """The policy's walk over the front of the queue, as `admit` runs it (see admit_prefix)."""
-    admission = _walk(ctx, prefix, ())
-    assert isinstance(admission, policies.Admission)
-    return admission
-
-
 @dataclass(frozen=True)
 class FrontWalk:
     """The policy's walk over the front of the one queue, with everything it read: the walk is
@@ -85,10 +78,11 @@ class FrontWalk:
 def walk_front(
     ctx: FastPassContext, prefix: list[policies.Candidate], last: FrontWalk | None
 ) -> tuple[FrontWalk, bool]:
-    """walk_policy's walk over `prefix`, and whether it is `last`'s, reused: when every input
-    of the walk is the same and `now` has not passed `last.holds_until`. Most passes of a
-    busy queue only move an active task's status (a job PENDING, then RUNNING): the fronts
-    wait as they did, and walking them again would give the same answer."""
+    """The policy's walk over `prefix` (as `admit` runs it), and whether it is `last`'s,
+    reused: when every input of the walk is the same and `now` has not passed
+    `last.holds_until`. Most passes of a busy queue only move an active task's status (a job
+    PENDING, then RUNNING): the fronts wait as they did, and walking them again would give the
+    same answer."""
     free, slots = (
         free_capacity(ctx.obs, ctx.options, ctx.used),
         start_slots(ctx.options, ctx.bodies),
@@ -178,7 +172,7 @@ def admit_prefix(
     that). `prefix`: the first candidates in order, long enough that the policy's walk ends in
     it (`Admission.tail`) or the whole queue. `unchanged(name, reason, bucket)`: whether a far
     task's status already says so, in which case it is left as it is. `admission`: the
-    policy's walk over `prefix` (walk_policy). `adopt(name)`: puts a task's own result in
+    policy's walk over `prefix`. `adopt(name)`: puts a task's own result in
     the pass (its body and task) before admission reads or sets them. `standing(name, place,
     wait)`: the last pass gave the task this same place and wait, and it still has the status
     that pass gave it and was not redone: left as it is (admit would set it so again)."""

@@ -38,7 +38,7 @@ _MARGIN = 1e-9
 def share_of(state: QueueState, usage: Capacity) -> float:
     """The queue's weighted share, were it to hold `usage`, with today's use in full: with it
     at the order's small weight a take would barely move either share, and the rule would
-    keep taking (docs/fairshare-history.md, "Thirteenth pass")."""
+    keep taking."""
     return dominant_share(usage, state.nominal, state.lend, state.weight, state.past, 1.0).weighted
 
 

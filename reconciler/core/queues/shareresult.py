@@ -118,7 +118,7 @@ class HeldRoom:
         fits beside the front, now or at its reserved start, whatever the clock. A run that only
         ends, by its timeout, before that start is held back too: timeouts bound runs from
         above, so the reserved start is late and the least-served queue's own runs end early;
-        what was let in then pushed its front back (docs/fairshare-history.md, "Eighth pass"). The
+        what was let in then pushed its front back. The
         room this keeps idle, the least-served queue's own smaller tasks take first when they
         fit beside the front or end before its reserved start (`fairshare._own_first`)."""
         if fits_needed(candidate.request, self.spare):
