@@ -196,6 +196,13 @@ def test_an_answer_that_is_not_http_or_cut_short_is_unreachable(answer: bytes) -
         KeptAliveGets(url, timeout_seconds=5, headers={}).get_json("/x")
 
 
+def test_an_https_address_speaks_tls() -> None:
+    # A plain HTTP server answers the TLS handshake with HTTP: the handshake fails.
+    answer = b'HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\n{"a":1}'
+    with _answering(answer) as url, pytest.raises(Unreachable):
+        KeptAliveGets(url.replace("http:", "https:"), timeout_seconds=5, headers={}).get_json("/x")
+
+
 def test_a_silent_server_times_out() -> None:
     server = socket.create_server(("127.0.0.1", 0))
     try:
