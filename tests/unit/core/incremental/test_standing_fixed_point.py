@@ -20,8 +20,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from reconciler.core.planner import Observation, Plan, plan
 from reconciler.core.incremental.standing import read_back as as_read_back
+from reconciler.core.planner import Observation, Plan, plan
 from specs.cluster import SUCCEEDED, Capacity
 from specs.settings.process import PlanOptions
 from specs.task.status import TaskStatus

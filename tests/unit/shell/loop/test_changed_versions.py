@@ -95,7 +95,7 @@ def test_an_edit_names_only_the_task_edited(loop_with_calls, tmp_path: Path) -> 
     rec.run_pass()
     assert calls.changed[-1] is not None and "c" in calls.changed[-1]
     # b waits, untouched: its version is not compared. (a's is: the status that moved it to
-    # Running was written by a pass whose read-back was skipped, core/incremental/standing.py, so the
+    # Running was written by a pass whose read-back stood (core/incremental/standing.py), so the
     # plan the memo holds predates it.)
     assert "b" not in calls.changed[-1]
 

@@ -13,8 +13,8 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from reconciler.shell.loop.inputs import scan_specs
 from reconciler.shell.loop.changes import Version
+from reconciler.shell.loop.inputs import scan_specs
 from specs.cluster import Capacity
 from specs.folder.store import TaskStore
 from tests.support.specs import write_task

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.core.planner import Observation, plan
 from reconciler.core.incremental.standing import quiet_but_statuses
+from reconciler.core.planner import Observation, plan
 from specs.cluster import RUNNING, STOPPED, SUCCEEDED, Capacity
 from specs.folder.atomic import write_atomic
 from specs.settings.process import PlanOptions

@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from reconciler.core.planner import Observation, Plan, TaskInput, plan
 from reconciler.core.incremental.standing import read_back as as_read_back
+from reconciler.core.planner import Observation, Plan, TaskInput, plan
 from specs.cluster import PENDING, RUNNING, Capacity, RayJob
 from specs.settings.process import PlanOptions
 from tests.support.incremental_history import T0
