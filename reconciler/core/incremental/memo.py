@@ -206,10 +206,12 @@ def plan_incremental(
     """`planner.plan(specs, statuses, observed, now, options, queues=queues)`, and the memo
     for the next pass. `versions`: each task's version, a value that changes whenever its spec
     or its status does (the loop builds it from the store's generations); a task without one
-    is always reconciled anew. `changed`: the names whose version differs from the last
-    pass's and those of the sidecars read anew (a spec's or not), when the caller knows them;
-    else they are found by comparing `versions`, and every sidecar is looked at for a spec.
-    `stand`: the caller lets the plan stand (Stand); the memo says whether it did (`stood`)."""
+    is always reconciled anew. `changed`: the names whose version differs from the pass
+    before's (this memo's) and those of the sidecars read anew (a spec's or not), when the
+    caller knows them; else they are found by comparing `versions`, and every sidecar is
+    looked at for a spec. `stand`: the caller lets a plan stand (Stand): a pass whose tasks
+    are those the last plan stands on (standing.Standing) is answered with that plan, and the
+    memo says it stood (`stood`)."""
     stood = _stood(memo, specs, statuses, observed, now, versions, changed, stand)
     if stood is not None:
         assert stood.standing is not None
