@@ -277,10 +277,11 @@ class Reconciler:
         changed = self._changed_paths()
         observed: Observation | None = None
         if changed is not None and not changed and self.store.still():
-            # Nothing named by events, nothing settling: if Ray, the clock and the queue file
-            # say nothing new either, the last still plan stands (incremental.stands) and the
-            # folder and its sidecars are not read at all (a read holds the store's lock,
-            # which the API's requests share, and the planner's call costs more than a skip).
+            # Nothing named by events, nothing settling: no task can have changed, so if Ray,
+            # the clock and the queue file say nothing new either, the last still plan stands
+            # (incremental.stands) and the folder and its sidecars are not read at all: a read
+            # takes the store's lock, which the API's requests share, and hands the planner
+            # every task's version, a copy the size of the folder.
             observed = self.observe()
             now = datetime.fromtimestamp(self.clock(), UTC)
             revision = self._revision
