@@ -68,8 +68,8 @@ class Memo:
     standing: Standing | None = None
     # Whether this pass stood: its plan is `standing.plan`, not planned.
     stood: bool = False
-    # The names changed in the passes that stood since `order` was made (None: not known).
-    pending: frozenset[str] | None = frozenset()
+    # The names changed since `order` was made, in the passes that stood (None: not known).
+    unplanned: frozenset[str] | None = frozenset()
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ def _stood(
     stand: Stand | None,
 ) -> Memo | None:
     """The memo of a pass whose plan stands (Standing), or None: it is planned. What changed
-    in it is kept for the pass that plans next (Memo.pending)."""
+    in it is kept for the pass that plans next (Memo.unplanned)."""
     standing = memo.standing
     if (
         stand is None
@@ -176,16 +176,16 @@ def _stood(
         return None
     if standing.written is not None:
         standing = standing.settled(versions, specs, statuses)
-    return replace(memo, standing=standing, stood=True, pending=_since_order(memo, changed))
+    return replace(memo, standing=standing, stood=True, unplanned=_since_order(memo, changed))
 
 
 def _since_order(memo: Memo, changed: Collection[str] | None) -> frozenset[str] | None:
     """The names changed since the memo's order was made, this pass's `changed` with them."""
-    if memo.pending is None or changed is None:
+    if memo.unplanned is None or changed is None:
         return None
     if not changed:
-        return memo.pending
-    return memo.pending | frozenset(changed)
+        return memo.unplanned
+    return memo.unplanned | frozenset(changed)
 
 
 def plan_incremental(
@@ -216,10 +216,10 @@ def plan_incremental(
     if stood is not None:
         assert stood.standing is not None
         return stood.standing.plan, stood
-    if changed is not None and memo.pending:
-        changed = memo.pending | frozenset(changed)
-    elif memo.pending is None:
+    if memo.unplanned is None:
         changed = None
+    elif changed is not None and memo.unplanned:
+        changed = memo.unplanned | frozenset(changed)
     plan, after = _plan(
         memo, specs, statuses, observed, now, options, queues, usage, versions, queue_error, changed
     )

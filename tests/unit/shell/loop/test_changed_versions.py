@@ -35,9 +35,9 @@ class Calls:
     def __call__(self, memo: incremental.Memo, *args: Any, **kwargs: Any) -> Any:
         given: Collection[str] | None = kwargs["changed"]
         # The loop names what changed since the pass before; the memo keeps what changed in
-        # the passes that stood since its plan (Memo.pending): together, since that plan.
+        # the passes that stood since its plan (Memo.unplanned): together, since that plan.
         if given is not None:
-            given = None if memo.pending is None else set(given) | memo.pending
+            given = None if memo.unplanned is None else set(given) | memo.unplanned
         versions: Mapping[str, Hashable] = kwargs["versions"]
         if given is not None and memo.order is not None:
             before = memo.order.versions
