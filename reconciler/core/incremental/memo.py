@@ -71,6 +71,12 @@ class Memo:
     # The names changed since `order` was made, in the passes that stood (None: not known).
     unplanned: frozenset[str] | None = frozenset()
 
+    @property
+    def still(self) -> bool:
+        """Whether a still plan stands: while no task changes, only Ray, the clock and the
+        caller's inputs can bring the planned pass back (`stands`)."""
+        return self.standing is not None and self.standing.written is None
+
 
 @dataclass(frozen=True)
 class Stand:
@@ -139,11 +145,7 @@ def stands(memo: Memo, observed: Observation, now: datetime, inputs: Hashable) -
     """Whether the last pass's still plan stands at `now` for that answer from Ray and those
     inputs, while no task changes: a caller that knows nothing changed need not read them."""
     standing = memo.standing
-    return (
-        standing is not None
-        and standing.written is None
-        and standing.holds(observed, now.timestamp(), inputs)
-    )
+    return memo.still and standing is not None and standing.holds(observed, now.timestamp(), inputs)
 
 
 def without_standing(memo: Memo) -> Memo:

@@ -276,7 +276,7 @@ class Reconciler:
     def _run_pass(self) -> Plan | None:
         changed = self._changed_paths()
         observed: Observation | None = None
-        if changed is not None and not changed and self.store.still():
+        if self._memo.still and changed is not None and not changed and self.store.still():
             # Nothing named by events, nothing settling: no task can have changed, so if Ray,
             # the clock and the queue file say nothing new either, the last still plan stands
             # (incremental.stands) and the folder and its sidecars are not read at all: a read
