@@ -19,24 +19,24 @@ from reconciler.core.decisions import Summary
 from reconciler.core.incremental import frontadmission as headadmission
 from reconciler.core.incremental.frontadmission import admit_prefix, place_far
 from reconciler.core.incremental.keptorder import (
-    _NAME,
+    ENTRY_NAME,
     Arrival,
     Entry,
     Kept,
     Order,
     Places,
     Walks,
-    _candidate,
-    _changed,
-    _counted,
-    _entry,
-    _flagged,
-    _order,
-    _orphans,
-    _owner,
-    _quiet,
-    _team_walks,
+    build_order,
+    candidate_of,
+    changed_names,
+    counted_entries,
+    entry_of,
+    flagged_task,
+    is_quiet,
+    orphans_of,
+    owner_of,
     reconcile,
+    team_walks_of,
 )
 from reconciler.core.planner import PassState, Plan, TaskInput, TaskResult
 from reconciler.core.queues import fairshare
@@ -67,7 +67,7 @@ def fast_pass(
         return None
     # What changed, at C speed: versions, names; what expired, from the heap.
     names = list(specs)
-    changed = set(given) if given is not None else _changed(versions, order.versions)
+    changed = set(given) if given is not None else changed_names(versions, order.versions)
     if names == order.names:  # the same tasks as last time (compared at C speed)
         deleted: set[str] = set()
     else:
@@ -98,7 +98,7 @@ def fast_pass(
         results[name] = reconcile(
             ctx, name, specs[name], statuses.get(name), versions.get(name), previous, kept
         )
-        if _flagged(name, specs[name], results[name]):
+        if flagged_task(name, specs[name], results[name]):
             return None
     for name in merged:
         planner.merge(ctx, name, results[name])
@@ -121,7 +121,7 @@ def fast_pass(
         old = key_of.get(name)
         if old == new:
             continue
-        queue = _owner(ctx, name)
+        queue = owner_of(ctx, name)
         if queue not in copied:
             keys[queue] = list(keys.get(queue, ()))
             copied.add(queue)
@@ -138,7 +138,7 @@ def fast_pass(
                 ceilings is not None
                 and not new[0]
                 and fairshare.never_fits(
-                    _candidate(results.get(name) or kept[name].result), ceilings[queue]
+                    candidate_of(results.get(name) or kept[name].result), ceilings[queue]
                 )
             ):
                 unfit.add(name)
@@ -156,8 +156,8 @@ def fast_pass(
             entry = key_of.get(name)
             if entry is None or name in news:
                 continue
-            candidate = _candidate(results.get(name) or kept[name].result)
-            if not entry[0] and fairshare.never_fits(candidate, ceilings[_owner(ctx, name)]):
+            candidate = candidate_of(results.get(name) or kept[name].result)
+            if not entry[0] and fairshare.never_fits(candidate, ceilings[owner_of(ctx, name)]):
                 unfit.add(name)
             else:
                 unfit.discard(name)
@@ -211,7 +211,7 @@ def fast_pass(
         # blocked head): start small, give more to a queue whose answer needs it.
         first = _TEAM_HEAD
     # A queue's tasks past its maxQueued are not candidates: its head is of the counted ones.
-    counted = {queue: _counted(entries) for queue, entries in keys.items()}
+    counted = {queue: counted_entries(entries) for queue, entries in keys.items()}
     heads = {queue: min(counted[queue], first) for queue in keys}
     kept_walk: headadmission.HeadWalk | None = None
     reused = False
@@ -223,7 +223,7 @@ def fast_pass(
             # (Admission.tail) gives the answer the wide one would, at a fifth of the cost.
             heads[""] = min(heads[""], narrow)
         while True:
-            candidates = [_candidate(result_of(e[4])) for e in entries[: heads.get("", 0)]]
+            candidates = [candidate_of(result_of(e[4])) for e in entries[: heads.get("", 0)]]
             kept_walk, reused = headadmission.walk_head(ctx, candidates, order.head)
             walked = kept_walk.admission
             if walked.tail is not None or heads.get("", 0) == len(entries):
@@ -251,16 +251,16 @@ def fast_pass(
     else:
         while True:
             prefix = sorted(e for queue, entries in keys.items() for e in entries[: heads[queue]])
-            candidates = [_candidate(result_of(e[4])) for e in prefix]
+            candidates = [candidate_of(result_of(e[4])) for e in prefix]
             cut = {q for q, n in heads.items() if n < counted[q]}
             # Those too big for their queue past the heads: admission takes them out first.
             beyond = [
-                _candidate(result_of(n))
+                candidate_of(result_of(n))
                 for n in sorted(unfit)
-                if bisect_left(keys[q := _owner(ctx, n)], key_of[n]) >= heads[q]
+                if bisect_left(keys[q := owner_of(ctx, n)], key_of[n]) >= heads[q]
             ]
             fair = headadmission.walk_queues(ctx, candidates + beyond, cut)
-            walks = _team_walks(fair, keys, frozenset(unfit))
+            walks = team_walks_of(fair, keys, frozenset(unfit))
             # Short: its walk did not end in its head (or its answer may read past it).
             short = [q for q in cut if q in fair.short or walks[q][0] is None]
             for queue, tests in fair.unread.items():
@@ -304,7 +304,7 @@ def fast_pass(
             heads[queue] = end
         if extra:
             prefix = sorted(prefix + extra)
-            candidates = [_candidate(result_of(e[4])) for e in prefix]
+            candidates = [candidate_of(result_of(e[4])) for e in prefix]
         touched = set(merged) | set(
             headadmission.admit_queue_prefix(
                 ctx, candidates, fair, as_given, adopt, order.words, spoken
@@ -326,7 +326,7 @@ def fast_pass(
             # The same keys and no start, this pass or last: the same names waiting in order.
             ctx.order[queue] = last
         else:
-            ctx.order.setdefault(queue, []).extend(map(_NAME, entries[head:]))
+            ctx.order.setdefault(queue, []).extend(map(ENTRY_NAME, entries[head:]))
         if head >= counted[queue]:
             continue  # past maxQueued, all of them: QueueFull, as their statuses say
         tail_at, lack, _ = walks[queue]
@@ -339,7 +339,7 @@ def fast_pass(
             ctx.not_considered -= sum(
                 1
                 for n in unfit
-                if _owner(ctx, n) == queue and bisect_left(entries, key_of[n]) >= head
+                if owner_of(ctx, n) == queue and bisect_left(entries, key_of[n]) >= head
             )
     # Past the heads: the tasks that moved, were walked last time, or sit near a bucket edge.
     far: set[str] = set(order.walked)
@@ -354,13 +354,15 @@ def fast_pass(
             n for n in _near_edges(order.keys.get(queue, []), 0, was, shift, exact) if n in key_of
         )
     # Those in a head were placed by admission above.
-    far.difference_update(*(map(_NAME, entries[: heads[queue]]) for queue, entries in keys.items()))
+    far.difference_update(
+        *(map(ENTRY_NAME, entries[: heads[queue]]) for queue, entries in keys.items())
+    )
     label = ctx.queues is not None
     for name in far:
         entry = key_of.get(name)
         if entry is None:
             continue
-        queue = _owner(ctx, name)
+        queue = owner_of(ctx, name)
         entries = keys[queue]
         position = bisect_left(entries, entry)
         if position < heads[queue]:
@@ -379,7 +381,7 @@ def fast_pass(
             place_far(ctx, name, waiting, place, queue if label else None)
             touched.add(name)
     maybe = order.orphans | deleted | set(given or ()) if told else None
-    orphans = _orphans(statuses, specs, maybe)
+    orphans = orphans_of(statuses, specs, maybe)
     cleanup.expire_finished_jobs(ctx, ctx.env.ours, _awaited(statuses, merged, orphans))
     if orphans:
         cleanup.orphan_sidecars(ctx, specs, _in_order_of(statuses, orphans), ctx.env.ours)
@@ -421,7 +423,7 @@ def fast_pass(
         if name in deleted:
             continue
         result = result_of(name) if name in kept else None
-        if result is not None and _quiet(result, statuses.get(name), out.get(name)):
+        if result is not None and is_quiet(result, statuses.get(name), out.get(name)):
             named = statuses[name].status.submission_id
             if named is not None:
                 watch[named] = name
@@ -430,7 +432,7 @@ def fast_pass(
         else:
             loud.add(name)
     counts = (queued, starting, running)
-    following = _order(
+    following = build_order(
         ctx,
         versions,
         keys,
@@ -471,7 +473,7 @@ def _own_past(
     # Enough entries for `most` candidates: the unfit ones are skipped, as are those past
     # maxQueued (e[0]: no candidates)
     past = entries[head:] if most is None else entries[head : head + most + len(unfit)]
-    candidates = [_candidate(result_of(e[4])) for e in past if not e[0] and e[4] not in unfit]
+    candidates = [candidate_of(result_of(e[4])) for e in past if not e[0] and e[4] not in unfit]
     return any(test.passes(c) for test in tests for c in candidates[: test.more])
 
 
@@ -486,7 +488,7 @@ def _standing(
     """The names of a queue's exact places past its walk whose places and waits are those of
     last pass (the caller checks that), when each still has the status last pass gave it and
     was not redone: `admit_queue_prefix` would leave each as it is. None: place them again."""
-    names = list(map(_NAME, entries))
+    names = list(map(ENTRY_NAME, entries))
     last, words = order.statuses, order.words
     for name in names:
         if name in results or name in unfit or statuses.get(name) is not last.get(name):
@@ -507,11 +509,11 @@ def _moved(
     arrivals = dict(order.arrivals)
     changes: dict[str, int] = {}
     for name in names:
-        old, new = key_of.get(name), _entry(name, results.get(name))
+        old, new = key_of.get(name), entry_of(name, results.get(name))
         if (None if old is None else old[1:]) == (None if new is None else new[1:]):
             continue  # the same key (its maxQueued flag is judged below)
         news[name] = new
-        bound = bounds.get(_owner(ctx, name))
+        bound = bounds.get(owner_of(ctx, name))
         if bound is None:
             continue
         group = bound[0]
@@ -527,7 +529,7 @@ def _moved(
     if not changes:
         return news, arrivals, flipped
     for name, new in news.items():
-        bound = bounds.get(_owner(ctx, name))
+        bound = bounds.get(owner_of(ctx, name))
         if new is not None and bound is not None:
             arrived = arrivals[bound[0]]
             news[name] = (int(bisect_left(arrived, (new[2], name)) >= bound[1]), *new[1:])

@@ -62,7 +62,7 @@ from specs.task.status import TaskStatus
 # place comes after every counted task's, as admit numbers them), else 0; its key (-priority,
 # queuedAt, name); its name.
 Entry = tuple[int, int, float, str, str]
-_NAME = itemgetter(4)
+ENTRY_NAME = itemgetter(4)
 # Below every entry past maxQueued and above every counted one (priorities are 0..9).
 _FULL: Entry = (1, -10, -math.inf, "", "")
 Arrival = tuple[float, str]  # (queuedAt, name): the order in which maxQueued counts tasks
@@ -110,7 +110,7 @@ class Order:
     head: HeadWalk | None = None
     # Whether the pass that made this order reused the walk before it (tests count it).
     reused: bool = False
-    # The sidecars without a spec the last plan was given (_orphans).
+    # The sidecars without a spec the last plan was given (orphans_of).
     orphans: frozenset[str] = frozenset()
 
 
@@ -199,11 +199,11 @@ def bounds_of(config: QueueConfig) -> dict[str, tuple[str, int]] | None:
     return bounds
 
 
-def _owner(ctx: PassState, name: str) -> str:
+def owner_of(ctx: PassState, name: str) -> str:
     return ctx.queues.queue_of(name) if ctx.queues is not None else ""
 
 
-def _quiet(result: TaskResult, status: TaskStatus | None, out: TaskStatus | None) -> bool:
+def is_quiet(result: TaskResult, status: TaskStatus | None, out: TaskStatus | None) -> bool:
     """Nothing of it to merge into a pass, and its status came out as it was given."""
     return (
         status is not None
@@ -217,7 +217,7 @@ def _quiet(result: TaskResult, status: TaskStatus | None, out: TaskStatus | None
     )
 
 
-def _flagged(name: str, spec: TaskInput | None, result: TaskResult | None) -> bool:
+def flagged_task(name: str, spec: TaskInput | None, result: TaskResult | None) -> bool:
     """A task whose presence needs the full pass."""
     if split(name) is not None:
         return True
@@ -236,27 +236,27 @@ def _flagged(name: str, spec: TaskInput | None, result: TaskResult | None) -> bo
 def _unflagged_entries(
     specs: Mapping[str, TaskInput], results: Mapping[str, TaskResult]
 ) -> list[Entry] | None:
-    """Every waiting task's entry (_entry), in the specs' order; None if any task is flagged
-    (_flagged): both in one loop over the specs."""
+    """Every waiting task's entry (entry_of), in the specs' order; None if any task is flagged
+    (flagged_task): both in one loop over the specs."""
     raw: list[Entry] = []
     for name, spec in specs.items():
         result = results.get(name)
-        if _flagged(name, spec, result):
+        if flagged_task(name, spec, result):
             return None
-        entry = _entry(name, result)
+        entry = entry_of(name, result)
         if entry is not None:
             raw.append(entry)
     return raw
 
 
-def _entry(name: str, result: TaskResult | None, full: int = 0) -> Entry | None:
+def entry_of(name: str, result: TaskResult | None, full: int = 0) -> Entry | None:
     if result is None or result.waiter is None:
         return None
     key = result.waiter.key
     return (full, key[0], key[1], key[2], name)
 
 
-def _counted(entries: list[Entry]) -> int:
+def counted_entries(entries: list[Entry]) -> int:
     """How many of a queue's entries count (the rest are past its maxQueued)."""
     return bisect_left(entries, _FULL)
 
@@ -285,7 +285,7 @@ def order_after_full(
     assert bounds is not None  # fast_enough
     arrivals: dict[str, list[Arrival]] = {}
     for e in raw:
-        bound = bounds.get(_owner(ctx, e[4]))
+        bound = bounds.get(owner_of(ctx, e[4]))
         if bound is not None:
             arrivals.setdefault(bound[0], []).append((e[2], e[4]))
     full: set[str] = set()
@@ -300,7 +300,7 @@ def order_after_full(
             keys[""] = raw
     else:
         for e in sorted((1, *e[1:]) if e[4] in full else e for e in raw):
-            keys.setdefault(_owner(ctx, e[4]), []).append(e)
+            keys.setdefault(owner_of(ctx, e[4]), []).append(e)
     ceilings = None
     unfit: frozenset[str] = frozenset()
     if ctx.queues is not None:
@@ -311,7 +311,7 @@ def order_after_full(
             e[4]
             for queue, entries in keys.items()
             for e in entries
-            if not e[0] and fairshare.never_fits(_candidate(results[e[4]]), ceilings[queue])
+            if not e[0] and fairshare.never_fits(candidate_of(results[e[4]]), ceilings[queue])
         )
     out = plan.statuses
     quiet = frozenset(  # (a task without a status given is never quiet: a cold start's all)
@@ -319,7 +319,7 @@ def order_after_full(
         for n in specs
         if n in kept
         and (status := statuses.get(n)) is not None
-        and _quiet(results[n], status, out.get(n))
+        and is_quiet(results[n], status, out.get(n))
     )
     heap = [(results[n].valid_until, n) for n in quiet if results[n].valid_until < math.inf]
     heapify(heap)
@@ -327,7 +327,7 @@ def order_after_full(
     key_of = {e[4]: e for entries in keys.values() for e in entries}
     loud = frozenset(specs) - quiet
     walks = _walks(ctx, keys, unfit)
-    return _order(
+    return build_order(
         ctx,
         versions,
         keys,
@@ -353,10 +353,10 @@ def _walks(ctx: PassState, keys: Mapping[str, list[Entry]], unfit: frozenset[str
         assert ctx.walk is not None
         return {"": ctx.walk}
     assert ctx.queue_admission is not None
-    return _team_walks(ctx.queue_admission, keys, unfit)
+    return team_walks_of(ctx.queue_admission, keys, unfit)
 
 
-def _team_walks(
+def team_walks_of(
     fair: QueueAdmission, keys: Mapping[str, list[Entry]], unfit: frozenset[str]
 ) -> Walks:
     started: dict[str, int] = {}
@@ -373,7 +373,7 @@ def _team_walks(
             continue
         # A tail counts the tasks its walk kept: neither started nor too big for the queue (nor
         # past maxQueued: those were not handed to it).
-        at = counted = _counted(entries)
+        at = counted = counted_entries(entries)
         left = tail[0]
         for index, entry in enumerate(entries[:counted]):
             if entry[4] in begun or entry[4] in unfit:
@@ -386,7 +386,7 @@ def _team_walks(
     return walks
 
 
-def _order(
+def build_order(
     ctx: PassState,
     versions: Mapping[str, Hashable],
     keys: Mapping[str, list[Entry]],
@@ -414,9 +414,9 @@ def _order(
     started: dict[str, int] = {}
     for queue, entries in keys.items():
         tail_at, tail, count = walks.get(queue, (None, None, 0))
-        counted = _counted(entries)
+        counted = counted_entries(entries)
         head = max(counted if tail_at is None else tail_at, exact + count)
-        walked.extend(map(_NAME, entries[:head]))
+        walked.extend(map(ENTRY_NAME, entries[:head]))
         if tail is not None and tail_at is not None and tail_at < counted:
             tails[queue] = tail.reason
         started[queue] = count
@@ -453,7 +453,7 @@ def _order(
     )
 
 
-def _changed(versions: Mapping[str, Hashable], before: Mapping[str, Hashable]) -> set[str]:
+def changed_names(versions: Mapping[str, Hashable], before: Mapping[str, Hashable]) -> set[str]:
     """The names whose version is new or differs, at C speed: compared in place when both
     list the same names in the same order (the loop builds them so), else as sets."""
     if len(versions) == len(before) and list(versions) == list(before):
@@ -461,7 +461,7 @@ def _changed(versions: Mapping[str, Hashable], before: Mapping[str, Hashable]) -
     return {n for n, _ in versions.items() - before.items()}
 
 
-def _orphans(
+def orphans_of(
     statuses: Mapping[str, TaskStatus],
     specs: Mapping[str, TaskInput],
     maybe: Collection[str] | None,
@@ -475,10 +475,6 @@ def _orphans(
     return set() if statuses.keys() == specs.keys() else statuses.keys() - specs.keys()
 
 
-def _candidate(result: TaskResult) -> policies.Candidate:
+def candidate_of(result: TaskResult) -> policies.Candidate:
     assert result.waiter is not None
     return result.waiter.candidate
-
-
-# What the incremental planner reads of a pass's bookkeeping (incremental._carry_written).
-changed_names = _changed

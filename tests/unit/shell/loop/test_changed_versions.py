@@ -46,7 +46,7 @@ class Calls:
             }
             assert differ <= set(given), f"unnamed changes: {differ - set(given)}"
             # A sidecar without a spec is named too, unless its spec was just deleted or it
-            # was one last pass too (fastpass._orphans looks at no other).
+            # was one last pass too (keptorder.orphans_of looks at no other).
             specs, statuses = args[0], args[1]
             deleted = memo.order.statuses.keys() - specs.keys()
             new = {n for n in statuses if n not in specs} - memo.order.orphans - deleted
