@@ -105,6 +105,8 @@ def install(out: Path, mark: Path) -> None:
 
     def traced_plan(*a: Any, **k: Any) -> Any:
         plan, memo = plan_incremental(*a, **k)
+        if memo.stood:  # the plan that stands: the pass is skipped (traced_skip), not planned
+            return plan, memo
         rec["planned"] = True
         rec["plan_still"] = plan.still
         rec["submits"] = len(plan.submits)

@@ -126,7 +126,7 @@ def expire_finished_jobs(inputs: PassInputs, statuses: Mapping[str, TaskStatus])
         if sid in awaited:
             # This pass records its end (or a later one will): from then on it expires, so
             # the answer to the statuses this pass writes holds until then only (the loop
-            # skips the read-back of a plan's own writes: shell/loop/readback.py).
+            # skips the read-back of a plan's own writes: core/incremental/standing.py).
             until = min(until, max(job.end_time + retention - EARLY, now))
             continue
         if now - job.end_time > retention:

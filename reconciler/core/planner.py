@@ -121,7 +121,7 @@ class Plan:
     # The deadline of the pass that reads this plan's statuses back (the same inputs, these
     # statuses written): as `deadline`, but a time a status records once (a run's start,
     # TaskStep.recorded) pins only this plan to its instant. The loop skips such a read-back
-    # up to it (reconciler/shell/loop/readback.py). None: no rule reads the clock.
+    # up to it (reconciler/core/incremental/standing.py). None: no rule reads the clock.
     read_back_deadline: float | None = None
     # What to ask the autoscaler for: the resource bundles the cluster should be
     # able to hold (what runs, plus the demand that waits for nodes), shaped to the node types;

@@ -29,6 +29,7 @@ from reconciler.core.incremental import fastpass
 from reconciler.core.incremental import keptorder as queueorder
 from reconciler.core.incremental import ownwrites as fixedpoint
 from reconciler.core.incremental.keptorder import Kept, Order
+from reconciler.core.incremental.standing import Standing, after_plan
 from reconciler.core.planner import Observation, Plan, TaskInput, TaskResult
 from reconciler.core.queues.usage import QueueUsage
 from specs.cluster import Capacity, NodeType
@@ -63,6 +64,30 @@ class Memo:
     # How many waiting tasks it took as quiet though the loop had just written their status
     # (_carry_written; tests and benchmarks count them).
     carried: int = 0
+    # The plan that stands while nothing but the loop's own writes of it changes
+    # (reconciler.core.incremental.standing); None: the next pass is planned.
+    standing: Standing | None = None
+    # Whether this pass stood: its plan is `standing.plan`, not planned.
+    stood: bool = False
+    # The names changed since `order` was made, in the passes that stood (None: not known).
+    unplanned: frozenset[str] | None = frozenset()
+
+    @property
+    def still(self) -> bool:
+        """Whether a still plan stands: while no task changes, only Ray, the clock and the
+        caller's inputs can bring the planned pass back (`stands`)."""
+        return self.standing is not None and self.standing.written is None
+
+
+@dataclass(frozen=True)
+class Stand:
+    """How a caller lets a plan stand (the loop; the simulator and `rayqueue plan` plan
+    every pass): `inputs`, a value that changes whenever what it plans from besides the tasks
+    and Ray does (the queue file's generation, git's revision); `settled`: whether its read of
+    the tasks is complete (no file settling): a plan stands only on a complete read."""
+
+    inputs: Hashable
+    settled: bool
 
 
 EMPTY = Memo()
@@ -117,6 +142,55 @@ def _carry_written(
     return quiet, {**previous, **carried}, given - carried.keys()
 
 
+def stands(memo: Memo, observed: Observation, now: datetime, inputs: Hashable) -> bool:
+    """Whether the last pass's still plan stands at `now` for that answer from Ray and those
+    inputs, while no task changes: a caller that knows nothing changed need not read them."""
+    standing = memo.standing
+    return memo.still and standing is not None and standing.holds(observed, now.timestamp(), inputs)
+
+
+def without_standing(memo: Memo) -> Memo:
+    """`memo` with no plan to stand: the next pass is planned (the caller could not write
+    what the plan gave, or wants a full pass)."""
+    return memo if memo.standing is None else replace(memo, standing=None, stood=False)
+
+
+def _stood(
+    memo: Memo,
+    specs: Mapping[str, TaskInput],
+    statuses: Mapping[str, TaskStatus],
+    observed: Observation,
+    now: datetime,
+    versions: Mapping[str, Hashable] | None,
+    changed: Collection[str] | None,
+    stand: Stand | None,
+) -> Memo | None:
+    """The memo of a pass whose plan stands (Standing), or None: it is planned. What changed
+    in it is kept for the pass that plans next (Memo.unplanned)."""
+    standing = memo.standing
+    if (
+        stand is None
+        or not stand.settled
+        or standing is None
+        or versions is None
+        or not standing.holds(observed, now.timestamp(), stand.inputs)
+        or not standing.read_the_same(specs, statuses, versions, changed)
+    ):
+        return None
+    if standing.written is not None:
+        standing = standing.settled(versions, specs, statuses)
+    return replace(memo, standing=standing, stood=True, unplanned=_since_order(memo, changed))
+
+
+def _since_order(memo: Memo, changed: Collection[str] | None) -> frozenset[str] | None:
+    """The names changed since the memo's order was made, this pass's `changed` with them."""
+    if memo.unplanned is None or changed is None:
+        return None
+    if not changed:
+        return memo.unplanned
+    return memo.unplanned | frozenset(changed)
+
+
 def plan_incremental(
     memo: Memo,
     specs: Mapping[str, TaskInput],
@@ -130,13 +204,52 @@ def plan_incremental(
     versions: Mapping[str, Hashable] | None = None,
     queue_error: str | None = None,
     changed: Collection[str] | None = None,
+    stand: Stand | None = None,
 ) -> tuple[Plan, Memo]:
     """`planner.plan(specs, statuses, observed, now, options, queues=queues)`, and the memo
     for the next pass. `versions`: each task's version, a value that changes whenever its spec
     or its status does (the loop builds it from the store's generations); a task without one
-    is always reconciled anew. `changed`: the names whose version differs from the last
-    pass's and those of the sidecars read anew (a spec's or not), when the caller knows them;
-    else they are found by comparing `versions`, and every sidecar is looked at for a spec."""
+    is always reconciled anew. `changed`: the names whose version differs from the pass
+    before's (this memo's) and those of the sidecars read anew (a spec's or not), when the
+    caller knows them; else they are found by comparing `versions`, and every sidecar is
+    looked at for a spec. `stand`: the caller lets a plan stand (Stand): a pass whose tasks
+    are those the last plan stands on (standing.Standing) is answered with that plan, and the
+    memo says it stood (`stood`)."""
+    stood = _stood(memo, specs, statuses, observed, now, versions, changed, stand)
+    if stood is not None:
+        assert stood.standing is not None
+        return stood.standing.plan, stood
+    if memo.unplanned is None:
+        changed = None
+    elif changed is not None and memo.unplanned:
+        changed = memo.unplanned | frozenset(changed)
+    plan, after = _plan(
+        memo, specs, statuses, observed, now, options, queues, usage, versions, queue_error, changed
+    )
+    if stand is None:
+        return plan, after
+    at = now.timestamp()
+    if plan.still and not stand.settled:
+        return plan, after
+    standing = after_plan(
+        plan, observed, at, after.fast, stand.inputs, specs, statuses, versions or {}
+    )
+    return plan, replace(after, standing=standing)
+
+
+def _plan(
+    memo: Memo,
+    specs: Mapping[str, TaskInput],
+    statuses: Mapping[str, TaskStatus],
+    observed: Observation,
+    now: datetime,
+    options: PlanOptions,
+    queues: QueueConfig | None,
+    usage: QueueUsage | None,
+    versions: Mapping[str, Hashable] | None,
+    queue_error: str | None,
+    changed: Collection[str] | None,
+) -> tuple[Plan, Memo]:
     world = _world(observed, options, queues)
     previous = memo.kept if memo.world == world else {}
     if memo.order is not None and previous and versions:

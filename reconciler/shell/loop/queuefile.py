@@ -183,10 +183,9 @@ class UsageBook:
         self.rates: dict[str, Capacity] = held
         self.at: float | None = at
 
-    def advance(self, now: float, config: QueueConfig | None) -> usage.Tracked | None:
-        """The decayed usage at `now`; None without queues (nothing is remembered then)."""
+    def at_time(self, now: float, config: QueueConfig | None) -> usage.Tracked | None:
+        """The decayed usage at `now`, not yet kept (`advance`); None without queues."""
         if config is None:
-            self.past, self.rates, self.at = usage.Tracked(), {}, None
             return None
         # Tracking begins now, unless a status file said when it began (a file without
         # `usageSince` leaves it unknown: the mean is then U / tau).
@@ -196,7 +195,17 @@ class UsageBook:
         advanced = usage.advance_all(
             self.past, self.rates, seconds, half_life, config.queue_names()
         )
-        self.past = usage.Tracked(advanced, since)
+        return usage.Tracked(advanced, since)
+
+    def advance(
+        self, now: float, config: QueueConfig | None, past: usage.Tracked | None = None
+    ) -> usage.Tracked | None:
+        """The decayed usage at `now`, kept: the next pass advances from it. `past`: what
+        `at_time(now, config)` gave (for a pass that asked before it knew it would plan)."""
+        if config is None:
+            self.past, self.rates, self.at = usage.Tracked(), {}, None
+            return None
+        self.past = past if past is not None else self.at_time(now, config) or usage.Tracked()
         if self.at is None or now > self.at:
             self.at = now  # a clock set back waits for the last instant, counting nothing twice
         return self.past

@@ -17,6 +17,7 @@ from reconciler.core.task import lifecycle
 from reconciler.shell.loop import timing as pace
 from reconciler.shell.loop import writes
 from reconciler.shell.loop.acting import RAY_STOP_WAIT, STOP_MARGIN, RayActions
+from reconciler.shell.loop.changes import Changes
 from reconciler.shell.loop.faults import Faults
 from reconciler.shell.loop.gitrev import GitRevisions, SourceRevision
 from reconciler.shell.loop.inputs import SpecInputs
@@ -27,11 +28,9 @@ from reconciler.shell.loop.lastseen import LoopState
 from reconciler.shell.loop.queuefile import UsageBook, read_status
 from reconciler.shell.loop.raystate import RayObserver
 from reconciler.shell.loop.raystate import observe_ray as observe_ray  # re-exported: cli/plan.py
-from reconciler.shell.loop.readback import ReadBack, read_back_of
 from reconciler.shell.loop.repeats import Repeating
 from reconciler.shell.loop.report import PassReport
 from reconciler.shell.loop.scaling import AutoscalerMetrics, ScaleRequests
-from reconciler.shell.loop.unchanged import StillPass, Version
 from reconciler.shell.ops import memory
 from reconciler.shell.ops.history import ResourceHistory
 from reconciler.shell.ops.metrics import QueueMetrics
@@ -104,30 +103,19 @@ class Reconciler:
         self._deadline: float | None = None  # the last plan's (Plan.deadline)
         self._changed_at = -float("inf")  # monotonic time of the last pass that was not still
         self._lock = threading.Lock()  # one pass at a time, whoever calls it
-        # The folder as planner inputs, kept between passes (passinputs.SpecInputs); the
-        # names whose input changed in this pass's read; and each task's Version, kept too.
+        # The folder as planner inputs, kept between passes (inputs.SpecInputs), and the
+        # names whose input changed in this pass's read.
         self._specs = SpecInputs()
         self._inputs: dict[str, SpecEntry] = self._specs.cache
         self._spec_changes: set[str] = set()
-        self._version_map: dict[str, Version] = {}
-        self._versions_of: tuple[int, bool] | None = None  # (source version, unrecorded) of it
-        self._versions_full = True  # this pass's versions were all built anew
-        # The names whose version may differ from those the last plan was made from (the
-        # memo's): handed to the planner so it need not compare every version. None: unknown
-        # (versions built anew, or a pass failed after reading), and the planner compares.
-        self._unplanned: set[str] | None = None
-        # The versions of the last pass that wrote statuses: a task whose spec has a new one
-        # was edited, and its own queue move is written at once (reconciler/shell/loop/writes.py).
-        self._written_versions: Mapping[str, Version] = {}
-        # Last pass's per-task results, handed to the next pass; a new loop starts afresh.
+        # Each task's Version and what changed since the last pass (changes.py).
+        self.changes = Changes()
+        # Last pass's per-task results and the plan that stands (incremental.Stand), handed
+        # to the next pass; a new loop starts afresh.
         self._memo = incremental.EMPTY
         self.queue_file = queue_file(settings)
         # The queues' decayed usage, read back from the status file the last run wrote.
         self.usage = UsageBook(read_status(self.queue_file.status_path))
-        self._still: StillPass | None = None  # the last pass, if it changed nothing
-        # The last pass, if its plan only moved statuses and wrote them all: its read-back is
-        # skipped when it reads exactly that (shell/loop/readback.py).
-        self._read_back: ReadBack | None = None
         self._fingerprint = 0  # a new one whenever the spec files read change (asking git)
         self._revision: SourceRevision | None = None
         self.skipped = 0  # passes skipped as still (a counter for benchmarks and tests)
@@ -212,7 +200,7 @@ class Reconciler:
         """Make the next pass run the planner even if nothing it reads has changed (the
         still-pass shortcut is dropped once); its inputs are read as usual."""
         with self._lock:
-            self._still = self._read_back = None
+            self._memo = incremental.without_standing(self._memo)
 
     def rescan_interval(self) -> float:
         """rescan_seconds, stretched so that walks stay within rescan_cpu_share of a core."""
@@ -277,8 +265,9 @@ class Reconciler:
             except BaseException:
                 # What this pass read may be in the store's records and not yet in what the
                 # loop keeps (sources, versions): the next pass rebuilds those from all it reads.
-                self._sources_stale, self._versions_of = True, None
-                self._unplanned = None  # what the memo was planned from is not known here
+                self._sources_stale = True
+                self.changes.lost()
+                self._memo = incremental.without_standing(self._memo)
                 self.report.stale()  # and counts what its plan changed from all statuses
                 if self.metrics is not None:
                     self.metrics.recount()
@@ -286,24 +275,26 @@ class Reconciler:
 
     def _run_pass(self) -> Plan | None:
         changed = self._changed_paths()
-        still, self._still = self._still, None
-        read_back, self._read_back = self._read_back, None
         observed: Observation | None = None
-        if still is not None and changed is not None and not changed and self.store.still():
-            # Nothing named by events, nothing settling: if Ray and the clock say nothing new
-            # either, the full pass would plan exactly what the last one did (Plan.still_until).
+        if self._memo.still and changed is not None and not changed and self.store.still():
+            # Nothing named by events, nothing settling: no task can have changed, so if Ray,
+            # the clock and the queue file say nothing new either, the last still plan stands
+            # (incremental.stands) and the folder and its sidecars are not read at all: a read
+            # takes the store's lock, which the API's requests share, and hands the planner
+            # every task's version, a copy the size of the folder.
             observed = self.observe()
             now = datetime.fromtimestamp(self.clock(), UTC)
-            queues = self.queue_file.load()
             revision = self._revision
             if self.revisions is not None:
                 revision = self.revisions.current(self._fingerprint)
-            if still.holds(observed, now.timestamp(), queues.generation, revision):
-                self._still = still
-                return self._skip(still.plan, observed)
+            inputs = (self.queue_file.load().generation, revision)
+            if incremental.stands(self._memo, observed, now, inputs):
+                assert self._memo.standing is not None
+                return self._skip(self._memo.standing.plan, observed)
         walk_started = self.cpu_clock()
         specs = self.read_specs(changed)
         if specs is None:
+            self._memo = incremental.without_standing(self._memo)
             self._deadline = None
             self.state.last_pass_at = self.clock()
             return None  # a vanished folder is never read as "delete everything"
@@ -316,36 +307,24 @@ class Reconciler:
             statuses, status_generations = self._with_unrecorded(
                 specs, statuses, status_generations
             )
-        versions = self._versions(specs, status_generations, status_changes, unrecorded)
+        source = self._source_version if self.revisions is not None else 0
+        versions = self.changes.read(
+            self._inputs,
+            specs,
+            status_generations,
+            self._spec_changes,
+            status_changes,
+            source,
+            unrecorded,
+        )
         if self._walking:
             self._walk_cpu = self.cpu_clock() - walk_started
         if observed is None:
             observed = self.observe()
         now = datetime.fromtimestamp(self.clock(), UTC)
         queues = self.queue_file.load()
-        if (
-            still is not None
-            and still.holds(observed, now.timestamp(), queues.generation, self._revision)
-            and still.read_the_same(versions, status_generations)
-            and self.store.still()
-        ):
-            # A full walk (or events that changed nothing) read back exactly the inputs of a
-            # still pass: the planner would give the same plan, so it is not run. (Ray and the
-            # clock first: when they moved, the per-task check is not worth doing.)
-            self._still = still
-            return self._skip(still.plan, observed)
-        if (
-            read_back is not None
-            and not self._spec_changes
-            and not unrecorded
-            and read_back.still.holds(observed, now.timestamp(), queues.generation, self._revision)
-            and read_back.reads_back(statuses, status_changes)
-            and self.store.still()
-        ):
-            # What the last pass wrote, read back, and nothing else changed: the planner
-            # would plan nothing (tests/unit/test_readback_still.py), so it is not run.
-            self._still = read_back.settled(versions, status_generations)
-            return self._skip(self._still.plan, observed)
+        # The usage is kept only by a pass that plans: one that stands advances nothing.
+        usage = self.usage.at_time(now.timestamp(), queues.config)
         plan, self._memo = incremental.plan_incremental(
             self._memo,
             specs,
@@ -354,12 +333,17 @@ class Reconciler:
             now,
             self.options,
             queues=queues.config,
-            usage=self.usage.advance(now.timestamp(), queues.config),
+            usage=usage,
             versions=versions,
             queue_error=queues.error_without_config,
-            changed=self._unplanned,
+            changed=self.changes.changed,
+            stand=incremental.Stand((queues.generation, self._revision), self.store.still()),
         )
-        self._unplanned = set()  # the memo is of these versions now
+        if self._memo.stood:
+            # Nothing changed but what the last plan wrote, read back: that plan stands
+            # (reconciler/core/incremental/standing.py), and the planner did not run.
+            return self._skip(plan, observed)
+        self.usage.advance(now.timestamp(), queues.config, usage)
         if plan.summary is not None and plan.summary.queues is not None:
             self.usage.observe({n: s.usage for n, s in plan.summary.queues.states.items()})
         plan = self.actions.with_log_tails(self.ray, plan, self.settings.log_tail_lines)
@@ -375,15 +359,7 @@ class Reconciler:
         # tasks being submitted go first, then the submits, then every other status (queue
         # positions and such, which need not delay a start), and only then the stops.
         submitting = {submit.task for submit in plan.submits}
-        last = self._written_versions
-        # A spec (or its source) has a new version only if this pass read it anew, or all
-        # sources changed with git's answer: only those are compared.
-        maybe = self._spec_changes if self._versions_full is False else versions.keys()
-        edited = {
-            n for n in maybe if n in last and n in versions and last[n][:2] != versions[n][:2]
-        }
-        self._written_versions = versions
-        classes = writes.split(plan, edited)
+        classes = writes.split(plan, self.changes.edited(versions, self._spec_changes))
         # An array's elements share one sidecar: each batch writes it once.
         with self.store.batch() as failed:
             unwritten = self._write_statuses(plan, statuses, classes, only=submitting)
@@ -415,30 +391,9 @@ class Reconciler:
         self._deadline = plan.deadline
         if not plan.still:
             self._changed_at = self.monotonic()
-        if not plan.still and not unwritten and not refused:
-            self._read_back = read_back_of(
-                plan,
-                specs,
-                statuses,
-                observed,
-                now.timestamp(),
-                self._memo.fast,
-                queues.generation,
-                self._revision,
-            )
-        if plan.still and self.store.still():
-            self._still = StillPass(
-                plan,
-                now.timestamp(),
-                observed.jobs,
-                observed.capacity,
-                observed.error,
-                queues.generation,
-                self._revision,
-                versions,
-                status_generations,
-                observed.scaling,
-            )
+        if (unwritten or refused) and not plan.still:
+            # What the plan gave is not all on disk: its read-back is planned.
+            self._memo = incremental.without_standing(self._memo)
         return plan
 
     def _with_unrecorded(
@@ -466,41 +421,6 @@ class Reconciler:
             return
         first = lifecycle.first_queued(body.uid, body.spec_hash, body.queued_at)
         self._unrecorded[name] = status.model_copy(update={"status": first})
-
-    def _versions(
-        self,
-        specs: Mapping[str, TaskInput],
-        statuses: Mapping[str, int],
-        status_changes: AbstractSet[str] | None,
-        unrecorded: bool,
-    ) -> dict[str, Version]:
-        """Each task's Version, kept between passes: only the tasks whose spec or status this
-        pass read anew are looked at, unless the store could not say (a full read of the
-        sidecars), git's answer changed, or remembered first statuses stand in for sidecars."""
-        source = self._source_version if self.revisions is not None else 0
-        kept = before = self._version_map
-        names: AbstractSet[str]
-        if status_changes is None or unrecorded or self._versions_of != (source, False):
-            self._versions_full = True
-            self._unplanned = None
-            before = dict(kept)  # an equal version is kept: the plan's Kept holds it too
-            kept.clear()
-            names = specs.keys()
-        else:
-            self._versions_full = False
-            names = self._spec_changes | status_changes
-            if self._unplanned is not None:
-                self._unplanned |= names
-        self._versions_of = (source, unrecorded)
-        for name in names:
-            if name in specs:
-                generation = self._inputs[name].generation
-                version = Version(generation, source, statuses.get(name, 0))
-                old = before.get(name)
-                kept[name] = old if old == version and old is not None else version
-            else:
-                kept.pop(name, None)
-        return dict(kept)
 
     def _skip(self, plan: Plan, observed: Observation) -> Plan:
         """A still pass: the last plan stands; only deferred writes and the heartbeat run."""

@@ -1,7 +1,7 @@
 """A sidecar without a spec (an orphan) is a spec deleted or a sidecar read anew: when the
 caller names what it read anew (`plan_incremental(changed=...)`), the fast pass looks for
 orphans among those names and the last pass's orphans only, not among every sidecar
-(reconciler/core/incremental/fastpass.py `_orphans`); told nothing, it compares every name. Every
+(reconciler/core/incremental/keptorder.py `orphans_of`); told nothing, it compares every name. Every
 pass equals plan() in every field (History's check);
 tests/unit/shell/loop/test_changed_versions.py checks that the loop names every sidecar it reads
 anew."""

@@ -1,6 +1,7 @@
-"""The loop tells the planner which tasks' versions changed since the plan its memo holds
-(`plan_incremental(changed=...)`), so that a pass does not compare every version; it says
-None (the planner compares) whenever it cannot know: a full walk, a failed pass."""
+"""The loop tells the planner which tasks' versions changed since the pass before
+(`plan_incremental(changed=...)`), and the memo what changed in the passes that stood since
+the plan it holds, so that a pass does not compare every version; it says None (the planner
+compares) whenever it cannot know: a full walk, a failed pass."""
 
 from __future__ import annotations
 
@@ -33,6 +34,10 @@ class Calls:
 
     def __call__(self, memo: incremental.Memo, *args: Any, **kwargs: Any) -> Any:
         given: Collection[str] | None = kwargs["changed"]
+        # The loop names what changed since the pass before; the memo keeps what changed in
+        # the passes that stood since its plan (Memo.unplanned): together, since that plan.
+        if given is not None:
+            given = None if memo.unplanned is None else set(given) | memo.unplanned
         versions: Mapping[str, Hashable] = kwargs["versions"]
         if given is not None and memo.order is not None:
             before = memo.order.versions
@@ -41,7 +46,7 @@ class Calls:
             }
             assert differ <= set(given), f"unnamed changes: {differ - set(given)}"
             # A sidecar without a spec is named too, unless its spec was just deleted or it
-            # was one last pass too (fastpass._orphans looks at no other).
+            # was one last pass too (keptorder.orphans_of looks at no other).
             specs, statuses = args[0], args[1]
             deleted = memo.order.statuses.keys() - specs.keys()
             new = {n for n in statuses if n not in specs} - memo.order.orphans - deleted
@@ -90,7 +95,7 @@ def test_an_edit_names_only_the_task_edited(loop_with_calls, tmp_path: Path) -> 
     rec.run_pass()
     assert calls.changed[-1] is not None and "c" in calls.changed[-1]
     # b waits, untouched: its version is not compared. (a's is: the status that moved it to
-    # Running was written by a pass whose read-back was skipped, shell/loop/readback.py, so the
+    # Running was written by a pass whose read-back stood (core/incremental/standing.py), so the
     # plan the memo holds predates it.)
     assert "b" not in calls.changed[-1]
 

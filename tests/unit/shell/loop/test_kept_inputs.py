@@ -13,8 +13,8 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from reconciler.shell.loop.changes import Version
 from reconciler.shell.loop.inputs import scan_specs
-from reconciler.shell.loop.unchanged import Version
 from specs.cluster import Capacity
 from specs.folder.store import TaskStore
 from tests.support.specs import write_task
@@ -72,15 +72,15 @@ def _checked(w: World) -> World:
     rebuild from everything the store holds."""
     rec = w.reconciler
     store = rec.store
-    read, versions = store.read_status_changes, rec._versions
+    read, versions = store.read_status_changes, rec.changes.read
 
     def read_checked(*, cached: bool = False) -> Any:
         statuses, generations, changes = read(cached=cached)
         assert (statuses, generations) == store._statuses.all_statuses()
         return statuses, generations, changes
 
-    def versions_checked(specs: Any, statuses: Any, *args: Any) -> dict[str, Version]:
-        got = versions(specs, statuses, *args)
+    def versions_checked(entries: Any, specs: Any, statuses: Any, *args: Any) -> dict[str, Version]:
+        got = versions(entries, specs, statuses, *args)
         source = rec._source_version if rec.revisions is not None else 0
         assert got == {
             name: Version(rec._inputs[name].generation, source, statuses.get(name, 0))
@@ -89,7 +89,7 @@ def _checked(w: World) -> World:
         return got
 
     store.read_status_changes = read_checked  # type: ignore[method-assign]
-    rec._versions = versions_checked  # type: ignore[method-assign]
+    rec.changes.read = versions_checked  # type: ignore[method-assign]
     return w
 
 
@@ -157,7 +157,7 @@ def test_a_pass_of_events_reads_only_what_they_name(tmp_path: Path) -> None:
 
     def read(*args: Any) -> set[str]:
         changed = original(*args)
-        built.append((changed, rec._versions_full))
+        built.append((changed, rec.changes.full))
         return changed
 
     rec._specs.read = read  # type: ignore[method-assign]
@@ -165,7 +165,7 @@ def test_a_pass_of_events_reads_only_what_they_name(tmp_path: Path) -> None:
     rec.events.add([str(path)])
     w.step()
     assert built[-1][0] == {"t05"}
-    assert rec._versions_full is False  # versions updated for what changed, not rebuilt
+    assert rec.changes.full is False  # versions updated for what changed, not rebuilt
     assert rec._specs.inputs["t05"].task.spec.entrypoint == "python edited.py"  # type: ignore[union-attr]
     _check(w, shadow)
 
@@ -180,15 +180,15 @@ def test_a_failed_pass_leaves_nothing_kept_behind(tmp_path: Path) -> None:
     w.step(2)
     path = write_task(tmp_path, "a", "python edited.py")
     rec.events.add([str(path)])
-    versions = rec._versions
+    versions = rec.changes.read
 
     def fail(*args: Any) -> Any:
         raise RuntimeError("a bad pass")
 
-    rec._versions = fail  # type: ignore[method-assign]
+    rec.changes.read = fail  # type: ignore[method-assign]
     with pytest.raises(RuntimeError):
         w.step()
-    rec._versions = versions  # type: ignore[method-assign]
+    rec.changes.read = versions  # type: ignore[method-assign]
     w.step()  # nothing new named: the edit must still reach the kept versions
-    assert rec._versions_full is True
-    assert rec._version_map["a"].spec == rec._inputs["a"].generation
+    assert rec.changes.full is True
+    assert rec.changes.versions["a"].spec == rec._inputs["a"].generation

@@ -4,8 +4,8 @@ A broken file never stops a healthy job: it runs on under the last valid spec. T
 sees its job end records the outcome (Succeeded, Failed, a retry's Queued), a plan that only
 moves statuses; the next pass, reading that back, turns the task Invalid. So the planner is
 not a fixed point of that plan's output, and its read-back must not be skipped
-(reconciler/shell/loop/readback.py). Found by the property in
-tests/unit/shell/loop/test_readback_fixed_point.py (one run of thousands; a sequence with a
+(reconciler/core/incremental/standing.py). Found by the property in
+tests/unit/core/incremental/test_standing_fixed_point.py (one run of thousands; a sequence with a
 broken spec), played here on purpose.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.core.incremental.standing import quiet_but_statuses
 from reconciler.core.planner import Observation, plan
-from reconciler.shell.loop.readback import quiet_but_statuses
 from specs.cluster import RUNNING, STOPPED, SUCCEEDED, Capacity
 from specs.folder.atomic import write_atomic
 from specs.settings.process import PlanOptions
@@ -26,7 +26,7 @@ from tests.support.incremental_history import assert_identical
 from tests.support.planner_world import GIB
 from tests.support.specs import read_status, write_task
 from tests.unit.core.incremental.test_sequences import Sequence, names_of
-from tests.unit.shell.loop.test_readback_fixed_point import ReadBack
+from tests.unit.core.incremental.test_standing_fixed_point import ReadBack
 from tests.unit.shell.loop.test_skipped_passes import assert_changes_nothing, full_plan, make
 
 

@@ -2,15 +2,15 @@
 to its instant (the same inputs a moment later would record another time), but not the pass
 that reads the start back, which reads no clock for it (TaskStep.recorded,
 Plan.read_back_deadline). The loop skips that read-back as it skips the PENDING pass's
-(reconciler/shell/loop/readback.py)."""
+(reconciler/core/incremental/standing.py)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
+from reconciler.core.incremental.standing import read_back as as_read_back
 from reconciler.core.planner import Observation, Plan, TaskInput, plan
-from reconciler.shell.loop.readback import as_read_back
 from specs.cluster import PENDING, RUNNING, Capacity, RayJob
 from specs.settings.process import PlanOptions
 from tests.support.incremental_history import T0

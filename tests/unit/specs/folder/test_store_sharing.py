@@ -92,11 +92,11 @@ def test_a_rebuilt_version_map_keeps_the_equal_versions(tmp_path: Path) -> None:
     w = World.build(tmp_path, Capacity(2, 0, 16 * 2**30), queue_id="q")
     rec: Any = w.reconciler
     w.step(3)
-    before = dict(rec._version_map)
+    before = dict(rec.changes.versions)
     write_task(tmp_path, "b", "python edited.py")
     w.step()  # no events: a full walk, and the versions rebuilt
-    assert rec._versions_full is True
-    after = rec._version_map
+    assert rec.changes.full is True
+    after = rec.changes.versions
     # Keys, not order: the planner reads the map by name, and with git's sources the inputs
     # come in the order of the names read (a set), not of the folder's scan.
     assert after.keys() == before.keys() == rec._specs.inputs.keys()

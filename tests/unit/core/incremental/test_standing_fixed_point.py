@@ -3,7 +3,7 @@
 A pass whose plan only moves statuses (no submit, stop, time-out, preemption, deletion or log
 fetch) is followed, in the loop, by a pass that reads back what it wrote, twice per job (after
 Ray's PENDING and after RUNNING). The loop skips that read-back without calling the planner
-(reconciler/shell/loop/readback.py), on the claim checked here: with the same specs, the same
+(reconciler/core/incremental/standing.py), on the claim checked here: with the same specs, the same
 answer from Ray and the statuses that plan gave written, the full planner changes nothing
 (still, every status the very one written) at any instant from that pass's `now` up to its
 deadline, over random sequences of job starts and ends, edits, deletions and clock moves.
@@ -20,8 +20,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
+from reconciler.core.incremental.standing import read_back as as_read_back
 from reconciler.core.planner import Observation, Plan, plan
-from reconciler.shell.loop.readback import as_read_back
 from specs.cluster import SUCCEEDED, Capacity
 from specs.settings.process import PlanOptions
 from specs.task.status import TaskStatus
