@@ -151,8 +151,8 @@ def orphan_sidecars(
     ours = inputs.env.ours
     stopping = {s.submission_id for s in stops}
     deleted: list[str] = []
-    # By name, not in the order the statuses came in (which is no order: tests/unit/
-    # test_plan_input_order.py).
+    # By name, not in the order the statuses came in, which is no order
+    # (tests/unit/core/test_plan_input_order.py).
     for name in sorted(n for n in statuses if n not in specs):
         sid = statuses[name].status.submission_id
         job = ours.get(sid) if sid else None

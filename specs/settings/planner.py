@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from specs.settings.knobs import LOOP, check, knob
 
 # The names reconciler.core.admission.policies.POLICIES and reconciler.core.preemption.victims.MODES
-# register (specs imports nothing of reconciler's; tests/unit/test_settings.py checks that the lists
-# agree).
+# register (specs imports nothing of reconciler's; tests/unit/specs/settings/test_settings.py
+# checks that the lists agree).
 POLICY_NAMES = ("strict", "backfill", "besteffort")
 PREEMPTION_MODES = ("Never", "LowerPriority")
 

@@ -105,7 +105,7 @@ class TaskSpec(_Record):
     """A task's spec inside the loop: a slotted record, not the pydantic model. Same fields
     as TaskSpecModel, which validates every spec read from a file (specs/yamlio/parse.py builds
     plain specs directly after a strict check: specs/yamlio/plainspec.py). A new field goes into
-    both, in the same place (tests/unit/test_lean_task.py checks)."""
+    both, in the same place (tests/unit/specs/task/test_task_records_match_models.py checks)."""
 
     __slots__ = (  # noqa: RUF023 - the model's field order (from_model relies on it)
         "entrypoint",

@@ -100,7 +100,7 @@ class TaskStatusBody(NamedTuple):
     and cost to build or copy; the planner builds and copies tens of thousands per start.
     Same fields and defaults as TaskStatusBodyModel, which validates it when read
     (model_validate); to_document writes what that model writes. A new field goes into both,
-    in the same place (tests/unit/test_lean_status.py checks)."""
+    in the same place (tests/unit/specs/task/test_status_records_match_models.py checks)."""
 
     phase: Phase
     reason: str | None = None

@@ -6,8 +6,8 @@ A cold start reads every spec of the folder (50,000 of them), and even libyaml's
 over the lines, and gives None ("take the next path") for anything else: flow style, quotes
 with escapes, block scalars, anchors, tags, a value continued on the next line, a key that is
 not a plain word, a repeated key, tabs, several documents. What it returns equals what the
-slow path builds (tests/unit/test_blockyaml.py checks that on generated documents); values are
-typed by PyYAML's own resolver and constructors, and timestamps stay text, as there. Each
+slow path builds (tests/unit/specs/yamlio/test_blockyaml.py checks that on generated documents);
+values are typed by PyYAML's own resolver and constructors, and timestamps stay text, as there. Each
 distinct line is read once and kept (_line): the specs of one folder repeat most lines.
 """
 

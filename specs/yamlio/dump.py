@@ -71,7 +71,7 @@ def _dump(document: dict[str, Any]) -> str:
 # A start writes a sidecar for every task (50,000 of them), and PyYAML's representer costs
 # more than the write. A status is a few levels of mappings (and the list of conditions) of
 # short words, numbers and timestamps: for such a document this writes, by hand, exactly the
-# text _dump writes (tests/unit/test_dump.py compares them); anything else takes _dump.
+# text _dump writes (tests/unit/specs/yamlio/test_dump.py compares them); anything else takes _dump.
 
 # Text the emitter writes plain when it resolves to a string: no indicator at its start, none
 # of ": ", " #" inside, no space at either end, one line.
@@ -183,7 +183,8 @@ def _value(value: object) -> str | None:
 # order (model_dump's order), leaves out those equal to their default (exclude_defaults), and
 # writes each as _plain_block would; whatever it is unsure of (labels, annotations, text that
 # needs the emitter's judgement, a type it does not know) returns None and takes the path above.
-# tests/unit/test_dump.py checks the bytes equal the general path's on generated statuses.
+# tests/unit/specs/yamlio/test_dump.py checks the bytes equal the general path's on generated
+# statuses.
 
 
 def _fields_of(model: type[BaseModel]) -> tuple[tuple[str, str, object], ...]:

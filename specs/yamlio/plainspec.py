@@ -1,8 +1,8 @@
 """Plain specs built directly: the common fields with plain values in range, checked by hand,
 become the lean Task without pydantic (a cold start parses every spec, and the model's
 validation is most of a plain spec's cost). Anything else gives None, and the caller validates
-it with the model, so every invalid spec keeps its exact message. tests/unit/test_lean_task.py
-checks, for random texts, that this gives exactly what the model gives."""
+it with the model, so every invalid spec keeps its exact message.
+tests/unit/specs/task/test_task_records_match_models.py checks, for random texts, that this gives exactly what the model gives."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ Queued status with the spec's hash, no backoff, no dependency cycle, reads of th
 `queuedAt` (its place in the order) and hands the status back as it is, reading neither the
 clock nor its run's job. So its result is the last one with that status put in: `carried`
 builds it, or answers None when any of those conditions does not hold (then the task is
-reconciled anew). tests/unit/test_fixedpoint.py checks it against `reconcile_task`.
+reconciled anew). tests/unit/core/incremental/test_ownwrites.py checks it against `reconcile_task`.
 """
 
 from __future__ import annotations

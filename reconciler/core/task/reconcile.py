@@ -63,7 +63,7 @@ def plain_wait(
     the first time with no job of it in Ray, or whose Queued status already records its spec
     and sits out no backoff. Its result is what `reconcile_steps` gives (first sight, follow
     the spec, settle, enqueue), built without them; None: any other case, for the steps.
-    tests/unit/test_coldpass.py checks it against them."""
+    tests/unit/core/task/test_plain_wait.py checks it against them."""
     task = spec.task
     obs = env.obs
     if task is None or not obs.available or task.spec.suspend or obs.scaling is not None:

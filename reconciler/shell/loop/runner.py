@@ -466,7 +466,8 @@ class Reconciler:
         return the names whose write failed."""
         unwritten: set[str] = set()
         # Only the changed statuses: the planner names every one in write_classes (tested in
-        # tests/unit/test_write_classes.py), so a pass costs what changed, not every task.
+        # tests/unit/shell/loop/test_write_classes.py), so a pass costs what changed, not every
+        # task.
         names = plan.write_classes if only is None else only
         for name in names:
             status = plan.statuses.get(name)
