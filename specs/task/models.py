@@ -394,9 +394,9 @@ class TaskSpecModel(DocumentModel):
 
 # spec_hash's text. Sidecars record the hash, so it must not change, byte for byte
 # (tests/unit/specs/task/test_spec_hash.py): the JSON of the dict of the four fields with sorted
-# keys, made here from the JSON of each (one encoder made once), and the resources' part (pydantic's dump:
-# memory is written as text) kept per distinct value, as a cold start hashes every spec and most
-# share a few shapes.
+# keys, made here from the JSON of each (one encoder made once), and the resources' part
+# (pydantic's dump: memory is written as text) kept per distinct value, as a cold start hashes
+# every spec and most share a few shapes.
 _HASH_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 _RESOURCES_JSON: dict[tuple[str, ...], str] = {}
 _RESOURCES_KEPT = 1024

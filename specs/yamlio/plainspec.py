@@ -2,7 +2,8 @@
 become the lean Task without pydantic (a cold start parses every spec, and the model's
 validation is most of a plain spec's cost). Anything else gives None, and the caller validates
 it with the model, so every invalid spec keeps its exact message.
-tests/unit/specs/task/test_task_records_match_models.py checks, for random texts, that this gives exactly what the model gives."""
+tests/unit/specs/task/test_task_records_match_models.py checks, for random texts, that this
+gives exactly what the model gives."""
 
 from __future__ import annotations
 
