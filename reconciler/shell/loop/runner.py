@@ -17,7 +17,7 @@ from reconciler.core.task import lifecycle
 from reconciler.shell.loop import timing as pace
 from reconciler.shell.loop import writes
 from reconciler.shell.loop.acting import RAY_STOP_WAIT, STOP_MARGIN, RayActions
-from reconciler.shell.loop.changes import Changes
+from reconciler.shell.loop.changes import Changes, Version
 from reconciler.shell.loop.faults import Faults
 from reconciler.shell.loop.gitrev import GitRevisions, SourceRevision
 from reconciler.shell.loop.inputs import SpecInputs
@@ -283,12 +283,7 @@ class Reconciler:
             # takes the store's lock, which the API's requests share, and hands the planner
             # every task's version, a copy the size of the folder.
             observed = self.observe()
-            now = datetime.fromtimestamp(self.clock(), UTC)
-            revision = self._revision
-            if self.revisions is not None:
-                revision = self.revisions.current(self._fingerprint)
-            inputs = (self.queue_file.load().generation, revision)
-            if incremental.stands(self._memo, observed, now, inputs):
+            if self._stands_unread(observed):
                 assert self._memo.standing is not None
                 return self._skip(self._memo.standing.plan, observed)
         walk_started = self.cpu_clock()
@@ -354,7 +349,40 @@ class Reconciler:
                 log.log(event.level, "%s", event.message)
         self._writes_ok = self._writes_failed = 0
         self._count_pass("walk" if self._walking else "events")
+        plan, unwritten, refused = self._carry_out(plan, statuses, versions, now)
+        if self.scale_requests is not None:
+            self.scale_requests.act(plan.scale_request, self.clock(), len(plan.submits))
+        if self._writes_ok and not self._writes_failed:
+            self._status_writes.cleared()
+        self.report.record(plan, statuses, observed, walking=self._walking)
+        self.report.queue_status(plan, queues, walking=self._walking)
+        self._deadline = plan.deadline
+        if not plan.still:
+            self._changed_at = self.monotonic()
+        if (unwritten or refused) and not plan.still:
+            # What the plan gave is not all on disk: its read-back is planned.
+            self._memo = incremental.without_standing(self._memo)
+        return plan
 
+    def _stands_unread(self, observed: Observation) -> bool:
+        """Whether the last still plan stands, asked without reading the folder."""
+        now = datetime.fromtimestamp(self.clock(), UTC)
+        revision = self._revision
+        if self.revisions is not None:
+            revision = self.revisions.current(self._fingerprint)
+        inputs = (self.queue_file.load().generation, revision)
+        return incremental.stands(self._memo, observed, now, inputs)
+
+    def _carry_out(
+        self,
+        plan: Plan,
+        statuses: Mapping[str, TaskStatus],
+        versions: Mapping[str, Version],
+        now: datetime,
+    ) -> tuple[Plan, set[str], dict[str, TaskStatus]]:
+        """Writes the plan's statuses and acts on Ray, in the order a crash anywhere allows:
+        the plan as carried out (a submit Ray refused is a new status), the tasks whose
+        status is not on disk, and the refused submits."""
         # A run's submission id is on disk before Ray ever hears of it: the statuses of the
         # tasks being submitted go first, then the submits, then every other status (queue
         # positions and such, which need not delay a start), and only then the stops.
@@ -382,19 +410,7 @@ class Reconciler:
                 except OSError as exc:
                     log.error("cannot remove status of deleted task %s: %s", name, exc)
         self._flush()
-        if self.scale_requests is not None:
-            self.scale_requests.act(plan.scale_request, self.clock(), len(plan.submits))
-        if self._writes_ok and not self._writes_failed:
-            self._status_writes.cleared()
-        self.report.record(plan, statuses, observed, walking=self._walking)
-        self.report.queue_status(plan, queues, walking=self._walking)
-        self._deadline = plan.deadline
-        if not plan.still:
-            self._changed_at = self.monotonic()
-        if (unwritten or refused) and not plan.still:
-            # What the plan gave is not all on disk: its read-back is planned.
-            self._memo = incremental.without_standing(self._memo)
-        return plan
+        return plan, unwritten, refused
 
     def _with_unrecorded(
         self,
