@@ -1,9 +1,9 @@
-"""The fast pass walks the single queue's narrow head (its exact places and the tasks that may
+"""The fast pass walks the single queue's narrow front (its exact places and the tasks that may
 start: `exact_queue_positions + max_inflight + 2`) first, and the wide one (plus
 `backfill_candidates`) only when the policy's walk does not end in the narrow one
 (reconciler/core/incremental/fastpass.py). A full cluster whose jobs declare no end gives backfill
 no
-reservation: everyone waits behind the head, and the walk ends one task past it. Every pass
+reservation: everyone waits behind the first task, and the walk ends one task past it. Every pass
 equals plan() in every field (History's check); the sequence property
 (tests/unit/core/incremental/test_sequences.py) plays random histories with it on."""
 
@@ -55,18 +55,18 @@ def _settled(policy: str, timeout: float) -> History:
 
 
 @pytest.mark.parametrize("policy", ["strict", "backfill"])
-def test_a_full_cluster_without_declared_ends_walks_the_narrow_head(policy: str) -> None:
+def test_a_full_cluster_without_declared_ends_walks_the_narrow_front(policy: str) -> None:
     """No timeouts: backfill has no reservation to promise, so, as strict, nobody overtakes
-    the head and the walk ends one task past it: in the narrow head, every pass."""
+    the first task and the walk ends one task past it: in the narrow front, every pass."""
     world = _settled(policy, 0)
     for _ in range(4):
         assert _cycle(world) == [NARROW] * 3
 
 
 @pytest.mark.parametrize(("policy", "timeout"), [("backfill", 50), ("besteffort", 0)])
-def test_a_walk_that_tests_past_the_narrow_head_widens_it(policy: str, timeout: float) -> None:
-    """Backfill with declared ends reserves the head's start, and besteffort always, tests
-    `backfill_candidates` tasks past it, beyond the narrow head: the wide head is walked, and
+def test_a_walk_that_tests_past_the_narrow_front_widens_it(policy: str, timeout: float) -> None:
+    """Backfill with declared ends reserves the first task's start, and besteffort always, tests
+    `backfill_candidates` tasks past it, beyond the narrow front: the wide front is walked, and
     kept while the walk needs it, with every pass equal to plan()."""
     world = _settled(policy, timeout)
     for _ in range(4):

@@ -1,4 +1,4 @@
-"""The fast pass reuses the last walk over the queue's head when nothing the walk reads has changed
+"""The fast pass reuses the last walk over the queue's front when nothing the walk reads has changed
 (reconciler.core.incremental.frontadmission.walk_front): a busy queue's passes that only move an
 active task's status (its job PENDING, then RUNNING) give the same answer as the pass before, and
 the full `plan()` agrees in every field at every pass (History's check). The sequence property
@@ -71,18 +71,18 @@ def test_an_inflight_limit_reached_is_not_reused_as_free_slots() -> None:
 
 
 def _walk(start: list[str], note_at: float | None, slots: int = 3) -> FrontWalk:
-    head = policies.Candidate("a", Capacity(2, 0, 0), 0)
+    first = policies.Candidate("a", Capacity(2, 0, 0), 0)
     waiting = {}
     if note_at is not None:
-        lack = shortfall(head.request, Capacity(1, 0, 0))
+        lack = shortfall(first.request, Capacity(1, 0, 0))
         waiting["a"] = Waiting(lack, 0, note=ReservedStart(note_at))
     admission = policies.Admission(start=list(start), waiting=waiting)
-    until = frontadmission._holds_until(admission, [head], 100.0, "backfill")
-    return FrontWalk("backfill", 5, [head], Capacity(1, 0, 0), slots, [], until, admission)
+    until = frontadmission._holds_until(admission, [first], 100.0, "backfill")
+    return FrontWalk("backfill", 5, [first], Capacity(1, 0, 0), slots, [], until, admission)
 
 
 def test_a_walk_holds_until_the_reserved_start_and_a_start_only_at_its_instant() -> None:
-    """Backfill that started nothing reads the clock only through the head's reserved start
+    """Backfill that started nothing reads the clock only through the first task's reserved start
     (max(the claims' end, now)): its answer holds until then. A start's claim counts from now:
     that instant only. Strict and besteffort never read the clock."""
     assert _walk([], 130.0).holds_until == 130.0
@@ -103,7 +103,7 @@ def test_slots_compare_by_sign_only_for_a_walk_that_started_nothing() -> None:
 
 
 class _Ctx:
-    """What walk_front reads of a pass (the planner's PassState), with the given values."""
+    """What walk_front reads of a pass, with the given values."""
 
     def __init__(self, now: float, free: Capacity, options: PlanOptions) -> None:
         self.now, self.options, self.claims, self.queues = now, options, [], None
@@ -112,12 +112,12 @@ class _Ctx:
         self.bodies: dict[str, Any] = {}
 
 
-def test_walk_head_walks_again_once_now_passes_what_the_last_walk_holds_to() -> None:
+def test_walk_front_walks_again_once_now_passes_what_the_last_walk_holds_to() -> None:
     """The same inputs at a `now` past the last walk's `holds_until` walk again (backfill's
     reserved start would be `now` then); before it, the last walk is reused as it is."""
     options = PlanOptions(queue_id="q", policy="backfill", backfill_candidates=5)
-    head = policies.Candidate("a", Capacity(2, 0, 0), 0)
-    prefix = [head]
+    front = policies.Candidate("a", Capacity(2, 0, 0), 0)
+    prefix = [front]
     last = dataclasses.replace(_walk([], 130.0), candidates=prefix)
     free = Capacity(1, 0, 0)
     again, reused = walk_front(_Ctx(129.0, free, options), prefix, last)  # type: ignore[arg-type]
