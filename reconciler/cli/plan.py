@@ -32,7 +32,7 @@ from reconciler.cli.common import (
 from reconciler.cli.serve import add_loop_options, loop_settings
 from reconciler.core import incremental, planner
 from reconciler.core.planner import Plan, TaskInput
-from reconciler.core.preemption import rules as preemptrules
+from reconciler.core.preemption import rules
 from reconciler.shell.loop.inputs import plan_options, queue_file, scan_specs
 from reconciler.shell.loop.raystate import observe_ray
 from specs.cluster import Capacity, RayError
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     mode = f", preemption {options.preemption}" if options.preemption != "Never" else ""
     if mode and options.preemption_min_preemptor_priority:
         mode += f" by priority {options.preemption_min_preemptor_priority} and up"
-    if loaded.config is not None and preemptrules.setup(loaded.config, options).any_on:
+    if loaded.config is not None and rules.setup(loaded.config, options).any_on:
         mode = f", preemption per queue ({queues.path.name})"
     print(
         f"Plan for {store.root} (queue {options.queue_id}, policy {options.policy}{mode}), "

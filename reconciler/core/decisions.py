@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, auto
 
-from reconciler.core.queues import dispatch as queueing
+from reconciler.core.queues import dispatch
 from specs.cluster import (
     Capacity,
     SubmitRequest,
@@ -93,7 +93,7 @@ class Summary:
     queued: int
     starting: int
     running: int
-    queues: queueing.QueueSummary | None = None  # per-queue state, when queues are configured
+    queues: dispatch.QueueSummary | None = None  # per-queue state, when queues are configured
     # The waiting tasks of each queue ("" without queues) in place order: the exact places the
     # sidecars beyond exact_queue_positions do not show (the API computes them from this).
     order: Mapping[str, Sequence[str]] = field(default_factory=dict)

@@ -39,7 +39,7 @@ from reconciler.core.admission.waits import (
     Shortfall,
     Waiting,
 )
-from reconciler.core.queues import sharewaits as fairwaits
+from reconciler.core.queues import sharewaits
 from reconciler.core.queues.quotas import (
     EPS,
     NO_LIMIT,
@@ -373,7 +373,7 @@ class _FairShareRun:
                 break
             _, queue, candidate = best
             self._admit(queue, candidate)
-        fairwaits.explain(self)
+        sharewaits.explain(self)
         return self.result
 
     def _order(self, queue: QueueNode, candidate: Candidate, borrows: bool) -> _OrderKey:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from reconciler.core.planner import Observation, Plan, TaskInput
-from reconciler.core.queues import dispatch as queueing
+from reconciler.core.queues import dispatch
 from reconciler.shell.loop.lastseen import LoopState
 from reconciler.shell.loop.queuefile import Loaded, QueueFile, UsageBook
 from reconciler.shell.ops.counts import Tally
@@ -111,10 +111,10 @@ class PassReport:
         counts: dict[str, tuple[int, int]] = {}
         for key, many in self.phases.counts.items():
             # The core's rule of what counts, applied once per distinct (queue, phase, reason).
-            for queue, (pending, admitted) in queueing.counts_by_queue({"": key}).items():
+            for queue, (pending, admitted) in dispatch.counts_by_queue({"": key}).items():
                 was = counts.get(queue, (0, 0))
                 counts[queue] = (was[0] + many * pending, was[1] + many * admitted)
-        document = queueing.status_document(
+        document = dispatch.status_document(
             queues.state,
             admission.states if admission is not None else {},
             admission.weights if admission is not None else {},

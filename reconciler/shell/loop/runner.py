@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from reconciler.core import incremental
 from reconciler.core.planner import Observation, Plan, TaskInput
 from reconciler.core.task import lifecycle
-from reconciler.shell.loop import timing as pace
 from reconciler.shell.loop import writes
 from reconciler.shell.loop.acting import RAY_STOP_WAIT, STOP_MARGIN, RayActions
 from reconciler.shell.loop.changes import Changes, Version
@@ -31,6 +30,7 @@ from reconciler.shell.loop.raystate import observe_ray as observe_ray  # re-expo
 from reconciler.shell.loop.repeats import Repeating
 from reconciler.shell.loop.report import PassReport
 from reconciler.shell.loop.scaling import AutoscalerMetrics, ScaleRequests
+from reconciler.shell.loop.timing import next_wait
 from reconciler.shell.ops import memory
 from reconciler.shell.ops.history import ResourceHistory
 from reconciler.shell.ops.metrics import QueueMetrics
@@ -529,7 +529,7 @@ class Reconciler:
     def next_wait(self, elapsed: float = 0.0) -> float:
         """Seconds until the next pass, after a pass that took `elapsed` (shell/loop/timing.py)."""
         state = self.state
-        return pace.next_wait(
+        return next_wait(
             self.settings,
             backlog=self._backlog,
             waiting_on_ray=bool(

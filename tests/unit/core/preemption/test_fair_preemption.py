@@ -12,7 +12,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from reconciler.core.planner import Plan
-from reconciler.core.preemption import betweenqueues as fairpreempt
+from reconciler.core.preemption import betweenqueues
 from reconciler.core.preemption.victims import Preemptor, Rules, Running
 from reconciler.core.queues.shareresult import QueueState
 from specs.cluster import SUCCEEDED, Capacity
@@ -211,10 +211,10 @@ def test_never_from_a_queue_the_order_counts_as_less_served() -> None:
         return head.request.fits_in(freed)  # the cluster is full
 
     with_past = {"a": _state("a", 1, 16, past=4), "b": _state("b", 1, 16, past=0)}
-    assert fairpreempt.choose(head, "a", pool, rules, with_past, usage, fits, 100.0) == ()
+    assert betweenqueues.choose(head, "a", pool, rules, with_past, usage, fits, 100.0) == ()
     # the same holdings with no past: both shares agree that b is above, and a takes one run
     now_only = {"a": _state("a", 1, 16), "b": _state("b", 1, 16)}
-    taken = fairpreempt.choose(head, "a", pool, rules, now_only, usage, fits, 100.0)
+    taken = betweenqueues.choose(head, "a", pool, rules, now_only, usage, fits, 100.0)
     assert [v.run.name for v in taken] == ["b5"]
 
 
@@ -264,7 +264,7 @@ def test_every_take_keeps_the_preemptor_at_or_below_the_victim_and_none_comes_ba
         return preemptor.request.fits_in(free + freed)
 
     # now = 100: every run has started (at k), so none is too young to be a victim
-    chosen = fairpreempt.choose(preemptor, mine, pool, rules, states, usage, fits, 100.0)
+    chosen = betweenqueues.choose(preemptor, mine, pool, rules, states, usage, fits, 100.0)
     if not chosen:
         return
     freed = sum((v.run.request for v in chosen), Capacity())
@@ -277,12 +277,12 @@ def test_every_take_keeps_the_preemptor_at_or_below_the_victim_and_none_comes_ba
     after[mine] = after[mine] + preemptor.request
     for victim in chosen:
         after[victim.queue] = after[victim.queue] - victim.run.request
-    mine_share = fairpreempt.share_of(states[mine], after[mine])
-    mine_order = fairpreempt.order_share_of(states[mine], usage[mine])
+    mine_share = betweenqueues.share_of(states[mine], after[mine])
+    mine_order = betweenqueues.order_share_of(states[mine], usage[mine])
     for victim in chosen:
-        assert fairpreempt.order_share_of(states[victim.queue], usage[victim.queue]) > mine_order
+        assert betweenqueues.order_share_of(states[victim.queue], usage[victim.queue]) > mine_order
         assert victim.shares is not None
-        assert mine_share <= fairpreempt.share_of(states[victim.queue], after[victim.queue])
+        assert mine_share <= betweenqueues.share_of(states[victim.queue], after[victim.queue])
     # Replan: the preemptor runs, its victims are gone; each victim queue's head, whatever
     # its size, takes nothing of the preemptor's queue.
     gone = {v.run.name for v in chosen}
@@ -293,7 +293,7 @@ def test_every_take_keeps_the_preemptor_at_or_below_the_victim_and_none_comes_ba
     for queue in {v.queue for v in chosen}:
         for width in range(1, int(total) + 1):
             back = Preemptor("back", 9, Capacity(float(width), 0, 0))
-            again = fairpreempt.choose(
+            again = betweenqueues.choose(
                 back,
                 queue,
                 pool2,

@@ -14,7 +14,7 @@ from datetime import timedelta
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from reconciler.core.preemption import betweenqueues as fairpreempt
+from reconciler.core.preemption import betweenqueues
 from reconciler.core.preemption.victims import Preemptor, Rules, Running
 from reconciler.core.queues.shareresult import QueueState
 from specs.cluster import Capacity
@@ -112,7 +112,7 @@ def test_a_user_under_its_nominal_quota_is_not_a_victim() -> None:
         usage = dict.fromkeys(states, Capacity())
         usage["team-b"] = usage["team-b/x"] = Capacity(8, 0, 0)
         pool = [("team-b/x", Running(f"r{i}", 0, Capacity(1, 0, 0), float(i))) for i in range(8)]
-        chosen = fairpreempt.choose(
+        chosen = betweenqueues.choose(
             Preemptor("p", 0, Capacity(1, 0, 0)),
             "team-a/x",
             pool,
@@ -156,7 +156,7 @@ def forests(draw: st.DrawFn) -> tuple[dict[str, QueueState], list[str]]:
 
 
 def _subtree(states: dict[str, QueueState], top: str) -> set[str]:
-    return {q for q in states if top in fairpreempt.chain(states, q)}
+    return {q for q in states if top in betweenqueues.chain(states, q)}
 
 
 @settings(max_examples=EXAMPLES * 3, deadline=None)
@@ -192,7 +192,7 @@ def test_in_a_tree_every_take_keeps_the_preemptors_side_at_or_below_the_victims_
             where = leaves[(q + 1) % len(leaves)]
         run = Running(f"r{k}", priority, Capacity(cpus, 0, 0), float(k), preemptible)
         pool.append((where, run))
-        for owner in fairpreempt.chain(states, where):
+        for owner in betweenqueues.chain(states, where):
             usage[owner] = usage[owner] + run.request
     held = sum((usage[q].cpu for q in states if states[q].parent is None), 0.0)
     free = Capacity(max(CLUSTER - held, 0.0), 0, 0)
@@ -202,7 +202,7 @@ def test_in_a_tree_every_take_keeps_the_preemptors_side_at_or_below_the_victims_
     def fits(freed: Capacity) -> bool:
         return preemptor.request.fits_in(free + freed)
 
-    chosen = fairpreempt.choose(preemptor, mine, pool, rules, states, usage, fits, 100.0)
+    chosen = betweenqueues.choose(preemptor, mine, pool, rules, states, usage, fits, 100.0)
     if not chosen:
         return
     event("a take")
@@ -211,23 +211,23 @@ def test_in_a_tree_every_take_keeps_the_preemptors_side_at_or_below_the_victims_
     freed = sum((v.run.request for v in chosen), Capacity())
     assert fits(freed)
     after = dict(usage)
-    for owner in fairpreempt.chain(states, mine):
+    for owner in betweenqueues.chain(states, mine):
         after[owner] = after[owner] + preemptor.request
     for victim in chosen:
         assert not fits(freed - victim.run.request)  # minimal
         assert victim.run.preemptible and victim.queue != mine
         assert victim.run.request.fits_in(preemptor.request)  # never wider than the head
-        for owner in fairpreempt.chain(states, victim.queue):
+        for owner in betweenqueues.chain(states, victim.queue):
             after[owner] = after[owner] - victim.run.request
     judged: list[tuple[str, str]] = []
     for victim in chosen:
-        met = fairpreempt.sides(states, fairpreempt.chain(states, mine), victim.queue)
+        met = betweenqueues.sides(states, betweenqueues.chain(states, mine), victim.queue)
         assert met is not None
         own, side = met
         assert victim.judged == (None if met == (mine, victim.queue) else met)
-        share = fairpreempt.share_of
+        share = betweenqueues.share_of
         assert share(states[own], after[own]) <= share(states[side], after[side]) + 1e-9
-        path = fairpreempt.chain(states, victim.queue)
+        path = betweenqueues.chain(states, victim.queue)
         for q in path[: path.index(side) + 1]:  # never taken below a nominal quota
             assert after[q].cpu >= states[q].nominal.cpu - 1e-9
         judged.append(met)
@@ -242,7 +242,7 @@ def test_in_a_tree_every_take_keeps_the_preemptors_side_at_or_below_the_victims_
         lost_to = _subtree(states, own)
         for width in range(1, int(LEND) + 1):
             back = Preemptor("back", 9, Capacity(float(width), 0, 0))
-            again = fairpreempt.choose(
+            again = betweenqueues.choose(
                 back,
                 victim.queue,
                 pool2,

@@ -9,7 +9,7 @@ from reconciler.core.admission.policies import POLICIES, Candidate
 from reconciler.core.admission.waits import QueueFull, RunningLimit
 from reconciler.core.preemption.preempt import _loads
 from reconciler.core.preemption.victims import QueueLoad
-from reconciler.core.queues import dispatch as queueing
+from reconciler.core.queues import dispatch
 from reconciler.core.queues.fairshare import QueueState
 from specs.cluster import Capacity
 from specs.queues.config import QueueConfig
@@ -30,12 +30,12 @@ def admit(
     cfg: QueueConfig,
     waiting: list[Candidate],
     in_use: Mapping[str, Capacity] | None = None,
-) -> tuple[queueing.QueueAdmission, dict[str, int]]:
+) -> tuple[dispatch.QueueAdmission, dict[str, int]]:
     held = dict(in_use or {})
     used = Capacity()
     for request in held.values():
         used = used + request
-    result = queueing.admit_by_queue(
+    result = dispatch.admit_by_queue(
         cfg, CLUSTER, CLUSTER - used, waiting, held, [], 0.0, 1000, POLICIES["strict"]
     )
     counts: dict[str, int] = {}
@@ -167,7 +167,7 @@ def test_a_parents_max_queued_counts_its_sub_queues_tasks() -> None:
     )
     arrivals = [(1.0, "team-a/y/a"), (2.0, "team-a/y/b"), (3.0, "team-a/x/c"), (4.0, "team-a/x/d")]
     arrivals += [(5.0, "team-a/e")]
-    full = queueing.queue_full(cfg, arrivals)
+    full = dispatch.queue_full(cfg, arrivals)
     assert sorted(full) == ["team-a/e", "team-a/y/b"]  # y's own limit, then team-a's 3
     assert full["team-a/y/b"].lacks == QueueFull("team-a/y", 1)
     assert full["team-a/e"].lacks == QueueFull("team-a", 3)

@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.core.admission.policies import POLICIES, Candidate
-from reconciler.core.queues import dispatch as queueing
-from reconciler.core.queues import usage
+from reconciler.core.queues import dispatch, usage
 from reconciler.core.queues.fairshare import NO_LIMIT, QueueDemand, QueueQuota, admit
 from reconciler.core.queues.quotas import CURRENT_USE_WEIGHT as A
 from reconciler.core.queues.quotas import dominant_share
@@ -117,7 +116,7 @@ def test_current_usage_mode_ignores_the_past() -> None:
         config = parse_queue_config(text + f"  fairSharing:\n    mode: {mode}\n")
         queue = [Candidate("a/0", cpu(1), 0), Candidate("b/0", cpu(1), 0)]
         past = {"a": cpu(3600.0 * 1000)}
-        got = queueing.admit_by_queue(
+        got = dispatch.admit_by_queue(
             config, cpu(16), cpu(16), queue, {}, [], 0.0, 1, POLICIES["besteffort"], past=past
         )
         assert got.start == [first], mode
@@ -238,7 +237,7 @@ def test_the_planner_counts_the_bias_corrected_mean_when_it_knows_since_when() -
     got = {}
     for since in (None, 1000.0):
         tracked = usage.Tracked(past, since)
-        got[since] = queueing.admit_by_queue(
+        got[since] = dispatch.admit_by_queue(
             config,
             cpu(16),
             cpu(8),
@@ -326,13 +325,13 @@ CONFIG = HEAD + "  queues:\n  - name: a\n  - name: b\n"
 def _status(book: UsageBook, held: dict[str, Capacity]) -> dict[str, object]:
     config = parse_queue_config(CONFIG)
     states = {
-        name: queueing.fairshare.QueueState(
+        name: dispatch.fairshare.QueueState(
             name, Capacity(), held.get(name, Capacity()), Capacity(), Capacity(), 0.0, ()
         )
         for name in config.queue_names()
     }
-    return queueing.status_document(
-        queueing.ConfigState("_queues.yaml", True),
+    return dispatch.status_document(
+        dispatch.ConfigState("_queues.yaml", True),
         states,
         {},
         {},
@@ -408,7 +407,7 @@ def test_max_running_stops_a_queue_without_holding_anything_for_it() -> None:
 def test_max_queued_counts_the_first_to_arrive_whatever_their_priority() -> None:
     config = parse_queue_config(HEAD + "  queues:\n  - name: a\n    maxQueued: 2\n  - name: b\n")
     arrivals = [(5.0, "a/new-urgent"), (1.0, "a/old"), (2.0, "a/older2"), (3.0, "b/x")]
-    full = queueing.queue_full(config, arrivals)
+    full = dispatch.queue_full(config, arrivals)
     assert set(full) == {"a/new-urgent"}
     assert full["a/new-urgent"].reason.value == "QueueFull"
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specs.folder import atomic
-from specs.folder import paths as storepaths
+from specs.folder import atomic, paths
 from specs.folder.store import TaskStore
 from specs.task.models import Metadata, Phase
 from specs.task.status import TaskStatus, TaskStatusBody
@@ -158,13 +157,13 @@ def test_a_small_file_is_read_whole_in_one_read(
     # nothing) follows it. A file larger than the stat said still reads whole.
     reads: list[int] = []
     real = os.read
-    monkeypatch.setattr(storepaths.os, "read", lambda fd, n: (reads.append(n), real(fd, n))[1])
+    monkeypatch.setattr(paths.os, "read", lambda fd, n: (reads.append(n), real(fd, n))[1])
     (tmp_path / "a.yaml").write_bytes(b"x" * 300)
-    read = storepaths.read_with_stat(str(tmp_path / "a.yaml"))
+    read = paths.read_with_stat(str(tmp_path / "a.yaml"))
     assert read is not None and read[0] == b"x" * 300 and reads == [301]
-    capped = storepaths.read_with_stat(str(tmp_path / "a.yaml"), limit=100)
+    capped = paths.read_with_stat(str(tmp_path / "a.yaml"), limit=100)
     assert capped is not None and capped[0] == b"x" * 100
     reads.clear()
     (tmp_path / "b.yaml").write_bytes(b"")
-    empty = storepaths.read_with_stat(str(tmp_path / "b.yaml"))
+    empty = paths.read_with_stat(str(tmp_path / "b.yaml"))
     assert empty is not None and empty[0] == b"" and reads == [1]
