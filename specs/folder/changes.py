@@ -31,8 +31,9 @@ from specs.folder.paths import (
     strip_suffix,
     under_any,
 )
-from specs.folder.specfiles import ParsedSpec, SpecEntry, SpecFiles
-from specs.yamlio.parse import SpecError
+from specs.folder.specfiles import ParsedSpec, SpecFiles
+from specs.task.errors import SpecError
+from specs.task.inputs import TaskInput
 
 _WHOLE_KEPT = 10_000  # stat keys of finished files remembered (mark_whole)
 
@@ -75,7 +76,7 @@ class ChangeScanner:
         # task); a walk from another real root (git-sync swapped the link) starts afresh.
         self.parsed: dict[str, ParsedSpec] = {}
         self._parsed_top = ""
-        self.entries: dict[str, SpecEntry] = {}
+        self.entries: dict[str, TaskInput] = {}
         # By name: the last good parse of the name (its task and that read's generation).
         self._last_valid: dict[str, ParsedSpec] = {}
         # By name: what the reported entry was made of (a tuple, or for a valid file alone
@@ -133,7 +134,7 @@ class ChangeScanner:
                 return None  # a folder (or anything else) may hold or have held specs
         return names
 
-    def scan_names(self, names: set[str]) -> dict[str, SpecEntry] | None:
+    def scan_names(self, names: set[str]) -> dict[str, TaskInput] | None:
         """Re-read only `names` (and those still settling or briefly missing); None when a
         full walk is needed after all (a symlink appeared)."""
         names = names | set(self._missing_since)
@@ -189,7 +190,7 @@ class ChangeScanner:
 
     # --- a full walk -----------------------------------------------------------------------
 
-    def scan_all(self) -> dict[str, SpecEntry]:
+    def scan_all(self) -> dict[str, TaskInput]:
         """Walk the whole folder; every task's entry (a copy the caller owns)."""
         top = self._lister.real_dir(self._root)
         if top != self._parsed_top:
@@ -198,7 +199,7 @@ class ChangeScanner:
         walk = self._lister.walk(top, is_spec_file, skip)
         by_name, crossed = _by_name(walk)
         parsed: dict[str, ParsedSpec] = {}
-        entries: dict[str, SpecEntry] = {}
+        entries: dict[str, TaskInput] = {}
         unreadable = list(walk.unreadable)
         now = self._clock()
         self._held = []
@@ -228,15 +229,19 @@ class ChangeScanner:
         self._basis = {n: b for n, b in self._basis.items() if n in entries}
         return dict(entries)
 
-    def _crossed(self, name: str, rel: str, message: str) -> SpecEntry:
+    def _crossed(self, name: str, rel: str, message: str) -> TaskInput:
         """The entry of a file reached through a symlink from another team's folder: never
         read, Invalid with `message`."""
         last = self._last_valid.get(name)
         basis = ("crossed", rel, message, last.generation if last is not None else None)
-        error = SpecError(rel, None, None, None, message)
+        error = SpecError.unplaced(message, rel)
         last_task = last.task if last is not None else None
-        build = functools.partial(SpecEntry, name, self._root, None, error, last_task, "", rel=rel)
-        return self._stamped(name, basis, build)
+        root = self._root
+        return self._stamped(
+            name,
+            basis,
+            lambda g: TaskInput(name, None, error, last_task, base=root, rel=rel, generation=g),
+        )
 
     def _settling_first(self) -> FolderSettling:
         held = sorted(self._held)
@@ -247,7 +252,7 @@ class ChangeScanner:
         )
 
     def _keep_missing(
-        self, entries: dict[str, SpecEntry], unreadable: list[str], now: float
+        self, entries: dict[str, TaskInput], unreadable: list[str], now: float
     ) -> None:
         """Put back in `entries` what a walk did not find but must still report."""
         for name, old in self.entries.items():
@@ -255,7 +260,7 @@ class ChangeScanner:
                 continue
             # An unreadable file or folder keeps its last entry: a permissions hiccup must
             # not look like a deletion, which would stop running jobs.
-            if under_any(old.name + old.path.suffix, unreadable):
+            if under_any(old.rel, unreadable):
                 entries[name] = old
             # Nor may a file that is gone for a moment (git unlinks and rewrites on checkout).
             elif self.settle_seconds > 0:
@@ -270,7 +275,7 @@ class ChangeScanner:
         name: str,
         files: _Files,
         now: float,
-        entries: dict[str, SpecEntry],
+        entries: dict[str, TaskInput],
         parsed: dict[str, ParsedSpec],
     ) -> bool:
         """Load the files defining `name` into `entries` (the old entry while it settles);
@@ -343,7 +348,7 @@ class ChangeScanner:
             return True
         return now - seen[1] < self.settle_seconds
 
-    def _entry(self, name: str, rel: str, result: ParsedSpec, others: list[str]) -> SpecEntry:
+    def _entry(self, name: str, rel: str, result: ParsedSpec, others: list[str]) -> TaskInput:
         task, error = result.task, result.error
         if others:
             # Names are the keys, so only one entry can stand; it carries the conflict.
@@ -361,11 +366,16 @@ class ChangeScanner:
         last_task = last.task if last is not None else None
         raw = result.raw_hash
         root = self._root
-        return self._stamped(
-            name, basis, lambda g: SpecEntry(name, root, task, error, last_task, raw, g, rel)
-        )
 
-    def _stamped(self, name: str, basis: object, build: Callable[[int], SpecEntry]) -> SpecEntry:
+        def build(generation: int) -> TaskInput:  # the spec hash only for an entry built
+            spec_hash = task.spec_hash() if task is not None else None
+            return TaskInput(
+                name, task, error, last_task, spec_hash, None, root, rel, raw, generation
+            )
+
+        return self._stamped(name, basis, build)
+
+    def _stamped(self, name: str, basis: object, build: Callable[[int], TaskInput]) -> TaskInput:
         """The entry `build` makes with a new generation, or the entry last reported for
         `name` (generation and all) when it was made of the same reads (`basis`): then nothing
         is built (a full walk of an unchanged folder builds no entries)."""

@@ -1,7 +1,7 @@
-"""What a spec file reads as: the entry a scan hands out for a task (`SpecEntry`), the parse of
-one file as the scan caches it (`ParsedSpec`), and the reading and parsing of one file
-(`SpecFiles`), with the rule that tells a finished file from one still being written
-(`is_whole`).
+"""How a spec file is read: the parse of one file as the scan caches it (`ParsedSpec`), the
+reading and parsing of one file (`SpecFiles`), and the rule that tells a finished file from
+one still being written (`is_whole`). A task as the scan hands it out is a
+specs.task.inputs.TaskInput.
 """
 
 from __future__ import annotations
@@ -11,46 +11,13 @@ import hashlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 from specs.folder.paths import PackedKey, ReadFile, Unreadable, pack_stat
 from specs.queues.config import CONFIG_FILE, is_reserved
+from specs.task.errors import SpecError
 from specs.task.records import Task
-from specs.yamlio.parse import MAX_FILE_BYTES, Problem, SpecError, SpecParseError
-
-
-@dataclass(frozen=True, slots=True)
-class SpecEntry:
-    """One task as found on disk in the latest scan."""
-
-    name: str  # relative path without extension, "/" separated: team-a/train
-    # The file (`path`), under the root as given (not resolved), so it survives a git-sync
-    # swap. The store gives the root (one Path shared by every entry) and `rel`, the file's
-    # relative path: not a Path of its own per entry.
-    base: Path
-    task: Task | None  # None when invalid
-    error: SpecError | None  # first error when invalid; str(error) is the status message
-    last_valid: Task | None  # last good parse of this name in this process
-    raw_hash: str  # sha256 of the file bytes; "" when the file was too large to read
-    generation: int = 0  # the store's: a new one whenever anything above changes
-    rel: str = ""  # "": `base` is the file itself
-
-    @property
-    def path(self) -> Path:
-        return self.base / self.rel if self.rel else self.base
-
-    def _compared(self) -> tuple[object, ...]:
-        return (self.name, self.path, self.task, self.error, self.last_valid, self.raw_hash,
-                self.generation)  # fmt: skip
-
-    def __eq__(self, other: object) -> bool:  # by the path, however it is kept
-        if not isinstance(other, SpecEntry):
-            return NotImplemented
-        return self._compared() == other._compared()
-
-    def __hash__(self) -> int:  # the fields that hash (a Task's labels are a dict)
-        return hash((self.name, self.path, self.raw_hash, self.generation))
+from specs.yamlio.parse import MAX_FILE_BYTES, Problem, SpecParseError
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from specs.task.arrays import order_key
+from specs.task.errors import SpecError
 from specs.task.models import API_VERSION, Phase, Reason
 from specs.task.quantity import format_memory
 from specs.task.records import Task
 from specs.task.status import TaskStatus, TaskStatusBody
 from specs.yamlio.mergepatch import load_document
-from specs.yamlio.parse import SpecError
 
 NOT_SEEN = "-"  # the CLI's phase column of a task the reconciler has not written a status for
 NOT_SEEN_MESSAGE = "not yet seen by the reconciler (is `rayqueue serve` running?)"
@@ -101,7 +101,7 @@ class SpecFile:
 
     @property
     def etag(self) -> str:
-        # The same hash the store keeps as SpecEntry.raw_hash: sha256 of the bytes on disk.
+        # The same hash the store keeps as TaskInput.raw_hash: sha256 of the bytes on disk.
         return hashlib.sha256(self.data).hexdigest()
 
     @property
@@ -162,7 +162,7 @@ class TaskView:
     """A task as a listing shows it: its spec file (parsed) and its sidecar."""
 
     name: str
-    path: Path
+    path: Path | None
     task: Task | None
     error: SpecError | None
     status: TaskStatus | None
@@ -220,6 +220,8 @@ class TaskView:
         body = self.body
         if body is not None and body.queued_at is not None:
             return now - body.queued_at.timestamp()
+        if self.path is None:
+            return None
         try:
             return now - os.stat(self.path).st_mtime
         except OSError:
