@@ -94,6 +94,7 @@ class TaskStore:
         self._lister = FolderLister(self.root, self.status_dir)
         warn = self._lister.warn_once
         self._files = SpecFiles(
+            self.root,
             check=check,
             max_array_elements=max_array_elements,
             generations=generations,
