@@ -116,10 +116,7 @@ class TaskService:
         folder is gone."""
         entries = self.entries()
         statuses = self.statuses()
-        views = [
-            TaskView(name, e.path, e.task, e.error, statuses.get(name), e.last_valid)
-            for name, e in entries.items()
-        ]
+        views = [TaskView(read, statuses.get(name)) for name, read in entries.items()]
         return sorted(views, key=TaskView.sort_key)
 
     def entries(self) -> dict[str, TaskInput]:
