@@ -151,9 +151,9 @@ def is_whole(key: PackedKey, after: os.stat_result) -> bool:
     specs/folder/atomic.py, git-sync, `mv`), or sets its mode or times (`install`, `cp -p`, tar).
     Those change only ctime, leaving ctime > mtime. So ctime > mtime means the last thing done
     to the file was not a data write: its content is complete. Equal times prove nothing and
-    wait as before (a rename in the same clock tick as the write; write_atomic rules that out
-    for our own writes). The stat is taken after reading and must still match the listing's,
-    so the bytes read are the bytes this stat describes; a write that raced the read changes
-    mtime (and sets ctime == mtime), and the file waits.
+    the file waits out the settle time (a rename in the same clock tick as the write;
+    write_atomic rules that out for our own writes). The stat is taken after reading and must
+    still match the listing's, so the bytes read are the bytes this stat describes; a write
+    that raced the read changes mtime (and sets ctime == mtime), and the file waits.
     """
     return pack_stat(after) == key and (after.st_ctime_ns > after.st_mtime_ns)

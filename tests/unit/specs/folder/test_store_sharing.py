@@ -48,7 +48,7 @@ def test_an_entry_keeps_the_root_and_its_relative_path(tmp_path: Path) -> None:
     a, b = entries["a"], entries["team-a/b"]
     assert a.path == tmp_path / "a.yaml" and b.path == tmp_path / "team-a/b.yaml"
     assert a.base is b.base  # one Path for all
-    # Equal to (and hashed as) the entry holding its whole path, as before.
+    # Equal to (and hashed as) the record holding its whole path as `base`.
     whole = TaskInput(
         b.name,
         b.task,
