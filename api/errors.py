@@ -24,7 +24,8 @@ from specs.service.tasks import (
     TaskNotFound,
 )
 from specs.service.tasks import Conflict as EditConflict
-from specs.yamlio.parse import SpecError, SpecParseError
+from specs.task.errors import SpecError
+from specs.yamlio.parse import SpecParseError
 
 log = logging.getLogger("rayqueue.api")
 

@@ -263,11 +263,14 @@ def _when(value: datetime, now: float) -> str:
 def _all_errors(view: TaskView) -> list[str]:
     """Every problem of the file; the scan remembers only the first."""
     first = [str(view.error)] if view.error is not None else []
+    path = view.path
+    if path is None:
+        return first
     try:
-        if view.path.stat().st_size > MAX_FILE_BYTES:
+        if path.stat().st_size > MAX_FILE_BYTES:
             return first
-        data = view.path.read_bytes()
-        parse_task(data, file=str(view.path), expected_name=view.name.rsplit("/", 1)[-1])
+        data = path.read_bytes()
+        parse_task(data, file=str(path), expected_name=view.name.rsplit("/", 1)[-1])
     except SpecParseError as exc:
         return [str(e) for e in exc.errors]
     except OSError:

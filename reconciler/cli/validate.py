@@ -24,9 +24,10 @@ from specs.queues.config import CONFIG_FILE
 from specs.queues.parse import parse_queue_config
 from specs.queues.tree import divide_tree
 from specs.settings.process import Settings
+from specs.task.errors import SpecError
 from specs.tenancy.access import Tokens
 from specs.tenancy.runtimepaths import RuntimePaths
-from specs.yamlio.parse import MAX_FILE_BYTES, SpecError, SpecParseError, parse_task
+from specs.yamlio.parse import MAX_FILE_BYTES, SpecParseError, parse_task
 
 EPILOG = """\
 A file is read as `apply -f` reads it: several `---`-separated tasks are allowed.
@@ -115,16 +116,18 @@ def _check_folder(
         results.append(_check_queues(root / CONFIG_FILE))
         results += _check_sub_queues(root)
     for name, entry in sorted(entries.items()):
-        display = os.path.join(str(root), name + entry.path.suffix)
+        path = entry.path
+        assert path is not None  # a scanned task names its file
+        display = os.path.join(str(root), name + path.suffix)
         if entry.error is None:
             results.append((display, [name], []))
             continue
         errors = [dataclasses.replace(entry.error, file=display)]
         try:
-            if entry.path.stat().st_size <= MAX_FILE_BYTES:
+            if path.stat().st_size <= MAX_FILE_BYTES:
                 stem = name.rsplit("/", 1)[-1]
                 parse_task(
-                    entry.path.read_bytes(),
+                    path.read_bytes(),
                     file=display,
                     expected_name=stem,
                     task_name=name,

@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from reconciler.core.decisions import Event, RefusedDeletions, Stop, StopCause
-from reconciler.core.inputs import TaskInput
 from reconciler.core.stages import Holdings, PassInputs
 from reconciler.core.task.jobs import claim_of
 from reconciler.core.timestamps import EARLY
@@ -18,6 +17,7 @@ from specs.cluster import (
     Capacity,
     RayJob,
 )
+from specs.task.inputs import TaskInput
 from specs.task.models import Reason
 from specs.task.status import TaskStatus, TaskStatusBody
 

@@ -19,7 +19,7 @@ from reconciler.core.admit import start_task
 from reconciler.core.cleanup import expire_finished_jobs, orphan_sidecars, stop_strays
 from reconciler.core.decisions import RefusedDeletions, Stop, Summary
 from reconciler.core.durability import WriteClass, acting
-from reconciler.core.inputs import Observation, TaskInput
+from reconciler.core.inputs import Observation
 from reconciler.core.planner import Asked, Collected, Plan, collect_statuses, plan_of
 from reconciler.core.queues.dispatch import QueueAdmission
 from reconciler.core.queues.usage import QueueUsage
@@ -27,6 +27,7 @@ from reconciler.core.stages import PassInputs, TaskMerge, WalkEnd
 from reconciler.core.task.step import TaskEnv
 from specs.queues.config import QueueConfig
 from specs.settings.process import PlanOptions
+from specs.task.inputs import TaskInput
 from specs.task.status import TaskStatus
 
 __all__ = ["FastPassContext"]

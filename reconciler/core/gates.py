@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from reconciler.core.inputs import TaskInput
 from reconciler.core.stages import PassInputs, QueuedCandidate, Reconciled
 from reconciler.core.task import dependencies, lifecycle
 from reconciler.core.task.depnames import DependencyViews
 from reconciler.core.timestamps import to_datetime, to_epoch
+from specs.task.inputs import TaskInput
 from specs.task.status import TaskStatusBody
 
 __all__ = ["Gated", "gate_dependencies"]

@@ -1,4 +1,4 @@
-"""What a pass reads: each spec file as the store read it, and what Ray reported."""
+"""What a pass reads of Ray (each spec file as read is a specs.task.inputs.TaskInput)."""
 
 from __future__ import annotations
 
@@ -10,23 +10,6 @@ from specs.cluster import (
     RayJob,
     Scaling,
 )
-from specs.task.models import SourceRef
-from specs.task.records import Task
-
-
-@dataclass(frozen=True, slots=True)  # one per task, kept between passes: no __dict__
-class TaskInput:
-    """One spec file as the store read it."""
-
-    name: str
-    task: Task | None
-    error: str | None = None
-    last_valid: Task | None = None  # keeps a running job going while its file is broken
-    spec_hash: str | None = None  # of `task`, computed once per parse by the shell
-    source: SourceRef | None = None  # the git commit the file came from, if in a work tree
-
-    def hash_of(self, task: Task) -> str:
-        return self.spec_hash if task is self.task and self.spec_hash else task.spec_hash()
 
 
 @dataclass(frozen=True)

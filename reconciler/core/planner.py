@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from reconciler.core import scaling
@@ -40,7 +40,7 @@ from reconciler.core.decisions import (
 )
 from reconciler.core.durability import WriteClass, acting, write_class
 from reconciler.core.gates import Gated, gate_dependencies
-from reconciler.core.inputs import Observation, TaskInput
+from reconciler.core.inputs import Observation
 from reconciler.core.queues.usage import QueueUsage
 from reconciler.core.stages import Holdings, PassInputs, Reconciled, TaskMerge
 from reconciler.core.task import idclaims, lifecycle
@@ -52,6 +52,8 @@ from reconciler.core.timestamps import to_datetime
 from specs.cluster import META_QUEUE, Capacity
 from specs.queues.config import QueueConfig
 from specs.settings.process import PlanOptions
+from specs.task.errors import SpecError
+from specs.task.inputs import TaskInput
 from specs.task.models import Condition, ConditionType, Metadata, Phase, Reason, read_reason
 from specs.task.records import NameMetadata, Task
 from specs.task.status import TaskStatus, TaskStatusBody
@@ -199,7 +201,8 @@ def with_id_claims(
     result = dict(specs)
     for name, message in found.items():
         spec = specs[name]
-        result[name] = TaskInput(name, None, message, spec.task, None, spec.source)
+        error = SpecError.unplaced(message)
+        result[name] = replace(spec, task=None, error=error, last_valid=spec.task, spec_hash=None)
     return result
 
 

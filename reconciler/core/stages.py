@@ -25,7 +25,7 @@ from typing import NamedTuple
 from reconciler.core.admission import policies
 from reconciler.core.admission.waits import Lack
 from reconciler.core.decisions import Event, Submit, TimeOut, Wanted
-from reconciler.core.inputs import Observation, TaskInput
+from reconciler.core.inputs import Observation
 from reconciler.core.preemption import victims
 from reconciler.core.queues.usage import QueueUsage
 from reconciler.core.task.step import QueueKey, TaskEnv, TaskResult
@@ -33,6 +33,7 @@ from reconciler.core.timestamps import to_datetime
 from specs.cluster import Capacity
 from specs.queues.config import QueueConfig
 from specs.settings.process import PlanOptions
+from specs.task.inputs import TaskInput
 from specs.task.records import Task
 from specs.task.status import TaskStatusBody
 

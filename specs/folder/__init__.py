@@ -21,7 +21,6 @@ from specs.folder.paths import (
     InvalidName,
     validate_name,
 )
-from specs.folder.specfiles import SpecEntry
 from specs.folder.store import TaskStore
 
 __all__ = [
@@ -32,7 +31,6 @@ __all__ = [
     "FolderSettling",
     "FolderUnavailable",
     "InvalidName",
-    "SpecEntry",
     "TaskStore",
     "replace_file",
     "sync_folders",

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from specs.folder.atomic import write_atomic
 from specs.folder.paths import ReadFile, StatKey, check_relative, stat_key
-from specs.folder.specfiles import SpecEntry
 from specs.task import arrays, arraystatus
+from specs.task.inputs import TaskInput
 from specs.task.status import TaskStatus
 from specs.yamlio.parse import MAX_FILE_BYTES
 
@@ -28,21 +28,21 @@ class ElementEntries:
 
     def __init__(self) -> None:
         # The elements of each array entry, by its generation.
-        self._expanded: dict[str, tuple[int, dict[str, SpecEntry]]] = {}
+        self._expanded: dict[str, tuple[int, dict[str, TaskInput]]] = {}
         # What the last expansion handed out, kept to update it by the names a scan of
         # events looked at rather than rebuild it.
-        self._shown: dict[str, SpecEntry] | None = None
+        self._shown: dict[str, TaskInput] | None = None
 
     def expand(
-        self, entries: dict[str, SpecEntry], looked_at: set[str] | None = None
-    ) -> tuple[dict[str, SpecEntry], set[str] | None]:
+        self, entries: dict[str, TaskInput], looked_at: set[str] | None = None
+    ) -> tuple[dict[str, TaskInput], set[str] | None]:
         """`entries` with every array replaced by its elements (cached per generation), and
         the names that may differ from the last call's. `looked_at`: the only names whose
         entry may have changed since the last call; None: any may (all are expanded anew)."""
         shown = self._shown
         if looked_at is None or shown is None:
-            out: dict[str, SpecEntry] = {}
-            kept: dict[str, tuple[int, dict[str, SpecEntry]]] = {}
+            out: dict[str, TaskInput] = {}
+            kept: dict[str, tuple[int, dict[str, TaskInput]]] = {}
             for name, entry in entries.items():
                 source = entry.task or entry.last_valid
                 if source is None or source.spec.array is None:
@@ -77,13 +77,13 @@ class ElementEntries:
             changes.update(was[1])
         return dict(shown), changes
 
-    def shown(self, entries: dict[str, SpecEntry]) -> dict[str, SpecEntry]:
+    def shown(self, entries: dict[str, TaskInput]) -> dict[str, TaskInput]:
         """What the last expansion handed out (of `entries`, the scan's, if none yet)."""
         shown = self._shown
         return dict(shown) if shown is not None else self.expand(dict(entries))[0]
 
 
-def element_entries(entry: SpecEntry) -> dict[str, SpecEntry]:
+def element_entries(entry: TaskInput) -> dict[str, TaskInput]:
     """The entries of an array's elements: each with its own task (or, while the file is
     invalid, its error and its last valid element)."""
     tasks = arrays.expand(entry.name, entry.task) if entry.task is not None else {}
@@ -93,10 +93,14 @@ def element_entries(entry: SpecEntry) -> dict[str, SpecEntry]:
     else:
         lasts = arrays.expand(entry.name, last) if last is not None and last.spec.array else {}
     names = tasks or lasts
-    return {
-        name: replace(entry, name=name, task=tasks.get(name), last_valid=lasts.get(name))
-        for name in names
-    }
+    out: dict[str, TaskInput] = {}
+    for name in names:
+        task = tasks.get(name)
+        spec_hash = task.spec_hash() if task is not None else None
+        out[name] = replace(
+            entry, name=name, task=task, last_valid=lasts.get(name), spec_hash=spec_hash
+        )
+    return out
 
 
 @dataclass

@@ -10,6 +10,7 @@ import os
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from specs.folder.listing import FolderLister, Walk
@@ -31,8 +32,9 @@ from specs.folder.paths import (
     strip_suffix,
     under_any,
 )
-from specs.folder.specfiles import ParsedSpec, SpecEntry, SpecFiles
-from specs.yamlio.parse import SpecError
+from specs.folder.specfiles import CachedRead, SpecFiles
+from specs.task.errors import SpecError
+from specs.task.inputs import TaskInput
 
 _WHOLE_KEPT = 10_000  # stat keys of finished files remembered (mark_whole)
 
@@ -73,11 +75,11 @@ class ChangeScanner:
         self._missing_since: dict[str, float] = {}
         # By relative path as walked from _parsed_top (not by the whole path: a string per
         # task); a walk from another real root (git-sync swapped the link) starts afresh.
-        self.parsed: dict[str, ParsedSpec] = {}
+        self.parsed: dict[str, CachedRead] = {}
         self._parsed_top = ""
-        self.entries: dict[str, SpecEntry] = {}
+        self.entries: dict[str, TaskInput] = {}
         # By name: the last good parse of the name (its task and that read's generation).
-        self._last_valid: dict[str, ParsedSpec] = {}
+        self._last_valid: dict[str, CachedRead] = {}
         # By name: what the reported entry was made of (a tuple, or for a valid file alone
         # its parse, no tuple more per task); an entry made of the same is kept.
         self._basis: dict[str, object] = {}
@@ -133,7 +135,7 @@ class ChangeScanner:
                 return None  # a folder (or anything else) may hold or have held specs
         return names
 
-    def scan_names(self, names: set[str]) -> dict[str, SpecEntry] | None:
+    def scan_names(self, names: set[str]) -> dict[str, TaskInput] | None:
         """Re-read only `names` (and those still settling or briefly missing); None when a
         full walk is needed after all (a symlink appeared)."""
         names = names | set(self._missing_since)
@@ -189,7 +191,7 @@ class ChangeScanner:
 
     # --- a full walk -----------------------------------------------------------------------
 
-    def scan_all(self) -> dict[str, SpecEntry]:
+    def scan_all(self) -> dict[str, TaskInput]:
         """Walk the whole folder; every task's entry (a copy the caller owns)."""
         top = self._lister.real_dir(self._root)
         if top != self._parsed_top:
@@ -197,8 +199,8 @@ class ChangeScanner:
         skip = dir_id(self._status_dir) if self._status_dir is not None else None
         walk = self._lister.walk(top, is_spec_file, skip)
         by_name, crossed = _by_name(walk)
-        parsed: dict[str, ParsedSpec] = {}
-        entries: dict[str, SpecEntry] = {}
+        parsed: dict[str, CachedRead] = {}
+        entries: dict[str, TaskInput] = {}
         unreadable = list(walk.unreadable)
         now = self._clock()
         self._held = []
@@ -228,15 +230,19 @@ class ChangeScanner:
         self._basis = {n: b for n, b in self._basis.items() if n in entries}
         return dict(entries)
 
-    def _crossed(self, name: str, rel: str, message: str) -> SpecEntry:
+    def _crossed(self, name: str, rel: str, message: str) -> TaskInput:
         """The entry of a file reached through a symlink from another team's folder: never
         read, Invalid with `message`."""
         last = self._last_valid.get(name)
-        basis = ("crossed", rel, message, last.generation if last is not None else None)
-        error = SpecError(rel, None, None, None, message)
-        last_task = last.task if last is not None else None
-        build = functools.partial(SpecEntry, name, self._root, None, error, last_task, "", rel=rel)
-        return self._stamped(name, basis, build)
+        basis = ("crossed", rel, message, last.read.generation if last is not None else None)
+        error = SpecError.unplaced(message, rel)
+        last_task = last.read.task if last is not None else None
+        root = self._root
+        return self._stamped(
+            name,
+            basis,
+            lambda g: TaskInput(name, None, error, last_task, base=root, rel=rel, generation=g),
+        )
 
     def _settling_first(self) -> FolderSettling:
         held = sorted(self._held)
@@ -247,7 +253,7 @@ class ChangeScanner:
         )
 
     def _keep_missing(
-        self, entries: dict[str, SpecEntry], unreadable: list[str], now: float
+        self, entries: dict[str, TaskInput], unreadable: list[str], now: float
     ) -> None:
         """Put back in `entries` what a walk did not find but must still report."""
         for name, old in self.entries.items():
@@ -255,7 +261,7 @@ class ChangeScanner:
                 continue
             # An unreadable file or folder keeps its last entry: a permissions hiccup must
             # not look like a deletion, which would stop running jobs.
-            if under_any(old.name + old.path.suffix, unreadable):
+            if under_any(old.rel, unreadable):
                 entries[name] = old
             # Nor may a file that is gone for a moment (git unlinks and rewrites on checkout).
             elif self.settle_seconds > 0:
@@ -270,8 +276,8 @@ class ChangeScanner:
         name: str,
         files: _Files,
         now: float,
-        entries: dict[str, SpecEntry],
-        parsed: dict[str, ParsedSpec],
+        entries: dict[str, TaskInput],
+        parsed: dict[str, CachedRead],
     ) -> bool:
         """Load the files defining `name` into `entries` (the old entry while it settles);
         False if unreadable. A file gone since the listing leaves `name` out."""
@@ -301,7 +307,7 @@ class ChangeScanner:
 
     def _load(
         self, rel: str, path: str, stat_of: Callable[[], os.stat_result], name: str
-    ) -> ParsedSpec | None:
+    ) -> CachedRead | None:
         """Parse a spec file, or reuse the cached parse (and its generation) if its stat is
         unchanged."""
         try:
@@ -317,7 +323,7 @@ class ChangeScanner:
             return cached
         return self._files.parse(rel, path, st, key, name)
 
-    def _settling(self, name: str, parsed: ParsedSpec, now: float) -> bool:
+    def _settling(self, name: str, parsed: CachedRead, now: float) -> bool:
         """Whether the file behind `name` changed too recently to be believed yet."""
         key = parsed.key
         if self.settle_seconds <= 0 or parsed.whole or key in self._whole:
@@ -343,29 +349,30 @@ class ChangeScanner:
             return True
         return now - seen[1] < self.settle_seconds
 
-    def _entry(self, name: str, rel: str, result: ParsedSpec, others: list[str]) -> SpecEntry:
-        task, error = result.task, result.error
+    def _entry(self, name: str, rel: str, result: CachedRead, others: list[str]) -> TaskInput:
+        read = result.read
+        if read.task is not None and not others:
+            # Valid, alone: the read itself is the entry, and says what it is made of.
+            self._last_valid[name] = self._basis[name] = result
+            return read
+        error = read.error
         if others:
             # Names are the keys, so only one entry can stand; it carries the conflict.
             files = " and ".join([rel, *others])
-            task, error = None, SpecError(rel, None, None, None, f"both {files} define task {name}")
-        if task is not None:
-            self._last_valid[name] = result
+            error = SpecError.unplaced(f"both {files} define task {name}", rel)
         last = self._last_valid.get(name)
-        basis: object
-        if last is result:  # valid, alone: the parse itself says what the entry is made of
-            basis = result
-        else:
-            last_generation = last.generation if last is not None else None
-            basis = (result.generation, tuple(others), last_generation, rel)
-        last_task = last.task if last is not None else None
-        raw = result.raw_hash
-        root = self._root
+        last_generation = last.read.generation if last is not None else None
+        basis = (read.generation, tuple(others), last_generation, rel)
+        last_task = last.read.task if last is not None else None
         return self._stamped(
-            name, basis, lambda g: SpecEntry(name, root, task, error, last_task, raw, g, rel)
+            name,
+            basis,
+            lambda g: replace(
+                read, task=None, error=error, last_valid=last_task, spec_hash=None, generation=g
+            ),
         )
 
-    def _stamped(self, name: str, basis: object, build: Callable[[int], SpecEntry]) -> SpecEntry:
+    def _stamped(self, name: str, basis: object, build: Callable[[int], TaskInput]) -> TaskInput:
         """The entry `build` makes with a new generation, or the entry last reported for
         `name` (generation and all) when it was made of the same reads (`basis`): then nothing
         is built (a full walk of an unchanged folder builds no entries)."""

@@ -1,7 +1,6 @@
-"""What a spec file reads as: the entry a scan hands out for a task (`SpecEntry`), the parse of
-one file as the scan caches it (`ParsedSpec`), and the reading and parsing of one file
-(`SpecFiles`), with the rule that tells a finished file from one still being written
-(`is_whole`).
+"""How a spec file is read: the reading and parsing of one file into the task as read (a
+specs.task.inputs.TaskInput) by `SpecFiles`, the read as the scan caches it (`CachedRead`),
+and the rule that tells a finished file from one still being written (`is_whole`).
 """
 
 from __future__ import annotations
@@ -16,53 +15,21 @@ from typing import Protocol
 
 from specs.folder.paths import PackedKey, ReadFile, Unreadable, pack_stat
 from specs.queues.config import CONFIG_FILE, is_reserved
+from specs.task.errors import SpecError
+from specs.task.inputs import TaskInput
 from specs.task.records import Task
-from specs.yamlio.parse import MAX_FILE_BYTES, Problem, SpecError, SpecParseError
+from specs.yamlio.parse import MAX_FILE_BYTES, Problem, SpecParseError
 
 
 @dataclass(frozen=True, slots=True)
-class SpecEntry:
-    """One task as found on disk in the latest scan."""
-
-    name: str  # relative path without extension, "/" separated: team-a/train
-    # The file (`path`), under the root as given (not resolved), so it survives a git-sync
-    # swap. The store gives the root (one Path shared by every entry) and `rel`, the file's
-    # relative path: not a Path of its own per entry.
-    base: Path
-    task: Task | None  # None when invalid
-    error: SpecError | None  # first error when invalid; str(error) is the status message
-    last_valid: Task | None  # last good parse of this name in this process
-    raw_hash: str  # sha256 of the file bytes; "" when the file was too large to read
-    generation: int = 0  # the store's: a new one whenever anything above changes
-    rel: str = ""  # "": `base` is the file itself
-
-    @property
-    def path(self) -> Path:
-        return self.base / self.rel if self.rel else self.base
-
-    def _compared(self) -> tuple[object, ...]:
-        return (self.name, self.path, self.task, self.error, self.last_valid, self.raw_hash,
-                self.generation)  # fmt: skip
-
-    def __eq__(self, other: object) -> bool:  # by the path, however it is kept
-        if not isinstance(other, SpecEntry):
-            return NotImplemented
-        return self._compared() == other._compared()
-
-    def __hash__(self) -> int:  # the fields that hash (a Task's labels are a dict)
-        return hash((self.name, self.path, self.raw_hash, self.generation))
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedSpec:
-    """One read of a spec file, kept while the file's stat key stays the same."""
+class CachedRead:
+    """One read of a spec file, kept while the file's stat key stays the same. `read` is the
+    task as read, alone in its file (no last valid spec but its own); the scan hands it out
+    as the task's entry when it parsed and no other file claims the name."""
 
     key: PackedKey
-    task: Task | None
-    error: SpecError | None
-    raw_hash: str
-    whole: bool = False  # known complete when read: no settle wait (see is_whole)
-    generation: int = 0  # of this read of the file
+    whole: bool  # known complete when read: no settle wait (see is_whole)
+    read: TaskInput
 
 
 class ParseTask(Protocol):
@@ -90,6 +57,7 @@ class SpecFiles:
 
     def __init__(
         self,
+        root: Path,
         *,
         check: Callable[[str, Task], Sequence[Problem]] | None,
         max_array_elements: int,
@@ -104,6 +72,7 @@ class SpecFiles:
         self.check = check
         # The setting max_array_elements: a larger array reads as Invalid.
         self.max_array_elements = max_array_elements
+        self._root = root  # every read's base: one Path shared by all
         self._generations = generations
         self._warn = warn
         self._read_file = read_file
@@ -112,13 +81,12 @@ class SpecFiles:
 
     def parse(
         self, rel: str, path: str, st: os.stat_result, key: PackedKey, name: str
-    ) -> ParsedSpec | None:
+    ) -> CachedRead | None:
         """The file at `path` (`rel` under the root, listed with `st`), read and parsed as the
         task `name`; None if it is gone or no longer a regular file. Raises Unreadable."""
         if st.st_size > MAX_FILE_BYTES:
             message = f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
-            error: SpecError | None = SpecError(rel, None, None, None, message)
-            return ParsedSpec(key, None, error, "", generation=next(self._generations))
+            return self._read(name, rel, key, False, None, SpecError.unplaced(message, rel), "")
         try:
             read = self._read_file(path, MAX_FILE_BYTES + 1)
         except OSError as exc:
@@ -134,9 +102,9 @@ class SpecFiles:
                 f"file names starting with '_' are reserved for configuration (like "
                 f"{CONFIG_FILE}), so this is not run as a task; rename it to drop the '_'"
             )
-            reserved = SpecError(rel, None, None, None, message)
+            reserved = SpecError.unplaced(message, rel)
             raw = hashlib.sha256(data).hexdigest()
-            return ParsedSpec(key, None, reserved, raw, generation=next(self._generations))
+            return self._read(name, rel, key, False, None, reserved, raw)
         try:
             check = None if self.check is None else functools.partial(self.check, name)
             task: Task | None = self._parse_task(
@@ -151,7 +119,25 @@ class SpecFiles:
         except SpecParseError as exc:
             task, error = None, exc.errors[0]
         raw = hashlib.sha256(data).hexdigest()
-        return ParsedSpec(key, task, error, raw, whole, next(self._generations))
+        return self._read(name, rel, key, whole, task, error, raw)
+
+    def _read(
+        self,
+        name: str,
+        rel: str,
+        key: PackedKey,
+        whole: bool,
+        task: Task | None,
+        error: SpecError | None,
+        raw_hash: str,
+    ) -> CachedRead:
+        """One read, with a new generation; the spec hash computed once, here."""
+        spec_hash = task.spec_hash() if task is not None else None
+        generation = next(self._generations)
+        read = TaskInput(
+            name, task, error, task, spec_hash, None, self._root, rel, raw_hash, generation
+        )
+        return CachedRead(key, whole, read)
 
 
 def is_whole(key: PackedKey, after: os.stat_result) -> bool:
@@ -165,9 +151,9 @@ def is_whole(key: PackedKey, after: os.stat_result) -> bool:
     specs/folder/atomic.py, git-sync, `mv`), or sets its mode or times (`install`, `cp -p`, tar).
     Those change only ctime, leaving ctime > mtime. So ctime > mtime means the last thing done
     to the file was not a data write: its content is complete. Equal times prove nothing and
-    wait as before (a rename in the same clock tick as the write; write_atomic rules that out
-    for our own writes). The stat is taken after reading and must still match the listing's,
-    so the bytes read are the bytes this stat describes; a write that raced the read changes
-    mtime (and sets ctime == mtime), and the file waits.
+    the file waits out the settle time (a rename in the same clock tick as the write;
+    write_atomic rules that out for our own writes). The stat is taken after reading and must
+    still match the listing's, so the bytes read are the bytes this stat describes; a write
+    that raced the read changes mtime (and sets ctime == mtime), and the file waits.
     """
     return pack_stat(after) == key and (after.st_ctime_ns > after.st_mtime_ns)

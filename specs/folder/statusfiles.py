@@ -31,9 +31,9 @@ from specs.folder.paths import (
     sidecar_digest,
     under_any,
 )
-from specs.folder.specfiles import SpecEntry
 from specs.queues.config import STATUS_FILE
 from specs.task import arrays, arraystatus
+from specs.task.inputs import TaskInput
 from specs.task.status import TaskStatus
 from specs.yamlio.parse import MAX_FILE_BYTES, SpecParseError, dump_status
 
@@ -139,7 +139,7 @@ class StatusFiles:
     # --- reading ---------------------------------------------------------------------------
 
     def read_view(
-        self, cached: bool, *, consume: bool, entries: Mapping[str, SpecEntry]
+        self, cached: bool, *, consume: bool, entries: Mapping[str, TaskInput]
     ) -> tuple[dict[str, TaskStatus], dict[str, int], set[str] | None]:
         """Every status held (read from disk unless `cached` and read before), and with
         `consume` the names changed since the last consuming read (None: any may).
@@ -216,7 +216,7 @@ class StatusFiles:
             statuses[name], generations[name] = deferred.status, deferred.generation
         return statuses, generations
 
-    def _read_sidecars(self, entries: Mapping[str, SpecEntry]) -> dict[str, _Sidecar] | None:
+    def _read_sidecars(self, entries: Mapping[str, TaskInput]) -> dict[str, _Sidecar] | None:
         """Every sidecar on disk; None when the status folder does not exist yet."""
         try:
             top = self._lister.real_dir(self._sidecar_root)

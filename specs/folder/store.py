@@ -53,11 +53,9 @@ from specs.folder.paths import (
     validate_name as validate_name,
 )
 from specs.folder.specfiles import IsWhole, ParseTask, SpecFiles, is_whole
-from specs.folder.specfiles import (
-    SpecEntry as SpecEntry,
-)
 from specs.folder.statusfiles import ParseStatus, StatusFiles, WriteFile
 from specs.task import arrays
+from specs.task.inputs import TaskInput
 from specs.task.models import MAX_ARRAY_ELEMENTS
 from specs.task.records import Task
 from specs.task.status import TaskStatus
@@ -96,6 +94,7 @@ class TaskStore:
         self._lister = FolderLister(self.root, self.status_dir)
         warn = self._lister.warn_once
         self._files = SpecFiles(
+            self.root,
             check=check,
             max_array_elements=max_array_elements,
             generations=generations,
@@ -152,7 +151,7 @@ class TaskStore:
 
     # --- specs ---------------------------------------------------------------------------
 
-    def scan(self, changed: Iterable[str] | None = None) -> dict[str, SpecEntry]:
+    def scan(self, changed: Iterable[str] | None = None) -> dict[str, TaskInput]:
         """Every task file under the root, parsed (or taken from the cache if unchanged).
 
         `changed`: the paths file events named since the last scan. Only those, and names
@@ -164,7 +163,7 @@ class TaskStore:
 
     def scan_changes(
         self, changed: Iterable[str] | None = None
-    ) -> tuple[dict[str, SpecEntry], set[str] | None]:
+    ) -> tuple[dict[str, TaskInput], set[str] | None]:
         """scan(changed), and the task names whose entry may differ from the last scan's
         (array elements by their own names); None after a full walk: any may. For the one
         reader that scans this store (the loop; others beside it use `scanned`)."""
@@ -184,7 +183,7 @@ class TaskStore:
         with self._lock:
             return self._specs.still()
 
-    def scanned(self) -> dict[str, SpecEntry] | None:
+    def scanned(self) -> dict[str, TaskInput] | None:
         """What the last scan returned, without reading anything; None before the first full
         scan. For a reader beside the loop (the HTTP API in `serve`) that must neither walk
         the folder nor disturb the loop's own scans."""

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from specs.queues.config import CONFIG_FILE, DEFAULT_QUEUE_DEPTH, QueueConfig
 from specs.queues.parse import parse_queue_config, parse_sub_queue_config
-from specs.yamlio.parse import MAX_FILE_BYTES, SpecError, SpecParseError
+from specs.task.errors import SpecError
+from specs.yamlio.parse import MAX_FILE_BYTES, SpecParseError
 
 Reader = Callable[[Path], bytes | None]  # a file's bytes; None when it does not exist
 

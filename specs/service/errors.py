@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specs.yamlio.errors import SpecError
+from specs.task.errors import SpecError
 
 
 class TaskNotFound(LookupError):

@@ -38,7 +38,6 @@ from specs.folder.store import (
     SIDECAR_SUFFIXES,
     FolderUnavailable,
     InvalidName,
-    SpecEntry,
     TaskStore,
     validate_name,
 )
@@ -59,13 +58,15 @@ from specs.service.etags import check_preconditions, etag_matches, quote_etag
 from specs.service.query import Requirement, parse_phases, parse_selector, select
 from specs.service.views import SpecFile, TaskView
 from specs.task import arrays, submission_ids
+from specs.task.errors import SpecError
+from specs.task.inputs import TaskInput
 from specs.task.models import Reason
 from specs.task.records import Task
 from specs.task.status import TaskStatus
 from specs.tenancy.runtimepaths import PathProblem
 from specs.yamlio.depth import TooDeep, check_nesting
 from specs.yamlio.mergepatch import load_document, patch_text
-from specs.yamlio.parse import MAX_FILE_BYTES, SpecError, SpecParseError, parse_status, parse_task
+from specs.yamlio.parse import MAX_FILE_BYTES, SpecParseError, parse_status, parse_task
 
 WRITTEN_BY = "rayqueue/written-by"  # the API's caller (a token name) that last wrote a spec
 # The legacy API's task id, when it is not a valid submission id as it is (a name with spaces):
@@ -115,13 +116,10 @@ class TaskService:
         folder is gone."""
         entries = self.entries()
         statuses = self.statuses()
-        views = [
-            TaskView(name, e.path, e.task, e.error, statuses.get(name), e.last_valid)
-            for name, e in entries.items()
-        ]
+        views = [TaskView(read, statuses.get(name)) for name, read in entries.items()]
         return sorted(views, key=TaskView.sort_key)
 
-    def entries(self) -> dict[str, SpecEntry]:
+    def entries(self) -> dict[str, TaskInput]:
         """Every task in the folder by name: a scan of the folder; beside a loop, the loop's
         last scan with this service's own later writes read from their files."""
         if not self.loop_store:
@@ -146,7 +144,9 @@ class TaskService:
             else:
                 error = spec.errors[0] if spec.errors else None
                 last_valid = spec.task or (entry.last_valid if entry is not None else None)
-                entries[name] = SpecEntry(name, spec.path, spec.task, error, last_valid, spec.etag)
+                entries[name] = TaskInput(
+                    name, spec.task, error, last_valid, base=spec.path, raw_hash=spec.etag
+                )
         return entries
 
     def statuses(self) -> dict[str, TaskStatus]:

@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from specs.task.arrays import order_key
+from specs.task.errors import SpecError
+from specs.task.inputs import TaskInput
 from specs.task.models import API_VERSION, Phase, Reason
 from specs.task.quantity import format_memory
 from specs.task.records import Task
 from specs.task.status import TaskStatus, TaskStatusBody
 from specs.yamlio.mergepatch import load_document
-from specs.yamlio.parse import SpecError
 
 NOT_SEEN = "-"  # the CLI's phase column of a task the reconciler has not written a status for
 NOT_SEEN_MESSAGE = "not yet seen by the reconciler (is `rayqueue serve` running?)"
@@ -101,7 +102,7 @@ class SpecFile:
 
     @property
     def etag(self) -> str:
-        # The same hash the store keeps as SpecEntry.raw_hash: sha256 of the bytes on disk.
+        # The same hash the store keeps as TaskInput.raw_hash: sha256 of the bytes on disk.
         return hashlib.sha256(self.data).hexdigest()
 
     @property
@@ -157,16 +158,33 @@ def task_object(spec: SpecFile, status: TaskStatus | None) -> dict[str, Any]:
 # --- a task in a listing -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TaskView:
-    """A task as a listing shows it: its spec file (parsed) and its sidecar."""
+    """A task as a listing shows it: its spec file as read and its sidecar."""
 
-    name: str
-    path: Path
-    task: Task | None
-    error: SpecError | None
+    input: TaskInput
     status: TaskStatus | None
-    last_valid: Task | None = None  # the last good parse, while the file is broken
+
+    @property
+    def name(self) -> str:
+        return self.input.name
+
+    @property
+    def path(self) -> Path | None:
+        return self.input.path
+
+    @property
+    def task(self) -> Task | None:
+        return self.input.task
+
+    @property
+    def error(self) -> SpecError | None:
+        return self.input.error
+
+    @property
+    def last_valid(self) -> Task | None:
+        """The last good parse, while the file is broken."""
+        return self.input.last_valid
 
     @property
     def body(self) -> TaskStatusBody | None:
@@ -197,12 +215,12 @@ class TaskView:
     @property
     def stale(self) -> bool:
         """The sidecar describes another version of the spec than the file now holds."""
-        body = self.body
+        body, task = self.body, self.task
         return (
             body is not None
-            and self.task is not None
+            and task is not None
             and body.spec_hash is not None
-            and body.spec_hash != self.task.spec_hash()
+            and body.spec_hash != self.input.hash_of(task)
         )
 
     def sort_key(self) -> tuple[int, int, int, float, str]:
@@ -220,6 +238,8 @@ class TaskView:
         body = self.body
         if body is not None and body.queued_at is not None:
             return now - body.queued_at.timestamp()
+        if self.path is None:
+            return None
         try:
             return now - os.stat(self.path).st_mtime
         except OSError:

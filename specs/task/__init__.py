@@ -1,7 +1,15 @@
 """The task vocabulary: the spec a user writes, the status we write back, the records the
-loop carries, and their parts (pipelines, arrays, quantities, submission ids, the JSON Schema)."""
+loop carries, and their parts (pipelines, arrays, quantities, submission ids, the JSON Schema).
+
+One record per boundary: a spec file as read is a TaskInput (inputs.py), its task a Task with
+its TaskSpec (records.py); a status is a TaskStatus with its TaskStatusBody (status.py). The
+pydantic models (TaskModel, TaskSpecModel in models.py; TaskStatusModel, TaskStatusBodyModel
+in status.py) are the files' schema: only the reader and writer of files and the published
+JSON Schema use them, so they are not exported here."""
 
 from specs.task.arrays import RERUN_ELEMENTS, element_name, order_key, rerun_elements, split
+from specs.task.errors import SpecError
+from specs.task.inputs import TaskInput
 from specs.task.models import (
     API_VERSION,
     ARRAY_LIMIT_VAR,
@@ -18,8 +26,6 @@ from specs.task.models import (
     Reason,
     Resources,
     SourceRef,
-    TaskModel,
-    TaskSpecModel,
     format_timestamp,
     known_resources,
     read_reason,
@@ -37,7 +43,7 @@ from specs.task.quantity import (
 )
 from specs.task.records import NameMetadata, Task, TaskSpec
 from specs.task.schema import render_schema, task_schema
-from specs.task.status import TaskStatus, TaskStatusBody, TaskStatusBodyModel, TaskStatusModel
+from specs.task.status import TaskStatus, TaskStatusBody
 from specs.task.submission_ids import (
     MAX_LENGTH,
     RESERVED_PREFIX,
@@ -76,14 +82,12 @@ __all__ = [
     "Resources",
     "RetrySpec",
     "SourceRef",
+    "SpecError",
     "Task",
-    "TaskModel",
+    "TaskInput",
     "TaskSpec",
-    "TaskSpecModel",
     "TaskStatus",
     "TaskStatusBody",
-    "TaskStatusBodyModel",
-    "TaskStatusModel",
     "bases",
     "cleaned",
     "element_name",

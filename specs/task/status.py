@@ -1,6 +1,9 @@
-"""A task's status: the pydantic models that validate a sidecar when it is read (TaskStatusModel,
-TaskStatusBodyModel), and the plain records the loop keeps inside it, with the same fields and
-defaults (TaskStatus, TaskStatusBody); `to_document` writes what those models write."""
+"""A task's status: the one record of it (TaskStatus, with its TaskStatusBody), which the
+store, the loop, the planner and the views all hold; and the sidecar's schema, the pydantic
+models (TaskStatusModel, TaskStatusBodyModel) that only the file boundary uses: the reader
+(specs.yamlio.parse) validates a sidecar with them, and the writer (specs.yamlio.dump) takes
+their field order. The records have the same fields and defaults; `to_document` writes what
+those models write."""
 
 from __future__ import annotations
 

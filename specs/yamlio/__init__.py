@@ -3,7 +3,7 @@ file, field, line and column; dumps in the usual field order; merge patches that
 
 from specs.yamlio.depth import MAX_NESTING, TooDeep, check_nesting
 from specs.yamlio.dump import dump_status, dump_task
-from specs.yamlio.errors import FatalSpecError, Problem, SpecError, SpecParseError
+from specs.yamlio.errors import FatalSpecError, Problem, SpecParseError
 from specs.yamlio.mergepatch import dump_document, load_document, merge_patch, patch_text
 from specs.yamlio.nodes import MAX_DEPTH
 from specs.yamlio.parse import MAX_FILE_BYTES, parse_document, parse_status, parse_task, parse_tasks
@@ -14,7 +14,6 @@ __all__ = [
     "MAX_NESTING",
     "FatalSpecError",
     "Problem",
-    "SpecError",
     "SpecParseError",
     "TooDeep",
     "check_nesting",

@@ -1,13 +1,14 @@
-"""Errors for spec files: SpecError (one problem, with file, field, line and column),
-SpecParseError (all of a file's problems), and the helpers that word and place them."""
+"""Errors for spec files: SpecParseError (all of a file's problems, each a SpecError of
+specs.task.errors: file, field, line and column), and the helpers that word and place them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from yaml.nodes import Node
+
+from specs.task.errors import SpecError
 
 _PREFIXES = ("Input should ", "String should ", "Value should ", "List should ")
 _TYPE_MESSAGES = {
@@ -21,26 +22,6 @@ MAX_ERRORS = 20  # the most problems one file reports
 
 Problem = tuple[tuple[str | int, ...], str]
 """A problem found after validation: the field's path in the document, and what is wrong."""
-
-
-@dataclass(frozen=True)
-class SpecError:
-    """One problem in one file, located as precisely as we can."""
-
-    file: str
-    field: str | None
-    line: int | None
-    column: int | None
-    message: str
-
-    def __str__(self) -> str:
-        where = self.file
-        if self.line is not None:
-            where += f":{self.line}"
-            if self.column is not None:
-                where += f":{self.column}"
-        parts = [where, self.field, self.message]
-        return ": ".join(p for p in parts if p)
 
 
 class SpecParseError(ValueError):

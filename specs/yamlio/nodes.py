@@ -9,11 +9,11 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from specs.task.errors import SpecError
 from specs.yamlio.depth import TooDeep, check_nesting
 from specs.yamlio.errors import (
     MAX_ERRORS,
     FatalSpecError,
-    SpecError,
     SpecParseError,
     document_error,
     dotted_path,

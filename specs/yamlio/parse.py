@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from specs.task.errors import SpecError
 from specs.task.models import ARRAY_LIMIT_VAR, MAX_ARRAY_ELEMENTS, TaskModel
 from specs.task.records import Task
 from specs.task.status import TaskStatus, TaskStatusModel
@@ -31,7 +32,6 @@ from specs.yamlio.errors import (
     validation_message,
 )
 from specs.yamlio.errors import Problem as Problem
-from specs.yamlio.errors import SpecError as SpecError
 from specs.yamlio.errors import SpecParseError as SpecParseError
 from specs.yamlio.nodes import MAX_DEPTH, MERGE_TAG, load_nodes
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from api.ui_views import finished_since, job_url, task_row
 from specs.service.views import TaskView
+from specs.task.inputs import TaskInput
 from specs.task.models import Metadata, Phase, SourceRef
 from specs.task.records import Task
 from specs.task.status import TaskStatus, TaskStatusBody
@@ -30,7 +31,7 @@ def status(phase: Phase, **body: object) -> TaskStatus:
 
 
 def view(name: str, t: Task | None, s: TaskStatus | None) -> TaskView:
-    return TaskView(name, Path(f"/x/{name}.yaml"), t, None, s)
+    return TaskView(TaskInput(name, t, base=Path(f"/x/{name}.yaml")), s)
 
 
 def test_row_has_every_column() -> None:

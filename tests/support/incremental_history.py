@@ -20,6 +20,7 @@ from reconciler.core.queues.usage import QueueUsage, Tracked, since_of
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob, Scaling
 from specs.queues.config import QueueConfig
 from specs.settings.process import PlanOptions
+from specs.task.errors import SpecError
 from specs.task.models import Reason
 from specs.task.status import TaskStatus
 from tests.support.planner_world import GIB, task
@@ -131,7 +132,7 @@ class History:
         elif kind == "break":
             old_input = self.specs.get(step[1])
             last = (old_input.task or old_input.last_valid) if old_input else None
-            self.specs[step[1]] = TaskInput(step[1], None, "bad yaml", last)
+            self.specs[step[1]] = TaskInput(step[1], None, SpecError.unplaced("bad yaml"), last)
         elif kind == "delete":
             self.specs.pop(step[1], None)
             self.spec_generation.pop(step[1], None)

@@ -13,6 +13,7 @@ from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity
 from specs.queues.config import QueueConfig
 from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
+from specs.task.errors import SpecError
 from specs.task.models import Phase, Reason
 from specs.task.records import Task
 from specs.task.status import TaskStatus, TaskStatusBody
@@ -61,7 +62,9 @@ class PlanWorld:
     def inputs(self) -> dict[str, TaskInput]:
         result: dict[str, TaskInput] = {}
         for name, t in self.specs.items():
-            result[name] = TaskInput(name, t, self.errors.get(name), self.last_valid.get(name))
+            error = self.errors.get(name)
+            spec_error = SpecError.unplaced(error) if error is not None else None
+            result[name] = TaskInput(name, t, spec_error, self.last_valid.get(name))
             if t is not None:
                 self.last_valid[name] = t
         return result

@@ -14,9 +14,9 @@ reconciled anew). tests/unit/core/incremental/test_ownwrites.py checks it agains
 
 from __future__ import annotations
 
-from reconciler.core.inputs import TaskInput
 from reconciler.core.task.step import TaskResult, Waiter
 from reconciler.core.timestamps import to_epoch
+from specs.task.inputs import TaskInput
 from specs.task.models import Phase
 from specs.task.status import TaskStatus
 

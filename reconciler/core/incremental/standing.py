@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Collection, Hashable, Mapping
 from dataclasses import dataclass, replace
 
-from reconciler.core.inputs import Observation, TaskInput
+from reconciler.core.inputs import Observation
 from reconciler.core.planner import Plan
+from specs.task.inputs import TaskInput
 from specs.task.status import TaskStatus
 
 

@@ -13,7 +13,6 @@ from functools import lru_cache
 from reconciler.core import scaling as scaling_core
 from reconciler.core.admission import policies
 from reconciler.core.decisions import Submit
-from reconciler.core.inputs import TaskInput
 from reconciler.core.preemption import victims
 from reconciler.core.task import lifecycle
 from reconciler.core.task.jobs import bundles_of, make_uid, request_of, submit_request, uid_at
@@ -26,6 +25,7 @@ from specs.cluster import (
     RayJob,
 )
 from specs.task.arrays import order_key
+from specs.task.inputs import TaskInput
 from specs.task.models import ConditionType, Phase, Reason
 from specs.task.quantity import human_memory
 from specs.task.records import Task
@@ -206,7 +206,7 @@ def _usable_task(step: TaskStep, spec: TaskInput, body: TaskStatusBody | None) -
     """The spec to plan with; None when the task is settled already (its file is broken)."""
     if spec.task is not None:
         return spec.task
-    message = spec.error or "invalid spec"
+    message = str(spec.error) if spec.error is not None else "invalid spec"
     if body is None or not body.phase.active:
         step.body = lifecycle.invalidate(body, message)
         return None

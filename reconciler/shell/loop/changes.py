@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from typing import NamedTuple
 
-from reconciler.core.planner import TaskInput
-from specs.folder.store import SpecEntry
+from specs.task.inputs import TaskInput
 
 
 class Version(NamedTuple):
@@ -44,7 +43,6 @@ class Changes:
 
     def read(
         self,
-        entries: Mapping[str, SpecEntry],
         specs: Mapping[str, TaskInput],
         statuses: Mapping[str, int],
         spec_changes: AbstractSet[str],
@@ -70,7 +68,7 @@ class Changes:
         self._built_of = (source, unrecorded)
         for name in names:
             if name in specs:
-                version = Version(entries[name].generation, source, statuses.get(name, 0))
+                version = Version(specs[name].generation, source, statuses.get(name, 0))
                 old = before.get(name)
                 kept[name] = old if old == version and old is not None else version
             else:

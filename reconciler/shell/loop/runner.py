@@ -37,7 +37,7 @@ from reconciler.shell.ops.metrics import QueueMetrics
 from reconciler.shell.ops.recorder import PassObserver
 from reconciler.shell.watch.events import FileEvents
 from specs.cluster import Autoscaler, RayAdapter
-from specs.folder.store import FolderUnavailable, SpecEntry, TaskStore
+from specs.folder.store import FolderUnavailable, TaskStore
 from specs.settings.process import Settings
 from specs.task.models import Reason, SourceRef
 from specs.task.records import Task
@@ -106,7 +106,6 @@ class Reconciler:
         # The folder as planner inputs, kept between passes (inputs.SpecInputs), and the
         # names whose input changed in this pass's read.
         self._specs = SpecInputs()
-        self._inputs: dict[str, SpecEntry] = self._specs.cache
         self._spec_changes: set[str] = set()
         # Each task's Version and what changed since the last pass (changes.py).
         self.changes = Changes()
@@ -249,8 +248,9 @@ class Reconciler:
             elif revision is None:
                 self._sourced[name] = base
             else:
-                entry = self._inputs[name]
-                relative = entry.path.relative_to(self.settings.tasks_dir).as_posix()
+                path = base.path
+                assert path is not None  # the store's inputs name their file
+                relative = path.relative_to(self.settings.tasks_dir).as_posix()
                 rev, dirty = revision.of(relative)
                 self._sourced[name] = replace(base, source=SourceRef(revision=rev, dirty=dirty))
         return self._specs.handed(self._sourced, bool(names))
@@ -304,7 +304,6 @@ class Reconciler:
             )
         source = self._source_version if self.revisions is not None else 0
         versions = self.changes.read(
-            self._inputs,
             specs,
             status_generations,
             self._spec_changes,

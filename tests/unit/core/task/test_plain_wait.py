@@ -34,6 +34,7 @@ from specs.cluster import (
 from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
 from specs.task.arrays import order_key, split
+from specs.task.errors import SpecError
 from specs.task.models import Phase, Reason
 from specs.task.status import TaskStatus, TaskStatusBody
 from tests.support.incremental_history import T0, assert_identical
@@ -89,7 +90,7 @@ def specs_of(draw: st.DrawFn) -> dict[str, TaskInput]:
     out: dict[str, TaskInput] = {}
     for name in draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=10, unique=True)):
         if draw(st.integers(0, 9)) == 0:
-            out[name] = TaskInput(name, None, "bad yaml", None)
+            out[name] = TaskInput(name, None, SpecError.unplaced("bad yaml"), None)
             continue
         fields: dict[str, Any] = {
             "priority": draw(st.integers(0, 3)),

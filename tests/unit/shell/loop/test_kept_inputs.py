@@ -79,11 +79,11 @@ def _checked(w: World) -> World:
         assert (statuses, generations) == store._statuses.all_statuses()
         return statuses, generations, changes
 
-    def versions_checked(entries: Any, specs: Any, statuses: Any, *args: Any) -> dict[str, Version]:
-        got = versions(entries, specs, statuses, *args)
+    def versions_checked(specs: Any, statuses: Any, *args: Any) -> dict[str, Version]:
+        got = versions(specs, statuses, *args)
         source = rec._source_version if rec.revisions is not None else 0
         assert got == {
-            name: Version(rec._inputs[name].generation, source, statuses.get(name, 0))
+            name: Version(rec._specs.inputs[name].generation, source, statuses.get(name, 0))
             for name in specs
         }
         return got
@@ -191,4 +191,4 @@ def test_a_failed_pass_leaves_nothing_kept_behind(tmp_path: Path) -> None:
     rec.changes.read = versions  # type: ignore[method-assign]
     w.step()  # nothing new named: the edit must still reach the kept versions
     assert rec.changes.full is True
-    assert rec.changes.versions["a"].spec == rec._inputs["a"].generation
+    assert rec.changes.versions["a"].spec == rec._specs.inputs["a"].generation

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 from reconciler.shell.watch.events import FileEvents
-from specs.folder.store import SpecEntry, TaskStore
+from specs.folder.store import TaskStore
+from specs.task.inputs import TaskInput
 from tests.support.clock import FakeClock
 from tests.support.specs import task_yaml, write_task
 
 
-def view(entries: dict[str, SpecEntry]) -> dict[str, str | None]:
+def view(entries: dict[str, TaskInput]) -> dict[str, str | None]:
     return {n: e.task.spec.entrypoint if e.task else str(e.error) for n, e in entries.items()}
 
 

@@ -18,11 +18,11 @@ from specs.folder.atomic import write_atomic
 from specs.folder.store import (
     FolderUnavailable,
     InvalidName,
-    SpecEntry,
     TaskStore,
     validate_name,
 )
 from specs.service.tasks import TaskService
+from specs.task.inputs import TaskInput
 from specs.task.models import Metadata, Phase, Resources
 from specs.task.records import Task, TaskSpec
 from specs.task.status import TaskStatus, TaskStatusBody
@@ -716,7 +716,7 @@ def test_status_dir_inside_root_is_not_scanned(root: Path) -> None:
 def test_spec_entry_is_frozen(root: Path) -> None:
     put(root, "a.yaml", spec_text())
     entry = TaskStore(root).scan()["a"]
-    assert isinstance(entry, SpecEntry)
+    assert isinstance(entry, TaskInput)
     with pytest.raises(AttributeError):
         entry.name = "b"  # type: ignore[misc]
 

@@ -4,6 +4,7 @@ rule gives values equal to what the unshared form gives."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,8 @@ from hypothesis import strategies as st
 
 from specs.cluster import Capacity
 from specs.folder.paths import pack_key, pack_stat, packed_mtime_ns
-from specs.folder.store import SpecEntry, TaskStore
+from specs.folder.store import TaskStore
+from specs.task.inputs import TaskInput
 from tests.support.specs import write_task
 from tests.support.world import World
 
@@ -46,10 +48,21 @@ def test_an_entry_keeps_the_root_and_its_relative_path(tmp_path: Path) -> None:
     a, b = entries["a"], entries["team-a/b"]
     assert a.path == tmp_path / "a.yaml" and b.path == tmp_path / "team-a/b.yaml"
     assert a.base is b.base  # one Path for all
-    # Equal to (and hashed as) the entry holding its whole path, as before.
-    whole = SpecEntry(b.name, b.path, b.task, b.error, b.last_valid, b.raw_hash, b.generation)
+    # Equal to (and hashed as) the record holding its whole path as `base`.
+    whole = TaskInput(
+        b.name,
+        b.task,
+        b.error,
+        b.last_valid,
+        b.spec_hash,
+        b.source,
+        b.path,
+        "",
+        b.raw_hash,
+        b.generation,
+    )
     assert whole == b and hash(whole) == hash(b)
-    assert whole != SpecEntry(b.name, a.path, b.task, b.error, b.last_valid, b.raw_hash)
+    assert whole != replace(whole, base=a.path)
 
 
 def test_a_name_is_one_string_across_walks_and_edits(tmp_path: Path) -> None:
@@ -101,7 +114,7 @@ def test_a_rebuilt_version_map_keeps_the_equal_versions(tmp_path: Path) -> None:
     # come in the order of the names read (a set), not of the folder's scan.
     assert after.keys() == before.keys() == rec._specs.inputs.keys()
     for name, version in after.items():  # equal to a fresh build of each
-        assert version.spec == rec._inputs[name].generation, name
+        assert version.spec == rec._specs.inputs[name].generation, name
     assert after["a"] is before["a"]  # unchanged: the same object
     assert after["b"] != before["b"]
 

@@ -11,6 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from specs.task.errors import SpecError
 from specs.task.models import Condition, Metadata, Phase, Resources
 from specs.task.records import Task, TaskSpec
 from specs.task.status import TaskStatus, TaskStatusBody
@@ -20,7 +21,6 @@ from specs.yamlio.depth import MAX_NESTING
 from specs.yamlio.parse import (
     MAX_DEPTH,
     MAX_FILE_BYTES,
-    SpecError,
     SpecParseError,
     dump_status,
     dump_task,
