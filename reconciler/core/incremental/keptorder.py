@@ -48,8 +48,11 @@ from reconciler.core.admission import policies
 from reconciler.core.admission.waits import Lack
 from reconciler.core.admit import Admitted
 from reconciler.core.fastcontext import FastPassContext
+from reconciler.core.gates import Gated
+from reconciler.core.incremental import keptgates
 from reconciler.core.incremental import ownwrites as fixedpoint
 from reconciler.core.incremental.frontadmission import FrontWalk, Worded
+from reconciler.core.incremental.keptgates import Gates
 from reconciler.core.planner import PassInputs, Plan, TaskInput, TaskResult
 from reconciler.core.queues import fairshare
 from reconciler.core.queues.dispatch import QueueAdmission
@@ -174,6 +177,8 @@ class Order:
     reused: bool = False
     # The sidecars without a spec the last plan was given.
     orphans: frozenset[str] = frozenset()
+    # Dependencies: what the gates read, and each gated waiting task's result after them.
+    gates: Gates = Gates()
 
 
 class Kept(NamedTuple):  # built per task per full pass: a tuple builds fastest
@@ -283,9 +288,7 @@ def needs_full_pass(name: str, spec: TaskInput | None, result: TaskResult | None
         return True
     if result is None:
         return False
-    return result.body.preempted_by is not None or (
-        result.waiter is not None and result.waiter.gated
-    )
+    return result.body.preempted_by is not None
 
 
 def _unflagged_entries(
@@ -326,6 +329,7 @@ def candidate_of(result: TaskResult) -> policies.Candidate:
 def order_after_full(
     ctx: PassInputs,
     admitted: Admitted | None,
+    gated: Gated,
     specs: Mapping[str, TaskInput],
     statuses: Mapping[str, TaskStatus],
     versions: Mapping[str, Hashable],
@@ -338,6 +342,9 @@ def order_after_full(
         return None
     if admitted.walk is None and admitted.queue_admission is None:
         return None
+    gates, through = keptgates.after_full(specs, results, gated)
+    if through:  # the waiting tasks with dependencies: their results after the gates
+        results = {**results, **through}
     raw = _unflagged_entries(specs, results)
     if raw is None:
         return None
@@ -389,6 +396,7 @@ def order_after_full(
         bounds=bounds,
         arrivals=arrivals,
         orphans=frozenset(statuses.keys() - specs.keys()),
+        gates=gates,
     )
 
 
@@ -493,6 +501,7 @@ def next_order(
     front_walk: FrontWalk | None = None,
     reused: bool = False,
     orphans: frozenset[str] = frozenset(),
+    gates: Gates = Gates(),
 ) -> Order:
     """The order a pass that planned `plan` leaves for the next fast one."""
     exact = ctx.options.exact_queue_positions
@@ -533,6 +542,7 @@ def next_order(
         front_walk=front_walk,
         reused=reused,
         orphans=orphans,
+        gates=gates,
     )
 
 
