@@ -44,7 +44,7 @@ from reconciler.core.task.depnames import DependencyViews
 from reconciler.core.task.step import TaskResult
 from specs.task.pipeline import DependencySpec
 
-__all__ = ["Gates", "after_full", "gate_again", "is_gated"]
+__all__ = ["NO_GATES", "Gates", "after_full", "gate_again", "is_gated"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,10 @@ class Gates:
     # Each gated waiting task: its result after the gates (its waiter None: held off the
     # queue; else its place in the queue, dated from when its dependencies were met).
     gated: Mapping[str, TaskResult] = field(default_factory=dict)
+
+
+# No dependency at all: what a pass leaves that kept none.
+NO_GATES = Gates()
 
 
 def is_gated(result: TaskResult | None) -> bool:
@@ -108,20 +112,19 @@ def gate_again(
     """The gates after a fast pass that redid `redone` (`result_of`: each task's own result
     in this pass), carried others' results over to their new status (`carried`: what they
     show may have moved too) and saw `deleted` go, and the result after the gates of each
-    gated task they judged again. `reconcile`: redo a dependent the pass had not redone (its memo holds:
-    the same result), to be merged into the pass with the redone ones."""
+    gated task they judged again. `reconcile`: redo a dependent the pass had not redone (its
+    memo holds: the same result), to be merged into the pass with the redone ones."""
     needs, watchers = _edit_graph(gates, specs, chain(redone, deleted))
     old_seen = gates.seen
     seen: Mapping[str, RunView] = old_seen
     moved = needs is not gates.needs
+    cycles: Mapping[str, str] = gates.cycles
     if (
         moved
         or any(n in gates.watchers for n in deleted)
         or any(n in watchers and n not in old_seen for n in redone)
     ):
         cycles = _cycles(needs, specs, result_of)
-    else:
-        cycles = gates.cycles
     recycled = {
         n for n in cycles.keys() | gates.cycles.keys() if cycles.get(n) != gates.cycles.get(n)
     }

@@ -178,7 +178,7 @@ class Order:
     # The sidecars without a spec the last plan was given.
     orphans: frozenset[str] = frozenset()
     # Dependencies: what the gates read, and each gated waiting task's result after them.
-    gates: Gates = Gates()
+    gates: Gates = keptgates.NO_GATES
 
 
 class Kept(NamedTuple):  # built per task per full pass: a tuple builds fastest
@@ -501,7 +501,7 @@ def next_order(
     front_walk: FrontWalk | None = None,
     reused: bool = False,
     orphans: frozenset[str] = frozenset(),
-    gates: Gates = Gates(),
+    gates: Gates = keptgates.NO_GATES,
 ) -> Order:
     """The order a pass that planned `plan` leaves for the next fast one."""
     exact = ctx.options.exact_queue_positions
