@@ -23,11 +23,18 @@ first `limit` count, the rest are QueueFull, placed after the counted ones (thei
 `past_limit`), and left out of fair admission; a pass redoes the tasks that crossed the limit,
 found within as many places of it as arrivals moved.
 
+Dependencies (core/incremental/keptgates.py): a waiting task with dependencies passes the
+gates on what other tasks show, which its own version does not; the order keeps the
+dependency graph, from each name the tasks that wait for it, what each such task showed them
+and the cycles, and a pass gates again the dependents of every task whose view moved. The
+kept entries and results of gated tasks are those after the gates (one held waits off the
+queue: no entry).
+
 The fast pass holds only where it is known to equal `planner.plan` exactly: no queue file
 error, Ray answering, no autoscaler, no preemption, at most one maxQueued in each queue's
-chain (two, a queue's and its parent's, fill in turn over every arrival), no task with
-dependencies, in an array, with an explicit submission id or named as a preemptor's victim,
-the clock not set back, and each queue's last tail waiting for the same reason as this one's.
+chain (two, a queue's and its parent's, fill in turn over every arrival), no task in an
+array, with an explicit submission id or named as a preemptor's victim, the clock not set
+back, and each queue's last tail waiting for the same reason as this one's.
 Otherwise the full pass runs, and leaves an `Order` for the next one when these hold again.
 """
 
@@ -150,7 +157,7 @@ class Order:
     walked: tuple[str, ...]  # the fronts of the queues last walked one by one
     tail: Mapping[str, Reason]  # by queue: why every task past its walk waited (if any did)
     started: Mapping[str, int]  # by queue: started in the last pass (still in `keys` then)
-    flagged: frozenset[str]  # tasks that need the full pass (dependencies, arrays, ...)
+    flagged: frozenset[str]  # tasks that need the full pass (arrays, ...)
     names: list[str]  # the specs' names, in the order given
     # Team queues: the most each queue can ever hold (fairshare.ceilings); None without.
     ceilings: Mapping[str, fairshare.Ceiling] | None = None

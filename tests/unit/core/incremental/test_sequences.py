@@ -595,6 +595,40 @@ def test_team_queue_sequences_take_the_fast_pass_in_most_passes(
     assert world.fast_passes > 0.7 * world.passes, (world.fast_passes, world.passes)
 
 
+@pytest.mark.parametrize("queue_file", [None, NESTED_PLAIN], ids=["one-queue", "nested"])
+@pytest.mark.parametrize("policy", ["strict", "backfill", "besteffort"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_dependency_sequences_take_the_fast_pass_in_most_passes(
+    queue_file: str | None, policy: str, seed: int
+) -> None:
+    """Tasks with dependencies of every kind (its folder's name or the top's, missing, on
+    success, failure or any end; chains and cycles among the first names): the incremental
+    plan equals the full one at every pass, and the fast pass takes most passes, in which
+    tasks wait for their dependencies and go on once they are met."""
+    options = PlanOptions(
+        queue_id="q", policy=policy, exact_queue_positions=3, backfill_candidates=5
+    )
+    world = History(
+        options, queues_of(queue_file), capacity=Capacity(8, 0, 64 * GIB), check=assert_identical
+    )
+    run = Sequence(world, names_of(120), plain=True, depends=True)
+    run.run(("add", 80, seed))
+    held: set[str] = set()  # the tasks seen waiting for their dependencies in a fast pass
+    freed: set[str] = set()  # ... of them later seen in the queue or started in one
+    gates = {"WaitingForDependency", "DependencyMissing", "DependencyFailed", "DependencyCycle"}
+    for step in busy_steps(seed, 40):
+        run.run(step)
+        if not world.memo.fast:
+            continue
+        for name, status in world.statuses.items():
+            if status.status.reason in gates:
+                held.add(name)
+            elif name in held and name in world.specs:
+                freed.add(name)
+    assert world.fast_passes > 0.7 * world.passes, (world.fast_passes, world.passes)
+    assert held and freed, (held, freed)
+
+
 def test_tasks_cross_max_queued_on_the_fast_pass() -> None:
     """maxQueued on the fast pass: team-b (maxQueued 3) holds more waiting tasks than that;
     as its jobs start and end, tasks past the limit come to count and new ones arrive past
