@@ -63,10 +63,11 @@ class World:
             for i, name in enumerate(names)
         }
         for i, name in enumerate(names):
-            # `depends` of the tasks, spread evenly, each waits for the task half its index
-            # (a tree: chains, no cycle); the top's name, whatever the dependent's folder.
+            # `depends` of the tasks, spread evenly, each waits for the task before it (one
+            # priority lower: with a tenth, each job that ends lets its dependent start next),
+            # named from the top, whatever the dependent's folder.
             if i and int((i + 1) * depends) > int(i * depends):
-                task = _task(i % 10, "/" + names[i // 2])
+                task = _task(i % 10, "/" + names[i - 1])
                 self.specs[name] = TaskInput(name, task, None, task)
         self.statuses: dict[str, TaskStatus] = {}
         self.generation: dict[str, int] = {}
