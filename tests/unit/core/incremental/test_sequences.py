@@ -629,6 +629,26 @@ def test_dependency_sequences_take_the_fast_pass_in_most_passes(
     assert held and freed, (held, freed)
 
 
+@pytest.mark.parametrize(
+    "steps",
+    [[("put", 0, 1), ("touch", 0)], [("edit", 2, 0, "cpu", 0.5), ("add", 1, 0)]],
+)
+def test_a_dependency_carried_over_to_its_written_status_wakes_its_dependents(
+    steps: list[tuple[Any, ...]],
+) -> None:
+    """Found by the property with dependencies on the fast pass: `t000`, edited to fit the
+    cluster, is Queued in the status the loop wrote, and the fast pass carries its result over
+    to that status (ownwrites) rather than redoing it; its dependents, which waited for it
+    while it was Unschedulable, must see it Queued in that very pass."""
+    options = PlanOptions(queue_id="q", policy="strict", max_inflight=1, exact_queue_positions=1)
+    world = History(options, None, capacity=Capacity(4, 0, 64 * GIB), check=assert_identical)
+    run = Sequence(world, names_of(20), plain=True, depends=True)
+    run.run(("add", 10, 0))
+    for step in steps:
+        run.run(step)
+    assert world.memo.fast
+
+
 def test_tasks_cross_max_queued_on_the_fast_pass() -> None:
     """maxQueued on the fast pass: team-b (maxQueued 3) holds more waiting tasks than that;
     as its jobs start and end, tasks past the limit come to count and new ones arrive past
