@@ -86,16 +86,7 @@ def fast_pass(
     for name in deleted:
         kept.pop(name, None)
     redone = _reconcile_redone(
-        ctx,
-        order.gates,
-        sorted(changes.redo),
-        specs,
-        statuses,
-        versions,
-        previous,
-        kept,
-        deleted,
-        carried,
+        ctx, order.gates, changes, specs, statuses, versions, previous, kept, carried
     )
     if redone is None:
         return None
@@ -197,16 +188,15 @@ def _changes(
 def _reconcile_redone(
     ctx: FastPassContext,
     gates: Gates,
-    redo: list[str],
+    changes: _Changes,
     specs: Mapping[str, TaskInput],
     statuses: Mapping[str, TaskStatus],
     versions: Mapping[str, Hashable],
     previous: Mapping[str, Kept],
     kept: dict[str, Kept],
-    deleted: Collection[str],
     carried: Collection[str],
 ) -> tuple[dict[str, TaskResult], Gates] | None:
-    """Each of `redo` reconciled (or its result reused), with the gated tasks whose
+    """Each task `changes` redoes reconciled (or its result reused), with the gated tasks whose
     dependencies moved (keptgates.gate_again), each gated one's result after the gates; all
     merged into `ctx`, in name order as in plan(); and the gates the next pass keeps. None if
     one of them needs the full pass (then nothing is merged)."""
@@ -218,11 +208,12 @@ def _reconcile_redone(
         )
         return results[name]
 
+    redo = sorted(changes.redo)
     for name in redo:
         if needs_full_pass(name, specs[name], again(name)):
             return None
     gates, through = keptgates.gate_again(
-        ctx.now, gates, specs, lambda name: kept[name].result, redo, deleted, carried, again
+        ctx.now, gates, specs, lambda n: kept[n].result, redo, changes.deleted, carried, again
     )
     if len(results) > len(redo) and any(
         needs_full_pass(name, specs[name], result) for name, result in results.items()

@@ -25,7 +25,7 @@ resolves to an array's elements would need them in `DependencyViews` and in `wat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 
@@ -115,66 +115,23 @@ def gate_again(
     gated task they judged again. `reconcile`: redo a dependent the pass had not redone (its
     memo holds: the same result), to be merged into the pass with the redone ones."""
     needs, watchers = _edit_graph(gates, specs, chain(redone, deleted))
-    old_seen = gates.seen
-    seen: Mapping[str, RunView] = old_seen
-    moved = needs is not gates.needs
     cycles: Mapping[str, str] = gates.cycles
     if (
-        moved
+        needs is not gates.needs
         or any(n in gates.watchers for n in deleted)
-        or any(n in watchers and n not in old_seen for n in redone)
+        or any(n in watchers and n not in gates.seen for n in redone)  # appeared
     ):
         cycles = _cycles(needs, specs, result_of)
     recycled = {
         n for n in cycles.keys() | gates.cycles.keys() if cycles.get(n) != gates.cycles.get(n)
     }
     views = _Views(specs, result_of, cycles)
-    writable: dict[str, RunView] | None = None
-    if moved:  # the names watched anew show what they show; those no longer watched go
-        seen = writable = dict(old_seen)
-        for name in watchers.keys() - gates.watchers.keys():
-            if name in specs:
-                writable[name] = views[name]
-        for name in gates.watchers.keys() - watchers.keys():
-            writable.pop(name, None)
-    again: set[str] = set()
-    done = set(redone)
-    look: set[str] = set()
-
-    def judge(name: str) -> None:
-        """Gate `name` again if it is a gated waiting task (redone first if it was not)."""
-        if name in again or name not in specs or not is_gated(result_of(name)):
-            return
-        if name not in done:
-            reconcile(name)
-            done.add(name)
-            look.add(name)  # (its memo held: it shows what it showed)
-        if is_gated(result_of(name)):
-            again.add(name)
-
+    woken = _Woken(specs, result_of, reconcile, set(redone), _seen_watched(gates, watchers, views))
     for name in chain(redone, recycled):
-        judge(name)
-    look.update(redone, deleted, carried, recycled)
-    while look:
-        woken: set[str] = set()
-        for name in look:
-            dependents = watchers.get(name)
-            if dependents is None:
-                continue
-            view = views.get(name)
-            if view != seen.get(name):
-                if writable is None:
-                    seen = writable = dict(old_seen)
-                if view is None:
-                    writable.pop(name, None)
-                else:
-                    writable[name] = view
-                woken |= dependents
-        look = set()
-        for name in woken:
-            judge(name)
+        woken.judge(name)
+    woken.follow(watchers, views, chain(redone, deleted, carried, recycled))
     names = DependencyViews(views, {})
-    after = {name: _through_gates(now, name, result_of(name), names, cycles) for name in again}
+    after = {n: _through_gates(now, n, result_of(n), names, cycles) for n in woken.again}
     gated = gates.gated
     dropped = [n for n in chain(redone, deleted) if n in gated and n not in after]
     if after or dropped:
@@ -182,7 +139,77 @@ def gate_again(
         for name in dropped:
             del gated[name]
         gated.update(after)
-    return Gates(needs, watchers, cycles, seen, gated), after
+    return Gates(needs, watchers, cycles, woken.seen, gated), after
+
+
+def _seen_watched(
+    gates: Gates, watchers: Mapping[str, frozenset[str]], views: Mapping[str, RunView]
+) -> Mapping[str, RunView]:
+    """What each watched task showed: the names watched anew show what they show now; those
+    no longer watched go (the very mapping of `gates` when the watched names did not move)."""
+    if watchers is gates.watchers:
+        return gates.seen
+    seen = dict(gates.seen)
+    for name in watchers.keys() - gates.watchers.keys():
+        if name in views:
+            seen[name] = views[name]
+    for name in gates.watchers.keys() - watchers.keys():
+        seen.pop(name, None)
+    return seen
+
+
+@dataclass
+class _Woken:
+    """The gated tasks a fast pass judges again, found as what they watch moves."""
+
+    specs: Mapping[str, TaskInput]
+    result_of: Callable[[str], TaskResult]
+    reconcile: Callable[[str], TaskResult]
+    done: set[str]  # the tasks the pass redid (or reconciled here)
+    seen: Mapping[str, RunView]  # copied once it changes
+    again: set[str] = field(default_factory=set)  # the gated tasks to judge again
+    found: set[str] = field(default_factory=set)  # those reconciled here: what they show
+
+    def judge(self, name: str) -> None:
+        """Gate `name` again if it is a gated waiting task (redone first if it was not)."""
+        if name in self.again or name not in self.specs or not is_gated(self.result_of(name)):
+            return
+        if name not in self.done:
+            self.reconcile(name)  # (its memo holds: it shows what it showed)
+            self.done.add(name)
+            self.found.add(name)
+        if is_gated(self.result_of(name)):
+            self.again.add(name)
+
+    def follow(
+        self,
+        watchers: Mapping[str, frozenset[str]],
+        views: Mapping[str, RunView],
+        moved: Iterable[str],
+    ) -> None:
+        """Judge again the dependents of each of `moved` whose view is not what they saw, and
+        so on for those reconciled to judge them."""
+        look = set(moved)
+        writable: dict[str, RunView] | None = None
+        while look:
+            woken: set[str] = set()
+            for name in look:
+                dependents = watchers.get(name)
+                if dependents is None:
+                    continue
+                view = views.get(name)
+                if view != self.seen.get(name):
+                    if writable is None:
+                        self.seen = writable = dict(self.seen)
+                    if view is None:
+                        writable.pop(name, None)
+                    else:
+                        writable[name] = view
+                    woken |= dependents
+            self.found = set()
+            for name in woken:
+                self.judge(name)
+            look = self.found
 
 
 def _through_gates(
