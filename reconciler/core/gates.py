@@ -11,9 +11,17 @@ from reconciler.core.task import dependencies, lifecycle
 from reconciler.core.task.depnames import DependencyViews
 from reconciler.core.timestamps import to_datetime, to_epoch
 from specs.task.inputs import TaskInput
+from specs.task.pipeline import DependencySpec
 from specs.task.status import TaskStatusBody
 
-__all__ = ["Gated", "gate_dependencies"]
+__all__ = [
+    "Gated",
+    "dependency_edges",
+    "dependency_graph",
+    "gate_dependencies",
+    "gate_waiting",
+    "run_view",
+]
 
 
 @dataclass(frozen=True)
@@ -35,14 +43,8 @@ def gate_dependencies(
     if not reconciled.gated:
         return Gated(reconciled.bodies, reconciled.queue)
     bodies = dict(reconciled.bodies)
-    graph = {
-        name: task.spec.depends_on
-        for name, spec in specs.items()
-        if (task := spec.task or spec.last_valid) is not None and task.spec.depends_on
-    }
     names = _dependency_views(bodies)  # names resolved in the dependent's folder first
-    edges = {n: [t for d in deps for t in names.targets(n, d.name)] for n, deps in graph.items()}
-    cycles = dependencies.find_cycles(edges)
+    cycles = dependencies.find_cycles(dependency_edges(dependency_graph(specs), names))
     acyclic: list[QueuedCandidate] = []
     for waiting in reconciled.queue:  # cycles first, so dependents see them as they end up
         name = waiting.candidate.name
@@ -55,29 +57,55 @@ def gate_dependencies(
     for waiting in acyclic:
         name = waiting.candidate.name
         deps = reconciled.tasks[name].spec.depends_on
-        body = bodies[name]
-        if lifecycle.in_cycle(body):
-            body = bodies[name] = lifecycle.cycle_resolved(body)
-        if not deps:
-            kept.append(waiting)
-            continue
-        judgement = dependencies.judge(deps, views.of(name, deps))
-        if not judgement.met:
-            bodies[name] = lifecycle.hold(body, judgement.gate, judgement.message)
-            continue
-        queued = to_epoch(body.queued_at) or inputs.now
-        if judgement.met_at is not None and judgement.met_at > queued:
-            queued = judgement.met_at
-            body = lifecycle.date_queue_entry(body, to_datetime(queued))
-        bodies[name] = body
-        kept.append(QueuedCandidate(waiting.key._replace(queued_at=queued), waiting.candidate))
+        bodies[name], admitted = gate_waiting(inputs.now, waiting, deps, bodies[name], views)
+        if admitted is not None:
+            kept.append(admitted)
     return Gated(bodies, kept)
 
 
+def dependency_graph(specs: Mapping[str, TaskInput]) -> dict[str, Sequence[DependencySpec]]:
+    """Each task with dependencies (its last valid spec's, if it has no valid one): them."""
+    return {
+        name: task.spec.depends_on
+        for name, spec in specs.items()
+        if (task := spec.task or spec.last_valid) is not None and task.spec.depends_on
+    }
+
+
+def dependency_edges(
+    graph: Mapping[str, Sequence[DependencySpec]], names: DependencyViews
+) -> dict[str, list[str]]:
+    """Each task of `graph`: the tasks its dependencies name, as `names` resolves them."""
+    return {n: [t for d in deps for t in names.targets(n, d.name)] for n, deps in graph.items()}
+
+
+def gate_waiting(
+    now: float,
+    waiting: QueuedCandidate,
+    deps: Sequence[DependencySpec],
+    body: TaskStatusBody,
+    views: DependencyViews,
+) -> tuple[TaskStatusBody, QueuedCandidate | None]:
+    """A waiting task outside any cycle through the gates: its body, and its place in the
+    queue (None: it waits for its dependencies, off the queue)."""
+    if lifecycle.in_cycle(body):
+        body = lifecycle.cycle_resolved(body)
+    if not deps:
+        return body, waiting
+    judgement = dependencies.judge(deps, views.of(waiting.candidate.name, deps))
+    if not judgement.met:
+        return lifecycle.hold(body, judgement.gate, judgement.message), None
+    queued = to_epoch(body.queued_at) or now
+    if judgement.met_at is not None and judgement.met_at > queued:
+        queued = judgement.met_at
+        body = lifecycle.date_queue_entry(body, to_datetime(queued))
+    return body, QueuedCandidate(waiting.key._replace(queued_at=queued), waiting.candidate)
+
+
+def run_view(body: TaskStatusBody) -> dependencies.RunView:
+    """What a dependent sees of a task with this body."""
+    return dependencies.RunView(body.phase, to_epoch(body.finished_at))
+
+
 def _dependency_views(bodies: Mapping[str, TaskStatusBody]) -> DependencyViews:
-    return DependencyViews(
-        {
-            name: dependencies.RunView(body.phase, to_epoch(body.finished_at))
-            for name, body in bodies.items()
-        }
-    )
+    return DependencyViews({name: run_view(body) for name, body in bodies.items()})

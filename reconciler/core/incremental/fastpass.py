@@ -5,7 +5,8 @@ position-bucket edge; every other status is handed back as it was. Where it hold
 equals `planner.plan`, is keptorder's docstring.
 
 The pass runs in steps, each a function of what the ones before it found: what changed
-(`_changes`), those tasks redone (`_reconcile_redone`), the kept order moved by them
+(`_changes`), those tasks redone (`_reconcile_redone`, with the gated tasks whose
+dependencies moved: keptgates.gate_again), the kept order moved by them
 (`_reorder`), admission over each queue's front (`_admit_one_queue`, `_admit_team_queues`),
 the places past the fronts (`_wait_past_fronts`, `_place_far`), the statuses collected
 (`_collect`), and what the next pass keeps (`_quiet_after`, `keptorder.next_order`)."""
@@ -23,8 +24,9 @@ from reconciler.core import admit as admission
 from reconciler.core.admission.waits import NotConsidered, QueueFull, Waiting
 from reconciler.core.decisions import Summary
 from reconciler.core.fastcontext import FastPassContext
-from reconciler.core.incremental import frontadmission
+from reconciler.core.incremental import frontadmission, keptgates
 from reconciler.core.incremental.frontadmission import FrontWalk, Worded, admit_prefix, place_far
+from reconciler.core.incremental.keptgates import Gates
 from reconciler.core.incremental.keptorder import (
     NO_WALK,
     Arrival,
@@ -69,10 +71,12 @@ def fast_pass(
     versions: Mapping[str, Hashable],
     given: Collection[str] | None = None,
     told: bool = False,
+    carried: Collection[str] = (),
 ) -> tuple[Plan, dict[str, Kept], Order] | None:
     """`planner.finish`'s plan, redoing only what can have changed; None: this pass needs the
     full one (nothing of `ctx` is used then: the caller starts again). `told`: `given`
-    came from the caller and names every sidecar read anew too (a spec's or not)."""
+    came from the caller and names every sidecar read anew too (a spec's or not). `carried`:
+    the tasks whose result in `previous` is new, carried over to the status the loop wrote."""
     if ctx.now < order.now or order.flagged:
         return None
     names = list(specs)
@@ -81,18 +85,21 @@ def fast_pass(
     kept = dict(previous)
     for name in deleted:
         kept.pop(name, None)
-    merged = sorted(changes.redo)
-    results = _reconcile_redone(ctx, merged, specs, statuses, versions, previous, kept)
-    if results is None:
+    redone = _reconcile_redone(
+        ctx, order.gates, changes, specs, statuses, versions, previous, kept, carried
+    )
+    if redone is None:
         return None
+    results, gates = redone
+    merged = sorted(results)
     heap = changes.heap
     # The quiet results' earliest end (a redone task's old entry is stale: its own counts).
-    while heap and (heap[0].name in changes.redo or not _current(heap[0], order.loud, kept)):
+    while heap and (heap[0].name in results or not _current(heap[0], order.loud, kept)):
         heappop(heap)
     if heap:
         ctx.until = min(ctx.until, heap[0].valid_until)
     moved = _reorder(ctx, order, merged, deleted, results, kept)
-    tasks = _TaskResults(ctx, statuses, results, kept)
+    tasks = _TaskResults(ctx, statuses, results, kept, gates.gated)
     ctx.stop_strays(specs)
     if ctx.queues is None:
         fronts = _admit_one_queue(ctx, order, moved, tasks, merged)
@@ -105,8 +112,9 @@ def fast_pass(
     maybe = order.orphans | deleted | set(given or ()) if told else None
     orphans = _orphans(statuses, specs, maybe)
     plan, out, counts = _collect(ctx, order, specs, statuses, merged, deleted, orphans, fronts)
-    redone = touched | deleted | set(merged)
-    loud, watch = _quiet_after(order, statuses, out, tasks, heap, redone, deleted)
+    loud, watch = _quiet_after(
+        order, statuses, out, tasks, heap, touched | deleted | set(merged), deleted
+    )
     following = next_order(
         ctx,
         plan,
@@ -129,6 +137,7 @@ def fast_pass(
         front_walk=fronts.front_walk,
         reused=fronts.reused,
         orphans=frozenset(orphans),
+        gates=gates,
     )
     return plan, kept, following
 
@@ -178,25 +187,42 @@ def _changes(
 
 def _reconcile_redone(
     ctx: FastPassContext,
-    merged: list[str],
+    gates: Gates,
+    changes: _Changes,
     specs: Mapping[str, TaskInput],
     statuses: Mapping[str, TaskStatus],
     versions: Mapping[str, Hashable],
     previous: Mapping[str, Kept],
     kept: dict[str, Kept],
-) -> dict[str, TaskResult] | None:
-    """Each of `merged` reconciled (or its result reused) and merged into `ctx`, in name order
-    as in plan(); None if one of them needs the full pass (then nothing is merged)."""
+    carried: Collection[str],
+) -> tuple[dict[str, TaskResult], Gates] | None:
+    """Each task `changes` redoes reconciled (or its result reused), with the gated tasks whose
+    dependencies moved (keptgates.gate_again), each gated one's result after the gates; all
+    merged into `ctx`, in name order as in plan(); and the gates the next pass keeps. None if
+    one of them needs the full pass (then nothing is merged)."""
     results: dict[str, TaskResult] = {}
-    for name in merged:
+
+    def again(name: str) -> TaskResult:
         results[name] = reconcile(
             ctx, name, specs[name], statuses.get(name), versions.get(name), previous, kept
         )
-        if needs_full_pass(name, specs[name], results[name]):
+        return results[name]
+
+    redo = sorted(changes.redo)
+    for name in redo:
+        if needs_full_pass(name, specs[name], again(name)):
             return None
-    for name in merged:
+    gates, through = keptgates.gate_again(
+        ctx.now, gates, specs, lambda n: kept[n].result, redo, changes.deleted, carried, again
+    )
+    if len(results) > len(redo) and any(
+        needs_full_pass(name, specs[name], result) for name, result in results.items()
+    ):
+        return None
+    results.update(through)
+    for name in sorted(results):
         ctx.add(name, results[name])
-    return results
+    return results, gates
 
 
 @dataclass(frozen=True)
@@ -208,16 +234,22 @@ class _TaskResults:
     statuses: Mapping[str, TaskStatus]
     results: Mapping[str, TaskResult]  # the redone ones
     kept: Mapping[str, Kept]
+    gated: Mapping[str, TaskResult]  # the gated waiting tasks' results after the gates
 
     def result_of(self, name: str) -> TaskResult:
         found = self.results.get(name)
+        return found if found is not None else self.kept_result(name)
+
+    def kept_result(self, name: str) -> TaskResult:
+        """A task not redone: its result (after the gates) as the last pass left it."""
+        found = self.gated.get(name)
         return found if found is not None else self.kept[name].result
 
     def adopt(self, name: str) -> None:
         """A quiet task admission looks at: its body and request, as merge() would give."""
         if name in self.results:
             return
-        result = self.kept[name].result
+        result = self.kept_result(name)
         ctx = self.ctx
         ctx.bodies[name] = result.body
         if result.conds:

@@ -23,11 +23,18 @@ first `limit` count, the rest are QueueFull, placed after the counted ones (thei
 `past_limit`), and left out of fair admission; a pass redoes the tasks that crossed the limit,
 found within as many places of it as arrivals moved.
 
+Dependencies (core/incremental/keptgates.py): a waiting task with dependencies passes the
+gates on what other tasks show, which its own version does not; the order keeps the
+dependency graph, from each name the tasks that wait for it, what each such task showed them
+and the cycles, and a pass gates again the dependents of every task whose view moved. The
+kept entries and results of gated tasks are those after the gates (one held waits off the
+queue: no entry).
+
 The fast pass holds only where it is known to equal `planner.plan` exactly: no queue file
 error, Ray answering, no autoscaler, no preemption, at most one maxQueued in each queue's
-chain (two, a queue's and its parent's, fill in turn over every arrival), no task with
-dependencies, in an array, with an explicit submission id or named as a preemptor's victim,
-the clock not set back, and each queue's last tail waiting for the same reason as this one's.
+chain (two, a queue's and its parent's, fill in turn over every arrival), no task in an
+array, with an explicit submission id or named as a preemptor's victim, the clock not set
+back, and each queue's last tail waiting for the same reason as this one's.
 Otherwise the full pass runs, and leaves an `Order` for the next one when these hold again.
 """
 
@@ -48,8 +55,11 @@ from reconciler.core.admission import policies
 from reconciler.core.admission.waits import Lack
 from reconciler.core.admit import Admitted
 from reconciler.core.fastcontext import FastPassContext
+from reconciler.core.gates import Gated
+from reconciler.core.incremental import keptgates
 from reconciler.core.incremental import ownwrites as fixedpoint
 from reconciler.core.incremental.frontadmission import FrontWalk, Worded
+from reconciler.core.incremental.keptgates import Gates
 from reconciler.core.planner import PassInputs, Plan, TaskInput, TaskResult
 from reconciler.core.queues import fairshare
 from reconciler.core.queues.dispatch import QueueAdmission
@@ -147,7 +157,7 @@ class Order:
     walked: tuple[str, ...]  # the fronts of the queues last walked one by one
     tail: Mapping[str, Reason]  # by queue: why every task past its walk waited (if any did)
     started: Mapping[str, int]  # by queue: started in the last pass (still in `keys` then)
-    flagged: frozenset[str]  # tasks that need the full pass (dependencies, arrays, ...)
+    flagged: frozenset[str]  # tasks that need the full pass (arrays, ...)
     names: list[str]  # the specs' names, in the order given
     # Team queues: the most each queue can ever hold (fairshare.ceilings); None without.
     ceilings: Mapping[str, fairshare.Ceiling] | None = None
@@ -174,6 +184,8 @@ class Order:
     reused: bool = False
     # The sidecars without a spec the last plan was given.
     orphans: frozenset[str] = frozenset()
+    # Dependencies: what the gates read, and each gated waiting task's result after them.
+    gates: Gates = keptgates.NO_GATES
 
 
 class Kept(NamedTuple):  # built per task per full pass: a tuple builds fastest
@@ -283,9 +295,7 @@ def needs_full_pass(name: str, spec: TaskInput | None, result: TaskResult | None
         return True
     if result is None:
         return False
-    return result.body.preempted_by is not None or (
-        result.waiter is not None and result.waiter.gated
-    )
+    return result.body.preempted_by is not None
 
 
 def _unflagged_entries(
@@ -326,6 +336,7 @@ def candidate_of(result: TaskResult) -> policies.Candidate:
 def order_after_full(
     ctx: PassInputs,
     admitted: Admitted | None,
+    gated: Gated,
     specs: Mapping[str, TaskInput],
     statuses: Mapping[str, TaskStatus],
     versions: Mapping[str, Hashable],
@@ -338,6 +349,9 @@ def order_after_full(
         return None
     if admitted.walk is None and admitted.queue_admission is None:
         return None
+    gates, through = keptgates.after_full(specs, results, gated)
+    if through:  # the waiting tasks with dependencies: their results after the gates
+        results = {**results, **through}
     raw = _unflagged_entries(specs, results)
     if raw is None:
         return None
@@ -389,6 +403,7 @@ def order_after_full(
         bounds=bounds,
         arrivals=arrivals,
         orphans=frozenset(statuses.keys() - specs.keys()),
+        gates=gates,
     )
 
 
@@ -493,6 +508,7 @@ def next_order(
     front_walk: FrontWalk | None = None,
     reused: bool = False,
     orphans: frozenset[str] = frozenset(),
+    gates: Gates = keptgates.NO_GATES,
 ) -> Order:
     """The order a pass that planned `plan` leaves for the next fast one."""
     exact = ctx.options.exact_queue_positions
@@ -533,6 +549,7 @@ def next_order(
         front_walk=front_walk,
         reused=reused,
         orphans=orphans,
+        gates=gates,
     )
 
 

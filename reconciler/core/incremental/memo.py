@@ -259,6 +259,9 @@ def _plan(
             kept_order, known, changed = _carry_written(
                 memo.order, previous, specs, statuses, versions, changed, observed
             )
+            # The tasks carried over: their results moved without a redo (what they show
+            # their dependents too).
+            moved = memo.order.loud - kept_order.loud if kept_order is not memo.order else ()
             done = fastpass.fast_pass(
                 FastPassContext(inputs=inputs),
                 kept_order,
@@ -268,6 +271,7 @@ def _plan(
                 versions,
                 changed,
                 told,
+                moved,
             )
             if done is not None:
                 carried = len(memo.order.loud) - len(kept_order.loud)
@@ -293,6 +297,6 @@ def _plan(
     order: Order | None = None
     if versions:
         order = queueorder.order_after_full(
-            ctx, stages.admitted, specs, statuses, versions, results, kept, plan
+            ctx, stages.admitted, stages.gated, specs, statuses, versions, results, kept, plan
         )
     return plan, Memo(world, kept, order)

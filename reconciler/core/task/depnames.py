@@ -17,13 +17,22 @@ from specs.task.pipeline import DependencySpec
 class DependencyViews:
     """Every task's latest run, by name, with arrays seen as one run each."""
 
-    def __init__(self, views: Mapping[str, RunView]) -> None:
+    def __init__(
+        self, views: Mapping[str, RunView], elements: Mapping[str, list[str]] | None = None
+    ) -> None:
+        """`elements`: each array's element names, in the order of `views`, when the caller
+        knows them (else found by looking at every name)."""
         self.views = views
-        self.elements: dict[str, list[str]] = {}
+        self.elements: Mapping[str, list[str]]
+        if elements is not None:
+            self.elements = elements
+            return
+        found: dict[str, list[str]] = {}
         for name in views:
             parts = split(name)
             if parts is not None:
-                self.elements.setdefault(parts[0], []).append(name)
+                found.setdefault(parts[0], []).append(name)
+        self.elements = found
 
     def known(self, name: str) -> bool:
         return name in self.views or name in self.elements

@@ -126,9 +126,12 @@ def names_of(size: int) -> tuple[str, ...]:
     return tuple(f"{FOLDERS[(i * 5) % len(FOLDERS)]}t{(i * 37) % 1000:03d}" for i in range(size))
 
 
-def fields_from(seed: int, names: tuple[str, ...], name: str, plain: bool) -> dict[str, Any]:
+def fields_from(
+    seed: int, names: tuple[str, ...], name: str, plain: bool, depends: bool = False
+) -> dict[str, Any]:
     """A spec's fields from a seed: a batch of many tasks costs Hypothesis one number. `plain`:
-    no dependency and no explicit submission id (the tasks a fast admission path may take)."""
+    no dependency and no explicit submission id (the tasks a fast admission path may take);
+    `depends`: dependencies all the same, of every kind (dependency_of)."""
     rng = random.Random(seed)
     fields: dict[str, Any] = {
         "priority": rng.choice(PRIORITIES),
@@ -142,11 +145,41 @@ def fields_from(seed: int, names: tuple[str, ...], name: str, plain: bool) -> di
         fields["suspend"] = True
     if rng.random() < 0.05:
         fields["resources"] = {"gpu": 1}  # no capacity drawn has a GPU
-    if not plain and rng.random() < 0.1:
+    if depends:
+        if rng.random() < 0.4:
+            count = rng.choice((1, 1, 2))
+            deps = {}  # a name once
+            for _ in range(count):
+                dep = dependency_of(rng, names, name)
+                deps[dep["name"]] = dep
+            fields["dependsOn"] = list(deps.values())
+    elif not plain and rng.random() < 0.1:
         fields["dependsOn"] = [{"name": rng.choice([n for n in names if n != name])}]
     if not plain and rng.random() < 0.06:
         fields["submissionId"] = rng.choice(["shared", "shared", "other"])
     return fields
+
+
+def dependency_of(rng: random.Random, names: tuple[str, ...], name: str) -> dict[str, str]:
+    """A dependency of `name` on another task of the pool (often one of its first few, so
+    chains and cycles form), written as its folder's name, from the top, or its full name; now
+    and then one on no task at all; on success, failure or any end."""
+    pool = names[: rng.choice((6, 12, len(names)))]
+    target = rng.choice([n for n in pool if n != name] or [names[0]])
+    folder, _, base = target.rpartition("/")
+    form = rng.random()
+    if form < 0.25 and folder == name.rpartition("/")[0]:
+        written = base  # its own folder's
+    elif form < 0.35:
+        written = "/" + target
+    elif form < 0.4:
+        written = "nothing-of-that-name"
+    elif form < 0.5:
+        written = base  # the top's, if any (or its own folder's)
+    else:
+        written = target
+    condition = rng.choice(("Succeeded", "Succeeded", "Succeeded", "Failed", "Finished"))
+    return {"name": written, "condition": condition}
 
 
 @st.composite
@@ -226,6 +259,7 @@ class Sequence:
     world: History
     names: tuple[str, ...]
     plain: bool = False  # only tasks without dependencies and explicit submission ids
+    depends: bool = False  # ... but with dependencies (fields_from)
     fields: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def name(self, index: int) -> str:
@@ -240,10 +274,11 @@ class Sequence:
         if kind == "add":  # a batch, queued in one pass: equal queuedAt
             absent = [n for n in self.names if n not in world.specs][: step[1]]
             for offset, name in enumerate(absent):
-                self.put(name, fields_from(step[2] + offset, self.names, name, self.plain))
+                fields = fields_from(step[2] + offset, self.names, name, self.plain, self.depends)
+                self.put(name, fields)
         elif kind == "put":
             name = self.name(step[1])
-            self.put(name, fields_from(step[2], self.names, name, self.plain))
+            self.put(name, fields_from(step[2], self.names, name, self.plain, self.depends))
         elif kind == "edit":  # the same edit to a run of present tasks
             present = sorted(n for n in self.fields if n in world.specs)
             for name in present[step[2] % max(len(present), 1) :][: step[1]]:
@@ -306,6 +341,7 @@ def queues_of(text: str | None) -> QueueConfig | None:
     tell=st.booleans(),
     simple=st.booleans(),
     simple_file=st.sampled_from(FAST_QUEUE_FILES),
+    depends=st.booleans(),
     sequence=st.lists(steps(), min_size=1, max_size=40),
 )
 def test_incremental_plan_equals_full_plan_on_long_sequences(
@@ -318,6 +354,7 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
     tell: bool,
     simple: bool,
     simple_file: str | None,
+    depends: bool,
     sequence: list[tuple[Any, ...]],
 ) -> None:
     if simple:
@@ -326,6 +363,7 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
         # sequences run through it.
         queue_file, plain = simple_file, True
         options = dataclasses.replace(options, preemption="Never")
+    depends = simple and depends  # dependencies of every kind in half the simple ones
     world = History(
         options,
         queues_of(queue_file),
@@ -335,8 +373,9 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
     )
     note(f"queue file: {queue_file and queue_file.splitlines()[-1]}; {options}")
     note(f"size {size}, first {first}, cpus {cpus}, plain {plain}, tell {tell}, simple {simple}")
+    note(f"depends {depends}")
     note(f"sequence {sequence}")
-    run = Sequence(world, names_of(size), plain)
+    run = Sequence(world, names_of(size), plain, depends)
     run.run(("add", size // 2, first))  # the first half arrives at once
     for step in sequence:
         run.run(step)
@@ -554,6 +593,60 @@ def test_team_queue_sequences_take_the_fast_pass_in_most_passes(
         run.run(step)
     assert world.passes > 40
     assert world.fast_passes > 0.7 * world.passes, (world.fast_passes, world.passes)
+
+
+@pytest.mark.parametrize("queue_file", [None, NESTED_PLAIN], ids=["one-queue", "nested"])
+@pytest.mark.parametrize("policy", ["strict", "backfill", "besteffort"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_dependency_sequences_take_the_fast_pass_in_most_passes(
+    queue_file: str | None, policy: str, seed: int
+) -> None:
+    """Tasks with dependencies of every kind (its folder's name or the top's, missing, on
+    success, failure or any end; chains and cycles among the first names): the incremental
+    plan equals the full one at every pass, and the fast pass takes most passes, in which
+    tasks wait for their dependencies and go on once they are met."""
+    options = PlanOptions(
+        queue_id="q", policy=policy, exact_queue_positions=3, backfill_candidates=5
+    )
+    world = History(
+        options, queues_of(queue_file), capacity=Capacity(8, 0, 64 * GIB), check=assert_identical
+    )
+    run = Sequence(world, names_of(120), plain=True, depends=True)
+    run.run(("add", 80, seed))
+    held: set[str] = set()  # the tasks seen waiting for their dependencies in a fast pass
+    freed: set[str] = set()  # ... of them later seen in the queue or started in one
+    gates = {"WaitingForDependency", "DependencyMissing", "DependencyFailed", "DependencyCycle"}
+    for step in busy_steps(seed, 40):
+        run.run(step)
+        if not world.memo.fast:
+            continue
+        for name, status in world.statuses.items():
+            if status.status.reason in gates:
+                held.add(name)
+            elif name in held and name in world.specs:
+                freed.add(name)
+    assert world.fast_passes > 0.7 * world.passes, (world.fast_passes, world.passes)
+    assert held and freed, (held, freed)
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [[("put", 0, 1), ("touch", 0)], [("edit", 2, 0, "cpu", 0.5), ("add", 1, 0)]],
+)
+def test_a_dependency_carried_over_to_its_written_status_wakes_its_dependents(
+    steps: list[tuple[Any, ...]],
+) -> None:
+    """Found by the property with dependencies on the fast pass: `t000`, edited to fit the
+    cluster, is Queued in the status the loop wrote, and the fast pass carries its result over
+    to that status (ownwrites) rather than redoing it; its dependents, which waited for it
+    while it was Unschedulable, must see it Queued in that very pass."""
+    options = PlanOptions(queue_id="q", policy="strict", max_inflight=1, exact_queue_positions=1)
+    world = History(options, None, capacity=Capacity(4, 0, 64 * GIB), check=assert_identical)
+    run = Sequence(world, names_of(20), plain=True, depends=True)
+    run.run(("add", 10, 0))
+    for step in steps:
+        run.run(step)
+    assert world.memo.fast
 
 
 def test_tasks_cross_max_queued_on_the_fast_pass() -> None:
