@@ -86,6 +86,7 @@ __all__ = [  # what the shell, the simulator, the incremental planner and the te
     "plan",
     "plan_of",
     "reconcile_task",
+    "refused_claim",
     "request_of",
     "run_stages",
     "submit_failed",
@@ -198,9 +199,14 @@ def with_id_claims(
         return specs
     result = dict(specs)
     for name, message in found.items():
-        spec = specs[name]
-        result[name] = TaskInput(name, None, message, spec.task, None, spec.source)
+        result[name] = refused_claim(specs[name], message)
     return result
+
+
+def refused_claim(spec: TaskInput, message: str) -> TaskInput:
+    """`spec` turned Invalid because its explicit submission id is refused (`message`: why):
+    its last valid spec is the spec itself."""
+    return TaskInput(spec.name, None, message, spec.task, None, spec.source)
 
 
 def begin(

@@ -23,7 +23,7 @@ from reconciler.core import admit as admission
 from reconciler.core.admission.waits import NotConsidered, QueueFull, Waiting
 from reconciler.core.decisions import Summary
 from reconciler.core.fastcontext import FastPassContext
-from reconciler.core.incremental import frontadmission
+from reconciler.core.incremental import frontadmission, keptclaims
 from reconciler.core.incremental.frontadmission import FrontWalk, Worded, admit_prefix, place_far
 from reconciler.core.incremental.keptorder import (
     NO_WALK,
@@ -48,7 +48,7 @@ from reconciler.core.incremental.keptorder import (
     reconcile,
     walk_ends,
 )
-from reconciler.core.planner import Plan, TaskInput, TaskResult
+from reconciler.core.planner import Plan, TaskInput, TaskResult, refused_claim
 from reconciler.core.queues import fairshare
 from reconciler.core.queues.dispatch import QueueAdmission
 from reconciler.core.queues.shareresult import OwnTest
@@ -81,8 +81,21 @@ def fast_pass(
     kept = dict(previous)
     for name in deleted:
         kept.pop(name, None)
+    maybe = order.orphans | deleted | set(given or ()) if told else None
+    orphans = _orphans(statuses, specs, maybe)
+    # Each claimant of an explicit id whose claims, runs or jobs changed: judged again.
+    claims, claimants = keptclaims.claims_after(
+        order.claims,
+        specs,
+        statuses,
+        ctx.env.ours,
+        changes.changed | deleted | orphans | order.orphans,
+    )
+    changes.redo.update(claimants)
     merged = sorted(changes.redo)
-    results = _reconcile_redone(ctx, merged, specs, statuses, versions, previous, kept)
+    results = _reconcile_redone(
+        ctx, merged, specs, statuses, versions, previous, kept, claims.refused
+    )
     if results is None:
         return None
     heap = changes.heap
@@ -102,8 +115,6 @@ def fast_pass(
         return None
     _place_far(ctx, order, moved, fronts, tasks, _far_names(ctx, order, moved, fronts, merged))
     touched = fronts.touched
-    maybe = order.orphans | deleted | set(given or ()) if told else None
-    orphans = _orphans(statuses, specs, maybe)
     plan, out, counts = _collect(ctx, order, specs, statuses, merged, deleted, orphans, fronts)
     redone = touched | deleted | set(merged)
     loud, watch = _quiet_after(order, statuses, out, tasks, heap, redone, deleted)
@@ -129,6 +140,7 @@ def fast_pass(
         front_walk=fronts.front_walk,
         reused=fronts.reused,
         orphans=frozenset(orphans),
+        claims=claims,
     )
     return plan, kept, following
 
@@ -136,6 +148,7 @@ def fast_pass(
 class _Changes(NamedTuple):
     """What a pass must redo, from what changed since the last one."""
 
+    changed: set[str]  # the names whose version is new or differs (or given as changed)
     deleted: set[str]  # the tasks whose spec is gone
     redo: set[str]  # the tasks to reconcile again (or whose result to merge again)
     heap: list[Expiry]  # the kept heap, its expired items popped
@@ -173,7 +186,7 @@ def _changes(
     redo |= order.loud
     redo -= deleted
     redo &= specs.keys()
-    return _Changes(deleted, redo, heap)
+    return _Changes(changed, deleted, redo, heap)
 
 
 def _reconcile_redone(
@@ -184,14 +197,19 @@ def _reconcile_redone(
     versions: Mapping[str, Hashable],
     previous: Mapping[str, Kept],
     kept: dict[str, Kept],
+    refused: Mapping[str, str],
 ) -> dict[str, TaskResult] | None:
     """Each of `merged` reconciled (or its result reused) and merged into `ctx`, in name order
-    as in plan(); None if one of them needs the full pass (then nothing is merged)."""
+    as in plan(); None if one of them needs the full pass (then nothing is merged). `refused`:
+    the tasks whose explicit id claim is refused, and why (their spec turned Invalid, as in
+    planner.with_id_claims, its result never reused: it is not what its version describes)."""
     results: dict[str, TaskResult] = {}
     for name in merged:
-        results[name] = reconcile(
-            ctx, name, specs[name], statuses.get(name), versions.get(name), previous, kept
-        )
+        spec, version = specs[name], versions.get(name)
+        why = refused.get(name)
+        if why is not None:
+            spec, version = refused_claim(spec, why), None
+        results[name] = reconcile(ctx, name, spec, statuses.get(name), version, previous, kept)
         if needs_full_pass(name, specs[name], results[name]):
             return None
     for name in merged:

@@ -48,8 +48,10 @@ from reconciler.core.admission import policies
 from reconciler.core.admission.waits import Lack
 from reconciler.core.admit import Admitted
 from reconciler.core.fastcontext import FastPassContext
+from reconciler.core.incremental import keptclaims
 from reconciler.core.incremental import ownwrites as fixedpoint
 from reconciler.core.incremental.frontadmission import FrontWalk, Worded
+from reconciler.core.incremental.keptclaims import NO_CLAIMS, KeptClaims
 from reconciler.core.planner import PassInputs, Plan, TaskInput, TaskResult
 from reconciler.core.queues import fairshare
 from reconciler.core.queues.dispatch import QueueAdmission
@@ -174,6 +176,8 @@ class Order:
     reused: bool = False
     # The sidecars without a spec the last plan was given.
     orphans: frozenset[str] = frozenset()
+    # The explicit submission id claims: who claims, has run or holds a job of each id.
+    claims: KeptClaims = NO_CLAIMS
 
 
 class Kept(NamedTuple):  # built per task per full pass: a tuple builds fastest
@@ -275,11 +279,6 @@ def is_quiet(result: TaskResult, status: TaskStatus | None, out: TaskStatus | No
 def needs_full_pass(name: str, spec: TaskInput | None, result: TaskResult | None) -> bool:
     """A task whose presence needs the full pass."""
     if split(name) is not None:
-        return True
-    # An explicit id, also in a spec that a claim turned Invalid (its last valid one): a
-    # claim ends when another task changes, which this task's own version does not show.
-    claimant = spec.task or spec.last_valid if spec is not None else None
-    if claimant is not None and claimant.spec.submission_id:
         return True
     if result is None:
         return False
@@ -389,6 +388,7 @@ def order_after_full(
         bounds=bounds,
         arrivals=arrivals,
         orphans=frozenset(statuses.keys() - specs.keys()),
+        claims=keptclaims.claims_after_full(ctx.read, specs, statuses, ctx.env.ours),
     )
 
 
@@ -493,6 +493,7 @@ def next_order(
     front_walk: FrontWalk | None = None,
     reused: bool = False,
     orphans: frozenset[str] = frozenset(),
+    claims: KeptClaims = NO_CLAIMS,
 ) -> Order:
     """The order a pass that planned `plan` leaves for the next fast one."""
     exact = ctx.options.exact_queue_positions
@@ -533,6 +534,7 @@ def next_order(
         front_walk=front_walk,
         reused=reused,
         orphans=orphans,
+        claims=claims,
     )
 
 
