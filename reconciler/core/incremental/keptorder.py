@@ -9,9 +9,11 @@ which tasks are *quiet* (their result holds, has nothing to merge, and their sta
 as given); when each quiet result expires (a heap); the last plan's statuses and phase counts.
 A pass then redoes only: the tasks whose version or run's job changed or whose result expired,
 the loud ones (running, starting, unsettled), the walked front of each queue (the exact places
-and the policy's walk up to `Admission.tail`), the tasks last walked, and the few whose
-position bucket may change (those near each bucket edge, from the lists). Everything else
-keeps its status, by dict copy.
+and the policy's walk up to `Admission.tail`), the tasks last walked, the few whose
+position bucket may change (those near each bucket edge, from the lists), and every claimant
+of an explicit submission id whose claimants, runs or jobs changed (`Order.claims`,
+keptclaims: a claim ends when another task changes). Everything else keeps its status, by
+dict copy.
 
 With team queues (`_queues.yaml`) fair admission (quotas, borrowing and lending, weights,
 decayed usage, maxRunning, nested queues) runs over the front of each queue only: it starts
@@ -26,8 +28,8 @@ found within as many places of it as arrivals moved.
 The fast pass holds only where it is known to equal `planner.plan` exactly: no queue file
 error, Ray answering, no autoscaler, no preemption, at most one maxQueued in each queue's
 chain (two, a queue's and its parent's, fill in turn over every arrival), no task with
-dependencies, in an array, with an explicit submission id or named as a preemptor's victim,
-the clock not set back, and each queue's last tail waiting for the same reason as this one's.
+dependencies, in an array or named as a preemptor's victim, the clock not set back, and each
+queue's last tail waiting for the same reason as this one's.
 Otherwise the full pass runs, and leaves an `Order` for the next one when these hold again.
 """
 

@@ -35,7 +35,11 @@ def conflicts(
     wanted = claims.keys()
     ran = submission_ids.users(
         wanted,
-        ((name, sid) for name, status in statuses.items() if (sid := run_id(status)) is not None),
+        (
+            (name, recorded)
+            for name, status in statuses.items()
+            if (recorded := run_id(status)) is not None
+        ),
     )
     held = submission_ids.users(
         wanted, ((job.metadata.get(META_TASK, ""), sid) for sid, job in ours.items())
