@@ -7,6 +7,7 @@ python -m benchmarks.planner_churn --sizes 10000 50000
 python -m benchmarks.planner_churn --sizes 10000 --policy strict
 python -m benchmarks.planner_churn --sizes 10000 --teams 4   (a _queues.yaml of 4 teams)
 python -m benchmarks.planner_churn --sizes 10000 --teams 4 --max-queued 1000   (and maxQueued)
+python -m benchmarks.planner_churn --sizes 10000 --explicit-ids 0.5   (half with spec.submissionId)
 """
 
 from __future__ import annotations
@@ -34,29 +35,35 @@ ROUNDS = 9
 T0 = 1_767_225_600.0
 
 
-def _task(priority: int) -> Task:
+def _task(priority: int, submission_id: str | None = None) -> Task:
+    spec: dict[str, Any] = {
+        "entrypoint": "python job.py",
+        "priority": priority,
+        "resources": {"cpu": 1},
+    }
+    if submission_id is not None:
+        spec["submissionId"] = submission_id
     return Task.model_validate(
-        {
-            "apiVersion": "rayqueue/v1",
-            "kind": "Task",
-            "metadata": {},
-            "spec": {"entrypoint": "python job.py", "priority": priority, "resources": {"cpu": 1}},
-        }
+        {"apiVersion": "rayqueue/v1", "kind": "Task", "metadata": {}, "spec": spec}
     )
 
 
 class World:
     """Specs, statuses with their versions, and Ray's jobs, moved as the loop and Ray would."""
 
-    def __init__(self, size: int, policy: str, teams: int = 0, max_queued: int = 0) -> None:
+    def __init__(
+        self, size: int, policy: str, teams: int = 0, max_queued: int = 0, explicit: float = 0
+    ) -> None:
         self.options = PlanOptions(queue_id="bench", policy=policy)
         self.queues = _teams(teams, max_queued)
         tasks = {p: _task(p) for p in range(10)}
         names = [f"t{i:05d}" if not teams else f"team-{i % teams}/t{i:05d}" for i in range(size)]
-        self.specs = {
-            name: TaskInput(name, tasks[i % 10], None, tasks[i % 10])
-            for i, name in enumerate(names)
-        }
+        self.specs: dict[str, TaskInput] = {}
+        for i, name in enumerate(names):
+            # `explicit` of the tasks, spread evenly, each with an id of its own
+            named = int((i + 1) * explicit) > int(i * explicit)
+            task = _task(i % 10, f"job-{i:05d}") if named else tasks[i % 10]
+            self.specs[name] = TaskInput(name, task, None, task)
         self.statuses: dict[str, TaskStatus] = {}
         self.generation: dict[str, int] = {}
         self.jobs: dict[str, RayJob] = {}
@@ -114,8 +121,10 @@ def _teams(count: int, max_queued: int = 0) -> QueueConfig | None:
     return parse_queue_config("\n".join(lines) + "\n")
 
 
-def measure(size: int, policy: str, teams: int = 0, max_queued: int = 0) -> dict[str, Any]:
-    world = World(size, policy, teams, max_queued)
+def measure(
+    size: int, policy: str, teams: int = 0, max_queued: int = 0, explicit: float = 0
+) -> dict[str, Any]:
+    world = World(size, policy, teams, max_queued, explicit)
     for _ in range(3):
         world.run_pass()
     world.move(RUNNING)
@@ -123,12 +132,14 @@ def measure(size: int, policy: str, teams: int = 0, max_queued: int = 0) -> dict
         world.run_pass()
     tune_gc()  # as serve's daemon does, once the first passes built the long-lived state
     ends, after = [], []
+    fast = 0  # of the passes in which a job ended, those the fast pass took
     for _ in range(ROUNDS):
         world.now += 1
         world.move(SUCCEEDED)
         plan, spent = world.run_pass()
         assert len(plan.submits) == 1, plan.submits
         ends.append(spent * 1000)
+        fast += world.memo.fast
         after.append(world.run_pass()[1] * 1000)
         world.move(RUNNING)
         world.run_pass()
@@ -139,9 +150,11 @@ def measure(size: int, policy: str, teams: int = 0, max_queued: int = 0) -> dict
         "policy": policy,
         "teams": teams,
         "max_queued": max_queued,
+        "explicit_ids": explicit,
         "end_pass_planner_cpu_ms_median": ends[ROUNDS // 2],
         "end_pass_planner_cpu_ms_min": ends[0],
         "next_pass_planner_cpu_ms_median": after[ROUNDS // 2],
+        "end_passes_fast": fast,
     }
 
 
@@ -151,11 +164,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--policy", default="backfill", choices=("strict", "backfill"))
     parser.add_argument("--teams", type=int, default=0, help="team queues (0: none)")
     parser.add_argument("--max-queued", type=int, default=0, help="each team's maxQueued")
+    parser.add_argument(
+        "--explicit-ids",
+        type=float,
+        default=0,
+        metavar="FRACTION",
+        help="the fraction of tasks with an explicit spec.submissionId, each its own",
+    )
     parser.add_argument("--out", type=Path, default=None, help="JSON result file")
     args = parser.parse_args(argv)
     rows = []
     for size in args.sizes:
-        rows.append(measure(size, args.policy, args.teams, args.max_queued))
+        rows.append(measure(size, args.policy, args.teams, args.max_queued, args.explicit_ids))
         print(rows[-1], flush=True)
     header = list(rows[0])
     print(table("the planner's part of a pass", header, [[r[h] for h in header] for r in rows]))
