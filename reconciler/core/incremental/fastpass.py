@@ -5,7 +5,8 @@ position-bucket edge; every other status is handed back as it was. Where it hold
 equals `planner.plan`, is keptorder's docstring.
 
 The pass runs in steps, each a function of what the ones before it found: what changed
-(`_changes`), those tasks redone (`_reconcile_redone`), the kept order moved by them
+(`_changes`) and the claimants of explicit ids whose claims it touched
+(`keptclaims.claims_after`), those tasks redone (`_reconcile_redone`), the kept order moved by them
 (`_reorder`), admission over each queue's front (`_admit_one_queue`, `_admit_team_queues`),
 the places past the fronts (`_wait_past_fronts`, `_place_far`), the statuses collected
 (`_collect`), and what the next pass keeps (`_quiet_after`, `keptorder.next_order`)."""

@@ -51,7 +51,7 @@ NO_CLAIMS = KeptClaims()
 def claim_of(spec: TaskInput | None) -> str | None:
     """The explicit submission id a spec (as read) claims."""
     task = spec.task if spec is not None else None
-    return task.spec.submission_id or None if task is not None else None
+    return (task.spec.submission_id or None) if task is not None else None
 
 
 def runs_of(sid: str | None) -> tuple[str, ...]:
@@ -90,9 +90,9 @@ def claims_after_full(
         name: sid for name, status in statuses.items() if (sid := recorded_of(status)) is not None
     }
     refused = {
-        name: spec.error or ""
+        name: why
         for name in claimed
-        if (spec := specs[name]).task is None and spec.error is not None
+        if specs[name].task is None and (why := specs[name].error) is not None
     }
     jobs = our_jobs(ours) if claimed else None
     return KeptClaims(
