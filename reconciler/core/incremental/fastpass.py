@@ -26,6 +26,7 @@ from reconciler.core.decisions import Summary
 from reconciler.core.fastcontext import FastPassContext
 from reconciler.core.incremental import frontadmission, keptclaims
 from reconciler.core.incremental.frontadmission import FrontWalk, Worded, admit_prefix, place_far
+from reconciler.core.incremental.keptclaims import KeptClaims
 from reconciler.core.incremental.keptorder import (
     NO_WALK,
     Arrival,
@@ -84,15 +85,7 @@ def fast_pass(
         kept.pop(name, None)
     maybe = order.orphans | deleted | set(given or ()) if told else None
     orphans = _orphans(statuses, specs, maybe)
-    # Each claimant of an explicit id whose claims, runs or jobs changed: judged again.
-    claims, claimants = keptclaims.claims_after(
-        order.claims,
-        specs,
-        statuses,
-        ctx.env.ours,
-        changes.changed | deleted | orphans | order.orphans,
-    )
-    changes.redo.update(claimants)
+    claims = _claims_judged(ctx, order, specs, statuses, changes, orphans)
     merged = sorted(changes.redo)
     results = _reconcile_redone(
         ctx, merged, specs, statuses, versions, previous, kept, claims.refused
@@ -188,6 +181,24 @@ def _changes(
     redo -= deleted
     redo &= specs.keys()
     return _Changes(changed, deleted, redo, heap)
+
+
+def _claims_judged(
+    ctx: FastPassContext,
+    order: Order,
+    specs: Mapping[str, TaskInput],
+    statuses: Mapping[str, TaskStatus],
+    changes: _Changes,
+    orphans: set[str],
+) -> KeptClaims:
+    """The explicit id claims of this pass, each claimant of an id whose claimants, runs or
+    jobs changed added to `changes.redo` (its claim judged again): those of the tasks whose
+    version changed or whose spec went, and of every sidecar without a spec (now or last
+    pass: no version tells when one changes)."""
+    names = changes.changed | changes.deleted | orphans | order.orphans
+    claims, claimants = keptclaims.claims_after(order.claims, specs, statuses, ctx.env.ours, names)
+    changes.redo.update(claimants)
+    return claims
 
 
 def _reconcile_redone(
