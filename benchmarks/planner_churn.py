@@ -8,6 +8,7 @@ python -m benchmarks.planner_churn --sizes 10000 --policy strict
 python -m benchmarks.planner_churn --sizes 10000 --teams 4   (a _queues.yaml of 4 teams)
 python -m benchmarks.planner_churn --sizes 10000 --teams 4 --max-queued 1000   (and maxQueued)
 python -m benchmarks.planner_churn --sizes 10000 --depends 0.1   (a tenth wait for another task)
+python -m benchmarks.planner_churn --sizes 10000 --explicit-ids 0.5   (half with spec.submissionId)
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import time
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,17 @@ ROUNDS = 9
 T0 = 1_767_225_600.0
 
 
-def _task(priority: int, depends_on: str | None = None) -> Task:
+@dataclass(frozen=True)
+class Shape:
+    """What the specs use besides one plain queue (every field off by default)."""
+
+    teams: int = 0  # team queues (0: none)
+    max_queued: int = 0  # each team's maxQueued (0: none)
+    depends: float = 0  # the fraction of tasks that wait for another
+    explicit_ids: float = 0  # the fraction of tasks with a spec.submissionId of their own
+
+
+def _task(priority: int, depends_on: str | None = None, submission_id: str | None = None) -> Task:
     spec: dict[str, Any] = {
         "entrypoint": "python job.py",
         "priority": priority,
@@ -43,6 +54,8 @@ def _task(priority: int, depends_on: str | None = None) -> Task:
     }
     if depends_on is not None:
         spec["dependsOn"] = [{"name": depends_on}]
+    if submission_id is not None:
+        spec["submissionId"] = submission_id
     return Task.model_validate(
         {"apiVersion": "rayqueue/v1", "kind": "Task", "metadata": {}, "spec": spec}
     )
@@ -51,24 +64,29 @@ def _task(priority: int, depends_on: str | None = None) -> Task:
 class World:
     """Specs, statuses with their versions, and Ray's jobs, moved as the loop and Ray would."""
 
-    def __init__(
-        self, size: int, policy: str, teams: int = 0, max_queued: int = 0, depends: float = 0
-    ) -> None:
+    def __init__(self, size: int, policy: str, shape: Shape = Shape()) -> None:
         self.options = PlanOptions(queue_id="bench", policy=policy)
-        self.queues = _teams(teams, max_queued)
+        teams = shape.teams
+        self.queues = _teams(teams, shape.max_queued)
         tasks = {p: _task(p) for p in range(10)}
         names = [f"t{i:05d}" if not teams else f"team-{i % teams}/t{i:05d}" for i in range(size)]
-        self.specs = {
-            name: TaskInput(name, tasks[i % 10], None, tasks[i % 10])
-            for i, name in enumerate(names)
-        }
+        self.specs: dict[str, TaskInput] = {}
         for i, name in enumerate(names):
             # `depends` of the tasks, spread evenly, each waits for the task before it (one
             # priority lower: with a tenth, each job that ends lets its dependent start next),
-            # named from the top, whatever the dependent's folder.
-            if i and int((i + 1) * depends) > int(i * depends):
-                task = _task(i % 10, "/" + names[i - 1])
-                self.specs[name] = TaskInput(name, task, None, task)
+            # named from the top, whatever the dependent's folder; `explicit_ids` of them,
+            # spread evenly, each with an id of its own.
+            waits = bool(i) and _picked(i, shape.depends)
+            named = _picked(i, shape.explicit_ids)
+            if waits or named:
+                task = _task(
+                    i % 10,
+                    "/" + names[i - 1] if waits else None,
+                    f"job-{i:05d}" if named else None,
+                )
+            else:
+                task = tasks[i % 10]
+            self.specs[name] = TaskInput(name, task, None, task)
         self.statuses: dict[str, TaskStatus] = {}
         self.generation: dict[str, int] = {}
         self.jobs: dict[str, RayJob] = {}
@@ -113,6 +131,11 @@ class World:
                 self.jobs[sid] = replace(self.jobs[sid], status=RUNNING)
 
 
+def _picked(i: int, fraction: float) -> bool:
+    """Whether the i-th task is one of `fraction` of them, spread evenly."""
+    return int((i + 1) * fraction) > int(i * fraction)
+
+
 def _teams(count: int, max_queued: int = 0) -> QueueConfig | None:
     """A _queues.yaml of `count` teams sharing the 8 CPUs equally (None: no team queues), each
     with `max_queued` as its maxQueued (0: none)."""
@@ -126,10 +149,8 @@ def _teams(count: int, max_queued: int = 0) -> QueueConfig | None:
     return parse_queue_config("\n".join(lines) + "\n")
 
 
-def measure(
-    size: int, policy: str, teams: int = 0, max_queued: int = 0, depends: float = 0
-) -> dict[str, Any]:
-    world = World(size, policy, teams, max_queued, depends)
+def measure(size: int, policy: str, shape: Shape = Shape()) -> dict[str, Any]:
+    world = World(size, policy, shape)
     for _ in range(3):
         world.run_pass()
     world.move(RUNNING)
@@ -137,7 +158,7 @@ def measure(
         world.run_pass()
     tune_gc()  # as serve's daemon does, once the first passes built the long-lived state
     ends, after = [], []
-    fast = 0
+    fast = 0  # of the passes in which a job ended, those the fast pass took
     for _ in range(ROUNDS):
         world.now += 1
         world.move(SUCCEEDED)
@@ -153,9 +174,7 @@ def measure(
     return {
         "specs": size,
         "policy": policy,
-        "teams": teams,
-        "max_queued": max_queued,
-        "depends": depends,
+        **asdict(shape),
         "end_pass_planner_cpu_ms_median": ends[ROUNDS // 2],
         "end_pass_planner_cpu_ms_min": ends[0],
         "next_pass_planner_cpu_ms_median": after[ROUNDS // 2],
@@ -172,11 +191,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--depends", type=float, default=0, help="the fraction of tasks that wait for another"
     )
+    parser.add_argument(
+        "--explicit-ids",
+        type=float,
+        default=0,
+        metavar="FRACTION",
+        help="the fraction of tasks with an explicit spec.submissionId, each its own",
+    )
     parser.add_argument("--out", type=Path, default=None, help="JSON result file")
     args = parser.parse_args(argv)
     rows = []
     for size in args.sizes:
-        rows.append(measure(size, args.policy, args.teams, args.max_queued, args.depends))
+        shape = Shape(args.teams, args.max_queued, args.depends, args.explicit_ids)
+        rows.append(measure(size, args.policy, shape))
         print(rows[-1], flush=True)
     header = list(rows[0])
     print(table("the planner's part of a pass", header, [[r[h] for h in header] for r in rows]))

@@ -88,6 +88,7 @@ __all__ = [  # what the shell, the simulator, the incremental planner and the te
     "plan",
     "plan_of",
     "reconcile_task",
+    "refused_claim",
     "request_of",
     "run_stages",
     "submit_failed",
@@ -200,10 +201,15 @@ def with_id_claims(
         return specs
     result = dict(specs)
     for name, message in found.items():
-        spec = specs[name]
-        error = SpecError.unplaced(message)
-        result[name] = replace(spec, task=None, error=error, last_valid=spec.task, spec_hash=None)
+        result[name] = refused_claim(specs[name], message)
     return result
+
+
+def refused_claim(spec: TaskInput, message: str) -> TaskInput:
+    """`spec` turned Invalid because its explicit submission id is refused (`message`: why):
+    its last valid spec is the spec itself."""
+    error = SpecError.unplaced(message)
+    return replace(spec, task=None, error=error, last_valid=spec.task, spec_hash=None)
 
 
 def begin(

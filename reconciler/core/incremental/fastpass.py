@@ -5,8 +5,9 @@ position-bucket edge; every other status is handed back as it was. Where it hold
 equals `planner.plan`, is keptorder's docstring.
 
 The pass runs in steps, each a function of what the ones before it found: what changed
-(`_changes`), those tasks redone (`_reconcile_redone`, with the gated tasks whose
-dependencies moved: keptgates.gate_again), the kept order moved by them
+(`_changes`) and the claimants of explicit ids whose claims it touched
+(`keptclaims.claims_after`), those tasks redone (`_reconcile_redone`, with the gated tasks
+whose dependencies moved: keptgates.gate_again), the kept order moved by them
 (`_reorder`), admission over each queue's front (`_admit_one_queue`, `_admit_team_queues`),
 the places past the fronts (`_wait_past_fronts`, `_place_far`), the statuses collected
 (`_collect`), and what the next pass keeps (`_quiet_after`, `keptorder.next_order`)."""
@@ -24,8 +25,9 @@ from reconciler.core import admit as admission
 from reconciler.core.admission.waits import NotConsidered, QueueFull, Waiting
 from reconciler.core.decisions import Summary
 from reconciler.core.fastcontext import FastPassContext
-from reconciler.core.incremental import frontadmission, keptgates
+from reconciler.core.incremental import frontadmission, keptclaims, keptgates
 from reconciler.core.incremental.frontadmission import FrontWalk, Worded, admit_prefix, place_far
+from reconciler.core.incremental.keptclaims import KeptClaims
 from reconciler.core.incremental.keptgates import Gates
 from reconciler.core.incremental.keptorder import (
     NO_WALK,
@@ -50,7 +52,7 @@ from reconciler.core.incremental.keptorder import (
     reconcile,
     walk_ends,
 )
-from reconciler.core.planner import Plan, TaskInput, TaskResult
+from reconciler.core.planner import Plan, TaskInput, TaskResult, refused_claim
 from reconciler.core.queues import fairshare
 from reconciler.core.queues.dispatch import QueueAdmission
 from reconciler.core.queues.shareresult import OwnTest
@@ -85,8 +87,11 @@ def fast_pass(
     kept = dict(previous)
     for name in deleted:
         kept.pop(name, None)
+    maybe = order.orphans | deleted | set(given or ()) if told else None
+    orphans = _orphans(statuses, specs, maybe)
+    claims = _claims_judged(ctx, order, specs, statuses, changes, orphans)
     redone = _reconcile_redone(
-        ctx, order.gates, changes, specs, statuses, versions, previous, kept, carried
+        ctx, order.gates, changes, specs, statuses, versions, previous, kept, carried, claims
     )
     if redone is None:
         return None
@@ -109,8 +114,6 @@ def fast_pass(
         return None
     _place_far(ctx, order, moved, fronts, tasks, _far_names(ctx, order, moved, fronts, merged))
     touched = fronts.touched
-    maybe = order.orphans | deleted | set(given or ()) if told else None
-    orphans = _orphans(statuses, specs, maybe)
     plan, out, counts = _collect(ctx, order, specs, statuses, merged, deleted, orphans, fronts)
     loud, watch = _quiet_after(
         order, statuses, out, tasks, heap, touched | deleted | set(merged), deleted
@@ -138,6 +141,7 @@ def fast_pass(
         reused=fronts.reused,
         orphans=frozenset(orphans),
         gates=gates,
+        claims=claims,
     )
     return plan, kept, following
 
@@ -145,6 +149,7 @@ def fast_pass(
 class _Changes(NamedTuple):
     """What a pass must redo, from what changed since the last one."""
 
+    changed: set[str]  # the names whose version is new or differs (or given as changed)
     deleted: set[str]  # the tasks whose spec is gone
     redo: set[str]  # the tasks to reconcile again (or whose result to merge again)
     heap: list[Expiry]  # the kept heap, its expired items popped
@@ -182,7 +187,25 @@ def _changes(
     redo |= order.loud
     redo -= deleted
     redo &= specs.keys()
-    return _Changes(deleted, redo, heap)
+    return _Changes(changed, deleted, redo, heap)
+
+
+def _claims_judged(
+    ctx: FastPassContext,
+    order: Order,
+    specs: Mapping[str, TaskInput],
+    statuses: Mapping[str, TaskStatus],
+    changes: _Changes,
+    orphans: set[str],
+) -> KeptClaims:
+    """The explicit id claims of this pass, each claimant of an id whose claimants, runs or
+    jobs changed added to `changes.redo` (its claim judged again): those of the tasks whose
+    version changed or whose spec went, and of every sidecar without a spec (now or last
+    pass: no version tells when one changes)."""
+    names = changes.changed | changes.deleted | orphans | order.orphans
+    claims, claimants = keptclaims.claims_after(order.claims, specs, statuses, ctx.env.ours, names)
+    changes.redo.update(claimants)
+    return claims
 
 
 def _reconcile_redone(
@@ -195,16 +218,24 @@ def _reconcile_redone(
     previous: Mapping[str, Kept],
     kept: dict[str, Kept],
     carried: Collection[str],
+    claims: KeptClaims,
 ) -> tuple[dict[str, TaskResult], Gates] | None:
     """Each task `changes` redoes reconciled (or its result reused), with the gated tasks whose
     dependencies moved (keptgates.gate_again), each gated one's result after the gates; all
     merged into `ctx`, in name order as in plan(); and the gates the next pass keeps. None if
-    one of them needs the full pass (then nothing is merged)."""
+    one of them needs the full pass (then nothing is merged). A task whose explicit id claim
+    is refused (`claims.refused`) is planned with its spec turned Invalid, as in
+    planner.with_id_claims, its result never reused: it is not what its version describes;
+    the gates read that spec too, as the full pass's do."""
     results: dict[str, TaskResult] = {}
+    if claims.refused:
+        refused = {n: refused_claim(specs[n], why) for n, why in claims.refused.items()}
+        specs = {**specs, **refused}  # only while some claim is refused
 
     def again(name: str) -> TaskResult:
+        version = None if name in claims.refused else versions.get(name)
         results[name] = reconcile(
-            ctx, name, specs[name], statuses.get(name), versions.get(name), previous, kept
+            ctx, name, specs[name], statuses.get(name), version, previous, kept
         )
         return results[name]
 

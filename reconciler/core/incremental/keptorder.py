@@ -9,9 +9,11 @@ which tasks are *quiet* (their result holds, has nothing to merge, and their sta
 as given); when each quiet result expires (a heap); the last plan's statuses and phase counts.
 A pass then redoes only: the tasks whose version or run's job changed or whose result expired,
 the loud ones (running, starting, unsettled), the walked front of each queue (the exact places
-and the policy's walk up to `Admission.tail`), the tasks last walked, and the few whose
-position bucket may change (those near each bucket edge, from the lists). Everything else
-keeps its status, by dict copy.
+and the policy's walk up to `Admission.tail`), the tasks last walked, the few whose
+position bucket may change (those near each bucket edge, from the lists), and every claimant
+of an explicit submission id whose claimants, runs or jobs changed (`Order.claims`,
+keptclaims: a claim ends when another task changes). Everything else keeps its status, by
+dict copy.
 
 With team queues (`_queues.yaml`) fair admission (quotas, borrowing and lending, weights,
 decayed usage, maxRunning, nested queues) runs over the front of each queue only: it starts
@@ -33,8 +35,8 @@ queue: no entry).
 The fast pass holds only where it is known to equal `planner.plan` exactly: no queue file
 error, Ray answering, no autoscaler, no preemption, at most one maxQueued in each queue's
 chain (two, a queue's and its parent's, fill in turn over every arrival), no task in an
-array, with an explicit submission id or named as a preemptor's victim, the clock not set
-back, and each queue's last tail waiting for the same reason as this one's.
+array or named as a preemptor's victim, the clock not set back, and each queue's last tail
+waiting for the same reason as this one's.
 Otherwise the full pass runs, and leaves an `Order` for the next one when these hold again.
 """
 
@@ -56,9 +58,10 @@ from reconciler.core.admission.waits import Lack
 from reconciler.core.admit import Admitted
 from reconciler.core.fastcontext import FastPassContext
 from reconciler.core.gates import Gated
-from reconciler.core.incremental import keptgates
+from reconciler.core.incremental import keptclaims, keptgates
 from reconciler.core.incremental import ownwrites as fixedpoint
 from reconciler.core.incremental.frontadmission import FrontWalk, Worded
+from reconciler.core.incremental.keptclaims import NO_CLAIMS, KeptClaims
 from reconciler.core.incremental.keptgates import Gates
 from reconciler.core.planner import PassInputs, Plan, TaskInput, TaskResult
 from reconciler.core.queues import fairshare
@@ -186,6 +189,8 @@ class Order:
     orphans: frozenset[str] = frozenset()
     # Dependencies: what the gates read, and each gated waiting task's result after them.
     gates: Gates = keptgates.NO_GATES
+    # The explicit submission id claims: who claims, has run or holds a job of each id.
+    claims: KeptClaims = NO_CLAIMS
 
 
 class Kept(NamedTuple):  # built per task per full pass: a tuple builds fastest
@@ -287,11 +292,6 @@ def is_quiet(result: TaskResult, status: TaskStatus | None, out: TaskStatus | No
 def needs_full_pass(name: str, spec: TaskInput | None, result: TaskResult | None) -> bool:
     """A task whose presence needs the full pass."""
     if split(name) is not None:
-        return True
-    # An explicit id, also in a spec that a claim turned Invalid (its last valid one): a
-    # claim ends when another task changes, which this task's own version does not show.
-    claimant = spec.task or spec.last_valid if spec is not None else None
-    if claimant is not None and claimant.spec.submission_id:
         return True
     if result is None:
         return False
@@ -404,6 +404,7 @@ def order_after_full(
         arrivals=arrivals,
         orphans=frozenset(statuses.keys() - specs.keys()),
         gates=gates,
+        claims=keptclaims.claims_after_full(ctx.read, specs, statuses, ctx.env.ours),
     )
 
 
@@ -509,6 +510,7 @@ def next_order(
     reused: bool = False,
     orphans: frozenset[str] = frozenset(),
     gates: Gates = keptgates.NO_GATES,
+    claims: KeptClaims = NO_CLAIMS,
 ) -> Order:
     """The order a pass that planned `plan` leaves for the next fast one."""
     exact = ctx.options.exact_queue_positions
@@ -550,6 +552,7 @@ def next_order(
         reused=reused,
         orphans=orphans,
         gates=gates,
+        claims=claims,
     )
 
 

@@ -25,7 +25,7 @@ from datetime import datetime
 
 from reconciler.core import planner
 from reconciler.core.fastcontext import FastPassContext
-from reconciler.core.incremental import fastpass
+from reconciler.core.incremental import fastpass, keptclaims
 from reconciler.core.incremental import keptorder as queueorder
 from reconciler.core.incremental import ownwrites as fixedpoint
 from reconciler.core.incremental.keptorder import Kept, Order
@@ -115,7 +115,9 @@ def _carry_written(
     loop wrote the status the last plan gave it (the very object) taken as quiet: its result
     carried over to that status (fixedpoint.carried), its place in the order unchanged. Such
     a task is then just like one whose status that plan left as it was: the fast pass redoes
-    it only where its place or bucket may move. Anything else stays changed."""
+    it only where its place or bucket may move. Anything else stays changed, and so does a
+    task whose status now records another run of an explicit id (keptclaims: the claims of
+    that id are judged again)."""
     given = (
         set(changed) if changed is not None else queueorder.changed_names(versions, order.versions)
     )
@@ -126,6 +128,8 @@ def _carry_written(
         if status is None or status is not last.get(name) or name not in loud:
             continue
         if name not in specs:  # its spec was deleted: the pass decides what becomes of it
+            continue
+        if keptclaims.recorded_of(status) != order.claims.recorded.get(name):
             continue
         entry = previous.get(name)
         if entry is None or (waiter := entry.result.waiter) is None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Collection, Hashable, Mapping
 from dataclasses import dataclass, replace
 
+from reconciler.core.incremental.keptclaims import recorded_of
 from reconciler.core.inputs import Observation
 from reconciler.core.planner import Plan
 from specs.task.inputs import TaskInput
@@ -47,17 +48,19 @@ def read_back(
     now: float,
     fast: bool,
     specs: Mapping[str, TaskInput],
+    statuses: Mapping[str, TaskStatus],
 ) -> Plan | None:
     """The plan its read-back would give, as a still plan: the statuses written (the very
     objects), no events, the same summary and scale request, still until its read-back deadline.
     `fast`: the plan is the fast pass's (Memo.fast: plain tasks, no preemption, Ray answered),
     where the property is shown; elsewhere a task's words may name another's status as it was
-    read (a dependency's), which its read-back rewrites. None: the read-back must be planned
-    (not the fast pass, the plan acted, it read the clock at `now`, or it moved the status of
-    a task whose file is broken)."""
+    read (a dependency's), which its read-back rewrites. `statuses`: those the plan was given.
+    None: the read-back must be planned (not the fast pass, the plan acted, it read the clock
+    at `now`, it moved the status of a task whose file is broken, or one to another run of an
+    explicit id)."""
     if not fast or not observed.available or not quiet_but_statuses(plan):
         return None
-    if _moved_a_broken_spec(plan, specs):
+    if _moved_a_broken_spec(plan, specs) or _moved_a_run_of_an_id(plan, statuses):
         return None
     until = plan.read_back_deadline
     if until is not None and until <= now:
@@ -76,6 +79,17 @@ def _moved_a_broken_spec(plan: Plan, specs: Mapping[str, TaskInput]) -> bool:
     for name in plan.write_classes:
         spec = specs.get(name)
         if spec is not None and spec.task is None:
+            return True
+    return False
+
+
+def _moved_a_run_of_an_id(plan: Plan, statuses: Mapping[str, TaskStatus]) -> bool:
+    """Whether `plan` moved a status to record another run of an explicit id, or none (a run
+    lost from Ray queued again): the claims on an id are judged from the runs the statuses
+    read record (keptclaims), so its read-back may judge them otherwise."""
+    written = plan.statuses
+    for name in plan.write_classes:
+        if recorded_of(written.get(name)) != recorded_of(statuses.get(name)):
             return True
     return False
 
@@ -176,7 +190,7 @@ def after_plan(
     it only moved statuses (read_back), else nothing."""
     if plan.still:
         return Standing(plan, now, observed, inputs, versions, specs, statuses)
-    still = read_back(plan, observed, now, fast, specs)
+    still = read_back(plan, observed, now, fast, specs, statuses)
     if still is None:
         return None
     return Standing(still, now, observed, inputs, versions, specs, statuses, plan.statuses)

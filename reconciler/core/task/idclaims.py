@@ -10,7 +10,8 @@ on under a SpecInvalid condition, as under a broken file.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Set as AbstractSet
 
 from specs.cluster import META_TASK, RayJob
 from specs.task import submission_ids
@@ -35,10 +36,9 @@ def conflicts(
     ran = submission_ids.users(
         wanted,
         (
-            (name, status.status.submission_id)
+            (name, recorded)
             for name, status in statuses.items()
-            # A run refused as SubmissionIdConflict never ran under the id it recorded.
-            if status.status.submission_id and status.status.reason != Reason.SUBMISSION_ID_CONFLICT
+            if (recorded := run_id(status)) is not None
         ),
     )
     held = submission_ids.users(
@@ -46,22 +46,41 @@ def conflicts(
     )
     result: dict[str, str] = {}
     for sid, names in claims.items():
-        holders = held.get(sid, set()) - {""}
-        users = ran.get(sid, set()) | holders
-        if users:
-            # The task whose job holds the id, then a claimant, then by name: deterministic.
-            keeper = min(users, key=lambda n: (n not in holders, n not in names, n))
-            for name in names:
-                if name != keeper:
-                    result[name] = (
-                        f"spec.submissionId: {sid!r} is already used by task {keeper}; "
-                        "choose another id"
-                    )
-        elif len(names) > 1:
-            for name in names:
-                others = ", ".join(sorted(n for n in names if n != name))
+        result.update(refusals(sid, names, ran.get(sid, set()), held.get(sid, set())))
+    return result
+
+
+def run_id(status: TaskStatus) -> str | None:
+    """The submission id a status records a run under, None if none (a run refused as
+    SubmissionIdConflict never ran under the id it recorded)."""
+    body = status.status
+    sid = body.submission_id
+    return sid if sid and body.reason != Reason.SUBMISSION_ID_CONFLICT else None
+
+
+def refusals(
+    sid: str, names: Collection[str], ran: AbstractSet[str], holders: AbstractSet[str]
+) -> dict[str, str]:
+    """By task name: why the claimants `names` of the explicit id `sid` may not use it.
+    `ran`: the tasks whose status records a run of it; `holders`: the tasks (META_TASK, ""
+    when a job names none) whose job of ours holds a run of it."""
+    holders = holders - {""}
+    users = ran | holders
+    result: dict[str, str] = {}
+    if users:
+        # The task whose job holds the id, then a claimant, then by name: deterministic.
+        keeper = min(users, key=lambda n: (n not in holders, n not in names, n))
+        for name in names:
+            if name != keeper:
                 result[name] = (
-                    f"spec.submissionId: {sid!r} is claimed by task {others} as well and none "
-                    "has run with it yet; rename all but one"
+                    f"spec.submissionId: {sid!r} is already used by task {keeper}; "
+                    "choose another id"
                 )
+    elif len(names) > 1:
+        for name in names:
+            others = ", ".join(sorted(n for n in names if n != name))
+            result[name] = (
+                f"spec.submissionId: {sid!r} is claimed by task {others} as well and none "
+                "has run with it yet; rename all but one"
+            )
     return result

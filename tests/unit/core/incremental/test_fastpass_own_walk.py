@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.planner_churn import World
+from benchmarks.planner_churn import Shape, World
 from reconciler.core import planner
 from reconciler.core.incremental import frontadmission
 from reconciler.core.planner import Observation
@@ -45,7 +45,7 @@ def _full(world: World) -> planner.Plan:
 
 
 def test_a_full_cluster_team_pass_walks_the_heads_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    world = World(2000, "backfill", teams=4)
+    world = World(2000, "backfill", Shape(teams=4))
     for _ in range(3):
         world.run_pass()
     world.move(RUNNING)

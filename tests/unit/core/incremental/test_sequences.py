@@ -117,6 +117,9 @@ PRIORITIES = (0, 0, 0, 1, 3, 5, 5, 9)
 CPUS = (0.5, 1, 1, 1, 2, 3, 9)  # 9: more than most capacities drawn
 TIMEOUTS = (0, 0, 0, 5, 50)
 TICKS = (0, 0.25, 1, 3, 4.999, 5, 6, 7, 30, 61, 301)
+# Explicit submission ids of plain tasks: ids claimed twice, an id that is a later run's of
+# another ("shared-2": run 2 of "shared"), and "" for an id of the task's own.
+EXPLICIT_IDS = ("shared", "shared", "other", "shared-2", "", "", "")
 # What Ray does to a job: "vanish" is a job Ray no longer lists (Lost after the grace period).
 OUTCOMES = (RUNNING, RUNNING, RUNNING, SUCCEEDED, SUCCEEDED, FAILED, STOPPED, "vanish")
 
@@ -127,11 +130,17 @@ def names_of(size: int) -> tuple[str, ...]:
 
 
 def fields_from(
-    seed: int, names: tuple[str, ...], name: str, plain: bool, depends: bool = False
+    seed: int,
+    names: tuple[str, ...],
+    name: str,
+    plain: bool,
+    depends: bool = False,
+    ids: bool = False,
 ) -> dict[str, Any]:
     """A spec's fields from a seed: a batch of many tasks costs Hypothesis one number. `plain`:
     no dependency and no explicit submission id (the tasks a fast admission path may take);
-    `depends`: dependencies all the same, of every kind (dependency_of)."""
+    `depends`: dependencies all the same, of every kind (dependency_of); `ids`: explicit
+    submission ids all the same (EXPLICIT_IDS)."""
     rng = random.Random(seed)
     fields: dict[str, Any] = {
         "priority": rng.choice(PRIORITIES),
@@ -157,7 +166,14 @@ def fields_from(
         fields["dependsOn"] = [{"name": rng.choice([n for n in names if n != name])}]
     if not plain and rng.random() < 0.06:
         fields["submissionId"] = rng.choice(["shared", "shared", "other"])
+    if plain and ids and rng.random() < 0.3:
+        fields["submissionId"] = rng.choice(EXPLICIT_IDS) or own_id(name)
     return fields
+
+
+def own_id(name: str) -> str:
+    """An explicit submission id no other task names."""
+    return "id-" + name.replace("/", ".")
 
 
 def dependency_of(rng: random.Random, names: tuple[str, ...], name: str) -> dict[str, str]:
@@ -201,13 +217,17 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
     if kind == "put":
         return (kind, index, draw(st.integers(0, 2**16)))
     if kind == "edit":
-        # preemptible: an edit that moves no key but may change whether it can ever fit
-        key = draw(st.sampled_from(["priority", "cpu", "timeoutSeconds", "preemptible"]))
+        # preemptible: an edit that moves no key but may change whether it can ever fit;
+        # submissionId (only where tasks have explicit ids): a claim moves, "" drops it
+        key = draw(
+            st.sampled_from(["priority", "cpu", "timeoutSeconds", "preemptible", "submissionId"])
+        )
         values = {
             "priority": range(10),
             "cpu": CPUS,
             "timeoutSeconds": TIMEOUTS,
             "preemptible": (True, False),
+            "submissionId": ("shared", "other", "shared-2", ""),
         }
         value = draw(st.sampled_from(values[key]))
         return (kind, draw(st.integers(1, 20)), index, key, value)
@@ -260,6 +280,7 @@ class Sequence:
     names: tuple[str, ...]
     plain: bool = False  # only tasks without dependencies and explicit submission ids
     depends: bool = False  # ... but with dependencies (fields_from)
+    ids: bool = False  # ... but with explicit submission ids
     fields: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
     def name(self, index: int) -> str:
@@ -274,15 +295,23 @@ class Sequence:
         if kind == "add":  # a batch, queued in one pass: equal queuedAt
             absent = [n for n in self.names if n not in world.specs][: step[1]]
             for offset, name in enumerate(absent):
-                fields = fields_from(step[2] + offset, self.names, name, self.plain, self.depends)
+                fields = fields_from(
+                    step[2] + offset, self.names, name, self.plain, self.depends, self.ids
+                )
                 self.put(name, fields)
         elif kind == "put":
             name = self.name(step[1])
-            self.put(name, fields_from(step[2], self.names, name, self.plain, self.depends))
+            fields = fields_from(step[2], self.names, name, self.plain, self.depends, self.ids)
+            self.put(name, fields)
         elif kind == "edit":  # the same edit to a run of present tasks
+            if step[3] == "submissionId" and self.plain and not self.ids:
+                return
             present = sorted(n for n in self.fields if n in world.specs)
             for name in present[step[2] % max(len(present), 1) :][: step[1]]:
-                self.put(name, {**self.fields[name], step[3]: step[4]})
+                fields = {**self.fields[name], step[3]: step[4]}
+                if fields.get("submissionId") == "":
+                    del fields["submissionId"]
+                self.put(name, fields)
         elif kind == "delete":
             present = sorted(world.specs)
             for name in present[step[1] % max(len(present), 1) :][: step[2]]:
@@ -302,7 +331,8 @@ class Sequence:
                 if job.status == PENDING:
                     world.jobs[sid] = dataclasses.replace(job, status=RUNNING, start_time=world.now)
         elif kind == "foreign":
-            sid = f"foreign-{step[1]}"
+            # Where tasks have explicit ids, one in four holds "other": a job not of this queue.
+            sid = "other" if self.ids and step[1] % 4 == 0 else f"foreign-{step[1]}"
             world.jobs[sid] = RayJob(sid, RUNNING, start_time=world.now, entrypoint_cpus=1)
         elif kind == "lose_writes":
             lost = frozenset(self.name(step[1] + k) for k in range(step[2]))
@@ -357,13 +387,16 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
     depends: bool,
     sequence: list[tuple[Any, ...]],
 ) -> None:
+    ids = False
     if simple:
-        # Plain tasks, no preemption, one queue or team queues without maxQueued: what the
-        # incremental planner's fast pass (the kept queue orders) takes, so about half the
-        # sequences run through it.
-        queue_file, plain = simple_file, True
+        # Plain tasks, half of the sequences with explicit submission ids, no preemption, one
+        # queue or team queues with at most one maxQueued in each chain: what the incremental
+        # planner's fast pass (the kept queue orders) takes, so about half the sequences run
+        # through it.
+        queue_file, plain, ids = simple_file, True, not plain
         options = dataclasses.replace(options, preemption="Never")
-    depends = simple and depends  # dependencies of every kind in half the simple ones
+    depends = simple and depends  # dependencies of every kind in half the simple ones,
+    # explicit ids in another half, independently: both in a quarter
     world = History(
         options,
         queues_of(queue_file),
@@ -373,9 +406,8 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
     )
     note(f"queue file: {queue_file and queue_file.splitlines()[-1]}; {options}")
     note(f"size {size}, first {first}, cpus {cpus}, plain {plain}, tell {tell}, simple {simple}")
-    note(f"depends {depends}")
-    note(f"sequence {sequence}")
-    run = Sequence(world, names_of(size), plain, depends)
+    note(f"depends {depends}, ids {ids}, sequence {sequence}")
+    run = Sequence(world, names_of(size), plain, depends, ids)
     run.run(("add", size // 2, first))  # the first half arrives at once
     for step in sequence:
         run.run(step)
@@ -509,7 +541,8 @@ def test_a_claim_that_ends_with_another_task_is_seen_by_the_fast_pass(
     """Found by the sequence property against the kept queue order: a task whose explicit
     submissionId another task also claimed is Invalid; when the other goes, its own version
     does not change, so the fast pass kept it Invalid (or named the wrong claimants) unless
-    the claim (its last valid spec's id) sends the pass to the full planner."""
+    it judges again the claims of every id whose claimants, runs or jobs changed
+    (keptclaims)."""
     options = PlanOptions(
         queue_id="q",
         policy="strict",
@@ -647,6 +680,98 @@ def test_a_dependency_carried_over_to_its_written_status_wakes_its_dependents(
     for step in steps:
         run.run(step)
     assert world.memo.fast
+
+
+def id_steps(seed: int, count: int) -> list[tuple[Any, ...]]:
+    """A busy queue's steps (busy_steps), one in four an edit that moves explicit id claims."""
+    rng = random.Random(seed)
+    steps: list[tuple[Any, ...]] = []
+    for step in busy_steps(seed, count):
+        steps.append(step)
+        if rng.random() < 0.25:
+            value = rng.choice(["shared", "other", "shared-2", ""])
+            steps.append(("edit", rng.randrange(1, 4), rng.randrange(200), "submissionId", value))
+    return steps
+
+
+def _claim_refused(status: Any) -> bool:
+    return bool(status) and status.status.message.startswith("spec.submissionId")
+
+
+@pytest.mark.parametrize(
+    "queue_file", [None, TEAMS, NESTED_FULL], ids=["one-queue", "teams", "nested-maxqueued"]
+)
+@pytest.mark.parametrize("policy", ["strict", "backfill"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_explicit_id_sequences_take_the_fast_pass_in_most_passes(
+    queue_file: str | None, policy: str, seed: int
+) -> None:
+    """With explicit submission ids (ids claimed twice, a later run's id of another, ids of
+    a task's own; claims edited, tasks deleted and added as jobs start and end), the
+    incremental plan equals the full one at every pass, the fast pass takes most passes, and
+    on the fast pass claims are refused and freed again: a claim ends when another task
+    changes, which the claimant's own version does not show (keptclaims)."""
+    options = PlanOptions(queue_id="q", policy=policy, exact_queue_positions=3)
+    world = History(
+        options, queues_of(queue_file), capacity=Capacity(8, 0, 64 * GIB), check=assert_identical
+    )
+    run = Sequence(world, names_of(120), plain=True, ids=True)
+    run.run(("add", 80, seed))
+    refused = 0  # claims refused by a fast pass
+    for step in [("start_all",), *id_steps(seed, 50)]:
+        run.apply(step)
+        before = dict(world.statuses)
+        result = world.run_pass()
+        if not world.memo.fast:
+            continue
+        refused += sum(
+            _claim_refused(status) and not _claim_refused(before.get(name))
+            for name, status in result.statuses.items()
+        )
+    assert world.fast_passes > 0.7 * world.passes, (world.fast_passes, world.passes)
+    assert refused, refused
+
+
+def test_claims_that_end_with_another_task_on_the_fast_pass() -> None:
+    """Each verdict on a claim that changes with another task, on the fast pass, equal to
+    plan(): two tasks claim "x" before either ran (both refused); one is deleted, and the
+    other is freed and runs under "x"; a third claiming "x" is refused (it is used); the
+    first's run ends and its spec goes, its sidecar with it, yet its job still holds "x";
+    once Ray's history drops that job, the third is freed. Neither freed task's own version
+    changes in the pass that frees it."""
+    options = PlanOptions(
+        queue_id="q", policy="backfill", exact_queue_positions=2, ray_history_retention_seconds=30
+    )
+    world = History(options, None, capacity=Capacity(4, 0, 64 * GIB), check=assert_identical)
+    for k in range(3):
+        world.apply(("put", f"w{k}", {"cpu": 1}))
+    world.run_pass()
+
+    def step(*changes: tuple[Any, ...]) -> dict[str, str]:
+        for change in changes:
+            world.apply(change)
+        world.run_pass()
+        assert world.memo.fast
+        return {n: s.status.message for n, s in world.statuses.items() if n in "abc"}
+
+    said = step(("put", "a", {"submissionId": "x"}), ("put", "b", {"submissionId": "x"}))
+    assert "claimed by task b as well" in said["a"] and "claimed by task a" in said["b"], said
+    said = step(("delete", "b"))
+    assert not said["a"].startswith("spec.submissionId"), said
+    step()  # a is submitted under "x"
+    assert world.statuses["a"].status.submission_id == "x"
+    said = step(("put", "c", {"submissionId": "x"}))
+    assert "'x' is already used by task a" in said["c"], said
+    job = world.jobs["x"]
+    world.jobs["x"] = dataclasses.replace(job, status=SUCCEEDED, end_time=world.now, exit_code=0)
+    step()
+    said = step(("delete", "a"))
+    assert "a" not in world.statuses and "x" in world.jobs  # its sidecar went, its job holds "x"
+    assert "'x' is already used by task a" in said["c"], said
+    step(("tick", 61))  # past the history's retention: the job is deleted
+    assert "x" not in world.jobs
+    said = step()
+    assert not said["c"].startswith("spec.submissionId"), said
 
 
 def test_tasks_cross_max_queued_on_the_fast_pass() -> None:

@@ -58,7 +58,8 @@ class ReadBack(History):
         lost = self.fail_once | (self.unwritten if self.unwritten_passes > 0 else frozenset())
         observed = self.observed
         assert observed is not None
-        still = as_read_back(result, observed, self.now, self.memo.fast, self.specs)
+        before = dict(self.statuses)
+        still = as_read_back(result, observed, self.now, self.memo.fast, self.specs, before)
         super()._follow(result)
         if still is not None and not (lost & result.statuses.keys()):
             self._check_read_back(result, observed)
@@ -130,14 +131,15 @@ def test_the_read_back_of_a_plan_that_only_moved_statuses_plans_nothing(
     simple_file: str | None,
     sequence: list[tuple[Any, ...]],
 ) -> None:
+    ids = False
     if simple:  # what the fast pass takes, as in test_sequences.py
-        queue_file, plain = simple_file, True
+        queue_file, plain, ids = simple_file, True, not plain
         options = dataclasses.replace(options, preemption="Never")
     world = ReadBack(
         options, queues_of(queue_file), capacity=Capacity(cpus, 0, 64 * GIB), compare=False
     )
-    note(f"{options}; size {size}, cpus {cpus}, plain {plain}; sequence {sequence}")
-    run = Sequence(world, names_of(size), plain)
+    note(f"{options}; size {size}, cpus {cpus}, plain {plain}, ids {ids}; sequence {sequence}")
+    run = Sequence(world, names_of(size), plain, ids)
     run.run(("add", size // 2, first))
     for step in sequence:
         run.run(step)
@@ -175,3 +177,32 @@ def test_the_pass_that_records_an_end_holds_no_later_than_its_jobs_retention() -
     recorded = world.run_pass()
     assert recorded.statuses and not recorded.deletes
     assert recorded.deadline is not None and recorded.deadline <= end + 2
+
+
+def test_a_lost_run_queued_again_under_a_claimed_id_has_its_read_back_planned() -> None:
+    """a ran under its explicit id "x", which b claims too (refused: a used it). Ray loses
+    a's job and a is queued again, a status-only plan (the one start allowed in flight is c's)
+    whose status no longer records "x": its read-back judges the claim anew (neither has run
+    with "x" now: both refused), so it is planned, not skipped."""
+    options = PlanOptions(queue_id="q", policy="backfill", max_inflight=1, lost_grace_seconds=5)
+    world = ReadBack(options, None, capacity=Capacity(4, 0, 64 * GIB), check=assert_identical)
+    retry = {"limit": 2, "on": ["Lost"], "backoffSeconds": 0}
+    world.apply(("put", "a", {"submissionId": "x", "retry": retry}))
+    world.run_pass()
+    for sid, job in list(world.jobs.items()):
+        world.jobs[sid] = dataclasses.replace(job, status="RUNNING", start_time=world.now)
+    world.run_pass()
+    world.apply(("put", "c", {}))
+    world.run_pass()  # c submitted: PENDING, in flight
+    world.apply(("put", "b", {"submissionId": "x"}))
+    world.run_pass()
+    assert "already used by task a" in world.statuses["b"].status.message
+    del world.jobs["x"]
+    world.run_pass()  # a's job missing
+    world.apply(("tick", 6))
+    lost = world.run_pass()  # past the grace period: queued again
+    assert world.memo.fast and not lost.submits
+    assert lost.read_back_deadline is not None and lost.read_back_deadline > world.now
+    assert world.statuses["a"].status.submission_id is None
+    world.run_pass()
+    assert "claimed by task b as well" in world.statuses["a"].status.message

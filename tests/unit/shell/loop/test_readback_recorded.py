@@ -26,7 +26,7 @@ def _at(specs: Any, statuses: Any, observed: Observation, at: float) -> Plan:
 
 
 def _running_pass(timeout: float) -> tuple[float, Plan, Any]:
-    """A task whose job Ray lists RUNNING for the first time: (now, plan, its statuses)."""
+    """A task whose job Ray lists RUNNING for the first time: (now, plan, its inputs)."""
     t = task(timeoutSeconds=timeout) if timeout else task()
     specs = {"a": TaskInput("a", t, None, t, t.spec_hash())}
     cap = Capacity(4, 0, 64 * GIB)
@@ -40,15 +40,15 @@ def _running_pass(timeout: float) -> tuple[float, Plan, Any]:
     pending = {sid: RayJob(sid, PENDING, start_time=T0, metadata=meta, entrypoint_cpus=1)}
     statuses.update(_at(specs, statuses, Observation(pending, cap), T0 + 1).statuses)
     running = _at(specs, statuses, Observation(jobs, cap), now)
-    return now, running, (specs, jobs, cap)
+    return now, running, (specs, jobs, cap, statuses)
 
 
 def test_the_start_recorded_pins_the_plan_but_not_its_read_back() -> None:
-    now, running, (specs, jobs, cap) = _running_pass(0)
+    now, running, (specs, jobs, cap, given) = _running_pass(0)
     assert running.statuses["a"].status.started_at == datetime.fromtimestamp(now, UTC)
     assert running.deadline == now  # the same inputs later would record another start
     assert running.read_back_deadline is None  # nothing else reads the clock
-    assert as_read_back(running, Observation(jobs, cap), now, True, specs) is not None
+    assert as_read_back(running, Observation(jobs, cap), now, True, specs, given) is not None
     again = _at(specs, dict(running.statuses), Observation(jobs, cap), now + 60)
     assert again.still  # the read-back, a minute later: nothing to do
 
