@@ -23,10 +23,11 @@ from reconciler.core import admit as admission
 from reconciler.core.admission.waits import NotConsidered, QueueFull, Waiting
 from reconciler.core.decisions import Summary
 from reconciler.core.fastcontext import FastPassContext
-from reconciler.core.incremental import frontadmission
+from reconciler.core.incremental import arraycaps, frontadmission
 from reconciler.core.incremental.frontadmission import FrontWalk, Worded, admit_prefix, place_far
 from reconciler.core.incremental.keptorder import (
     NO_WALK,
+    ArrayCap,
     Arrival,
     Bound,
     Entry,
@@ -47,6 +48,7 @@ from reconciler.core.incremental.keptorder import (
     queue_of_task,
     reconcile,
     walk_ends,
+    walk_index,
 )
 from reconciler.core.planner import Plan, TaskInput, TaskResult
 from reconciler.core.queues import fairshare
@@ -93,6 +95,10 @@ def fast_pass(
         ctx.until = min(ctx.until, heap[0].valid_until)
     moved = _reorder(ctx, order, merged, deleted, results, kept)
     tasks = _TaskResults(ctx, statuses, results, kept)
+    caps = arraycaps.recap(order, [*merged, *moved.news], moved.key_of, results, tasks.result_of)
+    if caps is None:
+        return None
+    moved.arrays, moved.capped, moved.recapped = caps
     ctx.stop_strays(specs)
     if ctx.queues is None:
         fronts = _admit_one_queue(ctx, order, moved, tasks, merged)
@@ -129,6 +135,8 @@ def fast_pass(
         front_walk=fronts.front_walk,
         reused=fronts.reused,
         orphans=frozenset(orphans),
+        arrays=moved.arrays,
+        capped=moved.capped,
     )
     return plan, kept, following
 
@@ -251,6 +259,11 @@ class _Reordered:
     arrivals: Mapping[str, list[Arrival]]
     news: dict[str, Entry | None]  # the tasks whose entry changed: their new one
     flipped: set[str]  # those that crossed their queue's maxQueued, their key the same
+    # The arrays' caps (arraycaps.recap): by array; by element held back, why; the elements
+    # whose wait for their cap began, ended or changed.
+    arrays: Mapping[str, ArrayCap] = field(default_factory=dict)
+    capped: Mapping[str, Waiting] = field(default_factory=dict)
+    recapped: set[str] = field(default_factory=set)
 
 
 def _reorder(
@@ -386,7 +399,7 @@ def _admit_one_queue(
         fronts[""] = min(fronts[""], narrow)
     while True:
         candidates = [candidate_of(tasks.result_of(e.name)) for e in entries[: fronts.get("", 0)]]
-        front_walk, reused = frontadmission.walk_front(ctx, candidates, last_front)
+        front_walk, reused = frontadmission.walk_front(ctx, candidates, last_front, moved.capped)
         walked = front_walk.admission
         if walked.tail is not None or fronts.get("", 0) == len(entries):
             break
@@ -406,8 +419,13 @@ def _admit_one_queue(
         return name not in tasks.results and tasks.statuses.get(name) is gave.get(name)
 
     stand = stands if reused or gave_at else None
-    walk = admit_prefix(ctx, candidates, walked, tasks.unchanged, tasks.adopt, stand)
+    capped = front_walk.capped
+    walk = admit_prefix(ctx, candidates, walked, tasks.unchanged, tasks.adopt, stand, capped)
     ctx.walk = walk_end(walk.admission)
+    if ctx.walk.tail_at is not None and capped:
+        front = fronts.get("", 0)
+        at = walk_index(entry_names(entries[:front]), capped, ctx.walk.tail_at, front)
+        ctx.walk = ctx.walk._replace(tail_at=at)
     found.walks = {"": ctx.walk}
     found.touched = set(merged) | set(walk.touched)
     found.front_walk, found.reused = front_walk, reused
@@ -427,8 +445,12 @@ def _admit_team_queues(
     if extra:
         prefix = sorted(prefix + extra)
         candidates = [candidate_of(tasks.result_of(e.name)) for e in prefix]
+    capped = moved.capped
+    for e in prefix:
+        if e.name in capped:  # no candidate: its queue as plan() finds it
+            fair.queue_of[e.name] = queue_of_task(ctx, e.name)
     admitted = frontadmission.admit_queue_prefix(
-        ctx, candidates, fair, tasks.as_given, tasks.adopt, order.words, found.spoken
+        ctx, candidates, fair, tasks.as_given, tasks.adopt, order.words, found.spoken, capped
     )
     found.touched = set(merged) | set(admitted)
     for queue, same in standing.items():
@@ -441,25 +463,27 @@ def _walk_team_fronts(
 ) -> tuple[QueueAdmission, list[Entry]]:
     """Fair admission over the queues' fronts, each front grown (in `found`) until its walk
     ends in it; with the entries it was given. Sets `found.fair` and `found.walks`."""
-    keys, key_of, unfit = moved.keys, moved.key_of, moved.unfit
+    keys, key_of, unfit, capped = moved.keys, moved.key_of, moved.unfit, moved.capped
     fronts, counted = found.fronts, found.counted
     while True:
         prefix = sorted(e for queue, entries in keys.items() for e in entries[: fronts[queue]])
-        candidates = [candidate_of(tasks.result_of(e.name)) for e in prefix]
+        # (The elements capped by their array are no candidates: placed after the walk.)
+        candidates = [candidate_of(tasks.result_of(e.name)) for e in prefix if e.name not in capped]
         cut = {q for q, n in fronts.items() if n < counted[q]}
         # Those too big for their queue past the fronts: admission takes them out first.
         beyond = [
             candidate_of(tasks.result_of(n))
             for n in sorted(unfit)
-            if bisect_left(keys[q := queue_of_task(ctx, n)], key_of[n]) >= fronts[q]
+            if n not in capped
+            and bisect_left(keys[q := queue_of_task(ctx, n)], key_of[n]) >= fronts[q]
         ]
         fair = frontadmission.walk_queues(ctx, candidates + beyond, cut)
-        walks = walk_ends(fair, keys, frozenset(unfit))
+        walks = walk_ends(fair, keys, frozenset(unfit), capped)
         # Short: its walk did not end in its front (or its answer may read past it).
         short = [q for q in cut if q in fair.short or walks[q].tail_at is None]
         for queue, tests in fair.unread.items():
             if queue not in short and _own_past(
-                tests, keys[queue], fronts[queue], unfit, tasks.result_of
+                tests, keys[queue], fronts[queue], unfit, capped, tasks.result_of
             ):
                 short.append(queue)
         if not short:
@@ -485,7 +509,7 @@ def _exact_places(
     fair = found.fair
     assert fair is not None
     exact = ctx.options.exact_queue_positions
-    unfit = moved.unfit
+    unfit, capped = moved.unfit, moved.capped
     extra: list[Entry] = []
     begun = set(fair.start)
     for queue, entries in moved.keys.items():
@@ -493,9 +517,17 @@ def _exact_places(
         end = min(len(entries), exact + walk.started)
         if end <= front:
             continue
-        ahead = sum(1 for e in entries[:front] if e.name not in begun and e.name not in unfit)
+        ahead = sum(
+            1
+            for e in entries[:front]
+            if e.name not in begun and e.name not in unfit and e.name not in capped
+        )
         found.places[queue] = placed = ExactPlaces(front, end, walk.lack, ahead, walk.started)
-        if order.places.get(queue) == placed and entries is order.keys.get(queue):
+        if (
+            order.places.get(queue) == placed
+            and entries is order.keys.get(queue)
+            and moved.recapped.isdisjoint(entry_names(entries[front:end]))
+        ):
             same = _standing(
                 entries[front:end], tasks.results, tasks.statuses, order, unfit, found.spoken
             )
@@ -504,13 +536,17 @@ def _exact_places(
                 # are (their order and the count NotConsidered kept as admission would).
                 standing[queue] = same
                 if isinstance(walk.lack, NotConsidered):
-                    ctx.not_considered += sum(1 for e in entries[front:end] if not e.past_limit)
+                    ctx.not_considered += sum(
+                        1 for e in entries[front:end] if not e.past_limit and e.name not in capped
+                    )
                 found.fronts[queue] = end
                 continue
         for e in entries[front:end]:
             fair.queue_of[e.name] = queue
             if e.past_limit:
                 fair.waiting[e.name] = _queue_full(order.bounds, queue)
+            elif e.name in capped:
+                continue  # (admit_queue_prefix gives it its cap's wait)
             elif e.name not in unfit:
                 assert walk.lack is not None  # counted tasks past a queue's front: a tail
                 fair.waiting[e.name] = Waiting(walk.lack, ahead, queue)
@@ -550,13 +586,28 @@ def _wait_past_fronts(
         if before is not None and before is not lack.reason:
             return False
         if isinstance(lack, NotConsidered):
-            ctx.not_considered += counted - front
+            capped = moved.capped
+            ctx.not_considered += counted - front - _capped_past(ctx, moved, queue, front)
             ctx.not_considered -= sum(
                 1
                 for n in moved.unfit
-                if queue_of_task(ctx, n) == queue and bisect_left(entries, moved.key_of[n]) >= front
+                if n not in capped
+                and queue_of_task(ctx, n) == queue
+                and bisect_left(entries, moved.key_of[n]) >= front
             )
     return True
+
+
+def _capped_past(ctx: FastPassContext, moved: _Reordered, queue: str, front: int) -> int:
+    """How many of the queue's tasks past its front wait for their array's maxParallel."""
+    if not moved.capped:
+        return 0
+    total = sum(
+        len(cap.entries) - cap.open
+        for cap in moved.arrays.values()
+        if queue_of_task(ctx, cap.entries[0].name) == queue
+    )
+    return total - sum(1 for n in entry_names(moved.keys[queue][:front]) if n in moved.capped)
 
 
 def _far_names(
@@ -569,6 +620,7 @@ def _far_names(
     far: set[str] = set(order.walked)
     far.update(n for n in merged if n in key_of)
     far.update(moved.flipped)
+    far.update(moved.recapped)
     for queue in keys.keys() | order.keys.keys():
         started = found.walks.get(queue, NO_WALK).started
         was = order.started.get(queue, 0)
@@ -607,6 +659,8 @@ def _place_far(
         place = position - walk.started + 1
         if entry.past_limit:
             waiting = _queue_full(order.bounds, queue)
+        elif name in moved.capped:  # held back by its array's maxParallel
+            waiting = moved.capped[name]
         elif name in moved.unfit and found.fair is not None:  # too big for its queue: OverQuota
             waiting = found.fair.waiting[name]
         else:
@@ -708,20 +762,24 @@ def _own_past(
     entries: list[Entry],
     front: int,
     unfit: Collection[str],
+    capped: Collection[str],
     result_of: Callable[[str], TaskResult],
 ) -> bool:
     """Whether the least-served queue's own walk (`fairshare._own_first`), which found
     nothing in the front it was given, would start a task past it: its counted tasks past
-    `front` (those too big for it left out, as admission drops them), each read by the tests
-    whose walk reaches that far. With the cluster full none fits, and the front given
-    stands."""
+    `front` (those too big for it left out, as admission drops them, and those capped by
+    their array: no candidates), each read by the tests whose walk reaches that far. With the
+    cluster full none fits, and the front given stands."""
     bounds = [t.more for t in tests]
     most = None if None in bounds else max(b for b in bounds if b is not None)
     # Enough entries for `most` candidates: the unfit ones are skipped, as are those past
-    # maxQueued (no candidates)
-    past = entries[front:] if most is None else entries[front : front + most + len(unfit)]
+    # maxQueued or capped (no candidates)
+    skipped = len(unfit) + len(capped)
+    past = entries[front:] if most is None else entries[front : front + most + skipped]
     candidates = [
-        candidate_of(result_of(e.name)) for e in past if not e.past_limit and e.name not in unfit
+        candidate_of(result_of(e.name))
+        for e in past
+        if not e.past_limit and e.name not in unfit and e.name not in capped
     ]
     return any(test.lets_start(c) for test in tests for c in candidates[: test.more])
 

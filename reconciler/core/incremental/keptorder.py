@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from heapq import heapify
@@ -45,7 +46,7 @@ from typing import NamedTuple
 
 from reconciler.core import planner
 from reconciler.core.admission import policies
-from reconciler.core.admission.waits import Lack
+from reconciler.core.admission.waits import ArrayAtMaxParallel, Lack, Waiting
 from reconciler.core.admit import Admitted
 from reconciler.core.fastcontext import FastPassContext
 from reconciler.core.incremental import ownwrites as fixedpoint
@@ -124,6 +125,54 @@ class ExactPlaces(NamedTuple):
     started: int  # how many of the queue started
 
 
+class ArrayCap(NamedTuple):
+    """An array whose waiting elements admission caps by its maxParallel (arraycap.cap): those
+    that count (not past maxQueued), in queue order; the first `open` (maxParallel less the
+    array's active elements) are candidates, the rest wait for the cap (`wait`)."""
+
+    entries: list[Entry]
+    limit: int
+    open: int
+    wait: Waiting  # ArrayAtMaxParallel(array, limit)
+
+
+def capped_names(cap: ArrayCap) -> Iterator[str]:
+    """The array's elements that wait for its maxParallel."""
+    return entry_names(cap.entries[cap.open :])
+
+
+def array_cap(array: str, entries: list[Entry], limit: int, active: int) -> ArrayCap:
+    """The cap of an array with these waiting elements (sorted), `active` of them running."""
+    return ArrayCap(
+        entries, limit, max(0, min(limit - active, len(entries))), capped_wait(array, limit)
+    )
+
+
+def capped_wait(array: str, limit: int) -> Waiting:
+    return Waiting(ArrayAtMaxParallel(array, limit))
+
+
+def max_parallel(result: TaskResult) -> int | None:
+    """The maxParallel that caps a waiting element (None: none)."""
+    waiter = result.waiter
+    array = waiter.task.spec.array if waiter is not None else None
+    return array.max_parallel if array is not None else None
+
+
+def walk_index(names: Iterable[str], capped: Mapping[str, Waiting], at: int, end: int) -> int:
+    """The index in a queue's entries (`names`) of the `at`th task its walk was given (the
+    capped elements were not); `end` if it was given fewer."""
+    if not capped:
+        return at
+    for index, name in enumerate(names):
+        if name in capped:
+            continue
+        if at == 0:
+            return index
+        at -= 1
+    return end
+
+
 # Where each queue's walk ended, in the terms of its entries.
 Walks = dict[str, WalkEnd]
 NO_WALK = WalkEnd(None, None, 0)
@@ -174,6 +223,9 @@ class Order:
     reused: bool = False
     # The sidecars without a spec the last plan was given.
     orphans: frozenset[str] = frozenset()
+    # By array with a maxParallel: its cap; by element that waits for it: that wait.
+    arrays: Mapping[str, ArrayCap] = dataclasses.field(default_factory=dict)
+    capped: Mapping[str, Waiting] = dataclasses.field(default_factory=dict)
 
 
 class Kept(NamedTuple):  # built per task per full pass: a tuple builds fastest
@@ -274,8 +326,6 @@ def is_quiet(result: TaskResult, status: TaskStatus | None, out: TaskStatus | No
 
 def needs_full_pass(name: str, spec: TaskInput | None, result: TaskResult | None) -> bool:
     """A task whose presence needs the full pass."""
-    if split(name) is not None:
-        return True
     # An explicit id, also in a spec that a claim turned Invalid (its last valid one): a
     # claim ends when another task changes, which this task's own version does not show.
     claimant = spec.task or spec.last_valid if spec is not None else None
@@ -345,6 +395,10 @@ def order_after_full(
     assert bounds is not None  # fast_enough
     arrivals = _arrivals(ctx, raw, bounds)
     keys = _sorted_by_queue(ctx, raw, _past_limit(arrivals, bounds))
+    arrays = _array_caps(keys, results)
+    if arrays is None:
+        return None
+    capped = {n: cap.wait for cap in arrays.values() for n in capped_names(cap)}
     ceilings = None
     unfit: frozenset[str] = frozenset()
     if ctx.queues is not None:
@@ -381,7 +435,7 @@ def order_after_full(
         loud=frozenset(specs) - quiet,
         heap=heap,
         watch=watch,
-        walks=_walks(ctx, admitted, keys, unfit),
+        walks=_walks(ctx, admitted, keys, unfit, capped),
         counts=PhaseCounts(summary.queued, summary.starting, summary.running),
         names=list(specs),
         ceilings=ceilings,
@@ -389,7 +443,40 @@ def order_after_full(
         bounds=bounds,
         arrivals=arrivals,
         orphans=frozenset(statuses.keys() - specs.keys()),
+        arrays=arrays,
+        capped=capped,
     )
+
+
+def _array_caps(
+    keys: Mapping[str, list[Entry]], results: Mapping[str, TaskResult]
+) -> dict[str, ArrayCap] | None:
+    """By array with a maxParallel: its cap (admission's, arraycap.cap). None: the waiting
+    elements of one array disagree on its maxParallel (the cap's walk then reads each)."""
+    members: dict[str, list[Entry]] = {}
+    limits: dict[str, int] = {}
+    for entries in keys.values():
+        for e in entries:
+            parts = split(e.name)
+            if parts is None or e.past_limit:
+                continue
+            limit = max_parallel(results[e.name])
+            if limit is None:
+                continue
+            if limits.setdefault(parts[0], limit) != limit:
+                return None
+            members.setdefault(parts[0], []).append(e)
+    if not members:
+        return {}
+    active: Counter[str] = Counter()
+    for name, result in results.items():
+        parts = split(name)
+        if parts is not None and result.body.phase.active:
+            active[parts[0]] += 1
+    return {
+        array: array_cap(array, sorted(entries), limits[array], active[array])
+        for array, entries in members.items()
+    }
 
 
 def _arrivals(
@@ -429,18 +516,30 @@ def _sorted_by_queue(ctx: PassInputs, raw: list[Entry], full: set[str]) -> dict[
 
 
 def _walks(
-    ctx: PassInputs, admitted: Admitted, keys: Mapping[str, list[Entry]], unfit: frozenset[str]
+    ctx: PassInputs,
+    admitted: Admitted,
+    keys: Mapping[str, list[Entry]],
+    unfit: frozenset[str],
+    capped: Mapping[str, Waiting],
 ) -> Walks:
     """Where each queue's walk ended this pass, in the terms of its keys."""
     if ctx.queues is None:
-        assert admitted.walk is not None
-        return {"": admitted.walk}
+        walk = admitted.walk
+        assert walk is not None
+        if walk.tail_at is not None and capped:
+            entries = keys.get("", [])
+            at = walk_index(entry_names(entries), capped, walk.tail_at, len(entries))
+            walk = walk._replace(tail_at=at)
+        return {"": walk}
     assert admitted.queue_admission is not None
-    return walk_ends(admitted.queue_admission, keys, unfit)
+    return walk_ends(admitted.queue_admission, keys, unfit, capped)
 
 
 def walk_ends(
-    fair: QueueAdmission, keys: Mapping[str, list[Entry]], unfit: frozenset[str]
+    fair: QueueAdmission,
+    keys: Mapping[str, list[Entry]],
+    unfit: frozenset[str],
+    capped: Mapping[str, Waiting],
 ) -> Walks:
     """Where each team queue's walk ended in `fair`, in the terms of its entries."""
     started: dict[str, int] = {}
@@ -456,11 +555,11 @@ def walk_ends(
             walks[queue] = WalkEnd(None, None, count)
             continue
         # A tail counts the tasks its walk kept: neither started nor too big for the queue (nor
-        # past maxQueued: those were not handed to it).
+        # past maxQueued or capped by their array: those were not handed to it).
         at = counted = counted_entries(entries)
         left = tail.at
         for index, entry in enumerate(entries[:counted]):
-            if entry.name in begun or entry.name in unfit:
+            if entry.name in begun or entry.name in unfit or entry.name in capped:
                 continue
             if left == 0:
                 at = index
@@ -493,6 +592,8 @@ def next_order(
     front_walk: FrontWalk | None = None,
     reused: bool = False,
     orphans: frozenset[str] = frozenset(),
+    arrays: Mapping[str, ArrayCap] | None = None,
+    capped: Mapping[str, Waiting] | None = None,
 ) -> Order:
     """The order a pass that planned `plan` leaves for the next fast one."""
     exact = ctx.options.exact_queue_positions
@@ -533,6 +634,8 @@ def next_order(
         front_walk=front_walk,
         reused=reused,
         orphans=orphans,
+        arrays={} if arrays is None else arrays,
+        capped={} if capped is None else capped,
     )
 
 

@@ -10,6 +10,10 @@ lost), specs are edited (priority, resources, timeoutSeconds), deleted and added
 moves (past timeouts and retry backoffs), Ray is unreachable for a pass. At every pass the
 incremental plan equals the full one in every field (`assert_identical`).
 
+With `arrays`, half the names are elements of four task arrays (`arr1[7]`, as the store
+expands them), each with its maxParallel (none, 1, 2, 3); one step sets an array's limit on
+all its present elements at once (an edit of the array's file).
+
 The default run (300 sequences) is sized for CI. `RAYQUEUE_PROPERTY_EXAMPLES=5000` runs that many.
 """
 
@@ -31,6 +35,7 @@ from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity
 from specs.queues.config import QueueConfig
 from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
+from specs.task.arrays import split
 from tests.support.incremental_history import T0, History, assert_identical
 from tests.support.planner_world import GIB
 
@@ -121,9 +126,21 @@ TICKS = (0, 0.25, 1, 3, 4.999, 5, 6, 7, 30, 61, 301)
 OUTCOMES = (RUNNING, RUNNING, RUNNING, SUCCEEDED, SUCCEEDED, FAILED, STOPPED, "vanish")
 
 
-def names_of(size: int) -> tuple[str, ...]:
-    """`size` task names over the folders, in an order that is not the names' order."""
-    return tuple(f"{FOLDERS[(i * 5) % len(FOLDERS)]}t{(i * 37) % 1000:03d}" for i in range(size))
+# Each task array's maxParallel as a sequence starts (None: no cap), by array number.
+MAX_PARALLEL = (None, 1, 2, 3)
+
+
+def names_of(size: int, arrays: bool = False) -> tuple[str, ...]:
+    """`size` task names over the folders, in an order that is not the names' order; with
+    `arrays`, every other one an element of one of four arrays (each in one folder)."""
+    names = []
+    for i in range(size):
+        if arrays and i % 2:
+            k = (i // 2) % len(MAX_PARALLEL)
+            names.append(f"{FOLDERS[(k * 5) % len(FOLDERS)]}arr{k}[{(i // 8 * 7) % 64}]")
+        else:
+            names.append(f"{FOLDERS[(i * 5) % len(FOLDERS)]}t{(i * 37) % 1000:03d}")
+    return tuple(names)
 
 
 def fields_from(seed: int, names: tuple[str, ...], name: str, plain: bool) -> dict[str, Any]:
@@ -158,7 +175,7 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
                 *("add", "put", "edit", "edit", "edit", "delete", "touch", "break"),
                 *("ray", "ray", "ray", "rays", "rays", "start_all"),
                 *("tick", "tick", "tick", "tick", "outage", "capacity", "restart"),
-                *("rebuild", "foreign", "lose_writes"),
+                *("rebuild", "foreign", "lose_writes", "cap"),
             ]
         )
     )
@@ -194,6 +211,8 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
         return (kind, index)
     if kind == "lose_writes":
         return (kind, index, draw(st.integers(1, 10)), draw(st.sampled_from([1, 3])))
+    if kind == "cap":
+        return (kind, index, draw(st.sampled_from(MAX_PARALLEL)))
     return (kind,)
 
 
@@ -227,11 +246,19 @@ class Sequence:
     names: tuple[str, ...]
     plain: bool = False  # only tasks without dependencies and explicit submission ids
     fields: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    # By array: the maxParallel its elements are put with.
+    limits: dict[str, int | None] = dataclasses.field(default_factory=dict)
 
     def name(self, index: int) -> str:
         return self.names[index % len(self.names)]
 
     def put(self, name: str, fields: dict[str, Any]) -> None:
+        parts = split(name)
+        if parts is not None:  # an element: its array's spec, as the store expands it
+            array = parts[0]
+            limit = self.limits.setdefault(array, MAX_PARALLEL[int(array[-1])])
+            fields = {k: v for k, v in fields.items() if k != "submissionId"}  # (per element)
+            fields["array"] = {"count": 64, "maxParallel": limit}
         self.fields[name] = fields
         self.world.apply(("put", name, dict(fields)))
 
@@ -272,6 +299,15 @@ class Sequence:
         elif kind == "lose_writes":
             lost = frozenset(self.name(step[1] + k) for k in range(step[2]))
             world.apply((kind, lost, step[3]))
+        elif kind == "cap":  # an array's file edited: its maxParallel, on every element
+            parts = split(self.name(step[1]))
+            if parts is not None:
+                self.limits[parts[0]] = step[2]
+                for name in self.names:
+                    element = split(name)
+                    if element and element[0] == parts[0] and name in world.specs:
+                        if name in self.fields:
+                            self.put(name, self.fields[name])
         elif kind != "outage":
             world.apply(step)
 
@@ -306,6 +342,7 @@ def queues_of(text: str | None) -> QueueConfig | None:
     tell=st.booleans(),
     simple=st.booleans(),
     simple_file=st.sampled_from(FAST_QUEUE_FILES),
+    arrays=st.booleans(),
     sequence=st.lists(steps(), min_size=1, max_size=40),
 )
 def test_incremental_plan_equals_full_plan_on_long_sequences(
@@ -318,12 +355,13 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
     tell: bool,
     simple: bool,
     simple_file: str | None,
+    arrays: bool,
     sequence: list[tuple[Any, ...]],
 ) -> None:
     if simple:
-        # Plain tasks, no preemption, one queue or team queues without maxQueued: what the
-        # incremental planner's fast pass (the kept queue orders) takes, so about half the
-        # sequences run through it.
+        # Plain tasks, no preemption, one queue or team queues without maxQueued (array
+        # elements or not): what the incremental planner's fast pass (the kept queue orders)
+        # takes, so about half the sequences run through it.
         queue_file, plain = simple_file, True
         options = dataclasses.replace(options, preemption="Never")
     world = History(
@@ -335,8 +373,8 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
     )
     note(f"queue file: {queue_file and queue_file.splitlines()[-1]}; {options}")
     note(f"size {size}, first {first}, cpus {cpus}, plain {plain}, tell {tell}, simple {simple}")
-    note(f"sequence {sequence}")
-    run = Sequence(world, names_of(size), plain)
+    note(f"arrays {arrays}, sequence {sequence}")
+    run = Sequence(world, names_of(size, arrays), plain)
     run.run(("add", size // 2, first))  # the first half arrives at once
     for step in sequence:
         run.run(step)
@@ -725,3 +763,36 @@ def test_strict_places_past_a_head_with_a_parents_max_queued() -> None:
     run = Sequence(world, names_of(200), plain=True)
     run.run(("add", 100, 1491))
     run.run(("rays", 3, 0, SUCCEEDED))
+
+
+@pytest.mark.parametrize("queue_file", [None, TEAMS, TEAMS_FULL], ids=["one", "teams", "maxqueued"])
+@pytest.mark.parametrize("policy", ["strict", "backfill", "besteffort"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_array_sequences_take_the_fast_pass_in_most_passes(
+    queue_file: str | None, policy: str, seed: int
+) -> None:
+    """Half the tasks are elements of four arrays (maxParallel none, 1, 2, 3): the incremental
+    plan equals the full one at every pass, the fast pass takes most passes, and some
+    elements wait for their array's maxParallel in passes the fast pass took, as others start
+    and end, and as an array's limit is raised and lowered."""
+    options = PlanOptions(
+        queue_id="q", policy=policy, exact_queue_positions=3, backfill_candidates=5
+    )
+    world = History(
+        options, queues_of(queue_file), capacity=Capacity(8, 0, 64 * GIB), check=assert_identical
+    )
+    run = Sequence(world, names_of(120, arrays=True), plain=True)
+    run.run(("add", 80, seed))
+    capped = 0
+    steps = busy_steps(seed, 40)
+    steps[10:10] = [("cap", 1, 3), ("start_all",), ("cap", 1, 1)]
+    steps[25:25] = [("cap", 3, None), ("start_all",), ("cap", 3, 2)]
+    for step in steps:
+        run.run(step)
+        if world.memo.fast:
+            capped += sum(
+                1 for s in world.statuses.values() if s.status.reason == "ArrayAtMaxParallel"
+            )
+    assert world.passes > 40
+    assert world.fast_passes > 0.7 * world.passes, (world.fast_passes, world.passes)
+    assert capped > 0
