@@ -7,6 +7,8 @@ python -m benchmarks.planner_churn --sizes 10000 50000
 python -m benchmarks.planner_churn --sizes 10000 --policy strict
 python -m benchmarks.planner_churn --sizes 10000 --teams 4   (a _queues.yaml of 4 teams)
 python -m benchmarks.planner_churn --sizes 10000 --teams 4 --max-queued 1000   (and maxQueued)
+python -m benchmarks.planner_churn --sizes 10000 --arrays 10   (10 task arrays of 1000 elements)
+python -m benchmarks.planner_churn --sizes 10000 --arrays 10 --max-parallel 2   (each capped)
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity, RayJob
 from specs.queues.config import QueueConfig
 from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
+from specs.task.arrays import expand
 from specs.task.records import Task
 from specs.task.status import TaskStatus
 
@@ -34,29 +37,44 @@ ROUNDS = 9
 T0 = 1_767_225_600.0
 
 
-def _task(priority: int) -> Task:
+def _task(priority: int, array: dict[str, int] | None = None) -> Task:
+    spec: dict[str, Any] = {
+        "entrypoint": "python job.py",
+        "priority": priority,
+        "resources": {"cpu": 1},
+    }
+    if array is not None:
+        spec["array"] = array
     return Task.model_validate(
-        {
-            "apiVersion": "rayqueue/v1",
-            "kind": "Task",
-            "metadata": {},
-            "spec": {"entrypoint": "python job.py", "priority": priority, "resources": {"cpu": 1}},
-        }
+        {"apiVersion": "rayqueue/v1", "kind": "Task", "metadata": {}, "spec": spec}
     )
 
 
 class World:
     """Specs, statuses with their versions, and Ray's jobs, moved as the loop and Ray would."""
 
-    def __init__(self, size: int, policy: str, teams: int = 0, max_queued: int = 0) -> None:
+    def __init__(
+        self,
+        size: int,
+        policy: str,
+        teams: int = 0,
+        max_queued: int = 0,
+        arrays: int = 0,
+        max_parallel: int = 0,
+    ) -> None:
         self.options = PlanOptions(queue_id="bench", policy=policy)
         self.queues = _teams(teams, max_queued)
-        tasks = {p: _task(p) for p in range(10)}
-        names = [f"t{i:05d}" if not teams else f"team-{i % teams}/t{i:05d}" for i in range(size)]
-        self.specs = {
-            name: TaskInput(name, tasks[i % 10], None, tasks[i % 10])
-            for i, name in enumerate(names)
-        }
+        if arrays:
+            self.specs = _arrays(size, teams, arrays, max_parallel)
+        else:
+            tasks = {p: _task(p) for p in range(10)}
+            names = [
+                f"t{i:05d}" if not teams else f"team-{i % teams}/t{i:05d}" for i in range(size)
+            ]
+            self.specs = {
+                name: TaskInput(name, tasks[i % 10], None, tasks[i % 10])
+                for i, name in enumerate(names)
+            }
         self.statuses: dict[str, TaskStatus] = {}
         self.generation: dict[str, int] = {}
         self.jobs: dict[str, RayJob] = {}
@@ -101,6 +119,20 @@ class World:
                 self.jobs[sid] = replace(self.jobs[sid], status=RUNNING)
 
 
+def _arrays(size: int, teams: int, count: int, max_parallel: int) -> dict[str, TaskInput]:
+    """`count` task arrays of equal size (`size` elements in all), as the store expands them,
+    each of one priority, each element with `max_parallel` as its maxParallel (0: none)."""
+    specs: dict[str, TaskInput] = {}
+    for k in range(count):
+        array: dict[str, int] = {"count": size // count}
+        if max_parallel:
+            array["maxParallel"] = max_parallel
+        name = f"a{k:03d}" if not teams else f"team-{k % teams}/a{k:03d}"
+        for element, task in expand(name, _task(k % 10, array)).items():
+            specs[element] = TaskInput(element, task, None, task)
+    return specs
+
+
 def _teams(count: int, max_queued: int = 0) -> QueueConfig | None:
     """A _queues.yaml of `count` teams sharing the 8 CPUs equally (None: no team queues), each
     with `max_queued` as its maxQueued (0: none)."""
@@ -114,8 +146,15 @@ def _teams(count: int, max_queued: int = 0) -> QueueConfig | None:
     return parse_queue_config("\n".join(lines) + "\n")
 
 
-def measure(size: int, policy: str, teams: int = 0, max_queued: int = 0) -> dict[str, Any]:
-    world = World(size, policy, teams, max_queued)
+def measure(
+    size: int,
+    policy: str,
+    teams: int = 0,
+    max_queued: int = 0,
+    arrays: int = 0,
+    max_parallel: int = 0,
+) -> dict[str, Any]:
+    world = World(size, policy, teams, max_queued, arrays, max_parallel)
     for _ in range(3):
         world.run_pass()
     world.move(RUNNING)
@@ -139,6 +178,8 @@ def measure(size: int, policy: str, teams: int = 0, max_queued: int = 0) -> dict
         "policy": policy,
         "teams": teams,
         "max_queued": max_queued,
+        "arrays": arrays,
+        "max_parallel": max_parallel,
         "end_pass_planner_cpu_ms_median": ends[ROUNDS // 2],
         "end_pass_planner_cpu_ms_min": ends[0],
         "next_pass_planner_cpu_ms_median": after[ROUNDS // 2],
@@ -151,11 +192,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--policy", default="backfill", choices=("strict", "backfill"))
     parser.add_argument("--teams", type=int, default=0, help="team queues (0: none)")
     parser.add_argument("--max-queued", type=int, default=0, help="each team's maxQueued")
+    parser.add_argument(
+        "--arrays", type=int, default=0, help="task arrays of equal size making up the specs"
+    )
+    parser.add_argument("--max-parallel", type=int, default=0, help="each array's maxParallel")
     parser.add_argument("--out", type=Path, default=None, help="JSON result file")
     args = parser.parse_args(argv)
     rows = []
     for size in args.sizes:
-        rows.append(measure(size, args.policy, args.teams, args.max_queued))
+        rows.append(
+            measure(size, args.policy, args.teams, args.max_queued, args.arrays, args.max_parallel)
+        )
         print(rows[-1], flush=True)
     header = list(rows[0])
     print(table("the planner's part of a pass", header, [[r[h] for h in header] for r in rows]))

@@ -397,11 +397,19 @@ def _admit_one_queue(
         # The narrow front first, unless the last walk needed more: a walk that ends in it
         # (Admission.tail) gives the answer the wide one would, for fewer candidates.
         fronts[""] = min(fronts[""], narrow)
+    capped = moved.capped
     while True:
-        candidates = [candidate_of(tasks.result_of(e.name)) for e in entries[: fronts.get("", 0)]]
-        front_walk, reused = frontadmission.walk_front(ctx, candidates, last_front, moved.capped)
+        front = entries[: fronts.get("", 0)]
+        placed: tuple[str, ...] = ()
+        held: dict[str, Waiting] = {}
+        if capped:
+            placed = tuple(entry_names(front))
+            held = {n: capped[n] for n in placed if n in capped}
+            placed = placed if held else ()
+        candidates = [candidate_of(tasks.result_of(e.name)) for e in front if e.name not in held]
+        front_walk, reused = frontadmission.walk_front(ctx, candidates, last_front, placed, held)
         walked = front_walk.admission
-        if walked.tail is not None or fronts.get("", 0) == len(entries):
+        if walked.tail is not None or not _open_past(ctx, moved, "", fronts.get("", 0)):
             break
         fronts[""] = min(len(entries), max(wide, fronts[""] * 4))
     gave = order.statuses
@@ -409,7 +417,10 @@ def _admit_one_queue(
     # pass gave. A new walk (a job listed PENDING: the start's claim is the Starting task's
     # now) most often gives the same ones too, the started tasks gone from its front:
     # compared task by task. Either way a task that kept its status keeps it.
-    gave_at = None if reused or last_front is None else frontadmission.last_places(last_front)
+    exact = options.exact_queue_positions
+    gave_at = (
+        None if reused or last_front is None else frontadmission.last_places(last_front, exact)
+    )
 
     def stands(name: str, place: int, waiting: Waiting) -> bool:
         if gave_at is not None:
@@ -419,13 +430,16 @@ def _admit_one_queue(
         return name not in tasks.results and tasks.statuses.get(name) is gave.get(name)
 
     stand = stands if reused or gave_at else None
-    capped = front_walk.capped
-    walk = admit_prefix(ctx, candidates, walked, tasks.unchanged, tasks.adopt, stand, capped)
+    walk = admit_prefix(
+        ctx, candidates, walked, tasks.unchanged, tasks.adopt, stand, held, front_walk.placed
+    )
     ctx.walk = walk_end(walk.admission)
-    if ctx.walk.tail_at is not None and capped:
-        front = fronts.get("", 0)
-        at = walk_index(entry_names(entries[:front]), capped, ctx.walk.tail_at, front)
+    end = fronts.get("", 0)
+    if ctx.walk.tail_at is not None and held:
+        at = walk_index(front_walk.placed, held, ctx.walk.tail_at, end)
         ctx.walk = ctx.walk._replace(tail_at=at)
+    elif ctx.walk.tail_at is None and end < len(entries):
+        ctx.walk = ctx.walk._replace(tail_at=end)  # past it, only elements capped
     found.walks = {"": ctx.walk}
     found.touched = set(merged) | set(walk.touched)
     found.front_walk, found.reused = front_walk, reused
@@ -469,7 +483,7 @@ def _walk_team_fronts(
         prefix = sorted(e for queue, entries in keys.items() for e in entries[: fronts[queue]])
         # (The elements capped by their array are no candidates: placed after the walk.)
         candidates = [candidate_of(tasks.result_of(e.name)) for e in prefix if e.name not in capped]
-        cut = {q for q, n in fronts.items() if n < counted[q]}
+        cut = {q for q, n in fronts.items() if _open_past(ctx, moved, q, n)}
         # Those too big for their queue past the fronts: admission takes them out first.
         beyond = [
             candidate_of(tasks.result_of(n))
@@ -487,6 +501,9 @@ def _walk_team_fronts(
             ):
                 short.append(queue)
         if not short:
+            for queue, n in fronts.items():
+                if queue not in cut and n < counted[queue] and walks[queue].tail_at is None:
+                    walks[queue] = walks[queue]._replace(tail_at=n)  # past it, only capped
             found.fair, found.walks = fair, walks
             return fair, prefix
         for queue in short:
@@ -580,6 +597,8 @@ def _wait_past_fronts(
         counted = found.counted[queue]
         if front >= counted:
             continue  # past maxQueued, all of them: QueueFull, as their statuses say
+        if walk.lack is None and not _open_past(ctx, moved, queue, front):
+            continue  # elements capped by their arrays, each waiting so
         lack = walk.lack
         assert lack is not None and walk.tail_at is not None
         before = order.tail.get(queue)
@@ -596,6 +615,25 @@ def _wait_past_fronts(
                 and bisect_left(entries, moved.key_of[n]) >= front
             )
     return True
+
+
+def _open_past(ctx: FastPassContext, moved: _Reordered, queue: str, front: int) -> bool:
+    """Whether a task past the queue's front is a candidate of its walk: it counts (not past
+    maxQueued) and is not capped by its array. (Without caps: whether one counts.)"""
+    entries = moved.keys.get(queue, [])
+    past = counted_entries(entries) - front
+    if past <= 0 or not moved.capped:
+        return past > 0
+    capped = moved.capped
+    past -= _capped_past(ctx, moved, queue, front)
+    past -= sum(
+        1
+        for n in moved.unfit
+        if n not in capped
+        and queue_of_task(ctx, n) == queue
+        and bisect_left(entries, moved.key_of[n]) >= front
+    )
+    return past > 0
 
 
 def _capped_past(ctx: FastPassContext, moved: _Reordered, queue: str, front: int) -> int:

@@ -81,24 +81,18 @@ class FrontWalk:
 
 def walk_front(
     ctx: FastPassContext,
-    front: list[policies.Candidate],
+    prefix: list[policies.Candidate],
     last: FrontWalk | None,
-    capped: Mapping[str, Waiting] | None = None,
+    placed: tuple[str, ...] = (),
+    held: Mapping[str, Waiting] | None = None,
 ) -> tuple[FrontWalk, bool]:
-    """The policy's walk over the front (as `admit` runs it: without the elements `capped` by
-    their array), and whether it is `last`'s, reused: when every input of the walk is the
-    same, the capped elements stand where they stood, and `now` has not passed
-    `last.holds_until`. Most passes of a busy queue only move an active task's status (a job
-    PENDING, then RUNNING): the fronts wait as they did, and walking them again would give the
-    same answer."""
-    prefix = front
-    held: dict[str, Waiting] = {}
-    placed: tuple[str, ...] = ()
-    if capped:
-        held = {c.name: capped[c.name] for c in front if c.name in capped}
-        if held:
-            prefix = [c for c in front if c.name not in held]
-            placed = tuple(c.name for c in front)
+    """The policy's walk over `prefix` (as `admit` runs it), and whether it is `last`'s,
+    reused: when every input of the walk is the same, the front's elements capped by their
+    array (`held`, among the front's tasks in order, `placed`) stand where they stood, and
+    `now` has not passed `last.holds_until`. Most passes of a busy queue only move an active
+    task's status (a job PENDING, then RUNNING): the fronts wait as they did, and walking them
+    again would give the same answer."""
+    held = held or {}
     free, slots = (
         free_capacity(ctx.obs, ctx.options, ctx.used),
         start_slots(ctx.options, ctx.bodies),
@@ -142,8 +136,9 @@ class GivenPlace(NamedTuple):
     waiting: Waiting
 
 
-def last_places(last: FrontWalk) -> dict[str, GivenPlace]:
-    """The place and wait `admit_prefix` gave each waiting task of `last`'s prefix."""
+def last_places(last: FrontWalk, exact: int) -> dict[str, GivenPlace]:
+    """The place and wait `admit_prefix` gave each waiting task of `last`'s prefix (but the
+    capped elements past the `exact` places: admit_prefix reads their buckets alone)."""
     admission = last.admission
     started, waiting, capped = set(admission.start), admission.waiting, last.capped
     front = last.placed or [c.name for c in last.candidates]
@@ -151,6 +146,7 @@ def last_places(last: FrontWalk) -> dict[str, GivenPlace]:
     return {
         name: GivenPlace(place, capped.get(name) or waiting[name])
         for place, name in enumerate(names, 1)
+        if place <= exact or name not in capped
     }
 
 
@@ -191,15 +187,17 @@ def admit_prefix(
     adopt: Callable[[str], None],
     standing: Callable[[str, int, Waiting], bool] | None = None,
     capped: Mapping[str, Waiting] | None = None,
+    placed: tuple[str, ...] = (),
 ) -> Walk:
     """`admit` on the front of the queue, for a pass with one queue and no preemption,
     autoscaler, dependency gate or stopping victim (the incremental planner checks that).
-    `prefix`: the first waiting tasks in order, long enough that the policy's walk ends in it
-    (`Admission.tail`) or the whole queue; those `capped` by their array's maxParallel wait
-    so, the others as the walk says. `unchanged(name, reason, bucket)`: whether a far
-    task's status already says so, in which case it is left as it is. `admission`: the
-    policy's walk over `prefix`. `adopt(name)`: puts a task's own result in
-    the pass (its body and task) before admission reads or sets them. `standing(name, place,
+    `prefix`: the first candidates in order, long enough that the policy's walk ends in it
+    (`Admission.tail`) or the whole queue; with elements `capped` by their array's
+    maxParallel among them (no candidates), `placed` holds all in order, and they wait so.
+    `unchanged(name, reason, bucket)`: whether a far task's status already says so, in which
+    case it is left as it is. `admission`: the policy's walk over `prefix`. `adopt(name)`:
+    puts a task's own result in the pass (its body and task) before admission reads or sets
+    them. `standing(name, place,
     wait)`: the last pass gave the task this same place and wait, and it still has the status
     that pass gave it and was not redone: left as it is (admit would set it so again)."""
     ctx.until = min(ctx.until, max(admission.until, ctx.now))
@@ -207,17 +205,36 @@ def admit_prefix(
     exact = ctx.options.exact_queue_positions
     touched: list[str] = []
     place = 0
-    order = ctx.order.setdefault("", []) if len(prefix) > len(started) else []
-    for candidate in prefix:
-        name = candidate.name
+    names = placed or [c.name for c in prefix]
+    order = ctx.order.setdefault("", []) if len(names) > len(started) else []
+    starting = {c.name: c for c in prefix if c.name in started}
+    capped = capped or {}
+    for name in names:
         if name in started:
             adopt(name)
-            ctx.start(candidate)
+            ctx.start(starting[name])
             touched.append(name)
             continue
         place += 1
         order.append(name)
-        waiting = (capped.get(name) if capped else None) or admission.waiting[name]
+        held = capped.get(name)
+        if held is not None and place > exact:
+            # Far, its wait its array's: its status reads its bucket alone.
+            bucket = position_bucket(place, exact)
+            if not unchanged(name, held.reason, bucket):
+                adopt(name)
+                ctx.bodies[name] = lifecycle.queue(
+                    ctx.bodies[name],
+                    None,
+                    held.reason,
+                    far_message(bucket, held, None),
+                    None,
+                    None,
+                    bucket,
+                )
+                touched.append(name)
+            continue
+        waiting = held or admission.waiting[name]
         eta = _heed(ctx, waiting)
         if standing is not None and standing(name, place, waiting):
             continue

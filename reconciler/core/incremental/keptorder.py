@@ -21,13 +21,18 @@ Tasks too big for their queue (OverQuota) are handed to it wherever they stand. 
 each limited queue keeps its subtree's waiting tasks in arrival order (`Order.arrivals`); the
 first `limit` count, the rest are QueueFull, placed after the counted ones (their entry's
 `past_limit`), and left out of fair admission; a pass redoes the tasks that crossed the limit,
-found within as many places of it as arrivals moved.
+found within as many places of it as arrivals moved. Arrays' maxParallel: each capped array
+keeps its waiting elements in queue order (`Order.arrays`); the first maxParallel less its
+active elements are candidates, the rest wait for the cap (`Order.capped`) and are left out
+of admission's walk, keeping their places; a pass judges again the arrays of the elements it
+redid or moved (core/incremental/arraycaps.py) and places anew those whose cap changed.
 
 The fast pass holds only where it is known to equal `planner.plan` exactly: no queue file
 error, Ray answering, no autoscaler, no preemption, at most one maxQueued in each queue's
-chain (two, a queue's and its parent's, fill in turn over every arrival), no task with
-dependencies, in an array, with an explicit submission id or named as a preemptor's victim,
-the clock not set back, and each queue's last tail waiting for the same reason as this one's.
+chain (two, a queue's and its parent's, fill in turn over every arrival), the waiting
+elements of each array agreeing on its maxParallel, no task with dependencies, with an
+explicit submission id or named as a preemptor's victim, the clock not set back, and each
+queue's last tail waiting for the same reason as this one's.
 Otherwise the full pass runs, and leaves an `Order` for the next one when these hold again.
 """
 
@@ -196,7 +201,7 @@ class Order:
     walked: tuple[str, ...]  # the fronts of the queues last walked one by one
     tail: Mapping[str, Reason]  # by queue: why every task past its walk waited (if any did)
     started: Mapping[str, int]  # by queue: started in the last pass (still in `keys` then)
-    flagged: frozenset[str]  # tasks that need the full pass (dependencies, arrays, ...)
+    flagged: frozenset[str]  # tasks that need the full pass (dependencies, ...)
     names: list[str]  # the specs' names, in the order given
     # Team queues: the most each queue can ever hold (fairshare.ceilings); None without.
     ceilings: Mapping[str, fairshare.Ceiling] | None = None
