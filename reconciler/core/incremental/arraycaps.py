@@ -4,10 +4,11 @@ array's maxParallel holds back, as admission's cap (core/admission/arraycap.py) 
 An element's cap reads its siblings: the array's active elements (Starting or Running) and
 the waiting ones ahead of it in queue order. The cap lets the first `maxParallel - active` of
 an array's waiting elements that count (not past maxQueued) be candidates; the rest wait for
-it, and are no candidates at all. Every active element is loud, so redone each pass; an array
-whose elements were not redone and did not move keeps its active count and its order, and so
-its cap. A pass thus judges again the arrays of its redone and moved elements only, and hands
-on the elements whose cap changed (`Caps.changed`) to be placed again.
+it, and are no candidates at all. Every active element is loud, so redone each pass (or
+deleted: then no longer counted); an array none of whose elements was redone, deleted or moved
+keeps its active count and its order, and so its cap. A pass thus judges again the arrays of
+those elements only, and hands on the elements whose cap changed (`Caps.changed`) to be
+placed again.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ def recap(
     redone: Mapping[str, TaskResult],
     result_of: Callable[[str], TaskResult],
 ) -> Caps | None:
-    """The caps, judged again for the arrays of `names` (the redone tasks, and those whose
-    entry changed: `key_of` holds their new ones). None: an array's waiting elements
+    """The caps, judged again for the arrays of `names` (the redone tasks, the deleted ones
+    and those whose entry changed: `key_of` holds their new ones). None: an array's waiting elements
     disagree on its maxParallel (only the full pass reads each one's)."""
     touched: dict[str, set[str]] = {}
     for name in names:

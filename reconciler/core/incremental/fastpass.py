@@ -95,7 +95,9 @@ def fast_pass(
         ctx.until = min(ctx.until, heap[0].valid_until)
     moved = _reorder(ctx, order, merged, deleted, results, kept)
     tasks = _TaskResults(ctx, statuses, results, kept)
-    caps = arraycaps.recap(order, [*merged, *moved.news], moved.key_of, results, tasks.result_of)
+    caps = arraycaps.recap(
+        order, [*merged, *moved.news, *deleted], moved.key_of, results, tasks.result_of
+    )
     if caps is None:
         return None
     moved.arrays, moved.capped, moved.recapped = caps

@@ -305,9 +305,9 @@ class Sequence:
                 self.limits[parts[0]] = step[2]
                 for name in self.names:
                     element = split(name)
-                    if element and element[0] == parts[0] and name in world.specs:
-                        if name in self.fields:
-                            self.put(name, self.fields[name])
+                    present = name in world.specs and name in self.fields
+                    if element and element[0] == parts[0] and present:
+                        self.put(name, self.fields[name])
         elif kind != "outage":
             world.apply(step)
 
@@ -796,3 +796,30 @@ def test_array_sequences_take_the_fast_pass_in_most_passes(
     assert world.passes > 40
     assert world.fast_passes > 0.7 * world.passes, (world.fast_passes, world.passes)
     assert capped > 0
+
+
+@pytest.mark.parametrize(("queue_file", "cpus"), [(None, 8), (TEAMS, 8), (TEAMS, 4)])
+def test_deleting_an_arrays_running_element_frees_its_place_on_the_fast_pass(
+    queue_file: str | None, cpus: int
+) -> None:
+    """Found by the sequence property: the running element of team-a/ml/arr1 (maxParallel 1)
+    is deleted; no element of the array is redone, yet its next waiting one (arr1[14]) is no
+    longer capped, as plan() finds: the arrays of deleted elements are judged again too."""
+    options = PlanOptions(
+        queue_id="q",
+        policy="strict",
+        max_inflight=8,
+        start_timeout_seconds=10.0,
+        exact_queue_positions=1,
+        backfill_candidates=0,
+        lost_grace_seconds=5.0,
+        max_stops_per_pass=0,
+    )
+    world = History(
+        options, queues_of(queue_file), capacity=Capacity(cpus, 0, 64 * GIB), check=assert_identical
+    )
+    run = Sequence(world, names_of(40, arrays=True), plain=True)
+    run.run(("add", 20, 225))
+    for step in [("touch", 0), ("delete", 113, 1)]:
+        run.run(step)
+        assert world.memo.fast
