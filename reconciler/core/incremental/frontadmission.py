@@ -297,6 +297,8 @@ def admit_queue_prefix(
     exact = ctx.options.exact_queue_positions
     touched: list[str] = []
     places: dict[str, int] = {}
+    capped = capped or {}
+    far: dict[tuple[str, str], str] = {}  # a far capped element's message, by bucket and queue
     for candidate in prefix:
         name = candidate.name
         if name in started:
@@ -307,7 +309,22 @@ def admit_queue_prefix(
         owner = admission.queue_of[name]
         place = places[owner] = places.get(owner, 0) + 1
         ctx.order.setdefault(owner, []).append(name)
-        waiting = (capped.get(name) if capped else None) or admission.waiting.get(name)
+        held = capped.get(name)
+        if held is not None and place > exact:
+            # Far, its wait its array's: its status reads its bucket and queue alone.
+            edge = position_bucket(place, exact)
+            said = far.get((edge, owner))
+            if said is None:
+                said = far[edge, owner] = far_message(edge, held, owner)
+            body = given(name)
+            if body is None or not _queued_as(body, None, edge, held.reason, said, None):
+                adopt(name)
+                ctx.bodies[name] = lifecycle.queue(
+                    ctx.bodies[name], None, held.reason, said, None, None, edge
+                )
+                touched.append(name)
+            continue
+        waiting = held or admission.waiting.get(name)
         eta = _heed(ctx, waiting)
         reason = waiting.reason if waiting is not None else Reason.QUEUED
         position: int | None = place
