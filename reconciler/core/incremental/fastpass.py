@@ -462,9 +462,11 @@ def _admit_team_queues(
         prefix = sorted(prefix + extra)
         candidates = [candidate_of(tasks.result_of(e.name)) for e in prefix]
     capped = moved.capped
-    for e in prefix:
-        if e.name in capped:  # no candidate: its queue as plan() finds it
-            fair.queue_of[e.name] = queue_of_task(ctx, e.name)
+    if capped:
+        for queue, entries in moved.keys.items():
+            for name in entry_names(entries[: found.fronts[queue]]):
+                if name in capped:  # no candidate: its queue, as plan() finds it
+                    fair.queue_of[name] = queue
     admitted = frontadmission.admit_queue_prefix(
         ctx, candidates, fair, tasks.as_given, tasks.adopt, order.words, found.spoken, capped
     )
