@@ -823,3 +823,32 @@ def test_deleting_an_arrays_running_element_frees_its_place_on_the_fast_pass(
     for step in [("touch", 0), ("delete", 113, 1)]:
         run.run(step)
         assert world.memo.fast
+
+
+def test_elements_that_disagree_on_max_parallel_take_the_full_pass() -> None:
+    """The store gives every element of an array its one maxParallel; elements that disagree
+    (the cap then reads each one's, in queue order) are left to the full pass, which equals
+    plan() as ever; once they agree again, the fast pass takes them, and hands a pass in which
+    they disagree again to the full one."""
+    world = History(
+        PlanOptions(queue_id="q", exact_queue_positions=2),
+        None,
+        capacity=Capacity(4, 0, 64 * GIB),
+        check=assert_identical,
+    )
+    for index in range(6):
+        limit = 1 if index < 3 else 2
+        world.apply(("put", f"sweep[{index}]", {"array": {"count": 6, "maxParallel": limit}}))
+    world.run_pass()
+    world.run_pass()
+    assert world.memo.order is None and not world.memo.fast
+    for index in range(3):
+        world.apply(("put", f"sweep[{index}]", {"array": {"count": 6, "maxParallel": 2}}))
+    world.run_pass()
+    world.apply(("tick", 1))
+    world.run_pass()
+    assert world.memo.fast
+    assert {s.status.reason for s in world.statuses.values()} >= {"ArrayAtMaxParallel"}
+    world.apply(("put", "sweep[5]", {"array": {"count": 6, "maxParallel": 3}}))
+    world.run_pass()  # a fast pass finds them disagreeing: the full pass
+    assert not world.memo.fast
