@@ -46,8 +46,8 @@ def recap(
     result_of: Callable[[str], TaskResult],
 ) -> Caps | None:
     """The caps, judged again for the arrays of `names` (the redone tasks, the deleted ones
-    and those whose entry changed: `key_of` holds their new ones). None: an array's waiting elements
-    disagree on its maxParallel (only the full pass reads each one's)."""
+    and those whose entry changed: `key_of` holds their new ones). None: an array's waiting
+    elements disagree on its maxParallel (only the full pass reads each one's)."""
     touched: dict[str, set[str]] = {}
     for name in names:
         parts = split(name)

@@ -197,9 +197,9 @@ def admit_prefix(
     `unchanged(name, reason, bucket)`: whether a far task's status already says so, in which
     case it is left as it is. `admission`: the policy's walk over `prefix`. `adopt(name)`:
     puts a task's own result in the pass (its body and task) before admission reads or sets
-    them. `standing(name, place,
-    wait)`: the last pass gave the task this same place and wait, and it still has the status
-    that pass gave it and was not redone: left as it is (admit would set it so again)."""
+    them. `standing(name, place, wait)`: the last pass gave the task this same place and wait,
+    and it still has the status that pass gave it and was not redone: left as it is (admit
+    would set it so again)."""
     ctx.until = min(ctx.until, max(admission.until, ctx.now))
     started = set(admission.start)
     exact = ctx.options.exact_queue_positions
