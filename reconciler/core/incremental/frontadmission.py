@@ -220,18 +220,9 @@ def admit_prefix(
         held = capped.get(name)
         if held is not None and place > exact:
             # Far, its wait its array's: its status reads its bucket alone.
-            bucket = position_bucket(place, exact)
-            if not unchanged(name, held.reason, bucket):
+            if not unchanged(name, held.reason, position_bucket(place, exact)):
                 adopt(name)
-                ctx.bodies[name] = lifecycle.queue(
-                    ctx.bodies[name],
-                    None,
-                    held.reason,
-                    far_message(bucket, held, None),
-                    None,
-                    None,
-                    bucket,
-                )
+                place_far(ctx, name, held, place)
                 touched.append(name)
             continue
         waiting = held or admission.waiting[name]
@@ -319,9 +310,7 @@ def admit_queue_prefix(
             body = given(name)
             if body is None or not _queued_as(body, None, edge, held.reason, said, None):
                 adopt(name)
-                ctx.bodies[name] = lifecycle.queue(
-                    ctx.bodies[name], None, held.reason, said, None, None, edge
-                )
+                place_far(ctx, name, held, place, owner)
                 touched.append(name)
             continue
         waiting = held or admission.waiting.get(name)
