@@ -209,6 +209,7 @@ def admit_prefix(
     order = ctx.order.setdefault("", []) if len(names) > len(started) else []
     starting = {c.name: c for c in prefix if c.name in started}
     capped = capped or {}
+    far_bucket, far_end = "", 0  # the far capped elements' bucket, up to place `far_end`
     for name in names:
         if name in started:
             adopt(name)
@@ -220,7 +221,9 @@ def admit_prefix(
         held = capped.get(name)
         if held is not None and place > exact:
             # Far, its wait its array's: its status reads its bucket alone.
-            if not unchanged(name, held.reason, position_bucket(place, exact)):
+            if place > far_end:
+                far_bucket, far_end = _bucket_of(place, exact)
+            if not unchanged(name, held.reason, far_bucket):
                 adopt(name)
                 place_far(ctx, name, held, place)
                 touched.append(name)
@@ -290,6 +293,7 @@ def admit_queue_prefix(
     places: dict[str, int] = {}
     capped = capped or {}
     far: dict[tuple[str, str], str] = {}  # a far capped element's message, by bucket and queue
+    buckets: dict[str, tuple[str, int]] = {}  # by queue: its far places' bucket, up to where
     for candidate in prefix:
         name = candidate.name
         if name in started:
@@ -303,12 +307,14 @@ def admit_queue_prefix(
         held = capped.get(name)
         if held is not None and place > exact:
             # Far, its wait its array's: its status reads its bucket and queue alone.
-            edge = position_bucket(place, exact)
-            said = far.get((edge, owner))
+            far_bucket, far_end = buckets.get(owner, ("", 0))
+            if place > far_end:
+                far_bucket, far_end = buckets[owner] = _bucket_of(place, exact)
+            said = far.get((far_bucket, owner))
             if said is None:
-                said = far[edge, owner] = far_message(edge, held, owner)
+                said = far[far_bucket, owner] = far_message(far_bucket, held, owner)
             body = given(name)
-            if body is None or not _queued_as(body, None, edge, held.reason, said, None):
+            if body is None or not _queued_as(body, None, far_bucket, held.reason, said, None):
                 adopt(name)
                 place_far(ctx, name, held, place, owner)
                 touched.append(name)
@@ -341,6 +347,13 @@ def admit_queue_prefix(
         )
         touched.append(name)
     return touched
+
+
+def _bucket_of(place: int, exact: int) -> tuple[str, int]:
+    """A far place's bucket (position_bucket), and the last place in it: the places in turn
+    past it need it again."""
+    bucket = position_bucket(place, exact)
+    return bucket, int(bucket[1:]) * 10
 
 
 def _heed(ctx: FastPassContext, waiting: Waiting | None) -> float | None:
