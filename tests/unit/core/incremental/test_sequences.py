@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import re
 from typing import Any
 
 import pytest
@@ -126,8 +127,10 @@ TICKS = (0, 0.25, 1, 3, 4.999, 5, 6, 7, 30, 61, 301)
 OUTCOMES = (RUNNING, RUNNING, RUNNING, SUCCEEDED, SUCCEEDED, FAILED, STOPPED, "vanish")
 
 
-# Each task array's maxParallel as a sequence starts (None: no cap), by array number.
+# Each task array's maxParallel as a sequence starts (None: no cap), by array number; the
+# arrays names_of makes (other elements are put as plain tasks are).
 MAX_PARALLEL = (None, 1, 2, 3)
+OWN_ARRAY = re.compile(r"(?:.*/)?arr(?P<number>[0-9])")
 
 
 def names_of(size: int, arrays: bool = False) -> tuple[str, ...]:
@@ -254,9 +257,9 @@ class Sequence:
 
     def put(self, name: str, fields: dict[str, Any]) -> None:
         parts = split(name)
-        if parts is not None:  # an element: its array's spec, as the store expands it
-            array = parts[0]
-            limit = self.limits.setdefault(array, MAX_PARALLEL[int(array[-1])])
+        own = OWN_ARRAY.fullmatch(parts[0]) if parts is not None else None
+        if parts is not None and own is not None:  # its array's spec, as the store expands it
+            limit = self.limits.setdefault(parts[0], MAX_PARALLEL[int(own["number"])])
             fields = {k: v for k, v in fields.items() if k != "submissionId"}  # (per element)
             fields["array"] = {"count": 64, "maxParallel": limit}
         self.fields[name] = fields
