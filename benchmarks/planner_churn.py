@@ -9,6 +9,8 @@ python -m benchmarks.planner_churn --sizes 10000 --teams 4   (a _queues.yaml of 
 python -m benchmarks.planner_churn --sizes 10000 --teams 4 --max-queued 1000   (and maxQueued)
 python -m benchmarks.planner_churn --sizes 10000 --depends 0.1   (a tenth wait for another task)
 python -m benchmarks.planner_churn --sizes 10000 --explicit-ids 0.5   (half with spec.submissionId)
+python -m benchmarks.planner_churn --sizes 10000 --arrays 10   (10 task arrays of 1000 elements)
+python -m benchmarks.planner_churn --sizes 10000 --arrays 10 --max-parallel 2   (each capped)
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity, RayJob
 from specs.queues.config import QueueConfig
 from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
+from specs.task.arrays import expand
 from specs.task.records import Task
 from specs.task.status import TaskStatus
 
@@ -44,9 +47,16 @@ class Shape:
     max_queued: int = 0  # each team's maxQueued (0: none)
     depends: float = 0  # the fraction of tasks that wait for another
     explicit_ids: float = 0  # the fraction of tasks with a spec.submissionId of their own
+    arrays: int = 0  # task arrays of equal size making up the specs (0: plain tasks)
+    max_parallel: int = 0  # each array's maxParallel (0: none)
 
 
-def _task(priority: int, depends_on: str | None = None, submission_id: str | None = None) -> Task:
+def _task(
+    priority: int,
+    depends_on: str | None = None,
+    submission_id: str | None = None,
+    array: dict[str, int] | None = None,
+) -> Task:
     spec: dict[str, Any] = {
         "entrypoint": "python job.py",
         "priority": priority,
@@ -56,6 +66,8 @@ def _task(priority: int, depends_on: str | None = None, submission_id: str | Non
         spec["dependsOn"] = [{"name": depends_on}]
     if submission_id is not None:
         spec["submissionId"] = submission_id
+    if array is not None:
+        spec["array"] = array
     return Task.model_validate(
         {"apiVersion": "rayqueue/v1", "kind": "Task", "metadata": {}, "spec": spec}
     )
@@ -71,7 +83,7 @@ class World:
         tasks = {p: _task(p) for p in range(10)}
         names = [f"t{i:05d}" if not teams else f"team-{i % teams}/t{i:05d}" for i in range(size)]
         self.specs: dict[str, TaskInput] = {}
-        for i, name in enumerate(names):
+        for i, name in enumerate(names if not shape.arrays else ()):
             # `depends` of the tasks, spread evenly, each waits for the task before it (one
             # priority lower: with a tenth, each job that ends lets its dependent start next),
             # named from the top, whatever the dependent's folder; `explicit_ids` of them,
@@ -87,6 +99,8 @@ class World:
             else:
                 task = tasks[i % 10]
             self.specs[name] = TaskInput(name, task, None, task)
+        if shape.arrays:
+            self.specs = _arrays(size, teams, shape.arrays, shape.max_parallel)
         self.statuses: dict[str, TaskStatus] = {}
         self.generation: dict[str, int] = {}
         self.jobs: dict[str, RayJob] = {}
@@ -129,6 +143,20 @@ class World:
         else:
             for sid in live:
                 self.jobs[sid] = replace(self.jobs[sid], status=RUNNING)
+
+
+def _arrays(size: int, teams: int, count: int, max_parallel: int) -> dict[str, TaskInput]:
+    """`count` task arrays of equal size (`size` elements in all), as the store expands them,
+    each of one priority, each element with `max_parallel` as its maxParallel (0: none)."""
+    specs: dict[str, TaskInput] = {}
+    for k in range(count):
+        array: dict[str, int] = {"count": size // count}
+        if max_parallel:
+            array["maxParallel"] = max_parallel
+        name = f"a{k:03d}" if not teams else f"team-{k % teams}/a{k:03d}"
+        for element, task in expand(name, _task(k % 10, array=array)).items():
+            specs[element] = TaskInput(element, task, None, task)
+    return specs
 
 
 def _picked(i: int, fraction: float) -> bool:
@@ -198,11 +226,22 @@ def main(argv: list[str] | None = None) -> None:
         metavar="FRACTION",
         help="the fraction of tasks with an explicit spec.submissionId, each its own",
     )
+    parser.add_argument(
+        "--arrays", type=int, default=0, help="task arrays of equal size making up the specs"
+    )
+    parser.add_argument("--max-parallel", type=int, default=0, help="each array's maxParallel")
     parser.add_argument("--out", type=Path, default=None, help="JSON result file")
     args = parser.parse_args(argv)
     rows = []
     for size in args.sizes:
-        shape = Shape(args.teams, args.max_queued, args.depends, args.explicit_ids)
+        shape = Shape(
+            args.teams,
+            args.max_queued,
+            args.depends,
+            args.explicit_ids,
+            args.arrays,
+            args.max_parallel,
+        )
         rows.append(measure(size, args.policy, shape))
         print(rows[-1], flush=True)
     header = list(rows[0])

@@ -25,12 +25,13 @@ from reconciler.core import admit as admission
 from reconciler.core.admission.waits import NotConsidered, QueueFull, Waiting
 from reconciler.core.decisions import Summary
 from reconciler.core.fastcontext import FastPassContext
-from reconciler.core.incremental import frontadmission, keptclaims, keptgates
+from reconciler.core.incremental import arraycaps, frontadmission, keptclaims, keptgates
 from reconciler.core.incremental.frontadmission import FrontWalk, Worded, admit_prefix, place_far
 from reconciler.core.incremental.keptclaims import KeptClaims
 from reconciler.core.incremental.keptgates import Gates
 from reconciler.core.incremental.keptorder import (
     NO_WALK,
+    ArrayCap,
     Arrival,
     Bound,
     Entry,
@@ -51,6 +52,7 @@ from reconciler.core.incremental.keptorder import (
     queue_of_task,
     reconcile,
     walk_ends,
+    walk_index,
 )
 from reconciler.core.planner import Plan, TaskInput, TaskResult, refused_claim
 from reconciler.core.queues import fairshare
@@ -105,6 +107,12 @@ def fast_pass(
         ctx.until = min(ctx.until, heap[0].valid_until)
     moved = _reorder(ctx, order, merged, deleted, results, kept)
     tasks = _TaskResults(ctx, statuses, results, kept, gates.gated)
+    caps = arraycaps.recap(
+        order, [*merged, *moved.news, *deleted], moved.key_of, results, tasks.result_of
+    )
+    if caps is None:
+        return None
+    moved.arrays, moved.capped, moved.recapped = caps
     ctx.stop_strays(specs)
     if ctx.queues is None:
         fronts = _admit_one_queue(ctx, order, moved, tasks, merged)
@@ -142,6 +150,8 @@ def fast_pass(
         orphans=frozenset(orphans),
         gates=gates,
         claims=claims,
+        arrays=moved.arrays,
+        capped=moved.capped,
     )
     return plan, kept, following
 
@@ -246,6 +256,8 @@ def _reconcile_redone(
     gates, through = keptgates.gate_again(
         ctx.now, gates, specs, lambda n: kept[n].result, redo, changes.deleted, carried, again
     )
+    if keptgates.names_an_array(gates):
+        return None
     if len(results) > len(redo) and any(
         needs_full_pass(name, specs[name], result) for name, result in results.items()
     ):
@@ -314,6 +326,11 @@ class _Reordered:
     arrivals: Mapping[str, list[Arrival]]
     news: dict[str, Entry | None]  # the tasks whose entry changed: their new one
     flipped: set[str]  # those that crossed their queue's maxQueued, their key the same
+    # The arrays' caps (arraycaps.recap): by array; by element held back, why; the elements
+    # whose wait for their cap began, ended or changed.
+    arrays: Mapping[str, ArrayCap] = field(default_factory=dict)
+    capped: Mapping[str, Waiting] = field(default_factory=dict)
+    recapped: set[str] = field(default_factory=set)
 
 
 def _reorder(
@@ -447,11 +464,19 @@ def _admit_one_queue(
         # The narrow front first, unless the last walk needed more: a walk that ends in it
         # (Admission.tail) gives the answer the wide one would, for fewer candidates.
         fronts[""] = min(fronts[""], narrow)
+    capped = moved.capped
     while True:
-        candidates = [candidate_of(tasks.result_of(e.name)) for e in entries[: fronts.get("", 0)]]
-        front_walk, reused = frontadmission.walk_front(ctx, candidates, last_front)
+        front = entries[: fronts.get("", 0)]
+        placed: tuple[str, ...] = ()
+        held: dict[str, Waiting] = {}
+        if capped:
+            placed = tuple(entry_names(front))
+            held = {n: capped[n] for n in placed if n in capped}
+            placed = placed if held else ()
+        candidates = [candidate_of(tasks.result_of(e.name)) for e in front if e.name not in held]
+        front_walk, reused = frontadmission.walk_front(ctx, candidates, last_front, placed, held)
         walked = front_walk.admission
-        if walked.tail is not None or fronts.get("", 0) == len(entries):
+        if walked.tail is not None or not _open_past(ctx, moved, "", fronts.get("", 0)):
             break
         fronts[""] = min(len(entries), max(wide, fronts[""] * 4))
     gave = order.statuses
@@ -459,7 +484,10 @@ def _admit_one_queue(
     # pass gave. A new walk (a job listed PENDING: the start's claim is the Starting task's
     # now) most often gives the same ones too, the started tasks gone from its front:
     # compared task by task. Either way a task that kept its status keeps it.
-    gave_at = None if reused or last_front is None else frontadmission.last_places(last_front)
+    exact = options.exact_queue_positions
+    gave_at = (
+        None if reused or last_front is None else frontadmission.last_places(last_front, exact)
+    )
 
     def stands(name: str, place: int, waiting: Waiting) -> bool:
         if gave_at is not None:
@@ -469,8 +497,16 @@ def _admit_one_queue(
         return name not in tasks.results and tasks.statuses.get(name) is gave.get(name)
 
     stand = stands if reused or gave_at else None
-    walk = admit_prefix(ctx, candidates, walked, tasks.unchanged, tasks.adopt, stand)
+    walk = admit_prefix(
+        ctx, candidates, walked, tasks.unchanged, tasks.adopt, stand, held, front_walk.placed
+    )
     ctx.walk = walk_end(walk.admission)
+    end = fronts.get("", 0)
+    if ctx.walk.tail_at is not None and held:
+        at = walk_index(front_walk.placed, held, ctx.walk.tail_at, end)
+        ctx.walk = ctx.walk._replace(tail_at=at)
+    elif ctx.walk.tail_at is None and end < len(entries):
+        ctx.walk = ctx.walk._replace(tail_at=end)  # past it, only elements capped
     found.walks = {"": ctx.walk}
     found.touched = set(merged) | set(walk.touched)
     found.front_walk, found.reused = front_walk, reused
@@ -490,8 +526,14 @@ def _admit_team_queues(
     if extra:
         prefix = sorted(prefix + extra)
         candidates = [candidate_of(tasks.result_of(e.name)) for e in prefix]
+    capped = moved.capped
+    if capped:
+        for queue, entries in moved.keys.items():
+            for name in entry_names(entries[: found.fronts[queue]]):
+                if name in capped:  # no candidate: its queue, as plan() finds it
+                    fair.queue_of[name] = queue
     admitted = frontadmission.admit_queue_prefix(
-        ctx, candidates, fair, tasks.as_given, tasks.adopt, order.words, found.spoken
+        ctx, candidates, fair, tasks.as_given, tasks.adopt, order.words, found.spoken, capped
     )
     found.touched = set(merged) | set(admitted)
     for queue, same in standing.items():
@@ -504,28 +546,33 @@ def _walk_team_fronts(
 ) -> tuple[QueueAdmission, list[Entry]]:
     """Fair admission over the queues' fronts, each front grown (in `found`) until its walk
     ends in it; with the entries it was given. Sets `found.fair` and `found.walks`."""
-    keys, key_of, unfit = moved.keys, moved.key_of, moved.unfit
+    keys, key_of, unfit, capped = moved.keys, moved.key_of, moved.unfit, moved.capped
     fronts, counted = found.fronts, found.counted
     while True:
         prefix = sorted(e for queue, entries in keys.items() for e in entries[: fronts[queue]])
-        candidates = [candidate_of(tasks.result_of(e.name)) for e in prefix]
-        cut = {q for q, n in fronts.items() if n < counted[q]}
+        # (The elements capped by their array are no candidates: placed after the walk.)
+        candidates = [candidate_of(tasks.result_of(e.name)) for e in prefix if e.name not in capped]
+        cut = {q for q, n in fronts.items() if _open_past(ctx, moved, q, n)}
         # Those too big for their queue past the fronts: admission takes them out first.
         beyond = [
             candidate_of(tasks.result_of(n))
             for n in sorted(unfit)
-            if bisect_left(keys[q := queue_of_task(ctx, n)], key_of[n]) >= fronts[q]
+            if n not in capped
+            and bisect_left(keys[q := queue_of_task(ctx, n)], key_of[n]) >= fronts[q]
         ]
         fair = frontadmission.walk_queues(ctx, candidates + beyond, cut)
-        walks = walk_ends(fair, keys, frozenset(unfit))
+        walks = walk_ends(fair, keys, frozenset(unfit), capped)
         # Short: its walk did not end in its front (or its answer may read past it).
         short = [q for q in cut if q in fair.short or walks[q].tail_at is None]
         for queue, tests in fair.unread.items():
             if queue not in short and _own_past(
-                tests, keys[queue], fronts[queue], unfit, tasks.result_of
+                tests, keys[queue], fronts[queue], unfit, capped, tasks.result_of
             ):
                 short.append(queue)
         if not short:
+            for queue, n in fronts.items():
+                if queue not in cut and n < counted[queue] and walks[queue].tail_at is None:
+                    walks[queue] = walks[queue]._replace(tail_at=n)  # past it, only capped
             found.fair, found.walks = fair, walks
             return fair, prefix
         for queue in short:
@@ -548,7 +595,7 @@ def _exact_places(
     fair = found.fair
     assert fair is not None
     exact = ctx.options.exact_queue_positions
-    unfit = moved.unfit
+    unfit, capped = moved.unfit, moved.capped
     extra: list[Entry] = []
     begun = set(fair.start)
     for queue, entries in moved.keys.items():
@@ -556,9 +603,17 @@ def _exact_places(
         end = min(len(entries), exact + walk.started)
         if end <= front:
             continue
-        ahead = sum(1 for e in entries[:front] if e.name not in begun and e.name not in unfit)
+        ahead = sum(
+            1
+            for e in entries[:front]
+            if e.name not in begun and e.name not in unfit and e.name not in capped
+        )
         found.places[queue] = placed = ExactPlaces(front, end, walk.lack, ahead, walk.started)
-        if order.places.get(queue) == placed and entries is order.keys.get(queue):
+        if (
+            order.places.get(queue) == placed
+            and entries is order.keys.get(queue)
+            and moved.recapped.isdisjoint(entry_names(entries[front:end]))
+        ):
             same = _standing(
                 entries[front:end], tasks.results, tasks.statuses, order, unfit, found.spoken
             )
@@ -567,13 +622,17 @@ def _exact_places(
                 # are (their order and the count NotConsidered kept as admission would).
                 standing[queue] = same
                 if isinstance(walk.lack, NotConsidered):
-                    ctx.not_considered += sum(1 for e in entries[front:end] if not e.past_limit)
+                    ctx.not_considered += sum(
+                        1 for e in entries[front:end] if not e.past_limit and e.name not in capped
+                    )
                 found.fronts[queue] = end
                 continue
         for e in entries[front:end]:
             fair.queue_of[e.name] = queue
             if e.past_limit:
                 fair.waiting[e.name] = _queue_full(order.bounds, queue)
+            elif e.name in capped:
+                continue  # (admit_queue_prefix gives it its cap's wait)
             elif e.name not in unfit:
                 assert walk.lack is not None  # counted tasks past a queue's front: a tail
                 fair.waiting[e.name] = Waiting(walk.lack, ahead, queue)
@@ -607,19 +666,55 @@ def _wait_past_fronts(
         counted = found.counted[queue]
         if front >= counted:
             continue  # past maxQueued, all of them: QueueFull, as their statuses say
+        if walk.lack is None and not _open_past(ctx, moved, queue, front):
+            continue  # elements capped by their arrays, each waiting so
         lack = walk.lack
         assert lack is not None and walk.tail_at is not None
         before = order.tail.get(queue)
         if before is not None and before is not lack.reason:
             return False
         if isinstance(lack, NotConsidered):
-            ctx.not_considered += counted - front
+            capped = moved.capped
+            ctx.not_considered += counted - front - _capped_past(ctx, moved, queue, front)
             ctx.not_considered -= sum(
                 1
                 for n in moved.unfit
-                if queue_of_task(ctx, n) == queue and bisect_left(entries, moved.key_of[n]) >= front
+                if n not in capped
+                and queue_of_task(ctx, n) == queue
+                and bisect_left(entries, moved.key_of[n]) >= front
             )
     return True
+
+
+def _open_past(ctx: FastPassContext, moved: _Reordered, queue: str, front: int) -> bool:
+    """Whether a task past the queue's front is a candidate of its walk: it counts (not past
+    maxQueued) and is not capped by its array. (Without caps: whether one counts.)"""
+    entries = moved.keys.get(queue, [])
+    past = counted_entries(entries) - front
+    if past <= 0 or not moved.capped:
+        return past > 0
+    capped = moved.capped
+    past -= _capped_past(ctx, moved, queue, front)
+    past -= sum(
+        1
+        for n in moved.unfit
+        if n not in capped
+        and queue_of_task(ctx, n) == queue
+        and bisect_left(entries, moved.key_of[n]) >= front
+    )
+    return past > 0
+
+
+def _capped_past(ctx: FastPassContext, moved: _Reordered, queue: str, front: int) -> int:
+    """How many of the queue's tasks past its front wait for their array's maxParallel."""
+    if not moved.capped:
+        return 0
+    total = sum(
+        len(cap.entries) - cap.open
+        for cap in moved.arrays.values()
+        if queue_of_task(ctx, cap.entries[0].name) == queue
+    )
+    return total - sum(1 for n in entry_names(moved.keys[queue][:front]) if n in moved.capped)
 
 
 def _far_names(
@@ -632,6 +727,7 @@ def _far_names(
     far: set[str] = set(order.walked)
     far.update(n for n in merged if n in key_of)
     far.update(moved.flipped)
+    far.update(moved.recapped)
     for queue in keys.keys() | order.keys.keys():
         started = found.walks.get(queue, NO_WALK).started
         was = order.started.get(queue, 0)
@@ -670,6 +766,8 @@ def _place_far(
         place = position - walk.started + 1
         if entry.past_limit:
             waiting = _queue_full(order.bounds, queue)
+        elif name in moved.capped:  # held back by its array's maxParallel
+            waiting = moved.capped[name]
         elif name in moved.unfit and found.fair is not None:  # too big for its queue: OverQuota
             waiting = found.fair.waiting[name]
         else:
@@ -771,20 +869,24 @@ def _own_past(
     entries: list[Entry],
     front: int,
     unfit: Collection[str],
+    capped: Collection[str],
     result_of: Callable[[str], TaskResult],
 ) -> bool:
     """Whether the least-served queue's own walk (`fairshare._own_first`), which found
     nothing in the front it was given, would start a task past it: its counted tasks past
-    `front` (those too big for it left out, as admission drops them), each read by the tests
-    whose walk reaches that far. With the cluster full none fits, and the front given
-    stands."""
+    `front` (those too big for it left out, as admission drops them, and those capped by
+    their array: no candidates), each read by the tests whose walk reaches that far. With the
+    cluster full none fits, and the front given stands."""
     bounds = [t.more for t in tests]
     most = None if None in bounds else max(b for b in bounds if b is not None)
     # Enough entries for `most` candidates: the unfit ones are skipped, as are those past
-    # maxQueued (no candidates)
-    past = entries[front:] if most is None else entries[front : front + most + len(unfit)]
+    # maxQueued or capped (no candidates)
+    skipped = len(unfit) + len(capped)
+    past = entries[front:] if most is None else entries[front : front + most + skipped]
     candidates = [
-        candidate_of(result_of(e.name)) for e in past if not e.past_limit and e.name not in unfit
+        candidate_of(result_of(e.name))
+        for e in past
+        if not e.past_limit and e.name not in unfit and e.name not in capped
     ]
     return any(test.lets_start(c) for test in tests for c in candidates[: test.more])
 

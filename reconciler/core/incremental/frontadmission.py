@@ -5,7 +5,7 @@ over the whole queue, and the places of the tasks past the prefix."""
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -73,16 +73,26 @@ class FrontWalk:
     claims: list[policies.Claim]
     holds_until: float
     admission: policies.Admission
+    # With elements capped by their array's maxParallel in the front (no candidates): every
+    # task of the front in order, and those elements' waits; else () and {}.
+    placed: tuple[str, ...] = ()
+    capped: Mapping[str, Waiting] = field(default_factory=dict)
 
 
 def walk_front(
-    ctx: FastPassContext, prefix: list[policies.Candidate], last: FrontWalk | None
+    ctx: FastPassContext,
+    prefix: list[policies.Candidate],
+    last: FrontWalk | None,
+    placed: tuple[str, ...] = (),
+    held: Mapping[str, Waiting] | None = None,
 ) -> tuple[FrontWalk, bool]:
     """The policy's walk over `prefix` (as `admit` runs it), and whether it is `last`'s,
-    reused: when every input of the walk is the same and `now` has not passed
-    `last.holds_until`. Most passes of a busy queue only move an active task's status (a job
-    PENDING, then RUNNING): the fronts wait as they did, and walking them again would give the
-    same answer."""
+    reused: when every input of the walk is the same, the front's elements capped by their
+    array (`held`, among the front's tasks in order, `placed`) stand where they stood, and
+    `now` has not passed `last.holds_until`. Most passes of a busy queue only move an active
+    task's status (a job PENDING, then RUNNING): the fronts wait as they did, and walking them
+    again would give the same answer."""
+    held = held or {}
     free, slots = (
         free_capacity(ctx.obs, ctx.options, ctx.used),
         start_slots(ctx.options, ctx.bodies),
@@ -97,6 +107,8 @@ def walk_front(
         and last.bound == options.backfill_candidates
         and last.candidates == prefix
         and last.claims == ctx.claims
+        and last.placed == placed
+        and last.capped == held
     ):
         return last, True
     admission = _walk(ctx, prefix, ())
@@ -111,6 +123,8 @@ def walk_front(
         list(ctx.claims),
         until,
         admission,
+        placed,
+        held,
     )
     return walk, False
 
@@ -122,12 +136,18 @@ class GivenPlace(NamedTuple):
     waiting: Waiting
 
 
-def last_places(last: FrontWalk) -> dict[str, GivenPlace]:
-    """The place and wait `admit_prefix` gave each waiting task of `last`'s prefix."""
+def last_places(last: FrontWalk, exact: int) -> dict[str, GivenPlace]:
+    """The place and wait `admit_prefix` gave each waiting task of `last`'s prefix (but the
+    capped elements past the `exact` places: admit_prefix reads their buckets alone)."""
     admission = last.admission
-    started, waiting = set(admission.start), admission.waiting
-    names = [c.name for c in last.candidates if c.name not in started]
-    return {name: GivenPlace(place, waiting[name]) for place, name in enumerate(names, 1)}
+    started, waiting, capped = set(admission.start), admission.waiting, last.capped
+    front = last.placed or [c.name for c in last.candidates]
+    names = [name for name in front if name not in started]
+    return {
+        name: GivenPlace(place, capped.get(name) or waiting[name])
+        for place, name in enumerate(names, 1)
+        if place <= exact or name not in capped
+    }
 
 
 def _same_slots(last: FrontWalk, slots: int) -> bool:
@@ -166,32 +186,49 @@ def admit_prefix(
     unchanged: Callable[[str, Reason, str], bool],
     adopt: Callable[[str], None],
     standing: Callable[[str, int, Waiting], bool] | None = None,
+    capped: Mapping[str, Waiting] | None = None,
+    placed: tuple[str, ...] = (),
 ) -> Walk:
     """`admit` on the front of the queue, for a pass with one queue and no preemption,
-    autoscaler, array cap, dependency gate or stopping victim (the incremental planner checks
-    that). `prefix`: the first candidates in order, long enough that the policy's walk ends in
-    it (`Admission.tail`) or the whole queue. `unchanged(name, reason, bucket)`: whether a far
-    task's status already says so, in which case it is left as it is. `admission`: the
-    policy's walk over `prefix`. `adopt(name)`: puts a task's own result in
-    the pass (its body and task) before admission reads or sets them. `standing(name, place,
-    wait)`: the last pass gave the task this same place and wait, and it still has the status
-    that pass gave it and was not redone: left as it is (admit would set it so again)."""
+    autoscaler, dependency gate or stopping victim (the incremental planner checks that).
+    `prefix`: the first candidates in order, long enough that the policy's walk ends in it
+    (`Admission.tail`) or the whole queue; with elements `capped` by their array's
+    maxParallel among them (no candidates), `placed` holds all in order, and they wait so.
+    `unchanged(name, reason, bucket)`: whether a far task's status already says so, in which
+    case it is left as it is. `admission`: the policy's walk over `prefix`. `adopt(name)`:
+    puts a task's own result in the pass (its body and task) before admission reads or sets
+    them. `standing(name, place, wait)`: the last pass gave the task this same place and wait,
+    and it still has the status that pass gave it and was not redone: left as it is (admit
+    would set it so again)."""
     ctx.until = min(ctx.until, max(admission.until, ctx.now))
     started = set(admission.start)
     exact = ctx.options.exact_queue_positions
     touched: list[str] = []
     place = 0
-    order = ctx.order.setdefault("", []) if len(prefix) > len(started) else []
-    for candidate in prefix:
-        name = candidate.name
+    names = placed or [c.name for c in prefix]
+    order = ctx.order.setdefault("", []) if len(names) > len(started) else []
+    starting = {c.name: c for c in prefix if c.name in started}
+    capped = capped or {}
+    far_bucket, far_end = "", 0  # the far capped elements' bucket, up to place `far_end`
+    for name in names:
         if name in started:
             adopt(name)
-            ctx.start(candidate)
+            ctx.start(starting[name])
             touched.append(name)
             continue
         place += 1
         order.append(name)
-        waiting = admission.waiting[name]
+        held = capped.get(name)
+        if held is not None and place > exact:
+            # Far, its wait its array's: its status reads its bucket alone.
+            if place > far_end:
+                far_bucket, far_end = _bucket_of(place, exact)
+            if not unchanged(name, held.reason, far_bucket):
+                adopt(name)
+                place_far(ctx, name, held, place)
+                touched.append(name)
+            continue
+        waiting = held or admission.waiting[name]
         eta = _heed(ctx, waiting)
         if standing is not None and standing(name, place, waiting):
             continue
@@ -220,8 +257,9 @@ def walk_queues(
     ctx: FastPassContext, prefix: list[policies.Candidate], cut: Collection[str]
 ) -> queueing.QueueAdmission:
     """The queues' admission over the fronts of their queues, as `admit` runs it, for a pass
-    with team queues and no preemption, autoscaler, array cap, dependency gate or stopping
-    victim, the tasks past maxQueued left out (the incremental planner checks that).
+    with team queues and no preemption, autoscaler, dependency gate or stopping victim, the
+    tasks past maxQueued and those capped by their array left out (the incremental planner
+    checks that).
     `prefix`: the first candidates of each queue, in the cluster's order; enough that each
     queue's walk ends in its part (`QueueAdmission.tails`) or takes all of it; `cut`: the
     queues given in part (those the answer may not hold for are in `short`)."""
@@ -238,19 +276,24 @@ def admit_queue_prefix(
     adopt: Callable[[str], None],
     words: Mapping[str, Worded] | None = None,
     spoken: dict[str, Worded] | None = None,
+    capped: Mapping[str, Waiting] | None = None,
 ) -> list[str]:
     """`admit` on the fronts of the team queues (`prefix`, `admission`: walk_queues'), with
     `adopt` as in admit_prefix; returns the tasks whose status it set anew. `given(name)`: the
     status body a task not redone this pass was given (None for one redone): one that already
     waits as admission says is left as it is. `words`: the last pass's wait and message of
     each task at an exact place, reused when its wait is the same (most are, in a queue that
-    did not move); `spoken` receives this pass's."""
+    did not move); `spoken` receives this pass's. `capped`: the elements of `prefix` held back
+    by their array's maxParallel (no candidates of `admission`), and why."""
     ctx.queue_admission = admission
     ctx.until = min(ctx.until, max(admission.until, ctx.now))
     started = set(admission.start)
     exact = ctx.options.exact_queue_positions
     touched: list[str] = []
     places: dict[str, int] = {}
+    capped = capped or {}
+    far: dict[tuple[str, str], str] = {}  # a far capped element's message, by bucket and queue
+    buckets: dict[str, tuple[str, int]] = {}  # by queue: its far places' bucket, up to where
     for candidate in prefix:
         name = candidate.name
         if name in started:
@@ -261,7 +304,22 @@ def admit_queue_prefix(
         owner = admission.queue_of[name]
         place = places[owner] = places.get(owner, 0) + 1
         ctx.order.setdefault(owner, []).append(name)
-        waiting = admission.waiting.get(name)
+        held = capped.get(name)
+        if held is not None and place > exact:
+            # Far, its wait its array's: its status reads its bucket and queue alone.
+            far_bucket, far_end = buckets.get(owner, ("", 0))
+            if place > far_end:
+                far_bucket, far_end = buckets[owner] = _bucket_of(place, exact)
+            said = far.get((far_bucket, owner))
+            if said is None:
+                said = far[far_bucket, owner] = far_message(far_bucket, held, owner)
+            body = given(name)
+            if body is None or not _queued_as(body, None, far_bucket, held.reason, said, None):
+                adopt(name)
+                place_far(ctx, name, held, place, owner)
+                touched.append(name)
+            continue
+        waiting = held or admission.waiting.get(name)
         eta = _heed(ctx, waiting)
         reason = waiting.reason if waiting is not None else Reason.QUEUED
         position: int | None = place
@@ -289,6 +347,13 @@ def admit_queue_prefix(
         )
         touched.append(name)
     return touched
+
+
+def _bucket_of(place: int, exact: int) -> tuple[str, int]:
+    """A far place's bucket (position_bucket), and the last place in it: the places in turn
+    past it need it again."""
+    bucket = position_bucket(place, exact)
+    return bucket, int(bucket[1:]) * 10
 
 
 def _heed(ctx: FastPassContext, waiting: Waiting | None) -> float | None:

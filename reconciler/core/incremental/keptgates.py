@@ -19,8 +19,10 @@ more in the same pass: the gates read each task's reconciled body, never what an
 made of it (a held task keeps its phase), so a change down a chain (A waits for B, which
 waits for C) reaches A only once B's own status moved, in a later pass that redoes B.
 
-Array elements are not indexed here (a pass with an array takes the full pass): a name that
-resolves to an array's elements would need them in `DependencyViews` and in `watchers`.
+A dependency on a whole array (all its elements must meet the condition) is not indexed
+here: it would need every element in `DependencyViews` and in `watchers`. The gates keep the
+names of the arrays present (`arrays`), and while a dependency may resolve to one of them
+(`names_an_array`) the pass is the full one. A dependency on one element is one on a task.
 """
 
 from __future__ import annotations
@@ -41,10 +43,11 @@ from reconciler.core.task import lifecycle
 from reconciler.core.task.dependencies import RunView, find_cycles
 from reconciler.core.task.depnames import DependencyViews
 from reconciler.core.task.step import TaskResult
+from specs.task.arrays import split
 from specs.task.inputs import TaskInput
 from specs.task.pipeline import DependencySpec
 
-__all__ = ["NO_GATES", "Gates", "after_full", "gate_again", "is_gated"]
+__all__ = ["NO_GATES", "Gates", "after_full", "gate_again", "is_gated", "names_an_array"]
 
 
 @dataclass(frozen=True)
@@ -63,10 +66,26 @@ class Gates:
     # Each gated waiting task: its result after the gates (its waiter None: held off the
     # queue; else its place in the queue, dated from when its dependencies were met).
     gated: Mapping[str, TaskResult] = field(default_factory=dict)
+    # The arrays with an element present (or present since the full pass that kept them).
+    arrays: frozenset[str] = frozenset()
 
 
 # No dependency at all: what a pass leaves that kept none.
 NO_GATES = Gates()
+
+
+def names_an_array(gates: Gates) -> bool:
+    """Whether some dependency may resolve to a whole array (then the pass is the full one)."""
+    if not gates.watchers:
+        return False
+    return any(name in gates.watchers for name in gates.arrays)
+
+
+def _arrays_of(names: Iterable[str]) -> Iterator[str]:
+    for name in names:
+        parts = split(name)
+        if parts is not None:
+            yield parts[0]
 
 
 def is_gated(result: TaskResult | None) -> bool:
@@ -96,7 +115,8 @@ def after_full(
         key = keys.get(name)
         through = None if key is None else waiter._replace(key=key)
         after[name] = result._replace(body=gated.bodies[name], waiter=through)
-    return Gates(needs, watchers, cycles, seen, after), after
+    arrays = frozenset(_arrays_of(specs))
+    return Gates(needs, watchers, cycles, seen, after, arrays), after
 
 
 def gate_again(
@@ -139,7 +159,11 @@ def gate_again(
         for name in dropped:
             del gated[name]
         gated.update(after)
-    return Gates(needs, watchers, cycles, woken.seen, gated), after
+    arrays = gates.arrays
+    added = set(_arrays_of(redone)) - arrays
+    if added:
+        arrays = arrays | added
+    return Gates(needs, watchers, cycles, woken.seen, gated, arrays), after
 
 
 def _seen_watched(

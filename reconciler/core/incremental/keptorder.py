@@ -23,7 +23,11 @@ Tasks too big for their queue (OverQuota) are handed to it wherever they stand. 
 each limited queue keeps its subtree's waiting tasks in arrival order (`Order.arrivals`); the
 first `limit` count, the rest are QueueFull, placed after the counted ones (their entry's
 `past_limit`), and left out of fair admission; a pass redoes the tasks that crossed the limit,
-found within as many places of it as arrivals moved.
+found within as many places of it as arrivals moved. Arrays' maxParallel: each capped array
+keeps its waiting elements in queue order (`Order.arrays`); the first maxParallel less its
+active elements are candidates, the rest wait for the cap (`Order.capped`) and are left out
+of admission's walk, keeping their places; a pass judges again the arrays of the elements it
+redid or moved (core/incremental/arraycaps.py) and places anew those whose cap changed.
 
 Dependencies (core/incremental/keptgates.py): a waiting task with dependencies passes the
 gates on what other tasks show, which its own version does not; the order keeps the
@@ -34,9 +38,10 @@ queue: no entry).
 
 The fast pass holds only where it is known to equal `planner.plan` exactly: no queue file
 error, Ray answering, no autoscaler, no preemption, at most one maxQueued in each queue's
-chain (two, a queue's and its parent's, fill in turn over every arrival), no task in an
-array or named as a preemptor's victim, the clock not set back, and each queue's last tail
-waiting for the same reason as this one's.
+chain (two, a queue's and its parent's, fill in turn over every arrival), the waiting
+elements of each array agreeing on its maxParallel, no dependency that may name a whole
+array (keptgates.names_an_array), no task named as a preemptor's victim, the clock not set
+back, and each queue's last tail waiting for the same reason as this one's.
 Otherwise the full pass runs, and leaves an `Order` for the next one when these hold again.
 """
 
@@ -45,6 +50,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from heapq import heapify
@@ -54,7 +60,7 @@ from typing import NamedTuple
 
 from reconciler.core import planner
 from reconciler.core.admission import policies
-from reconciler.core.admission.waits import Lack
+from reconciler.core.admission.waits import ArrayAtMaxParallel, Lack, Waiting
 from reconciler.core.admit import Admitted
 from reconciler.core.fastcontext import FastPassContext
 from reconciler.core.gates import Gated
@@ -137,6 +143,54 @@ class ExactPlaces(NamedTuple):
     started: int  # how many of the queue started
 
 
+class ArrayCap(NamedTuple):
+    """An array whose waiting elements admission caps by its maxParallel (arraycap.cap): those
+    that count (not past maxQueued), in queue order; the first `open` (maxParallel less the
+    array's active elements) are candidates, the rest wait for the cap (`wait`)."""
+
+    entries: list[Entry]
+    limit: int
+    open: int
+    wait: Waiting  # ArrayAtMaxParallel(array, limit)
+
+
+def capped_names(cap: ArrayCap) -> Iterator[str]:
+    """The array's elements that wait for its maxParallel."""
+    return entry_names(cap.entries[cap.open :])
+
+
+def array_cap(array: str, entries: list[Entry], limit: int, active: int) -> ArrayCap:
+    """The cap of an array with these waiting elements (sorted), `active` of them running."""
+    return ArrayCap(
+        entries, limit, max(0, min(limit - active, len(entries))), capped_wait(array, limit)
+    )
+
+
+def capped_wait(array: str, limit: int) -> Waiting:
+    return Waiting(ArrayAtMaxParallel(array, limit))
+
+
+def max_parallel(result: TaskResult) -> int | None:
+    """The maxParallel that caps a waiting element (None: none)."""
+    waiter = result.waiter
+    array = waiter.task.spec.array if waiter is not None else None
+    return array.max_parallel if array is not None else None
+
+
+def walk_index(names: Iterable[str], capped: Mapping[str, Waiting], at: int, end: int) -> int:
+    """The index in a queue's entries (`names`) of the `at`th task its walk was given (the
+    capped elements were not); `end` if it was given fewer."""
+    if not capped:
+        return at
+    for index, name in enumerate(names):
+        if name in capped:
+            continue
+        if at == 0:
+            return index
+        at -= 1
+    return end
+
+
 # Where each queue's walk ended, in the terms of its entries.
 Walks = dict[str, WalkEnd]
 NO_WALK = WalkEnd(None, None, 0)
@@ -160,7 +214,7 @@ class Order:
     walked: tuple[str, ...]  # the fronts of the queues last walked one by one
     tail: Mapping[str, Reason]  # by queue: why every task past its walk waited (if any did)
     started: Mapping[str, int]  # by queue: started in the last pass (still in `keys` then)
-    flagged: frozenset[str]  # tasks that need the full pass (arrays, ...)
+    flagged: frozenset[str]  # tasks that need the full pass (a preemptor's victims, ...)
     names: list[str]  # the specs' names, in the order given
     # Team queues: the most each queue can ever hold (fairshare.ceilings); None without.
     ceilings: Mapping[str, fairshare.Ceiling] | None = None
@@ -191,6 +245,9 @@ class Order:
     gates: Gates = keptgates.NO_GATES
     # The explicit submission id claims: who claims, has run or holds a job of each id.
     claims: KeptClaims = NO_CLAIMS
+    # By array with a maxParallel: its cap; by element that waits for it: that wait.
+    arrays: Mapping[str, ArrayCap] = dataclasses.field(default_factory=dict)
+    capped: Mapping[str, Waiting] = dataclasses.field(default_factory=dict)
 
 
 class Kept(NamedTuple):  # built per task per full pass: a tuple builds fastest
@@ -291,8 +348,6 @@ def is_quiet(result: TaskResult, status: TaskStatus | None, out: TaskStatus | No
 
 def needs_full_pass(name: str, spec: TaskInput | None, result: TaskResult | None) -> bool:
     """A task whose presence needs the full pass."""
-    if split(name) is not None:
-        return True
     if result is None:
         return False
     return result.body.preempted_by is not None
@@ -350,6 +405,8 @@ def order_after_full(
     if admitted.walk is None and admitted.queue_admission is None:
         return None
     gates, through = keptgates.after_full(specs, results, gated)
+    if keptgates.names_an_array(gates):
+        return None
     if through:  # the waiting tasks with dependencies: their results after the gates
         results = {**results, **through}
     raw = _unflagged_entries(specs, results)
@@ -359,6 +416,10 @@ def order_after_full(
     assert bounds is not None  # fast_enough
     arrivals = _arrivals(ctx, raw, bounds)
     keys = _sorted_by_queue(ctx, raw, _past_limit(arrivals, bounds))
+    arrays = _array_caps(keys, results)
+    if arrays is None:
+        return None
+    capped = {n: cap.wait for cap in arrays.values() for n in capped_names(cap)}
     ceilings = None
     unfit: frozenset[str] = frozenset()
     if ctx.queues is not None:
@@ -395,7 +456,7 @@ def order_after_full(
         loud=frozenset(specs) - quiet,
         heap=heap,
         watch=watch,
-        walks=_walks(ctx, admitted, keys, unfit),
+        walks=_walks(ctx, admitted, keys, unfit, capped),
         counts=PhaseCounts(summary.queued, summary.starting, summary.running),
         names=list(specs),
         ceilings=ceilings,
@@ -405,7 +466,40 @@ def order_after_full(
         orphans=frozenset(statuses.keys() - specs.keys()),
         gates=gates,
         claims=keptclaims.claims_after_full(ctx.read, specs, statuses, ctx.env.ours),
+        arrays=arrays,
+        capped=capped,
     )
+
+
+def _array_caps(
+    keys: Mapping[str, list[Entry]], results: Mapping[str, TaskResult]
+) -> dict[str, ArrayCap] | None:
+    """By array with a maxParallel: its cap (admission's, arraycap.cap). None: the waiting
+    elements of one array disagree on its maxParallel (the cap's walk then reads each)."""
+    members: dict[str, list[Entry]] = {}
+    limits: dict[str, int] = {}
+    for entries in keys.values():
+        for e in entries:
+            parts = split(e.name)
+            if parts is None or e.past_limit:
+                continue
+            limit = max_parallel(results[e.name])
+            if limit is None:
+                continue
+            if limits.setdefault(parts[0], limit) != limit:
+                return None
+            members.setdefault(parts[0], []).append(e)
+    if not members:
+        return {}
+    active: Counter[str] = Counter()
+    for name, result in results.items():
+        parts = split(name)
+        if parts is not None and result.body.phase.active:
+            active[parts[0]] += 1
+    return {
+        array: array_cap(array, sorted(entries), limits[array], active[array])
+        for array, entries in members.items()
+    }
 
 
 def _arrivals(
@@ -445,18 +539,30 @@ def _sorted_by_queue(ctx: PassInputs, raw: list[Entry], full: set[str]) -> dict[
 
 
 def _walks(
-    ctx: PassInputs, admitted: Admitted, keys: Mapping[str, list[Entry]], unfit: frozenset[str]
+    ctx: PassInputs,
+    admitted: Admitted,
+    keys: Mapping[str, list[Entry]],
+    unfit: frozenset[str],
+    capped: Mapping[str, Waiting],
 ) -> Walks:
     """Where each queue's walk ended this pass, in the terms of its keys."""
     if ctx.queues is None:
-        assert admitted.walk is not None
-        return {"": admitted.walk}
+        walk = admitted.walk
+        assert walk is not None
+        if walk.tail_at is not None and capped:
+            entries = keys.get("", [])
+            at = walk_index(entry_names(entries), capped, walk.tail_at, len(entries))
+            walk = walk._replace(tail_at=at)
+        return {"": walk}
     assert admitted.queue_admission is not None
-    return walk_ends(admitted.queue_admission, keys, unfit)
+    return walk_ends(admitted.queue_admission, keys, unfit, capped)
 
 
 def walk_ends(
-    fair: QueueAdmission, keys: Mapping[str, list[Entry]], unfit: frozenset[str]
+    fair: QueueAdmission,
+    keys: Mapping[str, list[Entry]],
+    unfit: frozenset[str],
+    capped: Mapping[str, Waiting],
 ) -> Walks:
     """Where each team queue's walk ended in `fair`, in the terms of its entries."""
     started: dict[str, int] = {}
@@ -472,11 +578,11 @@ def walk_ends(
             walks[queue] = WalkEnd(None, None, count)
             continue
         # A tail counts the tasks its walk kept: neither started nor too big for the queue (nor
-        # past maxQueued: those were not handed to it).
+        # past maxQueued or capped by their array: those were not handed to it).
         at = counted = counted_entries(entries)
         left = tail.at
         for index, entry in enumerate(entries[:counted]):
-            if entry.name in begun or entry.name in unfit:
+            if entry.name in begun or entry.name in unfit or entry.name in capped:
                 continue
             if left == 0:
                 at = index
@@ -511,6 +617,8 @@ def next_order(
     orphans: frozenset[str] = frozenset(),
     gates: Gates = keptgates.NO_GATES,
     claims: KeptClaims = NO_CLAIMS,
+    arrays: Mapping[str, ArrayCap] | None = None,
+    capped: Mapping[str, Waiting] | None = None,
 ) -> Order:
     """The order a pass that planned `plan` leaves for the next fast one."""
     exact = ctx.options.exact_queue_positions
@@ -553,6 +661,8 @@ def next_order(
         orphans=orphans,
         gates=gates,
         claims=claims,
+        arrays={} if arrays is None else arrays,
+        capped={} if capped is None else capped,
     )
 
 

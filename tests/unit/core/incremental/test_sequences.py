@@ -10,6 +10,10 @@ lost), specs are edited (priority, resources, timeoutSeconds), deleted and added
 moves (past timeouts and retry backoffs), Ray is unreachable for a pass. At every pass the
 incremental plan equals the full one in every field (`assert_identical`).
 
+With `arrays`, half the names are elements of four task arrays (`arr1[7]`, as the store
+expands them), each with its maxParallel (none, 1, 2, 3); one step sets an array's limit on
+all its present elements at once (an edit of the array's file).
+
 The default run (300 sequences) is sized for CI. `RAYQUEUE_PROPERTY_EXAMPLES=5000` runs that many.
 """
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import re
 from typing import Any
 
 import pytest
@@ -31,6 +36,7 @@ from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity
 from specs.queues.config import QueueConfig
 from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
+from specs.task.arrays import split
 from tests.support.incremental_history import T0, History, assert_identical
 from tests.support.planner_world import GIB
 
@@ -124,9 +130,23 @@ EXPLICIT_IDS = ("shared", "shared", "other", "shared-2", "", "", "")
 OUTCOMES = (RUNNING, RUNNING, RUNNING, SUCCEEDED, SUCCEEDED, FAILED, STOPPED, "vanish")
 
 
-def names_of(size: int) -> tuple[str, ...]:
-    """`size` task names over the folders, in an order that is not the names' order."""
-    return tuple(f"{FOLDERS[(i * 5) % len(FOLDERS)]}t{(i * 37) % 1000:03d}" for i in range(size))
+# Each task array's maxParallel as a sequence starts (None: no cap), by array number; the
+# arrays names_of makes (other elements are put as plain tasks are).
+MAX_PARALLEL = (None, 1, 2, 3)
+OWN_ARRAY = re.compile(r"(?:.*/)?arr(?P<number>[0-9])")
+
+
+def names_of(size: int, arrays: bool = False) -> tuple[str, ...]:
+    """`size` task names over the folders, in an order that is not the names' order; with
+    `arrays`, every other one an element of one of four arrays (each in one folder)."""
+    names = []
+    for i in range(size):
+        if arrays and i % 2:
+            k = (i // 2) % len(MAX_PARALLEL)
+            names.append(f"{FOLDERS[(k * 5) % len(FOLDERS)]}arr{k}[{(i // 8 * 7) % 64}]")
+        else:
+            names.append(f"{FOLDERS[(i * 5) % len(FOLDERS)]}t{(i * 37) % 1000:03d}")
+    return tuple(names)
 
 
 def fields_from(
@@ -136,6 +156,7 @@ def fields_from(
     plain: bool,
     depends: bool = False,
     ids: bool = False,
+    whole_arrays: bool = True,
 ) -> dict[str, Any]:
     """A spec's fields from a seed: a batch of many tasks costs Hypothesis one number. `plain`:
     no dependency and no explicit submission id (the tasks a fast admission path may take);
@@ -159,7 +180,7 @@ def fields_from(
             count = rng.choice((1, 1, 2))
             deps = {}  # a name once
             for _ in range(count):
-                dep = dependency_of(rng, names, name)
+                dep = dependency_of(rng, names, name, whole_arrays)
                 deps[dep["name"]] = dep
             fields["dependsOn"] = list(deps.values())
     elif not plain and rng.random() < 0.1:
@@ -176,10 +197,13 @@ def own_id(name: str) -> str:
     return "id-" + name.replace("/", ".")
 
 
-def dependency_of(rng: random.Random, names: tuple[str, ...], name: str) -> dict[str, str]:
+def dependency_of(
+    rng: random.Random, names: tuple[str, ...], name: str, whole_arrays: bool = True
+) -> dict[str, str]:
     """A dependency of `name` on another task of the pool (often one of its first few, so
     chains and cycles form), written as its folder's name, from the top, or its full name; now
-    and then one on no task at all; on success, failure or any end."""
+    and then one on no task at all, and on an element's whole array; on success, failure or
+    any end."""
     pool = names[: rng.choice((6, 12, len(names)))]
     target = rng.choice([n for n in pool if n != name] or [names[0]])
     folder, _, base = target.rpartition("/")
@@ -194,6 +218,8 @@ def dependency_of(rng: random.Random, names: tuple[str, ...], name: str) -> dict
         written = base  # the top's, if any (or its own folder's)
     else:
         written = target
+    if whole_arrays and written.endswith("]") and rng.random() < 0.3:
+        written = written.rpartition("[")[0]  # the whole array, every element of it
     condition = rng.choice(("Succeeded", "Succeeded", "Succeeded", "Failed", "Finished"))
     return {"name": written, "condition": condition}
 
@@ -207,7 +233,7 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
                 *("add", "put", "edit", "edit", "edit", "delete", "touch", "break"),
                 *("ray", "ray", "ray", "rays", "rays", "start_all"),
                 *("tick", "tick", "tick", "tick", "outage", "capacity", "restart"),
-                *("rebuild", "foreign", "lose_writes"),
+                *("rebuild", "foreign", "lose_writes", "cap"),
             ]
         )
     )
@@ -247,6 +273,8 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
         return (kind, index)
     if kind == "lose_writes":
         return (kind, index, draw(st.integers(1, 10)), draw(st.sampled_from([1, 3])))
+    if kind == "cap":
+        return (kind, index, draw(st.sampled_from(MAX_PARALLEL)))
     return (kind,)
 
 
@@ -281,12 +309,21 @@ class Sequence:
     plain: bool = False  # only tasks without dependencies and explicit submission ids
     depends: bool = False  # ... but with dependencies (fields_from)
     ids: bool = False  # ... but with explicit submission ids
+    whole_arrays: bool = True  # dependencies may name a whole array
     fields: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    # By array: the maxParallel its elements are put with.
+    limits: dict[str, int | None] = dataclasses.field(default_factory=dict)
 
     def name(self, index: int) -> str:
         return self.names[index % len(self.names)]
 
     def put(self, name: str, fields: dict[str, Any]) -> None:
+        parts = split(name)
+        own = OWN_ARRAY.fullmatch(parts[0]) if parts is not None else None
+        if parts is not None and own is not None:  # its array's spec, as the store expands it
+            limit = self.limits.setdefault(parts[0], MAX_PARALLEL[int(own["number"])])
+            fields = {k: v for k, v in fields.items() if k != "submissionId"}  # (per element)
+            fields["array"] = {"count": 64, "maxParallel": limit}
         self.fields[name] = fields
         self.world.apply(("put", name, dict(fields)))
 
@@ -296,12 +333,20 @@ class Sequence:
             absent = [n for n in self.names if n not in world.specs][: step[1]]
             for offset, name in enumerate(absent):
                 fields = fields_from(
-                    step[2] + offset, self.names, name, self.plain, self.depends, self.ids
+                    step[2] + offset,
+                    self.names,
+                    name,
+                    self.plain,
+                    self.depends,
+                    self.ids,
+                    self.whole_arrays,
                 )
                 self.put(name, fields)
         elif kind == "put":
             name = self.name(step[1])
-            fields = fields_from(step[2], self.names, name, self.plain, self.depends, self.ids)
+            fields = fields_from(
+                step[2], self.names, name, self.plain, self.depends, self.ids, self.whole_arrays
+            )
             self.put(name, fields)
         elif kind == "edit":  # the same edit to a run of present tasks
             if step[3] == "submissionId" and self.plain and not self.ids:
@@ -337,6 +382,15 @@ class Sequence:
         elif kind == "lose_writes":
             lost = frozenset(self.name(step[1] + k) for k in range(step[2]))
             world.apply((kind, lost, step[3]))
+        elif kind == "cap":  # an array's file edited: its maxParallel, on every element
+            parts = split(self.name(step[1]))
+            if parts is not None:
+                self.limits[parts[0]] = step[2]
+                for name in self.names:
+                    element = split(name)
+                    present = name in world.specs and name in self.fields
+                    if element and element[0] == parts[0] and present:
+                        self.put(name, self.fields[name])
         elif kind != "outage":
             world.apply(step)
 
@@ -372,6 +426,7 @@ def queues_of(text: str | None) -> QueueConfig | None:
     simple=st.booleans(),
     simple_file=st.sampled_from(FAST_QUEUE_FILES),
     depends=st.booleans(),
+    arrays=st.booleans(),
     sequence=st.lists(steps(), min_size=1, max_size=40),
 )
 def test_incremental_plan_equals_full_plan_on_long_sequences(
@@ -385,14 +440,15 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
     simple: bool,
     simple_file: str | None,
     depends: bool,
+    arrays: bool,
     sequence: list[tuple[Any, ...]],
 ) -> None:
     ids = False
     if simple:
-        # Plain tasks, half of the sequences with explicit submission ids, no preemption, one
-        # queue or team queues with at most one maxQueued in each chain: what the incremental
-        # planner's fast pass (the kept queue orders) takes, so about half the sequences run
-        # through it.
+        # Plain tasks (array elements or not), half of the sequences with explicit submission
+        # ids, no preemption, one queue or team queues with at most one maxQueued in each
+        # chain: what the incremental planner's fast pass (the kept queue orders) takes, so
+        # about half the sequences run through it.
         queue_file, plain, ids = simple_file, True, not plain
         options = dataclasses.replace(options, preemption="Never")
     depends = simple and depends  # dependencies of every kind in half the simple ones,
@@ -406,8 +462,8 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
     )
     note(f"queue file: {queue_file and queue_file.splitlines()[-1]}; {options}")
     note(f"size {size}, first {first}, cpus {cpus}, plain {plain}, tell {tell}, simple {simple}")
-    note(f"depends {depends}, ids {ids}, sequence {sequence}")
-    run = Sequence(world, names_of(size), plain, depends, ids)
+    note(f"arrays {arrays}, depends {depends}, ids {ids}, sequence {sequence}")
+    run = Sequence(world, names_of(size, arrays), plain, depends, ids)
     run.run(("add", size // 2, first))  # the first half arrives at once
     for step in sequence:
         run.run(step)
@@ -626,6 +682,36 @@ def test_team_queue_sequences_take_the_fast_pass_in_most_passes(
         run.run(step)
     assert world.passes > 40
     assert world.fast_passes > 0.7 * world.passes, (world.fast_passes, world.passes)
+
+
+@pytest.mark.parametrize("whole_arrays", [True, False], ids=["whole-arrays", "elements"])
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_dependencies_among_array_elements_equal_the_full_plan(
+    seed: int, whole_arrays: bool
+) -> None:
+    """Array elements and tasks with dependencies on elements and on whole arrays: every
+    pass equals the full one; a dependency that may name a whole array sends the pass to the
+    full planner (keptgates.names_an_array), one on an element does not."""
+    options = PlanOptions(queue_id="q", policy="backfill", exact_queue_positions=3)
+    world = History(options, None, capacity=Capacity(8, 0, 64 * GIB), check=assert_identical)
+    run = Sequence(world, names_of(120, arrays=True), plain=True, depends=True)
+    run.whole_arrays = whole_arrays
+    run.run(("add", 80, seed))
+    for step in busy_steps(seed, 30):
+        run.run(step)
+    whole = [
+        name
+        for name, fields in run.fields.items()
+        if name in world.specs
+        for dep in fields.get("dependsOn", ())
+        if "arr" in dep["name"] and not dep["name"].endswith("]")
+    ]
+    assert world.passes > 30
+    if whole:
+        assert not world.fast_passes, world.fast_passes
+    else:
+        assert not whole_arrays
+        assert world.fast_passes > 0.5 * world.passes, (world.fast_passes, world.passes)
 
 
 @pytest.mark.parametrize("queue_file", [None, NESTED_PLAIN], ids=["one-queue", "nested"])
@@ -943,3 +1029,92 @@ def test_strict_places_past_a_head_with_a_parents_max_queued() -> None:
     run = Sequence(world, names_of(200), plain=True)
     run.run(("add", 100, 1491))
     run.run(("rays", 3, 0, SUCCEEDED))
+
+
+@pytest.mark.parametrize("queue_file", [None, TEAMS, TEAMS_FULL], ids=["one", "teams", "maxqueued"])
+@pytest.mark.parametrize("policy", ["strict", "backfill", "besteffort"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_array_sequences_take_the_fast_pass_in_most_passes(
+    queue_file: str | None, policy: str, seed: int
+) -> None:
+    """Half the tasks are elements of four arrays (maxParallel none, 1, 2, 3): the incremental
+    plan equals the full one at every pass, the fast pass takes most passes, and some
+    elements wait for their array's maxParallel in passes the fast pass took, as others start
+    and end, and as an array's limit is raised and lowered."""
+    options = PlanOptions(
+        queue_id="q", policy=policy, exact_queue_positions=3, backfill_candidates=5
+    )
+    world = History(
+        options, queues_of(queue_file), capacity=Capacity(8, 0, 64 * GIB), check=assert_identical
+    )
+    run = Sequence(world, names_of(120, arrays=True), plain=True)
+    run.run(("add", 80, seed))
+    capped = 0
+    steps = busy_steps(seed, 40)
+    steps[10:10] = [("cap", 1, 3), ("start_all",), ("cap", 1, 1)]
+    steps[25:25] = [("cap", 3, None), ("start_all",), ("cap", 3, 2)]
+    for step in steps:
+        run.run(step)
+        if world.memo.fast:
+            capped += sum(
+                1 for s in world.statuses.values() if s.status.reason == "ArrayAtMaxParallel"
+            )
+    assert world.passes > 40
+    assert world.fast_passes > 0.7 * world.passes, (world.fast_passes, world.passes)
+    assert capped > 0
+
+
+@pytest.mark.parametrize(("queue_file", "cpus"), [(None, 8), (TEAMS, 8), (TEAMS, 4)])
+def test_deleting_an_arrays_running_element_frees_its_place_on_the_fast_pass(
+    queue_file: str | None, cpus: int
+) -> None:
+    """Found by the sequence property: the running element of team-a/ml/arr1 (maxParallel 1)
+    is deleted; no element of the array is redone, yet its next waiting one (arr1[14]) is no
+    longer capped, as plan() finds: the arrays of deleted elements are judged again too."""
+    options = PlanOptions(
+        queue_id="q",
+        policy="strict",
+        max_inflight=8,
+        start_timeout_seconds=10.0,
+        exact_queue_positions=1,
+        backfill_candidates=0,
+        lost_grace_seconds=5.0,
+        max_stops_per_pass=0,
+    )
+    world = History(
+        options, queues_of(queue_file), capacity=Capacity(cpus, 0, 64 * GIB), check=assert_identical
+    )
+    run = Sequence(world, names_of(40, arrays=True), plain=True)
+    run.run(("add", 20, 225))
+    for step in [("touch", 0), ("delete", 113, 1)]:
+        run.run(step)
+        assert world.memo.fast
+
+
+def test_elements_that_disagree_on_max_parallel_take_the_full_pass() -> None:
+    """The store gives every element of an array its one maxParallel; elements that disagree
+    (the cap then reads each one's, in queue order) are left to the full pass, which equals
+    plan() as ever; once they agree again, the fast pass takes them, and hands a pass in which
+    they disagree again to the full one."""
+    world = History(
+        PlanOptions(queue_id="q", exact_queue_positions=2),
+        None,
+        capacity=Capacity(4, 0, 64 * GIB),
+        check=assert_identical,
+    )
+    for index in range(6):
+        limit = 1 if index < 3 else 2
+        world.apply(("put", f"sweep[{index}]", {"array": {"count": 6, "maxParallel": limit}}))
+    world.run_pass()
+    world.run_pass()
+    assert world.memo.order is None and not world.memo.fast
+    for index in range(3):
+        world.apply(("put", f"sweep[{index}]", {"array": {"count": 6, "maxParallel": 2}}))
+    world.run_pass()
+    world.apply(("tick", 1))
+    world.run_pass()
+    assert world.memo.fast
+    assert {s.status.reason for s in world.statuses.values()} >= {"ArrayAtMaxParallel"}
+    world.apply(("put", "sweep[5]", {"array": {"count": 6, "maxParallel": 3}}))
+    world.run_pass()  # a fast pass finds them disagreeing: the full pass
+    assert not world.memo.fast
