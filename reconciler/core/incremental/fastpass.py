@@ -36,6 +36,7 @@ from reconciler.core.incremental.keptorder import (
     Order,
     PhaseCounts,
     Walks,
+    asking_after,
     candidate_of,
     changed_names,
     counted_entries,
@@ -48,7 +49,7 @@ from reconciler.core.incremental.keptorder import (
     reconcile,
     walk_ends,
 )
-from reconciler.core.planner import Plan, TaskInput, TaskResult
+from reconciler.core.planner import Plan, TaskInput, TaskResult, scale_request
 from reconciler.core.queues import fairshare
 from reconciler.core.queues.dispatch import QueueAdmission
 from reconciler.core.queues.shareresult import OwnTest
@@ -95,7 +96,8 @@ def fast_pass(
     tasks = _TaskResults(ctx, statuses, results, kept)
     ctx.stop_strays(specs)
     if ctx.queues is None:
-        fronts = _admit_one_queue(ctx, order, moved, tasks, merged)
+        asking = _asking(ctx, order, merged, results, moved.key_of)
+        fronts = _admit_one_queue(ctx, order, moved, tasks, merged, asking)
     else:
         fronts = _admit_team_queues(ctx, order, moved, tasks, merged)
     if not _wait_past_fronts(ctx, order, moved, fronts):
@@ -104,6 +106,7 @@ def fast_pass(
     touched = fronts.touched
     maybe = order.orphans | deleted | set(given or ()) if told else None
     orphans = _orphans(statuses, specs, maybe)
+    ctx.scale_request = scale_request(ctx.inputs, specs, ctx.holdings, ctx.tasks, ctx.scale_demand)
     plan, out, counts = _collect(ctx, order, specs, statuses, merged, deleted, orphans, fronts)
     redone = touched | deleted | set(merged)
     loud, watch = _quiet_after(order, statuses, out, tasks, heap, redone, deleted)
@@ -129,8 +132,29 @@ def fast_pass(
         front_walk=fronts.front_walk,
         reused=fronts.reused,
         orphans=frozenset(orphans),
+        asking=asking_after(ctx, order.asking, touched | deleted, out, moved.key_of),
     )
     return plan, kept, following
+
+
+def _asking(
+    ctx: FastPassContext,
+    order: Order,
+    merged: list[str],
+    results: Mapping[str, TaskResult],
+    key_of: Mapping[str, Entry],
+) -> set[str]:
+    """The waiting tasks whose status dates a request for nodes (Order.asking), the redone
+    ones judged by their own result (their status may be new)."""
+    if ctx.obs.scaling is None:
+        return set()
+    asking = set(order.asking)
+    for name in merged:
+        if results[name].body.scale_up_requested_at is not None:
+            asking.add(name)
+        else:
+            asking.discard(name)
+    return {n for n in asking if n in key_of}
 
 
 class _Changes(NamedTuple):
@@ -237,6 +261,7 @@ class _TaskResults:
             body.queue_position is None
             and body.queue_position_bucket == bucket
             and body.reason == reason
+            and body.scale_up_requested_at is None
         )
 
 
@@ -370,9 +395,16 @@ def _first_fronts(ctx: FastPassContext, keys: Mapping[str, list[Entry]]) -> _Fro
 
 
 def _admit_one_queue(
-    ctx: FastPassContext, order: Order, moved: _Reordered, tasks: _TaskResults, merged: list[str]
+    ctx: FastPassContext,
+    order: Order,
+    moved: _Reordered,
+    tasks: _TaskResults,
+    merged: list[str],
+    asking: Collection[str],
 ) -> _Fronts:
-    """The policy's walk over the one queue's front, and admission's statuses for it."""
+    """The policy's walk over the one queue's front, and admission's statuses for it; on an
+    autoscaling cluster, with the demand for nodes (keptorder's docstring: a front that holds
+    every task of `asking`)."""
     found = _first_fronts(ctx, moved.keys)
     fronts = found.fronts
     options = ctx.options
@@ -384,11 +416,22 @@ def _admit_one_queue(
         # The narrow front first, unless the last walk needed more: a walk that ends in it
         # (Admission.tail) gives the answer the wide one would, for fewer candidates.
         fronts[""] = min(fronts[""], narrow)
+    if asking:
+        last_asking = max(bisect_left(entries, moved.key_of[n]) for n in asking)
+        fronts[""] = max(fronts[""], last_asking + 1)
+    scaled = None
     while True:
         candidates = [candidate_of(tasks.result_of(e.name)) for e in entries[: fronts.get("", 0)]]
         front_walk, reused = frontadmission.walk_front(ctx, candidates, last_front)
         walked = front_walk.admission
-        if walked.tail is not None or fronts.get("", 0) == len(entries):
+        whole = fronts.get("", 0) == len(entries)
+        if ctx.obs.scaling is not None:
+            bodies = {c.name: tasks.result_of(c.name).body for c in candidates}
+            scaled = frontadmission.scale_front(ctx, candidates, walked, bodies)
+            if not whole and frontadmission.reaches_past(scaled, options.policy):
+                fronts[""] = len(entries)
+                continue
+        if whole or (walked.tail is not None and (scaled is None or scaled.scale.walk_ended)):
             break
         fronts[""] = min(len(entries), max(wide, fronts[""] * 4))
     gave = order.statuses
@@ -406,7 +449,10 @@ def _admit_one_queue(
         return name not in tasks.results and tasks.statuses.get(name) is gave.get(name)
 
     stand = stands if reused or gave_at else None
-    walk = admit_prefix(ctx, candidates, walked, tasks.unchanged, tasks.adopt, stand)
+    if scaled is not None:  # the waits the demand for nodes gives are not the walk's
+        walked, stand = scaled.admission, None
+    scale = scaled.scale if scaled is not None else None
+    walk = admit_prefix(ctx, candidates, walked, tasks.unchanged, tasks.adopt, stand, scale)
     ctx.walk = walk_end(walk.admission)
     found.walks = {"": ctx.walk}
     found.touched = set(merged) | set(walk.touched)

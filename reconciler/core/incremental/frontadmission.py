@@ -10,13 +10,17 @@ from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
 from reconciler.core.admission import policies
-from reconciler.core.admission.waits import NotConsidered, ReservedStart, Waiting
+from reconciler.core.admission.waits import BehindTask, NotConsidered, ReservedStart, Waiting
 from reconciler.core.admit import (
+    ScaleUpState,
     admission_of,
     far_message,
     free_capacity,
+    keep_for_scale_up,
     position_bucket,
     queue_shares,
+    scale_up,
+    scale_wait,
     start_slots,
 )
 from reconciler.core.queues import dispatch as queueing
@@ -159,6 +163,52 @@ def _holds_until(
     return until
 
 
+@dataclass(frozen=True)
+class ScaledFront:
+    """The policy's walk over the front of the one queue as the autoscaler's demand leaves it
+    (`keep_for_scale_up`, on a copy), and that demand (`scale_up`)."""
+
+    admission: policies.Admission
+    scale: ScaleUpState
+
+
+def scale_front(
+    ctx: FastPassContext,
+    prefix: list[policies.Candidate],
+    walked: policies.Admission,
+    bodies: Mapping[str, TaskStatusBody],
+) -> ScaledFront:
+    """`admit`'s demand for nodes over `prefix` and what it does to `walked`, the policy's
+    walk over it (left as it is: a later pass may reuse it). `bodies`: each of `prefix`'s. It
+    is the whole queue's when both walks end in `prefix` (`Admission.tail`,
+    `ScaleUpState.walk_ended`), `prefix` holds every task whose status dates a request for
+    nodes (only those can sit out a backoff), and `reaches_past` is false."""
+    admission = policies.Admission(
+        list(walked.start), dict(walked.waiting), walked.tail, walked.until
+    )
+    free, slots = (
+        free_capacity(ctx.obs, ctx.options, ctx.used),
+        start_slots(ctx.options, ctx.bodies),
+    )
+    scale = scale_up(ctx.inputs, bodies, ctx.claims, prefix, free, slots, None, admission, {})
+    if scale.demand and ctx.options.policy != "besteffort":
+        keep_for_scale_up(ctx.inputs, prefix, free, slots, admission, scale)
+    return ScaledFront(admission, scale)
+
+
+def reaches_past(front: ScaledFront, policy: str) -> bool:
+    """Whether the demand for nodes may start a task past the walk's end: under backfill, every
+    task there waits behind a blocked front (BehindTask) that waits for nodes, and any of them
+    that fits what the front leaves free starts (keep_for_scale_up), wherever it stands."""
+    tail = front.admission.tail
+    return (
+        policy == "backfill"
+        and tail is not None
+        and isinstance(tail.lack, BehindTask)
+        and tail.lack.task in front.scale.demand
+    )
+
+
 def admit_prefix(
     ctx: FastPassContext,
     prefix: list[policies.Candidate],
@@ -166,17 +216,22 @@ def admit_prefix(
     unchanged: Callable[[str, Reason, str], bool],
     adopt: Callable[[str], None],
     standing: Callable[[str, int, Waiting], bool] | None = None,
+    scale: ScaleUpState | None = None,
 ) -> Walk:
-    """`admit` on the front of the queue, for a pass with one queue and no preemption,
-    autoscaler, array cap, dependency gate or stopping victim (the incremental planner checks
-    that). `prefix`: the first candidates in order, long enough that the policy's walk ends in
-    it (`Admission.tail`) or the whole queue. `unchanged(name, reason, bucket)`: whether a far
+    """`admit` on the front of the queue, for a pass with one queue and no preemption, array
+    cap, dependency gate or stopping victim (the incremental planner checks that). `prefix`:
+    the first candidates in order, long enough that the policy's walk ends in it
+    (`Admission.tail`) or the whole queue. `unchanged(name, reason, bucket)`: whether a far
     task's status already says so, in which case it is left as it is. `admission`: the
-    policy's walk over `prefix`. `adopt(name)`: puts a task's own result in
-    the pass (its body and task) before admission reads or sets them. `standing(name, place,
-    wait)`: the last pass gave the task this same place and wait, and it still has the status
-    that pass gave it and was not redone: left as it is (admit would set it so again)."""
+    policy's walk over `prefix` (on an autoscaling cluster, as `scale_front` leaves it, and
+    `scale` its demand for nodes). `adopt(name)`: puts a task's own result in the pass (its
+    body and task) before admission reads or sets them. `standing(name, place, wait)`: the
+    last pass gave the task this same place and wait, and it still has the status that pass
+    gave it and was not redone: left as it is (admit would set it so again)."""
     ctx.until = min(ctx.until, max(admission.until, ctx.now))
+    if scale is not None:
+        ctx.until = min(ctx.until, max(scale.until, ctx.now))
+        ctx.scale_demand.extend(scale.demand)
     started = set(admission.start)
     exact = ctx.options.exact_queue_positions
     touched: list[str] = []
@@ -192,25 +247,31 @@ def admit_prefix(
         place += 1
         order.append(name)
         waiting = admission.waiting[name]
+        asked_at = None
+        if scale is not None:
+            _heed_start(ctx, waiting.estimated_start)  # as admit's: the tasks behind read it
+            scaled, asked_at = scale_wait(ctx.inputs, scale, candidate, waiting)
+            assert scaled is not None
+            waiting = scaled
         eta = _heed(ctx, waiting)
         if standing is not None and standing(name, place, waiting):
             continue
         if place > exact:
             bucket = position_bucket(place, exact)
-            if unchanged(name, waiting.reason, bucket):
+            if asked_at is None and unchanged(name, waiting.reason, bucket):
                 continue
             adopt(name)
             body = ctx.bodies[name]
             message = far_message(bucket, waiting, None)
             ctx.bodies[name] = lifecycle.queue(
-                body, None, waiting.reason, message, None, None, bucket
+                body, None, waiting.reason, message, None, asked_at, bucket
             )
         else:
             adopt(name)
             body = ctx.bodies[name]
             at = to_datetime(eta) if eta else None
             ctx.bodies[name] = lifecycle.queue(
-                body, place, waiting.reason, waiting.message, at, None, None
+                body, place, waiting.reason, waiting.message, at, asked_at, None
             )
         touched.append(name)
     return Walk(admission, touched)
@@ -299,9 +360,14 @@ def _heed(ctx: FastPassContext, waiting: Waiting | None) -> float | None:
     if isinstance(waiting.lacks, NotConsidered):
         ctx.not_considered += 1
     eta = waiting.estimated_start
+    _heed_start(ctx, eta)
+    return eta
+
+
+def _heed_start(ctx: FastPassContext, eta: float | None) -> None:
+    """A reserved start holds the pass's answer up to it (it moves with the clock once past)."""
     if eta is not None:
         ctx.until = min(ctx.until, max(eta, ctx.now))
-    return eta
 
 
 def _queued_as(

@@ -23,9 +23,20 @@ first `limit` count, the rest are QueueFull, placed after the counted ones (thei
 `past_limit`), and left out of fair admission; a pass redoes the tasks that crossed the limit,
 found within as many places of it as arrivals moved.
 
+On an autoscaling cluster (one queue), what depends on the whole queue is admission's demand
+for nodes: the policy's walk again at the cluster's ceiling (`admit.scale_up`), which ends
+where its tail is, as the walk of the moment does; a backoff, which only a task whose status
+dates a request for nodes can sit out (`Order.asking`); and the starts the demand holds back
+or lets through (`admit.keep_for_scale_up`). So the front grows until both walks end in it
+and it holds every asking task; where the demand lets tasks past the walk's end start
+(backfill, every one behind a front that waits for nodes), the front is the whole queue.
+Past the front nobody waits for nodes, and the request to the autoscaler reads the running
+tasks (all loud) and the demand.
+
 The fast pass holds only where it is known to equal `planner.plan` exactly: no queue file
-error, Ray answering, no autoscaler, no preemption, at most one maxQueued in each queue's
-chain (two, a queue's and its parent's, fill in turn over every arrival), no task with
+error, Ray answering, no autoscaler with team queues (fair admission at the ceiling grows
+its fronts by rules of its own), no preemption, at most one maxQueued in each queue's chain
+(two, a queue's and its parent's, fill in turn over every arrival), no task with
 dependencies, in an array, with an explicit submission id or named as a preemptor's victim,
 the clock not set back, and each queue's last tail waiting for the same reason as this one's.
 Otherwise the full pass runs, and leaves an `Order` for the next one when these hold again.
@@ -174,6 +185,10 @@ class Order:
     reused: bool = False
     # The sidecars without a spec the last plan was given.
     orphans: frozenset[str] = frozenset()
+    # On an autoscaling cluster: the waiting tasks whose status dates a request for nodes
+    # (scale_up_requested_at). Only they can sit out a backoff, and only they may need it
+    # cleared: each fast pass walks a front that holds them all.
+    asking: frozenset[str] = frozenset()
 
 
 class Kept(NamedTuple):  # built per task per full pass: a tuple builds fastest
@@ -227,7 +242,7 @@ def fast_enough(ctx: PassInputs) -> bool:
     return (
         ctx.queue_error is None
         and ctx.obs.available
-        and ctx.obs.scaling is None
+        and (ctx.obs.scaling is None or ctx.queues is None)
         and not ctx.env.preemption.any_on
         and (ctx.queues is None or bounds_of(ctx.queues) is not None)
     )
@@ -371,13 +386,14 @@ def order_after_full(
     watch = {sid: n for n in quiet if (sid := statuses[n].status.submission_id) is not None}
     summary = plan.summary
     assert summary is not None
+    key_of = {e.name: e for entries in keys.values() for e in entries}
     return next_order(
         ctx,
         plan,
         waiting=admitted.order,
         versions=versions,
         keys=keys,
-        key_of={e.name: e for entries in keys.values() for e in entries},
+        key_of=key_of,
         loud=frozenset(specs) - quiet,
         heap=heap,
         watch=watch,
@@ -389,6 +405,7 @@ def order_after_full(
         bounds=bounds,
         arrivals=arrivals,
         orphans=frozenset(statuses.keys() - specs.keys()),
+        asking=asking_after(ctx, frozenset(), key_of, out, key_of),
     )
 
 
@@ -493,6 +510,7 @@ def next_order(
     front_walk: FrontWalk | None = None,
     reused: bool = False,
     orphans: frozenset[str] = frozenset(),
+    asking: frozenset[str] = frozenset(),
 ) -> Order:
     """The order a pass that planned `plan` leaves for the next fast one."""
     exact = ctx.options.exact_queue_positions
@@ -533,7 +551,30 @@ def next_order(
         front_walk=front_walk,
         reused=reused,
         orphans=orphans,
+        asking=asking,
     )
+
+
+def asking_after(
+    ctx: PassInputs | FastPassContext,
+    asking: frozenset[str],
+    names: Iterable[str],
+    out: Mapping[str, TaskStatus],
+    waiting: Mapping[str, Entry],
+) -> frozenset[str]:
+    """`asking` (Order.asking), each of `names` judged anew by its status in `out`: those
+    that wait and date a request for nodes. Empty on a fixed cluster (a change to or from
+    an autoscaler sends the pass to the full planner: the memo's world changed)."""
+    if ctx.obs.scaling is None:
+        return frozenset()
+    now = set(asking)
+    for name in names:
+        status = out.get(name)
+        if name in waiting and status is not None and status.status.scale_up_requested_at:
+            now.add(name)
+        else:
+            now.discard(name)
+    return frozenset(now)
 
 
 def changed_names(versions: Mapping[str, Hashable], before: Mapping[str, Hashable]) -> set[str]:

@@ -27,7 +27,17 @@ from hypothesis import strategies as st
 from reconciler.core.incremental import fastpass
 from reconciler.core.incremental.keptorder import bounds_of
 from reconciler.core.queues.usage import Tracked
-from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob
+from specs.cluster import (
+    FAILED,
+    PENDING,
+    RUNNING,
+    STOPPED,
+    SUCCEEDED,
+    Capacity,
+    NodeType,
+    RayJob,
+    Scaling,
+)
 from specs.queues.config import QueueConfig
 from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
@@ -117,6 +127,16 @@ PRIORITIES = (0, 0, 0, 1, 3, 5, 5, 9)
 CPUS = (0.5, 1, 1, 1, 2, 3, 9)  # 9: more than most capacities drawn
 TIMEOUTS = (0, 0, 0, 5, 50)
 TICKS = (0, 0.25, 1, 3, 4.999, 5, 6, 7, 30, 61, 301)
+# What the cluster can grow to: node types (a 9-CPU task needs several small nodes), with
+# the autoscaler's own words (nodes pending, a failed launch), or a ceiling alone.
+SMALL = NodeType("small", Capacity(4, 0, 16 * GIB), 4)
+BIG = NodeType("big", Capacity(16, 0, 64 * GIB), 1)
+SCALINGS = (
+    None,
+    Scaling(Capacity(24, 0, 128 * GIB), (SMALL,)),
+    Scaling(Capacity(40, 0, 160 * GIB), (SMALL, BIG), "autoscaler", ("small",), ("quota",)),
+    Scaling(Capacity(12, 0, 96 * GIB)),
+)
 # What Ray does to a job: "vanish" is a job Ray no longer lists (Lost after the grace period).
 OUTCOMES = (RUNNING, RUNNING, RUNNING, SUCCEEDED, SUCCEEDED, FAILED, STOPPED, "vanish")
 
@@ -158,7 +178,7 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
                 *("add", "put", "edit", "edit", "edit", "delete", "touch", "break"),
                 *("ray", "ray", "ray", "rays", "rays", "start_all"),
                 *("tick", "tick", "tick", "tick", "outage", "capacity", "restart"),
-                *("rebuild", "foreign", "lose_writes"),
+                *("rebuild", "foreign", "lose_writes", "scaling"),
             ]
         )
     )
@@ -194,6 +214,8 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
         return (kind, index)
     if kind == "lose_writes":
         return (kind, index, draw(st.integers(1, 10)), draw(st.sampled_from([1, 3])))
+    if kind == "scaling":
+        return (kind, draw(st.sampled_from(SCALINGS)))
     return (kind,)
 
 
@@ -306,6 +328,7 @@ def queues_of(text: str | None) -> QueueConfig | None:
     tell=st.booleans(),
     simple=st.booleans(),
     simple_file=st.sampled_from(FAST_QUEUE_FILES),
+    grows=st.sampled_from(SCALINGS),
     sequence=st.lists(steps(), min_size=1, max_size=40),
 )
 def test_incremental_plan_equals_full_plan_on_long_sequences(
@@ -318,6 +341,7 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
     tell: bool,
     simple: bool,
     simple_file: str | None,
+    grows: Scaling | None,
     sequence: list[tuple[Any, ...]],
 ) -> None:
     if simple:
@@ -332,9 +356,11 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
         capacity=Capacity(cpus, 0, 64 * GIB),
         check=assert_identical,
         tell_changed=tell,
+        scaling=grows,
     )
     note(f"queue file: {queue_file and queue_file.splitlines()[-1]}; {options}")
     note(f"size {size}, first {first}, cpus {cpus}, plain {plain}, tell {tell}, simple {simple}")
+    note(f"scaling {grows}")
     note(f"sequence {sequence}")
     run = Sequence(world, names_of(size), plain)
     run.run(("add", size // 2, first))  # the first half arrives at once
@@ -552,6 +578,34 @@ def test_team_queue_sequences_take_the_fast_pass_in_most_passes(
     run.run(("add", 80, seed))
     for step in busy_steps(seed, 40):
         run.run(step)
+    assert world.passes > 40
+    assert world.fast_passes > 0.7 * world.passes, (world.fast_passes, world.passes)
+
+
+@pytest.mark.parametrize("grows", SCALINGS[1:], ids=["small", "small-big-reported", "ceiling"])
+@pytest.mark.parametrize("policy", ["strict", "backfill", "besteffort"])
+@pytest.mark.parametrize(("seed", "exact"), [(1, 3), (2, 20)])
+def test_autoscaling_sequences_take_the_fast_pass_in_most_passes(
+    grows: Scaling, policy: str, seed: int, exact: int
+) -> None:
+    """On an autoscaling cluster (one queue), the incremental plan equals the full one at
+    every pass, the autoscaler's request and the tasks that wait for nodes included, and the
+    fast pass takes most passes: tasks bigger than the cluster of the moment (9 CPUs on 4)
+    ask for nodes at the front while the rest of the queue waits behind them."""
+    options = PlanOptions(
+        queue_id="q", policy=policy, exact_queue_positions=exact, backfill_candidates=5
+    )
+    world = History(
+        options, None, capacity=Capacity(4, 0, 64 * GIB), check=assert_identical, scaling=grows
+    )
+    run = Sequence(world, names_of(120), plain=True)
+    run.run(("add", 80, seed))
+    asking = 0  # fast passes after which some task waits for nodes
+    for step in busy_steps(seed, 40):
+        run.run(step)
+        statuses = world.statuses.values()
+        asking += world.memo.fast and any(s.status.scale_up_requested_at for s in statuses)
+    assert asking > 0
     assert world.passes > 40
     assert world.fast_passes > 0.7 * world.passes, (world.fast_passes, world.passes)
 
