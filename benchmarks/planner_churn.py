@@ -7,6 +7,7 @@ python -m benchmarks.planner_churn --sizes 10000 50000
 python -m benchmarks.planner_churn --sizes 10000 --policy strict
 python -m benchmarks.planner_churn --sizes 10000 --teams 4   (a _queues.yaml of 4 teams)
 python -m benchmarks.planner_churn --sizes 10000 --teams 4 --max-queued 1000   (and maxQueued)
+python -m benchmarks.planner_churn --sizes 10000 --scaling   (an autoscaler that can add nodes)
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from benchmarks.common import save, table
 from reconciler.app.runtime import tune_gc
 from reconciler.core import incremental
 from reconciler.core.planner import Observation, Plan, TaskInput
-from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity, RayJob
+from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity, NodeType, RayJob, Scaling
 from specs.queues.config import QueueConfig
 from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
@@ -32,6 +33,11 @@ from specs.task.status import TaskStatus
 
 ROUNDS = 9
 T0 = 1_767_225_600.0
+CAPACITY = Capacity(8, 0, 2**40)
+# The autoscaler's report with --scaling: up to four more 8-CPU nodes, one being launched. The
+# cluster never grows here, so the queue's front keeps waiting for them.
+WORKER = NodeType("worker", CAPACITY, 4)
+SCALING = Scaling(CAPACITY + Capacity(32, 0, 2**42), (WORKER,), "autoscaler", ("worker",))
 
 
 def _task(priority: int) -> Task:
@@ -48,8 +54,16 @@ def _task(priority: int) -> Task:
 class World:
     """Specs, statuses with their versions, and Ray's jobs, moved as the loop and Ray would."""
 
-    def __init__(self, size: int, policy: str, teams: int = 0, max_queued: int = 0) -> None:
+    def __init__(
+        self,
+        size: int,
+        policy: str,
+        teams: int = 0,
+        max_queued: int = 0,
+        scaling: Scaling | None = None,
+    ) -> None:
         self.options = PlanOptions(queue_id="bench", policy=policy)
+        self.scaling = scaling
         self.queues = _teams(teams, max_queued)
         tasks = {p: _task(p) for p in range(10)}
         names = [f"t{i:05d}" if not teams else f"team-{i % teams}/t{i:05d}" for i in range(size)]
@@ -66,7 +80,7 @@ class World:
 
     def run_pass(self) -> tuple[Plan, float]:
         versions = {n: self.generation.get(n, 0) for n in self.specs}
-        observed = Observation(dict(self.jobs), Capacity(8, 0, 2**40))
+        observed = Observation(dict(self.jobs), CAPACITY, scaling=self.scaling)
         at = datetime.fromtimestamp(self.now, UTC)
         cpu = time.process_time()
         plan, self.memo = incremental.plan_incremental(
@@ -114,8 +128,10 @@ def _teams(count: int, max_queued: int = 0) -> QueueConfig | None:
     return parse_queue_config("\n".join(lines) + "\n")
 
 
-def measure(size: int, policy: str, teams: int = 0, max_queued: int = 0) -> dict[str, Any]:
-    world = World(size, policy, teams, max_queued)
+def measure(
+    size: int, policy: str, teams: int = 0, max_queued: int = 0, scaling: bool = False
+) -> dict[str, Any]:
+    world = World(size, policy, teams, max_queued, SCALING if scaling else None)
     for _ in range(3):
         world.run_pass()
     world.move(RUNNING)
@@ -139,6 +155,7 @@ def measure(size: int, policy: str, teams: int = 0, max_queued: int = 0) -> dict
         "policy": policy,
         "teams": teams,
         "max_queued": max_queued,
+        "scaling": scaling,
         "end_pass_planner_cpu_ms_median": ends[ROUNDS // 2],
         "end_pass_planner_cpu_ms_min": ends[0],
         "next_pass_planner_cpu_ms_median": after[ROUNDS // 2],
@@ -151,11 +168,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--policy", default="backfill", choices=("strict", "backfill"))
     parser.add_argument("--teams", type=int, default=0, help="team queues (0: none)")
     parser.add_argument("--max-queued", type=int, default=0, help="each team's maxQueued")
+    parser.add_argument(
+        "--scaling", action="store_true", help="an autoscaler report with node types to add"
+    )
     parser.add_argument("--out", type=Path, default=None, help="JSON result file")
     args = parser.parse_args(argv)
     rows = []
     for size in args.sizes:
-        rows.append(measure(size, args.policy, args.teams, args.max_queued))
+        rows.append(measure(size, args.policy, args.teams, args.max_queued, args.scaling))
         print(rows[-1], flush=True)
     header = list(rows[0])
     print(table("the planner's part of a pass", header, [[r[h] for h in header] for r in rows]))

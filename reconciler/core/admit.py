@@ -62,6 +62,7 @@ from specs.task.status import TaskStatusBody
 
 __all__ = [
     "Admitted",
+    "LeftOver",
     "QueueShares",
     "ScaleUpState",
     "Start",
@@ -460,7 +461,7 @@ def keep_for_scale_up(
     slots: int,
     admission: policies.Admission | queueing.QueueAdmission,
     scale: ScaleUpState,
-) -> None:
+) -> LeftOver:
     """A task waiting for nodes keeps its claim on what is free now: the autoscaler is asked
     for its whole request beside what runs, so the nodes that come complete today's free
     resources, and a task behind it in its queue that took them would delay it by another
@@ -468,7 +469,8 @@ def keep_for_scale_up(
     it asks for). The other way round, under backfill without team queues, a front that waits
     for nodes does not hold back what does not need its resources: a task the policy kept
     behind it starts if it fits that spare (a GPU front waiting for a GPU node leaves the CPUs
-    of today to CPU work). Strict never overtakes; besteffort lets anything that fits start."""
+    of today to CPU work). Strict never overtakes; besteffort lets anything that fits start.
+    Returns what it leaves for a task behind `eligible`."""
     queues = inputs.queues
     add = inputs.options.policy == "backfill" and queues is None
     spare: dict[str, Capacity] = {}  # per queue ("" without queues)
@@ -506,6 +508,29 @@ def keep_for_scale_up(
             spare[owner], left, room = have - request, left - request, room - 1
             continue
         ahead[owner] = ahead.get(owner, 0) + 1
+    return LeftOver(add, spare, holder, left, room)
+
+
+@dataclass(frozen=True)
+class LeftOver:
+    """What `keep_for_scale_up` leaves for a task further back in its queue."""
+
+    add: bool  # whether a task behind a front that waits for nodes may start on its spare
+    spare: Mapping[str, Capacity]  # by queue: free beyond the needs of its tasks so far
+    holder: Mapping[str, str]  # by queue: its first task that waits for nodes
+    left: Capacity  # free, the starts so far taken
+    room: int  # starts left
+
+    def starts(self, queue: str, request: Capacity, free: Capacity) -> bool:
+        """Whether a task of `queue` asking `request`, which the policy kept waiting behind
+        the queue's holder only, would start (`free`: the one given to keep_for_scale_up)."""
+        return (
+            self.add
+            and queue in self.holder
+            and self.room > 0
+            and _fits_asked(request, self.spare.get(queue, free))
+            and request.fits_in(self.left)
+        )
 
 
 def _behind(waiting: Waiting | None, front: str) -> bool:

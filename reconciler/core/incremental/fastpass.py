@@ -54,6 +54,7 @@ from reconciler.core.queues import fairshare
 from reconciler.core.queues.dispatch import QueueAdmission
 from reconciler.core.queues.shareresult import OwnTest
 from reconciler.core.stages import walk_end
+from specs.cluster import Capacity
 from specs.task.models import Phase, Reason
 from specs.task.status import TaskStatus, TaskStatusBody
 
@@ -87,6 +88,7 @@ def fast_pass(
     if results is None:
         return None
     heap = changes.heap
+    requests: Mapping[Capacity, int] = {}
     # The quiet results' earliest end (a redone task's old entry is stale: its own counts).
     while heap and (heap[0].name in changes.redo or not _current(heap[0], order.loud, kept)):
         heappop(heap)
@@ -97,7 +99,8 @@ def fast_pass(
     ctx.stop_strays(specs)
     if ctx.queues is None:
         asking = _asking(ctx, order, merged, results, moved.key_of)
-        fronts = _admit_one_queue(ctx, order, moved, tasks, merged, asking)
+        requests = _requests(ctx, order, previous, [*merged, *deleted], tasks, moved.key_of)
+        fronts = _admit_one_queue(ctx, order, moved, tasks, merged, asking, requests)
     else:
         fronts = _admit_team_queues(ctx, order, moved, tasks, merged)
     if not _wait_past_fronts(ctx, order, moved, fronts):
@@ -133,6 +136,7 @@ def fast_pass(
         reused=fronts.reused,
         orphans=frozenset(orphans),
         asking=asking_after(ctx, order.asking, touched | deleted, out, moved.key_of),
+        requests=requests,
     )
     return plan, kept, following
 
@@ -394,6 +398,35 @@ def _first_fronts(ctx: FastPassContext, keys: Mapping[str, list[Entry]]) -> _Fro
     return _Fronts(fronts, counted, {}, set())
 
 
+def _requests(
+    ctx: FastPassContext,
+    order: Order,
+    previous: Mapping[str, Kept],
+    names: Iterable[str],
+    tasks: _TaskResults,
+    key_of: Mapping[str, Entry],
+) -> Mapping[Capacity, int]:
+    """How many waiting tasks ask for each request (Order.requests), moved by `names` (the
+    redone and deleted tasks: only theirs can change)."""
+    if ctx.obs.scaling is None:
+        return {}
+    requests: dict[Capacity, int] | None = None
+    for name in names:
+        old = candidate_of(previous[name].result).request if name in order.key_of else None
+        new = candidate_of(tasks.result_of(name)).request if name in key_of else None
+        if old == new:
+            continue
+        if requests is None:
+            requests = dict(order.requests)
+        if old is not None:
+            requests[old] -= 1
+            if not requests[old]:
+                del requests[old]
+        if new is not None:
+            requests[new] = requests.get(new, 0) + 1
+    return order.requests if requests is None else requests
+
+
 def _admit_one_queue(
     ctx: FastPassContext,
     order: Order,
@@ -401,10 +434,11 @@ def _admit_one_queue(
     tasks: _TaskResults,
     merged: list[str],
     asking: Collection[str],
+    requests: Mapping[Capacity, int],
 ) -> _Fronts:
     """The policy's walk over the one queue's front, and admission's statuses for it; on an
     autoscaling cluster, with the demand for nodes (keptorder's docstring: a front that holds
-    every task of `asking`)."""
+    every task of `asking`; `requests`: Order.requests)."""
     found = _first_fronts(ctx, moved.keys)
     fronts = found.fronts
     options = ctx.options
@@ -428,8 +462,9 @@ def _admit_one_queue(
         if ctx.obs.scaling is not None:
             bodies = {c.name: tasks.result_of(c.name).body for c in candidates}
             scaled = frontadmission.scale_front(ctx, candidates, walked, bodies)
-            if not whole and frontadmission.reaches_past(scaled, options.policy):
-                fronts[""] = len(entries)
+            start = None if whole else _start_past(scaled, entries, fronts[""], tasks, requests)
+            if start is not None:
+                fronts[""] = start + 1
                 continue
         if whole or (walked.tail is not None and (scaled is None or scaled.scale.walk_ended)):
             break
@@ -458,6 +493,28 @@ def _admit_one_queue(
     found.touched = set(merged) | set(walk.touched)
     found.front_walk, found.reused = front_walk, reused
     return found
+
+
+def _start_past(
+    scaled: frontadmission.ScaledFront,
+    entries: list[Entry],
+    front: int,
+    tasks: _TaskResults,
+    requests: Mapping[Capacity, int],
+) -> int | None:
+    """The index of the first task past `front` that starts on what the front's demand for
+    nodes leaves (ScaledFront.behind_holder), None if none does. Looked for one by one only
+    when some waiting task's request (`requests`, Order.requests) would start."""
+    left_over = scaled.behind_holder()
+    if left_over is None:
+        return None
+    free = scaled.free
+    if not any(left_over.starts("", request, free) for request in requests):
+        return None
+    for index in range(front, len(entries)):
+        if left_over.starts("", candidate_of(tasks.result_of(entries[index].name)).request, free):
+            return index
+    return None
 
 
 def _admit_team_queues(

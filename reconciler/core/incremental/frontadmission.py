@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from reconciler.core.admission import policies
 from reconciler.core.admission.waits import BehindTask, NotConsidered, ReservedStart, Waiting
 from reconciler.core.admit import (
+    LeftOver,
     ScaleUpState,
     admission_of,
     far_message,
@@ -170,6 +171,23 @@ class ScaledFront:
 
     admission: policies.Admission
     scale: ScaleUpState
+    free: Capacity  # what admission gave out
+    left_over: LeftOver | None  # what keep_for_scale_up left (None: it did not run)
+
+    def behind_holder(self) -> LeftOver | None:
+        """What is left for the tasks past the walk's end when each of them may start on it:
+        they all wait behind a blocked front (BehindTask) that waits for nodes, and under
+        backfill any of them that fits what that front leaves starts (keep_for_scale_up),
+        wherever it stands. None: none of them starts."""
+        tail, left_over = self.admission.tail, self.left_over
+        if (
+            left_over is None
+            or tail is None
+            or not isinstance(tail.lack, BehindTask)
+            or left_over.holder.get("") != tail.lack.task
+        ):
+            return None
+        return left_over
 
 
 def scale_front(
@@ -182,7 +200,8 @@ def scale_front(
     walk over it (left as it is: a later pass may reuse it). `bodies`: each of `prefix`'s. It
     is the whole queue's when both walks end in `prefix` (`Admission.tail`,
     `ScaleUpState.walk_ended`), `prefix` holds every task whose status dates a request for
-    nodes (only those can sit out a backoff), and `reaches_past` is false."""
+    nodes (only those can sit out a backoff), and no task past it would start on what the
+    demand leaves (`ScaledFront.behind_holder`)."""
     admission = policies.Admission(
         list(walked.start), dict(walked.waiting), walked.tail, walked.until
     )
@@ -191,22 +210,10 @@ def scale_front(
         start_slots(ctx.options, ctx.bodies),
     )
     scale = scale_up(ctx.inputs, bodies, ctx.claims, prefix, free, slots, None, admission, {})
+    left_over = None
     if scale.demand and ctx.options.policy != "besteffort":
-        keep_for_scale_up(ctx.inputs, prefix, free, slots, admission, scale)
-    return ScaledFront(admission, scale)
-
-
-def reaches_past(front: ScaledFront, policy: str) -> bool:
-    """Whether the demand for nodes may start a task past the walk's end: under backfill, every
-    task there waits behind a blocked front (BehindTask) that waits for nodes, and any of them
-    that fits what the front leaves free starts (keep_for_scale_up), wherever it stands."""
-    tail = front.admission.tail
-    return (
-        policy == "backfill"
-        and tail is not None
-        and isinstance(tail.lack, BehindTask)
-        and tail.lack.task in front.scale.demand
-    )
+        left_over = keep_for_scale_up(ctx.inputs, prefix, free, slots, admission, scale)
+    return ScaledFront(admission, scale, free, left_over)
 
 
 def admit_prefix(

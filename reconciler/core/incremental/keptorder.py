@@ -47,6 +47,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from heapq import heapify
@@ -65,7 +66,7 @@ from reconciler.core.planner import PassInputs, Plan, TaskInput, TaskResult
 from reconciler.core.queues import fairshare
 from reconciler.core.queues.dispatch import QueueAdmission
 from reconciler.core.stages import WalkEnd
-from specs.cluster import RayJob
+from specs.cluster import Capacity, RayJob
 from specs.queues.config import DEFAULT_QUEUE, QueueConfig
 from specs.task.arrays import split
 from specs.task.models import Reason
@@ -189,6 +190,10 @@ class Order:
     # (scale_up_requested_at). Only they can sit out a backoff, and only they may need it
     # cleared: each fast pass walks a front that holds them all.
     asking: frozenset[str] = frozenset()
+    # On an autoscaling cluster with one queue: how many waiting tasks ask for each request,
+    # so a pass knows without looking at each whether any of them could start on what a front
+    # that waits for nodes leaves (admit.LeftOver).
+    requests: Mapping[Capacity, int] = dataclasses.field(default_factory=dict)
 
 
 class Kept(NamedTuple):  # built per task per full pass: a tuple builds fastest
@@ -406,7 +411,17 @@ def order_after_full(
         arrivals=arrivals,
         orphans=frozenset(statuses.keys() - specs.keys()),
         asking=asking_after(ctx, frozenset(), key_of, out, key_of),
+        requests=_requests_of(ctx, key_of, results),
     )
+
+
+def _requests_of(
+    ctx: PassInputs, key_of: Mapping[str, Entry], results: Mapping[str, TaskResult]
+) -> dict[Capacity, int]:
+    """Order.requests: by request, how many waiting tasks ask for it."""
+    if ctx.obs.scaling is None or ctx.queues is not None:
+        return {}
+    return dict(Counter(candidate_of(results[name]).request for name in key_of))
 
 
 def _arrivals(
@@ -511,6 +526,7 @@ def next_order(
     reused: bool = False,
     orphans: frozenset[str] = frozenset(),
     asking: frozenset[str] = frozenset(),
+    requests: Mapping[Capacity, int] | None = None,
 ) -> Order:
     """The order a pass that planned `plan` leaves for the next fast one."""
     exact = ctx.options.exact_queue_positions
@@ -552,6 +568,7 @@ def next_order(
         reused=reused,
         orphans=orphans,
         asking=asking,
+        requests={} if requests is None else requests,
     )
 
 

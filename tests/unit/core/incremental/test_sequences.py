@@ -41,6 +41,7 @@ from specs.cluster import (
 from specs.queues.config import QueueConfig
 from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
+from specs.task.models import Reason
 from tests.support.incremental_history import T0, History, assert_identical
 from tests.support.planner_world import GIB
 
@@ -127,14 +128,15 @@ PRIORITIES = (0, 0, 0, 1, 3, 5, 5, 9)
 CPUS = (0.5, 1, 1, 1, 2, 3, 9)  # 9: more than most capacities drawn
 TIMEOUTS = (0, 0, 0, 5, 50)
 TICKS = (0, 0.25, 1, 3, 4.999, 5, 6, 7, 30, 61, 301)
-# What the cluster can grow to: node types (a 9-CPU task needs several small nodes), with
-# the autoscaler's own words (nodes pending, a failed launch), or a ceiling alone.
+# What the cluster can grow to: node types (a 9-CPU task needs several small nodes; a GPU
+# task waits for a GPU node while the CPU tasks behind it start on today's CPUs), with the
+# autoscaler's own words (nodes pending, a failed launch), or a ceiling alone.
 SMALL = NodeType("small", Capacity(4, 0, 16 * GIB), 4)
-BIG = NodeType("big", Capacity(16, 0, 64 * GIB), 1)
+GPU = NodeType("gpu", Capacity(4, 1, 16 * GIB), 2)
 SCALINGS = (
     None,
     Scaling(Capacity(24, 0, 128 * GIB), (SMALL,)),
-    Scaling(Capacity(40, 0, 160 * GIB), (SMALL, BIG), "autoscaler", ("small",), ("quota",)),
+    Scaling(Capacity(32, 2, 160 * GIB), (SMALL, GPU), "autoscaler", ("small",), ("quota",)),
     Scaling(Capacity(12, 0, 96 * GIB)),
 )
 # What Ray does to a job: "vanish" is a job Ray no longer lists (Lost after the grace period).
@@ -161,7 +163,7 @@ def fields_from(seed: int, names: tuple[str, ...], name: str, plain: bool) -> di
     if rng.random() < 0.05:
         fields["suspend"] = True
     if rng.random() < 0.05:
-        fields["resources"] = {"gpu": 1}  # no capacity drawn has a GPU
+        fields["resources"] = {"gpu": 1}  # no capacity drawn has a GPU (a GPU node type may come)
     if not plain and rng.random() < 0.1:
         fields["dependsOn"] = [{"name": rng.choice([n for n in names if n != name])}]
     if not plain and rng.random() < 0.06:
@@ -582,7 +584,7 @@ def test_team_queue_sequences_take_the_fast_pass_in_most_passes(
     assert world.fast_passes > 0.7 * world.passes, (world.fast_passes, world.passes)
 
 
-@pytest.mark.parametrize("grows", SCALINGS[1:], ids=["small", "small-big-reported", "ceiling"])
+@pytest.mark.parametrize("grows", SCALINGS[1:], ids=["small", "small-gpu-reported", "ceiling"])
 @pytest.mark.parametrize("policy", ["strict", "backfill", "besteffort"])
 @pytest.mark.parametrize(("seed", "exact"), [(1, 3), (2, 20)])
 def test_autoscaling_sequences_take_the_fast_pass_in_most_passes(
@@ -608,6 +610,28 @@ def test_autoscaling_sequences_take_the_fast_pass_in_most_passes(
     assert asking > 0
     assert world.passes > 40
     assert world.fast_passes > 0.7 * world.passes, (world.fast_passes, world.passes)
+
+
+def test_a_task_far_behind_a_front_waiting_for_a_gpu_node_starts_on_the_fast_pass() -> None:
+    """Backfill on an autoscaling cluster: the front waits for a GPU node, and everyone behind
+    it waits BehindTask; a task that fits what the front leaves of today's CPUs starts
+    wherever it stands (admit.keep_for_scale_up), here far past the front the fast pass walks
+    first: the pass finds it through the kept requests, and equals plan() (History checks)."""
+    options = PlanOptions(queue_id="q", policy="backfill", exact_queue_positions=1, max_inflight=1)
+    grows = Scaling(Capacity(8, 1, 64 * GIB), (GPU,))
+    world = History(
+        options, None, capacity=Capacity(4, 0, 64 * GIB), check=assert_identical, scaling=grows
+    )
+    world.apply(("put", "front", {"priority": 9, "resources": {"gpu": 1}}))
+    for k in range(15):  # more than the CPUs the front leaves: they wait
+        world.apply(("put", f"wide-{k:02d}", {"priority": 5, "cpu": 4}))
+    for _ in range(3):
+        world.run_pass()
+    assert world.statuses["front"].status.reason is Reason.WAITING_FOR_SCALE_UP
+    world.apply(("put", "small", {"priority": 0, "cpu": 1}))
+    plan = world.run_pass()
+    assert world.memo.fast
+    assert [s.task for s in plan.submits] == ["small"]
 
 
 def test_tasks_cross_max_queued_on_the_fast_pass() -> None:
