@@ -75,7 +75,7 @@ def fast_pass(
     """`planner.finish`'s plan, redoing only what can have changed; None: this pass needs the
     full one (nothing of `ctx` is used then: the caller starts again). `told`: `given`
     came from the caller and names every sidecar read anew too (a spec's or not)."""
-    if ctx.now < order.now or order.flagged:
+    if ctx.now < order.now or order.flagged or ctx.queue_error != order.queue_error:
         return None
     names = list(specs)
     changes = _changes(ctx, order, previous, specs, versions, names, given)

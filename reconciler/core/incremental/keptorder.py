@@ -33,13 +33,22 @@ and it holds every asking task; where the demand lets tasks past the walk's end 
 Past the front nobody waits for nodes, and the request to the autoscaler reads the running
 tasks (all loud) and the demand.
 
-The fast pass holds only where it is known to equal `planner.plan` exactly: no queue file
-error, Ray answering, no autoscaler with team queues (fair admission at the ceiling grows
-its fronts by rules of its own), no preemption, at most one maxQueued in each queue's chain
-(two, a queue's and its parent's, fill in turn over every arrival), no task with
-dependencies, in an array, with an explicit submission id or named as a preemptor's victim,
-the clock not set back, and each queue's last tail waiting for the same reason as this one's.
-Otherwise the full pass runs, and leaves an `Order` for the next one when these hold again.
+A queue file's error (no configuration valid since serve started: one queue, and every task
+in it says so) is pass-wide: the fast pass holds while it stays the one its order was made
+with (`Order.queue_error`), as each status it leaves says it.
+
+The fast pass holds only where it is known to equal `planner.plan` exactly: the queue file's
+error (or none) the same as the last pass's, Ray answering, no autoscaler with team queues
+(fair admission at the ceiling grows its fronts by rules of its own), no preemption, at most
+one maxQueued in each queue's chain (two, a queue's and its parent's, fill in turn over every
+arrival), no task with dependencies, in an array, with an explicit submission id or named as
+a preemptor's victim, the clock not set back, and each queue's last tail waiting for the same
+reason as this one's. Otherwise the full pass runs, and leaves an `Order` for the next one
+when these hold again. Ray not answering stays with the full pass: each task's own result
+reads whether Ray answers (the memo's world), so the pass where it stops and the one where it
+answers again redo every task whatever the pass; the passes between admit nobody, start and
+stop nothing, so their cost holds nothing up, and a fast path for them would be a second one,
+without admission, kept only for the outage.
 """
 
 from __future__ import annotations
@@ -194,6 +203,9 @@ class Order:
     # so a pass knows without looking at each whether any of them could start on what a front
     # that waits for nodes leaves (admit.LeftOver).
     requests: Mapping[Capacity, int] = dataclasses.field(default_factory=dict)
+    # The queue file's error the pass was planned with (PassInputs.queue_error): every task in
+    # a queue says it (QueueConfigInvalid), so another one, or none, needs the full pass.
+    queue_error: str | None = None
 
 
 class Kept(NamedTuple):  # built per task per full pass: a tuple builds fastest
@@ -245,8 +257,7 @@ def reconcile(
 def fast_enough(ctx: PassInputs) -> bool:
     """Whether the pass-wide inputs allow the fast pass at all."""
     return (
-        ctx.queue_error is None
-        and ctx.obs.available
+        ctx.obs.available
         and (ctx.obs.scaling is None or ctx.queues is None)
         and not ctx.env.preemption.any_on
         and (ctx.queues is None or bounds_of(ctx.queues) is not None)
@@ -569,6 +580,7 @@ def next_order(
         orphans=orphans,
         asking=asking,
         requests={} if requests is None else requests,
+        queue_error=ctx.queue_error,
     )
 
 

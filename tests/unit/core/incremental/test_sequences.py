@@ -41,7 +41,7 @@ from specs.cluster import (
 from specs.queues.config import QueueConfig
 from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
-from specs.task.models import Reason
+from specs.task.models import ConditionType, Reason
 from tests.support.incremental_history import T0, History, assert_identical
 from tests.support.planner_world import GIB
 
@@ -139,6 +139,9 @@ SCALINGS = (
     Scaling(Capacity(32, 2, 160 * GIB), (SMALL, GPU), "autoscaler", ("small",), ("quota",)),
     Scaling(Capacity(12, 0, 96 * GIB)),
 )
+# A queue file that never parsed (it counts only without a valid configuration), fixed, or
+# broken another way.
+QUEUE_ERRORS = (None, "_queues.yaml: line 3: bad indentation", "_queues.yaml: unknown field")
 # What Ray does to a job: "vanish" is a job Ray no longer lists (Lost after the grace period).
 OUTCOMES = (RUNNING, RUNNING, RUNNING, SUCCEEDED, SUCCEEDED, FAILED, STOPPED, "vanish")
 
@@ -180,7 +183,7 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
                 *("add", "put", "edit", "edit", "edit", "delete", "touch", "break"),
                 *("ray", "ray", "ray", "rays", "rays", "start_all"),
                 *("tick", "tick", "tick", "tick", "outage", "capacity", "restart"),
-                *("rebuild", "foreign", "lose_writes", "scaling"),
+                *("rebuild", "foreign", "lose_writes", "scaling", "queue_error"),
             ]
         )
     )
@@ -218,6 +221,8 @@ def steps(draw: st.DrawFn) -> tuple[Any, ...]:
         return (kind, index, draw(st.integers(1, 10)), draw(st.sampled_from([1, 3])))
     if kind == "scaling":
         return (kind, draw(st.sampled_from(SCALINGS)))
+    if kind == "queue_error":
+        return (kind, draw(st.sampled_from(QUEUE_ERRORS)))
     return (kind,)
 
 
@@ -331,6 +336,7 @@ def queues_of(text: str | None) -> QueueConfig | None:
     simple=st.booleans(),
     simple_file=st.sampled_from(FAST_QUEUE_FILES),
     grows=st.sampled_from(SCALINGS),
+    broken=st.sampled_from(QUEUE_ERRORS),
     sequence=st.lists(steps(), min_size=1, max_size=40),
 )
 def test_incremental_plan_equals_full_plan_on_long_sequences(
@@ -344,6 +350,7 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
     simple: bool,
     simple_file: str | None,
     grows: Scaling | None,
+    broken: str | None,
     sequence: list[tuple[Any, ...]],
 ) -> None:
     if simple:
@@ -359,10 +366,11 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
         check=assert_identical,
         tell_changed=tell,
         scaling=grows,
+        queue_error=broken,
     )
     note(f"queue file: {queue_file and queue_file.splitlines()[-1]}; {options}")
     note(f"size {size}, first {first}, cpus {cpus}, plain {plain}, tell {tell}, simple {simple}")
-    note(f"scaling {grows}")
+    note(f"scaling {grows}, queue error {broken}")
     note(f"sequence {sequence}")
     run = Sequence(world, names_of(size), plain)
     run.run(("add", size // 2, first))  # the first half arrives at once
@@ -632,6 +640,37 @@ def test_a_task_far_behind_a_front_waiting_for_a_gpu_node_starts_on_the_fast_pas
     plan = world.run_pass()
     assert world.memo.fast
     assert [s.task for s in plan.submits] == ["small"]
+
+
+@pytest.mark.parametrize("policy", ["strict", "backfill", "besteffort"])
+def test_a_queue_file_error_takes_the_fast_pass_while_it_stays(policy: str) -> None:
+    """With a queue file that never parsed, every task in the one queue says so
+    (QueueConfigInvalid): the fast pass takes most passes while the error stays, each equal
+    to plan(), and the passes where it appears, changes or goes are full ones."""
+    options = PlanOptions(queue_id="q", policy=policy, exact_queue_positions=3)
+    world = History(
+        options,
+        None,
+        capacity=Capacity(8, 0, 64 * GIB),
+        check=assert_identical,
+        queue_error=QUEUE_ERRORS[1],
+    )
+    run = Sequence(world, names_of(120), plain=True)
+    run.run(("add", 80, 3))
+    for step in busy_steps(3, 40):
+        run.run(step)
+    said = [
+        s
+        for s in world.statuses.values()
+        if any(c.type == ConditionType.QUEUE_CONFIG_INVALID for c in s.status.conditions)
+    ]
+    assert said, "no task says the queue file is invalid"
+    assert world.fast_passes > 0.7 * world.passes, (world.fast_passes, world.passes)
+    for error in (QUEUE_ERRORS[2], None):
+        run.run(("queue_error", error))
+        assert not world.memo.fast
+        run.run(busy_steps(4, 1)[0])
+        assert world.memo.fast
 
 
 def test_tasks_cross_max_queued_on_the_fast_pass() -> None:
