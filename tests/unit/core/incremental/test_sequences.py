@@ -685,6 +685,21 @@ def test_a_task_far_behind_a_front_waiting_for_a_gpu_node_starts_on_the_fast_pas
     plan = world.run_pass()
     assert world.memo.fast
     assert [s.task for s in plan.submits] == ["small"]
+    # Its run goes on and ends, another arrives behind it and one ahead: every pass fast.
+    started: list[str] = []
+    for step in [
+        ("ray", 0, RUNNING, 1),
+        ("put", "small-2", {"priority": 0, "cpu": 2}),
+        ("put", "small-3", {"priority": 6, "cpu": 1}),
+        ("tick", 5),
+        ("ray", 0, SUCCEEDED, 1),
+        ("tick", 1),
+    ]:
+        world.apply(step)
+        started += [s.task for s in world.run_pass().submits]
+        assert world.memo.fast, step
+        started += [s.task for s in world.run_pass().submits]  # its statuses read back
+    assert started == ["small-2", "small-3"]
 
 
 @pytest.mark.parametrize("policy", ["strict", "backfill", "besteffort"])
