@@ -20,6 +20,7 @@ from heapq import heappop, heappush
 from typing import NamedTuple
 
 from reconciler.core import admit as admission
+from reconciler.core.admission.policies import Admission, Candidate
 from reconciler.core.admission.waits import NotConsidered, QueueFull, Waiting
 from reconciler.core.decisions import Summary
 from reconciler.core.fastcontext import FastPassContext
@@ -453,19 +454,15 @@ def _admit_one_queue(
     if asking:
         last_asking = max(bisect_left(entries, moved.key_of[n]) for n in asking)
         fronts[""] = max(fronts[""], last_asking + 1)
-    scaled = None
     while True:
         candidates = [candidate_of(tasks.result_of(e.name)) for e in entries[: fronts.get("", 0)]]
         front_walk, reused = frontadmission.walk_front(ctx, candidates, last_front)
         walked = front_walk.admission
-        whole = fronts.get("", 0) == len(entries)
-        if ctx.obs.scaling is not None:
-            bodies = {c.name: tasks.result_of(c.name).body for c in candidates}
-            scaled = frontadmission.scale_front(ctx, candidates, walked, bodies)
-            start = None if whole else _start_past(scaled, entries, fronts[""], tasks, requests)
-            if start is not None:
-                fronts[""] = start + 1
-                continue
+        whole = len(candidates) == len(entries)
+        scaled, start = _scale_front(ctx, entries, candidates, walked, tasks, requests)
+        if start is not None:
+            fronts[""] = start + 1
+            continue
         if whole or (walked.tail is not None and (scaled is None or scaled.scale.walk_ended)):
             break
         fronts[""] = min(len(entries), max(wide, fronts[""] * 4))
@@ -495,26 +492,31 @@ def _admit_one_queue(
     return found
 
 
-def _start_past(
-    scaled: frontadmission.ScaledFront,
+def _scale_front(
+    ctx: FastPassContext,
     entries: list[Entry],
-    front: int,
+    candidates: list[Candidate],
+    walked: Admission,
     tasks: _TaskResults,
     requests: Mapping[Capacity, int],
-) -> int | None:
-    """The index of the first task past `front` that starts on what the front's demand for
-    nodes leaves (ScaledFront.behind_holder), None if none does. Looked for one by one only
-    when some waiting task's request (`requests`, Order.requests) would start."""
+) -> tuple[frontadmission.ScaledFront | None, int | None]:
+    """On an autoscaling cluster, the demand for nodes over the front `candidates`
+    (frontadmission.scale_front), and the index in `entries` of the first task past the front
+    that starts on what it leaves (ScaledFront.behind_holder), None if none does: looked for
+    one by one only when some waiting task's request (`requests`, Order.requests) would
+    start. (None, None) on a fixed cluster."""
+    if ctx.obs.scaling is None:
+        return None, None
+    bodies = {c.name: tasks.result_of(c.name).body for c in candidates}
+    scaled = frontadmission.scale_front(ctx, candidates, walked, bodies)
     left_over = scaled.behind_holder()
-    if left_over is None:
-        return None
     free = scaled.free
-    if not any(left_over.starts("", request, free) for request in requests):
-        return None
-    for index in range(front, len(entries)):
+    if left_over is None or not any(left_over.starts("", r, free) for r in requests):
+        return scaled, None
+    for index in range(len(candidates), len(entries)):
         if left_over.starts("", candidate_of(tasks.result_of(entries[index].name)).request, free):
-            return index
-    return None
+            return scaled, index
+    return scaled, None
 
 
 def _admit_team_queues(
