@@ -28,8 +28,10 @@ for nodes: the policy's walk again at the cluster's ceiling (`admit.scale_up`), 
 where its tail is, as the walk of the moment does; a backoff, which only a task whose status
 dates a request for nodes can sit out (`Order.asking`); and the starts the demand holds back
 or lets through (`admit.keep_for_scale_up`). So the front grows until both walks end in it
-and it holds every asking task; where the demand lets tasks past the walk's end start
-(backfill, every one behind a front that waits for nodes), the front is the whole queue.
+and it holds every asking task. Under backfill, every task past the walk's end may wait
+behind a front that waits for nodes, and any of them that fits what that front leaves
+starts: the kept count of each request among the waiting tasks (`Order.requests`) tells
+whether one could, and only then are they looked at, the front grown to the first that does.
 Past the front nobody waits for nodes, and the request to the autoscaler reads the running
 tasks (all loud) and the demand.
 
