@@ -11,6 +11,7 @@ python -m benchmarks.planner_churn --sizes 10000 --depends 0.1   (a tenth wait f
 python -m benchmarks.planner_churn --sizes 10000 --explicit-ids 0.5   (half with spec.submissionId)
 python -m benchmarks.planner_churn --sizes 10000 --arrays 10   (10 task arrays of 1000 elements)
 python -m benchmarks.planner_churn --sizes 10000 --arrays 10 --max-parallel 2   (each capped)
+python -m benchmarks.planner_churn --sizes 10000 --scaling   (an autoscaler that can add nodes)
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from benchmarks.common import save, table
 from reconciler.app.runtime import tune_gc
 from reconciler.core import incremental
 from reconciler.core.planner import Observation, Plan, TaskInput
-from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity, RayJob
+from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity, NodeType, RayJob, Scaling
 from specs.queues.config import QueueConfig
 from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
@@ -37,6 +38,11 @@ from specs.task.status import TaskStatus
 
 ROUNDS = 9
 T0 = 1_767_225_600.0
+CAPACITY = Capacity(8, 0, 2**40)
+# The autoscaler's report with --scaling: up to four more 8-CPU nodes, one being launched. The
+# cluster never grows here, so the queue's front keeps waiting for them.
+WORKER = NodeType("worker", CAPACITY, 4)
+SCALING = Scaling(CAPACITY + Capacity(32, 0, 2**42), (WORKER,), "autoscaler", ("worker",))
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,7 @@ class Shape:
     explicit_ids: float = 0  # the fraction of tasks with a spec.submissionId of their own
     arrays: int = 0  # task arrays of equal size making up the specs (0: plain tasks)
     max_parallel: int = 0  # each array's maxParallel (0: none)
+    scaling: bool = False  # an autoscaler that can add nodes (SCALING)
 
 
 def _task(
@@ -80,6 +87,7 @@ class World:
         self.options = PlanOptions(queue_id="bench", policy=policy)
         teams = shape.teams
         self.queues = _teams(teams, shape.max_queued)
+        self.scaling = SCALING if shape.scaling else None
         tasks = {p: _task(p) for p in range(10)}
         names = [f"t{i:05d}" if not teams else f"team-{i % teams}/t{i:05d}" for i in range(size)]
         self.specs: dict[str, TaskInput] = {}
@@ -110,7 +118,7 @@ class World:
 
     def run_pass(self) -> tuple[Plan, float]:
         versions = {n: self.generation.get(n, 0) for n in self.specs}
-        observed = Observation(dict(self.jobs), Capacity(8, 0, 2**40))
+        observed = Observation(dict(self.jobs), CAPACITY, scaling=self.scaling)
         at = datetime.fromtimestamp(self.now, UTC)
         cpu = time.process_time()
         plan, self.memo = incremental.plan_incremental(
@@ -230,6 +238,9 @@ def main(argv: list[str] | None = None) -> None:
         "--arrays", type=int, default=0, help="task arrays of equal size making up the specs"
     )
     parser.add_argument("--max-parallel", type=int, default=0, help="each array's maxParallel")
+    parser.add_argument(
+        "--scaling", action="store_true", help="an autoscaler report with node types to add"
+    )
     parser.add_argument("--out", type=Path, default=None, help="JSON result file")
     args = parser.parse_args(argv)
     rows = []
@@ -241,6 +252,7 @@ def main(argv: list[str] | None = None) -> None:
             args.explicit_ids,
             args.arrays,
             args.max_parallel,
+            args.scaling,
         )
         rows.append(measure(size, args.policy, shape))
         print(rows[-1], flush=True)

@@ -62,14 +62,19 @@ from specs.task.status import TaskStatusBody
 
 __all__ = [
     "Admitted",
+    "LeftOver",
     "QueueShares",
+    "ScaleUpState",
     "Start",
     "admission_of",
     "admit",
     "far_message",
     "free_capacity",
+    "keep_for_scale_up",
     "position_bucket",
     "queue_shares",
+    "scale_up",
+    "scale_wait",
     "start_slots",
     "start_task",
 ]
@@ -142,20 +147,22 @@ def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated:
     admission = admission_of(
         options, inputs.obs, inputs.now, holdings.claims, eligible, free, slots, shares
     )
-    walk = None
-    if isinstance(admission, policies.Admission):
-        run.narrow(admission.until)
-        walk = walk_end(admission)
     queue_admission = None
     if isinstance(admission, queueing.QueueAdmission):
         admission.waiting.update(full)
         queue_admission = admission
-        run.narrow(admission.until)
+    run.narrow(admission.until)
     started = set(admission.start)
-    scale = _scale_up(run, holdings, eligible, free, slots, shares, admission, stopping_for)
+    scale = scale_up(
+        inputs, bodies, holdings.claims, eligible, free, slots, shares, admission, stopping_for
+    )
+    run.narrow(scale.until)
+    run.scale_demand.extend(scale.demand)
     if scale.demand and options.policy != "besteffort":
-        _keep_for_scale_up(inputs, eligible, free, slots, admission, scale)
+        keep_for_scale_up(inputs, eligible, free, slots, admission, scale)
         started = set(admission.start)
+    # Where the walk ended, and what it started once the autoscaler's demand kept its own.
+    walk = walk_end(admission) if isinstance(admission, policies.Admission) else None
     # Work that new nodes will serve waits for them rather than preempting.
     preempted = preempt(
         inputs,
@@ -254,7 +261,11 @@ def _place(
         place = positions[owner] = positions.get(owner, 0) + 1
         order.setdefault(owner, []).append(name)
         waiting = capped.get(name) or _why_waiting(run, name, admission, stopping_for, preempting)
-        waiting, asked_at = _scale_wait(inputs, scale, candidate, waiting)
+        if waiting is not None and waiting.estimated_start is not None:
+            # The reserved start the tasks behind it are told of, also when it now waits for
+            # nodes instead: it moves with the clock once passed.
+            run.narrow(waiting.estimated_start)
+        waiting, asked_at = scale_wait(inputs, scale, candidate, waiting)
         reason = None if waiting is None else waiting.reason
         if waiting is not None and isinstance(waiting.lacks, NotConsidered):
             run.not_considered += 1
@@ -372,19 +383,25 @@ def admission_of(
 
 @dataclass(frozen=True)
 class ScaleUpState:
-    """Who waits for nodes this pass (`demand`) and who gave up on them (`backoff`), each with
-    when its request began (epoch seconds)."""
+    """Who waits for nodes this pass (`demand`, in queue order) and who gave up on them
+    (`backoff`), each with when its request began (epoch seconds); `until`: the latest `now`
+    at which this holds; `walk_ended`: the policy's walk at the ceiling ended before the end of
+    the queue it was given (policies.Admission.tail), so any queue with the same front gives
+    the same demand."""
 
     demand: Mapping[str, float]
     backoff: Mapping[str, float]
+    until: float = math.inf
+    walk_ended: bool = True
 
 
 _NO_SCALING = ScaleUpState({}, {})
 
 
-def _scale_up(
-    run: _Admitting,
-    holdings: Holdings,
+def scale_up(
+    inputs: PassInputs,
+    bodies: Mapping[str, TaskStatusBody],
+    claims: Sequence[policies.Claim],
     eligible: list[policies.Candidate],
     free: Capacity,
     slots: int,
@@ -395,25 +412,24 @@ def _scale_up(
     """The demand for the autoscaler: the tasks the same policy, quotas and --max-inflight
     would start if the cluster were at its ceiling, that do not start now and do not fit what
     is left free now. A task whose request timed out sits out a backoff as long as the timeout
-    (`ScaleUpTimeout`), and the others are judged without it."""
-    inputs = run.inputs
+    (`ScaleUpTimeout`), and the others are judged without it. `bodies`: at least each of
+    `eligible`'s."""
     grow = inputs.obs.scaling
     capacity = inputs.obs.capacity
     if grow is None or capacity is None:
         return _NO_SCALING
-    now, bodies = inputs.now, run.bodies
+    now = inputs.now
+    until = math.inf
     limit = inputs.options.scale_up_timeout_seconds
     backoff: dict[str, float] = {}
     for candidate in eligible:
         since = to_epoch(bodies[candidate.name].scale_up_requested_at)
         if since is not None and since + limit <= now < since + 2 * limit:
             backoff[candidate.name] = since
-            run.narrow(since + 2 * limit - EARLY)
+            until = min(until, since + 2 * limit - EARLY)
     hopeful = [c for c in eligible if c.name not in backoff]
     room = free + scaling.headroom(capacity, grow)
-    at_ceiling = admission_of(
-        inputs.options, inputs.obs, now, holdings.claims, hopeful, room, slots, shares
-    )
+    at_ceiling = admission_of(inputs.options, inputs.obs, now, claims, hopeful, room, slots, shares)
     left = free
     for candidate in eligible:
         if candidate.name in admission.start:
@@ -433,19 +449,19 @@ def _scale_up(
         if since is None or not now < since + limit:
             since = now  # a new request (or a new one after its backoff)
         demand[name] = since
-        run.narrow(since + limit - EARLY)
-        run.scale_demand.append(name)
-    return ScaleUpState(demand, backoff)
+        until = min(until, since + limit - EARLY)
+    ended = not isinstance(at_ceiling, policies.Admission) or at_ceiling.tail is not None
+    return ScaleUpState(demand, backoff, until, ended)
 
 
-def _keep_for_scale_up(
+def keep_for_scale_up(
     inputs: PassInputs,
     eligible: list[policies.Candidate],
     free: Capacity,
     slots: int,
     admission: policies.Admission | queueing.QueueAdmission,
     scale: ScaleUpState,
-) -> None:
+) -> LeftOver:
     """A task waiting for nodes keeps its claim on what is free now: the autoscaler is asked
     for its whole request beside what runs, so the nodes that come complete today's free
     resources, and a task behind it in its queue that took them would delay it by another
@@ -453,7 +469,8 @@ def _keep_for_scale_up(
     it asks for). The other way round, under backfill without team queues, a front that waits
     for nodes does not hold back what does not need its resources: a task the policy kept
     behind it starts if it fits that spare (a GPU front waiting for a GPU node leaves the CPUs
-    of today to CPU work). Strict never overtakes; besteffort lets anything that fits start."""
+    of today to CPU work). Strict never overtakes; besteffort lets anything that fits start.
+    Returns what it leaves for a task behind `eligible`."""
     queues = inputs.queues
     add = inputs.options.policy == "backfill" and queues is None
     spare: dict[str, Capacity] = {}  # per queue ("" without queues)
@@ -491,6 +508,29 @@ def _keep_for_scale_up(
             spare[owner], left, room = have - request, left - request, room - 1
             continue
         ahead[owner] = ahead.get(owner, 0) + 1
+    return LeftOver(add, spare, holder, left, room)
+
+
+@dataclass(frozen=True)
+class LeftOver:
+    """What `keep_for_scale_up` leaves for a task further back in its queue."""
+
+    add: bool  # whether a task behind a front that waits for nodes may start on its spare
+    spare: Mapping[str, Capacity]  # by queue: free beyond the needs of its tasks so far
+    holder: Mapping[str, str]  # by queue: its first task that waits for nodes
+    left: Capacity  # free, the starts so far taken
+    room: int  # starts left
+
+    def starts(self, queue: str, request: Capacity, free: Capacity) -> bool:
+        """Whether a task of `queue` asking `request`, which the policy kept waiting behind
+        the queue's holder only, would start (`free`: the one given to keep_for_scale_up)."""
+        return (
+            self.add
+            and queue in self.holder
+            and self.room > 0
+            and _fits_asked(request, self.spare.get(queue, free))
+            and request.fits_in(self.left)
+        )
 
 
 def _behind(waiting: Waiting | None, front: str) -> bool:
@@ -515,7 +555,7 @@ def _fits_asked(request: Capacity, room: Capacity) -> bool:
     )
 
 
-def _scale_wait(
+def scale_wait(
     inputs: PassInputs,
     scale: ScaleUpState,
     candidate: policies.Candidate,

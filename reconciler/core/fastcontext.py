@@ -25,6 +25,7 @@ from reconciler.core.queues.dispatch import QueueAdmission
 from reconciler.core.queues.usage import QueueUsage
 from reconciler.core.stages import PassInputs, TaskMerge, WalkEnd
 from reconciler.core.task.step import TaskEnv
+from specs.cluster import Capacity
 from specs.queues.config import QueueConfig
 from specs.settings.process import PlanOptions
 from specs.task.inputs import TaskInput
@@ -49,6 +50,10 @@ class FastPassContext(TaskMerge):
     not_considered: int = 0  # waiting tasks past the bound of admission's walk
     walk: WalkEnd | None = None  # where the one queue's walk ended
     queue_admission: QueueAdmission | None = None  # the team queues' admission
+    # On an autoscaling cluster: the tasks that wait for new nodes, and what the plan asks
+    # the autoscaler for (planner.scale_request).
+    scale_demand: list[str] = field(default_factory=list)
+    scale_request: tuple[Capacity, ...] | None = None
 
     @property
     def options(self) -> PlanOptions:
@@ -152,7 +157,14 @@ class FastPassContext(TaskMerge):
             and all(statuses.get(name) is out[name] for name in touched)
         )
         collected = Collected(self.statuses, self.write_classes)
-        # scale_request None: the fast pass runs only without an autoscaler
         return plan_of(
-            self.now, asked, collected, out, summary, self.until, self.recorded_until, None, still
+            self.now,
+            asked,
+            collected,
+            out,
+            summary,
+            self.until,
+            self.recorded_until,
+            self.scale_request,
+            still,
         )

@@ -91,6 +91,7 @@ __all__ = [  # what the shell, the simulator, the incremental planner and the te
     "refused_claim",
     "request_of",
     "run_stages",
+    "scale_request",
     "submit_failed",
     "with_id_claims",
 ]
@@ -290,7 +291,7 @@ def run_stages(
     known = fair.queue_of if fair is not None else {}
     collected = collect_statuses(inputs, admitted.bodies, admitted.conds, known, statuses, acts)
     still = asked.nothing(inputs) and _unchanged(collected.statuses, statuses)
-    scale = _scale_request(inputs, specs, strays.holdings, reconciled.tasks, admitted.scale_demand)
+    scale = scale_request(inputs, specs, strays.holdings, reconciled.tasks, admitted.scale_demand)
     # Each task's own reconcile narrowed `settles_until` to where its answers hold (timeouts,
     # backoffs, grace periods); the pass-wide stages add theirs (admission, Ray's history).
     # Admission itself only gets stricter as time passes (a backfill candidate's end,
@@ -428,7 +429,7 @@ def _unchanged(out: Mapping[str, TaskStatus], statuses: Mapping[str, TaskStatus]
     )
 
 
-def _scale_request(
+def scale_request(
     inputs: PassInputs,
     specs: Mapping[str, TaskInput],
     holdings: Holdings,

@@ -84,6 +84,8 @@ class History:
     now: float = T0
     available: bool = True
     scaling: Scaling | None = None
+    # The queue file's error, when no configuration was ever valid (planner.plan's).
+    queue_error: str | None = None
     unwritten: frozenset[str] = frozenset()
     unwritten_passes: int = 0
     fail_once: frozenset[str] = frozenset()
@@ -148,6 +150,8 @@ class History:
             self.available = not step[1]
         elif kind == "scaling":
             self.scaling = step[1]
+        elif kind == "queue_error":
+            self.queue_error = step[1]
         elif kind == "foreign":
             sid = f"foreign-{step[1]}"
             self.jobs[sid] = RayJob(sid, RUNNING, start_time=self.now, entrypoint_cpus=1)
@@ -200,6 +204,7 @@ class History:
             queues=self.queues,
             usage=given.usage,
             versions=given.versions,
+            queue_error=self.queue_error,
             changed=given.changed,
         )
         self.passes += 1
@@ -210,7 +215,14 @@ class History:
         assert not [e for e in inc.events if e.reason is Reason.ILLEGAL_TRANSITION], inc.events
         if self.compare:
             full = plan(
-                self.specs, before, observed, at, self.options, queues=self.queues, usage=self.usage
+                self.specs,
+                before,
+                observed,
+                at,
+                self.options,
+                queues=self.queues,
+                usage=self.usage,
+                queue_error=self.queue_error,
             )
             self.check(full, inc, before)
             if self.permute is not None:
@@ -243,6 +255,7 @@ class History:
             self.options,
             queues=queues,
             usage=given.usage,
+            queue_error=self.queue_error,
         )
         assert_identical(full, again, before)
         assert list(again.statuses) == list(full.statuses)  # the loop writes in this order
@@ -263,7 +276,14 @@ class History:
             if at.timestamp() > until:
                 continue  # a datetime holds microseconds: this one rounded past the edge
             again = plan(
-                self.specs, before, observed, at, self.options, queues=self.queues, usage=self.usage
+                self.specs,
+                before,
+                observed,
+                at,
+                self.options,
+                queues=self.queues,
+                usage=self.usage,
+                queue_error=self.queue_error,
             )
             if self.still_gap is not None and self.still_gap(again, before):
                 continue

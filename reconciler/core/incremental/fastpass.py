@@ -22,6 +22,7 @@ from heapq import heappop, heappush
 from typing import NamedTuple
 
 from reconciler.core import admit as admission
+from reconciler.core.admission.policies import Admission, Candidate
 from reconciler.core.admission.waits import NotConsidered, QueueFull, Waiting
 from reconciler.core.decisions import Summary
 from reconciler.core.fastcontext import FastPassContext
@@ -41,6 +42,7 @@ from reconciler.core.incremental.keptorder import (
     Order,
     PhaseCounts,
     Walks,
+    asking_after,
     candidate_of,
     changed_names,
     counted_entries,
@@ -54,11 +56,12 @@ from reconciler.core.incremental.keptorder import (
     walk_ends,
     walk_index,
 )
-from reconciler.core.planner import Plan, TaskInput, TaskResult, refused_claim
+from reconciler.core.planner import Plan, TaskInput, TaskResult, refused_claim, scale_request
 from reconciler.core.queues import fairshare
 from reconciler.core.queues.dispatch import QueueAdmission
 from reconciler.core.queues.shareresult import OwnTest
 from reconciler.core.stages import walk_end
+from specs.cluster import Capacity
 from specs.task.models import Phase, Reason
 from specs.task.status import TaskStatus, TaskStatusBody
 
@@ -81,7 +84,7 @@ def fast_pass(
     full one (nothing of `ctx` is used then: the caller starts again). `told`: `given`
     came from the caller and names every sidecar read anew too (a spec's or not). `carried`:
     the tasks whose result in `previous` is new, carried over to the status the loop wrote."""
-    if ctx.now < order.now or order.flagged:
+    if ctx.now < order.now or order.flagged or ctx.queue_error != order.queue_error:
         return None
     names = list(specs)
     changes = _changes(ctx, order, previous, specs, versions, names, given)
@@ -100,6 +103,7 @@ def fast_pass(
     results, gates = redone
     merged = sorted(results)
     heap = changes.heap
+    requests: Mapping[Capacity, int] = {}
     # The quiet results' earliest end (a redone task's old entry is stale: its own counts).
     while heap and (heap[0].name in results or not _current(heap[0], order.loud, kept)):
         heappop(heap)
@@ -114,14 +118,19 @@ def fast_pass(
         return None
     moved.arrays, moved.capped, moved.recapped = caps
     ctx.stop_strays(specs)
+    if ctx.obs.scaling is not None and moved.capped:
+        return None  # the demand for nodes past elements their array holds back: a full pass
     if ctx.queues is None:
-        fronts = _admit_one_queue(ctx, order, moved, tasks, merged)
+        asking = _asking(ctx, order, merged, results, moved.key_of)
+        requests = _requests(ctx, order, previous, [*merged, *deleted], tasks, moved.key_of)
+        fronts = _admit_one_queue(ctx, order, moved, tasks, merged, asking, requests)
     else:
         fronts = _admit_team_queues(ctx, order, moved, tasks, merged)
     if not _wait_past_fronts(ctx, order, moved, fronts):
         return None
     _place_far(ctx, order, moved, fronts, tasks, _far_names(ctx, order, moved, fronts, merged))
     touched = fronts.touched
+    ctx.scale_request = scale_request(ctx.inputs, specs, ctx.holdings, ctx.tasks, ctx.scale_demand)
     plan, out, counts = _collect(ctx, order, specs, statuses, merged, deleted, orphans, fronts)
     loud, watch = _quiet_after(
         order, statuses, out, tasks, heap, touched | deleted | set(merged), deleted
@@ -152,8 +161,30 @@ def fast_pass(
         claims=claims,
         arrays=moved.arrays,
         capped=moved.capped,
+        asking=asking_after(ctx, order.asking, touched | deleted, out, moved.key_of),
+        requests=requests,
     )
     return plan, kept, following
+
+
+def _asking(
+    ctx: FastPassContext,
+    order: Order,
+    merged: list[str],
+    results: Mapping[str, TaskResult],
+    key_of: Mapping[str, Entry],
+) -> set[str]:
+    """The waiting tasks whose status dates a request for nodes (Order.asking), the redone
+    ones judged by their own result (their status may be new)."""
+    if ctx.obs.scaling is None:
+        return set()
+    asking = set(order.asking)
+    for name in merged:
+        if results[name].body.scale_up_requested_at is not None:
+            asking.add(name)
+        else:
+            asking.discard(name)
+    return {n for n in asking if n in key_of}
 
 
 class _Changes(NamedTuple):
@@ -312,6 +343,7 @@ class _TaskResults:
             body.queue_position is None
             and body.queue_position_bucket == bucket
             and body.reason == reason
+            and body.scale_up_requested_at is None
         )
 
 
@@ -449,10 +481,47 @@ def _first_fronts(ctx: FastPassContext, keys: Mapping[str, list[Entry]]) -> _Fro
     return _Fronts(fronts, counted, {}, set())
 
 
+def _requests(
+    ctx: FastPassContext,
+    order: Order,
+    previous: Mapping[str, Kept],
+    names: Iterable[str],
+    tasks: _TaskResults,
+    key_of: Mapping[str, Entry],
+) -> Mapping[Capacity, int]:
+    """How many waiting tasks ask for each request (Order.requests), moved by `names` (the
+    redone and deleted tasks: only theirs can change)."""
+    if ctx.obs.scaling is None:
+        return {}
+    requests: dict[Capacity, int] | None = None
+    for name in names:
+        old = candidate_of(previous[name].result).request if name in order.key_of else None
+        new = candidate_of(tasks.result_of(name)).request if name in key_of else None
+        if old == new:
+            continue
+        if requests is None:
+            requests = dict(order.requests)
+        if old is not None:
+            requests[old] -= 1
+            if not requests[old]:
+                del requests[old]
+        if new is not None:
+            requests[new] = requests.get(new, 0) + 1
+    return order.requests if requests is None else requests
+
+
 def _admit_one_queue(
-    ctx: FastPassContext, order: Order, moved: _Reordered, tasks: _TaskResults, merged: list[str]
+    ctx: FastPassContext,
+    order: Order,
+    moved: _Reordered,
+    tasks: _TaskResults,
+    merged: list[str],
+    asking: Collection[str],
+    requests: Mapping[Capacity, int],
 ) -> _Fronts:
-    """The policy's walk over the one queue's front, and admission's statuses for it."""
+    """The policy's walk over the one queue's front, and admission's statuses for it; on an
+    autoscaling cluster, with the demand for nodes (keptorder's docstring: a front that holds
+    every task of `asking`; `requests`: Order.requests)."""
     found = _first_fronts(ctx, moved.keys)
     fronts = found.fronts
     options = ctx.options
@@ -465,6 +534,9 @@ def _admit_one_queue(
         # (Admission.tail) gives the answer the wide one would, for fewer candidates.
         fronts[""] = min(fronts[""], narrow)
     capped = moved.capped
+    if asking:
+        last_asking = max(bisect_left(entries, moved.key_of[n]) for n in asking)
+        fronts[""] = max(fronts[""], last_asking + 1)
     while True:
         front = entries[: fronts.get("", 0)]
         placed: tuple[str, ...] = ()
@@ -476,7 +548,14 @@ def _admit_one_queue(
         candidates = [candidate_of(tasks.result_of(e.name)) for e in front if e.name not in held]
         front_walk, reused = frontadmission.walk_front(ctx, candidates, last_front, placed, held)
         walked = front_walk.admission
-        if walked.tail is not None or not _open_past(ctx, moved, "", fronts.get("", 0)):
+        # (With scaling no element is capped, fast_pass checks: the candidates are the
+        # front's entries, as _scale_front counts them.)
+        scaled, start = _scale_front(ctx, entries, candidates, walked, tasks, requests)
+        if start is not None:
+            fronts[""] = start + 1
+            continue
+        ended = walked.tail is not None and (scaled is None or scaled.scale.walk_ended)
+        if ended or not _open_past(ctx, moved, "", fronts.get("", 0)):
             break
         fronts[""] = min(len(entries), max(wide, fronts[""] * 4))
     gave = order.statuses
@@ -497,8 +576,19 @@ def _admit_one_queue(
         return name not in tasks.results and tasks.statuses.get(name) is gave.get(name)
 
     stand = stands if reused or gave_at else None
+    if scaled is not None:  # the waits the demand for nodes gives are not the walk's
+        walked, stand = scaled.admission, None
+    scale = scaled.scale if scaled is not None else None
     walk = admit_prefix(
-        ctx, candidates, walked, tasks.unchanged, tasks.adopt, stand, held, front_walk.placed
+        ctx,
+        candidates,
+        walked,
+        tasks.unchanged,
+        tasks.adopt,
+        stand,
+        held,
+        front_walk.placed,
+        scale,
     )
     ctx.walk = walk_end(walk.admission)
     end = fronts.get("", 0)
@@ -511,6 +601,33 @@ def _admit_one_queue(
     found.touched = set(merged) | set(walk.touched)
     found.front_walk, found.reused = front_walk, reused
     return found
+
+
+def _scale_front(
+    ctx: FastPassContext,
+    entries: list[Entry],
+    candidates: list[Candidate],
+    walked: Admission,
+    tasks: _TaskResults,
+    requests: Mapping[Capacity, int],
+) -> tuple[frontadmission.ScaledFront | None, int | None]:
+    """On an autoscaling cluster, the demand for nodes over the front `candidates`
+    (frontadmission.scale_front), and the index in `entries` of the first task past the front
+    that starts on what it leaves (ScaledFront.behind_holder), None if none does: looked for
+    one by one only when some waiting task's request (`requests`, Order.requests) would
+    start. (None, None) on a fixed cluster."""
+    if ctx.obs.scaling is None:
+        return None, None
+    bodies = {c.name: tasks.result_of(c.name).body for c in candidates}
+    scaled = frontadmission.scale_front(ctx, candidates, walked, bodies)
+    left_over = scaled.behind_holder()
+    free = scaled.free
+    if left_over is None or not any(left_over.starts("", r, free) for r in requests):
+        return scaled, None
+    for index in range(len(candidates), len(entries)):
+        if left_over.starts("", candidate_of(tasks.result_of(entries[index].name)).request, free):
+            return scaled, index
+    return scaled, None
 
 
 def _admit_team_queues(

@@ -10,13 +10,18 @@ from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
 from reconciler.core.admission import policies
-from reconciler.core.admission.waits import NotConsidered, ReservedStart, Waiting
+from reconciler.core.admission.waits import BehindTask, NotConsidered, ReservedStart, Waiting
 from reconciler.core.admit import (
+    LeftOver,
+    ScaleUpState,
     admission_of,
     far_message,
     free_capacity,
+    keep_for_scale_up,
     position_bucket,
     queue_shares,
+    scale_up,
+    scale_wait,
     start_slots,
 )
 from reconciler.core.queues import dispatch as queueing
@@ -179,6 +184,58 @@ def _holds_until(
     return until
 
 
+@dataclass(frozen=True)
+class ScaledFront:
+    """The policy's walk over the front of the one queue as the autoscaler's demand leaves it
+    (`keep_for_scale_up`, on a copy), and that demand (`scale_up`)."""
+
+    admission: policies.Admission
+    scale: ScaleUpState
+    free: Capacity  # what admission gave out
+    left_over: LeftOver | None  # what keep_for_scale_up left (None: it did not run)
+
+    def behind_holder(self) -> LeftOver | None:
+        """What is left for the tasks past the walk's end when each of them may start on it:
+        they all wait behind a blocked front (BehindTask) that waits for nodes, and under
+        backfill any of them that fits what that front leaves starts (keep_for_scale_up),
+        wherever it stands. None: none of them starts."""
+        tail, left_over = self.admission.tail, self.left_over
+        if (
+            left_over is None
+            or tail is None
+            or not isinstance(tail.lack, BehindTask)
+            or left_over.holder.get("") != tail.lack.task
+        ):
+            return None
+        return left_over
+
+
+def scale_front(
+    ctx: FastPassContext,
+    prefix: list[policies.Candidate],
+    walked: policies.Admission,
+    bodies: Mapping[str, TaskStatusBody],
+) -> ScaledFront:
+    """`admit`'s demand for nodes over `prefix` and what it does to `walked`, the policy's
+    walk over it (left as it is: a later pass may reuse it). `bodies`: each of `prefix`'s. It
+    is the whole queue's when both walks end in `prefix` (`Admission.tail`,
+    `ScaleUpState.walk_ended`), `prefix` holds every task whose status dates a request for
+    nodes (only those can sit out a backoff), and no task past it would start on what the
+    demand leaves (`ScaledFront.behind_holder`)."""
+    admission = policies.Admission(
+        list(walked.start), dict(walked.waiting), walked.tail, walked.until
+    )
+    free, slots = (
+        free_capacity(ctx.obs, ctx.options, ctx.used),
+        start_slots(ctx.options, ctx.bodies),
+    )
+    scale = scale_up(ctx.inputs, bodies, ctx.claims, prefix, free, slots, None, admission, {})
+    left_over = None
+    if scale.demand and ctx.options.policy != "besteffort":
+        left_over = keep_for_scale_up(ctx.inputs, prefix, free, slots, admission, scale)
+    return ScaledFront(admission, scale, free, left_over)
+
+
 def admit_prefix(
     ctx: FastPassContext,
     prefix: list[policies.Candidate],
@@ -188,19 +245,24 @@ def admit_prefix(
     standing: Callable[[str, int, Waiting], bool] | None = None,
     capped: Mapping[str, Waiting] | None = None,
     placed: tuple[str, ...] = (),
+    scale: ScaleUpState | None = None,
 ) -> Walk:
     """`admit` on the front of the queue, for a pass with one queue and no preemption,
-    autoscaler, dependency gate or stopping victim (the incremental planner checks that).
-    `prefix`: the first candidates in order, long enough that the policy's walk ends in it
+    dependency gate or stopping victim (the incremental planner checks that). `prefix`: the
+    first candidates in order, long enough that the policy's walk ends in it
     (`Admission.tail`) or the whole queue; with elements `capped` by their array's
     maxParallel among them (no candidates), `placed` holds all in order, and they wait so.
     `unchanged(name, reason, bucket)`: whether a far task's status already says so, in which
-    case it is left as it is. `admission`: the policy's walk over `prefix`. `adopt(name)`:
+    case it is left as it is. `admission`: the policy's walk over `prefix` (on an autoscaling
+    cluster, as `scale_front` leaves it, and `scale` its demand for nodes). `adopt(name)`:
     puts a task's own result in the pass (its body and task) before admission reads or sets
     them. `standing(name, place, wait)`: the last pass gave the task this same place and wait,
     and it still has the status that pass gave it and was not redone: left as it is (admit
     would set it so again)."""
     ctx.until = min(ctx.until, max(admission.until, ctx.now))
+    if scale is not None:
+        ctx.until = min(ctx.until, max(scale.until, ctx.now))
+        ctx.scale_demand.extend(scale.demand)
     started = set(admission.start)
     exact = ctx.options.exact_queue_positions
     touched: list[str] = []
@@ -208,6 +270,7 @@ def admit_prefix(
     names = placed or [c.name for c in prefix]
     order = ctx.order.setdefault("", []) if len(names) > len(started) else []
     starting = {c.name: c for c in prefix if c.name in started}
+    by_name = {c.name: c for c in prefix} if scale is not None else starting
     capped = capped or {}
     far_bucket, far_end = "", 0  # the far capped elements' bucket, up to place `far_end`
     for name in names:
@@ -229,25 +292,31 @@ def admit_prefix(
                 touched.append(name)
             continue
         waiting = held or admission.waiting[name]
+        asked_at = None
+        if scale is not None and held is None:
+            _heed_start(ctx, waiting.estimated_start)  # as admit's: the tasks behind read it
+            scaled, asked_at = scale_wait(ctx.inputs, scale, by_name[name], waiting)
+            assert scaled is not None
+            waiting = scaled
         eta = _heed(ctx, waiting)
         if standing is not None and standing(name, place, waiting):
             continue
         if place > exact:
             bucket = position_bucket(place, exact)
-            if unchanged(name, waiting.reason, bucket):
+            if asked_at is None and unchanged(name, waiting.reason, bucket):
                 continue
             adopt(name)
             body = ctx.bodies[name]
             message = far_message(bucket, waiting, None)
             ctx.bodies[name] = lifecycle.queue(
-                body, None, waiting.reason, message, None, None, bucket
+                body, None, waiting.reason, message, None, asked_at, bucket
             )
         else:
             adopt(name)
             body = ctx.bodies[name]
             at = to_datetime(eta) if eta else None
             ctx.bodies[name] = lifecycle.queue(
-                body, place, waiting.reason, waiting.message, at, None, None
+                body, place, waiting.reason, waiting.message, at, asked_at, None
             )
         touched.append(name)
     return Walk(admission, touched)
@@ -364,9 +433,14 @@ def _heed(ctx: FastPassContext, waiting: Waiting | None) -> float | None:
     if isinstance(waiting.lacks, NotConsidered):
         ctx.not_considered += 1
     eta = waiting.estimated_start
+    _heed_start(ctx, eta)
+    return eta
+
+
+def _heed_start(ctx: FastPassContext, eta: float | None) -> None:
+    """A reserved start holds the pass's answer up to it (it moves with the clock once past)."""
     if eta is not None:
         ctx.until = min(ctx.until, max(eta, ctx.now))
-    return eta
 
 
 def _queued_as(

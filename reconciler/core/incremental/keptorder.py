@@ -36,13 +36,36 @@ and the cycles, and a pass gates again the dependents of every task whose view m
 kept entries and results of gated tasks are those after the gates (one held waits off the
 queue: no entry).
 
-The fast pass holds only where it is known to equal `planner.plan` exactly: no queue file
-error, Ray answering, no autoscaler, no preemption, at most one maxQueued in each queue's
-chain (two, a queue's and its parent's, fill in turn over every arrival), the waiting
-elements of each array agreeing on its maxParallel, no dependency that may name a whole
-array (keptgates.names_an_array), no task named as a preemptor's victim, the clock not set
-back, and each queue's last tail waiting for the same reason as this one's.
-Otherwise the full pass runs, and leaves an `Order` for the next one when these hold again.
+On an autoscaling cluster (one queue), what depends on the whole queue is admission's demand
+for nodes: the policy's walk again at the cluster's ceiling (`admit.scale_up`), which ends
+where its tail is, as the walk of the moment does; a backoff, which only a task whose status
+dates a request for nodes can sit out (`Order.asking`); and the starts the demand holds back
+or lets through (`admit.keep_for_scale_up`). So the front grows until both walks end in it
+and it holds every asking task. Under backfill, every task past the walk's end may wait
+behind a front that waits for nodes, and any of them that fits what that front leaves
+starts: the kept count of each request among the waiting tasks (`Order.requests`) tells
+whether one could, and only then are they looked at, the front grown to the first that does.
+Past the front nobody waits for nodes, and the request to the autoscaler reads the running
+tasks (all loud) and the demand.
+
+A queue file's error (no configuration valid since serve started: one queue, and every task
+in it says so) is pass-wide: the fast pass holds while it stays the one its order was made
+with (`Order.queue_error`), as each status it leaves says it.
+
+The fast pass holds only where it is known to equal `planner.plan` exactly: the queue file's
+error (or none) the same as the last pass's, Ray answering, no autoscaler with team queues
+(fair admission at the ceiling grows its fronts by rules of its own) or with an element held
+back by its array's maxParallel, no preemption, at most one maxQueued in each queue's chain
+(two, a queue's and its parent's, fill in turn over every arrival), the waiting elements of
+each array agreeing on its maxParallel, no dependency that may name a whole array
+(keptgates.names_an_array), no task named as a preemptor's victim, the clock not set back,
+and each queue's last tail waiting for the same reason as this one's. Otherwise the full pass
+runs, and leaves an `Order` for the next one when these hold again. Ray not answering stays
+with the full pass: each task's own result reads whether Ray answers (the memo's world), so
+the pass where it stops and the one where it answers again redo every task whatever the
+pass; the passes between admit nobody, start and stop nothing, so their cost holds nothing
+up, and a fast path for them would be a second one, without admission, kept only for the
+outage.
 """
 
 from __future__ import annotations
@@ -73,7 +96,7 @@ from reconciler.core.planner import PassInputs, Plan, TaskInput, TaskResult
 from reconciler.core.queues import fairshare
 from reconciler.core.queues.dispatch import QueueAdmission
 from reconciler.core.stages import WalkEnd
-from specs.cluster import RayJob
+from specs.cluster import Capacity, RayJob
 from specs.queues.config import DEFAULT_QUEUE, QueueConfig
 from specs.task.arrays import split
 from specs.task.models import Reason
@@ -248,6 +271,17 @@ class Order:
     # By array with a maxParallel: its cap; by element that waits for it: that wait.
     arrays: Mapping[str, ArrayCap] = dataclasses.field(default_factory=dict)
     capped: Mapping[str, Waiting] = dataclasses.field(default_factory=dict)
+    # On an autoscaling cluster: the waiting tasks whose status dates a request for nodes
+    # (scale_up_requested_at). Only they can sit out a backoff, and only they may need it
+    # cleared: each fast pass walks a front that holds them all.
+    asking: frozenset[str] = frozenset()
+    # On an autoscaling cluster with one queue: how many waiting tasks ask for each request,
+    # so a pass knows without looking at each whether any of them could start on what a front
+    # that waits for nodes leaves (admit.LeftOver).
+    requests: Mapping[Capacity, int] = dataclasses.field(default_factory=dict)
+    # The queue file's error the pass was planned with (PassInputs.queue_error): every task in
+    # a queue says it (QueueConfigInvalid), so another one, or none, needs the full pass.
+    queue_error: str | None = None
 
 
 class Kept(NamedTuple):  # built per task per full pass: a tuple builds fastest
@@ -299,9 +333,8 @@ def reconcile(
 def fast_enough(ctx: PassInputs) -> bool:
     """Whether the pass-wide inputs allow the fast pass at all."""
     return (
-        ctx.queue_error is None
-        and ctx.obs.available
-        and ctx.obs.scaling is None
+        ctx.obs.available
+        and (ctx.obs.scaling is None or ctx.queues is None)
         and not ctx.env.preemption.any_on
         and (ctx.queues is None or bounds_of(ctx.queues) is not None)
     )
@@ -446,13 +479,14 @@ def order_after_full(
     watch = {sid: n for n in quiet if (sid := statuses[n].status.submission_id) is not None}
     summary = plan.summary
     assert summary is not None
+    key_of = {e.name: e for entries in keys.values() for e in entries}
     return next_order(
         ctx,
         plan,
         waiting=admitted.order,
         versions=versions,
         keys=keys,
-        key_of={e.name: e for entries in keys.values() for e in entries},
+        key_of=key_of,
         loud=frozenset(specs) - quiet,
         heap=heap,
         watch=watch,
@@ -468,6 +502,8 @@ def order_after_full(
         claims=keptclaims.claims_after_full(ctx.read, specs, statuses, ctx.env.ours),
         arrays=arrays,
         capped=capped,
+        asking=asking_after(ctx, frozenset(), key_of, out, key_of),
+        requests=_requests_of(ctx, key_of, results),
     )
 
 
@@ -500,6 +536,15 @@ def _array_caps(
         array: array_cap(array, sorted(entries), limits[array], active[array])
         for array, entries in members.items()
     }
+
+
+def _requests_of(
+    ctx: PassInputs, key_of: Mapping[str, Entry], results: Mapping[str, TaskResult]
+) -> dict[Capacity, int]:
+    """Order.requests: by request, how many waiting tasks ask for it."""
+    if ctx.obs.scaling is None or ctx.queues is not None:
+        return {}
+    return dict(Counter(candidate_of(results[name]).request for name in key_of))
 
 
 def _arrivals(
@@ -619,6 +664,8 @@ def next_order(
     claims: KeptClaims = NO_CLAIMS,
     arrays: Mapping[str, ArrayCap] | None = None,
     capped: Mapping[str, Waiting] | None = None,
+    asking: frozenset[str] = frozenset(),
+    requests: Mapping[Capacity, int] | None = None,
 ) -> Order:
     """The order a pass that planned `plan` leaves for the next fast one."""
     exact = ctx.options.exact_queue_positions
@@ -663,7 +710,32 @@ def next_order(
         claims=claims,
         arrays={} if arrays is None else arrays,
         capped={} if capped is None else capped,
+        asking=asking,
+        requests={} if requests is None else requests,
+        queue_error=ctx.queue_error,
     )
+
+
+def asking_after(
+    ctx: PassInputs | FastPassContext,
+    asking: frozenset[str],
+    names: Iterable[str],
+    out: Mapping[str, TaskStatus],
+    waiting: Mapping[str, Entry],
+) -> frozenset[str]:
+    """`asking` (Order.asking), each of `names` judged anew by its status in `out`: those
+    that wait and date a request for nodes. Empty on a fixed cluster (a change to or from
+    an autoscaler sends the pass to the full planner: the memo's world changed)."""
+    if ctx.obs.scaling is None:
+        return frozenset()
+    now = set(asking)
+    for name in names:
+        status = out.get(name)
+        if name in waiting and status is not None and status.status.scale_up_requested_at:
+            now.add(name)
+        else:
+            now.discard(name)
+    return frozenset(now)
 
 
 def changed_names(versions: Mapping[str, Hashable], before: Mapping[str, Hashable]) -> set[str]:

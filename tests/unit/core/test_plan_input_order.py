@@ -218,7 +218,7 @@ def test_of_two_live_jobs_started_together_the_same_is_adopted_in_any_order() ->
 
 def test_the_autoscaler_request_counts_foreign_jobs_in_one_order() -> None:
     """With foreign jobs counted, the request to the autoscaler lists their bundles by job id,
-    not in Ray's listing order (reconciler.core.planner._scale_request)."""
+    not in Ray's listing order (reconciler.core.planner.scale_request)."""
     small = NodeType("small", Capacity(2, 0, 8 * GIB), max_count=4)
     foreign = [
         RayJob("x", RUNNING, start_time=1.0, entrypoint_cpus=1),
