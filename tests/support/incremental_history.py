@@ -116,6 +116,8 @@ class History:
     carried: int = 0
     # How many fast passes reused the last pass's walk over the queue's head (Order.reused).
     reused: int = 0
+    # How many fast passes preempted (Plan.preemptions).
+    fast_preempting: int = 0
 
     def apply(self, step: tuple[Any, ...]) -> None:
         kind = step[0]
@@ -205,6 +207,7 @@ class History:
         self.fast_passes += self.memo.fast
         self.carried += self.memo.carried
         self.reused += self.memo.order is not None and self.memo.order.reused
+        self.fast_preempting += self.memo.fast and bool(inc.preemptions)
         # The state machine refusing a transition is a planner bug.
         assert not [e for e in inc.events if e.reason is Reason.ILLEGAL_TRANSITION], inc.events
         if self.compare:

@@ -23,7 +23,7 @@ from reconciler.core import admit as admission
 from reconciler.core.admission.waits import NotConsidered, QueueFull, Waiting
 from reconciler.core.decisions import Summary
 from reconciler.core.fastcontext import FastPassContext
-from reconciler.core.incremental import frontadmission
+from reconciler.core.incremental import frontadmission, frontpreemption
 from reconciler.core.incremental.frontadmission import FrontWalk, Worded, admit_prefix, place_far
 from reconciler.core.incremental.keptorder import (
     NO_WALK,
@@ -85,6 +85,10 @@ def fast_pass(
     results = _reconcile_redone(ctx, merged, specs, statuses, versions, previous, kept)
     if results is None:
         return None
+    tasks = _TaskResults(ctx, statuses, results, kept)
+    victims = frontpreemption.victims_of(order.preempted, results, specs, tasks.result_of)
+    if frontpreemption.reads_whole_queue(ctx, victims, tasks.result_of, specs):
+        return None
     heap = changes.heap
     # The quiet results' earliest end (a redone task's old entry is stale: its own counts).
     while heap and (heap[0].name in changes.redo or not _current(heap[0], order.loud, kept)):
@@ -92,7 +96,6 @@ def fast_pass(
     if heap:
         ctx.until = min(ctx.until, heap[0].valid_until)
     moved = _reorder(ctx, order, merged, deleted, results, kept)
-    tasks = _TaskResults(ctx, statuses, results, kept)
     ctx.stop_strays(specs)
     if ctx.queues is None:
         fronts = _admit_one_queue(ctx, order, moved, tasks, merged)
@@ -129,6 +132,7 @@ def fast_pass(
         front_walk=fronts.front_walk,
         reused=fronts.reused,
         orphans=frozenset(orphans),
+        preempted=frozenset(victims),
     )
     return plan, kept, following
 
@@ -403,10 +407,18 @@ def _admit_one_queue(
             last = gave_at.get(name)
             if last is None or last.place != place or last.waiting != waiting:
                 return False
-        return name not in tasks.results and tasks.statuses.get(name) is gave.get(name)
+        given = tasks.statuses.get(name)
+        # (a preemptor's wait is not the walk's: placed again)
+        return (
+            name not in tasks.results
+            and given is gave.get(name)
+            and given is not None
+            and given.status.reason is not Reason.PREEMPTING
+        )
 
     stand = stands if reused or gave_at else None
-    walk = admit_prefix(ctx, candidates, walked, tasks.unchanged, tasks.adopt, stand)
+    preempting = frontpreemption.preempt_fronts(ctx, candidates, walked, tasks.result_of)
+    walk = admit_prefix(ctx, candidates, walked, tasks.unchanged, tasks.adopt, stand, preempting)
     ctx.walk = walk_end(walk.admission)
     found.walks = {"": ctx.walk}
     found.touched = set(merged) | set(walk.touched)
@@ -427,8 +439,9 @@ def _admit_team_queues(
     if extra:
         prefix = sorted(prefix + extra)
         candidates = [candidate_of(tasks.result_of(e.name)) for e in prefix]
+    preempting = frontpreemption.preempt_fronts(ctx, candidates, fair, tasks.result_of)
     admitted = frontadmission.admit_queue_prefix(
-        ctx, candidates, fair, tasks.as_given, tasks.adopt, order.words, found.spoken
+        ctx, candidates, fair, tasks.as_given, tasks.adopt, order.words, found.spoken, preempting
     )
     found.touched = set(merged) | set(admitted)
     for queue, same in standing.items():

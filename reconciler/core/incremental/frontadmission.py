@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
 from reconciler.core.admission import policies
-from reconciler.core.admission.waits import NotConsidered, ReservedStart, Waiting
+from reconciler.core.admission.waits import NotConsidered, Preempting, ReservedStart, Waiting
 from reconciler.core.admit import (
     admission_of,
     far_message,
@@ -166,16 +166,19 @@ def admit_prefix(
     unchanged: Callable[[str, Reason, str], bool],
     adopt: Callable[[str], None],
     standing: Callable[[str, int, Waiting], bool] | None = None,
+    preempting: Mapping[str, Preempting] | None = None,
 ) -> Walk:
-    """`admit` on the front of the queue, for a pass with one queue and no preemption,
-    autoscaler, array cap, dependency gate or stopping victim (the incremental planner checks
-    that). `prefix`: the first candidates in order, long enough that the policy's walk ends in
-    it (`Admission.tail`) or the whole queue. `unchanged(name, reason, bucket)`: whether a far
+    """`admit` on the front of the queue, for a pass with one queue and no autoscaler, array
+    cap, dependency gate or stopping victim (the incremental planner checks that). `prefix`:
+    the first candidates in order, long enough that the policy's walk ends in it
+    (`Admission.tail`) or the whole queue. `unchanged(name, reason, bucket)`: whether a far
     task's status already says so, in which case it is left as it is. `admission`: the
     policy's walk over `prefix`. `adopt(name)`: puts a task's own result in
     the pass (its body and task) before admission reads or sets them. `standing(name, place,
     wait)`: the last pass gave the task this same place and wait, and it still has the status
-    that pass gave it and was not redone: left as it is (admit would set it so again)."""
+    that pass gave it and was not redone: left as it is (admit would set it so again).
+    `preempting`: what each preemptor of this pass waits for (frontpreemption.preempt_fronts)
+    instead of its wait in the walk."""
     ctx.until = min(ctx.until, max(admission.until, ctx.now))
     started = set(admission.start)
     exact = ctx.options.exact_queue_positions
@@ -191,6 +194,11 @@ def admit_prefix(
             continue
         place += 1
         order.append(name)
+        if preempting and name in preempting:
+            adopt(name)
+            _await_victims(ctx, name, Waiting(preempting[name]), place, None)
+            touched.append(name)
+            continue
         waiting = admission.waiting[name]
         eta = _heed(ctx, waiting)
         if standing is not None and standing(name, place, waiting):
@@ -220,8 +228,8 @@ def walk_queues(
     ctx: FastPassContext, prefix: list[policies.Candidate], cut: Collection[str]
 ) -> queueing.QueueAdmission:
     """The queues' admission over the fronts of their queues, as `admit` runs it, for a pass
-    with team queues and no preemption, autoscaler, array cap, dependency gate or stopping
-    victim, the tasks past maxQueued left out (the incremental planner checks that).
+    with team queues and no autoscaler, array cap, dependency gate, stopping victim or ready
+    preemptor, the tasks past maxQueued left out (the incremental planner checks that).
     `prefix`: the first candidates of each queue, in the cluster's order; enough that each
     queue's walk ends in its part (`QueueAdmission.tails`) or takes all of it; `cut`: the
     queues given in part (those the answer may not hold for are in `short`)."""
@@ -238,13 +246,14 @@ def admit_queue_prefix(
     adopt: Callable[[str], None],
     words: Mapping[str, Worded] | None = None,
     spoken: dict[str, Worded] | None = None,
+    preempting: Mapping[str, Preempting] | None = None,
 ) -> list[str]:
     """`admit` on the fronts of the team queues (`prefix`, `admission`: walk_queues'), with
     `adopt` as in admit_prefix; returns the tasks whose status it set anew. `given(name)`: the
     status body a task not redone this pass was given (None for one redone): one that already
     waits as admission says is left as it is. `words`: the last pass's wait and message of
     each task at an exact place, reused when its wait is the same (most are, in a queue that
-    did not move); `spoken` receives this pass's."""
+    did not move); `spoken` receives this pass's. `preempting`: as in admit_prefix."""
     ctx.queue_admission = admission
     ctx.until = min(ctx.until, max(admission.until, ctx.now))
     started = set(admission.start)
@@ -261,6 +270,11 @@ def admit_queue_prefix(
         owner = admission.queue_of[name]
         place = places[owner] = places.get(owner, 0) + 1
         ctx.order.setdefault(owner, []).append(name)
+        if preempting and name in preempting:
+            adopt(name)
+            _await_victims(ctx, name, Waiting(preempting[name]), place, owner)
+            touched.append(name)
+            continue
         waiting = admission.waiting.get(name)
         eta = _heed(ctx, waiting)
         reason = waiting.reason if waiting is not None else Reason.QUEUED
@@ -289,6 +303,20 @@ def admit_queue_prefix(
         )
         touched.append(name)
     return touched
+
+
+def _await_victims(
+    ctx: FastPassContext, name: str, waiting: Waiting, place: int, queue: str | None
+) -> None:
+    """A preemptor at `place`: its status while its victims stop, as `admit` sets it."""
+    exact = ctx.options.exact_queue_positions
+    body = ctx.bodies[name]
+    if place > exact:
+        bucket = position_bucket(place, exact)
+        message = far_message(bucket, waiting, queue)
+        ctx.bodies[name] = lifecycle.wait_for_victims(body, None, message, None, bucket)
+    else:
+        ctx.bodies[name] = lifecycle.wait_for_victims(body, place, waiting.message, None)
 
 
 def _heed(ctx: FastPassContext, waiting: Waiting | None) -> float | None:

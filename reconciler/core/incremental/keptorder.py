@@ -23,12 +23,20 @@ first `limit` count, the rest are QueueFull, placed after the counted ones (thei
 `past_limit`), and left out of fair admission; a pass redoes the tasks that crossed the limit,
 found within as many places of it as arrivals moved.
 
+Preemption runs over the walk of the fronts (core/incremental/frontpreemption.py): it reads
+each queue's front and the queues' states after admission, which the walk holds, and the
+running tasks, which are loud. The victims are kept by name (`Order.preempted`): while one's
+stopped run is still live (it waits out of its queue's walk, its preemptor's room is reserved
+wherever that stands), or a team queue's preemptor whose victims stopped waits to be admitted
+first, the pass reads the whole queue and is the full one's.
+
 The fast pass holds only where it is known to equal `planner.plan` exactly: no queue file
-error, Ray answering, no autoscaler, no preemption, at most one maxQueued in each queue's
-chain (two, a queue's and its parent's, fill in turn over every arrival), no task with
-dependencies, in an array, with an explicit submission id or named as a preemptor's victim,
-the clock not set back, and each queue's last tail waiting for the same reason as this one's.
-Otherwise the full pass runs, and leaves an `Order` for the next one when these hold again.
+error, Ray answering, no autoscaler, at most one maxQueued in each queue's chain (two, a
+queue's and its parent's, fill in turn over every arrival), no task with dependencies, in an
+array or with an explicit submission id, no victim still stopping nor team queue's preemptor
+ready, the clock not set back, and each queue's last tail waiting for the same reason as this
+one's. Otherwise the full pass runs, and leaves an `Order` for the next one when these hold
+again.
 """
 
 from __future__ import annotations
@@ -174,6 +182,8 @@ class Order:
     reused: bool = False
     # The sidecars without a spec the last plan was given.
     orphans: frozenset[str] = frozenset()
+    # The tasks whose result's body names their preemptor (preemptedBy): the victims.
+    preempted: frozenset[str] = frozenset()
 
 
 class Kept(NamedTuple):  # built per task per full pass: a tuple builds fastest
@@ -228,7 +238,6 @@ def fast_enough(ctx: PassInputs) -> bool:
         ctx.queue_error is None
         and ctx.obs.available
         and ctx.obs.scaling is None
-        and not ctx.env.preemption.any_on
         and (ctx.queues is None or bounds_of(ctx.queues) is not None)
     )
 
@@ -283,9 +292,7 @@ def needs_full_pass(name: str, spec: TaskInput | None, result: TaskResult | None
         return True
     if result is None:
         return False
-    return result.body.preempted_by is not None or (
-        result.waiter is not None and result.waiter.gated
-    )
+    return result.waiter is not None and result.waiter.gated
 
 
 def _unflagged_entries(
@@ -389,6 +396,7 @@ def order_after_full(
         bounds=bounds,
         arrivals=arrivals,
         orphans=frozenset(statuses.keys() - specs.keys()),
+        preempted=frozenset(n for n, r in results.items() if r.body.preempted_by is not None),
     )
 
 
@@ -493,6 +501,7 @@ def next_order(
     front_walk: FrontWalk | None = None,
     reused: bool = False,
     orphans: frozenset[str] = frozenset(),
+    preempted: frozenset[str] = frozenset(),
 ) -> Order:
     """The order a pass that planned `plan` leaves for the next fast one."""
     exact = ctx.options.exact_queue_positions
@@ -533,6 +542,7 @@ def next_order(
         front_walk=front_walk,
         reused=reused,
         orphans=orphans,
+        preempted=preempted,
     )
 
 
