@@ -7,6 +7,8 @@ python -m benchmarks.planner_churn --sizes 10000 50000
 python -m benchmarks.planner_churn --sizes 10000 --policy strict
 python -m benchmarks.planner_churn --sizes 10000 --teams 4   (a _queues.yaml of 4 teams)
 python -m benchmarks.planner_churn --sizes 10000 --teams 4 --max-queued 1000   (and maxQueued)
+python -m benchmarks.planner_churn --sizes 10000 --preemption   (LowerPriority; with --teams,
+    each team's withinQueue LowerPriority and reclaimWithinCohort Any)
 """
 
 from __future__ import annotations
@@ -48,9 +50,13 @@ def _task(priority: int) -> Task:
 class World:
     """Specs, statuses with their versions, and Ray's jobs, moved as the loop and Ray would."""
 
-    def __init__(self, size: int, policy: str, teams: int = 0, max_queued: int = 0) -> None:
-        self.options = PlanOptions(queue_id="bench", policy=policy)
-        self.queues = _teams(teams, max_queued)
+    def __init__(
+        self, size: int, policy: str, teams: int = 0, max_queued: int = 0, preemption: bool = False
+    ) -> None:
+        self.options = PlanOptions(
+            queue_id="bench", policy=policy, preemption="LowerPriority" if preemption else "Never"
+        )
+        self.queues = _teams(teams, max_queued, preemption)
         tasks = {p: _task(p) for p in range(10)}
         names = [f"t{i:05d}" if not teams else f"team-{i % teams}/t{i:05d}" for i in range(size)]
         self.specs = {
@@ -101,9 +107,10 @@ class World:
                 self.jobs[sid] = replace(self.jobs[sid], status=RUNNING)
 
 
-def _teams(count: int, max_queued: int = 0) -> QueueConfig | None:
+def _teams(count: int, max_queued: int = 0, preemption: bool = False) -> QueueConfig | None:
     """A _queues.yaml of `count` teams sharing the 8 CPUs equally (None: no team queues), each
-    with `max_queued` as its maxQueued (0: none)."""
+    with `max_queued` as its maxQueued (0: none), and preempting within itself and by reclaim
+    if `preemption`."""
     if not count:
         return None
     lines = ["apiVersion: rayqueue/v1", "kind: QueueConfig", "spec:", "  queues:"]
@@ -111,11 +118,15 @@ def _teams(count: int, max_queued: int = 0) -> QueueConfig | None:
         lines += [f"    - name: team-{k}", f"      nominalQuota: {{cpu: {8 / count:g}}}"]
         if max_queued:
             lines.append(f"      maxQueued: {max_queued}")
+        if preemption:
+            lines.append("      preemption: {withinQueue: LowerPriority, reclaimWithinCohort: Any}")
     return parse_queue_config("\n".join(lines) + "\n")
 
 
-def measure(size: int, policy: str, teams: int = 0, max_queued: int = 0) -> dict[str, Any]:
-    world = World(size, policy, teams, max_queued)
+def measure(
+    size: int, policy: str, teams: int = 0, max_queued: int = 0, preemption: bool = False
+) -> dict[str, Any]:
+    world = World(size, policy, teams, max_queued, preemption)
     for _ in range(3):
         world.run_pass()
     world.move(RUNNING)
@@ -139,6 +150,7 @@ def measure(size: int, policy: str, teams: int = 0, max_queued: int = 0) -> dict
         "policy": policy,
         "teams": teams,
         "max_queued": max_queued,
+        "preemption": preemption,
         "end_pass_planner_cpu_ms_median": ends[ROUNDS // 2],
         "end_pass_planner_cpu_ms_min": ends[0],
         "next_pass_planner_cpu_ms_median": after[ROUNDS // 2],
@@ -151,11 +163,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--policy", default="backfill", choices=("strict", "backfill"))
     parser.add_argument("--teams", type=int, default=0, help="team queues (0: none)")
     parser.add_argument("--max-queued", type=int, default=0, help="each team's maxQueued")
+    parser.add_argument("--preemption", action="store_true", help="preemption on (LowerPriority)")
     parser.add_argument("--out", type=Path, default=None, help="JSON result file")
     args = parser.parse_args(argv)
     rows = []
     for size in args.sizes:
-        rows.append(measure(size, args.policy, args.teams, args.max_queued))
+        rows.append(measure(size, args.policy, args.teams, args.max_queued, args.preemption))
         print(rows[-1], flush=True)
     header = list(rows[0])
     print(table("the planner's part of a pass", header, [[r[h] for h in header] for r in rows]))
