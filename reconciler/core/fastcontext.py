@@ -49,6 +49,8 @@ class FastPassContext(TaskMerge):
     not_considered: int = 0  # waiting tasks past the bound of admission's walk
     walk: WalkEnd | None = None  # where the one queue's walk ended
     queue_admission: QueueAdmission | None = None  # the team queues' admission
+    # Preemptors whose victims all stopped (preemptions.ready), found over every task.
+    ready: frozenset[str] = frozenset()
 
     @property
     def options(self) -> PlanOptions:

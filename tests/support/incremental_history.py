@@ -86,6 +86,9 @@ class History:
     unwritten: frozenset[str] = frozenset()
     unwritten_passes: int = 0
     fail_once: frozenset[str] = frozenset()
+    # How many passes a job asked to stop stays live (Ray slow to stop it): 0, stopped at once.
+    stop_after: int = 0
+    stopping: dict[str, int] = field(default_factory=dict)  # by job: passes left live
     memo: Memo = incremental.EMPTY
     compare: bool = True  # also run plan() and check the two agree
     tell_changed: bool = False  # hand the planner the names whose version changed
@@ -288,9 +291,20 @@ class History:
                 continue
             metadata = dict(submit.request.metadata)
             self.jobs[sid] = RayJob(sid, PENDING, start_time=self.now, metadata=metadata)
+        for sid, left in list(self.stopping.items()):  # asked before: stopped now, or later
+            if left > 1:
+                self.stopping[sid] = left - 1
+                continue
+            del self.stopping[sid]
+            job = self.jobs.get(sid)
+            if job is not None and not job.terminal:
+                self.jobs[sid] = replace(job, status=STOPPED, end_time=self.now)
         for stop in result.stops:
             job = self.jobs.get(stop.submission_id)
             if stop.task not in lost and job is not None and not job.terminal:
+                if self.stop_after:
+                    self.stopping.setdefault(stop.submission_id, self.stop_after)
+                    continue
                 self.jobs[stop.submission_id] = replace(job, status=STOPPED, end_time=self.now)
         for sid in result.deletes:
             self.jobs.pop(sid, None)

@@ -87,8 +87,9 @@ def fast_pass(
         return None
     tasks = _TaskResults(ctx, statuses, results, kept)
     victims = frontpreemption.victims_of(order.preempted, results, specs, tasks.result_of)
-    if frontpreemption.reads_whole_queue(ctx, victims, tasks.result_of, specs):
+    if frontpreemption.stopping(ctx, victims):
         return None
+    ctx.ready = frontpreemption.ready(victims, tasks.result_of, specs)
     heap = changes.heap
     # The quiet results' earliest end (a redone task's old entry is stale: its own counts).
     while heap and (heap[0].name in changes.redo or not _current(heap[0], order.loud, kept)):
@@ -110,6 +111,7 @@ def fast_pass(
     plan, out, counts = _collect(ctx, order, specs, statuses, merged, deleted, orphans, fronts)
     redone = touched | deleted | set(merged)
     loud, watch = _quiet_after(order, statuses, out, tasks, heap, redone, deleted)
+    preempted = _marked_after(order, out, tasks, redone, deleted)
     following = next_order(
         ctx,
         plan,
@@ -132,7 +134,7 @@ def fast_pass(
         front_walk=fronts.front_walk,
         reused=fronts.reused,
         orphans=frozenset(orphans),
-        preempted=frozenset(victims),
+        preempted=preempted,
     )
     return plan, kept, following
 
@@ -582,6 +584,8 @@ def _far_names(
     far: set[str] = set(order.walked)
     far.update(n for n in merged if n in key_of)
     far.update(moved.flipped)
+    # Those that waited as a preemptor or a victim: their wait is admission's again.
+    far.update(n for n in order.preempted if n in key_of)
     for queue in keys.keys() | order.keys.keys():
         started = found.walks.get(queue, NO_WALK).started
         was = order.started.get(queue, 0)
@@ -714,6 +718,26 @@ def _quiet_after(
         else:
             loud.add(name)
     return frozenset(loud), watch
+
+
+def _marked_after(
+    order: Order,
+    out: Mapping[str, TaskStatus],
+    tasks: _TaskResults,
+    redone: Collection[str],
+    deleted: Collection[str],
+) -> frozenset[str]:
+    """The tasks the next pass keeps as bearing a preemption (frontpreemption.marked):
+    the last pass's, `redone` (every task this pass touched, deleted or merged) judged anew."""
+    marked = set(order.preempted)
+    for name in redone:
+        marked.discard(name)
+        if name in deleted:
+            continue
+        result = tasks.result_of(name) if name in tasks.kept else None
+        if frontpreemption.marked(result, out.get(name)):
+            marked.add(name)
+    return frozenset(marked)
 
 
 def _own_past(

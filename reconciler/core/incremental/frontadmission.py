@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, NamedTuple
 from reconciler.core.admission import policies
 from reconciler.core.admission.waits import NotConsidered, Preempting, ReservedStart, Waiting
 from reconciler.core.admit import (
+    QueueShares,
     admission_of,
     far_message,
     free_capacity,
     position_bucket,
-    queue_shares,
     start_slots,
 )
 from reconciler.core.queues import dispatch as queueing
@@ -51,7 +51,8 @@ def _walk(
     """`admit`'s admission over `prefix`, with the slots the tasks starting now leave."""
     shares = None
     if ctx.queues is not None:
-        shares = queue_shares(ctx.inputs, ctx.holdings, ctx.bodies, ctx.tasks, {})
+        # (its preemptors ready: found over every task, not only those merged so far)
+        shares = QueueShares(ctx.queues, ctx.usage, ctx.holdings.in_use, ctx.ready)
     free, slots = (
         free_capacity(ctx.obs, ctx.options, ctx.used),
         start_slots(ctx.options, ctx.bodies),
@@ -228,8 +229,8 @@ def walk_queues(
     ctx: FastPassContext, prefix: list[policies.Candidate], cut: Collection[str]
 ) -> queueing.QueueAdmission:
     """The queues' admission over the fronts of their queues, as `admit` runs it, for a pass
-    with team queues and no autoscaler, array cap, dependency gate, stopping victim or ready
-    preemptor, the tasks past maxQueued left out (the incremental planner checks that).
+    with team queues and no autoscaler, array cap, dependency gate or stopping victim, the
+    tasks past maxQueued left out (the incremental planner checks that).
     `prefix`: the first candidates of each queue, in the cluster's order; enough that each
     queue's walk ends in its part (`QueueAdmission.tails`) or takes all of it; `cut`: the
     queues given in part (those the answer may not hold for are in `short`)."""

@@ -8,9 +8,11 @@ walk over the fronts. Of the running tasks it reads every run (its priority, sta
 queue): those are loud, redone every pass. What else it reads is the victims'
 (`preemptedBy` in their statuses, kept in `Order.preempted`): a victim whose stopped run is
 still live waits out of its queue's walk at its place, and its preemptor waits for it with its
-room reserved wherever it stands; a team queue's preemptor whose victims have all stopped is
-admitted first, wherever it stands. Those read the whole queue: such a pass is the full one's
-(they last until Ray reports the stopped runs gone and the preemptor starts).
+room reserved wherever it stands: those read the whole queue, and such a pass is the full
+one's (until Ray reports the stopped runs gone). A team queue's preemptor whose victims have
+all stopped is admitted first (`ready`): fair admission reads that only of its queues' picks,
+which lie in the walk. A task that waits as a preemptor or a victim does is placed again
+wherever it stands, once its wait is admission's.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from reconciler.core.queues import dispatch as queueing
 from reconciler.core.task import lifecycle
 from reconciler.core.task.jobs import claim_of
 from reconciler.core.task.step import TaskResult
-from specs.task.models import ConditionType
-from specs.task.status import TaskStatusBody
+from specs.task.models import ConditionType, Reason
+from specs.task.status import TaskStatus, TaskStatusBody
 
 if TYPE_CHECKING:
     from reconciler.core.fastcontext import FastPassContext
@@ -57,31 +59,41 @@ def victims_of(
     return found
 
 
-def reads_whole_queue(
-    ctx: FastPassContext,
+def stopping(ctx: FastPassContext, victims: Mapping[str, TaskStatusBody]) -> bool:
+    """Whether a victim's stopped run is still live (preemption.stopping_victims): it waits
+    out of its queue's walk at its place, and its preemptor's room is reserved wherever that
+    stands; both read the whole queue, and the pass is the full one's."""
+    return bool(victims) and bool(stopping_victims(victims, ctx.env.by_task, claim_of))
+
+
+def ready(
     victims: Mapping[str, TaskStatusBody],
     result_of: Callable[[str], TaskResult],
     present: Collection[str],
-) -> bool:
-    """Whether a victim's run still stops (preemption.stopping_victims), or, with team
-    queues, a preemptor is ready to be admitted first (preemptions.ready): both read the
-    whole queue, and the pass is the full one's."""
-    if not victims:
-        return False
-    if stopping_victims(victims, ctx.env.by_task, claim_of):
+) -> frozenset[str]:
+    """The preemptors whose victims have all stopped, still waiting as preemptors
+    (preemptions.ready, with no victim stopping): team queues admit them first."""
+    named = {body.preempted_by for body in victims.values()}
+    return frozenset(
+        name
+        for name in named
+        if name is not None
+        and name in present
+        and (result := result_of(name)).waiter is not None
+        and lifecycle.state_of(result.body) is lifecycle.State.PREEMPTING
+    )
+
+
+def marked(result: TaskResult | None, status: TaskStatus | None) -> bool:
+    """Whether a task's body names its preemptor, or its status waits as a preemptor or a
+    victim does (Preempting, Preempted): a pass places it again wherever it stands, as the
+    full pass would (its wait is admission's once its victims or its run stopped)."""
+    if result is not None and result.body.preempted_by is not None:
         return True
-    if ctx.queues is None:
-        return False
-    for name in {body.preempted_by for body in victims.values()}:
-        if name is None or name not in present:
-            continue
-        result = result_of(name)
-        if (
-            result.waiter is not None
-            and lifecycle.state_of(result.body) is lifecycle.State.PREEMPTING
-        ):
-            return True
-    return False
+    return status is not None and status.status.reason in _PREEMPTION_WAITS
+
+
+_PREEMPTION_WAITS = frozenset({Reason.PREEMPTING, Reason.PREEMPTED})
 
 
 def preempt_fronts(
@@ -94,7 +106,7 @@ def preempt_fronts(
     with `admission` over them), as `admit` runs it before it places anyone: the victims'
     bodies and conditions, the stops, the decisions and their notes added to `ctx` (before
     any start's); returns what each preemptor waits for. Called with no victim stopping (the
-    caller checks `reads_whole_queue`)."""
+    caller checks `stopping`)."""
     setup = ctx.env.preemption
     if not setup.any_on:
         return {}

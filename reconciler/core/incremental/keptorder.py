@@ -25,18 +25,18 @@ found within as many places of it as arrivals moved.
 
 Preemption runs over the walk of the fronts (core/incremental/frontpreemption.py): it reads
 each queue's front and the queues' states after admission, which the walk holds, and the
-running tasks, which are loud. The victims are kept by name (`Order.preempted`): while one's
-stopped run is still live (it waits out of its queue's walk, its preemptor's room is reserved
-wherever that stands), or a team queue's preemptor whose victims stopped waits to be admitted
-first, the pass reads the whole queue and is the full one's.
+running tasks, which are loud. The victims are kept by name (`Order.preempted`, with the tasks
+waiting as a preemptor or a victim does, placed again each pass wherever they stand): while
+one's stopped run is still live (it waits out of its queue's walk, its preemptor's room is
+reserved wherever that stands), the pass reads the whole queue and is the full one's. A team
+queue's preemptor whose victims stopped is admitted first: found over the victims.
 
 The fast pass holds only where it is known to equal `planner.plan` exactly: no queue file
 error, Ray answering, no autoscaler, at most one maxQueued in each queue's chain (two, a
 queue's and its parent's, fill in turn over every arrival), no task with dependencies, in an
-array or with an explicit submission id, no victim still stopping nor team queue's preemptor
-ready, the clock not set back, and each queue's last tail waiting for the same reason as this
-one's. Otherwise the full pass runs, and leaves an `Order` for the next one when these hold
-again.
+array or with an explicit submission id, no victim still stopping, the clock not set back,
+and each queue's last tail waiting for the same reason as this one's. Otherwise the full pass
+runs, and leaves an `Order` for the next one when these hold again.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ from reconciler.core.admission import policies
 from reconciler.core.admission.waits import Lack
 from reconciler.core.admit import Admitted
 from reconciler.core.fastcontext import FastPassContext
+from reconciler.core.incremental import frontpreemption
 from reconciler.core.incremental import ownwrites as fixedpoint
 from reconciler.core.incremental.frontadmission import FrontWalk, Worded
 from reconciler.core.planner import PassInputs, Plan, TaskInput, TaskResult
@@ -182,7 +183,8 @@ class Order:
     reused: bool = False
     # The sidecars without a spec the last plan was given.
     orphans: frozenset[str] = frozenset()
-    # The tasks whose result's body names their preemptor (preemptedBy): the victims.
+    # The tasks that bear a preemption (frontpreemption.marked): whose result's body names
+    # their preemptor (the victims), or whose status waits as a preemptor or a victim.
     preempted: frozenset[str] = frozenset()
 
 
@@ -396,7 +398,7 @@ def order_after_full(
         bounds=bounds,
         arrivals=arrivals,
         orphans=frozenset(statuses.keys() - specs.keys()),
-        preempted=frozenset(n for n, r in results.items() if r.body.preempted_by is not None),
+        preempted=frozenset(n for n in specs if frontpreemption.marked(results[n], out.get(n))),
     )
 
 

@@ -382,6 +382,7 @@ def raises(draw: st.DrawFn) -> tuple[Any, ...]:
     first=st.integers(0, 2**16),
     cpus=st.sampled_from([4, 8, 16]),
     tell=st.booleans(),
+    stop_after=st.sampled_from([0, 0, 1, 3]),
     sequence=st.lists(st.one_of(steps(), raises()), min_size=4, max_size=40),
 )
 def test_incremental_plan_equals_full_plan_with_preemption_on(
@@ -391,11 +392,13 @@ def test_incremental_plan_equals_full_plan_with_preemption_on(
     first: int,
     cpus: int,
     tell: bool,
+    stop_after: int,
     sequence: list[tuple[Any, ...]],
 ) -> None:
     """As the long sequences, with plain tasks (what the fast pass takes) and preemption on,
     the jobs running from the start and tasks raised often: the fast pass preempts, and its
-    victims wait, stop and start again, each pass equal to plan()."""
+    victims wait, stop (at once, or `stop_after` passes later) and start again, each pass
+    equal to plan()."""
     options = dataclasses.replace(options, preemption="LowerPriority")
     world = History(
         options,
@@ -403,9 +406,10 @@ def test_incremental_plan_equals_full_plan_with_preemption_on(
         capacity=Capacity(cpus, 0, 64 * GIB),
         check=assert_identical,
         tell_changed=tell,
+        stop_after=stop_after,
     )
     note(f"queue file: {queue_file and queue_file.splitlines()[-1]}; {options}")
-    note(f"size {size}, first {first}, cpus {cpus}, tell {tell}")
+    note(f"size {size}, first {first}, cpus {cpus}, tell {tell}, stop after {stop_after}")
     note(f"sequence {sequence}")
     run = Sequence(world, names_of(size), plain=True)
     run.run(("add", size // 2, first))
