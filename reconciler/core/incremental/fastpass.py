@@ -6,9 +6,10 @@ equals `planner.plan`, is keptorder's docstring.
 
 The pass runs in steps, each a function of what the ones before it found: what changed
 (`_changes`), those tasks redone (`_reconcile_redone`), the kept order moved by them
-(`_reorder`), admission over each queue's front (`_admit_one_queue`, `_admit_team_queues`),
-the places past the fronts (`_wait_past_fronts`, `_place_far`), the statuses collected
-(`_collect`), and what the next pass keeps (`_quiet_after`, `keptorder.next_order`)."""
+(`_reorder`), admission over each queue's front (`_admit_one_queue`, `_admit_team_queues`,
+preemption over it: core/incremental/frontpreemption.py), the places past the fronts
+(`_wait_past_fronts`, `_place_far`), the statuses collected (`_collect`), and what the next
+pass keeps (`_quiet_after`, `_marked_after`, `keptorder.next_order`)."""
 
 from __future__ import annotations
 
