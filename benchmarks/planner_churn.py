@@ -12,6 +12,8 @@ python -m benchmarks.planner_churn --sizes 10000 --explicit-ids 0.5   (half with
 python -m benchmarks.planner_churn --sizes 10000 --arrays 10   (10 task arrays of 1000 elements)
 python -m benchmarks.planner_churn --sizes 10000 --arrays 10 --max-parallel 2   (each capped)
 python -m benchmarks.planner_churn --sizes 10000 --scaling   (an autoscaler that can add nodes)
+python -m benchmarks.planner_churn --sizes 10000 --preemption   (LowerPriority; with --teams,
+    each team's withinQueue LowerPriority and reclaimWithinCohort Any)
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class Shape:
     arrays: int = 0  # task arrays of equal size making up the specs (0: plain tasks)
     max_parallel: int = 0  # each array's maxParallel (0: none)
     scaling: bool = False  # an autoscaler that can add nodes (SCALING)
+    preemption: bool = False  # preemption on: LowerPriority, and in each team's queue
 
 
 def _task(
@@ -84,9 +87,10 @@ class World:
     """Specs, statuses with their versions, and Ray's jobs, moved as the loop and Ray would."""
 
     def __init__(self, size: int, policy: str, shape: Shape = Shape()) -> None:
-        self.options = PlanOptions(queue_id="bench", policy=policy)
+        preemption = "LowerPriority" if shape.preemption else "Never"
+        self.options = PlanOptions(queue_id="bench", policy=policy, preemption=preemption)
         teams = shape.teams
-        self.queues = _teams(teams, shape.max_queued)
+        self.queues = _teams(teams, shape.max_queued, shape.preemption)
         self.scaling = SCALING if shape.scaling else None
         tasks = {p: _task(p) for p in range(10)}
         names = [f"t{i:05d}" if not teams else f"team-{i % teams}/t{i:05d}" for i in range(size)]
@@ -172,9 +176,10 @@ def _picked(i: int, fraction: float) -> bool:
     return int((i + 1) * fraction) > int(i * fraction)
 
 
-def _teams(count: int, max_queued: int = 0) -> QueueConfig | None:
+def _teams(count: int, max_queued: int = 0, preemption: bool = False) -> QueueConfig | None:
     """A _queues.yaml of `count` teams sharing the 8 CPUs equally (None: no team queues), each
-    with `max_queued` as its maxQueued (0: none)."""
+    with `max_queued` as its maxQueued (0: none), and preempting within itself and by reclaim
+    if `preemption`."""
     if not count:
         return None
     lines = ["apiVersion: rayqueue/v1", "kind: QueueConfig", "spec:", "  queues:"]
@@ -182,6 +187,8 @@ def _teams(count: int, max_queued: int = 0) -> QueueConfig | None:
         lines += [f"    - name: team-{k}", f"      nominalQuota: {{cpu: {8 / count:g}}}"]
         if max_queued:
             lines.append(f"      maxQueued: {max_queued}")
+        if preemption:
+            lines.append("      preemption: {withinQueue: LowerPriority, reclaimWithinCohort: Any}")
     return parse_queue_config("\n".join(lines) + "\n")
 
 
@@ -241,6 +248,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--scaling", action="store_true", help="an autoscaler report with node types to add"
     )
+    parser.add_argument("--preemption", action="store_true", help="preemption on (LowerPriority)")
     parser.add_argument("--out", type=Path, default=None, help="JSON result file")
     args = parser.parse_args(argv)
     rows = []
@@ -253,6 +261,7 @@ def main(argv: list[str] | None = None) -> None:
             args.arrays,
             args.max_parallel,
             args.scaling,
+            args.preemption,
         )
         rows.append(measure(size, args.policy, shape))
         print(rows[-1], flush=True)

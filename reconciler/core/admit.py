@@ -77,6 +77,7 @@ __all__ = [
     "scale_wait",
     "start_slots",
     "start_task",
+    "until_of_age",
 ]
 
 
@@ -178,7 +179,7 @@ def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated:
     bodies.update(preempted.bodies)
     conds = _with_preempted(reconciled.conds, preempted.conds)
     run.events.extend(preempted.events)
-    _until_of_age(run, reconciled.running)
+    run.narrow(until_of_age(inputs, reconciled.running))
     _place(run, queue, full, started, capped, admission, stopping_for, preempted.waits, scale)
     return Admitted(
         bodies=bodies,
@@ -585,19 +586,21 @@ def scale_wait(
 _NOT_FOR_NODES = frozenset({Reason.PREEMPTING, Reason.PREEMPTED})
 
 
-def _until_of_age(run: _Admitting, running: Sequence[victims.Running]) -> None:
+def until_of_age(inputs: PassInputs, running: Sequence[victims.Running]) -> float:
     """A run too young to be a victim (minRuntimeSeconds) becomes one as time passes: the
-    pass's answer holds only until the first such run comes of age."""
-    setup = run.inputs.env.preemption
+    pass's answer holds only until the first such run comes of age (inf: none does)."""
+    setup = inputs.env.preemption
     if not setup.any_on:
-        return
-    now = run.inputs.now
+        return math.inf
+    now = inputs.now
+    until = math.inf
     ages = {q.rules.min_runtime_seconds for q in setup.queues.values()} - {0}
     for running_run in running:
         for age in ages:
             edge = running_run.started + age
             if edge > now:  # exempt while now - started < age; a little early for rounding
-                run.narrow(edge - EARLY)
+                until = min(until, edge - EARLY)
+    return until
 
 
 def _why_waiting(

@@ -17,7 +17,7 @@ from datetime import datetime
 from reconciler.core.admission import policies
 from reconciler.core.admit import start_task
 from reconciler.core.cleanup import expire_finished_jobs, orphan_sidecars, stop_strays
-from reconciler.core.decisions import RefusedDeletions, Stop, Summary
+from reconciler.core.decisions import Preemption, RefusedDeletions, Stop, Summary
 from reconciler.core.durability import WriteClass, acting
 from reconciler.core.inputs import Observation
 from reconciler.core.planner import Asked, Collected, Plan, collect_statuses, plan_of
@@ -41,6 +41,7 @@ class FastPassContext(TaskMerge):
 
     inputs: PassInputs = field(kw_only=True)
     stops: list[Stop] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
     refused_deletions: RefusedDeletions | None = None
     delete_statuses: list[str] = field(default_factory=list)
     deletes: list[str] = field(default_factory=list)
@@ -54,6 +55,8 @@ class FastPassContext(TaskMerge):
     # the autoscaler for (planner.scale_request).
     scale_demand: list[str] = field(default_factory=list)
     scale_request: tuple[Capacity, ...] | None = None
+    # Preemptors whose victims all stopped (preemptions.ready), found over every task.
+    ready: frozenset[str] = frozenset()
 
     @property
     def options(self) -> PlanOptions:
@@ -120,7 +123,7 @@ class FastPassContext(TaskMerge):
 
     def collect_statuses(self, statuses: Mapping[str, TaskStatus], names: Iterable[str]) -> None:
         """The statuses of `names` (planner.collect_statuses), after every stage above."""
-        acts = acting(self.submits, self.stops, self.timeouts, [])
+        acts = acting(self.submits, self.stops, self.timeouts, self.preemptions)
         known = self.queue_admission.queue_of if self.queue_admission is not None else {}
         collected = collect_statuses(
             self.inputs, self.bodies, self.conds, known, statuses, acts, names
@@ -133,7 +136,7 @@ class FastPassContext(TaskMerge):
             submits=self.submits,
             stops=self.stops,
             timeouts=self.timeouts,
-            preemptions=[],
+            preemptions=self.preemptions,
             delete_statuses=self.delete_statuses,
             fetch_logs=self.fetch_logs,
             deletes=self.deletes,

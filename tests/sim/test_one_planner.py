@@ -98,7 +98,6 @@ def test_the_entry_runs_team_queues_as_the_reference_does(
 def test_the_entry_runs_preemption_and_arrays_as_the_reference_does(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Both turn the fast pass off (keptorder.fast_enough, _flagged): the memo's full pass.
     workload = make_arrays(synthetic(60, seed=4, capacity_cpu=CAPACITY, load=1.5), 0.2, 3, 2, 4)
     options = PlanOptions(preemption="LowerPriority", preemption_grace_seconds=30)
     entry, reference, _ = _both(monkeypatch, workload, "backfill", options=options)

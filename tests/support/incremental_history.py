@@ -89,6 +89,9 @@ class History:
     unwritten: frozenset[str] = frozenset()
     unwritten_passes: int = 0
     fail_once: frozenset[str] = frozenset()
+    # How many passes a job asked to stop stays live (Ray slow to stop it): 0, stopped at once.
+    stop_after: int = 0
+    stopping: dict[str, int] = field(default_factory=dict)  # by job: passes left live
     memo: Memo = incremental.EMPTY
     compare: bool = True  # also run plan() and check the two agree
     tell_changed: bool = False  # hand the planner the names whose version changed
@@ -119,6 +122,8 @@ class History:
     carried: int = 0
     # How many fast passes reused the last pass's walk over the queue's head (Order.reused).
     reused: int = 0
+    # How many fast passes preempted (Plan.preemptions).
+    fast_preempting: int = 0
 
     def apply(self, step: tuple[Any, ...]) -> None:
         kind = step[0]
@@ -211,6 +216,7 @@ class History:
         self.fast_passes += self.memo.fast
         self.carried += self.memo.carried
         self.reused += self.memo.order is not None and self.memo.order.reused
+        self.fast_preempting += self.memo.fast and bool(inc.preemptions)
         # The state machine refusing a transition is a planner bug.
         assert not [e for e in inc.events if e.reason is Reason.ILLEGAL_TRANSITION], inc.events
         if self.compare:
@@ -306,9 +312,20 @@ class History:
                 continue
             metadata = dict(submit.request.metadata)
             self.jobs[sid] = RayJob(sid, PENDING, start_time=self.now, metadata=metadata)
+        for sid, left in list(self.stopping.items()):  # asked before: stopped now, or later
+            if left > 1:
+                self.stopping[sid] = left - 1
+                continue
+            del self.stopping[sid]
+            job = self.jobs.get(sid)
+            if job is not None and not job.terminal:
+                self.jobs[sid] = replace(job, status=STOPPED, end_time=self.now)
         for stop in result.stops:
             job = self.jobs.get(stop.submission_id)
             if stop.task not in lost and job is not None and not job.terminal:
+                if self.stop_after:
+                    self.stopping.setdefault(stop.submission_id, self.stop_after)
+                    continue
                 self.jobs[stop.submission_id] = replace(job, status=STOPPED, end_time=self.now)
         for sid in result.deletes:
             self.jobs.pop(sid, None)

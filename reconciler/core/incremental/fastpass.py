@@ -8,9 +8,10 @@ The pass runs in steps, each a function of what the ones before it found: what c
 (`_changes`) and the claimants of explicit ids whose claims it touched
 (`keptclaims.claims_after`), those tasks redone (`_reconcile_redone`, with the gated tasks
 whose dependencies moved: keptgates.gate_again), the kept order moved by them
-(`_reorder`), admission over each queue's front (`_admit_one_queue`, `_admit_team_queues`),
-the places past the fronts (`_wait_past_fronts`, `_place_far`), the statuses collected
-(`_collect`), and what the next pass keeps (`_quiet_after`, `keptorder.next_order`)."""
+(`_reorder`), admission over each queue's front (`_admit_one_queue`, `_admit_team_queues`,
+preemption over it: core/incremental/frontpreemption.py), the places past the fronts
+(`_wait_past_fronts`, `_place_far`), the statuses collected (`_collect`), and what the next
+pass keeps (`_quiet_after`, `_marked_after`, `keptorder.next_order`)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,13 @@ from reconciler.core.admission.policies import Admission, Candidate
 from reconciler.core.admission.waits import NotConsidered, QueueFull, Waiting
 from reconciler.core.decisions import Summary
 from reconciler.core.fastcontext import FastPassContext
-from reconciler.core.incremental import arraycaps, frontadmission, keptclaims, keptgates
+from reconciler.core.incremental import (
+    arraycaps,
+    frontadmission,
+    frontpreemption,
+    keptclaims,
+    keptgates,
+)
 from reconciler.core.incremental.frontadmission import FrontWalk, Worded, admit_prefix, place_far
 from reconciler.core.incremental.keptclaims import KeptClaims
 from reconciler.core.incremental.keptgates import Gates
@@ -49,7 +56,6 @@ from reconciler.core.incremental.keptorder import (
     entry_names,
     entry_of,
     is_quiet,
-    needs_full_pass,
     next_order,
     queue_of_task,
     reconcile,
@@ -84,7 +90,7 @@ def fast_pass(
     full one (nothing of `ctx` is used then: the caller starts again). `told`: `given`
     came from the caller and names every sidecar read anew too (a spec's or not). `carried`:
     the tasks whose result in `previous` is new, carried over to the status the loop wrote."""
-    if ctx.now < order.now or order.flagged or ctx.queue_error != order.queue_error:
+    if ctx.now < order.now or ctx.queue_error != order.queue_error:
         return None
     names = list(specs)
     changes = _changes(ctx, order, previous, specs, versions, names, given)
@@ -102,6 +108,11 @@ def fast_pass(
         return None
     results, gates = redone
     merged = sorted(results)
+    tasks = _TaskResults(ctx, statuses, results, kept, gates.gated)
+    victims = frontpreemption.victims_of(order.preempted, results, specs, tasks.result_of)
+    if frontpreemption.stopping(ctx, victims):
+        return None
+    ctx.ready = frontpreemption.ready(victims, tasks.result_of, specs)
     heap = changes.heap
     requests: Mapping[Capacity, int] = {}
     # The quiet results' earliest end (a redone task's old entry is stale: its own counts).
@@ -110,7 +121,6 @@ def fast_pass(
     if heap:
         ctx.until = min(ctx.until, heap[0].valid_until)
     moved = _reorder(ctx, order, merged, deleted, results, kept)
-    tasks = _TaskResults(ctx, statuses, results, kept, gates.gated)
     caps = arraycaps.recap(
         order, [*merged, *moved.news, *deleted], moved.key_of, results, tasks.result_of
     )
@@ -132,9 +142,9 @@ def fast_pass(
     touched = fronts.touched
     ctx.scale_request = scale_request(ctx.inputs, specs, ctx.holdings, ctx.tasks, ctx.scale_demand)
     plan, out, counts = _collect(ctx, order, specs, statuses, merged, deleted, orphans, fronts)
-    loud, watch = _quiet_after(
-        order, statuses, out, tasks, heap, touched | deleted | set(merged), deleted
-    )
+    moving = touched | deleted | set(merged)  # the tasks whose status this pass may move
+    loud, watch = _quiet_after(order, statuses, out, tasks, heap, moving, deleted)
+    preempted = _marked_after(order, out, tasks, moving, deleted)
     following = next_order(
         ctx,
         plan,
@@ -163,6 +173,7 @@ def fast_pass(
         capped=moved.capped,
         asking=asking_after(ctx, order.asking, touched | deleted, out, moved.key_of),
         requests=requests,
+        preempted=preempted,
     )
     return plan, kept, following
 
@@ -282,16 +293,11 @@ def _reconcile_redone(
 
     redo = sorted(changes.redo)
     for name in redo:
-        if needs_full_pass(name, specs[name], again(name)):
-            return None
+        again(name)
     gates, through = keptgates.gate_again(
         ctx.now, gates, specs, lambda n: kept[n].result, redo, changes.deleted, carried, again
     )
     if keptgates.names_an_array(gates):
-        return None
-    if len(results) > len(redo) and any(
-        needs_full_pass(name, specs[name], result) for name, result in results.items()
-    ):
         return None
     results.update(through)
     for name in sorted(results):
@@ -573,12 +579,20 @@ def _admit_one_queue(
             last = gave_at.get(name)
             if last is None or last.place != place or last.waiting != waiting:
                 return False
-        return name not in tasks.results and tasks.statuses.get(name) is gave.get(name)
+        given = tasks.statuses.get(name)
+        # (a preemptor's wait is not the walk's: placed again)
+        return (
+            name not in tasks.results
+            and given is gave.get(name)
+            and given is not None
+            and given.status.reason is not Reason.PREEMPTING
+        )
 
     stand = stands if reused or gave_at else None
     if scaled is not None:  # the waits the demand for nodes gives are not the walk's
         walked, stand = scaled.admission, None
     scale = scaled.scale if scaled is not None else None
+    preempting = frontpreemption.preempt_fronts(ctx, candidates, walked, tasks.result_of)
     walk = admit_prefix(
         ctx,
         candidates,
@@ -589,6 +603,7 @@ def _admit_one_queue(
         held,
         front_walk.placed,
         scale,
+        preempting,
     )
     ctx.walk = walk_end(walk.admission)
     end = fronts.get("", 0)
@@ -649,8 +664,17 @@ def _admit_team_queues(
             for name in entry_names(entries[: found.fronts[queue]]):
                 if name in capped:  # no candidate: its queue, as plan() finds it
                     fair.queue_of[name] = queue
+    preempting = frontpreemption.preempt_fronts(ctx, candidates, fair, tasks.result_of)
     admitted = frontadmission.admit_queue_prefix(
-        ctx, candidates, fair, tasks.as_given, tasks.adopt, order.words, found.spoken, capped
+        ctx,
+        candidates,
+        fair,
+        tasks.as_given,
+        tasks.adopt,
+        order.words,
+        found.spoken,
+        capped,
+        preempting,
     )
     found.touched = set(merged) | set(admitted)
     for queue, same in standing.items():
@@ -845,6 +869,8 @@ def _far_names(
     far.update(n for n in merged if n in key_of)
     far.update(moved.flipped)
     far.update(moved.recapped)
+    # Those that waited as a preemptor or a victim: their wait is admission's again.
+    far.update(n for n in order.preempted if n in key_of)
     for queue in keys.keys() | order.keys.keys():
         started = found.walks.get(queue, NO_WALK).started
         was = order.started.get(queue, 0)
@@ -979,6 +1005,26 @@ def _quiet_after(
         else:
             loud.add(name)
     return frozenset(loud), watch
+
+
+def _marked_after(
+    order: Order,
+    out: Mapping[str, TaskStatus],
+    tasks: _TaskResults,
+    redone: Collection[str],
+    deleted: Collection[str],
+) -> frozenset[str]:
+    """The tasks the next pass keeps as bearing a preemption (frontpreemption.marked):
+    the last pass's, `redone` (every task this pass touched, deleted or merged) judged anew."""
+    marked = set(order.preempted)
+    for name in redone:
+        marked.discard(name)
+        if name in deleted:
+            continue
+        result = tasks.result_of(name) if name in tasks.kept else None
+        if frontpreemption.marked(result, out.get(name)):
+            marked.add(name)
+    return frozenset(marked)
 
 
 def _own_past(

@@ -10,16 +10,22 @@ from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
 from reconciler.core.admission import policies
-from reconciler.core.admission.waits import BehindTask, NotConsidered, ReservedStart, Waiting
+from reconciler.core.admission.waits import (
+    BehindTask,
+    NotConsidered,
+    Preempting,
+    ReservedStart,
+    Waiting,
+)
 from reconciler.core.admit import (
     LeftOver,
+    QueueShares,
     ScaleUpState,
     admission_of,
     far_message,
     free_capacity,
     keep_for_scale_up,
     position_bucket,
-    queue_shares,
     scale_up,
     scale_wait,
     start_slots,
@@ -56,7 +62,8 @@ def _walk(
     """`admit`'s admission over `prefix`, with the slots the tasks starting now leave."""
     shares = None
     if ctx.queues is not None:
-        shares = queue_shares(ctx.inputs, ctx.holdings, ctx.bodies, ctx.tasks, {})
+        # (its preemptors ready: found over every task, not only those merged so far)
+        shares = QueueShares(ctx.queues, ctx.usage, ctx.holdings.in_use, ctx.ready)
     free, slots = (
         free_capacity(ctx.obs, ctx.options, ctx.used),
         start_slots(ctx.options, ctx.bodies),
@@ -246,19 +253,21 @@ def admit_prefix(
     capped: Mapping[str, Waiting] | None = None,
     placed: tuple[str, ...] = (),
     scale: ScaleUpState | None = None,
+    preempting: Mapping[str, Preempting] | None = None,
 ) -> Walk:
-    """`admit` on the front of the queue, for a pass with one queue and no preemption,
-    dependency gate or stopping victim (the incremental planner checks that). `prefix`: the
-    first candidates in order, long enough that the policy's walk ends in it
-    (`Admission.tail`) or the whole queue; with elements `capped` by their array's
-    maxParallel among them (no candidates), `placed` holds all in order, and they wait so.
-    `unchanged(name, reason, bucket)`: whether a far task's status already says so, in which
-    case it is left as it is. `admission`: the policy's walk over `prefix` (on an autoscaling
-    cluster, as `scale_front` leaves it, and `scale` its demand for nodes). `adopt(name)`:
-    puts a task's own result in the pass (its body and task) before admission reads or sets
-    them. `standing(name, place, wait)`: the last pass gave the task this same place and wait,
-    and it still has the status that pass gave it and was not redone: left as it is (admit
-    would set it so again)."""
+    """`admit` on the front of the queue, for a pass with one queue and no dependency gate or
+    stopping victim (the incremental planner checks that). `prefix`: the first candidates in
+    order, long enough that the policy's walk ends in it (`Admission.tail`) or the whole
+    queue; with elements `capped` by their array's maxParallel among them (no candidates),
+    `placed` holds all in order, and they wait so. `unchanged(name, reason, bucket)`: whether
+    a far task's status already says so, in which case it is left as it is. `admission`: the
+    policy's walk over `prefix` (on an autoscaling cluster, as `scale_front` leaves it, and
+    `scale` its demand for nodes). `adopt(name)`: puts a task's own result in the pass (its
+    body and task) before admission reads or sets them. `standing(name, place, wait)`: the
+    last pass gave the task this same place and wait, and it still has the status that pass
+    gave it and was not redone: left as it is (admit would set it so again). `preempting`:
+    what each preemptor of this pass waits for (frontpreemption.preempt_fronts) instead of
+    its wait in the walk."""
     ctx.until = min(ctx.until, max(admission.until, ctx.now))
     if scale is not None:
         ctx.until = min(ctx.until, max(scale.until, ctx.now))
@@ -281,6 +290,11 @@ def admit_prefix(
             continue
         place += 1
         order.append(name)
+        if preempting and name in preempting:
+            adopt(name)
+            _await_victims(ctx, name, Waiting(preempting[name]), place, None)
+            touched.append(name)
+            continue
         held = capped.get(name)
         if held is not None and place > exact:
             # Far, its wait its array's: its status reads its bucket alone.
@@ -326,9 +340,8 @@ def walk_queues(
     ctx: FastPassContext, prefix: list[policies.Candidate], cut: Collection[str]
 ) -> queueing.QueueAdmission:
     """The queues' admission over the fronts of their queues, as `admit` runs it, for a pass
-    with team queues and no preemption, autoscaler, dependency gate or stopping victim, the
-    tasks past maxQueued and those capped by their array left out (the incremental planner
-    checks that).
+    with team queues and no autoscaler, dependency gate or stopping victim, the tasks past
+    maxQueued and those capped by their array left out (the incremental planner checks that).
     `prefix`: the first candidates of each queue, in the cluster's order; enough that each
     queue's walk ends in its part (`QueueAdmission.tails`) or takes all of it; `cut`: the
     queues given in part (those the answer may not hold for are in `short`)."""
@@ -346,6 +359,7 @@ def admit_queue_prefix(
     words: Mapping[str, Worded] | None = None,
     spoken: dict[str, Worded] | None = None,
     capped: Mapping[str, Waiting] | None = None,
+    preempting: Mapping[str, Preempting] | None = None,
 ) -> list[str]:
     """`admit` on the fronts of the team queues (`prefix`, `admission`: walk_queues'), with
     `adopt` as in admit_prefix; returns the tasks whose status it set anew. `given(name)`: the
@@ -353,7 +367,8 @@ def admit_queue_prefix(
     waits as admission says is left as it is. `words`: the last pass's wait and message of
     each task at an exact place, reused when its wait is the same (most are, in a queue that
     did not move); `spoken` receives this pass's. `capped`: the elements of `prefix` held back
-    by their array's maxParallel (no candidates of `admission`), and why."""
+    by their array's maxParallel (no candidates of `admission`), and why. `preempting`: as in
+    admit_prefix."""
     ctx.queue_admission = admission
     ctx.until = min(ctx.until, max(admission.until, ctx.now))
     started = set(admission.start)
@@ -373,6 +388,11 @@ def admit_queue_prefix(
         owner = admission.queue_of[name]
         place = places[owner] = places.get(owner, 0) + 1
         ctx.order.setdefault(owner, []).append(name)
+        if preempting and name in preempting:
+            adopt(name)
+            _await_victims(ctx, name, Waiting(preempting[name]), place, owner)
+            touched.append(name)
+            continue
         held = capped.get(name)
         if held is not None and place > exact:
             # Far, its wait its array's: its status reads its bucket and queue alone.
@@ -423,6 +443,20 @@ def _bucket_of(place: int, exact: int) -> tuple[str, int]:
     past it need it again."""
     bucket = position_bucket(place, exact)
     return bucket, int(bucket[1:]) * 10
+
+
+def _await_victims(
+    ctx: FastPassContext, name: str, waiting: Waiting, place: int, queue: str | None
+) -> None:
+    """A preemptor at `place`: its status while its victims stop, as `admit` sets it."""
+    exact = ctx.options.exact_queue_positions
+    body = ctx.bodies[name]
+    if place > exact:
+        bucket = position_bucket(place, exact)
+        message = far_message(bucket, waiting, queue)
+        ctx.bodies[name] = lifecycle.wait_for_victims(body, None, message, None, bucket)
+    else:
+        ctx.bodies[name] = lifecycle.wait_for_victims(body, place, waiting.message, None)
 
 
 def _heed(ctx: FastPassContext, waiting: Waiting | None) -> float | None:

@@ -52,20 +52,27 @@ A queue file's error (no configuration valid since serve started: one queue, and
 in it says so) is pass-wide: the fast pass holds while it stays the one its order was made
 with (`Order.queue_error`), as each status it leaves says it.
 
+Preemption runs over the walk of the fronts (core/incremental/frontpreemption.py): it reads
+each queue's front and the queues' states after admission, which the walk holds, and the
+running tasks, which are loud. The victims are kept by name (`Order.preempted`, with the tasks
+waiting as a preemptor or a victim does, placed again each pass wherever they stand): while
+one's stopped run is still live (it waits out of its queue's walk, its preemptor's room is
+reserved wherever that stands), the pass reads the whole queue and is the full one's. A team
+queue's preemptor whose victims stopped is admitted first: found over the victims.
+
 The fast pass holds only where it is known to equal `planner.plan` exactly: the queue file's
 error (or none) the same as the last pass's, Ray answering, no autoscaler with team queues
-(fair admission at the ceiling grows its fronts by rules of its own) or with an element held
-back by its array's maxParallel, no preemption, at most one maxQueued in each queue's chain
+(fair admission at the ceiling grows its fronts by rules of its own), with preemption or with
+an element held back by its array's maxParallel, at most one maxQueued in each queue's chain
 (two, a queue's and its parent's, fill in turn over every arrival), the waiting elements of
 each array agreeing on its maxParallel, no dependency that may name a whole array
-(keptgates.names_an_array), no task named as a preemptor's victim, the clock not set back,
-and each queue's last tail waiting for the same reason as this one's. Otherwise the full pass
-runs, and leaves an `Order` for the next one when these hold again. Ray not answering stays
-with the full pass: each task's own result reads whether Ray answers (the memo's world), so
-the pass where it stops and the one where it answers again redo every task whatever the
-pass; the passes between admit nobody, start and stop nothing, so their cost holds nothing
-up, and a fast path for them would be a second one, without admission, kept only for the
-outage.
+(keptgates.names_an_array), no victim still stopping, the clock not set back, and each
+queue's last tail waiting for the same reason as this one's. Otherwise the full pass runs,
+and leaves an `Order` for the next one when these hold again. Ray not answering stays with
+the full pass: each task's own result reads whether Ray answers (the memo's world), so the
+pass where it stops and the one where it answers again redo every task whatever the pass;
+the passes between admit nobody, start and stop nothing, so their cost holds nothing up, and
+a fast path for them would be a second one, without admission, kept only for the outage.
 """
 
 from __future__ import annotations
@@ -87,7 +94,7 @@ from reconciler.core.admission.waits import ArrayAtMaxParallel, Lack, Waiting
 from reconciler.core.admit import Admitted
 from reconciler.core.fastcontext import FastPassContext
 from reconciler.core.gates import Gated
-from reconciler.core.incremental import keptclaims, keptgates
+from reconciler.core.incremental import frontpreemption, keptclaims, keptgates
 from reconciler.core.incremental import ownwrites as fixedpoint
 from reconciler.core.incremental.frontadmission import FrontWalk, Worded
 from reconciler.core.incremental.keptclaims import NO_CLAIMS, KeptClaims
@@ -237,7 +244,6 @@ class Order:
     walked: tuple[str, ...]  # the fronts of the queues last walked one by one
     tail: Mapping[str, Reason]  # by queue: why every task past its walk waited (if any did)
     started: Mapping[str, int]  # by queue: started in the last pass (still in `keys` then)
-    flagged: frozenset[str]  # tasks that need the full pass (a preemptor's victims, ...)
     names: list[str]  # the specs' names, in the order given
     # Team queues: the most each queue can ever hold (fairshare.ceilings); None without.
     ceilings: Mapping[str, fairshare.Ceiling] | None = None
@@ -282,6 +288,9 @@ class Order:
     # The queue file's error the pass was planned with (PassInputs.queue_error): every task in
     # a queue says it (QueueConfigInvalid), so another one, or none, needs the full pass.
     queue_error: str | None = None
+    # The tasks that bear a preemption (frontpreemption.marked): whose result's body names
+    # their preemptor (the victims), or whose status waits as a preemptor or a victim.
+    preempted: frozenset[str] = frozenset()
 
 
 class Kept(NamedTuple):  # built per task per full pass: a tuple builds fastest
@@ -334,8 +343,7 @@ def fast_enough(ctx: PassInputs) -> bool:
     """Whether the pass-wide inputs allow the fast pass at all."""
     return (
         ctx.obs.available
-        and (ctx.obs.scaling is None or ctx.queues is None)
-        and not ctx.env.preemption.any_on
+        and (ctx.obs.scaling is None or (ctx.queues is None and not ctx.env.preemption.any_on))
         and (ctx.queues is None or bounds_of(ctx.queues) is not None)
     )
 
@@ -379,24 +387,13 @@ def is_quiet(result: TaskResult, status: TaskStatus | None, out: TaskStatus | No
     )
 
 
-def needs_full_pass(name: str, spec: TaskInput | None, result: TaskResult | None) -> bool:
-    """A task whose presence needs the full pass."""
-    if result is None:
-        return False
-    return result.body.preempted_by is not None
-
-
-def _unflagged_entries(
+def _waiting_entries(
     specs: Mapping[str, TaskInput], results: Mapping[str, TaskResult]
-) -> list[Entry] | None:
-    """Every waiting task's entry (entry_of), in the specs' order; None if any task needs the
-    full pass (needs_full_pass): both in one loop over the specs."""
+) -> list[Entry]:
+    """Every waiting task's entry (entry_of), in the specs' order."""
     raw: list[Entry] = []
-    for name, spec in specs.items():
-        result = results.get(name)
-        if needs_full_pass(name, spec, result):
-            return None
-        entry = entry_of(name, result)
+    for name in specs:
+        entry = entry_of(name, results.get(name))
         if entry is not None:
             raw.append(entry)
     return raw
@@ -442,9 +439,7 @@ def order_after_full(
         return None
     if through:  # the waiting tasks with dependencies: their results after the gates
         results = {**results, **through}
-    raw = _unflagged_entries(specs, results)
-    if raw is None:
-        return None
+    raw = _waiting_entries(specs, results)
     bounds = bounds_of(ctx.queues) if ctx.queues is not None else {}
     assert bounds is not None  # fast_enough
     arrivals = _arrivals(ctx, raw, bounds)
@@ -504,6 +499,7 @@ def order_after_full(
         capped=capped,
         asking=asking_after(ctx, frozenset(), key_of, out, key_of),
         requests=_requests_of(ctx, key_of, results),
+        preempted=frozenset(n for n in specs if frontpreemption.marked(results[n], out.get(n))),
     )
 
 
@@ -666,6 +662,7 @@ def next_order(
     capped: Mapping[str, Waiting] | None = None,
     asking: frozenset[str] = frozenset(),
     requests: Mapping[Capacity, int] | None = None,
+    preempted: frozenset[str] = frozenset(),
 ) -> Order:
     """The order a pass that planned `plan` leaves for the next fast one."""
     exact = ctx.options.exact_queue_positions
@@ -694,7 +691,6 @@ def next_order(
         walked=tuple(walked),
         tail=tails,
         started=started,
-        flagged=frozenset(),
         names=names,
         ceilings=ceilings,
         unfit=unfit,
@@ -713,6 +709,7 @@ def next_order(
         asking=asking,
         requests={} if requests is None else requests,
         queue_error=ctx.queue_error,
+        preempted=preempted,
     )
 
 

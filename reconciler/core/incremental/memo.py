@@ -135,8 +135,9 @@ def _carry_written(
         if entry is None or (waiter := entry.result.waiter) is None:
             continue
         again = fixedpoint.carried(entry.result, specs[name], status)
-        # Its place in the order moved (queuedAt), or it needs the full pass (a preemptor's
-        # victim; its name and spec, the same Task, were judged when its result was made).
+        # Its place in the order moved (queuedAt), or it is a preemptor's victim, redone so
+        # that its pass finds it (the kept victims are those of results made by a pass, not
+        # carried). Its name and spec, the same Task, were judged when its result was made.
         if again is None or again.waiter != waiter or again.body.preempted_by is not None:
             continue
         carried[name] = Kept(versions[name], queueorder.run_job(jobs, status), again)

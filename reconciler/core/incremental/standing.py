@@ -52,7 +52,7 @@ def read_back(
 ) -> Plan | None:
     """The plan its read-back would give, as a still plan: the statuses written (the very
     objects), no events, the same summary and scale request, still until its read-back deadline.
-    `fast`: the plan is the fast pass's (Memo.fast: plain tasks, no preemption, Ray answered),
+    `fast`: the plan is the fast pass's (Memo.fast: plain tasks, Ray answered),
     where the property is shown; elsewhere a task's words may name another's status as it was
     read (a dependency's), which its read-back rewrites. `statuses`: those the plan was given.
     None: the read-back must be planned (not the fast pass, the plan acted, it read the clock

@@ -56,7 +56,7 @@ from tests.support.planner_world import GIB
 EXAMPLES = int(os.environ.get("RAYQUEUE_PROPERTY_EXAMPLES", "300"))
 # What the property's runs took, summed over its examples (read by whoever runs it at length:
 # how many passes were fast, and how many of those reused the last walk over the head).
-TOTALS = {"passes": 0, "fast": 0, "reused": 0}
+TOTALS = {"passes": 0, "fast": 0, "reused": 0, "preempting": 0}
 
 # Folders: the default queue (top level, and a folder no queue lists), two team queues and a
 # sub-queue of one of them (with the second queue file).
@@ -127,9 +127,21 @@ spec:
     - name: team-b
 """
 QUEUE_FILES = (None, TEAMS, NESTED, PURE)
-# What the fast pass takes: one queue, or team queues without preemption, with at most one
+# Preemption in a flat queue (within it and by reclaim), and by fair share.
+TEAMS_PREEMPTING = TEAMS.replace(
+    "nominalQuota: {cpu: 3}\n",
+    "nominalQuota: {cpu: 3}\n"
+    "      preemption: {withinQueue: LowerPriority, reclaimWithinCohort: Any}\n",
+)
+PURE_PREEMPTING = PURE.replace(
+    "spec:\n", "spec:\n  fairSharing:\n    preemptionStrategies: [LessThanOrEqualToFinalShare]\n"
+)
+# What the fast pass takes: one queue, or team queues (with preemption too), with at most one
 # maxQueued in each queue's chain.
-FAST_QUEUE_FILES = (None, TEAMS, NESTED_PLAIN, TEAMS_FULL, NESTED_FULL, PURE)
+FAST_QUEUE_FILES = (
+    *(None, TEAMS, NESTED, NESTED_PLAIN, TEAMS_FULL, NESTED_FULL, PURE),
+    *(TEAMS_PREEMPTING, PURE_PREEMPTING),
+)
 RETRY = {"limit": 2, "backoffSeconds": 7, "on": ["Failed", "TimedOut", "Lost"]}
 # Few distinct values, so equal priorities and equal resources are common.
 PRIORITIES = (0, 0, 0, 1, 3, 5, 5, 9)
@@ -495,11 +507,10 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
     ids = False
     if simple:
         # Plain tasks (array elements or not), half of the sequences with explicit submission
-        # ids, no preemption, one queue or team queues with at most one maxQueued in each
-        # chain: what the incremental planner's fast pass (the kept queue orders) takes, so
-        # about half the sequences run through it.
+        # ids, one queue or team queues with at most one maxQueued in each chain: what the
+        # incremental planner's fast pass (the kept queue orders) takes, so about half the
+        # sequences run through it.
         queue_file, plain, ids = simple_file, True, not plain
-        options = dataclasses.replace(options, preemption="Never")
     depends = simple and depends  # dependencies of every kind in half the simple ones,
     # explicit ids in another half, independently: both in a quarter
     world = History(
@@ -525,6 +536,70 @@ def test_incremental_plan_equals_full_plan_on_long_sequences(
     TOTALS["passes"] += world.passes
     TOTALS["fast"] += world.fast_passes
     TOTALS["reused"] += world.reused
+    TOTALS["preempting"] += world.fast_preempting
+
+
+# Preemption on, in each of its forms: the serve option for the one queue, the queues' own
+# blocks (withinQueue, reclaimWithinCohort, minPreemptorPriority), fair share's.
+PREEMPTING_FILES = (None, NESTED, TEAMS_PREEMPTING, PURE_PREEMPTING)
+
+
+@st.composite
+def raises(draw: st.DrawFn) -> tuple[Any, ...]:
+    """A run of tasks raised to a high priority: waiting ones then outrank running ones."""
+    return ("edit", draw(st.integers(1, 5)), draw(st.integers(0, 199)), "priority", 9)
+
+
+@settings(
+    max_examples=max(EXAMPLES // 3, 1),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
+@given(
+    options=options_of(),
+    queue_file=st.sampled_from(PREEMPTING_FILES),
+    size=st.sampled_from([20, 40, 100]),
+    first=st.integers(0, 2**16),
+    cpus=st.sampled_from([4, 8, 16]),
+    tell=st.booleans(),
+    stop_after=st.sampled_from([0, 0, 1, 3]),
+    sequence=st.lists(st.one_of(steps(), raises()), min_size=4, max_size=40),
+)
+def test_incremental_plan_equals_full_plan_with_preemption_on(
+    options: PlanOptions,
+    queue_file: str | None,
+    size: int,
+    first: int,
+    cpus: int,
+    tell: bool,
+    stop_after: int,
+    sequence: list[tuple[Any, ...]],
+) -> None:
+    """As the long sequences, with plain tasks (what the fast pass takes) and preemption on,
+    the jobs running from the start and tasks raised often: the fast pass preempts, and its
+    victims wait, stop (at once, or `stop_after` passes later) and start again, each pass
+    equal to plan()."""
+    options = dataclasses.replace(options, preemption="LowerPriority")
+    world = History(
+        options,
+        queues_of(queue_file),
+        capacity=Capacity(cpus, 0, 64 * GIB),
+        check=assert_identical,
+        tell_changed=tell,
+        stop_after=stop_after,
+    )
+    note(f"queue file: {queue_file and queue_file.splitlines()[-1]}; {options}")
+    note(f"size {size}, first {first}, cpus {cpus}, tell {tell}, stop after {stop_after}")
+    note(f"sequence {sequence}")
+    run = Sequence(world, names_of(size), plain=True)
+    run.run(("add", size // 2, first))
+    run.run(("start_all",))
+    for step in sequence:
+        run.run(step)
+    note(f"fast passes: {world.fast_passes} of {world.passes}, {world.fast_preempting} preempted")
+    TOTALS["passes"] += world.passes
+    TOTALS["fast"] += world.fast_passes
+    TOTALS["preempting"] += world.fast_preempting
 
 
 def test_names_of_spreads_over_folders_in_no_sorted_order() -> None:
@@ -1044,6 +1119,62 @@ def test_a_queue_file_error_takes_the_fast_pass_while_it_stays(policy: str) -> N
         assert not world.memo.fast
         run.run(busy_steps(4, 1)[0])
         assert world.memo.fast
+
+
+def raising_steps(seed: int, count: int) -> list[tuple[Any, ...]]:
+    """A busy queue whose waiting tasks are often raised to a high priority: the queues'
+    fronts then outrank running tasks, and preempt them."""
+    rng = random.Random(seed)
+    plan: list[tuple[Any, ...]] = []
+    for _ in range(count):
+        kind = rng.choice(["raise", "raise", "ray", "start_all", "tick", "busy"])
+        if kind == "raise":
+            plan.append(("edit", rng.randrange(1, 3), rng.randrange(200), "priority", 9))
+        elif kind == "ray":
+            plan.append(("ray", rng.randrange(200), SUCCEEDED, 1))
+        elif kind == "start_all":
+            plan.append(("start_all",))
+        elif kind == "tick":
+            plan.append(("tick", rng.choice([1, 30, 61])))
+        else:
+            plan.extend(busy_steps(rng.randrange(1000), 1))
+    return plan
+
+
+@pytest.mark.parametrize(
+    ("queue_file", "policy", "seed", "exact", "min_runtime"),
+    [
+        (None, "backfill", 1, 3, 0.0),
+        (NESTED, "strict", 1, 3, 0.0),
+        (TEAMS_PREEMPTING, "besteffort", 2, 20, 30.0),
+    ],
+    ids=["one-queue", "nested", "teams"],
+)
+def test_preemption_sequences_take_the_fast_pass_and_preempt_on_it(
+    queue_file: str | None, policy: str, seed: int, exact: int, min_runtime: float
+) -> None:
+    """With preemption on (the serve option LowerPriority for the one queue; the queues'
+    withinQueue and reclaimWithinCohort, minPreemptorPriority, a minimum runtime), the
+    incremental plan equals the full one at every pass, the fast pass takes most passes, and
+    some of those preempt: the preemption stage runs over its walk of the queues' fronts."""
+    options = PlanOptions(
+        queue_id="q",
+        policy=policy,
+        exact_queue_positions=exact,
+        backfill_candidates=5,
+        preemption="LowerPriority",
+        preemption_min_runtime_seconds=min_runtime,
+    )
+    world = History(
+        options, queues_of(queue_file), capacity=Capacity(8, 0, 64 * GIB), check=assert_identical
+    )
+    run = Sequence(world, names_of(120), plain=True)
+    run.run(("add", 80, seed))
+    run.run(("start_all",))
+    for step in raising_steps(seed, 40):
+        run.run(step)
+    assert world.fast_passes > 0.8 * world.passes, (world.fast_passes, world.passes)
+    assert world.fast_preempting > 0
 
 
 def test_tasks_cross_max_queued_on_the_fast_pass() -> None:

@@ -134,7 +134,6 @@ def test_the_read_back_of_a_plan_that_only_moved_statuses_plans_nothing(
     ids = False
     if simple:  # what the fast pass takes, as in test_sequences.py
         queue_file, plain, ids = simple_file, True, not plain
-        options = dataclasses.replace(options, preemption="Never")
     world = ReadBack(
         options, queues_of(queue_file), capacity=Capacity(cpus, 0, 64 * GIB), compare=False
     )
