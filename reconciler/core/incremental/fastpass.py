@@ -128,8 +128,6 @@ def fast_pass(
         return None
     moved.arrays, moved.capped, moved.recapped = caps
     ctx.stop_strays(specs)
-    if ctx.obs.scaling is not None and moved.capped:
-        return None  # the demand for nodes past elements their array holds back: a full pass
     if ctx.queues is None:
         asking = _asking(ctx, order, merged, results, moved.key_of)
         requests = _requests(ctx, order, previous, [*merged, *deleted], tasks, moved.key_of)
@@ -554,9 +552,9 @@ def _admit_one_queue(
         candidates = [candidate_of(tasks.result_of(e.name)) for e in front if e.name not in held]
         front_walk, reused = frontadmission.walk_front(ctx, candidates, last_front, placed, held)
         walked = front_walk.admission
-        # (With scaling no element is capped, fast_pass checks: the candidates are the
-        # front's entries, as _scale_front counts them.)
-        scaled, start = _scale_front(ctx, entries, candidates, walked, tasks, requests)
+        scaled, start = _scale_front(
+            ctx, entries, len(front), candidates, walked, tasks, requests, capped
+        )
         if start is not None:
             fronts[""] = start + 1
             continue
@@ -621,12 +619,15 @@ def _admit_one_queue(
 def _scale_front(
     ctx: FastPassContext,
     entries: list[Entry],
+    front: int,
     candidates: list[Candidate],
     walked: Admission,
     tasks: _TaskResults,
     requests: Mapping[Capacity, int],
+    capped: Mapping[str, Waiting],
 ) -> tuple[frontadmission.ScaledFront | None, int | None]:
-    """On an autoscaling cluster, the demand for nodes over the front `candidates`
+    """On an autoscaling cluster, the demand for nodes over the front `candidates` (the
+    first `front` entries, less the elements `capped` by their array: no candidates)
     (frontadmission.scale_front), and the index in `entries` of the first task past the front
     that starts on what it leaves (ScaledFront.behind_holder), None if none does: looked for
     one by one only when some waiting task's request (`requests`, Order.requests) would
@@ -639,8 +640,11 @@ def _scale_front(
     free = scaled.free
     if left_over is None or not any(left_over.starts("", r, free) for r in requests):
         return scaled, None
-    for index in range(len(candidates), len(entries)):
-        if left_over.starts("", candidate_of(tasks.result_of(entries[index].name)).request, free):
+    for index in range(front, len(entries)):
+        name = entries[index].name
+        if name in capped:
+            continue
+        if left_over.starts("", candidate_of(tasks.result_of(name)).request, free):
             return scaled, index
     return scaled, None
 

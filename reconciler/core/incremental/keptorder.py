@@ -61,18 +61,18 @@ reserved wherever that stands), the pass reads the whole queue and is the full o
 queue's preemptor whose victims stopped is admitted first: found over the victims.
 
 The fast pass holds only where it is known to equal `planner.plan` exactly: the queue file's
-error (or none) the same as the last pass's, Ray answering, no autoscaler with team queues
-(fair admission at the ceiling grows its fronts by rules of its own), with preemption or with
-an element held back by its array's maxParallel, at most one maxQueued in each queue's chain
-(two, a queue's and its parent's, fill in turn over every arrival), the waiting elements of
-each array agreeing on its maxParallel, no dependency that may name a whole array
-(keptgates.names_an_array), no victim still stopping, the clock not set back, and each
-queue's last tail waiting for the same reason as this one's. Otherwise the full pass runs,
-and leaves an `Order` for the next one when these hold again. Ray not answering stays with
-the full pass: each task's own result reads whether Ray answers (the memo's world), so the
-pass where it stops and the one where it answers again redo every task whatever the pass;
-the passes between admit nobody, start and stop nothing, so their cost holds nothing up, and
-a fast path for them would be a second one, without admission, kept only for the outage.
+error (or none) the same as the last pass's, Ray answering, no autoscaler with team queues (fair
+admission at the ceiling grows its fronts by rules of its own) or with preemption (the demand
+for nodes and the preemptors' would have to be walked together), at most one maxQueued in each
+queue's chain (two, a queue's and its parent's, fill in turn over every arrival), the waiting
+elements of each array agreeing on its maxParallel, no dependency that may name a whole array
+(keptgates.names_an_array), no victim still stopping, the clock not set back, and each queue's
+last tail waiting for the same reason as this one's. Otherwise the full pass runs, and leaves an
+`Order` for the next one when these hold again. Ray not answering stays with the full pass: each
+task's own result reads whether Ray answers (the memo's world), so the pass where it stops and
+the one where it answers again redo every task whatever the pass; the passes between admit
+nobody, start and stop nothing, so their cost holds nothing up, and a fast path for them would
+be a second one, without admission, kept only for the outage.
 """
 
 from __future__ import annotations

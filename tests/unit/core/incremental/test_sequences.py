@@ -993,20 +993,22 @@ def test_claims_that_end_with_another_task_on_the_fast_pass() -> None:
 )
 @pytest.mark.parametrize("policy", ["strict", "backfill", "besteffort"])
 @pytest.mark.parametrize(("seed", "exact"), [(1, 3), (2, 20)])
+@pytest.mark.parametrize("arrays", [False, True], ids=["tasks", "arrays"])
 def test_autoscaling_sequences_take_the_fast_pass_in_most_passes(
-    grows: Scaling, policy: str, seed: int, exact: int
+    grows: Scaling, policy: str, seed: int, exact: int, arrays: bool
 ) -> None:
     """On an autoscaling cluster (one queue), the incremental plan equals the full one at
     every pass, the autoscaler's request and the tasks that wait for nodes included, and the
     fast pass takes most passes: tasks bigger than the cluster of the moment (9 CPUs on 4)
-    ask for nodes at the front while the rest of the queue waits behind them."""
+    ask for nodes at the front while the rest of the queue waits behind them; with `arrays`,
+    half the tasks are elements of arrays, most held back by their maxParallel."""
     options = PlanOptions(
         queue_id="q", policy=policy, exact_queue_positions=exact, backfill_candidates=5
     )
     world = History(
         options, None, capacity=Capacity(4, 0, 64 * GIB), check=assert_identical, scaling=grows
     )
-    run = Sequence(world, names_of(120), plain=True)
+    run = Sequence(world, names_of(120, arrays), plain=True)
     run.run(("add", 80, seed))
     asking = 0  # fast passes after which some task waits for nodes
     # The autoscaler's words change (a node pending, a failed launch), its nodes the same.
