@@ -11,8 +11,7 @@ from datetime import datetime
 from operator import attrgetter
 
 from reconciler.core import scaling
-from reconciler.core.admission import arraycap as arrays
-from reconciler.core.admission import policies
+from reconciler.core.admission import arraycap, policies
 from reconciler.core.admission.waits import (
     AwaitingVictims,
     BehindReservation,
@@ -31,8 +30,7 @@ from reconciler.core.inputs import Observation
 from reconciler.core.preemption import preempt as preemption
 from reconciler.core.preemption import victims
 from reconciler.core.preemptions import preempt, ready
-from reconciler.core.queues import dispatch as queueing
-from reconciler.core.queues import fairshare
+from reconciler.core.queues import dispatch, fairshare
 from reconciler.core.queues.usage import QueueUsage
 from reconciler.core.resources import resources_text
 from reconciler.core.stages import Holdings, PassInputs, Reconciled, WalkEnd, walk_end
@@ -96,7 +94,7 @@ class Admitted:
     until: float  # the latest `now` at which its answer still holds
     # Where the policy's walk ended; None with team queues (the incremental planner reads it).
     walk: WalkEnd | None
-    queue_admission: queueing.QueueAdmission | None
+    queue_admission: dispatch.QueueAdmission | None
     order: Mapping[str, list[str]]  # the waiting tasks, per queue, in place order
     not_considered: int  # waiting tasks past the bound of admission's walk
     scale_demand: Sequence[str]  # tasks that wait for new nodes
@@ -137,19 +135,19 @@ def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated:
     # A task beyond its queue's maxQueued is not counted: it waits as QueueFull.
     full = {}
     if queues is not None:
-        full = queueing.queue_full(queues, [(w.key.queued_at, w.candidate.name) for w in ordered])
+        full = dispatch.queue_full(queues, [(w.key.queued_at, w.candidate.name) for w in ordered])
     # A victim waits until its stopped run is gone from Ray, so it never holds two runs.
     stopping = {victim for s in all_stopping.values() for victim in s.victims}
     eligible = [c for c in queue if c.name not in stopping and c.name not in full]
     # An array at its maxParallel starts no more elements: they are not candidates at all.
-    eligible, capped = arrays.cap(eligible, bodies, tasks)
+    eligible, capped = arraycap.cap(eligible, bodies, tasks)
     slots = start_slots(options, bodies)
     shares = queue_shares(inputs, holdings, bodies, tasks, all_stopping)
     admission = admission_of(
         options, inputs.obs, inputs.now, holdings.claims, eligible, free, slots, shares
     )
     queue_admission = None
-    if isinstance(admission, queueing.QueueAdmission):
+    if isinstance(admission, dispatch.QueueAdmission):
         admission.waiting.update(full)
         queue_admission = admission
     run.narrow(admission.until)
@@ -231,14 +229,14 @@ def _place(
     full: Mapping[str, Waiting],
     started: set[str],
     capped: Mapping[str, Waiting],
-    admission: policies.Admission | queueing.QueueAdmission,
+    admission: policies.Admission | dispatch.QueueAdmission,
     stopping_for: Mapping[str, preemption.StoppingVictims],
     preempting: Mapping[str, Preempting],
     scale: ScaleUpState,
 ) -> None:
     """Start who starts; give everyone else its place and why it waits."""
     positions: dict[str, int] = {}  # per queue with queues; one count without
-    known = admission.queue_of if isinstance(admission, queueing.QueueAdmission) else {}
+    known = admission.queue_of if isinstance(admission, dispatch.QueueAdmission) else {}
     inputs, bodies, order = run.inputs, run.bodies, run.order
     queues = inputs.queues
     exact_places = inputs.options.exact_queue_positions
@@ -354,7 +352,7 @@ def admission_of(
     slots: int,
     shares: QueueShares | None = None,
     cut: Collection[str] = (),
-) -> policies.Admission | queueing.QueueAdmission:
+) -> policies.Admission | dispatch.QueueAdmission:
     """The policy's (or, with `shares`, the team queues') pick from `eligible` with `free`
     resources and `slots` starts. Quotas are shares of what the cluster can grow to (its
     ceiling), not of what it has now. `cut`: the team queues of which `eligible` holds only
@@ -364,7 +362,7 @@ def admission_of(
         return policies.admit_bounded(options.policy, eligible, free, claims, now, slots, bound)
     capacity = obs.capacity
     assert capacity is not None
-    return queueing.admit_by_queue(
+    return dispatch.admit_by_queue(
         shares.config,
         scaling.ceiling_of(capacity, obs.scaling),
         free,
@@ -407,7 +405,7 @@ def scale_up(
     free: Capacity,
     slots: int,
     shares: QueueShares | None,
-    admission: policies.Admission | queueing.QueueAdmission,
+    admission: policies.Admission | dispatch.QueueAdmission,
     stopping_for: Mapping[str, preemption.StoppingVictims],
 ) -> ScaleUpState:
     """The demand for the autoscaler: the tasks the same policy, quotas and --max-inflight
@@ -460,7 +458,7 @@ def keep_for_scale_up(
     eligible: list[policies.Candidate],
     free: Capacity,
     slots: int,
-    admission: policies.Admission | queueing.QueueAdmission,
+    admission: policies.Admission | dispatch.QueueAdmission,
     scale: ScaleUpState,
 ) -> LeftOver:
     """A task waiting for nodes keeps its claim on what is free now: the autoscaler is asked
@@ -606,7 +604,7 @@ def until_of_age(inputs: PassInputs, running: Sequence[victims.Running]) -> floa
 def _why_waiting(
     run: _Admitting,
     name: str,
-    admission: policies.Admission | queueing.QueueAdmission,
+    admission: policies.Admission | dispatch.QueueAdmission,
     stopping_for: Mapping[str, preemption.StoppingVictims],
     preempting: Mapping[str, Preempting],
 ) -> Waiting | None:

@@ -15,7 +15,7 @@ from reconciler.core.decisions import Event, Preemption, Stop, StopCause
 from reconciler.core.preemption import victims
 from reconciler.core.preemption.preempt import StoppingVictims, decide
 from reconciler.core.preemption.victims import Running, Victim
-from reconciler.core.queues import dispatch as queueing
+from reconciler.core.queues import dispatch
 from reconciler.core.stages import PassInputs
 from reconciler.core.task import lifecycle
 from specs.cluster import Capacity
@@ -66,7 +66,7 @@ def preempt(
     running: Sequence[Running],
     bodies: Mapping[str, TaskStatusBody],
     queue: Sequence[policies.Candidate],
-    admission: policies.Admission | queueing.QueueAdmission,
+    admission: policies.Admission | dispatch.QueueAdmission,
     free: Capacity,
     stopping: Mapping[str, StoppingVictims],
     awaits_nodes: frozenset[str] = frozenset(),

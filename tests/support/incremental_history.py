@@ -118,7 +118,7 @@ class History:
     passes: int = 0
     fast_passes: int = 0
     # How many waiting tasks the fast passes took as quiet right after the loop wrote their
-    # status (Memo.carried): the writes `_follow` makes, as the loop's, bump their versions.
+    # status (Memo.carried_over): the writes `_follow` makes, as the loop's, bump their versions.
     carried: int = 0
     # How many fast passes reused the last pass's walk over the queue's head (Order.reused).
     reused: int = 0
@@ -214,7 +214,7 @@ class History:
         )
         self.passes += 1
         self.fast_passes += self.memo.fast
-        self.carried += self.memo.carried
+        self.carried += self.memo.carried_over
         self.reused += self.memo.order is not None and self.memo.order.reused
         self.fast_preempting += self.memo.fast and bool(inc.preemptions)
         # The state machine refusing a transition is a planner bug.

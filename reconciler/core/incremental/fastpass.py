@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from heapq import heappop, heappush
 from typing import NamedTuple
 
-from reconciler.core import admit as admission
 from reconciler.core.admission.policies import Admission, Candidate
 from reconciler.core.admission.waits import NotConsidered, QueueFull, Waiting
+from reconciler.core.admit import position_bucket
 from reconciler.core.decisions import Summary
 from reconciler.core.fastcontext import FastPassContext
 from reconciler.core.incremental import (
@@ -920,7 +920,7 @@ def _place_far(
         else:
             assert walk.lack is not None
             waiting = Waiting(walk.lack, position - walk.started, queue if label else None)
-        if not tasks.unchanged(name, waiting.reason, admission.position_bucket(place, exact)):
+        if not tasks.unchanged(name, waiting.reason, position_bucket(place, exact)):
             place_far(ctx, name, waiting, place, queue if label else None)
             found.touched.add(name)
 
@@ -1161,7 +1161,7 @@ def _crossed_limits(
 
 
 def _queue_full(bounds: Mapping[str, Bound], queue: str) -> Waiting:
-    """A task of `queue` past its maxQueued, as queueing.queue_full words it."""
+    """A task of `queue` past its maxQueued, as dispatch.queue_full words it."""
     bound = bounds[queue]
     return Waiting(QueueFull(bound.queue, bound.limit), queue=queue)
 

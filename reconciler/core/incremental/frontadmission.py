@@ -30,7 +30,7 @@ from reconciler.core.admit import (
     scale_wait,
     start_slots,
 )
-from reconciler.core.queues import dispatch as queueing
+from reconciler.core.queues import dispatch
 from reconciler.core.task import lifecycle
 from reconciler.core.timestamps import to_datetime
 from specs.cluster import Capacity
@@ -58,7 +58,7 @@ class Walk:
 
 def _walk(
     ctx: FastPassContext, prefix: list[policies.Candidate], cut: Collection[str]
-) -> policies.Admission | queueing.QueueAdmission:
+) -> policies.Admission | dispatch.QueueAdmission:
     """`admit`'s admission over `prefix`, with the slots the tasks starting now leave."""
     shares = None
     if ctx.queues is not None:
@@ -338,7 +338,7 @@ def admit_prefix(
 
 def walk_queues(
     ctx: FastPassContext, prefix: list[policies.Candidate], cut: Collection[str]
-) -> queueing.QueueAdmission:
+) -> dispatch.QueueAdmission:
     """The queues' admission over the fronts of their queues, as `admit` runs it, for a pass
     with team queues and no autoscaler, dependency gate or stopping victim, the tasks past
     maxQueued and those capped by their array left out (the incremental planner checks that).
@@ -346,14 +346,14 @@ def walk_queues(
     queue's walk ends in its part (`QueueAdmission.tails`) or takes all of it; `cut`: the
     queues given in part (those the answer may not hold for are in `short`)."""
     admission = _walk(ctx, prefix, cut)
-    assert isinstance(admission, queueing.QueueAdmission)
+    assert isinstance(admission, dispatch.QueueAdmission)
     return admission
 
 
 def admit_queue_prefix(
     ctx: FastPassContext,
     prefix: list[policies.Candidate],
-    admission: queueing.QueueAdmission,
+    admission: dispatch.QueueAdmission,
     given: Callable[[str], TaskStatusBody | None],
     adopt: Callable[[str], None],
     words: Mapping[str, Worded] | None = None,

@@ -25,7 +25,7 @@ from reconciler.core.admission.waits import Preempting
 from reconciler.core.admit import free_capacity, until_of_age
 from reconciler.core.preemption.preempt import stopping_victims
 from reconciler.core.preemptions import preempt
-from reconciler.core.queues import dispatch as queueing
+from reconciler.core.queues import dispatch
 from reconciler.core.task import lifecycle
 from reconciler.core.task.jobs import claim_of
 from reconciler.core.task.step import TaskResult
@@ -99,7 +99,7 @@ _PREEMPTION_WAITS = frozenset({Reason.PREEMPTING, Reason.PREEMPTED})
 def preempt_fronts(
     ctx: FastPassContext,
     candidates: Sequence[policies.Candidate],
-    admission: policies.Admission | queueing.QueueAdmission,
+    admission: policies.Admission | dispatch.QueueAdmission,
     result_of: Callable[[str], TaskResult],
 ) -> dict[str, Preempting]:
     """The preemption stage over the walk of the fronts (`candidates`, in the cluster's order,

@@ -94,8 +94,7 @@ from reconciler.core.admission.waits import ArrayAtMaxParallel, Lack, Waiting
 from reconciler.core.admit import Admitted
 from reconciler.core.fastcontext import FastPassContext
 from reconciler.core.gates import Gated
-from reconciler.core.incremental import frontpreemption, keptclaims, keptgates
-from reconciler.core.incremental import ownwrites as fixedpoint
+from reconciler.core.incremental import frontpreemption, keptclaims, keptgates, ownwrites
 from reconciler.core.incremental.frontadmission import FrontWalk, Worded
 from reconciler.core.incremental.keptclaims import NO_CLAIMS, KeptClaims
 from reconciler.core.incremental.keptgates import Gates
@@ -316,11 +315,11 @@ def reconcile(
     kept: dict[str, Kept],
 ) -> TaskResult:
     """One task's result: last pass's if its inputs did not change and it still holds, or
-    carried over to a new status when that is known to give the same (fixedpoint.carried)."""
+    carried over to a new status when that is known to give the same (ownwrites.after_write)."""
     at = ctx.now
     if status is None:
         # First sight reads every job of the task, not one: always redone. Kept under no
-        # version (never reused as it is), for the status it writes (fixedpoint.carried).
+        # version (never reused as it is), for the status it writes (ownwrites.after_write).
         result = planner.reconcile_task(ctx.env, spec, status, at)
         kept[name] = Kept(None, None, result)
         return result
@@ -329,7 +328,7 @@ def reconcile(
     if entry is None or version is None:
         entry = Kept(version, job, planner.reconcile_task(ctx.env, spec, status, at))
     elif entry.version != version:
-        again = fixedpoint.carried(entry.result, spec, status)
+        again = ownwrites.after_write(entry.result, spec, status)
         if again is None:
             again = planner.reconcile_task(ctx.env, spec, status, at)
         entry = Kept(version, job, again)
@@ -350,7 +349,7 @@ def fast_enough(ctx: PassInputs) -> bool:
 
 def bounds_of(config: QueueConfig) -> dict[str, Bound] | None:
     """By queue: the one queue of its chain (itself, the queues it lies in) with a maxQueued,
-    and that limit. Its tasks count in arrival order (queueing.queue_full): the first `limit`
+    and that limit. Its tasks count in arrival order (dispatch.queue_full): the first `limit`
     of that queue's whole subtree count, the rest are QueueFull. None: some chain holds two
     limits, so whether a task counts depends on how the two fill in turn (the full pass's)."""
     limits = {q.name: q.max_queued for q in config.spec.queues}

@@ -25,9 +25,7 @@ from datetime import datetime
 
 from reconciler.core import planner
 from reconciler.core.fastcontext import FastPassContext
-from reconciler.core.incremental import fastpass, keptclaims
-from reconciler.core.incremental import keptorder as queueorder
-from reconciler.core.incremental import ownwrites as fixedpoint
+from reconciler.core.incremental import fastpass, keptclaims, keptorder, ownwrites
 from reconciler.core.incremental.keptorder import Kept, Order
 from reconciler.core.incremental.standing import Standing, after_plan
 from reconciler.core.planner import Observation, Plan, TaskInput, TaskResult
@@ -63,7 +61,7 @@ class Memo:
     fast: bool = False
     # How many waiting tasks it took as quiet though the loop had just written their status
     # (_carry_written; tests and benchmarks count them).
-    carried: int = 0
+    carried_over: int = 0
     # The plan that stands while nothing but the loop's own writes of it changes
     # (reconciler.core.incremental.standing); None: the next pass is planned.
     standing: Standing | None = None
@@ -113,13 +111,13 @@ def _carry_written(
 ) -> tuple[Order, Mapping[str, Kept], Collection[str]]:
     """The fast pass's inputs, with each waiting task whose version changed only because the
     loop wrote the status the last plan gave it (the very object) taken as quiet: its result
-    carried over to that status (fixedpoint.carried), its place in the order unchanged. Such
+    carried over to that status (ownwrites.after_write), its place in the order unchanged. Such
     a task is then just like one whose status that plan left as it was: the fast pass redoes
     it only where its place or bucket may move. Anything else stays changed, and so does a
     task whose status now records another run of an explicit id (keptclaims: the claims of
     that id are judged again)."""
     given = (
-        set(changed) if changed is not None else queueorder.changed_names(versions, order.versions)
+        set(changed) if changed is not None else keptorder.changed_names(versions, order.versions)
     )
     last, loud, jobs = order.statuses, order.loud, observed.jobs
     carried: dict[str, Kept] = {}
@@ -134,13 +132,13 @@ def _carry_written(
         entry = previous.get(name)
         if entry is None or (waiter := entry.result.waiter) is None:
             continue
-        again = fixedpoint.carried(entry.result, specs[name], status)
+        again = ownwrites.after_write(entry.result, specs[name], status)
         # Its place in the order moved (queuedAt), or it is a preemptor's victim, redone so
         # that its pass finds it (the kept victims are those of results made by a pass, not
         # carried). Its name and spec, the same Task, were judged when its result was made.
         if again is None or again.waiter != waiter or again.body.preempted_by is not None:
             continue
-        carried[name] = Kept(versions[name], queueorder.run_job(jobs, status), again)
+        carried[name] = Kept(versions[name], keptorder.run_job(jobs, status), again)
     if not carried:
         return order, previous, given
     quiet = replace(order, loud=loud - carried.keys())
@@ -259,7 +257,7 @@ def _plan(
     previous = memo.kept if memo.world == world else {}
     if memo.order is not None and previous and versions:
         inputs = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
-        if queueorder.fast_enough(inputs):
+        if keptorder.fast_enough(inputs):
             told = changed is not None
             kept_order, known, changed = _carry_written(
                 memo.order, previous, specs, statuses, versions, changed, observed
@@ -280,7 +278,7 @@ def _plan(
             )
             if done is not None:
                 carried = len(memo.order.loud) - len(kept_order.loud)
-                return done[0], Memo(world, done[1], done[2], fast=True, carried=carried)
+                return done[0], Memo(world, done[1], done[2], fast=True, carried_over=carried)
     ctx = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
     env = ctx.env
     merged = planner.TaskMerge()
@@ -294,14 +292,14 @@ def _plan(
         version = versions.get(name)
         if spec.task is None and read[name].task is not None:
             version = None  # turned Invalid by an id claim: not what the version describes
-        result = queueorder.reconcile(ctx, name, spec, statuses.get(name), version, previous, kept)
+        result = keptorder.reconcile(ctx, name, spec, statuses.get(name), version, previous, kept)
         results[name] = result
         merged.add(name, result)
     stages = planner.run_stages(ctx, merged.done(), specs, statuses)
     plan = stages.plan
     order: Order | None = None
     if versions:
-        order = queueorder.order_after_full(
+        order = keptorder.order_after_full(
             ctx, stages.admitted, stages.gated, specs, statuses, versions, results, kept, plan
         )
     return plan, Memo(world, kept, order)

@@ -7,7 +7,7 @@ reconcile each anew. For a task
 that simply waits in the queue, that reconcile is known in advance: `reconcile_task` of a
 Queued status with the spec's hash, no backoff, no dependency cycle, reads of the status only
 `queuedAt` (its place in the order) and hands the status back as it is, reading neither the
-clock nor its run's job. So its result is the last one with that status put in: `carried`
+clock nor its run's job. So its result is the last one with that status put in: `after_write`
 builds it, or answers None when any of those conditions does not hold (then the task is
 reconciled anew). tests/unit/core/incremental/test_ownwrites.py checks it against `reconcile_task`.
 """
@@ -21,7 +21,7 @@ from specs.task.models import Phase
 from specs.task.status import TaskStatus
 
 
-def carried(result: TaskResult, spec: TaskInput, status: TaskStatus) -> TaskResult | None:
+def after_write(result: TaskResult, spec: TaskInput, status: TaskStatus) -> TaskResult | None:
     """`reconcile_task(env, spec, status, now)` for any `now`, given that `result` is
     `reconcile_task(env, spec0, status0, now0)` with the same pass-wide `env` (the memo's
     world) and a spec0 of the very same Task object; None: not known without reconciling."""

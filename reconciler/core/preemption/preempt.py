@@ -31,11 +31,10 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from reconciler.core.admission import policies
-from reconciler.core.preemption import betweenqueues as fairpreempt
-from reconciler.core.preemption import victims
+from reconciler.core.preemption import betweenqueues, victims
 from reconciler.core.preemption.rules import ONE_QUEUE, Setup
 from reconciler.core.preemption.victims import NEVER, Preemptor, QueueLoad, Rules, Running, Victim
-from reconciler.core.queues import dispatch as queueing
+from reconciler.core.queues import dispatch
 from reconciler.core.queues.quotas import EPS, RESOURCES, of
 from reconciler.core.queues.shareresult import HeldRoom, QueueState, fits_needed
 from specs.cluster import Capacity, RayJob
@@ -99,7 +98,7 @@ class Decision:
 def decide(
     plan_setup: Setup,
     queue: Sequence[policies.Candidate],
-    admission: policies.Admission | queueing.QueueAdmission,
+    admission: policies.Admission | dispatch.QueueAdmission,
     free: Capacity,
     stopping: Mapping[str, StoppingVictims],
     running: Sequence[Running],
@@ -115,7 +114,7 @@ def decide(
         if candidate.name in started:
             free = free - candidate.request
     by_name = {c.name: c for c in queue}
-    if isinstance(admission, queueing.QueueAdmission):
+    if isinstance(admission, dispatch.QueueAdmission):
         return _decide_by_queue(
             plan_setup, admission, by_name, free, stopping, running, priorities, now
         )
@@ -211,7 +210,7 @@ _WAITS_FOR_ROOM = (Reason.WAITING_FOR_RESOURCES, Reason.QUOTA_EXCEEDED)
 
 def _decide_by_queue(
     plan_setup: Setup,
-    admission: queueing.QueueAdmission,
+    admission: dispatch.QueueAdmission,
     by_name: Mapping[str, policies.Candidate],
     free: Capacity,
     stopping: Mapping[str, StoppingVictims],
@@ -223,7 +222,7 @@ def _decide_by_queue(
     usage, committed = _usage_and_commitments(plan_setup, states, by_name, stopping)
     fronts = _ordered_fronts(states, by_name, stopping, committed)
     # Fronts that may ask by share: a sub-queue's asks only if none of these is less served
-    # than it among its siblings (fairpreempt.least_served_below_top).
+    # than it among its siblings (betweenqueues.least_served_below_top).
     asking = [
         front.queue
         for front in fronts
@@ -256,8 +255,8 @@ def _decide_by_queue(
             plan_setup.fair
             and waits
             and front.preemptible
-            and fairpreempt.takes_part(states, name)
-            and fairpreempt.least_served_below_top(states, name, asking)
+            and betweenqueues.takes_part(states, name)
+            and betweenqueues.least_served_below_top(states, name, asking)
             and _clears_hold(admission.held, name, front)
         )
         if not (reclaim or within or fair):
@@ -282,7 +281,7 @@ def _decide_by_queue(
         if not picked and fair:
             # By share: other queues' runs give back borrowed room, never the own queue's.
             fits_share = _fits_borrowing(room, request, nominal_room + borrow)
-            picked = fairpreempt.choose(
+            picked = betweenqueues.choose(
                 preemptor, name, pool, rules, states, usage, fits_share, now
             )
         if not picked:
@@ -309,7 +308,7 @@ def _usage_and_commitments(
     for pending in stopping.values():
         for stopped, held in zip(pending.victims, pending.using, strict=True):
             # and from each queue it lies in (a divided queue's usage is its sub-queues')
-            for owner in fairpreempt.chain(states, plan_setup.queue_of(stopped)):
+            for owner in betweenqueues.chain(states, plan_setup.queue_of(stopped)):
                 usage[owner] = usage[owner] - held
     committed = dict(usage)
     for by in stopping:
@@ -338,7 +337,7 @@ def _ordered_fronts(
         if front is None or front.name in stopping:
             continue
         guaranteed = (committed[name] + front.request).fits_in(state.nominal)
-        shares = tuple(states[q].share for q in reversed(fairpreempt.chain(states, name)))
+        shares = tuple(states[q].share for q in reversed(betweenqueues.chain(states, name)))
         fronts.append(QueueFront((not guaranteed, shares, name), name, front))
     fronts.sort(key=attrgetter("order"))
     return fronts
@@ -384,10 +383,10 @@ def _commit(
     freed = Capacity()
     for victim in picked:
         freed = freed + victim.run.request
-        for owner in fairpreempt.chain(states, victim.queue):
+        for owner in betweenqueues.chain(states, victim.queue):
             usage[owner] = usage[owner] - victim.run.request
             committed[owner] = committed[owner] - victim.run.request
-    for owner in fairpreempt.chain(states, queue):
+    for owner in betweenqueues.chain(states, queue):
         committed[owner] = committed[owner] + request - promised
     return freed
 
@@ -423,12 +422,12 @@ def _loads(
     branches meet (the two ancestors that are siblings): the victim's side must borrow there,
     and the preemptor's side be below its nominal quota there, so a sub-queue takes back only
     what its own side lent at that level."""
-    mine = fairpreempt.chain(states, name)
+    mine = betweenqueues.chain(states, name)
     loads: dict[str, QueueLoad] = {}
     for other in states:
         if other == name or other in mine:
             continue
-        theirs = fairpreempt.chain(states, other)
+        theirs = betweenqueues.chain(states, other)
         met = next((q for q in theirs if q in mine), None)
         side = theirs[theirs.index(met) - 1] if met is not None else theirs[-1]
         own = mine[mine.index(met) - 1] if met is not None else mine[-1]

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from reconciler.core import planner
-from reconciler.core.incremental import ownwrites as fixedpoint
+from reconciler.core.incremental import ownwrites
 from reconciler.core.planner import Observation, TaskInput
 from specs.cluster import PENDING, Capacity, RayJob
 from specs.settings.process import PlanOptions
@@ -99,7 +99,7 @@ def test_a_carried_result_is_the_reconcile_of_the_written_status(
     for name, spec in specs.items():
         result = planner.reconcile_task(env, spec, statuses.get(name), T0)
         status = data.draw(mutated(written[name]), label=f"status of {name}")
-        again = fixedpoint.carried(result, spec, status)
+        again = ownwrites.after_write(result, spec, status)
         event("carried" if again is not None else "reconciled")
         if again is not None:
             assert again == planner.reconcile_task(env, spec, status, later)
@@ -117,7 +117,7 @@ def test_a_first_sight_result_is_carried_to_the_status_it_wrote() -> None:
     env = planner.task_env(observed, OPTIONS)
     first = planner.reconcile_task(env, spec, None, T0)
     assert first.valid_until == T0  # its first queuedAt read the clock: good for now only
-    again = fixedpoint.carried(first, spec, status)
+    again = ownwrites.after_write(first, spec, status)
     assert again is not None
     assert again == planner.reconcile_task(env, spec, status, T0 + 60)
     assert again.valid_until == float("inf")
@@ -127,12 +127,12 @@ def test_a_first_sight_result_is_carried_to_the_status_it_wrote() -> None:
     moved = status.model_copy(
         update={"status": status.status.model_copy(update={"queued_at": at.replace(year=2000)})}
     )
-    again = fixedpoint.carried(first, spec, moved)
+    again = ownwrites.after_write(first, spec, moved)
     assert again is not None and again.waiter is not first.waiter
     assert again == planner.reconcile_task(env, spec, moved, T0 + 60)
     # Edited (a new parse): not the task that was enqueued, so reconciled anew.
     edited = task(priority=1)
-    assert fixedpoint.carried(first, TaskInput("a", edited, None, edited, None), status) is None
+    assert ownwrites.after_write(first, TaskInput("a", edited, None, edited, None), status) is None
 
 
 @pytest.mark.parametrize("tell_changed", [False, True])

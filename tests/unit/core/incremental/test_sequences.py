@@ -1221,9 +1221,9 @@ def test_the_loops_own_writes_are_carried_and_every_pass_equals_plan(
 ) -> None:
     """The harness writes each plan's statuses as the loop does, each with a new version. On
     the fast pass, the waiting tasks whose version changed only by that write are taken as
-    quiet (Memo.carried, reconciler.core.incremental.ownwrites), and every pass still equals plan()
-    in
-    every field: a cold start's batch, starts and ends, a second batch, the clock."""
+    quiet (Memo.carried_over, reconciler.core.incremental.ownwrites), and every pass still
+    equals plan() in every field: a cold start's batch, starts and ends, a second batch, the
+    clock."""
     options = PlanOptions(queue_id="q", policy="backfill", exact_queue_positions=2)
     world = History(
         options, queues_of(queue_file), capacity=Capacity(4, 0, 64 * GIB), check=assert_identical
