@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from specs.cluster import RUNNING, SUCCEEDED
+from specs.cluster import META_TASK, RUNNING, SUCCEEDED
 from tests.api.conftest import TestClient, task_json
+from tests.support.specs import write_task
 from tests.support.world import World
 from tests.tenancy.conftest import auth
 
@@ -92,3 +93,27 @@ def test_a_forged_sidecar_is_ignored_and_rewritten(
     assert theirs not in str(shown), shown
     # Nor is team-b's job stopped or otherwise touched because of team-a's file.
     assert world.ray.jobs[theirs].status == RUNNING
+
+
+@pytest.mark.xfail(
+    strict=True, reason="an element's log is read by the id a team-writable array sidecar names"
+)
+def test_an_edited_array_sidecar_does_not_serve_another_teams_log(
+    teams: tuple[World, TestClient], tasks_dir: Path
+) -> None:
+    world, api = teams
+    theirs = _run_team_b(world, api)
+    write_task(tasks_dir / "team-a", "arr", array={"count": 2})
+    world.step(2)
+    jobs = {j.metadata[META_TASK]: j.submission_id for j in world.our_jobs()}
+    mine = jobs["team-a/arr[0]"]
+    world.ray.set_status(mine, SUCCEEDED)
+    world.step()
+    # team-a edits one element of its array's sidecar: the element now names team-b's run.
+    sidecar = tasks_dir / "team-a" / "arr.array.status.yaml"
+    text = sidecar.read_text()
+    assert mine in text
+    sidecar.write_text(text.replace(mine, theirs))
+    world.step(2, seconds=100)
+    logs = api.get("/tasks/team-a/arr[0]/logs", headers=auth("team-a"))
+    assert SECRET_LOG not in logs.text, "team-b's log served to team-a"
