@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
@@ -14,11 +14,15 @@ import yaml
 from api.app import TOKEN_ENV
 from specs.tenancy.access import hash_token
 from tests.api.conftest import (  # noqa: F401  (fixtures, registered by being imported)
-    TestClient,
     make_world,
     tasks_dir,
 )
 from tests.support.world import World
+
+if TYPE_CHECKING:
+    # Imported at run time by tests.api.conftest above, which silences the warning Starlette
+    # gives on the first import of its test client.
+    from fastapi.testclient import TestClient
 
 # name -> (token, role, folders); the write tokens read only their own folder (`read: own`).
 TOKENS: dict[str, tuple[str, str, list[str] | None]] = {

@@ -8,8 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
-from tests.api.conftest import TestClient, snapshot
+from tests.api.conftest import snapshot
 from tests.support.world import World
 from tests.tenancy.conftest import auth
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from fastapi.testclient import TestClient
 
-from tests.api.conftest import TestClient, task_json
+from tests.api.conftest import task_json
 from tests.support.world import World
 from tests.tenancy.conftest import auth
 

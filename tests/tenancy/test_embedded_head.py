@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from reconciler.shell.raycluster import local_head
 from reconciler.shell.raycluster.local_head import LocalRayHead
 
 SECRETS = {
@@ -38,7 +37,7 @@ def test_the_embedded_head_does_not_inherit_serves_secrets(
 ) -> None:
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
-    monkeypatch.setattr(local_head.subprocess, "Popen", _spawn)
+    monkeypatch.setattr(subprocess, "Popen", _spawn)  # as local_head calls it
     head = LocalRayHead(ray_executable="/nonexistent/ray")
     with pytest.raises(_Spawned) as spawned:
         head.start(timeout_seconds=5)

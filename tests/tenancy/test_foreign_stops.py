@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 from specs.cluster import RUNNING, STOPPED
-from tests.api.conftest import TestClient
 from tests.support.world import World
 
 

@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 import yaml
+from fastapi.testclient import TestClient
 
 from api.app import create_app
 from reconciler.shell.loop.runner import Reconciler
 from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.folder.store import TaskStore
 from specs.settings.process import Settings
-from tests.api.conftest import BASE_URL, TestClient, task_json
+from tests.api.conftest import BASE_URL, task_json
 from tests.tenancy.conftest import auth
 
 pytestmark = pytest.mark.ray

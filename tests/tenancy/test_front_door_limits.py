@@ -9,11 +9,12 @@ import socket
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 from api.server import bounded_protocol
 from specs.settings.process import Settings
 from specs.tenancy.access import AccessError, exposure_problem, load_tokens
-from tests.api.conftest import TestClient, snapshot, task_json
+from tests.api.conftest import snapshot, task_json
 from tests.api.test_slow_clients import SAFETY, Serve, read_all, serve  # noqa: F401
 from tests.support.world import World
 from tests.tenancy.conftest import auth

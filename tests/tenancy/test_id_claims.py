@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fastapi.testclient import TestClient
 
-from tests.api.conftest import TestClient, task_json
+from tests.api.conftest import task_json
 from tests.support.specs import write_task
 from tests.support.world import World
 from tests.tenancy.conftest import auth

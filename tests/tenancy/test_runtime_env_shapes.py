@@ -8,10 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 from specs.settings.process import Settings
 from specs.tenancy.runtimepaths import Confinement
-from tests.api.conftest import TestClient, snapshot, task_json
+from tests.api.conftest import snapshot, task_json
 from tests.support.world import World
 from tests.tenancy.conftest import auth
 
