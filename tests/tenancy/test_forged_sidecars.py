@@ -1,0 +1,120 @@
+"""Status sidecars are files a team can write: a team that forges its own task's sidecar to
+name another team's submission id must not get that run's log, nor see that job's state.
+A run is ours only if the scheduler's own record says so, whatever the sidecar claims."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+from specs.cluster import META_TASK, RUNNING, SUCCEEDED
+from tests.api.conftest import task_json
+from tests.support.specs import write_task
+from tests.support.world import World
+from tests.tenancy.conftest import auth
+
+SECRET_LOG = "team-b's secret log line\n"
+
+
+def _run_team_b(world: World, api: TestClient) -> str:
+    """team-b's job, running, with a log; its submission id."""
+    assert api.put("/tasks/team-b/secretjob", json=task_json(), headers=auth("team-b")).is_success
+    world.step(2)
+    submission_id = str(world.status("team-b/secretjob")["submissionId"])
+    world.ray.set_status(submission_id, RUNNING)
+    world.ray.set_logs(submission_id, SECRET_LOG)
+    # team-b itself reads its log: the leak below is of a real, readable log.
+    own = api.get("/tasks/team-b/secretjob/logs", headers=auth("team-b"))
+    assert own.status_code == 200 and own.text == SECRET_LOG
+    return submission_id
+
+
+def _finished_team_a_task(world: World, api: TestClient) -> dict[str, Any]:
+    """team-a's own task, run to success; its genuine status (uid, specHash, run)."""
+    assert api.put("/tasks/team-a/peek", json=task_json(), headers=auth("team-a")).is_success
+    world.step(2)
+    world.ray.set_status(str(world.status("team-a/peek")["submissionId"]), SUCCEEDED)
+    world.step()
+    status = world.status("team-a/peek")
+    assert status["phase"] == "Succeeded"
+    return status
+
+
+def _forge(path: Path, status: dict[str, Any]) -> None:
+    document = {
+        "apiVersion": "rayqueue/v1",
+        "kind": "TaskStatus",
+        "metadata": {"name": "team-a/peek"},
+        "status": status,
+    }
+    path.write_text(yaml.safe_dump(document))
+
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Running"])
+@pytest.mark.xfail(
+    strict=True, reason="the logs route trusts the submission id a team-writable sidecar names"
+)
+def test_a_forged_sidecar_does_not_serve_another_teams_log(
+    teams: tuple[World, TestClient], tasks_dir: Path, phase: str
+) -> None:
+    world, api = teams
+    theirs = _run_team_b(world, api)
+    mine = _finished_team_a_task(world, api)
+    # team-a commits a sidecar of its own task that keeps every genuine field but the id.
+    _forge(
+        tasks_dir / "team-a" / "peek.status.yaml", mine | {"phase": phase, "submissionId": theirs}
+    )
+    world.step(2, seconds=100)  # the next rescan reads the forged file
+    logs = api.get("/tasks/team-a/peek/logs", headers=auth("team-a"))
+    assert SECRET_LOG not in logs.text, "team-b's log served to team-a"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a forged sidecar's submission id is kept, and the other team's job state shown",
+)
+def test_a_forged_sidecar_is_ignored_and_rewritten(
+    teams: tuple[World, TestClient], tasks_dir: Path
+) -> None:
+    world, api = teams
+    theirs = _run_team_b(world, api)
+    mine = _finished_team_a_task(world, api)
+    _forge(
+        tasks_dir / "team-a" / "peek.status.yaml",
+        mine | {"phase": "Running", "submissionId": theirs},
+    )
+    world.step(2, seconds=100)
+    status = world.status("team-a/peek")
+    assert status.get("submissionId") != theirs, status
+    shown = api.get("/tasks/team-a/peek", headers=auth("team-a")).json()
+    assert theirs not in str(shown), shown
+    # Nor is team-b's job stopped or otherwise touched because of team-a's file.
+    assert world.ray.jobs[theirs].status == RUNNING
+
+
+@pytest.mark.xfail(
+    strict=True, reason="an element's log is read by the id a team-writable array sidecar names"
+)
+def test_an_edited_array_sidecar_does_not_serve_another_teams_log(
+    teams: tuple[World, TestClient], tasks_dir: Path
+) -> None:
+    world, api = teams
+    theirs = _run_team_b(world, api)
+    write_task(tasks_dir / "team-a", "arr", array={"count": 2})
+    world.step(2)
+    jobs = {j.metadata[META_TASK]: j.submission_id for j in world.our_jobs()}
+    mine = jobs["team-a/arr[0]"]
+    world.ray.set_status(mine, SUCCEEDED)
+    world.step()
+    # team-a edits one element of its array's sidecar: the element now names team-b's run.
+    sidecar = tasks_dir / "team-a" / "arr.array.status.yaml"
+    text = sidecar.read_text()
+    assert mine in text
+    sidecar.write_text(text.replace(mine, theirs))
+    world.step(2, seconds=100)
+    logs = api.get("/tasks/team-a/arr[0]/logs", headers=auth("team-a"))
+    assert SECRET_LOG not in logs.text, "team-b's log served to team-a"
