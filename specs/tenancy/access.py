@@ -349,16 +349,19 @@ def is_loopback(host: str) -> bool:
 
 def exposure_problem(settings: Settings, tokens: Tokens) -> str | None:
     """Why this HTTP listener must not start, or None: a non-loopback bind needs a token, and
-    so does `--allowed-hosts '*'` (any web page could rebind its name to this address and read
-    every task from a visitor's browser)."""
+    so does any wildcard in `--allowed-hosts` ('*', '*.com': a web page under a name the
+    wildcard matches could rebind that name to this address and read every task from a
+    visitor's browser)."""
     if not settings.api or tokens.required:
         return None
-    if "*" in settings.allowed_hosts:
+    wildcard = next((host for host in settings.allowed_hosts if "*" in host), None)
+    if wildcard is not None:
         return (
-            "refusing to serve the HTTP API with --allowed-hosts '*' and no token: any web "
-            "page could rebind its own name to this address (DNS rebinding) and read or "
-            f"change tasks from a visitor's browser. Set {TOKEN_ENV} (or --token-file PATH, or "
-            "--team-tokens PATH), or list the names clients use: --allowed-hosts rq.example.com"
+            f"refusing to serve the HTTP API with --allowed-hosts '{wildcard}' and no token: a "
+            "web page under a name it matches could rebind that name to this address (DNS "
+            f"rebinding) and read or change tasks from a visitor's browser. Set {TOKEN_ENV} (or "
+            "--token-file PATH, or --team-tokens PATH), or list the exact names clients use: "
+            "--allowed-hosts rq.example.com"
         )
     if is_loopback(settings.host):
         return None
