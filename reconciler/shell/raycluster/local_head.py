@@ -290,8 +290,8 @@ class LocalRayHead:
         marker = str(self._temp_dir) if self._temp_dir is not None else None
         if proc is not None:
             pgid = proc.pid  # start_new_session made the child its group's leader
-            # TERM to `ray start` alone: it tears the head down in order in ~2 s, while
-            # TERM to the whole group leaves the raylet hanging on its dead GCS for 10+ s.
+            # TERM to `ray start` alone: it tears the head down in order, while TERM to the
+            # whole group leaves the raylet hanging on its dead GCS.
             # Whatever is left after the grace gets KILL, group-wide.
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
