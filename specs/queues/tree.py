@@ -4,13 +4,15 @@ team's edit, so the three cannot disagree on what the tree is."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from specs.queues.bounds import Bounded, bound_entries
 from specs.queues.config import CONFIG_FILE, DEFAULT_QUEUE_DEPTH, QueueConfig
 from specs.queues.parse import parse_queue_config, parse_sub_queue_config
 from specs.task.errors import SpecError
-from specs.yamlio.parse import MAX_FILE_BYTES, SpecParseError
+from specs.yamlio.errors import Problem
+from specs.yamlio.parse import MAX_FILE_BYTES, SpecParseError, locate
 
 Reader = Callable[[Path], bytes | None]  # a file's bytes; None when it does not exist
 
@@ -33,10 +35,13 @@ def divide_tree(
     watched: list[Path] | None = None,
     prefix: str = "",
     read: Reader = read_from_disk,
+    bounded: list[Bounded] | None = None,
 ) -> QueueConfig:
     """Add each queue's own sub-queues, from `<root>/<queue>/_queues.yaml` (nested queues),
-    parents before their sub-queues. A bad file raises SpecParseError naming it (`prefix`, then
-    its path under root), line and field. `watched` gets every path looked at, present or not."""
+    parents before their sub-queues, each bounded by what its parent grants
+    (`specs.queues.bounds`): a file a team can write divides its queue, never widens it. A bad
+    file raises SpecParseError naming it (`prefix`, then its path under root), line and field.
+    `watched` gets every path looked at, present or not; `bounded`, every field bounded."""
     pending = [entry.name for entry in config.spec.queues]
     while pending:
         folder = pending.pop(0)
@@ -60,10 +65,17 @@ def divide_tree(
             listed=config.queue_names(),
             max_depth=max_depth,
         )
-        spec = config.spec.model_copy(update={"queues": [*config.spec.queues, *sub.spec.queues]})
+        entries, found = bound_entries(config, sub.spec.queues, _locator(data, file))
+        if bounded is not None:
+            bounded.extend(found)
+        spec = config.spec.model_copy(update={"queues": [*config.spec.queues, *entries]})
         config = config.model_copy(update={"spec": spec})
-        pending.extend(entry.name for entry in sub.spec.queues)
+        pending.extend(entry.name for entry in entries)
     return config
+
+
+def _locator(data: bytes, file: str) -> Callable[[Sequence[Problem]], list[SpecError]]:
+    return lambda problems: locate(data, file=file, problems=problems)
 
 
 def _too_big(file: str) -> SpecParseError:

@@ -8,7 +8,6 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
 
 from reconciler.core.planner import Plan
 from specs.cluster import Capacity
@@ -80,9 +79,6 @@ def test_without_its_own_file_team_a_preempts_nobody() -> None:
     assert _victims(world.step()) == []
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a team's own queue file grants its sub-queue cross-team preemption"
-)
 def test_a_teams_own_file_does_not_grant_it_cross_team_preemption() -> None:
     world = _team_b_borrows_everything(_tree(TEAM_A_OWN))
     world.specs["team-a/x/job"] = task(5, 2)
