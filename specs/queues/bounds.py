@@ -145,8 +145,13 @@ def bound_entries(
             for index, quota in zip(indices, quotas, strict=True):
                 entry = entries[index]
                 found.extend(_quota_found(index, entry, quota, parent))
-                kept, more = _bound_one(index, entry.model_copy(update={"nominal_quota": quota}),
-                                        parent, combined, in_force)
+                kept, more = _bound_one(
+                    index,
+                    entry.model_copy(update={"nominal_quota": quota}),
+                    parent,
+                    combined,
+                    in_force,
+                )
                 found.extend(more)
                 bounded[index] = kept
                 in_force[entry.name] = kept
@@ -160,7 +165,9 @@ def bound_entries(
     )
 
 
-def _divided(parent: QueueEntry, others: Sequence[QueueEntry], asking: Sequence[QueueEntry]) -> list[Quota]:
+def _divided(
+    parent: QueueEntry, others: Sequence[QueueEntry], asking: Sequence[QueueEntry]
+) -> list[Quota]:
     """The nominal quotas of `asking`, scaled down together where they ask more of a resource
     than `parent` has left beside its sub-queues listed elsewhere (`others`)."""
     amounts: dict[str, list[float]] = {}
@@ -284,7 +291,7 @@ def _ceiling(queue: str, tree: QueueConfig, in_force: Mapping[str, QueueEntry]) 
 
 
 def _bound_borrowing(entry: QueueEntry, ceiling: Capacity, parent: str, note: Note) -> Limit:
-    kept: dict[str, float | int | None] = {}
+    kept: dict[str, Any] = {}
     for resource in _RESOURCES:
         written = getattr(entry.borrowing_limit, resource)
         most = getattr(ceiling, resource) - _of(entry.nominal_quota, resource)

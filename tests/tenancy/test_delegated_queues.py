@@ -8,7 +8,6 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-
 from reconciler.core.planner import Plan
 from specs.cluster import Capacity
 from specs.queues.config import QueueConfig
