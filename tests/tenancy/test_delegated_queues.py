@@ -8,6 +8,8 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+from fastapi.testclient import TestClient
+
 from reconciler.core.planner import Plan
 from specs.cluster import Capacity
 from specs.queues.config import QueueConfig
@@ -15,7 +17,10 @@ from specs.queues.parse import parse_queue_config
 from specs.queues.tree import divide_tree
 from specs.settings.process import PlanOptions
 from specs.task.models import Phase
+from tests.api.conftest import task_json
 from tests.support.planner_world import GIB, Cluster, task
+from tests.support.world import World
+from tests.tenancy.conftest import auth
 
 ROOT = Path("/tasks")
 # The cluster admin's file: two teams of 4 CPUs, and no preemption for either.
@@ -83,3 +88,43 @@ def test_a_teams_own_file_does_not_grant_it_cross_team_preemption() -> None:
     world.specs["team-a/x/job"] = task(5, 2)
     victims = _victims(world.step())
     assert not [v for v in victims if v.startswith("team-b/")], victims
+
+
+# The top file of the API test: the 4-CPU fake cluster split in two, no preemption for either.
+TOP_API = TOP.replace("{cpu: 4}", "{cpu: 2}")
+
+
+def test_a_team_admins_put_of_its_queue_file_does_not_grant_cross_team_preemption(
+    teams: tuple[World, TestClient], tasks_dir: Path
+) -> None:
+    world, api = teams
+    (tasks_dir / "_queues.yaml").write_text(TOP_API)  # the cluster admin's
+    for i in range(4):  # team-b borrows all of team-a's idle quota
+        put = api.put(f"/tasks/team-b/b{i}", json=task_json("sleep 600"), headers=auth("team-b"))
+        assert put.status_code == 201, put.text
+    world.step()
+    assert len(world.our_jobs()) == 4
+    for job in world.our_jobs():
+        world.ray.set_status(job.submission_id, "RUNNING")
+    world.clock.advance(600)
+    world.step()
+    own = TEAM_A_OWN.replace("{cpu: 4}", "{cpu: 2}").encode()
+    put = api.put("/config/team-a/_queues.yaml", content=own, headers=auth("team-a-admin"))
+    assert put.status_code == 201, put.text  # valid: what it asks beyond team-a's is bounded
+    job = task_json("sleep 1", cpu=2, priority=5)
+    assert api.put("/tasks/team-a/x/job", json=job, headers=auth("team-a")).status_code == 201
+    for _ in range(3):
+        world.clock.advance(5)
+        world.step()
+    assert sorted(j.status for j in world.our_jobs()) == ["RUNNING"] * 4  # none stopped
+    assert all(world.status(f"team-b/b{i}")["phase"] == "Running" for i in range(4))
+    assert world.status("team-a/x/job")["phase"] == "Queued"
+    items = api.get("/queues", headers=auth("platform")).json()["items"]
+    mine = next(q for q in items if q["name"] == "team-a/x")
+    assert mine["effective"]["preemption"]["reclaimWithinCohort"] == "Never"
+    assert mine["effective"]["preemption"]["withinQueue"] == "Never"
+    fields = {b["field"]: b for b in mine["effective"]["bounded"]}
+    assert set(fields) == {"preemption.reclaimWithinCohort", "preemption.withinQueue"}
+    message = fields["preemption.reclaimWithinCohort"]["message"]
+    assert message.startswith("team-a/_queues.yaml:7:")
+    assert "team-a has reclaimWithinCohort Never" in message
