@@ -83,13 +83,13 @@ def _too_big(file: str) -> SpecParseError:
     return SpecParseError([SpecError(file, None, None, None, message)])
 
 
-def check_sub_queue_edit(root: Path, top: bytes | None, file: str, data: bytes) -> None:
+def check_sub_queue_edit(root: Path, top: bytes | None, file: str, data: bytes) -> list[Bounded]:
     """Would serve take `data` as the queue file `file` (`team-a/_queues.yaml`, under `root`)?
     Checked alone (only folders under its own, within the depth limit), then inside the whole
     tree as the loop reads it with this edit in place (a sub-queue listed by another queue's
     file too, a depth counted through the files above). Raises SpecParseError when a problem
     is this file's; a tree broken elsewhere is reported by serve, and does not block an edit
-    that is right in itself."""
+    that is right in itself. Returns the fields of this file bounded by their parents."""
     folder = file.rpartition("/")[0]
     config: QueueConfig | None = None
     if top is not None:
@@ -105,15 +105,17 @@ def check_sub_queue_edit(root: Path, top: bytes | None, file: str, data: bytes) 
         listed=config.queue_names() if config is not None else (),
     )
     if config is None:
-        return
+        return []
     edited = root / file
 
     def read(path: Path) -> bytes | None:
         return data if path == edited else read_from_disk(path)
 
+    bounded: list[Bounded] = []
     try:
-        divide_tree(config, root, read=read)
+        divide_tree(config, root, read=read, bounded=bounded)
     except SpecParseError as exc:
         mine = [error for error in exc.errors if error.file == file]
         if mine:
             raise SpecParseError(mine) from None
+    return [item for item in bounded if item.note.file == file]

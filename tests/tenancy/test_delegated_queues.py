@@ -111,6 +111,12 @@ def test_a_team_admins_put_of_its_queue_file_does_not_grant_cross_team_preemptio
     own = TEAM_A_OWN.replace("{cpu: 4}", "{cpu: 2}").encode()
     put = api.put("/config/team-a/_queues.yaml", content=own, headers=auth("team-a-admin"))
     assert put.status_code == 201, put.text  # valid: what it asks beyond team-a's is bounded
+    assert sorted(put.json()["warnings"]) == [
+        "team-a/_queues.yaml:7:41: spec.queues[0].preemption.reclaimWithinCohort: Any goes "
+        "beyond what its parent grants (team-a has reclaimWithinCohort Never); in force: Never",
+        "team-a/_queues.yaml:7:59: spec.queues[0].preemption.withinQueue: LowerPriority goes "
+        "beyond what its parent grants (team-a has withinQueue Never); in force: Never",
+    ]
     job = task_json("sleep 1", cpu=2, priority=5)
     assert api.put("/tasks/team-a/x/job", json=job, headers=auth("team-a")).status_code == 201
     for _ in range(3):
