@@ -46,14 +46,14 @@ spec:
 """
 
 
-def _tree(team_a_own: str | None) -> QueueConfig:
+def _tree(team_a_own: str | None, top: str = TOP) -> QueueConfig:
     files = {ROOT / "team-a" / "_queues.yaml": team_a_own}
 
     def read(path: Path) -> bytes | None:
         text = files.get(path)
         return text.encode() if text is not None else None
 
-    return divide_tree(parse_queue_config(TOP), ROOT, read=read)
+    return divide_tree(parse_queue_config(top), ROOT, read=read)
 
 
 def _team_b_borrows_everything(queues: QueueConfig) -> Cluster:
@@ -88,6 +88,38 @@ def test_a_teams_own_file_does_not_grant_it_cross_team_preemption() -> None:
     world.specs["team-a/x/job"] = task(5, 2)
     victims = _victims(world.step())
     assert not [v for v in victims if v.startswith("team-b/")], victims
+
+
+def _started_by_team(queues: QueueConfig, waiting: dict[str, int]) -> dict[str, int]:
+    """How many 1-CPU tasks of each team's folder start on an idle 8-CPU cluster."""
+    specs = {f"{folder}/t{i}": task(0, 1) for folder, n in waiting.items() for i in range(n)}
+    world = Cluster(
+        dict(specs),
+        capacity=Capacity(8, 0, 64 * GIB),
+        options=PlanOptions(policy="backfill"),
+        queues=queues,
+    )
+    world.step()
+    started = [name for name in specs if world.phase(name) is not Phase.QUEUED]
+    return {team: sum(n.startswith(team + "/") for n in started) for team in ("team-a", "team-b")}
+
+
+def test_a_sub_queues_weight_is_weighed_only_against_its_siblings() -> None:
+    """Weights are left as a team's file writes them: they divide the team, not the cluster."""
+    pure = TOP.replace("{cpu: 4}", "{cpu: 0}")  # pure sharing: every start is by weight
+    heavy = TEAM_A_OWN.replace("{cpu: 4}", "{cpu: 0}").replace("preemption", "weight: 1000\n#")
+    waiting = {"team-a/x": 8, "team-b": 8}
+    assert _started_by_team(_tree(heavy, pure), waiting) == {"team-a": 4, "team-b": 4}
+    assert _started_by_team(_tree(None, pure), {"team-a": 8, "team-b": 8}) == {
+        "team-a": 4,
+        "team-b": 4,
+    }
+
+
+def test_a_sub_queues_lending_limit_keeps_nothing_from_another_team() -> None:
+    """What team-a lends to team-b is team-a's idle quota, whatever its sub-queues lend."""
+    hoard = TEAM_A_OWN.replace("preemption", "lendingLimit: {cpu: 0}\n#")
+    assert _started_by_team(_tree(hoard), {"team-b": 8}) == {"team-a": 0, "team-b": 8}
 
 
 # The top file of the API test: the 4-CPU fake cluster split in two, no preemption for either.
