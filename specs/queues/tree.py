@@ -4,7 +4,8 @@ team's edit, so the three cannot disagree on what the tree is."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from specs.queues.bounds import Bounded, bound_entries
@@ -36,11 +37,15 @@ def divide_tree(
     prefix: str = "",
     read: Reader = read_from_disk,
     bounded: list[Bounded] | None = None,
+    kept: KeptFiles | None = None,
 ) -> QueueConfig:
     """Add each queue's own sub-queues, from `<root>/<queue>/_queues.yaml` (nested queues),
     parents before their sub-queues, each bounded by what its parent grants
     (`specs.queues.bounds`): a file a team can write divides its queue, never widens it. A bad
-    file raises SpecParseError naming it (`prefix`, then its path under root), line and field.
+    file raises SpecParseError naming it (`prefix`, then its path under root), line and field,
+    unless `kept` is given: then a bad file is set aside (its errors in `kept.errors`) and its
+    last good text, if `kept.last_good` has one that still fits the tree, is read instead, so
+    one team's broken file holds back neither the top file's edits nor the other teams'.
     `watched` gets every path looked at, present or not; `bounded`, every field bounded."""
     pending = [entry.name for entry in config.spec.queues]
     while pending:
@@ -49,29 +54,59 @@ def divide_tree(
         if watched is not None:
             watched.append(path)
         file = f"{prefix}{folder}/{CONFIG_FILE}"
+        texts: list[bytes] = []
         try:
             data = read(path)
+            if data is None:
+                continue
+            if len(data) > MAX_FILE_BYTES:
+                raise _too_big(file)
+            texts.append(data)
         except SpecParseError:
-            raise _too_big(file) from None
-        if data is None:
-            continue
-        if len(data) > MAX_FILE_BYTES:
-            raise _too_big(file)
-        sub = parse_sub_queue_config(
-            data,
-            file=file,
-            folder=folder,
-            folder_depth=config.depth_of(folder),
-            listed=config.queue_names(),
-            max_depth=max_depth,
-        )
-        entries, found = bound_entries(config, sub.spec.queues, _locator(data, file))
-        if bounded is not None:
-            bounded.extend(found)
-        spec = config.spec.model_copy(update={"queues": [*config.spec.queues, *entries]})
-        config = config.model_copy(update={"spec": spec})
-        pending.extend(entry.name for entry in entries)
+            if kept is None:
+                raise _too_big(file) from None
+            kept.errors.extend(_too_big(file).errors)
+        on_disk = len(texts)
+        last = kept.last_good.get(path) if kept is not None else None
+        if last is not None and last not in texts:
+            texts.append(last)  # the team's last good text, should this one be bad
+        for index, text in enumerate(texts):
+            try:
+                sub = parse_sub_queue_config(
+                    text,
+                    file=file,
+                    folder=folder,
+                    folder_depth=config.depth_of(folder),
+                    listed=config.queue_names(),
+                    max_depth=max_depth,
+                )
+            except SpecParseError as exc:
+                if kept is None:
+                    raise
+                if index < on_disk:  # the file as it is; its last good text goes unreported
+                    kept.errors.extend(exc.errors)
+                continue
+            entries, found = bound_entries(config, sub.spec.queues, _locator(text, file))
+            if bounded is not None:
+                bounded.extend(found)
+            if kept is not None:
+                kept.good[path] = text
+            spec = config.spec.model_copy(update={"queues": [*config.spec.queues, *entries]})
+            config = config.model_copy(update={"spec": spec})
+            pending.extend(entry.name for entry in entries)
+            break
     return config
+
+
+@dataclass
+class KeptFiles:
+    """The queues' own files across reads of the tree (serve's loop): `last_good`, the text of
+    each that last read well, in; `good`, the same after this read, and `errors`, each bad
+    file's problems, out."""
+
+    last_good: Mapping[Path, bytes] = field(default_factory=dict)
+    good: dict[Path, bytes] = field(default_factory=dict)
+    errors: list[SpecError] = field(default_factory=list)
 
 
 def _locator(data: bytes, file: str) -> Callable[[Sequence[Problem]], list[SpecError]]:

@@ -21,7 +21,7 @@ from specs.folder.atomic import write_atomic
 from specs.queues.bounds import Bounded, effective_policy
 from specs.queues.config import CONFIG_FILE, DEFAULT_QUEUE_DEPTH, STATUS_FILE, QueueConfig
 from specs.queues.parse import parse_queue_config
-from specs.queues.tree import divide_tree
+from specs.queues.tree import KeptFiles, divide_tree
 from specs.yamlio.parse import MAX_FILE_BYTES, SpecParseError
 
 log = logging.getLogger("rayqueue.queues")
@@ -69,6 +69,7 @@ class QueueFile:
         self._good: QueueConfig | None = None
         self._bounded: tuple[Bounded, ...] = ()  # of _good
         self._policies: Mapping[str, Mapping[str, Any]] = {}  # of _good
+        self._own_files: dict[Path, bytes] = {}  # each queue's own file as it last read well
         self._state: ConfigState | None = None
         self._generation = 0  # of _good
         self._written: bytes | None = None
@@ -98,12 +99,13 @@ class QueueFile:
             return Loaded(self._good, self._state, self._generation, self._bounded, self._policies)
         self._watched = []
         bounded: list[Bounded] = []
+        kept = KeptFiles(self._own_files)
         try:
             if st.st_size > MAX_FILE_BYTES:
                 raise SpecParseError([])  # reported below with the size
             data = self.path.read_bytes()
             config = parse_queue_config(data, file=self.path.name, max_depth=self.max_depth)
-            config = self._divide(config, bounded)
+            config = self._divide(config, bounded, kept)
         except SpecParseError as exc:
             message = str(exc) or f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
             return self._keep(message)
@@ -116,14 +118,22 @@ class QueueFile:
         if tuple(bounded) != self._bounded:
             for item in bounded:
                 log.warning("queue %s is bounded by its parent: %s", item.queue, item.note)
+        # A team's own bad file is set aside (its last good text, if any, in force): the rest
+        # of the tree, the top file's edits included, is read as it is.
+        error = "\n".join(str(e) for e in kept.errors) or None
+        if error is not None and (self._state is None or self._state.error != error):
+            log.error("a queue's own file is invalid (its last good text is in force): %s", error)
         self._good, self._bounded = config, tuple(bounded)
         self._policies = effective_policy(config, bounded)
+        self._own_files = kept.good
         self._generation += 1
-        self._state = ConfigState(str(self.path), valid=True)
+        self._state = ConfigState(str(self.path), valid=error is None, error=error)
         return Loaded(config, self._state, self._generation, self._bounded, self._policies)
 
-    def _divide(self, config: QueueConfig, bounded: list[Bounded]) -> QueueConfig:
-        return divide_tree(config, self.root, self.max_depth, self._watched, bounded=bounded)
+    def _divide(self, config: QueueConfig, bounded: list[Bounded], kept: KeptFiles) -> QueueConfig:
+        return divide_tree(
+            config, self.root, self.max_depth, self._watched, bounded=bounded, kept=kept
+        )
 
     def _keep(self, error: str) -> Loaded:
         """A bad edit: the last good configuration stays in force."""
