@@ -141,10 +141,10 @@ def bound_entries(
                 for q in in_force.values()
                 if q.name not in mine and combined.parent_of(q.name) == parent
             ]
-            quotas = _divided(in_force[parent], others, [entries[i] for i in indices])
-            for index, quota in zip(indices, quotas, strict=True):
+            division = _divided(in_force[parent], others, [entries[i] for i in indices])
+            for index, quota in zip(indices, division.quotas, strict=True):
                 entry = entries[index]
-                found.extend(_quota_found(index, entry, quota, parent))
+                found.extend(_quota_found(index, entry, quota, parent, division))
                 kept, more = _bound_one(
                     index,
                     entry.model_copy(update={"nominal_quota": quota}),
@@ -165,23 +165,32 @@ def bound_entries(
     )
 
 
+@dataclass(frozen=True)
+class _Division:
+    """A parent's nominal quota divided among the sub-queues one file lists under it."""
+
+    quotas: list[Quota]  # in force, in the order asked
+    left: Capacity  # what the parent had left beside its sub-queues listed elsewhere
+    asked: Capacity  # what the file's sub-queues asked together
+
+
 def _divided(
     parent: QueueEntry, others: Sequence[QueueEntry], asking: Sequence[QueueEntry]
-) -> list[Quota]:
+) -> _Division:
     """The nominal quotas of `asking`, scaled down together where they ask more of a resource
     than `parent` has left beside its sub-queues listed elsewhere (`others`)."""
     amounts: dict[str, list[float]] = {}
+    left: dict[str, float] = {}
+    asked: dict[str, float] = {}
     for resource in _RESOURCES:
-        left = max(
-            _of(parent.nominal_quota, resource)
-            - sum(_of(q.nominal_quota, resource) for q in others),
-            0.0,
-        )
-        asked = [_of(q.nominal_quota, resource) for q in asking]
-        total = sum(asked)
-        factor = left / total if total > left + _EPS else 1.0
-        amounts[resource] = [a * factor for a in asked]
-    return [
+        taken = sum(_of(q.nominal_quota, resource) for q in others)
+        left[resource] = max(_of(parent.nominal_quota, resource) - taken, 0.0)
+        each = [_of(q.nominal_quota, resource) for q in asking]
+        asked[resource] = sum(each)
+        over = asked[resource] > left[resource] + _EPS
+        factor = left[resource] / asked[resource] if over else 1.0
+        amounts[resource] = [a * factor for a in each]
+    quotas = [
         Quota(
             cpu=amounts["cpu"][i],
             gpu=amounts["gpu"][i],
@@ -189,14 +198,22 @@ def _divided(
         )
         for i in range(len(asking))
     ]
+    return _Division(quotas, Capacity(**left), Capacity(**asked))
 
 
-def _quota_found(index: int, entry: QueueEntry, quota: Quota, parent: str) -> list[_Found]:
+def _quota_found(
+    index: int, entry: QueueEntry, quota: Quota, parent: str, division: _Division
+) -> list[_Found]:
     found = []
     for resource in _RESOURCES:
         written, kept = _of(entry.nominal_quota, resource), _of(quota, resource)
         if kept < written - _EPS:
-            grants = f"{parent} has {_amount(resource, kept)} left for the sub-queues here"
+            left = _amount(resource, getattr(division.left, resource))
+            asked = _amount(resource, getattr(division.asked, resource))
+            grants = (
+                f"{parent} has {left} left for the sub-queues this file lists, which ask "
+                f"{asked}: each gets its share"
+            )
             found.append(
                 _Found(
                     index,
@@ -204,7 +221,7 @@ def _quota_found(index: int, entry: QueueEntry, quota: Quota, parent: str) -> li
                     ("nominalQuota", resource),
                     _amount(resource, written),
                     _amount(resource, kept),
-                    grants + ", shared in proportion to what they ask",
+                    grants,
                 )
             )
     return found

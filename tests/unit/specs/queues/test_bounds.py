@@ -138,6 +138,11 @@ def test_the_sub_queues_of_a_file_share_what_their_parent_has_left_of_its_nomina
         ("team-a/y", "nominalQuota.memory"),
         ("team-a/z", "nominalQuota.cpu"),
     ]
+    z = next(b for b in bounded if b.queue == "team-a/z")
+    assert (z.written, z.in_force) == ("12 CPU", "4 CPU")
+    assert "team-a has 6 CPU left for the sub-queues this file lists, which ask 18 CPU" in str(
+        z.note
+    )
 
 
 def test_sub_queues_within_their_parents_nominal_quota_are_kept() -> None:
