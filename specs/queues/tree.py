@@ -54,23 +54,7 @@ def divide_tree(
         if watched is not None:
             watched.append(path)
         file = f"{prefix}{folder}/{CONFIG_FILE}"
-        texts: list[bytes] = []
-        try:
-            data = read(path)
-            if data is None:
-                continue
-            if len(data) > MAX_FILE_BYTES:
-                raise _too_big(file)
-            texts.append(data)
-        except SpecParseError:
-            if kept is None:
-                raise _too_big(file) from None
-            kept.errors.extend(_too_big(file).errors)
-        on_disk = len(texts)
-        last = kept.last_good.get(path) if kept is not None else None
-        if last is not None and last not in texts:
-            texts.append(last)  # the team's last good text, should this one be bad
-        for index, text in enumerate(texts):
+        for text, fresh in _texts(read, path, file, kept):
             try:
                 sub = parse_sub_queue_config(
                     text,
@@ -83,7 +67,7 @@ def divide_tree(
             except SpecParseError as exc:
                 if kept is None:
                     raise
-                if index < on_disk:  # the file as it is; its last good text goes unreported
+                if fresh:  # the file as it is; its last good text goes unreported
                     kept.errors.extend(exc.errors)
                 continue
             entries, found = bound_entries(config, sub.spec.queues, _locator(text, file))
@@ -96,6 +80,27 @@ def divide_tree(
             pending.extend(entry.name for entry in entries)
             break
     return config
+
+
+def _texts(read: Reader, path: Path, file: str, kept: KeptFiles | None) -> list[tuple[bytes, bool]]:
+    """The texts to try for one queue's own file, each with whether it is the file as it is
+    now: that one, then, with `kept`, its last good text; none when the file does not exist."""
+    texts: list[tuple[bytes, bool]] = []
+    try:
+        data = read(path)
+        if data is None:
+            return []
+        if len(data) > MAX_FILE_BYTES:
+            raise _too_big(file)
+        texts.append((data, True))
+    except SpecParseError:
+        if kept is None:
+            raise _too_big(file) from None
+        kept.errors.extend(_too_big(file).errors)
+    last = kept.last_good.get(path) if kept is not None else None
+    if last is not None and all(last != text for text, _ in texts):
+        texts.append((last, False))
+    return texts
 
 
 @dataclass
