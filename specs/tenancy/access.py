@@ -144,16 +144,35 @@ class Principal:
         return self.policy.read_all or self.resolves_within(root, path)
 
     def resolves_within(self, root: Path, path: Path) -> bool:
-        """Whether `path` (a spec file under `root`), symlinks resolved, still lies in one of
-        this caller's folders: a link inside team-a's folder must not lead into team-b's."""
+        """Whether `path` (a spec or configuration file under `root`), symlinks resolved, still
+        lies in one of this caller's folders: a link inside team-a's folder must not lead into
+        team-b's, nor up to the top folder's configuration. The one check every path the API
+        resolves for a caller goes through."""
         if TOP in self.folders:
             return True  # the store itself keeps every path inside the root
-        real = os.path.realpath(path)
-        for folder in self.folders:
-            top = os.path.realpath(root / folder)
-            if real.startswith(top.rstrip(os.sep) + os.sep):
-                return True
-        return False
+        real = resolved_path(path)
+        if real is None:
+            return False
+        return any(lies_in(real, os.path.realpath(root / folder)) for folder in self.folders)
+
+
+def resolved_path(path: Path) -> str | None:
+    """The path the system reaches through `path`, every symlink followed; None when that
+    cannot be known (a loop of links, a folder it may not search), so the caller refuses.
+    A dangling link resolves to where it points: that is where a write through it lands."""
+    try:
+        return os.path.realpath(path, strict=True)
+    except (FileNotFoundError, NotADirectoryError):
+        # Missing (or under a file): every link up to the missing part is still followed.
+        return os.path.realpath(path)
+    except OSError:
+        return None
+
+
+def lies_in(real: str, real_top: str) -> bool:
+    """Whether the resolved path `real` lies in the resolved folder `real_top` (not the folder
+    itself: a file is never its own folder)."""
+    return real.startswith(real_top.rstrip(os.sep) + os.sep)
 
 
 ANONYMOUS = Principal(ANONYMOUS_NAME, Role.ADMIN, (TOP,))
@@ -404,4 +423,5 @@ __all__ = [
     "is_loopback",
     "load_tokens",
     "parse_tokens_file",
+    "resolved_path",
 ]
