@@ -21,7 +21,6 @@ from tests.tenancy.conftest import auth
 
 
 @pytest.mark.parametrize("cpu", [5e-324, 1e-9])
-@pytest.mark.xfail(strict=True, reason="a request too small to count is accepted as a resource")
 def test_a_vanishing_resource_request_is_refused(
     teams: tuple[World, TestClient], tasks_dir: Path, cpu: float
 ) -> None:
