@@ -55,7 +55,6 @@ def test_every_host_wildcard_needs_a_token(tmp_path: Path, pattern: str) -> None
     assert exposure_problem(token, load_tokens(token, environ={})) is None
 
 
-@pytest.mark.xfail(strict=True, reason="one client may hold every connection slot")
 def test_one_client_cannot_hold_every_connection(serve: Serve) -> None:  # noqa: F811
     """A client at 127.0.0.2 opens as many idle connections as the server allows; another
     client, at 127.0.0.1, must still be served (a per-client limit below the global one)."""
