@@ -27,7 +27,7 @@ _YAML_BODY = {
 @router.get("/{file:path}", response_class=PlainTextResponse)
 def get_config(file: str, request: Request, service: Service, caller: Caller) -> Response:
     """The file as it is on disk, e.g. GET /config/_queues.yaml."""
-    require_admin(request, caller, file)
+    require_admin(request, caller, service, file)
     data = service.read_config(file)
     if data is None:
         raise NotFound(f"no configuration file {file}")
@@ -47,7 +47,7 @@ def put_config(
     `_queues.yaml` is validated as the loop reads it (422 names line and field). A team's own
     queue file that asks beyond what its parent grants is written and bounded: the answer then
     lists each bounded field (`{"warnings": ["file:line:column: field: message"]}`)."""
-    require_admin(request, caller, file)
+    require_admin(request, caller, service, file)
     queues = settings.queues_path
     if file == CONFIG_FILE and queues is not None and queues != settings.tasks_dir / CONFIG_FILE:
         # The loop reads --queues, not this file; writing here would change nothing.
@@ -62,7 +62,7 @@ def put_config(
 
 @router.delete("/{file:path}")
 def delete_config(file: str, request: Request, service: Service, caller: Caller) -> Response:
-    require_admin(request, caller, file)
+    require_admin(request, caller, service, file)
     service.delete_config(file)
     audit(request, caller, "deleted", file)
     return Response(status_code=204)
