@@ -55,9 +55,6 @@ def _forge(path: Path, status: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("phase", ["Succeeded", "Running"])
-@pytest.mark.xfail(
-    strict=True, reason="the logs route trusts the submission id a team-writable sidecar names"
-)
 def test_a_forged_sidecar_does_not_serve_another_teams_log(
     teams: tuple[World, TestClient], tasks_dir: Path, phase: str
 ) -> None:
@@ -73,10 +70,6 @@ def test_a_forged_sidecar_does_not_serve_another_teams_log(
     assert SECRET_LOG not in logs.text, "team-b's log served to team-a"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a forged sidecar's submission id is kept, and the other team's job state shown",
-)
 def test_a_forged_sidecar_is_ignored_and_rewritten(
     teams: tuple[World, TestClient], tasks_dir: Path
 ) -> None:
@@ -96,9 +89,6 @@ def test_a_forged_sidecar_is_ignored_and_rewritten(
     assert world.ray.jobs[theirs].status == RUNNING
 
 
-@pytest.mark.xfail(
-    strict=True, reason="an element's log is read by the id a team-writable array sidecar names"
-)
 def test_an_edited_array_sidecar_does_not_serve_another_teams_log(
     teams: tuple[World, TestClient], tasks_dir: Path
 ) -> None:

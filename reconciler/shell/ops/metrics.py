@@ -532,6 +532,10 @@ class CountingRayAdapter:
         with self._counted("logs"):
             return self.inner.logs(submission_id)
 
+    def job_info(self, submission_id: str) -> RayJob:
+        with self._counted("job_info"):
+            return self.inner.job_info(submission_id)
+
     def __getattr__(self, name: str) -> Any:
         found = getattr(self.inner, name)  # AttributeError when the inner adapter has none
         if name == "look_up_jobs":  # the loop's polls between listings (shell/loop/jobview.py)
