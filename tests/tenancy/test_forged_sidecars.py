@@ -4,6 +4,9 @@ A run is ours only if the scheduler's own record says so, whatever the sidecar c
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +15,7 @@ import yaml
 from fastapi.testclient import TestClient
 
 from specs.cluster import META_TASK, RUNNING, SUCCEEDED
+from specs.task.models import format_timestamp
 from tests.api.conftest import task_json
 from tests.support.specs import write_task
 from tests.support.world import World
@@ -108,3 +112,66 @@ def test_an_edited_array_sidecar_does_not_serve_another_teams_log(
     world.step(2, seconds=100)
     logs = api.get("/tasks/team-a/arr[0]/logs", headers=auth("team-a"))
     assert SECRET_LOG not in logs.text, "team-b's log served to team-a"
+
+
+def test_a_forged_pending_sidecar_is_not_adopted_stopped_or_shown(
+    make_world: Callable[..., tuple[World, TestClient]],
+    tasks_dir: Path,
+    tokens_file: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """team-a writes a new task and, beside it, a sidecar saying its run is team-b's running
+    job, pending, with that job's uid (read off its id): were it believed, the loop would
+    follow team-b's job as team-a's run, show its state, and stop it when a higher-priority
+    task of team-a preempts that run."""
+    for team in ("team-a", "team-b"):
+        (tasks_dir / team).mkdir()
+    world, api = make_world(team_tokens=tokens_file, preemption="LowerPriority")
+    theirs = _run_team_b(world, api)
+    their_uid = theirs.split("-")[-2]  # rq-<slug>-<uid>-<run>
+    world.step()
+    assert world.status("team-b/secretjob")["phase"] == "Running"
+    world.write("team-a/peek", cpu=3)
+    submitted = format_timestamp(datetime.fromtimestamp(world.clock() - 3600, UTC))
+    _forge(
+        tasks_dir / "team-a" / "peek.status.yaml",
+        {
+            "phase": "Starting",
+            "reason": "Pending",
+            "message": f"Ray job {theirs} is pending",
+            "uid": their_uid,
+            "run": 1,
+            "submissionId": theirs,
+            "rayStatus": "PENDING",
+            "submittedAt": submitted,
+            "queuedAt": submitted,
+        },
+    )
+    stops: list[str] = []
+    with caplog.at_level(logging.WARNING, logger="rayqueue.loop"):
+        for _ in range(3):
+            world.clock.advance(100)
+            plan = world.reconciler.run_pass()
+            assert plan is not None
+            stops += [stop.submission_id for stop in plan.stops]
+            status = world.status("team-a/peek")
+            assert status.get("submissionId") != theirs, status  # never followed as its run
+        # A task of team-a that would preempt team-a/peek's run, were it team-b's job.
+        world.write("team-a/urgent", cpu=3, priority=9)
+        for _ in range(3):
+            world.clock.advance(100)
+            plan = world.reconciler.run_pass()
+            assert plan is not None
+            stops += [stop.submission_id for stop in plan.stops]
+    assert theirs not in stops
+    assert world.ray.jobs[theirs].status == RUNNING
+    shown = api.get("/tasks/team-a/peek", headers=auth("team-a")).json()
+    assert theirs not in str(shown) and their_uid not in str(shown), shown
+    logs = api.get("/tasks/team-a/peek/logs", headers=auth("team-a"))
+    assert SECRET_LOG not in logs.text
+    # The warning names the file, once: the loop's own status replaced it.
+    warned = [r.getMessage() for r in caplog.records if "not a run of this task" in r.getMessage()]
+    assert len(warned) == 1, warned
+    assert str(tasks_dir / "team-a" / "peek.status.yaml") in warned[0]
+    # team-b's task goes on as before.
+    assert world.status("team-b/secretjob")["phase"] == "Running"
