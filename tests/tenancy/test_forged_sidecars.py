@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 
 from specs.cluster import META_TASK, RUNNING, SUCCEEDED
 from specs.task.models import format_timestamp
+from specs.yamlio.parse import parse_task
 from tests.api.conftest import task_json
 from tests.support.specs import write_task
 from tests.support.world import World
@@ -131,7 +132,8 @@ def test_a_forged_pending_sidecar_is_not_adopted_stopped_or_shown(
     their_uid = theirs.split("-")[-2]  # rq-<slug>-<uid>-<run>
     world.step()
     assert world.status("team-b/secretjob")["phase"] == "Running"
-    world.write("team-a/peek", cpu=3)
+    spec_file = world.write("team-a/peek", cpu=3)
+    spec_hash = parse_task(spec_file.read_bytes(), file=spec_file.name).spec_hash()
     submitted = format_timestamp(datetime.fromtimestamp(world.clock() - 3600, UTC))
     _forge(
         tasks_dir / "team-a" / "peek.status.yaml",
@@ -142,6 +144,7 @@ def test_a_forged_pending_sidecar_is_not_adopted_stopped_or_shown(
             "uid": their_uid,
             "run": 1,
             "submissionId": theirs,
+            "specHash": spec_hash,  # the spec's own: nothing to restart for
             "rayStatus": "PENDING",
             "submittedAt": submitted,
             "queuedAt": submitted,
