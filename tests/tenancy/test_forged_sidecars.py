@@ -178,3 +178,51 @@ def test_a_forged_pending_sidecar_is_not_adopted_stopped_or_shown(
     assert str(tasks_dir / "team-a" / "peek.status.yaml") in warned[0]
     # team-b's task goes on as before.
     assert world.status("team-b/secretjob")["phase"] == "Running"
+
+
+def test_a_forged_write_ahead_record_does_not_squat_another_teams_next_id(
+    teams: tuple[World, TestClient], tasks_dir: Path
+) -> None:
+    """A Starting status whose id Ray does not list is submitted again (a crash between the
+    write and the submit); a forged one naming team-b's next run's id must not be, or team-b's
+    next run would find its id taken."""
+    world, api = teams
+    theirs = _run_team_b(world, api)
+    uid = theirs.split("-")[-2]
+    next_of_theirs = theirs.removesuffix("-1") + "-2"
+    spec_file = world.write("team-a/peek")
+    spec_hash = parse_task(spec_file.read_bytes(), file=spec_file.name).spec_hash()
+    _forge(
+        tasks_dir / "team-a" / "peek.status.yaml",
+        {
+            "phase": "Starting",
+            "reason": "Submitted",
+            "uid": uid,
+            "run": 2,
+            "submissionId": next_of_theirs,
+            "specHash": spec_hash,
+        },
+    )
+    world.step(3, seconds=100)
+    assert next_of_theirs not in world.ray.jobs
+    assert world.status("team-a/peek").get("submissionId") != next_of_theirs
+
+
+def test_an_ended_run_keeps_its_record_when_its_explicit_id_changes(
+    teams: tuple[World, TestClient], tasks_dir: Path
+) -> None:
+    """An explicit id is no part of the spec hash: editing it changes no run. A status whose
+    run ended under the old id, once Ray has forgotten the job, is not a forgery to ignore:
+    the task does not run again."""
+    world, _ = teams
+    world.write("team-a/hello", submissionId="hello-a")
+    world.step(2)
+    world.ray.set_status("hello-a", SUCCEEDED)
+    world.step()
+    assert world.status("team-a/hello")["phase"] == "Succeeded"
+    world.write("team-a/hello", submissionId="hello-b")
+    world.ray.delete("hello-a")  # Ray's history forgets it (retention, a new head)
+    world.step(3, seconds=100)
+    status = world.status("team-a/hello")
+    assert status["phase"] == "Succeeded" and status["submissionId"] == "hello-a", status
+    assert not world.ray.jobs  # nothing submitted again

@@ -210,13 +210,15 @@ def _reconcile_task(step: TaskStep, spec: TaskInput, prev: TaskStatus | None) ->
 
 def _believed(step: TaskStep, spec: TaskInput, body: TaskStatusBody) -> TaskStatusBody | None:
     """The status as read, unless the run it names is not this task's by our own record
-    (specs/task/ownership.py): the file is then ignored as if it were missing (a live run of
-    the task is adopted, or it is queued anew) and its status written over it. Only with Ray
-    listed: without, nothing is acted on, shown or stopped, and the next pass judges."""
+    (specs/task/ownership.py, Proof.stands): the file is then ignored as if it were missing
+    (a live run of the task is adopted, or it is queued anew) and its status written over it.
+    Only with Ray listed: without, nothing is acted on, shown or stopped, and the next pass
+    judges."""
     known = spec.task or spec.last_valid
     explicit = known.spec.submission_id if known is not None else None
     job = _job_of(step, body)
-    if ownership.prove(spec.name, body, explicit, job, step.options.queue_id).believed:
+    proof = ownership.prove(spec.name, body, explicit, job, step.options.queue_id)
+    if proof.stands(ended=body.phase.finished):
         return body
     message = (
         f"the status file of {spec.name} names job {body.submission_id!r}, which by our own "

@@ -55,7 +55,7 @@ def test_the_derived_id_is_the_run_id_of_the_task() -> None:
             _job("rq-team-b.secret-9f9f9f9f-1", **{META_TASK: "team-b/secret"}),
             Proof.NOT_OURS,
         ),
-        (_body("rq-team-b.secret-9f9f9f9f-1"), None, None, Proof.NOT_OURS),
+        (_body("rq-team-b.secret-9f9f9f9f-1"), None, None, Proof.UNPROVEN),
         # ... with the other run's uid copied from its id into the file: still not ours.
         (
             _body("rq-team-b.secret-9f9f9f9f-1", uid="9f9f9f9f"),
@@ -66,14 +66,17 @@ def test_the_derived_id_is_the_run_id_of_the_task() -> None:
             Proof.NOT_OURS,
         ),
         # Another team's explicit id the spec does not claim.
-        (_body("their-id"), None, None, Proof.NOT_OURS),
+        (_body("their-id"), None, None, Proof.UNPROVEN),
+        (_body("their-id"), "my-id", None, Proof.UNPROVEN),
+        # The id derived without an explicit id stays this task's when the spec adds one.
+        (_body(MINE), "added-later", None, Proof.UNLISTED),
         # This task's job, but another run or another incarnation of it.
         (_body(MINE), None, _job(MINE, **{META_RUN: "2"}), Proof.TAKEN),
         (_body(MINE), None, _job(MINE, **{META_UID: "0000ffff"}), Proof.TAKEN),
         # An id our record would give another run number: not this run's.
-        (_body(MINE, run=2), None, None, Proof.NOT_OURS),
+        (_body(MINE, run=2), None, None, Proof.UNPROVEN),
         # No uid recorded: nothing to derive from.
-        (_body(MINE, uid=None), None, None, Proof.NOT_OURS),
+        (_body(MINE, uid=None), None, None, Proof.UNPROVEN),
         # No id at all: nothing to prove.
         (_body(None), None, None, Proof.NOT_OURS),
         (_body(""), None, None, Proof.NOT_OURS),
@@ -83,7 +86,24 @@ def test_prove(
     body: TaskStatusBody, explicit: str | None, job: RayJob | None, proof: Proof
 ) -> None:
     assert prove(NAME, body, explicit, job, QUEUE) is proof
-    assert proof.believed is (proof is not Proof.NOT_OURS)
+
+
+@pytest.mark.parametrize(
+    ("proof", "active", "ended"),
+    [
+        (Proof.OURS, True, True),
+        (Proof.UNLISTED, True, True),  # a write-ahead id: submitted again, once
+        (Proof.TAKEN, True, True),  # the spec's own explicit id, recorded as a conflict
+        # Nothing can be done under an id Ray does not list: an ended run keeps its record
+        # (its explicit id may have changed since); a run not ended would be submitted or
+        # followed under it, so its file is ignored.
+        (Proof.UNPROVEN, False, True),
+        (Proof.NOT_OURS, False, False),
+    ],
+)
+def test_what_stands(proof: Proof, active: bool, ended: bool) -> None:
+    assert proof.stands(ended=False) is active
+    assert proof.stands(ended=True) is ended
 
 
 def test_an_element_is_proven_by_its_own_name() -> None:
