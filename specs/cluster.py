@@ -153,6 +153,11 @@ class RayAdapter(Protocol):
         """The job's whole log so far. JobNotFound if absent."""
         ...
 
+    def job_info(self, submission_id: str) -> RayJob:
+        """The one job, as the listing shows it (its metadata: whose run it is). JobNotFound
+        if absent."""
+        ...
+
 
 class Autoscaler(Protocol):
     """Ray's autoscaler as rayqueue sees it. The shell polls `scaling()` beside the

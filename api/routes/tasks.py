@@ -41,7 +41,9 @@ from specs.cluster import JobNotFound
 from specs.service.arrayviews import array_status
 from specs.service.tasks import TaskService, parse_phases, parse_selector, quote_etag, select
 from specs.service.views import SpecFile, TaskView, human_age, resources, status_body, task_object
+from specs.task import ownership
 from specs.task.arrays import element_name, split
+from specs.task.ownership import Proof
 from specs.yamlio.mergepatch import dump_document
 
 router = APIRouter(prefix="/tasks", tags=["tasks"])
@@ -165,9 +167,12 @@ def task_logs(
     service: Service,
     ray: RayDep,
     caller: Caller,
+    settings: SettingsDep,
     tail: Annotated[int | None, Query(ge=1, le=100_000, description="the last N lines")] = None,
 ) -> Response:
-    """The Ray log of the task's current or last run; 404 if it never ran."""
+    """The Ray log of the task's current or last run; 404 if it never ran. Served only when
+    Ray's job under the id its status names is that run by our own record (the job's metadata:
+    specs/task/ownership.py): the status file is one its team can write."""
     element = split(name)  # NAME[i], an element of a task array: its array's file decides
     owner = element[0] if element is not None else name
     visible = readable(caller, service, owner)  # read: own: another folder's task is "no task"
@@ -180,12 +185,20 @@ def task_logs(
         if found is not None:
             return _object_response(service, found)
         raise NotFound(f"no task {name}")
-    submission_id = status.status.submission_id if status is not None else None
-    if not submission_id:
+    body = status.status if status is not None else None
+    submission_id = body.submission_id if body is not None else None
+    if body is None or not submission_id:
         raise NotFound(f"task {name} has not run yet")
     if ray is None:
         raise ApiError(503, "no Ray connection in this process")
+    explicit = spec.task.spec.submission_id if spec is not None and spec.task else None
     try:
+        job = ray.job_info(submission_id)
+        proof = ownership.prove(name, body, explicit, job, settings.resolved_queue_id)
+        if proof is not Proof.OURS:
+            # Another's job, whatever the file says: for this task, Ray has none (the same
+            # answer as for an absent job, so the route tells nothing of other jobs).
+            raise JobNotFound(submission_id)
         text = ray.logs(submission_id)
     except JobNotFound:
         raise NotFound(f"Ray has no job {submission_id} (any more)") from None

@@ -40,7 +40,6 @@ from reconciler.core.task.jobs import (
     foreign_claim,
     make_uid,
     request_of,
-    submission_id_for,
     submit_request,
 )
 from reconciler.core.timestamps import EARLY, to_datetime, to_epoch
@@ -50,6 +49,7 @@ from specs.cluster import (
 )
 from specs.queues.config import QueueConfig
 from specs.settings.process import PlanOptions
+from specs.task import submission_ids
 from specs.task.models import (
     ConditionType,
     Phase,
@@ -653,7 +653,7 @@ def start_task(
     request as used."""
     name, stamp = candidate.name, inputs.stamp
     uid = body.uid or make_uid(inputs.options.queue_id, name, stamp)
-    sid = submission_id_for(name, uid, body.run + 1, task.spec.submission_id)
+    sid = submission_ids.for_run(name, uid, body.run + 1, task.spec.submission_id)
     read = inputs.read.get(name)
     body = lifecycle.start_run(body, uid, sid, stamp, read.source if read else None)
     submit = Submit(name, submit_request(inputs.env, name, task, body))

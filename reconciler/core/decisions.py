@@ -84,6 +84,8 @@ class Event:
     level: int  # a logging level: INFO, or WARNING for what needs a human
     reason: Reason
     message: str
+    # the task whose status file it is about (STATUS_IGNORED): the shell names the file
+    task: str | None = None
 
 
 @dataclass(frozen=True)

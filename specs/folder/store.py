@@ -233,6 +233,12 @@ class TaskStore:
         the path is checked, since scanned names need not pass validate_name."""
         return self._statuses.path(name)
 
+    def status_file(self, name: str) -> Path:
+        """The file that holds the status of `name`: its sidecar, or for an element of a task
+        array, the array's one sidecar."""
+        element = arrays.split(name)
+        return self._statuses.path(name) if element is None else self._arrays.path(element[0])
+
     def read_statuses(self, *, cached: bool = False) -> dict[str, TaskStatus]:
         """Every readable sidecar by task name, including orphans whose spec is gone.
 

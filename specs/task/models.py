@@ -599,6 +599,9 @@ class Reason(StrEnum):
     # deletions the loop refuses to carry out (log events, never a task's status)
     FOLDER_EMPTY = "FolderEmpty"
     TOO_MANY_DELETIONS = "TooManyDeletions"
+    # a status file naming a run that our own record does not prove is the task's: ignored and
+    # written anew (a log event, never a task's status; specs/task/ownership.py)
+    STATUS_IGNORED = "StatusIgnored"
     # a transition the state machine refuses: a bug, logged; the task keeps its status
     ILLEGAL_TRANSITION = "IllegalTransition"
     # _queues.yaml is invalid and none was ever valid: every task is in one default queue

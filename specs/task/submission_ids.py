@@ -78,6 +78,17 @@ def users(wanted: AbstractSet[str], recorded: Iterable[tuple[str, str]]) -> dict
     return found
 
 
+def for_run(name: str, uid: str, run: int, explicit: str | None) -> str:
+    """The submission id of run `run` of task `name` (uid `uid`): deterministic from what the
+    task's status records, and unique over the cluster's history (the uid is new for each task
+    that is created anew). With an explicit id, the first run's is that id, later ones add
+    `-<run>`."""
+    if explicit:
+        return explicit if run == 1 else f"{explicit}-{run}"
+    slug = _UNSAFE.sub("-", name.replace("/", ".")).strip("-.")[:80] or "task"
+    return f"{RESERVED_PREFIX}{slug}-{uid}-{run}"
+
+
 def uses(recorded: str, explicit: str) -> bool:
     """Whether a run recorded under `recorded` ran with the explicit id `explicit`: its first
     run (`explicit` itself) or a later one (`explicit-<run>`)."""
@@ -94,6 +105,7 @@ __all__ = [
     "SCHEMA_PATTERN",
     "bases",
     "cleaned",
+    "for_run",
     "problem",
     "unsubmittable",
     "users",

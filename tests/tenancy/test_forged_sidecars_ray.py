@@ -70,9 +70,6 @@ def loop_and_api(
         yield Loop(reconciler), api
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the logs route trusts the submission id a team-writable sidecar names"
-)
 def test_a_forged_sidecar_does_not_serve_another_teams_real_log(
     loop_and_api: tuple[Loop, TestClient], tasks_dir: Path
 ) -> None:

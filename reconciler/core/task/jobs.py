@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from datetime import datetime
 
 from reconciler.core.task.step import TaskEnv
@@ -55,9 +54,6 @@ def foreign_claim(job: RayJob) -> Capacity:
     return Capacity(job.entrypoint_cpus, job.entrypoint_gpus, job.entrypoint_memory)
 
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
 def make_uid(queue_id: str, name: str, first_seen: datetime) -> str:
     """Fixed at first sight of a task; a re-created task is seen anew and gets another."""
     return uid_at(queue_id, name, first_seen.isoformat())
@@ -66,14 +62,6 @@ def make_uid(queue_id: str, name: str, first_seen: datetime) -> str:
 def uid_at(queue_id: str, name: str, first_seen: str) -> str:
     """`make_uid` with the instant's ISO text given (a cold start sees every task at once)."""
     return hashlib.sha256(f"{queue_id}/{name}@{first_seen}".encode()).hexdigest()[:8]
-
-
-def submission_id_for(name: str, uid: str, run: int, explicit: str | None) -> str:
-    """Deterministic from recorded state, unique over the cluster's history."""
-    if explicit:
-        return explicit if run == 1 else f"{explicit}-{run}"
-    slug = _UNSAFE.sub("-", name.replace("/", ".")).strip("-.")[:80] or "task"
-    return f"rq-{slug}-{uid}-{run}"
 
 
 def submit_request(env: TaskEnv, name: str, task: Task, body: TaskStatusBody) -> SubmitRequest:

@@ -337,6 +337,19 @@ def end_run(body: TaskStatusBody, job: RayJob) -> TaskStatusBody:
     return fire(body, trigger, update)
 
 
+def stopped_outside(old: TaskStatusBody, new: TaskStatusBody) -> bool:
+    """Whether `new` ends the run `old` followed because Ray says its job was STOPPED by
+    someone other than rayqueue (end_run's StoppedInRay): every stop of ours ends the run in
+    the status first, so Ray's STOPPED never reaches an active run of ours. True at the one
+    change that records it, so once per run."""
+    return (
+        old.phase.active
+        and not new.phase.active
+        and new.reason == Reason.STOPPED_IN_RAY
+        and new.run == old.run
+    )
+
+
 def conflict(body: TaskStatusBody, now: datetime) -> TaskStatusBody:
     """The submission id is held by a job that is not this run's."""
     message = (

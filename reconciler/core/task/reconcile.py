@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from functools import lru_cache
 
 from reconciler.core import scaling as scaling_core
 from reconciler.core.admission import policies
-from reconciler.core.decisions import Submit
+from reconciler.core.decisions import Event, Submit
 from reconciler.core.preemption import victims
 from reconciler.core.task import lifecycle
 from reconciler.core.task.jobs import bundles_of, make_uid, request_of, submit_request, uid_at
@@ -24,6 +24,7 @@ from specs.cluster import (
     Capacity,
     RayJob,
 )
+from specs.task import ownership
 from specs.task.arrays import order_key
 from specs.task.inputs import TaskInput
 from specs.task.models import ConditionType, Phase, Reason
@@ -83,6 +84,7 @@ def plain_wait(
             body.phase is not Phase.QUEUED
             or body.spec_hash != spec_hash
             or body.next_retry_at is not None
+            or body.submission_id is not None  # no run of ours is queued: the steps judge it
         ):
             return None
         since, until = -math.inf, math.inf
@@ -174,20 +176,24 @@ def _refused_transition(
 
 
 def _reconcile_task(step: TaskStep, spec: TaskInput, prev: TaskStatus | None) -> None:
-    name, ours = spec.name, step.env.ours
+    name = spec.name
     body = prev.status if prev is not None else None
     if not step.obs.available:
         step.conds[ConditionType.CLUSTER_UNAVAILABLE] = (
             Reason.RAY_UNREACHABLE,
             f"Ray could not be asked: {step.obs.error or 'unavailable'}; nothing is stopped",
         )
+    elif body is not None and body.submission_id:
+        body = _believed(step, spec, body)
     task = _usable_task(step, spec, body)
     if task is None:
         return
     spec_hash = spec.hash_of(task)
     if body is None:
         body = _first_sight(step, name, task, spec_hash, step.env.by_task.get(name, ()))
-    job = _job_of(step, body, ours)
+    job = _job_of(step, body)
+    # Ray's job under the run's id, when it is this run's: the only one whose state is shown.
+    own = job if job is not None and _names_run(step, name, body, job) else None
 
     if not step.obs.available:
         # Without Ray we can only keep what we had; never act, never re-derive phases.
@@ -198,8 +204,32 @@ def _reconcile_task(step: TaskStep, spec: TaskInput, prev: TaskStatus | None) ->
 
     if body.phase.active:
         body = observe_run(step, name, task, body, job)
-    body = _follow_spec(step, name, task, body, job, spec_hash, edited=spec.task is not None)
-    _settle(step, name, task, body, job)
+    body = _follow_spec(step, name, task, body, own, spec_hash, edited=spec.task is not None)
+    _settle(step, name, task, body, own)
+
+
+def _believed(step: TaskStep, spec: TaskInput, body: TaskStatusBody) -> TaskStatusBody | None:
+    """The status as read, unless the run it names is not this task's by our own record
+    (specs/task/ownership.py, Proof.stands): the file is then ignored as if it were missing
+    (a live run of the task is adopted, or it is queued anew) and its status written over it.
+    Only with Ray listed: without, nothing is acted on, shown or stopped, and the next pass
+    judges."""
+    known = spec.task or spec.last_valid
+    explicit = known.spec.submission_id if known is not None else None
+    job = _job_of(step, body)
+    proof = ownership.prove(spec.name, body, explicit, job, step.options.queue_id)
+    if proof.stands(ended=body.phase.finished):
+        return body
+    message = (
+        f"the status file of {spec.name} names job {body.submission_id!r}, which by our own "
+        "record is not a run of this task: ignored, and written anew"
+    )
+    step.events.append(Event(logging.WARNING, Reason.STATUS_IGNORED, message, spec.name))
+    return None
+
+
+def _names_run(step: TaskStep, name: str, body: TaskStatusBody, job: RayJob) -> bool:
+    return ownership.names_run(job, step.options.queue_id, name, body.uid, body.run)
 
 
 def _usable_task(step: TaskStep, spec: TaskInput, body: TaskStatusBody | None) -> Task | None:
@@ -221,12 +251,14 @@ def _usable_task(step: TaskStep, spec: TaskInput, body: TaskStatusBody | None) -
     return spec.last_valid
 
 
-def _job_of(step: TaskStep, body: TaskStatusBody, ours: Mapping[str, RayJob]) -> RayJob | None:
-    if not body.submission_id:
+def _job_of(step: TaskStep, body: TaskStatusBody) -> RayJob | None:
+    """Ray's job under the run's id, whoever's it is (another's: an id conflict)."""
+    sid = body.submission_id
+    if not sid:
         return None
-    job = ours.get(body.submission_id)
+    job = step.env.ours.get(sid)
     if job is None and step.obs.jobs is not None:
-        job = step.obs.jobs.get(body.submission_id)  # present but not ours: an id conflict
+        job = step.obs.jobs.get(sid)
     return job
 
 

@@ -9,13 +9,12 @@ from reconciler.core.task.jobs import claim_of, request_of
 from reconciler.core.task.step import InUse, TaskStep
 from reconciler.core.timestamps import to_datetime, to_epoch
 from specs.cluster import (
-    META_QUEUE,
-    META_UID,
     PENDING,
     RUNNING,
     Capacity,
     RayJob,
 )
+from specs.task import ownership
 from specs.task.models import ConditionType, Phase, Reason, read_reason
 from specs.task.records import Task
 from specs.task.status import TaskStatusBody
@@ -34,7 +33,11 @@ def observe_run(
     step: TaskStep, name: str, task: Task, body: TaskStatusBody, job: RayJob | None
 ) -> TaskStatusBody:
     """Follow an active run by what Ray says of its job."""
-    if job is not None and not _is_this_run(step, body, job):
+    if job is not None and not ownership.names_run(
+        job, step.options.queue_id, name, body.uid, body.run
+    ):
+        # Held by another queue's job, a foreign one (never adopted), another task's, or an
+        # earlier incarnation of a re-created task: the run's id is taken.
         return lifecycle.conflict(body, step.stamp)
     if job is None:
         return _job_missing(step, name, task, body)
@@ -98,13 +101,6 @@ def _give_up(
         message = retries.non_retryable_message(end)
         return lifecycle.give_up(ended, Reason.NON_RETRYABLE_EXIT_CODE, message, step.stamp)
     return ended
-
-
-def _is_this_run(step: TaskStep, body: TaskStatusBody, job: RayJob) -> bool:
-    """False if the id is held by another queue's job, a foreign one (never adopted), or an
-    earlier incarnation of a re-created task."""
-    ours = job.metadata.get(META_QUEUE) == step.options.queue_id
-    return ours and job.metadata.get(META_UID) in (None, body.uid)
 
 
 def _job_missing(step: TaskStep, name: str, task: Task, body: TaskStatusBody) -> TaskStatusBody:

@@ -121,7 +121,8 @@ class RayActions:
                 _log_submitted(submit.task, submit.request.submission_id, spec_of(submit.task))
             except JobConflict:
                 # Already in Ray: this run, submitted before a crash (the next pass follows it),
-                # or someone else's job (the next pass fails the run: SubmissionIdConflict).
+                # or a job whose metadata names another run, never adopted (specs/task/
+                # ownership.py): the next pass fails the run (SubmissionIdConflict).
                 log.info(
                     "%s is already in Ray; the next pass looks at it", submit.request.submission_id
                 )

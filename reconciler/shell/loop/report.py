@@ -6,17 +6,21 @@ Kept out of the loop so the loop stays the order of reads, writes and Ray calls.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 
 from reconciler.core.planner import Observation, Plan, TaskInput
 from reconciler.core.queues import dispatch
+from reconciler.core.task import lifecycle
 from reconciler.shell.loop.lastseen import LoopState
 from reconciler.shell.loop.queuefile import Loaded, QueueFile, UsageBook
 from reconciler.shell.ops.counts import Tally
 from reconciler.shell.ops.metrics import QueueMetrics
 from reconciler.shell.ops.recorder import PassObserver
 from specs.task.models import Phase
-from specs.task.status import TaskStatus
+from specs.task.status import TaskStatus, TaskStatusBody
+
+audit_log = logging.getLogger("rayqueue.audit")
 
 
 class PassReport:
@@ -79,8 +83,13 @@ class PassReport:
         for name in plan.write_classes:
             given = self.input_of(name)
             status = plan.statuses.get(name)
+            old = before.get(name)
+            if status is None or old is status:
+                continue
+            if old is not None and lifecycle.stopped_outside(old.status, status.status):
+                _audit_stopped_outside(name, status.status)
             task = given.task if given is not None else None
-            if status is not None and before.get(name) is not status and task is not None:
+            if task is not None:
                 priorities[name] = task.spec.priority
         self.observer.observe(
             now,
@@ -128,3 +137,15 @@ class PassReport:
         )
         self.state.queues = document
         self.queue_file.write_status(document)
+
+
+def _audit_stopped_outside(name: str, body: TaskStatusBody) -> None:
+    """A run of ours ended STOPPED without a stop from us: on one shared Ray cluster any job
+    may stop another's through Ray's own API, which rayqueue cannot prevent; it makes it seen
+    where the operator looks for who changed what."""
+    audit_log.warning(
+        "stopped outside rayqueue: run %d of %s (job %s) was stopped in Ray by another client",
+        body.run,
+        name,
+        body.submission_id or "",
+    )

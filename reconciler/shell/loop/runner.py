@@ -344,7 +344,9 @@ class Reconciler:
         for event in plan.events:
             # What was done, not what was planned: a submission is logged once Ray accepted it
             # (RayActions.submit); a planned one whose record could not be written never happens.
-            if event.reason is not Reason.SUBMITTED:
+            if event.reason is Reason.STATUS_IGNORED and event.task is not None:
+                log.log(event.level, "%s: %s", self.store.status_file(event.task), event.message)
+            elif event.reason is not Reason.SUBMITTED:
                 log.log(event.level, "%s", event.message)
         self._writes_ok = self._writes_failed = 0
         self._count_pass("walk" if self._walking else "events")

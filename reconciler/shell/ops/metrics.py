@@ -33,6 +33,7 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from reconciler.core.task import lifecycle
 from reconciler.shell.ops.counts import Tally
 from specs.cluster import (
     Capacity,
@@ -66,7 +67,7 @@ PREEMPTION_REASONS = (
     Reason.IN_COHORT_FAIR_SHARING.value,
 )
 EVICTION_REASONS = (Reason.PREEMPTED.value, Reason.SPEC_CHANGED.value, Reason.SUSPENDED.value)
-CALLS = ("list_jobs", "capacity", "submit", "stop", "delete", "logs")
+CALLS = ("list_jobs", "capacity", "submit", "stop", "delete", "logs", "job_info")
 RESULTS = ("ok", "unavailable", "not_found", "conflict", "refused", "error")
 PASS_KINDS = ("walk", "events", "still")
 
@@ -161,6 +162,13 @@ class QueueMetrics:
             "Runs stopped to make room for a more urgent task, by the victim's queue and reason "
             "(WithinQueue, Reclaim); never counted as failures",
             ["queue", "reason"],
+            registry=r,
+        )
+        self.stopped_in_ray = Counter(
+            "rayqueue_stopped_in_ray_tasks",
+            "Runs whose Ray job was stopped by someone other than rayqueue (another Ray "
+            "client: reason StoppedInRay), by queue",
+            ["queue"],
             registry=r,
         )
         self.capacity = Gauge(
@@ -285,6 +293,7 @@ class QueueMetrics:
             self._declared.add(queue)
             self.admitted.labels(queue)
             self.retries.labels(queue)
+            self.stopped_in_ray.labels(queue)
             for phase in sorted(FINISHED):
                 self.finished.labels(queue, phase.value)
             for reason in PREEMPTION_REASONS:
@@ -449,6 +458,8 @@ class QueueMetrics:
             self._count_admission(new, queue, priority)
         if was.phase.active and not body.phase.active and body.reason in EVICTION_REASONS:
             self.evicted.labels(queue, body.reason).inc()
+        if lifecycle.stopped_outside(was, body):
+            self.stopped_in_ray.labels(queue).inc()
         # spec.retry counts in `retries` (reset when the user asks for a new run: no decrease
         # is counted); sidecars of the earlier format hold the Lost-only retries in `lost_restarts`.
         added = max(body.retries - was.retries, 0) + max(body.lost_restarts - was.lost_restarts, 0)
@@ -531,6 +542,10 @@ class CountingRayAdapter:
     def logs(self, submission_id: str) -> str:
         with self._counted("logs"):
             return self.inner.logs(submission_id)
+
+    def job_info(self, submission_id: str) -> RayJob:
+        with self._counted("job_info"):
+            return self.inner.job_info(submission_id)
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(self.inner, name)  # AttributeError when the inner adapter has none

@@ -261,8 +261,10 @@ class RayJobsAdapter:
         first the message Ray 2.x writes ("Job with submission_id X already exists"); if
         that text ever changes, any other refusal (4xx/5xx) is followed by a look-up of the
         id: if a job with that id exists, the refusal was a conflict. The look-up is a
-        fallback only, so a healthy submit stays one call. We do not compare metadata: any
-        job holding the id is a conflict, and the caller decides whether to adopt it.
+        fallback only, so a healthy submit stays one call. Any job holding the id is a
+        conflict here; whether it is the run being submitted (sent before a crash) is for the
+        next pass to judge, by the job's metadata (specs/task/ownership.py): a job that does
+        not name this run is never adopted, shown or stopped as the task's.
         """
         sid = request.submission_id
         refused = submission_ids.unsubmittable(sid)
