@@ -57,6 +57,7 @@ from specs.task.inputs import TaskInput
 from specs.task.models import Condition, ConditionType, Metadata, Phase, Reason, read_reason
 from specs.task.records import NameMetadata, Task
 from specs.task.status import TaskStatus, TaskStatusBody
+from specs.task.submission_ids import SeenClaim
 from specs.tenancy.policy import STOP_WAIT_ENV as STOP_WAIT_ENV  # tests read it here
 
 __all__ = [  # what the shell, the simulator, the incremental planner and the tests use
@@ -168,18 +169,23 @@ def plan(
     queues: QueueConfig | None = None,
     usage: QueueUsage | None = None,
     queue_error: str | None = None,
+    seen_claims: Mapping[str, SeenClaim] | None = None,
 ) -> Plan:
     """Decide one reconcile pass. Pure: same inputs, same plan. With `queues`, each team
     folder is its own queue with a quota, and the queues share the cluster fairly; `usage`:
     each queue's decayed past use (resource-seconds), which the caller keeps and advances.
     `queue_error`: the queue file is invalid and no configuration is in force (`queues` is
     None): every task is in the one default queue, and each unfinished one says why.
+    `seen_claims`: when the scheduler first saw each task claim its explicit id (the caller
+    keeps it; it decides between two folders' claims of one id).
 
     The reference: no production caller plans with it. The loop, the simulator and `rayqueue
     plan` call `reconciler.core.incremental.plan_incremental`, which the property tests
     (tests/unit/core/incremental/) compare with it."""
-    inputs = begin(specs, statuses, observed, now, options, queues, usage, queue_error)
-    specs = with_id_claims(specs, statuses, inputs.env)
+    inputs = begin(
+        specs, statuses, observed, now, options, queues, usage, queue_error, seen_claims
+    )
+    specs = with_id_claims(specs, statuses, inputs)
     merged = TaskMerge()
     for name in sorted(specs):
         merged.add(name, reconcile_task(inputs.env, specs[name], statuses.get(name), inputs.now))
@@ -187,7 +193,7 @@ def plan(
 
 
 def with_id_claims(
-    specs: Mapping[str, TaskInput], statuses: Mapping[str, TaskStatus], env: TaskEnv
+    specs: Mapping[str, TaskInput], statuses: Mapping[str, TaskStatus], inputs: PassInputs
 ) -> Mapping[str, TaskInput]:
     """`specs`, with each spec whose explicit submission id another task has (or also claims)
     turned Invalid (reconciler.core.task.idclaims). Its last valid spec is the spec itself, so
@@ -197,7 +203,7 @@ def with_id_claims(
         for name, spec in specs.items()
         if spec.task is not None and spec.task.spec.submission_id
     )
-    found = idclaims.conflicts(claimed, statuses, env.ours)
+    found = idclaims.conflicts(claimed, statuses, inputs.env.ours, inputs.folders)
     if not found:
         return specs
     result = dict(specs)
@@ -222,6 +228,7 @@ def begin(
     queues: QueueConfig | None,
     usage: QueueUsage | None = None,
     queue_error: str | None = None,
+    seen_claims: Mapping[str, SeenClaim] | None = None,
 ) -> PassInputs:
     """What every stage of the pass reads of it as a whole."""
     return PassInputs(
@@ -234,6 +241,7 @@ def begin(
         usage=usage,
         queue_error=queue_error if queues is None else None,
         folder_empty=not specs and not statuses,
+        seen_claims=seen_claims or {},
     )
 
 

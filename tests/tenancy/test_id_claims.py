@@ -45,10 +45,6 @@ def _forged_sidecar(path: Path, spec_hash: str) -> None:
 
 
 @pytest.mark.parametrize("with_sidecar", [False, True], ids=["spec", "spec-and-forged-sidecar"])
-@pytest.mark.xfail(
-    strict=True,
-    reason="a claim committed into one folder makes another folder's queued task Invalid",
-)
 def test_a_claim_by_file_does_not_invalidate_another_folders_task(
     teams: tuple[World, TestClient], tasks_dir: Path, with_sidecar: bool
 ) -> None:
