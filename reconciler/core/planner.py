@@ -46,7 +46,7 @@ from reconciler.core.stages import Holdings, PassInputs, Reconciled, TaskMerge
 from reconciler.core.task import idclaims, lifecycle
 from reconciler.core.task.jobs import bundles_of, foreign_claim
 from reconciler.core.task.jobs import request_of as request_of
-from reconciler.core.task.reconcile import reconcile_task
+from reconciler.core.task.reconcile import reconcile_task, refused
 from reconciler.core.task.step import TaskEnv, TaskResult, task_env
 from reconciler.core.timestamps import to_datetime
 from specs.cluster import META_QUEUE, Capacity
@@ -182,9 +182,7 @@ def plan(
     The reference: no production caller plans with it. The loop, the simulator and `rayqueue
     plan` call `reconciler.core.incremental.plan_incremental`, which the property tests
     (tests/unit/core/incremental/) compare with it."""
-    inputs = begin(
-        specs, statuses, observed, now, options, queues, usage, queue_error, seen_claims
-    )
+    inputs = begin(specs, statuses, observed, now, options, queues, usage, queue_error, seen_claims)
     specs = with_id_claims(specs, statuses, inputs)
     merged = TaskMerge()
     for name in sorted(specs):
@@ -215,8 +213,7 @@ def with_id_claims(
 def refused_claim(spec: TaskInput, message: str) -> TaskInput:
     """`spec` turned Invalid because its explicit submission id is refused (`message`: why):
     its last valid spec is the spec itself."""
-    error = SpecError.unplaced(message)
-    return replace(spec, task=None, error=error, last_valid=spec.task, spec_hash=None)
+    return refused(spec, message)
 
 
 def begin(

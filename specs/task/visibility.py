@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Final
 
 TOP: Final = "/"  # the folder entry for the whole tree
-ANOTHER_FOLDER: Final = "a task of another folder"  # what a task is called where it may not be named
+ANOTHER_FOLDER: Final = (
+    "a task of another folder"  # what a task is called where it may not be named
+)
 
 
 def under(folders: Iterable[str], name: str) -> bool:

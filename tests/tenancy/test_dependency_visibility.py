@@ -27,9 +27,6 @@ def _shown(api: TestClient, name: str, dependency: str) -> dict[str, Any]:
     return {k: str(status.get(k)).replace(dependency, "<dependency>") for k in keys}
 
 
-@pytest.mark.xfail(
-    strict=True, reason="a dependency's status tells whether another folder's task exists"
-)
 def test_depending_on_another_folder_reveals_nothing(teams: tuple[World, TestClient]) -> None:
     world, api = teams
     b = auth("team-b")

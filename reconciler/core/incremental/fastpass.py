@@ -295,7 +295,15 @@ def _reconcile_redone(
     for name in redo:
         again(name)
     gates, through = keptgates.gate_again(
-        ctx.now, gates, specs, lambda n: kept[n].result, redo, changes.deleted, carried, again
+        ctx.now,
+        gates,
+        specs,
+        lambda n: kept[n].result,
+        redo,
+        changes.deleted,
+        carried,
+        again,
+        ctx.options.visibility,
     )
     if keptgates.names_an_array(gates):
         return None
