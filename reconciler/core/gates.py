@@ -46,7 +46,8 @@ def gate_dependencies(
     bodies = dict(reconciled.bodies)
     visibility = inputs.options.visibility
     names = _dependency_views(bodies, visibility)  # resolved in the dependent's folder first
-    cycles = dependencies.find_cycles(dependency_edges(dependency_graph(specs), names))
+    edges = dependency_edges(dependency_graph(specs), names)
+    cycles = dependencies.find_cycles(edges, visibility)
     acyclic: list[QueuedCandidate] = []
     for waiting in reconciled.queue:  # cycles first, so dependents see them as they end up
         name = waiting.candidate.name

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from reconciler.core import scaling
@@ -52,12 +52,12 @@ from reconciler.core.timestamps import to_datetime
 from specs.cluster import META_QUEUE, Capacity
 from specs.queues.config import QueueConfig
 from specs.settings.process import PlanOptions
-from specs.task.errors import SpecError
 from specs.task.inputs import TaskInput
 from specs.task.models import Condition, ConditionType, Metadata, Phase, Reason, read_reason
 from specs.task.records import NameMetadata, Task
 from specs.task.status import TaskStatus, TaskStatusBody
 from specs.task.submission_ids import SeenClaim
+from specs.task.visibility import Visibility
 from specs.tenancy.policy import STOP_WAIT_ENV as STOP_WAIT_ENV  # tests read it here
 
 __all__ = [  # what the shell, the simulator, the incremental planner and the tests use
@@ -487,7 +487,8 @@ def collect_statuses(
         prev = statuses.get(name)
         wanted = conds.get(name, _NO_WANTS)
         if body.preempted_by is not None and ConditionType.PREEMPTED not in wanted:
-            wanted = {**wanted, ConditionType.PREEMPTED: _preempted_condition(body)}
+            preempted = _preempted_condition(body, name, inputs.options.visibility)
+            wanted = {**wanted, ConditionType.PREEMPTED: preempted}
         if queue_error is not None and _in_a_queue(body):
             wanted = {**wanted, ConditionType.QUEUE_CONFIG_INVALID: _no_config(queue_error)}
         if wanted or body.conditions:
@@ -535,13 +536,16 @@ def _no_config(error: str) -> tuple[Reason, str]:
     )
 
 
-def _preempted_condition(body: TaskStatusBody) -> tuple[Reason, str]:
+def _preempted_condition(
+    body: TaskStatusBody, name: str, visibility: Visibility
+) -> tuple[Reason, str]:
     """The condition as the preempting pass wrote it; it holds until the next run starts."""
     for cond in body.conditions:
         reason = read_reason(cond.reason)
         if cond.type == ConditionType.PREEMPTED and reason is not None:
             return reason, cond.message
-    return Reason.WITHIN_QUEUE, f"preempted by {body.preempted_by}"
+    by = visibility.name_for(name, body.preempted_by) if body.preempted_by else None
+    return Reason.WITHIN_QUEUE, f"preempted by {by}"
 
 
 def submit_failed(status: TaskStatus, message: str, now: datetime) -> TaskStatus:

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 from specs.cluster import META_TASK, RayJob
 from specs.task import submission_ids
-from specs.task.submission_ids import SeenClaim
-from specs.task.visibility import EVERYTHING, Visibility
 from specs.task.models import Reason
 from specs.task.status import TaskStatus
+from specs.task.submission_ids import SeenClaim
+from specs.task.visibility import EVERYTHING, Visibility
 
 
 @dataclass(frozen=True)

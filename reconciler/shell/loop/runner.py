@@ -28,10 +28,10 @@ from reconciler.shell.loop.queuefile import UsageBook, read_status
 from reconciler.shell.loop.raystate import RayObserver
 from reconciler.shell.loop.raystate import observe_ray as observe_ray  # re-exported: cli/plan.py
 from reconciler.shell.loop.repeats import Repeating
-from reconciler.shell.loop.seenclaims import FILE_NAME as SEEN_CLAIMS_FILE
-from reconciler.shell.loop.seenclaims import SeenClaims
 from reconciler.shell.loop.report import PassReport
 from reconciler.shell.loop.scaling import AutoscalerMetrics, ScaleRequests
+from reconciler.shell.loop.seenclaims import FILE_NAME as SEEN_CLAIMS_FILE
+from reconciler.shell.loop.seenclaims import SeenClaims
 from reconciler.shell.loop.timing import next_wait
 from reconciler.shell.ops import memory
 from reconciler.shell.ops.history import ResourceHistory
