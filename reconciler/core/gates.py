@@ -46,8 +46,9 @@ def gate_dependencies(
     bodies = dict(reconciled.bodies)
     visibility = inputs.options.visibility
     names = _dependency_views(bodies, visibility)  # resolved in the dependent's folder first
-    edges = dependency_edges(dependency_graph(specs), names)
-    cycles = dependencies.find_cycles(edges, visibility)
+    # Every edge is to a task its source may see, so every token that reads a member of a
+    # cycle reads all of them: a cycle's message names no task its reader may not see.
+    cycles = dependencies.find_cycles(dependency_edges(dependency_graph(specs), names))
     acyclic: list[QueuedCandidate] = []
     for waiting in reconciled.queue:  # cycles first, so dependents see them as they end up
         name = waiting.candidate.name

@@ -324,7 +324,7 @@ def _cycles(
     if not needs:
         return {}
     names = DependencyViews(_Views(specs, result_of, {}), {}, visibility)
-    return find_cycles(dependency_edges(needs, names), visibility)
+    return find_cycles(dependency_edges(needs, names))
 
 
 class _Views(Mapping[str, RunView]):

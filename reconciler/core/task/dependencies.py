@@ -9,12 +9,11 @@ in one pass linear in the number of edges.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from specs.task.models import FINISHED, Phase, Reason
 from specs.task.pipeline import DependencySpec
-from specs.task.visibility import EVERYTHING, Visibility
 
 SUCCEEDED = "Succeeded"
 FAILED = "Failed"
@@ -180,12 +179,8 @@ def strongly_connected(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
     return components
 
 
-def find_cycles(
-    edges: Mapping[str, Iterable[str]], visibility: Visibility = EVERYTHING
-) -> dict[str, str]:
-    """Every task that is part of a dependency cycle -> a message showing one such cycle;
-    in each member's, a task its folder may not see (`visibility`) is "a task of another
-    folder"."""
+def find_cycles(edges: Mapping[str, Iterable[str]]) -> dict[str, str]:
+    """Every task that is part of a dependency cycle -> a message showing one such cycle."""
     succ = {v: list(dict.fromkeys(ws)) for v, ws in edges.items()}
     result: dict[str, str] = {}
     for component in strongly_connected(succ):
@@ -194,26 +189,13 @@ def find_cycles(
         if len(members) == 1 and start not in succ[start]:
             continue  # a single task that does not depend on itself
         path = _cycle_through(start, succ, members)
+        message = "dependency cycle: " + " -> ".join(path)
         others = sorted(members - set(path))
-        shared = _cycle_message(path, others, str)
+        if others:
+            message += f" (also in the cycle: {', '.join(others)})"
         for name in members:
-            if visibility.readers and not all(visibility.sees(name, m) for m in members):
-                result[name] = _cycle_message(path, others, _named_for(name, visibility))
-            else:
-                result[name] = shared
+            result[name] = message
     return result
-
-
-def _cycle_message(path: list[str], others: list[str], named: Callable[[str], str]) -> str:
-    message = "dependency cycle: " + " -> ".join(map(named, path))
-    if others:
-        message += f" (also in the cycle: {', '.join(map(named, others))})"
-    return message
-
-
-def _named_for(reader: str, visibility: Visibility) -> Callable[[str], str]:
-    """How `reader`'s messages call another task (Visibility.name_for)."""
-    return lambda other: visibility.name_for(reader, other)
 
 
 def _cycle_through(start: str, succ: Mapping[str, list[str]], members: set[str]) -> list[str]:
