@@ -76,7 +76,7 @@ class DependencyViews:
         """The tasks `name` waits for: the task itself, or each element of an array; none
         that `dependent`'s folder may not see (no cycle goes through one)."""
         resolved = self.resolve(dependent, name)
-        if not self.visibility.sees(dependent, resolved):
+        if self.visibility.readers and not self.visibility.sees(dependent, resolved):
             return []
         return self.elements.get(resolved, [resolved])
 
@@ -85,7 +85,7 @@ class DependencyViews:
         out: dict[str, RunView] = {}
         for dep in deps:
             resolved = self.resolve(dependent, dep.name)
-            if not self.visibility.sees(dependent, resolved):
+            if self.visibility.readers and not self.visibility.sees(dependent, resolved):
                 continue  # as if missing (its spec is Invalid: `hidden`)
             view = self._view(resolved, dep.condition)
             if view is not None:

@@ -103,39 +103,45 @@ def refusals(
         return {n: _used(sid, n, keeper, folders.visibility) for n in names if n != keeper}
     groups = _by_folder(names, ran, folders.visibility)
     if len(groups) == 1:
-        return _within_folder(sid, *groups[0])
+        return _within_folder(sid, groups[0].claimants, groups[0].ran)
     # A status file is the team's to write: across folders it proves nothing, and the claim
     # the scheduler saw first keeps the id. Seen at once (or never), none keeps it.
-    firsts = [min(folders.seen_at(n, sid) for n in claimants) for claimants, _ in groups]
+    firsts = [min(folders.seen_at(n, sid) for n in group.claimants) for group in groups]
     first = min(firsts)
     winners = [i for i, at in enumerate(firsts) if at == first]
     result: dict[str, str] = {}
-    for index, (claimants, users) in enumerate(groups):
+    for index, group in enumerate(groups):
         if winners == [index] and first != INFINITY:
-            result.update(_within_folder(sid, claimants, users))
+            result.update(_within_folder(sid, group.claimants, group.ran))
         else:
-            result.update((n, _in_use(sid)) for n in claimants)
+            result.update((n, _in_use(sid)) for n in group.claimants)
     return result
+
+
+@dataclass(frozen=True)
+class _FolderClaims:
+    """The claimants of an id in one folder, and the tasks of that folder whose status
+    records a run of it."""
+
+    claimants: list[str]
+    ran: set[str] = field(default_factory=set)
 
 
 def _by_folder(
     names: Collection[str], ran: AbstractSet[str], visibility: Visibility
-) -> list[tuple[list[str], set[str]]]:
-    """The claimants of an id by folder, each with the tasks of that folder whose status
-    records a run of it; in the order of their first claimant by name."""
-    groups: list[tuple[list[str], set[str]]] = []
+) -> list[_FolderClaims]:
+    """The claims of an id by folder, in the order of their first claimant by name."""
+    groups: list[_FolderClaims] = []
     for name in sorted(names):
-        for claimants, _ in groups:
-            if visibility.same_folder(name, claimants[0]):
-                claimants.append(name)
-                break
+        group = next((g for g in groups if visibility.same_folder(name, g.claimants[0])), None)
+        if group is None:
+            groups.append(_FolderClaims([name]))
         else:
-            groups.append(([name], set()))
+            group.claimants.append(name)
     for user in ran:
-        for claimants, users in groups:
-            if visibility.same_folder(user, claimants[0]):
-                users.add(user)
-                break
+        group = next((g for g in groups if visibility.same_folder(user, g.claimants[0])), None)
+        if group is not None:
+            group.ran.add(user)
     return groups
 
 
