@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -56,6 +57,14 @@ def require_write(request: Request, principal: Principal, service: TaskService, 
     path = service.store.spec_path(name)  # InvalidName (400): '..', '//', hidden, outside
     if not principal.can_write(name):
         raise refuse(request, principal, name, principal.describe_scope())
+    require_within(request, principal, service, name, path)
+
+
+def require_within(
+    request: Request, principal: Principal, service: TaskService, name: str, path: Path
+) -> None:
+    """403 unless `path`, the file `name` names, lies in one of the caller's folders once its
+    symlinks are resolved: the one check of every path the API resolves for a caller."""
     if not principal.resolves_within(service.store.root, path):
         raise refuse(request, principal, name, "resolves (through a symlink) outside its folders")
 
@@ -144,9 +153,12 @@ def require_read(principal: Principal, service: TaskService, name: str) -> None:
         raise NotFound(f"no task {name}")
 
 
-def require_admin(request: Request, principal: Principal, file: str) -> None:
+def require_admin(request: Request, principal: Principal, service: TaskService, file: str) -> None:
+    """403 unless `principal` may edit the configuration file `file` and the file, symlinks
+    resolved, lies in its folders (400 if `file` is not a configuration file name)."""
     if not principal.can_write(file):
         raise refuse(request, principal, file, "is not an admin token (configuration)")
+    require_within(request, principal, service, file, service.config_path(file))
 
 
 def audit(request: Request, principal: Principal, action: str, target: str) -> None:

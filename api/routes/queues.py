@@ -144,8 +144,10 @@ def _within(named: Mapping[object, Any], task: str, queue: str) -> bool:
 @router.get("")
 def list_queues(settings: SettingsDep) -> dict[str, Any]:
     """Every queue: nominal quota, usage, borrowed, lent, decayed usage (`decayedUsage`, CPU-,
-    GPU- and byte-seconds), weighted share, pending and admitted counts; whether the
-    configuration file is valid; `fairSharing` (mode, usageHalfLife in seconds)."""
+    GPU- and byte-seconds), weighted share, pending and admitted counts, and `effective`, what
+    it may do once bounded by its parent (its preemption block, borrowing and lending limits,
+    and `bounded`: each field its own file asked beyond them); whether the configuration file
+    is valid; `fairSharing` (mode, usageHalfLife in seconds)."""
     body = queue_status(settings)
     result: dict[str, Any] = {"config": body.get("config"), "items": body.get("queues", [])}
     if body.get("warning"):

@@ -23,7 +23,7 @@ from reconciler.shell.ops.history import HistoryView
 from reconciler.shell.ops.lock import LOCK_NAME, LockHeld, StateLock
 from specs.cluster import RayAdapter
 from specs.settings.process import Settings
-from specs.tenancy.access import AccessError, Tokens, exposure_problem, load_tokens
+from specs.tenancy.access import TOKEN_ENV, AccessError, Tokens, exposure_problem, load_tokens
 from specs.tenancy.runtimepaths import unconfined_warning
 
 if TYPE_CHECKING:
@@ -46,9 +46,14 @@ def serve(settings: Settings) -> None:
     problem = exposure_problem(settings, tokens)
     if problem is not None:
         raise ServeError(problem)
-    warning = unconfined_warning(settings, tokens)
-    if warning is not None:
-        log.warning("%s", warning)
+    if TOKEN_ENV in settings.head_env:
+        raise ServeError(
+            f"RAYQUEUE_HEAD_ENV names {TOKEN_ENV}: serve's own token never goes to the Ray "
+            "head, where every job could read it"
+        )
+    for warning in (unconfined_warning(settings, tokens), shared_user_warning(settings)):
+        if warning is not None:
+            log.warning("%s", warning)
     # --insecure-no-auth: the API warns when it starts (api/app.py), every time.
     try:
         settings.tasks_dir.mkdir(parents=True, exist_ok=True)
@@ -132,6 +137,22 @@ def serve(settings: Settings) -> None:
         lock.release()
 
 
+SHARED_USER_WARNING = (
+    "team tokens with the embedded local Ray head: every team's job runs as this scheduler's "
+    "user on this host, so it can read the team tokens file, every team's specs and statuses, "
+    "and drive the Ray head itself. For teams that do not trust each other, run Ray as a "
+    "separate cluster (--address) or at least as a separate OS user (docs/deploy.md, Threat "
+    "model); set RAYQUEUE_SINGLE_USER_HEAD=true to accept this and silence the warning"
+)
+
+
+def shared_user_warning(settings: Settings) -> str | None:
+    """The warning serve logs at start when team tokens meet the embedded head."""
+    if settings.team_tokens is None or settings.address is not None:
+        return None
+    return None if settings.single_user_head else SHARED_USER_WARNING
+
+
 @dataclass
 class _Running:
     """What start-up has started so far, for the shutdown to undo."""
@@ -160,7 +181,7 @@ def _start(
     if address is None:
         log.info("no Ray address given; starting a private local Ray head on loopback")
         running.head = LocalRayHead()
-        address = running.head.start(num_cpus=settings.local_num_cpus)
+        address = running.head.start(num_cpus=settings.local_num_cpus, passed_env=settings.head_env)
         log.info("local Ray head ready; dashboard at %s", address)
     ray = RayJobsAdapter(
         address,

@@ -93,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     loaded = queues.load()
     if loaded.state is not None and not loaded.state.valid:
         print(f"warning: {queues.path} is invalid: {loaded.state.error}", file=sys.stderr)
+    for item in loaded.bounded:  # a team's own file asked beyond its parent: bounded
+        print(f"warning: {item.note}", file=sys.stderr)
     now = datetime.now(UTC)
     result, _ = incremental.plan_incremental(
         incremental.EMPTY,

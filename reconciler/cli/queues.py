@@ -22,7 +22,18 @@ from reconciler.cli.common import (
 from reconciler.shell.loop.queuefile import read_status
 from specs.queues.config import CONFIG_FILE, STATUS_FILE
 
-HEADER = ("NAME", "NOMINAL", "USED", "BORROWED", "PAST", "SHARE", "PENDING", "RUNNING")
+HEADER = (
+    "NAME",
+    "NOMINAL",
+    "USED",
+    "BORROWED",
+    "PAST",
+    "SHARE",
+    "PENDING",
+    "RUNNING",
+    "PREEMPTION",
+    "BORROWING-LIMIT",
+)
 
 EPILOG = f"""\
 The figures are the reconciler's at its last pass, read from {STATUS_FILE} (beside the
@@ -32,6 +43,9 @@ weighted share the next start is ordered by: the largest over CPU, GPU and memor
 queue uses above its nominal quota, now plus its decayed mean use, over what the queues can
 lend, divided by its weight. RUNNING counts Starting and Running tasks. A sub-queue (nested
 queues: team-a/_queues.yaml) is indented under its queue, whose counts include its sub-queues'.
+PREEMPTION and BORROWING-LIMIT say what the queue may do once bounded by its parent: a team's
+own file divides what its parent grants, never widens it; a value marked * was bounded, and a
+warning names the file, line and field (-o yaml shows the whole `effective` block).
 
 examples:
   rayqueue queues
@@ -87,6 +101,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {config} is invalid ({kept}): {state.get('error')}", file=sys.stderr)
     if body.get("warning"):
         print(f"warning: {body['warning']}", file=sys.stderr)
+    for q in body.get("queues", []):
+        for item in _bounded(q):
+            print(f"warning: {item.get('message')}", file=sys.stderr)
     depth = _depths(body.get("queues", []))
     rows = [
         (
@@ -98,11 +115,59 @@ def run(args: argparse.Namespace) -> int:
             f"{float(q.get('weightedShare', 0)):.3f}",
             str(q.get("pending", 0)),
             str(q.get("admitted", 0)),
+            preemption(q),
+            borrowing_limit(q),
         )
         for q in body.get("queues", [])
     ]
     print(table(HEADER, rows))
     return EXIT_OK
+
+
+def _bounded(entry: Any) -> list[dict[str, Any]]:
+    """The fields of a queue that its own file asked beyond what its parent grants."""
+    effective = entry.get("effective") if isinstance(entry, dict) else None
+    items = effective.get("bounded") if isinstance(effective, dict) else None
+    return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+
+def _marked(entry: Any) -> set[str]:
+    return {str(item.get("field")) for item in _bounded(entry)}
+
+
+def preemption(entry: Any) -> str:
+    """`within=LowerPriority,reclaim=Any` (the modes that are not Never), `none`; `*` marks a
+    mode bounded by the parent; `-` for a status written without the effective block."""
+    effective = entry.get("effective") if isinstance(entry, dict) else None
+    block = effective.get("preemption") if isinstance(effective, dict) else None
+    if not isinstance(block, dict):
+        return "-"
+    marked = _marked(entry)
+    parts = []
+    for key, short in (("withinQueue", "within"), ("reclaimWithinCohort", "reclaim")):
+        mode = block.get(key, "Never")
+        star = "*" if f"preemption.{key}" in marked else ""
+        if mode != "Never" or star:
+            parts.append(f"{short}={mode}{star}")
+    return ",".join(parts) or "none"
+
+
+def borrowing_limit(entry: Any) -> str:
+    """`cpu=4,memory=8Gi` (resources without a limit left out), `none` without any; `*` marks
+    an amount bounded by the parent."""
+    effective = entry.get("effective") if isinstance(entry, dict) else None
+    limits = effective.get("borrowingLimit") if isinstance(effective, dict) else None
+    if not isinstance(limits, dict):
+        return "-"
+    marked = _marked(entry)
+    parts = []
+    for key in ("cpu", "gpu", "memory"):
+        if key in limits:
+            star = "*" if f"borrowingLimit.{key}" in marked else ""
+            value = limits[key]
+            shown = f"{value:g}" if isinstance(value, int | float) else str(value)
+            parts.append(f"{key}={shown}{star}")
+    return ",".join(parts) or "none"
 
 
 def _depths(entries: list[Any]) -> dict[str, int]:

@@ -15,7 +15,13 @@ import sys
 import yaml
 
 from reconciler.cli.common import EXIT_OK, CliError, HelpFormatter, Subparsers
-from specs.tenancy.access import AccessError, Role, hash_token, parse_tokens_file
+from specs.tenancy.access import (
+    AccessError,
+    Role,
+    hash_token,
+    parse_tokens_file,
+    token_weakness,
+)
 
 EPILOG = """\
 examples:
@@ -67,8 +73,17 @@ def read_token() -> str:
 
 
 def run_hash(args: argparse.Namespace) -> int:
+    """The hash of a clear token, once it passes the check serve makes of the tokens it sees
+    in clear ($RAYQUEUE_API_TOKEN, --token-file): the tokens file holds only hashes, so this is
+    the last place a guessable team token can be refused."""
     del args
-    print(hash_token(read_token()))
+    token = read_token()
+    weakness = token_weakness(token)
+    if weakness is not None:
+        raise CliError(
+            f"the token {weakness}, so it could be guessed; `rayqueue token new` makes one"
+        )
+    print(hash_token(token))
     return EXIT_OK
 
 

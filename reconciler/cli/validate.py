@@ -20,6 +20,7 @@ from reconciler.cli.common import (
 )
 from reconciler.cli.files import STDIN, Source, parse_source, read_sources
 from specs.folder.store import FolderUnavailable, TaskStore
+from specs.queues.bounds import Bounded
 from specs.queues.config import CONFIG_FILE
 from specs.queues.parse import parse_queue_config
 from specs.queues.tree import divide_tree
@@ -36,7 +37,9 @@ after the file, hidden files, editor leftovers and status sidecars ignored. Its 
 configuration (_queues.yaml), if any, is checked too; so is a _queues.yaml named alone,
 or any file of `kind: QueueConfig` (as given to serve --queues).
 
-Errors read `file:line:column: field: message`, one per line, on stderr.
+Errors read `file:line:column: field: message`, one per line, on stderr. A field of a
+team's own _queues.yaml asked beyond what its parent grants is a warning of the same form
+(the file is valid: the parent's bound is in force).
 
 examples:
   rayqueue validate examples/tasks/hello.yaml
@@ -163,12 +166,15 @@ def _check_sub_queues(root: Path) -> list[tuple[str, list[str], list[SpecError]]
     except (SpecParseError, OSError):
         return []
     prefix = str(root) + os.sep
+    bounded: list[Bounded] = []
     try:
-        tree = divide_tree(top, root, prefix=prefix)
+        tree = divide_tree(top, root, prefix=prefix, bounded=bounded)
     except SpecParseError as exc:
         return [(exc.errors[0].file if exc.errors else prefix, [], exc.errors)]
     except OSError as exc:
         return [(prefix, [], [SpecError(prefix, None, None, None, f"cannot read: {exc}")])]
+    for item in bounded:  # valid: what a team's file asks beyond its parent is bounded
+        print(f"warning: {item.note}", file=sys.stderr)
     added = tree.queue_names()[len(top.spec.queues) : -1]
     return [(prefix + "(sub-queues)", [f"queues {', '.join(added)}"], [])] if added else []
 

@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from specs.folder.store import (
     TaskStore,
     validate_name,
 )
+from specs.queues.bounds import Bounded
 from specs.queues.config import CONFIG_FILE as QUEUES_FILE
 from specs.queues.parse import parse_queue_config
 from specs.queues.tree import check_sub_queue_edit
@@ -84,6 +86,15 @@ token policy and its submission-id claims)."""
 WriterCheck = Callable[[Task], Sequence[PathProblem]]
 """What one writer may not put in a spec (specs.tenancy.runtimepaths.RuntimePaths.writer_check); run
 during validation so a problem names its line."""
+
+
+@dataclass(frozen=True)
+class ConfigWritten:
+    """A configuration file written: whether it is new, and what a team's own queue file asked
+    beyond its parent (each `file:line:column: field: message`; bounded, not refused)."""
+
+    created: bool
+    warnings: tuple[str, ...] = ()
 
 
 # --- the service -------------------------------------------------------------------------------
@@ -439,9 +450,9 @@ class TaskService:
         except (FileNotFoundError, NotADirectoryError):
             return None
 
-    def write_config(self, file: str, data: bytes) -> bool:
-        """Write a configuration file; True if it did not exist before. `_queues.yaml` is
-        checked as the loop will read it; other names only as a YAML mapping."""
+    def write_config(self, file: str, data: bytes) -> ConfigWritten:
+        """Write a configuration file. `_queues.yaml` is checked as the loop will read it;
+        other names only as a YAML mapping."""
         path = self.config_path(file)
         try:
             check_nesting(data)  # before parsing: a nesting bomb costs a scan, not a parse
@@ -452,19 +463,21 @@ class TaskService:
             raise ConfigRejected(f"{file} is not valid YAML: {exc}") from None
         if not isinstance(document, dict):
             raise ConfigRejected(f"{file} must be a YAML mapping")
+        bounded: list[Bounded] = []
         if file == QUEUES_FILE:
             parse_queue_config(data, file=file)  # SpecParseError names line and field
         elif file.endswith("/" + QUEUES_FILE):
-            self._check_sub_queues(file, data)
+            bounded = self._check_sub_queues(file, data)
         with self.lock(file):
             existed = os.path.lexists(path)
             path.parent.mkdir(parents=True, exist_ok=True)
             self._write(path, data)
-        return not existed
+        return ConfigWritten(not existed, tuple(str(item.note) for item in bounded))
 
-    def _check_sub_queues(self, file: str, data: bytes) -> None:
-        """A queue's own file, checked alone and inside the tree as the loop will read it."""
-        check_sub_queue_edit(self.store.root, self.read_config(QUEUES_FILE), file, data)
+    def _check_sub_queues(self, file: str, data: bytes) -> list[Bounded]:
+        """A queue's own file, checked alone and inside the tree as the loop will read it;
+        the fields it asks beyond what its parent grants (bounded, not refused)."""
+        return check_sub_queue_edit(self.store.root, self.read_config(QUEUES_FILE), file, data)
 
     def delete_config(self, file: str) -> None:
         path = self.config_path(file)

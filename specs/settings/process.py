@@ -45,6 +45,7 @@ LOG_FORMATS = ("text", "json")
 
 # Host patterns as Starlette's TrustedHostMiddleware takes them, and browser origins.
 _HOST_PATTERN = re.compile(r"\*|(\*\.)?[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\]")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ORIGIN = re.compile(r"https?://([A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])(:[0-9]{1,5})?")
 
 
@@ -232,6 +233,27 @@ class Settings(PlannerSettings):
     )
     """CPUs the embedded local Ray head declares (default: what Ray detects)."""
 
+    head_env: tuple[str, ...] = field(
+        default=(),
+        metadata=knob(
+            "variables of serve's environment the embedded local Ray head, and so every job "
+            "on it, gets besides what Ray needs; comma-separated names"
+        ),
+    )
+    """Every job of the embedded head inherits the head's environment, which holds only what
+    Ray needs (reconciler/shell/raycluster/local_head.py) and these names: the operator's keys
+    stay with serve unless listed. serve refuses to pass its own API token."""
+
+    single_user_head: bool = field(
+        default=False,
+        metadata=knob(
+            "with --team-tokens and the embedded local Ray head, do not warn at start that "
+            "every job runs as serve's user on its host"
+        ),
+    )
+    """The operator accepts that jobs on the embedded head share serve's user and host (one
+    team in fact, or a host of its own); the start-up warning is then not given."""
+
     standby: bool = field(
         default=False,
         metadata=knob(
@@ -375,6 +397,9 @@ class Settings(PlannerSettings):
                 parse_capacity(self.max_capacity)
             except ValueError as exc:
                 raise ValueError(f"--max-capacity: {exc}") from None
+        for name in self.head_env:
+            if not _ENV_NAME.fullmatch(name):
+                raise ValueError(f"RAYQUEUE_HEAD_ENV: {name!r} is not a variable name")
         for root in self.working_dir_roots:
             if not os.path.isabs(root):
                 raise ValueError(f"--working-dir-root: {root!r} must be an absolute path")

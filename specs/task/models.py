@@ -119,6 +119,29 @@ class Bundle(DocumentModel):
 MAX_BUNDLES = 256
 
 
+# The smallest request of each resource that counts: less reserves nothing anyone could use
+# (Ray itself rounds CPU and GPU to 1/10000), yet would pass "at least one resource" and take
+# a place in the queue for free. A request of 0 is no request and stays allowed.
+MIN_CPU: Final = 0.01
+MIN_GPU: Final = 0.01
+MIN_MEMORY: Final = 1 << 20
+
+
+def below_minimum(cpu: float, gpu: float, memory: int) -> str | None:
+    """Why a request of these amounts is too small to count (naming the first such one and
+    its minimum), or None."""
+    if 0 < cpu < MIN_CPU:
+        return f"cpu {cpu:g} is below the smallest request, {MIN_CPU:g} (0 means none)"
+    if 0 < gpu < MIN_GPU:
+        return f"gpu {gpu:g} is below the smallest request, {MIN_GPU:g} (0 means none)"
+    if 0 < memory < MIN_MEMORY:
+        return (
+            f"memory {memory} bytes is below the smallest request, "
+            f"{format_memory(MIN_MEMORY)} (0 means none)"
+        )
+    return None
+
+
 class Resources(Bundle):
     """What a task declares it will use while it runs. A reservation, not a Ray limit.
     `bundles`: on an autoscaling cluster, how it is spread over nodes (each bundle on one
@@ -126,6 +149,13 @@ class Resources(Bundle):
     request to the node types itself."""
 
     bundles: list[Bundle] = Field(default_factory=list, max_length=MAX_BUNDLES)
+
+    @model_validator(mode="after")
+    def _large_enough(self) -> Resources:
+        why = below_minimum(self.cpu, self.gpu, self.memory)
+        if why is not None:
+            raise ValueError(why)
+        return self
 
     @model_validator(mode="after")
     def _bundles_cover(self) -> Resources:

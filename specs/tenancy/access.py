@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
+import math
 import os
 import re
 import stat
@@ -52,6 +53,11 @@ CONFIG_PREFIX = "_"  # top-level names reserved for configuration (admin only)
 MAX_TOKENS_FILE_BYTES = 1 << 20
 # 32 characters of a random token are ~190 bits (token_urlsafe): far beyond guessing over HTTP.
 MIN_TOKEN_LENGTH = 32
+# Length alone passes 36 copies of one letter. A token is also judged by a rough estimate of
+# its entropy: the length of its shortest repeating unit times log2 of the number of distinct
+# characters it uses. A random token of MIN_TOKEN_LENGTH hex digits (128 bits) clears it.
+MIN_TOKEN_BITS = 100
+MIN_TOKEN_DISTINCT = 8
 MAKE_TOKEN = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
 # Group write or any access by others. Group read stays allowed: it is how Kubernetes (fsGroup,
 # defaultMode 0440) shares a Secret with a non-root process.
@@ -144,16 +150,35 @@ class Principal:
         return self.policy.read_all or self.resolves_within(root, path)
 
     def resolves_within(self, root: Path, path: Path) -> bool:
-        """Whether `path` (a spec file under `root`), symlinks resolved, still lies in one of
-        this caller's folders: a link inside team-a's folder must not lead into team-b's."""
+        """Whether `path` (a spec or configuration file under `root`), symlinks resolved, still
+        lies in one of this caller's folders: a link inside team-a's folder must not lead into
+        team-b's, nor up to the top folder's configuration. The one check every path the API
+        resolves for a caller goes through."""
         if TOP in self.folders:
             return True  # the store itself keeps every path inside the root
-        real = os.path.realpath(path)
-        for folder in self.folders:
-            top = os.path.realpath(root / folder)
-            if real.startswith(top.rstrip(os.sep) + os.sep):
-                return True
-        return False
+        real = resolved_path(path)
+        if real is None:
+            return False
+        return any(lies_in(real, os.path.realpath(root / folder)) for folder in self.folders)
+
+
+def resolved_path(path: Path) -> str | None:
+    """The path the system reaches through `path`, every symlink followed; None when that
+    cannot be known (a loop of links, a folder it may not search), so the caller refuses.
+    A dangling link resolves to where it points: that is where a write through it lands."""
+    try:
+        return os.path.realpath(path, strict=True)
+    except (FileNotFoundError, NotADirectoryError):
+        # Missing (or under a file): every link up to the missing part is still followed.
+        return os.path.realpath(path)
+    except OSError:
+        return None
+
+
+def lies_in(real: str, real_top: str) -> bool:
+    """Whether the resolved path `real` lies in the resolved folder `real_top` (not the folder
+    itself: a file is never its own folder)."""
+    return real.startswith(real_top.rstrip(os.sep) + os.sep)
 
 
 ANONYMOUS = Principal(ANONYMOUS_NAME, Role.ADMIN, (TOP,))
@@ -316,9 +341,50 @@ def _read_small(path: Path, what: str) -> bytes:
         raise AccessError(f"cannot read {what} {path}: {exc.strerror}") from None
 
 
+def token_bits(token: str) -> float:
+    """The rough entropy estimate of `token`: the length of its shortest repeating unit
+    (`abcabc` is `abc` said twice) times log2 of the number of distinct characters."""
+    distinct = len(set(token))
+    if distinct < 2:
+        return 0.0
+    return _period(token) * math.log2(distinct)
+
+
+def _period(text: str) -> int:
+    """The length of the shortest unit of which `text` is a repetition (the last one may be
+    cut short): the prefix function of Knuth, Morris and Pratt."""
+    border = [0] * len(text)
+    for index in range(1, len(text)):
+        length = border[index - 1]
+        while length and text[index] != text[length]:
+            length = border[length - 1]
+        if text[index] == text[length]:
+            length += 1
+        border[index] = length
+    return len(text) - border[-1] if text else 0
+
+
+def token_weakness(token: str) -> str | None:
+    """Why `token` could be guessed, or None: shorter than MIN_TOKEN_LENGTH, fewer than
+    MIN_TOKEN_DISTINCT distinct characters, or below MIN_TOKEN_BITS by token_bits."""
+    if len(token) < MIN_TOKEN_LENGTH:
+        return f"is {len(token)} characters long; at least {MIN_TOKEN_LENGTH} are needed"
+    distinct = len(set(token))
+    if distinct < MIN_TOKEN_DISTINCT:
+        return f"uses only {distinct} distinct characters; at least {MIN_TOKEN_DISTINCT} are needed"
+    bits = token_bits(token)
+    if bits < MIN_TOKEN_BITS:
+        return (
+            f"is too regular: about {bits:.0f} bits by the estimate (length of its shortest "
+            f"repeating part x log2 of its distinct characters); at least {MIN_TOKEN_BITS} "
+            "are needed"
+        )
+    return None
+
+
 def single_token(settings: Settings, environ: Mapping[str, str]) -> str | None:
     """settings.api_token, else --token-file's content, else $RAYQUEUE_API_TOKEN; AccessError
-    for a token shorter than MIN_TOKEN_LENGTH."""
+    for a token that could be guessed (token_weakness)."""
     if settings.api_token:
         token, source = settings.api_token, "the API token"
     elif settings.token_file is not None:
@@ -332,10 +398,10 @@ def single_token(settings: Settings, environ: Mapping[str, str]) -> str | None:
         token, source = environ[TOKEN_ENV], f"${TOKEN_ENV}"
     else:
         return None
-    if len(token) < MIN_TOKEN_LENGTH:
+    weakness = token_weakness(token)
+    if weakness is not None:
         raise AccessError(
-            f"{source} is {len(token)} characters long; at least {MIN_TOKEN_LENGTH} are "
-            f"needed, so it cannot be guessed. Make one with: {MAKE_TOKEN}"
+            f"{source} {weakness}, so it cannot be guessed. Make one with: {MAKE_TOKEN}"
         )
     return token
 
@@ -418,6 +484,8 @@ def insecure_warning(settings: Settings, tokens: Tokens) -> str | None:
 
 __all__ = [
     "ANONYMOUS",
+    "MIN_TOKEN_BITS",
+    "MIN_TOKEN_DISTINCT",
     "MIN_TOKEN_LENGTH",
     "SINGLE_TOKEN_NAME",
     "TOKEN_ENV",
@@ -433,6 +501,9 @@ __all__ = [
     "is_loopback",
     "load_tokens",
     "parse_tokens_file",
+    "resolved_path",
     "team_visibility",
+    "token_bits",
+    "token_weakness",
     "visibility_of",
 ]

@@ -10,9 +10,14 @@ only if, symlinks resolved, it lies under one of the roots that apply to its wri
 if it is, holds or lies inside the tasks, status or state folder, or is or holds a token file.
 Ray zips a directory following the symlinks inside it, so those are checked too.
 
-Remote URIs (https://, s3://, gs://, gcs://, ...) read nothing here and are always fine.
-`file://` and `local://` name paths on a node, which with a local head is this machine: their
-path is checked like any other.
+Each value is judged as Ray reads it, not by its shape: LOCAL_FIELDS lists every field that
+can name a local path and how Ray takes it (NO_LOCAL_PATH says why the others cannot), and
+ray_target normalises a value as Ray does (a conda string is a file by its parsed suffix, so
+`env.yaml/` and `env.yaml/.` are env.yaml; `~` is never expanded; a relative path is relative
+to this process's folder; `..` is taken after the symlink before it). Remote URIs (https://,
+s3://, gs://, gcs://, ...) read nothing here and are always fine. `file://` and `local://` name
+paths on a node, which with a local head is this machine: the path the node opens (the whole
+rest of the URI, percent-decoded for file://) is checked like any other.
 """
 
 from __future__ import annotations
@@ -21,20 +26,61 @@ import os
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from specs.settings.process import Settings
 from specs.task.records import Task
-from specs.tenancy.access import SINGLE_TOKEN_NAME, Principal, Tokens
+from specs.tenancy.access import SINGLE_TOKEN_NAME, Principal, Tokens, resolved_path
 from specs.yamlio.parse import Problem
 
 # Schemes Ray fetches from elsewhere (ray/_common/runtime_env_uri.py, less `file`).
 REMOTE_SCHEMES = frozenset({"http", "https", "s3", "gs", "gcs", "azure", "abfss"})
 # Paths on a node: with a local Ray head, on this machine.
 NODE_SCHEMES = frozenset({"file", "local"})
-# Fields whose value is a URI or a local path (a list of them for the last two).
-_URI_OR_PATH = ("working_dir",)
-_URI_OR_PATH_LISTS = ("py_modules", "java_jars")
+
+
+class Shape(Enum):
+    """How Ray takes the value of a runtimeEnv field that can name a local file or folder."""
+
+    # A local folder (or .py, .whl, .jar file) Ray's client zips and uploads, or a URI.
+    PACKAGE = "package"
+    # A list of PACKAGE values.
+    PACKAGES = "packages"
+    # A string is a requirements file Ray's client reads, and so is `packages` when a mapping
+    # gives it as a string; a list names packages.
+    REQUIREMENTS = "requirements"
+    # A string whose path ends in .yaml or .yml is a YAML file Ray's client reads; an absolute
+    # one names an env folder on the node; anything else is an env name. A mapping is inline.
+    CONDA = "conda"
+
+
+# Every field of Ray's runtime_env (RuntimeEnv.known_fields) that can name a local path.
+LOCAL_FIELDS: Mapping[str, Shape] = {
+    "working_dir": Shape.PACKAGE,
+    "py_modules": Shape.PACKAGES,
+    "java_jars": Shape.PACKAGES,
+    "pip": Shape.REQUIREMENTS,
+    "uv": Shape.REQUIREMENTS,
+    "conda": Shape.CONDA,
+}
+# Ray's other fields, and why none names a file read here: what they name on a node, the
+# job's own code could reach there too.
+NO_LOCAL_PATH: Mapping[str, str] = {
+    "excludes": "patterns matched inside working_dir and py_modules, never opened",
+    "env_vars": "strings handed to the job",
+    "container": "an image and options for the node's container runtime",
+    "image_uri": "a container image, pulled on the node",
+    "py_executable": "a command the node runs the worker with",
+    "config": "set-up timeouts, eager install, and log file names on the node",
+    "worker_process_setup_hook": "a module path the worker imports",
+    "_nsight": "profiler options on the node",
+    "_rocprof_sys": "profiler options on the node",
+    "_ray_release": "a Ray wheel URL for conda and pip",
+    "_ray_commit": "a commit hash",
+    "_inject_current_ray": "a flag",
+}
 # A tree bigger than this is refused rather than walked on every check (Ray's own package
 # limit, 500 MiB, is reached long before by real code folders).
 MAX_TREE_ENTRIES = 100_000
@@ -63,32 +109,37 @@ class PathProblem:
         return f"{self.field}: {self.message}"
 
 
-def local_values(runtime_env: Mapping[str, Any]) -> Iterator[tuple[Loc, Any, bool]]:
-    """(location under runtimeEnv, value, may be a URI) of every value Ray would read from the
-    submitter's disk if it is a local path. Values of the wrong type are yielded too: the
-    check calls them malformed rather than guess what Ray would do with them."""
-    for key in _URI_OR_PATH:
-        if runtime_env.get(key) is not None:
-            yield (key,), runtime_env[key], True
-    for key in _URI_OR_PATH_LISTS:
-        items = runtime_env.get(key)
-        if items is None:
-            continue
-        if not isinstance(items, list):
-            yield (key,), _NotAList(items), True
-            continue
-        for index, item in enumerate(items):
-            yield (key, index), item, True
-    for key in ("pip", "uv"):
+def local_values(runtime_env: Mapping[str, Any]) -> Iterator[tuple[Loc, Any, Shape]]:
+    """(location under runtimeEnv, value, its field's shape) of every value Ray would read
+    from a disk if it is a local path (LOCAL_FIELDS). Values of the wrong type are yielded
+    too: the check calls them malformed rather than guess what Ray would do with them."""
+    for key, shape in LOCAL_FIELDS.items():
         value = runtime_env.get(key)
-        if isinstance(value, str):  # a requirements file; a list names packages
-            yield (key,), value, False
-        elif isinstance(value, dict) and isinstance(value.get("packages"), str):
-            yield (key, "packages"), value["packages"], False
-    conda = runtime_env.get("conda")
-    # An env name stays a name; Ray reads a .yaml/.yml file, and probes an absolute path.
-    if isinstance(conda, str) and (conda.endswith((".yaml", ".yml")) or conda.startswith("/")):
-        yield ("conda",), conda, False
+        if value is None:
+            continue
+        if shape is Shape.PACKAGE:
+            yield (key,), value, shape
+        elif shape is Shape.PACKAGES:
+            if not isinstance(value, list):
+                yield (key,), _NotAList(value), shape
+                continue
+            for index, item in enumerate(value):
+                yield (key, index), item, shape
+        elif shape is Shape.REQUIREMENTS:
+            if isinstance(value, str):
+                yield (key,), value, shape
+            elif isinstance(value, dict) and isinstance(value.get("packages"), str):
+                yield (key, "packages"), value["packages"], shape
+        elif isinstance(value, str) and is_conda_path(value):
+            yield (key,), value, shape
+
+
+def is_conda_path(conda: str) -> bool:
+    """Whether Ray takes the string `conda` for a path (ray/_private/runtime_env/validation.py,
+    parse_and_validate_conda): by the suffix of the path it parses, so `env.yaml/` and
+    `env.yaml/.` are the file env.yaml; an absolute path is an env folder."""
+    path = PurePosixPath(conda)
+    return path.suffix in (".yaml", ".yml") or path.is_absolute()
 
 
 @dataclass(frozen=True)
@@ -129,13 +180,13 @@ class Confinement:
             return []
         real_roots = [os.path.realpath(r) for r in roots]
         problems: list[PathProblem] = []
-        for loc, value, may_be_uri in local_values(runtime_env):
+        for loc, value, shape in local_values(runtime_env):
             where = (*RUNTIME_ENV, *loc)
-            path, problem = _as_path(value, may_be_uri)
-            if problem is not None:
-                problems.append(PathProblem(where, problem, forbidden=False))
-            elif path is not None:
-                found = self._problem(value, path, roots, real_roots)
+            target = ray_target(value, shape)
+            if target.problem is not None:
+                problems.append(PathProblem(where, target.problem, forbidden=target.forbidden))
+            elif target.path is not None:
+                found = self._problem(value, target.path, roots, real_roots)
                 if found is not None:
                     problems.append(PathProblem(where, found))
         return problems
@@ -143,11 +194,16 @@ class Confinement:
     def _problem(
         self, value: str, path: str, roots: Sequence[str], real_roots: Sequence[str]
     ) -> str | None:
-        given = os.path.normpath(os.path.join(self.cwd, path))
-        real = os.path.realpath(given)
+        # Ray opens the path as given, relative to this process's folder; the system follows
+        # each link before the `..` after it, which realpath does too (a lexical normpath
+        # first would not: `root/link/../x` is not `root/x` when link leads elsewhere).
+        given = os.path.join(self.cwd, path)
+        real = resolved_path(Path(given))
+        if real is None:
+            return f"{value} cannot be resolved (a loop of symlinks, or a folder not searchable)"
         refused = self._refused(real, roots, real_roots)
         if refused is not None:
-            shown = f" (it resolves to {real})" if real != given else ""
+            shown = f" (it resolves to {real})" if real != os.path.normpath(given) else ""
             return f"{value} {refused}{shown}"
         if os.path.isdir(real):
             return self._tree_problem(value, real, roots, real_roots)
@@ -224,26 +280,57 @@ class _NotAList:
     value: Any
 
 
-def _as_path(value: Any, may_be_uri: bool) -> tuple[str | None, str | None]:
-    """(local path to check, None), (None, None) for a remote URI, or (None, why malformed)."""
+@dataclass(frozen=True)
+class Target:
+    """What Ray reads for one runtimeEnv value: a local `path` (relative to the submitting
+    process's folder), nothing local (both None: a remote URI), or a `problem`."""
+
+    path: str | None = None
+    problem: str | None = None
+    forbidden: bool = False  # the problem is what the value reaches, not how it is written
+
+
+REMOTE = Target()
+
+
+def ray_target(value: Any, shape: Shape) -> Target:
+    """Where Ray's client (or, for file:// and local://, the node) reads `value` of a field
+    of this shape, normalised as Ray does. `~` is no home folder: Ray never expands it."""
     if isinstance(value, _NotAList):
-        return None, f"must be a list of paths or URIs, not {type(value.value).__name__}"
+        return Target(problem=f"must be a list of paths or URIs, not {type(value.value).__name__}")
     if not isinstance(value, str):
-        return None, f"must be a string (a path or a URI), not {type(value).__name__}"
+        return Target(problem=f"must be a string (a path or a URI), not {type(value).__name__}")
     if "\x00" in value:
-        return None, "must not contain NUL"
-    if not may_be_uri:
-        return value, None  # Ray opens it as a file, whatever it looks like
-    parsed = urllib.parse.urlparse(value)
-    scheme = parsed.scheme.lower()
+        return Target(problem="must not contain NUL")
+    if shape not in (Shape.PACKAGE, Shape.PACKAGES):
+        return Target(path=value)  # Ray opens it as a file, whatever it looks like
+    scheme = urllib.parse.urlparse(value).scheme.lower()  # Ray's own test of a URI
     if not scheme:
-        return value, None
+        return Target(path=value)
     if scheme in REMOTE_SCHEMES:
-        return None, None
+        return REMOTE
     if scheme in NODE_SCHEMES:
-        return urllib.parse.unquote(parsed.path) or "/", None
+        return _node_target(value, scheme)
     known = ", ".join(f"{s}://" for s in sorted(REMOTE_SCHEMES))
-    return None, f"unknown URI scheme {scheme}:// (remote: {known}; or a local path)"
+    return Target(problem=f"unknown URI scheme {scheme}:// (remote: {known}; or a local path)")
+
+
+def _node_target(value: str, scheme: str) -> Target:
+    """The path a node opens for a file:// or local:// URI: what follows the scheme and its
+    two slashes, taken whole (no query, no fragment), and for file:// percent-decoded
+    (ray/_private/runtime_env/protocol.py, ray/_common/runtime_env_uri.py)."""
+    prefix = f"{scheme}://"
+    rest = value[len(prefix) :]
+    path = urllib.parse.unquote(rest) if scheme == "file" else rest
+    if value[: len(prefix)].lower() != prefix or not path.startswith("/"):
+        return Target(
+            problem=(
+                f"names a path relative to the node's own folder, which cannot be checked: "
+                f"write {prefix}/absolute/path"
+            ),
+            forbidden=True,
+        )
+    return Target(path=path)
 
 
 def _inside(path: str, top: str) -> bool:
@@ -327,14 +414,20 @@ UNCONFINED_WARNING = (
 )
 
 __all__ = [
+    "LOCAL_FIELDS",
     "MAX_TREE_ENTRIES",
     "NODE_SCHEMES",
+    "NO_LOCAL_PATH",
     "OFF",
     "REMOTE_SCHEMES",
     "UNCONFINED_WARNING",
     "Confinement",
     "PathProblem",
     "RuntimePaths",
+    "Shape",
+    "Target",
+    "is_conda_path",
     "local_values",
+    "ray_target",
     "unconfined_warning",
 ]

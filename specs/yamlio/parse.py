@@ -385,9 +385,24 @@ def parse_document(
     return _guarded(file, parse)
 
 
-def _pinned(file: str, node: Node, problems: Sequence[Problem]) -> list[SpecError]:
+def locate(text: str | bytes, *, file: str, problems: Sequence[Problem]) -> list[SpecError]:
+    """Each problem of a file that parses, placed on the line of the field it names: notes
+    that do not refuse the file (a value bounded by what a parent allows), worded as errors."""
+
+    def place() -> list[SpecError]:
+        docs = load_nodes(_decode(text, file), file, single=True)
+        if not docs:
+            return [node_error(file, dotted_path(loc) or None, None, m) for loc, m in problems]
+        return _pinned(file, docs[0][0], problems, limit=len(problems))
+
+    return _guarded(file, place)
+
+
+def _pinned(
+    file: str, node: Node, problems: Sequence[Problem], limit: int = MAX_ERRORS
+) -> list[SpecError]:
     errors = []
-    for loc, message in problems[:MAX_ERRORS]:
+    for loc, message in problems[:limit]:
         at = _locate(node, loc)[1]
         errors.append(node_error(file, dotted_path(loc) or None, at, message))
     return errors

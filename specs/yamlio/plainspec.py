@@ -19,6 +19,7 @@ from specs.task.models import (
     NO_METADATA,
     Metadata,
     Resources,
+    below_minimum,
     known_resources,
     shared_resources,
 )
@@ -169,6 +170,8 @@ def _checked_resources(value: dict[str, Any]) -> Resources | None:
         return None
     if cpu == 0 and gpu == 0 and memory == 0:
         return None  # the model's message: at least one resource
+    if below_minimum(cpu, gpu, memory) is not None:
+        return None  # the model's message names the resource and its minimum
     shared = known_resources(frozenset(value), cpu, gpu, memory)
     if shared is not None:
         return shared

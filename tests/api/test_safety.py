@@ -218,7 +218,7 @@ def test_token_from_the_environment(tasks_dir: Path, monkeypatch: pytest.MonkeyP
         ("10.1.2.3", None, True),
         ("head.example.org", None, True),
         ("::", None, True),
-        ("0.0.0.0", "t" * 32, False),
+        ("0.0.0.0", "t0k3n-0123456789abcdef-0123456789", False),
         ("127.0.0.1", None, False),
         ("localhost", None, False),
         ("::1", None, False),

@@ -74,9 +74,12 @@ def test_loopback_hosts_are_served(client: TestClient, host: str) -> None:
 
 def test_allowed_hosts_and_the_bind_address_are_served(tasks_dir: Path) -> None:
     settings = Settings(
-        tasks_dir=tasks_dir, host="10.1.2.3", api_token="t" * 32, allowed_hosts=("rq.corp", "*.lab")
+        tasks_dir=tasks_dir,
+        host="10.1.2.3",
+        api_token="t0k3n-0123456789abcdef-0123456789",
+        allowed_hosts=("rq.corp", "*.lab"),
     )
-    auth = {"Authorization": "Bearer " + "t" * 32}
+    auth = {"Authorization": "Bearer " + "t0k3n-0123456789abcdef-0123456789"}
     with TestClient(create_app(settings), base_url=BASE_URL) as client:
         for host in ("10.1.2.3:8264", "rq.corp", "gpu.lab:8264", "localhost"):
             assert client.get("/tasks", headers={**auth, "Host": host}).status_code == 200, host
@@ -85,7 +88,9 @@ def test_allowed_hosts_and_the_bind_address_are_served(tasks_dir: Path) -> None:
 
 
 def test_a_wildcard_bind_adds_no_host(tasks_dir: Path) -> None:
-    settings = Settings(tasks_dir=tasks_dir, host="0.0.0.0", api_token="t" * 32)
+    settings = Settings(
+        tasks_dir=tasks_dir, host="0.0.0.0", api_token="t0k3n-0123456789abcdef-0123456789"
+    )
     with TestClient(create_app(settings), base_url=BASE_URL) as client:
         assert client.get("/healthz", headers={"Host": "0.0.0.0:8264"}).status_code == 400
         assert client.get("/healthz").status_code == 200

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -135,8 +136,34 @@ def test_connections_past_the_limit_get_503(serve: Serve) -> None:
             sock.close()
 
 
+def test_a_client_past_its_share_gets_503_until_it_closes_one(serve: Serve) -> None:
+    """Half the connections per client: the third of a limit of four is answered 503 at once,
+    without a request; when the client closes one, it is served again."""
+    port = serve(bounded_protocol(header_timeout=60, body_timeout=60), max_connections=4)
+    held = [connect(port), connect(port)]
+    try:
+        with connect(port) as third:
+            answer = read_all(third)
+        assert answer.startswith(b"HTTP/1.1 503 ") and b"too many connections" in answer
+        held.pop().close()
+        request = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        deadline = time.monotonic() + SAFETY
+        while True:  # the server sees the close a moment later
+            with connect(port) as sock:
+                sock.sendall(request)
+                answer = read_all(sock)
+            if answer.startswith(b"HTTP/1.1 200 ") or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert answer.startswith(b"HTTP/1.1 200 "), answer[:80]
+    finally:
+        for sock in held:
+            sock.close()
+
+
 def test_the_served_defaults() -> None:
     settings = Settings(tasks_dir=Path("/nonexistent"))
     config = uvicorn_config(object(), settings)
     assert config.http is BoundedH11Protocol and config.limit_concurrency == 64
+    assert BoundedH11Protocol.per_client_limit == 32
     assert (BoundedH11Protocol.header_timeout, BoundedH11Protocol.body_timeout) == (10.0, 30.0)

@@ -108,3 +108,46 @@ def test_validate_reads_the_queues_own_files_too(rq, tasks) -> None:
     assert bad.code != 0
     assert f"{tasks}/team-a/_queues.yaml:7:13: spec.queues[1].name:" in bad.err
     assert "(a cycle)" in bad.err
+
+
+# team-a's own file asks what the top file never gave team-a: preemption, and borrowing
+# beyond the 2 CPUs team-a may hold at most (its borrowingLimit is 0).
+TEAM_A_WIDER = """\
+apiVersion: rayqueue/v1
+kind: QueueConfig
+spec:
+  queues:
+    - name: team-a/x
+      nominalQuota: {cpu: 1}
+      borrowingLimit: {cpu: 8}
+      preemption: {reclaimWithinCohort: Any}
+"""
+
+
+def test_the_table_shows_what_each_queue_may_do_with_bounded_fields_marked(rq, world) -> None:
+    t = world.tasks
+    within = "      borrowingLimit: {cpu: 0}\n      preemption: {withinQueue: LowerPriority}\n"
+    (t / "_queues.yaml").write_text(TOP.replace("      borrowingLimit: {cpu: 0}\n", within))
+    (t / "team-a").mkdir()
+    (t / "team-a" / "_queues.yaml").write_text(TEAM_A_WIDER)
+    write(t, "team-a/x/a0", spec_text(cpu=1))
+    world.step()
+    result = rq("queues")
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0].split()[-2:] == ["PREEMPTION", "BORROWING-LIMIT"]
+    rows = {line.split()[0]: line.split() for line in lines[1:] if line.strip()}
+    assert rows["team-a"][-2:] == ["within=LowerPriority", "cpu=0"]
+    assert rows["team-a/x"][-2:] == ["reclaim=Never*", "cpu=1*"]  # 2 at most, less its 1
+    assert rows["team-b"][-2:] == ["none", "none"]
+    assert "warning: team-a/_queues.yaml:8:41: spec.queues[0].preemption.reclaimWithinCohort" in (
+        result.err
+    )
+    assert "spec.queues[0].borrowingLimit.cpu: 8 CPU goes beyond" in result.err
+    as_yaml = yaml.safe_load(rq("queues", "-o", "yaml").out)
+    entry = next(q for q in as_yaml["status"]["queues"] if q["name"] == "team-a/x")
+    assert entry["effective"]["preemption"]["withinQueue"] == "Never"  # left out: its default
+    assert entry["effective"]["borrowingLimit"] == {"cpu": 1}
+    validated = rq("validate", str(t), folder=None)
+    assert validated.code == 0, validated.err  # bounded, not refused
+    assert f"warning: {t}/team-a/_queues.yaml:8:41:" in validated.err

@@ -54,12 +54,13 @@ def test_table_after_a_pass(rq, world) -> None:
     assert result.code == 0, result.err
     lines = result.out.splitlines()
     assert lines[0].split() == [
-        "NAME", "NOMINAL", "USED", "BORROWED", "PAST", "SHARE", "PENDING", "RUNNING"
+        "NAME", "NOMINAL", "USED", "BORROWED", "PAST", "SHARE", "PENDING", "RUNNING",
+        "PREEMPTION", "BORROWING-LIMIT",
     ]  # fmt: skip
     rows = {line.split()[0]: line for line in lines[1:] if line.strip()}
     assert set(rows) == {"team-a", "team-b", "default"}
-    assert rows["team-b"].split()[-2:] == ["2", "2"]  # 2 pending, 2 running
-    assert rows["team-a"].split()[-2:] == ["0", "1"]
+    assert rows["team-b"].split()[-4:] == ["2", "2", "none", "cpu=0"]  # 2 pending, 2 running
+    assert rows["team-a"].split()[-4:-2] == ["0", "1"]
     assert "0.000" in rows["team-b"]  # 2 of its 2 nominal CPUs: nothing borrowed, share 0
 
     as_json = json.loads(rq("queues", "-o", "json").out)

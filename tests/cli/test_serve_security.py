@@ -131,11 +131,21 @@ def test_insecure_no_auth_starts_and_warns(tmp_path: Path) -> None:
 
 
 def test_token_hash_reads_stdin() -> None:
-    result = rayqueue("token", "hash", stdin="s3cret-token\n")
+    token = "s3cret-token-0123456789abcdef-xyz"
+    result = rayqueue("token", "hash", stdin=token + "\n")
     assert result.returncode == 0, result
-    assert result.stdout.strip() == hash_token("s3cret-token")
-    assert "s3cret-token" not in result.stdout + result.stderr
+    assert result.stdout.strip() == hash_token(token)
+    assert token not in result.stdout + result.stderr
     assert rayqueue("token", "hash", stdin="").returncode == 1
+
+
+def test_token_hash_refuses_a_guessable_token() -> None:
+    """The tokens file holds only hashes: the clear token is checked here, as serve checks
+    the one it reads in clear."""
+    for weak in ("s3cret-token", "a" * 40, "abcdefghij" * 4):
+        result = rayqueue("token", "hash", stdin=weak + "\n")
+        assert result.returncode == 1, (weak, result)
+        assert "could be guessed" in result.stderr and result.stdout == ""
 
 
 def test_token_new_prints_the_token_once_and_a_valid_entry() -> None:

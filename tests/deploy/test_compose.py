@@ -137,7 +137,7 @@ def test_without_the_secret_file_the_scheduler_refuses_to_start(
     # And with no token at all, a 0.0.0.0 listener is refused outright.
     no_token = dataclasses.replace(settings, token_file=None)
     assert exposure_problem(no_token, load_tokens(no_token, environ={})) is not None
-    (tmp_path / "token").write_text("x" * 43 + "\n")
+    (tmp_path / "token").write_text("t0k3n-0123456789abcdef-0123456789-xyz\n")
     (tmp_path / "token").chmod(0o600)
     with_token = dataclasses.replace(settings, token_file=tmp_path / "token")
     tokens = load_tokens(with_token, environ={})

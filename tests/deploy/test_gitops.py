@@ -125,7 +125,9 @@ def test_probes_pass_the_host_check_without_a_token(tmp_path: Path) -> None:
     from specs.settings.process import Settings
     from tests.api.conftest import TestClient  # imported there without Starlette's warning
 
-    settings = Settings(tasks_dir=tmp_path, host="0.0.0.0", api_token="t" * 32)
+    settings = Settings(
+        tasks_dir=tmp_path, host="0.0.0.0", api_token="t0k3n-0123456789abcdef-0123456789"
+    )
     with TestClient(create_app(settings), base_url="http://localhost") as client:
         assert client.get("/healthz").status_code == 200
         assert client.get("/readyz").status_code == 503  # answered: no loop in this process

@@ -31,7 +31,6 @@ def test_the_plain_path_is_refused(teams: tuple[World, TestClient], tasks_dir: P
 
 
 @pytest.mark.parametrize("conda", DISGUISED)
-@pytest.mark.xfail(strict=True, reason="a conda path ending in / or /. is not seen as a file")
 def test_a_disguised_conda_file_is_refused_through_the_api(
     teams: tuple[World, TestClient], tasks_dir: Path, conda: str
 ) -> None:
@@ -45,7 +44,6 @@ def test_a_disguised_conda_file_is_refused_through_the_api(
 
 
 @pytest.mark.parametrize("conda", DISGUISED)
-@pytest.mark.xfail(strict=True, reason="a conda path ending in / or /. is not seen as a file")
 def test_a_disguised_conda_file_is_refused_by_the_check(tmp_path: Path, conda: str) -> None:
     """The check the store runs on a spec committed into the folder, as the API does."""
     code = tmp_path / "code"

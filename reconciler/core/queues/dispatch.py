@@ -241,12 +241,15 @@ def status_document(
     past_at: float | None = None,
     sharing: FairSharing | None = None,
     limits: Mapping[str, tuple[int | None, int | None]] | None = None,
+    policies: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The queues' status: one entry per queue, in config order. `counts`: (pending, admitted)
     by queue, where admitted means Starting or Running. `past`: each queue's decayed usage at
     `past_at` (unix seconds), written as `decayedUsage` (CPU-, GPU- and byte-seconds) so that
     serve reads it back when it starts again (`restore_usage`). Nested queues: each sub-queue
-    follows its parent, names it (`parent`), and a parent counts its sub-queues' tasks too."""
+    follows its parent, names it (`parent`), and a parent counts its sub-queues' tasks too.
+    `policies`: what each queue may do once bounded by its parent (`effective`,
+    specs.queues.bounds.effective_policy)."""
     queues = []
     totals = _rolled_up(states, counts)
     for name in _tree_order(states):
@@ -272,6 +275,9 @@ def status_document(
             entry["maxRunning"] = most_running
         if most_queued is not None:
             entry["maxQueued"] = most_queued  # the API refuses a new task beyond it (429)
+        policy = (policies or {}).get(name)
+        if policy is not None:
+            entry["effective"] = dict(policy)
         queues.append(entry)
     body: dict[str, Any] = {
         "config": {"file": config.file, "valid": config.valid, "inForce": config.in_force},

@@ -8,7 +8,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +18,10 @@ from reconciler.core.queues import usage
 from reconciler.core.queues.dispatch import ConfigState, restore_usage
 from specs.cluster import Capacity
 from specs.folder.atomic import write_atomic
+from specs.queues.bounds import Bounded, effective_policy
 from specs.queues.config import CONFIG_FILE, DEFAULT_QUEUE_DEPTH, STATUS_FILE, QueueConfig
 from specs.queues.parse import parse_queue_config
-from specs.queues.tree import divide_tree
+from specs.queues.tree import KeptFiles, divide_tree
 from specs.yamlio.parse import MAX_FILE_BYTES, SpecParseError
 
 log = logging.getLogger("rayqueue.queues")
@@ -34,6 +35,9 @@ class Loaded:
     state: ConfigState | None  # None: there is no config file at all
     generation: int = 0  # of `config`, or of the error while none is in force: a new one
     # whenever the file is read anew, goes, or its error changes with no configuration in force
+    bounded: tuple[Bounded, ...] = ()  # of `config`: the fields its teams' files asked beyond
+    # what each queue of `config` may do, once bounded (`effective` in _queues.status.yaml)
+    policies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def error_without_config(self) -> str | None:
@@ -63,6 +67,9 @@ class QueueFile:
         self.status_path = (status_dir or self.path.parent) / STATUS_FILE
         self._key: StatKey | None = None
         self._good: QueueConfig | None = None
+        self._bounded: tuple[Bounded, ...] = ()  # of _good
+        self._policies: Mapping[str, Mapping[str, Any]] = {}  # of _good
+        self._own_files: dict[Path, bytes] = {}  # each queue's own file as it last read well
         self._state: ConfigState | None = None
         self._generation = 0  # of _good
         self._written: bytes | None = None
@@ -83,19 +90,22 @@ class QueueFile:
             if self._good is not None or (self._state is not None and not self._state.valid):
                 self._generation += 1
             self._key, self._good, self._state = None, None, None
+            self._bounded, self._policies = (), {}
             return Loaded(None, None, self._generation)
         except OSError as exc:
             return self._keep(f"cannot read: {exc.strerror}")
         key = ((st.st_mtime_ns, st.st_size, st.st_ino), *(_stat(p) for p in self._watched))
         if key == self._key:
-            return Loaded(self._good, self._state, self._generation)
+            return Loaded(self._good, self._state, self._generation, self._bounded, self._policies)
         self._watched = []
+        bounded: list[Bounded] = []
+        kept = KeptFiles(self._own_files)
         try:
             if st.st_size > MAX_FILE_BYTES:
                 raise SpecParseError([])  # reported below with the size
             data = self.path.read_bytes()
             config = parse_queue_config(data, file=self.path.name, max_depth=self.max_depth)
-            config = self._divide(config)
+            config = self._divide(config, bounded, kept)
         except SpecParseError as exc:
             message = str(exc) or f"file is larger than the {MAX_FILE_BYTES // 1024} KiB limit"
             return self._keep(message)
@@ -105,13 +115,25 @@ class QueueFile:
             self._key = ((st.st_mtime_ns, st.st_size, st.st_ino), *map(_stat, self._watched))
         if self._good is None or self._good != config:
             log.info("queues from %s: %s", self.path, ", ".join(config.queue_names()))
-        self._good = config
+        if tuple(bounded) != self._bounded:
+            for item in bounded:
+                log.warning("queue %s is bounded by its parent: %s", item.queue, item.note)
+        # A team's own bad file is set aside (its last good text, if any, in force): the rest
+        # of the tree, the top file's edits included, is read as it is.
+        error = "\n".join(str(e) for e in kept.errors) or None
+        if error is not None and (self._state is None or self._state.error != error):
+            log.error("a queue's own file is invalid (its last good text is in force): %s", error)
+        self._good, self._bounded = config, tuple(bounded)
+        self._policies = effective_policy(config, bounded)
+        self._own_files = kept.good
         self._generation += 1
-        self._state = ConfigState(str(self.path), valid=True)
-        return Loaded(config, self._state, self._generation)
+        self._state = ConfigState(str(self.path), valid=error is None, error=error)
+        return Loaded(config, self._state, self._generation, self._bounded, self._policies)
 
-    def _divide(self, config: QueueConfig) -> QueueConfig:
-        return divide_tree(config, self.root, self.max_depth, self._watched)
+    def _divide(self, config: QueueConfig, bounded: list[Bounded], kept: KeptFiles) -> QueueConfig:
+        return divide_tree(
+            config, self.root, self.max_depth, self._watched, bounded=bounded, kept=kept
+        )
 
     def _keep(self, error: str) -> Loaded:
         """A bad edit: the last good configuration stays in force."""
@@ -122,7 +144,7 @@ class QueueFile:
         self._state = ConfigState(
             str(self.path), valid=False, error=error, in_force=self._good is not None
         )
-        return Loaded(self._good, self._state, self._generation)
+        return Loaded(self._good, self._state, self._generation, self._bounded, self._policies)
 
     def write_status(self, document: dict[str, Any]) -> bool:
         """Atomically, and only when the content changes; False if nothing was written."""

@@ -124,6 +124,7 @@ class PassReport:
             self.usage.at,
             queues.config.spec.fair_sharing if queues.config is not None else None,
             admission.limits if admission is not None else None,
+            queues.policies if queues.config is not None else None,
         )
         self.state.queues = document
         self.queue_file.write_status(document)

@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -49,14 +49,43 @@ _LOCK_DIR = Path("/tmp/rq-ray-ports")
 # that Ray puts into sessions of their own, so stop() can find them all.
 _MARKER_ENV = "RAYQUEUE_LOCAL_HEAD"
 
+# Every job of the head inherits the head's environment, so the head gets only what Ray and
+# a job's Python need from the caller's; anything else (an API token, cloud keys) reaches
+# the jobs only when the caller names it.
+_NEEDED_ENV = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "VIRTUAL_ENV",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "LD_LIBRARY_PATH",
+        "CUDA_VISIBLE_DEVICES",
+        "CONDA_EXE",
+        "CONDA_PREFIX",
+    }
+)
+_NEEDED_PREFIXES = ("LC_", "RAY_")
+# Ray's own settings pass, but not one whose name says it holds a secret.
+_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "KEY", "AUTH", "PRIVATE")
+# The private head must not be steered towards another cluster by the caller's environment.
+_STEERING_ENV = ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")
+
 
 @dataclass(frozen=True)
 class _Extra:
-    """What an autoscaling head adds to a plain one (see LocalRayHead.start)."""
+    """What a head starts with besides its sizes (see LocalRayHead.start): an autoscaling
+    head's resources and config, and the environment taken from the caller's."""
 
     resources: dict[str, float]
     autoscaling_config: Callable[[Path, Mapping[str, int]], Path] | None
-    env: dict[str, str]
+    environment: dict[str, str]
 
 
 class LocalRayError(RuntimeError):
@@ -116,17 +145,21 @@ class LocalRayHead:
         resources: Mapping[str, float] | None = None,
         autoscaling_config: Callable[[Path, Mapping[str, int]], Path] | None = None,
         env: Mapping[str, str] | None = None,
+        passed_env: Collection[str] = (),
     ) -> str:
         """Start the head and wait until its jobs API answers; return the dashboard address.
 
         `autoscaling_config(temp_dir, ports)` writes the autoscaler's cluster config (it is
         called once the temp dir and the ports are known) and returns its path: the head then
-        runs Ray's autoscaler (`ray start --autoscaling-config`). `env` is added to the
-        head's environment (e.g. RAY_FAKE_CLUSTER=1 for Ray's fake node provider)."""
+        runs Ray's autoscaler (`ray start --autoscaling-config`). The head, and so every job,
+        gets only the part of this process's environment that Ray needs (head_environment),
+        plus the variables named in `passed_env`; `env` is added on top (e.g.
+        RAY_FAKE_CLUSTER=1 for Ray's fake node provider)."""
         if self._proc is not None:
             raise RuntimeError("the local Ray head is already started")
         ray = self._find_ray()
-        extra = _Extra(dict(resources or {}), autoscaling_config, dict(env or {}))
+        base = head_environment(os.environ, passed_env)
+        extra = _Extra(dict(resources or {}), autoscaling_config, base | dict(env or {}))
         try:
             self._start(ray, num_cpus, num_gpus, memory_bytes, timeout_seconds, extra)
         except BaseException:
@@ -141,7 +174,7 @@ class LocalRayHead:
         num_gpus: float | None,
         memory_bytes: int | None,
         timeout_seconds: float,
-        extra: _Extra | None = None,
+        extra: _Extra,
     ) -> None:
         deadline = time.monotonic() + timeout_seconds
         # Short path on purpose: Ray's unix socket paths live below it (~107-char limit).
@@ -180,13 +213,13 @@ class LocalRayHead:
         if memory_bytes is not None:
             # Hidden in `ray start --help`, but supported: bytes of memory for scheduling.
             cmd += ["--memory", str(int(memory_bytes))]
-        if extra is not None and extra.resources:
+        if extra.resources:
             cmd += ["--resources", json.dumps(extra.resources)]
-        if extra is not None and extra.autoscaling_config is not None:
+        if extra.autoscaling_config is not None:
             config = extra.autoscaling_config(self._temp_dir, dict(self.ports))
             cmd += ["--autoscaling-config", str(config)]
 
-        env = dict(os.environ)
+        env = dict(extra.environment)
         env["RAY_USAGE_STATS_ENABLED"] = "0"
         # On SIGTERM, Ray 2.60 first drains the node for up to 30 s, waiting for running
         # jobs; a private head has nobody to drain for, so tear down at once.
@@ -195,11 +228,6 @@ class LocalRayHead:
         # Python's own temp files (the dashboard's multiprocessing `pymp-*` dirs, which a
         # killed process leaves behind) then land in our temp dir and go with it.
         env["TMPDIR"] = str(self._temp_dir)
-        # The private head must not be steered towards another cluster by the caller's env.
-        for name in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS"):
-            env.pop(name, None)
-        if extra is not None:
-            env.update(extra.env)
 
         with open(self._log_path, "wb") as log:
             self._proc = subprocess.Popen(
@@ -262,8 +290,8 @@ class LocalRayHead:
         marker = str(self._temp_dir) if self._temp_dir is not None else None
         if proc is not None:
             pgid = proc.pid  # start_new_session made the child its group's leader
-            # TERM to `ray start` alone: it tears the head down in order in ~2 s, while
-            # TERM to the whole group leaves the raylet hanging on its dead GCS for 10+ s.
+            # TERM to `ray start` alone: it tears the head down in order, while TERM to the
+            # whole group leaves the raylet hanging on its dead GCS.
             # Whatever is left after the grace gets KILL, group-wide.
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
@@ -336,6 +364,28 @@ class LocalRayHead:
                 return base
             lock.close()
         raise LocalRayError(f"no free block of {_SLOT_SIZE} ports in {low}-{high}")
+
+
+def head_environment(environ: Mapping[str, str], passed: Collection[str]) -> dict[str, str]:
+    """The part of `environ` a private head starts with: what Ray and a job's Python need
+    (the search paths, the locale, the virtualenv, Ray's own `RAY_*` settings but those named
+    like a secret), and every variable named in `passed`. Never the variables that would
+    point the head at another cluster."""
+    kept = {}
+    for name, value in environ.items():
+        if name in passed or _needed(name):
+            kept[name] = value
+    for name in _STEERING_ENV:
+        kept.pop(name, None)
+    return kept
+
+
+def _needed(name: str) -> bool:
+    if name in _NEEDED_ENV:
+        return True
+    if not name.startswith(_NEEDED_PREFIXES):
+        return False
+    return not any(word in name.upper() for word in _SECRET_WORDS)
 
 
 def find_ray_executable() -> str | None:

@@ -1,5 +1,6 @@
 """Nested queues on disk: `team-a/_queues.yaml` divides team-a; a bad one names its
-file, line and field, and the last good configuration stays in force."""
+file, line and field, and its last good text stays in force, the rest of the tree read as it
+is."""
 
 from __future__ import annotations
 
@@ -85,7 +86,10 @@ def test_the_depth_limit_is_a_setting(tmp_path: Path) -> None:
     write(tmp_path / "team-a" / "_queues.yaml", SUB.replace("NAME", "team-a/x/p"))
     assert QueueFile(tmp_path / "_queues.yaml", root=tmp_path).load().state.valid  # type: ignore[union-attr]
     shallow = QueueFile(tmp_path / "_queues.yaml", root=tmp_path, max_depth=2).load()
-    assert shallow.config is None and shallow.state is not None
+    assert shallow.state is not None and not shallow.state.valid
+    # team-a's file is set aside; the top file is in force without it
+    assert shallow.config is not None
+    assert shallow.config.queue_names() == ["team-a", "team-b", "default"]
     assert "team-a/_queues.yaml:8:13: spec.queues[1].name" in (shallow.state.error or "")
     assert "3 levels deep; queues nest at most 2" in (shallow.state.error or "")
 
@@ -111,3 +115,51 @@ def test_the_top_file_alone_may_nest_too_within_the_depth_limit() -> None:
         parse_queue_config(deep)
     assert "_queues.yaml:11:13: spec.queues[4].name" in str(raised.value)
     assert parse_queue_config(deep, max_depth=4).depth_of("team-a/x/p/q") == 4
+
+
+def test_a_teams_bad_file_holds_back_neither_the_top_files_edit_nor_another_teams_file(
+    files: QueueFile, tmp_path: Path
+) -> None:
+    write(tmp_path / "team-a" / "_queues.yaml", SUB.replace("NAME", "team-a/y"))
+    write(
+        tmp_path / "team-b" / "_queues.yaml",
+        SUB.replace("team-a/x", "team-b/p").replace("NAME", "team-b/q"),
+    )
+    assert files.load().state.valid  # type: ignore[union-attr]
+    # team-a breaks its own file; the admin then lowers team-b's quota, team-b divides anew
+    write(tmp_path / "team-a" / "_queues.yaml", SUB.replace("NAME", "team-b/z"))
+    write(
+        tmp_path / "_queues.yaml",
+        TOP.replace(
+            "- name: team-b\n      nominalQuota: {cpu: 8}",
+            "- name: team-b\n      nominalQuota: {cpu: 6}",
+        ),
+    )
+    write(
+        tmp_path / "team-b" / "_queues.yaml",
+        SUB.replace("team-a/x", "team-b/p").replace("NAME", "team-b/r"),
+    )
+    loaded = files.load()
+    assert loaded.config is not None and loaded.state is not None
+    assert not loaded.state.valid and "team-a/_queues.yaml:8:13" in (loaded.state.error or "")
+    queues = {q.name: q for q in loaded.config.spec.queues}
+    assert queues["team-b"].nominal_quota.cpu == 6  # the top file's edit is in force
+    assert "team-b/r" in queues and "team-b/q" not in queues  # and team-b's own
+    assert "team-a/y" in queues  # team-a's last good text stands for its broken file
+    # Fixed: valid again, with what the file now says.
+    write(tmp_path / "team-a" / "_queues.yaml", SUB.replace("NAME", "team-a/w"))
+    fixed = files.load()
+    assert fixed.state is not None and fixed.state.valid
+    assert fixed.config is not None and "team-a/w" in fixed.config.queue_names()
+    assert "team-a/y" not in fixed.config.queue_names()
+
+
+def test_a_teams_file_bad_from_the_start_leaves_its_tasks_in_its_queue(
+    files: QueueFile, tmp_path: Path
+) -> None:
+    write(tmp_path / "team-a" / "_queues.yaml", SUB.replace("NAME", "team-b/z"))
+    loaded = files.load()
+    assert loaded.state is not None and not loaded.state.valid
+    assert loaded.config is not None
+    assert loaded.config.queue_names() == ["team-a", "team-b", "default"]
+    assert loaded.config.queue_of("team-a/x/job") == "team-a"  # bounded by the top file

@@ -33,8 +33,11 @@ def _reference(task: Task) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-_amounts = st.one_of(st.integers(0, 64), st.floats(0, 1e6, allow_nan=False))
-_memory = st.one_of(st.integers(0, 2**30), st.sampled_from(["4Gi", "512Mi", "2G", "1.5Gi"]))
+# Amounts a request may hold: none, or at least the smallest that counts.
+_amounts = st.one_of(st.integers(0, 64), st.just(0.0), st.floats(0.01, 1e6, allow_nan=False))
+_memory = st.one_of(
+    st.just(0), st.integers(2**20, 2**30), st.sampled_from(["4Gi", "512Mi", "2G", "1.5Gi"])
+)
 
 
 @st.composite

@@ -59,7 +59,9 @@ def test_resources_equal_in_value_but_not_in_dump_are_not_shared() -> None:
 
 
 _amounts = st.one_of(st.integers(0, 8), st.sampled_from([0.5, 1.0, 2.0, 0.0, -0.0]))
-_memory = st.one_of(st.integers(0, 2**30), st.sampled_from(["512Mi", "1Gi", "1073741824", 0]))
+_memory = st.one_of(
+    st.just(0), st.integers(2**20, 2**30), st.sampled_from(["512Mi", "1Gi", "1073741824", 0])
+)
 _resources = st.fixed_dictionaries(
     {}, optional={"cpu": _amounts, "gpu": _amounts, "memory": _memory}
 ).filter(lambda r: any(r.get(k) for k in ("cpu", "gpu", "memory")))

@@ -3,6 +3,8 @@ table-driven."""
 
 from __future__ import annotations
 
+import math
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,8 @@ from specs.tenancy.access import (
     is_loopback,
     load_tokens,
     parse_tokens_file,
+    token_bits,
+    token_weakness,
 )
 from specs.tenancy.policy import STOP_WAIT_ENV, UNRESTRICTED
 
@@ -240,7 +244,12 @@ def test_load_tokens_sources(tmp_path: Path) -> None:
     team.write_bytes(tokens_file({"name": "api-token", "sha256": H, "role": "read"}))
     team.chmod(0o600)
     with pytest.raises(AccessError, match="reserved"):
-        load_tokens(Settings(tasks_dir=tmp_path, team_tokens=team, api_token="x" * 32), environ={})
+        load_tokens(
+            Settings(
+                tasks_dir=tmp_path, team_tokens=team, api_token="t0k3n-0123456789abcdef-0123456789"
+            ),
+            environ={},
+        )
 
 
 @pytest.mark.parametrize(
@@ -253,7 +262,7 @@ def test_load_tokens_sources(tmp_path: Path) -> None:
         ("::", None, False, True),
         ("10.0.0.5", None, False, True),
         ("myhost", None, False, True),
-        ("0.0.0.0", "t" * 32, False, False),
+        ("0.0.0.0", "t0k3n-0123456789abcdef-0123456789", False, False),
         ("0.0.0.0", None, True, False),
     ],
 )
@@ -343,3 +352,27 @@ def test_settings_refuse_bad_hosts_and_origins(
 ) -> None:
     with pytest.raises(ValueError, match=field.replace("_", "-")):
         Settings(tasks_dir=tmp_path, **{field: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("token", "why"),
+    [
+        ("a" * 36, "uses only 1 distinct characters; at least 8"),
+        ("ab" * 18, "uses only 2 distinct characters; at least 8"),
+        ("0" * 64, "uses only 1 distinct characters"),
+        ("abcdefghij" * 4, "too regular: about 33 bits"),  # one part said four times
+    ],
+)
+def test_a_guessable_token_is_refused_naming_the_rule(tmp_path: Path, token: str, why: str) -> None:
+    with pytest.raises(AccessError) as caught:
+        load_tokens(Settings(tasks_dir=tmp_path, api_token=token), environ={})
+    assert why in str(caught.value) and "secrets.token_urlsafe(32)" in str(caught.value)
+
+
+def test_random_tokens_pass_the_entropy_check() -> None:
+    """What the docs tell users to make, and 128 random bits written as 32 hex digits."""
+    for _ in range(200):
+        assert token_weakness(secrets.token_urlsafe(32)) is None
+        assert token_weakness(secrets.token_hex(16)) is None
+    assert token_bits("abc" * 20) == pytest.approx(3 * math.log2(3))
+    assert token_bits("abcabcab") == pytest.approx(3 * math.log2(3))  # a cut-short last part

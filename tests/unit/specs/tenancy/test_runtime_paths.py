@@ -296,7 +296,7 @@ def test_working_dir_root_must_be_absolute(tmp_path: Path) -> None:
 
 def test_confinement_is_off_only_without_team_tokens_and_roots(tmp_path: Path) -> None:
     assert not RuntimePaths.from_settings(Settings(tasks_dir=tmp_path), Tokens()).enabled
-    single = Settings(tasks_dir=tmp_path, api_token="t" * 32)
+    single = Settings(tasks_dir=tmp_path, api_token="t0k3n-0123456789abcdef-0123456789")
     assert not RuntimePaths.from_settings(single, load_tokens(single, {})).enabled
     rooted = Settings(tasks_dir=tmp_path, working_dir_roots=("/srv",))
     assert RuntimePaths.from_settings(rooted, Tokens()).enabled

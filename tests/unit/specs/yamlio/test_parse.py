@@ -115,7 +115,7 @@ def test_utf8_bom_is_accepted() -> None:
         ("'512Mi'", 512 * 2**20),
         ("512Mi", 512 * 2**20),
         ("2G", 2 * 10**9),
-        ("100B", 100),
+        ("2000000B", 2_000_000),
         ("1.5Gi", 3 * GIB // 2),
         ('"4"', 4 * GIB),
     ],
@@ -123,6 +123,35 @@ def test_utf8_bom_is_accepted() -> None:
 def test_memory_quantities(memory: str, expected: int) -> None:
     text = HEAD + f"spec:\n  entrypoint: x\n  resources:\n    memory: {memory}\n"
     assert parse_task(text, file="t.yaml").spec.resources.memory == expected
+
+
+@pytest.mark.parametrize(
+    ("resources", "named"),
+    [
+        ("{cpu: 5e-324}", "cpu 4.94066e-324 is below the smallest request, 0.01"),
+        ("{cpu: 0.001, memory: 1Gi}", "cpu 0.001 is below the smallest request, 0.01"),
+        ("{gpu: 0.001}", "gpu 0.001 is below the smallest request, 0.01"),
+        ("{memory: 100B}", "memory 100 bytes is below the smallest request, 1Mi"),
+    ],
+)
+def test_a_request_too_small_to_count_is_refused(resources: str, named: str) -> None:
+    """Both readers (the plain fast path and the model) refuse it, with the model's words."""
+    text = HEAD + f"spec:\n  entrypoint: x\n  resources: {resources}\n"
+    with pytest.raises(SpecParseError) as caught:
+        parse_task(text, file="t.yaml")
+    assert named in str(caught.value) and "(0 means none)" in str(caught.value)
+
+
+@pytest.mark.parametrize("resources", ["{cpu: 0.01}", "{cpu: 0, gpu: 1}", "{memory: 1Mi, cpu: 0}"])
+def test_the_smallest_request_and_a_zero_are_allowed(resources: str) -> None:
+    text = HEAD + f"spec:\n  entrypoint: x\n  resources: {resources}\n"
+    assert not parse_task(text, file="t.yaml").spec.resources.is_empty()
+
+
+def test_nothing_requested_keeps_its_words() -> None:
+    text = HEAD + "spec:\n  entrypoint: x\n  resources: {cpu: 0}\n"
+    with pytest.raises(SpecParseError, match="task must request at least one resource"):
+        parse_task(text, file="t.yaml")
 
 
 def test_metadata_name_may_be_absent_even_with_expected_name() -> None:
@@ -737,7 +766,7 @@ tasks = st.builds(
             cpu=st.floats(0.5, 64),
             gpu=st.sampled_from([0.0, 0.25, 1.0, 8.0]),
             # Resources takes memory as the YAML does (ints mean GiB), so give it bytes as "<n>B".
-            memory=st.integers(0, 2**45).map(lambda n: f"{n}B"),
+            memory=(st.just(0) | st.integers(2**20, 2**45)).map(lambda n: f"{n}B"),
         ),
         timeout_seconds=st.floats(0, 1e6),
         suspend=st.booleans(),
