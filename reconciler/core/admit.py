@@ -240,6 +240,7 @@ def _place(
     inputs, bodies, order = run.inputs, run.bodies, run.order
     queues = inputs.queues
     exact_places = inputs.options.exact_queue_positions
+    visibility = inputs.options.visibility
     # A far task's message names its reason, bucket and queue only: one per such triple.
     far: dict[tuple[str, Reason | None, str], str] = {}
     # Tasks of a full queue are not counted in it: their places come after its counted tasks.
@@ -291,13 +292,12 @@ def _place(
             )
         elif reason is Reason.PREEMPTING:
             bodies[name] = lifecycle.wait_for_victims(
-                body, exact, message or waiting.message, at, bucket
+                body, exact, message or waiting.message_to(name, visibility), at, bucket
             )
         else:
             assert reason is not None
-            bodies[name] = lifecycle.queue(
-                body, exact, reason, message or waiting.message, at, asked_at, bucket
-            )
+            said = message or waiting.message_to(name, visibility)
+            bodies[name] = lifecycle.queue(body, exact, reason, said, at, asked_at, bucket)
 
 
 def position_bucket(place: int, exact: int) -> str:

@@ -13,6 +13,7 @@ from reconciler.core.timestamps import to_datetime, to_epoch
 from specs.task.inputs import TaskInput
 from specs.task.pipeline import DependencySpec
 from specs.task.status import TaskStatusBody
+from specs.task.visibility import Visibility
 
 __all__ = [
     "Gated",
@@ -43,7 +44,10 @@ def gate_dependencies(
     if not reconciled.gated:
         return Gated(reconciled.bodies, reconciled.queue)
     bodies = dict(reconciled.bodies)
-    names = _dependency_views(bodies)  # names resolved in the dependent's folder first
+    visibility = inputs.options.visibility
+    names = _dependency_views(bodies, visibility)  # resolved in the dependent's folder first
+    # Every edge is to a task its source may see, so every token that reads a member of a
+    # cycle reads all of them: a cycle's message names no task its reader may not see.
     cycles = dependencies.find_cycles(dependency_edges(dependency_graph(specs), names))
     acyclic: list[QueuedCandidate] = []
     for waiting in reconciled.queue:  # cycles first, so dependents see them as they end up
@@ -52,7 +56,7 @@ def gate_dependencies(
             bodies[name] = lifecycle.dependency_cycle(bodies[name], cycles[name])
         else:
             acyclic.append(waiting)
-    views = _dependency_views(bodies)
+    views = _dependency_views(bodies, visibility)
     kept: list[QueuedCandidate] = []
     for waiting in acyclic:
         name = waiting.candidate.name
@@ -107,5 +111,9 @@ def run_view(body: TaskStatusBody) -> dependencies.RunView:
     return dependencies.RunView(body.phase, to_epoch(body.finished_at))
 
 
-def _dependency_views(bodies: Mapping[str, TaskStatusBody]) -> DependencyViews:
-    return DependencyViews({name: run_view(body) for name, body in bodies.items()})
+def _dependency_views(
+    bodies: Mapping[str, TaskStatusBody], visibility: Visibility
+) -> DependencyViews:
+    return DependencyViews(
+        {name: run_view(body) for name, body in bodies.items()}, None, visibility
+    )

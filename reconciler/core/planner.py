@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from reconciler.core import scaling
@@ -46,17 +46,18 @@ from reconciler.core.stages import Holdings, PassInputs, Reconciled, TaskMerge
 from reconciler.core.task import idclaims, lifecycle
 from reconciler.core.task.jobs import bundles_of, foreign_claim
 from reconciler.core.task.jobs import request_of as request_of
-from reconciler.core.task.reconcile import reconcile_task
+from reconciler.core.task.reconcile import reconcile_task, refused
 from reconciler.core.task.step import TaskEnv, TaskResult, task_env
 from reconciler.core.timestamps import to_datetime
 from specs.cluster import META_QUEUE, Capacity
 from specs.queues.config import QueueConfig
 from specs.settings.process import PlanOptions
-from specs.task.errors import SpecError
 from specs.task.inputs import TaskInput
 from specs.task.models import Condition, ConditionType, Metadata, Phase, Reason, read_reason
 from specs.task.records import NameMetadata, Task
 from specs.task.status import TaskStatus, TaskStatusBody
+from specs.task.submission_ids import SeenClaim
+from specs.task.visibility import Visibility
 from specs.tenancy.policy import STOP_WAIT_ENV as STOP_WAIT_ENV  # tests read it here
 
 __all__ = [  # what the shell, the simulator, the incremental planner and the tests use
@@ -168,18 +169,21 @@ def plan(
     queues: QueueConfig | None = None,
     usage: QueueUsage | None = None,
     queue_error: str | None = None,
+    seen_claims: Mapping[str, SeenClaim] | None = None,
 ) -> Plan:
     """Decide one reconcile pass. Pure: same inputs, same plan. With `queues`, each team
     folder is its own queue with a quota, and the queues share the cluster fairly; `usage`:
     each queue's decayed past use (resource-seconds), which the caller keeps and advances.
     `queue_error`: the queue file is invalid and no configuration is in force (`queues` is
     None): every task is in the one default queue, and each unfinished one says why.
+    `seen_claims`: when the scheduler first saw each task claim its explicit id (the caller
+    keeps it; it decides between two folders' claims of one id).
 
     The reference: no production caller plans with it. The loop, the simulator and `rayqueue
     plan` call `reconciler.core.incremental.plan_incremental`, which the property tests
     (tests/unit/core/incremental/) compare with it."""
-    inputs = begin(specs, statuses, observed, now, options, queues, usage, queue_error)
-    specs = with_id_claims(specs, statuses, inputs.env)
+    inputs = begin(specs, statuses, observed, now, options, queues, usage, queue_error, seen_claims)
+    specs = with_id_claims(specs, statuses, inputs)
     merged = TaskMerge()
     for name in sorted(specs):
         merged.add(name, reconcile_task(inputs.env, specs[name], statuses.get(name), inputs.now))
@@ -187,7 +191,7 @@ def plan(
 
 
 def with_id_claims(
-    specs: Mapping[str, TaskInput], statuses: Mapping[str, TaskStatus], env: TaskEnv
+    specs: Mapping[str, TaskInput], statuses: Mapping[str, TaskStatus], inputs: PassInputs
 ) -> Mapping[str, TaskInput]:
     """`specs`, with each spec whose explicit submission id another task has (or also claims)
     turned Invalid (reconciler.core.task.idclaims). Its last valid spec is the spec itself, so
@@ -197,7 +201,7 @@ def with_id_claims(
         for name, spec in specs.items()
         if spec.task is not None and spec.task.spec.submission_id
     )
-    found = idclaims.conflicts(claimed, statuses, env.ours)
+    found = idclaims.conflicts(claimed, statuses, inputs.env.ours, inputs.folders)
     if not found:
         return specs
     result = dict(specs)
@@ -209,8 +213,7 @@ def with_id_claims(
 def refused_claim(spec: TaskInput, message: str) -> TaskInput:
     """`spec` turned Invalid because its explicit submission id is refused (`message`: why):
     its last valid spec is the spec itself."""
-    error = SpecError.unplaced(message)
-    return replace(spec, task=None, error=error, last_valid=spec.task, spec_hash=None)
+    return refused(spec, message)
 
 
 def begin(
@@ -222,6 +225,7 @@ def begin(
     queues: QueueConfig | None,
     usage: QueueUsage | None = None,
     queue_error: str | None = None,
+    seen_claims: Mapping[str, SeenClaim] | None = None,
 ) -> PassInputs:
     """What every stage of the pass reads of it as a whole."""
     return PassInputs(
@@ -234,6 +238,7 @@ def begin(
         usage=usage,
         queue_error=queue_error if queues is None else None,
         folder_empty=not specs and not statuses,
+        seen_claims=seen_claims or {},
     )
 
 
@@ -482,7 +487,8 @@ def collect_statuses(
         prev = statuses.get(name)
         wanted = conds.get(name, _NO_WANTS)
         if body.preempted_by is not None and ConditionType.PREEMPTED not in wanted:
-            wanted = {**wanted, ConditionType.PREEMPTED: _preempted_condition(body)}
+            preempted = _preempted_condition(body, name, inputs.options.visibility)
+            wanted = {**wanted, ConditionType.PREEMPTED: preempted}
         if queue_error is not None and _in_a_queue(body):
             wanted = {**wanted, ConditionType.QUEUE_CONFIG_INVALID: _no_config(queue_error)}
         if wanted or body.conditions:
@@ -530,13 +536,16 @@ def _no_config(error: str) -> tuple[Reason, str]:
     )
 
 
-def _preempted_condition(body: TaskStatusBody) -> tuple[Reason, str]:
+def _preempted_condition(
+    body: TaskStatusBody, name: str, visibility: Visibility
+) -> tuple[Reason, str]:
     """The condition as the preempting pass wrote it; it holds until the next run starts."""
     for cond in body.conditions:
         reason = read_reason(cond.reason)
         if cond.type == ConditionType.PREEMPTED and reason is not None:
             return reason, cond.message
-    return Reason.WITHIN_QUEUE, f"preempted by {body.preempted_by}"
+    by = visibility.name_for(name, body.preempted_by) if body.preempted_by else None
+    return Reason.WITHIN_QUEUE, f"preempted by {by}"
 
 
 def submit_failed(status: TaskStatus, message: str, now: datetime) -> TaskStatus:

@@ -170,8 +170,9 @@ def _victim_message(
                 f" of {own} by fair share between {side} and {other} ({side}'s weighted "
                 f"share with it running {mine:.3g}, at most {other}'s {theirs:.3g} after),"
             )
+    by = inputs.options.visibility.name_for(victim.name, preemptor.name)
     return (
-        f"preempted by {preemptor.name} (priority {preemptor.priority}){why} after run "
+        f"preempted by {by} (priority {preemptor.priority}){why} after run "
         f"{body.run} had run {ran}; queued again in its old place"
     )
 

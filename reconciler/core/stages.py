@@ -28,6 +28,7 @@ from reconciler.core.decisions import Event, Submit, TimeOut, Wanted
 from reconciler.core.inputs import Observation
 from reconciler.core.preemption import victims
 from reconciler.core.queues.usage import QueueUsage
+from reconciler.core.task.idclaims import Folders
 from reconciler.core.task.step import QueueKey, TaskEnv, TaskResult
 from reconciler.core.timestamps import to_datetime
 from specs.cluster import Capacity
@@ -36,6 +37,7 @@ from specs.settings.process import PlanOptions
 from specs.task.inputs import TaskInput
 from specs.task.records import Task
 from specs.task.status import TaskStatusBody
+from specs.task.submission_ids import SeenClaim
 
 __all__ = [
     "Holdings",
@@ -64,6 +66,13 @@ class PassInputs:
     # _queues.yaml's error (file:line:col: field: message) while no configuration is in force
     queue_error: str | None = None
     folder_empty: bool = False  # no spec and no sidecar at all: unmounted, or wiped
+    # When the scheduler first saw each task claim its explicit id (the loop's own record)
+    seen_claims: Mapping[str, SeenClaim] = field(default_factory=dict)
+
+    @property
+    def folders(self) -> Folders:
+        """What decides between two folders' claims of one explicit id."""
+        return Folders(self.options.visibility, self.seen_claims)
 
     @property
     def stamp(self) -> datetime:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from specs.settings.knobs import LOOP, check, knob
+from specs.task.visibility import EVERYTHING, Visibility
 
 # The names reconciler.core.admission.policies.POLICIES and reconciler.core.preemption.victims.MODES
 # register (specs imports nothing of reconciler's; tests/unit/specs/settings/test_settings.py
@@ -254,6 +255,8 @@ class PlannerSettings:
 @dataclass(frozen=True, kw_only=True)
 class PlanOptions(PlannerSettings):
     """The planner's options: the planner group of the settings (declared, with their
-    defaults and ranges, in PlannerSettings above) and the resolved queue id."""
+    defaults and ranges, in PlannerSettings above), the resolved queue id, and which task may
+    see which (from the team tokens file: reconciler/shell/loop/inputs.plan_options)."""
 
     queue_id: str = "default"
+    visibility: Visibility = EVERYTHING

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from typing import Final
 
 # The longest id a spec may give. Later runs add `-<run>`: even `-100000` keeps Ray's driver log
@@ -99,10 +100,21 @@ def uses(recorded: str, explicit: str) -> bool:
     return bool(_RUN_SUFFIX.fullmatch(recorded, len(explicit)))
 
 
+@dataclass(frozen=True)
+class SeenClaim:
+    """When the scheduler first saw a task's spec claim the explicit id `sid` (`at`, seconds
+    since the epoch): the loop's own record, kept in its state folder, never in a file a team
+    can write. Between two folders, the claim seen first keeps the id."""
+
+    sid: str
+    at: float
+
+
 __all__ = [
     "MAX_LENGTH",
     "RESERVED_PREFIX",
     "SCHEMA_PATTERN",
+    "SeenClaim",
     "bases",
     "cleaned",
     "for_run",

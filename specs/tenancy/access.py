@@ -31,7 +31,7 @@ import math
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -42,13 +42,13 @@ import yaml
 from specs.folder.store import InvalidName, validate_name
 from specs.queues.config import CONFIG_FILE as QUEUES_FILE
 from specs.settings.process import Settings
+from specs.task.visibility import TOP, Visibility, under
 from specs.tenancy.policy import POLICY_KEYS, UNRESTRICTED, Policy, PolicyError, parse_policy
 from specs.yamlio.depth import TooDeep, check_nesting
 
 TOKEN_ENV = "RAYQUEUE_API_TOKEN"
 SINGLE_TOKEN_NAME = "api-token"
 ANONYMOUS_NAME = "anonymous"
-TOP = "/"  # the folder entry for the whole tree
 CONFIG_PREFIX = "_"  # top-level names reserved for configuration (admin only)
 MAX_TOKENS_FILE_BYTES = 1 << 20
 # 32 characters of a random token are ~190 bits (token_urlsafe): far beyond guessing over HTTP.
@@ -115,7 +115,7 @@ class Principal:
 
     def holds(self, name: str) -> bool:
         """Whether `name` lies under one of this caller's folders."""
-        return any(folder == TOP or name.startswith(folder + "/") for folder in self.folders)
+        return under(self.folders, name)
 
     def can_write(self, name: str) -> bool:
         """May this caller create, change or delete the task (or config) `name`?
@@ -200,6 +200,13 @@ class Tokens:
     def required(self) -> bool:
         return bool(self.entries)
 
+    def visibility(self) -> Visibility:
+        """What each task may see of the others, for the planner (specs.task.visibility): the
+        folders of every token that reads only its own, and of every token that writes only
+        some folders. A team that commits files by git without a token is held by the same
+        line: its folder's tokens are the ones that read its statuses."""
+        return visibility_of(entry.principal for entry in self.entries)
+
     def identify(self, token: bytes) -> Principal | None:
         """The principal `token` belongs to, or None. Every entry is compared, in constant
         time, so the time taken says nothing about which entry (if any) was close."""
@@ -209,6 +216,18 @@ class Tokens:
             if hmac.compare_digest(digest, entry.digest) and found is None:
                 found = entry.principal
         return found
+
+
+def visibility_of(principals: Iterable[Principal]) -> Visibility:
+    """Tokens.visibility of these principals."""
+    readers: list[tuple[str, ...]] = []
+    writers: list[tuple[str, ...]] = []
+    for principal in principals:
+        if principal.role is not Role.ADMIN and not principal.policy.read_all:
+            readers.append(principal.folders)
+        if principal.role is not Role.READ and TOP not in principal.folders:
+            writers.append(principal.folders)
+    return Visibility(tuple(sorted(set(readers))), tuple(sorted(set(writers))))
 
 
 def parse_tokens_file(data: bytes, file: str) -> tuple[_Entry, ...]:
@@ -387,6 +406,16 @@ def single_token(settings: Settings, environ: Mapping[str, str]) -> str | None:
     return token
 
 
+def team_visibility(settings: Settings) -> Visibility:
+    """Tokens.visibility of the team tokens file (`--team-tokens`); without one, every task
+    sees every other. AccessError if the file is unusable."""
+    if settings.team_tokens is None:
+        return Visibility()
+    data = _read_small(settings.team_tokens, "team tokens file")
+    entries = parse_tokens_file(data, str(settings.team_tokens))
+    return visibility_of(entry.principal for entry in entries)
+
+
 def load_tokens(settings: Settings, environ: Mapping[str, str] | None = None) -> Tokens:
     """Every token this process accepts, as hashes; AccessError if a file is unusable."""
     env = os.environ if environ is None else environ
@@ -473,6 +502,8 @@ __all__ = [
     "load_tokens",
     "parse_tokens_file",
     "resolved_path",
+    "team_visibility",
     "token_bits",
     "token_weakness",
+    "visibility_of",
 ]

@@ -17,6 +17,7 @@ from reconciler.core import incremental
 from reconciler.core.incremental import Memo, plan_incremental
 from reconciler.core.planner import Observation, Plan, TaskInput, plan
 from reconciler.core.queues.usage import QueueUsage, Tracked, since_of
+from reconciler.shell.loop.seenclaims import SeenClaims
 from specs.cluster import FAILED, PENDING, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob, Scaling
 from specs.queues.config import QueueConfig
 from specs.settings.process import PlanOptions
@@ -124,6 +125,9 @@ class History:
     reused: int = 0
     # How many fast passes preempted (Plan.preemptions).
     fast_preempting: int = 0
+    # When each explicit id claim was first seen, kept as the loop keeps it (looking at every
+    # task each pass): both planners get it.
+    seen: SeenClaims = field(default_factory=lambda: SeenClaims(None))
 
     def apply(self, step: tuple[Any, ...]) -> None:
         kind = step[0]
@@ -196,6 +200,8 @@ class History:
         if self.tell_changed:
             changed = {n for n, v in versions.items() if self.last_versions.get(n) != v}
         self.last_versions = versions
+        self.seen.stale = True
+        seen = self.seen.update(self.specs, (), self.now)
         given = _Inputs(self.specs, before, observed, self.usage, versions, changed)
         if self.permute is not None:
             given = given.reordered(self.permute)
@@ -211,6 +217,7 @@ class History:
             versions=given.versions,
             queue_error=self.queue_error,
             changed=given.changed,
+            seen_claims=seen,
         )
         self.passes += 1
         self.fast_passes += self.memo.fast
@@ -229,6 +236,7 @@ class History:
                 queues=self.queues,
                 usage=self.usage,
                 queue_error=self.queue_error,
+                seen_claims=seen,
             )
             self.check(full, inc, before)
             if self.permute is not None:
@@ -262,6 +270,7 @@ class History:
             queues=queues,
             usage=given.usage,
             queue_error=self.queue_error,
+            seen_claims=self.seen.update(self.specs, (), self.now),
         )
         assert_identical(full, again, before)
         assert list(again.statuses) == list(full.statuses)  # the loop writes in this order
@@ -290,6 +299,7 @@ class History:
                 queues=self.queues,
                 usage=self.usage,
                 queue_error=self.queue_error,
+                seen_claims=self.seen.update(self.specs, (), self.now),
             )
             if self.still_gap is not None and self.still_gap(again, before):
                 continue

@@ -17,6 +17,7 @@ from specs.task.errors import SpecError
 from specs.task.models import Phase, Reason
 from specs.task.records import Task
 from specs.task.status import TaskStatus, TaskStatusBody
+from specs.task.submission_ids import SeenClaim
 
 GIB = 2**30
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -58,6 +59,8 @@ class PlanWorld:
     stopped: list[str] = field(default_factory=list)
     queues: QueueConfig | None = None  # team queues (_queues.yaml); None: one queue
     scaling: Scaling | None = None  # what the cluster can grow to; None: a fixed cluster
+    # When the scheduler first saw each task claim its explicit id (the loop's record)
+    seen_claims: dict[str, SeenClaim] = field(default_factory=dict)
 
     def inputs(self) -> dict[str, TaskInput]:
         result: dict[str, TaskInput] = {}
@@ -82,6 +85,7 @@ class PlanWorld:
             self.now,
             self.options,
             queues=self.queues,
+            seen_claims=self.seen_claims,
         )
         # The state machine refusing a transition is a planner bug, whatever the test checks.
         assert not [e for e in p.events if e.reason is Reason.ILLEGAL_TRANSITION], p.events

@@ -11,6 +11,8 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
+from reconciler.shell.loop.seenclaims import SeenClaims
+from specs.cluster import RUNNING
 from tests.api.conftest import task_json
 from tests.support.specs import write_task
 from tests.support.world import World
@@ -45,10 +47,6 @@ def _forged_sidecar(path: Path, spec_hash: str) -> None:
 
 
 @pytest.mark.parametrize("with_sidecar", [False, True], ids=["spec", "spec-and-forged-sidecar"])
-@pytest.mark.xfail(
-    strict=True,
-    reason="a claim committed into one folder makes another folder's queued task Invalid",
-)
 def test_a_claim_by_file_does_not_invalidate_another_folders_task(
     teams: tuple[World, TestClient], tasks_dir: Path, with_sidecar: bool
 ) -> None:
@@ -67,3 +65,44 @@ def test_a_claim_by_file_does_not_invalidate_another_folders_task(
     assert "team-b" not in str(claimant.get("message")), claimant
     shown = api.get("/tasks/team-a/squat", headers=auth("team-a")).text
     assert "team-b" not in shown, shown
+
+
+def test_the_owners_job_keeps_its_id_when_a_squat_is_seen_no_later(
+    teams: tuple[World, TestClient], tasks_dir: Path
+) -> None:
+    """team-b's run holds the id in Ray. The loop's record of first-seen claims is lost, so
+    the squat committed meanwhile is seen no later than team-b's claim: the job of ours that
+    names team-b's task decides."""
+    world, api = teams
+    b = auth("team-b")
+    assert api.put(
+        "/tasks/team-b/train", json=task_json(submissionId=CLAIMED), headers=b
+    ).is_success
+    world.step(2)
+    world.ray.set_status(CLAIMED, RUNNING)
+    world.step()
+    assert world.status("team-b/train")["phase"] == "Running"
+    world.reconciler.seen_claims = SeenClaims(None)  # as after a lost state folder
+    write_task(tasks_dir / "team-a", "squat", submissionId=CLAIMED)
+    world.step(2, seconds=100)
+    assert world.status("team-b/train")["phase"] == "Running"
+    claimant = world.status("team-a/squat")
+    assert claimant["phase"] == "Invalid"
+    assert claimant["message"] == (
+        f"spec.submissionId: {CLAIMED!r} is already in use; choose another id"
+    )
+
+
+def test_a_claim_within_one_folder_names_the_keeper_as_before(
+    teams: tuple[World, TestClient], tasks_dir: Path
+) -> None:
+    world, api = teams
+    _queued_team_b_task(world, api)
+    write_task(tasks_dir / "team-b", "copy", submissionId=CLAIMED)
+    world.step(2, seconds=100)
+    # Neither has run with it: both are refused, each naming the other (one folder).
+    assert world.status("team-b/copy")["message"] == (
+        f"spec.submissionId: {CLAIMED!r} is claimed by task team-b/train as well and none has "
+        "run with it yet; rename all but one"
+    )
+    assert world.status("team-b/train")["phase"] == "Invalid"

@@ -9,6 +9,7 @@ waits looks at the value (`Waiting.lacks`, `Waiting.reason`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum, auto
@@ -18,6 +19,7 @@ from reconciler.core.resources import amount, resources_text, unit
 from specs.cluster import Capacity
 from specs.task.models import Reason
 from specs.task.quantity import human_memory
+from specs.task.visibility import Visibility
 
 # --- what it lacks --------------------------------------------------------------------------
 
@@ -284,10 +286,22 @@ class Waiting:
     def message(self) -> str:
         return render(self)
 
+    def message_to(self, reader: str, visibility: Visibility) -> str:
+        """The message in the status of `reader`: a task its folder may not see is called
+        "a task of another folder" (specs.task.visibility)."""
+        if not visibility.readers:
+            return render(self)
+        return render(self, lambda other: visibility.name_for(reader, other))
 
-def render(waiting: Waiting) -> str:
-    """The message: what it lacks; its place; the note; each part present when set."""
-    parts = [_lack(waiting.lacks)]
+
+def _as_is(name: str) -> str:
+    return name
+
+
+def render(waiting: Waiting, named: Callable[[str], str] = _as_is) -> str:
+    """The message: what it lacks; its place; the note; each part present when set. `named`:
+    how it calls another task."""
+    parts = [_lack(waiting.lacks, named)]
     if waiting.ahead is not None:
         parts.append(_place(waiting.ahead, waiting.queue))
     if waiting.note is not None:
@@ -295,7 +309,7 @@ def render(waiting: Waiting) -> str:
     return "; ".join(parts)
 
 
-def _lack(lack: Lack) -> str:
+def _lack(lack: Lack, named: Callable[[str], str]) -> str:
     match lack:
         case Shortfall(resource, asked, free):
             if resource == "memory":
@@ -347,7 +361,7 @@ def _lack(lack: Lack) -> str:
         case ArrayAtMaxParallel(array, limit):
             return f"array {array} has {limit} elements starting or running (maxParallel)"
         case BehindTask(task):
-            return f"waits behind {task}"
+            return f"waits behind {named(task)}"
         case NotConsidered(bound):
             return (
                 f"not considered this pass: admission tests at most {bound} tasks past the "
@@ -359,26 +373,27 @@ def _lack(lack: Lack) -> str:
                 if timeout_seconds > 0
                 else "it has no timeoutSeconds and would hold resources past"
             )
-            return f"fits now, but {ends} {front}'s reserved start at {_clock(starts_at)}"
+            return f"fits now, but {ends} {named(front)}'s reserved start at {_clock(starts_at)}"
         case KeptForQueue(queue, keeper, front):
             return (
                 f"fits now, but {queue} is above its nominal quota and {keeper} has a lower "
-                f"share; the free resources are kept for {front}"
+                f"share; the free resources are kept for {named(front)}"
             )
         case Preempting(victims, priorities, freeing, needs, lent):
             return (
-                f"preempting{' lent quota of' if lent else ''} {', '.join(victims)} (priority "
+                f"preempting{' lent quota of' if lent else ''} {', '.join(map(named, victims))} "
+                f"(priority "
                 f"{', '.join(str(p) for p in priorities)}; {resources_text(freeing)}): it "
                 f"needs {resources_text(needs)} and only those free enough; starts once "
                 "they have stopped"
             )
         case AwaitingVictims(victims):
             return (
-                f"preempted {', '.join(victims)}; starts once they have stopped "
+                f"preempted {', '.join(map(named, victims))}; starts once they have stopped "
                 "(their resources are reserved for it)"
             )
         case PreemptedBy(by):
-            return f"preempted by {by}; queued again once its stopped run is gone"
+            return f"preempted by {named(by)}; queued again once its stopped run is gone"
         case ScaleUp(requested, since, pending, timeout_at):
             nodes = "no node" if pending == 0 else "1 node" if pending == 1 else f"{pending} nodes"
             return (
@@ -387,7 +402,8 @@ def _lack(lack: Lack) -> str:
             )
         case BehindScaleUp(front):
             return (
-                f"fits now, but the free resources are kept for {front}, which waits for new nodes"
+                f"fits now, but the free resources are kept for {named(front)}, which waits for "
+                "new nodes"
             )
         case ScaleUpTimedOut(requested, since, timeout_seconds, retry_at, failures):
             said = "; ".join(failures) if failures else "no failed launch"

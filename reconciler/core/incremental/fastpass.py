@@ -253,7 +253,9 @@ def _claims_judged(
     version changed or whose spec went, and of every sidecar without a spec (now or last
     pass: no version tells when one changes)."""
     names = changes.changed | changes.deleted | orphans | order.orphans
-    claims, claimants = keptclaims.claims_after(order.claims, specs, statuses, ctx.env.ours, names)
+    claims, claimants = keptclaims.claims_after(
+        order.claims, specs, statuses, ctx.env.ours, names, ctx.inputs.folders
+    )
     changes.redo.update(claimants)
     return claims
 
@@ -293,7 +295,15 @@ def _reconcile_redone(
     for name in redo:
         again(name)
     gates, through = keptgates.gate_again(
-        ctx.now, gates, specs, lambda n: kept[n].result, redo, changes.deleted, carried, again
+        ctx.now,
+        gates,
+        specs,
+        lambda n: kept[n].result,
+        redo,
+        changes.deleted,
+        carried,
+        again,
+        ctx.options.visibility,
     )
     if keptgates.names_an_array(gates):
         return None

@@ -329,8 +329,9 @@ def admit_prefix(
             adopt(name)
             body = ctx.bodies[name]
             at = to_datetime(eta) if eta else None
+            said = waiting.message_to(name, ctx.options.visibility)
             ctx.bodies[name] = lifecycle.queue(
-                body, place, waiting.reason, waiting.message, at, asked_at, None
+                body, place, waiting.reason, said, at, asked_at, None
             )
         touched.append(name)
     return Walk(admission, touched)
@@ -422,7 +423,7 @@ def admit_queue_prefix(
             said = "queued"
             if waiting is not None:
                 last = words.get(name) if words is not None else None
-                said = waiting.message
+                said = waiting.message_to(name, ctx.options.visibility)
                 if last is not None and last.waiting == waiting:
                     said = last.message
                 if spoken is not None:
@@ -456,7 +457,8 @@ def _await_victims(
         message = far_message(bucket, waiting, queue)
         ctx.bodies[name] = lifecycle.wait_for_victims(body, None, message, None, bucket)
     else:
-        ctx.bodies[name] = lifecycle.wait_for_victims(body, place, waiting.message, None)
+        said = waiting.message_to(name, ctx.options.visibility)
+        ctx.bodies[name] = lifecycle.wait_for_victims(body, place, said, None)
 
 
 def _heed(ctx: FastPassContext, waiting: Waiting | None) -> float | None:

@@ -140,11 +140,13 @@ def claims_after(
     statuses: Mapping[str, TaskStatus],
     ours: Mapping[str, RayJob],
     names: Collection[str],
+    folders: idclaims.Folders = idclaims.ONE_FOLDER,
 ) -> tuple[KeptClaims, set[str]]:
     """The claims of this pass, and the claimants to redo: every claimant of an id whose
     claims, runs or jobs changed. `names`: every task whose spec or status may have changed
     since the last pass (a version changed, a spec or sidecar came or went, every sidecar
-    without a spec)."""
+    without a spec). `folders`: as the last pass's (its visibility is in the options, which
+    keep the memo; a task's record of when its claim was seen changes only with its claim)."""
     touched: set[str] = set()  # the ids to judge again
     claimed: dict[str, str] | None = None
     claimants = _Index(kept.claimants)
@@ -181,7 +183,7 @@ def claims_after(
     jobs, held = _jobs_after(kept, wanted, ours, touched)
     if not touched:  # (a claim, a run or a job that changed touched its id)
         return kept, set()
-    refused, redo = _judged(kept, wanted, ran.now(), jobs, held, touched)
+    refused, redo = _judged(kept, wanted, ran.now(), jobs, held, touched, folders)
     after = KeptClaims(
         claimed=kept.claimed if claimed is None else claimed,
         claimants=wanted,
@@ -226,6 +228,7 @@ def _judged(
     jobs: Mapping[str, str] | None,
     held: Mapping[str, frozenset[str]],
     touched: set[str],
+    folders: idclaims.Folders,
 ) -> tuple[dict[str, str], set[str]]:
     """The claims refused once the `touched` ids are judged again, and their claimants."""
     refused = dict(kept.refused)
@@ -238,5 +241,6 @@ def _judged(
         redo |= names
         assert jobs is not None  # read while any task claims an id
         holders = {jobs[job] for job in held.get(sid, ())}
-        refused.update(idclaims.refusals(sid, names, ran.get(sid, frozenset()), holders))
+        runs = ran.get(sid, frozenset())
+        refused.update(idclaims.refusals(sid, names, runs, holders, folders))
     return refused, redo

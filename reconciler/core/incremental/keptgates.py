@@ -46,6 +46,7 @@ from reconciler.core.task.step import TaskResult
 from specs.task.arrays import split
 from specs.task.inputs import TaskInput
 from specs.task.pipeline import DependencySpec
+from specs.task.visibility import EVERYTHING, Visibility
 
 __all__ = ["NO_GATES", "Gates", "after_full", "gate_again", "is_gated", "names_an_array"]
 
@@ -94,13 +95,16 @@ def is_gated(result: TaskResult | None) -> bool:
 
 
 def after_full(
-    specs: Mapping[str, TaskInput], results: Mapping[str, TaskResult], gated: Gated
+    specs: Mapping[str, TaskInput],
+    results: Mapping[str, TaskResult],
+    gated: Gated,
+    visibility: Visibility = EVERYTHING,
 ) -> tuple[Gates, dict[str, TaskResult]]:
     """The gates a full pass leaves (`results`: every task's own; `gated`: the gates' stage),
-    and each gated waiting task's result after them."""
+    and each gated waiting task's result after them. `visibility`: the pass's (its options')."""
     needs = dependency_graph(specs)
     watchers = _watchers_of(needs)
-    cycles = _cycles(needs, specs, results.__getitem__)
+    cycles = _cycles(needs, specs, results.__getitem__, visibility)
     views = _Views(specs, results.__getitem__, cycles)
     seen = {name: views[name] for name in watchers if name in specs}
     after: dict[str, TaskResult] = {}
@@ -128,6 +132,7 @@ def gate_again(
     deleted: Collection[str],
     carried: Collection[str],
     reconcile: Callable[[str], TaskResult],
+    visibility: Visibility = EVERYTHING,
 ) -> tuple[Gates, dict[str, TaskResult]]:
     """The gates after a fast pass that redid `redone` (`result_of`: each task's own result
     in this pass), carried others' results over to their new status (`carried`: what they
@@ -141,7 +146,7 @@ def gate_again(
         or any(n in gates.watchers for n in deleted)
         or any(n in watchers and n not in gates.seen for n in redone)  # appeared
     ):
-        cycles = _cycles(needs, specs, result_of)
+        cycles = _cycles(needs, specs, result_of, visibility)
     recycled = {
         n for n in cycles.keys() | gates.cycles.keys() if cycles.get(n) != gates.cycles.get(n)
     }
@@ -150,7 +155,7 @@ def gate_again(
     for name in chain(redone, recycled):
         woken.judge(name)
     woken.follow(watchers, views, chain(redone, deleted, carried, recycled))
-    names = DependencyViews(views, {})
+    names = DependencyViews(views, {}, visibility)
     after = {n: _through_gates(now, n, result_of(n), names, cycles) for n in woken.again}
     gated = gates.gated
     dropped = [n for n in chain(redone, deleted) if n in gated and n not in after]
@@ -313,11 +318,13 @@ def _cycles(
     needs: Mapping[str, Sequence[DependencySpec]],
     specs: Mapping[str, TaskInput],
     result_of: Callable[[str], TaskResult],
+    visibility: Visibility,
 ) -> dict[str, str]:
     """The dependency cycles of the graph, its names resolved among the tasks of `specs`."""
     if not needs:
         return {}
-    return find_cycles(dependency_edges(needs, DependencyViews(_Views(specs, result_of, {}), {})))
+    names = DependencyViews(_Views(specs, result_of, {}), {}, visibility)
+    return find_cycles(dependency_edges(needs, names))
 
 
 class _Views(Mapping[str, RunView]):

@@ -433,7 +433,7 @@ def order_after_full(
         return None
     if admitted.walk is None and admitted.queue_admission is None:
         return None
-    gates, through = keptgates.after_full(specs, results, gated)
+    gates, through = keptgates.after_full(specs, results, gated, ctx.options.visibility)
     if keptgates.names_an_array(gates):
         return None
     if through:  # the waiting tasks with dependencies: their results after the gates

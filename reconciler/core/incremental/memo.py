@@ -34,6 +34,7 @@ from specs.cluster import Capacity, NodeType
 from specs.queues.config import QueueConfig
 from specs.settings.process import PlanOptions
 from specs.task.status import TaskStatus
+from specs.task.submission_ids import SeenClaim
 
 # Everything every task's own reconcile reads besides its own inputs and the clock: when any
 # of it changes, no earlier result is reused. The queue config is in it for the preemption
@@ -208,6 +209,7 @@ def plan_incremental(
     queue_error: str | None = None,
     changed: Collection[str] | None = None,
     stand: Stand | None = None,
+    seen_claims: Mapping[str, SeenClaim] | None = None,
 ) -> tuple[Plan, Memo]:
     """`planner.plan(specs, statuses, observed, now, options, queues=queues)`, and the memo
     for the next pass. `versions`: each task's version, a value that changes whenever its spec
@@ -217,7 +219,8 @@ def plan_incremental(
     caller knows them; else they are found by comparing `versions`, and every sidecar is
     looked at for a spec. `stand`: the caller lets a plan stand (Stand): a pass whose tasks
     are those the last plan stands on (standing.Standing) is answered with that plan, and the
-    memo says it stood (`stood`)."""
+    memo says it stood (`stood`). `seen_claims`: when the scheduler first saw each task claim
+    its explicit id (planner.plan's); a task's record changes only with its claim."""
     stood = _stood(memo, specs, statuses, observed, now, versions, changed, stand)
     if stood is not None:
         assert stood.standing is not None
@@ -226,9 +229,8 @@ def plan_incremental(
         changed = None
     elif changed is not None and memo.unplanned:
         changed = memo.unplanned | frozenset(changed)
-    plan, after = _plan(
-        memo, specs, statuses, observed, now, options, queues, usage, versions, queue_error, changed
-    )
+    given = _Given(options, queues, usage, queue_error, seen_claims or {})
+    plan, after = _plan(memo, specs, statuses, observed, now, given, versions, changed)
     if stand is None:
         return plan, after
     at = now.timestamp()
@@ -240,23 +242,50 @@ def plan_incremental(
     return plan, replace(after, standing=standing)
 
 
+@dataclass(frozen=True)
+class _Given:
+    """What the caller hands a pass besides the tasks, Ray and the clock."""
+
+    options: PlanOptions
+    queues: QueueConfig | None
+    usage: QueueUsage | None
+    queue_error: str | None
+    seen_claims: Mapping[str, SeenClaim]
+
+    def begin(
+        self,
+        specs: Mapping[str, TaskInput],
+        statuses: Mapping[str, TaskStatus],
+        observed: Observation,
+        now: datetime,
+    ) -> planner.PassInputs:
+        return planner.begin(
+            specs,
+            statuses,
+            observed,
+            now,
+            self.options,
+            self.queues,
+            self.usage,
+            self.queue_error,
+            self.seen_claims,
+        )
+
+
 def _plan(
     memo: Memo,
     specs: Mapping[str, TaskInput],
     statuses: Mapping[str, TaskStatus],
     observed: Observation,
     now: datetime,
-    options: PlanOptions,
-    queues: QueueConfig | None,
-    usage: QueueUsage | None,
+    given: _Given,
     versions: Mapping[str, Hashable] | None,
-    queue_error: str | None,
     changed: Collection[str] | None,
 ) -> tuple[Plan, Memo]:
-    world = _world(observed, options, queues)
+    world = _world(observed, given.options, given.queues)
     previous = memo.kept if memo.world == world else {}
     if memo.order is not None and previous and versions:
-        inputs = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
+        inputs = given.begin(specs, statuses, observed, now)
         if keptorder.fast_enough(inputs):
             told = changed is not None
             kept_order, known, changed = _carry_written(
@@ -279,12 +308,11 @@ def _plan(
             if done is not None:
                 carried = len(memo.order.loud) - len(kept_order.loud)
                 return done[0], Memo(world, done[1], done[2], fast=True, carried_over=carried)
-    ctx = planner.begin(specs, statuses, observed, now, options, queues, usage, queue_error)
-    env = ctx.env
+    ctx = given.begin(specs, statuses, observed, now)
     merged = planner.TaskMerge()
     versions = versions or {}
     read = specs
-    specs = planner.with_id_claims(specs, statuses, env)
+    specs = planner.with_id_claims(specs, statuses, ctx)
     kept: dict[str, Kept] = {}
     results: dict[str, TaskResult] = {}
     for name in sorted(specs):

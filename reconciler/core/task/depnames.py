@@ -3,6 +3,12 @@
 A name is looked up in the depending task's folder first, then from the top (a leading `/`
 means from the top only): a pipeline copied into `team-b/` waits for `team-b/prepare`. A name
 may be an array (all its elements must meet the condition) or one element (`sweep[3]`).
+
+From the top, a name reaches only the tasks the depending task's folder may see
+(specs.task.visibility): else it stays in the folder (and, missing there, is waited for as
+any missing name). A name that can only be read from the top (`/team-b/x`, or any name of a
+task outside every folder) and reaches a task the folder may not see makes the spec Invalid
+(`hidden`), whether that task exists or not: what a team learns of another folder is nothing.
 """
 
 from __future__ import annotations
@@ -12,17 +18,35 @@ from collections.abc import Iterable, Mapping, Sequence
 from reconciler.core.task.dependencies import RunView, satisfies
 from specs.task.arrays import split
 from specs.task.pipeline import DependencySpec
+from specs.task.visibility import EVERYTHING, Visibility
+
+
+def hidden(dependent: str, deps: Sequence[DependencySpec], visibility: Visibility) -> str | None:
+    """The first of `dependent`'s dependencies whose only reading is a task its folder may
+    not see, or None."""
+    folder = dependent.rpartition("/")[0]
+    for dep in deps:
+        if folder and not dep.name.startswith("/"):
+            continue  # it may always be read in the folder
+        if not visibility.sees(dependent, dep.name.lstrip("/")):
+            return dep.name
+    return None
 
 
 class DependencyViews:
     """Every task's latest run, by name, with arrays seen as one run each."""
 
     def __init__(
-        self, views: Mapping[str, RunView], elements: Mapping[str, list[str]] | None = None
+        self,
+        views: Mapping[str, RunView],
+        elements: Mapping[str, list[str]] | None = None,
+        visibility: Visibility = EVERYTHING,
     ) -> None:
         """`elements`: each array's element names, in the order of `views`, when the caller
-        knows them (else found by looking at every name)."""
+        knows them (else found by looking at every name); `visibility`: which tasks each
+        folder may see."""
         self.views = views
+        self.visibility = visibility
         self.elements: Mapping[str, list[str]]
         if elements is not None:
             self.elements = elements
@@ -42,20 +66,28 @@ class DependencyViews:
         if name.startswith("/"):
             return name.lstrip("/")
         folder = dependent.rpartition("/")[0]
-        if folder and self.known(local := f"{folder}/{name}"):
+        if folder and (
+            self.known(local := f"{folder}/{name}") or not self.visibility.sees(dependent, name)
+        ):
             return local
         return name
 
     def targets(self, dependent: str, name: str) -> list[str]:
-        """The tasks `name` waits for: the task itself, or each element of an array."""
+        """The tasks `name` waits for: the task itself, or each element of an array; none
+        that `dependent`'s folder may not see (no cycle goes through one)."""
         resolved = self.resolve(dependent, name)
+        if self.visibility.readers and not self.visibility.sees(dependent, resolved):
+            return []
         return self.elements.get(resolved, [resolved])
 
     def of(self, dependent: str, deps: Sequence[DependencySpec]) -> dict[str, RunView]:
         """The view of each dependency of `dependent`, under the name its spec gives."""
         out: dict[str, RunView] = {}
         for dep in deps:
-            view = self._view(self.resolve(dependent, dep.name), dep.condition)
+            resolved = self.resolve(dependent, dep.name)
+            if self.visibility.readers and not self.visibility.sees(dependent, resolved):
+                continue  # as if missing (its spec is Invalid: `hidden`)
+            view = self._view(resolved, dep.condition)
             if view is not None:
                 out[dep.name] = view
         return out

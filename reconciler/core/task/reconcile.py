@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from functools import lru_cache
 
@@ -14,7 +15,7 @@ from reconciler.core import scaling as scaling_core
 from reconciler.core.admission import policies
 from reconciler.core.decisions import Event, Submit
 from reconciler.core.preemption import victims
-from reconciler.core.task import lifecycle
+from reconciler.core.task import depnames, lifecycle
 from reconciler.core.task.jobs import bundles_of, make_uid, request_of, submit_request, uid_at
 from reconciler.core.task.runs import check_timeouts, keep_active, note_ended, observe_run
 from reconciler.core.task.step import QueueKey, TaskEnv, TaskResult, TaskStep, Waiter
@@ -26,6 +27,7 @@ from specs.cluster import (
 )
 from specs.task import ownership
 from specs.task.arrays import order_key
+from specs.task.errors import SpecError
 from specs.task.inputs import TaskInput
 from specs.task.models import ConditionType, Phase, Reason
 from specs.task.quantity import human_memory
@@ -51,10 +53,24 @@ def reconcile_task(
     env: TaskEnv, spec: TaskInput, prev: TaskStatus | None, now: float
 ) -> TaskResult:
     """One task's own part of a pass (see TaskResult). Pure."""
+    task = spec.task
+    if task is not None and task.spec.depends_on and env.options.visibility.readers:
+        hidden = depnames.hidden(spec.name, task.spec.depends_on, env.options.visibility)
+        if hidden is not None:
+            message = f"spec.dependsOn: {hidden!r} is not visible to this task's folder"
+            spec = refused(spec, message)
     plain = plain_wait(env, spec, prev, now)
     if plain is not None:
         return plain
     return reconcile_steps(env, spec, prev, now)
+
+
+def refused(spec: TaskInput, message: str) -> TaskInput:
+    """`spec` turned Invalid by a rule of the pass (`message`: why), not by its file: its last
+    valid spec is the spec itself, so a run it already has goes on; it is never submitted
+    again while the rule holds."""
+    error = SpecError.unplaced(message)
+    return replace(spec, task=None, error=error, last_valid=spec.task, spec_hash=None)
 
 
 def plain_wait(

@@ -4,16 +4,23 @@ planner's options."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from reconciler.shell.loop.queuefile import QueueFile
 from specs.folder.store import TaskStore
 from specs.queues.config import CONFIG_FILE
 from specs.settings.process import PlanOptions, Settings
 from specs.task.inputs import TaskInput
+from specs.tenancy.access import team_visibility
 
 
 def plan_options(settings: Settings) -> PlanOptions:
-    return settings.plan_options()
+    """The settings' planner options, with what each task may see of the others as the team
+    tokens file draws the folders (AccessError if that file is unusable)."""
+    options = settings.plan_options()
+    if settings.team_tokens is None:
+        return options
+    return replace(options, visibility=team_visibility(settings))
 
 
 def scan_specs(store: TaskStore, changed: set[str] | None = None) -> dict[str, TaskInput]:

@@ -30,6 +30,8 @@ from reconciler.shell.loop.raystate import observe_ray as observe_ray  # re-expo
 from reconciler.shell.loop.repeats import Repeating
 from reconciler.shell.loop.report import PassReport
 from reconciler.shell.loop.scaling import AutoscalerMetrics, ScaleRequests
+from reconciler.shell.loop.seenclaims import FILE_NAME as SEEN_CLAIMS_FILE
+from reconciler.shell.loop.seenclaims import SeenClaims
 from reconciler.shell.loop.timing import next_wait
 from reconciler.shell.ops import memory
 from reconciler.shell.ops.history import ResourceHistory
@@ -88,6 +90,8 @@ class Reconciler:
         self.metrics = metrics
         self.observer = PassObserver(self.history, metrics)
         self.revisions = GitRevisions(settings.tasks_dir) if settings.git_revision else None
+        # When each task's explicit id claim was first seen: what decides between folders.
+        self.seen_claims = SeenClaims(settings.resolved_state_dir / SEEN_CLAIMS_FILE)
         # name -> its input with the commit its file came from (git_revision), kept between
         # passes and updated by the inputs that changed, or all when git's answer changed.
         self._sourced: dict[str, TaskInput] = {}
@@ -266,6 +270,7 @@ class Reconciler:
                 # What this pass read may be in the store's records and not yet in what the
                 # loop keeps (sources, versions): the next pass rebuilds those from all it reads.
                 self._sources_stale = True
+                self.seen_claims.stale = True
                 self.changes.lost()
                 self._memo = incremental.without_standing(self._memo)
                 self.report.stale()  # and counts what its plan changed from all statuses
@@ -316,6 +321,7 @@ class Reconciler:
         if observed is None:
             observed = self.observe()
         now = datetime.fromtimestamp(self.clock(), UTC)
+        seen_claims = self.seen_claims.update(specs, self._spec_changes, now.timestamp())
         queues = self.queue_file.load()
         # The usage is kept only by a pass that plans: one that stands advances nothing.
         usage = self.usage.at_time(now.timestamp(), queues.config)
@@ -332,6 +338,7 @@ class Reconciler:
             queue_error=queues.error_without_config,
             changed=self.changes.changed,
             stand=incremental.Stand((queues.generation, self._revision), self.store.still()),
+            seen_claims=seen_claims,
         )
         if self._memo.stood:
             # Nothing changed but what the last plan wrote, read back: that plan stands

@@ -50,6 +50,7 @@ from specs.settings.process import PlanOptions
 from specs.task.arrays import split
 from specs.task.models import ConditionType, Reason
 from specs.task.status import TaskStatus
+from specs.task.visibility import EVERYTHING, Visibility
 from tests.support.incremental_history import T0, History, assert_identical
 from tests.support.planner_world import GIB
 
@@ -61,6 +62,11 @@ TOTALS = {"passes": 0, "fast": 0, "reused": 0, "preempting": 0}
 # Folders: the default queue (top level, and a folder no queue lists), two team queues and a
 # sub-queue of one of them (with the second queue file).
 FOLDERS = ("", "", "misc/", "team-a/", "team-a/", "team-a/ml/", "team-b/")
+# Team tokens: team-a's and team-b's read and write their own folders only; misc/ has a writer
+# that reads everything.
+TEAM_FOLDERS = Visibility(
+    readers=(("team-a",), ("team-b",)), writers=(("misc",), ("team-a",), ("team-b",))
+)
 TEAMS = """\
 apiVersion: rayqueue/v1
 kind: QueueConfig
@@ -341,6 +347,8 @@ def options_of(draw: st.DrawFn) -> PlanOptions:
         max_stops_per_pass=draw(st.sampled_from([0, 1])),
         # Past 8 too: the fast pass's first team head, beyond which places come from its tail.
         exact_queue_positions=draw(st.sampled_from([1, 2, 3, 5, 12, 30])),
+        # With team tokens in half: each team reads and writes only its folder.
+        visibility=draw(st.sampled_from([EVERYTHING, TEAM_FOLDERS])),
         **extra,
     )
 

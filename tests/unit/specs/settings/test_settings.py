@@ -229,9 +229,11 @@ def test_the_choices_are_the_registries() -> None:
     assert PREEMPTION_MODES == victims.MODES
 
 
-def test_plan_options_declare_nothing_of_their_own_but_the_queue_id() -> None:
+def test_plan_options_declare_nothing_of_their_own_but_the_queue_id_and_visibility() -> None:
+    # Both are resolved from more than the planner knobs: the queue id from the folder, the
+    # visibility from the team tokens file.
     shared = {f.name for f in dataclasses.fields(PlannerSettings)}
-    assert {f.name for f in dataclasses.fields(PlanOptions)} - shared == {"queue_id"}
+    assert {f.name for f in dataclasses.fields(PlanOptions)} - shared == {"queue_id", "visibility"}
     settings_fields = {f.name: f for f in dataclasses.fields(Settings)}
     for f in dataclasses.fields(PlannerSettings):
         assert isinstance(f.metadata.get("knob"), Knob), f.name
