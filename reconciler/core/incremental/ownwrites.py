@@ -48,6 +48,7 @@ def after_write(result: TaskResult, spec: TaskInput, status: TaskStatus) -> Task
         body.phase is not Phase.QUEUED
         or body.spec_hash != spec.hash_of(task)
         or body.next_retry_at is not None
+        or body.submission_id is not None  # a queued status names no run: reconcile judges it
         or not queued  # without it (or at epoch 0) the place would be read from the clock
     ):  # (and a Queued status is never held in a dependency cycle: states.in_cycle)
         return None
