@@ -138,7 +138,7 @@ def test_the_read_back_of_a_plan_that_only_moved_statuses_plans_nothing(
         options, queues_of(queue_file), capacity=Capacity(cpus, 0, 64 * GIB), compare=False
     )
     note(f"{options}; size {size}, cpus {cpus}, plain {plain}, ids {ids}; sequence {sequence}")
-    run = Sequence(world, names_of(size), plain, ids)
+    run = Sequence(world, names_of(size), plain, ids=ids)
     run.run(("add", size // 2, first))
     for step in sequence:
         run.run(step)
