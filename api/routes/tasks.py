@@ -37,7 +37,7 @@ from api.idclaims import id_check
 from api.models import TaskList, TaskRow
 from api.ports import Loop
 from api.routes.queues import queue_room
-from specs.cluster import JobNotFound
+from specs.cluster import JobNotFound, TailLimits
 from specs.service.arrayviews import array_status
 from specs.service.tasks import TaskService, parse_phases, parse_selector, quote_etag, select
 from specs.service.views import SpecFile, TaskView, human_age, resources, status_body, task_object
@@ -45,6 +45,8 @@ from specs.task.arrays import element_name, split
 from specs.yamlio.mergepatch import dump_document
 
 router = APIRouter(prefix="/tasks", tags=["tasks"])
+# The most GET /tasks/NAME/logs?tail=N answers (docs/api.md): the end of the log kept.
+LOGS_TAIL_BYTES = 1024 * 1024
 
 _SPEC_BODY = {
     "requestBody": {
@@ -186,11 +188,14 @@ def task_logs(
     if ray is None:
         raise ApiError(503, "no Ray connection in this process")
     try:
-        text = ray.logs(submission_id)
+        if tail is None:
+            text = ray.logs(submission_id)
+        else:  # only the log's end is read, never the whole log
+            limits = TailLimits(lines=tail, max_bytes=LOGS_TAIL_BYTES, line_bytes=LOGS_TAIL_BYTES)
+            text = ray.log_tail(submission_id, limits)
+            text += "\n" if text else ""
     except JobNotFound:
         raise NotFound(f"Ray has no job {submission_id} (any more)") from None
-    if tail is not None:
-        text = "\n".join(text.splitlines()[-tail:]) + ("\n" if text else "")
     return PlainTextResponse(text)
 
 
