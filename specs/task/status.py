@@ -250,11 +250,12 @@ class TaskStatus(NamedTuple):
 # `bounded` is applied to every status the store writes or reads, so no field escapes it.
 # docs/api.md lists them.
 
-TEXT_BYTES: Final = 4 * 1024  # every text of a status (a message, a reason, ...) but the log tail
+TEXT_BYTES: Final = 4 * 1024  # a message: the status's and each condition's
 LOG_TAIL_BYTES: Final = 16 * 1024  # the end of a failed run's log
 LOG_LINE_BYTES: Final = 2 * 1024  # one line of that tail
-MAX_ITEMS: Final = 16  # the entries of a list or a mapping (conditions, labels)
-_FIELD_BYTES: Final = {"log_tail": LOG_TAIL_BYTES}
+WORD_BYTES: Final = 1024  # every other text: a reason, a queue, a name, an id, a label
+MAX_ITEMS: Final = 8  # the entries of a list or a mapping (conditions, labels)
+_FIELD_BYTES: Final = {"message": TEXT_BYTES, "log_tail": LOG_TAIL_BYTES}
 _KEEP_END: Final = frozenset({"log_tail"})  # the end of a log says why the run failed
 # Values that hold no text: never cut.
 _PLAIN: Final = frozenset({int, bool, float, datetime, Phase, NoneType})
@@ -273,7 +274,7 @@ def _types(annotation: Any) -> set[Any]:
 # The body's fields that may hold text (by their declared types, so a new text field is checked
 # without being named here), each with its cap.
 _CHECKED: Final = tuple(
-    (index, name, _FIELD_BYTES.get(name, TEXT_BYTES), name in _KEEP_END)
+    (index, name, _FIELD_BYTES.get(name, WORD_BYTES), name in _KEEP_END)
     for index, name in enumerate(TaskStatusBody._fields)
     if not _types(TaskStatusBodyModel.model_fields[name].annotation) <= _PLAIN
 )
@@ -290,8 +291,11 @@ def _fits(value: object, limit: int) -> bool:
         return len(value) <= MAX_ITEMS and all(
             _fits(k, limit) and _fits(v, limit) for k, v in value.items()
         )
-    if isinstance(value, BaseModel):
-        return all(_fits(getattr(value, name), limit) for name in type(value).model_fields)
+    if isinstance(value, BaseModel):  # a condition, a commit: each field by its own cap
+        return all(
+            _fits(getattr(value, name), _FIELD_BYTES.get(name, WORD_BYTES))
+            for name in type(value).model_fields
+        )
     return True
 
 
@@ -306,10 +310,11 @@ def _bound(value: Any, limit: int, keep_end: bool) -> Any:
         items = list(value.items())[:MAX_ITEMS]
         return {_bound(k, limit, keep_end): _bound(v, limit, keep_end) for k, v in items}
     if isinstance(value, BaseModel):
+        caps = {name: _FIELD_BYTES.get(name, WORD_BYTES) for name in type(value).model_fields}
         update = {
-            name: _bound(getattr(value, name), limit, keep_end)
-            for name in type(value).model_fields
-            if not _fits(getattr(value, name), limit)
+            name: _bound(getattr(value, name), cap, name in _KEEP_END)
+            for name, cap in caps.items()
+            if not _fits(getattr(value, name), cap)
         }
         return value.model_copy(update=update)
     return value
@@ -333,12 +338,12 @@ def bounded(status: TaskStatus) -> TaskStatus:
     body = bounded_body(status.status)
     metadata = status.metadata
     if isinstance(metadata, Metadata) and not (
-        _fits(metadata.labels, TEXT_BYTES) and _fits(metadata.annotations, TEXT_BYTES)
+        _fits(metadata.labels, WORD_BYTES) and _fits(metadata.annotations, WORD_BYTES)
     ):
         metadata = metadata.model_copy(
             update={
-                "labels": _bound(metadata.labels, TEXT_BYTES, False),
-                "annotations": _bound(metadata.annotations, TEXT_BYTES, False),
+                "labels": _bound(metadata.labels, WORD_BYTES, False),
+                "annotations": _bound(metadata.annotations, WORD_BYTES, False),
             }
         )
     if body is status.status and metadata is status.metadata:
