@@ -109,6 +109,7 @@ class SubmitRequest:
 # Text cut to a size in bytes: what is left says it was cut.
 CUT_MARK = " [... cut]"
 CUT_MARK_FRONT = "[cut ...] "
+EARLIER_CUT = "[... earlier lines cut]"  # the first line of a log tail that left lines out
 
 
 def cut_text(text: str, limit: int, *, keep_end: bool = False) -> str:
@@ -142,18 +143,25 @@ class TailLimits:
         `line_bytes` are cut after the read, so it holds more than `max_bytes`."""
         return 4 * self.max_bytes
 
-    def shape(self, text: str, *, whole: bool = True) -> str:
+    def shape(self, text: str, *, whole: bool = True, earlier_cut: bool = False) -> str:
         """The tail kept of `text`, the last lines of a log. `whole`: `text` runs to the
         end of the log; otherwise the read stopped at its budget inside the last line,
-        which is marked as cut."""
+        which is marked as cut. `earlier_cut`: lines before `text` were left out for their
+        size, said by a first line EARLIER_CUT."""
         if self.lines <= 0:
             return ""
         kept = text.rstrip("\n").splitlines()[-self.lines :]
         if not kept:
             return ""
-        if not whole:
-            last = cut_text(kept[-1], self.line_bytes - len(CUT_MARK))
-            kept[-1] = last if last.endswith(CUT_MARK) else last + CUT_MARK
+        if earlier_cut:
+            shorter = TailLimits(self.lines, self.max_bytes - len(EARLIER_CUT) - 1, self.line_bytes)
+            return EARLIER_CUT + "\n" + shorter.shape(text, whole=whole)
+        if not whole:  # the read stopped inside the last line: it is cut, and says so
+            last = cut_text(kept[-1], self.line_bytes)
+            if last is kept[-1]:
+                last = cut_text(last, self.line_bytes - len(CUT_MARK))
+                last = last if last.endswith(CUT_MARK) else last + CUT_MARK
+            kept[-1] = last
         kept = [cut_text(line, self.line_bytes) for line in kept]
         size = sum(len(line.encode("utf-8", "surrogatepass")) + 1 for line in kept) - 1
         while size > self.max_bytes and len(kept) > 1:

@@ -3,9 +3,9 @@
 Ray reads a log's last N lines for us (its state API, `lines=N`), but a line has no length
 limit: one line of a hundred megabytes is one line. So each read stops at a budget of bytes,
 and when the last N lines do not fit in it, fewer are asked for (half as many each time,
-down to one); the one line that alone overflows the budget is kept as far as it was read,
-marked as cut. Either way no read carries more than the budget, and the log is never read
-whole.
+then bisecting), and the tail then starts with a line saying earlier lines were cut; the one
+line that alone overflows the budget is kept as far as it was read, marked as cut. Either
+way no read carries more than the budget, and the log is never read whole.
 """
 
 from __future__ import annotations
@@ -30,15 +30,34 @@ ReadLastLines = Callable[[int, int], LogRead]
 
 
 def read_tail(read: ReadLastLines, limits: TailLimits) -> str:
-    """The tail of a log within `limits`, by as few bounded reads as fit it."""
-    lines = limits.lines
-    if lines <= 0:
+    """The tail of a log within `limits`: the most of its last lines whose read fits the
+    budget, found by halving the count from `limits.lines`, then bisecting between a count
+    that fits and one that does not."""
+    if limits.lines <= 0:
         return ""
+    lines = limits.lines
+    fits: tuple[int, LogRead] | None = None  # the most lines read whole so far
+    over: int | None = None  # the fewest lines whose read overflowed the budget
     while True:
         got = read(lines, limits.read_budget)
-        if got.whole or lines == 1:
-            return limits.shape(got.data.decode("utf-8", "replace"), whole=got.whole)
-        lines = max(1, lines // 2)
+        if got.whole:
+            fits = (lines, got)
+        else:
+            over = lines
+        if over is None:
+            break  # every line asked for fit
+        if fits is None:
+            if lines == 1:  # the last line alone overflows: kept as far as it was read
+                return limits.shape(got.data.decode("utf-8", "replace"), whole=False)
+            lines = max(1, lines // 2)
+            continue
+        if over - fits[0] <= 1:
+            break
+        lines = (fits[0] + over) // 2
+    assert fits is not None
+    # Some earlier line was left out for its size when a read of more lines overflowed.
+    text = fits[1].data.decode("utf-8", "replace")
+    return limits.shape(text, earlier_cut=over is not None)
 
 
 def last_lines(data: bytes, lines: int) -> bytes:
