@@ -53,8 +53,10 @@ from specs.cluster import (
     RayUnavailable,
     SubmitRequest,
     TailLimits,
+    cut_text,
 )
 from specs.task import submission_ids
+from specs.task.status import TEXT_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -517,7 +519,7 @@ def _to_ray_job(d: JobDetails) -> RayJob:
         submission_id=str(d.submission_id),
         status=str(status),
         entrypoint=d.entrypoint or "",
-        message=d.message or "",
+        message=cut_text(d.message or "", TEXT_BYTES),  # Ray's holds up to 20,000 chars of log
         # Ray keeps milliseconds; start_time is when the job was submitted, not when it ran.
         start_time=d.start_time / 1000 if d.start_time else None,
         end_time=d.end_time / 1000 if d.end_time else None,
@@ -534,7 +536,7 @@ def _job_from_json(d: dict[str, Any]) -> RayJob:
         submission_id=str(d["submission_id"]),
         status=str(d.get("status") or ""),
         entrypoint=str(d.get("entrypoint") or ""),
-        message=str(d.get("message") or ""),
+        message=cut_text(str(d.get("message") or ""), TEXT_BYTES),
         start_time=float(start) / 1000 if start else None,
         end_time=float(end) / 1000 if end else None,
         metadata={str(k): str(v) for k, v in (d.get("metadata") or {}).items()},
