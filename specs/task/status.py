@@ -280,6 +280,15 @@ _CHECKED: Final = tuple(
 )
 
 
+_TEXTS: Final = frozenset(
+    name
+    for name in TaskStatusBody._fields
+    if _types(TaskStatusBodyModel.model_fields[name].annotation) <= {str, NoneType}
+)
+_TEXT_VALUES: Final = operator.itemgetter(*(i for i, name, *_ in _CHECKED if name in _TEXTS))
+_OTHER_VALUES: Final = operator.itemgetter(*(i for i, name, *_ in _CHECKED if name not in _TEXTS))
+
+
 def _fits(value: object, limit: int) -> bool:
     if value is None or type(value) in _PLAIN:
         return True
@@ -320,10 +329,21 @@ def _bound(value: Any, limit: int, keep_end: bool) -> Any:
     return value
 
 
+def _at_a_glance(body: TaskStatusBody) -> bool:
+    """Within every cap without a closer look, as nearly every status is: its text fields of
+    at most WORD_BYTES bytes (four a character at most), and no conditions or commit."""
+    texts = _TEXT_VALUES(body)
+    return max(map(len, filter(None, texts)), default=0) * 4 <= WORD_BYTES and all(
+        value is None or value is _NO_CONDITIONS for value in _OTHER_VALUES(body)
+    )
+
+
 def bounded_body(body: TaskStatusBody) -> TaskStatusBody:
     """`body` with every field within its cap: text cut (a log tail keeping its end), lists
     and mappings to MAX_ITEMS entries. The same object when it fits, as nearly all do; a
     bounded body is unchanged by bounding it again."""
+    if _at_a_glance(body):
+        return body
     update = {
         name: _bound(body[index], limit, keep_end)
         for index, name, limit, keep_end in _CHECKED
