@@ -248,7 +248,7 @@ class TaskStatus(NamedTuple):
 # A status is written by the loop from what a team's folder and jobs give it (names, messages,
 # a failed run's log), so each field has a size in bytes it never exceeds, whatever the input:
 # `bounded` is applied to every status the store writes or reads, so no field escapes it.
-# docs/api.md lists them.
+# README.md ("The status sidecar") lists them.
 
 TEXT_BYTES: Final = 4 * 1024  # a message: the status's and each condition's
 LOG_TAIL_BYTES: Final = 16 * 1024  # the end of a failed run's log
@@ -285,8 +285,18 @@ _TEXTS: Final = frozenset(
     for name in TaskStatusBody._fields
     if _types(TaskStatusBodyModel.model_fields[name].annotation) <= {str, NoneType}
 )
-_TEXT_VALUES: Final = operator.itemgetter(*(i for i, name, *_ in _CHECKED if name in _TEXTS))
-_OTHER_VALUES: Final = operator.itemgetter(*(i for i, name, *_ in _CHECKED if name not in _TEXTS))
+
+
+def _values_at(indices: list[int]) -> Any:
+    """A getter of a body's values at `indices`, always as a tuple (itemgetter gives one index's
+    value bare)."""
+    if len(indices) == 1:
+        return lambda body: (body[indices[0]],)
+    return operator.itemgetter(*indices)
+
+
+_TEXT_VALUES: Final = _values_at([i for i, name, *_ in _CHECKED if name in _TEXTS])
+_OTHER_VALUES: Final = _values_at([i for i, name, *_ in _CHECKED if name not in _TEXTS])
 
 
 def _fits(value: object, limit: int) -> bool:
