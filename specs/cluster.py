@@ -128,6 +128,11 @@ def cut_text(text: str, limit: int, *, keep_end: bool = False) -> str:
     return data[:room].decode("utf-8", "ignore") + CUT_MARK
 
 
+# The most a reader's own `tail=N` of a log gives (the API's logs route, `rayqueue logs --tail`
+# and `describe`): its last N lines, each whole up to this, the earliest dropped past it.
+REQUESTED_TAIL_BYTES = 1024 * 1024
+
+
 @dataclass(frozen=True)
 class TailLimits:
     """How much of the end of a job's log to read and keep: its last `lines` lines, each cut
@@ -136,6 +141,11 @@ class TailLimits:
     lines: int
     max_bytes: int
     line_bytes: int
+
+    @classmethod
+    def requested(cls, lines: int) -> TailLimits:
+        """A reader's `tail=lines`: lines cut only by REQUESTED_TAIL_BYTES."""
+        return cls(lines, REQUESTED_TAIL_BYTES, REQUESTED_TAIL_BYTES)
 
     @property
     def read_budget(self) -> int:

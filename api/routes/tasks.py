@@ -45,8 +45,6 @@ from specs.task.arrays import element_name, split
 from specs.yamlio.mergepatch import dump_document
 
 router = APIRouter(prefix="/tasks", tags=["tasks"])
-# The most GET /tasks/NAME/logs?tail=N answers (docs/api.md): the end of the log kept.
-LOGS_TAIL_BYTES = 1024 * 1024
 
 _SPEC_BODY = {
     "requestBody": {
@@ -191,8 +189,7 @@ def task_logs(
         if tail is None:
             text = ray.logs(submission_id)
         else:  # only the log's end is read, never the whole log
-            limits = TailLimits(lines=tail, max_bytes=LOGS_TAIL_BYTES, line_bytes=LOGS_TAIL_BYTES)
-            text = ray.log_tail(submission_id, limits)
+            text = ray.log_tail(submission_id, TailLimits.requested(tail))
             text += "\n" if text else ""
     except JobNotFound:
         raise NotFound(f"Ray has no job {submission_id} (any more)") from None
