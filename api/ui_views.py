@@ -8,6 +8,7 @@ back, what is broken, then finished tasks.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -84,14 +85,35 @@ def array_row(array: ArrayView, *, dashboard: str | None) -> dict[str, Any]:
     return row
 
 
-def rows(views: Iterable[TaskView], *, dashboard: str | None) -> list[dict[str, Any]]:
-    """The table's rows: a task each, a task array as one row."""
-    return [
+@dataclass(frozen=True)
+class RowsPage:
+    """Some of the table's rows, from `start`, and how many rows the whole table has."""
+
+    rows: list[dict[str, Any]]
+    start: int
+    total: int
+
+    @property
+    def next_start(self) -> int | None:
+        """Where the next page starts; None after the last."""
+        end = self.start + len(self.rows)
+        return end if end < self.total else None
+
+
+def rows_page(
+    views: Iterable[TaskView], *, dashboard: str | None, start: int, limit: int | None
+) -> RowsPage:
+    """The table's rows (a task each, a task array as one) from `start`, at most `limit` of
+    them (None: all): only those are built."""
+    grouped = group(views)
+    chosen = grouped[start:] if limit is None else grouped[start : start + limit]
+    built = [
         task_row(v, dashboard=dashboard)
         if isinstance(v, TaskView)
         else array_row(v, dashboard=dashboard)
-        for v in group(views)
+        for v in chosen
     ]
+    return RowsPage(built, start, len(grouped))
 
 
 def finished_since(views: Iterable[TaskView], since: datetime) -> int:

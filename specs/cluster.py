@@ -106,6 +106,79 @@ class SubmitRequest:
     metadata: Mapping[str, str]
 
 
+# Text cut to a size in bytes: what is left says it was cut.
+CUT_MARK = " [... cut]"
+CUT_MARK_FRONT = "[cut ...] "
+EARLIER_CUT = "[... earlier lines cut]"  # the first line of a log tail that left lines out
+
+
+def cut_text(text: str, limit: int, *, keep_end: bool = False) -> str:
+    """`text` in at most `limit` bytes of UTF-8, marked where it was cut: its start kept, or
+    with `keep_end` its end. Text within the limit comes back as it is, so a cut text cut
+    again is unchanged."""
+    if len(text) * 4 <= limit:  # at most four bytes a character: no need to encode
+        return text
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= limit:
+        return text
+    if keep_end:
+        room = max(limit - len(CUT_MARK_FRONT), 0)
+        return CUT_MARK_FRONT + data[len(data) - room :].decode("utf-8", "ignore")
+    room = max(limit - len(CUT_MARK), 0)
+    return data[:room].decode("utf-8", "ignore") + CUT_MARK
+
+
+# The most a reader's own `tail=N` of a log gives (the API's logs route, `rayqueue logs --tail`
+# and `describe`): its last N lines, each whole up to this, the earliest dropped past it.
+REQUESTED_TAIL_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TailLimits:
+    """How much of the end of a job's log to read and keep: its last `lines` lines, each cut
+    to `line_bytes`, at most `max_bytes` in all (the earliest of them dropped first)."""
+
+    lines: int
+    max_bytes: int
+    line_bytes: int
+
+    @classmethod
+    def requested(cls, lines: int) -> TailLimits:
+        """A reader's `tail=lines`: lines cut only by REQUESTED_TAIL_BYTES."""
+        return cls(lines, REQUESTED_TAIL_BYTES, REQUESTED_TAIL_BYTES)
+
+    @property
+    def read_budget(self) -> int:
+        """The most one read of a log's end may carry from Ray: lines longer than
+        `line_bytes` are cut after the read, so it holds more than `max_bytes`."""
+        return 4 * self.max_bytes
+
+    def shape(self, text: str, *, whole: bool = True, earlier_cut: bool = False) -> str:
+        """The tail kept of `text`, the last lines of a log. `whole`: `text` runs to the
+        end of the log; otherwise the read stopped at its budget inside the last line,
+        which is marked as cut. `earlier_cut`: lines before `text` were left out for their
+        size, said by a first line EARLIER_CUT."""
+        if self.lines <= 0:
+            return ""
+        kept = text.rstrip("\n").splitlines()[-self.lines :]
+        if not kept:
+            return ""
+        if earlier_cut:
+            shorter = TailLimits(self.lines, self.max_bytes - len(EARLIER_CUT) - 1, self.line_bytes)
+            return EARLIER_CUT + "\n" + shorter.shape(text, whole=whole)
+        if not whole:  # the read stopped inside the last line: it is cut, and says so
+            last = cut_text(kept[-1], self.line_bytes)
+            if last is kept[-1]:
+                last = cut_text(last, self.line_bytes - len(CUT_MARK))
+                last = last if last.endswith(CUT_MARK) else last + CUT_MARK
+            kept[-1] = last
+        kept = [cut_text(line, self.line_bytes) for line in kept]
+        size = sum(len(line.encode("utf-8", "surrogatepass")) + 1 for line in kept) - 1
+        while size > self.max_bytes and len(kept) > 1:
+            size -= len(kept.pop(0).encode("utf-8", "surrogatepass")) + 1
+        return cut_text(kept[0], self.max_bytes) if size > self.max_bytes else "\n".join(kept)
+
+
 class RayError(Exception):
     """Base of everything the Ray adapter raises."""
 
@@ -156,6 +229,12 @@ class RayAdapter(Protocol):
     def job_info(self, submission_id: str) -> RayJob:
         """The one job, as the listing shows it (its metadata: whose run it is). JobNotFound
         if absent."""
+        ...
+
+    def log_tail(self, submission_id: str, limits: TailLimits) -> str:
+        """The end of the job's log within `limits` (TailLimits.shape), read from Ray in at
+        most a few reads of `limits.read_budget` bytes each, never the whole log.
+        JobNotFound if absent."""
         ...
 
 

@@ -37,7 +37,7 @@ from api.idclaims import id_check
 from api.models import TaskList, TaskRow
 from api.ports import Loop
 from api.routes.queues import queue_room
-from specs.cluster import JobNotFound
+from specs.cluster import JobNotFound, TailLimits
 from specs.service.arrayviews import array_status
 from specs.service.tasks import TaskService, parse_phases, parse_selector, quote_etag, select
 from specs.service.views import SpecFile, TaskView, human_age, resources, status_body, task_object
@@ -199,11 +199,13 @@ def task_logs(
             # Another's job, whatever the file says: for this task, Ray has none (the same
             # answer as for an absent job, so the route tells nothing of other jobs).
             raise JobNotFound(submission_id)
-        text = ray.logs(submission_id)
+        if tail is None:
+            text = ray.logs(submission_id)
+        else:  # only the log's end is read, never the whole log
+            text = ray.log_tail(submission_id, TailLimits.requested(tail))
+            text += "\n" if text else ""
     except JobNotFound:
         raise NotFound(f"Ray has no job {submission_id} (any more)") from None
-    if tail is not None:
-        text = "\n".join(text.splitlines()[-tail:]) + ("\n" if text else "")
     return PlainTextResponse(text)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import RedirectResponse, Response
@@ -20,13 +20,16 @@ from api.deps import ReconcilerDep, Service, SettingsDep
 from api.errors import ApiError, NotFound
 from api.ports import Loop, Observability
 from api.routes.queues import queue_status
-from api.ui_views import finished_since, rows
+from api.ui_views import finished_since, rows_page
 from specs.cluster import Capacity
 from specs.folder.store import FolderUnavailable
 
 STATIC = Path(__file__).parents[1] / "static"
 PUBLIC_PATHS = frozenset({"/ui", "/ui/", "/ui/ui.js"})  # no data: no token needed
 NO_STORE = {"Cache-Control": "no-store"}
+# Rows of /ui/api/tasks a page, unless `limit` says otherwise, and at most.
+PAGE_ROWS = 500
+MAX_PAGE_ROWS = 5000
 
 router = APIRouter(include_in_schema=False)
 
@@ -107,10 +110,21 @@ def overview(settings: SettingsDep, reconciler: ReconcilerDep) -> dict[str, Any]
 
 @router.get("/ui/api/tasks")
 def tasks(
-    request: Request, service: Service, reconciler: ReconcilerDep, caller: Caller
+    request: Request,
+    service: Service,
+    reconciler: ReconcilerDep,
+    caller: Caller,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE_ROWS, description="rows a page")] = PAGE_ROWS,
+    after: Annotated[
+        str | None, Query(alias="continue", description="the `continue` of the page before")
+    ] = None,
 ) -> dict[str, Any]:
-    """Every task the caller may read as a row of the table, in queue order, and those of
-    them finished in 24 h."""
+    """A page of the table: the tasks the caller may read as rows in queue order (a task
+    array is one row), at most `limit`; `continue` names where the next page starts (None
+    after the last), `total` counts the rows of all pages; and the tasks finished in 24 h.
+    Like a Kubernetes list's continue token, but a position: a page read after the queue
+    moved may repeat or skip a row that moved across it."""
+    start = _page_start(after)
     now = _now(reconciler)
     try:
         views = [v for v in service.views() if caller.can_read(v.name)]
@@ -118,11 +132,23 @@ def tasks(
         raise ApiError(503, f"tasks folder unavailable: {exc}") from None
     dashboard = _observability(request).dashboard
     since = datetime.fromtimestamp(now, UTC) - timedelta(hours=24)
+    page = rows_page(views, dashboard=dashboard, start=start, limit=limit)
+    following = page.next_start
     return {
         "now": now,
         "finished24h": finished_since(views, since),
-        "tasks": rows(views, dashboard=dashboard),  # a task array is one row
+        "tasks": page.rows,
+        "total": page.total,
+        "continue": None if following is None else str(following),
     }
+
+
+def _page_start(after: str | None) -> int:
+    if after is None or after == "":
+        return 0
+    if not after.isascii() or not after.isdigit() or len(after) > 9:
+        raise ApiError(400, "continue must be the `continue` of an earlier page")
+    return int(after)
 
 
 @router.get("/ui/api/queues")

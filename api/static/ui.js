@@ -3,9 +3,11 @@
 "use strict";
 
 const REFRESH_MS = 3000;
+const PAGE_ROWS = 500; // rows asked for a page of api/tasks
+const MAX_ROWS = 5000; // rows the table loads at most: beyond them, the total is shown
 const HISTORY_REFRESH_MS = 15000;
 const TOKEN_KEY = "rayqueue.token";
-const state = { resource: "cpu", window: "1h", tasks: [], now: 0, history: null, overview: null };
+const state = { resource: "cpu", window: "1h", tasks: [], total: 0, now: 0, history: null, overview: null };
 
 // -- the API token: from #token=..., else asked for once a request is refused ---------------------
 function takeTokenFromHash() {
@@ -122,8 +124,25 @@ function fillSelect(id, values) {
   select.value = values.includes(current) ? current : "";
 }
 
+// The table's rows, page after page (each page's `continue` names the next), up to MAX_ROWS. A row
+// that moved across a page boundary between two reads may come twice: the first is kept.
+async function getTasks() {
+  const first = await getJSON("api/tasks?limit=" + PAGE_ROWS);
+  const tasks = [...first.tasks];
+  let next = first.continue;
+  while (next && tasks.length < MAX_ROWS) {
+    const page = await getJSON("api/tasks?limit=" + PAGE_ROWS + "&continue=" + encodeURIComponent(next));
+    tasks.push(...page.tasks);
+    next = page.continue;
+  }
+  const seen = new Set();
+  const unique = tasks.filter((t) => !seen.has(t.name) && seen.add(t.name));
+  return { now: first.now, finished24h: first.finished24h, tasks: unique, total: next ? first.total : unique.length };
+}
+
 function renderTasks(data) {
   state.tasks = data.tasks;
+  state.total = data.total;
   state.now = data.now;
   const phases = [...new Set(data.tasks.map((t) => t.phase).filter(Boolean))].sort();
   const queues = [...new Set(data.tasks.map((t) => t.queue).filter(Boolean))].sort();
@@ -179,7 +198,8 @@ function renderTasks(data) {
   const body = document.getElementById("task-rows");
   if (rows.length === 0) rows.push(el("tr", {}, el("td", { colspan: "10", class: "empty" }, "no tasks")));
   body.replaceChildren(...rows);
-  document.getElementById("task-count").textContent = shown.length + " of " + data.tasks.length;
+  const loaded = data.total > data.tasks.length ? " (the first " + data.tasks.length + " loaded)" : "";
+  document.getElementById("task-count").textContent = shown.length + " of " + data.total + loaded;
 }
 
 // -- the team queues: the same figures as GET /queues; hidden when no _queues.yaml is in force --
@@ -271,7 +291,7 @@ function renderPlot() {
 // -- refresh ------------------------------------------------------------------------------------
 async function refresh() {
   try {
-    const [overview, tasks, queues] = await Promise.all([getJSON("api/overview"), getJSON("api/tasks"),
+    const [overview, tasks, queues] = await Promise.all([getJSON("api/overview"), getTasks(),
       getJSON("api/queues")]);
     state.overview = overview;
     renderOverview(overview, tasks.finished24h);
@@ -307,7 +327,7 @@ takeTokenFromHash();
 toggle("resource-buttons", "data-resource", (value) => { state.resource = value; renderPlot(); });
 toggle("window-buttons", "data-window", (value) => { state.window = value; refreshHistory(); });
 for (const id of ["filter-phase", "filter-queue", "filter-label"]) {
-  document.getElementById(id).addEventListener("input", () => renderTasks({ tasks: state.tasks, now: state.now }));
+  document.getElementById(id).addEventListener("input", () => renderTasks({ tasks: state.tasks, total: state.total, now: state.now }));
 }
 refresh();
 refreshHistory();

@@ -26,7 +26,7 @@ from reconciler.cli.common import (
 from reconciler.core.task.dependencies import RunView, judge
 from reconciler.core.task.depnames import DependencyViews
 from reconciler.core.task.retries import policy_for
-from specs.cluster import RayError
+from specs.cluster import RayError, TailLimits
 from specs.service.arrayviews import ArrayView, elements_of
 from specs.service.views import NOT_SEEN_MESSAGE, TaskView, human_age, rfc3339
 from specs.task.quantity import format_memory
@@ -280,7 +280,8 @@ def _all_errors(view: TaskView) -> list[str]:
 
 def _ray_log_tail(address: str, submission_id: str, lines: int) -> list[str]:
     try:
-        text = common.make_adapter(address, LOG_TIMEOUT_SECONDS).logs(submission_id)
+        adapter = common.make_adapter(address, LOG_TIMEOUT_SECONDS)
+        text = adapter.log_tail(submission_id, TailLimits.requested(lines))
     except (RayError, common.CliError) as exc:
         return [f"(could not read the log from Ray: {exc})"]
-    return text.rstrip("\n").splitlines()[-lines:] or ["(empty)"]
+    return text.splitlines() or ["(empty)"]

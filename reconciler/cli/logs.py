@@ -16,7 +16,7 @@ from reconciler.cli.common import (
     open_store,
     require_address,
 )
-from specs.cluster import JobNotFound, RayError
+from specs.cluster import JobNotFound, RayError, TailLimits
 from specs.folder.store import InvalidName, validate_name
 from specs.task.arrays import split
 from specs.yamlio.parse import SpecParseError, parse_status
@@ -58,9 +58,11 @@ def run(args: argparse.Namespace) -> int:
     adapter = common.make_adapter(address)
     try:
         if not args.follow:
-            text = adapter.logs(sid)
-            if args.tail is not None:
-                text = "".join(text.splitlines(keepends=True)[-args.tail :] if args.tail else [])
+            if args.tail is None:
+                text = adapter.logs(sid)
+            else:  # only the log's end is read from Ray
+                text = adapter.log_tail(sid, TailLimits.requested(args.tail))
+                text += "\n" if text else ""
             sys.stdout.write(text)
             return EXIT_OK
         chunks = adapter.tail_logs(sid)

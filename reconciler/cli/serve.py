@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from reconciler.app.logsetup import setup_logging
+from reconciler.app.logsetup import chosen_format, setup_logging
 from reconciler.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)  # CliError (exit 2) for a refused value
     setup_logging(
         level=logging.DEBUG if args.verbose else logging.INFO,
-        kind="json" if settings.log_format == "json" else "text",
+        kind=chosen_format(settings.log_format, team_tokens=settings.team_tokens is not None),
         access_log=settings.access_log,
     )
     try:

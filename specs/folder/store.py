@@ -58,7 +58,7 @@ from specs.task import arrays
 from specs.task.inputs import TaskInput
 from specs.task.models import MAX_ARRAY_ELEMENTS
 from specs.task.records import Task
-from specs.task.status import TaskStatus
+from specs.task.status import TaskStatus, bounded
 from specs.yamlio.parse import Problem, dump_status, parse_status, parse_task
 
 
@@ -274,6 +274,7 @@ class TaskStore:
         durable: fsynced, so it survives an OS crash (a write-ahead record: see
         reconciler/shell/loop/writes.py). Either way it replaces a status waiting in defer_status.
         """
+        status = bounded(status)  # every field within its cap, before it is held or written
         element = arrays.split(name)
         if element is not None:
             with self._lock:
@@ -287,6 +288,7 @@ class TaskStore:
         """Keep `status` to be written by a later flush_statuses; read_statuses returns it
         meanwhile. Only for what the next process could derive again: it is lost with us."""
         check_relative(name)
+        status = bounded(status)  # as write_status: what is held is what will be written
         element = arrays.split(name)
         with self._lock:
             if element is not None:  # an element's derived fields are never written anyway

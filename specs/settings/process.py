@@ -192,15 +192,17 @@ class Settings(PlannerSettings):
     )
     """/metrics needs the API token as well; off so a Prometheus scrape needs no secret."""
 
-    log_format: str = field(
-        default="text",
+    log_format: str | None = field(
+        default=None,
         metadata=knob(
-            "log line format: text (default) or json, for log collectors",
+            "log line format: text or json, for log collectors (default: json with "
+            "--team-tokens, else text)",
             flag="--log-format",
             choices=LOG_FORMATS,
         ),
     )
-    """One format for every log line of serve, ours, uvicorn's and Ray's: text or json."""
+    """One format for every log line of serve, ours, uvicorn's and Ray's: text or json; None:
+    json when teams share the scheduler (team_tokens), else text."""
 
     access_log: bool = field(
         default=False,

@@ -8,13 +8,16 @@ those models write."""
 from __future__ import annotations
 
 import operator
+import typing
 from collections.abc import Mapping
 from datetime import datetime
+from types import NoneType, UnionType
 from typing import Any, Final, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from specs.cluster import cut_text
 from specs.task.models import (
     API_VERSION,
     Condition,
@@ -148,7 +151,7 @@ class TaskStatusBody(NamedTuple):
         values = _BODY_VALUES(model)
         if not model.conditions:  # share the one empty list
             values = (*values[:-1], _NO_CONDITIONS)
-        return cls._make(values)
+        return bounded_body(cls._make(values))  # a file may hold anything: read within the caps
 
     def model_dump(
         self, *, by_alias: bool = False, exclude_defaults: bool = False, mode: str = "python"
@@ -229,7 +232,7 @@ class TaskStatus(NamedTuple):
     @classmethod
     def from_model(cls, model: TaskStatusModel) -> TaskStatus:
         metadata = name_metadata(model.metadata)
-        return cls(metadata=metadata, status=TaskStatusBody.from_model(model.status))
+        return bounded(cls(metadata=metadata, status=TaskStatusBody.from_model(model.status)))
 
     def to_document(self) -> dict[str, Any]:
         """The document TaskStatusModel.to_document writes: defaults left out."""
@@ -239,3 +242,140 @@ class TaskStatus(NamedTuple):
             "metadata": _metadata_document(self.metadata),
             "status": self.status.model_dump(by_alias=True, exclude_defaults=True, mode="json"),
         }
+
+
+# --- the caps: what one status may hold --------------------------------------------------------
+# A status is written by the loop from what a team's folder and jobs give it (names, messages,
+# a failed run's log), so each field has a size in bytes it never exceeds, whatever the input:
+# `bounded` is applied to every status the store writes or reads, so no field escapes it.
+# README.md ("The status sidecar") lists them.
+
+TEXT_BYTES: Final = 4 * 1024  # a message: the status's and each condition's
+LOG_TAIL_BYTES: Final = 16 * 1024  # the end of a failed run's log
+LOG_LINE_BYTES: Final = 2 * 1024  # one line of that tail
+WORD_BYTES: Final = 1024  # every other text: a reason, a queue, a name, an id, a label
+MAX_ITEMS: Final = 8  # the entries of a list or a mapping (conditions, labels)
+_FIELD_BYTES: Final = {"message": TEXT_BYTES, "log_tail": LOG_TAIL_BYTES}
+_KEEP_END: Final = frozenset({"log_tail"})  # the end of a log says why the run failed
+# Values that hold no text: never cut.
+_PLAIN: Final = frozenset({int, bool, float, datetime, Phase, NoneType})
+
+
+def _types(annotation: Any) -> set[Any]:
+    """The types a field's annotation allows, unions and Annotated unwrapped."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _types(typing.get_args(annotation)[0])
+    if origin is typing.Union or origin is UnionType:
+        return {t for arg in typing.get_args(annotation) for t in _types(arg)}
+    return {origin or annotation}
+
+
+# The body's fields that may hold text (by their declared types, so a new text field is checked
+# without being named here), each with its cap.
+_CHECKED: Final = tuple(
+    (index, name, _FIELD_BYTES.get(name, WORD_BYTES), name in _KEEP_END)
+    for index, name in enumerate(TaskStatusBody._fields)
+    if not _types(TaskStatusBodyModel.model_fields[name].annotation) <= _PLAIN
+)
+
+
+_TEXTS: Final = frozenset(
+    name
+    for name in TaskStatusBody._fields
+    if _types(TaskStatusBodyModel.model_fields[name].annotation) <= {str, NoneType}
+)
+
+
+def _values_at(indices: list[int]) -> Any:
+    """A getter of a body's values at `indices`, always as a tuple (itemgetter gives one index's
+    value bare)."""
+    if len(indices) == 1:
+        return lambda body: (body[indices[0]],)
+    return operator.itemgetter(*indices)
+
+
+_TEXT_VALUES: Final = _values_at([i for i, name, *_ in _CHECKED if name in _TEXTS])
+_OTHER_VALUES: Final = _values_at([i for i, name, *_ in _CHECKED if name not in _TEXTS])
+
+
+def _fits(value: object, limit: int) -> bool:
+    if value is None or type(value) in _PLAIN:
+        return True
+    if isinstance(value, str):
+        return len(value) * 4 <= limit or len(value.encode("utf-8", "surrogatepass")) <= limit
+    if isinstance(value, list | tuple):
+        return len(value) <= MAX_ITEMS and all(_fits(item, limit) for item in value)
+    if isinstance(value, dict):
+        return len(value) <= MAX_ITEMS and all(
+            _fits(k, limit) and _fits(v, limit) for k, v in value.items()
+        )
+    if isinstance(value, BaseModel):  # a condition, a commit: each field by its own cap
+        return all(
+            _fits(getattr(value, name), _FIELD_BYTES.get(name, WORD_BYTES))
+            for name in type(value).model_fields
+        )
+    return True
+
+
+def _bound(value: Any, limit: int, keep_end: bool) -> Any:
+    if _fits(value, limit):
+        return value
+    if isinstance(value, str):
+        return cut_text(value, limit, keep_end=keep_end)
+    if isinstance(value, list | tuple):
+        return type(value)(_bound(item, limit, keep_end) for item in value[:MAX_ITEMS])
+    if isinstance(value, dict):
+        items = list(value.items())[:MAX_ITEMS]
+        return {_bound(k, limit, keep_end): _bound(v, limit, keep_end) for k, v in items}
+    if isinstance(value, BaseModel):
+        caps = {name: _FIELD_BYTES.get(name, WORD_BYTES) for name in type(value).model_fields}
+        update = {
+            name: _bound(getattr(value, name), cap, name in _KEEP_END)
+            for name, cap in caps.items()
+            if not _fits(getattr(value, name), cap)
+        }
+        return value.model_copy(update=update)
+    return value
+
+
+def _at_a_glance(body: TaskStatusBody) -> bool:
+    """Within every cap without a closer look, as nearly every status is: its text fields of
+    at most WORD_BYTES bytes (four a character at most), and no conditions or commit."""
+    texts = _TEXT_VALUES(body)
+    return max(map(len, filter(None, texts)), default=0) * 4 <= WORD_BYTES and all(
+        value is None or value is _NO_CONDITIONS for value in _OTHER_VALUES(body)
+    )
+
+
+def bounded_body(body: TaskStatusBody) -> TaskStatusBody:
+    """`body` with every field within its cap: text cut (a log tail keeping its end), lists
+    and mappings to MAX_ITEMS entries. The same object when it fits, as nearly all do; a
+    bounded body is unchanged by bounding it again."""
+    if _at_a_glance(body):
+        return body
+    update = {
+        name: _bound(body[index], limit, keep_end)
+        for index, name, limit, keep_end in _CHECKED
+        if not _fits(body[index], limit)
+    }
+    return body._replace(**update) if update else body
+
+
+def bounded(status: TaskStatus) -> TaskStatus:
+    """`status` with its body bounded (bounded_body) and its labels and annotations too. The
+    task's name is the file's and is not cut."""
+    body = bounded_body(status.status)
+    metadata = status.metadata
+    if isinstance(metadata, Metadata) and not (
+        _fits(metadata.labels, WORD_BYTES) and _fits(metadata.annotations, WORD_BYTES)
+    ):
+        metadata = metadata.model_copy(
+            update={
+                "labels": _bound(metadata.labels, WORD_BYTES, False),
+                "annotations": _bound(metadata.annotations, WORD_BYTES, False),
+            }
+        )
+    if body is status.status and metadata is status.metadata:
+        return status
+    return TaskStatus(metadata=metadata, status=body)

@@ -206,3 +206,31 @@ def test_queue_panel_is_empty_without_a_config(world) -> None:
     client, _, _ = world
     assert client.get("/ui/api/queues").status_code == 401
     assert client.get("/ui/api/queues", headers=AUTH).json()["queues"] is None
+
+
+def test_the_task_table_comes_in_pages(tasks_dir: Path) -> None:
+    for i in range(7):
+        (tasks_dir / f"t{i}.yaml").write_text(task_yaml(f"echo {i}", cpu=1, priority=i))
+    client, rec, clock = build(tasks_dir)
+    clock.now += 1
+    rec.run_pass()
+    whole = client.get("/ui/api/tasks", headers=AUTH).json()
+    assert whole["total"] == 7 and whole["continue"] is None and len(whole["tasks"]) == 7
+    names, after, pages = [], None, 0
+    while True:
+        query = {"limit": 3} | ({"continue": after} if after is not None else {})
+        page = client.get("/ui/api/tasks", params=query, headers=AUTH).json()
+        assert page["total"] == 7 and len(page["tasks"]) <= 3
+        names += [row["name"] for row in page["tasks"]]
+        pages += 1
+        after = page["continue"]
+        if after is None:
+            break
+    assert pages == 3
+    assert names == [row["name"] for row in whole["tasks"]]  # the same rows, in the same order
+    for bad in ("x", "-1", "1e3", "٣"):
+        refused = client.get("/ui/api/tasks", params={"continue": bad}, headers=AUTH)
+        assert refused.status_code == 400, bad
+    for limit in (0, 5001):
+        assert client.get(f"/ui/api/tasks?limit={limit}", headers=AUTH).status_code in (400, 422)
+    assert client.get("/ui/api/tasks?continue=99", headers=AUTH).json()["tasks"] == []

@@ -20,6 +20,8 @@ import pytest
 from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import (
+    CUT_MARK,
+    EARLIER_CUT,
     FAILED,
     META_TASK,
     META_UID,
@@ -36,6 +38,7 @@ from specs.cluster import (
     RayRequestError,
     RayUnavailable,
     SubmitRequest,
+    TailLimits,
 )
 from tests.support.net import free_port
 from tests.support.ray_head import RAY_HEAD_CPUS, RAY_HEAD_MEMORY
@@ -248,6 +251,39 @@ def test_logs_hold_the_job_output(env: Env) -> None:
     wait_for_status(env.adapter, sid, {SUCCEEDED})
     env.output(sid, f"{word}\n")
     assert word in env.adapter.logs(sid)
+
+
+TAIL = TailLimits(lines=5, max_bytes=16 * 1024, line_bytes=2 * 1024)
+
+
+def test_log_tail_holds_the_last_lines(env: Env) -> None:
+    lines = [f"line-{i:02}-{uuid.uuid4().hex[:6]}" for i in range(30)]
+    sid = env.submit("python -c 'import sys; print(*sys.argv[1:], sep=chr(10))' " + " ".join(lines))
+    wait_for_status(env.adapter, sid, {SUCCEEDED})
+    env.output(sid, "\n".join(lines) + "\n")
+    assert env.adapter.log_tail(sid, TAIL) == "\n".join(lines[-5:])
+
+
+def test_log_tail_cuts_a_huge_last_line(env: Env) -> None:
+    # One line of 4 MiB, the log's last: read only as far as one budget, then cut.
+    sid = env.submit("python -c \"print('first'); print('x' * (4 << 20))\"")
+    wait_for_status(env.adapter, sid, {SUCCEEDED})
+    env.output(sid, "first\n" + "x" * (4 << 20) + "\n")
+    tail = env.adapter.log_tail(sid, TAIL)
+    assert tail.startswith("xxxx") and tail.endswith(CUT_MARK), tail[-40:]
+    assert len(tail.encode()) <= TAIL.line_bytes
+
+
+def test_log_tail_keeps_the_lines_after_a_huge_one(env: Env) -> None:
+    sid = env.submit("python -c \"print('x' * (4 << 20)); print('the'); print('end')\"")
+    wait_for_status(env.adapter, sid, {SUCCEEDED})
+    env.output(sid, "x" * (4 << 20) + "\nthe\nend\n")
+    assert env.adapter.log_tail(sid, TAIL) == EARLIER_CUT + "\nthe\nend"
+
+
+def test_log_tail_of_an_unknown_job_is_job_not_found(env: Env) -> None:
+    with pytest.raises(JobNotFound):
+        env.adapter.log_tail(f"contract-missing-{uuid.uuid4().hex[:12]}", TAIL)
 
 
 def test_capacity_sums_the_cluster(env: Env) -> None:

@@ -241,3 +241,23 @@ def _check_page(page: Any, base: str, tasks: Path) -> None:
     assert set(table_phases()) == {"team-a/extra"}
     page.select_option("#filter-queue", "default")
     assert {"long", "big"} <= set(table_phases()) and "team-a/extra" not in table_phases()
+
+    # Pages: with two rows a page, the table still shows every task (it follows `continue`).
+    page.select_option("#filter-queue", "")
+    asked: list[str] = []
+
+    def two_a_page(route: Any) -> None:
+        url = route.request.url.replace("limit=500", "limit=2")
+        asked.append(url)
+        route.continue_(url=url)
+
+    every = set(table_phases())
+    page.route(lambda url: "/ui/api/tasks?" in url, two_a_page)
+    # The sync API runs the handler only while the test is inside a Playwright call.
+    eventually(
+        lambda: page.wait_for_timeout(200) or any("continue=" in url for url in asked),
+        20,
+        "a second page asked for",
+    )
+    eventually(lambda: set(table_phases()) == every, 20, "every task shown from pages")
+    assert page.inner_text("#task-count").endswith(f"of {len(every)}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import io
 import json
 import logging
 import math
@@ -24,9 +25,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from reconciler.app.logsetup import TextFormatter
 from reconciler.shell.loop.runner import Reconciler
 from reconciler.shell.raycluster.fake import FakeRay
-from specs.cluster import RUNNING, Capacity
+from specs.cluster import FAILED, RUNNING, Capacity
 from specs.folder.paths import read_with_stat
 from specs.folder.store import TaskStore
 from specs.settings.process import Settings
@@ -248,10 +250,22 @@ def test_multi_document_file_is_refused(figures: Counter[str]) -> None:
 
 # --- through the store and the loop: no crash, nothing written outside the folder ------------
 
-file_names = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00"),
-    min_size=1,
-    max_size=20,
+# Names a team may choose to bend serve's log or the terminal: a newline and a forged log
+# line, a carriage return, an escape sequence, Unicode's line separator.
+HOSTILE_NAMES = [
+    "y\n2026-12-07 17:00:00,000 INFO rayqueue.audit: deleted payroll by platform",
+    "a\rb",
+    "\x1b[2Jclear",
+    "line\u2028break",
+    "tab\there",
+]
+file_names = st.one_of(
+    st.text(
+        st.characters(blacklist_categories=("Cs",), blacklist_characters="/\x00"),
+        min_size=1,
+        max_size=20,
+    ),
+    st.sampled_from(HOSTILE_NAMES),
 )
 
 
@@ -296,6 +310,51 @@ def test_fuzz_folder_through_the_loop(files: dict[str, bytes], figures: Counter[
                 or rel.endswith(".status.yaml")
                 or rel.removesuffix(".yaml") in files
             ), rel
+
+
+# --- hostile output: what a team's files and jobs make the loop write -------------------------
+
+SIDECAR_MOST = 24 * 1024  # a status's caps together, for the statuses these inputs give
+
+
+def test_hostile_names_rings_and_huge_lines_stay_bounded(
+    make_world: Callable[..., World], figures: Counter[str]
+) -> None:
+    """A long dependency ring, names made to forge log lines, and a failed job whose log is
+    one huge line: the loop goes on, no sidecar grows past the caps, no log line is forged."""
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(TextFormatter())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    level = root.level
+    root.setLevel(logging.INFO)
+    try:
+        world = make_world(Capacity(16, 0, 64 * GIB))  # room for every named task to start
+        ring = 300
+        for i in range(ring):
+            world.write(f"ring/m-{i:03}", dependsOn=[{"name": f"ring/m-{(i + 1) % ring:03}"}])
+        for name in HOSTILE_NAMES:
+            (world.tasks / f"{name}.yaml").write_text(yaml.safe_dump(task_doc("echo hi")))
+        world.write("noisy", "python noisy.py")
+        world.step(2)
+        sid = str(world.status("noisy")["submissionId"])
+        world.ray.set_logs(sid, "x" * (8 << 20) + "\n" + "y" * (4 << 20))
+        world.ray.set_status(sid, FAILED)
+        world.step(2)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    figures["inputs tried"] += ring + len(HOSTILE_NAMES) + 1
+    assert world.status("noisy")["phase"] == "Failed"
+    assert world.status("ring/m-000")["reason"] == "DependencyCycle"
+    sizes = {p.name: p.stat().st_size for p in world.tasks.rglob("*.status.yaml")}
+    assert len(sizes) >= ring + 1
+    assert max(sizes.values()) <= SIDECAR_MOST, max(sizes.items(), key=lambda kv: kv[1])
+    text = out.getvalue()
+    assert "y\\n2026" in text, text  # the name went through the log, escaped
+    forged = [line for line in text.splitlines() if "rayqueue.audit" in line[:60]]
+    assert forged == [], forged
 
 
 # --- filesystem traps -------------------------------------------------------------------------

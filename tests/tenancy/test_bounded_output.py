@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from fastapi.testclient import TestClient
 
 from specs.cluster import FAILED
@@ -21,7 +20,6 @@ RING = 200  # members, with long names: the ring written out is some 8 KiB, twic
 MEMBER = "ring/a-member-of-a-long-dependency-ring-{:04}"
 
 
-@pytest.mark.xfail(strict=True, reason="a dependency cycle's message lists every member")
 def test_a_dependency_rings_messages_are_capped(
     make_world: Callable[..., tuple[World, TestClient]], tasks_dir: Path
 ) -> None:
@@ -35,7 +33,6 @@ def test_a_dependency_rings_messages_are_capped(
     assert longest <= MESSAGE_CAP, f"a member's message is {longest} bytes"
 
 
-@pytest.mark.xfail(strict=True, reason="a failed run's log tail keeps a huge last line whole")
 def test_a_huge_log_line_is_capped_in_the_log_tail(
     make_world: Callable[..., tuple[World, TestClient]], tasks_dir: Path
 ) -> None:

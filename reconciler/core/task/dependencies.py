@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from specs.task.models import FINISHED, Phase, Reason
@@ -188,14 +189,34 @@ def find_cycles(edges: Mapping[str, Iterable[str]]) -> dict[str, str]:
         start = min(members)
         if len(members) == 1 and start not in succ[start]:
             continue  # a single task that does not depend on itself
-        path = _cycle_through(start, succ, members)
-        message = "dependency cycle: " + " -> ".join(path)
-        others = sorted(members - set(path))
-        if others:
-            message += f" (also in the cycle: {', '.join(others)})"
+        message = cycle_message(_cycle_through(start, succ, members), members)
         for name in members:
             result[name] = message
     return result
+
+
+# The names a cycle's message shows at most, on its path and off it: every member carries the
+# message, so naming them all would make the statuses of a long ring grow as its square.
+CYCLE_NAMES_SHOWN = 8
+
+
+def cycle_message(path: Sequence[str], members: AbstractSet[str]) -> str:
+    """The message of every member of a cycle: `path`, a shortest cycle (its first name again
+    at its end), and the members off it; past CYCLE_NAMES_SHOWN names, the count of the rest."""
+    ring = list(path[:-1])
+    others = sorted(members - set(ring))
+    if len(ring) <= CYCLE_NAMES_SHOWN and len(others) <= CYCLE_NAMES_SHOWN:
+        message = "dependency cycle: " + " -> ".join(path)
+        return message + (f" (also in the cycle: {', '.join(others)})" if others else "")
+    shown = ring[:CYCLE_NAMES_SHOWN]
+    if len(ring) > len(shown):
+        shown.append(f"... ({len(ring) - len(shown)} more)")
+    message = f"dependency cycle of {len(members)} tasks: " + " -> ".join([*shown, ring[0]])
+    if others:
+        listed = ", ".join(others[:CYCLE_NAMES_SHOWN])
+        rest = len(others) - CYCLE_NAMES_SHOWN
+        message += f" (also in the cycle: {listed}{f' and {rest} more' if rest > 0 else ''})"
+    return message
 
 
 def _cycle_through(start: str, succ: Mapping[str, list[str]], members: set[str]) -> list[str]:

@@ -23,10 +23,11 @@ from specs.cluster import (
     RayError,
     RayRequestError,
     RayUnavailable,
+    TailLimits,
 )
 from specs.folder.store import TaskStore
 from specs.task.records import Task
-from specs.task.status import TaskStatus
+from specs.task.status import LOG_LINE_BYTES, LOG_TAIL_BYTES, TaskStatus
 from specs.tenancy.policy import STOP_WAIT_ENV
 from specs.tenancy.runtimepaths import RuntimePaths
 
@@ -44,10 +45,6 @@ def stop_wait_of(runtime_env: Mapping[str, object] | None) -> float:
         return max(float(int(str(value).strip())), 0.0) if value is not None else RAY_STOP_WAIT
     except ValueError:
         return RAY_STOP_WAIT
-
-
-def tail(text: str, lines: int) -> str:
-    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
 
 class RayActions:
@@ -78,12 +75,14 @@ class RayActions:
         Ray's to give, after planning). The log is the failed run's, by the id the plan gives,
         not the status's: a retry queued in this pass has none yet, and one resubmitted in this
         pass already names its new run. Either keeps the failed run's tail on show (a retry
-        admitted in a later pass clears it, lifecycle.admit)."""
+        admitted in a later pass clears it, lifecycle.admit). Only the log's end is read,
+        within the status's caps (a huge line is cut, not copied)."""
+        limits = TailLimits(lines=lines, max_bytes=LOG_TAIL_BYTES, line_bytes=LOG_LINE_BYTES)
         tails: dict[str, TaskStatus] = {}
         for name, sid in plan.fetch_logs.items():
             status = plan.statuses[name]
             try:
-                text = tail(ray.logs(sid), lines)
+                text = ray.log_tail(sid, limits)
             except RayError as exc:
                 log.warning("no log for failed %s: %s", name, exc)
                 continue

@@ -44,6 +44,7 @@ from specs.cluster import (
     RayRequestError,
     RayUnavailable,
     SubmitRequest,
+    TailLimits,
 )
 from specs.queues.config import DEFAULT_QUEUE, UNLIMITED, QueueConfig
 from specs.task.models import FINISHED, ConditionType, Phase, Reason
@@ -67,7 +68,7 @@ PREEMPTION_REASONS = (
     Reason.IN_COHORT_FAIR_SHARING.value,
 )
 EVICTION_REASONS = (Reason.PREEMPTED.value, Reason.SPEC_CHANGED.value, Reason.SUSPENDED.value)
-CALLS = ("list_jobs", "capacity", "submit", "stop", "delete", "logs", "job_info")
+CALLS = ("list_jobs", "capacity", "submit", "stop", "delete", "logs", "job_info", "log_tail")
 RESULTS = ("ok", "unavailable", "not_found", "conflict", "refused", "error")
 PASS_KINDS = ("walk", "events", "still")
 
@@ -546,6 +547,10 @@ class CountingRayAdapter:
     def job_info(self, submission_id: str) -> RayJob:
         with self._counted("job_info"):
             return self.inner.job_info(submission_id)
+
+    def log_tail(self, submission_id: str, limits: TailLimits) -> str:
+        with self._counted("log_tail"):
+            return self.inner.log_tail(submission_id, limits)
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(self.inner, name)  # AttributeError when the inner adapter has none

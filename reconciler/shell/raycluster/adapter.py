@@ -39,6 +39,7 @@ import requests
 from ray.dashboard.modules.dashboard_sdk import SubmissionClient
 from ray.job_submission import JobDetails, JobSubmissionClient
 
+from reconciler.shell.raycluster.logtail import LogRead, read_tail
 from reconciler.shell.raycluster.poll import HTTPStatus as _HTTPStatusError
 from reconciler.shell.raycluster.poll import KeptAliveGets, Unreachable
 from reconciler.shell.raycluster.poll import shorten as _shorten
@@ -51,8 +52,11 @@ from specs.cluster import (
     RayRequestError,
     RayUnavailable,
     SubmitRequest,
+    TailLimits,
+    cut_text,
 )
 from specs.task import submission_ids
+from specs.task.status import TEXT_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +70,11 @@ _NODES_LIMIT = 10_000
 # The live jobs looked up at once between listings (reconciler/shell/loop/jobview.py): a
 # connection each, so that the look-ups of a small cluster's jobs take one round trip.
 LOOKUPS_AT_ONCE = 8
+# Where Ray's job supervisor writes a job's driver log, in the logs folder of its node
+# (JOB_LOGS_PATH_TEMPLATE).
+_DRIVER_LOG = "job-driver-{submission_id}.log"
+_READ_CHUNK = 16 * 1024
+_ERROR_BODY_BYTES = 4096  # of an error answer's body: enough to say why
 
 
 class _Client(JobSubmissionClient):
@@ -303,6 +312,53 @@ class RayJobsAdapter:
         logs = self._call("logs", lambda c: c.get_job_logs(path), job=submission_id)
         return str(logs)
 
+    def log_tail(self, submission_id: str, limits: TailLimits) -> str:
+        """The end of the job's log through Ray's state API, which reads a log file's last
+        lines on the node of the job's driver (`lines=N`); each read stops at the budget
+        (logtail.read_tail), so a huge line costs one budget, not the log. A job whose driver
+        never started has no log: "". JobNotFound if Ray has no such job."""
+        if limits.lines <= 0:
+            return ""
+        path = _in_path(submission_id)
+        info = self._get_json("log tail", f"/api/jobs/{path}", job=submission_id)
+        node = info.get("driver_node_id") if isinstance(info, dict) else None
+        if not node:
+            return ""
+        query = f"node_id={quote(str(node), safe='')}&filename=" + quote(
+            _DRIVER_LOG.format(submission_id=submission_id), safe=""
+        )
+
+        def read(lines: int, budget: int) -> LogRead:
+            endpoint = f"/api/v0/logs/file?{query}&lines={lines}"
+            try:
+                return self._read_stream(endpoint, budget)
+            except Exception as exc:
+                raise _map_error(exc, job=None, what=f"log tail of {submission_id}") from exc
+
+        return read_tail(read, limits)
+
+    def _read_stream(self, endpoint: str, budget: int) -> LogRead:
+        """A GET whose body is read only up to `budget` bytes; the connection is then closed
+        (the SDK's requests read whole bodies)."""
+        with requests.get(
+            self.address + endpoint,
+            headers=self._headers,
+            stream=True,
+            timeout=self.timeout_seconds,
+        ) as response:
+            if response.status_code != 200:
+                body = response.raw.read(_ERROR_BODY_BYTES, decode_content=True)
+                raise _HTTPStatusError(response.status_code, body.decode("utf-8", "replace"))
+            chunks: list[bytes] = []
+            size = 0
+            for chunk in response.iter_content(_READ_CHUNK):
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > budget:
+                    break
+        data = b"".join(chunks)
+        return LogRead(data[:budget], size <= budget)
+
     # --- extras ---------------------------------------------------------------------------
 
     def job_info(self, submission_id: str) -> RayJob:
@@ -465,7 +521,7 @@ def _to_ray_job(d: JobDetails) -> RayJob:
         submission_id=str(d.submission_id),
         status=str(status),
         entrypoint=d.entrypoint or "",
-        message=d.message or "",
+        message=cut_text(d.message or "", TEXT_BYTES),  # Ray's holds up to 20,000 chars of log
         # Ray keeps milliseconds; start_time is when the job was submitted, not when it ran.
         start_time=d.start_time / 1000 if d.start_time else None,
         end_time=d.end_time / 1000 if d.end_time else None,
@@ -482,7 +538,7 @@ def _job_from_json(d: dict[str, Any]) -> RayJob:
         submission_id=str(d["submission_id"]),
         status=str(d.get("status") or ""),
         entrypoint=str(d.get("entrypoint") or ""),
-        message=str(d.get("message") or ""),
+        message=cut_text(str(d.get("message") or ""), TEXT_BYTES),
         start_time=float(start) / 1000 if start else None,
         end_time=float(end) / 1000 if end else None,
         metadata={str(k): str(v) for k, v in (d.get("metadata") or {}).items()},

@@ -10,6 +10,7 @@ from dataclasses import replace
 from enum import Enum
 from typing import Literal
 
+from reconciler.shell.raycluster.logtail import LogRead, last_lines, read_tail
 from specs.cluster import (
     FAILED,
     PENDING,
@@ -24,11 +25,22 @@ from specs.cluster import (
     RayRequestError,
     RayUnavailable,
     SubmitRequest,
+    TailLimits,
 )
 from specs.task import submission_ids
 
 METHODS = frozenset(
-    {"list_jobs", "capacity", "submit", "stop", "delete", "logs", "job_info", "tail_logs"}
+    {
+        "list_jobs",
+        "capacity",
+        "submit",
+        "stop",
+        "delete",
+        "logs",
+        "log_tail",
+        "job_info",
+        "tail_logs",
+    }
 )
 
 # The messages Ray 2.60 shows for each status, so status text in sidecars looks the same.
@@ -212,6 +224,20 @@ class FakeRay:
             self._enter("logs")
             self._get(submission_id)
             return self.job_logs.get(submission_id, "")
+
+    def log_tail(self, submission_id: str, limits: TailLimits) -> str:
+        """As RayJobsAdapter reads it: the last lines as Ray's log agent finds them, each read
+        stopped at its budget (logtail.read_tail)."""
+        with self._lock:
+            self._enter("log_tail")
+            self._get(submission_id)
+            data = self.job_logs.get(submission_id, "").encode("utf-8", "surrogatepass")
+
+        def read(lines: int, budget: int) -> LogRead:
+            found = last_lines(data, lines)
+            return LogRead(found[:budget], len(found) <= budget)
+
+        return read_tail(read, limits)
 
     # --- extras of RayJobsAdapter ---------------------------------------------------------
 

@@ -185,8 +185,11 @@ def test_cycles_agree_with_brute_force(edges: dict[str, list[str]]) -> None:
     expected = {v for v in edges if v in _reachable(edges, v)}
     assert set(found) == expected
     for name, message in found.items():
-        path = message.removeprefix("dependency cycle: ").split(" (")[0].split(" -> ")
+        path = message.split(": ", 1)[1].split(" (")[0].split(" -> ")
         assert path[0] == path[-1]
+        if "more)" in message:  # a long cycle: its first names, then a count
+            assert message.startswith("dependency cycle of ")
+            path = [p for p in path[:-1] if not p.startswith("...")]
         assert all(b in edges[a] for a, b in itertools.pairwise(path))
         # The shown cycle and this task are in one component: they reach each other.
         assert name == path[0] or (path[0] in _reachable(edges, name))
@@ -219,7 +222,11 @@ def test_a_long_chain_and_a_long_cycle_are_linear_and_not_recursive() -> None:
     assert find_cycles(chain) == {}
     ring = {f"t{i}": [f"t{(i + 1) % n}"] for i in range(n)}
     found = find_cycles(ring)
-    assert len(found) == n and found["t5"].count("->") == n
+    assert len(found) == n
+    assert found["t5"] == (
+        f"dependency cycle of {n} tasks: t0 -> t1 -> t2 -> t3 -> t4 -> t5 -> t6 -> t7 -> "
+        f"... ({n - 8} more) -> t0"
+    )  # the first names and a count: one message of the same few bytes for each of n tasks
     assert n > sys.getrecursionlimit()
 
     # Linear: twice the chain runs about twice the lines (a quadratic walk would run four
@@ -230,3 +237,14 @@ def test_a_long_chain_and_a_long_cycle_are_linear_and_not_recursive() -> None:
     small, large = chain_of(2_000), chain_of(4_000)
     ratio = _lines_run(lambda: find_cycles(large)) / _lines_run(lambda: find_cycles(small))
     assert ratio < 2.2
+
+
+def test_a_cycle_names_at_most_a_few_of_its_tasks() -> None:
+    # A short shown cycle with many members off it: eight named, the rest counted.
+    edges = {"a": ["b"], "b": ["a", *(f"c{i:02}" for i in range(20))]}
+    edges |= {f"c{i:02}": ["a"] for i in range(20)}
+    found = find_cycles(edges)
+    listed = ", ".join(f"c{i:02}" for i in range(8))
+    assert found["c05"] == (
+        f"dependency cycle of 22 tasks: a -> b -> a (also in the cycle: {listed} and 12 more)"
+    )

@@ -9,20 +9,20 @@ import json
 import pytest
 import yaml
 
-from specs.cluster import FAILED, META_TASK
+from specs.cluster import FAILED, META_TASK, TailLimits
 from specs.task import arraystatus
 from tests.support.world import World
 
 
 def _asked(world: World, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     asked: list[str] = []
-    logs = world.ray.logs
+    log_tail = world.ray.log_tail
 
-    def recording(submission_id: str) -> str:
+    def recording(submission_id: str, limits: TailLimits) -> str:
         asked.append(submission_id)
-        return logs(submission_id)
+        return log_tail(submission_id, limits)
 
-    monkeypatch.setattr(world.ray, "logs", recording)
+    monkeypatch.setattr(world.ray, "log_tail", recording)
     return asked
 
 

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("ray")
 
 from reconciler.shell.raycluster.adapter import RayJobsAdapter
-from specs.cluster import JobNotFound
+from specs.cluster import JobNotFound, TailLimits
 from tests.support.localhttp import QuietHandler, serving
 
 
@@ -62,3 +62,12 @@ def test_every_id_is_one_encoded_path_segment(
         with pytest.raises(JobNotFound):
             getattr(adapter, method)(sid)
         assert _Dashboard.seen[-1] == (verb, f"/api/jobs/{encoded}{suffix}")
+
+
+def test_a_log_tails_look_up_encodes_the_id_too(dashboard: str) -> None:
+    adapter = RayJobsAdapter(dashboard, timeout_seconds=5)
+    limits = TailLimits(lines=5, max_bytes=1024, line_bytes=256)
+    for sid, encoded in [("x/stop?", "x%2Fstop%3F"), ("a b#c", "a%20b%23c")]:
+        with pytest.raises(JobNotFound):
+            adapter.log_tail(sid, limits)
+        assert _Dashboard.seen[-1] == ("GET", f"/api/jobs/{encoded}")
