@@ -197,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "of --shapes"
         )
         return 2
-    seeds = TUNING_SEEDS + HELD_OUT_SEEDS if args.seeds == "all" else SEED_SETS[args.seeds]
+    seeds = sum(SEED_SETS.values(), ()) if args.seeds == "all" else SEED_SETS[args.seeds]
     results = run_cells(cells(args.shapes, seeds, args.jobs, args.trace), args.workers)
     table_rows = rows(
         results, BASELINE.name, {c.name: c.goals for c in CONFIGURATIONS}, seed_set_of
@@ -218,8 +218,7 @@ def report(
         "jobs": args.jobs,
         "shapes": list(args.shapes),
         "capacity": {shape: CAPACITY[shape] for shape in args.shapes},
-        "tuning_seeds": list(TUNING_SEEDS),
-        "held_out_seeds": list(HELD_OUT_SEEDS),
+        "seed_sets": {name: list(seeds) for name, seeds in SEED_SETS.items()},
         "configurations": [
             {
                 "name": c.name,
