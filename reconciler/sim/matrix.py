@@ -18,7 +18,7 @@ import json
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,7 @@ class Configuration:
     team_load: tuple[float, ...] | None = None
     changes: tuple[tuple[str, Any], ...] = ()  # (PlanOptions field, value)
     resumable_fraction: float = 0.0
-    goals: tuple[str, ...] = field(default=())  # the goals judged: keys of goals.GOALS
+    goals: tuple[str, ...] = ()  # the goals judged: keys of goals.GOALS
 
     def options(self) -> PlanOptions:
         return replace(PlanOptions(), **dict(self.changes))
