@@ -163,3 +163,9 @@ def test_a_tiny_matrix_gives_every_column_for_every_row(
 def test_lublin_needs_a_trace(capsys: pytest.CaptureFixture[str]) -> None:
     assert sim_main(["matrix", "--shapes", "lublin", "--jobs", "5"]) == 2
     assert "--trace" in capsys.readouterr().out
+
+
+def test_cells_give_the_same_figures_in_a_process_pool() -> None:
+    todo = matrix.cells(["wide"], [0, 1], 20, None)[:4]
+    alone = [r.figures for r in matrix.run_cells(todo, 1)]
+    assert [r.figures for r in matrix.run_cells(todo, 2)] == alone
