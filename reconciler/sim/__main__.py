@@ -8,6 +8,8 @@ python -m reconciler.sim --tree 4x2 --weights 1,1,1,3 --user-weights 1,3   # nes
 python -m reconciler.sim --queues _queues.yaml --resumable-fraction 0.5  # a queue file, as serve
 python -m reconciler.sim --teams 2 --preemption LowerPriority --array-fraction 0.1 --array-size 20
 python -m reconciler.sim --autoscale --node-type worker:cpu=32,max=8 --trace lublin_256.swf
+python -m reconciler.sim --workload wide --capacity 128      # power-of-two widths, load 0.95
+python -m reconciler.sim matrix --trace lublin_256.swf       # the benchmark matrix (matrix.py)
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 
 from reconciler.core.admission.policies import POLICIES
+from reconciler.sim import matrix
 from reconciler.sim import teams as team_split
 from reconciler.sim.flags import PREEMPTION_FLAGS, build_parser
 from reconciler.sim.nodes import MEMORY_PER_CPU, NodeModel
@@ -40,6 +43,9 @@ def _smaller(a: Capacity | None, b: Capacity | None) -> Capacity | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["matrix"]:
+        return matrix.main(argv[1:])
     args = build_parser().parse_args(argv)
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = [p for p in policies if p not in POLICIES]
@@ -51,10 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.workload is None:
         args.workload = "synthetic" if args.trace is None else "all"
-    if args.workload != "synthetic" and args.trace is None:
+    if args.workload not in ("synthetic", "wide") and args.trace is None:
         print(f"workload {args.workload} reads a trace; pass --trace PATH (an SWF file)")
         return 2
-    if args.workload != "synthetic" and not args.trace.is_file():
+    if args.workload not in ("synthetic", "wide") and not args.trace.is_file():
         print(f"no trace at {args.trace}; pass --trace PATH or --workload synthetic")
         return 2
     given = [flag for flag, dest, _ in PREEMPTION_FLAGS if getattr(args, dest) is not None]

@@ -26,15 +26,21 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m reconciler.sim", description=DESCRIPTION)
     p.add_argument(
         "--workload",
-        choices=["lublin", "synthetic", "all"],
+        choices=["lublin", "synthetic", "wide", "all"],
         default=None,
-        help="default: all with --trace, synthetic without",
+        help="default: all (lublin and synthetic) with --trace, synthetic without; wide: "
+        "power-of-two widths up to the cluster, mostly short jobs, --load default 0.95",
     )
     # No default path: the trace is data outside the repository, so the caller names it.
     p.add_argument("--trace", type=Path, default=None, metavar="PATH", help="SWF trace for lublin")
     p.add_argument("--jobs", type=int, default=2000, help="trace prefix / synthetic job count")
     p.add_argument("--seed", type=int, default=1, help="seeds timeouts, priorities, synthetic")
-    p.add_argument("--load", type=float, default=0.9, help="offered load of the synthetic one")
+    p.add_argument(
+        "--load",
+        type=float,
+        default=None,
+        help="offered load of the synthetic workload (default 0.9) or the wide one (0.95)",
+    )
     p.add_argument("--capacity", type=int, default=256, help="CPUs of the simulated cluster")
     p.add_argument(
         "--arrival-scale",

@@ -16,7 +16,15 @@ from reconciler.sim.metrics import Metrics, measure
 from reconciler.sim.nodes import NodeModel
 from reconciler.sim.report import duration
 from reconciler.sim.widewaits import wide_waits
-from reconciler.sim.workload import Job, offered_load, read_swf, synthetic
+from reconciler.sim.workload import (
+    SYNTHETIC_LOAD,
+    WIDE_LOAD,
+    Job,
+    offered_load,
+    read_swf,
+    synthetic,
+    wide,
+)
 from specs.queues.config import DEFAULT_HALF_LIFE, PreemptionConfig, QueueConfig
 from specs.settings.process import PlanOptions
 
@@ -49,7 +57,16 @@ def workloads(args: argparse.Namespace) -> dict[str, list[Job]]:
             args.jobs,
             seed=args.seed,
             capacity_cpu=args.capacity,
-            load=args.load,
+            load=SYNTHETIC_LOAD if args.load is None else args.load,
+            timeout_factor=args.timeout_factor,
+            priority_weights=args.priority_weights,
+        )
+    if args.workload == "wide":
+        result["wide"] = wide(
+            args.jobs,
+            seed=args.seed,
+            capacity_cpu=args.capacity,
+            load=WIDE_LOAD if args.load is None else args.load,
             timeout_factor=args.timeout_factor,
             priority_weights=args.priority_weights,
         )

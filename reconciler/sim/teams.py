@@ -395,9 +395,9 @@ class Delivered:
     # and the run not.
     started_shares: dict[str, float] = field(default_factory=dict)
     started_jain: float = 1.0
-    # Per team, its waits at each of WAIT_QUANTILES (seconds, keyed "p50" ...): the p95 alone
-    # can sit on a step of one team's waits and not of another's (scheduling.md, "Against the
-    # goal").
+    # Per team, its waits at each of WAIT_QUANTILES (seconds, keyed "p50" ...) and their mean
+    # ("mean"): the p95 alone can sit on a step of one team's waits and not of another's
+    # (scheduling.md, "Against the goal").
     wait_quantiles: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
@@ -412,8 +412,11 @@ def rank_quantile(values: Sequence[float], q: float) -> float:
 
 
 def _wait_quantiles(waits: Sequence[float]) -> dict[str, float]:
+    """The waits at each of WAIT_QUANTILES, and their mean (0 for none): a team's mean wait
+    follows all its tasks, where a quantile can sit on a step of its own draw of jobs."""
     ordered = sorted(waits)  # once: rank_quantile re-sorting a sorted list is linear
-    return {f"p{round(q * 100)}": rank_quantile(ordered, q) for q in WAIT_QUANTILES}
+    quantiles = {f"p{round(q * 100)}": rank_quantile(ordered, q) for q in WAIT_QUANTILES}
+    return {**quantiles, "mean": sum(ordered) / len(ordered) if ordered else 0.0}
 
 
 def delivered(

@@ -128,6 +128,7 @@ def read_swf(
 # besteffort starves.
 SIZE_CLASSES = ((0.50, 1, 1), (0.30, 2, 8), (0.15, 16, 64), (0.05, 128, 256))
 RUN_SECONDS = (10.0, 4 * 3600.0)  # log-uniform
+SYNTHETIC_LOAD = 0.9
 
 
 def synthetic(
@@ -135,7 +136,7 @@ def synthetic(
     *,
     seed: int = 0,
     capacity_cpu: int = 256,
-    load: float = 0.9,
+    load: float = SYNTHETIC_LOAD,
     timeout_factor: tuple[float, float] = TIMEOUT_FACTOR,
     priority_weights: PriorityWeights = None,
 ) -> list[Job]:
@@ -183,3 +184,73 @@ def offered_load(jobs: list[Job], capacity_cpu: float) -> float:
         return 0.0
     span = jobs[-1].arrival - jobs[0].arrival
     return sum(j.cpu * j.run for j in jobs) / (capacity_cpu * span) if span > 0 else 0.0
+
+
+WIDE_CAPACITY = 128
+"""The wide shape's cluster: a machine of 128 processors, as in the public hypercube logs of the
+Parallel Workloads Archive (the NASA Ames iPSC/860 one), whose partitions are powers of two."""
+
+WIDE_LOAD = 0.95
+"""The wide shape's offered load: close to saturation, where the order of starts matters."""
+
+WIDE_WHOLE_SHARE = 0.03
+"""Share of the wide shape's jobs that take the whole cluster: a few, each of which must wait
+for every CPU to be free."""
+
+WIDE_SERIAL_SHARE = 0.35
+"""Share of one-CPU jobs; the rest of the widths (2 to half the cluster) share what is left,
+each power of two WIDE_WIDTH_RATIO times as likely as the one below it."""
+
+WIDE_WIDTH_RATIO = 0.75
+
+WIDE_SHORT_SHARE = 0.6
+"""Share of short jobs (WIDE_SHORT_RUN); the others run WIDE_LONG_RUN. Both log-uniform."""
+
+WIDE_SHORT_RUN = (5.0, 600.0)
+WIDE_LONG_RUN = (600.0, 6 * 3600.0)
+
+
+def wide_widths(capacity_cpu: int) -> tuple[tuple[int, float], ...]:
+    """(width, share of the jobs) of the wide shape: every power of two up to the capacity."""
+    top = max(0, int(math.log2(capacity_cpu)))
+    middle = [2**k for k in range(1, top)]
+    if top == 0:
+        return ((1, 1.0),)
+    rest = 1.0 - WIDE_SERIAL_SHARE - WIDE_WHOLE_SHARE
+    scale = sum(WIDE_WIDTH_RATIO**k for k in range(len(middle)))
+    shares = [rest * WIDE_WIDTH_RATIO**k / scale for k in range(len(middle))]
+    serial = WIDE_SERIAL_SHARE + (rest if not middle else 0.0)
+    return ((1, serial), *zip(middle, shares, strict=True), (2**top, WIDE_WHOLE_SHARE))
+
+
+def wide(
+    count: int,
+    *,
+    seed: int = 0,
+    capacity_cpu: int = WIDE_CAPACITY,
+    load: float = WIDE_LOAD,
+    timeout_factor: tuple[float, float] = TIMEOUT_FACTOR,
+    priority_weights: PriorityWeights = None,
+) -> list[Job]:
+    """`count` jobs of the wide shape: widths powers of two up to the cluster (`wide_widths`), a
+    majority short, Poisson arrivals then scaled so that the offered load (`offered_load`) is
+    `load`. A seed fixes the workload."""
+    rng = random.Random(f"wide:{seed}")
+    widths, shares = zip(*wide_widths(capacity_cpu), strict=True)
+    shapes: list[tuple[float, float, int, float]] = []
+    for _ in range(count):
+        cpu = float(rng.choices(widths, weights=shares)[0])
+        bounds = WIDE_SHORT_RUN if rng.random() < WIDE_SHORT_SHARE else WIDE_LONG_RUN
+        run = float(round(math.exp(rng.uniform(*map(math.log, bounds)))))
+        priority = draw_priority(rng, priority_weights)
+        shapes.append((cpu, run, priority, declared_timeout(run, rng, timeout_factor)))
+    gaps = [rng.expovariate(1.0) for _ in range(max(count - 1, 0))]
+    # The span from the first arrival to the last that offers `load` of the drawn work.
+    work = sum(cpu * run for cpu, run, _, _ in shapes)
+    scale = work / (load * capacity_cpu * sum(gaps)) if gaps and sum(gaps) > 0 else 0.0
+    jobs = []
+    clock = 0.0
+    for index, (cpu, run, priority, timeout) in enumerate(shapes):
+        jobs.append(Job(f"wide-{index:06d}", float(round(clock)), run, cpu, priority, timeout))
+        clock += gaps[index] * scale if index < len(gaps) else 0.0
+    return jobs

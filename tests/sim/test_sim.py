@@ -37,12 +37,14 @@ def test_a_team_run_reports_each_teams_wait_quantiles(
     args += ["--teams", "2", "--policies", "backfill", "--json", str(out_json)]
     assert main(args) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if "waits at" in x)
-    assert line.strip().startswith("waits at p50 / p90 / p95 / p99: team-0 ")
+    assert line.strip().startswith("waits at p50 / p90 / p95 / p99 / mean: team-0 ")
     (run,) = json.loads(out_json.read_text())["workloads"].values()
     delivered = run["policies"]["backfill"]["delivered"]
     for team, quantiles in delivered["wait_quantiles"].items():
-        assert list(quantiles) == ["p50", "p90", "p95", "p99"]
+        assert list(quantiles) == ["p50", "p90", "p95", "p99", "mean"]
+        mean = quantiles.pop("mean")
         assert list(quantiles.values()) == sorted(quantiles.values())
+        assert mean >= 0
         assert quantiles["p95"] == delivered["p95_wait"][team]
 
 

@@ -86,14 +86,15 @@ def test_delivered_shares_over_the_run_the_contended_time_and_sliding_days() -> 
     assert equal.weighted_jain == pytest.approx(1 / (2 * (0.5**2 + 1.5**2) / 4))
 
 
-def test_each_teams_waits_are_read_at_the_median_p90_p95_and_p99() -> None:
+def test_each_teams_waits_are_read_at_the_median_p90_p95_and_p99_with_their_mean() -> None:
     """100 tasks for team-0 waiting 0..99 s; team-1's five wait 0 s but one 1,000 s. A team's
-    wait at quantile q is its waits' sorted value at index int(q x n), capped at the last."""
+    wait at quantile q is its waits' sorted value at index int(q x n), capped at the last; its
+    mean is over all its tasks' waits."""
     records = [record(f"team-0/t{i}", 0, i, i + 1, 1) for i in range(100)]
     records += [record(f"team-1/t{i}", 0, 1000 if i == 4 else 0, 2000, 1) for i in range(5)]
     got = delivered(records, 2, (1.0, 1.0)).wait_quantiles
-    assert got["team-0"] == {"p50": 50, "p90": 90, "p95": 95, "p99": 99}
-    assert got["team-1"] == {"p50": 0, "p90": 1000, "p95": 1000, "p99": 1000}
+    assert got["team-0"] == {"p50": 50, "p90": 90, "p95": 95, "p99": 99, "mean": 49.5}
+    assert got["team-1"] == {"p50": 0, "p90": 1000, "p95": 1000, "p99": 1000, "mean": 200}
     assert delivered(records, 2, (1.0, 1.0)).p95_wait == {"team-0": 95, "team-1": 1000}
 
 
