@@ -20,11 +20,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
+from reconciler.core.incremental.standing import quiet_but_statuses
 from reconciler.core.incremental.standing import read_back as as_read_back
 from reconciler.core.planner import Observation, Plan, plan
 from specs.cluster import SUCCEEDED, Capacity
 from specs.settings.process import PlanOptions
-from specs.task.models import Reason
+from specs.task.models import Phase, Reason
 from specs.task.status import TaskStatus
 from specs.task.visibility import Visibility
 from tests.support.incremental_history import History, assert_identical, changes
@@ -230,3 +231,32 @@ def test_the_read_back_of_a_claim_between_folders_keeps_the_first_seen_claimant(
     world.run_pass()
     assert world.checked >= 1
     assert world.statuses["team-a/a"].status.reason is Reason.SUSPENDED
+
+
+def test_a_dependency_that_fits_again_has_its_read_back_planned() -> None:
+    """a waits for b, which asks for more than the cluster has (Unschedulable). b's file is
+    edited to fit: the pass makes it Queued (c's start is the one allowed in flight), a
+    status-only plan, but a's gates saw b as it was reconciled, before admission: a still
+    says b is Unschedulable. Its read-back, where a sees b Queued, is planned, not skipped."""
+    options = PlanOptions(queue_id="q", max_inflight=1)
+    world = ReadBack(options, None, capacity=Capacity(4, 0, 64 * GIB), check=assert_identical)
+    world.apply(("put", "c", {}))
+    world.apply(("put", "b", {"cpu": 9}))
+    world.apply(("put", "a", {"dependsOn": [{"name": "b"}]}))
+    world.run_pass()
+    world.run_pass()
+    assert "(Unschedulable)" in world.statuses["a"].status.message
+    world.apply(("put", "b", {"cpu": 1}))
+    before = dict(world.statuses)
+    fits = world.run_pass()
+    assert world.memo.fast and quiet_but_statuses(fits)
+    assert world.statuses["b"].status.phase is Phase.QUEUED
+    assert world.statuses["a"] is before["a"]
+    order = world.memo.order
+    assert order is not None
+    observed = world.observed
+    assert observed is not None
+    shown = order.gates.seen
+    assert as_read_back(fits, observed, world.now, True, world.specs, before, shown) is None
+    world.run_pass()
+    assert "(Queued)" in world.statuses["a"].status.message
