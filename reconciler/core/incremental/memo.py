@@ -27,7 +27,7 @@ from reconciler.core import planner
 from reconciler.core.fastcontext import FastPassContext
 from reconciler.core.incremental import fastpass, keptclaims, keptorder, ownwrites
 from reconciler.core.incremental.keptorder import Kept, Order
-from reconciler.core.incremental.standing import Standing, after_plan
+from reconciler.core.incremental.standing import NOTHING_SHOWN, Standing, after_plan
 from reconciler.core.planner import Observation, Plan, TaskInput, TaskResult
 from reconciler.core.queues.usage import QueueUsage
 from specs.cluster import Capacity, NodeType
@@ -236,8 +236,9 @@ def plan_incremental(
     at = now.timestamp()
     if plan.still and not stand.settled:
         return plan, after
+    shown = after.order.gates.seen if after.order is not None else NOTHING_SHOWN
     standing = after_plan(
-        plan, observed, at, after.fast, stand.inputs, specs, statuses, versions or {}
+        plan, observed, at, after.fast, stand.inputs, specs, statuses, versions or {}, shown
     )
     return plan, replace(after, standing=standing)
 

@@ -20,11 +20,16 @@ from __future__ import annotations
 from collections.abc import Collection, Hashable, Mapping
 from dataclasses import dataclass, replace
 
+from reconciler.core.gates import run_view
 from reconciler.core.incremental.keptclaims import recorded_of
 from reconciler.core.inputs import Observation
 from reconciler.core.planner import Plan
+from reconciler.core.task.dependencies import RunView
 from specs.task.inputs import TaskInput
 from specs.task.status import TaskStatus
+
+# No task watched by a dependent.
+NOTHING_SHOWN: Mapping[str, RunView] = {}
 
 
 def quiet_but_statuses(plan: Plan) -> bool:
@@ -49,18 +54,21 @@ def read_back(
     fast: bool,
     specs: Mapping[str, TaskInput],
     statuses: Mapping[str, TaskStatus],
+    shown: Mapping[str, RunView] = NOTHING_SHOWN,
 ) -> Plan | None:
     """The plan its read-back would give, as a still plan: the statuses written (the very
     objects), no events, the same summary and scale request, still until its read-back deadline.
     `fast`: the plan is the fast pass's (Memo.fast: plain tasks, Ray answered),
-    where the property is shown; elsewhere a task's words may name another's status as it was
-    read (a dependency's), which its read-back rewrites. `statuses`: those the plan was given.
+    where the property is shown. `statuses`: those the plan was given. `shown`: what the
+    plan's dependents saw of each task their dependencies name (keptgates.Gates.seen).
     None: the read-back must be planned (not the fast pass, the plan acted, it read the clock
-    at `now`, it moved the status of a task whose file is broken, or one to another run of an
-    explicit id)."""
+    at `now`, it moved the status of a task whose file is broken, one to another run of an
+    explicit id, or one its dependents saw otherwise)."""
     if not fast or not observed.available or not quiet_but_statuses(plan):
         return None
     if _moved_a_broken_spec(plan, specs) or _moved_a_run_of_an_id(plan, statuses):
+        return None
+    if _moved_what_dependents_saw(plan, shown):
         return None
     until = plan.read_back_deadline
     if until is not None and until <= now:
@@ -79,6 +87,20 @@ def _moved_a_broken_spec(plan: Plan, specs: Mapping[str, TaskInput]) -> bool:
     for name in plan.write_classes:
         spec = specs.get(name)
         if spec is not None and spec.task is None:
+            return True
+    return False
+
+
+def _moved_what_dependents_saw(plan: Plan, shown: Mapping[str, RunView]) -> bool:
+    """Whether `plan` wrote a status whose phase or end differs from what its dependents saw
+    of it. They see a task's reconciled body, and a stage after the gates (admission: an
+    Unschedulable task that fits again is Queued) may move the status written; the read-back
+    reconciles from what was written, so its dependents' gates and words move with it."""
+    written = plan.statuses
+    for name in plan.write_classes:
+        seen = shown.get(name)
+        status = written.get(name)
+        if seen is not None and status is not None and run_view(status.status) != seen:
             return True
     return False
 
@@ -185,12 +207,13 @@ def after_plan(
     specs: Mapping[str, TaskInput],
     statuses: Mapping[str, TaskStatus],
     versions: Mapping[str, Hashable],
+    shown: Mapping[str, RunView] = NOTHING_SHOWN,
 ) -> Standing | None:
     """What a planned pass leaves to stand: the plan itself if it is still, its read-back if
     it only moved statuses (read_back), else nothing."""
     if plan.still:
         return Standing(plan, now, observed, inputs, versions, specs, statuses)
-    still = read_back(plan, observed, now, fast, specs, statuses)
+    still = read_back(plan, observed, now, fast, specs, statuses, shown)
     if still is None:
         return None
     return Standing(still, now, observed, inputs, versions, specs, statuses, plan.statuses)
