@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
+from reconciler.shell.ops.metrics import CALLS, RESULTS
 from specs.folder.atomic import write_atomic
 from tests.support.net import answers, free_port
 from tests.support.waiting import wait_until
@@ -264,7 +265,8 @@ def test_every_dashboard_query_shows_what_happened(
         (pass_time,) = by("Reconcile pass duration", ref).values()
         assert not math.isnan(pass_time) and pass_time > 0
     failed_calls = by("Ray calls that failed (per second)")
-    assert len(failed_calls) == 6 * 5  # every call x failure result, at 0 until it happens
+    failures = [result for result in RESULTS if result != "ok"]
+    assert len(failed_calls) == len(CALLS) * len(failures)  # each at 0 until it happens
     # Nothing fails: the failed run's log tail is asked for under its own id, not the retry's.
     assert not {k for k, v in failed_calls.items() if v}, failed_calls
     calls = by("Ray calls (per second)")
