@@ -42,6 +42,7 @@ from reconciler.core.task.jobs import (
     request_of,
     submit_request,
 )
+from reconciler.core.task.preemptedby import Preemptors, shown
 from reconciler.core.timestamps import EARLY, to_datetime, to_epoch
 from specs.cluster import (
     META_QUEUE,
@@ -129,7 +130,11 @@ def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated:
     bodies = run.bodies
     ordered = sorted(gated.queue, key=attrgetter("key"))
     queue = [waiting.candidate for waiting in ordered]
-    all_stopping = preemption.stopping_victims(bodies, inputs.env.by_task, claim_of)
+    # Read before this pass's preemptions change any body: the fast pass reads the same.
+    preemptors = Preemptors(options.visibility, lambda: list(bodies.items()))
+    all_stopping = preemption.stopping_victims(
+        bodies, inputs.env.by_task, claim_of, preemptors.key_of
+    )
     stopping_for = {by: s for by, s in all_stopping.items() if by in tasks}
     free = _free_for_admission(inputs, holdings, tasks, stopping_for)
     # A task beyond its queue's maxQueued is not counted: it waits as QueueFull.
@@ -142,7 +147,7 @@ def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated:
     # An array at its maxParallel starts no more elements: they are not candidates at all.
     eligible, capped = arraycap.cap(eligible, bodies, tasks)
     slots = start_slots(options, bodies)
-    shares = queue_shares(inputs, holdings, bodies, tasks, all_stopping)
+    shares = queue_shares(inputs, holdings, bodies, tasks, all_stopping, preemptors)
     admission = admission_of(
         options, inputs.obs, inputs.now, holdings.claims, eligible, free, slots, shares
     )
@@ -172,6 +177,7 @@ def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated:
         admission,
         free,
         all_stopping,
+        bodies,
         frozenset(scale.demand),
     )
     bodies.update(preempted.bodies)
@@ -334,11 +340,12 @@ def queue_shares(
     bodies: Mapping[str, TaskStatusBody],
     tasks: Mapping[str, Task],
     stopping: Mapping[str, preemption.StoppingVictims],
+    preemptors: Preemptors,
 ) -> QueueShares | None:
     """What the team queues' admission reads (None without team queues)."""
     if inputs.queues is None:
         return None
-    waiting_ready = ready(bodies, tasks, stopping)
+    waiting_ready = ready(bodies, tasks, stopping, preemptors)
     return QueueShares(inputs.queues, inputs.usage, holdings.in_use, waiting_ready)
 
 
@@ -615,7 +622,8 @@ def _why_waiting(
         return Waiting(AwaitingVictims(pending.victims))
     body = run.bodies[name]
     if name not in admission.waiting and body.preempted_by is not None:
-        return Waiting(PreemptedBy(body.preempted_by))
+        visibility = run.inputs.options.visibility
+        return Waiting(PreemptedBy(shown(visibility, name, body.preempted_by)))
     return admission.waiting.get(name)
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from reconciler.core.decisions import Event, RefusedDeletions, Stop, StopCause
 from reconciler.core.stages import Holdings, PassInputs
 from reconciler.core.task.jobs import claim_of
+from reconciler.core.task.preemptedby import shown
 from reconciler.core.timestamps import EARLY
 from specs.cluster import (
     META_TASK,
@@ -57,7 +58,8 @@ def stop_strays(
         if task in specs:
             owner = bodies.get(task)
             if owner is not None and owner.preempted_by:
-                stops.append(Stop(sid, task, StopCause.PREEMPTED, owner.preempted_by))
+                by = shown(inputs.options.visibility, task, owner.preempted_by)
+                stops.append(Stop(sid, task, StopCause.PREEMPTED, by))
             else:
                 stops.append(Stop(sid, task, StopCause.RUN_ENDED))
         else:

@@ -46,6 +46,7 @@ from reconciler.core.stages import Holdings, PassInputs, Reconciled, TaskMerge
 from reconciler.core.task import idclaims, lifecycle
 from reconciler.core.task.jobs import bundles_of, foreign_claim
 from reconciler.core.task.jobs import request_of as request_of
+from reconciler.core.task.preemptedby import shown
 from reconciler.core.task.reconcile import reconcile_task, refused
 from reconciler.core.task.step import TaskEnv, TaskResult, task_env
 from reconciler.core.timestamps import to_datetime
@@ -544,7 +545,7 @@ def _preempted_condition(
         reason = read_reason(cond.reason)
         if cond.type == ConditionType.PREEMPTED and reason is not None:
             return reason, cond.message
-    by = visibility.name_for(name, body.preempted_by) if body.preempted_by else None
+    by = shown(visibility, name, body.preempted_by) if body.preempted_by else None
     return Reason.WITHIN_QUEUE, f"preempted by {by}"
 
 

@@ -18,6 +18,7 @@ from reconciler.core.preemption.victims import Running, Victim
 from reconciler.core.queues import dispatch
 from reconciler.core.stages import PassInputs
 from reconciler.core.task import lifecycle
+from reconciler.core.task.preemptedby import Preemptors, record
 from specs.cluster import Capacity
 from specs.task.models import Reason
 from specs.task.records import Task
@@ -30,16 +31,20 @@ def ready(
     bodies: Mapping[str, TaskStatusBody],
     queued: Collection[str],
     stopping: Mapping[str, StoppingVictims],
+    preemptors: Preemptors,
 ) -> frozenset[str]:
     """Preemptors whose victims have all stopped but that have not started yet: queued, still
-    recorded as Preempting, named by some victim, none of whose jobs is live. Team queues
-    admit them first, so the room their victims left is theirs (one queue needs no help: the
-    preemptor is its policy's next pick)."""
-    named = {b.preempted_by for b in bodies.values() if b.preempted_by is not None}
+    recorded as Preempting, named by some victim (as `preemptors` reads it back), none of whose
+    jobs is live. Team queues admit them first, so the room their victims left is theirs (one
+    queue needs no help: the preemptor is its policy's next pick)."""
+    named = {
+        preemptors.of(name, body) for name, body in bodies.items() if body.preempted_by is not None
+    }
     return frozenset(
         name
         for name in named
-        if name in queued
+        if name is not None
+        and name in queued
         and name not in stopping
         and (body := bodies.get(name)) is not None
         and lifecycle.state_of(body) is lifecycle.State.PREEMPTING
@@ -69,13 +74,16 @@ def preempt(
     admission: policies.Admission | dispatch.QueueAdmission,
     free: Capacity,
     stopping: Mapping[str, StoppingVictims],
+    preemptor_bodies: Mapping[str, TaskStatusBody],
     awaits_nodes: frozenset[str] = frozenset(),
 ) -> Preempted:
     """Only the task a queue's policy would admit next may preempt, and only if it waits for
     resources (or, within its queue, for its quota) and none of its earlier victims is still
     stopping. `decide` chooses; this records it (victims first) and says, by preemptor, what
     it waits for. `stopping`: all of them, also those of preemptors that started meanwhile:
-    their victims still stopping are nobody's usage when reclaim asks who borrows."""
+    their victims still stopping are nobody's usage when reclaim asks who borrows.
+    `preemptor_bodies`: the statuses of the candidates of `queue` (recorded.record reads
+    their uid and run)."""
     setup = inputs.env.preemption
     if not setup.any_on:
         return Preempted({}, {}, {}, [], [], [])
@@ -83,6 +91,7 @@ def preempt(
     decisions = decide(setup, queue, admission, free, stopping, running, priorities, inputs.now)
     # `awaits_nodes`: preemptors the autoscaler will serve; they wait for nodes instead.
     decisions = [d for d in decisions if d.preemptor.name not in awaits_nodes]
+    visibility = inputs.options.visibility
     waits: dict[str, Preempting] = {}
     victim_bodies: dict[str, TaskStatusBody] = {}
     conds: dict[str, tuple[Reason, str]] = {}
@@ -99,7 +108,8 @@ def preempt(
             name = victim.run.name
             body = bodies[name]
             message = _victim_message(inputs, victim, preemptor, reason, body)
-            victim_bodies[name] = lifecycle.preempt(body, preemptor.name, message)
+            recorded = record(visibility, name, preemptor.name, preemptor_bodies[preemptor.name])
+            victim_bodies[name] = lifecycle.preempt(body, recorded, message)
             conds[name] = (reason, message)
             sid = body.submission_id or ""
             stops.append(Stop(sid, name, StopCause.PREEMPTED, preemptor.name))

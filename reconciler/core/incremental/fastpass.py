@@ -110,9 +110,12 @@ def fast_pass(
     merged = sorted(results)
     tasks = _TaskResults(ctx, statuses, results, kept, gates.gated)
     victims = frontpreemption.victims_of(order.preempted, results, specs, tasks.result_of)
-    if frontpreemption.stopping(ctx, victims):
+    preemptors = frontpreemption.preemptors(
+        ctx, order.preempted | results.keys(), tasks.result_of, specs
+    )
+    if frontpreemption.stopping(ctx, victims, preemptors):
         return None
-    ctx.ready = frontpreemption.ready(victims, tasks.result_of, specs)
+    ctx.ready = frontpreemption.ready(victims, tasks.result_of, specs, preemptors)
     heap = changes.heap
     requests: Mapping[Capacity, int] = {}
     # The quiet results' earliest end (a redone task's old entry is stale: its own counts).

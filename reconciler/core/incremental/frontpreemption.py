@@ -28,6 +28,7 @@ from reconciler.core.preemptions import preempt
 from reconciler.core.queues import dispatch
 from reconciler.core.task import lifecycle
 from reconciler.core.task.jobs import claim_of
+from reconciler.core.task.preemptedby import Preemptors
 from reconciler.core.task.step import TaskResult
 from specs.task.models import ConditionType, Reason
 from specs.task.status import TaskStatus, TaskStatusBody
@@ -59,21 +60,40 @@ def victims_of(
     return found
 
 
-def stopping(ctx: FastPassContext, victims: Mapping[str, TaskStatusBody]) -> bool:
+def preemptors(
+    ctx: FastPassContext,
+    marked: Collection[str],
+    result_of: Callable[[str], TaskResult],
+    present: Collection[str],
+) -> Preemptors:
+    """Reads back the victims' preemptors, as admission does over every task: a task whose
+    status waits as a preemptor is `marked` (kept as bearing a preemption, or redone)."""
+    return Preemptors(
+        ctx.options.visibility,
+        lambda: [(name, result_of(name).body) for name in sorted(marked) if name in present],
+    )
+
+
+def stopping(
+    ctx: FastPassContext, victims: Mapping[str, TaskStatusBody], preemptors: Preemptors
+) -> bool:
     """Whether a victim's stopped run is still live (preemption.stopping_victims): it waits
     out of its queue's walk at its place, and its preemptor's room is reserved wherever that
     stands; both read the whole queue, and the pass is the full one's."""
-    return bool(victims) and bool(stopping_victims(victims, ctx.env.by_task, claim_of))
+    if not victims:
+        return False
+    return bool(stopping_victims(victims, ctx.env.by_task, claim_of, preemptors.key_of))
 
 
 def ready(
     victims: Mapping[str, TaskStatusBody],
     result_of: Callable[[str], TaskResult],
     present: Collection[str],
+    preemptors: Preemptors,
 ) -> frozenset[str]:
     """The preemptors whose victims have all stopped, still waiting as preemptors
     (preemptions.ready, with no victim stopping): team queues admit them first."""
-    named = {body.preempted_by for body in victims.values()}
+    named = {preemptors.of(name, body) for name, body in victims.items()}
     return frozenset(
         name
         for name in named
@@ -116,7 +136,10 @@ def preempt_fronts(
         assert waiter is not None
         tasks[candidate.name] = waiter.task
     free = free_capacity(ctx.obs, ctx.options, ctx.used)
-    preempted = preempt(ctx.inputs, tasks, ctx.running, ctx.bodies, candidates, admission, free, {})
+    waiting = {candidate.name: result_of(candidate.name).body for candidate in candidates}
+    preempted = preempt(
+        ctx.inputs, tasks, ctx.running, ctx.bodies, candidates, admission, free, {}, waiting
+    )
     ctx.bodies.update(preempted.bodies)
     for name, wanted in preempted.conds.items():
         ctx.conds[name] = {**ctx.conds.get(name, {}), ConditionType.PREEMPTED: wanted}

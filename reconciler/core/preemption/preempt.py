@@ -60,22 +60,25 @@ def stopping_victims(
     bodies: Mapping[str, TaskStatusBody],
     jobs_by_task: Mapping[str, Sequence[RayJob]],
     claim_of: Callable[[RayJob], Capacity],
+    preemptor_of: Callable[[str, TaskStatusBody], str],
 ) -> dict[str, StoppingVictims]:
     """Preemptors whose victims' jobs are still live, read from the victims' sidecars
-    (`preemptedBy`) and Ray's job list: after a crash the next pass finds the same."""
+    (`preemptedBy`, as `preemptor_of(victim, body)` reads it back: task.preemptedby) and Ray's
+    job list: after a crash the next pass finds the same. A victim whose sidecar names no
+    preemptor the planner trusts stops for a key that is no task's: it still waits for its run
+    to be gone, and nobody waits for it."""
     victims: dict[str, list[tuple[str, Capacity]]] = {}
     # Only a few bodies name a preemptor: pick them out before sorting, not all of them.
     marked = sorted(name for name, body in bodies.items() if body.preempted_by is not None)
     for name in marked:
         body = bodies[name]
-        by = body.preempted_by
-        if by is None or body.phase.active:
+        if body.phase.active:
             continue
         # The task's run is not active, so any live job of it is the preempted run's.
         live = [job for job in jobs_by_task.get(name, ()) if not job.terminal]
         if live:
             held = sum((claim_of(job) for job in live), Capacity())
-            victims.setdefault(by, []).append((name, held))
+            victims.setdefault(preemptor_of(name, body), []).append((name, held))
     return {
         by: StoppingVictims(tuple(n for n, _ in pairs), tuple(c for _, c in pairs))
         for by, pairs in victims.items()
