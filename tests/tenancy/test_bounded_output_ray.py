@@ -4,23 +4,17 @@ logs route's `tail` reads only the end too."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from reconciler.shell.loop.runner import Reconciler
-from reconciler.shell.raycluster.adapter import RayJobsAdapter
 from specs.cluster import EARLIER_CUT
-from specs.folder.store import TaskStore
-from specs.settings.process import Settings
 from specs.task.status import LOG_LINE_BYTES, LOG_TAIL_BYTES, TEXT_BYTES
-from tests.api.conftest import BASE_URL, task_json
+from tests.api.conftest import task_json
 from tests.tenancy.conftest import auth
-from tests.tenancy.test_forged_sidecars_ray import Loop
+from tests.tenancy.realloop import RealLoop, real_loop
 
 pytestmark = pytest.mark.ray
 
@@ -30,23 +24,13 @@ HUGE_LINE = 16 << 20  # one line of 16 MiB, the log's last but one
 @pytest.fixture
 def loop_and_api(
     ray_head: str, tasks_dir: Path, tokens_file: Path
-) -> Iterator[tuple[Loop, TestClient]]:
-    (tasks_dir / "team-a").mkdir()
-    settings = Settings(
-        tasks_dir=tasks_dir,
-        address=ray_head,
-        queue_id=f"bounded-{uuid.uuid4().hex[:8]}",
-        team_tokens=tokens_file,
-        api=True,
-    )
-    ray = RayJobsAdapter(ray_head, timeout_seconds=10)
-    reconciler = Reconciler(settings, TaskStore(tasks_dir), ray)
-    with TestClient(create_app(settings, reconciler=reconciler, ray=ray), base_url=BASE_URL) as api:
-        yield Loop(reconciler), api
+) -> Iterator[tuple[RealLoop, TestClient]]:
+    with real_loop(ray_head, tasks_dir, tokens_file) as loop:
+        yield loop, loop.api
 
 
 def test_a_job_printing_a_huge_line_fails_with_a_capped_tail(
-    loop_and_api: tuple[Loop, TestClient], tasks_dir: Path
+    loop_and_api: tuple[RealLoop, TestClient], tasks_dir: Path
 ) -> None:
     loop, api = loop_and_api
     printing = f"import sys; print('x' * {HUGE_LINE}); print('the end'); sys.exit(3)"

@@ -6,23 +6,16 @@ running. The same attack as test_delegated_queues.py, with Ray's own record of t
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 from fastapi.testclient import TestClient
 
-from api.app import create_app
-from reconciler.shell.loop.runner import Reconciler
-from reconciler.shell.raycluster.adapter import RayJobsAdapter
-from specs.cluster import META_QUEUE, META_TASK, RayJob
-from specs.folder.store import TaskStore
-from specs.settings.process import Settings
-from tests.api.conftest import BASE_URL, task_json
+from specs.cluster import META_TASK
+from tests.api.conftest import task_json
 from tests.tenancy.conftest import auth
+from tests.tenancy.realloop import RealLoop, real_loop
 
 pytestmark = pytest.mark.ray
 
@@ -48,61 +41,17 @@ spec:
 """
 
 
-class Loop:
-    def __init__(self, reconciler: Reconciler, ray: RayJobsAdapter) -> None:
-        self.reconciler = reconciler
-        self.ray = ray
-
-    def until(self, done: Callable[[], bool], what: str, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            self.reconciler.run_pass()
-            if done():
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-
-    def status(self, name: str) -> dict[str, Any]:
-        path = self.reconciler.store.status_path(name)
-        try:
-            document = yaml.safe_load(path.read_text())
-        except FileNotFoundError:
-            return {}
-        return dict(document.get("status", {}))
-
-    def ours(self) -> list[RayJob]:
-        queue = self.reconciler.options.queue_id
-        return [j for j in self.ray.list_jobs() if j.metadata.get(META_QUEUE) == queue]
-
-
 @pytest.fixture
 def loop_and_api(
     ray_head: str, tasks_dir: Path, tokens_file: Path
-) -> Iterator[tuple[Loop, TestClient]]:
-    for team in ("team-a", "team-b"):
-        (tasks_dir / team).mkdir()
+) -> Iterator[tuple[RealLoop, TestClient]]:
     (tasks_dir / "_queues.yaml").write_text(TOP)
-    settings = Settings(
-        tasks_dir=tasks_dir,
-        address=ray_head,
-        queue_id=f"delegated-{uuid.uuid4().hex[:8]}",
-        team_tokens=tokens_file,
-        api=True,
-    )
-    ray = RayJobsAdapter(ray_head, timeout_seconds=10)
-    reconciler = Reconciler(settings, TaskStore(tasks_dir), ray)
-    loop = Loop(reconciler, ray)
-    with TestClient(create_app(settings, reconciler=reconciler, ray=ray), base_url=BASE_URL) as api:
-        try:
-            yield loop, api
-        finally:  # the head is the session's: leave no job of ours holding its CPUs
-            for job in loop.ours():
-                if not job.terminal:
-                    ray.stop(job.submission_id)
+    with real_loop(ray_head, tasks_dir, tokens_file) as loop:
+        yield loop, loop.api
 
 
 def test_a_delegated_sub_queue_does_not_preempt_another_teams_real_job(
-    loop_and_api: tuple[Loop, TestClient],
+    loop_and_api: tuple[RealLoop, TestClient],
 ) -> None:
     loop, api = loop_and_api
     b = [f"team-b/b{i}" for i in range(4)]
