@@ -196,11 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--array-size copies of it, elements NAME[i] (default 0)",
     )
     p.add_argument(
-        "--array-size", type=_positive, default=10, metavar="N", help="elements per array (10)"
+        "--array-size", type=whole_number, default=10, metavar="N", help="elements per array (10)"
     )
     p.add_argument(
         "--array-max-parallel",
-        type=_positive,
+        type=whole_number,
         default=None,
         metavar="M",
         help="each array's maxParallel (default: its size, no cap)",
@@ -307,7 +307,8 @@ PREEMPTION_FLAGS: tuple[tuple[str, str, object], ...] = (
 )
 
 
-def _positive(text: str) -> int:
+def whole_number(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
     try:
         value = int(text)
     except ValueError:

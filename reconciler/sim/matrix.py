@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.sim import teams as team_split
+from reconciler.sim.flags import whole_number
 from reconciler.sim.goals import CellResult, Row, figures, markdown, rows
 from reconciler.sim.runs import Teams, run
 from reconciler.sim.workload import (
@@ -181,9 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="A,B",
         help=f"comma-separated, from {', '.join(SHAPES)} (default all)",
     )
-    p.add_argument("--jobs", type=_positive, default=2000, help="jobs per cell (default 2000)")
+    p.add_argument("--jobs", type=whole_number, default=2000, help="jobs per cell (default 2000)")
     p.add_argument("--trace", type=Path, default=None, metavar="PATH", help="SWF for lublin")
-    p.add_argument("--workers", type=_positive, default=1, help="cells run in parallel (1)")
+    p.add_argument("--workers", type=whole_number, default=1, help="cells run in parallel (1)")
     p.add_argument("--json", type=Path, default=None, help="also write every cell here")
     p.add_argument("--markdown", type=Path, default=None, help="also write the table here")
     return p
@@ -241,16 +242,6 @@ def _shapes(text: str) -> tuple[str, ...]:
     if unknown or not names:
         raise argparse.ArgumentTypeError(f"shapes from {', '.join(SHAPES)} (got {text!r})")
     return names
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a whole number of at least 1 (got {text!r})")
-    return value
 
 
 if __name__ == "__main__":
