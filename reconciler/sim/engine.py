@@ -255,11 +255,11 @@ def simulate(
             elif kind == END:
                 _end(cluster, sid, SUCCEEDED, now, records)
             changed = True  # a timeout needs a pass to be noticed; the planner stops the job
-        if changed:
-            _ray_starts(cluster, records, now)  # what ended is free for the jobs waiting in Ray
         if changed and nodes is not None:
             cluster.capacity = nodes.capacity(now)
             cluster.scaling = nodes.scaling(now)
+        if changed:
+            _ray_starts(cluster, records, now)  # what ended is free for the jobs waiting in Ray
         if changed:
             _settle(cluster, now, records, result, observer)
         if changed and nodes is not None:
