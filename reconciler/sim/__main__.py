@@ -9,6 +9,7 @@ python -m reconciler.sim --queues _queues.yaml --resumable-fraction 0.5  # a que
 python -m reconciler.sim --teams 2 --preemption LowerPriority --array-fraction 0.1 --array-size 20
 python -m reconciler.sim --autoscale --node-type worker:cpu=32,max=8 --trace lublin_256.swf
 python -m reconciler.sim --workload wide --capacity 128      # power-of-two widths, load 0.95
+python -m reconciler.sim --overuse 0.3:3 --underuse 0.2:0.5  # jobs that do not keep their word
 python -m reconciler.sim matrix --trace lublin_256.swf       # the benchmark matrix (matrix.py)
 """
 
@@ -27,7 +28,7 @@ from reconciler.sim.flags import PREEMPTION_FLAGS, build_parser
 from reconciler.sim.nodes import MEMORY_PER_CPU, NodeModel
 from reconciler.sim.report import table
 from reconciler.sim.runs import Run, Teams, compare, run, workloads
-from reconciler.sim.workload import make_arrays, mark_resumable, offered_load
+from reconciler.sim.workload import make_arrays, mark_real_use, mark_resumable, offered_load
 from specs.cluster import Capacity
 from specs.queues.config import QueueConfig
 from specs.queues.parse import parse_queue_config
@@ -81,6 +82,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SpecParseError as exc:
             print(str(exc))
             return 2
+    fractions = sum(m.fraction for m in (args.overuse, args.underuse) if m is not None)
+    if fractions > 1:
+        print(
+            "--overuse and --underuse draw from the same jobs: their fractions add up to 1 at most"
+        )
+        return 2
+    if args.autoscale and (args.overuse or args.underuse):
+        print("--overuse and --underuse go without --autoscale: its autoscaler sees declarations")
+        return 2
     for _, dest, default in PREEMPTION_FLAGS:
         if getattr(args, dest) is None:
             setattr(args, dest, default)
@@ -110,7 +120,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         model = NodeModel(tuple(args.node_type), head, args.launch_delay, args.idle_timeout, budget)
         args.capacity = int(model.ceiling.cpu)  # the static cluster is the ceiling
     loads = {
-        name: mark_resumable(jobs, args.resumable_fraction, args.seed)
+        name: mark_real_use(
+            mark_resumable(jobs, args.resumable_fraction, args.seed),
+            args.overuse,
+            args.underuse,
+            args.capacity,
+            args.seed,
+        )
         for name, jobs in workloads(args).items()
     }
     if queues is not None:
@@ -212,6 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "queues": None if args.queues is None else str(args.queues),
         "resumable_fraction": args.resumable_fraction,
         "array_fraction": args.array_fraction,
+        "overuse": None if args.overuse is None else asdict(args.overuse),
+        "underuse": None if args.underuse is None else asdict(args.underuse),
         "array_size": args.array_size,
         "array_max_parallel": args.array_max_parallel,
         "preemption": args.preemption,

@@ -5,8 +5,24 @@ the loop serves with (`reconciler.core.incremental.plan_incremental`, its memo k
 step and each task's version moved whenever the simulator gives it a spec or a status, as the
 store's generations move in the loop), and applies its submits and stops to a dictionary of
 RayJob values, as the loop and Ray would. Admission, ordering, timeouts and statuses are the
-planner's; the simulator only decides when Ray jobs start and end. A submitted job runs at
-once (no PENDING time), so start time = submit time and wait = submit time - arrival.
+planner's; the simulator only decides when Ray jobs start and end.
+
+Ray lists a submitted job RUNNING at once (its driver reserves nothing, as rayqueue submits
+it), and that is all the planner sees. What the job really holds (`Job.held_cpu`: its
+declaration, or more or less when it does not keep its word) is the simulator's alone: a job
+whose real use fits in what Ray has free starts its work at once; one that does not fit waits
+inside Ray, all or nothing (as a placement group does), and its run time counts from when Ray
+gives it its CPUs. Ray hands CPUs as they free to the jobs waiting in it in the order they were
+submitted, each that fits: a job that does not fit holds none behind it back. A job's wait is
+its real start minus its arrival; its timeout, the planner's, still counts from when Ray listed
+it RUNNING. With every job keeping its word, the planner never submits past what is free, so
+every job starts when it is submitted.
+
+A priority inversion (`JobRecord.inversions`) is counted for a job H each time a job of lower
+priority, submitted to Ray after H, really starts while H waits inside Ray (Ray passed H over,
+for a job that fits); `JobRecord.behind_lower` counts the starts, while H waits inside Ray, of
+lower-priority jobs submitted before it (Ray's order of submission, where rayqueue's is by
+priority). A job that starts at the same instant as the lower one is not waiting.
 
 The clock jumps from event to event (an arrival, a job's end, a timeout coming due). At each
 event time it runs passes until one changes nothing in Ray: the pass after a submit is the one
@@ -66,6 +82,14 @@ class JobRecord:
     # (start, end) of each run preemption stopped: the CPUs it held then, and when it queued
     # again (reconciler/sim/teams.py counts held and waiting time from these)
     lost: list[tuple[float, float]] = field(default_factory=list)
+    submitted: float | None = None  # its first submission to Ray
+    # CPU-seconds of all its runs: declared, from when Ray listed each RUNNING to its end (what
+    # the planner counts as held), and held in fact, from when Ray gave it its CPUs to its end
+    declared_cpu_seconds: float = 0.0
+    held_cpu_seconds: float = 0.0
+    ray_wait: float = 0.0  # seconds its runs waited inside Ray for their real use to fit
+    inversions: int = 0  # lower-priority jobs submitted after it that Ray started first
+    behind_lower: int = 0  # lower-priority jobs submitted before it Ray started while it waited
 
     @property
     def wait(self) -> float | None:
@@ -133,6 +157,12 @@ class _Cluster:
     sigterm: dict[str, float] = field(default_factory=dict)  # preempted job -> when it was told
     graces: dict[str, float] = field(default_factory=dict)  # job -> its grace, from its env
     runs: dict[str, list[str]] = field(default_factory=dict)  # task -> its jobs' ids
+    # Inside Ray: the jobs waiting for their real use to fit, in the order submitted; and the
+    # real CPUs each started job holds, and since when.
+    ray_waiting: list[str] = field(default_factory=list)
+    holding: dict[str, float] = field(default_factory=dict)
+    began: dict[str, float] = field(default_factory=dict)
+    timers: set[str] = field(default_factory=set)  # jobs with a pass due at their timeout
     scaling: Scaling | None = None  # what the autoscaler reports, with autoscaling
     scale_request: tuple[Capacity, ...] | None = None  # the last plan's, standing
     deadline: float | None = None  # the last plan's (epoch seconds)
@@ -180,8 +210,11 @@ def simulate(
 
     With `nodes`, the cluster autoscales: each pass sees the nodes that are up and the
     autoscaler's `Scaling`, and after each instant the autoscaler model reads the plan's
-    `scale_request` (a request stands until a plan replaces it, as in Ray).
+    `scale_request` (a request stands until a plan replaces it, as in Ray); jobs must then
+    keep their word (Ray's autoscaler would see a real use the model does not).
     """
+    if nodes is not None and any(job.real_cpu is not None for job in workload):
+        raise ValueError("an autoscaling run takes jobs that hold what they declare")
     began = time.perf_counter()
     options = replace(options or PlanOptions(), policy=policy)
     cluster = _Cluster(options, Capacity(capacity_cpu, 0, MEMORY_BYTES), queues)
@@ -215,21 +248,25 @@ def simulate(
                 # Preempted: gone once the grace is over (or when it ends meanwhile, as the
                 # stop would have ended it anyway); everything it did is lost.
                 cluster.stopping.discard(sid)
-                cluster.jobs[sid] = replace(job_now, status=STOPPED, end_time=_unix(now))
-                _lose(records[job_now.metadata[META_TASK]], job_now, now, cluster.sigterm.pop(sid))
+                run_began = _end(cluster, sid, STOPPED, now, records)
+                _lose(
+                    records[job_now.metadata[META_TASK]], run_began, now, cluster.sigterm.pop(sid)
+                )
             elif kind == END:
-                cluster.jobs[sid] = replace(job_now, status=SUCCEEDED, end_time=_unix(now))
+                _end(cluster, sid, SUCCEEDED, now, records)
             changed = True  # a timeout needs a pass to be noticed; the planner stops the job
         if changed and nodes is not None:
             cluster.capacity = nodes.capacity(now)
             cluster.scaling = nodes.scaling(now)
+        if changed:
+            _ray_starts(cluster, records, now)  # what ended is free for the jobs waiting in Ray
         if changed:
             _settle(cluster, now, records, result, observer)
         if changed and nodes is not None:
             running = {
                 sid: records[j.metadata[META_TASK]].job.cpu
                 for sid, j in cluster.jobs.items()
-                if not j.terminal
+                if sid in cluster.holding
             }
             nodes.place(running, now)
             nodes.scale(cluster.scale_request, now)
@@ -250,10 +287,12 @@ def simulate(
 EPOCH_UNIX = EPOCH.timestamp()
 
 
-def _lose(record: JobRecord, job: RayJob, now: float, told: float) -> None:
-    """A preempted run ended at `now`, told to stop at `told`. A plain job loses all it ran; a
-    resumable one saved its progress when told and loses only the time since (the grace)."""
-    began = (job.start_time or 0) - EPOCH_UNIX
+def _lose(record: JobRecord, began: float | None, now: float, told: float) -> None:
+    """A preempted run that Ray started at `began` ended at `now`, told to stop at `told`. A
+    plain job loses all it ran; a resumable one saved its progress when told and loses only the
+    time since (the grace). A run still waiting inside Ray (`began` None) ran nothing to lose."""
+    if began is None:
+        return
     record.lost.append((began, now))
     if record.job.resumable:
         record.saved += told - began
@@ -277,6 +316,78 @@ def _unix(seconds: float) -> float:
     return EPOCH_UNIX + seconds
 
 
+def _end(
+    cluster: _Cluster, sid: str, status: str, now: float, records: dict[str, JobRecord]
+) -> float | None:
+    """Ray ends job `sid` at `now` with `status`: it frees what it held, or leaves the jobs
+    waiting inside Ray. Its CPU-seconds are counted; returns when Ray had started it (None: it
+    was still waiting)."""
+    job = cluster.jobs[sid]
+    cluster.jobs[sid] = replace(job, status=status, end_time=_unix(now))
+    record = records[job.metadata[META_TASK]]
+    record.declared_cpu_seconds += record.job.cpu * (now - ((job.start_time or 0) - EPOCH_UNIX))
+    began = cluster.began.pop(sid, None)
+    held = cluster.holding.pop(sid, 0.0)
+    if began is not None:
+        record.held_cpu_seconds += held * (now - began)
+    elif sid in cluster.ray_waiting:
+        cluster.ray_waiting.remove(sid)
+        record.ray_wait += now - ((job.start_time or 0) - EPOCH_UNIX)
+    return began
+
+
+def _ray_starts(cluster: _Cluster, records: dict[str, JobRecord], now: float) -> None:
+    """Ray gives its free CPUs to the jobs waiting in it, in the order submitted, to each whose
+    real use fits; then counts the priority inversions of those it started (module docstring)."""
+    if not cluster.ray_waiting:
+        return
+    free = cluster.capacity.cpu - sum(cluster.holding.values())
+    started: list[tuple[int, JobRecord]] = []
+    waiting: list[tuple[int, str, JobRecord]] = []
+    for order, sid in enumerate(cluster.ray_waiting):
+        record = records[cluster.jobs[sid].metadata[META_TASK]]
+        if record.job.held_cpu <= free + 1e-9:
+            free -= record.job.held_cpu
+            _run(cluster, sid, record, now)
+            started.append((order, record))
+        else:
+            waiting.append((order, sid, record))
+            _time_out_at(cluster, sid, record.job.timeout, None)
+    cluster.ray_waiting = [sid for _, sid, _ in waiting]
+    for order, _, record in waiting:
+        for start_order, other in started:
+            if other.job.priority < record.job.priority:
+                if order < start_order:
+                    record.inversions += 1
+                else:
+                    record.behind_lower += 1
+
+
+def _run(cluster: _Cluster, sid: str, record: JobRecord, now: float) -> None:
+    """Ray gives job `sid` its real CPUs at `now`: its work starts, and ends a run later."""
+    cluster.holding[sid] = record.job.held_cpu
+    cluster.began[sid] = now
+    record.ray_wait += now - ((cluster.jobs[sid].start_time or 0) - EPOCH_UNIX)
+    record.start = now if record.start is None else record.start
+    record.last_start = now
+    left = record.job.run - record.saved  # a resumed job does only what was left
+    heapq.heappush(cluster.events, (now + left, END, sid))
+    _time_out_at(cluster, sid, record.job.timeout, now + left)
+
+
+def _time_out_at(cluster: _Cluster, sid: str, timeout: float, end: float | None) -> None:
+    """A pass when the planner will time job `sid` out, if its run may end after that (at `end`;
+    None: it waits inside Ray, and may never start). The planner counts a job's timeout from
+    when Ray listed it RUNNING, and times it out once it ran *longer* than that."""
+    if sid in cluster.timers:
+        return
+    job = cluster.jobs[sid]
+    listed = (job.start_time or 0) - EPOCH_UNIX
+    if timeout > 0 and (end is None or listed + timeout < end):
+        cluster.timers.add(sid)
+        heapq.heappush(cluster.events, (listed + timeout + 1, TIMEOUT, sid))
+
+
 def _settle(
     cluster: _Cluster,
     now: float,
@@ -291,6 +402,7 @@ def _settle(
             observer(now, p)
         _start(cluster, p, records, now)
         acted = _stop(cluster, p, records, now)
+        _ray_starts(cluster, records, now)
         _retire(cluster, p, records, now)
         if not p.submits and not acted:
             return
@@ -342,13 +454,14 @@ def _plan(cluster: _Cluster, now: float, result: SimResult) -> Plan:
 
 
 def _start(cluster: _Cluster, p: Plan, records: dict[str, JobRecord], now: float) -> None:
-    """The plan's submits, each a job that runs at once."""
+    """The plan's submits: Ray lists each RUNNING at once, and starts its work when its real use
+    fits (`_ray_starts`, which the pass runs next)."""
     default_grace = cluster.options.preemption_grace_seconds
     for submit in p.submits:
         sid = submit.request.submission_id
         record = records[submit.task]
         cluster.runs.setdefault(submit.task, []).append(sid)
-        # Ray runs the job at once; the next pass sees it RUNNING and records startedAt.
+        # The next pass sees the job RUNNING and records startedAt.
         cluster.jobs[sid] = RayJob(
             sid,
             RUNNING,
@@ -356,15 +469,9 @@ def _start(cluster: _Cluster, p: Plan, records: dict[str, JobRecord], now: float
             start_time=_unix(now),
             metadata=dict(submit.request.metadata),
         )
-        record.start = now if record.start is None else record.start
-        record.last_start = now
+        record.submitted = now if record.submitted is None else record.submitted
         cluster.graces[sid] = _grace(submit.request.runtime_env, default_grace)
-        left = record.job.run - record.saved  # a resumed job does only what was left
-        heapq.heappush(cluster.events, (now + left, END, sid))
-        timeout = record.job.timeout
-        if 0 < timeout < left:
-            # The planner times a job out once it ran *longer* than its timeout.
-            heapq.heappush(cluster.events, (now + timeout + 1, TIMEOUT, sid))
+        cluster.ray_waiting.append(sid)
 
 
 def _stop(cluster: _Cluster, p: Plan, records: dict[str, JobRecord], now: float) -> bool:
@@ -389,11 +496,20 @@ def _stop(cluster: _Cluster, p: Plan, records: dict[str, JobRecord], now: float)
             cluster.stopping.add(sid)
             cluster.sigterm[sid] = now
             heapq.heappush(cluster.events, (now + grace, STOP, sid))
+            if sid in cluster.ray_waiting:
+                # Told to stop before Ray gave it its CPUs: it will never take them.
+                cluster.ray_waiting.remove(sid)
+                record = records[job.metadata[META_TASK]]
+                record.ray_wait += now - ((job.start_time or 0) - EPOCH_UNIX)
         elif sid in preempted:
-            cluster.jobs[sid] = replace(job, status=STOPPED, end_time=_unix(now))
-            _lose(records[job.metadata[META_TASK]], job, now, now)
+            _lose(
+                records[job.metadata[META_TASK]],
+                _end(cluster, sid, STOPPED, now, records),
+                now,
+                now,
+            )
         else:
-            cluster.jobs[sid] = replace(job, status=STOPPED, end_time=_unix(now))
+            _end(cluster, sid, STOPPED, now, records)
     return acted
 
 
@@ -414,3 +530,4 @@ def _retire(cluster: _Cluster, p: Plan, records: dict[str, JobRecord], now: floa
         for sid in cluster.runs.pop(name, []):
             cluster.jobs.pop(sid, None)
             cluster.graces.pop(sid, None)
+            cluster.timers.discard(sid)

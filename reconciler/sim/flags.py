@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from pathlib import Path
 
 from reconciler.core.admission.policies import POLICIES
 from reconciler.core.preemption.victims import MODES, NEVER
 from reconciler.sim.nodes import IDLE_TIMEOUT, LAUNCH_DELAY, parse_node_type
-from reconciler.sim.workload import PRIORITIES, TIMEOUT_FACTOR
+from reconciler.sim.workload import PRIORITIES, TIMEOUT_FACTOR, Misuse
 from specs.cluster import Capacity, NodeType
 from specs.queues.config import DEFAULT_HALF_LIFE, parse_capacity, parse_duration
 from specs.settings.process import PlanOptions
@@ -188,6 +189,23 @@ def build_parser() -> argparse.ArgumentParser:
         "loses only its grace period (default 0)",
     )
     p.add_argument(
+        "--overuse",
+        type=_overuse,
+        default=None,
+        metavar="F:K",
+        help="each job, with probability F (seeded by --seed), really holds K times the CPUs "
+        "it declares (at most the cluster) while the planner sees its declaration; a job "
+        "whose real use does not fit waits inside Ray (e.g. 0.3:3)",
+    )
+    p.add_argument(
+        "--underuse",
+        type=_underuse,
+        default=None,
+        metavar="F:K",
+        help="each job, with probability F (of those --overuse did not draw), really holds "
+        "K times the CPUs it declares, K at most 1 (e.g. 0.2:0.5)",
+    )
+    p.add_argument(
         "--array-fraction",
         type=_fraction,
         default=0.0,
@@ -290,6 +308,28 @@ def _fraction(text: str) -> float:
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"a fraction 0..1 (got {text!r})")
     return value
+
+
+def _misuse(text: str, low: float, high: float) -> Misuse:
+    fraction, sep, factor = text.partition(":")
+    try:
+        value = Misuse(float(fraction), float(factor))
+    except ValueError:
+        value = Misuse(-1.0, -1.0)
+    if not sep or not 0 <= value.fraction <= 1 or not low <= value.factor <= high:
+        raise argparse.ArgumentTypeError(
+            f"F:K, a fraction F 0..1 and a factor K {low:g}..{high:g} (got {text!r})"
+        )
+    return value
+
+
+def _overuse(text: str) -> Misuse:
+    return _misuse(text, 1.0, math.inf)
+
+
+def _underuse(text: str) -> Misuse:
+    # A job holds something while it runs: a factor of 0 would be a job that holds nothing.
+    return _misuse(text, 1e-3, 1.0)
 
 
 # The flag, its dest, and the value it has when not given: the settings' default.

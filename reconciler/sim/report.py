@@ -144,6 +144,26 @@ def _user_lines(users: dict[str, object]) -> list[str]:
     ]
 
 
+def _real_use_lines(rows: Sequence[Metrics]) -> list[str]:
+    """Jobs whose real use is not what they declare: what was held, declared and in fact, and
+    what happened inside Ray (waits, priority inversions, timeouts)."""
+    lines = [
+        "",
+        f"jobs that do not keep their word ({rows[0].misdeclared} of {rows[0].jobs}): held over "
+        "capacity x makespan, declared / in fact; inside Ray:",
+        "",
+    ]
+    for m in rows:
+        lines.append(
+            f"- {m.policy}: held {m.held_declared:.1%} / {m.held_in_fact:.1%}; "
+            f"{m.ray_waited} jobs waited inside Ray; {m.inversions} inversions (top priority "
+            f"passed over: {m.top_inverted:.1%}), {m.behind_lower} starts of lower priority "
+            f"submitted earlier (top priority behind one: {m.top_behind_lower:.1%}); "
+            f"{m.timed_out} timed out ({m.never_started} before Ray started them)"
+        )
+    return lines
+
+
 def duration(seconds: float) -> str:
     """Compact and readable across six orders of magnitude: 8 s, 14 min, 3.2 h."""
     if seconds < 120:
@@ -196,6 +216,8 @@ def table(name: str, jobs: Sequence[Job], capacity: int, rows: Sequence[Metrics]
             f"at most {m.max_preemptions_per_job} of one job; wasted {m.wasted_fraction:.1%} "
             "of the CPU time run"
         )
+    if any(m.misdeclared for m in rows):
+        lines += _real_use_lines(rows)
     lines += ["", "planner cost:", ""]
     for m in rows:
         lines.append(

@@ -47,6 +47,14 @@ class Job:
     # task) with this maxParallel.
     array_size: int = 0
     max_parallel: int | None = None
+    # What the job really holds in Ray once it runs (its driver fans out to more workers than
+    # it declares, or uses fewer); None: what it declares. The planner never sees it.
+    real_cpu: float | None = None
+
+    @property
+    def held_cpu(self) -> float:
+        """The CPUs Ray really gives the job while it runs."""
+        return self.cpu if self.real_cpu is None else self.real_cpu
 
 
 def make_arrays(
@@ -75,6 +83,45 @@ def mark_resumable(workload: Sequence[Job], fraction: float, seed: int) -> list[
     that the rest of the workload (arrivals, sizes, priorities) is the same at every fraction."""
     rng = random.Random(f"resumable:{seed}")
     return [replace(job, resumable=rng.random() < fraction) for job in workload]
+
+
+@dataclass(frozen=True)
+class Misuse:
+    """A share of the jobs whose real use is `factor` x what they declare."""
+
+    fraction: float
+    factor: float
+
+
+def mark_real_use(
+    workload: Sequence[Job],
+    overuse: Misuse | None,
+    underuse: Misuse | None,
+    capacity_cpu: float,
+    seed: int,
+) -> list[Job]:
+    """Each job, with probability `overuse.fraction`, really holds `overuse.factor` x its CPUs;
+    else, with probability `underuse.fraction`, `underuse.factor` x them; else what it declares.
+    One draw a job from its own seeded generator, so the rest of the workload is the same at
+    every setting, and the jobs that over-use at a fraction are among those that do at a larger
+    one. Real use is capped at `capacity_cpu`: a job cannot hold more than the cluster has."""
+    over = overuse or Misuse(0.0, 1.0)
+    under = underuse or Misuse(0.0, 1.0)
+    if over.fraction + under.fraction > 1 + 1e-9:
+        raise ValueError("the over- and under-using fractions add up to more than 1")
+    rng = random.Random(f"real-use:{seed}")
+    out: list[Job] = []
+    for job in workload:
+        draw = rng.random()
+        if draw < over.fraction:
+            factor = over.factor
+        elif draw < over.fraction + under.fraction:
+            factor = under.factor
+        else:
+            out.append(job)
+            continue
+        out.append(replace(job, real_cpu=min(job.cpu * factor, float(capacity_cpu))))
+    return out
 
 
 def declared_timeout(
