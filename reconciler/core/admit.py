@@ -148,9 +148,16 @@ def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated:
     slots = start_slots(options, bodies)
     shares = queue_shares(inputs, holdings, bodies, tasks, all_stopping, preemptors)
     admission = admission_of(
-        options, inputs.obs, inputs.now, holdings.claims, eligible, free, slots, shares,
+        options,
+        inputs.obs,
+        inputs.now,
+        holdings.claims,
+        eligible,
+        free,
+        slots,
+        shares,
         in_fact=held.in_fact,
-    )  # fmt: skip
+    )
     queue_admission = None
     if isinstance(admission, dispatch.QueueAdmission):
         admission.waiting.update(full)

@@ -99,9 +99,7 @@ def room(obs: Observation, options: PlanOptions, used: Capacity, unobserved: Cap
 
 
 def _least(one: Capacity, other: Capacity) -> Capacity:
-    return Capacity(
-        min(one.cpu, other.cpu), min(one.gpu, other.gpu), min(one.memory, other.memory)
-    )
+    return Capacity(min(one.cpu, other.cpu), min(one.gpu, other.gpu), min(one.memory, other.memory))
 
 
 def _in_fact(

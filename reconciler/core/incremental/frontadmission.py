@@ -70,9 +70,17 @@ def _walk(
         start_slots(ctx.options, ctx.bodies),
     )
     return admission_of(
-        ctx.options, ctx.obs, ctx.now, ctx.claims, prefix, held.free, slots, shares, cut,
+        ctx.options,
+        ctx.obs,
+        ctx.now,
+        ctx.claims,
+        prefix,
+        held.free,
+        slots,
+        shares,
+        cut,
         in_fact=held.in_fact,
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,10 @@ from reconciler.core.admit import free_capacity
 from reconciler.core.inputs import Observation
 from reconciler.core.task.jobs import charged
 from specs.cluster import PENDING, RUNNING, SUCCEEDED, Capacity, RayJob
-from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
 from specs.task.models import Phase, Reason
 from tests.support.planner_world import GIB, Cluster, PlanWorld, running_cluster, task
 from tests.unit.core.test_planner import started
-
-CPU = Capacity(1, 0, 0)
 
 
 def cpus(n: float) -> Capacity:

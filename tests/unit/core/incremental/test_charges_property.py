@@ -236,9 +236,7 @@ def hold_steps(draw: st.DrawFn) -> tuple[Any, ...]:
     with_queues=st.booleans(),
     grows=st.sampled_from(SCALINGS),
     history=st.lists(
-        st.tuples(
-            st.one_of(steps(), hold_steps()), st.sets(st.sampled_from(NAMES), max_size=2)
-        ),
+        st.tuples(st.one_of(steps(), hold_steps()), st.sets(st.sampled_from(NAMES), max_size=2)),
         min_size=1,
         max_size=50,
     ),
