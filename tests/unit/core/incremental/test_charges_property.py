@@ -311,3 +311,25 @@ def test_the_fast_pass_equals_the_full_plan_while_holdings_change(
             world.run_pass()
     TOTALS["passes"] += world.passes
     TOTALS["fast"] += world.fast_passes
+
+
+def test_the_fast_pass_words_a_wait_anew_when_another_job_over_holds() -> None:
+    """Two jobs not ours swap what they hold: the free room and the claims stay the same, the
+    largest over-holder a waiting task names does not (the walk is not reused)."""
+    options = PlanOptions(queue_id="q", policy="strict", exact_queue_positions=3)
+    world = History(options, None, capacity=Capacity(8, 0, 16 * GIB), every_field=True)
+    world.check = assert_identical
+    for i in range(12):
+        world.apply(("put", f"t{i:02d}", {"cpu": 2, "timeoutSeconds": 50}))
+    world.apply(("foreign", 1))
+    world.apply(("foreign", 2))
+    world.run_pass()
+    world.held = {"foreign-1": Capacity(3, 0, 0), "foreign-2": Capacity(1, 0, 0)}
+    world.run_pass()
+    world.run_pass()
+    world.held = {"foreign-1": Capacity(1, 0, 0), "foreign-2": Capacity(3, 0, 0)}
+    before = world.fast_passes
+    world.run_pass()
+    assert world.fast_passes == before + 1
+    said = {s.status.message for s in world.statuses.values()}
+    assert any(m and "job foreign-2 holds 3 CPU" in m for m in said), said
