@@ -39,12 +39,14 @@ import requests
 from ray.dashboard.modules.dashboard_sdk import SubmissionClient
 from ray.job_submission import JobDetails, JobSubmissionClient
 
+from reconciler.shell.raycluster.census import RayCensus
 from reconciler.shell.raycluster.logtail import LogRead, read_tail
 from reconciler.shell.raycluster.poll import HTTPStatus as _HTTPStatusError
 from reconciler.shell.raycluster.poll import KeptAliveGets, Unreachable
 from reconciler.shell.raycluster.poll import shorten as _shorten
 from specs.cluster import (
     Capacity,
+    Census,
     JobConflict,
     JobNotFound,
     RayError,
@@ -148,6 +150,8 @@ class RayJobsAdapter:
         # The reads repeated every pass go over kept-alive connections (see poll.py); the
         # loop's look-ups of single jobs go out together, one connection each.
         self._dashboard: KeptAliveGets | None = None
+        # The census reads go over connections of their own, never the loop's.
+        self._census: RayCensus | None = None
 
     def __repr__(self) -> str:
         return f"RayJobsAdapter({self.address!r}, timeout_seconds={self.timeout_seconds})"
@@ -359,6 +363,20 @@ class RayJobsAdapter:
         data = b"".join(chunks)
         return LogRead(data[:budget], size <= budget)
 
+    # --- the CensusReader protocol ---------------------------------------------------------
+
+    def take_census(self) -> Census:
+        """What every Ray job holds (census.RayCensus): a few reads of the state API and the
+        dashboard's node data, over connections of their own. CensusUnsupported when this
+        dashboard has no state API."""
+        with self._client_lock:
+            if self._census is None:
+                self._census = RayCensus(
+                    self.address, timeout_seconds=self.timeout_seconds, headers=self._headers
+                )
+            census = self._census
+        return census.take_census()
+
     # --- extras ---------------------------------------------------------------------------
 
     def job_info(self, submission_id: str) -> RayJob:
@@ -527,6 +545,7 @@ def _to_ray_job(d: JobDetails) -> RayJob:
         end_time=d.end_time / 1000 if d.end_time else None,
         metadata=dict(d.metadata or {}),
         exit_code=_exit_code(getattr(d, "driver_exit_code", None)),
+        job_id=_job_id(getattr(d, "job_id", None)),
     )
 
 
@@ -543,7 +562,13 @@ def _job_from_json(d: dict[str, Any]) -> RayJob:
         end_time=float(end) / 1000 if end else None,
         metadata={str(k): str(v) for k, v in (d.get("metadata") or {}).items()},
         exit_code=_exit_code(d.get("driver_exit_code")),
+        job_id=_job_id(d.get("job_id")),
     )
+
+
+def _job_id(value: object) -> str | None:
+    """Ray's job id (hex), set once the driver has started; None before."""
+    return value if isinstance(value, str) and value else None
 
 
 def _exit_code(value: object) -> int | None:

@@ -132,6 +132,9 @@ class KeptAliveGets:
         self._idle: list[_Link] = []
         self._closed = False
         self._lock = threading.Lock()
+        # What the reads have cost the dashboard so far: requests sent, answer bytes read.
+        self.requests = 0
+        self.bytes_read = 0
 
     def get_json(self, endpoint: str) -> Any:
         """The decoded JSON body of GET endpoint. Raises HTTPStatus for a non-200 answer,
@@ -186,7 +189,13 @@ class KeptAliveGets:
             for link in links[len(answers) :]:  # their answers, if any, will not be read
                 link.close()
             raise
+        self._count(answers)
         return answers
+
+    def _count(self, answers: Sequence[_Answer]) -> None:
+        with self._lock:
+            self.requests += len(answers)
+            self.bytes_read += sum(len(answer.body) for answer in answers)
 
     def _sent(self, link: _Link, endpoint: str) -> BaseException | None:
         """None once the request is written, else why it could not be."""
