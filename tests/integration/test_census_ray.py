@@ -112,6 +112,21 @@ def test_the_census_sees_what_jobs_really_hold(
         assert taken is not None and taken.whole
         assert taken.entrypoints.get(sid) == Capacity()
         assert taken.requests >= 3 and taken.bytes_read > 0
+        # The metric beside rayqueue_cluster_reserved (what specs declare: 1 CPU here).
+        metrics = q.reconciler.metrics
+        assert metrics is not None
+
+        def held(owner: str) -> float:
+            value = metrics.registry.get_sample_value(
+                "rayqueue_census_held", {"owner": owner, "resource": "cpu"}
+            )
+            return 0.0 if value is None else value
+
+        q.wait_for(lambda: held("queue") == 2 and held("foreign") >= 1, "the held metric", 30)
+        reserved = metrics.registry.get_sample_value(
+            "rayqueue_cluster_reserved", {"resource": "cpu"}
+        )
+        assert reserved == 1
     finally:
         q.ray.stop(foreign)
         q.halt()

@@ -130,6 +130,8 @@ class Reconciler:
         # plan's scale_request is sent to it when it changes. None: nothing is asked of it.
         self.autoscaler = autoscaler
         self.census = census
+        if census is not None:
+            census.follow(lambda: self.state.jobs, self.options.queue_id)
         self.scale_requests = (
             ScaleRequests(
                 autoscaler, AutoscalerMetrics(metrics.registry) if metrics is not None else None

@@ -13,11 +13,20 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from specs.cluster import Census, CensusReader, CensusUnsupported, RayError, RayUnavailable
+from specs.cluster import (
+    META_QUEUE,
+    Capacity,
+    Census,
+    CensusReader,
+    CensusUnsupported,
+    RayError,
+    RayJob,
+    RayUnavailable,
+)
 
 log = logging.getLogger("rayqueue.census")
 
@@ -25,6 +34,35 @@ log = logging.getLogger("rayqueue.census")
 # seconds on a big one.
 CENSUS_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 RESULTS = ("ok", "unavailable", "unsupported", "error")
+# Whose jobs hold what: this queue's (submitted by this rayqueue), and every other's.
+OWNERS = ("queue", "foreign")
+RESOURCES = ("cpu", "gpu", "memory")
+
+Jobs = Callable[[], Mapping[str, RayJob] | None]
+
+
+def held_by_owner(census: Census, jobs: Mapping[str, RayJob], queue_id: str) -> dict[str, Capacity]:
+    """What this queue's jobs and all others hold in Ray's logical resources: each job's
+    holdings and what its supervisor reserves for its driver. A job is this queue's when
+    Ray's listing (`jobs`, by submission id) shows it with this queue's metadata; any other
+    job (another client's, a driver that called ray.init, a job Ray has not listed yet) is
+    foreign."""
+    ours = {
+        job.job_id: sid
+        for sid, job in jobs.items()
+        if job.job_id is not None and job.metadata.get(META_QUEUE) == queue_id
+    }
+    held = {owner: Capacity() for owner in OWNERS}
+    for job_id, holdings in census.jobs.items():
+        owner = "queue" if job_id in ours else "foreign"
+        held[owner] += holdings.logical
+    for sid, reserved in census.entrypoints.items():
+        job = jobs.get(sid)
+        owner = (
+            "queue" if job is not None and job.metadata.get(META_QUEUE) == queue_id else "foreign"
+        )
+        held[owner] += reserved
+    return held
 
 
 class CensusMetrics:
@@ -81,6 +119,15 @@ class CensusMetrics:
             "bound), else 0",
             registry=registry,
         )
+        self.held = Gauge(
+            "rayqueue_census_held",
+            "Logical resources Ray jobs hold as the last census saw them (placement groups, "
+            "actors and running tasks, and what supervisors reserve for drivers; memory in "
+            "bytes), by owner: queue (this rayqueue's jobs) or foreign (every other job); "
+            "compare rayqueue_cluster_reserved, what this queue's specs declare",
+            ["owner", "resource"],
+            registry=registry,
+        )
         for result in RESULTS:
             self.polls.labels(result)
 
@@ -93,6 +140,11 @@ class CensusMetrics:
         self.last_bytes.set(census.bytes_read)
         self.jobs.set(len(census.jobs))
         self.whole.set(1 if census.complete else 0)
+
+    def observe_owners(self, held: Mapping[str, Capacity]) -> None:
+        for owner, amount in held.items():
+            for resource in RESOURCES:
+                self.held.labels(owner, resource).set(getattr(amount, resource))
 
 
 class CensusPoller:
@@ -116,11 +168,20 @@ class CensusPoller:
         self.cpu_clock = cpu_clock
         self.wall_clock = wall_clock
         self.latest: Census | None = None
+        # Ray's jobs as the loop last listed them, and its queue id (`follow`): whose jobs
+        # hold what, for the metrics.
+        self.jobs: Jobs | None = None
+        self.queue_id = ""
         self.supported: bool | None = None  # None until Ray has answered once
         self.failing = False  # a failure is said once, until a census succeeds again
 
     def __repr__(self) -> str:
         return f"CensusPoller({self.reader!r}, every {self.interval_seconds:g} s)"
+
+    def follow(self, jobs: Jobs, queue_id: str) -> None:
+        """Tell this queue's jobs from foreign ones by Ray's listing as `jobs()` answers it
+        (the loop's last, a mapping it replaces whole and never changes)."""
+        self.jobs, self.queue_id = jobs, queue_id
 
     def take(self) -> Census | None:
         """One census now; the new `latest`. Never raises what Ray raises: it logs it, once
@@ -145,6 +206,9 @@ class CensusPoller:
                 log.warning("the census of what Ray jobs hold failed: %s", exc)
             self.failing = True
             return self.latest
+        listed = self.jobs() if self.jobs is not None else None
+        if self.metrics is not None and listed is not None:
+            self.metrics.observe_owners(held_by_owner(census, listed, self.queue_id))
         if self.metrics is not None:
             self.metrics.observe(census, self.wall_clock() - wall, self.cpu_clock() - cpu)
         self._count("ok")

@@ -16,6 +16,7 @@ from reconciler.app.assembly import build_reconciler, start_loop
 from reconciler.shell.ops.census import CensusMetrics, CensusPoller
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import (
+    META_QUEUE,
     Capacity,
     Census,
     Holdings,
@@ -157,3 +158,20 @@ def test_the_thread_takes_one_census_a_period() -> None:
     thread.join(5)
     assert not thread.is_alive()
     assert 2 <= fake.calls["take_census"] <= 8
+
+
+def test_what_this_queues_jobs_hold_and_what_others_hold() -> None:
+    registry = CollectorRegistry()
+    fake = FakeRay()
+    fake.submit(SubmitRequest("ours", "python x.py", None, {META_QUEUE: "q"}))
+    fake.submit(SubmitRequest("other-queue", "python x.py", None, {META_QUEUE: "p"}))
+    fake.hold("ours", actors=Capacity(8, 0, 2**30))
+    fake.hold("other-queue", groups=Capacity(2))
+    fake.set_holdings(Holdings("0a000000", tasks=Capacity(1)))  # a driver no one submitted
+    fake.entrypoints["other-queue"] = Capacity(0.5)
+    poller = CensusPoller(fake, 15, CensusMetrics(registry))
+    poller.follow(lambda: {job.submission_id: job for job in fake.list_jobs()}, "q")
+    poller.take()
+    assert sample(registry, "rayqueue_census_held", owner="queue", resource="cpu") == 8
+    assert sample(registry, "rayqueue_census_held", owner="queue", resource="memory") == 2**30
+    assert sample(registry, "rayqueue_census_held", owner="foreign", resource="cpu") == 3.5
