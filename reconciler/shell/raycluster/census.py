@@ -32,7 +32,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, SupportsFloat, SupportsIndex
+from typing import Any
 
 from reconciler.shell.raycluster.poll import HTTPStatus, KeptAliveGets, Unreachable
 from specs.cluster import (
@@ -118,12 +118,16 @@ def read_rows(payload: Any, *, what: str, capped: bool = False) -> Rows:
 
 
 def _number(value: object) -> float:
-    """A resource figure as Ray writes it; absent or odd values count as nothing."""
-    if not isinstance(value, str | bytes | SupportsFloat | SupportsIndex):
-        return 0.0
-    try:
+    """A resource figure as Ray writes it (a number, or a number in a string); absent or
+    odd values count as nothing. Plain type checks: this runs for every row of a census."""
+    if isinstance(value, float | int) and not isinstance(value, bool):
         number = float(value)
-    except (TypeError, ValueError):
+    elif isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return 0.0
+    else:
         return 0.0
     return number if math.isfinite(number) and number > 0 else 0.0
 
