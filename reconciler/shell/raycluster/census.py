@@ -28,6 +28,7 @@ loop's. This module does not import Ray.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -57,6 +58,36 @@ SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
 # stats not read yet, or not at all): such a process is tied to its job by its pid instead.
 _NO_JOB = frozenset({"", "ffff", "ffffffff"})
 _MB = 2**20
+
+
+# What the census reads of each row; the rest is dropped as an answer is decoded, so that one
+# answer of 10,000 task rows (each with its events, profiling data and runtime env) is not
+# held whole. A row is known by the keys only its kind has.
+_TASK_KEYS = ("job_id", "type", "state", "required_resources", "placement_group_id", "worker_pid")
+_ACTOR_KEYS = ("job_id", "state", "name", "required_resources", "placement_group_id", "pid")
+_GROUP_KEYS = ("creator_job_id", "state", "bundles")
+_PROCESS_KEYS = ("pid", "jobId", "cpuPercent", "memoryInfo", "gpuMemoryUsage")
+
+
+def _trimmed(row: dict[str, Any]) -> dict[str, Any]:
+    """One decoded JSON object, cut to what the census reads if it is a row it reads."""
+    keys: tuple[str, ...]
+    if "task_id" in row:
+        keys = _TASK_KEYS
+    elif "actor_id" in row and "class_name" in row:
+        keys = _ACTOR_KEYS
+    elif "bundles" in row and "creator_job_id" in row:
+        keys = _GROUP_KEYS
+    elif "cmdline" in row and "pid" in row:
+        keys = _PROCESS_KEYS
+    else:
+        return row
+    return {key: row[key] for key in keys if key in row}
+
+
+def decode(body: bytes) -> Any:
+    """An answer's JSON with each row cut to what the census reads."""
+    return json.loads(body, object_hook=_trimmed)
 
 
 def _equals(key: str, value: str) -> str:
@@ -317,6 +348,7 @@ class RayCensus:
             timeout_seconds=timeout_seconds,
             headers=dict(headers or {}),
             width=max(len(KINDS), NODES_AT_ONCE),
+            decode=decode,
         )
         self._timeout_param = f"&timeout={max(1, math.ceil(timeout_seconds))}"
 

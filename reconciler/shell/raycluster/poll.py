@@ -19,7 +19,7 @@ import json
 import socket
 import ssl
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -115,8 +115,16 @@ class KeptAliveGets:
     """
 
     def __init__(
-        self, address: str, *, timeout_seconds: float, headers: dict[str, str], width: int = 1
+        self,
+        address: str,
+        *,
+        timeout_seconds: float,
+        headers: dict[str, str],
+        width: int = 1,
+        decode: Callable[[bytes], Any] = json.loads,
     ) -> None:
+        """`decode` reads a 200 answer's body (a reader that keeps only part of each answer
+        decodes it with an `object_hook` of its own)."""
         parts = urlsplit(address)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) address: {address}")
@@ -129,6 +137,7 @@ class KeptAliveGets:
         self._headers = [*{"Host": host, "Accept": "application/json", **headers}.items()]
         self._timeout = timeout_seconds
         self._width = max(width, 1)
+        self._decode = decode
         self._idle: list[_Link] = []
         self._closed = False
         self._lock = threading.Lock()
@@ -140,7 +149,7 @@ class KeptAliveGets:
         """The decoded JSON body of GET endpoint. Raises HTTPStatus for a non-200 answer,
         Unreachable when the dashboard cannot be reached, and ValueError for a body that is
         not JSON."""
-        answer = _decoded(self._exchange([endpoint])[0])
+        answer = _decoded(self._exchange([endpoint])[0], self._decode)
         if isinstance(answer, HTTPStatus):
             raise answer
         return answer
@@ -152,7 +161,7 @@ class KeptAliveGets:
         answers: list[_Answer] = []
         for start in range(0, len(endpoints), self._width):
             answers += self._exchange(endpoints[start : start + self._width])
-        return [_decoded(answer) for answer in answers]
+        return [_decoded(answer, self._decode) for answer in answers]
 
     def close(self) -> None:
         """Close the connections; the object is not used again."""
@@ -253,9 +262,9 @@ class KeptAliveGets:
         return _Link(sock)
 
 
-def _decoded(answer: _Answer) -> Any:
+def _decoded(answer: _Answer, decode: Callable[[bytes], Any]) -> Any:
     """The JSON of a 200 answer, or the HTTPStatus of another. ValueError for a body that is
     not JSON."""
     if answer.status != 200:
         return HTTPStatus(answer.status, answer.body.decode(errors="replace"))
-    return json.loads(answer.body)
+    return decode(answer.body)

@@ -216,3 +216,17 @@ def test_a_census_runs_beside_other_reads(dashboard: ThreadingHTTPServer) -> Non
     for thread in threads:
         thread.join(10)
     assert [r.of(JOB).logical for r in results] == [Capacity(3.25)] * 2
+
+
+def test_an_answer_keeps_only_what_the_census_reads_of_each_row() -> None:
+    """A task row of Ray 2.60 carries its events, profiling data and runtime env: dropped as
+    the answer is decoded, so a list of 10,000 is not held whole."""
+    for key in ("tasks", "actors", "placement_groups"):
+        rows = census.decode(json.dumps(ANSWERS[key]).encode())["data"]["result"]["result"]
+        assert rows and all(len(row) <= 6 for row in rows)
+        whole = read_rows(ANSWERS[key], what=key).rows
+        kind = {"tasks": census.TASKS, "actors": census.ACTORS}.get(key, census.GROUPS)
+        assert fold(kind, rows) == fold(kind, whole)
+    node = census.decode(json.dumps(ANSWERS["node"]).encode())
+    assert usage_by_job(node, {3232: JOB}) == usage_by_job(ANSWERS["node"], {3232: JOB})
+    assert "cmdline" not in node["data"]["detail"]["workers"][0]
