@@ -98,6 +98,10 @@ class RayJob:
     # Ray's own id of the job (hex, e.g. "02000000"), once its driver has started: the key of
     # a Census. None before, and on a Ray that does not list it.
     job_id: str | None = None
+    # Where its driver runs, once it has started: the node's id and the driver's pid there
+    # (what ties the driver's process to the job in a Census's physical use).
+    driver_node_id: str | None = None
+    driver_pid: int | None = None
 
     @property
     def terminal(self) -> bool:
@@ -107,8 +111,8 @@ class RayJob:
 @dataclass(frozen=True)
 class Usage:
     """What a job's processes use in fact, as the dashboard's node data shows them, summed
-    over the job's worker processes (drivers included where the dashboard lists them).
-    Processes a worker forks itself are not seen."""
+    over the job's worker processes and its driver. Processes a worker forks itself are not
+    seen."""
 
     cpu_percent: float = 0.0  # percent of one core: 250 is two and a half cores busy
     memory: float = 0.0  # bytes: resident set minus shared pages (the object store's)
@@ -357,7 +361,9 @@ class CensusReader(Protocol):
     reconciler/shell/raycluster/census.py) or the fake one. A census is read off the loop's
     path, on its own cadence (reconciler/shell/ops/census.py)."""
 
-    def take_census(self) -> Census:
-        """What every job holds now, in a few reads. Raises CensusUnsupported when this Ray
-        cannot say, RayUnavailable when it does not answer."""
+    def take_census(self, drivers: Mapping[tuple[str, int], str] | None = None) -> Census:
+        """What every job holds now, in a few reads. `drivers`: the Ray job id of each
+        driver process, by its node's id and its pid (RayJob.driver_node_id, driver_pid), so
+        that a driver's physical use counts for its job. Raises CensusUnsupported when this
+        Ray cannot say, RayUnavailable when it does not answer."""
         ...

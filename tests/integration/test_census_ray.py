@@ -92,12 +92,13 @@ def test_the_census_sees_what_jobs_really_hold(
             timeout=60,
         )
         # Physical use from the dashboard's node data (refreshed there every few seconds):
-        # the two actors' worker processes, tied to the job by their pids.
+        # the two actors' worker processes, tied to the job by their pids, and its driver,
+        # by the node and pid Ray's job listing names.
         q.wait_for(
             lambda: (
                 (held := holdings(q, ours)) is not None
                 and held.usage is not None
-                and held.usage.processes >= 2
+                and held.usage.processes == 3
                 and held.usage.memory > 0
             ),
             "the census to see fanout's worker processes",

@@ -65,6 +65,15 @@ def held_by_owner(census: Census, jobs: Mapping[str, RayJob], queue_id: str) -> 
     return held
 
 
+def drivers_of(jobs: Mapping[str, RayJob]) -> dict[tuple[str, int], str]:
+    """The Ray job id of each live job's driver process, by its node's id and pid."""
+    return {
+        (job.driver_node_id, job.driver_pid): job.job_id
+        for job in jobs.values()
+        if not job.terminal and job.job_id and job.driver_node_id and job.driver_pid
+    }
+
+
 class CensusMetrics:
     """What the censuses cost and how they ended, registered in the process's registry."""
 
@@ -187,8 +196,9 @@ class CensusPoller:
         """One census now; the new `latest`. Never raises what Ray raises: it logs it, once
         for a run of failures of one kind."""
         wall, cpu = self.wall_clock(), self.cpu_clock()
+        listed = self.jobs() if self.jobs is not None else None
         try:
-            census = self.reader.take_census()
+            census = self.reader.take_census(drivers_of(listed) if listed is not None else None)
         except CensusUnsupported as exc:
             self._count("unsupported")
             self.latest = None
@@ -206,7 +216,6 @@ class CensusPoller:
                 log.warning("the census of what Ray jobs hold failed: %s", exc)
             self.failing = True
             return self.latest
-        listed = self.jobs() if self.jobs is not None else None
         if self.metrics is not None and listed is not None:
             self.metrics.observe_owners(held_by_owner(census, listed, self.queue_id))
         if self.metrics is not None:

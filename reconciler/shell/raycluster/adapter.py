@@ -28,7 +28,7 @@ import asyncio
 import logging
 import math
 import threading
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn, SupportsFloat, SupportsIndex, TypeVar
 from urllib.parse import quote
@@ -365,7 +365,7 @@ class RayJobsAdapter:
 
     # --- the CensusReader protocol ---------------------------------------------------------
 
-    def take_census(self) -> Census:
+    def take_census(self, drivers: Mapping[tuple[str, int], str] | None = None) -> Census:
         """What every Ray job holds (census.RayCensus): a few reads of the state API and the
         dashboard's node data, over connections of their own. CensusUnsupported when this
         dashboard has no state API."""
@@ -375,7 +375,7 @@ class RayJobsAdapter:
                     self.address, timeout_seconds=self.timeout_seconds, headers=self._headers
                 )
             census = self._census
-        return census.take_census()
+        return census.take_census(drivers)
 
     # --- extras ---------------------------------------------------------------------------
 
@@ -546,6 +546,8 @@ def _to_ray_job(d: JobDetails) -> RayJob:
         metadata=dict(d.metadata or {}),
         exit_code=_exit_code(getattr(d, "driver_exit_code", None)),
         job_id=_job_id(getattr(d, "job_id", None)),
+        driver_node_id=_job_id(getattr(d, "driver_node_id", None)),
+        driver_pid=_pid(getattr(getattr(d, "driver_info", None), "pid", None)),
     )
 
 
@@ -563,12 +565,25 @@ def _job_from_json(d: dict[str, Any]) -> RayJob:
         metadata={str(k): str(v) for k, v in (d.get("metadata") or {}).items()},
         exit_code=_exit_code(d.get("driver_exit_code")),
         job_id=_job_id(d.get("job_id")),
+        driver_node_id=_job_id(d.get("driver_node_id")),
+        driver_pid=_pid((d.get("driver_info") or {}).get("pid")),
     )
 
 
 def _job_id(value: object) -> str | None:
-    """Ray's job id (hex), set once the driver has started; None before."""
+    """One of Ray's ids (hex), set once the driver has started; None before."""
     return value if isinstance(value, str) and value else None
+
+
+def _pid(value: object) -> int | None:
+    """The driver's pid, which Ray's job info writes as a string."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    try:
+        pid = int(value)
+    except ValueError:
+        return None
+    return pid if pid > 0 else None
 
 
 def _exit_code(value: object) -> int | None:

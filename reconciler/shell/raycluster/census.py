@@ -63,8 +63,24 @@ _MB = 2**20
 # What the census reads of each row; the rest is dropped as an answer is decoded, so that one
 # answer of 10,000 task rows (each with its events, profiling data and runtime env) is not
 # held whole. A row is known by the keys only its kind has.
-_TASK_KEYS = ("job_id", "type", "state", "required_resources", "placement_group_id", "worker_pid")
-_ACTOR_KEYS = ("job_id", "state", "name", "required_resources", "placement_group_id", "pid")
+_TASK_KEYS = (
+    "job_id",
+    "type",
+    "state",
+    "required_resources",
+    "placement_group_id",
+    "node_id",
+    "worker_pid",
+)
+_ACTOR_KEYS = (
+    "job_id",
+    "state",
+    "name",
+    "required_resources",
+    "placement_group_id",
+    "node_id",
+    "pid",
+)
 _GROUP_KEYS = ("creator_job_id", "state", "bundles")
 _PROCESS_KEYS = ("pid", "jobId", "cpuPercent", "memoryInfo", "gpuMemoryUsage")
 
@@ -180,6 +196,10 @@ def _job(row: Mapping[str, Any], key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+# A process of the cluster: its node's id and its pid on that node.
+Process = tuple[str, int]
+
+
 @dataclass
 class Sums:
     """Capacity summed by job id, what the supervisor actors reserve by submission id, and
@@ -188,7 +208,7 @@ class Sums:
 
     by_job: dict[str, Capacity] = field(default_factory=dict)
     entrypoints: dict[str, Capacity] = field(default_factory=dict)
-    pids: dict[int, str] = field(default_factory=dict)
+    pids: dict[Process, str] = field(default_factory=dict)
 
     def add(self, job: str, amount: Capacity) -> None:
         if job:
@@ -202,7 +222,9 @@ def fold(kind: Kind, rows: Iterable[Mapping[str, Any]]) -> Sums:
         pid = row.get("worker_pid" if kind is TASKS else "pid")
         job = _job(row, "job_id")
         if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and job:
-            sums.pids[pid] = job
+            node = row.get("node_id")
+            if isinstance(node, str) and node:
+                sums.pids[(node, pid)] = job
         if kind is GROUPS:
             if row.get("state") not in (None, "CREATED"):
                 continue
@@ -232,7 +254,7 @@ def fold(kind: Kind, rows: Iterable[Mapping[str, Any]]) -> Sums:
     return sums
 
 
-def usage_by_job(node: Any, pids: Mapping[int, str]) -> dict[str, Usage] | None:
+def usage_by_job(node: Any, node_id: str, pids: Mapping[Process, str]) -> dict[str, Usage] | None:
     """The physical use of each job's worker processes on one node (GET /nodes/<id>), each
     process tied to its job by the dashboard's `jobId`, else by its pid in `pids`; None when
     the answer carries no worker data. `memory` is the resident set less the shared pages
@@ -250,7 +272,7 @@ def usage_by_job(node: Any, pids: Mapping[int, str]) -> dict[str, Usage] | None:
         job = worker.get("jobId")
         if not isinstance(job, str) or job.lower() in _NO_JOB:
             pid = worker.get("pid")
-            job = pids.get(pid) if isinstance(pid, int) else None
+            job = pids.get((node_id, pid)) if isinstance(pid, int) else None
             if job is None:
                 continue
         memory = worker.get("memoryInfo") or {}
@@ -358,7 +380,7 @@ class RayCensus:
     def close(self) -> None:
         self._gets.close()
 
-    def take_census(self) -> Census:
+    def take_census(self, drivers: Mapping[Process, str] | None = None) -> Census:
         taken_at = self.clock()
         requests, bytes_read = self._gets.requests, self._gets.bytes_read
         sums: dict[str, Sums] = {}
@@ -384,7 +406,7 @@ class RayCensus:
             del rows
             partial, reads_left = self._read_jobs(kind, named, sums[kind.name], reads_left)
             cut[kind.name] = partial
-        pids: dict[int, str] = {}
+        pids: dict[Process, str] = dict(drivers or {})
         for kind_sums in sums.values():
             pids.update(kind_sums.pids)
         usage = self._usage(pids) if self.physical else None
@@ -423,7 +445,7 @@ class RayCensus:
                 partial.add(job)
         return partial, reads_left
 
-    def _usage(self, pids: Mapping[int, str]) -> dict[str, Usage] | None:
+    def _usage(self, pids: Mapping[Process, str]) -> dict[str, Usage] | None:
         """Each job's physical use over the alive nodes; None when the dashboard has no
         worker data for them."""
         endpoint = f"/api/v0/nodes?detail=1&limit={STATE_LIMIT}{self._timeout_param}" + _equals(
@@ -440,8 +462,9 @@ class RayCensus:
         seen = False
         for start in range(0, len(ids), NODES_AT_ONCE):
             batch = ids[start : start + NODES_AT_ONCE]
-            for answer in self._get_all([f"/nodes/{node}" for node in batch], "node data"):
-                found = None if isinstance(answer, HTTPStatus) else usage_by_job(answer, pids)
+            answers = self._get_all([f"/nodes/{node}" for node in batch], "node data")
+            for node, answer in zip(batch, answers, strict=True):
+                found = None if isinstance(answer, HTTPStatus) else usage_by_job(answer, node, pids)
                 if found is None:
                     continue
                 seen = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from enum import Enum
 from typing import Literal
@@ -285,10 +285,12 @@ class FakeRay:
 
     # --- the CensusReader protocol --------------------------------------------------------
 
-    def take_census(self) -> Census:
+    def take_census(self, drivers: Mapping[tuple[str, int], str] | None = None) -> Census:
         """What `hold` and `set_holdings` said, for every job that has not ended (and every
         job id no submitted job has: a foreign driver's); each live job's supervisor
-        reserves what `entrypoints` says, else nothing."""
+        reserves what `entrypoints` says, else nothing. The fake has no processes: a
+        driver's use is in what `hold` says."""
+        del drivers
         with self._lock:
             self._enter("take_census")
             if not self.census_supported:

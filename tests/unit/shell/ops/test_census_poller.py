@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -113,9 +114,9 @@ def test_the_loop_never_waits_for_a_census(tmp_path: Path) -> None:
     release = threading.Event()
 
     class SlowRay(FakeRay):
-        def take_census(self) -> Census:
+        def take_census(self, drivers: Mapping[tuple[str, int], str] | None = None) -> Census:
             release.wait(30)
-            return super().take_census()
+            return super().take_census(drivers)
 
     settings = Settings(tasks_dir=tmp_path, queue_id="q", api=False, census_seconds=1)
     reconciler = build_reconciler(settings, SlowRay(Capacity(4, 0, 2**34)), tokens=Tokens())

@@ -23,6 +23,8 @@ from tests.support.net import free_port
 ANSWERS = json.loads((Path(__file__).parent / "answers" / "census_ray260.json").read_text())
 JOB = "02000000"  # the captured job's Ray job id (its driver started two actors, a group, tasks)
 SUBMISSION = "obs-cap-1"
+NODE = ANSWERS["nodes"]["data"]["result"]["result"][0]["node_id"]
+DRIVER = (ANSWERS["jobs"][0]["driver_node_id"], int(ANSWERS["jobs"][0]["driver_info"]["pid"]))
 
 Route = Callable[[str], tuple[int, Any]]
 
@@ -188,13 +190,27 @@ def test_a_dashboard_that_does_not_answer_is_unavailable() -> None:
 
 def test_worker_processes_of_no_job_are_not_counted() -> None:
     node = json.loads(json.dumps(ANSWERS["node"]))
-    found = usage_by_job(node, {})
+    found = usage_by_job(node, NODE, {})
     assert found == {}  # no job id, no pid known: nobody's
     node["data"]["detail"]["workers"][0]["jobId"] = "05000000"
     node["data"]["detail"]["workers"][0]["gpuMemoryUsage"] = 3  # MB
-    found = usage_by_job(node, {})
+    found = usage_by_job(node, NODE, {})
     assert found is not None and found["05000000"].gpu_memory == 3 * 2**20
-    assert usage_by_job({"result": True, "data": {"detail": {}}}, {}) is None
+    assert usage_by_job({"result": True, "data": {"detail": {}}}, NODE, {}) is None
+
+
+def test_a_pid_is_tied_to_a_job_on_its_own_node_only() -> None:
+    on_node = usage_by_job(ANSWERS["node"], NODE, {(NODE, 3232): JOB})
+    assert on_node is not None and on_node[JOB].processes == 1
+    assert usage_by_job(ANSWERS["node"], NODE, {("another-node", 3232): JOB}) == {}
+
+
+def test_the_driver_process_counts_for_its_job(dashboard: ThreadingHTTPServer) -> None:
+    """Ray's job listing names each driver's node and pid (the State API does not)."""
+    without = reader(dashboard).take_census().of(JOB).usage
+    with_driver = reader(dashboard).take_census({DRIVER: JOB}).of(JOB).usage
+    assert without is not None and with_driver is not None
+    assert with_driver.processes == without.processes + 1
 
 
 def test_a_census_is_a_value_no_one_changes() -> None:
@@ -223,10 +239,11 @@ def test_an_answer_keeps_only_what_the_census_reads_of_each_row() -> None:
     the answer is decoded, so a list of 10,000 is not held whole."""
     for key in ("tasks", "actors", "placement_groups"):
         rows = census.decode(json.dumps(ANSWERS[key]).encode())["data"]["result"]["result"]
-        assert rows and all(len(row) <= 6 for row in rows)
+        assert rows and all(len(row) <= 7 for row in rows)
         whole = read_rows(ANSWERS[key], what=key).rows
         kind = {"tasks": census.TASKS, "actors": census.ACTORS}.get(key, census.GROUPS)
         assert fold(kind, rows) == fold(kind, whole)
     node = census.decode(json.dumps(ANSWERS["node"]).encode())
-    assert usage_by_job(node, {3232: JOB}) == usage_by_job(ANSWERS["node"], {3232: JOB})
+    pids = {(NODE, 3232): JOB}
+    assert usage_by_job(node, NODE, pids) == usage_by_job(ANSWERS["node"], NODE, pids)
     assert "cmdline" not in node["data"]["detail"]["workers"][0]
