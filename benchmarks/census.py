@@ -62,31 +62,39 @@ class World:
         group = _rows(recorded["placement_groups"])[0]
         worker = recorded["node"]["data"]["detail"]["workers"][0]
         self.rows: dict[str, list[dict[str, Any]]] = {"actors": [], "groups": [], "tasks": []}
-        workers: list[dict[str, Any]] = []
+        self.node_ids = [f"{n:056x}" for n in range(max(nodes, 1))]
+        # Each node's worker processes; a job's processes spread over the nodes in turn.
+        workers: dict[str, list[dict[str, Any]]] = {node_id: [] for node_id in self.node_ids}
         pid = 10_000
+
+        def process() -> tuple[str, int]:
+            nonlocal pid
+            pid += 1
+            node_id = self.node_ids[pid % len(self.node_ids)]
+            workers[node_id].append(dict(worker, pid=pid))
+            return node_id, pid
+
         for index in range(jobs):
             job = job_id(index)
             pg = dict(group, placement_group_id=f"{index:032x}{job}", creator_job_id=job)
             self.rows["groups"].append(pg)
             for n in range(actors):
-                pid += 1
+                node_id, worker_pid = process()
                 self.rows["actors"].append(
-                    dict(actor, actor_id=f"{index:016x}{n:016x}{job}", job_id=job, pid=pid)
+                    dict(actor, actor_id=f"{index:016x}{n:016x}{job}", job_id=job)
+                    | {"node_id": node_id, "pid": worker_pid}
                 )
-                workers.append(dict(worker, pid=pid))
             for n in range(tasks):
-                pid += 1
+                node_id, worker_pid = process()
                 self.rows["tasks"].append(
-                    dict(task, task_id=f"{index:024x}{n:016x}{job}", job_id=job, worker_pid=pid)
+                    dict(task, task_id=f"{index:024x}{n:016x}{job}", job_id=job)
+                    | {"node_id": node_id, "worker_pid": worker_pid}
                 )
-                workers.append(dict(worker, pid=pid))
-        self.node_ids = [f"{n:056x}" for n in range(nodes)]
-        per_node = -(-len(workers) // max(nodes, 1))
         node = recorded["node"]
         self.nodes: dict[str, bytes] = {}
-        for n, node_id in enumerate(self.node_ids):
+        for node_id in self.node_ids:
             answer = copy.deepcopy(node)
-            answer["data"]["detail"]["workers"] = workers[n * per_node : (n + 1) * per_node]
+            answer["data"]["detail"]["workers"] = workers[node_id]
             self.nodes[node_id] = json.dumps(answer).encode()
         node_rows = [dict(_rows(recorded["nodes"])[0], node_id=i) for i in self.node_ids]
         self.node_list = json.dumps(listing(node_rows)).encode()
@@ -189,6 +197,7 @@ def measure(jobs: int, actors: int, tasks: int, nodes: int, polls: int) -> dict[
         "whole": taken.whole,
         "jobs_lower_bound": sum(not h.complete for h in taken.jobs.values()),
         "jobs_seen": len(taken.jobs),
+        "processes_tied": sum(h.usage.processes for h in taken.jobs.values() if h.usage),
     }
 
 
