@@ -349,6 +349,9 @@ def test_a_census_counts_a_jobs_actors_and_placement_groups(env: Env, tmp_path: 
     assert held.complete and taken.whole
     # What its supervisor reserves for the driver: nothing asked, nothing held.
     assert taken.entrypoints.get(sid) == Capacity()
+    # One job's own holdings, read alone (as `rayqueue describe` reads them), the same.
+    alone = env.adapter.holdings_of(sid)
+    assert alone is not None and alone.logical == held.logical and alone.complete
     env.adapter.stop(sid)
     wait_for_status(env.adapter, sid, {STOPPED}, drive=False)
     census_until(env, lambda c: job_id not in c.jobs, f"{sid}'s holdings to go")

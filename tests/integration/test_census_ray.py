@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.app.assembly import build_reconciler, start_loop
+from reconciler.cli.main import main
 from specs.cluster import Capacity, Census, Holdings, SubmitRequest
 from specs.tenancy.access import Tokens
 from tests.integration.conftest import Queue
@@ -63,7 +64,10 @@ def job_id_of(queue: Queue, submission_id: str) -> str:
 
 
 def test_the_census_sees_what_jobs_really_hold(
-    make_queue: Callable[..., Queue], tmp_path: Path
+    make_queue: Callable[..., Queue],
+    tmp_path: Path,
+    ray_head: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     q = make_queue(census_seconds=1)
     actors, group = tmp_path / "actors.py", tmp_path / "group.py"
@@ -109,6 +113,13 @@ def test_the_census_sees_what_jobs_really_hold(
         # Declared 1 CPU; holds 2 in Ray (the driver itself reserves nothing).
         assert fanout.logical == Capacity(2) and fanout.complete
         assert other.logical == Capacity(1) and other.complete
+        # `rayqueue describe` asks Ray for the run's own holdings, beside the declaration.
+        capsys.readouterr()
+        assert main(["describe", "fanout", "--dir", str(q.dir), "--address", ray_head]) == 0
+        assert (
+            "Holds in Ray:       2 CPU, 0 GPU, 0 memory (declared 1 CPU, 0 GPU, 0 memory)"
+            in capsys.readouterr().out
+        )
         taken = q.reconciler.latest_census()
         assert taken is not None and taken.whole
         assert taken.entrypoints.get(sid) == Capacity()

@@ -47,6 +47,7 @@ from reconciler.shell.raycluster.poll import shorten as _shorten
 from specs.cluster import (
     Capacity,
     Census,
+    Holdings,
     JobConflict,
     JobNotFound,
     RayError,
@@ -369,13 +370,22 @@ class RayJobsAdapter:
         """What every Ray job holds (census.RayCensus): a few reads of the state API and the
         dashboard's node data, over connections of their own. CensusUnsupported when this
         dashboard has no state API."""
+        return self._census_reader().take_census(drivers)
+
+    def holdings_of(self, submission_id: str) -> Holdings | None:
+        """What one job holds now in Ray's logical resources (three small reads filtered by
+        its Ray job id); None while its driver has not started. JobNotFound if absent,
+        CensusUnsupported when this dashboard has no state API."""
+        job_id = self.job_info(submission_id).job_id
+        return None if job_id is None else self._census_reader().holdings_of(job_id)
+
+    def _census_reader(self) -> RayCensus:
         with self._client_lock:
             if self._census is None:
                 self._census = RayCensus(
                     self.address, timeout_seconds=self.timeout_seconds, headers=self._headers
                 )
-            census = self._census
-        return census.take_census(drivers)
+            return self._census
 
     # --- extras ---------------------------------------------------------------------------
 

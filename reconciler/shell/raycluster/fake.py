@@ -45,6 +45,7 @@ METHODS = frozenset(
         "job_info",
         "tail_logs",
         "take_census",
+        "holdings_of",
     }
 )
 
@@ -306,6 +307,21 @@ class FakeRay:
                 physical=any(h.usage is not None for h in held.values()),
                 requests=3,
             )
+
+    def holdings_of(self, submission_id: str) -> Holdings | None:
+        """What `hold` said of the job (nothing once it has ended), as RayJobsAdapter reads
+        one job's holdings."""
+        with self._lock:
+            self._enter("holdings_of")
+            if not self.census_supported:
+                raise CensusUnsupported("fake Ray has no state API")
+            job = self._get(submission_id)
+            if job.job_id is None:
+                return None
+            held = self.holdings.get(job.job_id)
+            if held is None or job.terminal:
+                return Holdings(job.job_id)
+            return replace(held, usage=None)
 
     # --- extras of RayJobsAdapter ---------------------------------------------------------
 
