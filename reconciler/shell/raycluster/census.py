@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 from reconciler.shell.raycluster.poll import HTTPStatus, KeptAliveGets, Unreachable
 from specs.cluster import (
@@ -107,7 +108,8 @@ def decode(body: bytes) -> Any:
 
 
 def _equals(key: str, value: str) -> str:
-    return f"&filter_keys={key}&filter_predicates=%3D&filter_values={value}"
+    """A State API filter `key = value`, as query parameters."""
+    return f"&filter_keys={key}&filter_predicates=%3D&filter_values={quote(value, safe='')}"
 
 
 @dataclass(frozen=True)
