@@ -33,6 +33,7 @@ RUNS: dict[str, tuple[list[str], list[str]]] = {
     "arrays": ([], ["--size", "1000"]),
     "arrays_head": ([], ["--size", "20"]),
     "busy": ([], ["--ray", "fake", "--sizes", "500", "--window", "10"]),
+    "census": ([], ["--jobs", "100", "--polls", "2"]),
 }
 
 

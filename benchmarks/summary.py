@@ -87,6 +87,19 @@ def _busy(result: Result | None, ray: str) -> str:
     )
 
 
+def _census(result: Result | None) -> str:
+    rows = (result or {}).get("rows", [])
+    if not rows:
+        return "not run"
+    r = min(rows, key=lambda row: int(row["running_tasks"]))
+    return (
+        f"{r['core_share_at_15s']:.1%} of a core at one census every 15 s "
+        f"({r['cpu_seconds_per_poll']:.2f} s CPU, {r['requests_per_poll']} requests, "
+        f"{r['bytes_per_poll'] / 2**20:.0f} MiB a census; {r['jobs']:,} jobs, "
+        f"{r['running_tasks']:,} running tasks)"
+    )
+
+
 def lines(folder: Path) -> list[str]:
     latency = _load(folder, "latency")
     scale = _load(folder, "scale") or {}
@@ -143,6 +156,13 @@ def lines(folder: Path) -> list[str]:
                 "≤ 5 % of a core",
             )
         )
+    table.append(
+        (
+            "Census of what 1,000 live Ray jobs hold (`serve`'s side)",
+            _census(_load(folder, "census")),
+            "≤ 2 % of a core",
+        )
+    )
     out = ["| measure | measured | goal |", "|---|---|---|"]
     out += [f"| {what} | {value} | {goal} |" for what, value, goal in table]
     return out

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from types import MappingProxyType
+from typing import Protocol, TypeVar, runtime_checkable
+
+_V = TypeVar("_V")
 
 # Ray's job statuses, verbatim.
 PENDING = "PENDING"
@@ -92,10 +95,105 @@ class RayJob:
     # The driver's exit code once it has exited by itself (0 for SUCCEEDED); None while it
     # runs, for a stopped job, and when Ray could not start it at all.
     exit_code: int | None = None
+    # Ray's own id of the job (hex, e.g. "02000000"), once its driver has started: the key of
+    # a Census. None before, and on a Ray that does not list it.
+    job_id: str | None = None
+    # Where its driver runs, once it has started: the node's id and the driver's pid there
+    # (what ties the driver's process to the job in a Census's physical use).
+    driver_node_id: str | None = None
+    driver_pid: int | None = None
 
     @property
     def terminal(self) -> bool:
         return self.status in TERMINAL_STATUSES
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What a job's processes use in fact, as the dashboard's node data shows them, summed
+    over the job's worker processes and its driver. Processes a worker forks itself are not
+    seen."""
+
+    cpu_percent: float = 0.0  # percent of one core: 250 is two and a half cores busy
+    memory: float = 0.0  # bytes: resident set minus shared pages (the object store's)
+    gpu_memory: float = 0.0  # bytes
+    processes: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.cpu_percent + other.cpu_percent,
+            self.memory + other.memory,
+            self.gpu_memory + other.gpu_memory,
+            self.processes + other.processes,
+        )
+
+
+@dataclass(frozen=True)
+class Holdings:
+    """What one Ray job holds, as Ray's State API counts it: `groups`, the bundles of its
+    created placement groups; `actors`, its alive actors outside any group; `tasks`, its
+    running tasks outside any group (what runs inside a group is in the group's bundles).
+    `complete` is False when a list Ray answered was cut before this job's rows all came: the
+    figures are then a lower bound. `usage` is its physical use; None when not read.
+
+    A task blocked in `ray.get` lends its CPU back to its node but still shows as running,
+    so `tasks` may count more than the node lends it at that instant."""
+
+    job_id: str
+    groups: Capacity = Capacity()
+    actors: Capacity = Capacity()
+    tasks: Capacity = Capacity()
+    complete: bool = True
+    usage: Usage | None = None
+
+    @property
+    def logical(self) -> Capacity:
+        """Everything the job holds in Ray's logical resources."""
+        return self.groups + self.actors + self.tasks
+
+
+def _frozen_map(items: Mapping[str, _V]) -> Mapping[str, _V]:
+    return MappingProxyType(dict(items))
+
+
+@dataclass(frozen=True)
+class Census:
+    """What every Ray job holds, at one poll of Ray (`taken_at`, Unix seconds).
+
+    `jobs` by Ray's job id (RayJob.job_id), ours and foreign alike, each job that holds
+    something. `entrypoints` by submission id: what Ray reserves for each submitted job's
+    driver (its `entrypoint_*` resources, held by the job's supervisor actor, which Ray runs
+    under the dashboard's own job, so it is not in that job's holdings). `whole`: every list
+    Ray answered came whole, so a job not in `jobs` holds nothing; when not whole, such a
+    job's holdings are unknown (`of` answers a lower bound of nothing). `physical`: whether
+    the physical use was read (each job's `usage`). `requests` and `bytes_read`: what this
+    poll cost the dashboard."""
+
+    taken_at: float
+    jobs: Mapping[str, Holdings] = field(default_factory=lambda: _frozen_map({}))
+    entrypoints: Mapping[str, Capacity] = field(default_factory=lambda: _frozen_map({}))
+    whole: bool = True
+    physical: bool = False
+    requests: int = 0
+    bytes_read: int = 0
+
+    def __post_init__(self) -> None:
+        # A plain value: nobody changes a census another thread reads.
+        object.__setattr__(self, "jobs", _frozen_map(self.jobs))
+        object.__setattr__(self, "entrypoints", _frozen_map(self.entrypoints))
+
+    def of(self, job_id: str) -> Holdings:
+        """The job's holdings; for a job Ray listed nothing for, nothing held, complete only
+        when the census is whole."""
+        found = self.jobs.get(job_id)
+        if found is not None:
+            return found
+        return Holdings(job_id, complete=self.whole)
+
+    @property
+    def complete(self) -> bool:
+        """Every figure is exact: the census is whole and no job's rows were cut."""
+        return self.whole and all(h.complete for h in self.jobs.values())
 
 
 @dataclass(frozen=True)
@@ -199,6 +297,11 @@ class RayRequestError(RayError):
     """Ray answered, but refused the request for another reason (bad runtime_env, ...)."""
 
 
+class CensusUnsupported(RayError):
+    """This Ray cannot say what its jobs hold (an older Ray, a dashboard without the state
+    API): the queue goes on counting what specs declare."""
+
+
 class RayAdapter(Protocol):
     """The reconciler's whole view of a Ray cluster. Every call has a timeout."""
 
@@ -249,4 +352,18 @@ class Autoscaler(Protocol):
 
     def request(self, bundles: Sequence[Capacity]) -> None:
         """Replace the standing resource request with `bundles` (empty: clear it)."""
+        ...
+
+
+@runtime_checkable
+class CensusReader(Protocol):
+    """Where a census comes from: the real adapter (through
+    reconciler/shell/raycluster/census.py) or the fake one. A census is read off the loop's
+    path, on its own cadence (reconciler/shell/ops/census.py)."""
+
+    def take_census(self, drivers: Mapping[tuple[str, int], str] | None = None) -> Census:
+        """What every job holds now, in a few reads. `drivers`: the Ray job id of each
+        driver process, by its node's id and its pid (RayJob.driver_node_id, driver_pid), so
+        that a driver's physical use counts for its job. Raises CensusUnsupported when this
+        Ray cannot say, RayUnavailable when it does not answer."""
         ...

@@ -16,9 +16,10 @@ from typing import Any
 
 from reconciler.shell.loop.faults import Faults
 from reconciler.shell.loop.runner import Reconciler
+from reconciler.shell.ops.census import CensusMetrics, CensusPoller
 from reconciler.shell.ops.metrics import CountingRayAdapter, QueueMetrics
 from reconciler.shell.watch.watcher import Watcher
-from specs.cluster import Autoscaler, RayAdapter
+from specs.cluster import Autoscaler, CensusReader, RayAdapter
 from specs.folder.store import TaskStore
 from specs.settings.process import Settings
 from specs.tenancy.access import Tokens, load_tokens
@@ -57,6 +58,13 @@ def build_reconciler(
     metrics = QueueMetrics(version())
     # Counted at the adapter's edge, so the loop's and the API's calls to Ray are all seen.
     counted = CountingRayAdapter(ray, metrics)
+    # What every Ray job holds, where the adapter can tell (the real one and the fake both
+    # can), on a thread of its own that start_loop starts.
+    census = (
+        CensusPoller(ray, settings.census_seconds, CensusMetrics(metrics.registry))
+        if settings.census_seconds > 0 and isinstance(ray, CensusReader)
+        else None
+    )
     return Reconciler(
         settings,
         store,
@@ -66,6 +74,7 @@ def build_reconciler(
         metrics=metrics,
         paths=paths,
         autoscaler=autoscaler,
+        census=census,
     )
 
 
@@ -91,14 +100,17 @@ def version() -> str:
 
 @dataclass
 class LoopThreads:
-    """The watcher and the loop thread of a started reconciler."""
+    """The watcher, the loop thread and the census thread (if any) of a started reconciler."""
 
     watcher: Watcher
     loop: threading.Thread
+    census: threading.Thread | None = None
 
     def join(self, timeout: float | None = None) -> None:
         self.loop.join(timeout)
         self.watcher.join(timeout)
+        if self.census is not None:
+            self.census.join(timeout)
 
 
 # How long serve's first pass waits for the watcher to be armed (setting up the watches is quick;
@@ -125,7 +137,8 @@ def start_loop(
         target=reconciler.run, args=(stop, first), name="rayqueue-loop", daemon=True
     )
     loop.start()
-    return LoopThreads(watcher, loop)
+    census = reconciler.census.start(stop) if reconciler.census is not None else None
+    return LoopThreads(watcher, loop, census)
 
 
 def start_watcher(reconciler: Reconciler, stop: threading.Event) -> Watcher:

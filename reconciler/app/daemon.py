@@ -199,7 +199,10 @@ def _start(
         # A private head never autoscales; a given cluster may.
         autoscaler=autoscaler_for(settings, address) if running.head is None else None,
     )
-    running.threads.append(start_loop(reconciler, stop, first_pass_gc).loop)
+    threads = start_loop(reconciler, stop, first_pass_gc)
+    running.threads.append(threads.loop)
+    if threads.census is not None:
+        running.threads.append(threads.census)
     return reconciler.ray, reconciler, address
 
 

@@ -29,7 +29,8 @@ from reconciler.core.task.retries import policy_for
 from specs.cluster import RayError, TailLimits
 from specs.service.arrayviews import ArrayView, elements_of
 from specs.service.views import NOT_SEEN_MESSAGE, TaskView, human_age, rfc3339
-from specs.task.quantity import format_memory
+from specs.task.models import Resources
+from specs.task.quantity import format_memory, human_memory
 from specs.yamlio.parse import MAX_FILE_BYTES, SpecParseError, parse_task
 
 LOG_TIMEOUT_SECONDS = 5.0
@@ -241,6 +242,8 @@ def describe(
             field("Dashboard", common.dashboard_link(address, sid), 2)
         else:
             field("Dashboard", "pass --address (or set RAY_DASHBOARD_ADDRESS) for a link", 2)
+        if address and body is not None and body.phase.active and task is not None:
+            field("Holds in Ray", _held_in_ray(address, sid, task.spec.resources), 2)
     else:
         field("Ray job", "<none> (not submitted yet)")
 
@@ -276,6 +279,27 @@ def _all_errors(view: TaskView) -> list[str]:
     except OSError:
         pass
     return first
+
+
+def _amounts(cpu: float, gpu: float, memory: float) -> str:
+    held = human_memory(memory) if memory else "0"  # as the Resources line writes none
+    return f"{number(cpu)} CPU, {number(gpu)} GPU, {held} memory"
+
+
+def _held_in_ray(address: str, submission_id: str, declared: Resources) -> str:
+    """What the run's Ray job holds now (its placement groups, actors and running tasks, as
+    Ray's State API counts them) beside what the spec declares."""
+    try:
+        adapter = common.make_adapter(address, LOG_TIMEOUT_SECONDS)
+        held = adapter.holdings_of(submission_id)
+    except (RayError, common.CliError) as exc:
+        return f"(could not ask Ray: {exc})"
+    if held is None:
+        return "(its driver has not started)"
+    now = held.logical
+    words = _amounts(now.cpu, now.gpu, now.memory)
+    words += f" (declared {_amounts(declared.cpu, declared.gpu, declared.memory)})"
+    return words if held.complete else words + "; at least: a list Ray gave was cut"
 
 
 def _ray_log_tail(address: str, submission_id: str, lines: int) -> list[str]:

@@ -159,6 +159,12 @@ class Settings(PlannerSettings):
     max_backoff_seconds: float = field(default=30.0, metadata=knob(minimum=0, above=0))
     """Ceiling of the exponential backoff while Ray is unreachable."""
 
+    census_seconds: float = field(default=15.0, metadata=knob(minimum=0))
+    """Between two censuses of what every Ray job holds (its placement groups, actors and
+    running tasks, and its processes' physical use), read from the dashboard on a thread of
+    their own, off the reconcile loop's path. 0: no census. Otherwise at least 1 s: each
+    census costs the dashboard a few requests."""
+
     history_max_bytes: int = field(default=10 * 2**20, metadata=knob(minimum=0))
     """resource_history.jsonl is rotated past this size (three old files are kept)."""
 
@@ -389,6 +395,11 @@ class Settings(PlannerSettings):
 
     def __post_init__(self) -> None:
         check(self)
+        if 0 < self.census_seconds < 1:
+            raise ValueError(
+                f"RAYQUEUE_CENSUS_SECONDS must be 0 (no census) or at least 1, "
+                f"not {self.census_seconds:g}"
+            )
         for host in self.allowed_hosts:
             if not _HOST_PATTERN.fullmatch(host):
                 raise ValueError(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import bigfolder, history, latency, scale, scale_start, throughput
+from benchmarks import bigfolder, census, history, latency, scale, scale_start, throughput
 
 
 def test_scale_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -94,3 +94,14 @@ def test_busy_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     row = json.loads(out.read_text())["rows"][0]
     assert row["ray"] == "fake" and row["specs"] == 60
     assert row["jobs_ended_per_s"] > 0 and row["cpu_pct_of_core"] > 0
+
+
+def test_census_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "census.json"
+    census.main(["--jobs", "20", "--tasks", "2", "--nodes", "2", "--polls", "1", "--out", str(out)])
+    assert "census" in capsys.readouterr().out
+    row = json.loads(out.read_text())["rows"][0]
+    # three lists, the node list and one read per node; every job seen, none a lower bound
+    assert row["requests_per_poll"] == 6 and row["jobs_seen"] == 20 and row["whole"]
+    assert row["jobs_lower_bound"] == 0 and row["bytes_per_poll"] > 0
+    assert row["processes_tied"] == 20 * (3 + 2)  # every actor's and task's worker process

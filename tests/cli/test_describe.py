@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from reconciler.cli import common
-from specs.cluster import FAILED, RUNNING
+from specs.cluster import FAILED, RUNNING, Capacity
 from tests.cli.conftest import spec_text, write
 
 
@@ -117,3 +117,27 @@ def test_dependencies_with_their_state_retry_policy_and_exit_code(rq, world) -> 
     header = wide.splitlines()[0]
     assert "DEPENDS" in header
     assert "prep,ghost(Finished)" in wide
+
+
+def test_a_running_task_shows_what_its_ray_job_holds_beside_what_it_declares(
+    rq, world, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(world.tasks, "fanout", spec_text(cpu=1))
+    world.step()
+    sid = submission_id(world.tasks, "fanout")
+    world.ray.set_status(sid, RUNNING)
+    world.step()
+    world.ray.hold(sid, actors=Capacity(8), groups=Capacity(0, 1, 2**30))
+    monkeypatch.setattr(common, "make_adapter", lambda address, *args, **kwargs: world.ray)
+    out = rq("describe", "fanout", "--address", "http://head:8265").out
+    assert "Holds in Ray:       8 CPU, 1 GPU, 1Gi memory (declared 1 CPU, 0 GPU, 0 memory)" in out
+    world.ray.hold(sid, tasks=Capacity(3), complete=False)
+    out = rq("describe", "fanout", "--address", "http://head:8265").out
+    assert "3 CPU, 0 GPU, 0 memory (declared 1 CPU, 0 GPU, 0 memory); at least" in out
+    world.ray.census_supported = False
+    assert (
+        "(could not ask Ray: fake Ray has no state API)"
+        in rq("describe", "fanout", "--address", "http://head:8265").out
+    )
+    # Without an address nothing is asked of Ray.
+    assert "Holds in Ray" not in rq("describe", "fanout").out

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +33,7 @@ from specs.cluster import (
     SUCCEEDED,
     TERMINAL_STATUSES,
     Capacity,
+    Census,
     JobConflict,
     JobNotFound,
     RayAdapter,
@@ -288,6 +291,70 @@ def test_log_tail_of_an_unknown_job_is_job_not_found(env: Env) -> None:
 
 def test_capacity_sums_the_cluster(env: Env) -> None:
     assert env.adapter.capacity() == Capacity(RAY_HEAD_CPUS, 0, RAY_HEAD_MEMORY)
+
+
+# A driver that holds more than any spec would declare: a 1-CPU actor and a placement group of
+# one 0.5-CPU bundle, with an actor inside it (counted in the bundle, not again).
+HOLDING_DRIVER = """
+import time, ray
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+ray.init()
+@ray.remote(num_cpus=1)
+class Holder:
+    def ping(self):
+        return 1
+outside = Holder.remote()
+group = ray.util.placement_group([{"CPU": 0.5}])
+ray.get(group.ready())
+inside = Holder.options(
+    num_cpus=0.5, scheduling_strategy=PlacementGroupSchedulingStrategy(group)
+).remote()
+ray.get([outside.ping.remote(), inside.ping.remote()])
+print("HOLDING", flush=True)
+time.sleep(120)
+"""
+
+
+def census_until(env: Env, done: Callable[[Census], bool], what: str) -> Census:
+    """The first census for which `done` holds (the real cluster gets there by itself)."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        taken = env.adapter.take_census()
+        if done(taken) or time.monotonic() > deadline:
+            assert done(taken), f"{what}: {taken}"
+            return taken
+        time.sleep(0.5)
+
+
+def test_a_census_counts_a_jobs_actors_and_placement_groups(env: Env, tmp_path: Path) -> None:
+    script = tmp_path / "holding.py"
+    script.write_text(HOLDING_DRIVER)
+    sid = env.submit(f"{sys.executable} {script}")
+    job = wait_for_status(env.adapter, sid, {RUNNING})
+    if env.fake is None:
+        deadline = time.monotonic() + WAIT_SECONDS
+        while job.job_id is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            job = env.adapter.job_info(sid)
+    assert job.job_id is not None  # Ray's job id, once the driver runs: the census's key
+    assert env.adapter.job_info(sid).job_id == job.job_id
+    if env.fake is not None:  # the real driver takes them by itself; the fake is told
+        env.fake.hold(sid, actors=Capacity(1), groups=Capacity(0.5))
+    job_id = job.job_id
+    taken = census_until(
+        env, lambda c: c.of(job_id).logical == Capacity(1.5), f"{sid} to hold 1.5 CPU"
+    )
+    held = taken.of(job_id)
+    assert (held.actors, held.groups, held.tasks) == (Capacity(1), Capacity(0.5), Capacity())
+    assert held.complete and taken.whole
+    # What its supervisor reserves for the driver: nothing asked, nothing held.
+    assert taken.entrypoints.get(sid) == Capacity()
+    # One job's own holdings, read alone (as `rayqueue describe` reads them), the same.
+    alone = env.adapter.holdings_of(sid)
+    assert alone is not None and alone.logical == held.logical and alone.complete
+    env.adapter.stop(sid)
+    wait_for_status(env.adapter, sid, {STOPPED}, drive=False)
+    census_until(env, lambda c: job_id not in c.jobs, f"{sid}'s holdings to go")
 
 
 def test_job_info_matches_the_listing(env: Env) -> None:

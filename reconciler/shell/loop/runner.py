@@ -34,11 +34,12 @@ from reconciler.shell.loop.seenclaims import FILE_NAME as SEEN_CLAIMS_FILE
 from reconciler.shell.loop.seenclaims import SeenClaims
 from reconciler.shell.loop.timing import next_wait
 from reconciler.shell.ops import memory
+from reconciler.shell.ops.census import CensusPoller
 from reconciler.shell.ops.history import ResourceHistory
 from reconciler.shell.ops.metrics import QueueMetrics
 from reconciler.shell.ops.recorder import PassObserver
 from reconciler.shell.watch.events import FileEvents
-from specs.cluster import Autoscaler, RayAdapter
+from specs.cluster import Autoscaler, Census, RayAdapter
 from specs.folder.store import FolderUnavailable, TaskStore
 from specs.settings.process import Settings
 from specs.task.models import Reason, SourceRef
@@ -67,9 +68,12 @@ class Reconciler:
         metrics: QueueMetrics | None = None,
         paths: RuntimePaths = OFF,
         autoscaler: Autoscaler | None = None,
+        census: CensusPoller | None = None,
     ) -> None:
         """`clock`: wall time, what the planner plans at; `monotonic`: the loop's own pace
-        (rescans, waits); `cpu_clock`: this thread's CPU time (what a full walk costs)."""
+        (rescans, waits); `cpu_clock`: this thread's CPU time (what a full walk costs).
+        `census`: what every Ray job holds, taken on a thread of its own (started beside the
+        loop's, reconciler/app/assembly.py); the loop only reads its latest."""
         self.settings = settings
         # runtimeEnv local paths, checked again right before Ray reads them (a root or a
         # folder in it may have become a symlink since the spec was read).
@@ -125,6 +129,9 @@ class Reconciler:
         # Ray's autoscaler: its report is read at the capacity read's pace, and the
         # plan's scale_request is sent to it when it changes. None: nothing is asked of it.
         self.autoscaler = autoscaler
+        self.census = census
+        if census is not None:
+            census.follow(lambda: self.state.jobs, self.options.queue_id)
         self.scale_requests = (
             ScaleRequests(
                 autoscaler, AutoscalerMetrics(metrics.registry) if metrics is not None else None
@@ -157,6 +164,11 @@ class Reconciler:
             self._specs.inputs.get,
             clock,
         )
+
+    def latest_census(self) -> Census | None:
+        """What every Ray job held at the last census (a value no one changes); None without
+        a census, before the first, or while Ray cannot say."""
+        return self.census.latest if self.census is not None else None
 
     # -- one pass ------------------------------------------------------------------------------
     def observe(self) -> Observation:

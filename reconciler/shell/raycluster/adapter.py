@@ -28,7 +28,7 @@ import asyncio
 import logging
 import math
 import threading
-from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn, SupportsFloat, SupportsIndex, TypeVar
 from urllib.parse import quote
@@ -39,12 +39,15 @@ import requests
 from ray.dashboard.modules.dashboard_sdk import SubmissionClient
 from ray.job_submission import JobDetails, JobSubmissionClient
 
+from reconciler.shell.raycluster.census import RayCensus
 from reconciler.shell.raycluster.logtail import LogRead, read_tail
 from reconciler.shell.raycluster.poll import HTTPStatus as _HTTPStatusError
 from reconciler.shell.raycluster.poll import KeptAliveGets, Unreachable
 from reconciler.shell.raycluster.poll import shorten as _shorten
 from specs.cluster import (
     Capacity,
+    Census,
+    Holdings,
     JobConflict,
     JobNotFound,
     RayError,
@@ -148,6 +151,8 @@ class RayJobsAdapter:
         # The reads repeated every pass go over kept-alive connections (see poll.py); the
         # loop's look-ups of single jobs go out together, one connection each.
         self._dashboard: KeptAliveGets | None = None
+        # The census reads go over connections of their own, never the loop's.
+        self._census: RayCensus | None = None
 
     def __repr__(self) -> str:
         return f"RayJobsAdapter({self.address!r}, timeout_seconds={self.timeout_seconds})"
@@ -359,6 +364,29 @@ class RayJobsAdapter:
         data = b"".join(chunks)
         return LogRead(data[:budget], size <= budget)
 
+    # --- the CensusReader protocol ---------------------------------------------------------
+
+    def take_census(self, drivers: Mapping[tuple[str, int], str] | None = None) -> Census:
+        """What every Ray job holds (census.RayCensus): a few reads of the state API and the
+        dashboard's node data, over connections of their own. CensusUnsupported when this
+        dashboard has no state API."""
+        return self._census_reader().take_census(drivers)
+
+    def holdings_of(self, submission_id: str) -> Holdings | None:
+        """What one job holds now in Ray's logical resources (three small reads filtered by
+        its Ray job id); None while its driver has not started. JobNotFound if absent,
+        CensusUnsupported when this dashboard has no state API."""
+        job_id = self.job_info(submission_id).job_id
+        return None if job_id is None else self._census_reader().holdings_of(job_id)
+
+    def _census_reader(self) -> RayCensus:
+        with self._client_lock:
+            if self._census is None:
+                self._census = RayCensus(
+                    self.address, timeout_seconds=self.timeout_seconds, headers=self._headers
+                )
+            return self._census
+
     # --- extras ---------------------------------------------------------------------------
 
     def job_info(self, submission_id: str) -> RayJob:
@@ -527,6 +555,9 @@ def _to_ray_job(d: JobDetails) -> RayJob:
         end_time=d.end_time / 1000 if d.end_time else None,
         metadata=dict(d.metadata or {}),
         exit_code=_exit_code(getattr(d, "driver_exit_code", None)),
+        job_id=_job_id(getattr(d, "job_id", None)),
+        driver_node_id=_job_id(getattr(d, "driver_node_id", None)),
+        driver_pid=_pid(getattr(getattr(d, "driver_info", None), "pid", None)),
     )
 
 
@@ -543,7 +574,26 @@ def _job_from_json(d: dict[str, Any]) -> RayJob:
         end_time=float(end) / 1000 if end else None,
         metadata={str(k): str(v) for k, v in (d.get("metadata") or {}).items()},
         exit_code=_exit_code(d.get("driver_exit_code")),
+        job_id=_job_id(d.get("job_id")),
+        driver_node_id=_job_id(d.get("driver_node_id")),
+        driver_pid=_pid((d.get("driver_info") or {}).get("pid")),
     )
+
+
+def _job_id(value: object) -> str | None:
+    """One of Ray's ids (hex), set once the driver has started; None before."""
+    return value if isinstance(value, str) and value else None
+
+
+def _pid(value: object) -> int | None:
+    """The driver's pid, which Ray's job info writes as a string."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    try:
+        pid = int(value)
+    except ValueError:
+        return None
+    return pid if pid > 0 else None
 
 
 def _exit_code(value: object) -> int | None:

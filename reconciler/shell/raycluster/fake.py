@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from enum import Enum
 from typing import Literal
@@ -19,6 +19,9 @@ from specs.cluster import (
     SUCCEEDED,
     TERMINAL_STATUSES,
     Capacity,
+    Census,
+    CensusUnsupported,
+    Holdings,
     JobConflict,
     JobNotFound,
     RayJob,
@@ -26,6 +29,7 @@ from specs.cluster import (
     RayUnavailable,
     SubmitRequest,
     TailLimits,
+    Usage,
 )
 from specs.task import submission_ids
 
@@ -40,6 +44,8 @@ METHODS = frozenset(
         "log_tail",
         "job_info",
         "tail_logs",
+        "take_census",
+        "holdings_of",
     }
 )
 
@@ -74,6 +80,12 @@ class FakeRay:
       job one step PENDING -> RUNNING -> SUCCEEDED, so a loop sees each status once.
     - `async_stop = True`: stop() only records the request, and the job turns STOPPED at the
       next list_jobs(), as on a real cluster where stopping takes seconds.
+    - `hold(submission_id, ...)` and `set_holdings(...)` say what a job holds, as a census
+      (`take_census`) reports it; a job that has ended holds nothing, as when Ray reclaims
+      its workers. `census_supported = False`: a Ray without the state API.
+
+    Each submitted job gets a Ray job id at once ("02000000", "03000000", ...: the
+    dashboard's own job is the first), where Ray gives it when the driver starts.
     """
 
     def __init__(
@@ -94,6 +106,13 @@ class FakeRay:
         self.submitted: list[SubmitRequest] = []
         self.stop_requested: set[str] = set()
         self.calls: Counter[str] = Counter()
+        # What each Ray job holds (by job id) and each submitted job's supervisor reserves
+        # (by submission id), as take_census reports them.
+        self.holdings: dict[str, Holdings] = {}
+        self.entrypoints: dict[str, Capacity] = {}
+        self.census_supported = True
+        self.census_whole = True
+        self._next_job = 2
         self._failures: dict[str, deque[Exception]] = {}
         # Re-entrant so test hooks may be called from inside other fake methods.
         self._lock = threading.RLock()
@@ -149,6 +168,30 @@ class FakeRay:
             self.jobs[job.submission_id] = job
             self.job_logs[job.submission_id] = logs
 
+    def hold(
+        self,
+        submission_id: str,
+        *,
+        groups: Capacity = Capacity(),  # noqa: B008 - frozen, safe to share
+        actors: Capacity = Capacity(),  # noqa: B008
+        tasks: Capacity = Capacity(),  # noqa: B008
+        complete: bool = True,
+        usage: Usage | None = None,
+    ) -> Holdings:
+        """Say what a submitted job holds from now on (replacing what it held)."""
+        with self._lock:
+            job_id = self._get(submission_id).job_id
+            if job_id is None:
+                raise ValueError(f"{submission_id} has no Ray job id")
+            held = Holdings(job_id, groups, actors, tasks, complete, usage)
+            self.holdings[job_id] = held
+            return held
+
+    def set_holdings(self, held: Holdings) -> None:
+        """Say what any Ray job holds by its job id (a foreign driver's, say)."""
+        with self._lock:
+            self.holdings[held.job_id] = held
+
     def clear(self) -> None:
         """Forget every job, as a head restarted without fault tolerance would."""
         with self._lock:
@@ -194,7 +237,9 @@ class FakeRay:
                 message=_MESSAGES[PENDING],
                 start_time=self.clock(),
                 metadata=dict(request.metadata),
+                job_id=self._next_job.to_bytes(4, "little").hex(),
             )
+            self._next_job += 1
             self.job_logs[sid] = ""
 
     def stop(self, submission_id: str) -> None:
@@ -238,6 +283,45 @@ class FakeRay:
             return LogRead(found[:budget], len(found) <= budget)
 
         return read_tail(read, limits)
+
+    # --- the CensusReader protocol --------------------------------------------------------
+
+    def take_census(self, drivers: Mapping[tuple[str, int], str] | None = None) -> Census:
+        """What `hold` and `set_holdings` said, for every job that has not ended (and every
+        job id no submitted job has: a foreign driver's); each live job's supervisor
+        reserves what `entrypoints` says, else nothing. The fake has no processes: a
+        driver's use is in what `hold` says."""
+        del drivers
+        with self._lock:
+            self._enter("take_census")
+            if not self.census_supported:
+                raise CensusUnsupported("fake Ray has no state API")
+            ended = {j.job_id for j in self.jobs.values() if j.terminal and j.job_id}
+            live = [j for j in self.jobs.values() if not j.terminal]
+            held = {k: h for k, h in self.holdings.items() if k not in ended}
+            return Census(
+                self.clock(),
+                held,
+                {j.submission_id: self.entrypoints.get(j.submission_id, Capacity()) for j in live},
+                whole=self.census_whole,
+                physical=any(h.usage is not None for h in held.values()),
+                requests=3,
+            )
+
+    def holdings_of(self, submission_id: str) -> Holdings | None:
+        """What `hold` said of the job (nothing once it has ended), as RayJobsAdapter reads
+        one job's holdings."""
+        with self._lock:
+            self._enter("holdings_of")
+            if not self.census_supported:
+                raise CensusUnsupported("fake Ray has no state API")
+            job = self._get(submission_id)
+            if job.job_id is None:
+                return None
+            held = self.holdings.get(job.job_id)
+            if held is None or job.terminal:
+                return Holdings(job.job_id)
+            return replace(held, usage=None)
 
     # --- extras of RayJobsAdapter ---------------------------------------------------------
 

@@ -19,7 +19,7 @@ import json
 import socket
 import ssl
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -115,8 +115,16 @@ class KeptAliveGets:
     """
 
     def __init__(
-        self, address: str, *, timeout_seconds: float, headers: dict[str, str], width: int = 1
+        self,
+        address: str,
+        *,
+        timeout_seconds: float,
+        headers: dict[str, str],
+        width: int = 1,
+        decode: Callable[[bytes], Any] = json.loads,
     ) -> None:
+        """`decode` reads a 200 answer's body (a reader that keeps only part of each answer
+        decodes it with an `object_hook` of its own)."""
         parts = urlsplit(address)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) address: {address}")
@@ -129,15 +137,19 @@ class KeptAliveGets:
         self._headers = [*{"Host": host, "Accept": "application/json", **headers}.items()]
         self._timeout = timeout_seconds
         self._width = max(width, 1)
+        self._decode = decode
         self._idle: list[_Link] = []
         self._closed = False
         self._lock = threading.Lock()
+        # What the reads have cost the dashboard so far: requests sent, answer bytes read.
+        self.requests = 0
+        self.bytes_read = 0
 
     def get_json(self, endpoint: str) -> Any:
         """The decoded JSON body of GET endpoint. Raises HTTPStatus for a non-200 answer,
         Unreachable when the dashboard cannot be reached, and ValueError for a body that is
         not JSON."""
-        answer = _decoded(self._exchange([endpoint])[0])
+        answer = _decoded(self._exchange([endpoint])[0], self._decode)
         if isinstance(answer, HTTPStatus):
             raise answer
         return answer
@@ -149,7 +161,7 @@ class KeptAliveGets:
         answers: list[_Answer] = []
         for start in range(0, len(endpoints), self._width):
             answers += self._exchange(endpoints[start : start + self._width])
-        return [_decoded(answer) for answer in answers]
+        return [_decoded(answer, self._decode) for answer in answers]
 
     def close(self) -> None:
         """Close the connections; the object is not used again."""
@@ -186,7 +198,13 @@ class KeptAliveGets:
             for link in links[len(answers) :]:  # their answers, if any, will not be read
                 link.close()
             raise
+        self._count(answers)
         return answers
+
+    def _count(self, answers: Sequence[_Answer]) -> None:
+        with self._lock:
+            self.requests += len(answers)
+            self.bytes_read += sum(len(answer.body) for answer in answers)
 
     def _sent(self, link: _Link, endpoint: str) -> BaseException | None:
         """None once the request is written, else why it could not be."""
@@ -244,9 +262,9 @@ class KeptAliveGets:
         return _Link(sock)
 
 
-def _decoded(answer: _Answer) -> Any:
+def _decoded(answer: _Answer, decode: Callable[[bytes], Any]) -> Any:
     """The JSON of a 200 answer, or the HTTPStatus of another. ValueError for a body that is
     not JSON."""
     if answer.status != 200:
         return HTTPStatus(answer.status, answer.body.decode(errors="replace"))
-    return json.loads(answer.body)
+    return decode(answer.body)
