@@ -31,12 +31,14 @@ from tests.support.incremental_history import History, assert_identical
 from tests.support.planner_world import GIB, PlanWorld, task
 from tests.unit.core.incremental.test_histories import (
     MANY,
+    MANY_TEAMS,
     NAMES,
     QUEUES,
     SCALINGS,
     options_of,
     plain_specs_of,
     steps,
+    team_queues,
 )
 
 EXAMPLES = int(os.environ.get("RAYQUEUE_PROPERTY_EXAMPLES", "200"))
@@ -266,25 +268,32 @@ TOTALS = {"passes": 0, "fast": 0}
     exact=st.sampled_from([1, 2, 3]),
     inflight=st.sampled_from([1, 2, 8]),
     tell=st.booleans(),
+    teams=st.one_of(st.none(), team_queues()),
     data=st.data(),
 )
 def test_the_fast_pass_equals_the_full_plan_while_holdings_change(
-    policy: str, exact: int, inflight: int, tell: bool, data: st.DataObject
+    policy: str,
+    exact: int,
+    inflight: int,
+    tell: bool,
+    teams: tuple[QueueConfig, Any] | None,
+    data: st.DataObject,
 ) -> None:
-    """Many waiting tasks in one queue: the fast pass runs, and a run's holdings changing
-    (nothing else) must move the queue as the full pass moves it."""
+    """Many waiting tasks in one queue, or over team queues: the fast pass runs, and a run's
+    holdings changing (nothing else) must move the queues as the full pass moves them."""
+    names = MANY if teams is None else MANY_TEAMS
     start = data.draw(
-        st.lists(st.tuples(st.sampled_from(MANY), plain_specs_of("x")), min_size=8, max_size=30)
+        st.lists(st.tuples(st.sampled_from(names), plain_specs_of("x")), min_size=8, max_size=30)
     )
     history = data.draw(
         st.lists(
             st.tuples(
                 st.one_of(
-                    steps(MANY, plain_specs_of).filter(lambda s: s[0] != "scaling"),
+                    steps(names, plain_specs_of).filter(lambda s: s[0] != "scaling"),
                     hold_steps(),
                     hold_steps(),
                 ),
-                st.sets(st.sampled_from(MANY), max_size=2),
+                st.sets(st.sampled_from(names), max_size=2),
             ),
             min_size=1,
             max_size=40,
@@ -298,7 +307,8 @@ def test_the_fast_pass_equals_the_full_plan_while_holdings_change(
         lost_grace_seconds=5.0,
         start_timeout_seconds=10.0,
     )
-    world = History(options, None, tell_changed=tell, every_field=True)
+    queues, past = teams if teams is not None else (None, None)
+    world = History(options, queues, past, tell_changed=tell, every_field=True)
     world.check = assert_identical
     for name, fields in start:
         world.apply(("put", name, fields))
