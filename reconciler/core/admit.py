@@ -33,7 +33,7 @@ from reconciler.core.preemptions import preempt, ready
 from reconciler.core.queues import dispatch, fairshare
 from reconciler.core.queues.usage import QueueUsage
 from reconciler.core.resources import resources_text
-from reconciler.core.stages import Holdings, PassInputs, Reconciled, WalkEnd, walk_end
+from reconciler.core.stages import ChargedUse, PassInputs, Reconciled, WalkEnd, walk_end
 from reconciler.core.task import lifecycle
 from reconciler.core.task.jobs import (
     charged_claim,
@@ -119,12 +119,14 @@ class _Admitting:
         self.until = min(self.until, max(until, self.inputs.now))
 
 
-def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated: Gated) -> Admitted:
+def admit(
+    inputs: PassInputs, reconciled: Reconciled, charged_use: ChargedUse, gated: Gated
+) -> Admitted:
     """Let the policy pick who starts now; everyone else waits, numbered in queue order. Then,
-    if the policy's next pick still does not fit, it may preempt (`preempt`). `holdings`: what
+    if the policy's next pick still does not fit, it may preempt (`preempt`). `charged_use`: what
     runs hold, stray jobs counted; `gated`: the bodies and the queue after the gates."""
     options, queues, tasks = inputs.options, inputs.queues, reconciled.tasks
-    run = _Admitting(inputs, dict(gated.bodies), tasks, holdings.used)
+    run = _Admitting(inputs, dict(gated.bodies), tasks, charged_use.used)
     bodies = run.bodies
     ordered = sorted(gated.queue, key=attrgetter("key"))
     queue = [waiting.candidate for waiting in ordered]
@@ -134,7 +136,7 @@ def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated:
         bodies, inputs.env.by_task, charged_claims(inputs.obs), preemptors.key_of
     )
     stopping_for = {by: s for by, s in all_stopping.items() if by in tasks}
-    held = charges.room(inputs.obs, options, holdings.used, holdings.unobserved)
+    held = charges.room(inputs.obs, options, charged_use.used, charged_use.unobserved)
     free = _free_for_admission(held.free, tasks, stopping_for)
     # A task beyond its queue's maxQueued is not counted: it waits as QueueFull.
     full = {}
@@ -146,12 +148,12 @@ def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated:
     # An array at its maxParallel starts no more elements: they are not candidates at all.
     eligible, capped = arraycap.cap(eligible, bodies, tasks)
     slots = start_slots(options, bodies)
-    shares = queue_shares(inputs, holdings, bodies, tasks, all_stopping, preemptors)
+    shares = queue_shares(inputs, charged_use, bodies, tasks, all_stopping, preemptors)
     admission = admission_of(
         options,
         inputs.obs,
         inputs.now,
-        holdings.claims,
+        charged_use.claims,
         eligible,
         free,
         slots,
@@ -165,7 +167,7 @@ def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated:
     run.narrow(admission.until)
     started = set(admission.start)
     scale = scale_up(
-        inputs, bodies, holdings.claims, eligible, free, slots, shares, admission, stopping_for
+        inputs, bodies, charged_use.claims, eligible, free, slots, shares, admission, stopping_for
     )
     run.narrow(scale.until)
     run.scale_demand.extend(scale.demand)
@@ -341,7 +343,7 @@ class QueueShares:
 
 def queue_shares(
     inputs: PassInputs,
-    holdings: Holdings,
+    charged_use: ChargedUse,
     bodies: Mapping[str, TaskStatusBody],
     tasks: Mapping[str, Task],
     stopping: Mapping[str, preemption.StoppingVictims],
@@ -351,7 +353,7 @@ def queue_shares(
     if inputs.queues is None:
         return None
     waiting_ready = ready(bodies, tasks, stopping, preemptors)
-    return QueueShares(inputs.queues, inputs.usage, holdings.in_use, waiting_ready)
+    return QueueShares(inputs.queues, inputs.usage, charged_use.in_use, waiting_ready)
 
 
 def admission_of(

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from reconciler.core.decisions import Event, RefusedDeletions, Stop, StopCause
-from reconciler.core.stages import Holdings, PassInputs
+from reconciler.core.stages import ChargedUse, PassInputs
 from reconciler.core.task.jobs import charged_claim
 from reconciler.core.task.preemptedby import shown
 from reconciler.core.timestamps import EARLY
@@ -33,7 +33,7 @@ class Strays:
     refused: RefusedDeletions | None
     events: Sequence[Event]
     # What runs hold, these jobs counted: each holds its resources until it ends.
-    holdings: Holdings
+    charged_use: ChargedUse
 
 
 def stop_strays(
@@ -41,13 +41,13 @@ def stop_strays(
     specs: Mapping[str, TaskInput],
     kept_jobs: Set[str],
     bodies: Mapping[str, TaskStatusBody],
-    holdings: Holdings,
+    charged_use: ChargedUse,
 ) -> Strays:
     """Stop every live job of ours that no active run owns: ended runs, old runs, deleted tasks."""
     ours = inputs.env.ours
     stops: list[Stop] = []
     deletions: list[RayJob] = []
-    used, in_use, unobserved = holdings.used, dict(holdings.in_use), holdings.unobserved
+    used, in_use, unobserved = charged_use.used, dict(charged_use.in_use), charged_use.unobserved
     held = inputs.obs.held
     for sid in sorted(ours):
         job = ours[sid]
@@ -68,7 +68,7 @@ def stop_strays(
                 stops.append(Stop(sid, task, StopCause.RUN_ENDED))
         else:
             deletions.append(job)
-    kept = Holdings(used, in_use, holdings.claims, unobserved)
+    kept = ChargedUse(used, in_use, charged_use.claims, unobserved)
     refused = _refuse_deletions(inputs, len(deletions)) if deletions else None
     if refused is not None:
         event = Event(logging.WARNING, refused.reason, refused.message)

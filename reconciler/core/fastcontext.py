@@ -102,8 +102,8 @@ class FastPassContext(TaskMerge):
 
     def stop_strays(self, specs: Mapping[str, TaskInput]) -> None:
         """The stray-jobs stage (cleanup.stop_strays) over the tasks merged so far."""
-        strays = stop_strays(self.inputs, specs, self.kept_jobs, self.bodies, self.holdings)
-        held = strays.holdings
+        strays = stop_strays(self.inputs, specs, self.kept_jobs, self.bodies, self.charged_use)
+        held = strays.charged_use
         self.used, self.in_use, self.unobserved = held.used, dict(held.in_use), held.unobserved
         self.stops.extend(strays.stops)
         self.refused_deletions = strays.refused

@@ -42,7 +42,7 @@ from reconciler.core.durability import WriteClass, acting, write_class
 from reconciler.core.gates import Gated, gate_dependencies
 from reconciler.core.inputs import Observation
 from reconciler.core.queues.usage import QueueUsage
-from reconciler.core.stages import Holdings, PassInputs, Reconciled, TaskMerge
+from reconciler.core.stages import ChargedUse, PassInputs, Reconciled, TaskMerge
 from reconciler.core.task import idclaims, lifecycle
 from reconciler.core.task.jobs import bundles_of, foreign_charge
 from reconciler.core.task.jobs import request_of as request_of
@@ -273,10 +273,10 @@ def run_stages(
 ) -> PassStages:
     """`finish`, with each stage's outcome (the incremental planner reads admission's)."""
     if inputs.obs.available:
-        holdings = reconciled.holdings
-        strays = stop_strays(inputs, specs, reconciled.kept_jobs, reconciled.bodies, holdings)
+        charged_use = reconciled.charged_use
+        strays = stop_strays(inputs, specs, reconciled.kept_jobs, reconciled.bodies, charged_use)
         gated = gate_dependencies(inputs, specs, reconciled)
-        admitted = admit(inputs, reconciled, strays.holdings, gated)
+        admitted = admit(inputs, reconciled, strays.charged_use, gated)
         expiry = expire_finished_jobs(inputs, statuses)
     else:  # Ray unread: no job of ours is stopped, started, preempted or expired
         strays, gated, admitted, expiry = _without_ray(reconciled)
@@ -297,7 +297,9 @@ def run_stages(
     known = fair.queue_of if fair is not None else {}
     collected = collect_statuses(inputs, admitted.bodies, admitted.conds, known, statuses, acts)
     still = asked.nothing(inputs) and _unchanged(collected.statuses, statuses)
-    scale = scale_request(inputs, specs, strays.holdings, reconciled.tasks, admitted.scale_demand)
+    scale = scale_request(
+        inputs, specs, strays.charged_use, reconciled.tasks, admitted.scale_demand
+    )
     # Each task's own reconcile narrowed `settles_until` to where its answers hold (timeouts,
     # backoffs, grace periods); the pass-wide stages add theirs (admission, Ray's history).
     # Admission itself only gets stricter as time passes (a backfill candidate's end,
@@ -324,7 +326,7 @@ def _without_ray(reconciled: Reconciled) -> tuple[Strays, Gated, Admitted, Expir
     admitted = Admitted(
         bodies=reconciled.bodies,
         conds=reconciled.conds,
-        used=reconciled.holdings.used,
+        used=reconciled.charged_use.used,
         submits=[],
         stops=[],
         preemptions=[],
@@ -336,7 +338,7 @@ def _without_ray(reconciled: Reconciled) -> tuple[Strays, Gated, Admitted, Expir
         not_considered=0,
         scale_demand=[],
     )
-    strays = Strays([], None, [], reconciled.holdings)
+    strays = Strays([], None, [], reconciled.charged_use)
     return strays, Gated(reconciled.bodies, reconciled.queue), admitted, Expiry([], math.inf)
 
 
@@ -438,7 +440,7 @@ def _unchanged(out: Mapping[str, TaskStatus], statuses: Mapping[str, TaskStatus]
 def scale_request(
     inputs: PassInputs,
     specs: Mapping[str, TaskInput],
-    holdings: Holdings,
+    charged_use: ChargedUse,
     tasks: Mapping[str, Task],
     scale_demand: Sequence[str],
 ) -> tuple[Capacity, ...] | None:
@@ -455,7 +457,7 @@ def scale_request(
         task = spec.task or spec.last_valid if spec is not None else None
         return bundles_of(task) if task is not None else ()
 
-    running = [(request, own(name)) for name, request in holdings.in_use.items()]
+    running = [(request, own(name)) for name, request in charged_use.in_use.items()]
     counted, held = options.count_foreign_jobs, obs.held
     if (counted or held) and obs.jobs is not None:
         jobs = obs.jobs

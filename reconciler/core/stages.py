@@ -40,7 +40,7 @@ from specs.task.status import TaskStatusBody
 from specs.task.submission_ids import SeenClaim
 
 __all__ = [
-    "Holdings",
+    "ChargedUse",
     "PassInputs",
     "QueueKey",
     "QueuedCandidate",
@@ -103,7 +103,7 @@ def walk_end(admission: policies.Admission) -> WalkEnd:
 
 
 @dataclass(frozen=True)
-class Holdings:
+class ChargedUse:
     """What runs hold of the cluster: in all, by task, and each active run's claim, each as
     it is charged (jobs.charged). `unobserved`: the part of `used` that Ray's holdings do not
     show (runs not started, or started since they were read), which what Ray reports
@@ -127,7 +127,7 @@ class Reconciled:
     # task -> the submission id of its run that failed, whose log tail it needs
     fetch_logs: Mapping[str, str]
     kept_jobs: Set[str]  # our live jobs that belong to an active run
-    holdings: Holdings
+    charged_use: ChargedUse
     queue: Sequence[QueuedCandidate]  # the waiting tasks, in name order
     tasks: Mapping[str, Task]  # the waiting ones, for admission
     gated: bool  # some waiting task has dependencies or sits in a cycle
@@ -151,7 +151,7 @@ class TaskMerge:
     fetch_logs: dict[str, str] = field(default_factory=dict)
     kept_jobs: set[str] = field(default_factory=set)
     used: Capacity = field(default_factory=Capacity)
-    unobserved: Capacity = field(default_factory=Capacity)  # Holdings.unobserved so far
+    unobserved: Capacity = field(default_factory=Capacity)  # ChargedUse.unobserved so far
     in_use: dict[str, Capacity] = field(default_factory=dict)
     claims: list[policies.Claim] = field(default_factory=list)
     queue: list[QueuedCandidate] = field(default_factory=list)
@@ -193,8 +193,8 @@ class TaskMerge:
         self.recorded_until = min(self.recorded_until, result.valid_until)
 
     @property
-    def holdings(self) -> Holdings:
-        return Holdings(self.used, self.in_use, self.claims, self.unobserved)
+    def charged_use(self) -> ChargedUse:
+        return ChargedUse(self.used, self.in_use, self.claims, self.unobserved)
 
     def done(self) -> Reconciled:
         return Reconciled(
@@ -205,7 +205,7 @@ class TaskMerge:
             timeouts=self.timeouts,
             fetch_logs=self.fetch_logs,
             kept_jobs=self.kept_jobs,
-            holdings=self.holdings,
+            charged_use=self.charged_use,
             queue=self.queue,
             tasks=self.tasks,
             gated=self.gated,

@@ -141,7 +141,9 @@ def fast_pass(
         return None
     _place_far(ctx, order, moved, fronts, tasks, _far_names(ctx, order, moved, fronts, merged))
     touched = fronts.touched
-    ctx.scale_request = scale_request(ctx.inputs, specs, ctx.holdings, ctx.tasks, ctx.scale_demand)
+    ctx.scale_request = scale_request(
+        ctx.inputs, specs, ctx.charged_use, ctx.tasks, ctx.scale_demand
+    )
     plan, out, counts = _collect(ctx, order, specs, statuses, merged, deleted, orphans, fronts)
     moving = touched | deleted | set(merged)  # the tasks whose status this pass may move
     loud, watch = _quiet_after(order, statuses, out, tasks, heap, moving, deleted)

@@ -64,7 +64,7 @@ def _walk(
     shares = None
     if ctx.queues is not None:
         # (its preemptors ready: found over every task, not only those merged so far)
-        shares = QueueShares(ctx.queues, ctx.usage, ctx.holdings.in_use, ctx.ready)
+        shares = QueueShares(ctx.queues, ctx.usage, ctx.charged_use.in_use, ctx.ready)
     held, slots = (
         charges.room(ctx.obs, ctx.options, ctx.used, ctx.unobserved),
         start_slots(ctx.options, ctx.bodies),
