@@ -29,6 +29,7 @@ from reconciler.shell.ops.history import ResourceHistory, history_files
 from reconciler.shell.ops.rightsize import RunIdentity, RunRecord, RunUse
 from specs.cluster import META_QUEUE, META_RUN, META_TASK, Capacity, Census, RayJob, Usage
 from specs.queues.config import DEFAULT_QUEUE
+from specs.task.quantity import format_memory
 
 log = logging.getLogger("rayqueue.loop")
 
@@ -124,8 +125,8 @@ class QueueUse:
         if self.physical:
             out["used"] = {
                 "cpu": round(self.cores, 3),
-                "memory": round(self.memory),
-                "gpuMemory": round(self.gpu_memory),
+                "memory": _mebibytes(self.memory),
+                "gpuMemory": _mebibytes(self.gpu_memory),
             }
         return out
 
@@ -281,9 +282,17 @@ def with_observed(document: Mapping[str, Any], queues: QueueCensus | None) -> di
     return {**document, "status": {**body, "queues": observed_queues, "observedAt": at}}
 
 
-def _amounts(value: Capacity) -> dict[str, float]:
+def _amounts(value: Capacity) -> dict[str, Any]:
+    """As the queue status writes its other amounts: memory an exact binary quantity."""
     return {
         "cpu": round(value.cpu, 3),
         "gpu": round(value.gpu, 3),
-        "memory": round(value.memory) if math.isfinite(value.memory) else 0,
+        "memory": _mebibytes(value.memory),
     }
+
+
+def _mebibytes(num_bytes: float) -> str:
+    """Bytes rounded up to whole Mi (a process's resident memory is any number of bytes)."""
+    if not math.isfinite(num_bytes) or num_bytes <= 0:
+        return "0"
+    return format_memory(math.ceil(num_bytes / 2**20) * 2**20)

@@ -20,6 +20,7 @@ from reconciler.shell.ops.rightsize import (
 from specs.cluster import Capacity, Usage
 
 DECLARED = Capacity(2, 0, 4 * GI)
+ONE_CPU = Capacity(1, 0, 0)
 
 
 def identity(task: str = "train", run: int = 1, declared: Capacity = DECLARED) -> RunIdentity:
@@ -74,7 +75,7 @@ def test_a_lower_bound_is_marked_for_the_whole_run() -> None:
 def record(
     task: str = "train",
     *,
-    peak: Capacity = Capacity(1, 0, 0),
+    peak: Capacity = ONE_CPU,
     polls: int = 4,
     peak_memory: float | None = 900 * MI,
     cores: float = 0.5,

@@ -131,7 +131,7 @@ def test_a_run_followed_by_the_censuses_ends_in_one_record(world: World) -> None
     (team,) = [q for q in status["queues"] if q["name"] == "team-a"]
     assert team["observed"]["runs"] == 1
     assert team["observed"]["declared"]["cpu"] == 2 and team["observed"]["held"]["cpu"] == 1
-    assert team["observed"]["used"]["memory"] == 2 * GI and "observedAt" in status
+    assert team["observed"]["used"]["memory"] == "2Gi" and "observedAt" in status
     assert team["usage"]["cpu"] == 2  # the planner's figures stay as they were
 
     world.fake.set_status(sid, SUCCEEDED, now=world.now + 10)
@@ -164,7 +164,9 @@ def test_a_cut_census_marks_the_record_a_lower_bound(world: World) -> None:
 def test_nothing_is_written_without_a_census(tmp_path: Path) -> None:
     settings = Settings(tasks_dir=tmp_path, queue_id="q", api=False, census_seconds=0)
     loop = build_reconciler(settings, FakeRay(), tokens=Tokens())
-    (tmp_path / "a.yaml").write_text("apiVersion: rayqueue/v1\nkind: Task\nspec:\n  entrypoint: x\n")
+    (tmp_path / "a.yaml").write_text(
+        "apiVersion: rayqueue/v1\nkind: Task\nspec:\n  entrypoint: x\n"
+    )
     loop.run_pass()
     assert loop.report.ledger is None
     assert not os.path.exists(tmp_path / ".rayqueue" / FILE_NAME)
