@@ -113,7 +113,7 @@ def describe_array(array: ArrayView, runs: Sequence[RunRecord] = ()) -> str:
     lines: list[str] = []
 
     def field(label: str, value: object, indent: int = 0) -> None:
-        lines.append(f"{' ' * indent}{label + ':':<{LABEL_WIDTH - indent}}{value}")
+        lines.append(f"{' ' * indent}{label + ':':<{_width(label, indent)}}{value}")
 
     first = array.first
     field("Name", array.name)
@@ -185,7 +185,7 @@ def describe(
     add = lines.append
 
     def field(label: str, value: object, indent: int = 0) -> None:
-        add(f"{' ' * indent}{label + ':':<{LABEL_WIDTH - indent}}{value}")
+        add(f"{' ' * indent}{label + ':':<{_width(label, indent)}}{value}")
 
     task = view.task
     field("Name", view.name)
@@ -303,6 +303,12 @@ def describe(
         add(f"Log tail (last {tail_lines} lines from Ray):")
         lines.extend(f"  {line}" for line in _ray_log_tail(address, sid, tail_lines))
     return "\n".join(lines) + "\n"
+
+
+def _width(label: str, indent: int) -> int:
+    """The column a value starts at, past the label: a label as long as the column still
+    leaves a space before its value."""
+    return max(LABEL_WIDTH - indent, len(label) + 2)
 
 
 def _when(value: datetime, now: float) -> str:

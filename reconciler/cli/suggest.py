@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -27,7 +29,7 @@ from reconciler.shell.ops.runhistory import FILE_NAME, read_records
 from specs.cluster import Capacity
 from specs.service.views import TaskView
 from specs.task.arrays import split
-from specs.yamlio.mergepatch import load_document, patch_text
+from specs.yamlio.mergepatch import load_document, merge_patch, patch_text
 
 EPILOG = f"""\
 The runs are read from {FILE_NAME} in serve's state folder (--state-dir, default
@@ -116,7 +118,7 @@ def diff_of(target: Target, suggestion: Suggestion, root: Path) -> str:
         raise CliError(f"{target.path}: cannot read it as one YAML document: {exc}") from None
     if not isinstance(document, dict):
         raise CliError(f"{target.path}: not a task spec")
-    new, _ = patch_text(text, document, {"spec": {"resources": changes}})
+    new = patched(text, document, changes)
     try:
         shown = target.path.relative_to(root).as_posix()
     except ValueError:
@@ -128,6 +130,55 @@ def diff_of(target: Target, suggestion: Suggestion, root: Path) -> str:
         tofile=f"b/{shown}",
     )
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def patched(text: str, document: dict[str, Any], changes: dict[str, Any]) -> str:
+    """The spec's text with `changes` merged into its `resources:`. A block mapping is edited
+    in place by the merge patch's text edits; a flow mapping (`resources: {cpu: 4}`) is
+    rewritten where it stands, one line; anything else the merge patch re-dumps."""
+    patch = {"spec": {"resources": changes}}
+    expected = merge_patch(document, patch)
+    span = _flow_resources(text)
+    if span is not None:
+        resources = expected["spec"]["resources"]
+        flow = "{" + ", ".join(f"{key}: {_flow(value)}" for key, value in resources.items()) + "}"
+        edited = text[: span[0]] + flow + text[span[1] :]
+        try:
+            if load_document(edited) == expected:
+                return edited
+        except yaml.YAMLError:
+            pass
+    new, _ = patch_text(text, document, patch)
+    return new
+
+
+def _flow_resources(text: str) -> tuple[int, int] | None:
+    """Where `spec.resources` stands in `text`, when it is a flow mapping."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None
+    node: yaml.Node | None = root
+    for key in ("spec", "resources"):
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        node = next(
+            (v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None
+        )
+    if isinstance(node, yaml.MappingNode) and node.flow_style:
+        return node.start_mark.index, node.end_mark.index
+    return None
+
+
+def _flow(value: Any) -> str:
+    """A value in YAML flow syntax: a plain word where it reads back as itself, else JSON."""
+    if isinstance(value, str) and value.isalnum():
+        try:
+            if yaml.safe_load(value) == value:
+                return value
+        except yaml.YAMLError:
+            pass
+    return json.dumps(value)
 
 
 def run(args: argparse.Namespace) -> int:
