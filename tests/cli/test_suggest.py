@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import yaml
+
 from reconciler.shell.ops.rightsize import GI, MI, RunIdentity, RunUse
 from reconciler.shell.ops.runhistory import FILE_NAME, RunHistory
 from specs.cluster import Capacity, Usage
@@ -110,3 +112,30 @@ def test_all_covers_arrays_and_skips_what_fits(rq, tasks: Path) -> None:
 def test_name_or_all(rq, tasks: Path) -> None:
     assert rq("suggest").code == 2
     assert rq("suggest", "nope").code == 1
+
+
+def test_queues_wide_shows_what_each_queue_declares_holds_and_uses(rq, tasks: Path) -> None:
+    queue = {
+        "name": "team-a",
+        "nominalQuota": {"cpu": 8, "gpu": 0, "memory": "0"},
+        "usage": {"cpu": 3, "gpu": 0, "memory": "0"},
+        "pending": 0,
+        "admitted": 1,
+        "observed": {
+            "runs": 1,
+            "declared": {"cpu": 3, "gpu": 0, "memory": "0"},
+            "held": {"cpu": 1, "gpu": 0, "memory": "0"},
+            "complete": False,
+            "used": {"cpu": 0.25, "memory": "1536Mi", "gpuMemory": "0"},
+        },
+    }
+    bare = {k: v for k, v in queue.items() if k != "observed"}
+    document = {"status": {"config": {"valid": True}, "queues": [queue, {**bare, "name": "b"}]}}
+    (tasks / "_queues.status.yaml").write_text(yaml.safe_dump(document))
+    plain = rq("queues").out.splitlines()
+    wide = rq("queues", "-o", "wide").out.splitlines()
+    assert plain[0].split()[-1] == "BORROWING-LIMIT"  # the table as it was
+    assert wide[0].split()[-4:] == ["RUNS-SEEN", "DECLARED", "HELD", "IN-USE"]
+    assert wide[1].startswith(plain[1].rstrip())
+    assert wide[1].split("  ")[-1].strip() == "0.25 CPU, 1536Mi"
+    assert "1 CPU (at least)" in wide[1] and wide[2].split()[-4:] == ["-", "-", "-", "-"]
