@@ -21,7 +21,7 @@ from tests.integration.conftest import Queue
 pytestmark = pytest.mark.ray
 
 HALF = """
-import time, ray
+import os, sys, time, ray
 ray.init()
 @ray.remote(num_cpus=1)
 class Spinner:
@@ -32,7 +32,8 @@ class Spinner:
         return 1
 spinner = Spinner.remote()
 print("HOLDING", flush=True)
-ray.get(spinner.spin.remote(10))
+while not os.path.exists(sys.argv[1]):  # until the test has seen enough
+    ray.get(spinner.spin.remote(0.5))
 """
 
 
@@ -51,13 +52,30 @@ def test_a_run_that_holds_half_its_declaration_is_recorded_and_sized_down(
     q = make_queue(census_seconds=1)
     script = tmp_path / "half.py"
     script.write_text(HALF)
-    q.write("half", {"entrypoint": f"{sys.executable} {script}", "resources": {"cpu": 2}})
+    done = tmp_path / "done"
+    entrypoint = f"{sys.executable} {script} {done}"
+    q.write("half", {"entrypoint": entrypoint, "resources": {"cpu": 2}})
     q.reconciler = build_reconciler(q.settings, q.ray, tokens=Tokens())
     q.stop_event = threading.Event()
     threads = start_loop(q.reconciler, q.stop_event)
     q.thread = threads.loop
+    ledger = q.reconciler.report.ledger
+    assert ledger is not None
+
+    def seen_enough() -> bool:
+        # Three censuses, and the dashboard's process data (refreshed there every few
+        # seconds) with the busy actor in it.
+        live = list(ledger.live.values())
+        return bool(live) and all(
+            r.use.polls >= 3 and (r.use.peak_memory or 0) > 0 and (r.use.last_cores or 0) > 0
+            for r in live
+        )
+
     try:
-        q.wait_phase("half", {"Succeeded"}, timeout=120)
+        q.wait_phase("half", {"Running"}, timeout=90)
+        q.wait_for(seen_enough, "three censuses of the run, with its processes", 60)
+        done.touch()
+        q.wait_phase("half", {"Succeeded"}, timeout=60)
         q.wait_for(lambda: records(q), "the run's record in the run history", 30)
     finally:
         q.halt()

@@ -157,7 +157,6 @@ class RunLedger:
         self.live: dict[str, _Live] = {}  # by submission id
         self.seen: Census | None = None  # the last census observed
         self.queues: QueueCensus | None = None
-        self.ended: list[RunRecord] = []  # the records of the last observe, for tests
 
     def observe(
         self,
@@ -206,7 +205,6 @@ class RunLedger:
             live = self.live.pop(sid)
             ended.append(self._record(live, live.use.last_at, "ENDED"))
         self.queues = QueueCensus(census.taken_at, totals)
-        self.ended = ended
         return ended
 
     def _identity(
