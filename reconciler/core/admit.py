@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from operator import attrgetter
 
-from reconciler.core import scaling
+from reconciler.core import charges, scaling
 from reconciler.core.admission import arraycap, policies
 from reconciler.core.admission.waits import (
     AwaitingVictims,
@@ -36,18 +36,15 @@ from reconciler.core.resources import resources_text
 from reconciler.core.stages import Holdings, PassInputs, Reconciled, WalkEnd, walk_end
 from reconciler.core.task import lifecycle
 from reconciler.core.task.jobs import (
+    charged_claim,
     claim_of,
-    foreign_claim,
     make_uid,
     request_of,
     submit_request,
 )
 from reconciler.core.task.preemptedby import Preemptors, shown
 from reconciler.core.timestamps import EARLY, to_datetime, to_epoch
-from specs.cluster import (
-    META_QUEUE,
-    Capacity,
-)
+from specs.cluster import Capacity, RayJob
 from specs.queues.config import QueueConfig
 from specs.settings.process import PlanOptions
 from specs.task import submission_ids
@@ -67,6 +64,7 @@ __all__ = [
     "Start",
     "admission_of",
     "admit",
+    "charged_claims",
     "far_message",
     "free_capacity",
     "keep_for_scale_up",
@@ -133,10 +131,11 @@ def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated:
     # Read before this pass's preemptions change any body: the fast pass reads the same.
     preemptors = Preemptors(options.visibility, lambda: list(bodies.items()))
     all_stopping = preemption.stopping_victims(
-        bodies, inputs.env.by_task, claim_of, preemptors.key_of
+        bodies, inputs.env.by_task, charged_claims(inputs.obs), preemptors.key_of
     )
     stopping_for = {by: s for by, s in all_stopping.items() if by in tasks}
-    free = _free_for_admission(inputs, holdings, tasks, stopping_for)
+    held = charges.room(inputs.obs, options, holdings.used, holdings.unobserved)
+    free = _free_for_admission(held.free, tasks, stopping_for)
     # A task beyond its queue's maxQueued is not counted: it waits as QueueFull.
     full = {}
     if queues is not None:
@@ -149,7 +148,15 @@ def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated:
     slots = start_slots(options, bodies)
     shares = queue_shares(inputs, holdings, bodies, tasks, all_stopping, preemptors)
     admission = admission_of(
-        options, inputs.obs, inputs.now, holdings.claims, eligible, free, slots, shares
+        options,
+        inputs.obs,
+        inputs.now,
+        holdings.claims,
+        eligible,
+        free,
+        slots,
+        shares,
+        in_fact=held.in_fact,
     )
     queue_admission = None
     if isinstance(admission, dispatch.QueueAdmission):
@@ -203,15 +210,13 @@ def admit(inputs: PassInputs, reconciled: Reconciled, holdings: Holdings, gated:
 
 
 def _free_for_admission(
-    inputs: PassInputs,
-    holdings: Holdings,
+    free: Capacity,
     tasks: Mapping[str, Task],
     stopping_for: Mapping[str, preemption.StoppingVictims],
 ) -> Capacity:
-    """What admission may give out now. A preemptor's room is reserved while its victims
-    stop: nobody else may take from today's free resources what it will need beyond what
-    they free."""
-    free = free_capacity(inputs.obs, inputs.options, holdings.used)
+    """What admission may give out now of what is `free`. A preemptor's room is reserved
+    while its victims stop: nobody else may take from today's free resources what it will
+    need beyond what they free."""
     for by, pending in stopping_for.items():
         free = free - victims.still_needed(request_of(tasks[by]), pending.freeing)
     return free
@@ -359,11 +364,30 @@ def admission_of(
     slots: int,
     shares: QueueShares | None = None,
     cut: Collection[str] = (),
+    *,
+    in_fact: charges.InFact | None = None,
 ) -> policies.Admission | dispatch.QueueAdmission:
     """The policy's (or, with `shares`, the team queues') pick from `eligible` with `free`
     resources and `slots` starts. Quotas are shares of what the cluster can grow to (its
     ceiling), not of what it has now. `cut`: the team queues of which `eligible` holds only
-    the front (walk_queues)."""
+    the front (walk_queues). `in_fact`: how the cluster is held beyond what its jobs declare
+    (charges.room), said in the waits it causes."""
+    admission = _admission_of(options, obs, now, claims, eligible, free, slots, shares, cut)
+    charges.explain(admission, in_fact)
+    return admission
+
+
+def _admission_of(
+    options: PlanOptions,
+    obs: Observation,
+    now: float,
+    claims: Sequence[policies.Claim],
+    eligible: list[policies.Candidate],
+    free: Capacity,
+    slots: int,
+    shares: QueueShares | None,
+    cut: Collection[str],
+) -> policies.Admission | dispatch.QueueAdmission:
     if shares is None:
         bound = options.backfill_candidates
         return policies.admit_bounded(options.policy, eligible, free, claims, now, slots, bound)
@@ -633,16 +657,22 @@ def start_slots(options: PlanOptions, bodies: Mapping[str, TaskStatusBody]) -> i
     return max(options.max_inflight - starting, 0)
 
 
-def free_capacity(obs: Observation, options: PlanOptions, used: Capacity) -> Capacity:
-    """What is free for admission: the capacity less what our runs hold (`used`) and, when
-    counted, what other queues' live jobs hold."""
-    capacity = obs.capacity
-    assert capacity is not None
-    if options.count_foreign_jobs and obs.jobs is not None:
-        for job in obs.jobs.values():
-            if not job.terminal and job.metadata.get(META_QUEUE) != options.queue_id:
-                used = used + foreign_claim(job)
-    return capacity - used
+def free_capacity(
+    obs: Observation, options: PlanOptions, used: Capacity, unobserved: Capacity
+) -> Capacity:
+    """What is free for admission: the capacity less what our runs are charged (`used`, of
+    which Ray's holdings do not show `unobserved`) and what other jobs are charged, within
+    what Ray reports available (charges.room)."""
+    return charges.room(obs, options, used, unobserved).free
+
+
+def charged_claims(obs: Observation) -> Callable[[RayJob], Capacity]:
+    """What a stopping victim's live job holds until it ends: its claim, or what Ray says it
+    holds if more (task.jobs.charged_claim)."""
+    held = obs.held
+    if not held:
+        return claim_of
+    return lambda job: charged_claim(job, held)
 
 
 @dataclass(frozen=True)

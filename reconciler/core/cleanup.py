@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from reconciler.core.decisions import Event, RefusedDeletions, Stop, StopCause
 from reconciler.core.stages import Holdings, PassInputs
-from reconciler.core.task.jobs import claim_of
+from reconciler.core.task.jobs import charged_claim
 from reconciler.core.task.preemptedby import shown
 from reconciler.core.timestamps import EARLY
 from specs.cluster import (
@@ -47,14 +47,18 @@ def stop_strays(
     ours = inputs.env.ours
     stops: list[Stop] = []
     deletions: list[RayJob] = []
-    used, in_use = holdings.used, dict(holdings.in_use)
+    used, in_use, unobserved = holdings.used, dict(holdings.in_use), holdings.unobserved
+    held = inputs.obs.held
     for sid in sorted(ours):
         job = ours[sid]
         if job.terminal or sid in kept_jobs:
             continue
-        used = used + claim_of(job)  # still holds resources until it ends
+        charge = charged_claim(job, held)
+        used = used + charge  # still holds resources until it ends
+        if sid not in held:
+            unobserved = unobserved + charge
         task = job.metadata.get(META_TASK, "")
-        in_use[task] = in_use.get(task, Capacity()) + claim_of(job)
+        in_use[task] = in_use.get(task, Capacity()) + charge
         if task in specs:
             owner = bodies.get(task)
             if owner is not None and owner.preempted_by:
@@ -64,14 +68,14 @@ def stop_strays(
                 stops.append(Stop(sid, task, StopCause.RUN_ENDED))
         else:
             deletions.append(job)
-    held = Holdings(used, in_use, holdings.claims)
+    kept = Holdings(used, in_use, holdings.claims, unobserved)
     refused = _refuse_deletions(inputs, len(deletions)) if deletions else None
     if refused is not None:
         event = Event(logging.WARNING, refused.reason, refused.message)
-        return Strays(stops, refused, [event], held)
+        return Strays(stops, refused, [event], kept)
     for job in deletions:
         stops.append(Stop(job.submission_id, job.metadata.get(META_TASK), StopCause.SPEC_DELETED))
-    return Strays(stops, None, [], held)
+    return Strays(stops, None, [], kept)
 
 
 def _refuse_deletions(inputs: PassInputs, count: int) -> RefusedDeletions | None:

@@ -96,13 +96,15 @@ class FastPassContext(TaskMerge):
         begun = start_task(self.inputs, candidate, self.bodies[name], self.tasks[name])
         self.bodies[name] = begun.body
         self.used = self.used + candidate.request
+        self.unobserved = self.unobserved + candidate.request
         self.submits.append(begun.submit)
         self.events.append(begun.event)
 
     def stop_strays(self, specs: Mapping[str, TaskInput]) -> None:
         """The stray-jobs stage (cleanup.stop_strays) over the tasks merged so far."""
         strays = stop_strays(self.inputs, specs, self.kept_jobs, self.bodies, self.holdings)
-        self.used, self.in_use = strays.holdings.used, dict(strays.holdings.in_use)
+        held = strays.holdings
+        self.used, self.in_use, self.unobserved = held.used, dict(held.in_use), held.unobserved
         self.stops.extend(strays.stops)
         self.refused_deletions = strays.refused
         self.events.extend(strays.events)

@@ -44,7 +44,7 @@ from reconciler.core.inputs import Observation
 from reconciler.core.queues.usage import QueueUsage
 from reconciler.core.stages import Holdings, PassInputs, Reconciled, TaskMerge
 from reconciler.core.task import idclaims, lifecycle
-from reconciler.core.task.jobs import bundles_of, foreign_claim
+from reconciler.core.task.jobs import bundles_of, foreign_charge
 from reconciler.core.task.jobs import request_of as request_of
 from reconciler.core.task.preemptedby import shown
 from reconciler.core.task.reconcile import reconcile_task, refused
@@ -456,13 +456,17 @@ def scale_request(
         return bundles_of(task) if task is not None else ()
 
     running = [(request, own(name)) for name, request in holdings.in_use.items()]
-    if options.count_foreign_jobs and obs.jobs is not None:
+    counted, held = options.count_foreign_jobs, obs.held
+    if (counted or held) and obs.jobs is not None:
         jobs = obs.jobs
         running += [  # by id: the shape of the request must not follow Ray's listing order
-            (foreign_claim(jobs[sid]), ())
+            (foreign_charge(jobs[sid], counted, held), ())
             for sid in sorted(jobs)
-            if not jobs[sid].terminal and jobs[sid].metadata.get(META_QUEUE) != options.queue_id
+            if not jobs[sid].terminal
+            and jobs[sid].metadata.get(META_QUEUE) != options.queue_id
+            and (counted or sid in held)
         ]
+        running += [(held[sid], ()) for sid in sorted(held) if sid not in jobs]
     demand = [(request_of(tasks[name]), own(name)) for name in scale_demand]
     return scaling.request_of(running, demand, grow.node_types)
 

@@ -104,11 +104,15 @@ def walk_end(admission: policies.Admission) -> WalkEnd:
 
 @dataclass(frozen=True)
 class Holdings:
-    """What runs hold of the cluster: in all, by task, and each active run's claim."""
+    """What runs hold of the cluster: in all, by task, and each active run's claim, each as
+    it is charged (jobs.charged). `unobserved`: the part of `used` that Ray's holdings do not
+    show (runs not started, or started since they were read), which what Ray reports
+    available does not leave out yet."""
 
     used: Capacity
     in_use: Mapping[str, Capacity]
     claims: Sequence[policies.Claim]
+    unobserved: Capacity = field(default_factory=Capacity)
 
 
 @dataclass(frozen=True)
@@ -147,6 +151,7 @@ class TaskMerge:
     fetch_logs: dict[str, str] = field(default_factory=dict)
     kept_jobs: set[str] = field(default_factory=set)
     used: Capacity = field(default_factory=Capacity)
+    unobserved: Capacity = field(default_factory=Capacity)  # Holdings.unobserved so far
     in_use: dict[str, Capacity] = field(default_factory=dict)
     claims: list[policies.Claim] = field(default_factory=list)
     queue: list[QueuedCandidate] = field(default_factory=list)
@@ -173,6 +178,8 @@ class TaskMerge:
         if in_use is not None:
             self.kept_jobs.add(in_use.submission_id)
             self.used = self.used + in_use.request
+            if not in_use.observed:
+                self.unobserved = self.unobserved + in_use.request
             self.in_use[name] = self.in_use.get(name, Capacity()) + in_use.request
             self.claims.append(in_use.claim)
         waiter = result.waiter
@@ -187,7 +194,7 @@ class TaskMerge:
 
     @property
     def holdings(self) -> Holdings:
-        return Holdings(self.used, self.in_use, self.claims)
+        return Holdings(self.used, self.in_use, self.claims, self.unobserved)
 
     def done(self) -> Reconciled:
         return Reconciled(

@@ -220,7 +220,9 @@ class PlannerSettings:
             group="planner",
         ),
     )
-    """Subtract other clients' jobs (their declared entrypoint resources) from free capacity."""
+    """Subtract other clients' jobs (their declared entrypoint resources, or what Ray says
+    they hold if more) from free capacity. Without it they count only by what Ray says they
+    hold, when that is read (reconciler/core/charges.py)."""
 
     ray_history_retention_seconds: float | None = field(
         default=None,

@@ -90,6 +90,10 @@ class History:
     unwritten: frozenset[str] = frozenset()
     unwritten_passes: int = 0
     fail_once: frozenset[str] = frozenset()
+    # What Ray says each job holds (Observation.held), by submission id (a key no job has: a
+    # driver connected directly), and what it reports available (None: not read).
+    held: dict[str, Capacity] = field(default_factory=dict)
+    ray_available: Capacity | None = None
     # How many passes a job asked to stop stays live (Ray slow to stop it): 0, stopped at once.
     stop_after: int = 0
     stopping: dict[str, int] = field(default_factory=dict)  # by job: passes left live
@@ -164,6 +168,20 @@ class History:
         elif kind == "foreign":
             sid = f"foreign-{step[1]}"
             self.jobs[sid] = RayJob(sid, RUNNING, start_time=self.now, entrypoint_cpus=1)
+        elif kind == "hold":  # a live job holds `cpu` CPUs (and nothing else)
+            live = sorted(sid for sid, job in self.jobs.items() if not job.terminal)
+            if live:
+                self.held[live[step[1] % len(live)]] = Capacity(step[2], 0, 0)
+        elif kind == "unhold":  # Ray's holdings no longer show a job (read before it started)
+            if self.held:
+                del self.held[sorted(self.held)[step[1] % len(self.held)]]
+        elif kind == "holder":  # a driver Ray lists no job for holds `cpu` CPUs (0: none)
+            if step[2]:
+                self.held[f"driver-{step[1]}"] = Capacity(step[2], 0, 0)
+            else:
+                self.held.pop(f"driver-{step[1]}", None)
+        elif kind == "report":  # what Ray reports available (None: not read)
+            self.ray_available = None if step[1] is None else Capacity(step[1], 0, 16 * GIB)
         elif kind == "lose_writes":
             self.unwritten, self.unwritten_passes = step[1], step[2]
         elif kind == "restart":
@@ -187,7 +205,13 @@ class History:
 
     def run_pass(self) -> Plan:
         observed = (
-            Observation(dict(self.jobs), self.capacity, scaling=self.scaling)
+            Observation(
+                dict(self.jobs),
+                self.capacity,
+                scaling=self.scaling,
+                held=dict(self.held),
+                ray_available=self.ray_available,
+            )
             if self.available
             else Observation(None, None, "connection refused")
         )

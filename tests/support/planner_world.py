@@ -61,6 +61,10 @@ class PlanWorld:
     scaling: Scaling | None = None  # what the cluster can grow to; None: a fixed cluster
     # When the scheduler first saw each task claim its explicit id (the loop's record)
     seen_claims: dict[str, SeenClaim] = field(default_factory=dict)
+    # What Ray says each job holds, by submission id, and what it reports available (None:
+    # not read): Observation.held and Observation.ray_available.
+    held: dict[str, Capacity] = field(default_factory=dict)
+    ray_available: Capacity | None = None
 
     def inputs(self) -> dict[str, TaskInput]:
         result: dict[str, TaskInput] = {}
@@ -75,7 +79,13 @@ class PlanWorld:
     def observe(self) -> Observation:
         if not self.available:
             return Observation(None, None, "connection refused")
-        return Observation(dict(self.jobs), self.capacity, scaling=self.scaling)
+        return Observation(
+            dict(self.jobs),
+            self.capacity,
+            scaling=self.scaling,
+            held=dict(self.held),
+            ray_available=self.ray_available,
+        )
 
     def step(self, seconds: float = 1.0) -> Plan:
         p = plan(

@@ -34,6 +34,32 @@ class Shortfall:
     free: float  # never negative
 
 
+@dataclass(frozen=True)
+class OverHolder:
+    """The live job that holds the most of one resource beyond what it declares: `name`, a
+    task's name for a job of this queue (`ours`), else the job's submission id."""
+
+    name: str
+    ours: bool
+    held: float
+    declared: float
+
+
+@dataclass(frozen=True)
+class HeldInFact:
+    """The cluster is full in fact: `asked` would fit what jobs declare, not what Ray says
+    they hold (`free` counts that). `holder`: the job holding the most of `resource` beyond
+    its declaration; None when none does and Ray itself reports less available than the
+    declarations leave (`available`, Ray's figure; None: not read)."""
+
+    reason: ClassVar[Reason] = Reason.WAITING_FOR_RESOURCES
+    resource: str
+    asked: float
+    free: float  # never negative
+    holder: OverHolder | None
+    available: float | None = None
+
+
 class BorrowBound(Enum):
     """Why a queue may not borrow more than it does."""
 
@@ -211,6 +237,7 @@ class ArrayAtMaxParallel:
 
 Lack = (
     Shortfall
+    | HeldInFact
     | QuotaShortfall
     | OverQuota
     | RunningLimit
@@ -315,6 +342,20 @@ def _lack(lack: Lack, named: Callable[[str], str]) -> str:
             if resource == "memory":
                 return f"needs {human_memory(asked)} memory; {human_memory(free)} free"
             return f"needs {asked:g} {unit(resource)}; {free:g} free"
+        case HeldInFact(resource, asked, free, holder, available):
+            needs = f"needs {amount(resource, asked)} {unit(resource)}"
+            needs += f"; {amount(resource, free)} free"
+            if holder is not None:
+                who = named(holder.name) if holder.ours else f"job {holder.name}"
+                return (
+                    f"cluster full in fact: {who} holds {amount(resource, holder.held)} "
+                    f"{unit(resource)}, declared {amount(resource, holder.declared)}; {needs}"
+                )
+            reported = "" if available is None else f"{amount(resource, max(available, 0))} "
+            return (
+                f"cluster full in fact: Ray reports {reported}{unit(resource)} available, "
+                f"less than the declarations leave; {needs}"
+            )
         case QuotaShortfall(queue, r, used, nominal, borrowable, bound, limit):
             if bound is BorrowBound.BORROWING_LIMIT:
                 why = f"borrowingLimit {amount(r, limit)}"

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, NamedTuple
 
+from reconciler.core import charges
 from reconciler.core.admission import policies
 from reconciler.core.admission.waits import (
     BehindTask,
@@ -64,11 +65,22 @@ def _walk(
     if ctx.queues is not None:
         # (its preemptors ready: found over every task, not only those merged so far)
         shares = QueueShares(ctx.queues, ctx.usage, ctx.holdings.in_use, ctx.ready)
-    free, slots = (
-        free_capacity(ctx.obs, ctx.options, ctx.used),
+    held, slots = (
+        charges.room(ctx.obs, ctx.options, ctx.used, ctx.unobserved),
         start_slots(ctx.options, ctx.bodies),
     )
-    return admission_of(ctx.options, ctx.obs, ctx.now, ctx.claims, prefix, free, slots, shares, cut)
+    return admission_of(
+        ctx.options,
+        ctx.obs,
+        ctx.now,
+        ctx.claims,
+        prefix,
+        held.free,
+        slots,
+        shares,
+        cut,
+        in_fact=held.in_fact,
+    )
 
 
 @dataclass(frozen=True)
@@ -89,6 +101,8 @@ class FrontWalk:
     # task of the front in order, and those elements' waits; else () and {}.
     placed: tuple[str, ...] = ()
     capped: Mapping[str, Waiting] = field(default_factory=dict)
+    # How the cluster was held beyond what its jobs declare (the words of its waits).
+    in_fact: charges.InFact | None = None
 
 
 def walk_front(
@@ -105,15 +119,17 @@ def walk_front(
     task's status (a job PENDING, then RUNNING): the fronts wait as they did, and walking them
     again would give the same answer."""
     held = held or {}
-    free, slots = (
-        free_capacity(ctx.obs, ctx.options, ctx.used),
+    held_room, slots = (
+        charges.room(ctx.obs, ctx.options, ctx.used, ctx.unobserved),
         start_slots(ctx.options, ctx.bodies),
     )
+    free = held_room.free
     options = ctx.options
     if (
         last is not None
         and ctx.now <= last.holds_until
         and last.free == free
+        and last.in_fact == held_room.in_fact
         and _same_slots(last, slots)
         and last.policy == options.policy
         and last.bound == options.backfill_candidates
@@ -137,6 +153,7 @@ def walk_front(
         admission,
         placed,
         held,
+        held_room.in_fact,
     )
     return walk, False
 
@@ -233,7 +250,7 @@ def scale_front(
         list(walked.start), dict(walked.waiting), walked.tail, walked.until
     )
     free, slots = (
-        free_capacity(ctx.obs, ctx.options, ctx.used),
+        free_capacity(ctx.obs, ctx.options, ctx.used, ctx.unobserved),
         start_slots(ctx.options, ctx.bodies),
     )
     scale = scale_up(ctx.inputs, bodies, ctx.claims, prefix, free, slots, None, admission, {})

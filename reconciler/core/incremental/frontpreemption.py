@@ -22,12 +22,11 @@ from typing import TYPE_CHECKING
 
 from reconciler.core.admission import policies
 from reconciler.core.admission.waits import Preempting
-from reconciler.core.admit import free_capacity, until_of_age
+from reconciler.core.admit import charged_claims, free_capacity, until_of_age
 from reconciler.core.preemption.preempt import stopping_victims
 from reconciler.core.preemptions import preempt
 from reconciler.core.queues import dispatch
 from reconciler.core.task import lifecycle
-from reconciler.core.task.jobs import claim_of
 from reconciler.core.task.preemptedby import Preemptors
 from reconciler.core.task.step import TaskResult
 from specs.task.models import ConditionType, Reason
@@ -82,7 +81,8 @@ def stopping(
     stands; both read the whole queue, and the pass is the full one's."""
     if not victims:
         return False
-    return bool(stopping_victims(victims, ctx.env.by_task, claim_of, preemptors.key_of))
+    held = charged_claims(ctx.obs)
+    return bool(stopping_victims(victims, ctx.env.by_task, held, preemptors.key_of))
 
 
 def ready(
@@ -135,7 +135,7 @@ def preempt_fronts(
         waiter = result_of(candidate.name).waiter
         assert waiter is not None
         tasks[candidate.name] = waiter.task
-    free = free_capacity(ctx.obs, ctx.options, ctx.used)
+    free = free_capacity(ctx.obs, ctx.options, ctx.used, ctx.unobserved)
     waiting = {candidate.name: result_of(candidate.name).body for candidate in candidates}
     preempted = preempt(
         ctx.inputs, tasks, ctx.running, ctx.bodies, candidates, admission, free, {}, waiting

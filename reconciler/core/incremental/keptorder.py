@@ -293,16 +293,24 @@ class Order:
 
 
 class Kept(NamedTuple):  # built per task per full pass: a tuple builds fastest
-    """A task's result and what it was computed from (the incremental memo's entry)."""
+    """A task's result and what it was computed from (the incremental memo's entry): `held`,
+    what Ray said its run's job holds (an active run is charged it: task.runs.keep_active)."""
 
     version: Hashable
     job: RayJob | None
     result: TaskResult
+    held: Capacity | None = None
 
 
 def run_job(jobs: Mapping[str, RayJob] | None, status: TaskStatus) -> RayJob | None:
     sid = status.status.submission_id
     return jobs.get(sid) if sid and jobs is not None else None
+
+
+def run_held(held: Mapping[str, Capacity], status: TaskStatus) -> Capacity | None:
+    """What Ray says the job of the run the status names holds (None: not observed)."""
+    sid = status.status.submission_id
+    return held.get(sid) if sid and held else None
 
 
 def reconcile(
@@ -325,15 +333,17 @@ def reconcile(
         return result
     entry = previous.get(name)
     job = run_job(ctx.obs.jobs, status)
+    held = run_held(ctx.obs.held, status)
     if entry is None or version is None:
-        entry = Kept(version, job, planner.reconcile_task(ctx.env, spec, status, at))
+        entry = Kept(version, job, planner.reconcile_task(ctx.env, spec, status, at), held)
     elif entry.version != version:
+        # (a result carried over waits: it holds nothing, whatever its run's job holds)
         again = ownwrites.after_write(entry.result, spec, status)
         if again is None:
             again = planner.reconcile_task(ctx.env, spec, status, at)
-        entry = Kept(version, job, again)
-    elif entry.job != job or not entry.result.valid_at(at):
-        entry = Kept(version, job, planner.reconcile_task(ctx.env, spec, status, at))
+        entry = Kept(version, job, again, held)
+    elif entry.job != job or entry.held != held or not entry.result.valid_at(at):
+        entry = Kept(version, job, planner.reconcile_task(ctx.env, spec, status, at), held)
     kept[name] = entry
     return entry.result
 

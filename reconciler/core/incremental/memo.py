@@ -139,7 +139,8 @@ def _carry_written(
         # carried). Its name and spec, the same Task, were judged when its result was made.
         if again is None or again.waiter != waiter or again.body.preempted_by is not None:
             continue
-        carried[name] = Kept(versions[name], keptorder.run_job(jobs, status), again)
+        job, held = keptorder.run_job(jobs, status), keptorder.run_held(observed.held, status)
+        carried[name] = Kept(versions[name], job, again, held)
     if not carried:
         return order, previous, given
     quiet = replace(order, loud=loud - carried.keys())

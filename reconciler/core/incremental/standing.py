@@ -145,6 +145,8 @@ class Standing:
             and observed.error == self.observed.error
             and observed.jobs == self.observed.jobs
             and observed.scaling == self.observed.scaling
+            and observed.held == self.observed.held
+            and observed.ray_available == self.observed.ray_available
         )
 
     def read_the_same(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Mapping
 from datetime import datetime
 
 from reconciler.core.task.step import TaskEnv
@@ -52,6 +53,36 @@ def foreign_claim(job: RayJob) -> Capacity:
     if META_QUEUE in job.metadata:
         return claim_of(job)
     return Capacity(job.entrypoint_cpus, job.entrypoint_gpus, job.entrypoint_memory)
+
+
+NO_CHARGE = Capacity()
+
+
+def charged(declared: Capacity, held: Capacity | None) -> Capacity:
+    """What a live job counts for: per resource, the more of what it declares and what Ray
+    says it holds (`held`; None: not observed, so what it declares). Nothing holds a job to
+    its declaration in Ray, so a job that holds more takes that much more of the cluster, its
+    queue's quota and its share; one that holds less still keeps what it declared, which it
+    may take at any time. `declared` itself when it holds no more."""
+    if held is None or held.fits_in(declared):
+        return declared
+    return Capacity(
+        max(declared.cpu, held.cpu), max(declared.gpu, held.gpu), max(declared.memory, held.memory)
+    )
+
+
+def charged_claim(job: RayJob, held: Mapping[str, Capacity]) -> Capacity:
+    """A job of ours that no active run counts (a stray, a preempted run still stopping):
+    what it declared when submitted (its metadata), or what Ray says it holds if more."""
+    return charged(claim_of(job), held.get(job.submission_id))
+
+
+def foreign_charge(job: RayJob, count_declared: bool, held: Mapping[str, Capacity]) -> Capacity:
+    """A live job not of this queue: what Ray says it holds when observed, and with
+    `count_declared` (--count-foreign-jobs) at least its declared reservation
+    (`foreign_claim`); nothing when neither is known."""
+    declared = foreign_claim(job) if count_declared else NO_CHARGE
+    return charged(declared, held.get(job.submission_id))
 
 
 def make_uid(queue_id: str, name: str, first_seen: datetime) -> str:

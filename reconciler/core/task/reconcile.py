@@ -144,19 +144,21 @@ def reconcile_steps(
         and task is not None
         and settled.started_at
     ):
-        # A run under a broken spec is never a victim: it could not be queued again.
+        # A run under a broken spec is never a victim: it could not be queued again. What it
+        # frees is what it is charged (keep_active), as admission counts it.
+        held = step.in_use.request if step.in_use is not None else request_of(task)
         return step.result(
             victims.Running(
                 spec.name,
                 task.spec.priority,
-                request_of(task),
+                held,
                 settled.started_at.timestamp(),
                 task.spec.preemptible,
                 settled.preemptions,
                 task.spec.resumable,
                 # Its share of the ceiling, as quotas and fair shares count it (admission).
                 victims.dominant_share(
-                    request_of(task),
+                    held,
                     scaling_core.ceiling_of(env.obs.capacity or Capacity(), env.obs.scaling),
                 ),
                 env.preemption.stop_wait(spec.name) or 0.0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from reconciler.core.admission import policies
 from reconciler.core.decisions import TimeOut
 from reconciler.core.task import lifecycle, retries
-from reconciler.core.task.jobs import claim_of, request_of
+from reconciler.core.task.jobs import charged, claim_of, request_of
 from reconciler.core.task.step import InUse, TaskStep
 from reconciler.core.timestamps import to_datetime, to_epoch
 from specs.cluster import (
@@ -181,13 +181,20 @@ def keep_active(step: TaskStep, body: TaskStatusBody, task: Task | None) -> None
         return
     job = step.env.ours.get(sid)
     if task is not None:
-        req = request_of(task)
+        declared = request_of(task)
     elif job is not None:
-        req = claim_of(job)
+        declared = claim_of(job)
     else:
-        req = Capacity()
+        declared = Capacity()
+    # The one place a run's request becomes what it counts for: admission, quotas, shares,
+    # backfill's estimate and preemption all read this charge.
+    held = step.obs.held.get(sid)
+    req = charged(declared, held)
     timeout = task.spec.timeout_seconds if task is not None else 0
     started = to_epoch(body.started_at) or to_epoch(body.submitted_at) or step.now
     step.in_use = InUse(
-        sid, req, policies.Claim(req, started + timeout if timeout > 0 else None, step.name)
+        sid,
+        req,
+        policies.Claim(req, started + timeout if timeout > 0 else None, step.name),
+        held is not None,
     )

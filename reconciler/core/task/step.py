@@ -58,11 +58,16 @@ def task_env(
 
 @dataclass(frozen=True)
 class InUse:
-    """An active run's use of the cluster: its job is kept, its request counts as used."""
+    """An active run's use of the cluster: its job is kept, and it counts as used for what it
+    is charged (`request`: what it declares, or what Ray says its job holds if more:
+    jobs.charged). `observed`: Ray's holdings show its job, so what Ray reports available
+    already leaves out what it holds; a run not observed (not started yet, or started since)
+    is taken from that report by what it is charged."""
 
     submission_id: str
     request: Capacity
     claim: policies.Claim
+    observed: bool = False
 
 
 # Waiter and TaskResult are built for every task in every full pass (and carried over for

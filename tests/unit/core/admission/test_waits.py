@@ -13,11 +13,13 @@ from reconciler.core.admission.waits import (
     BehindScaleUp,
     BehindTask,
     BorrowBound,
+    HeldInFact,
     InflightLimit,
     KeptForQueue,
     NextPass,
     NoEstimate,
     NotConsidered,
+    OverHolder,
     OverQuota,
     PreemptedBy,
     Preempting,
@@ -34,6 +36,7 @@ from reconciler.core.admission.waits import (
 )
 from specs.cluster import Capacity
 from specs.task.models import Reason
+from specs.task.visibility import ANOTHER_FOLDER, Visibility
 
 GIB = 1024**3
 T = 1_767_225_600.0  # 2026-01-01T00:00:00Z
@@ -45,6 +48,28 @@ ROWS = [
         Waiting(Shortfall("memory", 2 * GIB, GIB)),
         Reason.WAITING_FOR_RESOURCES,
         "needs 2Gi memory; 1Gi free",
+    ),
+    (
+        Waiting(HeldInFact("cpu", 2, 0, OverHolder("team-b/train", True, 8, 1)), 0),
+        Reason.WAITING_FOR_RESOURCES,
+        "cluster full in fact: team-b/train holds 8 CPU, declared 1; needs 2 CPU; 0 free; "
+        "first in queue",
+    ),
+    (
+        Waiting(HeldInFact("gpu", 1, 0, OverHolder("raysubmit_x", False, 2, 0), 0)),
+        Reason.WAITING_FOR_RESOURCES,
+        "cluster full in fact: job raysubmit_x holds 2 GPU, declared 0; needs 1 GPU; 0 free",
+    ),
+    (
+        Waiting(HeldInFact("memory", 4 * GIB, GIB, OverHolder("a", True, 8 * GIB, GIB))),
+        Reason.WAITING_FOR_RESOURCES,
+        "cluster full in fact: a holds 8Gi memory, declared 1Gi; needs 4Gi memory; 1Gi free",
+    ),
+    (
+        Waiting(HeldInFact("cpu", 2, 1, None, 1)),
+        Reason.WAITING_FOR_RESOURCES,
+        "cluster full in fact: Ray reports 1 CPU available, less than the declarations leave; "
+        "needs 2 CPU; 1 free",
     ),
     (
         Waiting(QuotaShortfall("team-a", "cpu", 3, 4, 0, BorrowBound.BORROWING_LIMIT, 0)),
@@ -223,3 +248,14 @@ def test_a_shortfall_names_the_first_resource_that_does_not_fit(
     request_: Capacity, free: Capacity, expected: Shortfall
 ) -> None:
     assert shortfall(request_, free) == expected
+
+
+def test_a_holder_in_a_folder_the_reader_may_not_see_is_not_named() -> None:
+    teams = Visibility(readers=(("team-a",), ("team-b",)))
+    waiting = Waiting(HeldInFact("cpu", 1, 0, OverHolder("team-b/train", True, 8, 1)))
+    assert waiting.message_to("team-a/x", teams).startswith(
+        f"cluster full in fact: {ANOTHER_FOLDER} holds 8 CPU, declared 1"
+    )
+    assert waiting.message_to("team-b/y", teams).startswith(
+        "cluster full in fact: team-b/train holds 8 CPU"
+    )

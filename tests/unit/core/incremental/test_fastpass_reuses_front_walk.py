@@ -17,6 +17,7 @@ from reconciler.core.admission import policies
 from reconciler.core.admission.waits import ReservedStart, Waiting, shortfall
 from reconciler.core.incremental import frontadmission
 from reconciler.core.incremental.frontadmission import FrontWalk, walk_front
+from reconciler.core.inputs import Observation
 from specs.cluster import RUNNING, Capacity
 from specs.settings.process import PlanOptions
 from tests.support.busy_queue import busy_queue, end_one, settle, start_all
@@ -107,8 +108,8 @@ class _Ctx:
 
     def __init__(self, now: float, free: Capacity, options: PlanOptions) -> None:
         self.now, self.options, self.claims, self.queues = now, options, [], None
-        self.obs = type("Obs", (), {"capacity": free, "jobs": None})()
-        self.used = Capacity()
+        self.obs = Observation(None, free)
+        self.used = self.unobserved = Capacity()
         self.bodies: dict[str, Any] = {}
 
 

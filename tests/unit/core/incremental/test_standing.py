@@ -6,6 +6,7 @@ unsettled read brings the planned pass back. Each standing plan equals `planner.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from reconciler.core import incremental
@@ -138,3 +139,19 @@ def test_a_failed_write_lets_nothing_stand() -> None:
     loop.memo = incremental.without_standing(loop.memo)
     loop.run(observed, T0 + 1.1)
     assert not loop.memo.stood
+
+
+def test_what_ray_says_jobs_hold_or_have_available_brings_the_plan_back() -> None:
+    for change in (
+        lambda observed: replace(observed, held={sid: Capacity(2) for sid in observed.jobs}),
+        lambda observed: replace(observed, ray_available=Capacity(0, 0, 64 * GIB)),
+    ):
+        loop = Loop("abcd")
+        _, observed = _moved(loop)
+        loop.run(observed, T0 + 1.1)
+        assert loop.memo.stood  # a still plan now
+        changed = change(observed)
+        at = datetime.fromtimestamp(T0 + 1.2, UTC)
+        assert not incremental.stands(loop.memo, changed, at, 0)
+        loop.run(changed, T0 + 1.2)
+        assert not loop.memo.stood
