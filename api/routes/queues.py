@@ -147,13 +147,16 @@ def list_queues(settings: SettingsDep) -> dict[str, Any]:
     GPU- and byte-seconds), weighted share, pending and admitted counts, and `effective`, what
     it may do once bounded by its parent (its preemption block, borrowing and lending limits,
     and `bounded`: each field its own file asked beyond them); whether the configuration file
-    is valid; `fairSharing` (mode, usageHalfLife in seconds)."""
+    is valid; `fairSharing` (mode, usageHalfLife in seconds). With a census of Ray's jobs,
+    each queue's `observed` block (what its live runs declare, hold in Ray and use, a
+    parent's including its sub-queues') and `observedAt`, when that census was taken: per
+    queue only, as every other figure here."""
     body = queue_status(settings)
     result: dict[str, Any] = {"config": body.get("config"), "items": body.get("queues", [])}
     if body.get("warning"):
         result["warning"] = body["warning"]
     # how past use counts, when it was measured, and since when it has been tracked
-    for key in ("fairSharing", "usageAt", "usageSince"):
+    for key in ("fairSharing", "usageAt", "usageSince", "observedAt"):
         if key in body:
             result[key] = body[key]
     return result

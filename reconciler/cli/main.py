@@ -21,6 +21,7 @@ from reconciler.cli import (
     queues,
     schema,
     serve,
+    suggest,
     token,
     validate,
 )
@@ -63,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (serve, apply, get, describe):
         module.register(sub)
     edit.register(sub)  # delete, suspend, resume, set-priority, rerun
-    for module in (queues, logs, validate, plan, schema, token):
+    for module in (queues, suggest, logs, validate, plan, schema, token):
         module.register(sub)
     return parser
 

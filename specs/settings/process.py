@@ -166,7 +166,8 @@ class Settings(PlannerSettings):
     census costs the dashboard a few requests."""
 
     history_max_bytes: int = field(default=10 * 2**20, metadata=knob(minimum=0))
-    """resource_history.jsonl is rotated past this size (three old files are kept)."""
+    """resource_history.jsonl and run_history.jsonl are each rotated past this size (three
+    old files of each are kept)."""
 
     history_heartbeat_seconds: float = field(
         default=60.0,

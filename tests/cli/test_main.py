@@ -15,7 +15,7 @@ from specs.task.schema import render_schema
 
 COMMANDS = [
     "serve", "apply", "get", "describe", "delete", "suspend", "resume", "set-priority",
-    "rerun", "queues", "logs", "validate", "plan", "schema", "token",
+    "rerun", "queues", "suggest", "logs", "validate", "plan", "schema", "token",
 ]  # fmt: skip
 
 

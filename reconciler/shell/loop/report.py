@@ -17,6 +17,8 @@ from reconciler.shell.loop.queuefile import Loaded, QueueFile, UsageBook
 from reconciler.shell.ops.counts import Tally
 from reconciler.shell.ops.metrics import QueueMetrics
 from reconciler.shell.ops.recorder import PassObserver
+from reconciler.shell.ops.runhistory import RunLedger, with_observed
+from specs.cluster import Census
 from specs.task.models import Phase
 from specs.task.status import TaskStatus, TaskStatusBody
 
@@ -35,7 +37,11 @@ class PassReport:
         usage: UsageBook,
         input_of: Callable[[str], TaskInput | None],
         clock: Callable[[], float],
+        ledger: RunLedger | None = None,
+        latest_census: Callable[[], Census | None] = lambda: None,
     ) -> None:
+        """`ledger`: what each live run holds from census to census, and the run history
+        (None without a census); `latest_census`: the census thread's last."""
         self.state = state
         self.observer = observer
         self.metrics = metrics
@@ -43,6 +49,11 @@ class PassReport:
         self.usage = usage
         self.input_of = input_of
         self.clock = clock
+        self.ledger = ledger
+        self.latest_census = latest_census
+        # The last queue status document as the planner's figures make it, before the
+        # census's totals are added to it.
+        self._queues_planned: dict[str, object] | None = None
         # Each status's (queue, phase, reason), counted for _queues.status.yaml and updated by
         # the statuses that changed (a full walk counts them all again).
         self.phases: Tally[tuple[str | None, Phase, str | None]] = Tally(
@@ -135,6 +146,32 @@ class PassReport:
             admission.limits if admission is not None else None,
             queues.policies if queues.config is not None else None,
         )
+        self._queues_planned = document
+        self._write_queues()
+
+    def census(self, statuses: Mapping[str, TaskStatus]) -> None:
+        """A census taken since the last pass: each live run's use followed (an ended run's
+        record appended to the run history), and each queue's totals into its status. Costs
+        nothing until the census thread has a new census."""
+        if self.ledger is None:
+            return
+        census, jobs = self.latest_census(), self.state.jobs
+        if census is None or jobs is None or census is self.ledger.seen:
+            return
+
+        def queue_of(task: str, submission_id: str) -> str | None:
+            status = statuses.get(task)
+            body = status.status if status is not None else None
+            return body.queue if body is not None and body.submission_id == submission_id else None
+
+        self.ledger.observe(census, jobs, queue_of)
+        if self._queues_planned is not None:
+            self._write_queues()
+
+    def _write_queues(self) -> None:
+        planned = self._queues_planned
+        assert planned is not None
+        document = with_observed(planned, self.ledger.queues if self.ledger else None)
         self.state.queues = document
         self.queue_file.write_status(document)
 

@@ -38,6 +38,8 @@ from reconciler.shell.ops.census import CensusPoller
 from reconciler.shell.ops.history import ResourceHistory
 from reconciler.shell.ops.metrics import QueueMetrics
 from reconciler.shell.ops.recorder import PassObserver
+from reconciler.shell.ops.runhistory import FILE_NAME as RUN_HISTORY_FILE
+from reconciler.shell.ops.runhistory import RunHistory, RunLedger
 from reconciler.shell.watch.events import FileEvents
 from specs.cluster import Autoscaler, Census, RayAdapter
 from specs.folder.store import FolderUnavailable, TaskStore
@@ -163,7 +165,20 @@ class Reconciler:
             self.usage,
             self._specs.inputs.get,
             clock,
+            self._run_ledger(),
+            self.latest_census,
         )
+
+    def _run_ledger(self) -> RunLedger | None:
+        """What each live run holds from census to census, and the run history it ends in;
+        None without a census. A census's figures hold until the next, or a few missed
+        censuses at most."""
+        if self.census is None:
+            return None
+        history = RunHistory(
+            self.settings.resolved_state_dir / RUN_HISTORY_FILE, self.settings.history_max_bytes
+        )
+        return RunLedger(history, self.options.queue_id, 2.5 * self.census.interval_seconds)
 
     def latest_census(self) -> Census | None:
         """What every Ray job held at the last census (a value no one changes); None without
@@ -376,6 +391,7 @@ class Reconciler:
             self._status_writes.cleared()
         self.report.record(plan, statuses, observed, walking=self._walking)
         self.report.queue_status(plan, queues, walking=self._walking)
+        self.report.census(plan.statuses)
         self._deadline = plan.deadline
         if not plan.still:
             self._changed_at = self.monotonic()
@@ -469,6 +485,7 @@ class Reconciler:
         self.state.passes += 1
         if plan.summary is not None:
             self.observer.heartbeat(now, plan.summary, ray_available=observed.available)
+        self.report.census(plan.statuses)
         return plan
 
     def _flush(self) -> None:
