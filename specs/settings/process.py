@@ -63,7 +63,7 @@ class Settings(PlannerSettings):
         default=None,
         metadata=knob(
             "the Ray head's GCS, host:port, where requests to Ray's autoscaler go "
-            "(default: the --address host, port 6379)",
+            "(default: the GCS --address named, else its host, port 6379)",
             commands=LOOP,
             metavar="HOST:PORT",
         ),

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.app import daemon
+from reconciler.app.assembly import autoscaler_for
 from reconciler.cli.main import main
 from reconciler.shell.raycluster.address import locate
 from reconciler.shell.raycluster.local_head import LocalRayHead, find_ray_executable
@@ -73,6 +74,9 @@ def test_serve_locates_either_form_at_start(head: LocalRayHead, tmp_path: Path, 
     settings = Settings(tasks_dir=tmp_path, address=given)
     located = daemon._locate_at_start(settings)
     assert located is not None and located.dashboard == head.dashboard_address
+    if form == "gcs":  # the autoscaler's requests go to the GCS given, whatever its port
+        autoscaler = autoscaler_for(settings, located.dashboard, located.gcs)
+        assert autoscaler.gcs_address == head.gcs_address
 
 
 def test_plan_takes_the_gcs_address(
