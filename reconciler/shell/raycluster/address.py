@@ -7,8 +7,8 @@ http(s) URL as the dashboard's, and reads anything else as the GCS's address (`a
 in `<ray temp dir>/ray_current_cluster`, written by `ray start`), whose key-value store holds
 the dashboard's `host:port` under the key `dashboard` of the namespace `dashboard`. rayqueue
 does the same, with two differences: a `host:port` is first asked whether it is a dashboard
-(rayqueue always took the dashboard's `host:port` so), and every step is timed, where Ray's
-helper retries for 40 s and leaves its connection set up process-wide.
+(so a dashboard's own `host:port` is taken too), and every step is timed, where Ray's helper
+retries for long and leaves its GCS connection set up process-wide.
 
 What answers is checked: the dashboard must answer `/api/version` with Ray's version. Something
 that answers otherwise is refused (AddressRefused: fatal at start, exit 2), naming what was

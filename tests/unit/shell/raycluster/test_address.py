@@ -191,7 +191,7 @@ def test_address_file_is_where_ray_puts_it() -> None:
 def test_serve_refuses_what_is_not_ray_at_start(
     tmp_path: Path, web_page: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["serve", "--dir", str(tmp_path / "tasks"), "--address", web_page, "--no-api"])
+    code = main(["serve", "--dir", str(tmp_path / "tasks"), "--address", web_page])
     err = capsys.readouterr().err
     assert code == 2
     assert repr(web_page) in err and "not as a Ray dashboard" in err and "HOST:6379" in err
