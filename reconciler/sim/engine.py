@@ -336,22 +336,31 @@ def _take_census(cluster: _Cluster, now: float) -> None:
     last = cluster.census
     if last is not None and last.taken_at >= instant:
         return
-    held = {sid: Capacity(cpu, 0, 0) for sid, cpu in cluster.holding.items()}
-    held.update((sid, Capacity()) for sid in cluster.ray_waiting)
     used = sum(cluster.holding.values())
     capacity = cluster.capacity
     available = Capacity(capacity.cpu - used, capacity.gpu, capacity.memory)
-    cluster.census = Census(instant, held, available)
+    cluster.census = Census(instant, _held_now(cluster), available)
+
+
+def _held_now(cluster: _Cluster) -> dict[str, Capacity]:
+    """What each live job holds in Ray now: its real use once started, nothing while it waits."""
+    held = {sid: Capacity(cpu, 0, 0) for sid, cpu in cluster.holding.items()}
+    held.update((sid, Capacity()) for sid in cluster.ray_waiting)
+    return held
 
 
 def _census_pass(cluster: _Cluster, records: dict[str, JobRecord], now: float) -> None:
-    """A pass at the next census instant, when Ray holds other than its jobs declare (a job
-    holds more or less, or waits inside Ray): the loop's first pass to see that census."""
+    """A pass at the next census instant, when that census will show the planner something
+    new: Ray holds other than the last census saw, and other than its jobs declare (a job
+    holds more or less, or waits inside Ray). It is the loop's first pass to see it."""
     period = cluster.census_seconds
     if period is None:
         return
     due = (math.floor(now / period) + 1) * period
     if cluster.census_due == due:
+        return
+    last = cluster.census
+    if last is not None and last.held == _held_now(cluster):
         return
     if cluster.ray_waiting or any(
         cpu != records[cluster.jobs[sid].metadata[META_TASK]].job.cpu
