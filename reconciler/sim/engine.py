@@ -23,8 +23,9 @@ None: the planner sees declarations only): taken every `census_seconds` of virtu
 as it stood at that instant (what each started job holds, nothing for one still waiting inside
 Ray, and capacity less what is held), and fed to every pass until the next one, so a job Ray
 started since is not in it. A census is taken at an instant before that instant's events; a pass
-runs at the next census instant only when Ray holds other than the jobs declare (a census that
-shows every job keeping its word changes nothing the planner decides).
+runs at the next census instant only when that census will show something new, Ray holding other
+than the last census saw and other than the jobs declare (a census that shows every job keeping
+its word, or nothing new, changes nothing the planner decides).
 
 A priority inversion (`JobRecord.inversions`) is counted for a job H each time a job of lower
 priority, submitted to Ray after H, really starts while H waits inside Ray (Ray passed H over,
