@@ -34,7 +34,7 @@ from specs.service.arrayviews import ArrayView, elements_of
 from specs.service.views import NOT_SEEN_MESSAGE, TaskView, human_age, rfc3339
 from specs.task.arrays import split
 from specs.task.models import Resources
-from specs.task.quantity import format_memory, human_memory
+from specs.task.quantity import human_memory, readable_memory
 from specs.yamlio.parse import MAX_FILE_BYTES, SpecParseError, parse_task
 
 LOG_TIMEOUT_SECONDS = 5.0
@@ -200,7 +200,7 @@ def describe(
         add("Spec:")
         field("Entrypoint", spec.entrypoint, 2)
         field("Priority", spec.priority, 2)
-        resources = f"{number(res.cpu)} CPU, {number(res.gpu)} GPU, {format_memory(res.memory)}"
+        resources = f"{number(res.cpu)} CPU, {number(res.gpu)} GPU, {readable_memory(res.memory)}"
         field("Resources", resources + " memory", 2)
         parts = split(view.name)
         family = parts[0] if parts is not None else view.name

@@ -37,7 +37,7 @@ from specs.service.tasks import (
 )
 from specs.service.views import TaskView, human_age
 from specs.task.arrays import split
-from specs.task.quantity import format_memory
+from specs.task.quantity import readable_memory
 from specs.task.status import TaskStatusBody
 
 WATCH_INTERVAL_SECONDS = 0.5
@@ -200,7 +200,7 @@ def _row(view: TaskView, now: float, wide: bool) -> list[str]:
     task, body = view.task, view.body
     if task is not None:
         res = task.spec.resources
-        memory = format_memory(res.memory)
+        memory = readable_memory(res.memory)
         cells = [str(task.spec.priority), number(res.cpu), number(res.gpu), memory]
     else:
         cells = ["-", "-", "-", "-"]

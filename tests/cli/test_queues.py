@@ -175,3 +175,20 @@ def test_a_zero_weight_or_half_life_keeps_the_last_good_config(world) -> None:
         assert where in state["config"]["error"], state["config"]["error"]
         assert state["fairSharing"]["usageHalfLife"] == 7200.0  # the last good one
         (t / "team-a/a1.yaml").unlink()
+
+
+def test_memory_is_shown_in_binary_units(rq, world) -> None:
+    # A quota in bytes, as a node's memory is reported, reads as Kubernetes writes it.
+    t = world.tasks
+    (t / "_queues.yaml").write_text(
+        CONFIG.replace(
+            "nominalQuota: {cpu: 2}\n    - name: team-b",
+            "nominalQuota: {cpu: 2, memory: 16145911399B}\n    - name: team-b",
+            1,
+        )
+    )
+    world.step()
+    result = rq("queues")
+    assert result.code == 0, result.err
+    row = next(line for line in result.out.splitlines() if line.startswith("team-a"))
+    assert "2 CPU, 15Gi" in row and "16145911399" not in result.out
