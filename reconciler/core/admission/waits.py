@@ -406,8 +406,9 @@ def _lack(lack: Lack, named: Callable[[str], str]) -> str:
             return f"waits behind {named(task)}"
         case NotConsidered(bound):
             return (
-                f"not considered this pass: admission tests at most {plural(bound, 'task')} past the "
-                "first that cannot start (RAYQUEUE_BACKFILL_CANDIDATES)"
+                "not considered this pass: admission tests at most "
+                f"{plural(bound, 'task')} past the first that cannot start "
+                "(RAYQUEUE_BACKFILL_CANDIDATES)"
             )
         case BehindReservation(front, starts_at, timeout_seconds):
             ends = (
