@@ -81,9 +81,10 @@ def readable_memory(value: object) -> str:
     document ('16145911399B' -> '15Gi'); a value that is not a quantity is shown as it is."""
     if isinstance(value, str):
         try:
-            value = parse_memory(value)
+            num_bytes = parse_memory(value)
         except QuantityError:
             return value
+        return "0" if num_bytes == 0 else human_memory(num_bytes)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)
     return "0" if value == 0 else human_memory(value)
