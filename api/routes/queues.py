@@ -17,6 +17,7 @@ from api.errors import ApiError, NotFound
 from specs.queues.config import DEFAULT_QUEUE, config_path, status_path
 from specs.service.tasks import TaskService
 from specs.settings.process import Settings
+from specs.task.quantity import plural
 
 router = APIRouter(prefix="/queues", tags=["queues"])
 
@@ -112,7 +113,7 @@ def require_room(
             if pending >= limit:
                 raise ApiError(
                     429,
-                    f"queue {owner} is full: {pending} tasks queued, its maxQueued is "
+                    f"queue {owner} is full: {plural(pending, 'task')} queued, its maxQueued is "
                     f"{limit}; try again once some have started",
                     headers={"Retry-After": "30"},
                 )

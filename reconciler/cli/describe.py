@@ -34,11 +34,13 @@ from specs.service.arrayviews import ArrayView, elements_of
 from specs.service.views import NOT_SEEN_MESSAGE, TaskView, human_age, rfc3339
 from specs.task.arrays import split
 from specs.task.models import Resources
-from specs.task.quantity import format_memory, human_memory
+from specs.task.quantity import human_memory, readable_memory
 from specs.yamlio.parse import MAX_FILE_BYTES, SpecParseError, parse_task
 
 LOG_TIMEOUT_SECONDS = 5.0
 LABEL_WIDTH = 22
+# The last lines of Ray's failure message (the job's log end) shown under a failed element.
+FAILED_LOG_LINES = 10
 
 EPILOG = """\
 The log tail is the one the reconciler saved for a failed run; otherwise, when a Ray address
@@ -138,16 +140,20 @@ def describe_array(array: ArrayView, runs: Sequence[RunRecord] = ()) -> str:
         ):
             field(label, words)
     field("Phase", array.phase)
+    queue = next((e.body.queue for e in array.elements if e.body and e.body.queue), None)
+    if queue is not None:
+        field("Queue", queue)
     field("Progress", array.progress)
     failed = [e for e in array.elements if e.phase in ("Failed", "TimedOut", "Lost")]
     if failed:
         lines.append("Failed elements:")
+        messages = {e.name: ((e.body.message or "") if e.body else "") for e in failed[:20]}
         rows = [
             [
                 e.name,
                 e.phase,
                 str(e.body.exit_code) if e.body and e.body.exit_code is not None else "-",
-                (e.body.message or "") if e.body else "",
+                messages[e.name].split("\n", 1)[0],
             ]
             for e in failed[:20]
         ]
@@ -159,6 +165,13 @@ def describe_array(array: ArrayView, runs: Sequence[RunRecord] = ()) -> str:
             lines.append(
                 f"  ... and {len(failed) - 20} more (rayqueue get {array.name} --elements)"
             )
+        # Ray's message of a failed job ends with the job's last log lines: each element's
+        # are shown apart, under its name, so that they never run into the table's rows.
+        for name, message in messages.items():
+            logged = message.split("\n")[1:]
+            if any(line.strip() for line in logged):
+                lines.append(f"Log lines in {name}'s message (last {FAILED_LOG_LINES}):")
+                lines.extend(f"  {line}" for line in logged[-FAILED_LOG_LINES:])
     return "\n".join(lines) + "\n"
 
 
@@ -200,7 +213,7 @@ def describe(
         add("Spec:")
         field("Entrypoint", spec.entrypoint, 2)
         field("Priority", spec.priority, 2)
-        resources = f"{number(res.cpu)} CPU, {number(res.gpu)} GPU, {format_memory(res.memory)}"
+        resources = f"{number(res.cpu)} CPU, {number(res.gpu)} GPU, {readable_memory(res.memory)}"
         field("Resources", resources + " memory", 2)
         parts = split(view.name)
         family = parts[0] if parts is not None else view.name
@@ -245,8 +258,14 @@ def describe(
     else:
         add("Status:")
         field("Phase", body.phase.value, 2)
+        if body.queue is not None:  # the team queue the loop put it in (with _queues.yaml)
+            field("Queue", body.queue, 2)
         field("Reason", body.reason or "", 2)
-        field("Message", body.message or "", 2)
+        message, *logged = (body.message or "").split("\n")
+        field("Message", message, 2)
+        if any(line.strip() for line in logged):  # Ray's failure message ends with log lines
+            add("    Log lines in the message:")
+            lines.extend(f"      {line}" for line in logged[-FAILED_LOG_LINES:])
         if body.queue_position is not None:
             field("Queue position", body.queue_position, 2)
         if body.estimated_start_at is not None:

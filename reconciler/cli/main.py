@@ -52,7 +52,7 @@ describe) is --address, else $RAY_DASHBOARD_ADDRESS, else $RAY_ADDRESS.
 
 a first session:
   rayqueue serve --dir tasks &                 # the loop, with a private local Ray head
-  rayqueue apply -f examples/tasks/ --dir tasks
+  rayqueue apply -f examples/tasks/ -R --dir tasks
   rayqueue get --dir tasks -w
 
 Run `rayqueue COMMAND --help` for a command's options and examples.

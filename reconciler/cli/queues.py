@@ -21,6 +21,7 @@ from reconciler.cli.common import (
 )
 from reconciler.shell.loop.queuefile import read_status
 from specs.queues.config import CONFIG_FILE, STATUS_FILE
+from specs.task.quantity import readable_memory, readable_resources
 
 HEADER = (
     "NAME",
@@ -187,7 +188,13 @@ def borrowing_limit(entry: Any) -> str:
         if key in limits:
             star = "*" if f"borrowingLimit.{key}" in marked else ""
             value = limits[key]
-            shown = f"{value:g}" if isinstance(value, int | float) else str(value)
+            shown = (
+                readable_memory(value)
+                if key == "memory"
+                else f"{value:g}"
+                if isinstance(value, int | float)
+                else str(value)
+            )
             parts.append(f"{key}={shown}{star}")
     return ",".join(parts) or "none"
 
@@ -220,10 +227,4 @@ def amounts(value: Any) -> str:
     """`64 CPU, 8 GPU, 256Gi`; resources at zero are left out; `0` if all are."""
     if not isinstance(value, dict):
         return "-"
-    parts = []
-    for key, unit in (("cpu", " CPU"), ("gpu", " GPU"), ("memory", "")):
-        amount = value.get(key)
-        if amount in (None, 0, 0.0, "0"):
-            continue
-        parts.append(f"{amount:g}{unit}" if isinstance(amount, int | float) else f"{amount}")
-    return ", ".join(parts) or "0"
+    return readable_resources(value.get("cpu"), value.get("gpu"), value.get("memory"))

@@ -289,8 +289,8 @@ class Settings(PlannerSettings):
     rescan_cpu_share: float = field(
         default=0.01,
         metadata=knob(
-            "stretch --rescan-interval so that full walks use at most this share of a core "
-            "(default 0.01; 0: walk every --rescan-interval whatever it costs)",
+            "stretch RAYQUEUE_RESCAN_SECONDS so that full walks use at most this share of a core "
+            "(default 0.01; 0: walk every RAYQUEUE_RESCAN_SECONDS whatever it costs)",
             flag="--rescan-cpu-share",
             minimum=0,
             maximum=1,

@@ -137,5 +137,5 @@ def test_queues_wide_shows_what_each_queue_declares_holds_and_uses(rq, tasks: Pa
     assert plain[0].split()[-1] == "BORROWING-LIMIT"  # the table as it was
     assert wide[0].split()[-4:] == ["RUNS-SEEN", "DECLARED", "HELD", "IN-USE"]
     assert wide[1].startswith(plain[1].rstrip())
-    assert wide[1].split("  ")[-1].strip() == "0.25 CPU, 1536Mi"
+    assert wide[1].split("  ")[-1].strip() == "0.25 CPU, 1.5Gi"
     assert "1 CPU (at least)" in wide[1] and wide[2].split()[-4:] == ["-", "-", "-", "-"]

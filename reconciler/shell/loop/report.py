@@ -10,7 +10,7 @@ import logging
 from collections.abc import Callable, Mapping
 
 from reconciler.core.planner import Observation, Plan, TaskInput
-from reconciler.core.queues import dispatch
+from reconciler.core.queues import QueueState, dispatch
 from reconciler.core.task import lifecycle
 from reconciler.shell.loop.lastseen import LoopState
 from reconciler.shell.loop.queuefile import Loaded, QueueFile, UsageBook
@@ -19,10 +19,12 @@ from reconciler.shell.ops.metrics import QueueMetrics
 from reconciler.shell.ops.recorder import PassObserver
 from reconciler.shell.ops.runhistory import RunLedger, with_observed
 from specs.cluster import Census
+from specs.queues.config import DEFAULT_QUEUE
 from specs.task.models import Phase
 from specs.task.status import TaskStatus, TaskStatusBody
 
 audit_log = logging.getLogger("rayqueue.audit")
+log = logging.getLogger(__name__)
 
 
 class PassReport:
@@ -54,6 +56,9 @@ class PassReport:
         # The last queue status document as the planner's figures make it, before the
         # census's totals are added to it.
         self._queues_planned: dict[str, object] | None = None
+        # The configuration generation whose default queue was last found without CPUs of
+        # its own, so that the warning is said once per configuration, not every pass.
+        self._default_without_cpu: int | None = None
         # Each status's (queue, phase, reason), counted for _queues.status.yaml and updated by
         # the statuses that changed (a full walk counts them all again).
         self.phases: Tally[tuple[str | None, Phase, str | None]] = Tally(
@@ -127,6 +132,8 @@ class PassReport:
             return  # Ray was not asked this pass: keep the last figures
         if self.metrics is not None:
             self.metrics.observe_queues(admission.states if admission is not None else {})
+        if admission is not None and queues.config is not None:
+            self._warn_of_default_quota(queues.generation, admission.states)
         self.phases.update(plan.statuses, None if walking else plan.write_classes.keys())
         counts: dict[str, tuple[int, int]] = {}
         for key, many in self.phases.counts.items():
@@ -148,6 +155,26 @@ class PassReport:
         )
         self._queues_planned = document
         self._write_queues()
+
+    def _warn_of_default_quota(self, generation: int, states: Mapping[str, QueueState]) -> None:
+        """A WARNING, once per configuration, when the listed quotas leave the `default` queue
+        (tasks outside every listed folder, and the legacy API's) no CPU of its own: its tasks
+        then start only on what other queues lend, which nothing else would say."""
+        default = states.get(DEFAULT_QUEUE)
+        if default is None or default.nominal.cpu > 0:
+            self._default_without_cpu = None
+            return
+        if self._default_without_cpu == generation:
+            return
+        self._default_without_cpu = generation
+        log.warning(
+            "queue %s (tasks outside every listed folder, and the legacy API's) has a nominal "
+            "quota of 0 CPU: the listed nominalQuotas take every CPU of the cluster, so its "
+            "tasks start only on what other queues lend. To give it CPUs of its own, lower a "
+            "listed nominalQuota (default gets what the cluster has beyond them), or put those "
+            "tasks in a listed queue's folder",
+            DEFAULT_QUEUE,
+        )
 
     def census(self, statuses: Mapping[str, TaskStatus]) -> None:
         """A census taken since the last pass: each live run's use followed (an ended run's

@@ -43,7 +43,7 @@ from reconciler.shell.ops.runhistory import FILE_NAME as RUN_HISTORY_FILE
 from reconciler.shell.ops.runhistory import RunHistory, RunLedger
 from reconciler.shell.watch.events import FileEvents
 from specs.cluster import Autoscaler, Census, RayAdapter
-from specs.folder.store import FolderUnavailable, TaskStore
+from specs.folder.store import FolderSettling, FolderUnavailable, TaskStore
 from specs.settings.process import Settings
 from specs.task.models import Reason, SourceRef
 from specs.task.records import Task
@@ -110,6 +110,8 @@ class Reconciler:
         self._walked_at = -float("inf")  # monotonic time of the last full walk of the folder
         self._walking = True  # this pass walks the folder (and rereads every sidecar)
         self._walk_cpu = 0.0  # CPU seconds the last full walk took (this thread's)
+        # Whether folder_error is the folder lost (said as an ERROR) rather than files settling.
+        self._folder_lost = False
         self._backlog = False  # deferred sidecars left after a flush that used its budget
         self._deadline: float | None = None  # the last plan's (Plan.deadline)
         self._changed_at = -float("inf")  # monotonic time of the last pass that was not still
@@ -250,14 +252,25 @@ class Reconciler:
         try:
             self._spec_changes = self._specs.read(self.store, changed)
             self._invalid.note(self._specs.inputs, self._spec_changes)
-        except FolderUnavailable as exc:
+        except FolderSettling as exc:
+            # Files written just before the first scan are only being finished: nothing is
+            # wrong with the folder, so this is said at INFO, and the pass waits for them.
             if self.state.folder_error is None:
+                log.info("%s", exc)
+            self.state.folder_error = str(exc)
+            self._folder_lost = False
+            return None
+        except FolderUnavailable as exc:
+            if self.state.folder_error is None or not self._folder_lost:
                 log.error("tasks folder unavailable (%s); nothing is stopped until it is back", exc)
             self.state.folder_error = str(exc)
+            self._folder_lost = True
             return None
         if self.state.folder_error is not None:
-            log.info("tasks folder is back")
+            if self._folder_lost:
+                log.info("tasks folder is back")
             self.state.folder_error = None
+            self._folder_lost = False
         if self.revisions is not None:
             return self._with_sources()
         return self._specs.handed(self._specs.inputs, bool(self._spec_changes))
