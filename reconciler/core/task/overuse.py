@@ -37,8 +37,8 @@ __all__ = [
     "beyond_margin",
     "judge",
     "keep_stopped",
-    "stopped_for_it",
     "overuse_words",
+    "stopped_for_it",
 ]
 
 MARGIN_SHARE = 0.10
