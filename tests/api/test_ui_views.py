@@ -8,7 +8,7 @@ from pathlib import Path
 from api.ui_views import finished_since, job_url, task_row
 from specs.service.views import TaskView
 from specs.task.inputs import TaskInput
-from specs.task.models import Metadata, Phase, SourceRef
+from specs.task.models import Condition, Metadata, Phase, SourceRef
 from specs.task.records import Task
 from specs.task.status import TaskStatus, TaskStatusBody
 
@@ -77,3 +77,16 @@ def test_job_url_and_finished_since() -> None:
         view("d", task(), None),
     ]
     assert finished_since(views, T0 - timedelta(days=1)) == 1
+
+
+def test_row_shows_the_overusing_condition() -> None:
+
+    flagged = Condition(
+        type="Overusing",
+        reason="Overusing",
+        message="holds 8 CPU, declared 1; counted as held",
+        last_transition_time=T0,
+    )
+    row = task_row(view("a", task(), status(Phase.RUNNING, conditions=[flagged])), dashboard=None)
+    assert row["overusing"] == "holds 8 CPU, declared 1; counted as held"
+    assert task_row(view("b", task(), status(Phase.RUNNING)), dashboard=None)["overusing"] is None
