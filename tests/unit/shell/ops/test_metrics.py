@@ -351,3 +351,31 @@ def test_the_docs_table_states_every_registered_metric_with_its_type_and_labels(
         labels = set(metric._labelnames)  # type: ignore[attr-defined]
         registered[metric._name + suffix] = (metric._type, labels)  # type: ignore[attr-defined]
     assert documented == registered
+
+
+def test_overusing_tasks_and_a_stop_for_overusing_counted_as_a_preemption() -> None:
+    m = QueueMetrics("1.2.3")
+
+    def flagged(reason: str, message: str) -> Condition:
+        return Condition(type="Overusing", reason=reason, message=message, last_transition_time=T0)
+
+    plain = status(Phase.RUNNING, queue="team-a", run=1)
+    over = status(
+        Phase.RUNNING, queue="team-a", run=1, conditions=[flagged("Overusing", "holds 8 CPU")]
+    )
+    observe(m, {}, {"a": plain})
+    assert value(m, "rayqueue_overusing_tasks", queue="team-a") is None
+    observe(m, {"a": plain}, {"a": over})
+    assert value(m, "rayqueue_overusing_tasks", queue="team-a") == 1
+    stopped = status(
+        Phase.QUEUED,
+        reason="QuotaExceeded",
+        queue="team-a",
+        run=2,
+        preemptions=1,
+        conditions=[flagged("OveruseStop", "stopped run 1")],
+    )
+    observe(m, {"a": over}, {"a": stopped})
+    assert value(m, "rayqueue_overusing_tasks", queue="team-a") == 0
+    assert value(m, "rayqueue_preempted_tasks_total", queue="team-a", reason="Overusing") == 1
+    assert value(m, "rayqueue_evicted_tasks_total", queue="team-a", reason="Overusing") == 1
