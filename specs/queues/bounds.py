@@ -11,7 +11,9 @@ tree is read, so the planner only ever sees bounded values:
 - `preemption`: never more than the parent's own, field by field (`withinQueue`,
   `reclaimWithinCohort`, `gracePeriodSeconds`, `minRuntimeSeconds` at most the parent's;
   `minPreemptorPriority` at least the parent's; `maxPerTask` at least the parent's, 0 being
-  no limit). A field left out takes its default, bounded the same way.
+  no limit). A field left out takes its default, bounded the same way;
+- `overuse`: never laxer than the parent's (`Warn` < `Charge` < `Stop`), and under `Stop`,
+  `overuseGraceSeconds` at most the parent's.
 
 `weight` and `lendingLimit` are left as written: a sub-queue's weight is weighed only against
 its siblings', and a sub-queue lends only to its siblings (what its team lends to other teams
