@@ -87,6 +87,16 @@ def status_queue(status: TaskStatus) -> str:
     return status.status.queue or DEFAULT_QUEUE
 
 
+class QueueHoldings(Protocol):
+    """One queue's live runs as the last census saw them (runhistory.QueueUse), as far as
+    metrics read it."""
+
+    @property
+    def declared(self) -> Capacity: ...
+    @property
+    def held(self) -> Capacity: ...
+
+
 class QueueFigures(Protocol):
     """One queue's state after a pass (fairshare.QueueState), as far as metrics read it."""
 
@@ -276,6 +286,21 @@ class QueueMetrics:
             ["queue"],
             registry=r,
         )
+        self.queue_declared = Gauge(
+            "rayqueue_queue_declared",
+            "What a team queue's live runs declare, as the last census saw them (memory in "
+            "bytes), by queue and resource; compare rayqueue_queue_held",
+            ["queue", "resource"],
+            registry=r,
+        )
+        self.queue_held = Gauge(
+            "rayqueue_queue_held",
+            "What Ray says a team queue's live runs hold at the last census (placement groups, "
+            "actors, running tasks; memory in bytes), by queue and resource",
+            ["queue", "resource"],
+            registry=r,
+        )
+        self._held_seen: set[str] = set()
         self._queues_seen: set[str] = set()
         self._limits_seen: set[tuple[Gauge, str, str]] = set()
         self._config: QueueConfig | None = None
@@ -466,6 +491,19 @@ class QueueMetrics:
                 self.queue_borrowed.labels(queue, resource).set(getattr(state.borrowed, resource))
             self.queue_share.labels(queue).set(state.share)
         self._queues_seen = set(states)
+
+    def observe_holdings(self, queues: Mapping[str, QueueHoldings]) -> None:
+        """Each queue's declared and held totals at the last census; a queue without live
+        runs drops to 0."""
+        for queue in self._held_seen - queues.keys():
+            for resource in RESOURCES:
+                self.queue_declared.labels(queue, resource).set(0)
+                self.queue_held.labels(queue, resource).set(0)
+        for queue, use in queues.items():
+            for resource in RESOURCES:
+                self.queue_declared.labels(queue, resource).set(getattr(use.declared, resource))
+                self.queue_held.labels(queue, resource).set(getattr(use.held, resource))
+        self._held_seen |= queues.keys()
 
     def _count_admission(self, new: TaskStatus, queue: str, priority: int) -> None:
         """A submission to Ray: counted, and its wait from queuedAt observed."""

@@ -12,6 +12,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.shell.ops.metrics import CountingRayAdapter, QueueMetrics
+from reconciler.shell.ops.runhistory import QueueUse
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import Capacity, JobNotFound, RayUnavailable
 from specs.queues.config import QueueConfig
@@ -379,3 +380,13 @@ def test_overusing_tasks_and_a_stop_for_overusing_counted_as_a_preemption() -> N
     assert value(m, "rayqueue_overusing_tasks", queue="team-a") == 0
     assert value(m, "rayqueue_preempted_tasks_total", queue="team-a", reason="Overusing") == 1
     assert value(m, "rayqueue_evicted_tasks_total", queue="team-a", reason="Overusing") == 1
+
+
+def test_each_queue_s_declared_and_held_totals_from_the_census() -> None:
+
+    m = QueueMetrics("1.2.3")
+    m.observe_holdings({"team-a": QueueUse(1, Capacity(1, 0, 0), Capacity(8, 0, 0))})
+    assert value(m, "rayqueue_queue_declared", queue="team-a", resource="cpu") == 1
+    assert value(m, "rayqueue_queue_held", queue="team-a", resource="cpu") == 8
+    m.observe_holdings({})  # its runs ended
+    assert value(m, "rayqueue_queue_held", queue="team-a", resource="cpu") == 0
