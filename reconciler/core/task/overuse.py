@@ -85,6 +85,8 @@ def stopped_for_it(body: TaskStatusBody) -> bool:
 def keep_stopped(step: TaskStep, body: TaskStatusBody) -> None:
     """A task whose run was stopped for holding over keeps saying so, as the stop wrote it,
     while it waits for its next run (its reason is then why it waits)."""
+    if not body.conditions:
+        return
     for cond in body.conditions:
         if cond.type == ConditionType.OVERUSING and cond.reason == Reason.OVERUSE_STOP:
             step.conds[ConditionType.OVERUSING] = (Reason.OVERUSE_STOP, cond.message)
@@ -115,7 +117,7 @@ def judge(step: TaskStep, name: str, task: Task, body: TaskStatusBody) -> TaskSt
     ):
         ran = step.now - (to_epoch(body.started_at) or start)
         message = (
-            f"stopped run {body.run}: {words} (overuse: Stop, over for longer than "
+            f"stopped run {body.run}: {words} (overuse: Stop, over for "
             f"{CONFIRM_SECONDS + policy.grace_seconds:g}s, after running {ran:.0f}s); "
             "queued again in its old place"
         )
