@@ -38,12 +38,12 @@ spec:
   queues:
     - name: team-a
       nominalQuota: {cpu: 3}
-      overuse: Warn
+      overuse: Stop
+      overuseGraceSeconds: 5
     - name: team-b
       nominalQuota: {cpu: 2}
       borrowingLimit: {cpu: 0}
-      overuse: Stop
-      overuseGraceSeconds: 5
+      overuse: Warn
 """
 
 
