@@ -5,12 +5,16 @@ and the deadlines compared too."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from reconciler.core.task.overuse import CONFIRM_SECONDS
-from specs.cluster import RUNNING, STOPPED
+from specs.cluster import RUNNING, STOPPED, SUCCEEDED
 from specs.queues.parse import parse_queue_config
 from specs.settings.process import PlanOptions
 from specs.task.models import ConditionType, Phase, Reason
@@ -67,3 +71,51 @@ def test_both_planners_flag_and_stop_alike(mode: str) -> None:
     world.run_pass()
     world.run_pass()
     assert world.statuses["team-a/train"].status.run == 2
+
+
+EXAMPLES = int(os.environ.get("RAYQUEUE_PROPERTY_EXAMPLES", "200"))
+
+
+@st.composite
+def overuse_steps(draw: st.DrawFn) -> tuple[Any, ...]:
+    """Runs that start, end and hold more or less than they declare while time passes."""
+    kind = draw(st.sampled_from(["hold", "hold", "tick", "tick", "ray", "unhold", "put"]))
+    if kind == "hold":
+        return (kind, draw(st.integers(0, 3)), draw(st.sampled_from([0.5, 1, 1.2, 2, 6])))
+    if kind == "tick":
+        return (kind, draw(st.sampled_from([1, 5, 15, 20, 31])))
+    if kind == "ray":
+        outcome = draw(st.sampled_from([RUNNING, RUNNING, RUNNING, SUCCEEDED, STOPPED]))
+        return (kind, draw(st.integers(0, 3)), outcome, 0)
+    if kind == "unhold":
+        return (kind, draw(st.integers(0, 3)))
+    name = draw(st.sampled_from(["team-a/a", "team-a/b", "team-b/c"]))
+    return (kind, name, {"cpu": draw(st.sampled_from([1, 2])), "priority": draw(st.integers(0, 2))})
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    modes=st.tuples(*[st.sampled_from(["Charge", "Warn", "Stop"])] * 2),
+    grace=st.sampled_from([0, 20]),
+    history=st.lists(overuse_steps(), min_size=1, max_size=40),
+)
+def test_the_entry_equals_the_full_plan_while_runs_hold_over(
+    modes: tuple[str, str], grace: int, history: list[tuple[Any, ...]]
+) -> None:
+    config = (
+        "apiVersion: rayqueue/v1\nkind: QueueConfig\nspec:\n  queues:\n"
+        f"    - name: team-a\n      nominalQuota: {{cpu: 3}}\n      overuse: {modes[0]}\n"
+        f"      overuseGraceSeconds: {grace}\n"
+        f"    - name: team-b\n      nominalQuota: {{cpu: 1}}\n      overuse: {modes[1]}\n"
+    )
+    options = PlanOptions(queue_id="q", policy="backfill", lost_grace_seconds=5.0)
+    world = History(options, parse_queue_config(config), every_field=True)
+    world.check = assert_identical
+    for name in ("team-a/a", "team-a/b", "team-b/c"):
+        world.apply(("put", name, {"cpu": 1}))
+    world.run_pass()
+    for step in history:
+        world.apply(step)
+        world.run_pass()
+        if step[0] == "tick":
+            world.run_pass()
