@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 from reconciler.cli import (
     apply,
@@ -35,7 +36,15 @@ from reconciler.cli.common import (
     tasks_dir,
 )
 
-__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "build_parser", "main", "tasks_dir"]
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "build_parser",
+    "main",
+    "package_version",
+    "tasks_dir",
+]
 
 EPILOG = """\
 The tasks folder is --dir, else $RAYQUEUE_DIR, else ./tasks. The Ray address (logs, plan,
@@ -58,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
         "YAML specs in a folder, Ray jobs out, status files back.",
         epilog=EPILOG,
     )
+    parser.add_argument("--version", action="version", version=f"rayqueue {package_version()}")
     # Also accepted before the command (`rayqueue --dir X get`), as kubectl takes -n.
     add_folder_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
@@ -67,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
     for module in (queues, suggest, logs, validate, plan, schema, token):
         module.register(sub)
     return parser
+
+
+def package_version() -> str:
+    """The installed package's version, from its metadata (pyproject.toml's `version`)."""
+    try:
+        return metadata.version("rayqueue")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

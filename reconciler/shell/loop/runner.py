@@ -23,6 +23,7 @@ from reconciler.shell.loop.inputs import SpecInputs
 from reconciler.shell.loop.inputs import plan_options as plan_options  # re-exported
 from reconciler.shell.loop.inputs import queue_file as queue_file  # re-exported
 from reconciler.shell.loop.inputs import scan_specs as scan_specs  # re-exported
+from reconciler.shell.loop.invalidspecs import InvalidSpecs
 from reconciler.shell.loop.lastseen import LoopState
 from reconciler.shell.loop.queuefile import UsageBook, read_status
 from reconciler.shell.loop.raystate import RayObserver
@@ -117,12 +118,14 @@ class Reconciler:
         # names whose input changed in this pass's read.
         self._specs = SpecInputs()
         self._spec_changes: set[str] = set()
+        self._invalid = InvalidSpecs()
         # Each task's Version and what changed since the last pass (changes.py).
         self.changes = Changes()
         # Last pass's per-task results and the plan that stands (incremental.Stand), handed
         # to the next pass; a new loop starts afresh.
         self._memo = incremental.EMPTY
-        self.queue_file = queue_file(settings)
+        # The queue files settle as the specs do: a file being written is read once complete.
+        self.queue_file = queue_file(settings, store.settle_seconds, clock)
         # The queues' decayed usage, read back from the status file the last run wrote.
         self.usage = UsageBook(read_status(self.queue_file.status_path))
         self._fingerprint = 0  # a new one whenever the spec files read change (asking git)
@@ -246,6 +249,7 @@ class Reconciler:
             self.store.mark_whole(complete)
         try:
             self._spec_changes = self._specs.read(self.store, changed)
+            self._invalid.note(self._specs.inputs, self._spec_changes)
         except FolderUnavailable as exc:
             if self.state.folder_error is None:
                 log.error("tasks folder unavailable (%s); nothing is stopped until it is back", exc)
