@@ -83,6 +83,11 @@ class TaskRow(BaseModel):
     phase: str | None
     reason: str | None = None
     message: str | None = None
+    overusing: str | None = Field(
+        default=None,
+        description="the Overusing condition's message: its run holds more than it declares "
+        "(or was stopped for it); null when it does not",
+    )
     priority: int | None
     queue: str | None = Field(
         default=None, description="the team queue (with _queues.yaml); null without queues"

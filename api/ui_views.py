@@ -51,6 +51,8 @@ def task_row(view: TaskView, *, dashboard: str | None) -> dict[str, Any]:
         "resourcesText": resources_text,
         "reason": body.reason if body is not None else None,
         "message": view.message,
+        # The Overusing condition's message, or None (docs/scheduling.md).
+        "overusing": view.overusing,
         "run": body.run if body is not None else None,
         "submissionId": body.submission_id if body is not None else None,
         "jobUrl": job_url(dashboard, body.submission_id if body is not None else None),

@@ -147,6 +147,7 @@ def list_tasks(
                 phase=body.get("phase"),
                 reason=body.get("reason"),
                 message=body.get("message"),
+                overusing=view.overusing,
                 priority=task.spec.priority if task is not None else None,
                 queue=body.get("queue"),
                 position=body.get("queuePosition"),

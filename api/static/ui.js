@@ -165,6 +165,7 @@ function renderTasks(data) {
     const why = el("td", { class: "why" });
     if (t.reason) why.append(el("span", { class: "reason" }, t.reason), " ");
     if (t.message) why.append(el("span", {}, t.message));
+    if (t.overusing) why.append(" ", el("span", { class: "reason", "data-testid": "overusing" }, "Overusing"), " ", el("span", {}, t.overusing));
     if (t.array) {
       // A task array: one row, a bar of its elements (succeeded, running, failed, the rest).
       const a = t.array;

@@ -287,6 +287,8 @@ def describe(
             field("Retries", max(body.retries, body.lost_restarts), 2)
         if body.next_retry_at is not None:
             field("Next retry at", _when(body.next_retry_at, now), 2)
+        if body.over_since is not None:
+            field("Over its declaration since", _when(body.over_since, now), 2)
 
     conditions = body.conditions if body is not None else []
     if conditions:

@@ -229,11 +229,20 @@ def _row(view: TaskView, now: float, wide: bool) -> list[str]:
             (body.ray_status if body is not None else None) or "-",
             _depends(view),
             ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "-",
-            one_line(view.message),
+            one_line(_message(view)),
         ]
     else:
-        row.append(one_line(view.message, MESSAGE_WIDTH))
+        row.append(one_line(_message(view), MESSAGE_WIDTH))
     return row
+
+
+def _message(view: TaskView) -> str:
+    """The status's message, led by the Overusing condition when the task lists it: a run
+    that holds more than it declares is worth seeing in the listing."""
+    overusing = view.overusing
+    if overusing is None:
+        return view.message
+    return f"Overusing: {overusing}" + (f" | {view.message}" if view.message else "")
 
 
 def _array_row(array: ArrayView, now: float) -> list[str]:

@@ -11,7 +11,9 @@ tree is read, so the planner only ever sees bounded values:
 - `preemption`: never more than the parent's own, field by field (`withinQueue`,
   `reclaimWithinCohort`, `gracePeriodSeconds`, `minRuntimeSeconds` at most the parent's;
   `minPreemptorPriority` at least the parent's; `maxPerTask` at least the parent's, 0 being
-  no limit). A field left out takes its default, bounded the same way.
+  no limit). A field left out takes its default, bounded the same way;
+- `overuse`: never laxer than the parent's (`Warn` < `Charge` < `Stop`), and under `Stop`,
+  `overuseGraceSeconds` at most the parent's.
 
 `weight` and `lendingLimit` are left as written: a sub-queue's weight is weighed only against
 its siblings', and a sub-queue lends only to its siblings (what its team lends to other teams
@@ -30,6 +32,7 @@ from typing import Any
 from specs.cluster import Capacity
 from specs.queues.config import (
     DEFAULT_QUEUE,
+    OVERUSE_STRICTNESS,
     UNLIMITED,
     Limit,
     PreemptionConfig,
@@ -243,6 +246,7 @@ def _bound_one(
     preemption = _bound_preemption(entry, in_force[parent].preemption, parent, note)
     borrowing = _bound_borrowing(entry, _ceiling(parent, tree, in_force), parent, note)
     update: dict[str, Any] = {"preemption": preemption, "borrowing_limit": borrowing}
+    update.update(_bound_overuse(entry, in_force[parent], parent, note))
     for name, word in (("max_running", "maxRunning"), ("max_queued", "maxQueued")):
         written = getattr(entry, name)
         most, holder = _nearest_limit(parent, name, tree, in_force)
@@ -253,6 +257,31 @@ def _bound_one(
 
 
 Note = Callable[[tuple[str, ...], str, str, str], None]
+
+
+def _bound_overuse(entry: QueueEntry, above: QueueEntry, parent: str, note: Note) -> dict[str, Any]:
+    """`overuse` never laxer than the parent's (Warn < Charge < Stop), and under Stop,
+    `overuseGraceSeconds` never longer: a team may hold its runs to their declarations more
+    strictly than its parent does, never less. A field left out takes the parent's bound too."""
+    mine, theirs = entry.overuse_policy(), above.overuse_policy()
+    kept: dict[str, Any] = {}
+    mode = mine.mode
+    if OVERUSE_STRICTNESS[mine.mode] < OVERUSE_STRICTNESS[theirs.mode]:
+        mode = theirs.mode
+        kept["overuse"] = mode
+        if entry.overuse is not None:
+            note(("overuse",), mine.mode, mode, f"{parent} has overuse {mode}")
+    if mode == "Stop" and theirs.mode == "Stop" and mine.grace_seconds > theirs.grace_seconds:
+        kept["overuse_grace_seconds"] = theirs.grace_seconds
+        if entry.overuse_grace_seconds is not None:
+            bound = _text(theirs.grace_seconds)
+            note(
+                ("overuseGraceSeconds",),
+                _text(mine.grace_seconds),
+                bound,
+                f"{parent} has overuseGraceSeconds {bound}",
+            )
+    return kept
 
 
 def _bound_preemption(
@@ -375,6 +404,10 @@ def effective_policy(
             "preemption": {alias: getattr(block, field) for field, alias, _ in _PREEMPTION_FIELDS},
             "borrowingLimit": _limits(sharing.borrowing_limit),
             "lendingLimit": _limits(sharing.lending_limit),
+            "overuse": {
+                "mode": sharing.overuse_policy().mode,
+                "graceSeconds": sharing.overuse_policy().grace_seconds,
+            },
         }
     for item in bounded:
         if item.queue in blocks:

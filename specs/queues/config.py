@@ -10,6 +10,7 @@ the model, so the pure planner depends on it and not on the parser.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -121,6 +122,26 @@ class PreemptionConfig(_Model):
 
 NO_PREEMPTION_BLOCK = PreemptionConfig()
 
+OveruseMode = Literal["Charge", "Warn", "Stop"]
+DEFAULT_OVERUSE: OveruseMode = "Charge"
+DEFAULT_OVERUSE_GRACE_SECONDS = 300.0
+OVERUSE_STRICTNESS: dict[str, int] = {"Warn": 0, "Charge": 1, "Stop": 2}
+"""How strictly each `overuse:` holds a run to its declaration: a team's own file may only
+make its queue's stricter than its parent's (specs/queues/bounds.py)."""
+
+
+@dataclass(frozen=True)
+class Overuse:
+    """What a queue does about a run that holds more than it declares (defaults filled in):
+    `Charge` counts what it holds, `Warn` only flags it (its declaration counts), `Stop`
+    also stops the run once it has been over for `grace_seconds`."""
+
+    mode: OveruseMode = DEFAULT_OVERUSE
+    grace_seconds: float = DEFAULT_OVERUSE_GRACE_SECONDS
+
+
+DEFAULT_OVERUSE_POLICY = Overuse()
+
 
 class _Sharing(_Model):
     borrowing_limit: Limit = Field(default=NO_LIMIT, description="most it may use above nominal")
@@ -136,6 +157,26 @@ class _Sharing(_Model):
         le=1_000_000,
         description="most tasks Queued; more are QueueFull (a file) or refused (API, 429)",
     )
+    overuse: OveruseMode | None = Field(
+        default=None,
+        description="Charge | Warn | Stop: a run holding more than it declares is charged what "
+        "it holds (default), only flagged, or also stopped after overuseGraceSeconds",
+    )
+    overuse_grace_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        le=_MAX_SECONDS,
+        allow_inf_nan=False,
+        description="with overuse: Stop, how long a run may stay over before it is stopped",
+    )
+
+    def overuse_policy(self) -> Overuse:
+        return Overuse(
+            self.overuse or DEFAULT_OVERUSE,
+            DEFAULT_OVERUSE_GRACE_SECONDS
+            if self.overuse_grace_seconds is None
+            else self.overuse_grace_seconds,
+        )
 
 
 class QueueEntry(_Sharing):
@@ -286,6 +327,13 @@ class QueueConfig(_Model):
             return self.spec.default.preemption
         entry = next((q for q in self.spec.queues if q.name == queue), None)
         return entry.preemption if entry is not None else NO_PREEMPTION_BLOCK
+
+    def overuse_of(self, queue: str) -> Overuse:
+        """A queue's `overuse:` policy, defaults filled in."""
+        if queue == DEFAULT_QUEUE:
+            return self.spec.default.overuse_policy()
+        entry = next((q for q in self.spec.queues if q.name == queue), None)
+        return entry.overuse_policy() if entry is not None else DEFAULT_OVERUSE_POLICY
 
     def parent_of(self, queue: str) -> str | None:
         """The listed queue whose folder holds `queue`'s folder most closely, if any: queues are

@@ -18,7 +18,7 @@ from typing import Any
 from specs.task.arrays import order_key
 from specs.task.errors import SpecError
 from specs.task.inputs import TaskInput
-from specs.task.models import API_VERSION, Phase, Reason
+from specs.task.models import API_VERSION, ConditionType, Phase, Reason
 from specs.task.quantity import format_memory
 from specs.task.records import Task
 from specs.task.status import TaskStatus, TaskStatusBody
@@ -211,6 +211,18 @@ class TaskView:
         if self.body is not None:
             return self.body.message or ""
         return str(self.error) if self.error is not None else NOT_SEEN_MESSAGE
+
+    @property
+    def overusing(self) -> str | None:
+        """The Overusing condition's message (its run holds more than it declares, or was
+        stopped for it), or None when the status does not list it."""
+        body = self.body
+        if body is None or not body.conditions:
+            return None
+        for cond in body.conditions:
+            if cond.type == ConditionType.OVERUSING:
+                return cond.message
+        return None
 
     @property
     def stale(self) -> bool:

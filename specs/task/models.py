@@ -606,6 +606,11 @@ class Reason(StrEnum):
     ILLEGAL_TRANSITION = "IllegalTransition"
     # _queues.yaml is invalid and none was ever valid: every task is in one default queue
     QUEUE_CONFIG_INVALID = "QueueConfigInvalid"
+    # a run that holds more than it declares, beyond the margin (the Overusing condition), or
+    # that was stopped for it (its queue's `overuse: Stop`)
+    OVERUSING = "Overusing"
+    # the Overusing condition of a task whose run `overuse: Stop` stopped, until its next run
+    OVERUSE_STOP = "OveruseStop"
 
 
 def read_reason(text: str | None) -> Reason | None:
@@ -624,6 +629,7 @@ class ConditionType(StrEnum):
     CLUSTER_UNAVAILABLE = "ClusterUnavailable"
     PREEMPTED = "Preempted"
     QUEUE_CONFIG_INVALID = "QueueConfigInvalid"
+    OVERUSING = "Overusing"
 
 
 class Condition(DocumentModel):

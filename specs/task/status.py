@@ -74,6 +74,10 @@ class TaskStatusBodyModel(DocumentModel):
     # The current run follows a preemption: its job is told so (RAYQUEUE_PREEMPTED=1), also
     # when it is submitted again after a crash, when preemptedBy is already cleared.
     after_preemption: bool = False
+    # Since when Ray has said the running run holds beyond its declaration by the margin
+    # (reconciler/core/task/overuse.py): the Overusing condition and `overuse: Stop` count
+    # from it; cleared when the run holds within its declaration or ends.
+    over_since: Timestamp | None = None
     log_tail: str | None = None
     # Recorded when a run starts; absent when the tasks folder is not in a git work tree.
     source: SourceRef | None = None
@@ -133,6 +137,7 @@ class TaskStatusBody(NamedTuple):
     preemptions: int = 0
     preempted_by: str | None = None
     after_preemption: bool = False
+    over_since: datetime | None = None
     log_tail: str | None = None
     source: SourceRef | None = None
     conditions: list[Condition] = _NO_CONDITIONS

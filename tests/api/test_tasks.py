@@ -489,3 +489,26 @@ def test_openapi_and_docs(client: TestClient) -> None:
         "/readyz",
     ):
         assert path in spec["paths"], path
+
+
+def test_the_list_and_the_status_show_an_overusing_run(make_world) -> None:
+    world, c = make_world()
+    put_yaml(c, "a", task_yaml(cpu=1))
+    world.step()
+    path = world.tasks / "a.status.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["status"]["overSince"] = "2026-01-01T00:00:00Z"
+    doc["status"]["conditions"] = [
+        {
+            "type": "Overusing",
+            "reason": "Overusing",
+            "message": "holds 8 CPU, declared 1; counted as held",
+            "lastTransitionTime": "2026-01-01T00:00:30Z",
+        }
+    ]
+    path.write_text(yaml.safe_dump(doc))
+    [row] = c.get("/tasks").json()["items"]
+    assert row["overusing"] == "holds 8 CPU, declared 1; counted as held"
+    status = c.get("/tasks/a").json()["status"]
+    assert status["overSince"] == "2026-01-01T00:00:00.000Z"
+    assert [cond["type"] for cond in status["conditions"]] == ["Overusing"]

@@ -8,7 +8,7 @@ from pathlib import Path
 from api.ui_views import finished_since, job_url, task_row
 from specs.service.views import TaskView
 from specs.task.inputs import TaskInput
-from specs.task.models import Metadata, Phase, SourceRef
+from specs.task.models import Condition, Metadata, Phase, SourceRef
 from specs.task.records import Task
 from specs.task.status import TaskStatus, TaskStatusBody
 
@@ -91,3 +91,16 @@ def test_row_shows_resources_in_readable_units() -> None:
     )
     row = task_row(view("big", t, None), dashboard=None)
     assert row["resourcesText"] == "0.5 CPU, 15Gi" and row["resources"]["memory"] == 16145911399
+
+
+def test_row_shows_the_overusing_condition() -> None:
+
+    flagged = Condition(
+        type="Overusing",
+        reason="Overusing",
+        message="holds 8 CPU, declared 1; counted as held",
+        last_transition_time=T0,
+    )
+    row = task_row(view("a", task(), status(Phase.RUNNING, conditions=[flagged])), dashboard=None)
+    assert row["overusing"] == "holds 8 CPU, declared 1; counted as held"
+    assert task_row(view("b", task(), status(Phase.RUNNING)), dashboard=None)["overusing"] is None

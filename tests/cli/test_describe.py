@@ -152,3 +152,34 @@ def test_describe_names_the_tasks_queue(rq, world) -> None:
     world.step()
     out = rq("describe", "team-a/train").out
     assert "  Queue:              team-a\n" in out
+
+
+def overusing(tasks: Path, name: str, message: str) -> None:
+    """The sidecar as the loop writes it for a run that holds more than it declares."""
+    path = tasks / f"{name}.status.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["status"]["overSince"] = "2026-01-01T00:00:00Z"
+    doc["status"]["conditions"] = [
+        {
+            "type": "Overusing",
+            "status": "True",
+            "reason": "Overusing",
+            "message": message,
+            "lastTransitionTime": "2026-01-01T00:00:30Z",
+        }
+    ]
+    path.write_text(yaml.safe_dump(doc))
+
+
+def test_an_overusing_run_shows_its_condition_and_since_when(rq, world) -> None:
+    write(world.tasks, "train", spec_text())
+    world.step()
+    world.ray.set_status(submission_id(world.tasks, "train"), RUNNING)
+    world.step()
+    overusing(world.tasks, "train", "holds 8 CPU, declared 1; counted as held")
+    out = rq("describe", "train").out
+    assert "Over its declaration since:" in out, out
+    assert "Overusing" in out.split("Conditions:")[1], out
+    assert "holds 8 CPU, declared 1; counted as held" in out
+    listed = rq("get").out
+    assert "Overusing: holds 8 CPU, declared 1; counted as held |" in listed

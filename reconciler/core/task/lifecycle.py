@@ -472,7 +472,24 @@ def preempt(body: TaskStatusBody, preemptor: str, message: str) -> TaskStatusBod
     return _new_run(body, trigger, reason, message, spec_hash, body.queued_at, extra)
 
 
+def stop_overusing(body: TaskStatusBody, message: str) -> TaskStatusBody:
+    """Stopped for holding more than it declares (its queue's `overuse: Stop`): as a
+    preemption, queued again as a new run in its old place and counted in `preemptions`,
+    never as a failure; no task took its place. Its job is stopped as any run no status owns
+    (core/cleanup.py)."""
+    extra = {"preemptions": body.preemptions + 1, "preempted_by": None}
+    spec_hash = body.spec_hash or ""
+    return _new_run(
+        body, Trigger.PREEMPT, Reason.OVERUSING, message, spec_hash, body.queued_at, extra
+    )
+
+
 # -- fields no transition writes ------------------------------------------------------------
+def note_over(body: TaskStatusBody, since: datetime | None) -> TaskStatusBody:
+    """Since when the running run has held beyond its declaration (None: it holds within)."""
+    return set_fields(body, {"over_since": since})
+
+
 def record_spec_hash(body: TaskStatusBody, spec_hash: str) -> TaskStatusBody:
     """The spec a waiting task (or, without Ray, any task) will run."""
     return set_fields(body, {"spec_hash": spec_hash})

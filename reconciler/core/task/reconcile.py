@@ -15,7 +15,7 @@ from reconciler.core import scaling as scaling_core
 from reconciler.core.admission import policies
 from reconciler.core.decisions import Event, Submit
 from reconciler.core.preemption import victims
-from reconciler.core.task import depnames, lifecycle
+from reconciler.core.task import depnames, lifecycle, overuse
 from reconciler.core.task.jobs import bundles_of, make_uid, request_of, submit_request, uid_at
 from reconciler.core.task.runs import check_timeouts, keep_active, note_ended, observe_run
 from reconciler.core.task.step import QueueKey, TaskEnv, TaskResult, TaskStep, Waiter
@@ -101,6 +101,7 @@ def plain_wait(
             or body.spec_hash != spec_hash
             or body.next_retry_at is not None
             or body.submission_id is not None  # no run of ours is queued: the steps judge it
+            or (body.conditions and overuse.stopped_for_it(body))  # the steps keep saying so
         ):
             return None
         since, until = -math.inf, math.inf
@@ -341,6 +342,10 @@ def _settle(
     """Time limits, resources held, resubmits and the queue, for the task's final phase."""
     if body.phase.active:
         body = check_timeouts(step, name, task, body)
+    if body.phase is Phase.RUNNING:
+        body = overuse.judge(step, name, task, body)
+    elif body.phase is Phase.QUEUED:
+        overuse.keep_stopped(step, body)
     if body.phase.active:
         keep_active(step, body, task)
     if step.resubmit and body.phase is Phase.STARTING and body.submission_id:

@@ -189,7 +189,9 @@ def keep_active(step: TaskStep, body: TaskStatusBody, task: Task | None) -> None
     # The one place a run's request becomes what it counts for: admission, quotas, shares,
     # backfill's estimate and preemption all read this charge.
     held = step.obs.held.get(sid)
-    req = charged(declared, held)
+    # A queue that only warns of a run holding more than it declares counts its declaration.
+    counted = None if step.env.overuse_of(step.name).mode == "Warn" else held
+    req = charged(declared, counted)
     timeout = task.spec.timeout_seconds if task is not None else 0
     started = to_epoch(body.started_at) or to_epoch(body.submitted_at) or step.now
     step.in_use = InUse(

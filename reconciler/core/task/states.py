@@ -191,7 +191,9 @@ def fire(body: TaskStatusBody, trigger: Trigger, update: Mapping[str, object]) -
         raise IllegalTransition(state, trigger)
     # The missing-job timer belongs to the one state it times; any other step ends it.
     missing = trigger in (Trigger.JOB_MISSING, Trigger.JOB_MISSING_AFTER_OUTAGE)
-    timer = {} if missing else {"missing_since": None}
+    timer: dict[str, object] = {} if missing else {"missing_since": None}
+    if target is not Phase.RUNNING:  # the over-holding timer belongs to a running run
+        timer["over_since"] = None
     return set_fields(body, {"phase": target, **timer, **update})
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
@@ -23,7 +23,7 @@ from specs.cluster import (
     Capacity,
     RayJob,
 )
-from specs.queues.config import QueueConfig
+from specs.queues.config import DEFAULT_OVERUSE_POLICY, Overuse, QueueConfig
 from specs.settings.process import PlanOptions
 from specs.task.models import ConditionType, Reason
 from specs.task.records import Task
@@ -41,6 +41,12 @@ class TaskEnv:
     by_task: Mapping[str, Sequence[RayJob]]  # our jobs by task name
     # each queue's preemption rules; a task's job gets its queue's grace period
     preemption: preemptrules.Setup
+    # each queue's `overuse:` policy (none without a queue file: the default, Charge)
+    overuse: Mapping[str, Overuse] = field(default_factory=dict)
+
+    def overuse_of(self, task: str) -> Overuse:
+        """What the task's queue does about a run that holds more than it declares."""
+        return self.overuse.get(self.preemption.queue_of(task), DEFAULT_OVERUSE_POLICY)
 
 
 def task_env(
@@ -53,7 +59,12 @@ def task_env(
     by_task: dict[str, list[RayJob]] = {}
     for job in ours.values():
         by_task.setdefault(job.metadata.get(META_TASK, ""), []).append(job)
-    return TaskEnv(options, observed, ours, by_task, preemptrules.setup(queues, options))
+    overuse = (
+        {name: queues.overuse_of(name) for name in queues.queue_names()}
+        if queues is not None
+        else {}
+    )
+    return TaskEnv(options, observed, ours, by_task, preemptrules.setup(queues, options), overuse)
 
 
 @dataclass(frozen=True)

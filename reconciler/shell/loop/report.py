@@ -192,6 +192,8 @@ class PassReport:
             return body.queue if body is not None and body.submission_id == submission_id else None
 
         self.ledger.observe(census, jobs, queue_of)
+        if self.metrics is not None and self.ledger.queues is not None:
+            self.metrics.observe_holdings(self.ledger.queues.queues)
         if self._queues_planned is not None:
             self._write_queues()
 

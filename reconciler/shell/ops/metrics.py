@@ -62,12 +62,19 @@ WAITING = frozenset({Phase.QUEUED, Phase.UNSCHEDULABLE})
 PRIORITIES = tuple(str(p) for p in range(10))  # spec.priority is 0..9
 # The Preempted condition's reasons, and why a run that held resources was stopped and put back
 # (Kueue's eviction reasons: Preempted, and Deactivated for a suspend).
+# A run its queue's `overuse: Stop` stopped counts as a preemption with reason Overusing.
 PREEMPTION_REASONS = (
     Reason.WITHIN_QUEUE.value,
     Reason.RECLAIM.value,
     Reason.IN_COHORT_FAIR_SHARING.value,
+    Reason.OVERUSING.value,
 )
-EVICTION_REASONS = (Reason.PREEMPTED.value, Reason.SPEC_CHANGED.value, Reason.SUSPENDED.value)
+EVICTION_REASONS = (
+    Reason.PREEMPTED.value,
+    Reason.SPEC_CHANGED.value,
+    Reason.SUSPENDED.value,
+    Reason.OVERUSING.value,
+)
 CALLS = ("list_jobs", "capacity", "submit", "stop", "delete", "logs", "job_info", "log_tail")
 RESULTS = ("ok", "unavailable", "not_found", "conflict", "refused", "error")
 PASS_KINDS = ("walk", "events", "still")
@@ -78,6 +85,16 @@ QueueOf = Callable[[TaskStatus], str]
 def status_queue(status: TaskStatus) -> str:
     """The team queue the planner put the task in; without a queue config, all are in one."""
     return status.status.queue or DEFAULT_QUEUE
+
+
+class QueueHoldings(Protocol):
+    """One queue's live runs as the last census saw them (runhistory.QueueUse), as far as
+    metrics read it."""
+
+    @property
+    def declared(self) -> Capacity: ...
+    @property
+    def held(self) -> Capacity: ...
 
 
 class QueueFigures(Protocol):
@@ -163,6 +180,13 @@ class QueueMetrics:
             "Runs stopped to make room for a more urgent task, by the victim's queue and reason "
             "(WithinQueue, Reclaim); never counted as failures",
             ["queue", "reason"],
+            registry=r,
+        )
+        self.overusing = Gauge(
+            "rayqueue_overusing_tasks",
+            "Running tasks whose run holds more than it declares beyond the margin (the "
+            "Overusing condition), by queue",
+            ["queue"],
             registry=r,
         )
         self.stopped_in_ray = Counter(
@@ -262,6 +286,21 @@ class QueueMetrics:
             ["queue"],
             registry=r,
         )
+        self.queue_declared = Gauge(
+            "rayqueue_queue_declared",
+            "What a team queue's live runs declare, as the last census saw them (memory in "
+            "bytes), by queue and resource; compare rayqueue_queue_held",
+            ["queue", "resource"],
+            registry=r,
+        )
+        self.queue_held = Gauge(
+            "rayqueue_queue_held",
+            "What Ray says a team queue's live runs hold at the last census (placement groups, "
+            "actors, running tasks; memory in bytes), by queue and resource",
+            ["queue", "resource"],
+            registry=r,
+        )
+        self._held_seen: set[str] = set()
         self._queues_seen: set[str] = set()
         self._limits_seen: set[tuple[Gauge, str, str]] = set()
         self._config: QueueConfig | None = None
@@ -273,6 +312,8 @@ class QueueMetrics:
         self._pending_seen: set[tuple[str, str]] = set()
         # Each status's gauge: ("pending", queue, reason), ("running", queue, ""), or none.
         self._tally: Tally[tuple[str, str, str]] = Tally(self._gauge_of)
+        self._overusing_tally: Tally[str] = Tally(self._overusing_of)
+        self._overusing_seen: set[str] = set()
         self._running_seen: set[str] = set()
         for kind in PASS_KINDS:
             self.passes.labels(kind)
@@ -387,6 +428,13 @@ class QueueMetrics:
             self.running.labels(queue).set(count)
         self._pending_seen |= pending.keys()
         self._running_seen |= running.keys()
+        self._overusing_tally.update(after, changed)
+        overusing = {q: n for q, n in self._overusing_tally.counts.items() if n}
+        for queue in self._overusing_seen - overusing.keys():
+            self.overusing.labels(queue).set(0)
+        for queue, count in overusing.items():
+            self.overusing.labels(queue).set(count)
+        self._overusing_seen |= overusing.keys()
         if capacity is not None:
             for resource in RESOURCES:
                 self.capacity.labels(resource).set(getattr(capacity, resource))
@@ -397,6 +445,16 @@ class QueueMetrics:
     def recount(self) -> None:
         """The next observe_pass counts the gauges from every status."""
         self._tally.stale()
+        self._overusing_tally.stale()
+
+    def _overusing_of(self, status: TaskStatus) -> str | None:
+        body = status.status
+        if body.phase is not Phase.RUNNING or not body.conditions:
+            return None
+        for cond in body.conditions:
+            if cond.type == ConditionType.OVERUSING and cond.reason == Reason.OVERUSING:
+                return self.queue_of(status)
+        return None
 
     def _gauge_of(self, status: TaskStatus) -> tuple[str, str, str] | None:
         body = status.status
@@ -434,6 +492,19 @@ class QueueMetrics:
             self.queue_share.labels(queue).set(state.share)
         self._queues_seen = set(states)
 
+    def observe_holdings(self, queues: Mapping[str, QueueHoldings]) -> None:
+        """Each queue's declared and held totals at the last census; a queue without live
+        runs drops to 0."""
+        for queue in self._held_seen - queues.keys():
+            for resource in RESOURCES:
+                self.queue_declared.labels(queue, resource).set(0)
+                self.queue_held.labels(queue, resource).set(0)
+        for queue, use in queues.items():
+            for resource in RESOURCES:
+                self.queue_declared.labels(queue, resource).set(getattr(use.declared, resource))
+                self.queue_held.labels(queue, resource).set(getattr(use.held, resource))
+        self._held_seen |= queues.keys()
+
     def _count_admission(self, new: TaskStatus, queue: str, priority: int) -> None:
         """A submission to Ray: counted, and its wait from queuedAt observed."""
         body = new.status
@@ -457,7 +528,12 @@ class QueueMetrics:
             self.finished.labels(queue, body.phase.value).inc()
         if body.submitted_at is not None and was.submitted_at != body.submitted_at:
             self._count_admission(new, queue, priority)
-        if was.phase.active and not body.phase.active and body.reason in EVICTION_REASONS:
+        if (
+            was.phase.active
+            and not body.phase.active
+            and body.reason in EVICTION_REASONS
+            and body.reason != Reason.OVERUSING  # counted with its preemption below
+        ):
             self.evicted.labels(queue, body.reason).inc()
         if lifecycle.stopped_outside(was, body):
             self.stopped_in_ray.labels(queue).inc()
@@ -467,10 +543,21 @@ class QueueMetrics:
         if added:
             self.retries.labels(queue).inc(added)
         if body.preemptions > was.preemptions:
-            reason = next(
-                (c.reason for c in body.conditions if c.type == ConditionType.PREEMPTED), "Unknown"
+            overused = any(
+                c.type == ConditionType.OVERUSING and c.reason == Reason.OVERUSE_STOP
+                for c in body.conditions
+            )
+            reason = (
+                Reason.OVERUSING.value
+                if overused
+                else next(
+                    (c.reason for c in body.conditions if c.type == ConditionType.PREEMPTED),
+                    "Unknown",
+                )
             )
             self.preempted.labels(queue, reason).inc(body.preemptions - was.preemptions)
+            if overused and was.phase.active:  # its reason is then why it waits
+                self.evicted.labels(queue, reason).inc()
 
     def count_pass(self, kind: str) -> None:
         self.passes.labels(kind=kind).inc()

@@ -221,8 +221,11 @@ def test_every_plan_is_the_same_when_every_job_keeps_its_word(
 @st.composite
 def hold_steps(draw: st.DrawFn) -> tuple[Any, ...]:
     """What Ray says jobs hold changes: a live job's holdings, a job no longer shown, a driver
-    Ray lists no job for, Ray's report of what is available."""
-    kind = draw(st.sampled_from(["hold", "hold", "hold", "unhold", "holder", "report"]))
+    Ray lists no job for, Ray's report of what is available; and time passes, so runs held
+    over are flagged `Overusing` and, under `overuse: Stop`, stopped."""
+    kind = draw(st.sampled_from(["hold", "hold", "hold", "unhold", "holder", "report", "tick"]))
+    if kind == "tick":  # long enough for a run held over to be flagged, then stopped
+        return (kind, draw(st.sampled_from([15, 31])))
     if kind == "hold":
         return (kind, draw(st.integers(0, 7)), draw(st.sampled_from([0, 0.5, 1, 2, 3, 6])))
     if kind == "unhold":

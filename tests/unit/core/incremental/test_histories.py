@@ -38,9 +38,12 @@ spec:
   queues:
     - name: team-a
       nominalQuota: {cpu: 3}
+      overuse: Stop
+      overuseGraceSeconds: 5
     - name: team-b
       nominalQuota: {cpu: 2}
       borrowingLimit: {cpu: 0}
+      overuse: Warn
 """
 
 
@@ -63,6 +66,10 @@ def team_queues(draw: st.DrawFn) -> tuple[QueueConfig, QueueUsage | None]:
             lines.append(f"      borrowingLimit: {{cpu: {draw(st.integers(0, 2))}}}")
         if draw(st.integers(0, 3)) == 0:
             lines.append(f"      maxRunning: {draw(st.integers(1, 2))}")
+        overuse = draw(st.sampled_from([None, "Charge", "Warn", "Stop"]))
+        if overuse is not None:
+            lines.append(f"      overuse: {overuse}")
+            lines.append(f"      overuseGraceSeconds: {draw(st.sampled_from([0, 5, 50]))}")
     config = parse_queue_config("\n".join(lines) + "\n")
     past: QueueUsage | None = None
     if draw(st.booleans()):

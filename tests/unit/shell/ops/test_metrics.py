@@ -12,6 +12,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from reconciler.shell.ops.metrics import CountingRayAdapter, QueueMetrics
+from reconciler.shell.ops.runhistory import QueueUse
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import Capacity, JobNotFound, RayUnavailable
 from specs.queues.config import QueueConfig
@@ -351,3 +352,41 @@ def test_the_docs_table_states_every_registered_metric_with_its_type_and_labels(
         labels = set(metric._labelnames)  # type: ignore[attr-defined]
         registered[metric._name + suffix] = (metric._type, labels)  # type: ignore[attr-defined]
     assert documented == registered
+
+
+def test_overusing_tasks_and_a_stop_for_overusing_counted_as_a_preemption() -> None:
+    m = QueueMetrics("1.2.3")
+
+    def flagged(reason: str, message: str) -> Condition:
+        return Condition(type="Overusing", reason=reason, message=message, last_transition_time=T0)
+
+    plain = status(Phase.RUNNING, queue="team-a", run=1)
+    over = status(
+        Phase.RUNNING, queue="team-a", run=1, conditions=[flagged("Overusing", "holds 8 CPU")]
+    )
+    observe(m, {}, {"a": plain})
+    assert value(m, "rayqueue_overusing_tasks", queue="team-a") is None
+    observe(m, {"a": plain}, {"a": over})
+    assert value(m, "rayqueue_overusing_tasks", queue="team-a") == 1
+    stopped = status(
+        Phase.QUEUED,
+        reason="QuotaExceeded",
+        queue="team-a",
+        run=2,
+        preemptions=1,
+        conditions=[flagged("OveruseStop", "stopped run 1")],
+    )
+    observe(m, {"a": over}, {"a": stopped})
+    assert value(m, "rayqueue_overusing_tasks", queue="team-a") == 0
+    assert value(m, "rayqueue_preempted_tasks_total", queue="team-a", reason="Overusing") == 1
+    assert value(m, "rayqueue_evicted_tasks_total", queue="team-a", reason="Overusing") == 1
+
+
+def test_each_queue_s_declared_and_held_totals_from_the_census() -> None:
+
+    m = QueueMetrics("1.2.3")
+    m.observe_holdings({"team-a": QueueUse(1, Capacity(1, 0, 0), Capacity(8, 0, 0))})
+    assert value(m, "rayqueue_queue_declared", queue="team-a", resource="cpu") == 1
+    assert value(m, "rayqueue_queue_held", queue="team-a", resource="cpu") == 8
+    m.observe_holdings({})  # its runs ended
+    assert value(m, "rayqueue_queue_held", queue="team-a", resource="cpu") == 0

@@ -291,3 +291,34 @@ def test_the_defaults_of_a_preemption_block_are_the_planner_settings_defaults() 
     assert DEFAULT_PREEMPTION.min_runtime_seconds == settings.preemption_min_runtime_seconds
     assert DEFAULT_PREEMPTION.max_per_task == settings.preemption_max_per_task
     assert DEFAULT_PREEMPTION.min_preemptor_priority == (settings.preemption_min_preemptor_priority)
+
+
+# (the parent's overuse block, the sub-queue's, what is in force, the fields noted)
+OVERUSE = [
+    ({"overuse": "Stop"}, {"overuse": "Charge"}, ("Stop", 300.0), ["overuse"]),
+    ({"overuse": "Stop"}, {"overuse": "Warn"}, ("Stop", 300.0), ["overuse"]),
+    ({}, {"overuse": "Warn"}, ("Charge", 300.0), ["overuse"]),  # the parent's default bounds it
+    ({"overuse": "Stop"}, {}, ("Stop", 300.0), []),  # left out: the parent's, with no note
+    (
+        {"overuse": "Stop", "overuseGraceSeconds": 60},
+        {"overuseGraceSeconds": 600},
+        ("Stop", 60.0),
+        ["overuseGraceSeconds"],
+    ),
+    ({"overuse": "Warn"}, {"overuse": "Stop"}, ("Stop", 300.0), []),  # stricter: kept
+    ({}, {"overuse": "Stop", "overuseGraceSeconds": 5}, ("Stop", 5.0), []),
+]
+
+
+@pytest.mark.parametrize(("parent", "asked", "kept", "noted"), OVERUSE)
+def test_a_team_may_only_hold_its_runs_to_their_declarations_more_strictly(
+    parent: dict[str, Any], asked: dict[str, Any], kept: tuple[str, float], noted: list[str]
+) -> None:
+    tree, bounded = _tree(
+        [{**TEAM_A, **parent}, TEAM_B], {"team-a": [{"name": "team-a/x", **asked}]}
+    )
+    policy = tree.overuse_of("team-a/x")
+    assert (policy.mode, policy.grace_seconds) == kept
+    assert [b.field for b in bounded] == noted
+    shown = effective_policy(tree)["team-a/x"]["overuse"]
+    assert shown == {"mode": kept[0], "graceSeconds": kept[1]}

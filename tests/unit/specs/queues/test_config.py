@@ -8,7 +8,7 @@ import pytest
 
 from specs.cluster import Capacity
 from specs.folder.store import InvalidName, TaskStore, validate_name
-from specs.queues.config import DEFAULT_QUEUE, parse_capacity
+from specs.queues.config import DEFAULT_QUEUE, Overuse, parse_capacity
 from specs.queues.parse import parse_queue_config
 from specs.yamlio.parse import SpecParseError
 
@@ -297,3 +297,28 @@ def test_the_max_capacity_flag_parses_and_refuses_nonsense() -> None:
     ]:
         with pytest.raises(ValueError, match=why):
             parse_capacity(bad)
+
+
+def test_overuse_defaults_to_charge_and_parses_each_policy() -> None:
+    config = parse_queue_config(
+        GOOD.replace("      weight: 1\n", "      weight: 1\n      overuse: Stop\n")
+        .replace("nominalQuota: {cpu: 32}", "nominalQuota: {cpu: 32}\n      overuse: Warn")
+        .replace("default: {}", "default: {overuse: Stop, overuseGraceSeconds: 60}")
+    )
+    assert config.overuse_of("team-a") == Overuse("Stop", 300.0)
+    assert config.overuse_of("team-b") == Overuse("Warn", 300.0)
+    assert config.overuse_of("org/team-c") == Overuse("Charge", 300.0)
+    assert config.overuse_of(DEFAULT_QUEUE) == Overuse("Stop", 60.0)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("overuse: Kill", "spec.default.overuse:"),
+        ("overuseGraceSeconds: -1", "spec.default.overuseGraceSeconds: must be greater than"),
+    ],
+)
+def test_overuse_errors_name_the_field(value: str, expected: str) -> None:
+    with pytest.raises(SpecParseError) as info:
+        parse_queue_config(GOOD.replace("default: {}", f"default: {{{value}}}"))
+    assert expected in str(info.value)

@@ -215,6 +215,7 @@ BODIES = st.builds(
     started_at=maybe(TIMES),
     finished_at=maybe(TIMES),
     missing_since=maybe(TIMES),
+    over_since=maybe(TIMES),
     lost_restarts=st.integers(0, 5),
     retries=st.integers(0, 5),
     next_retry_at=maybe(TIMES),
