@@ -109,7 +109,13 @@ def test_nothing_is_submitted_into_a_cluster_a_job_holds_in_fact(
         head = q.status(WAITING[0])
         assert head["reason"] == "WaitingForResources"
         assert "needs 3 CPU; 0 free" in str(head["message"])
-        assert all(q.status(n).get("reason") == "WaitingBehindHigherPriority" for n in WAITING[1:])
+        q.wait_for(
+            lambda: all(
+                q.status(n).get("reason") == "WaitingBehindHigherPriority" for n in WAITING[1:]
+            ),
+            f"the others to wait behind {WAITING[0]}",
+            timeout=30,
+        )
         q.write(
             URGENT,
             {
