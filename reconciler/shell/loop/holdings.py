@@ -76,14 +76,29 @@ def in_ray(census: Census | None, jobs: Mapping[str, RayJob], now: float, max_ag
     return InRay(held, available.resources if available is not None else None)
 
 
+@dataclass(frozen=True)
+class _Joined:
+    """One join and what it was made of: the census and the listing (values their owners
+    replace whole and never change), and whether Ray's report of what is available was
+    read."""
+
+    census: Census
+    jobs: Mapping[str, RayJob]
+    reads_available: bool
+    found: InRay
+
+
 class CensusJoin:
     """The join as the loop reads it each pass: `in_ray` of the poller's latest census, and
     a line in the log when a census that was fresh goes stale (or away), and when one is
-    fresh again."""
+    fresh again. The loop passes far more often than a census is taken, and its listing
+    stays the same object while no job moves, so the last join is kept and given again
+    while both are the same."""
 
     def __init__(self, interval_seconds: float) -> None:
         self.max_age = STALE_INTERVALS * interval_seconds
         self.fresh: bool | None = None  # None until a pass has read a fresh census
+        self._last: _Joined | None = None
 
     def read(self, census: Census | None, jobs: Mapping[str, RayJob], now: float) -> InRay:
         stale = census is None or now - census.taken_at > self.max_age
@@ -100,4 +115,18 @@ class CensusJoin:
             if self.fresh is False:
                 log.info("the census of what Ray jobs hold is fresh again: admission charges it")
             self.fresh = True
-        return in_ray(census, jobs, now, self.max_age)
+        if census is None or stale:
+            return NOTHING
+        available = census.available
+        reads_available = available is not None and now - available.reported_at <= self.max_age
+        last = self._last
+        if (
+            last is not None
+            and last.census is census
+            and last.jobs is jobs
+            and last.reads_available == reads_available
+        ):
+            return last.found
+        found = in_ray(census, jobs, now, self.max_age)
+        self._last = _Joined(census, jobs, reads_available, found)
+        return found

@@ -137,3 +137,16 @@ def test_the_loop_says_once_that_the_census_went_stale_and_again_when_it_is_fres
     fresh = census(Holdings("02", actors=Capacity(2)), taken_at=T + 45)
     assert join.read(fresh, jobs, T + 46).held == {"a": Capacity(2)}
     assert sum("fresh again" in m for m in caplog.messages) == 1
+
+
+def test_the_same_census_and_listing_give_the_last_join_again() -> None:
+    join = CensusJoin(10)
+    jobs = listing(job("a", "02", start=T - 20))
+    taken = census(Holdings("02", actors=Capacity(2)), available=Available(Capacity(1), T - 10))
+    first = join.read(taken, jobs, T + 1)
+    assert first == InRay({"a": Capacity(2)}, Capacity(1))
+    assert join.read(taken, jobs, T + 2) is first
+    assert join.read(taken, dict(jobs), T + 2) == first
+    # Ray's report grows too old before the census does: joined again, without it.
+    assert join.read(taken, jobs, T + 21) == InRay({"a": Capacity(2)}, None)
+    assert join.read(taken, jobs, T + 31) is NOTHING
