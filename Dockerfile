@@ -7,7 +7,7 @@ FROM rayproject/ray:${RAY_VERSION}-py311
 USER ray
 WORKDIR /home/ray/rayqueue
 
-COPY --chown=1000:100 pyproject.toml README.md ./
+COPY --chown=1000:100 pyproject.toml README.md LICENSE ./
 COPY --chown=1000:100 specs ./specs
 COPY --chown=1000:100 reconciler ./reconciler
 COPY --chown=1000:100 api ./api

@@ -14,6 +14,7 @@ from typing import Any
 
 from specs.service.arrayviews import ArrayView, group
 from specs.service.views import NOT_SEEN, TaskView
+from specs.task.quantity import readable_resources
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -31,10 +32,11 @@ def job_url(dashboard: str | None, submission_id: str | None) -> str | None:
 def task_row(view: TaskView, *, dashboard: str | None) -> dict[str, Any]:
     body = view.body
     task = view.known
-    resources = None
+    resources = resources_text = None
     if task is not None:
         r = task.spec.resources
         resources = {"cpu": r.cpu, "gpu": r.gpu, "memory": r.memory}
+        resources_text = readable_resources(r.cpu, r.gpu, r.memory)
     source = body.source if body is not None else None
     return {
         "name": view.name,
@@ -45,6 +47,8 @@ def task_row(view: TaskView, *, dashboard: str | None) -> dict[str, Any]:
         "phase": None if view.phase == NOT_SEEN else view.phase,
         "position": body.queue_position if body is not None else None,
         "resources": resources,
+        # The same, as a person reads it (`0.5 CPU, 15Gi`): the page shows this one.
+        "resourcesText": resources_text,
         "reason": body.reason if body is not None else None,
         "message": view.message,
         "run": body.run if body is not None else None,

@@ -1,4 +1,8 @@
-"""The old scheduler's HTTP client example, unchanged: it works against rayqueue serve."""
+"""The old scheduler's HTTP client, its request unchanged: it works against rayqueue serve.
+
+The working_dir is relative to the folder serve runs in: run serve from the repository root
+(as for examples/tasks/working-dir.yaml), and the task ends Succeeded.
+"""
 
 import requests
 
@@ -7,12 +11,12 @@ if __name__ == "__main__":
         "http://127.0.0.1:8264/add_task",
         json={
             "name": "my_job",
-            "entrypoint": "python examples/scheduler/test.py",
-            "runtime_env": {"working_dir": "/home/ray/src/mlumina"},
+            "entrypoint": "python test.py",
+            "runtime_env": {"working_dir": "examples/scheduler"},
             "priority": 1,
-            "cpu": 2,
+            "cpu": 1,
             "gpu": 0,
-            "memory": 4,
+            "memory": 1,
             "timeout": 300,
         },
         timeout=60,

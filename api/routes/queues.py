@@ -17,6 +17,7 @@ from api.errors import ApiError, NotFound
 from specs.queues.config import DEFAULT_QUEUE, config_path, status_path
 from specs.service.tasks import TaskService
 from specs.settings.process import Settings
+from specs.task.quantity import plural
 
 router = APIRouter(prefix="/queues", tags=["queues"])
 
@@ -112,7 +113,7 @@ def require_room(
             if pending >= limit:
                 raise ApiError(
                     429,
-                    f"queue {owner} is full: {pending} tasks queued, its maxQueued is "
+                    f"queue {owner} is full: {plural(pending, 'task')} queued, its maxQueued is "
                     f"{limit}; try again once some have started",
                     headers={"Retry-After": "30"},
                 )
@@ -147,13 +148,16 @@ def list_queues(settings: SettingsDep) -> dict[str, Any]:
     GPU- and byte-seconds), weighted share, pending and admitted counts, and `effective`, what
     it may do once bounded by its parent (its preemption block, borrowing and lending limits,
     and `bounded`: each field its own file asked beyond them); whether the configuration file
-    is valid; `fairSharing` (mode, usageHalfLife in seconds)."""
+    is valid; `fairSharing` (mode, usageHalfLife in seconds). With a census of Ray's jobs,
+    each queue's `observed` block (what its live runs declare, hold in Ray and use, a
+    parent's including its sub-queues') and `observedAt`, when that census was taken: per
+    queue only, as every other figure here."""
     body = queue_status(settings)
     result: dict[str, Any] = {"config": body.get("config"), "items": body.get("queues", [])}
     if body.get("warning"):
         result["warning"] = body["warning"]
     # how past use counts, when it was measured, and since when it has been tracked
-    for key in ("fairSharing", "usageAt", "usageSince"):
+    for key in ("fairSharing", "usageAt", "usageSince", "observedAt"):
         if key in body:
             result[key] = body[key]
     return result

@@ -23,6 +23,7 @@ from api.routes.queues import queue_status
 from api.ui_views import finished_since, rows_page
 from specs.cluster import Capacity
 from specs.folder.store import FolderUnavailable
+from specs.task.quantity import readable_resources
 
 STATIC = Path(__file__).parents[1] / "static"
 PUBLIC_PATHS = frozenset({"/ui", "/ui/", "/ui/ui.js"})  # no data: no token needed
@@ -161,9 +162,23 @@ def queues(settings: SettingsDep) -> dict[str, Any]:
         return {"config": None, "queues": None, "warning": None}
     return {
         "config": body.get("config"),
-        "queues": body.get("queues", []),
+        "queues": [_readable_queue(q) for q in body.get("queues", [])],
         "warning": body.get("warning"),
     }
+
+
+def _readable_queue(entry: Any) -> Any:
+    """A queue of GET /queues with `text`: its quota, use and loans as a person reads them
+    (`4 CPU, 15Gi`), written by the formatter the CLI uses, so that the page and `rayqueue
+    queues` agree."""
+    if not isinstance(entry, dict):
+        return entry
+    text = {
+        key: readable_resources(value.get("cpu"), value.get("gpu"), value.get("memory"))
+        for key in ("nominalQuota", "usage", "borrowed", "lent")
+        if isinstance(value := entry.get(key), dict)
+    }
+    return {**entry, "text": text}
 
 
 @router.get("/ui/api/history")

@@ -56,10 +56,11 @@ function svg(tag, attrs) {
 function amount(resource, value) {
   if (value === null || value === undefined) return "–";
   if (resource !== "memory") return (Math.round(value * 100) / 100).toString();
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  // The plot's axis: binary units as Kubernetes writes them (15Gi), like every other figure.
+  const units = ["B", "Ki", "Mi", "Gi", "Ti", "Pi"];
   let v = value, i = 0;
   while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
-  return (Math.round(v * 10) / 10) + " " + units[i];
+  return (Math.round(v * 10) / 10) + units[i];
 }
 
 function duration(seconds) {
@@ -153,8 +154,8 @@ function renderTasks(data) {
   const byLabel = labelFilter();
   const shown = data.tasks.filter((t) => (!phase || t.phase === phase) && (!queue || t.queue === queue) && byLabel(t));
   const rows = shown.map((t) => {
-    const res = t.resources || {};
-    const resText = ["cpu", "gpu", "memory"].filter((r) => res[r]).map((r) => r + " " + amount(r, res[r])).join(", ");
+    // Written by the server's formatter (0.5 CPU, 15Gi), the one the CLI uses.
+    const resText = t.resourcesText || "";
     let since = "";
     if (t.phase === "Running" && t.startedAt) since = "running " + duration(data.now - epoch(t.startedAt));
     else if (t.phase === "Starting" && t.submittedAt) since = "starting " + duration(data.now - epoch(t.submittedAt));
@@ -203,11 +204,9 @@ function renderTasks(data) {
 }
 
 // -- the team queues: the same figures as GET /queues; hidden when no _queues.yaml is in force --
-function quantities(amounts) {
-  // The status document's amounts (cpu and gpu as numbers, memory as "4Gi"); zeros left out.
-  const parts = ["cpu", "gpu", "memory"].filter((r) => amounts && amounts[r] && amounts[r] !== "0")
-    .map((r) => r + " " + amounts[r]);
-  return parts.length ? parts.join(", ") : "0";
+function quantities(q, key) {
+  // The server's readable form of the queue's amounts (4 CPU, 15Gi), as `rayqueue queues` shows.
+  return (q.text && q.text[key]) || "0";
 }
 
 function renderQueues(data) {
@@ -221,9 +220,9 @@ function renderQueues(data) {
   document.getElementById("queues-config").replaceChildren(...notes);
   const rows = data.queues.map((q) => el("tr", { "data-queue": q.name },
     el("td", {}, q.name),
-    el("td", {}, quantities(q.nominalQuota)),
-    el("td", {}, quantities(q.usage)),
-    el("td", {}, quantities(q.borrowed)),
+    el("td", {}, quantities(q, "nominalQuota")),
+    el("td", {}, quantities(q, "usage")),
+    el("td", {}, quantities(q, "borrowed")),
     el("td", { class: "num" }, q.decayedUsage ? (Math.round(q.decayedUsage.cpu / 36) / 100).toString() + " CPU-h" : "-"),
     el("td", { class: "num" }, (Math.round(q.weightedShare * 1000) / 1000).toString() + (q.weight !== 1 ? " (weight " + q.weight + ")" : "")),
     el("td", { class: "num", "data-col": "pending" }, q.pending),

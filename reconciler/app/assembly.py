@@ -78,15 +78,16 @@ def build_reconciler(
     )
 
 
-def autoscaler_for(settings: Settings, dashboard: str) -> Autoscaler:
+def autoscaler_for(settings: Settings, dashboard: str, gcs: str | None = None) -> Autoscaler:
     """Ray's autoscaler behind the dashboard at `dashboard`: its report read from there, its
-    request sent to --ray-gcs-address (default: the dashboard's host, port 6379). On a cluster
-    without one, its report says so and nothing is ever requested."""
+    request sent to --ray-gcs-address (default: `gcs`, the GCS the dashboard was found
+    through, else the dashboard's host, port 6379). On a cluster without one, its report says
+    so and nothing is ever requested."""
     from reconciler.shell.raycluster.autoscaler import RayAutoscaler, gcs_address_for
 
     return RayAutoscaler(
         dashboard,
-        gcs_address_for(dashboard, settings.ray_gcs_address),
+        gcs_address_for(dashboard, settings.ray_gcs_address or gcs),
         timeout_seconds=settings.ray_timeout_seconds,
     )
 

@@ -21,8 +21,10 @@ from reconciler.shell.loop.writes import status_location_problem
 from reconciler.shell.ops import head_record
 from reconciler.shell.ops.history import HistoryView
 from reconciler.shell.ops.lock import LOCK_NAME, LockHeld, StateLock
+from reconciler.shell.raycluster.address import AddressRefused, Located, NotAnswering, locate
 from specs.cluster import RayAdapter
 from specs.settings.process import Settings
+from specs.settings.rayaddress import DashboardUrl, parse_ray_address
 from specs.tenancy.access import TOKEN_ENV, AccessError, Tokens, exposure_problem, load_tokens
 from specs.tenancy.runtimepaths import unconfined_warning
 
@@ -33,7 +35,17 @@ log = logging.getLogger("rayqueue.serve")
 
 
 class ServeError(Exception):
-    """Start-up failed in a way the user can fix; the message says how."""
+    """Start-up failed in a way the user can fix; the message says how. `usage`: a value
+    given was refused (the CLI exits 2)."""
+
+    def __init__(self, message: str, *, usage: bool = False) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+# While a Ray address that is not the dashboard's URL does not answer at start, how often it is
+# asked again: which dashboard it leads to is not known before it answers.
+_LOCATE_RETRY_SECONDS = 2.0
 
 
 def serve(settings: Settings) -> None:
@@ -74,6 +86,7 @@ def serve(settings: Settings) -> None:
         raise ServeError(str(exc)) from exc
     if faults.armed:
         log.warning("fault injection armed: SIGKILL at %s #%d", faults.point, faults.nth)
+    located = _locate_at_start(settings)
     stop = threading.Event()
     lock = StateLock(settings.resolved_state_dir / LOCK_NAME)
     running = _Running()
@@ -84,7 +97,11 @@ def serve(settings: Settings) -> None:
             # The lock comes first, so a refused second instance starts no Ray head.
             if not _take_lock(settings, lock, stop):
                 return  # a standby told to stop before it took over
-            ray, reconciler, address = _start(settings, faults, stop, running, tokens)
+            if located is None and _waits_for_ray(settings):
+                located = _wait_for_ray(settings, stop)
+                if located is None:
+                    return  # told to stop while Ray did not answer
+            ray, reconciler, address = _start(settings, faults, stop, running, tokens, located)
             if stop.is_set():
                 return
             # For `rayqueue logs/plan/describe`, which otherwise have no way to find a
@@ -162,14 +179,65 @@ class _Running:
     recorded: bool = False  # head.json written
 
 
+def _locate_at_start(settings: Settings) -> Located | None:
+    """The dashboard the given Ray address leads to, asked once before anything starts: an
+    address that answers, but not as Ray does, is refused (exit 2). None: no address (a
+    private head), or nothing answers yet, which serve outlives."""
+    if settings.address is None:
+        return None
+    try:
+        located = locate(settings.address, timeout_seconds=settings.ray_timeout_seconds)
+    except AddressRefused as exc:
+        raise ServeError(str(exc), usage=True) from None
+    except NotAnswering as exc:
+        log.warning("the Ray address %s does not answer yet: %s", settings.address, exc)
+        return None
+    log.info("Ray address %s: %s", settings.address, located.how)
+    return located
+
+
+def _waits_for_ray(settings: Settings) -> bool:
+    """Whether the given address must answer before the loop starts: any but a dashboard URL,
+    as which dashboard it leads to is known only once it answers."""
+    if settings.address is None:
+        return False
+    return not isinstance(parse_ray_address(settings.address), DashboardUrl)
+
+
+def _wait_for_ray(settings: Settings, stop: threading.Event) -> Located | None:
+    """Ask a Ray address that did not answer at start again until it leads to a dashboard;
+    None once `stop` is set."""
+    assert settings.address is not None
+    log.warning(
+        "waiting for Ray at %s before the loop starts (which dashboard a GCS address or "
+        "`auto` leads to is known only once it answers)",
+        settings.address,
+    )
+    while not stop.wait(_LOCATE_RETRY_SECONDS):
+        try:
+            located = locate(settings.address, timeout_seconds=settings.ray_timeout_seconds)
+        except AddressRefused as exc:
+            raise ServeError(str(exc), usage=True) from None
+        except NotAnswering as exc:
+            log.debug("the Ray address %s does not answer yet: %s", settings.address, exc)
+            continue
+        log.info("Ray address %s: %s", settings.address, located.how)
+        return located
+    return None
+
+
 def _start(
     settings: Settings,
     faults: Faults,
     stop: threading.Event,
     running: _Running,
     tokens: Tokens | None = None,
+    located: Located | None = None,
 ) -> tuple[RayAdapter, Reconciler, str]:
-    """Ray (a private head if no address), the store, and the loop and watcher threads."""
+    """Ray (a private head if no address), the store, and the loop and watcher threads.
+
+    A dashboard URL that did not answer at start is used as it is: the loop says so each pass
+    until Ray answers."""
     # Imported here, not at the top: importing Ray is slow and needs Ray installed, which the
     # CLI's other commands and the pure tests do not.
     from reconciler.shell.raycluster.adapter import RayJobsAdapter
@@ -177,7 +245,13 @@ def _start(
 
     # Importing ray gives its logger a handler and format of its own: route it through ours.
     route_foreign(access_log=settings.access_log)
-    address = settings.address
+    address: str | None = None
+    if located is not None:
+        address = located.dashboard
+    elif settings.address is not None:
+        form = parse_ray_address(settings.address)
+        assert isinstance(form, DashboardUrl), "any other address is located before the start"
+        address = form.url
     if address is None:
         log.info("no Ray address given; starting a private local Ray head on loopback")
         running.head = LocalRayHead()
@@ -197,7 +271,11 @@ def _start(
         faults=faults,
         tokens=tokens,
         # A private head never autoscales; a given cluster may.
-        autoscaler=autoscaler_for(settings, address) if running.head is None else None,
+        autoscaler=(
+            autoscaler_for(settings, address, located.gcs if located is not None else None)
+            if running.head is None
+            else None
+        ),
     )
     threads = start_loop(reconciler, stop, first_pass_gc)
     running.threads.append(threads.loop)

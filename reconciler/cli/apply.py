@@ -161,11 +161,13 @@ def _ensure_folder(root: Path, dry_run: bool) -> None:
         return
     if root.exists():
         raise CliError(f"{root} is not a folder")
-    if not dry_run:
-        try:
-            root.mkdir(parents=True)
-        except OSError as exc:
-            raise CliError(f"cannot create the tasks folder {root}: {exc.strerror}") from None
+    if dry_run:
+        print(f"would create the tasks folder {root} (dry run)", file=sys.stderr)
+        return
+    try:
+        root.mkdir(parents=True)
+    except OSError as exc:
+        raise CliError(f"cannot create the tasks folder {root}: {exc.strerror}") from None
     print(f"created the tasks folder {root}", file=sys.stderr)
 
 

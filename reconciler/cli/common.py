@@ -14,6 +14,7 @@ from specs.folder.store import FolderUnavailable, TaskStore
 from specs.service.tasks import TaskService
 from specs.service.views import TaskView
 from specs.settings.process import address_from_env, knobs
+from specs.settings.rayaddress import DashboardUrl, parse_ray_address
 from specs.task.models import ARRAY_LIMIT_VAR, MAX_ARRAY_ELEMENTS
 
 if TYPE_CHECKING:
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 EXIT_OK = 0
 EXIT_ERROR = 1  # invalid input, not found, Ray unreachable
 EXIT_USAGE = 2  # bad flags; argparse uses the same code
+
+LOCATE_TIMEOUT_SECONDS = 5.0  # for each step from a Ray address to its dashboard
 
 # The type argparse gives add_subparsers(); generic only in the stubs, not at run time.
 if TYPE_CHECKING:
@@ -74,8 +77,8 @@ def add_address_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--address",
         default=None,
-        help="Ray dashboard address, e.g. http://head:8265 "
-        "(default: $RAY_DASHBOARD_ADDRESS, then $RAY_ADDRESS)",
+        help="the Ray address: the dashboard's URL (http://head:8265), the GCS's host:port "
+        "(head:6379) or auto (default: $RAY_DASHBOARD_ADDRESS, then $RAY_ADDRESS)",
     )
 
 
@@ -129,11 +132,12 @@ def find_view(views: Iterable[TaskView], name: str) -> TaskView:
 
 
 def address_of(args: argparse.Namespace) -> str | None:
-    """--address, then $RAY_DASHBOARD_ADDRESS, then $RAY_ADDRESS, then the address a running
-    `rayqueue serve` on this folder recorded (said on stderr); None if there is none."""
+    """The Ray dashboard's URL from --address, then $RAY_DASHBOARD_ADDRESS, then $RAY_ADDRESS,
+    then the address a running `rayqueue serve` on this folder recorded (said on stderr); None
+    if there is none, or a GCS address or `auto` that does not answer (said on stderr)."""
     given = getattr(args, "address", None) or address_from_env()
     if given:
-        return str(given)
+        return dashboard_of(str(given), required=False)
     return _recorded_address(args, quiet_if_absent=True)
 
 
@@ -146,9 +150,12 @@ def _recorded_address(args: argparse.Namespace, *, quiet_if_absent: bool) -> str
 
 
 def require_address(args: argparse.Namespace, command: str) -> str:
+    """As address_of, but a command that cannot work without Ray fails when there is none."""
     given = getattr(args, "address", None) or address_from_env()
     if given:
-        return str(given)
+        dashboard = dashboard_of(str(given), required=True)
+        assert dashboard is not None
+        return dashboard
     address = _recorded_address(args, quiet_if_absent=False)
     if address is None:
         raise CliError(
@@ -156,6 +163,29 @@ def require_address(args: argparse.Namespace, command: str) -> str:
             "this folder, pass --address http://HOST:8265, or set RAY_DASHBOARD_ADDRESS"
         )
     return address
+
+
+def dashboard_of(given: str, *, required: bool) -> str | None:
+    """The dashboard URL a Ray address leads to, found as serve finds it
+    (reconciler/shell/raycluster/address.py). A value of no form, or one that answers but not
+    as Ray does, is a usage error. A dashboard URL that does not answer is kept, so the command
+    says what fails; another address that does not answer is an error when `required`, else
+    said on stderr and None."""
+    # Imported here: only a command that talks to Ray needs it (and the GCS form loads Ray).
+    from reconciler.shell.raycluster.address import AddressRefused, NotAnswering, locate
+
+    try:
+        return locate(given, timeout_seconds=LOCATE_TIMEOUT_SECONDS).dashboard
+    except (ValueError, AddressRefused) as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+    except NotAnswering as exc:
+        form = parse_ray_address(given)
+        if isinstance(form, DashboardUrl):
+            return form.url
+        if required:
+            raise CliError(f"Ray at {given} does not answer: {exc}") from None
+        print(f"rayqueue: Ray at {given} does not answer: {exc}", file=sys.stderr)
+        return None
 
 
 def make_adapter(

@@ -23,18 +23,24 @@ from reconciler.cli.common import (
     open_service,
     table,
 )
+from reconciler.cli.suggest import add_state_dir_option, history_path
 from reconciler.core.task.dependencies import RunView, judge
 from reconciler.core.task.depnames import DependencyViews
 from reconciler.core.task.retries import policy_for
-from specs.cluster import RayError, TailLimits
+from reconciler.shell.ops.rightsize import RunRecord, families, suggest
+from reconciler.shell.ops.runhistory import read_records
+from specs.cluster import Capacity, RayError, TailLimits
 from specs.service.arrayviews import ArrayView, elements_of
 from specs.service.views import NOT_SEEN_MESSAGE, TaskView, human_age, rfc3339
+from specs.task.arrays import split
 from specs.task.models import Resources
-from specs.task.quantity import format_memory, human_memory
+from specs.task.quantity import human_memory, readable_memory
 from specs.yamlio.parse import MAX_FILE_BYTES, SpecParseError, parse_task
 
 LOG_TIMEOUT_SECONDS = 5.0
 LABEL_WIDTH = 22
+# The last lines of Ray's failure message (the job's log end) shown under a failed element.
+FAILED_LOG_LINES = 10
 
 EPILOG = """\
 The log tail is the one the reconciler saved for a failed run; otherwise, when a Ray address
@@ -60,27 +66,56 @@ def register(sub: Subparsers) -> None:
     p.add_argument(
         "--tail", type=int, default=20, metavar="N", help="log lines to show (default 20)"
     )
+    add_state_dir_option(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     views = load_views(open_service(args))
+    runs = families(read_records(history_path(args)))
     members = elements_of(views, args.name)
     if members and not any(v.name == args.name for v in views):
-        print(describe_array(ArrayView(args.name, tuple(members))), end="")
+        array = ArrayView(args.name, tuple(members))
+        print(describe_array(array, runs.get(args.name, ())), end="")
         return EXIT_OK
     view = find_view(views, args.name)
-    print(describe(view, address_of(args), args.tail, others=views), end="")
+    parts = split(view.name)
+    family = runs.get(parts[0] if parts is not None else view.name, ())
+    print(describe(view, address_of(args), args.tail, others=views, runs=family), end="")
     return EXIT_OK
 
 
-def describe_array(array: ArrayView) -> str:
+def right_size(
+    name: str, declared: Capacity, runs: Sequence[RunRecord], own: str | None = None
+) -> list[tuple[str, str]]:
+    """The `Last run use` and `Suggested resources` lines, from the recorded runs of `name`
+    (a task, or an array's elements together; `own`: the one element described)."""
+    if not runs:
+        return []
+    out: list[tuple[str, str]] = []
+    mine = [r for r in runs if r.task == own] if own else list(runs)
+    if mine:
+        out.append(("Last run use", mine[-1].summary()))
+    found = suggest(name, runs, declared)
+    if found is None:
+        many = len(runs)
+        out.append(
+            ("Suggested resources", f"not yet ({many} run{'s' if many != 1 else ''} recorded)")
+        )
+    else:
+        changes = found.changes(declared)
+        verdict = "as declared" if not changes else "rayqueue suggest " + name + " shows the diff"
+        out.append(("Suggested resources", f"{found.words()}: {verdict}"))
+    return out
+
+
+def describe_array(array: ArrayView, runs: Sequence[RunRecord] = ()) -> str:
     """A task array in short: its spec (as element 0 has it), its progress, the elements that
     failed; `rayqueue describe NAME[i]` shows one element in full."""
     lines: list[str] = []
 
     def field(label: str, value: object, indent: int = 0) -> None:
-        lines.append(f"{' ' * indent}{label + ':':<{LABEL_WIDTH - indent}}{value}")
+        lines.append(f"{' ' * indent}{label + ':':<{_width(label, indent)}}{value}")
 
     first = array.first
     field("Name", array.name)
@@ -99,17 +134,26 @@ def describe_array(array: ArrayView) -> str:
             field("Values", f"{len(form.values)} listed")
         field("Elements", len(array.elements))
         field("Max parallel", form.max_parallel or "no limit")
+        res = spec.resources
+        for label, words in right_size(
+            array.name, Capacity(res.cpu, res.gpu, float(res.memory)), runs
+        ):
+            field(label, words)
     field("Phase", array.phase)
+    queue = next((e.body.queue for e in array.elements if e.body and e.body.queue), None)
+    if queue is not None:
+        field("Queue", queue)
     field("Progress", array.progress)
     failed = [e for e in array.elements if e.phase in ("Failed", "TimedOut", "Lost")]
     if failed:
         lines.append("Failed elements:")
+        messages = {e.name: ((e.body.message or "") if e.body else "") for e in failed[:20]}
         rows = [
             [
                 e.name,
                 e.phase,
                 str(e.body.exit_code) if e.body and e.body.exit_code is not None else "-",
-                (e.body.message or "") if e.body else "",
+                messages[e.name].split("\n", 1)[0],
             ]
             for e in failed[:20]
         ]
@@ -121,6 +165,13 @@ def describe_array(array: ArrayView) -> str:
             lines.append(
                 f"  ... and {len(failed) - 20} more (rayqueue get {array.name} --elements)"
             )
+        # Ray's message of a failed job ends with the job's last log lines: each element's
+        # are shown apart, under its name, so that they never run into the table's rows.
+        for name, message in messages.items():
+            logged = message.split("\n")[1:]
+            if any(line.strip() for line in logged):
+                lines.append(f"Log lines in {name}'s message (last {FAILED_LOG_LINES}):")
+                lines.extend(f"  {line}" for line in logged[-FAILED_LOG_LINES:])
     return "\n".join(lines) + "\n"
 
 
@@ -135,14 +186,19 @@ def _run_views(views: Sequence[TaskView]) -> dict[str, RunView]:
 
 
 def describe(
-    view: TaskView, address: str | None, tail_lines: int, others: Sequence[TaskView] = ()
+    view: TaskView,
+    address: str | None,
+    tail_lines: int,
+    others: Sequence[TaskView] = (),
+    runs: Sequence[RunRecord] = (),
 ) -> str:
+    """`runs`: the recorded runs of the task (of every element, for an array's element)."""
     now = time.time()
     lines: list[str] = []
     add = lines.append
 
     def field(label: str, value: object, indent: int = 0) -> None:
-        add(f"{' ' * indent}{label + ':':<{LABEL_WIDTH - indent}}{value}")
+        add(f"{' ' * indent}{label + ':':<{_width(label, indent)}}{value}")
 
     task = view.task
     field("Name", view.name)
@@ -157,8 +213,13 @@ def describe(
         add("Spec:")
         field("Entrypoint", spec.entrypoint, 2)
         field("Priority", spec.priority, 2)
-        resources = f"{number(res.cpu)} CPU, {number(res.gpu)} GPU, {format_memory(res.memory)}"
+        resources = f"{number(res.cpu)} CPU, {number(res.gpu)} GPU, {readable_memory(res.memory)}"
         field("Resources", resources + " memory", 2)
+        parts = split(view.name)
+        family = parts[0] if parts is not None else view.name
+        declared = Capacity(res.cpu, res.gpu, float(res.memory))
+        for label, words in right_size(family, declared, runs, own=view.name):
+            field(label, words, 2)
         timeout = f"{number(spec.timeout_seconds)}s" if spec.timeout_seconds else "none"
         field("Timeout", timeout, 2)
         field("Suspend", str(spec.suspend).lower(), 2)
@@ -197,8 +258,14 @@ def describe(
     else:
         add("Status:")
         field("Phase", body.phase.value, 2)
+        if body.queue is not None:  # the team queue the loop put it in (with _queues.yaml)
+            field("Queue", body.queue, 2)
         field("Reason", body.reason or "", 2)
-        field("Message", body.message or "", 2)
+        message, *logged = (body.message or "").split("\n")
+        field("Message", message, 2)
+        if any(line.strip() for line in logged):  # Ray's failure message ends with log lines
+            add("    Log lines in the message:")
+            lines.extend(f"      {line}" for line in logged[-FAILED_LOG_LINES:])
         if body.queue_position is not None:
             field("Queue position", body.queue_position, 2)
         if body.estimated_start_at is not None:
@@ -255,6 +322,12 @@ def describe(
         add(f"Log tail (last {tail_lines} lines from Ray):")
         lines.extend(f"  {line}" for line in _ray_log_tail(address, sid, tail_lines))
     return "\n".join(lines) + "\n"
+
+
+def _width(label: str, indent: int) -> int:
+    """The column a value starts at, past the label: a label as long as the column still
+    leaves a space before its value."""
+    return max(LABEL_WIDTH - indent, len(label) + 2)
 
 
 def _when(value: datetime, now: float) -> str:

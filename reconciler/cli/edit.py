@@ -29,6 +29,7 @@ from specs.service.tasks import Conflict, SpecBroken, SpecRejected, TaskNotFound
 from specs.service.views import rfc3339
 from specs.task.arrays import RERUN_ELEMENTS, element_name, rerun_elements, split
 from specs.task.models import RESTARTED_AT
+from specs.task.quantity import plural
 from specs.task.records import Task
 
 
@@ -182,7 +183,7 @@ def _rerun_failed(args: argparse.Namespace, now: str) -> int:
     edit_spec(store, args.name, patch, lambda t: False)
     shown = ", ".join(element_name(args.name, i) for i in failed[:5])
     more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
-    print(f"task/{args.name} restarted {len(failed)} failed element(s): {shown}{more}")
+    print(f"task/{args.name} restarted {plural(len(failed), 'failed element')}: {shown}{more}")
     return EXIT_OK
 
 

@@ -36,8 +36,8 @@ from specs.service.tasks import (
     select,
 )
 from specs.service.views import TaskView, human_age
-from specs.task.arrays import split
-from specs.task.quantity import format_memory
+from specs.task.arrays import element_values, split
+from specs.task.quantity import readable_memory
 from specs.task.status import TaskStatusBody
 
 WATCH_INTERVAL_SECONDS = 0.5
@@ -184,7 +184,14 @@ def render_views(
         return "", ""
     wide = output == "wide"
     now = time.time()
-    if wide or elements:
+    if elements:
+        # One row per element, each with its own values (lr=0.1,seed=2) before the message.
+        header = (*(WIDE_HEADER if wide else HEADER)[:-1], "VALUES", "MESSAGE")
+        rows = [[*(row := _row(v, now, wide))[:-1], _values(v), row[-1]] for v in views]
+        age = HEADER.index("AGE")
+        signature = repr([row[:age] + row[age + 1 :] for row in rows])
+        return table(header, rows), signature
+    if wide:
         rows = [_row(v, now, wide) for v in views]
     else:  # an array is one row, its progress as the message
         rows = [
@@ -200,7 +207,7 @@ def _row(view: TaskView, now: float, wide: bool) -> list[str]:
     task, body = view.task, view.body
     if task is not None:
         res = task.spec.resources
-        memory = format_memory(res.memory)
+        memory = readable_memory(res.memory)
         cells = [str(task.spec.priority), number(res.cpu), number(res.gpu), memory]
     else:
         cells = ["-", "-", "-", "-"]
@@ -237,6 +244,18 @@ def _array_row(array: ArrayView, now: float) -> list[str]:
     row[HEADER.index("POSITION")] = str(min(shown)) if shown else "-"
     row[-1] = array.progress
     return row
+
+
+def _values(view: TaskView) -> str:
+    """An array element's own values (`lr=0.1,seed=2`); `-` for a plain task or a `count`
+    array, whose elements differ only by their index."""
+    parts = split(view.name)
+    array = view.task.spec.array if view.task is not None else None
+    if parts is None or array is None:
+        return "-"
+    values = element_values(array)
+    own = values[parts[1]] if parts[1] < len(values) else {}
+    return ",".join(f"{k}={v}" for k, v in own.items()) or "-"
 
 
 def _depends(view: TaskView) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 
 from reconciler.cli import (
     apply,
@@ -21,6 +22,7 @@ from reconciler.cli import (
     queues,
     schema,
     serve,
+    suggest,
     token,
     validate,
 )
@@ -34,7 +36,15 @@ from reconciler.cli.common import (
     tasks_dir,
 )
 
-__all__ = ["EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "build_parser", "main", "tasks_dir"]
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "build_parser",
+    "main",
+    "package_version",
+    "tasks_dir",
+]
 
 EPILOG = """\
 The tasks folder is --dir, else $RAYQUEUE_DIR, else ./tasks. The Ray address (logs, plan,
@@ -42,7 +52,7 @@ describe) is --address, else $RAY_DASHBOARD_ADDRESS, else $RAY_ADDRESS.
 
 a first session:
   rayqueue serve --dir tasks &                 # the loop, with a private local Ray head
-  rayqueue apply -f examples/tasks/ --dir tasks
+  rayqueue apply -f examples/tasks/ -R --dir tasks
   rayqueue get --dir tasks -w
 
 Run `rayqueue COMMAND --help` for a command's options and examples.
@@ -57,15 +67,24 @@ def build_parser() -> argparse.ArgumentParser:
         "YAML specs in a folder, Ray jobs out, status files back.",
         epilog=EPILOG,
     )
+    parser.add_argument("--version", action="version", version=f"rayqueue {package_version()}")
     # Also accepted before the command (`rayqueue --dir X get`), as kubectl takes -n.
     add_folder_options(parser)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for module in (serve, apply, get, describe):
         module.register(sub)
     edit.register(sub)  # delete, suspend, resume, set-priority, rerun
-    for module in (queues, logs, validate, plan, schema, token):
+    for module in (queues, suggest, logs, validate, plan, schema, token):
         module.register(sub)
     return parser
+
+
+def package_version() -> str:
+    """The installed package's version, from its metadata (pyproject.toml's `version`)."""
+    try:
+        return metadata.version("rayqueue")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

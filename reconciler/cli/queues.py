@@ -21,6 +21,7 @@ from reconciler.cli.common import (
 )
 from reconciler.shell.loop.queuefile import read_status
 from specs.queues.config import CONFIG_FILE, STATUS_FILE
+from specs.task.quantity import readable_memory, readable_resources
 
 HEADER = (
     "NAME",
@@ -34,6 +35,9 @@ HEADER = (
     "PREEMPTION",
     "BORROWING-LIMIT",
 )
+# -o wide: beside them, what each queue's live runs declare, hold in Ray and use, as the last
+# census saw them.
+WIDE = ("RUNS-SEEN", "DECLARED", "HELD", "IN-USE")
 
 EPILOG = f"""\
 The figures are the reconciler's at its last pass, read from {STATUS_FILE} (beside the
@@ -46,9 +50,14 @@ queues: team-a/_queues.yaml) is indented under its queue, whose counts include i
 PREEMPTION and BORROWING-LIMIT say what the queue may do once bounded by its parent: a team's
 own file divides what its parent grants, never widens it; a value marked * was bounded, and a
 warning names the file, line and field (-o yaml shows the whole `effective` block).
+-o wide adds what the census of Ray's jobs last saw of each queue's live runs: RUNS-SEEN,
+what they DECLARED, what they HELD in Ray (placement groups, actors, running tasks) and what
+their processes had IN-USE (cores busy, resident memory): a queue that holds far less than
+it declares reserves idle capacity. `-` until serve has taken a census.
 
 examples:
   rayqueue queues
+  rayqueue queues -o wide
   rayqueue queues -o yaml
   rayqueue queues --queues /etc/rayqueue/queues.yaml
 """
@@ -70,7 +79,7 @@ def register(sub: Subparsers) -> None:
         metavar="PATH",
         help=f"the queue configuration, as given to serve (default: <dir>/{CONFIG_FILE})",
     )
-    p.add_argument("-o", "--output", choices=["table", "yaml", "json"], default="table")
+    p.add_argument("-o", "--output", choices=["table", "wide", "yaml", "json"], default="table")
     p.set_defaults(func=run)
 
 
@@ -117,11 +126,25 @@ def run(args: argparse.Namespace) -> int:
             str(q.get("admitted", 0)),
             preemption(q),
             borrowing_limit(q),
+            *(observed(q) if args.output == "wide" else ()),
         )
         for q in body.get("queues", [])
     ]
-    print(table(HEADER, rows))
+    print(table(HEADER + WIDE if args.output == "wide" else HEADER, rows))
     return EXIT_OK
+
+
+def observed(entry: Any) -> tuple[str, str, str, str]:
+    """The census's figures of a queue's live runs: how many, declared, held, in use."""
+    block = entry.get("observed") if isinstance(entry, dict) else None
+    if not isinstance(block, dict):
+        return ("-", "-", "-", "-")
+    return (
+        str(block.get("runs", 0)),
+        amounts(block.get("declared")),
+        amounts(block.get("held")) + ("" if block.get("complete", True) else " (at least)"),
+        amounts(block.get("used")),
+    )
 
 
 def _bounded(entry: Any) -> list[dict[str, Any]]:
@@ -165,7 +188,13 @@ def borrowing_limit(entry: Any) -> str:
         if key in limits:
             star = "*" if f"borrowingLimit.{key}" in marked else ""
             value = limits[key]
-            shown = f"{value:g}" if isinstance(value, int | float) else str(value)
+            shown = (
+                readable_memory(value)
+                if key == "memory"
+                else f"{value:g}"
+                if isinstance(value, int | float)
+                else str(value)
+            )
             parts.append(f"{key}={shown}{star}")
     return ",".join(parts) or "none"
 
@@ -198,10 +227,4 @@ def amounts(value: Any) -> str:
     """`64 CPU, 8 GPU, 256Gi`; resources at zero are left out; `0` if all are."""
     if not isinstance(value, dict):
         return "-"
-    parts = []
-    for key, unit in (("cpu", " CPU"), ("gpu", " GPU"), ("memory", "")):
-        amount = value.get(key)
-        if amount in (None, 0, 0.0, "0"):
-            continue
-        parts.append(f"{amount:g}{unit}" if isinstance(amount, int | float) else f"{amount}")
-    return ", ".join(parts) or "0"
+    return readable_resources(value.get("cpu"), value.get("gpu"), value.get("memory"))

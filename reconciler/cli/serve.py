@@ -10,6 +10,7 @@ from reconciler.app.logsetup import chosen_format, setup_logging
 from reconciler.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
+    EXIT_USAGE,
     HelpFormatter,
     Subparsers,
     add_address_option,
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         serve(settings)
     except ServeError as exc:
         print(f"rayqueue serve: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        return EXIT_USAGE if exc.usage else EXIT_ERROR
     except KeyboardInterrupt:
         pass
     return EXIT_OK

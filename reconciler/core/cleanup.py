@@ -20,6 +20,7 @@ from specs.cluster import (
 )
 from specs.task.inputs import TaskInput
 from specs.task.models import Reason
+from specs.task.quantity import plural
 from specs.task.status import TaskStatus, TaskStatusBody
 
 __all__ = ["Expiry", "Strays", "expire_finished_jobs", "orphan_sidecars", "stop_strays"]
@@ -88,7 +89,7 @@ def _refuse_deletions(inputs: PassInputs, count: int) -> RefusedDeletions | None
         return RefusedDeletions(
             count,
             Reason.FOLDER_EMPTY,
-            f"REFUSING to stop {count} jobs: the tasks folder holds no specs and no "
+            f"REFUSING to stop {plural(count, 'job')}: the tasks folder holds no specs and no "
             "status files (unmounted?); restore it, or restart with --allow-mass-delete",
         )
     limit = inputs.options.max_stops_per_pass
@@ -96,7 +97,7 @@ def _refuse_deletions(inputs: PassInputs, count: int) -> RefusedDeletions | None
         return RefusedDeletions(
             count,
             Reason.TOO_MANY_DELETIONS,
-            f"REFUSING to stop {count} jobs whose specs disappeared in one pass "
+            f"REFUSING to stop {plural(count, 'job')} whose specs disappeared in one pass "
             f"(limit {limit}); restore the specs, or restart with --allow-mass-delete",
         )
     return None

@@ -10,6 +10,7 @@ python -m reconciler.sim --teams 2 --preemption LowerPriority --array-fraction 0
 python -m reconciler.sim --autoscale --node-type worker:cpu=32,max=8 --trace lublin_256.swf
 python -m reconciler.sim --workload wide --capacity 128      # power-of-two widths, load 0.95
 python -m reconciler.sim --overuse 0.3:3 --underuse 0.2:0.5  # jobs that do not keep their word
+python -m reconciler.sim --overuse 0.3:3 --compare-charging  # charged what Ray holds, and not
 python -m reconciler.sim matrix --trace lublin_256.swf       # the benchmark matrix (matrix.py)
 """
 
@@ -19,7 +20,7 @@ import json
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from reconciler.core.admission.policies import POLICIES
 from reconciler.sim import matrix
@@ -198,11 +199,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         preemption_max_per_task=args.max_preemptions,
         preemption_min_preemptor_priority=args.min_preemptor_priority,
     )
+    if args.census_seconds <= 0:
+        print("--census-seconds must be > 0 (--no-charge-held: no census)")
+        return 2
     if model is not None:
         return compare(args, loads, policies, model, options, queues)
+    census = args.census_seconds if args.charge_held else None
+    # Each policy as asked, then with --compare-charging each again on declarations only.
+    censuses = [census, None] if args.compare_charging and census is not None else [census]
+    labels = [
+        f"{p}/declared" if c is None and census is not None else p
+        for c in censuses
+        for p in policies
+    ]
     runs: list[Run] = [
-        (jobs, policy, args.capacity, teams, options, queues)
+        (jobs, policy, args.capacity, teams, options, queues, period)
         for jobs in loads.values()
+        for period in censuses
         for policy in policies
     ]
     if args.processes > 1 and len(runs) > 1:
@@ -210,10 +223,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             metrics = list(pool.map(run, runs))
     else:
         metrics = [run(job) for job in runs]
+    metrics = [replace(m, policy=labels[i % len(labels)]) for i, m in enumerate(metrics)]
 
     results: dict[str, object] = {}
     for index, (name, jobs) in enumerate(loads.items()):
-        rows = metrics[index * len(policies) : (index + 1) * len(policies)]
+        rows = metrics[index * len(labels) : (index + 1) * len(labels)]
         print(table(name, jobs, args.capacity, rows), end="\n\n")
         results[name] = {
             "jobs": len(jobs),
@@ -230,6 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "array_fraction": args.array_fraction,
         "overuse": None if args.overuse is None else asdict(args.overuse),
         "underuse": None if args.underuse is None else asdict(args.underuse),
+        "census_seconds": census,
         "array_size": args.array_size,
         "array_max_parallel": args.array_max_parallel,
         "preemption": args.preemption,

@@ -18,6 +18,15 @@ its real start minus its arrival; its timeout, the planner's, still counts from 
 it RUNNING. With every job keeping its word, the planner never submits past what is free, so
 every job starts when it is submitted.
 
+What Ray says each job holds reaches the planner as the loop's census does (`census_seconds`;
+None: the planner sees declarations only): taken every `census_seconds` of virtual time, of Ray
+as it stood at that instant (what each started job holds, nothing for one still waiting inside
+Ray, and capacity less what is held), and fed to every pass until the next one, so a job Ray
+started since is not in it. A census is taken at an instant before that instant's events; a pass
+runs at the next census instant only when that census will show something new, Ray holding other
+than the last census saw and other than the jobs declare (a census that shows every job keeping
+its word, or nothing new, changes nothing the planner decides).
+
 A priority inversion (`JobRecord.inversions`) is counted for a job H each time a job of lower
 priority, submitted to Ray after H, really starts while H waits inside Ray (Ray passed H over,
 for a job that fits); `JobRecord.behind_lower` counts the starts, while H waits inside Ray, of
@@ -47,7 +56,7 @@ from reconciler.sim.nodes import Nodes
 from reconciler.sim.workload import Job
 from specs.cluster import META_TASK, RUNNING, STOPPED, SUCCEEDED, Capacity, RayJob, Scaling
 from specs.queues.config import QueueConfig
-from specs.settings.process import PlanOptions
+from specs.settings.process import PlanOptions, Settings
 from specs.task import arrays
 from specs.task.models import Phase
 from specs.task.records import Task
@@ -62,9 +71,12 @@ MEMORY_BYTES = 1024 * 2**30
 MAX_PASSES_PER_INSTANT = 10_000
 """A guard: the planner must settle at one instant; a livelock would otherwise hang the run."""
 
+CENSUS_SECONDS: float = Settings.census_seconds
+"""The loop's default time between two censuses of what every Ray job holds."""
+
 # Event kinds; an end sorts before a timeout due at the same second. NODE: a node comes up, or
-# an idle one may go (autoscaling only).
-END, TIMEOUT, STOP, NODE = 0, 1, 2, 3
+# an idle one may go (autoscaling only). CENSUS: a census that shows what declarations do not.
+END, TIMEOUT, STOP, NODE, CENSUS = 0, 1, 2, 3, 4
 
 
 @dataclass
@@ -142,6 +154,16 @@ def to_task(job: Job) -> Task:
     return Task.model_validate({"apiVersion": "rayqueue/v1", "kind": "Task", "spec": spec})
 
 
+@dataclass(frozen=True)
+class Census:
+    """What Ray held at one census instant (`taken_at`, virtual seconds): by submission id, what
+    each live job holds (nothing yet for one waiting inside Ray), and what was available."""
+
+    taken_at: float
+    held: dict[str, Capacity]
+    available: Capacity
+
+
 @dataclass
 class _Cluster:
     """The simulated Ray cluster and the planner's persistent state (the sidecars)."""
@@ -163,6 +185,11 @@ class _Cluster:
     holding: dict[str, float] = field(default_factory=dict)
     began: dict[str, float] = field(default_factory=dict)
     timers: set[str] = field(default_factory=set)  # jobs with a pass due at their timeout
+    # The census's period (None: no census, declarations only), the last census, and the
+    # instant of the census pass already scheduled.
+    census_seconds: float | None = None
+    census: Census | None = None
+    census_due: float | None = None
     scaling: Scaling | None = None  # what the autoscaler reports, with autoscaling
     scale_request: tuple[Capacity, ...] | None = None  # the last plan's, standing
     deadline: float | None = None  # the last plan's (epoch seconds)
@@ -198,6 +225,7 @@ def simulate(
     observer: PassObserver | None = None,
     queues: QueueConfig | None = None,
     nodes: Nodes | None = None,
+    census_seconds: float | None = CENSUS_SECONDS,
 ) -> SimResult:
     """Run `workload` through the real planner under `policy`. Deterministic: no clock, no RNG.
     With `queues`, tasks are admitted per queue (team folders) with fair sharing.
@@ -211,13 +239,20 @@ def simulate(
     With `nodes`, the cluster autoscales: each pass sees the nodes that are up and the
     autoscaler's `Scaling`, and after each instant the autoscaler model reads the plan's
     `scale_request` (a request stands until a plan replaces it, as in Ray); jobs must then
-    keep their word (Ray's autoscaler would see a real use the model does not).
+    keep their word (Ray's autoscaler would see a real use the model does not), and the planner
+    plans on declarations (no census).
+
+    `census_seconds`: how often the planner learns what Ray says each job holds (module
+    docstring); None: never, it plans on what jobs declare.
     """
     if nodes is not None and any(job.real_cpu is not None for job in workload):
         raise ValueError("an autoscaling run takes jobs that hold what they declare")
+    if census_seconds is not None and census_seconds <= 0:
+        raise ValueError("census_seconds is a period: more than 0, or None for no census")
     began = time.perf_counter()
     options = replace(options or PlanOptions(), policy=policy)
     cluster = _Cluster(options, Capacity(capacity_cpu, 0, MEMORY_BYTES), queues)
+    cluster.census_seconds = census_seconds if nodes is None else None
     arrivals = sorted(workload, key=lambda j: (j.arrival, j.name))
     records = {job.name: JobRecord(job) for job in arrivals}
     result = SimResult(policy, capacity_cpu, list(records.values()), nodes=nodes)
@@ -230,6 +265,7 @@ def simulate(
             cluster.events[0][0] if cluster.events else float("inf"),
         )
         changed = False
+        _take_census(cluster, now)  # of Ray as it stood since the last instant
         while next_arrival < len(arrivals) and arrivals[next_arrival].arrival <= now:
             job = arrivals[next_arrival]
             cluster.specs[job.name] = TaskInput(job.name, to_task(job))
@@ -240,6 +276,9 @@ def simulate(
             _, kind, sid = heapq.heappop(cluster.events)
             if kind == NODE:
                 changed = True  # capacity grew, or an idle node may go
+                continue
+            if kind == CENSUS:
+                changed = True  # the planner sees what Ray holds beyond the declarations
                 continue
             job_now = cluster.jobs.get(sid)
             if job_now is None or job_now.terminal:
@@ -262,6 +301,7 @@ def simulate(
             _ray_starts(cluster, records, now)  # what ended is free for the jobs waiting in Ray
         if changed:
             _settle(cluster, now, records, result, observer)
+            _census_pass(cluster, records, now)
         if changed and nodes is not None:
             running = {
                 sid: records[j.metadata[META_TASK]].job.cpu
@@ -285,6 +325,67 @@ def simulate(
 
 
 EPOCH_UNIX = EPOCH.timestamp()
+
+
+def _take_census(cluster: _Cluster, now: float) -> None:
+    """The census of the last census instant at or before `now`, if one fell since the last
+    taken: Ray has stood as it is since the last instant, the events at `now` not yet in."""
+    period = cluster.census_seconds
+    if period is None:
+        return
+    instant = math.floor(now / period) * period
+    last = cluster.census
+    if last is not None and last.taken_at >= instant:
+        return
+    used = sum(cluster.holding.values())
+    capacity = cluster.capacity
+    available = Capacity(capacity.cpu - used, capacity.gpu, capacity.memory)
+    cluster.census = Census(instant, _held_now(cluster), available)
+
+
+def _held_now(cluster: _Cluster) -> dict[str, Capacity]:
+    """What each live job holds in Ray now: its real use once started, nothing while it waits."""
+    held = {sid: Capacity(cpu, 0, 0) for sid, cpu in cluster.holding.items()}
+    held.update((sid, Capacity()) for sid in cluster.ray_waiting)
+    return held
+
+
+def _census_pass(cluster: _Cluster, records: dict[str, JobRecord], now: float) -> None:
+    """A pass at the next census instant, when that census will show the planner something
+    new: Ray holds other than the last census saw, and other than its jobs declare (a job
+    holds more or less, or waits inside Ray). It is the loop's first pass to see it."""
+    period = cluster.census_seconds
+    if period is None:
+        return
+    due = (math.floor(now / period) + 1) * period
+    if cluster.census_due == due:
+        return
+    last = cluster.census
+    if last is not None and last.held == _held_now(cluster):
+        return
+    if cluster.ray_waiting or any(
+        cpu != records[cluster.jobs[sid].metadata[META_TASK]].job.cpu
+        for sid, cpu in cluster.holding.items()
+    ):
+        cluster.census_due = due
+        heapq.heappush(cluster.events, (due, CENSUS, ""))
+
+
+def _observe(cluster: _Cluster) -> Observation:
+    """The pass's Observation: Ray's jobs, and with a census, what it says each job holds.
+    A job the census saw that has since left the planner's inputs (ended, and its task
+    retired) gives back what it held, as Ray still lists an ended job and the planner adds
+    back what an ended job held."""
+    jobs = dict(cluster.jobs)  # a copy: the memo keeps it, the simulator changes its own
+    census = cluster.census
+    if census is None:
+        return Observation(jobs, cluster.capacity, scaling=cluster.scaling)
+    held = {sid: amount for sid, amount in census.held.items() if sid in jobs}
+    gone = [amount for sid, amount in sorted(census.held.items()) if sid not in jobs]
+    available = sum(gone, census.available)
+    return Observation(
+        jobs, cluster.capacity, scaling=cluster.scaling, held=held, ray_available=available
+    )
 
 
 def _lose(record: JobRecord, began: float | None, now: float, told: float) -> None:
@@ -412,9 +513,7 @@ def _settle(
 def _plan(cluster: _Cluster, now: float, result: SimResult) -> Plan:
     """One pass of the planner at `now`, its statuses taken in (each changed one a new
     version) and its cost counted."""
-    # A copy of the jobs, as of the versions: the memo keeps them to compare the next pass's
-    # with, and the simulator changes its own in place.
-    observed = Observation(dict(cluster.jobs), cluster.capacity, scaling=cluster.scaling)
+    observed = _observe(cluster)
     live = len(cluster.specs)
     began = time.perf_counter()
     past = None

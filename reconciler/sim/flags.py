@@ -9,6 +9,7 @@ from pathlib import Path
 
 from reconciler.core.admission.policies import POLICIES
 from reconciler.core.preemption.victims import MODES, NEVER
+from reconciler.sim.engine import CENSUS_SECONDS
 from reconciler.sim.nodes import IDLE_TIMEOUT, LAUNCH_DELAY, parse_node_type
 from reconciler.sim.workload import PRIORITIES, TIMEOUT_FACTOR, Misuse
 from specs.cluster import Capacity, NodeType
@@ -196,6 +197,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="each job, with probability F (seeded by --seed), really holds K times the CPUs "
         "it declares (at most the cluster) while the planner sees its declaration; a job "
         "whose real use does not fit waits inside Ray (e.g. 0.3:3)",
+    )
+    p.add_argument(
+        "--charge-held",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the planner charges each job what Ray says it holds, from a census taken every "
+        "--census-seconds, as serve does (default); --no-charge-held: declarations only",
+    )
+    p.add_argument(
+        "--census-seconds",
+        type=float,
+        default=CENSUS_SECONDS,
+        metavar="S",
+        help=f"between two censuses of what each job holds (default {CENSUS_SECONDS:g}, serve's)",
+    )
+    p.add_argument(
+        "--compare-charging",
+        action="store_true",
+        help="run each policy also with --no-charge-held, its rows named POLICY/declared",
     )
     p.add_argument(
         "--underuse",

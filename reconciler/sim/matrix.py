@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.sim import teams as team_split
+from reconciler.sim.engine import CENSUS_SECONDS
 from reconciler.sim.flags import whole_number
 from reconciler.sim.goals import CellResult, Row, figures, markdown, rows
 from reconciler.sim.runs import Teams, run
@@ -136,7 +137,7 @@ def run_cell(cell: Cell) -> CellResult:
     if config.teams is not None:
         jobs = team_split.split(jobs, config.teams.count, config.team_load)
     options = config.options()
-    metrics = run((jobs, options.policy, capacity, config.teams, options, None))
+    metrics = run((jobs, options.policy, capacity, config.teams, options, None, CENSUS_SECONDS))
     weights = config.teams.weights if config.teams is not None else ()
     return CellResult(
         cell.shape,

@@ -78,7 +78,9 @@ def workloads(args: argparse.Namespace) -> dict[str, list[Job]]:
     return result
 
 
-Run = tuple[list[Job], str, int, Teams | None, PlanOptions, QueueConfig | None]
+Run = tuple[list[Job], str, int, Teams | None, PlanOptions, QueueConfig | None, float | None]
+"""A workload, its policy, the cluster's CPUs, teams, options, queues, and the census's period
+(None: the planner sees declarations only)."""
 
 
 def with_flag_preemption(config: QueueConfig, options: PlanOptions) -> QueueConfig:
@@ -106,9 +108,16 @@ def with_flag_preemption(config: QueueConfig, options: PlanOptions) -> QueueConf
 
 
 def run(job: Run) -> Metrics:
-    workload, policy, capacity, teams, options, queues = job
+    workload, policy, capacity, teams, options, queues, census = job
     if teams is None:
-        result = simulate(workload, policy, capacity_cpu=capacity, options=options, queues=queues)
+        result = simulate(
+            workload,
+            policy,
+            capacity_cpu=capacity,
+            options=options,
+            queues=queues,
+            census_seconds=census,
+        )
         return measure(result)
     config = team_split.team_config(
         teams.count,
@@ -122,7 +131,14 @@ def run(job: Run) -> Metrics:
     if teams.users:
         config = team_split.divide(config, teams.users, teams.user_weights)
     config = with_flag_preemption(config, options)
-    result = simulate(workload, policy, capacity_cpu=capacity, queues=config, options=options)
+    result = simulate(
+        workload,
+        policy,
+        capacity_cpu=capacity,
+        queues=config,
+        options=options,
+        census_seconds=census,
+    )
     fair = team_split.fairness(result.records, teams.count, teams.weights, capacity)
     metrics = replace(
         measure(result),

@@ -35,6 +35,7 @@ from specs.folder.paths import (
 from specs.folder.specfiles import CachedRead, SpecFiles
 from specs.task.errors import SpecError
 from specs.task.inputs import TaskInput
+from specs.task.quantity import plural
 
 _WHOLE_KEPT = 10_000  # stat keys of finished files remembered (mark_whole)
 
@@ -248,8 +249,8 @@ class ChangeScanner:
         held = sorted(self._held)
         shown = ", ".join(held[:3]) + (", ..." if len(held) > 3 else "")
         return FolderSettling(
-            f"{len(held)} spec file(s) written less than {self.settle_seconds:g} s before "
-            f"the first scan ({shown}); waiting for them to settle"
+            f"{plural(len(held), 'spec file')} written less than {self.settle_seconds:g} s "
+            f"before the first scan ({shown}); waiting for them to settle"
         )
 
     def _keep_missing(

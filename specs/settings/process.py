@@ -37,6 +37,7 @@ from specs.settings.planner import POLICY_NAMES as POLICY_NAMES
 from specs.settings.planner import PREEMPTION_MODES as PREEMPTION_MODES
 from specs.settings.planner import PlannerSettings as PlannerSettings
 from specs.settings.planner import PlanOptions as PlanOptions
+from specs.settings.rayaddress import parse_ray_address
 from specs.task.models import MAX_ARRAY_ELEMENTS
 
 DEFAULT_PORT = 8264  # the legacy API's port, so its clients need no change
@@ -55,13 +56,14 @@ class Settings(PlannerSettings):
     """The watched folder of `*.yaml` task specs; subfolders are namespaces."""
 
     address: str | None = None
-    """Ray dashboard address (http://host:8265). None: start a private local Ray head."""
+    """The Ray address as given: the dashboard's URL (http://host:8265), the GCS's host:port,
+    or `auto` (specs/settings/rayaddress.py). None: start a private local Ray head."""
 
     ray_gcs_address: str | None = field(
         default=None,
         metadata=knob(
             "the Ray head's GCS, host:port, where requests to Ray's autoscaler go "
-            "(default: the --address host, port 6379)",
+            "(default: the GCS --address named, else its host, port 6379)",
             commands=LOOP,
             metavar="HOST:PORT",
         ),
@@ -166,7 +168,8 @@ class Settings(PlannerSettings):
     census costs the dashboard a few requests."""
 
     history_max_bytes: int = field(default=10 * 2**20, metadata=knob(minimum=0))
-    """resource_history.jsonl is rotated past this size (three old files are kept)."""
+    """resource_history.jsonl and run_history.jsonl are each rotated past this size (three
+    old files of each are kept)."""
 
     history_heartbeat_seconds: float = field(
         default=60.0,
@@ -286,8 +289,8 @@ class Settings(PlannerSettings):
     rescan_cpu_share: float = field(
         default=0.01,
         metadata=knob(
-            "stretch --rescan-interval so that full walks use at most this share of a core "
-            "(default 0.01; 0: walk every --rescan-interval whatever it costs)",
+            "stretch RAYQUEUE_RESCAN_SECONDS so that full walks use at most this share of a core "
+            "(default 0.01; 0: walk every RAYQUEUE_RESCAN_SECONDS whatever it costs)",
             flag="--rescan-cpu-share",
             minimum=0,
             maximum=1,
@@ -395,6 +398,8 @@ class Settings(PlannerSettings):
 
     def __post_init__(self) -> None:
         check(self)
+        if self.address is not None:
+            parse_ray_address(self.address)  # a value of no form Ray takes: ValueError, exit 2
         if 0 < self.census_seconds < 1:
             raise ValueError(
                 f"RAYQUEUE_CENSUS_SECONDS must be 0 (no census) or at least 1, "

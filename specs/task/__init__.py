@@ -40,6 +40,10 @@ from specs.task.quantity import (
     format_memory,
     human_memory,
     parse_memory,
+    plural,
+    readable_count,
+    readable_memory,
+    readable_resources,
 )
 from specs.task.records import NameMetadata, Task, TaskSpec
 from specs.task.schema import render_schema, task_schema
@@ -97,8 +101,12 @@ __all__ = [
     "known_resources",
     "order_key",
     "parse_memory",
+    "plural",
     "problem",
     "read_reason",
+    "readable_count",
+    "readable_memory",
+    "readable_resources",
     "render_schema",
     "request_capacity",
     "rerun_elements",

@@ -1,4 +1,6 @@
-"""Memory quantities: Kubernetes-style strings, or bare numbers meaning GiB (the legacy unit)."""
+"""Quantities, read and written: memory as Kubernetes-style strings (or bare numbers meaning GiB,
+the legacy unit), and the readable forms every surface people read shows (`15Gi`, `0.5 CPU`,
+`1 task`), beside the parser so that both speak the same units."""
 
 from __future__ import annotations
 
@@ -57,9 +59,56 @@ def format_memory(num_bytes: int) -> str:
 
 
 def human_memory(num_bytes: float) -> str:
-    """A rounded, human form for messages and tables: '3.5Gi'."""
-    for suffix in ("Ti", "Gi", "Mi", "Ki"):
+    """A rounded, human form for messages and tables, in the binary units Kubernetes writes:
+    '15Gi' for 16145911399, '3.5Gi', '512Mi'; at most three significant digits, never an
+    exponent; below a kibibyte, bytes ('512B')."""
+    for suffix in ("Pi", "Ti", "Gi", "Mi", "Ki"):
         size = _BINARY[suffix]
         if num_bytes >= size:
-            return f"{num_bytes / size:.3g}{suffix}"
-    return f"{int(num_bytes)}B"
+            return f"{_significant(num_bytes / size)}{suffix}"
+    return f"{max(int(num_bytes), 0)}B"
+
+
+def _significant(value: float) -> str:
+    """`value` to three significant digits, written without an exponent or trailing zeros."""
+    digits = 0 if value >= 100 else 1 if value >= 10 else 2
+    text = f"{round(value, digits):.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def readable_memory(value: object) -> str:
+    """A memory amount as a person reads it, from bytes or from a quantity string of a status
+    document ('16145911399B' -> '15Gi'); a value that is not a quantity is shown as it is."""
+    if isinstance(value, str):
+        try:
+            num_bytes = parse_memory(value)
+        except QuantityError:
+            return value
+        return "0" if num_bytes == 0 else human_memory(num_bytes)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    return "0" if value == 0 else human_memory(value)
+
+
+def readable_count(amount: float, unit: str) -> str:
+    """A number of CPUs or GPUs with its unit: '0.5 CPU', '4 CPU' (Ray's and Kueue's
+    resources are named in the singular, so the unit is not pluralised)."""
+    return f"{_significant(amount) if amount < 1000 else f'{amount:.0f}'} {unit}"
+
+
+def readable_resources(cpu: object, gpu: object, memory: object) -> str:
+    """`4 CPU, 1 GPU, 15Gi`, resources at zero (or absent) left out; `0` when all are."""
+    parts = []
+    for amount, unit in ((cpu, "CPU"), (gpu, "GPU")):
+        if isinstance(amount, int | float) and not isinstance(amount, bool) and amount:
+            parts.append(readable_count(amount, unit))
+        elif isinstance(amount, str) and amount not in ("", "0"):
+            parts.append(f"{amount} {unit}")
+    if memory not in (None, 0, 0.0, "", "0"):
+        parts.append(readable_memory(memory))
+    return ", ".join(parts) or "0"
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """'1 task', '2 tasks', '0 tasks': the count with its noun in the right number."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from specs.task.quantity import plural
 from specs.task.records import Task
 
 STOP_WAIT_ENV = "RAY_JOB_STOP_WAIT_TIME_S"
@@ -140,8 +141,8 @@ def task_limit_violation(policy: Policy, held: int) -> str | None:
     """Why one more task may not be created when the token's folders hold `held`, or None."""
     if policy.max_tasks is not None and held >= policy.max_tasks:
         return (
-            f"may not hold more than {policy.max_tasks} tasks in its folders, and they hold "
-            f"{held} (maxTasks {_SOURCE}); delete finished ones first"
+            f"may not hold more than {plural(policy.max_tasks, 'task')} in its folders, and "
+            f"they hold {held} (maxTasks {_SOURCE}); delete finished ones first"
         )
     return None
 

@@ -183,9 +183,12 @@ def test_queues_reach_metrics_and_the_web_view(tasks_dir: Path) -> None:
     assert values[("rayqueue_finished_tasks_total", failed_b)] == 0
 
     panel = client.get("/ui/api/queues", headers=AUTH).json()
-    assert panel["queues"] == client.get("/queues", headers=AUTH).json()["items"]
+    # The panel's queues are GET /queues' with their readable text beside the numbers.
+    items = client.get("/queues", headers=AUTH).json()["items"]
+    assert [{k: v for k, v in q.items() if k != "text"} for q in panel["queues"]] == items
     team_a = next(q for q in panel["queues"] if q["name"] == "team-a")
     assert (team_a["pending"], team_a["admitted"], team_a["borrowed"]["cpu"]) == (1, 1, 1)
+    assert team_a["text"]["usage"] == "2 CPU" and team_a["text"]["nominalQuota"] == "1 CPU"
     rows = client.get("/ui/api/tasks", headers=AUTH).json()["tasks"]
     assert {r["name"]: r["queue"] for r in rows} == {
         "team-a/x": "team-a",

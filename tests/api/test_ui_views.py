@@ -57,6 +57,7 @@ def test_row_has_every_column() -> None:
     assert row["phase"] == "Queued" and row["position"] == 2
     assert row["reason"] == "WaitingForResources" and row["message"] == "needs 1 CPU; 0 free"
     assert row["labels"] == {"team": "a"} and row["resources"]["cpu"] == 1
+    assert row["resourcesText"] == "1 CPU"
     assert row["jobUrl"] == "http://127.0.0.1:8265/#/jobs/rq-a-1"
     assert row["queuedAt"] == T0.isoformat()
     assert row["revision"].startswith("main@sha1:") and row["dirty"] is True
@@ -77,3 +78,16 @@ def test_job_url_and_finished_since() -> None:
         view("d", task(), None),
     ]
     assert finished_since(views, T0 - timedelta(days=1)) == 1
+
+
+def test_row_shows_resources_in_readable_units() -> None:
+    t = Task.model_validate(
+        {
+            "apiVersion": "rayqueue/v1",
+            "kind": "Task",
+            "metadata": {},
+            "spec": {"entrypoint": "x", "resources": {"cpu": 0.5, "memory": "16145911399B"}},
+        }
+    )
+    row = task_row(view("big", t, None), dashboard=None)
+    assert row["resourcesText"] == "0.5 CPU, 15Gi" and row["resources"]["memory"] == 16145911399

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.cli.main import build_parser
 from specs.yamlio.parse import parse_task
 from tests.cli.conftest import snapshot, spec_text, write
 
@@ -275,3 +276,17 @@ def test_apply_wakes_a_loop_through_the_service(
     assert rq("apply", "-f", str(source)).code == 0
     assert rq("apply", "-f", str(source)).out == "task/train unchanged\n"
     assert woken == [1]  # one write, one wake-up; the unchanged apply wrote nothing
+
+
+def test_dry_run_into_a_missing_folder_claims_to_create_nothing(rq, tmp_path: Path) -> None:
+    source = write(tmp_path, "train", spec_text())
+    folder = tmp_path / "new" / "tasks"
+    result = rq("apply", "-f", str(source), "--dry-run", folder=folder)
+    assert (result.code, result.out) == (0, "task/train created (dry run)\n")
+    assert "would create the tasks folder" in result.err
+    assert "created the tasks folder" not in result.err and not (tmp_path / "new").exists()
+
+
+def test_the_help_epilog_applies_the_examples_with_their_subfolders() -> None:
+    # Without -R, apply skips examples/tasks/team-a/preprocess.yaml.
+    assert "rayqueue apply -f examples/tasks/ -R" in build_parser().format_help()

@@ -55,7 +55,7 @@ def test_rerun_failed_runs_only_the_failed_elements_again(rq, world) -> None:
     assert before["sweep[1]"] == ("Failed", 1)
     result = rq("rerun", "sweep", "--failed")
     assert result.code == 0, result.err
-    assert "1 failed element(s): sweep[1]" in result.out
+    assert "restarted 1 failed element: sweep[1]" in result.out
     world.step(2)
     after = runs()
     # sweep[1] is queued for a new run (the cluster is full); the others are as they were
@@ -88,3 +88,36 @@ def test_describe_sums_an_array_up(rq, world) -> None:  # type: ignore[no-untype
     assert "sweep[1]   Failed   2" in out
     one = rq("describe", "sweep[1]")  # one element in full
     assert one.code == 0 and "RAYQUEUE_ARRAY_INDEX: '1'" in one.out
+
+
+def test_get_elements_shows_each_elements_values(rq, world) -> None:  # type: ignore[no-untyped-def]
+    write(world.tasks, "grid", spec_text(array={"matrix": {"lr": [0.1, 0.2], "seed": [1, 2]}}))
+    write(world.tasks, "plain", spec_text())
+    world.step()
+    result = rq("get", "--elements")
+    assert result.code == 0, result.err
+    lines = result.out.splitlines()
+    assert lines[0].split()[-2:] == ["VALUES", "MESSAGE"]
+    values = {line.split()[0]: line.split()[8] for line in lines[1:]}
+    assert values == {
+        "grid[0]": "lr=0.1,seed=1",
+        "grid[1]": "lr=0.1,seed=2",
+        "grid[2]": "lr=0.2,seed=1",
+        "grid[3]": "lr=0.2,seed=2",
+        "plain": "-",
+    }
+
+
+def test_describe_keeps_a_failed_elements_log_lines_apart(rq, world) -> None:  # type: ignore[no-untyped-def]
+    write(world.tasks, "sweep", spec_text(array={"count": 2}))
+    world.step()
+    message = (
+        "Job entrypoint command failed with exit code 1, last logs:\nTraceback\nKeyError: 'lr'"
+    )
+    world.ray.set_status(_jobs(world)["sweep[1]"], FAILED, exit_code=1, message=message)
+    world.step(2)
+    out = rq("describe", "sweep").out
+    table, _, logged = out.partition("Log lines in sweep[1]'s message")
+    row = next(line for line in table.splitlines() if line.strip().startswith("sweep[1]"))
+    assert row.rstrip().endswith("failed with exit code 1, last logs:")
+    assert "Traceback" not in table and "  Traceback\n  KeyError: 'lr'" in logged

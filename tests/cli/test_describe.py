@@ -141,3 +141,14 @@ def test_a_running_task_shows_what_its_ray_job_holds_beside_what_it_declares(
     )
     # Without an address nothing is asked of Ray.
     assert "Holds in Ray" not in rq("describe", "fanout").out
+
+
+def test_describe_names_the_tasks_queue(rq, world) -> None:
+    (world.tasks / "_queues.yaml").write_text(
+        "apiVersion: rayqueue/v1\nkind: QueueConfig\nspec:\n  queues:\n"
+        "    - name: team-a\n      nominalQuota: {cpu: 2}\n"
+    )
+    write(world.tasks, "team-a/train", spec_text())
+    world.step()
+    out = rq("describe", "team-a/train").out
+    assert "  Queue:              team-a\n" in out

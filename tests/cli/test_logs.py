@@ -117,4 +117,4 @@ def test_not_an_http_address(rq, world, tasks: Path) -> None:
     write(tasks, "train", spec_text())
     world.step()
     result = rq("logs", "train", "--address", "ray://head:10001")
-    assert result.code == 1 and "http(s)://" in result.err
+    assert result.code == 2 and "Ray Client address" in result.err and "HOST:6379" in result.err

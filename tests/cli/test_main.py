@@ -15,7 +15,7 @@ from specs.task.schema import render_schema
 
 COMMANDS = [
     "serve", "apply", "get", "describe", "delete", "suspend", "resume", "set-priority",
-    "rerun", "queues", "logs", "validate", "plan", "schema", "token",
+    "rerun", "queues", "suggest", "logs", "validate", "plan", "schema", "token",
 ]  # fmt: skip
 
 
@@ -121,3 +121,22 @@ def test_serve_errors(
     monkeypatch.setattr(reconciler.app.daemon, "serve", fail)
     assert main(["serve"]) == 1
     assert "cannot create tasks folder" in capsys.readouterr().err
+
+
+def test_version_is_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib import metadata
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"rayqueue {metadata.version('rayqueue')}"
+
+
+def test_licence_and_changelog_name_the_project_version() -> None:
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "Apache-2.0"
+    licence = (root / "LICENSE").read_text()
+    assert "Apache License" in licence and "Version 2.0, January 2004" in licence
+    changelog = (root / "CHANGELOG.md").read_text()
+    assert f"## {project['version']}" in changelog

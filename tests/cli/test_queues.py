@@ -175,3 +175,42 @@ def test_a_zero_weight_or_half_life_keeps_the_last_good_config(world) -> None:
         assert where in state["config"]["error"], state["config"]["error"]
         assert state["fairSharing"]["usageHalfLife"] == 7200.0  # the last good one
         (t / "team-a/a1.yaml").unlink()
+
+
+def test_memory_is_shown_in_binary_units(rq, world) -> None:
+    # A quota in bytes, as a node's memory is reported, reads as Kubernetes writes it.
+    t = world.tasks
+    (t / "_queues.yaml").write_text(
+        CONFIG.replace(
+            "nominalQuota: {cpu: 2}\n    - name: team-b",
+            "nominalQuota: {cpu: 2, memory: 16145911399B}\n    - name: team-b",
+            1,
+        )
+    )
+    world.step()
+    result = rq("queues")
+    assert result.code == 0, result.err
+    row = next(line for line in result.out.splitlines() if line.startswith("team-a"))
+    assert "2 CPU, 15Gi" in row and "16145911399" not in result.out
+
+
+def test_a_default_queue_without_cpus_is_warned_of_once(world, caplog) -> None:
+    # team-a's nominal quota is the whole 4-CPU cluster: top-level tasks get none of their own.
+    t = world.tasks
+    (t / "_queues.yaml").write_text(
+        CONFIG.replace("nominalQuota: {cpu: 2}", "nominalQuota: {cpu: 4}", 1)
+    )
+    write(t, "loose", spec_text(cpu=1))
+    with caplog.at_level("WARNING"):
+        world.step()
+        world.step()
+    said = [r.getMessage() for r in caplog.records if "queue default" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith("queue default (tasks outside every listed")
+    assert "nominal quota of 0" in said[0] and "lower a listed nominalQuota" in said[0]
+    caplog.clear()  # 1 + 2 of 4 CPU: default has 1 CPU of its own, and nothing is said
+    (t / "_queues.yaml").write_text(
+        CONFIG.replace("nominalQuota: {cpu: 2}", "nominalQuota: {cpu: 1}", 1)
+    )
+    with caplog.at_level("WARNING"):
+        world.step()
+    assert not [r for r in caplog.records if "queue default" in r.getMessage()]

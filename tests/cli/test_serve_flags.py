@@ -268,3 +268,10 @@ def test_the_scale_up_timeout_is_set_by_its_variable_as_the_docs_say(
     assert main(["serve", "--dir", "/t", "--scale-up-timeout", "60"]) == 2
     out = capsys.readouterr()
     assert "--scale-up-timeout" in out.err + out.out
+
+
+def test_the_readme_writes_no_retired_flag() -> None:
+    # A retired flag still works, with a warning; the README teaches the variable instead.
+    readme = (ROOT / "README.md").read_text()
+    retired = [knob.old_flag for _, knob in knobs() if knob.old_flag is not None]
+    assert retired and [flag for flag in retired if f"`{flag}`" in readme] == []

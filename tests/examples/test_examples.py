@@ -127,3 +127,15 @@ def test_resumable_example_saves_on_sigterm_and_resumes_when_preempted(tmp_path:
     fresh = _train(tmp_path, STEPS="1", STEP_SECONDS="0", RAYQUEUE_RUN="3")
     out, _ = fresh.communicate(timeout=60)
     assert "starting afresh" in out and "step 1 " in out  # not after a preemption: from 0
+
+
+def test_the_legacy_example_names_a_working_dir_that_exists_here() -> None:
+    # Run as written from the repository root, the task's script is found and it succeeds.
+    tree = ast.parse((EXAMPLES / "http_client.py").read_text())
+    body = next(ast.literal_eval(n) for n in ast.walk(tree) if isinstance(n, ast.Dict) and n.keys)
+    script = body["entrypoint"].split()[-1]
+    assert (ROOT / body["runtime_env"]["working_dir"] / script).is_file()
+    for doc in ("README.md", "docs/api.md"):
+        text = (ROOT / doc).read_text()
+        assert '"runtime_env": {"working_dir": "examples/scheduler"}' in text
+        assert '"entrypoint": "python test.py"' in text and "/home/ray/src" not in text

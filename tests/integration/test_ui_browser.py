@@ -231,7 +231,7 @@ def _check_page(page: Any, base: str, tasks: Path) -> None:
     )
     assert shown_queues == ["team-a", "default"]
     nominal = page.inner_text("#queue-rows tr[data-queue='team-a'] td:nth-child(2)")
-    assert nominal == "cpu 1"
+    assert nominal == "1 CPU"  # written by the formatter the CLI uses
     eventually(
         lambda: page.inner_text("tr[data-task='team-a/extra'] td:nth-child(2)") == "team-a",
         20,

@@ -445,7 +445,9 @@ def test_a_spec_written_in_two_pieces_never_starts_a_wrong_job(
         threads.join(10)
 
 
-def test_first_scan_waits_for_a_spec_still_being_written(tmp_path: Path) -> None:
+def test_first_scan_waits_for_a_spec_still_being_written(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """A spec written in place while serve was down (or as it starts) has no old content to
     stand for it: the first pass waits until it has settled, and never runs its first half."""
     tasks = tmp_path / "tasks"
@@ -458,8 +460,14 @@ def test_first_scan_waits_for_a_spec_still_being_written(tmp_path: Path) -> None
     assert parse_task(half, file="train.yaml").spec.entrypoint == "python train.py"  # runnable
     (tasks / "train.yaml").write_text(half)
     world = World.build(tasks, settle_seconds=1.0)
-    world.step()
+    with caplog.at_level("INFO"):
+        world.step()
     assert world.ray.submitted == [] and world.reconciler.state.folder_error is not None
+    # Settling is not a lost folder: said once, at INFO, and no ERROR.
+    said = [r for r in caplog.records if "settle" in r.getMessage()]
+    assert [r.levelname for r in said] == ["INFO"]
+    assert "1 spec file written less than" in said[0].getMessage()
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
     (tasks / "train.yaml").write_text(full)  # the rest lands within the settle time
     world.step(seconds=0.5)
     assert world.ray.submitted == []

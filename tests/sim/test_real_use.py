@@ -1,6 +1,8 @@
-"""Jobs that do not keep their word: the planner sees declarations, the simulated Ray holds what
-each job really uses, and a job whose real use does not fit waits inside Ray, in Ray's order.
-With every job keeping its word, every figure is what it was before real use was modelled."""
+"""Jobs that do not keep their word: the simulated Ray holds what each job really uses, and a job
+whose real use does not fit waits inside Ray, in Ray's order. The engine's tests here plan on
+declarations only (no census: tests/sim/test_charge_held.py charges what Ray holds). With every
+job keeping its word, every figure is what it was before real use was modelled, with a census
+or without."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import pytest
 from reconciler.core.planner import Plan
 from reconciler.sim import teams as team_split
 from reconciler.sim.__main__ import main
-from reconciler.sim.engine import MEMORY_BYTES, JobRecord, simulate
+from reconciler.sim.engine import CENSUS_SECONDS, MEMORY_BYTES, JobRecord, simulate
 from reconciler.sim.metrics import measure
 from reconciler.sim.runs import with_flag_preemption
 from reconciler.sim.workload import Job, Misuse, mark_real_use, mark_resumable, synthetic
@@ -38,7 +40,9 @@ def test_a_job_that_over_uses_holds_the_cluster_and_the_next_waits_inside_ray() 
     seen: dict[float, Plan] = {}
     hog = job("hog", 0, cpu=1, real=4, run=100)
     late = job("late", 10, cpu=1, run=10)
-    result = simulate([hog, late], "backfill", capacity_cpu=4, observer=seen.__setitem__)
+    result = simulate(
+        [hog, late], "backfill", capacity_cpu=4, observer=seen.__setitem__, census_seconds=None
+    )
     records = by_name(result.records)
     # The planner sees 3 CPUs free and submits; Ray has none free until the hog ends.
     assert records["late"].submitted == 10
@@ -59,7 +63,7 @@ def test_a_lower_priority_job_that_fits_starts_first_and_is_an_inversion() -> No
     hog = job("hog", 0, cpu=1, real=3, run=100)
     urgent = job("urgent", 10, cpu=2, priority=9, run=10)  # submitted: 3 free declared, 1 in fact
     low = job("low", 20, cpu=1, priority=0, run=10)  # submitted: 1 free declared, 1 in fact
-    result = simulate([hog, urgent, low], "backfill", capacity_cpu=4)
+    result = simulate([hog, urgent, low], "backfill", capacity_cpu=4, census_seconds=None)
     records = by_name(result.records)
     assert records["low"].start == 20  # Ray gives its free CPU to the job it fits
     assert (records["urgent"].start, records["urgent"].end) == (100, 110)
@@ -73,7 +77,7 @@ def test_a_lower_priority_job_submitted_earlier_that_fits_first_is_counted_apart
     keep = job("keep", 0, cpu=1, run=200)  # Ray is full from 0: 3 + 1
     low = job("low", 10, cpu=1, priority=0, run=10)  # planner: 2 free
     urgent = job("urgent", 20, cpu=1, real=4, priority=9, run=10)  # planner: 1 free
-    result = simulate([hog, keep, low, urgent], "backfill", capacity_cpu=4)
+    result = simulate([hog, keep, low, urgent], "backfill", capacity_cpu=4, census_seconds=None)
     records = by_name(result.records)
     # At 100 the hog's 3 CPUs free: low fits, urgent (4 in fact) waits for keep to end too.
     assert records["low"].start == 100
@@ -87,7 +91,9 @@ def test_jobs_that_fit_at_the_same_instant_are_no_inversion() -> None:
     hog = job("hog", 0, cpu=1, real=4, run=100)
     urgent = job("urgent", 10, cpu=1, priority=9, run=10)
     low = job("low", 20, cpu=1, priority=0, run=10)
-    records = by_name(simulate([hog, urgent, low], "backfill", capacity_cpu=4).records)
+    records = by_name(
+        simulate([hog, urgent, low], "backfill", capacity_cpu=4, census_seconds=None).records
+    )
     assert records["urgent"].start == records["low"].start == 100
     assert records["urgent"].inversions == records["urgent"].behind_lower == 0
 
@@ -95,7 +101,7 @@ def test_jobs_that_fit_at_the_same_instant_are_no_inversion() -> None:
 def test_a_job_that_waits_inside_ray_past_its_timeout_is_timed_out_unstarted() -> None:
     hog = job("hog", 0, cpu=1, real=4, run=100)
     late = job("late", 10, cpu=1, run=10, timeout=50)
-    result = simulate([hog, late], "backfill", capacity_cpu=4)
+    result = simulate([hog, late], "backfill", capacity_cpu=4, census_seconds=None)
     records = by_name(result.records)
     # The planner counts the timeout from when Ray listed the job RUNNING: 10 + 50, then + 1.
     assert records["late"].phase is Phase.TIMED_OUT
@@ -111,7 +117,9 @@ def test_a_job_preempted_while_it_waits_inside_ray_loses_nothing() -> None:
     hog = job("hog", 0, cpu=1, real=4, run=300, priority=5)
     low = job("low", 10, cpu=2, run=10, priority=0)  # waits inside Ray behind the hog
     urgent = job("urgent", 20, cpu=2, run=10, priority=9)  # the planner preempts low for it
-    result = simulate([hog, low, urgent], "backfill", capacity_cpu=4, options=options)
+    result = simulate(
+        [hog, low, urgent], "backfill", capacity_cpu=4, options=options, census_seconds=None
+    )
     records = by_name(result.records)
     assert records["low"].preemptions == 1
     assert records["low"].wasted == 0 and records["low"].lost == []
@@ -185,10 +193,13 @@ def _figures(jobs: list[Job], policy: str, **kw: object) -> tuple[str, float, fl
     return _digest(result.records), round(m.utilization, 6), round(m.waits[9].p95, 3), result.passes
 
 
+@pytest.mark.parametrize("census", [CENSUS_SECONDS, None])
 @pytest.mark.parametrize("policy", sorted(PINNED))
-def test_with_every_job_keeping_its_word_the_figures_are_the_pinned_ones(policy: str) -> None:
+def test_with_every_job_keeping_its_word_the_figures_are_the_pinned_ones(
+    policy: str, census: float | None
+) -> None:
     jobs = mark_real_use(synthetic(120, seed=3, capacity_cpu=64, load=1.5), None, None, 64, 3)
-    assert _figures(jobs, policy) == PINNED[policy]
+    assert _figures(jobs, policy, census_seconds=census) == PINNED[policy]
 
 
 def test_with_every_job_keeping_its_word_preemption_and_teams_are_the_pinned_ones() -> None:

@@ -247,6 +247,7 @@ def test_the_preemption_flags_hold_for_teams() -> None:
     # --teams builds a queue file, and with a queue file the planner reads preemption from the
     # file alone: the flags must be written into it, or `--teams 2 --preemption LowerPriority`
     # would preempt nothing. Team-0 fills the cluster at priority 0; its priority-9 task comes.
+    from reconciler.sim.engine import CENSUS_SECONDS
     from reconciler.sim.runs import Teams, run
     from reconciler.sim.teams import split
     from specs.settings.process import PlanOptions
@@ -258,7 +259,7 @@ def test_the_preemption_flags_hold_for_teams() -> None:
     counts = {}
     for mode in ("Never", "LowerPriority"):
         options = PlanOptions(preemption=mode, preemption_grace_seconds=5)
-        metrics = run((workload, "backfill", 16, teams, options, None))
+        metrics = run((workload, "backfill", 16, teams, options, None, CENSUS_SECONDS))
         counts[mode] = metrics.preemptions
     assert counts == {"Never": 0, "LowerPriority": 1}
 
@@ -299,13 +300,14 @@ def test_narrow_work_is_shared_by_weight_over_the_contended_time(half_life: floa
     # 1-CPU tasks of mixed lengths, weights 1:3, no nominal quota. Each task is 1/16 of the
     # cluster, so no start waits for room to drain (the wide-task case, where the weight-3
     # team falls short, is measured in docs/fairshare-history.md, "Thirteenth pass").
+    from reconciler.sim.engine import CENSUS_SECONDS
     from reconciler.sim.runs import Teams, run
     from specs.settings.process import PlanOptions
 
     lengths = [600.0 + 300.0 * ((7 * i) % 11) for i in range(480)]  # 600-3,600 s, mixed
     workload = split([Job(f"j{i}", 0.0, run, 1, 0, 0) for i, run in enumerate(lengths)], 2)
     teams = Teams(2, (1.0, 3.0), quota=False, half_life=half_life)
-    metrics = run((workload, "backfill", 16, teams, PlanOptions(), None))
+    metrics = run((workload, "backfill", 16, teams, PlanOptions(), None, CENSUS_SECONDS))
     got = metrics.delivered["contended_shares"]
     assert metrics.contended_seconds > 8 * 3600  # saturated for hours, not an edge
     assert got["team-0"] == pytest.approx(0.25, rel=0.05)
@@ -318,13 +320,14 @@ def test_half_cluster_tasks_are_shared_by_weight_with_decay() -> None:
     # (past1 + 8a) / 3 >= past0 and settles at (4 + 2a) / 16: 0.376 at a = 1, a standing
     # error of one start. At a = CURRENT_USE_WEIGHT it is within 5 % of 1/4.
     from reconciler.core.queues.quotas import CURRENT_USE_WEIGHT
+    from reconciler.sim.engine import CENSUS_SECONDS
     from reconciler.sim.runs import Teams, run
     from specs.settings.process import PlanOptions
 
     lengths = [600.0 + 300.0 * ((7 * i) % 11) for i in range(480)]
     workload = split([Job(f"j{i}", 0.0, run, 8, 0, 0) for i, run in enumerate(lengths)], 2)
     teams = Teams(2, (1.0, 3.0), quota=False, half_life=168 * 3600.0)
-    metrics = run((workload, "backfill", 16, teams, PlanOptions(), None))
+    metrics = run((workload, "backfill", 16, teams, PlanOptions(), None, CENSUS_SECONDS))
     got = metrics.delivered["contended_shares"]
     assert metrics.contended_seconds > 8 * 3600
     assert got["team-0"] == pytest.approx((4 + 2 * CURRENT_USE_WEIGHT) / 16, abs=0.01)
@@ -337,13 +340,14 @@ def test_without_decay_half_cluster_tasks_are_shared_one_to_one_whatever_the_wei
     # today's use, the queue whose 8-CPU task just ended holds nothing, so its share is 0
     # whatever its weight and it takes the freed slot back. The cluster stays 8 + 8 and
     # weights 1:3 come out 1:1.
+    from reconciler.sim.engine import CENSUS_SECONDS
     from reconciler.sim.runs import Teams, run
     from specs.settings.process import PlanOptions
 
     lengths = [600.0 + 300.0 * ((7 * i) % 11) for i in range(480)]
     workload = split([Job(f"j{i}", 0.0, run, 8, 0, 0) for i, run in enumerate(lengths)], 2)
     teams = Teams(2, (1.0, 3.0), quota=False, half_life=None)
-    metrics = run((workload, "backfill", 16, teams, PlanOptions(), None))
+    metrics = run((workload, "backfill", 16, teams, PlanOptions(), None, CENSUS_SECONDS))
     got = metrics.delivered["contended_shares"]
     assert metrics.contended_seconds > 8 * 3600
     assert got["team-0"] == pytest.approx(0.5, abs=0.02)

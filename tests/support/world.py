@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.shell.loop.runner import Reconciler
+from reconciler.shell.ops.census import CensusPoller
 from reconciler.shell.raycluster.fake import FakeRay
 from specs.cluster import META_QUEUE, Autoscaler, Capacity, RayJob
 from specs.folder.store import TaskStore
@@ -38,11 +39,13 @@ class World:
         tick: float = 1.0,
         autoscaler: Autoscaler | None = None,
         store_options: dict[str, Any] | None = None,
+        census: bool = False,
         **settings: Any,
     ) -> World:
         """Reconciler, store and FakeRay all on one new FakeClock set to `start`; `settings`
         are Settings fields (queue_id defaults to "q-test", the API is off). `store_options`:
-        more TaskStore arguments (a file reader, a sidecar writer, ... of the test's own)."""
+        more TaskStore arguments (a file reader, a sidecar writer, ... of the test's own).
+        `census`: a census poller on the FakeRay, taken by the test (`reconciler.census.take()`)."""
         clock = FakeClock(start)
         fake = ray if ray is not None else FakeRay(capacity, clock=clock)
         fake.clock = clock  # a FakeRay passed in follows the same clock
@@ -55,7 +58,10 @@ class World:
             clock=clock,
             **(store_options or {}),
         )
-        reconciler = Reconciler(config, store, fake, clock=clock, autoscaler=autoscaler)
+        poller = CensusPoller(fake, config.census_seconds) if census else None
+        reconciler = Reconciler(
+            config, store, fake, clock=clock, autoscaler=autoscaler, census=poller
+        )
         return cls(tasks, fake, clock, reconciler, tick)
 
     def step(self, passes: int = 1, seconds: float | None = None) -> None:

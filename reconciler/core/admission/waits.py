@@ -18,7 +18,7 @@ from typing import ClassVar, assert_never
 from reconciler.core.resources import amount, resources_text, unit
 from specs.cluster import Capacity
 from specs.task.models import Reason
-from specs.task.quantity import human_memory
+from specs.task.quantity import human_memory, plural
 from specs.task.visibility import Visibility
 
 # --- what it lacks --------------------------------------------------------------------------
@@ -391,22 +391,24 @@ def _lack(lack: Lack, named: Callable[[str], str]) -> str:
                 "until the queue configuration changes"
             )
         case RunningLimit(queue, limit):
-            return f"{queue} has {limit} tasks starting or running, its maxRunning"
+            return f"{queue} has {plural(limit, 'task')} starting or running, its maxRunning"
         case QueueFull(queue, limit):
             return (
-                f"{queue} is full: {limit} tasks queued before it (maxQueued {limit}); this one "
+                f"{queue} is full: {plural(limit, 'task')} queued before it (maxQueued {limit}); "
+                "this one "
                 "is not counted until some of them start"
             )
         case InflightLimit():
             return "too many jobs starting at once"
         case ArrayAtMaxParallel(array, limit):
-            return f"array {array} has {limit} elements starting or running (maxParallel)"
+            return f"array {array} has {plural(limit, 'element')} starting or running (maxParallel)"
         case BehindTask(task):
             return f"waits behind {named(task)}"
         case NotConsidered(bound):
             return (
-                f"not considered this pass: admission tests at most {bound} tasks past the "
-                "first that cannot start (RAYQUEUE_BACKFILL_CANDIDATES)"
+                "not considered this pass: admission tests at most "
+                f"{plural(bound, 'task')} past the first that cannot start "
+                "(RAYQUEUE_BACKFILL_CANDIDATES)"
             )
         case BehindReservation(front, starts_at, timeout_seconds):
             ends = (

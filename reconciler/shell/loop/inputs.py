@@ -3,7 +3,8 @@ planner's options."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
 from reconciler.shell.loop.queuefile import QueueFile
@@ -29,10 +30,21 @@ def scan_specs(store: TaskStore, changed: set[str] | None = None) -> dict[str, T
     return store.scan(changed)
 
 
-def queue_file(settings: Settings) -> QueueFile:
-    """`--queues PATH`, else `<tasks>/_queues.yaml`; its status beside it or in --status-dir."""
+def queue_file(
+    settings: Settings, settle_seconds: float = 0.0, clock: Callable[[], float] = time.monotonic
+) -> QueueFile:
+    """`--queues PATH`, else `<tasks>/_queues.yaml`; its status beside it or in --status-dir.
+    `settle_seconds`: the loop's settle wait for files still being written (a one-off read,
+    as `plan` makes, takes the file as it is)."""
     path = settings.queues_path or settings.tasks_dir / CONFIG_FILE
-    return QueueFile(path, settings.status_dir, settings.tasks_dir, settings.queue_depth)
+    return QueueFile(
+        path,
+        settings.status_dir,
+        settings.tasks_dir,
+        settings.queue_depth,
+        settle_seconds=settle_seconds,
+        clock=clock,
+    )
 
 
 class SpecInputs:

@@ -7,7 +7,8 @@ import contextlib
 import json
 import logging
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,8 +59,17 @@ class QueueFile:
         status_dir: Path | None = None,
         root: Path | None = None,
         max_depth: int = DEFAULT_QUEUE_DEPTH,
+        *,
+        settle_seconds: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`settle_seconds`: how long a changed queue file must stay so before it is read (as
+        the store waits for spec files): a file still being written (`cat > _queues.yaml`
+        leaves it empty, then cut short) neither logs an error nor changes the queues."""
         self.path = Path(path)
+        self.settle_seconds = settle_seconds
+        self._clock = clock
+        self._pending: tuple[StatKey, float] | None = None  # a version settling, first seen at
         # Where each queue's folder, and so its own `_queues.yaml`, lies: the tasks folder.
         self.root = Path(root) if root is not None else self.path.parent
         self.max_depth = max_depth
@@ -95,7 +105,7 @@ class QueueFile:
         except OSError as exc:
             return self._keep(f"cannot read: {exc.strerror}")
         key = ((st.st_mtime_ns, st.st_size, st.st_ino), *(_stat(p) for p in self._watched))
-        if key == self._key:
+        if key == self._key or self._settling(key):
             return Loaded(self._good, self._state, self._generation, self._bounded, self._policies)
         self._watched = []
         bounded: list[Bounded] = []
@@ -129,6 +139,20 @@ class QueueFile:
         self._generation += 1
         self._state = ConfigState(str(self.path), valid=error is None, error=error)
         return Loaded(config, self._state, self._generation, self._bounded, self._policies)
+
+    def _settling(self, key: StatKey) -> bool:
+        """Whether the files changed too recently to be believed: a new version is read once
+        it has stayed so for settle_seconds on our clock (a modification time in the future
+        holds nothing forever), or at once if every file in it was last written longer ago
+        than that (complete before serve looked)."""
+        if self.settle_seconds <= 0:
+            return False
+        now = self._clock()
+        if self._pending is None or self._pending[0] != key:
+            self._pending = (key, now)
+            young = time.time_ns() - self.settle_seconds * 1e9
+            return any(stat is not None and stat[0] > young for stat in key)
+        return now - self._pending[1] < self.settle_seconds
 
     def _divide(self, config: QueueConfig, bounded: list[Bounded], kept: KeptFiles) -> QueueConfig:
         return divide_tree(

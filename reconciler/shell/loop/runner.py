@@ -24,6 +24,7 @@ from reconciler.shell.loop.inputs import SpecInputs
 from reconciler.shell.loop.inputs import plan_options as plan_options  # re-exported
 from reconciler.shell.loop.inputs import queue_file as queue_file  # re-exported
 from reconciler.shell.loop.inputs import scan_specs as scan_specs  # re-exported
+from reconciler.shell.loop.invalidspecs import InvalidSpecs
 from reconciler.shell.loop.lastseen import LoopState
 from reconciler.shell.loop.queuefile import UsageBook, read_status
 from reconciler.shell.loop.raystate import RayObserver
@@ -39,9 +40,11 @@ from reconciler.shell.ops.census import CensusPoller
 from reconciler.shell.ops.history import ResourceHistory
 from reconciler.shell.ops.metrics import QueueMetrics
 from reconciler.shell.ops.recorder import PassObserver
+from reconciler.shell.ops.runhistory import FILE_NAME as RUN_HISTORY_FILE
+from reconciler.shell.ops.runhistory import RunHistory, RunLedger
 from reconciler.shell.watch.events import FileEvents
 from specs.cluster import Autoscaler, Census, RayAdapter
-from specs.folder.store import FolderUnavailable, TaskStore
+from specs.folder.store import FolderSettling, FolderUnavailable, TaskStore
 from specs.settings.process import Settings
 from specs.task.models import Reason, SourceRef
 from specs.task.records import Task
@@ -108,6 +111,8 @@ class Reconciler:
         self._walked_at = -float("inf")  # monotonic time of the last full walk of the folder
         self._walking = True  # this pass walks the folder (and rereads every sidecar)
         self._walk_cpu = 0.0  # CPU seconds the last full walk took (this thread's)
+        # Whether folder_error is the folder lost (said as an ERROR) rather than files settling.
+        self._folder_lost = False
         self._backlog = False  # deferred sidecars left after a flush that used its budget
         self._deadline: float | None = None  # the last plan's (Plan.deadline)
         self._changed_at = -float("inf")  # monotonic time of the last pass that was not still
@@ -116,12 +121,14 @@ class Reconciler:
         # names whose input changed in this pass's read.
         self._specs = SpecInputs()
         self._spec_changes: set[str] = set()
+        self._invalid = InvalidSpecs()
         # Each task's Version and what changed since the last pass (changes.py).
         self.changes = Changes()
         # Last pass's per-task results and the plan that stands (incremental.Stand), handed
         # to the next pass; a new loop starts afresh.
         self._memo = incremental.EMPTY
-        self.queue_file = queue_file(settings)
+        # The queue files settle as the specs do: a file being written is read once complete.
+        self.queue_file = queue_file(settings, store.settle_seconds, clock)
         # The queues' decayed usage, read back from the status file the last run wrote.
         self.usage = UsageBook(read_status(self.queue_file.status_path))
         self._fingerprint = 0  # a new one whenever the spec files read change (asking git)
@@ -167,7 +174,20 @@ class Reconciler:
             self.usage,
             self._specs.inputs.get,
             clock,
+            self._run_ledger(),
+            self.latest_census,
         )
+
+    def _run_ledger(self) -> RunLedger | None:
+        """What each live run holds from census to census, and the run history it ends in;
+        None without a census. A census's figures hold until the next, or a few missed
+        censuses at most."""
+        if self.census is None:
+            return None
+        history = RunHistory(
+            self.settings.resolved_state_dir / RUN_HISTORY_FILE, self.settings.history_max_bytes
+        )
+        return RunLedger(history, self.options.queue_id, 2.5 * self.census.interval_seconds)
 
     def latest_census(self) -> Census | None:
         """What every Ray job held at the last census (a value no one changes); None without
@@ -241,14 +261,26 @@ class Reconciler:
             self.store.mark_whole(complete)
         try:
             self._spec_changes = self._specs.read(self.store, changed)
-        except FolderUnavailable as exc:
+            self._invalid.note(self._specs.inputs, self._spec_changes)
+        except FolderSettling as exc:
+            # Files written just before the first scan are only being finished: nothing is
+            # wrong with the folder, so this is said at INFO, and the pass waits for them.
             if self.state.folder_error is None:
+                log.info("%s", exc)
+            self.state.folder_error = str(exc)
+            self._folder_lost = False
+            return None
+        except FolderUnavailable as exc:
+            if self.state.folder_error is None or not self._folder_lost:
                 log.error("tasks folder unavailable (%s); nothing is stopped until it is back", exc)
             self.state.folder_error = str(exc)
+            self._folder_lost = True
             return None
         if self.state.folder_error is not None:
-            log.info("tasks folder is back")
+            if self._folder_lost:
+                log.info("tasks folder is back")
             self.state.folder_error = None
+            self._folder_lost = False
         if self.revisions is not None:
             return self._with_sources()
         return self._specs.handed(self._specs.inputs, bool(self._spec_changes))
@@ -386,6 +418,7 @@ class Reconciler:
             self._status_writes.cleared()
         self.report.record(plan, statuses, observed, walking=self._walking)
         self.report.queue_status(plan, queues, walking=self._walking)
+        self.report.census(plan.statuses)
         self._deadline = plan.deadline
         if not plan.still:
             self._changed_at = self.monotonic()
@@ -479,6 +512,7 @@ class Reconciler:
         self.state.passes += 1
         if plan.summary is not None:
             self.observer.heartbeat(now, plan.summary, ray_available=observed.available)
+        self.report.census(plan.statuses)
         return plan
 
     def _flush(self) -> None:

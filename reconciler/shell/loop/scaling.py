@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram
 from reconciler.core import scaling
 from specs.cluster import Autoscaler, Capacity, RayError, Scaling
 from specs.queues.config import ClusterSection
+from specs.task.quantity import plural
 
 log = logging.getLogger("rayqueue.loop")
 
@@ -130,4 +131,4 @@ def _words(bundles: Sequence[Capacity]) -> str:
     total = Capacity()
     for bundle in bundles:
         total = total + bundle
-    return f"{len(bundles)} bundles, {total.cpu:g} CPU, {total.gpu:g} GPU in all"
+    return f"{plural(len(bundles), 'bundle')}, {total.cpu:g} CPU, {total.gpu:g} GPU in all"

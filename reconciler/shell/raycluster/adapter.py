@@ -5,7 +5,8 @@ listing for capacity) skip the SDK and go over kept-alive connections (poll.py):
 endpoints, no new connection and no pydantic model per read. Their errors map exactly as the
 SDK calls' do.
 
-This is the only module of rayqueue that imports `ray`.
+With autoscaler.py (the GCS requests) and address.py (the GCS look-up of the dashboard), one
+of the few modules that import `ray` (pyproject.toml, `ray-behind-adapter`).
 
 How the SDK (Ray 2.60) reports failures, and what we make of them:
 - Every non-200 answer goes through `SubmissionClient._raise_error`, which raises a bare

@@ -116,6 +116,16 @@ ROWS = [
         "team-a has 3 tasks starting or running, its maxRunning; 1 task ahead in team-a",
     ),
     (
+        Waiting(RunningLimit("team-a", 1), 0, "team-a"),
+        Reason.MAX_RUNNING,
+        "team-a has 1 task starting or running, its maxRunning; first in team-a",
+    ),
+    (
+        Waiting(ArrayAtMaxParallel("team-a/sweep", 1)),
+        Reason.ARRAY_AT_MAX_PARALLEL,
+        "array team-a/sweep has 1 element starting or running (maxParallel)",
+    ),
+    (
         Waiting(QueueFull("team-a", 5), queue="team-a"),
         Reason.QUEUE_FULL,
         "team-a is full: 5 tasks queued before it (maxQueued 5); this one is not counted until "

@@ -77,7 +77,7 @@ def test_a_pass_says_the_bound_in_the_status_and_the_summary() -> None:
     assert plan.summary is not None and plan.summary.not_considered == 2
     status = world.status("t4")
     assert status.reason == Reason.NOT_CONSIDERED
-    assert "at most 1 tasks past the first that cannot start" in (status.message or "")
+    assert "at most 1 task past the first that cannot start" in (status.message or "")
     unbounded = PlanOptions(queue_id="q", policy="besteffort")
     world = PlanWorld(specs, capacity=Capacity(4, 0, 16 * GIB), options=unbounded)
     plan = world.step()

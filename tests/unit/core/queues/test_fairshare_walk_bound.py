@@ -61,7 +61,7 @@ def test_each_queue_walk_is_bounded_past_its_first_misfit() -> None:
     for name in ("team-a/4", "team-a/5"):
         status = world.status(name)
         assert status.reason == Reason.NOT_CONSIDERED, name
-        assert "at most 1 tasks past the first that cannot start" in (status.message or "")
+        assert "at most 1 task past the first that cannot start" in (status.message or "")
     # team-b/2 misfits (the quota is full) and is the queue's first misfit: tested, not bound.
     assert world.status("team-b/2").reason != Reason.NOT_CONSIDERED
     assert plan.summary is not None and plan.summary.not_considered == 2

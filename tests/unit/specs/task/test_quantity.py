@@ -8,7 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specs.task.quantity import MAX_BYTES, QuantityError, format_memory, human_memory, parse_memory
+from specs.task.quantity import (
+    MAX_BYTES,
+    QuantityError,
+    format_memory,
+    human_memory,
+    parse_memory,
+    plural,
+    readable_count,
+    readable_memory,
+    readable_resources,
+)
 
 GIB = 2**30
 MIB = 2**20
@@ -105,3 +115,30 @@ def test_format_then_parse_is_identity_for_whole_kibibytes(kib: int) -> None:
 )
 def test_human_memory(num_bytes: float, text: str) -> None:
     assert human_memory(num_bytes) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (16145911399, "15Gi"),
+        ("16145911399B", "15Gi"),
+        (512 * 2**20, "512Mi"),
+        ("4Gi", "4Gi"),
+        (1000 * GIB, "1000Gi"),
+        (12.34 * GIB, "12.3Gi"),
+        (0, "0"),
+        ("0", "0"),
+        ("not a quantity", "not a quantity"),
+    ],
+)
+def test_readable_memory_is_in_binary_units_without_exponents(value: object, text: str) -> None:
+    assert readable_memory(value) == text
+
+
+def test_readable_cpus_resources_and_counts() -> None:
+    assert readable_count(0.5, "CPU") == "0.5 CPU"
+    assert readable_count(4, "CPU") == "4 CPU"
+    assert readable_resources(64, 8, "16145911399B") == "64 CPU, 8 GPU, 15Gi"
+    assert readable_resources(0.5, 0, 0) == "0.5 CPU"
+    assert readable_resources(0, 0, "0") == "0"
+    assert [plural(n, "task") for n in (0, 1, 2)] == ["0 tasks", "1 task", "2 tasks"]
