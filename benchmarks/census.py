@@ -98,6 +98,11 @@ class World:
             self.nodes[node_id] = json.dumps(answer).encode()
         node_rows = [dict(_rows(recorded["nodes"])[0], node_id=i) for i in self.node_ids]
         self.node_list = json.dumps(listing(node_rows)).encode()
+        # What is available: the monitor's load report, one `node:` entry per node as Ray's.
+        usage: dict[str, list[float]] = {"CPU": [0.0, 4.0 * len(self.node_ids)]}
+        usage |= {f"node:10.0.{n // 256}.{n % 256}": [0.0, 1.0] for n in range(len(self.node_ids))}
+        status = {"time": 0.0, "loadMetricsReport": {"usage": usage}}
+        self.cluster_status = json.dumps({"result": True, "data": {"clusterStatus": status}})
         self.whole = {kind: json.dumps(_capped(rows)).encode() for kind, rows in self.rows.items()}
 
     def answer(self, target: str) -> tuple[int, bytes]:
@@ -108,6 +113,8 @@ class World:
             return (200, found) if found is not None else (404, b"{}")
         if path == "/api/v0/nodes":
             return 200, self.node_list
+        if path == "/api/cluster_status":
+            return 200, self.cluster_status.encode()
         kind = {
             "/api/v0/actors": "actors",
             "/api/v0/placement_groups": "groups",

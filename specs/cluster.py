@@ -152,6 +152,16 @@ class Holdings:
         return self.groups + self.actors + self.tasks
 
 
+@dataclass(frozen=True)
+class Available:
+    """What Ray reported available across the cluster (`resources`, in its logical
+    resources), as of `reported_at` (Unix seconds, the head's clock): Ray's own report is
+    made on its own cadence, so it may be older than the census that read it."""
+
+    resources: Capacity
+    reported_at: float
+
+
 def _frozen_map(items: Mapping[str, _V]) -> Mapping[str, _V]:
     return MappingProxyType(dict(items))
 
@@ -166,14 +176,16 @@ class Census:
     under the dashboard's own job, so it is not in that job's holdings). `whole`: every list
     Ray answered came whole, so a job not in `jobs` holds nothing; when not whole, such a
     job's holdings are unknown (`of` answers a lower bound of nothing). `physical`: whether
-    the physical use was read (each job's `usage`). `requests` and `bytes_read`: what this
-    poll cost the dashboard."""
+    the physical use was read (each job's `usage`). `available`: what Ray reported available
+    across the cluster, read in the same poll; None when Ray did not say. `requests` and
+    `bytes_read`: what this poll cost the dashboard."""
 
     taken_at: float
     jobs: Mapping[str, Holdings] = field(default_factory=lambda: _frozen_map({}))
     entrypoints: Mapping[str, Capacity] = field(default_factory=lambda: _frozen_map({}))
     whole: bool = True
     physical: bool = False
+    available: Available | None = None
     requests: int = 0
     bytes_read: int = 0
 

@@ -19,6 +19,7 @@ from reconciler.shell.loop.acting import RAY_STOP_WAIT, STOP_MARGIN, RayActions
 from reconciler.shell.loop.changes import Changes, Version
 from reconciler.shell.loop.faults import Faults
 from reconciler.shell.loop.gitrev import GitRevisions, SourceRevision
+from reconciler.shell.loop.holdings import CensusJoin
 from reconciler.shell.loop.inputs import SpecInputs
 from reconciler.shell.loop.inputs import plan_options as plan_options  # re-exported
 from reconciler.shell.loop.inputs import queue_file as queue_file  # re-exported
@@ -137,8 +138,11 @@ class Reconciler:
         # plan's scale_request is sent to it when it changes. None: nothing is asked of it.
         self.autoscaler = autoscaler
         self.census = census
+        # What the planner is told Ray's jobs hold: the latest census joined to the listing.
+        self.census_join: CensusJoin | None = None
         if census is not None:
             census.follow(lambda: self.state.jobs, self.options.queue_id)
+            self.census_join = CensusJoin(census.interval_seconds)
         self.scale_requests = (
             ScaleRequests(
                 autoscaler, AutoscalerMetrics(metrics.registry) if metrics is not None else None
@@ -192,8 +196,14 @@ class Reconciler:
 
     # -- one pass ------------------------------------------------------------------------------
     def observe(self) -> Observation:
-        """One job listing and one capacity read, or the reason we could not have them."""
-        return self.ray_observer.observe(self.ray, self.clock(), self.state)
+        """One job listing and one capacity read, or the reason we could not have them; with
+        a census, what Ray says each job holds and what it reported available."""
+        now = self.clock()
+        observed = self.ray_observer.observe(self.ray, now, self.state)
+        if self.census_join is None or observed.jobs is None:
+            return observed
+        found = self.census_join.read(self.latest_census(), observed.jobs, now)
+        return replace(observed, held=found.held, ray_available=found.ray_available)
 
     @property
     def resend_stop_seconds(self) -> float:

@@ -133,7 +133,7 @@ class CensusMetrics:
             "Logical resources Ray jobs hold as the last census saw them (placement groups, "
             "actors and running tasks, and what supervisors reserve for drivers; memory in "
             "bytes), by owner: queue (this rayqueue's jobs) or foreign (every other job); "
-            "compare rayqueue_cluster_reserved, what this queue's specs declare",
+            "compare rayqueue_cluster_reserved, what this queue's tasks are charged",
             ["owner", "resource"],
             registry=registry,
         )

@@ -204,7 +204,8 @@ class QueueMetrics:
         )
         self.reserved = Gauge(
             "rayqueue_cluster_reserved",
-            "Resources declared by this queue's Starting and Running tasks (memory in bytes)",
+            "Resources this queue's Starting and Running tasks are charged: the more of what "
+            "they declare and what the census saw them hold (memory in bytes)",
             ["resource"],
             registry=r,
         )

@@ -22,6 +22,12 @@ then one GET per node (`/nodes/<id>`: its worker processes with their job, CPU p
 resident and shared memory, GPU memory), summed per job. The dashboard refreshes these
 figures every few seconds from its own cache; reading them costs the GCS nothing.
 
+What Ray reports available across the cluster is read in the same census, after the three
+lists (so what they show held was held when it was reported): one GET of
+`/api/cluster_status`, whose load report gives each resource's use and total as Ray's
+monitor last reported them (on its own cadence of a few seconds), with the report's time.
+A dashboard without it leaves the census without `available`.
+
 Every read is a GET over this module's own kept-alive connections (poll.py), never the
 loop's. This module does not import Ray.
 """
@@ -38,6 +44,7 @@ from urllib.parse import quote
 
 from reconciler.shell.raycluster.poll import HTTPStatus, KeptAliveGets, Unreachable
 from specs.cluster import (
+    Available,
     Capacity,
     Census,
     CensusUnsupported,
@@ -256,6 +263,27 @@ def fold(kind: Kind, rows: Iterable[Mapping[str, Any]]) -> Sums:
     return sums
 
 
+def available_of(payload: Any) -> Available | None:
+    """What Ray reports available across the cluster, from GET /api/cluster_status: its load
+    report's `usage`, each resource as [used, total], and the report's `time`; None when the
+    answer has no such report."""
+    data = payload.get("data") if isinstance(payload, dict) else None
+    status = data.get("clusterStatus") if isinstance(data, dict) else None
+    report = status.get("loadMetricsReport") if isinstance(status, dict) else None
+    usage = report.get("usage") if isinstance(report, dict) else None
+    reported_at = status.get("time") if isinstance(status, dict) else None
+    if not isinstance(usage, dict) or not isinstance(reported_at, float | int):
+        return None
+
+    def free(name: str) -> float:
+        pair = usage.get(name)
+        if not isinstance(pair, list) or len(pair) != 2:
+            return 0.0
+        return max(_number(pair[1]) - _number(pair[0]), 0.0)
+
+    return Available(Capacity(free("CPU"), free("GPU"), free("memory")), float(reported_at))
+
+
 def usage_by_job(node: Any, node_id: str, pids: Mapping[Process, str]) -> dict[str, Usage] | None:
     """The physical use of each job's worker processes on one node (GET /nodes/<id>), each
     process tied to its job by the dashboard's `jobId`, else by its pid in `pids`; None when
@@ -305,6 +333,7 @@ def assemble(
     cut: Mapping[str, set[str] | None],
     usage: Mapping[str, Usage] | None,
     *,
+    available: Available | None = None,
     requests: int = 0,
     bytes_read: int = 0,
 ) -> Census:
@@ -336,6 +365,7 @@ def assemble(
         sums[ACTORS.name].entrypoints,
         whole=all(cut[kind.name] is None for kind in KINDS),
         physical=usage is not None,
+        available=available,
         requests=requests,
         bytes_read=bytes_read,
     )
@@ -412,11 +442,13 @@ class RayCensus:
         for kind_sums in sums.values():
             pids.update(kind_sums.pids)
         usage = self._usage(pids) if self.physical else None
+        available = self._available()
         return assemble(
             taken_at,
             sums,
             cut,
             usage,
+            available=available,
             requests=self._gets.requests - requests,
             bytes_read=self._gets.bytes_read - bytes_read,
         )
@@ -499,6 +531,11 @@ class RayCensus:
                 for job, use in found.items():
                     total[job] = total.get(job, Usage()) + use
         return total if seen else None
+
+    def _available(self) -> Available | None:
+        """What Ray's monitor last reported available; None when the dashboard does not say."""
+        answer = self._get("/api/cluster_status", "read cluster status")
+        return None if isinstance(answer, HTTPStatus) else available_of(answer)
 
     def _endpoint(self, kind: Kind) -> str:
         return f"{kind.path}?detail=true&limit={self.limit}{self._timeout_param}{kind.filters}"

@@ -18,6 +18,7 @@ from specs.cluster import (
     STOPPED,
     SUCCEEDED,
     TERMINAL_STATUSES,
+    Available,
     Capacity,
     Census,
     CensusUnsupported,
@@ -289,7 +290,8 @@ class FakeRay:
     def take_census(self, drivers: Mapping[tuple[str, int], str] | None = None) -> Census:
         """What `hold` and `set_holdings` said, for every job that has not ended (and every
         job id no submitted job has: a foreign driver's); each live job's supervisor
-        reserves what `entrypoints` says, else nothing. The fake has no processes: a
+        reserves what `entrypoints` says, else nothing; Ray reports available the capacity
+        less all of it. The fake has no processes: a
         driver's use is in what `hold` says."""
         del drivers
         with self._lock:
@@ -299,12 +301,19 @@ class FakeRay:
             ended = {j.job_id for j in self.jobs.values() if j.terminal and j.job_id}
             live = [j for j in self.jobs.values() if not j.terminal]
             held = {k: h for k, h in self.holdings.items() if k not in ended}
+            reserved = {
+                j.submission_id: self.entrypoints.get(j.submission_id, Capacity()) for j in live
+            }
+            taken = sum((h.logical for h in held.values()), Capacity())
+            taken = sum(reserved.values(), taken)
+            now = self.clock()
             return Census(
-                self.clock(),
+                now,
                 held,
-                {j.submission_id: self.entrypoints.get(j.submission_id, Capacity()) for j in live},
+                reserved,
                 whole=self.census_whole,
                 physical=any(h.usage is not None for h in held.values()),
+                available=Available(_floored(self.cluster_capacity - taken), now),
                 requests=3,
             )
 
@@ -354,3 +363,8 @@ class FakeRay:
             return self.jobs[submission_id]
         except KeyError:
             raise JobNotFound(f"Ray has no job {submission_id}") from None
+
+
+def _floored(amount: Capacity) -> Capacity:
+    """Nothing below zero: Ray reports no negative availability."""
+    return Capacity(max(amount.cpu, 0.0), max(amount.gpu, 0.0), max(amount.memory, 0.0))

@@ -16,7 +16,7 @@ import pytest
 
 from reconciler.shell.raycluster import census
 from reconciler.shell.raycluster.census import RayCensus, fold, read_rows, usage_by_job
-from specs.cluster import Capacity, Census, CensusUnsupported, Holdings, RayUnavailable
+from specs.cluster import Available, Capacity, Census, CensusUnsupported, Holdings, RayUnavailable
 from tests.support.localhttp import QuietHandler, serving
 from tests.support.net import free_port
 
@@ -29,8 +29,31 @@ DRIVER = (ANSWERS["jobs"][0]["driver_node_id"], int(ANSWERS["jobs"][0]["driver_i
 Route = Callable[[str], tuple[int, Any]]
 
 
+# GET /api/cluster_status, as a Ray 2.60 head answers it, cut to what the census reads: its
+# monitor's load report, each resource as [used, total], and the report's time.
+CLUSTER_STATUS = {
+    "result": True,
+    "msg": "Got cluster status.",
+    "data": {
+        "clusterStatus": {
+            "time": 1796687308.75,
+            "loadMetricsReport": {
+                "usage": {
+                    "CPU": [3.25, 4.0],
+                    "memory": [0.0, 8589934592.0],
+                    "objectStoreMemory": [0.0, 7324470067.0],
+                    "node:InternalHead": [0.0, 1.0],
+                }
+            },
+        }
+    },
+}
+
+
 def recorded(path: str) -> tuple[int, Any]:
     """The head's own answers, each list whole."""
+    if path.startswith("/api/cluster_status"):
+        return 200, CLUSTER_STATUS
     for prefix, key in (
         ("/api/v0/placement_groups", "placement_groups"),
         ("/api/v0/actors", "actors"),
@@ -128,8 +151,11 @@ def test_the_census_of_the_recorded_head(dashboard: ThreadingHTTPServer) -> None
     assert taken.physical and held.usage is not None
     assert held.usage.processes == 5  # three actors' workers, two tasks' workers
     assert held.usage.memory > 0 and held.usage.cpu_percent > 0
-    # Three lists, the node list and one node: five requests, and the bytes they carried.
-    assert taken.requests == 5 == len(_Dashboard.seen)
+    # What Ray's monitor last reported available: 4 CPUs less the 3.25 in use.
+    assert taken.available == Available(Capacity(0.75, 0, 8589934592.0), 1796687308.75)
+    # Three lists, the node list, one node and the cluster's status: six requests, and the
+    # bytes they carried.
+    assert taken.requests == 6 == len(_Dashboard.seen)
     assert taken.bytes_read > 10_000
     # A job Ray lists nothing for holds nothing, exactly, when every list came whole.
     assert taken.of("09000000") == Holdings("09000000")
@@ -180,7 +206,17 @@ def test_without_node_data_the_census_is_logical_only(dashboard: ThreadingHTTPSe
 
 def test_physical_use_is_not_read_when_switched_off(dashboard: ThreadingHTTPServer) -> None:
     taken = reader(dashboard, physical=False).take_census()
-    assert not taken.physical and taken.requests == 3
+    assert not taken.physical and taken.requests == 4
+
+
+def test_a_dashboard_without_the_clusters_status_leaves_available_unsaid(
+    dashboard: ThreadingHTTPServer,
+) -> None:
+    _Dashboard.route = staticmethod(
+        lambda path: (404, {}) if path.startswith("/api/cluster_status") else recorded(path)
+    )
+    taken = reader(dashboard).take_census()
+    assert taken.available is None and taken.of(JOB).logical == Capacity(3.25)
 
 
 def test_a_dashboard_that_does_not_answer_is_unavailable() -> None:
