@@ -322,3 +322,35 @@ def test_a_run_under_a_hidden_dependency_that_ends_has_its_read_back_planned() -
     assert as_read_back(ended, observed, world.now, True, world.specs, before) is None
     world.run_pass()
     assert world.statuses["team-a/a"].status.phase is Phase.INVALID
+
+
+def test_an_ended_run_whose_task_turns_invalid_keeps_its_record_in_the_read_back() -> None:
+    """a ran under its explicit id "own" and succeeded; Ray has forgotten the job (past the
+    history's retention). a and b are then edited to claim "shared", which neither has run
+    with: both refused, and a turns Invalid, its status still recording the run under "own".
+    That id is no longer the one a's spec derives and Ray lists no job under it, which an
+    ended run's record survives: the read-back believes a's Invalid status as it believed
+    the Succeeded one (no StatusIgnored, nothing written anew), a fixed point."""
+    options = PlanOptions(queue_id="q", ray_history_retention_seconds=30.0)
+    world = ReadBack(options, None, capacity=Capacity(4, 0, 64 * GIB), check=assert_identical)
+    world.apply(("put", "a", {"submissionId": "own"}))
+    world.apply(("put", "b", {}))
+    world.run_pass()  # a and b submitted
+    world.apply(("ray", 0, SUCCEEDED, 1))
+    world.apply(("ray", 0, SUCCEEDED, 1))
+    world.run_pass()
+    assert world.statuses["a"].status.phase is Phase.SUCCEEDED
+    world.apply(("tick", 61))
+    world.run_pass()  # past the retention: the jobs deleted
+    assert "own" not in world.jobs
+    world.apply(("put", "a", {"submissionId": "shared"}))
+    world.apply(("put", "b", {"submissionId": "shared"}))
+    refused = world.run_pass()  # the read-back checked here (ReadBack._follow) must hold
+    assert world.memo.fast and quiet_but_statuses(refused)
+    body = world.statuses["a"].status
+    assert body.phase is Phase.INVALID and body.submission_id == "own"
+    assert world.checked >= 1
+    written = dict(world.statuses)
+    again = world.run_pass()
+    assert not [e for e in again.events if e.reason is Reason.STATUS_IGNORED]
+    assert world.statuses == written
