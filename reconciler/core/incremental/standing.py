@@ -26,6 +26,7 @@ from reconciler.core.inputs import Observation
 from reconciler.core.planner import Plan
 from reconciler.core.task.dependencies import RunView
 from specs.task.inputs import TaskInput
+from specs.task.models import ConditionType
 from specs.task.status import TaskStatus
 
 # No task watched by a dependent.
@@ -62,11 +63,11 @@ def read_back(
     where the property is shown. `statuses`: those the plan was given. `shown`: what the
     plan's dependents saw of each task their dependencies name (keptgates.Gates.seen).
     None: the read-back must be planned (not the fast pass, the plan acted, it read the clock
-    at `now`, it moved the status of a task whose file is broken, one to another run of an
-    explicit id, or one its dependents saw otherwise)."""
+    at `now`, it moved the status of a task whose spec it could not use, one to another run of
+    an explicit id, or one its dependents saw otherwise)."""
     if not fast or not observed.available or not quiet_but_statuses(plan):
         return None
-    if _moved_a_broken_spec(plan, specs) or _moved_a_run_of_an_id(plan, statuses):
+    if _moved_an_unusable_spec(plan, specs) or _moved_a_run_of_an_id(plan, statuses):
         return None
     if _moved_what_dependents_saw(plan, shown):
         return None
@@ -78,17 +79,31 @@ def read_back(
     return replace(plan, events=(), write_classes={}, still=True, deadline=until)
 
 
-def _moved_a_broken_spec(plan: Plan, specs: Mapping[str, TaskInput]) -> bool:
-    """Whether `plan` moved the status of a task whose file does not parse. Such a task's run
-    goes on under its last valid spec; the pass that sees the run end records its outcome
-    (Succeeded, Failed, a retry's Queued), and its read-back turns that Invalid: the planner
-    is not a fixed point of that output (tests/unit/shell/loop/test_readback_broken.py). Rare,
-    so any move of a broken spec's status has its read-back planned."""
+def _moved_an_unusable_spec(plan: Plan, specs: Mapping[str, TaskInput]) -> bool:
+    """Whether `plan` moved the status of a task whose spec it could not use: its file does
+    not parse, or the pass refused a spec that does (an explicit id another task has or claims
+    too, a dependency its folder may not see; the status written then says SpecInvalid). Such
+    a task's run goes on under its last valid spec; the pass that sees the run end records its
+    outcome (Succeeded, Failed, a retry's Queued), and its read-back turns that Invalid: the
+    planner is not a fixed point of that output (tests/unit/shell/loop/test_readback_broken.py,
+    tests/unit/core/incremental/test_standing_fixed_point.py). Rare, so any move of such a
+    task's status has its read-back planned."""
+    written = plan.statuses
     for name in plan.write_classes:
         spec = specs.get(name)
         if spec is not None and spec.task is None:
             return True
+        status = written.get(name)
+        if status is not None and _planned_under_its_last_valid_spec(status):
+            return True
     return False
+
+
+def _planned_under_its_last_valid_spec(status: TaskStatus) -> bool:
+    """Whether the pass that wrote `status` planned its task under its last valid spec: the
+    SpecInvalid condition, which reconcile_task sets on a run that goes on under a spec the
+    pass may not use (and only there)."""
+    return any(c.type == ConditionType.SPEC_INVALID for c in status.status.conditions)
 
 
 def _moved_what_dependents_saw(plan: Plan, shown: Mapping[str, RunView]) -> bool:

@@ -237,7 +237,12 @@ def _believed(step: TaskStep, spec: TaskInput, body: TaskStatusBody) -> TaskStat
     explicit = known.spec.submission_id if known is not None else None
     job = _job_of(step, body)
     proof = ownership.prove(spec.name, body, explicit, job, step.options.queue_id)
-    if proof.stands(ended=body.phase.finished):
+    # An Invalid status holds no live run (a spec is invalidated only while its task has
+    # none): the id it records is never followed, submitted or stopped (a start takes the
+    # next run's id, an outcome is read only from a job Ray lists). It stands as the finished
+    # status it was made from did, or the pass after one that invalidates an ended run would
+    # disown that pass's own write.
+    if proof.stands(ended=body.phase.finished or body.phase is Phase.INVALID):
         return body
     message = (
         f"the status file of {spec.name} names job {body.submission_id!r}, which by our own "

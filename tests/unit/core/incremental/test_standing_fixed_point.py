@@ -50,8 +50,14 @@ class ReadBack(History):
     observed: Observation | None = None
 
     def run_pass(self) -> Plan:
-        self.observed = (
-            Observation(dict(self.jobs), self.capacity, scaling=self.scaling)
+        self.observed = (  # what History.run_pass hands the planner
+            Observation(
+                dict(self.jobs),
+                self.capacity,
+                scaling=self.scaling,
+                held=dict(self.held),
+                ray_available=self.ray_available,
+            )
             if self.available
             else Observation(None, None, "connection refused")
         )
@@ -260,3 +266,91 @@ def test_a_dependency_that_fits_again_has_its_read_back_planned() -> None:
     assert as_read_back(fits, observed, world.now, True, world.specs, before, shown) is None
     world.run_pass()
     assert "(Queued)" in world.statuses["a"].status.message
+
+
+def test_a_run_under_a_refused_explicit_id_that_ends_has_its_read_back_planned() -> None:
+    """The property's example, played on purpose: ten tasks are added and team-a/t333's job
+    is submitted (the one start allowed in flight); nine others are edited to claim the
+    explicit id "shared", team-a/t333 among them, and none has run with it: all are refused.
+    team-a/t333's run goes on under its last valid spec (a SpecInvalid condition). Its job
+    ends: the pass records Succeeded, a status-only plan; its read-back sees a finished task
+    whose spec is refused and turns it Invalid, so it is planned, not skipped."""
+    options = PlanOptions(queue_id="q", policy="strict", max_inflight=1, exact_queue_positions=1)
+    world = ReadBack(options, None, capacity=Capacity(4, 0, 64 * GIB), check=assert_identical)
+    run = Sequence(world, names_of(20))
+    run.run(("add", 10, 0))
+    assert world.statuses["team-a/t333"].status.phase is Phase.STARTING
+    run.run(("edit", 9, 0, "submissionId", "shared"))
+    claimants = [n for n, s in world.specs.items() if s.task and s.task.spec.submission_id]
+    assert "team-a/t333" in claimants and len(claimants) == 9
+    assert world.statuses["team-a/t333"].status.phase is Phase.STARTING  # never stopped
+    before = dict(world.statuses)
+    world.apply(("ray", 0, SUCCEEDED, 1))  # its job ends (the only live one)
+    ended = world.run_pass()  # the read-back checked here (ReadBack._follow) must hold
+    assert world.memo.fast and quiet_but_statuses(ended)
+    assert world.statuses["team-a/t333"].status.phase is Phase.SUCCEEDED
+    observed = world.observed
+    assert observed is not None
+    assert as_read_back(ended, observed, world.now, True, world.specs, before) is None
+    world.run_pass()  # planned, not skipped: the loop writes Invalid
+    body = world.statuses["team-a/t333"].status
+    assert body.phase is Phase.INVALID
+    assert "'shared' is claimed by task" in body.message
+
+
+def test_a_run_under_a_hidden_dependency_that_ends_has_its_read_back_planned() -> None:
+    """The same with the other rule that refuses a spec whose file parses: team-a/a runs, and
+    is edited to depend on team-b/b, which its folder may not see. Refused, its run goes on;
+    the pass that records its end is status-only, and its read-back turns it Invalid."""
+    visibility = Visibility(readers=(("team-a",), ("team-b",)), writers=(("team-a",), ("team-b",)))
+    options = PlanOptions(queue_id="q", visibility=visibility)
+    world = ReadBack(options, None, capacity=Capacity(4, 0, 64 * GIB), check=assert_identical)
+    world.apply(("put", "team-b/b", {"suspend": True}))
+    world.apply(("put", "team-a/a", {}))
+    world.run_pass()  # a submitted
+    world.apply(("put", "team-a/a", {"dependsOn": [{"name": "/team-b/b"}]}))
+    world.run_pass()
+    body = world.statuses["team-a/a"].status
+    assert body.phase is Phase.STARTING and "is not visible" in str(body.conditions)
+    before = dict(world.statuses)
+    world.apply(("ray", 0, SUCCEEDED, 1))
+    ended = world.run_pass()
+    assert world.memo.fast and quiet_but_statuses(ended)
+    assert world.statuses["team-a/a"].status.phase is Phase.SUCCEEDED
+    observed = world.observed
+    assert observed is not None
+    assert as_read_back(ended, observed, world.now, True, world.specs, before) is None
+    world.run_pass()
+    assert world.statuses["team-a/a"].status.phase is Phase.INVALID
+
+
+def test_an_ended_run_whose_task_turns_invalid_keeps_its_record_in_the_read_back() -> None:
+    """a ran under its explicit id "own" and succeeded; Ray has forgotten the job (past the
+    history's retention). a and b are then edited to claim "shared", which neither has run
+    with: both refused, and a turns Invalid, its status still recording the run under "own".
+    That id is no longer the one a's spec derives and Ray lists no job under it, which an
+    ended run's record survives: the read-back believes a's Invalid status as it believed
+    the Succeeded one (no StatusIgnored, nothing written anew), a fixed point."""
+    options = PlanOptions(queue_id="q", ray_history_retention_seconds=30.0)
+    world = ReadBack(options, None, capacity=Capacity(4, 0, 64 * GIB), check=assert_identical)
+    world.apply(("put", "a", {"submissionId": "own"}))
+    world.apply(("put", "b", {}))
+    world.run_pass()  # a and b submitted
+    world.apply(("ray", 0, SUCCEEDED, 1))
+    world.apply(("ray", 0, SUCCEEDED, 1))
+    world.run_pass()
+    assert world.statuses["a"].status.phase is Phase.SUCCEEDED
+    world.apply(("tick", 61))
+    world.run_pass()  # past the retention: the jobs deleted
+    assert "own" not in world.jobs
+    world.apply(("put", "a", {"submissionId": "shared"}))
+    world.apply(("put", "b", {"submissionId": "shared"}))
+    refused = world.run_pass()  # the read-back checked here (ReadBack._follow) must hold
+    assert world.memo.fast and quiet_but_statuses(refused)
+    body = world.statuses["a"].status
+    assert body.phase is Phase.INVALID and body.submission_id == "own"
+    assert world.checked >= 1
+    written = dict(world.statuses)
+    again = world.run_pass()
+    assert not [e for e in again.events if e.reason is Reason.STATUS_IGNORED]
+    assert world.statuses == written

@@ -1,12 +1,12 @@
-"""The read-back of a pass that ended the run of a task whose file is broken is planned.
+"""The read-back of a pass that ended the run of a task whose spec it could not use is planned.
 
-A broken file never stops a healthy job: it runs on under the last valid spec. The pass that
-sees its job end records the outcome (Succeeded, Failed, a retry's Queued), a plan that only
-moves statuses; the next pass, reading that back, turns the task Invalid. So the planner is
-not a fixed point of that plan's output, and its read-back must not be skipped
+A broken file never stops a healthy job: it runs on under the last valid spec; so does a spec
+the pass refuses though it parses (an explicit id another task has or claims too). The pass
+that sees its job end records the outcome (Succeeded, Failed, a retry's Queued), a plan that
+only moves statuses; the next pass, reading that back, turns the task Invalid. So the planner
+is not a fixed point of that plan's output, and its read-back must not be skipped
 (reconciler/core/incremental/standing.py). Found by the property in
-tests/unit/core/incremental/test_standing_fixed_point.py (one run of thousands; a sequence with a
-broken spec), played here on purpose.
+tests/unit/core/incremental/test_standing_fixed_point.py, played here on purpose.
 """
 
 from __future__ import annotations
@@ -80,6 +80,38 @@ def test_in_the_loop_a_broken_specs_ended_run_turns_invalid(tmp_path: Path) -> N
     clock.advance(0.1)
     rec.run_pass()
     assert read_status(tmp_path, "a")["phase"] == "Running"  # a broken file stops no job
+    ray.set_status(sid, SUCCEEDED)
+    clock.advance(0.1)
+    rec.run_pass()  # records the end
+    assert read_status(tmp_path, "a")["phase"] == "Succeeded"
+    clock.advance(0.1)
+    rec.run_pass()  # its read-back: planned
+    assert read_status(tmp_path, "a")["phase"] == "Invalid"
+    assert_changes_nothing(full_plan(rec, ray, clock), rec)
+
+
+def test_in_the_loop_an_ended_run_under_a_refused_explicit_id_turns_invalid(
+    tmp_path: Path,
+) -> None:
+    """As a broken file's: a runs, then its file and b's both claim the id "x", which none has
+    run with (both refused; a's run goes on). The pass that records a's end is planned, and
+    so is its read-back, which writes Invalid, as a full read of the folder and of Ray gives."""
+    rec, ray, clock = make(tmp_path)
+    path = write_task(tmp_path, "a", "sleep 1", cpu=1)
+    rec.run_pass()  # submitted
+    (sid,) = ray.jobs
+    ray.set_status(sid, RUNNING)
+    for _ in range(3):
+        clock.advance(0.1)
+        rec.run_pass()
+    assert read_status(tmp_path, "a")["phase"] == "Running"
+    other = write_task(tmp_path, "b", "sleep 1", cpu=1, submissionId="x")
+    write_task(tmp_path, "a", "sleep 1", cpu=1, submissionId="x")
+    rec.events.add([str(path), str(other)])
+    clock.advance(0.1)
+    rec.run_pass()
+    assert read_status(tmp_path, "a")["phase"] == "Running"  # a refused id stops no job
+    assert read_status(tmp_path, "b")["phase"] == "Invalid"
     ray.set_status(sid, SUCCEEDED)
     clock.advance(0.1)
     rec.run_pass()  # records the end
