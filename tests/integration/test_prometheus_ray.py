@@ -274,14 +274,20 @@ def test_every_dashboard_query_shows_what_happened(
     retries = count("Runs queued again by a retry policy (per hour)")
     assert retries == {"queue=team-a": 1, "queue=team-b": 0, "queue=default": 0}
     preempted = count("Preempted runs by queue and reason (per hour)")
-    # every queue x reason (WithinQueue, Reclaim, InCohortFairSharing), at 0 until it happens
+    # every queue x reason (WithinQueue, Reclaim, InCohortFairSharing, Overusing), at 0 until
+    # it happens
     reasons = {k.split(",")[1] for k in preempted}
-    assert len(preempted) == 9 and set(preempted.values()) == {0}, preempted
-    assert reasons == {"reason=WithinQueue", "reason=Reclaim", "reason=InCohortFairSharing"}
+    assert len(preempted) == 12 and set(preempted.values()) == {0}, preempted
+    assert reasons == {
+        "reason=WithinQueue",
+        "reason=Reclaim",
+        "reason=InCohortFairSharing",
+        "reason=Overusing",
+    }
     admitted = count("Admitted and evicted runs (per hour)")
     assert admitted == {"queue=team-a": 3, "queue=team-b": 1, "queue=default": 0}
     evicted = count("Admitted and evicted runs (per hour)", "B")
-    assert len(evicted) == 9 and set(evicted.values()) == {0}
+    assert len(evicted) == 12 and set(evicted.values()) == {0}, evicted
     assert by("Pending tasks by team queue")["queue=team-b"] == 1
     assert set(by("Running tasks by team queue").values()) == {0}
     assert set(by("Team queue weighted share").values()) == {0}

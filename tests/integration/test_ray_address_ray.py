@@ -58,7 +58,8 @@ def test_auto_finds_the_head_its_address_file_names(
 ) -> None:
     assert head.temp_dir is not None
     record = head.temp_dir / "ray_current_cluster"  # written by `ray start` itself
-    wait_until(record.exists, f"ray start to write {record}", 30)
+    # `ray start` may be seen between creating the file and writing the address in it.
+    wait_until(lambda: record.exists() and record.read_text().strip(), f"{record} written", 30)
     written = record.read_text()
     (tmp_path / "ray").mkdir()
     (tmp_path / "ray" / "ray_current_cluster").write_text(written)

@@ -274,6 +274,11 @@ def available_of(payload: Any) -> Available | None:
     reported_at = status.get("time") if isinstance(status, dict) else None
     if not isinstance(usage, dict) or not isinstance(reported_at, float | int):
         return None
+    if "CPU" not in usage:
+        # A head's first reports come before its node's resources do: an empty usage is no
+        # report yet, not a cluster with nothing free. A resource Ray has none of (GPU on a
+        # CPU cluster) is left out of a real report, and is 0.
+        return None
 
     def free(name: str) -> float:
         pair = usage.get(name)

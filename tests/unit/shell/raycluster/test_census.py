@@ -283,3 +283,19 @@ def test_an_answer_keeps_only_what_the_census_reads_of_each_row() -> None:
     pids = {(NODE, 3232): JOB}
     assert usage_by_job(node, NODE, pids) == usage_by_job(ANSWERS["node"], NODE, pids)
     assert "cmdline" not in node["data"]["detail"]["workers"][0]
+
+
+def _cluster_status(usage: dict[str, list[float]]) -> dict[str, Any]:
+    return {"data": {"clusterStatus": {"time": 100.0, "loadMetricsReport": {"usage": usage}}}}
+
+
+def test_a_report_without_the_nodes_resources_yet_is_no_report() -> None:
+    # A fresh head's first reports carry an empty usage: read as "nothing free", every
+    # start would wait for the next census.
+    assert census.available_of(_cluster_status({})) is None
+    assert census.available_of(_cluster_status({"node:InternalHead": [0.0, 1.0]})) is None
+    found = census.available_of(
+        _cluster_status({"CPU": [1.0, 4.0], "memory": [0.0, 8.0], "objectStoreMemory": [0, 2]})
+    )
+    assert found is not None and found.reported_at == 100.0
+    assert (found.resources.cpu, found.resources.gpu, found.resources.memory) == (3.0, 0.0, 8.0)
