@@ -22,7 +22,7 @@ from typing import Any
 
 from specs.cluster import Capacity, Usage, cut_text
 from specs.task.arrays import split
-from specs.task.quantity import format_memory
+from specs.task.quantity import format_memory, human_memory
 
 # The most bytes any text field of a record holds (a task name, a queue, an id, an outcome).
 FIELD_BYTES = 512
@@ -258,7 +258,7 @@ class RunRecord:
         if self.cpu_efficiency is not None:
             parts.append(f"CPU efficiency {self.cpu_efficiency * 100:.0f}%")
         if self.peak_memory is not None:
-            parts.append(f"peak memory {_memory(self.peak_memory)}")
+            parts.append(f"peak memory {human_memory(self.peak_memory)}")
         parts.append(f"{self.polls} polls" + (", a lower bound" if self.lower_bound else ""))
         return ", ".join(parts)
 
@@ -348,13 +348,6 @@ def _plain_number(value: float) -> int | float:
 
 def _cpu(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".") or "0"
-
-
-def _memory(value: float) -> str:
-    for suffix, size in (("Gi", GI), ("Mi", MI)):
-        if value >= size:
-            return f"{value / size:.3g}{suffix}"
-    return f"{int(value)}B"
 
 
 def _amounts(value: Capacity) -> dict[str, float]:
